@@ -1,0 +1,18 @@
+export { ChaosError, ERROR_CODES, toGrpcError, toMcpErrorResult } from "./errors.js";
+export type { ErrorCode, McpErrorResult } from "./errors.js";
+export { assertTenantId, ContextSigner, CONTEXT_HEADER, CONTEXT_SIG_HEADER } from "./context.js";
+export type { CallContext } from "./context.js";
+export { ConfigError, loadDotEnv, parseEnv } from "./config.js";
+export type { Env } from "./config.js";
+export { createLogger, LOG_LEVELS } from "./logger.js";
+export type { Logger } from "./logger.js";
+export { onShutdown } from "./lifecycle.js";
+export { ATTR } from "./telemetry/attributes.js";
+export { instrument, recordError } from "./rpc/instrument.js";
+export { createInProcessClient } from "./rpc/in-process.js";
+export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
+export type { GrpcClient, GrpcClientOptions } from "./rpc/grpc.js";
+export { register, startGrpcServer } from "./rpc/server.js";
+export type { Registration, RunningGrpcServer } from "./rpc/server.js";
+export { DEFAULT_TIMEOUT_MS } from "./rpc/types.js";
+export type { AnyService, CallOptions, HandlerContext, ServiceClient, ServiceImpl } from "./rpc/types.js";

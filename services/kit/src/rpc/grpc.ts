@@ -1,0 +1,224 @@
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
+import {
+  Client,
+  credentials,
+  Metadata,
+  type ChannelOptions,
+  type ClientReadableStream,
+  type sendUnaryData,
+  type Server,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type ServiceError,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
+import { once } from "node:events";
+import { ChaosError, toGrpcError } from "../errors.js";
+import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, type ContextSigner } from "../context.js";
+import { extractTrace, injectTrace, instrument } from "./instrument.js";
+import {
+  DEFAULT_TIMEOUT_MS,
+  supportedMethods,
+  type AnyService,
+  type CallOptions,
+  type HandlerContext,
+  type ServiceClient,
+  type ServiceImpl,
+  type UntypedStream,
+  type UntypedUnary,
+} from "./types.js";
+
+function path(method: DescMethod): string {
+  return `/${method.parent.typeName}/${method.name}`;
+}
+
+function serializer(schema: DescMessage) {
+  return (msg: object) => Buffer.from(toBinary(schema, msg as never));
+}
+
+function deserializer(schema: DescMessage) {
+  return (bytes: Buffer) => fromBinary(schema, bytes);
+}
+
+/** A grpc-js service definition built from a protobuf-es service descriptor. */
+export function grpcServiceDefinition(service: AnyService): ServiceDefinition {
+  const def: Record<string, ServiceDefinition[string]> = {};
+  for (const method of supportedMethods(service)) {
+    const input = method.input as DescMessage;
+    const output = method.output as DescMessage;
+    def[method.localName] = {
+      path: path(method),
+      requestStream: false,
+      responseStream: method.methodKind === "server_streaming",
+      requestSerialize: serializer(input),
+      requestDeserialize: deserializer(input),
+      responseSerialize: serializer(output),
+      responseDeserialize: deserializer(output),
+      originalName: method.localName,
+    };
+  }
+  return def as ServiceDefinition;
+}
+
+function metadataValue(md: Metadata, key: string): string | undefined {
+  const v = md.get(key)[0];
+  return typeof v === "string" ? v : undefined;
+}
+
+function serverHandlerContext(
+  call: { metadata: Metadata; on(event: "cancelled", fn: () => void): unknown; getDeadline(): Date | number },
+  signer: ContextSigner,
+): HandlerContext {
+  const ctx = signer.verify(
+    metadataValue(call.metadata, CONTEXT_HEADER),
+    metadataValue(call.metadata, CONTEXT_SIG_HEADER),
+  );
+  const controller = new AbortController();
+  call.on("cancelled", () => controller.abort(new ChaosError("cancelled", "the caller cancelled")));
+  return { call: ctx, signal: controller.signal };
+}
+
+/**
+ * Registers a service implementation on a grpc-js server. Every call's context is verified
+ * with the signer before the handler runs; errors are mapped to gRPC status once, here.
+ */
+export function addGrpcService<S extends AnyService>(
+  server: Server,
+  service: S,
+  impl: ServiceImpl<S>,
+  signer: ContextSigner,
+): void {
+  const handlers: UntypedServiceImplementation = {};
+  for (const method of supportedMethods(service)) {
+    const output = method.output as DescMessage;
+    const handler = (impl as Record<string, unknown>)[method.localName];
+    if (typeof handler !== "function") throw new Error(`${service.typeName}: no handler for ${method.name}`);
+    if (method.methodKind === "unary") {
+      const fn = handler as UntypedUnary;
+      handlers[method.localName] = (call: ServerUnaryCall<object, object>, callback: sendUnaryData<object>) => {
+        const parent = extractTrace((k) => metadataValue(call.metadata, k));
+        let hctx: HandlerContext;
+        try {
+          hctx = serverHandlerContext(call, signer);
+        } catch (err) {
+          callback(toGrpcError(err) as ServiceError);
+          return;
+        }
+        instrument("server", method, hctx.call.tenant, () => fn.call(impl, call.request, hctx), parent).then(
+          (res) => callback(null, create(output, res as never)),
+          (err: unknown) => callback(toGrpcError(err) as ServiceError),
+        );
+      };
+    } else {
+      const fn = handler as UntypedStream;
+      handlers[method.localName] = (call: ServerWritableStream<object, object>) => {
+        const parent = extractTrace((k) => metadataValue(call.metadata, k));
+        let hctx: HandlerContext;
+        try {
+          hctx = serverHandlerContext(call, signer);
+        } catch (err) {
+          call.emit("error", toGrpcError(err));
+          return;
+        }
+        instrument(
+          "server",
+          method,
+          hctx.call.tenant,
+          async () => {
+            for await (const msg of fn.call(impl, call.request, hctx)) {
+              if (hctx.signal.aborted) break;
+              if (!call.write(create(output, msg as never))) await once(call, "drain");
+            }
+          },
+          parent,
+        ).then(
+          () => call.end(),
+          (err: unknown) => call.emit("error", toGrpcError(err)),
+        );
+      };
+    }
+  }
+  server.addService(grpcServiceDefinition(service), handlers);
+}
+
+export interface GrpcClientOptions {
+  /** Default deadline of every call. */
+  timeoutMs?: number;
+  channelOptions?: ChannelOptions;
+}
+
+/** A typed client plus the channel it owns. */
+export interface GrpcClient<S extends AnyService> {
+  readonly client: ServiceClient<S>;
+  close(): void;
+}
+
+/**
+ * A typed gRPC client for a service at `address` (host:port, plaintext inside the cluster;
+ * TLS is the service mesh's job). Every call is signed with the call context, carries the
+ * W3C trace context and a deadline.
+ */
+export function createGrpcClient<S extends AnyService>(
+  service: S,
+  address: string,
+  signer: ContextSigner,
+  options: GrpcClientOptions = {},
+): GrpcClient<S> {
+  const channel = new Client(address, credentials.createInsecure(), options.channelOptions);
+  const defaultTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const client: Record<string, unknown> = {};
+
+  const prepare = (opts: CallOptions) => {
+    const md = new Metadata();
+    const signed = signer.sign(opts.ctx);
+    md.set(CONTEXT_HEADER, signed.context);
+    md.set(CONTEXT_SIG_HEADER, signed.signature);
+    injectTrace((k, v) => md.set(k, v));
+    const deadline = Date.now() + (opts.timeoutMs ?? defaultTimeout);
+    return { md, deadline };
+  };
+
+  for (const method of supportedMethods(service)) {
+    const input = method.input as DescMessage;
+    const output = method.output as DescMessage;
+    const ser = serializer(input);
+    const de = deserializer(output);
+    if (method.methodKind === "unary") {
+      client[method.localName] = (req: object, opts: CallOptions) =>
+        instrument("client", method, opts.ctx.tenant, () => {
+          const { md, deadline } = prepare(opts);
+          return new Promise((resolve, reject) => {
+            const call = channel.makeUnaryRequest(path(method), ser, de, create(input, req as never), md, { deadline }, (err, res) =>
+              err ? reject(ChaosError.from(err)) : resolve(res),
+            );
+            opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+          });
+        });
+    } else {
+      client[method.localName] = (req: object, opts: CallOptions) =>
+        (async function* () {
+          const { md, deadline } = prepare(opts);
+          const call: ClientReadableStream<unknown> = channel.makeServerStreamRequest(
+            path(method),
+            ser,
+            de,
+            create(input, req as never),
+            md,
+            { deadline },
+          );
+          const onAbort = () => call.cancel();
+          opts.signal?.addEventListener("abort", onAbort, { once: true });
+          try {
+            for await (const msg of call) yield msg;
+          } catch (err) {
+            throw ChaosError.from(err);
+          } finally {
+            opts.signal?.removeEventListener("abort", onAbort);
+            call.cancel();
+          }
+        })();
+    }
+  }
+  return { client: client as ServiceClient<S>, close: () => channel.close() };
+}

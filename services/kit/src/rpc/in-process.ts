@@ -1,0 +1,98 @@
+import { create, type DescMessage } from "@bufbuild/protobuf";
+import { ChaosError } from "../errors.js";
+import { assertTenantId } from "../context.js";
+import { instrument } from "./instrument.js";
+import {
+  DEFAULT_TIMEOUT_MS,
+  supportedMethods,
+  type AnyService,
+  type CallOptions,
+  type HandlerContext,
+  type ServiceClient,
+  type ServiceImpl,
+  type UntypedStream,
+  type UntypedUnary,
+} from "./types.js";
+
+/** Aborts when the caller's signal does or when the deadline passes. */
+function callSignal(opts: CallOptions, defaultTimeoutMs: number): AbortSignal {
+  const timeout = AbortSignal.timeout(opts.timeoutMs ?? defaultTimeoutMs);
+  return opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
+}
+
+function abortError(signal: AbortSignal): ChaosError {
+  const reason: unknown = signal.reason;
+  return reason instanceof DOMException && reason.name === "TimeoutError"
+    ? new ChaosError("deadline_exceeded", "the call ran past its deadline")
+    : new ChaosError("cancelled", "the call was cancelled");
+}
+
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal));
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(ChaosError.from(e));
+      },
+    );
+  });
+}
+
+/**
+ * A client that calls the service's handlers directly with the same messages: no sockets, no
+ * serialisation (the idea of connect-es's router transport). Deadlines, cancellation, error
+ * normalisation and spans behave as over gRPC, so the same tests hold for both transports.
+ */
+export function createInProcessClient<S extends AnyService>(
+  service: S,
+  impl: ServiceImpl<S>,
+  options: { timeoutMs?: number } = {},
+): ServiceClient<S> {
+  const defaultTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const client: Record<string, unknown> = {};
+  for (const method of supportedMethods(service)) {
+    const handler = (impl as Record<string, unknown>)[method.localName];
+    if (typeof handler !== "function") {
+      throw new Error(`${service.typeName}: no handler for ${method.name}`);
+    }
+    const input = method.input as DescMessage;
+    const output = method.output as DescMessage;
+    const handlerContext = (opts: CallOptions): HandlerContext => {
+      assertTenantId(opts.ctx.tenant);
+      return { call: opts.ctx, signal: callSignal(opts, defaultTimeout) };
+    };
+    if (method.methodKind === "unary") {
+      const fn = handler as UntypedUnary;
+      client[method.localName] = (req: object, opts: CallOptions) =>
+        instrument("client", method, opts.ctx.tenant, async () => {
+          const hctx = handlerContext(opts);
+          const res = await raceAbort(fn.call(impl, create(input, req as never), hctx), hctx.signal);
+          return create(output, res as never);
+        });
+    } else {
+      const fn = handler as UntypedStream;
+      client[method.localName] = (req: object, opts: CallOptions) =>
+        (async function* () {
+          const hctx = handlerContext(opts);
+          const it = fn.call(impl, create(input, req as never), hctx)[Symbol.asyncIterator]();
+          try {
+            for (;;) {
+              const next = await raceAbort(it.next(), hctx.signal);
+              if (next.done) return;
+              yield create(output, next.value as never);
+            }
+          } finally {
+            await it.return?.();
+          }
+        })();
+    }
+  }
+  return client as ServiceClient<S>;
+}

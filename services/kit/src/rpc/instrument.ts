@@ -1,0 +1,89 @@
+import {
+  context,
+  metrics,
+  propagation,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type Span,
+} from "@opentelemetry/api";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { ChaosError } from "../errors.js";
+import { ATTR } from "../telemetry/attributes.js";
+
+const tracer = trace.getTracer("chaoscore.rpc");
+const meter = metrics.getMeter("chaoscore.rpc");
+const duration = meter.createHistogram("chaoscore.rpc.duration", {
+  description: "Duration of service calls, by method, side and outcome",
+  unit: "ms",
+});
+
+export type Side = "client" | "server";
+
+function spanName(method: DescMethod): string {
+  return `${method.parent.typeName}/${method.name}`;
+}
+
+/** Records an error the same way everywhere: exception, status ERROR, error.type. */
+export function recordError(span: Span, err: unknown): void {
+  const e = ChaosError.from(err);
+  span.recordException(err instanceof Error ? err : e);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
+  span.setAttribute(ATTR.errorType, e.code);
+}
+
+/**
+ * Runs one call inside a span and records its duration: the same for gRPC and in-process
+ * transports, so a trace looks alike whichever one composed the system.
+ */
+export async function instrument<T>(
+  side: Side,
+  method: DescMethod,
+  tenant: string,
+  fn: (span: Span) => Promise<T>,
+  parent: Context = context.active(),
+): Promise<T> {
+  const start = performance.now();
+  const span = tracer.startSpan(
+    spanName(method),
+    {
+      kind: side === "client" ? SpanKind.CLIENT : SpanKind.SERVER,
+      attributes: {
+        "rpc.system": "grpc",
+        "rpc.service": method.parent.typeName,
+        "rpc.method": method.name,
+        [ATTR.tenant]: tenant,
+      },
+    },
+    parent,
+  );
+  let outcome = "ok";
+  try {
+    return await context.with(trace.setSpan(parent, span), () => fn(span));
+  } catch (err) {
+    outcome = ChaosError.from(err).code;
+    recordError(span, err);
+    throw err;
+  } finally {
+    span.end();
+    duration.record(performance.now() - start, {
+      "rpc.method": spanName(method),
+      [ATTR.rpcSide]: side,
+      [ATTR.outcome]: outcome,
+    });
+  }
+}
+
+/** Writes the active W3C trace context into a carrier (gRPC metadata, via a setter). */
+export function injectTrace(set: (key: string, value: string) => void): void {
+  propagation.inject(context.active(), undefined, { set: (_c, k, v) => set(k, v) });
+}
+
+/** Reads a W3C trace context from a carrier. */
+export function extractTrace(get: (key: string) => string | undefined): Context {
+  return propagation.extract(context.active(), undefined, {
+    get: (_c, k) => get(k),
+    keys: () => ["traceparent", "tracestate"],
+  });
+}

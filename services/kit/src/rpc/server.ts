@@ -1,0 +1,91 @@
+import { toBinary, type DescFile } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { Server, ServerCredentials } from "@grpc/grpc-js";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation } from "grpc-health-check";
+import type { ContextSigner } from "../context.js";
+import type { Logger } from "../logger.js";
+import { addGrpcService } from "./grpc.js";
+import type { AnyService, ServiceImpl } from "./types.js";
+
+/** One service to serve: its descriptor and its implementation. */
+export interface Registration<S extends AnyService = AnyService> {
+  service: S;
+  impl: ServiceImpl<S>;
+}
+
+/** Pairs a descriptor with its implementation, keeping the two types tied together. */
+export function register<S extends AnyService>(service: S, impl: ServiceImpl<S>): Registration {
+  return { service, impl } as unknown as Registration;
+}
+
+export interface RunningGrpcServer {
+  readonly port: number;
+  readonly health: HealthImplementation;
+  /** Marks every service NOT_SERVING, lets in-flight calls finish, then stops. */
+  shutdown(graceMs?: number): Promise<void>;
+}
+
+function fileWithDeps(file: DescFile, seen = new Set<string>()): DescFile[] {
+  if (seen.has(file.name)) return [];
+  seen.add(file.name);
+  return [file, ...file.dependencies.flatMap((d) => fileWithDeps(d, seen))];
+}
+
+/** Feeds reflection with the serialized descriptors of each service's file and imports. */
+function reflectionFor(registrations: Registration[]): ReflectionService {
+  const pkg: Record<string, { fileDescriptorProtos: Buffer[] }> = {};
+  for (const { service } of registrations) {
+    pkg[service.typeName] = {
+      fileDescriptorProtos: fileWithDeps(service.file).map((f) =>
+        Buffer.from(toBinary(FileDescriptorProtoSchema, f.proto)),
+      ),
+    };
+  }
+  return new ReflectionService(pkg as unknown as ConstructorParameters<typeof ReflectionService>[0]);
+}
+
+/**
+ * Starts a gRPC server with the given services plus `grpc.health.v1` and server reflection.
+ * Health reports SERVING for "" and for each service name once the port is bound.
+ */
+export async function startGrpcServer(options: {
+  host: string;
+  port: number;
+  signer: ContextSigner;
+  registrations: Registration[];
+  logger: Logger;
+}): Promise<RunningGrpcServer> {
+  const { host, port, signer, registrations, logger } = options;
+  const server = new Server();
+  for (const { service, impl } of registrations) addGrpcService(server, service, impl, signer);
+  const health = new HealthImplementation({ "": "NOT_SERVING" });
+  health.addToServer(server);
+  reflectionFor(registrations).addToServer(server);
+
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
+  );
+  const names = ["", ...registrations.map((r) => r.service.typeName)];
+  for (const name of names) health.setStatus(name, "SERVING");
+  logger.info({ address: `${host}:${bound}`, services: names.slice(1) }, "gRPC server listening");
+
+  return {
+    port: bound,
+    health,
+    shutdown: (graceMs = 10_000) =>
+      new Promise<void>((resolve) => {
+        for (const name of names) health.setStatus(name, "NOT_SERVING");
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+  };
+}
