@@ -1,0 +1,36 @@
+/** What a query returns, the same on Postgres and on PGlite. */
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+/** Something SQL can be sent to: a pool, a connection, a transaction. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<R>>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+/**
+ * A SQL database, Postgres or embedded PGlite, running the same SQL. Services reach their
+ * tables only through {@link Db.tenantTx}, so row-level security applies to every query.
+ */
+export interface Db {
+  readonly kind: "postgres" | "pglite";
+  /**
+   * Runs `fn` in a transaction scoped to one tenant: `app.tenant_id` is set and the role is
+   * switched to {@link APP_ROLE}, which owns no tables, so row-level security filters every row.
+   */
+  tenantTx<T>(tenant: string, fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /** Runs `fn` in a plain transaction as the connecting role (migrations, operator tasks). */
+  adminTx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** The role application queries run as; it owns nothing, so FORCE ROW LEVEL SECURITY binds it. */
+export const APP_ROLE = "chaoscore_app";
+
+/** The statement that opens a tenant-scoped transaction. The tenant id is validated first. */
+export function tenantPrelude(tenant: string): string {
+  return `SELECT set_config('app.tenant_id', '${tenant}', true), set_config('role', '${APP_ROLE}', true)`;
+}
