@@ -7,6 +7,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Two cores: end-to-end files start real processes, so keep parallelism modest.
     maxWorkers: 2,
-    reporters: ["default"],
+    reporters: ["default", "json"],
+    outputFile: { json: "test-results/vitest.json" },
   },
 });

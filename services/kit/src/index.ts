@@ -22,3 +22,4 @@ export { createPostgresDb } from "./db/postgres.js";
 export { createPgliteDb } from "./db/pglite.js";
 export { migrate } from "./db/migrate.js";
 export type { Migration } from "./db/migrate.js";
+export { checkGrpcHealth } from "./rpc/health-client.js";

@@ -1,0 +1,184 @@
+import { create } from "@bufbuild/protobuf";
+import { credentials, loadPackageDefinition, Metadata, Client, type GrpcObject } from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { createRequire } from "node:module";
+import {
+  Decision,
+  PolicyService,
+  PolicyDocumentSchema,
+  type EvaluateRequest,
+} from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ContextSigner, type CallContext } from "../context.js";
+import { ChaosError } from "../errors.js";
+import { createLogger } from "../logger.js";
+import { createGrpcClient, grpcServiceDefinition } from "./grpc.js";
+import { checkGrpcHealth } from "./health-client.js";
+import { createInProcessClient } from "./in-process.js";
+import { register, startGrpcServer, type RunningGrpcServer } from "./server.js";
+import type { HandlerContext, ServiceClient, ServiceImpl } from "./types.js";
+
+/**
+ * A transport test double: it echoes what it was given so the tests can see exactly what
+ * crossed the transport (the request, the verified context, the deadline signal).
+ */
+const impl: ServiceImpl<typeof PolicyService> = {
+  async evaluate(req: EvaluateRequest, ctx: HandlerContext) {
+    if (req.capability === "fail.denied") throw new ChaosError("policy_denied", "denied by test rule");
+    if (req.capability === "fail.crash") throw new Error("secret internal detail");
+    if (req.capability === "slow") {
+      await new Promise((resolve, reject) => {
+        const t = setTimeout(resolve, 5_000);
+        ctx.signal.addEventListener("abort", () => {
+          clearTimeout(t);
+          reject(new ChaosError("cancelled", "aborted"));
+        });
+      });
+    }
+    return {
+      decision: Decision.ALLOW,
+      matchedRule: `${ctx.call.tenant}/${ctx.call.principal}/${ctx.call.sessionId ?? "-"}`,
+      reason: req.facts?.httpHost ?? "",
+      policyVersion: 7n,
+    };
+  },
+  async getPolicy() {
+    return { document: { deniedCapabilities: ["x.y"] }, version: 3n, source: "test" };
+  },
+  async putPolicy(req) {
+    return { version: BigInt(req.document?.deniedCapabilities.length ?? 0) };
+  },
+  async *watchPolicy(_req, ctx) {
+    for (let v = 1n; v <= 3n; v++) {
+      yield { version: v, document: create(PolicyDocumentSchema, { allowedCapabilities: [ctx.call.tenant] }) };
+    }
+  },
+};
+
+const KEY = "k".repeat(40);
+const ctx: CallContext = { tenant: "acme", principal: "agent-1", sessionId: "s-1" };
+const logger = createLogger("test", "silent");
+
+let server: RunningGrpcServer;
+let grpcClient: ReturnType<typeof createGrpcClient<typeof PolicyService>>;
+
+beforeAll(async () => {
+  server = await startGrpcServer({
+    host: "127.0.0.1",
+    port: 0,
+    signer: new ContextSigner(KEY),
+    registrations: [register(PolicyService, impl)],
+    logger,
+  });
+  grpcClient = createGrpcClient(PolicyService, `127.0.0.1:${server.port}`, new ContextSigner(KEY), {
+    timeoutMs: 2_000,
+  });
+});
+
+afterAll(async () => {
+  grpcClient.close();
+  await server.shutdown(1_000);
+});
+
+const transports: Array<[string, () => ServiceClient<typeof PolicyService>]> = [
+  ["in-process", () => createInProcessClient(PolicyService, impl, { timeoutMs: 2_000 })],
+  ["grpc", () => grpcClient.client],
+];
+
+describe.each(transports)("%s transport", (_name, client) => {
+  it("carries the request and the call context to the handler", async () => {
+    const res = await client().evaluate({ capability: "a.b", facts: { httpHost: "example.com" } }, { ctx });
+    expect(res.decision).toBe(Decision.ALLOW);
+    expect(res.matchedRule).toBe("acme/agent-1/s-1");
+    expect(res.reason).toBe("example.com");
+    expect(res.policyVersion).toBe(7n);
+  });
+
+  it("streams every message of a server-streaming call in order", async () => {
+    const versions: bigint[] = [];
+    for await (const msg of client().watchPolicy({}, { ctx })) {
+      versions.push(msg.version);
+      expect(msg.document?.allowedCapabilities).toEqual(["acme"]);
+    }
+    expect(versions).toEqual([1n, 2n, 3n]);
+  });
+
+  it("keeps a domain error's stable code", async () => {
+    const err = await client()
+      .evaluate({ capability: "fail.denied" }, { ctx })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ChaosError);
+    expect((err as ChaosError).code).toBe("policy_denied");
+    expect((err as ChaosError).message).toBe("denied by test rule");
+  });
+
+  it("turns an unexpected error into `internal` without leaking its message", async () => {
+    const err = (await client()
+      .evaluate({ capability: "fail.crash" }, { ctx })
+      .catch((e: unknown) => e)) as ChaosError;
+    expect(err.code).toBe("internal");
+    expect(err.message).not.toContain("secret");
+  });
+
+  it("enforces the deadline", async () => {
+    const err = (await client()
+      .evaluate({ capability: "slow" }, { ctx, timeoutMs: 100 })
+      .catch((e: unknown) => e)) as ChaosError;
+    expect(err.code).toBe("deadline_exceeded");
+  });
+
+  it("rejects a malformed tenant id before any handler runs", async () => {
+    const bad = { ...ctx, tenant: "../etc" };
+    const err = (await client()
+      .evaluate({ capability: "a.b" }, { ctx: bad })
+      .catch((e: unknown) => e)) as ChaosError;
+    expect(["invalid_argument", "unauthenticated"]).toContain(err.code);
+  });
+});
+
+describe("gRPC server", () => {
+  it("refuses a call whose context is signed with another key", async () => {
+    const other = createGrpcClient(PolicyService, `127.0.0.1:${server.port}`, new ContextSigner("z".repeat(40)));
+    const err = (await other.client.getPolicy({}, { ctx }).catch((e: unknown) => e)) as ChaosError;
+    other.close();
+    expect(err.code).toBe("unauthenticated");
+  });
+
+  it("refuses a call that carries no context at all", async () => {
+    const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+    const def = grpcServiceDefinition(PolicyService)["getPolicy"]!;
+    const err = await new Promise<unknown>((resolve) =>
+      raw.makeUnaryRequest(def.path, def.requestSerialize, def.responseDeserialize, {}, new Metadata(), (e) =>
+        resolve(e),
+      ),
+    );
+    raw.close();
+    expect(ChaosError.from(err).code).toBe("unauthenticated");
+  });
+
+  it("answers grpc.health.v1 SERVING for the server and each service", async () => {
+    await expect(checkGrpcHealth(`127.0.0.1:${server.port}`)).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(`127.0.0.1:${server.port}`, "chaoscore.policy.v1.PolicyService")).resolves.toBe(
+      "SERVING",
+    );
+  });
+
+  it("lists its services through server reflection", async () => {
+    const protoPath = createRequire(import.meta.url).resolve(
+      "@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto",
+    );
+    const pkg = loadPackageDefinition(loadSync(protoPath, { keepCase: true })) as unknown as {
+      grpc: { reflection: { v1: GrpcObject & { ServerReflection: new (a: string, c: unknown) => Client } } };
+    };
+    const client = new pkg.grpc.reflection.v1.ServerReflection(`127.0.0.1:${server.port}`, credentials.createInsecure());
+    const stream = (client as unknown as { ServerReflectionInfo(): NodeJS.ReadWriteStream }).ServerReflectionInfo();
+    const answer = new Promise<{ list_services_response: { service: Array<{ name: string }> } }>((resolve) =>
+      stream.once("data", resolve),
+    );
+    stream.write({ list_services: "*" } as never);
+    const names = (await answer).list_services_response.service.map((s) => s.name);
+    stream.end();
+    client.close();
+    expect(names).toContain("chaoscore.policy.v1.PolicyService");
+  });
+});
