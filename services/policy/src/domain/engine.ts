@@ -1,0 +1,182 @@
+import { capabilityNameProblem, type PolicyDocumentJson } from "./policy-document.js";
+import { isAtOrAbove, type Risk } from "./risk.js";
+
+/** The outcome of an evaluation. */
+export type Decision = "ALLOW" | "DENY" | "REQUIRE_APPROVAL";
+
+/**
+ * The rule that decided, named after the document field it comes from, so an operator can
+ * find it in the policy. `capabilityName` is the input check before any rule; `default` is
+ * the fall-through ALLOW.
+ */
+export type MatchedRule =
+  | "capabilityName"
+  | "deniedCapabilities"
+  | "allowedCapabilities"
+  | "riskRules.denyAtOrAbove"
+  | "httpAllowedDomains"
+  | "requireConfirmationFor"
+  | "riskRules.requireApprovalAtOrAbove"
+  | "default";
+
+/** The facts of one call that rules may look at. */
+export interface RequestFacts {
+  /** Host an outbound HTTP call would reach; absent or empty when the call reaches none. */
+  readonly httpHost?: string | undefined;
+  /** Further facts by name; no rule reads them yet, so they never change a decision. */
+  readonly attributes?: Readonly<Record<string, string>>;
+}
+
+/** What is being decided: one capability call. */
+export interface EvaluationInput {
+  readonly capability: string;
+  readonly risk: Risk;
+  readonly facts: RequestFacts;
+}
+
+/** A decision, the rule that made it, a sentence a person or a model can act on, and the policy version. */
+export interface PolicyDecision {
+  readonly decision: Decision;
+  readonly matchedRule: MatchedRule;
+  readonly reason: string;
+  readonly policyVersion: number;
+}
+
+/** How many allowed hosts a reason lists before it stops, to keep the sentence readable. */
+const MAX_LISTED_HOSTS = 10;
+
+/** Capabilities that reach the network over HTTP and so must name the host they reach. */
+function isHttpCapability(capability: string): boolean {
+  return capability === "http" || capability.startsWith("http.");
+}
+
+function describeRisk(risk: Risk): string {
+  return risk === "unspecified" ? "unspecified risk (counted as critical)" : `${risk} risk`;
+}
+
+function listHosts(hosts: readonly string[]): string {
+  // Sorted so the reason does not depend on the order the operator wrote the list in.
+  const sorted = [...hosts].sort();
+  const shown = sorted.slice(0, MAX_LISTED_HOSTS).join(", ");
+  return sorted.length > MAX_LISTED_HOSTS ? `${shown} and ${sorted.length - MAX_LISTED_HOSTS} more` : shown;
+}
+
+/**
+ * Decides whether a capability call may run: a pure, deterministic function of its inputs (no
+ * clock, no randomness, no I/O, and no model is ever consulted). Rules apply in a fixed order
+ * and the first that matches decides:
+ *
+ * 1. the capability name must be well formed (else DENY; a malformed name cannot be matched
+ *    exactly against the lists, so it is never given the benefit of the doubt);
+ * 2. `deniedCapabilities` → DENY (always wins);
+ * 3. `allowedCapabilities`, when non-empty, must list the capability → else DENY;
+ * 4. `riskRules.denyAtOrAbove` → DENY;
+ * 5. `httpAllowedDomains`: a request that names an HTTP host must name a listed host (exact,
+ *    case-insensitive match; subdomains are other hosts), and an `http` / `http.*` capability
+ *    must name one → else DENY;
+ * 6. `requireConfirmationFor` → REQUIRE_APPROVAL;
+ * 7. `riskRules.requireApprovalAtOrAbove` → REQUIRE_APPROVAL;
+ * 8. otherwise ALLOW (`default`).
+ *
+ * Every DENY comes before every REQUIRE_APPROVAL, so an approval can never unlock a call the
+ * policy forbids. Unspecified risk counts as critical in the threshold rules (see
+ * `effectiveRisk` in risk.ts).
+ */
+export function evaluatePolicy(
+  input: EvaluationInput,
+  document: PolicyDocumentJson,
+  version: number,
+): PolicyDecision {
+  const { capability, risk, facts } = input;
+  const decide = (decision: Decision, matchedRule: MatchedRule, reason: string): PolicyDecision => ({
+    decision,
+    matchedRule,
+    reason,
+    policyVersion: version,
+  });
+  const v = `policy version ${version}`;
+  const V = `Policy version ${version}`;
+
+  const nameProblem = capabilityNameProblem(capability);
+  if (nameProblem) {
+    return decide(
+      "DENY",
+      "capabilityName",
+      `The capability name is not valid (${nameProblem}), so no rule can match it and it is denied. ` +
+        `Call the capability by its exact registered name.`,
+    );
+  }
+
+  if (document.deniedCapabilities.includes(capability)) {
+    return decide(
+      "DENY",
+      "deniedCapabilities",
+      `The operator's ${v} denies "${capability}" outright. Do not retry it; use a different ` +
+        `capability or ask the operator to change the policy.`,
+    );
+  }
+
+  if (document.allowedCapabilities.length > 0 && !document.allowedCapabilities.includes(capability)) {
+    return decide(
+      "DENY",
+      "allowedCapabilities",
+      `"${capability}" is not among the capabilities the operator's ${v} allows. Use an allowed ` +
+        `capability or ask the operator to add it to allowedCapabilities.`,
+    );
+  }
+
+  const { denyAtOrAbove, requireApprovalAtOrAbove } = document.riskRules;
+  if (isAtOrAbove(risk, denyAtOrAbove)) {
+    return decide(
+      "DENY",
+      "riskRules.denyAtOrAbove",
+      `"${capability}" has ${describeRisk(risk)}, and ${v} denies every capability at or above ` +
+        `${denyAtOrAbove} risk. Use a lower-risk capability or ask the operator to raise the limit.`,
+    );
+  }
+
+  const host = facts.httpHost ? facts.httpHost.toLowerCase() : undefined;
+  if (host !== undefined) {
+    if (!document.httpAllowedDomains.includes(host)) {
+      const allowed = document.httpAllowedDomains;
+      return decide(
+        "DENY",
+        "httpAllowedDomains",
+        allowed.length === 0
+          ? `${V} allows no HTTP hosts, so "${capability}" may not reach "${host}". Ask the operator ` +
+              `to add "${host}" to httpAllowedDomains.`
+          : `"${host}" is not an allowed HTTP host in ${v} (hosts match exactly; subdomains are ` +
+              `separate hosts). Allowed hosts: ${listHosts(allowed)}. Use one of them or ask the ` +
+              `operator to add "${host}".`,
+      );
+    }
+  } else if (isHttpCapability(capability)) {
+    return decide(
+      "DENY",
+      "httpAllowedDomains",
+      `"${capability}" reaches the network, but the request names no target host, so the HTTP host ` +
+        `allowlist cannot be checked. Retry with the host the call will reach.`,
+    );
+  }
+
+  if (document.requireConfirmationFor.includes(capability)) {
+    return decide(
+      "REQUIRE_APPROVAL",
+      "requireConfirmationFor",
+      `${V} requires a human approval for every "${capability}" call. Request approval for this ` +
+        `exact call; it runs only after a person approves it.`,
+    );
+  }
+
+  if (isAtOrAbove(risk, requireApprovalAtOrAbove)) {
+    return decide(
+      "REQUIRE_APPROVAL",
+      "riskRules.requireApprovalAtOrAbove",
+      `"${capability}" has ${describeRisk(risk)}, and ${v} requires a human approval at or above ` +
+        `${requireApprovalAtOrAbove} risk. Request approval for this exact call; it runs ` +
+        `only after a person approves it.`,
+    );
+  }
+
+  return decide("ALLOW", "default", `"${capability}" is allowed by ${v}.`);
+}

@@ -1,0 +1,255 @@
+import { z } from "zod";
+import { RISK_THRESHOLDS } from "./risk.js";
+
+/**
+ * A capability name: lowercase dotted segments (`http.request`, `memory.write`). Names are
+ * matched exactly, so there are no wildcards: a pattern would make it ambiguous which rule a
+ * future capability falls under, and an ambiguous policy is denied rather than guessed.
+ */
+export const CAPABILITY_NAME_RE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
+
+const HOST_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
+const HOST_RE = new RegExp(`^${HOST_LABEL}(?:\\.${HOST_LABEL})*$`);
+const MAX_HOST_LENGTH = 253;
+
+/** Why a capability name is not acceptable, or undefined when it is. */
+export function capabilityNameProblem(name: string): string | undefined {
+  if (name === "") return "must not be empty";
+  if (CAPABILITY_NAME_RE.test(name)) return undefined;
+  if (name.includes("*")) {
+    return `"${name}" is a wildcard; wildcards are not supported, list each capability by its exact name`;
+  }
+  return `"${name}" is not a capability name; use lowercase dotted segments such as "http.request"`;
+}
+
+/** Why an allowed HTTP host is not acceptable, or undefined when it is. */
+function hostProblem(host: string): string | undefined {
+  if (host === "") return "must not be empty";
+  if (host.includes("://") || host.includes("/")) {
+    let suggestion = "";
+    try {
+      suggestion = `, e.g. "${new URL(host.includes("://") ? host : `https://${host}`).hostname}"`;
+    } catch {
+      // No usable suggestion; the message below still says what to write.
+    }
+    return `"${host}" is a URL; write the bare host without scheme or path${suggestion}`;
+  }
+  if (host.includes("*")) {
+    return `"${host}" is a wildcard; wildcards are not supported, list each host exactly (subdomains are separate hosts)`;
+  }
+  if (host.includes(":")) return `"${host}" has a port; write the bare host without a port`;
+  if (host !== host.toLowerCase()) return `"${host}" must be lower-case ("${host.toLowerCase()}")`;
+  if (host.length > MAX_HOST_LENGTH || !HOST_RE.test(host)) {
+    return `"${host}" is not a host name; write an exact host such as "api.example.com"`;
+  }
+  return undefined;
+}
+
+const capabilityName = z.string().superRefine((value, ctx) => {
+  const problem = capabilityNameProblem(value);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const httpHost = z.string().superRefine((value, ctx) => {
+  const problem = hostProblem(value);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+const riskThreshold = z.enum(RISK_THRESHOLDS);
+
+const riskRulesSchema = z
+  .object({
+    /** Capabilities at or above this risk need a human approval. */
+    requireApprovalAtOrAbove: riskThreshold.default("high"),
+    /** Capabilities at or above this risk are denied outright. */
+    denyAtOrAbove: riskThreshold.default("never"),
+  })
+  .strict();
+
+/**
+ * The operator's policy document, as JSON (the `policy.json` file, the Postgres `jsonb` column).
+ * Strict: an unknown key is an error, because a misspelt `deniedCapabilites` silently ignored
+ * would weaken the policy without anyone noticing. Omitted lists are empty and omitted risk
+ * rules take their defaults.
+ */
+export const policyDocumentSchema = z
+  .object({
+    /** Capabilities that may run; empty means every registered capability. */
+    allowedCapabilities: z.array(capabilityName).default([]),
+    /** Capabilities that never run; this list always wins. */
+    deniedCapabilities: z.array(capabilityName).default([]),
+    /** Capabilities that always need a human approval. */
+    requireConfirmationFor: z.array(capabilityName).default([]),
+    /** Exact hosts that a request with an HTTP host may reach; subdomains are not included. */
+    httpAllowedDomains: z.array(httpHost).default([]),
+    riskRules: riskRulesSchema.default({ requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" }),
+  })
+  .strict();
+
+/** A validated policy document with every default applied. */
+export type PolicyDocumentJson = z.output<typeof policyDocumentSchema>;
+
+/** The risk rules of a policy document. */
+export type RiskRulesJson = PolicyDocumentJson["riskRules"];
+
+/** The known keys at each object path, to name the alternatives of an unknown key. */
+const KNOWN_KEYS: Record<string, readonly string[]> = {
+  "": Object.keys(policyDocumentSchema.shape),
+  riskRules: Object.keys(riskRulesSchema.shape),
+};
+
+/** One problem of a document: where (`deniedCapabilities[2]`) and what. */
+export interface PolicyIssue {
+  readonly path: string;
+  readonly message: string;
+}
+
+/**
+ * A policy document that is not valid. The message names the source (a file, "request") and
+ * each bad field, e.g. `policy.json: deniedCapabilities[2]: expected string, received number`.
+ */
+export class PolicyDocumentError extends Error {
+  override readonly name = "PolicyDocumentError";
+
+  constructor(
+    readonly source: string,
+    readonly issues: readonly PolicyIssue[],
+  ) {
+    super(`${source}: ${issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ")}`);
+  }
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const key of path) {
+    if (typeof key === "number") out += `[${key}]`;
+    else out += out ? `.${String(key)}` : String(key);
+  }
+  return out;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diagonal = above;
+    }
+  }
+  return row[b.length]!;
+}
+
+function unknownKeyMessage(key: string, known: readonly string[]): string {
+  const closest = [...known].sort((x, y) => editDistance(key, x) - editDistance(key, y))[0];
+  // Close enough to be a typo: a few edits, more for longer names ("denyAbove" → "denyAtOrAbove").
+  const hint =
+    closest && editDistance(key, closest) <= Math.max(2, Math.floor(closest.length / 3))
+      ? ` (did you mean "${closest}"?)`
+      : "";
+  return `unknown field${hint}; known fields are ${known.join(", ")}`;
+}
+
+function toIssues(error: z.ZodError): PolicyIssue[] {
+  const issues: PolicyIssue[] = [];
+  for (const issue of error.issues) {
+    const at = formatPath(issue.path);
+    switch (issue.code) {
+      case "unrecognized_keys":
+        for (const key of issue.keys) {
+          issues.push({
+            path: at ? `${at}.${key}` : key,
+            message: unknownKeyMessage(key, KNOWN_KEYS[at] ?? []),
+          });
+        }
+        break;
+      case "invalid_value":
+        issues.push({ path: at, message: `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}` });
+        break;
+      case "invalid_type":
+        issues.push({
+          path: at,
+          message: at ? issue.message.replace(/^Invalid input: /, "") : "expected a JSON object with the policy fields",
+        });
+        break;
+      default:
+        issues.push({ path: at, message: issue.message });
+    }
+  }
+  return issues;
+}
+
+/**
+ * Validates an already-parsed value as a policy document and applies the defaults.
+ * @throws PolicyDocumentError naming `source` and each bad field.
+ */
+export function validatePolicyDocument(value: unknown, source: string): PolicyDocumentJson {
+  const result = policyDocumentSchema.safeParse(value);
+  if (!result.success) throw new PolicyDocumentError(source, toIssues(result.error));
+  return canonicalPolicyDocument(result.data);
+}
+
+/**
+ * Turns JSON.parse's "at position N", when the runtime reports one, into a line and column an
+ * editor can jump to; otherwise V8's message, which quotes the text around the error, stands.
+ */
+function jsonSyntaxMessage(text: string, err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const position = /position (\d+)/.exec(message)?.[1];
+  if (position === undefined) return `not valid JSON (${message})`;
+  const before = text.slice(0, Number(position)).split("\n");
+  return `not valid JSON at line ${before.length}, column ${before.at(-1)!.length + 1} (${message})`;
+}
+
+/**
+ * Parses the text of a policy document (a `policy.json` file, a request body).
+ * @param source names the origin in error messages, e.g. the file path.
+ * @throws PolicyDocumentError naming `source` and each bad field or the JSON syntax error.
+ */
+export function parsePolicyDocument(text: string, source: string): PolicyDocumentJson {
+  if (text.trim() === "") throw new PolicyDocumentError(source, [{ path: "", message: "the document is empty" }]);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new PolicyDocumentError(source, [{ path: "", message: jsonSyntaxMessage(text, err) }]);
+  }
+  return validatePolicyDocument(value, source);
+}
+
+/** The same document with its keys in the documented order, so stored JSON reads alike. */
+function canonicalPolicyDocument(doc: PolicyDocumentJson): PolicyDocumentJson {
+  return {
+    allowedCapabilities: [...doc.allowedCapabilities],
+    deniedCapabilities: [...doc.deniedCapabilities],
+    requireConfirmationFor: [...doc.requireConfirmationFor],
+    httpAllowedDomains: [...doc.httpAllowedDomains],
+    riskRules: {
+      requireApprovalAtOrAbove: doc.riskRules.requireApprovalAtOrAbove,
+      denyAtOrAbove: doc.riskRules.denyAtOrAbove,
+    },
+  };
+}
+
+/**
+ * The safe default policy, used for a tenant that has never stored one and written to
+ * `policy.json` on the first standalone run: every registered capability may run, an HTTP
+ * request always needs a human approval and may reach no host until the operator lists it,
+ * and every high or critical capability needs a human approval.
+ */
+export function defaultPolicyDocument(): PolicyDocumentJson {
+  return {
+    allowedCapabilities: [],
+    deniedCapabilities: [],
+    requireConfirmationFor: ["http.request"],
+    httpAllowedDomains: [],
+    riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
+  };
+}
+
+/** The text of a policy file: pretty-printed JSON with a trailing newline, keys in order. */
+export function formatPolicyDocument(doc: PolicyDocumentJson): string {
+  return `${JSON.stringify(canonicalPolicyDocument(doc), null, 2)}\n`;
+}

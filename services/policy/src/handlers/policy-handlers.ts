@@ -1,0 +1,75 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ChaosError, type ServiceImpl } from "@chaos-core/kit";
+import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { evaluatePolicy } from "../domain/engine.js";
+import { PolicyDocumentError } from "../domain/policy-document.js";
+import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
+import { decisionToProto, policyDocumentFromProto, policyDocumentToProto, riskFromProto } from "./policy-proto.js";
+
+/** A bad document is the caller's mistake: `invalid_argument`, with the field in the message. */
+function asInvalidArgument(err: unknown): unknown {
+  return err instanceof PolicyDocumentError ? new ChaosError("invalid_argument", err.message, { cause: err }) : err;
+}
+
+function snapshotToProto(snapshot: PolicySnapshot) {
+  return {
+    document: policyDocumentToProto(snapshot.document),
+    version: BigInt(snapshot.version),
+    updatedAt: timestampFromDate(snapshot.updatedAt),
+  };
+}
+
+/**
+ * The PolicyService handlers over a store: proto ↔ domain mapping only. The tenant always comes
+ * from the verified call context, never from the request.
+ */
+export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof PolicyService> {
+  return {
+    async evaluate(req, ctx) {
+      if (req.capability === "") {
+        throw new ChaosError("invalid_argument", "capability: required; pass the exact capability name");
+      }
+      const snapshot = await store.get(ctx.call.tenant);
+      const result = evaluatePolicy(
+        {
+          capability: req.capability,
+          risk: riskFromProto(req.risk),
+          facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} },
+        },
+        snapshot.document,
+        snapshot.version,
+      );
+      return {
+        decision: decisionToProto(result.decision),
+        matchedRule: result.matchedRule,
+        reason: result.reason,
+        policyVersion: BigInt(result.policyVersion),
+      };
+    },
+
+    async getPolicy(_req, ctx) {
+      const snapshot = await store.get(ctx.call.tenant);
+      return { ...snapshotToProto(snapshot), source: snapshot.source, lastError: snapshot.lastError ?? "" };
+    },
+
+    async putPolicy(req, ctx) {
+      if (!req.document) throw new ChaosError("invalid_argument", "document: required");
+      let document;
+      try {
+        document = policyDocumentFromProto(req.document, "document");
+      } catch (err) {
+        throw asInvalidArgument(err);
+      }
+      // The proto has no way to say "expect nothing stored yet": 0 skips the check there.
+      const expected = req.expectedVersion === 0n ? undefined : Number(req.expectedVersion);
+      const version = await store.put(ctx.call.tenant, document, expected);
+      return { version: BigInt(version) };
+    },
+
+    async *watchPolicy(_req, ctx) {
+      for await (const snapshot of store.watch(ctx.call.tenant, ctx.signal)) {
+        yield snapshotToProto(snapshot);
+      }
+    },
+  };
+}

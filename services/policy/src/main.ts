@@ -1,0 +1,50 @@
+/**
+ * The policy service on its own: telemetry → config → store → gRPC server → signals.
+ * Nothing is written to stdout; logs go to stderr as JSON.
+ */
+
+import { existsSync } from "node:fs";
+
+// .env first, so OTEL_* set there reach the telemetry preload (kit's loadDotEnv would pull in
+// grpc-js before telemetry could hook it).
+if (existsSync(".env")) process.loadEnvFile(".env");
+
+// Telemetry next, before grpc-js or pg are imported, or their spans never appear; so every
+// other module is imported dynamically below.
+await import("@chaos-core/kit/telemetry");
+
+const { ContextSigner, createLogger, createPostgresDb, onShutdown } = await import("@chaos-core/kit");
+const { loadPolicyConfig } = await import("./config.js");
+const { createSqlPolicyStore, migratePolicy } = await import("./adapters/sql-store.js");
+const { createFilePolicyStore } = await import("./adapters/file-store.js");
+const { createPolicyServer } = await import("./server.js");
+
+const bootLogger = createLogger("policy");
+try {
+  const config = loadPolicyConfig();
+  const logger = createLogger("policy", config.logLevel);
+  const signer = new ContextSigner(config.contextKey);
+
+  let closeDb = async (): Promise<void> => undefined;
+  let store;
+  if (config.store.kind === "postgres") {
+    const db = createPostgresDb({ connectionString: config.store.databaseUrl, applicationName: "chaos-core-policy" });
+    closeDb = () => db.close();
+    const applied = await migratePolicy(db);
+    if (applied.length > 0) logger.info({ applied }, "policy migrations applied");
+    store = createSqlPolicyStore(db);
+  } else {
+    store = await createFilePolicyStore({ path: config.store.path, logger });
+  }
+
+  const server = await createPolicyServer({ host: config.host, port: config.port, signer, store, logger }).start();
+  onShutdown(logger, async () => {
+    await server.shutdown();
+    await store.close();
+    await closeDb();
+  });
+} catch (err) {
+  // The message names what is wrong (a variable, a file and field); the stack adds nothing.
+  bootLogger.fatal({ err: err instanceof Error ? err.message : String(err) }, "policy service failed to start");
+  process.exit(1);
+}

@@ -1,0 +1,31 @@
+import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { PolicyStore } from "./domain/policy-store.js";
+import { createPolicyHandlers } from "./handlers/policy-handlers.js";
+
+/** What the policy gRPC server needs; everything is built by the caller. */
+export interface PolicyServerOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly signer: ContextSigner;
+  readonly store: PolicyStore;
+  readonly logger: Logger;
+}
+
+/**
+ * The policy service as a gRPC server (with health and reflection). Creating it has no side
+ * effect; `start()` binds the port and reports SERVING.
+ */
+export function createPolicyServer(options: PolicyServerOptions): { start(): Promise<RunningGrpcServer> } {
+  const handlers = createPolicyHandlers(options.store);
+  return {
+    start: () =>
+      startGrpcServer({
+        host: options.host,
+        port: options.port,
+        signer: options.signer,
+        logger: options.logger,
+        registrations: [register(PolicyService, handlers)],
+      }),
+  };
+}
