@@ -23,3 +23,4 @@ export { createPgliteDb } from "./db/pglite.js";
 export { migrate } from "./db/migrate.js";
 export type { Migration } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
+export { lockDataDir } from "./data-dir.js";

@@ -1,0 +1,35 @@
+import { mkdirSync } from "node:fs";
+import lockfile from "proper-lockfile";
+import { ChaosError } from "./errors.js";
+
+/**
+ * Takes the data directory for this process alone. PGlite has no cross-process lock and two
+ * processes on one directory lose writes, so a second process must fail at once, before it
+ * opens or writes anything there. The lock is refreshed while the process lives and goes
+ * stale (is reclaimable) within seconds after a crash.
+ */
+export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  mkdirSync(dataDir, { recursive: true });
+  try {
+    return await lockfile.lock(dataDir, {
+      lockfilePath: `${dataDir}/.chaos-core.lock`,
+      stale: 10_000,
+      update: 2_000,
+      retries: 0,
+      realpath: false,
+      onCompromised: (err) => {
+        // Another process took the directory: continuing would risk losing writes.
+        process.stderr.write(`chaos-core: lost the lock on ${dataDir}: ${err.message}\n`);
+        process.exit(70);
+      },
+    });
+  } catch (err) {
+    if ((err as { code?: string }).code === "ELOCKED") {
+      throw new ChaosError(
+        "failed_precondition",
+        `the data directory ${dataDir} is in use by another chaos-core process; stop that process or point CHAOS_CORE_DATA_DIR elsewhere`,
+      );
+    }
+    throw err;
+  }
+}

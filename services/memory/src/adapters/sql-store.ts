@@ -1,0 +1,199 @@
+import type { Db, Queryable } from "@chaos-core/kit";
+import { decodeCursor, encodeCursor } from "../domain/cursor.js";
+import type {
+  JsonValue,
+  MemoryItem,
+  MemoryStats,
+  MemoryStore,
+  RememberInput,
+  SearchInput,
+  SearchPage,
+} from "../domain/memory-store.js";
+import { escapeLike, validateKey, validateRemember, validateSearch, type ValidSearch } from "../domain/validation.js";
+
+/** Options of {@link createSqlMemoryStore}. */
+export interface SqlMemoryStoreOptions {
+  /** The clock every expiry decision uses; tests move it instead of sleeping. */
+  now?: () => Date;
+  /** At most this many expired rows are purged per `remember` (default 100). */
+  purgeBatch?: number;
+}
+
+interface ItemRow {
+  key: string;
+  value_json: string;
+  tags: string[];
+  created_at: Date | string;
+  updated_at: Date | string;
+  expires_at: Date | string | null;
+}
+
+const ITEM_COLUMNS = "key, value::text AS value_json, tags, created_at, updated_at, expires_at";
+
+/** Live means unexpired at `now`; `$2` is always `now` in the statements below. */
+const LIVE = "(expires_at IS NULL OR expires_at > $2::timestamptz)";
+
+function toDate(v: Date | string): Date {
+  return v instanceof Date ? v : new Date(v);
+}
+
+function toItem(row: ItemRow): MemoryItem {
+  return {
+    key: row.key,
+    value: JSON.parse(row.value_json) as JsonValue,
+    tags: row.tags,
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+    expiresAt: row.expires_at === null ? null : toDate(row.expires_at),
+  };
+}
+
+/** A count or sum as a JS number; drivers return int8 as string (pg) or number/bigint (PGlite). */
+function toCount(v: unknown): number {
+  return v === null || v === undefined ? 0 : Number(v);
+}
+
+/**
+ * The search statement, shared with the benchmark so it measures and explains exactly what
+ * runs. `memory.search_items` (see migrations.ts) scopes rows to the transaction's tenant and
+ * is asked for one row more than the page, so the store knows whether another page exists.
+ */
+export function searchStatement(search: ValidSearch, afterKey: string | undefined, now: Date): { sql: string; params: unknown[] } {
+  return {
+    // A function's rows have no guaranteed order, so order again (C collation, as the column).
+    sql: `SELECT key, value_json, tags, created_at, updated_at, expires_at
+            FROM memory.search_items($1, $2::text[], $3, $4::timestamptz, $5)
+           ORDER BY key COLLATE "C"`,
+    params: [escapeLike(search.query), search.tags, afterKey ?? null, now.toISOString(), search.limit + 1],
+  };
+}
+
+async function purgeExpired(q: Queryable, tenant: string, now: Date, batch: number): Promise<void> {
+  // SKIP LOCKED: concurrent writers purge disjoint rows instead of queueing on (or
+  // deadlocking over) the same ones; whatever is left goes on a later call.
+  await q.query(
+    `DELETE FROM memory.items WHERE (tenant_id, key) IN (
+       SELECT tenant_id, key FROM memory.items
+        WHERE tenant_id = $1 AND expires_at <= $2::timestamptz
+        ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)`,
+    [tenant, now.toISOString(), batch],
+  );
+}
+
+/**
+ * The memory store over a kit {@link Db}: the same SQL on Postgres and on embedded PGlite,
+ * every statement inside a tenant transaction, so row-level security applies (search goes
+ * through `memory.search_items`, which scopes rows to that transaction's tenant itself so its
+ * indexes stay usable). Run {@link migrateMemory} first.
+ */
+export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}): MemoryStore {
+  const now = options.now ?? (() => new Date());
+  const purgeBatch = options.purgeBatch ?? 100;
+
+  return {
+    async remember(tenant: string, input: RememberInput): Promise<MemoryItem> {
+      const item = validateRemember(input);
+      const at = now();
+      const expiresAt = item.ttlSeconds > 0 ? new Date(at.getTime() + item.ttlSeconds * 1000).toISOString() : null;
+      return db.tenantTx(tenant, async (q) => {
+        // An item that had expired is gone as far as callers know: remembering its key again
+        // starts a new item, so created_at restarts too.
+        const res = await q.query<ItemRow>(
+          `INSERT INTO memory.items AS i (tenant_id, key, value, tags, created_at, updated_at, expires_at)
+           VALUES ($1, $3, $4::json, $5::text[], $2::timestamptz, $2::timestamptz, $6::timestamptz)
+           ON CONFLICT (tenant_id, key) DO UPDATE SET
+             value = excluded.value,
+             tags = excluded.tags,
+             updated_at = excluded.updated_at,
+             expires_at = excluded.expires_at,
+             created_at = CASE WHEN i.expires_at IS NOT NULL AND i.expires_at <= excluded.updated_at
+                               THEN excluded.created_at ELSE i.created_at END
+           RETURNING ${ITEM_COLUMNS}`,
+          [tenant, at.toISOString(), item.key, item.valueJson, item.tags, expiresAt],
+        );
+        // Purging rides on writes, bounded, never on reads: reads filter expired rows anyway.
+        await purgeExpired(q, tenant, at, purgeBatch);
+        return toItem(res.rows[0] as ItemRow);
+      });
+    },
+
+    async recall(tenant: string, key: string): Promise<MemoryItem | undefined> {
+      const k = validateKey(key);
+      const res = await db.tenantTx(tenant, (q) =>
+        q.query<ItemRow>(`SELECT ${ITEM_COLUMNS} FROM memory.items WHERE tenant_id = $1 AND ${LIVE} AND key = $3`, [
+          tenant,
+          now().toISOString(),
+          k,
+        ]),
+      );
+      const row = res.rows[0];
+      return row ? toItem(row) : undefined;
+    },
+
+    async search(tenant: string, input: SearchInput): Promise<SearchPage> {
+      const search = validateSearch(input);
+      const scope = { query: search.query, tags: search.tags };
+      const afterKey = search.cursor === "" ? undefined : decodeCursor(search.cursor, scope);
+      const { sql, params } = searchStatement(search, afterKey, now());
+      const res = await db.tenantTx(tenant, (q) => q.query<ItemRow>(sql, params));
+      const items = res.rows.slice(0, search.limit).map(toItem);
+      const last = items[items.length - 1];
+      return res.rows.length > search.limit && last ? { items, nextCursor: encodeCursor(last.key, scope) } : { items };
+    },
+
+    async forget(tenant: string, key: string): Promise<boolean> {
+      const k = validateKey(key);
+      const res = await db.tenantTx(tenant, (q) =>
+        q.query<{ live: boolean }>(
+          `DELETE FROM memory.items WHERE tenant_id = $1 AND key = $3 RETURNING ${LIVE} AS live`,
+          [tenant, now().toISOString(), k],
+        ),
+      );
+      // Deleting an expired row tidies up, but the caller could not see it: nothing was forgotten.
+      return res.rows.some((r) => r.live);
+    },
+
+    async stats(tenant: string): Promise<MemoryStats> {
+      // One statement, so every figure comes from the same snapshot.
+      const res = await db.tenantTx(tenant, (q) =>
+        q.query<{
+          items: unknown;
+          expired: unknown;
+          value_bytes: unknown;
+          oldest: Date | string | null;
+          newest: Date | string | null;
+          top_tags: string;
+        }>(
+          `WITH mine AS (
+             SELECT tags, value_bytes, updated_at, ${LIVE} AS live FROM memory.items WHERE tenant_id = $1
+           ), top AS (
+             SELECT tag, count(*) AS n FROM mine CROSS JOIN LATERAL unnest(mine.tags) AS tag
+              WHERE live GROUP BY tag ORDER BY n DESC, tag COLLATE "C" LIMIT 10
+           )
+           SELECT count(*) FILTER (WHERE live) AS items,
+                  count(*) FILTER (WHERE NOT live) AS expired,
+                  coalesce(sum(value_bytes) FILTER (WHERE live), 0) AS value_bytes,
+                  min(updated_at) FILTER (WHERE live) AS oldest,
+                  max(updated_at) FILTER (WHERE live) AS newest,
+                  (SELECT coalesce(json_agg(json_build_object('tag', tag, 'count', n) ORDER BY n DESC, tag COLLATE "C"), '[]'::json)::text
+                     FROM top) AS top_tags
+             FROM mine`,
+          [tenant, now().toISOString()],
+        ),
+      );
+      const row = res.rows[0];
+      if (!row) throw new Error("stats query returned no row");
+      return {
+        items: toCount(row.items),
+        expired: toCount(row.expired),
+        valueBytes: toCount(row.value_bytes),
+        ...(row.oldest !== null ? { oldestUpdate: toDate(row.oldest) } : {}),
+        ...(row.newest !== null ? { newestUpdate: toDate(row.newest) } : {}),
+        topTags: (JSON.parse(row.top_tags) as Array<{ tag: string; count: number }>).map((t) => ({
+          tag: t.tag,
+          count: t.count,
+        })),
+      };
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import { LOG_LEVELS, parseEnv, type Env } from "@chaos-core/kit";
+import { z } from "zod";
+
+/** Where the memory service keeps its data. */
+export type MemoryStorageConfig =
+  | { readonly kind: "postgres"; readonly url: string }
+  /** Embedded PGlite under `dataDir`; see {@link openMemoryDb} for the layout and lock. */
+  | { readonly kind: "pglite"; readonly dataDir: string };
+
+/** The memory service's configuration, parsed once at start. */
+export interface MemoryConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly storage: MemoryStorageConfig;
+  /** The HMAC key call contexts are verified with; there is deliberately no default. */
+  readonly contextKey: string;
+  readonly logLevel: (typeof LOG_LEVELS)[number];
+}
+
+const schema = z
+  .object({
+    HOST: z.string().default("127.0.0.1"),
+    PORT: z.coerce.number().int().min(0).max(65_535).default(50052),
+    DATABASE_URL: z
+      .string()
+      .refine((v) => /^postgres(ql)?:\/\//.test(v), "must be a postgres:// or postgresql:// URL")
+      .optional(),
+    CHAOS_CORE_DATA_DIR: z.string().optional(),
+    CHAOS_CORE_CONTEXT_KEY: z
+      .string({ error: "is required (the shared key call contexts are signed with)" })
+      .min(32, "must be at least 32 characters"),
+    LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+  })
+  .superRefine((env, ctx) => {
+    if (env.DATABASE_URL === undefined && env.CHAOS_CORE_DATA_DIR === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["DATABASE_URL"],
+        message: "set DATABASE_URL (Postgres) or CHAOS_CORE_DATA_DIR (embedded PGlite)",
+      });
+    }
+  });
+
+/**
+ * Reads the memory service's configuration from an environment record (`process.env` unless
+ * given). `DATABASE_URL` wins over `CHAOS_CORE_DATA_DIR` when both are set, so a cluster
+ * deployment never silently falls back to a local file. Throws `ConfigError` naming every
+ * bad variable.
+ */
+export function loadMemoryConfig(env: Env = process.env): MemoryConfig {
+  const e = parseEnv(schema, env);
+  return {
+    host: e.HOST,
+    port: e.PORT,
+    storage: e.DATABASE_URL
+      ? { kind: "postgres", url: e.DATABASE_URL }
+      : { kind: "pglite", dataDir: e.CHAOS_CORE_DATA_DIR as string },
+    contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    logLevel: e.LOG_LEVEL,
+  };
+}
