@@ -1,5 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ChaosError, type ServiceImpl } from "@chaos-core/kit";
+import { ATTR, ChaosError, withSpan, type ServiceImpl } from "@chaos-core/kit";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { evaluatePolicy } from "../domain/engine.js";
 import { PolicyDocumentError } from "../domain/policy-document.js";
@@ -29,22 +29,26 @@ export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof Pol
       if (req.capability === "") {
         throw new ChaosError("invalid_argument", "capability: required; pass the exact capability name");
       }
-      const snapshot = await store.get(ctx.call.tenant);
-      const result = evaluatePolicy(
-        {
-          capability: req.capability,
-          risk: riskFromProto(req.risk),
-          facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} },
-        },
-        snapshot.document,
-        snapshot.version,
-      );
-      return {
-        decision: decisionToProto(result.decision),
-        matchedRule: result.matchedRule,
-        reason: result.reason,
-        policyVersion: BigInt(result.policyVersion),
-      };
+      const capability = req.capability;
+      return withSpan("chaoscore.policy.decide", { [ATTR.capability]: capability }, async (span) => {
+        const snapshot = await store.get(ctx.call.tenant);
+        const result = evaluatePolicy(
+          {
+            capability,
+            risk: riskFromProto(req.risk),
+            facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} },
+          },
+          snapshot.document,
+          snapshot.version,
+        );
+        span.setAttributes({ [ATTR.decision]: result.decision, [ATTR.policyVersion]: result.policyVersion });
+        return {
+          decision: decisionToProto(result.decision),
+          matchedRule: result.matchedRule,
+          reason: result.reason,
+          policyVersion: BigInt(result.policyVersion),
+        };
+      });
     },
 
     async getPolicy(_req, ctx) {
