@@ -7,6 +7,11 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
+    // Plain JavaScript launchers run on Node.
+    files: ["**/*.js"],
+    languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
+  },
+  {
     rules: {
       "@typescript-eslint/consistent-type-imports": ["error", { fixStyle: "inline-type-imports" }],
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
@@ -17,9 +22,16 @@ export default tseslint.config(
     },
   },
   {
-    // process.env is read only in config.ts files, the telemetry preload and tests/scripts.
+    // process.env is parsed only in config.ts files; entry points (main.ts, cli.ts) hand it over.
     files: ["services/*/src/**/*.ts"],
-    ignores: ["services/*/src/**/config.ts", "services/*/src/**/*.test.ts", "services/kit/src/telemetry/register.ts"],
+    ignores: [
+      "services/*/src/**/config.ts",
+      "services/*/src/main.ts",
+      "services/standalone/src/cli.ts",
+      "services/*/src/**/*.test.ts",
+      "services/*/src/test-support/**",
+      "services/kit/src/telemetry/register.ts",
+    ],
     rules: {
       "no-restricted-properties": [
         "error",

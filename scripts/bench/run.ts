@@ -1,0 +1,104 @@
+/**
+ * The benchmark of the foundation issue, all in one run so the numbers sit side by side:
+ *  - tools/call over Streamable HTTP at 1 and 16 concurrent clients for (a) a bare MCP SDK
+ *    server with a no-op tool and (b) `chaos-core serve` answering `chaoscore_recall` by key,
+ *    interleaved over several rounds, with medians and the ratio b/a;
+ *  - memory substring search p50/p99 over 100,000 items on Postgres.
+ *
+ * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1)
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { runLoad, type LoadResult } from "./mcp-load.js";
+import { benchMemorySearch } from "./memory-search.js";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const root = new URL("../../", import.meta.url).pathname;
+
+/** Starts a server process and resolves with the first http URL it prints on stdout. */
+function startServer(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; proc: ChildProcess }> {
+  const proc = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: proc.stdout! });
+    lines.on("line", (line) => {
+      const m = /(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(line);
+      if (m) resolve({ url: m[1]!, proc });
+    });
+    proc.once("exit", (code) => reject(new Error(`${cmd} exited with ${code} before listening`)));
+  });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor((s.length - 1) / 2)]!;
+}
+
+function summarise(results: LoadResult[]) {
+  return {
+    p50: median(results.map((r) => r.p50)),
+    p99: median(results.map((r) => r.p99)),
+    throughput: median(results.map((r) => r.throughput)),
+  };
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-"));
+const bare = await startServer("npx", ["tsx", "scripts/bench/bare-server.ts"], {});
+const chaos = await startServer("node", ["services/standalone/bin/chaos-core.js", "serve"], {
+  PORT: "0",
+  CHAOS_CORE_DATA_DIR: dataDir,
+  LOG_LEVEL: "warn",
+});
+
+try {
+  const seed = new Client({ name: "bench-seed", version: "0.0.0" });
+  await seed.connect(new StreamableHTTPClientTransport(new URL(chaos.url)));
+  await seed.callTool({ name: "chaoscore_remember", arguments: { key: "bench:key", value: { hello: "world" } } });
+  await seed.close();
+
+  const rows: string[] = [];
+  for (const concurrency of [1, 16]) {
+    const a: LoadResult[] = [];
+    const b: LoadResult[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      a.push(await runLoad({ url: bare.url, tool: "noop", args: { key: "x" }, concurrency, seconds: SECONDS }));
+      b.push(
+        await runLoad({
+          url: chaos.url,
+          tool: "chaoscore_recall",
+          args: { key: "bench:key" },
+          concurrency,
+          seconds: SECONDS,
+        }),
+      );
+      process.stderr.write(`round ${round + 1}/${ROUNDS} at concurrency ${concurrency} done\n`);
+    }
+    const sa = summarise(a);
+    const sb = summarise(b);
+    rows.push(
+      `| ${concurrency} | ${sa.p50.toFixed(2)} / ${sa.p99.toFixed(2)} | ${sa.throughput.toFixed(0)} | ` +
+        `${sb.p50.toFixed(2)} / ${sb.p99.toFixed(2)} | ${sb.throughput.toFixed(0)} | ` +
+        `${(sb.p50 / sa.p50).toFixed(2)} | ${(sa.throughput / sb.throughput).toFixed(2)} |`,
+    );
+  }
+  console.log(`tools/call over Streamable HTTP, medians of ${ROUNDS} interleaved rounds of ${SECONDS}s`);
+  console.log("| clients | (a) bare SDK p50 / p99 ms | (a) calls/s | (b) chaos-core recall p50 / p99 ms | (b) calls/s | p50 ratio b/a | throughput ratio a/b |");
+  console.log("|---|---|---|---|---|---|---|");
+  for (const r of rows) console.log(r);
+} finally {
+  bare.proc.kill("SIGTERM");
+  chaos.proc.kill("SIGTERM");
+  await new Promise((r) => setTimeout(r, 500));
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+if (process.env.BENCH_SKIP_SEARCH !== "1") {
+  const s = await benchMemorySearch({});
+  console.log("\nmemory substring search over 100,000 items on Postgres");
+  console.log(JSON.stringify(s));
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError } from "@chaos-core/kit";
+import { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+
+describe("loadEdgeConfig", () => {
+  it("defaults to loopback, port 3000 and a 4 MiB body limit", () => {
+    const config = loadEdgeConfig({});
+    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024 });
+    expect(config.logLevel).toBe("info");
+    expect(config.redisUrl).toBeUndefined();
+  });
+
+  it("reads every variable it knows", () => {
+    const config = loadEdgeAloneConfig({
+      HOST: "0.0.0.0",
+      PORT: "8080",
+      REDIS_URL: "redis://redis:6379/0",
+      POLICY_ADDR: "policy:50051",
+      MEMORY_ADDR: "memory:50052",
+      CHAOS_CORE_CONTEXT_KEY: "k".repeat(32),
+      MCP_ALLOWED_HOSTS: "mcp.example.com, edge.internal",
+      MCP_ALLOWED_ORIGINS: "https://app.example.com,http://localhost:5173",
+      CHAOS_CORE_MAX_BODY_BYTES: "1048576",
+      CHAOS_CORE_API_KEYS_FILE: "/etc/chaos-core/keys.json",
+      CHAOS_CORE_SESSION_TTL_SECONDS: "600",
+      LOG_LEVEL: "debug",
+    });
+    expect(config).toEqual({
+      http: {
+        host: "0.0.0.0",
+        port: 8080,
+        maxBodyBytes: 1048576,
+        allowedHosts: ["mcp.example.com", "edge.internal"],
+        allowedOrigins: ["https://app.example.com", "http://localhost:5173"],
+        apiKeysFile: "/etc/chaos-core/keys.json",
+      },
+      redisUrl: "redis://redis:6379/0",
+      policyAddr: "policy:50051",
+      memoryAddr: "memory:50052",
+      contextKey: "k".repeat(32),
+      sessionTtlSeconds: 600,
+      logLevel: "debug",
+    });
+  });
+
+  it("names the variable that is wrong", () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ PORT: "not-a-port" }, /PORT/],
+      [{ CHAOS_CORE_MAX_BODY_BYTES: String(MAX_BODY_BYTES + 1) }, /CHAOS_CORE_MAX_BODY_BYTES/],
+      [{ REDIS_URL: "localhost:6379" }, /REDIS_URL: must be a redis:\/\//],
+      [{ MCP_ALLOWED_ORIGINS: "https://app.example.com/path" }, /MCP_ALLOWED_ORIGINS/],
+      [{ LOG_LEVEL: "loud" }, /LOG_LEVEL/],
+    ];
+    for (const [env, message] of cases) {
+      expect(() => loadEdgeConfig(env), JSON.stringify(env)).toThrow(ConfigError);
+      expect(() => loadEdgeConfig(env)).toThrow(message);
+    }
+  });
+
+  it("refuses a non-loopback HOST without API keys, and says why", () => {
+    expect(() => loadEdgeConfig({ HOST: "0.0.0.0" })).toThrow(/HOST: 0\.0\.0\.0 is not a loopback address.*CHAOS_CORE_API_KEYS_FILE/);
+    expect(loadEdgeConfig({ HOST: "localhost" }).http.host).toBe("localhost");
+  });
+
+  it("requires the service addresses and the context key when the edge runs alone", () => {
+    expect(() => loadEdgeAloneConfig({})).toThrow(
+      /POLICY_ADDR: required[\s\S]*MEMORY_ADDR: required[\s\S]*CHAOS_CORE_CONTEXT_KEY: required/,
+    );
+  });
+
+  it("never echoes the context key", () => {
+    const secret = "short-secret-value";
+    try {
+      loadEdgeConfig({ CHAOS_CORE_CONTEXT_KEY: secret });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as Error).message).toMatch(/CHAOS_CORE_CONTEXT_KEY: must be at least 32 characters/);
+      expect((err as Error).message).not.toContain(secret);
+    }
+  });
+});
+
+describe("isLoopbackHost", () => {
+  it("knows loopback from everything else", () => {
+    for (const h of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) expect(isLoopbackHost(h), h).toBe(true);
+    for (const h of ["0.0.0.0", "::", "10.0.0.1", "example.com", "127.0.0.1.example.com"]) expect(isLoopbackHost(h), h).toBe(false);
+  });
+});

@@ -1,0 +1,124 @@
+import { isIP } from "node:net";
+import { z } from "zod";
+import { LOG_LEVELS, parseEnv, type Env } from "@chaos-core/kit";
+import type { HttpTransportOptions } from "./transport/http.js";
+
+/** The largest request body the edge ever accepts; CHAOS_CORE_MAX_BODY_BYTES may only lower it. */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** Whether a host name or address only reaches this machine. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost" || h === "::1") return true;
+  return isIP(h) === 4 && h.startsWith("127.");
+}
+
+const list = z.string().transform((s) =>
+  s
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean),
+);
+
+const hostPort = z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-f:]+\]:\d{1,5}$/i, "must be host:port");
+
+const originList = list.pipe(
+  z.array(
+    z.string().refine((o) => {
+      try {
+        return new URL(o).origin === o;
+      } catch {
+        return false;
+      }
+    }, "must be a list of origins such as https://app.example.com (scheme, host and optional port, no path)"),
+  ),
+);
+
+const EdgeEnvSchema = z
+  .object({
+    HOST: z.string().min(1).default("127.0.0.1"),
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    REDIS_URL: z.string().regex(/^rediss?:\/\/\S+$/, "must be a redis:// or rediss:// URL").optional(),
+    POLICY_ADDR: hostPort.optional(),
+    MEMORY_ADDR: hostPort.optional(),
+    CHAOS_CORE_CONTEXT_KEY: z.string().min(32, "must be at least 32 characters").optional(),
+    MCP_ALLOWED_HOSTS: list.optional(),
+    MCP_ALLOWED_ORIGINS: originList.optional(),
+    CHAOS_CORE_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(MAX_BODY_BYTES).default(MAX_BODY_BYTES),
+    CHAOS_CORE_API_KEYS_FILE: z.string().min(1).optional(),
+    CHAOS_CORE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3600),
+    LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+  })
+  .superRefine((env, ctx) => {
+    if (!isLoopbackHost(env.HOST) && !env.CHAOS_CORE_API_KEYS_FILE) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["HOST"],
+        message:
+          `${env.HOST} is not a loopback address, and without CHAOS_CORE_API_KEYS_FILE anyone who can reach ` +
+          "the port would act as tenant default; set CHAOS_CORE_API_KEYS_FILE or bind HOST=127.0.0.1",
+      });
+    }
+  });
+
+/** The edge's configuration, from environment variables only. */
+export interface EdgeConfig {
+  /** Options for {@link startHttpTransport}. */
+  readonly http: HttpTransportOptions & { host: string; port: number; maxBodyBytes: number };
+  readonly redisUrl?: string;
+  readonly policyAddr?: string;
+  readonly memoryAddr?: string;
+  /** The HMAC key that signs the call context for gRPC services. Never logged. */
+  readonly contextKey?: string;
+  readonly sessionTtlSeconds: number;
+  readonly logLevel: (typeof LOG_LEVELS)[number];
+}
+
+/** The configuration of the edge alone, which reaches its services over gRPC. */
+export interface EdgeAloneConfig extends EdgeConfig {
+  readonly policyAddr: string;
+  readonly memoryAddr: string;
+  readonly contextKey: string;
+}
+
+/**
+ * Reads the edge's configuration from an environment record (tests pass their own), as the
+ * standalone composer needs it: services are wired in process, so none of their addresses is
+ * required. Fails with a {@link ConfigError} naming every bad variable.
+ */
+export function loadEdgeConfig(env: Env = process.env): EdgeConfig {
+  return toConfig(parseEnv(EdgeEnvSchema, env));
+}
+
+/**
+ * Reads the configuration of the edge alone (`main.ts`): POLICY_ADDR, MEMORY_ADDR and
+ * CHAOS_CORE_CONTEXT_KEY are required as well.
+ */
+export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
+  const schema = EdgeEnvSchema.superRefine((e, ctx) => {
+    for (const name of ["POLICY_ADDR", "MEMORY_ADDR", "CHAOS_CORE_CONTEXT_KEY"] as const) {
+      if (!e[name]) ctx.addIssue({ code: "custom", path: [name], message: "required when the edge runs alone" });
+    }
+  });
+  const e = parseEnv(schema, env);
+  return { ...toConfig(e), policyAddr: e.POLICY_ADDR!, memoryAddr: e.MEMORY_ADDR!, contextKey: e.CHAOS_CORE_CONTEXT_KEY! };
+}
+
+function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
+  return {
+    http: {
+      host: e.HOST,
+      port: e.PORT,
+      maxBodyBytes: e.CHAOS_CORE_MAX_BODY_BYTES,
+      ...(e.MCP_ALLOWED_HOSTS?.length ? { allowedHosts: e.MCP_ALLOWED_HOSTS } : {}),
+      ...(e.MCP_ALLOWED_ORIGINS?.length ? { allowedOrigins: e.MCP_ALLOWED_ORIGINS } : {}),
+      ...(e.CHAOS_CORE_API_KEYS_FILE ? { apiKeysFile: e.CHAOS_CORE_API_KEYS_FILE } : {}),
+    },
+    ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),
+    ...(e.MEMORY_ADDR ? { memoryAddr: e.MEMORY_ADDR } : {}),
+    ...(e.CHAOS_CORE_CONTEXT_KEY ? { contextKey: e.CHAOS_CORE_CONTEXT_KEY } : {}),
+    sessionTtlSeconds: e.CHAOS_CORE_SESSION_TTL_SECONDS,
+    logLevel: e.LOG_LEVEL,
+  };
+}

@@ -1,0 +1,28 @@
+export { createChaosCoreServer, SERVER_NAME } from "./server/create-server.js";
+export type { CreateServerOptions } from "./server/create-server.js";
+export { checkReadiness } from "./server/readiness.js";
+export type { Readiness } from "./server/readiness.js";
+export { startHttpTransport } from "./transport/http.js";
+export type { HttpTransportOptions, RunningHttpTransport } from "./transport/http.js";
+export { runStdioTransport } from "./transport/stdio.js";
+export type { RunningStdioTransport, StdioTransportOptions } from "./transport/stdio.js";
+export { createMemorySessionStore } from "./sessions/memory-store.js";
+export { createRedisSessionStore } from "./sessions/redis-store.js";
+export type { RedisSessionStoreOptions } from "./sessions/redis-store.js";
+export { DEFAULT_SESSION_TTL_SECONDS } from "./sessions/session-store.js";
+export type {
+  NewSessionRecord,
+  SessionPatch,
+  SessionRecord,
+  SessionStore,
+  SessionTransport,
+} from "./sessions/session-store.js";
+export { createApiKeyVerifier, hashApiKey, loadApiKeysFile } from "./auth/api-keys.js";
+export type { ApiKeyEntry, ApiKeyVerifier } from "./auth/api-keys.js";
+export { LOCAL_IDENTITY } from "./auth/identity.js";
+export type { Identity } from "./auth/identity.js";
+export { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
+export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
+export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";
+export type { EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";

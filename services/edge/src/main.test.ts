@@ -1,0 +1,110 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ContextSigner, createLogger, createPostgresDb, register, startGrpcServer, type Db, type RunningGrpcServer } from "@chaos-core/kit";
+import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
+import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
+
+// The edge alone, as its own process, in front of policy and memory served over real gRPC.
+
+const EDGE_DIR = fileURLToPath(new URL("..", import.meta.url));
+const MAIN = fileURLToPath(new URL("./main.ts", import.meta.url));
+const KEY = "edge-main-test-context-key-0123456789";
+
+let database: TestDatabase;
+let db: Db;
+let policyStore: PolicyStore;
+let grpc: RunningGrpcServer;
+
+/** Only what the test sets: no DATABASE_URL, REDIS_URL or HOST leaking in from the shell. */
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: "info", ...extra };
+}
+
+function runMain(env: Record<string, string>) {
+  const proc = spawn(process.execPath, ["--import", "tsx", MAIN], { cwd: EDGE_DIR, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  proc.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  proc.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+  return { proc, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+function listening(proc: ChildProcess, stderr: () => string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`edge did not start:\n${stderr()}`)), 30_000);
+    createInterface({ input: proc.stderr! }).on("line", (line) => {
+      const entry = JSON.parse(line) as { msg?: string; url?: string };
+      if (entry.msg === "edge listening" && entry.url) {
+        clearTimeout(timer);
+        resolve(entry.url);
+      }
+    });
+    proc.once("exit", () => reject(new Error(`edge exited:\n${stderr()}`)));
+  });
+}
+
+beforeAll(async () => {
+  database = await createTestDatabase("chaoscore_edge_main");
+  db = createPostgresDb({ connectionString: database.url });
+  await migrateMemory(db);
+  await migratePolicy(db);
+  policyStore = createSqlPolicyStore(db);
+  grpc = await startGrpcServer({
+    host: "127.0.0.1",
+    port: 0,
+    signer: new ContextSigner(KEY),
+    logger: createLogger("edge-main-test", "silent"),
+    registrations: [
+      register(PolicyService, createPolicyHandlers(policyStore)),
+      register(MemoryService, createMemoryHandlers(createSqlMemoryStore(db))),
+    ],
+  });
+});
+
+afterAll(async () => {
+  await grpc?.shutdown(1000);
+  await policyStore?.close();
+  await db?.close();
+  await database?.drop();
+});
+
+describe("the edge main", () => {
+  it("serves MCP over HTTP against services reached over gRPC, and writes nothing to stdout", async () => {
+    const addr = `127.0.0.1:${grpc.port}`;
+    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY });
+    const url = await listening(edge.proc, edge.stderr);
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+
+    const client = new Client({ name: "edge-main-test", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const stored = await client.callTool({ name: "chaoscore_remember", arguments: { key: "over-grpc", value: { ok: 1 } } });
+    expect(stored.isError, JSON.stringify(stored.content)).toBeFalsy();
+    const recalled = await client.callTool({ name: "chaoscore_recall", arguments: { key: "over-grpc" } });
+    expect((recalled.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toEqual({ ok: 1 });
+    const inspected = await client.callTool({ name: "chaoscore_inspect", arguments: { what: "policy" } });
+    expect(inspected.structuredContent).toMatchObject({ policy: { source: "postgres", version: 0 } });
+    const ready = await fetch(url.replace(/\/mcp$/, "/readyz"));
+    expect(ready.status).toBe(200);
+    await client.close();
+
+    edge.proc.kill("SIGTERM");
+    expect(await edge.exited).toBe(0);
+    expect(edge.stdout()).toBe("");
+    expect(edge.stderr()).not.toContain(KEY);
+  });
+
+  it("refuses to start without its service addresses, naming them", async () => {
+    const edge = runMain({ PORT: "0" });
+    expect(await edge.exited).toBe(1);
+    expect(edge.stderr()).toMatch(/POLICY_ADDR: required when the edge runs alone/);
+    expect(edge.stdout()).toBe("");
+  });
+});

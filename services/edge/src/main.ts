@@ -1,0 +1,62 @@
+/**
+ * The edge alone: MCP over Streamable HTTP in front of policy and memory reached over gRPC.
+ * Composition root: telemetry → config → adapters → server → signals. Nothing is written to
+ * stdout; logs are JSON on stderr.
+ */
+
+import { existsSync, readFileSync } from "node:fs";
+
+// .env first, so OTEL_* set there reach the telemetry preload (kit's loadDotEnv would pull in
+// grpc-js before telemetry could hook it).
+if (existsSync(".env")) process.loadEnvFile(".env");
+
+// Telemetry next, before http, grpc-js or ioredis are imported, or their spans never appear;
+// so every other module is imported dynamically below.
+await import("@chaos-core/kit/telemetry");
+
+const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
+const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
+const { Redis } = await import("ioredis");
+const { loadEdgeAloneConfig } = await import("./config.js");
+const { createMemorySessionStore } = await import("./sessions/memory-store.js");
+const { createRedisSessionStore } = await import("./sessions/redis-store.js");
+const { startHttpTransport } = await import("./transport/http.js");
+
+const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+
+const bootLogger = createLogger("edge");
+try {
+  const config = loadEdgeAloneConfig();
+  const logger = createLogger("edge", config.logLevel);
+
+  const signer = new ContextSigner(config.contextKey);
+  const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
+  const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true }) : undefined;
+  if (redis) await redis.connect();
+  else logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");
+  const sessions = redis
+    ? createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds })
+    : createMemorySessionStore({ ttlSeconds: config.sessionTtlSeconds });
+
+  const http = await startHttpTransport(
+    { policy: policy.client, memory: memory.client, sessions, logger, version: VERSION },
+    config.http,
+  );
+  logger.info(
+    { url: http.url, policy: config.policyAddr, memory: config.memoryAddr, sessions: redis ? "redis" : "in-process" },
+    "edge listening",
+  );
+
+  onShutdown(logger, async () => {
+    await http.close();
+    policy.close();
+    memory.close();
+    await redis?.quit();
+  });
+} catch (err) {
+  // The message names what is wrong (a variable, a file and entry); the stack adds nothing.
+  bootLogger.fatal({ err: err instanceof Error ? err.message : String(err) }, "edge failed to start");
+  process.exit(1);
+}

@@ -1,0 +1,42 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { ErrorCode, McpError, SetLevelRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { ToolDefinition } from "../tools/define.js";
+import { TOOL_DEFINITIONS } from "../tools/index.js";
+import { registerTools } from "./register-tools.js";
+
+/** The name clients see in `serverInfo`. */
+export const SERVER_NAME = "chaos-core";
+
+const INSTRUCTIONS =
+  "Chaos Core is a governed control plane. Policy decides before any tool touches a service: a " +
+  "policy_denied or approval_required result is final for that call, not something to retry. " +
+  "Use chaoscore_inspect to see the policy and what is available.";
+
+export interface CreateServerOptions {
+  /** The tools to serve; every tool of {@link TOOL_DEFINITIONS} by default. */
+  readonly tools?: readonly ToolDefinition[];
+}
+
+/**
+ * Builds the MCP server of one session: the whole tool surface from one list, the logging
+ * capability, and nothing that knows which transport carries it. Both transports (stdio and
+ * Streamable HTTP) call this, once per MCP session.
+ */
+export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, options: CreateServerOptions = {}): McpServer {
+  const server = new McpServer(
+    { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
+    { capabilities: { logging: {}, tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+  );
+  registerTools(server, options.tools ?? TOOL_DEFINITIONS, deps, session);
+
+  // The SDK keeps the level a client sets in a map inside this process; another replica serving
+  // the same session would not see it. The level goes to the session store instead, which the
+  // tools read when they log.
+  server.server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+    const updated = await deps.sessions.update(session.tenant, session.id, { logLevel: request.params.level });
+    if (!updated) throw new McpError(ErrorCode.InvalidRequest, "this session has expired; initialize a new one");
+    return {};
+  });
+  return server;
+}

@@ -1,0 +1,118 @@
+import { z } from "zod";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type {
+  CallToolResult,
+  LoggingLevel,
+  ServerNotification,
+  ServerRequest,
+} from "@modelcontextprotocol/sdk/types.js";
+import { ChaosError, ERROR_CODES, toMcpErrorResult, type Logger } from "@chaos-core/kit";
+import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { ToolContext, ToolDefinition } from "../tools/define.js";
+import { logAtMcpLevel, reachesClient } from "./logging.js";
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+const toolErrorOutput = z.object({ code: z.enum(ERROR_CODES), message: z.string() });
+
+/**
+ * The output schema a tool publishes: its result, or kit's error shape. A failed call carries
+ * `structuredContent: {error: {code, message}}` (from `toMcpErrorResult`), and clients validate
+ * structuredContent against the output schema even when `isError` is set (the SDK's Client
+ * does), so the schema must admit both. The JSON Schema says exactly that: the result's own
+ * required fields, or `error`.
+ */
+export function withErrorAlternative(output: z.ZodObject): z.ZodObject {
+  let published = widened.get(output);
+  if (!published) {
+    const required = (z.toJSONSchema(output, { io: "output" }).required ?? []) as string[];
+    published = output
+      .partial()
+      .extend({ error: toolErrorOutput.optional().describe("Present only on a failed call (isError: true)") })
+      .meta({ anyOf: [{ required }, { required: ["error"] }] });
+    widened.set(output, published);
+  }
+  return published;
+}
+
+/** Built once per definition, not once per session. */
+const widened = new WeakMap<z.ZodObject, z.ZodObject>();
+
+function toolContext(deps: EdgeDeps, session: EdgeSession, log: Logger, extra: Extra): ToolContext {
+  let minimum: Promise<LoggingLevel | undefined> | undefined;
+  // The level lives in the session store, not in this process: the client may have set it
+  // through another replica. Read once per call, and only when something is logged.
+  const clientLevel = () =>
+    (minimum ??= deps.sessions.get(session.tenant, session.id).then(
+      (r) => r?.logLevel,
+      () => undefined,
+    ));
+  return {
+    call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
+    deps,
+    signal: extra.signal,
+    async log(level, message, data = {}) {
+      logAtMcpLevel(log, level, data, message);
+      if (!reachesClient(level, await clientLevel())) return;
+      await extra.sendNotification({
+        method: "notifications/message",
+        params: { level, logger: "chaos-core", data: { message, ...data } },
+      });
+    },
+    async progress(progress, total, message) {
+      const progressToken = extra._meta?.progressToken;
+      if (progressToken === undefined) return;
+      await extra.sendNotification({
+        method: "notifications/progress",
+        params: { progressToken, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
+      });
+    },
+  };
+}
+
+/**
+ * Registers every tool of `tools` on `server`: the one place a definition becomes an MCP tool.
+ * Results carry `structuredContent` and the same JSON as text; errors are mapped once, by kit's
+ * `toMcpErrorResult`, to `isError` results with a stable code.
+ */
+export function registerTools(
+  server: McpServer,
+  tools: readonly ToolDefinition[],
+  deps: EdgeDeps,
+  session: EdgeSession,
+): void {
+  for (const tool of tools) {
+    const log = deps.logger.child({
+      tenant: session.tenant,
+      principal: session.principal,
+      session: session.id,
+      tool: tool.name,
+    });
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        inputSchema: tool.input,
+        outputSchema: withErrorAlternative(tool.output),
+        annotations: { title: tool.title, ...tool.annotations },
+      },
+      async (args: unknown, extra: Extra): Promise<CallToolResult> => {
+        const started = performance.now();
+        const ctx = toolContext(deps, session, log, extra);
+        try {
+          const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;
+          log.info({ outcome: "ok", ms: Math.round(performance.now() - started) }, "tool call");
+          return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
+        } catch (err) {
+          const e = ChaosError.from(err);
+          const fields = { outcome: e.code, ms: Math.round(performance.now() - started) };
+          if (e.code === "internal") log.error({ ...fields, err }, "tool call failed");
+          else log.info(fields, "tool call refused");
+          return toMcpErrorResult(e);
+        }
+      },
+    );
+  }
+}

@@ -1,0 +1,143 @@
+import type { Redis } from "ioredis";
+import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import { assertTenantId } from "@chaos-core/kit";
+import {
+  DEFAULT_SESSION_TTL_SECONDS,
+  type NewSessionRecord,
+  type SessionPatch,
+  type SessionRecord,
+  type SessionStore,
+} from "./session-store.js";
+
+/** Key layout and idle TTL of the Redis session store. */
+export interface RedisSessionStoreOptions {
+  /** Prepended to every key, e.g. `chaoscore:`; keys then read `<prefix><tenant>:mcp-session:<id>`. */
+  prefix?: string;
+  ttlSeconds?: number;
+}
+
+// A session is a hash: the fields fixed at initialize as one JSON value, and the two that change
+// (`lastSeenAt`, `logLevel`) beside it, so a touch never rewrites (or re-encodes) the record.
+// The per-tenant sorted set (score: expiry in ms) exists only to list a tenant's sessions.
+
+/** Renews a live session; a missing key stays missing (HSET alone would resurrect it). */
+const TOUCH = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+redis.call('HSET', KEYS[1], 'lastSeenAt', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return redis.call('HGETALL', KEYS[1])
+`;
+
+/** Sets one field of a live session without renewing it. */
+const PATCH = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('HGETALL', KEYS[1])
+`;
+
+function fromHash(hash: Record<string, string>): SessionRecord | undefined {
+  if (!hash.record) return undefined;
+  const fixed = JSON.parse(hash.record) as Omit<SessionRecord, "lastSeenAt" | "logLevel">;
+  return {
+    ...fixed,
+    lastSeenAt: hash.lastSeenAt ?? fixed.createdAt,
+    ...(hash.logLevel ? { logLevel: hash.logLevel as LoggingLevel } : {}),
+  };
+}
+
+/** HGETALL through EVAL comes back as a flat [field, value, ...] list. */
+function pairsToHash(pairs: unknown): Record<string, string> {
+  const hash: Record<string, string> = {};
+  if (!Array.isArray(pairs)) return hash;
+  for (let i = 0; i + 1 < pairs.length; i += 2) hash[String(pairs[i])] = String(pairs[i + 1]);
+  return hash;
+}
+
+/**
+ * A {@link SessionStore} on Redis, shared by every edge replica: a session created on one
+ * replica can be served by another. Keys are prefixed by tenant and expire after `ttlSeconds`
+ * without a touch.
+ */
+export function createRedisSessionStore(redis: Redis, options: RedisSessionStoreOptions = {}): SessionStore {
+  const prefix = options.prefix ?? "chaoscore:";
+  const ttlSeconds = options.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
+
+  const keys = (tenant: string, id: string) => {
+    assertTenantId(tenant);
+    return { session: `${prefix}${tenant}:mcp-session:${id}`, index: `${prefix}${tenant}:mcp-sessions` };
+  };
+
+  const get = async (tenant: string, id: string) => fromHash(await redis.hgetall(keys(tenant, id).session));
+
+  return {
+    ttlSeconds,
+
+    async create(record: NewSessionRecord) {
+      const k = keys(record.tenant, record.id);
+      const now = Date.now();
+      const at = new Date(now).toISOString();
+      const { logLevel, ...fixed } = record;
+      const fields: Record<string, string> = { record: JSON.stringify({ ...fixed, createdAt: at }), lastSeenAt: at };
+      if (logLevel) fields.logLevel = logLevel;
+      await redis
+        .multi()
+        .del(k.session)
+        .hset(k.session, fields)
+        .expire(k.session, ttlSeconds)
+        .zadd(k.index, now + ttlSeconds * 1000, record.id)
+        .expire(k.index, ttlSeconds)
+        .exec();
+      return { ...record, createdAt: at, lastSeenAt: at };
+    },
+
+    get,
+
+    async touch(tenant, id) {
+      const k = keys(tenant, id);
+      const now = Date.now();
+      const pairs = await redis.eval(
+        TOUCH,
+        2,
+        k.session,
+        k.index,
+        new Date(now).toISOString(),
+        String(ttlSeconds),
+        String(now + ttlSeconds * 1000),
+        id,
+      );
+      return pairs ? fromHash(pairsToHash(pairs)) : undefined;
+    },
+
+    async update(tenant, id, patch: SessionPatch) {
+      if (patch.logLevel === undefined) return get(tenant, id);
+      const pairs = await redis.eval(PATCH, 1, keys(tenant, id).session, "logLevel", patch.logLevel);
+      return pairs ? fromHash(pairsToHash(pairs)) : undefined;
+    },
+
+    async delete(tenant, id) {
+      const k = keys(tenant, id);
+      const results = await redis.multi().del(k.session).zrem(k.index, id).exec();
+      return Number(results?.[0]?.[1] ?? 0) > 0;
+    },
+
+    async listByTenant(tenant) {
+      const k = keys(tenant, "");
+      await redis.zremrangebyscore(k.index, "-inf", Date.now());
+      const ids = await redis.zrange(k.index, 0, -1);
+      if (ids.length === 0) return [];
+      const pipeline = redis.pipeline();
+      for (const id of ids) pipeline.hgetall(keys(tenant, id).session);
+      const results = (await pipeline.exec()) ?? [];
+      return results
+        .map(([err, hash]) => (err ? undefined : fromHash(hash as Record<string, string>)))
+        .filter((r): r is SessionRecord => r !== undefined)
+        .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    },
+
+    async ping() {
+      await redis.ping();
+    },
+  };
+}

@@ -1,0 +1,105 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
+import { createMemorySessionStore } from "./memory-store.js";
+import { createRedisSessionStore } from "./redis-store.js";
+import type { NewSessionRecord, SessionStore } from "./session-store.js";
+
+function record(id: string, tenant = "acme", principal = "alice"): NewSessionRecord {
+  return {
+    id,
+    tenant,
+    principal,
+    transport: "http",
+    protocolVersion: "2025-11-25",
+    clientInfo: { name: "client", version: "1.2.3", icons: [] },
+    clientCapabilities: { elicitation: {}, roots: { listChanged: true } },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The contract every SessionStore meets; `ttl` is short so expiry can be observed. */
+function contract(name: string, make: (ttlSeconds: number) => SessionStore) {
+  describe(`${name} session store`, () => {
+    it("creates, reads, updates and deletes a record, keeping what initialize said", async () => {
+      const store = make(60);
+      const created = await store.create(record("s1"));
+      expect(created.createdAt).toBe(created.lastSeenAt);
+      const read = await store.get("acme", "s1");
+      expect(read).toEqual(created);
+      expect(read?.clientInfo).toEqual({ name: "client", version: "1.2.3", icons: [] });
+
+      expect((await store.update("acme", "s1", { logLevel: "warning" }))?.logLevel).toBe("warning");
+      expect((await store.get("acme", "s1"))?.logLevel).toBe("warning");
+
+      expect(await store.delete("acme", "s1")).toBe(true);
+      expect(await store.get("acme", "s1")).toBeUndefined();
+      expect(await store.delete("acme", "s1")).toBe(false);
+      expect(await store.update("acme", "s1", { logLevel: "debug" })).toBeUndefined();
+      expect(await store.touch("acme", "s1")).toBeUndefined();
+    });
+
+    it("scopes every record to its tenant", async () => {
+      const store = make(60);
+      await store.create(record("shared-id", "acme"));
+      expect(await store.get("globex", "shared-id")).toBeUndefined();
+      expect(await store.touch("globex", "shared-id")).toBeUndefined();
+      expect(await store.delete("globex", "shared-id")).toBe(false);
+      expect(await store.get("acme", "shared-id")).toBeDefined();
+      expect(await store.listByTenant("globex")).toEqual([]);
+    });
+
+    it("lists a tenant's live sessions, oldest first", async () => {
+      const store = make(60);
+      await store.create(record("first", "listing"));
+      await sleep(5);
+      await store.create(record("second", "listing"));
+      await store.create(record("elsewhere", "other"));
+      expect((await store.listByTenant("listing")).map((r) => r.id)).toEqual(["first", "second"]);
+      await store.delete("listing", "first");
+      expect((await store.listByTenant("listing")).map((r) => r.id)).toEqual(["second"]);
+    });
+
+    it("expires an idle record, and a touch keeps it alive", async () => {
+      const store = make(1);
+      await store.create(record("idle", "ttl"));
+      await store.create(record("busy", "ttl"));
+      const before = (await store.get("ttl", "busy"))!.lastSeenAt;
+      await sleep(600);
+      const touched = await store.touch("ttl", "busy");
+      expect(touched && touched.lastSeenAt > before).toBe(true);
+      await sleep(600);
+      expect(await store.get("ttl", "idle")).toBeUndefined();
+      expect(await store.get("ttl", "busy")).toBeDefined();
+      expect((await store.listByTenant("ttl")).map((r) => r.id)).toEqual(["busy"]);
+      // A patch is not activity: it does not bring an expired record back.
+      expect(await store.update("ttl", "idle", { logLevel: "info" })).toBeUndefined();
+      expect(await store.get("ttl", "idle")).toBeUndefined();
+    });
+
+    it("refuses a tenant id that could break out of its key prefix", async () => {
+      const store = make(60);
+      await expect(store.create(record("x", "a:b"))).rejects.toThrow(/tenant/);
+    });
+  });
+}
+
+contract("in-process", (ttlSeconds) => createMemorySessionStore({ ttlSeconds }));
+
+describe("redis", () => {
+  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true });
+  beforeAll(() => redis.connect());
+  afterAll(() => redis.quit());
+
+  contract("Redis", (ttlSeconds) => createRedisSessionStore(redis, { prefix: uniquePrefix("edge-sessions"), ttlSeconds }));
+
+  it("keeps every key under the prefix and the tenant", async () => {
+    const prefix = uniquePrefix("edge-keys");
+    const store = createRedisSessionStore(redis, { prefix, ttlSeconds: 60 });
+    await store.create(record("k1", "acme"));
+    const keys = await redis.keys(`${prefix}*`);
+    expect(keys.sort()).toEqual([`${prefix}acme:mcp-session:k1`, `${prefix}acme:mcp-sessions`]);
+    for (const key of keys) expect(await redis.ttl(key)).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,60 @@
+import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+
+/** Which transport a session arrived on; kept for operators, never used to branch tool code. */
+export type SessionTransport = "stdio" | "http";
+
+/**
+ * What the edge remembers about one MCP session, so that any replica can serve it. Holds no
+ * credential: the tenant and principal are the ones the credential resolved to at initialize.
+ */
+export interface SessionRecord {
+  readonly id: string;
+  readonly tenant: string;
+  readonly principal: string;
+  readonly transport: SessionTransport;
+  /** The protocol revision negotiated at initialize. */
+  readonly protocolVersion: string;
+  /** The client's `clientInfo` from initialize (name, version, ...). */
+  readonly clientInfo: { readonly name: string; readonly version: string; readonly [k: string]: unknown };
+  /** The client's capabilities from initialize. */
+  readonly clientCapabilities: Readonly<Record<string, unknown>>;
+  /** ISO 8601 timestamps. */
+  readonly createdAt: string;
+  readonly lastSeenAt: string;
+  /** The minimum level of log notifications the client asked for with `logging/setLevel`. */
+  readonly logLevel?: LoggingLevel;
+}
+
+/** What a transport knows when a session starts; the store stamps the times. */
+export type NewSessionRecord = Omit<SessionRecord, "createdAt" | "lastSeenAt">;
+
+/** The fields of a session that may change after initialize. */
+export interface SessionPatch {
+  readonly logLevel?: LoggingLevel;
+}
+
+/**
+ * Session metadata shared by every edge replica. Every key is scoped by tenant: a lookup with
+ * another tenant's credential cannot reach the record, so it answers "unknown" like any
+ * unknown id. Records expire when idle for the store's TTL; {@link SessionStore.touch} renews it.
+ */
+export interface SessionStore {
+  /** Seconds a session may stay idle before it expires. */
+  readonly ttlSeconds: number;
+  create(record: NewSessionRecord): Promise<SessionRecord>;
+  /** Reads a live record without renewing it. */
+  get(tenant: string, id: string): Promise<SessionRecord | undefined>;
+  /** Reads a live record, stamps `lastSeenAt` and renews its TTL. */
+  touch(tenant: string, id: string): Promise<SessionRecord | undefined>;
+  /** Applies a patch to a live record; undefined when there is none. */
+  update(tenant: string, id: string, patch: SessionPatch): Promise<SessionRecord | undefined>;
+  /** Deletes a record; false when there was none. */
+  delete(tenant: string, id: string): Promise<boolean>;
+  /** The tenant's live sessions, oldest first. */
+  listByTenant(tenant: string): Promise<SessionRecord[]>;
+  /** Resolves when the backing store answers (readiness). */
+  ping(): Promise<void>;
+}
+
+/** The idle TTL when none is configured: an hour, as MCP clients keep sessions open for long. */
+export const DEFAULT_SESSION_TTL_SECONDS = 3600;

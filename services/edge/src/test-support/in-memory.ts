@@ -1,0 +1,51 @@
+import { randomUUID } from "node:crypto";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { Identity } from "../auth/identity.js";
+import type { EdgeDeps, EdgeSession } from "../deps.js";
+import { createChaosCoreServer } from "../server/create-server.js";
+import { sessionRecordFromInitialize } from "../sessions/initialize.js";
+
+export interface Connected {
+  readonly client: Client;
+  readonly session: EdgeSession;
+  call(name: string, args: Record<string, unknown>): Promise<CallToolResult>;
+  close(): Promise<void>;
+}
+
+/**
+ * A real SDK client connected to {@link createChaosCoreServer} through the SDK's in-memory
+ * transport, with the session record a transport would store at initialize.
+ */
+export async function connectInMemory(deps: EdgeDeps, identity: Identity): Promise<Connected> {
+  const session: EdgeSession = { id: randomUUID(), ...identity };
+  const server = createChaosCoreServer(deps, session);
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: "edge-test", version: "1.0.0" });
+  await client.connect(clientSide);
+  await deps.sessions.create(
+    sessionRecordFromInitialize(session, "stdio", {
+      protocolVersion: "2025-11-25",
+      capabilities: {},
+      clientInfo: { name: "edge-test", version: "1.0.0" },
+    }),
+  );
+  // Listing first makes the client validate every result against the published output schema.
+  await client.listTools();
+  return {
+    client,
+    session,
+    call: async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult,
+    close: async () => {
+      await client.close();
+      await server.close();
+    },
+  };
+}
+
+/** A tenant id no other test uses. */
+export function uniqueTenant(label: string): string {
+  return `${label}-${randomUUID().slice(0, 8)}`;
+}

@@ -1,0 +1,53 @@
+import type { z } from "zod";
+import type { CallContext } from "@chaos-core/kit";
+import type { LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import type { EdgeDeps } from "../deps.js";
+
+/** Groups of tools that can be enabled together (DESIGN: "The MCP surface"). */
+export type Toolset = "core" | "council" | "governance" | "finance-reference";
+
+/**
+ * What a tool may use while it runs. Tools hold no session state of their own (so any replica,
+ * and later the stateless protocol revision, can run them): who is calling comes in `call`.
+ */
+export interface ToolContext {
+  /** Tenant and principal from the verified credential, and the MCP session id. */
+  readonly call: CallContext;
+  readonly deps: EdgeDeps;
+  /** Aborted when the client cancels the request. */
+  readonly signal: AbortSignal;
+  /**
+   * Logs through the edge's logger with tenant, session and tool fields, and sends the line to
+   * the client as a `notifications/message` when it is at or above the level the session set.
+   */
+  log(level: LoggingLevel, message: string, data?: Record<string, unknown>): Promise<void>;
+  /** Sends `notifications/progress` when the client asked for progress; otherwise does nothing. */
+  progress(progress: number, total?: number, message?: string): Promise<void>;
+}
+
+/** The four hints every tool states; "honest" means what the tool really does. */
+export type ToolHints = Required<
+  Pick<ToolAnnotations, "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint">
+>;
+
+/**
+ * One tool of the surface, as data. The input and output schemas are zod objects: the SDK
+ * validates arguments against `input` (a failure names the field) and publishes both as JSON
+ * Schema. `run` returns the structured result; errors are thrown and mapped once, at
+ * registration, through kit's `toMcpErrorResult`.
+ */
+export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z.ZodObject = z.ZodObject> {
+  readonly name: string;
+  readonly toolset: Toolset;
+  readonly title: string;
+  readonly description: string;
+  readonly input: I;
+  readonly output: O;
+  readonly annotations: ToolHints;
+  run(args: z.output<I>, ctx: ToolContext): Promise<z.input<O>>;
+}
+
+/** Keeps a definition's argument and result types checked while the list holds them erased. */
+export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(def: ToolDefinition<I, O>): ToolDefinition {
+  return def as unknown as ToolDefinition;
+}

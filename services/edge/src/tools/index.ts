@@ -1,0 +1,15 @@
+import type { ToolDefinition, Toolset } from "./define.js";
+import { inspectTool } from "./inspect.js";
+import { recallTool } from "./recall.js";
+import { rememberTool } from "./remember.js";
+
+/**
+ * The tool surface, grouped by toolset (DESIGN: "The MCP surface"). Later issues add tools by
+ * adding definitions here; nothing else registers a tool.
+ */
+export const TOOLSETS: Readonly<Partial<Record<Toolset, readonly ToolDefinition[]>>> = {
+  core: [inspectTool, rememberTool, recallTool],
+};
+
+/** Every tool definition, in registration order. */
+export const TOOL_DEFINITIONS: readonly ToolDefinition[] = Object.values(TOOLSETS).flat();

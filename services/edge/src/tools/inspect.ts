@@ -1,0 +1,183 @@
+import { toJson } from "@bufbuild/protobuf";
+import { z } from "zod";
+import { Decision, PolicyDocumentSchema, Risk } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { defineTool, type ToolContext } from "./define.js";
+import { knownRisk } from "./capabilities.js";
+import { isoTime } from "./memory-item.js";
+
+const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit"] as const;
+
+/** What is not there yet, and which service brings it. Said plainly rather than faked. */
+const NOT_YET: Partial<Record<(typeof SUBJECTS)[number], string>> = {
+  capabilities: "arrives with the cognition service",
+  providers: "arrives with the cognition service",
+  audit: "arrives with the ledger service",
+};
+
+const decisionOutput = z.object({
+  capability: z.string(),
+  risk: z.string().describe("The risk the capability was evaluated at"),
+  decision: z.enum(["ALLOW", "DENY", "REQUIRE_APPROVAL", "UNSPECIFIED"]),
+  matched_rule: z.string(),
+  reason: z.string(),
+  policy_version: z.number(),
+  note: z.string().optional(),
+});
+
+const policyOutput = z.object({
+  document: z.record(z.string(), z.unknown()).describe("The tenant's policy document (protobuf JSON)"),
+  version: z.number(),
+  updated_at: z.string().optional(),
+  source: z.string(),
+  last_error: z.string().optional().describe("Why the latest edit was not loaded; the document above stays in force"),
+  decision: decisionOutput.optional().describe("The decision for `capability`, when one was given"),
+});
+
+const memoryOutput = z.object({
+  items: z.number(),
+  expired: z.number(),
+  value_bytes: z.number(),
+  oldest_update: z.string().optional(),
+  newest_update: z.string().optional(),
+  top_tags: z.array(z.object({ tag: z.string(), count: z.number() })),
+});
+
+const sessionOutput = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  principal: z.string(),
+  transport: z.string(),
+  protocol_version: z.string(),
+  client_info: z.record(z.string(), z.unknown()),
+  client_capabilities: z.record(z.string(), z.unknown()),
+  created_at: z.string(),
+  last_seen_at: z.string(),
+  log_level: z.string().optional(),
+  idle_ttl_seconds: z.number(),
+});
+
+const output = z.object({
+  what: z.enum(SUBJECTS),
+  available: z.boolean(),
+  reason: z.string().optional().describe("Why this part is not available, when it is not"),
+  policy: policyOutput.optional(),
+  memory: memoryOutput.optional(),
+  session: sessionOutput.optional(),
+});
+
+type InspectOutput = z.output<typeof output>;
+
+async function inspectPolicy(ctx: ToolContext, capability: string | undefined): Promise<InspectOutput> {
+  const opts = { ctx: ctx.call, signal: ctx.signal };
+  const total = capability ? 2 : 1;
+  const res = await ctx.deps.policy.getPolicy({}, opts);
+  await ctx.progress(1, total, "read the policy document");
+  const updated = isoTime(res.updatedAt);
+  const policy: z.output<typeof policyOutput> = {
+    document: res.document ? (toJson(PolicyDocumentSchema, res.document, { alwaysEmitImplicit: true }) as Record<string, unknown>) : {},
+    version: Number(res.version),
+    ...(updated ? { updated_at: updated } : {}),
+    source: res.source,
+    ...(res.lastError ? { last_error: res.lastError } : {}),
+  };
+  if (capability) {
+    const risk = knownRisk(capability);
+    const decision = await ctx.deps.policy.evaluate({ capability, risk: risk ?? Risk.UNSPECIFIED }, opts);
+    await ctx.progress(2, total, "evaluated the capability");
+    policy.decision = {
+      capability,
+      risk: Risk[risk ?? Risk.UNSPECIFIED],
+      decision: Decision[decision.decision] as z.output<typeof decisionOutput>["decision"],
+      matched_rule: decision.matchedRule,
+      reason: decision.reason,
+      policy_version: Number(decision.policyVersion),
+      ...(risk === undefined
+        ? {
+            note:
+              "The risk of this capability is not known to the edge (the capability registry arrives with the " +
+              "cognition service), so it was evaluated with risk UNSPECIFIED; risk rules did not apply.",
+          }
+        : {}),
+    };
+  }
+  return { what: "policy", available: true, policy };
+}
+
+async function inspectMemory(ctx: ToolContext): Promise<InspectOutput> {
+  const s = await ctx.deps.memory.stats({}, { ctx: ctx.call, signal: ctx.signal });
+  const oldest = isoTime(s.oldestUpdate);
+  const newest = isoTime(s.newestUpdate);
+  return {
+    what: "memory",
+    available: true,
+    memory: {
+      items: Number(s.items),
+      expired: Number(s.expired),
+      value_bytes: Number(s.valueBytes),
+      ...(oldest ? { oldest_update: oldest } : {}),
+      ...(newest ? { newest_update: newest } : {}),
+      top_tags: s.topTags.map((t) => ({ tag: t.tag, count: Number(t.count) })),
+    },
+  };
+}
+
+async function inspectSession(ctx: ToolContext): Promise<InspectOutput> {
+  const id = ctx.call.sessionId;
+  // Only the caller's own session, looked up under the caller's own tenant: never a list.
+  const record = id ? await ctx.deps.sessions.get(ctx.call.tenant, id) : undefined;
+  if (!record || record.principal !== ctx.call.principal) {
+    return { what: "sessions", available: false, reason: "this session has no stored metadata (it may have expired)" };
+  }
+  return {
+    what: "sessions",
+    available: true,
+    session: {
+      id: record.id,
+      tenant: record.tenant,
+      principal: record.principal,
+      transport: record.transport,
+      protocol_version: record.protocolVersion,
+      client_info: { ...record.clientInfo },
+      client_capabilities: { ...record.clientCapabilities },
+      created_at: record.createdAt,
+      last_seen_at: record.lastSeenAt,
+      ...(record.logLevel ? { log_level: record.logLevel } : {}),
+      idle_ttl_seconds: ctx.deps.sessions.ttlSeconds,
+    },
+  };
+}
+
+/** `chaoscore_inspect`: live views of the control plane, and plain words for what is not there yet. */
+export const inspectTool = defineTool({
+  name: "chaoscore_inspect",
+  toolset: "core",
+  title: "Inspect",
+  description:
+    "Look at the live control plane: `policy` (the tenant's policy document and version; with `capability`, " +
+    "also the decision policy makes for it), `memory` (statistics), `sessions` (this session's metadata). " +
+    "`capabilities`, `providers` and `audit` answer that they are not available yet and which service brings them.",
+  input: z
+    .object({
+      what: z.enum(SUBJECTS).describe("What to inspect"),
+      capability: z.string().min(1).max(256).optional().describe("With what=policy: the capability to evaluate"),
+    })
+    .superRefine((args, issue) => {
+      if (args.capability !== undefined && args.what !== "policy") {
+        issue.addIssue({ code: "custom", path: ["capability"], message: "capability is only used with what=policy" });
+      }
+    }),
+  output,
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async run(args, ctx) {
+    switch (args.what) {
+      case "policy":
+        return inspectPolicy(ctx, args.capability);
+      case "memory":
+        return inspectMemory(ctx);
+      case "sessions":
+        return inspectSession(ctx);
+      default:
+        return { what: args.what, available: false, reason: NOT_YET[args.what] ?? "not available yet" };
+    }
+  },
+});

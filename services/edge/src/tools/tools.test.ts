@@ -1,0 +1,277 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LoggingMessageNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { createMemorySessionStore } from "../sessions/memory-store.js";
+import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
+import { startTestServices, type TestServices } from "../test-support/services.js";
+import type { EdgeDeps } from "../deps.js";
+
+interface Item {
+  key: string;
+  value: unknown;
+  tags: string[];
+  created_at: string;
+  updated_at: string;
+  expires_at?: string;
+}
+
+let services: TestServices;
+let deps: EdgeDeps;
+const open: Connected[] = [];
+
+async function connect(tenant = uniqueTenant("tools"), principal = "agent"): Promise<Connected> {
+  const c = await connectInMemory(deps, { tenant, principal });
+  open.push(c);
+  return c;
+}
+
+function ok(res: CallToolResult): Record<string, unknown> {
+  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+  // The same JSON travels as text for clients that ignore structuredContent.
+  expect(JSON.parse((res.content[0] as { text: string }).text)).toEqual(res.structuredContent);
+  return res.structuredContent as Record<string, unknown>;
+}
+
+function errorOf(res: CallToolResult): { code: string; message: string } {
+  expect(res.isError).toBe(true);
+  return (res.structuredContent as { error: { code: string; message: string } }).error;
+}
+
+function text(res: CallToolResult): string {
+  return res.content.map((c) => (c.type === "text" ? c.text : "")).join("\n");
+}
+
+beforeAll(async () => {
+  services = await startTestServices("tools");
+  deps = services.deps(createMemorySessionStore());
+});
+
+afterAll(async () => {
+  for (const c of open) await c.close();
+  await services?.close();
+});
+
+describe("the tool list", () => {
+  it("serves remember, recall and inspect with schemas and honest annotations", async () => {
+    const c = await connect();
+    const { tools } = await c.client.listTools();
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    expect(Object.keys(byName).sort()).toEqual(["chaoscore_inspect", "chaoscore_recall", "chaoscore_remember"]);
+    expect(byName.chaoscore_remember!.annotations).toMatchObject({
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: true,
+      openWorldHint: false,
+    });
+    for (const name of ["chaoscore_recall", "chaoscore_inspect"]) {
+      expect(byName[name]!.annotations).toMatchObject({ readOnlyHint: true, idempotentHint: true, openWorldHint: false });
+    }
+    expect(byName.chaoscore_remember!.inputSchema.required).toEqual(["key", "value"]);
+    // Every output schema admits the result or kit's error shape, and nothing else.
+    for (const tool of tools) {
+      expect(tool.outputSchema?.properties).toHaveProperty("error");
+      expect((tool.outputSchema as { anyOf?: unknown[] }).anyOf).toContainEqual({ required: ["error"] });
+    }
+  });
+
+  it("declares the logging capability", async () => {
+    const c = await connect();
+    expect(c.client.getServerCapabilities()?.logging).toEqual({});
+  });
+});
+
+describe("chaoscore_remember and chaoscore_recall", () => {
+  it("stores a value and recalls it by key", async () => {
+    const c = await connect();
+    const value = { decision: "use Postgres", n: 42, nested: [1, { ok: true }, null] };
+    const stored = ok(await c.call("chaoscore_remember", { key: "project:db", value, tags: ["architecture"], ttl_seconds: 3600 }));
+    const item = stored.item as Item;
+    expect(item).toMatchObject({ key: "project:db", value, tags: ["architecture"] });
+    expect(Date.parse(item.expires_at!) - Date.parse(item.updated_at)).toBeGreaterThan(3590_000);
+
+    const recalled = ok(await c.call("chaoscore_recall", { key: "project:db" }));
+    expect(recalled.items).toEqual([item]);
+    expect(recalled).not.toHaveProperty("next_cursor");
+  });
+
+  it("replaces the value stored under an existing key", async () => {
+    const c = await connect();
+    ok(await c.call("chaoscore_remember", { key: "k", value: "first" }));
+    ok(await c.call("chaoscore_remember", { key: "k", value: "second" }));
+    expect((ok(await c.call("chaoscore_recall", { key: "k" })).items as Item[]).map((i) => i.value)).toEqual(["second"]);
+  });
+
+  it("answers an unknown key with no items", async () => {
+    const c = await connect();
+    expect(ok(await c.call("chaoscore_recall", { key: "never-stored" }))).toEqual({ items: [] });
+  });
+
+  it("searches by query and tags, page by page, with the cursor round-tripping", async () => {
+    const c = await connect();
+    for (let i = 0; i < 5; i++) ok(await c.call("chaoscore_remember", { key: `page-${i}`, value: { i }, tags: ["paged"] }));
+    ok(await c.call("chaoscore_remember", { key: "page-untagged", value: 0 }));
+    ok(await c.call("chaoscore_remember", { key: "other", value: 1, tags: ["paged"] }));
+
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = ok(
+        await c.call("chaoscore_recall", { query: "PAGE-", tags: ["paged"], limit: 2, ...(cursor ? { cursor } : {}) }),
+      );
+      seen.push(...(page.items as Item[]).map((i) => i.key));
+      cursor = page.next_cursor as string | undefined;
+      pages++;
+    } while (cursor && pages < 10);
+    expect(pages).toBe(3);
+    expect(seen.sort()).toEqual(["page-0", "page-1", "page-2", "page-3", "page-4"]);
+  });
+
+  it("keeps tenants apart", async () => {
+    const a = await connect(uniqueTenant("a"));
+    const b = await connect(uniqueTenant("b"));
+    ok(await a.call("chaoscore_remember", { key: "secret", value: "a's" }));
+    expect(ok(await b.call("chaoscore_recall", { key: "secret" })).items).toEqual([]);
+    expect(ok(await b.call("chaoscore_recall", { query: "" })).items).toEqual([]);
+  });
+});
+
+describe("bad arguments", () => {
+  it("name the field that fails the schema", async () => {
+    const c = await connect();
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ["chaoscore_remember", { key: 42, value: "v" }, /key/],
+      ["chaoscore_remember", { key: "k" }, /value/],
+      ["chaoscore_remember", { key: "k", value: 1, ttl_seconds: -5 }, /ttl_seconds/],
+      ["chaoscore_recall", { key: "k", query: "q" }, /query cannot be combined with key/],
+      ["chaoscore_recall", { limit: 1000 }, /limit/],
+      ["chaoscore_inspect", { what: "everything" }, /what/],
+      ["chaoscore_inspect", { what: "memory", capability: "x" }, /capability/],
+    ];
+    for (const [name, args, field] of cases) {
+      const res = await c.call(name, args);
+      expect(res.isError, `${name} ${JSON.stringify(args)}`).toBe(true);
+      expect(text(res)).toMatch(/Input validation error/);
+      expect(text(res)).toMatch(field);
+    }
+  });
+});
+
+describe("policy before memory", () => {
+  it("refuses a denied capability with policy_denied, naming the rule and policy version", async () => {
+    const tenant = uniqueTenant("deny");
+    const version = await services.putPolicy(tenant, { deniedCapabilities: ["memory.remember"] });
+    const c = await connect(tenant);
+    const res = await c.call("chaoscore_remember", { key: "k", value: 1 });
+    const error = errorOf(res);
+    expect(error.code).toBe("policy_denied");
+    expect(error.message).toMatch(/deniedCapabilities/);
+    expect(error.message).toContain(`policy version ${version}`);
+    expect(text(res)).toMatch(/^policy_denied: /);
+    // Nothing was written.
+    expect((await services.memory.recall({ key: "k" }, { ctx: { tenant, principal: "t" } })).item).toBeUndefined();
+  });
+
+  it("refuses a capability that needs approval with approval_required, saying no path exists yet", async () => {
+    const tenant = uniqueTenant("approve");
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.recall"] });
+    const c = await connect(tenant);
+    const error = errorOf(await c.call("chaoscore_recall", { key: "k" }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toMatch(/No approval path exists yet/);
+    expect(error.message).toMatch(/requireConfirmationFor/);
+  });
+});
+
+describe("chaoscore_inspect", () => {
+  it("shows the policy document, version, source and the decision for a capability", async () => {
+    const tenant = uniqueTenant("inspect");
+    const version = await services.putPolicy(tenant, { deniedCapabilities: ["memory.remember"] });
+    const c = await connect(tenant);
+    const { policy } = ok(await c.call("chaoscore_inspect", { what: "policy", capability: "memory.remember" })) as {
+      policy: Record<string, unknown> & { decision: Record<string, unknown>; document: Record<string, unknown> };
+    };
+    expect(policy.version).toBe(version);
+    expect(policy.source).toBe("postgres");
+    expect(policy.document.deniedCapabilities).toEqual(["memory.remember"]);
+    expect(policy.decision).toMatchObject({
+      capability: "memory.remember",
+      risk: "LOW",
+      decision: "DENY",
+      matched_rule: "deniedCapabilities",
+      policy_version: version,
+    });
+  });
+
+  it("says when a capability's risk is unknown to the edge", async () => {
+    const c = await connect();
+    const { policy } = ok(await c.call("chaoscore_inspect", { what: "policy", capability: "http.request" })) as {
+      policy: { decision: { risk: string; note?: string } };
+    };
+    expect(policy.decision.risk).toBe("UNSPECIFIED");
+    expect(policy.decision.note).toMatch(/cognition/);
+  });
+
+  it("shows live memory statistics", async () => {
+    const c = await connect();
+    ok(await c.call("chaoscore_remember", { key: "a", value: "x", tags: ["t1"] }));
+    ok(await c.call("chaoscore_remember", { key: "b", value: "y", tags: ["t1", "t2"] }));
+    const { memory } = ok(await c.call("chaoscore_inspect", { what: "memory" })) as {
+      memory: { items: number; top_tags: Array<{ tag: string; count: number }> };
+    };
+    expect(memory.items).toBe(2);
+    expect(memory.top_tags[0]).toEqual({ tag: "t1", count: 2 });
+  });
+
+  it("shows the caller's own session and nobody else's", async () => {
+    const tenant = uniqueTenant("sessions");
+    const mine = await connect(tenant, "me");
+    const theirs = await connect(tenant, "someone-else");
+    const out = ok(await mine.call("chaoscore_inspect", { what: "sessions" })) as { session: Record<string, unknown> };
+    expect(out.session).toMatchObject({ id: mine.session.id, tenant, principal: "me", client_info: { name: "edge-test" } });
+    expect(JSON.stringify(out)).not.toContain(theirs.session.id);
+  });
+
+  it("says plainly what is not available yet", async () => {
+    const c = await connect();
+    for (const [what, service] of [["capabilities", "cognition"], ["providers", "cognition"], ["audit", "ledger"]]) {
+      const out = ok(await c.call("chaoscore_inspect", { what: what! }));
+      expect(out).toMatchObject({ what, available: false });
+      expect(out.reason).toContain(service);
+    }
+  });
+
+  it("reports progress when the client asks for it", async () => {
+    const c = await connect();
+    const progress: number[] = [];
+    const res = await c.client.callTool(
+      { name: "chaoscore_inspect", arguments: { what: "policy", capability: "memory.recall" } },
+      undefined,
+      { onprogress: (p) => progress.push(p.progress) },
+    );
+    expect(res.isError).toBeFalsy();
+    expect(progress).toEqual([1, 2]);
+  });
+});
+
+describe("logging", () => {
+  it("sends log lines at or above the level the client set, and keeps the level in the session store", async () => {
+    const tenant = uniqueTenant("logging");
+    await services.putPolicy(tenant, { deniedCapabilities: ["memory.remember"] });
+    const c = await connect(tenant);
+    const lines: Array<{ level: string; data: unknown }> = [];
+    c.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      lines.push(n.params);
+    });
+
+    await c.client.setLoggingLevel("error");
+    expect((await deps.sessions.get(tenant, c.session.id))?.logLevel).toBe("error");
+    errorOf(await c.call("chaoscore_remember", { key: "k", value: 1 }));
+    expect(lines).toEqual([]);
+
+    await c.client.setLoggingLevel("debug");
+    errorOf(await c.call("chaoscore_remember", { key: "k", value: 1 }));
+    expect(lines).toEqual([
+      expect.objectContaining({ level: "warning", data: expect.objectContaining({ message: "policy denies memory.remember" }) }),
+    ]);
+  });
+});

@@ -1,0 +1,158 @@
+import { randomUUID } from "node:crypto";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Identity } from "../auth/identity.js";
+import type { EdgeDeps, EdgeSession } from "../deps.js";
+import { createChaosCoreServer } from "../server/create-server.js";
+import { sessionRecordFromInitialize } from "../sessions/initialize.js";
+import type { SessionRecord } from "../sessions/session-store.js";
+import { replayInitialize } from "./sdk-internals.js";
+
+/** One MCP session this replica holds in memory: its server and its transport. */
+export interface LocalSession {
+  readonly session: EdgeSession;
+  readonly server: McpServer;
+  readonly transport: StreamableHTTPServerTransport;
+  lastUsed: number;
+}
+
+/**
+ * The MCP sessions this replica serves over HTTP. The session store is the source of truth:
+ * every request is checked against it (so a DELETE on another replica ends the session here
+ * too), and a session this replica does not hold is rehydrated from it. The table is a cache
+ * of live SDK objects, nothing more.
+ */
+export class HttpSessionTable {
+  private readonly live = new Map<string, LocalSession>();
+  private readonly rehydrating = new Map<string, Promise<LocalSession>>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly deps: EdgeDeps,
+    private readonly options: { maxBodyBytes: number; sweepIntervalMs?: number },
+  ) {
+    const interval = options.sweepIntervalMs ?? Math.min(60_000, (deps.sessions.ttlSeconds * 1000) / 2);
+    this.sweeper = setInterval(() => void this.sweep(), interval);
+    this.sweeper.unref();
+  }
+
+  /** How many sessions this replica holds in memory. */
+  get size(): number {
+    return this.live.size;
+  }
+
+  /**
+   * Serves an initialize request on a new session. The record is stored before the SDK sees
+   * the request, so its answer never names a session another replica cannot find; when the
+   * SDK refuses the initialize, record and objects are dropped again.
+   */
+  async initialize(
+    identity: Identity,
+    params: InitializeRequest["params"],
+    serve: (transport: StreamableHTTPServerTransport) => Promise<void>,
+  ): Promise<void> {
+    const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
+    await this.deps.sessions.create(sessionRecordFromInitialize(session, "http", params));
+    const local = await this.connect(session, () => {
+      this.live.set(session.id, local);
+      this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
+    });
+    try {
+      await serve(local.transport);
+    } finally {
+      if (local.transport.sessionId === undefined) {
+        await this.deps.sessions.delete(session.tenant, session.id);
+        await this.close(local);
+      }
+    }
+  }
+
+  /**
+   * The local session for a request that carries `id`, rehydrated when another replica opened
+   * it. Undefined (answer 404) when the id is unknown, expired, ended, or belongs to another
+   * tenant or principal: the caller cannot tell these apart.
+   */
+  async resolve(identity: Identity, id: string): Promise<LocalSession | undefined> {
+    const record = await this.deps.sessions.touch(identity.tenant, id);
+    const local = this.live.get(id);
+    const owns = (s: EdgeSession) => s.tenant === identity.tenant && s.principal === identity.principal;
+    if (!record || record.principal !== identity.principal) {
+      // Ended elsewhere or expired: drop this replica's copy too. Another caller's miss must not.
+      if (!record && local && owns(local.session)) await this.close(local);
+      return undefined;
+    }
+    if (local) {
+      if (!owns(local.session)) return undefined;
+      local.lastUsed = Date.now();
+      return local;
+    }
+    let pending = this.rehydrating.get(id);
+    if (!pending) {
+      pending = this.rehydrate(record).finally(() => this.rehydrating.delete(id));
+      this.rehydrating.set(id, pending);
+    }
+    return pending;
+  }
+
+  /** Closes every session this replica holds; their records stay for the other replicas. */
+  async closeAll(): Promise<void> {
+    clearInterval(this.sweeper);
+    await Promise.all([...this.live.values()].map((l) => this.close(l)));
+  }
+
+  private async rehydrate(record: SessionRecord): Promise<LocalSession> {
+    const session: EdgeSession = { id: record.id, tenant: record.tenant, principal: record.principal };
+    const local = await this.connect(session);
+    try {
+      await replayInitialize(local.server, local.transport, record);
+    } catch (err) {
+      await this.close(local);
+      throw err;
+    }
+    this.live.set(session.id, local);
+    this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session rehydrated");
+    return local;
+  }
+
+  private async connect(session: EdgeSession, onInitialized?: () => void): Promise<LocalSession> {
+    const server = createChaosCoreServer(this.deps, session);
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => session.id,
+      maxRequestBodySize: this.options.maxBodyBytes,
+      ...(onInitialized ? { onsessioninitialized: onInitialized } : {}),
+      onsessionclosed: async () => {
+        await this.deps.sessions.delete(session.tenant, session.id);
+        this.deps.logger.info({ tenant: session.tenant, session: session.id }, "session ended by the client");
+      },
+    });
+    const local: LocalSession = { session, server, transport, lastUsed: Date.now() };
+    transport.onclose = () => {
+      if (this.live.get(session.id) === local) this.live.delete(session.id);
+    };
+    server.server.onerror = (err) =>
+      this.deps.logger.debug({ err, tenant: session.tenant, session: session.id }, "MCP protocol error");
+    await server.connect(transport);
+    return local;
+  }
+
+  private async close(local: LocalSession): Promise<void> {
+    if (this.live.get(local.session.id) === local) this.live.delete(local.session.id);
+    await local.server.close().catch((err: unknown) => this.deps.logger.warn({ err }, "closing a session failed"));
+  }
+
+  /** Drops local copies of sessions that went idle past the TTL or no longer exist in the store. */
+  private async sweep(): Promise<void> {
+    const idleMs = this.deps.sessions.ttlSeconds * 1000;
+    for (const local of [...this.live.values()]) {
+      try {
+        const stale =
+          Date.now() - local.lastUsed > idleMs ||
+          !(await this.deps.sessions.get(local.session.tenant, local.session.id));
+        if (stale) await this.close(local);
+      } catch (err) {
+        this.deps.logger.warn({ err, session: local.session.id }, "session sweep failed");
+      }
+    }
+  }
+}

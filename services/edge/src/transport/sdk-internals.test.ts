@@ -1,0 +1,100 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { createChaosCoreServer } from "../server/create-server.js";
+import { createMemorySessionStore } from "../sessions/memory-store.js";
+import type { SessionRecord } from "../sessions/session-store.js";
+import { startTestServices, type TestServices } from "../test-support/services.js";
+import { replayInitialize } from "./sdk-internals.js";
+
+// This file guards the SDK internals session rehydration relies on. If it fails after an SDK
+// upgrade, sessions can no longer move between edge replicas: fix sdk-internals.ts first.
+
+let services: TestServices;
+
+beforeAll(async () => {
+  services = await startTestServices("sdk_internals");
+});
+
+afterAll(async () => {
+  await services?.close();
+});
+
+function storedRecord(id: string): SessionRecord {
+  return {
+    id,
+    tenant: "default",
+    principal: "local",
+    transport: "http",
+    protocolVersion: "2025-06-18",
+    clientInfo: { name: "original-client", version: "9.9.9" },
+    clientCapabilities: { elicitation: { form: {} }, roots: { listChanged: true } },
+    createdAt: new Date().toISOString(),
+    lastSeenAt: new Date().toISOString(),
+  };
+}
+
+/** A tools/list sent to the transport the way the HTTP layer would pass it on. */
+async function listToolsThrough(transport: StreamableHTTPServerTransport, sessionId: string): Promise<Response> {
+  const inner = (transport as unknown as { _webStandardTransport: { handleRequest(r: Request): Promise<Response> } })
+    ._webStandardTransport;
+  return inner.handleRequest(
+    new Request("http://127.0.0.1/mcp", {
+      method: "POST",
+      headers: {
+        accept: "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-session-id": sessionId,
+        "mcp-protocol-version": "2025-06-18",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    }),
+  );
+}
+
+function fresh(record: SessionRecord) {
+  const deps = services.deps(createMemorySessionStore());
+  const server = createChaosCoreServer(deps, { id: record.id, tenant: record.tenant, principal: record.principal });
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => record.id });
+  return { server, transport };
+}
+
+describe("rehydrating a session from its stored record", () => {
+  it("is needed: a fresh transport refuses a session it did not initialize", async () => {
+    const record = storedRecord(randomUUID());
+    const { server, transport } = fresh(record);
+    await server.connect(transport);
+    const res = await listToolsThrough(transport, record.id);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toMatch(/not initialized/);
+    await server.close();
+  });
+
+  it("restores the session id, the initialized state and what the client declared", async () => {
+    const record = storedRecord(randomUUID());
+    const { server, transport } = fresh(record);
+    await server.connect(transport);
+    await replayInitialize(server, transport, record);
+
+    expect(transport.sessionId).toBe(record.id);
+    expect(server.server.getClientVersion()).toEqual(record.clientInfo);
+    expect(server.server.getClientCapabilities()).toEqual(record.clientCapabilities);
+
+    const res = await listToolsThrough(transport, record.id);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain("chaoscore_remember");
+    // Another id is still refused, as for any session.
+    expect((await listToolsThrough(transport, randomUUID())).status).toBe(404);
+    await server.close();
+  });
+
+  it("fails loudly instead of serving a half-restored session", async () => {
+    const record = storedRecord(randomUUID());
+    const { server } = fresh(record);
+    // A transport whose generator does not produce the stored id cannot serve this session.
+    const wrong = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "another-id" });
+    await server.connect(wrong);
+    await expect(replayInitialize(server, wrong, record)).rejects.toThrow(/sdk-internals\.ts/);
+    await server.close();
+  });
+});

@@ -1,0 +1,32 @@
+import { resolve } from "node:path";
+import { z } from "zod";
+import { LOG_LEVELS, parseEnv, type Env } from "@chaos-core/kit";
+
+const schema = z.object({
+  CHAOS_CORE_DATA_DIR: z.string().default("./data"),
+  DATABASE_URL: z.string().url("must be a postgres:// URL").optional(),
+  REDIS_URL: z.string().url("must be a redis:// URL").optional(),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+});
+
+/** What the standalone process needs beyond the edge's own configuration. */
+export interface StandaloneConfig {
+  /** Absolute path of the data directory (embedded database, policy file, lock). */
+  dataDir: string;
+  /** Postgres instead of the embedded database, when set. */
+  databaseUrl: string | undefined;
+  /** Redis instead of in-process session storage, when set. */
+  redisUrl: string | undefined;
+  logLevel: (typeof LOG_LEVELS)[number];
+}
+
+/** Reads the standalone configuration from an environment record (only this file reads env). */
+export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneConfig {
+  const c = parseEnv(schema, env);
+  return {
+    dataDir: resolve(cwd, c.CHAOS_CORE_DATA_DIR),
+    databaseUrl: c.DATABASE_URL,
+    redisUrl: c.REDIS_URL,
+    logLevel: c.LOG_LEVEL,
+  };
+}

@@ -1,0 +1,109 @@
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import {
+  createInProcessClient,
+  createPgliteDb,
+  createPostgresDb,
+  type Db,
+  type Logger,
+} from "@chaos-core/kit";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import {
+  createMemoryHandlers,
+  createSqlMemoryStore,
+  migrateMemory,
+  MEMORY_PG_EXTENSIONS,
+} from "@chaos-core/memory";
+import {
+  createFilePolicyStore,
+  createPolicyHandlers,
+  createSqlPolicyStore,
+  migratePolicy,
+  type PolicyStore,
+} from "@chaos-core/policy";
+import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps } from "@chaos-core/edge";
+import type { StandaloneConfig } from "./config.js";
+import { lockDataDir } from "@chaos-core/kit";
+
+/** Every service of Chaos Core in one process, wired with in-process clients. */
+export interface Runtime {
+  readonly deps: EdgeDeps;
+  /** Which stores were chosen, for the start-up line a person reads. */
+  readonly stores: { database: string; policy: string; sessions: string };
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the standalone runtime: embedded stores under the data directory by default,
+ * Postgres and Redis when their URLs are set. The services are the same handlers the gRPC
+ * mains serve, reached through in-process clients (no sockets, no serialisation).
+ */
+export async function createRuntime(
+  config: StandaloneConfig,
+  logger: Logger,
+  options: { version: string; sessionTtlSeconds: number },
+): Promise<Runtime> {
+  const unlock = await lockDataDir(config.dataDir);
+  const closers: Array<() => Promise<unknown>> = [unlock];
+  const close = async () => {
+    // Last opened, first closed; each closer runs once even if close is called again.
+    for (let c = closers.pop(); c; c = closers.pop()) {
+      await c().catch((err: unknown) => logger.warn({ err }, "close failed"));
+    }
+  };
+  try {
+    // The policy file first: a malformed one fails in milliseconds, before the database opens.
+    let policyStore: PolicyStore | undefined;
+    let policySource = "postgres";
+    if (!config.databaseUrl) {
+      policySource = join(config.dataDir, "policy.json");
+      const fileStore = await createFilePolicyStore({ path: policySource, logger });
+      closers.push(async () => fileStore.close());
+      policyStore = fileStore;
+    }
+
+    let db: Db;
+    if (config.databaseUrl) {
+      db = createPostgresDb({ connectionString: config.databaseUrl, applicationName: "chaos-core-standalone" });
+    } else {
+      db = await createPgliteDb({ dataDir: join(config.dataDir, "pg"), extensions: [...MEMORY_PG_EXTENSIONS] });
+    }
+    closers.push(() => db.close());
+    await migrateMemory(db);
+
+    if (!policyStore) {
+      await migratePolicy(db);
+      policyStore = createSqlPolicyStore(db);
+    }
+
+    let sessions: EdgeDeps["sessions"];
+    if (config.redisUrl) {
+      const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
+      await redis.connect();
+      closers.push(() => redis.quit());
+      sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
+    } else {
+      sessions = createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
+    }
+
+    return {
+      deps: {
+        policy: createInProcessClient(PolicyService, createPolicyHandlers(policyStore)),
+        memory: createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db))),
+        sessions,
+        logger,
+        version: options.version,
+      },
+      stores: {
+        database: config.databaseUrl ? "postgres" : `embedded (${join(config.dataDir, "pg")})`,
+        policy: policySource,
+        sessions: config.redisUrl ? "redis" : "in-process",
+      },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

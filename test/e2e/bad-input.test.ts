@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { request } from "node:http";
+import { MCP_HEADERS, openSession, rpc } from "../support/mcp-http.js";
+import { removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+
+const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" };
+
+describe("bad input against chaos-core serve", () => {
+  const dir = tempDir();
+  let serve: ServeProcess;
+  let session: string;
+
+  beforeAll(async () => {
+    serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
+    session = await openSession(serve.url);
+  });
+
+  afterAll(async () => {
+    await serve?.stop();
+    removeDir(dir);
+  });
+
+  /** After every bad request the same session must still be served. */
+  async function stillServing() {
+    const ok = await rpc(serve.url, session, listTools);
+    expect(ok.status).toBe(200);
+    expect((ok.message?.result as { tools: unknown[] }).tools.length).toBeGreaterThan(0);
+  }
+
+  it("answers malformed JSON with a JSON-RPC parse error", async () => {
+    const res = await rpc(serve.url, session, "{not json");
+    expect(res.status).toBe(400);
+    expect((res.message?.error as { code: number }).code).toBe(-32700);
+    await stillServing();
+  });
+
+  it("refuses a foreign Origin with 403", async () => {
+    const res = await rpc(serve.url, session, listTools, { origin: "https://evil.example" });
+    expect(res.status).toBe(403);
+    await stillServing();
+  });
+
+  it("refuses a foreign Host with 403 (DNS rebinding)", async () => {
+    // fetch() always sends the URL's host, so this one goes through node:http.
+    const { port } = new URL(serve.url);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        { host: "127.0.0.1", port, path: "/mcp", method: "POST", headers: { ...MCP_HEADERS, host: `evil.example:${port}`, "mcp-session-id": session } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify(listTools));
+    });
+    expect(status).toBe(403);
+    await stillServing();
+  });
+
+  it("answers an unknown session with 404 and a missing one with 400", async () => {
+    expect((await rpc(serve.url, "no-such-session", listTools)).status).toBe(404);
+    expect((await rpc(serve.url, undefined, listTools)).status).toBe(400);
+    await stillServing();
+  });
+
+  it("refuses an oversized body with 413", async () => {
+    const huge = {
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tools/call",
+      params: { name: "chaoscore_remember", arguments: { key: "big", value: "x".repeat(5 * 1024 * 1024) } },
+    };
+    const res = await rpc(serve.url, session, huge);
+    expect(res.status).toBe(413);
+    await stillServing();
+  });
+
+  it("names the argument that fails the tool's schema", async () => {
+    const res = await rpc(serve.url, session, {
+      jsonrpc: "2.0",
+      id: 4,
+      method: "tools/call",
+      params: { name: "chaoscore_remember", arguments: { key: 42, value: "v" } },
+    });
+    expect(res.status).toBe(200);
+    const text = JSON.stringify(res.message);
+    expect(text).toMatch(/key/);
+    const result = res.message?.result as { isError?: boolean } | undefined;
+    const isProblem = result?.isError === true || res.message?.error !== undefined;
+    expect(isProblem).toBe(true);
+    await stillServing();
+  });
+
+  it("ends a session on DELETE", async () => {
+    const other = await openSession(serve.url);
+    const del = await fetch(serve.url, { method: "DELETE", headers: { "mcp-session-id": other } });
+    expect(del.status).toBe(200);
+    expect((await rpc(serve.url, other, listTools)).status).toBe(404);
+    await stillServing();
+  });
+});

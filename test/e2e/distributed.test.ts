@@ -1,0 +1,96 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { checkGrpcHealth } from "@chaos-core/kit";
+import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { childEnv, httpClient, ROOT, stopProcess } from "../support/processes.js";
+
+/**
+ * Starts a service's own main (the way Kubernetes runs it) and resolves with the first
+ * address it reports on stderr: "host:port" for gRPC, the MCP URL for the edge.
+ */
+function startMain(service: string, env: Record<string, string>): Promise<{ proc: ChildProcess; address: string }> {
+  const proc = spawn(process.execPath, [join(ROOT, `services/${service}/dist/main.js`)], {
+    cwd: ROOT,
+    env: childEnv({ PORT: "0", LOG_LEVEL: "info", ...env }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${service} did not start:\n${out}`)), 60_000);
+    createInterface({ input: proc.stderr! }).on("line", (line) => {
+      out += `${line}\n`;
+      const url = /(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(line);
+      const grpc = /"address":"(127\.0\.0\.1:\d+)"/.exec(line);
+      const found = url?.[1] ?? grpc?.[1];
+      if (found) {
+        clearTimeout(timer);
+        resolve({ proc, address: found });
+      }
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${service} exited with ${code}:\n${out}`));
+    });
+  });
+}
+
+describe("the services as separate processes (the Kubernetes shape)", () => {
+  let db: TestDatabase;
+  const procs: ChildProcess[] = [];
+  let policy: string;
+  let memory: string;
+  let edgeUrl: string;
+  let client: Client;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const key = randomBytes(32).toString("hex");
+    const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
+    const p = await startMain("policy", common);
+    const m = await startMain("memory", common);
+    procs.push(p.proc, m.proc);
+    policy = p.address;
+    memory = m.address;
+    const e = await startMain("edge", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory });
+    procs.push(e.proc);
+    edgeUrl = e.address;
+    client = await httpClient(edgeUrl);
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    for (const p of procs.reverse()) await stopProcess(p);
+    await db?.drop();
+  });
+
+  it("answers gRPC health SERVING from each service run alone", async () => {
+    await expect(checkGrpcHealth(policy)).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(policy, "chaoscore.policy.v1.PolicyService")).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(memory)).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(memory, "chaoscore.memory.v1.MemoryService")).resolves.toBe("SERVING");
+  });
+
+  it("serves the edge's health and readiness", async () => {
+    const base = edgeUrl.replace(/\/mcp$/, "");
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+  });
+
+  it("remembers and recalls through edge → gRPC → memory on Postgres", async () => {
+    const wrote = await client.callTool({ name: "chaoscore_remember", arguments: { key: "k8s", value: { ok: true } } });
+    expect(wrote.isError, JSON.stringify(wrote.content)).toBeFalsy();
+    const read = await client.callTool({ name: "chaoscore_recall", arguments: { key: "k8s" } });
+    expect(read.isError, JSON.stringify(read.content)).toBeFalsy();
+    expect((read.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toEqual({ ok: true });
+  });
+
+  it("reports the policy that the policy service holds", async () => {
+    const res = await client.callTool({ name: "chaoscore_inspect", arguments: { what: "policy", capability: "http.request" } });
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+    expect(JSON.stringify(res.structuredContent)).toMatch(/DENY|REQUIRE_APPROVAL/);
+  });
+});

@@ -1,0 +1,117 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+export const ROOT = new URL("../../", import.meta.url).pathname;
+export const CLI = join(ROOT, "services/standalone/bin/chaos-core.js");
+
+/** A fresh temporary data directory; remove it with {@link removeDir}. */
+export function tempDir(name = "chaos-core-test-"): string {
+  return mkdtempSync(join(tmpdir(), name));
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** The environment a child gets: this one minus anything that would change its stores. */
+export function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of ["DATABASE_URL", "REDIS_URL", "CHAOS_CORE_DATA_DIR", "HOST", "PORT", "CHAOS_CORE_API_KEYS_FILE"]) {
+    delete env[k];
+  }
+  env.LOG_LEVEL = "warn";
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
+  return env;
+}
+
+export interface ServeProcess {
+  url: string;
+  proc: ChildProcess;
+  stderr(): string;
+  stop(): Promise<void>;
+}
+
+/** Starts `chaos-core serve` on an ephemeral port and resolves once it prints its endpoint. */
+export function startServe(env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<ServeProcess> {
+  const proc = spawn(process.execPath, [CLI, "serve"], {
+    cwd: ROOT,
+    env: childEnv({ PORT: "0", ...env }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let err = "";
+  proc.stderr!.on("data", (d: Buffer) => (err += d.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      reject(new Error(`chaos-core serve did not start in time:\n${err}`));
+    }, timeoutMs);
+    createInterface({ input: proc.stdout! }).on("line", (line) => {
+      const m = /(http:\/\/[\d.]+:\d+\/mcp)/.exec(line);
+      if (!m) return;
+      clearTimeout(timer);
+      resolve({ url: m[1]!, proc, stderr: () => err, stop: () => stopProcess(proc) });
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`chaos-core serve exited with ${code}:\n${err}`));
+    });
+  });
+}
+
+/** Runs a command to completion and returns its exit code and output. */
+export function runToExit(
+  args: string[],
+  env: Record<string, string | undefined>,
+  timeoutMs = 60_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  proc.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+  proc.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export async function stopProcess(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  proc.kill("SIGTERM");
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** An SDK client connected over Streamable HTTP. */
+export async function httpClient(url: string, headers?: Record<string, string>): Promise<Client> {
+  const client = new Client({ name: "chaos-core-e2e", version: "0.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), headers ? { requestInit: { headers } } : undefined));
+  return client;
+}
+
+/** An SDK client that starts `chaos-core stdio` as its subprocess. */
+export async function stdioClient(env: Record<string, string | undefined>): Promise<{ client: Client; stderr: () => string }> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [CLI, "stdio"],
+    cwd: ROOT,
+    env: childEnv(env) as Record<string, string>,
+    stderr: "pipe",
+  });
+  let err = "";
+  transport.stderr?.on("data", (d: Buffer) => (err += d.toString()));
+  const client = new Client({ name: "chaos-core-e2e", version: "0.0.0" });
+  await client.connect(transport);
+  return { client, stderr: () => err };
+}
