@@ -30,7 +30,8 @@ function startServer(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promi
       const m = /(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(line);
       if (m) resolve({ url: m[1]!, proc });
     });
-    proc.once("exit", (code) => reject(new Error(`${cmd} exited with ${code} before listening`)));
+    process.stderr.write(`started ${args.join(" ")} as pid ${proc.pid}\n`);
+  proc.once("exit", (code) => reject(new Error(`${cmd} exited with ${code} before listening`)));
   });
 }
 
@@ -48,8 +49,8 @@ function summarise(results: LoadResult[]) {
 }
 
 const dataDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-"));
-const bare = await startServer("npx", ["tsx", "scripts/bench/bare-server.ts"], {});
-const chaos = await startServer("node", ["services/standalone/bin/chaos-core.js", "serve"], {
+const bare = await startServer(process.execPath, ["--import", "tsx", "scripts/bench/bare-server.ts"], {});
+const chaos = await startServer(process.execPath, ["services/standalone/bin/chaos-core.js", "serve"], {
   PORT: "0",
   CHAOS_CORE_DATA_DIR: dataDir,
   LOG_LEVEL: "warn",
@@ -102,3 +103,4 @@ if (process.env.BENCH_SKIP_SEARCH !== "1") {
   console.log("\nmemory substring search over 100,000 items on Postgres");
   console.log(JSON.stringify(s));
 }
+process.exit(0);

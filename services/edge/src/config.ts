@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { z } from "zod";
-import { LOG_LEVELS, parseEnv, type Env } from "@chaos-core/kit";
+import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import type { HttpTransportOptions } from "./transport/http.js";
 
 /** The largest request body the edge ever accepts; CHAOS_CORE_MAX_BODY_BYTES may only lower it. */
@@ -36,18 +36,18 @@ const originList = list.pipe(
 
 const EdgeEnvSchema = z
   .object({
-    HOST: z.string().min(1).default("127.0.0.1"),
-    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-    REDIS_URL: z.string().regex(/^rediss?:\/\/\S+$/, "must be a redis:// or rediss:// URL").optional(),
+    HOST: envVars.host(),
+    PORT: envVars.port(3000),
+    REDIS_URL: envVars.redisUrl(),
     POLICY_ADDR: hostPort.optional(),
     MEMORY_ADDR: hostPort.optional(),
-    CHAOS_CORE_CONTEXT_KEY: z.string().min(32, "must be at least 32 characters").optional(),
+    CHAOS_CORE_CONTEXT_KEY: envVars.contextKey().optional(),
     MCP_ALLOWED_HOSTS: list.optional(),
     MCP_ALLOWED_ORIGINS: originList.optional(),
     CHAOS_CORE_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(MAX_BODY_BYTES).default(MAX_BODY_BYTES),
     CHAOS_CORE_API_KEYS_FILE: z.string().min(1).optional(),
     CHAOS_CORE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3600),
-    LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
     if (!isLoopbackHost(env.HOST) && !env.CHAOS_CORE_API_KEYS_FILE) {

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import type { z } from "zod";
+import { z } from "zod";
+import { LOG_LEVELS } from "./logger.js";
 
 /** An environment record, as `process.env` is; tests pass their own. */
 export type Env = Record<string, string | undefined>;
@@ -30,4 +31,47 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: Env): z.output<S> 
 export function loadDotEnv(cwd = process.cwd()): void {
   const file = resolve(cwd, ".env");
   if (existsSync(file)) process.loadEnvFile(file);
+}
+
+/**
+ * The variables every service shares, defined once so they parse and fail alike everywhere.
+ * Each is a function so a service can set its own default.
+ */
+export const envVars = {
+  host: () => z.string().min(1).default("127.0.0.1"),
+  port: (fallback: number) =>
+    z.coerce
+      .number({ error: "must be a port number" })
+      .int("must be a whole number")
+      .min(0, "must be between 0 and 65535")
+      .max(65535, "must be between 0 and 65535")
+      .default(fallback),
+  postgresUrl: () =>
+    z
+      .string()
+      .refine((v) => /^postgres(ql)?:\/\/\S+$/.test(v), "must be a postgres:// or postgresql:// URL")
+      .optional(),
+  redisUrl: () => z.string().regex(/^rediss?:\/\/\S+$/, "must be a redis:// or rediss:// URL").optional(),
+  contextKey: () =>
+    z
+      .string({ error: "is required: the shared key that signs and verifies call contexts" })
+      .min(32, "must be at least 32 characters"),
+  logLevel: () => z.enum(LOG_LEVELS).default("info"),
+};
+
+/**
+ * A refinement for services that keep data: Postgres (`DATABASE_URL`) or an embedded store
+ * under `CHAOS_CORE_DATA_DIR`, never a silent local fallback when neither is set (a cluster
+ * replica that lost its `DATABASE_URL` must not quietly serve its own local data).
+ */
+export function requireStorage(embedded: string) {
+  return (env: { DATABASE_URL?: string | undefined; CHAOS_CORE_DATA_DIR?: string | undefined }, ctx: z.RefinementCtx) => {
+    if (env.DATABASE_URL === undefined && env.CHAOS_CORE_DATA_DIR === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["DATABASE_URL"],
+        message: `set DATABASE_URL (Postgres) or CHAOS_CORE_DATA_DIR (${embedded})`,
+      });
+    }
+  };
 }

@@ -1,4 +1,4 @@
-import { LOG_LEVELS, parseEnv, type Env } from "@chaos-core/kit";
+import { envVars, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 
 /** Where the memory service keeps its data. */
@@ -19,27 +19,14 @@ export interface MemoryConfig {
 
 const schema = z
   .object({
-    HOST: z.string().default("127.0.0.1"),
-    PORT: z.coerce.number().int().min(0).max(65_535).default(50052),
-    DATABASE_URL: z
-      .string()
-      .refine((v) => /^postgres(ql)?:\/\//.test(v), "must be a postgres:// or postgresql:// URL")
-      .optional(),
+    HOST: envVars.host(),
+    PORT: envVars.port(50052),
+    DATABASE_URL: envVars.postgresUrl(),
     CHAOS_CORE_DATA_DIR: z.string().optional(),
-    CHAOS_CORE_CONTEXT_KEY: z
-      .string({ error: "is required (the shared key call contexts are signed with)" })
-      .min(32, "must be at least 32 characters"),
-    LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    LOG_LEVEL: envVars.logLevel(),
   })
-  .superRefine((env, ctx) => {
-    if (env.DATABASE_URL === undefined && env.CHAOS_CORE_DATA_DIR === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["DATABASE_URL"],
-        message: "set DATABASE_URL (Postgres) or CHAOS_CORE_DATA_DIR (embedded PGlite)",
-      });
-    }
-  });
+  .superRefine(requireStorage("embedded PGlite"));
 
 /**
  * Reads the memory service's configuration from an environment record (`process.env` unless

@@ -34,12 +34,12 @@ describe("loadPolicyConfig", () => {
   });
 
   it.each([
-    [{ CHAOS_CORE_DATA_DIR: "/d" }, "CHAOS_CORE_CONTEXT_KEY: required"],
+    [{ CHAOS_CORE_DATA_DIR: "/d" }, "CHAOS_CORE_CONTEXT_KEY: is required"],
     [{ CHAOS_CORE_DATA_DIR: "/d", CHAOS_CORE_CONTEXT_KEY: "short" }, "CHAOS_CORE_CONTEXT_KEY: must be at least 32 characters"],
-    [{ CHAOS_CORE_CONTEXT_KEY: KEY }, "DATABASE_URL: set DATABASE_URL (policies in Postgres) or CHAOS_CORE_DATA_DIR"],
+    [{ CHAOS_CORE_CONTEXT_KEY: KEY }, "DATABASE_URL: set DATABASE_URL (Postgres) or CHAOS_CORE_DATA_DIR (a policy.json file there)"],
     [{ CHAOS_CORE_DATA_DIR: "/d", CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "70000" }, "PORT: must be between 0 and 65535"],
     [{ CHAOS_CORE_DATA_DIR: "/d", CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "http" }, "PORT:"],
-    [{ DATABASE_URL: "not a url", CHAOS_CORE_CONTEXT_KEY: KEY }, "DATABASE_URL: must be a postgres:// URL"],
+    [{ DATABASE_URL: "not a url", CHAOS_CORE_CONTEXT_KEY: KEY }, "DATABASE_URL: must be a postgres:// or postgresql:// URL"],
     [{ CHAOS_CORE_DATA_DIR: "/d", CHAOS_CORE_CONTEXT_KEY: KEY, LOG_LEVEL: "loud" }, "LOG_LEVEL:"],
   ])("fails fast naming the variable: %j", (env, message) => {
     expect(() => loadPolicyConfig(env)).toThrow(ConfigError);

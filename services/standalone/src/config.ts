@@ -1,12 +1,12 @@
 import { resolve } from "node:path";
 import { z } from "zod";
-import { LOG_LEVELS, parseEnv, type Env } from "@chaos-core/kit";
+import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 
 const schema = z.object({
   CHAOS_CORE_DATA_DIR: z.string().default("./data"),
-  DATABASE_URL: z.string().url("must be a postgres:// URL").optional(),
-  REDIS_URL: z.string().url("must be a redis:// URL").optional(),
-  LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+  DATABASE_URL: envVars.postgresUrl(),
+  REDIS_URL: envVars.redisUrl(),
+  LOG_LEVEL: envVars.logLevel(),
 });
 
 /** What the standalone process needs beyond the edge's own configuration. */
