@@ -54,6 +54,14 @@ describe("policy through both transports", () => {
     for (const c of [overStdio, overHttp]) {
       const view = await inspectPolicy(c, "memory.remember");
       expect(view.decision?.decision).toMatch(/DENY/);
+      // Shown in policy.json's own vocabulary, defaults filled in, so it can be pasted back.
+      expect(view.document).toEqual({
+        allowedCapabilities: [],
+        deniedCapabilities: ["memory.remember"],
+        requireConfirmationFor: ["http.request"],
+        httpAllowedDomains: [],
+        riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
+      });
     }
   });
 

@@ -1,6 +1,5 @@
-import { toJson } from "@bufbuild/protobuf";
 import { z } from "zod";
-import { Decision, PolicyDocumentSchema, Risk } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { Decision, Risk, type PolicyDocument } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { knownRisk } from "./capabilities.js";
 import { isoTime } from "./memory-item.js";
@@ -25,7 +24,7 @@ const decisionOutput = z.object({
 });
 
 const policyOutput = z.object({
-  document: z.record(z.string(), z.unknown()).describe("The tenant's policy document (protobuf JSON)"),
+  document: z.record(z.string(), z.unknown()).describe("The tenant's policy document, in policy.json's vocabulary"),
   version: z.number(),
   updated_at: z.string().optional(),
   source: z.string(),
@@ -67,6 +66,29 @@ const output = z.object({
 
 type InspectOutput = z.output<typeof output>;
 
+/** A risk threshold as operators write it in policy.json; an unset threshold is "never". */
+function thresholdName(risk: Risk): string {
+  return risk === Risk.UNSPECIFIED ? "never" : Risk[risk].toLowerCase();
+}
+
+/** The policy document in the vocabulary of policy.json, so what inspect shows can be pasted back. */
+function documentView(doc: PolicyDocument): Record<string, unknown> {
+  return {
+    allowedCapabilities: doc.allowedCapabilities,
+    deniedCapabilities: doc.deniedCapabilities,
+    requireConfirmationFor: doc.requireConfirmationFor,
+    httpAllowedDomains: doc.httpAllowedDomains,
+    ...(doc.riskRules
+      ? {
+          riskRules: {
+            requireApprovalAtOrAbove: thresholdName(doc.riskRules.requireApprovalAtOrAbove),
+            denyAtOrAbove: thresholdName(doc.riskRules.denyAtOrAbove),
+          },
+        }
+      : {}),
+  };
+}
+
 async function inspectPolicy(ctx: ToolContext, capability: string | undefined): Promise<InspectOutput> {
   const opts = { ctx: ctx.call, signal: ctx.signal };
   const total = capability ? 2 : 1;
@@ -74,7 +96,7 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
   await ctx.progress(1, total, "read the policy document");
   const updated = isoTime(res.updatedAt);
   const policy: z.output<typeof policyOutput> = {
-    document: res.document ? (toJson(PolicyDocumentSchema, res.document, { alwaysEmitImplicit: true }) as Record<string, unknown>) : {},
+    document: res.document ? documentView(res.document) : {},
     version: Number(res.version),
     ...(updated ? { updated_at: updated } : {}),
     source: res.source,
