@@ -1,8 +1,9 @@
 /**
  * The benchmark of the foundation issue, all in one run so the numbers sit side by side:
  *  - tools/call over Streamable HTTP at 1 and 16 concurrent clients for (a) a bare MCP SDK
- *    server with a no-op tool and (b) `chaos-core serve` answering `chaoscore_recall` by key,
- *    interleaved over several rounds, with medians and the ratio b/a;
+ *    server with a no-op tool, (b) `chaos-core serve` answering `chaoscore_recall` by key, and
+ *    (c) `chaos-core serve` answering `chaoscore_inspect {what: "sessions"}` (the edge alone, no
+ *    policy or database call), interleaved over several rounds, with medians and ratios;
  *  - memory substring search p50/p99 over 100,000 items on Postgres.
  *
  * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1)
@@ -40,7 +41,13 @@ function median(xs: number[]): number {
   return s[Math.floor((s.length - 1) / 2)]!;
 }
 
-function summarise(results: LoadResult[]) {
+interface Summary {
+  p50: number;
+  p99: number;
+  throughput: number;
+}
+
+function summarise(results: LoadResult[]): Summary {
   return {
     p50: median(results.map((r) => r.p50)),
     p99: median(results.map((r) => r.p99)),
@@ -62,34 +69,33 @@ try {
   await seed.callTool({ name: "chaoscore_remember", arguments: { key: "bench:key", value: { hello: "world" } } });
   await seed.close();
 
+  const series = [
+    { url: bare.url, tool: "noop", args: { key: "x" } },
+    { url: chaos.url, tool: "chaoscore_recall", args: { key: "bench:key" } },
+    { url: chaos.url, tool: "chaoscore_inspect", args: { what: "sessions" } },
+  ];
   const rows: string[] = [];
   for (const concurrency of [1, 16]) {
-    const a: LoadResult[] = [];
-    const b: LoadResult[] = [];
+    const results: LoadResult[][] = series.map(() => []);
     for (let round = 0; round < ROUNDS; round++) {
-      a.push(await runLoad({ url: bare.url, tool: "noop", args: { key: "x" }, concurrency, seconds: SECONDS }));
-      b.push(
-        await runLoad({
-          url: chaos.url,
-          tool: "chaoscore_recall",
-          args: { key: "bench:key" },
-          concurrency,
-          seconds: SECONDS,
-        }),
-      );
+      for (const [i, s] of series.entries()) {
+        results[i]!.push(await runLoad({ ...s, concurrency, seconds: SECONDS }));
+      }
       process.stderr.write(`round ${round + 1}/${ROUNDS} at concurrency ${concurrency} done\n`);
     }
-    const sa = summarise(a);
-    const sb = summarise(b);
+    const [sa, sb, sc] = results.map(summarise) as [Summary, Summary, Summary];
+    const cell = (x: Summary) => `${x.p50.toFixed(2)} / ${x.p99.toFixed(2)} | ${x.throughput.toFixed(0)}`;
     rows.push(
-      `| ${concurrency} | ${sa.p50.toFixed(2)} / ${sa.p99.toFixed(2)} | ${sa.throughput.toFixed(0)} | ` +
-        `${sb.p50.toFixed(2)} / ${sb.p99.toFixed(2)} | ${sb.throughput.toFixed(0)} | ` +
-        `${(sb.p50 / sa.p50).toFixed(2)} | ${(sa.throughput / sb.throughput).toFixed(2)} |`,
+      `| ${concurrency} | ${cell(sa)} | ${cell(sb)} | ${(sb.p50 / sa.p50).toFixed(2)} | ` +
+        `${(sa.throughput / sb.throughput).toFixed(2)} | ${cell(sc)} | ${(sc.p50 / sa.p50).toFixed(2)} |`,
     );
   }
   console.log(`tools/call over Streamable HTTP, medians of ${ROUNDS} interleaved rounds of ${SECONDS}s`);
-  console.log("| clients | (a) bare SDK p50 / p99 ms | (a) calls/s | (b) chaos-core recall p50 / p99 ms | (b) calls/s | p50 ratio b/a | throughput ratio a/b |");
-  console.log("|---|---|---|---|---|---|---|");
+  console.log(
+    "| clients | (a) bare SDK no-op p50 / p99 ms | (a) calls/s | (b) chaos-core recall by key p50 / p99 ms | (b) calls/s " +
+      "| p50 ratio b/a | throughput ratio a/b | (c) chaos-core inspect sessions p50 / p99 ms | (c) calls/s | p50 ratio c/a |",
+  );
+  console.log("|---|---|---|---|---|---|---|---|---|---|");
   for (const r of rows) console.log(r);
 } finally {
   bare.proc.kill("SIGTERM");
