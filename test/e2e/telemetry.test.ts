@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -46,19 +47,30 @@ describe("OpenTelemetry export", () => {
     removeDir(dir);
   });
 
-  it("exports the spans of a tool call (HTTP, policy decision, service calls) when an endpoint is set", async () => {
+  it("exports the spans of a tool call, joined to the client's trace, when an endpoint is set", async () => {
+    // The client's own trace: a tool call that carries it in _meta joins it.
+    const traceId = randomBytes(16).toString("hex");
+    const traceparent = `00-${traceId}-${randomBytes(8).toString("hex")}-01`;
     const client = await httpClient(serve.url);
-    const res = await client.callTool({ name: "chaoscore_recall", arguments: { key: "traced" } });
+    const res = await client.callTool({ name: "chaoscore_recall", arguments: { key: "traced" }, _meta: { traceparent } });
     expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
     await client.close();
 
-    const wanted = ["chaos-core-e2e", "chaoscore.policy.decide", "chaoscore.memory.v1.MemoryService/Recall", "POST"];
+    const wanted = [
+      "chaos-core-e2e",
+      "chaoscore.tool chaoscore_recall",
+      "chaoscore.policy.decide",
+      "chaoscore.memory.v1.MemoryService/Recall",
+      "POST",
+      // OTLP/protobuf carries trace ids as 16 raw bytes.
+      Buffer.from(traceId, "hex").toString("latin1"),
+    ];
     let text = "";
     for (let i = 0; i < 100; i++) {
       text = (collector.bodies.get("/v1/traces") ?? []).map((b) => b.toString("latin1")).join("\n");
       if (wanted.every((w) => text.includes(w))) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    for (const w of wanted) expect(text, `exported spans mention ${w}`).toContain(w);
+    for (const w of wanted) expect(text, `exported spans mention ${JSON.stringify(w)}`).toContain(w);
   });
 });

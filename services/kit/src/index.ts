@@ -8,7 +8,7 @@ export { createLogger, LOG_LEVELS } from "./logger.js";
 export type { Logger } from "./logger.js";
 export { onShutdown } from "./lifecycle.js";
 export { ATTR } from "./telemetry/attributes.js";
-export { withSpan } from "./telemetry/spans.js";
+export { recordToolCall, withSpan } from "./telemetry/spans.js";
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
 export { createInProcessClient } from "./rpc/in-process.js";

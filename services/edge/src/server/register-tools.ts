@@ -7,7 +7,7 @@ import type {
   ServerNotification,
   ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
-import { ChaosError, ERROR_CODES, toMcpErrorResult, type Logger } from "@chaos-core/kit";
+import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type Logger } from "@chaos-core/kit";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
@@ -98,21 +98,34 @@ export function registerTools(
         outputSchema: withErrorAlternative(tool.output),
         annotations: { title: tool.title, ...tool.annotations },
       },
-      async (args: unknown, extra: Extra): Promise<CallToolResult> => {
-        const started = performance.now();
-        const ctx = toolContext(deps, session, log, extra);
-        try {
-          const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;
-          log.info({ outcome: "ok", ms: Math.round(performance.now() - started) }, "tool call");
-          return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
-        } catch (err) {
-          const e = ChaosError.from(err);
-          const fields = { outcome: e.code, ms: Math.round(performance.now() - started) };
-          if (e.code === "internal") log.error({ ...fields, err }, "tool call failed");
-          else log.info(fields, "tool call refused");
-          return toMcpErrorResult(e);
-        }
-      },
+      // One span per call, joined to the client's trace when its request carries a W3C
+      // traceparent in _meta; service calls made by the tool become its children.
+      (args: unknown, extra: Extra): Promise<CallToolResult> =>
+        withSpan(
+          `chaoscore.tool ${tool.name}`,
+          { [ATTR.tool]: tool.name, [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
+          async (span) => {
+            const started = performance.now();
+            const ctx = toolContext(deps, session, log, extra);
+            let outcome = "ok";
+            try {
+              const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;
+              log.info({ outcome, ms: Math.round(performance.now() - started) }, "tool call");
+              return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
+            } catch (err) {
+              const e = ChaosError.from(err);
+              outcome = e.code;
+              const fields = { outcome, ms: Math.round(performance.now() - started) };
+              if (e.code === "internal") log.error({ ...fields, err }, "tool call failed");
+              else log.info(fields, "tool call refused");
+              return toMcpErrorResult(e);
+            } finally {
+              span.setAttributes({ [ATTR.outcome]: outcome });
+              recordToolCall(tool.name, outcome, performance.now() - started);
+            }
+          },
+          { carrier: extra._meta },
+        ),
     );
   }
 }

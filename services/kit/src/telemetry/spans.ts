@@ -1,4 +1,4 @@
-import { trace } from "@opentelemetry/api";
+import { context, metrics, propagation, trace, type Context } from "@opentelemetry/api";
 import { recordError } from "../rpc/instrument.js";
 
 /** The part of a span a domain step may touch. */
@@ -9,15 +9,29 @@ export interface StepSpan {
 const tracer = trace.getTracer("chaoscore.domain");
 
 /**
- * Runs one domain step (a policy decision, a cognitive stage, a ledger append) in its own
- * span, recording errors the same way as every other span. A no-op when telemetry is off.
+ * The parent context for a span: W3C `traceparent`/`tracestate` from a carrier (an MCP request's
+ * `_meta`, say) when it holds them, else the active context.
+ */
+function parentFrom(carrier: Record<string, unknown> | undefined): Context {
+  if (!carrier || typeof carrier.traceparent !== "string") return context.active();
+  return propagation.extract(context.active(), carrier, {
+    get: (c, k) => (typeof c[k] === "string" ? (c[k] as string) : undefined),
+    keys: (c) => Object.keys(c),
+  });
+}
+
+/**
+ * Runs one step (an MCP tool call, a policy decision, a cognitive stage, a ledger append) in its
+ * own span, recording errors the same way as every other span. With `carrier`, a client's W3C
+ * trace context joins the span to the client's trace. A no-op when telemetry is off.
  */
 export async function withSpan<T>(
   name: string,
   attributes: Record<string, string | number | boolean>,
   fn: (span: StepSpan) => Promise<T> | T,
+  options: { carrier?: Record<string, unknown> | undefined } = {},
 ): Promise<T> {
-  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+  return tracer.startActiveSpan(name, { attributes }, parentFrom(options.carrier), async (span) => {
     try {
       return await fn(span);
     } catch (err) {
@@ -27,4 +41,14 @@ export async function withSpan<T>(
       span.end();
     }
   });
+}
+
+const toolDuration = metrics.getMeter("chaoscore.edge").createHistogram("chaoscore.tool.duration", {
+  description: "Duration of MCP tool calls, by tool and outcome",
+  unit: "ms",
+});
+
+/** Records one tool call for the RED metrics (rate, errors by outcome, duration). */
+export function recordToolCall(tool: string, outcome: string, ms: number): void {
+  toolDuration.record(ms, { "chaoscore.tool": tool, "chaoscore.outcome": outcome });
 }
