@@ -128,7 +128,7 @@ describe("policy main on the file store", () => {
   it("refuses to start without a context key, naming the variable", async () => {
     const res = await runToExit({ CHAOS_CORE_DATA_DIR: await dataDir() });
     expect(res.code).toBe(1);
-    expect(res.stderr).toContain("CHAOS_CORE_CONTEXT_KEY: required");
+    expect(res.stderr).toContain("CHAOS_CORE_CONTEXT_KEY: is required");
   });
 });
 
