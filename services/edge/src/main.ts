@@ -4,14 +4,10 @@
  * stdout; logs are JSON on stderr.
  */
 
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 
-// .env first, so OTEL_* set there reach the telemetry preload (kit's loadDotEnv would pull in
-// grpc-js before telemetry could hook it).
-if (existsSync(".env")) process.loadEnvFile(".env");
-
-// Telemetry next, before http, grpc-js or ioredis are imported, or their spans never appear;
-// so every other module is imported dynamically below.
+// The bootstrap first (.env, then telemetry), before http, grpc-js or ioredis are imported,
+// or their spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
 const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");

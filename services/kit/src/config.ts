@@ -1,5 +1,3 @@
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { z } from "zod";
 import { LOG_LEVELS } from "./logger.js";
 
@@ -27,11 +25,6 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: Env): z.output<S> 
   throw new ConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
 }
 
-/** Loads `.env` from the working directory into process.env, if the file exists. */
-export function loadDotEnv(cwd = process.cwd()): void {
-  const file = resolve(cwd, ".env");
-  if (existsSync(file)) process.loadEnvFile(file);
-}
 
 /**
  * The variables every service shares, defined once so they parse and fail alike everywhere.

@@ -2,7 +2,7 @@ export { ChaosError, ERROR_CODES, toGrpcError, toMcpErrorResult } from "./errors
 export type { ErrorCode, McpErrorResult } from "./errors.js";
 export { assertTenantId, ContextSigner, CONTEXT_HEADER, CONTEXT_SIG_HEADER } from "./context.js";
 export type { CallContext } from "./context.js";
-export { ConfigError, envVars, loadDotEnv, parseEnv, requireStorage } from "./config.js";
+export { ConfigError, envVars, parseEnv, requireStorage } from "./config.js";
 export type { Env } from "./config.js";
 export { createLogger, LOG_LEVELS } from "./logger.js";
 export type { Logger } from "./logger.js";

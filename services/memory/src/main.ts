@@ -5,10 +5,10 @@
  */
 import type { Db, Logger } from "@chaos-core/kit";
 
-// Telemetry first: its loader hook has to be in place before pg and grpc-js are imported,
+// The bootstrap first (.env, then telemetry): its loader hook has to be in place before pg and grpc-js are imported,
 // which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createLogger, loadDotEnv, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
 const { loadMemoryConfig } = await import("./config.js");
 const { openMemoryDb } = await import("./adapters/open-db.js");
 const { migrateMemory } = await import("./adapters/migrations.js");
@@ -18,7 +18,6 @@ const { startMemoryServer } = await import("./server.js");
 let logger: Logger = createLogger("memory");
 let db: Db | undefined;
 try {
-  loadDotEnv();
   const config = loadMemoryConfig();
   logger = createLogger("memory", config.logLevel);
   db = await openMemoryDb(config.storage);

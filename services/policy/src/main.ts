@@ -3,14 +3,8 @@
  * Nothing is written to stdout; logs go to stderr as JSON.
  */
 
-import { existsSync } from "node:fs";
-
-// .env first, so OTEL_* set there reach the telemetry preload (kit's loadDotEnv would pull in
-// grpc-js before telemetry could hook it).
-if (existsSync(".env")) process.loadEnvFile(".env");
-
-// Telemetry next, before grpc-js or pg are imported, or their spans never appear; so every
-// other module is imported dynamically below.
+// The bootstrap first (.env, then telemetry), before grpc-js or pg are imported, or their
+// spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
 const { ContextSigner, createLogger, createPostgresDb, onShutdown } = await import("@chaos-core/kit");

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { ConfigError, createLogger, loadDotEnv, type Logger } from "@chaos-core/kit";
+import { ConfigError, createLogger, type Logger } from "@chaos-core/kit";
 import { loadEdgeConfig, runStdioTransport, startHttpTransport } from "@chaos-core/edge";
 import { loadStandaloneConfig } from "./config.js";
 import { createRuntime, type Runtime } from "./runtime.js";
@@ -49,7 +49,6 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
   let logger: Logger = createLogger("chaos-core");
   let runtime: Runtime | undefined;
   try {
-    loadDotEnv();
     const config = loadStandaloneConfig(process.env);
     const edgeConfig = loadEdgeConfig(process.env);
     logger = createLogger("chaos-core", config.logLevel);
