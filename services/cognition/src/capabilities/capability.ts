@@ -1,0 +1,58 @@
+import type { z } from "zod";
+import type { CallContext, ServiceClient } from "@chaos-core/kit";
+import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { AIProvider } from "../providers/ai-provider.js";
+
+/** Risk of a capability, least to most dangerous; policy's risk rules act on it. */
+export type CapabilityRisk = "low" | "medium" | "high" | "critical";
+
+/** Honest hints about what a capability does, mirrored from MCP tool annotations. */
+export interface CapabilityAnnotations {
+  readonly readOnlyHint: boolean;
+  readonly destructiveHint: boolean;
+  readonly idempotentHint: boolean;
+  readonly openWorldHint: boolean;
+}
+
+/** Facts of one call that policy rules look at, derived from the validated input. */
+export interface CapabilityFacts {
+  /** The host an outbound HTTP call will reach first. */
+  readonly httpHost?: string;
+  readonly attributes?: Readonly<Record<string, string>>;
+}
+
+/** What a handler may use. It never sees the transport, the session store or a secret. */
+export interface CapabilityContext {
+  /** Who the call is for (tenant, principal, session). */
+  readonly call: CallContext;
+  /** Aborted when the caller cancels or the step's deadline passes. */
+  readonly signal: AbortSignal;
+  readonly provider: AIProvider;
+  readonly memory: ServiceClient<typeof MemoryService>;
+  readonly policy: ServiceClient<typeof PolicyService>;
+}
+
+/**
+ * A capability: one thing the cognitive core can do. Adding one is a file exporting a
+ * `Capability` plus one line in the registry list; nothing in the core, policy, edge or a
+ * transport changes. Handlers run only through the executor, after policy allowed the call.
+ */
+export interface Capability<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
+  /** Dotted lower-case name, e.g. `http.request`; what policy documents list. */
+  readonly name: string;
+  /** What it does, for planners (the heuristic ranks these) and for people. */
+  readonly description: string;
+  readonly risk: CapabilityRisk;
+  readonly inputSchema: I;
+  readonly outputSchema: O;
+  readonly annotations: CapabilityAnnotations;
+  /** Facts policy needs before the handler may run (e.g. the target host). */
+  facts?(input: z.output<I>): CapabilityFacts;
+  handler(input: z.output<I>, ctx: CapabilityContext): Promise<z.output<O>>;
+}
+
+/** Keeps a capability's input and output types tied to its schemas. */
+export function defineCapability<I extends z.ZodType, O extends z.ZodType>(c: Capability<I, O>): Capability<I, O> {
+  return c;
+}
