@@ -189,10 +189,14 @@ export function createGrpcClient<S extends AnyService>(
         instrument("client", method, opts.ctx.tenant, () => {
           const { md, deadline } = prepare(opts);
           return new Promise((resolve, reject) => {
-            const call = channel.makeUnaryRequest(path(method), ser, de, create(input, req as never), md, { deadline }, (err, res) =>
-              err ? reject(ChaosError.from(err)) : resolve(res),
-            );
-            opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+            // The caller's signal may outlive this call: the listener goes when the call ends.
+            const onAbort = () => call.cancel();
+            const call = channel.makeUnaryRequest(path(method), ser, de, create(input, req as never), md, { deadline }, (err, res) => {
+              opts.signal?.removeEventListener("abort", onAbort);
+              if (err) reject(ChaosError.from(err));
+              else resolve(res);
+            });
+            opts.signal?.addEventListener("abort", onAbort, { once: true });
           });
         });
     } else {
