@@ -127,6 +127,15 @@ describe.each(transports)("%s transport", (_name, client) => {
     expect(err.code).toBe("deadline_exceeded");
   });
 
+  it("cancels a call when the caller's signal aborts", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 50);
+    const err = (await client()
+      .evaluate({ capability: "slow" }, { ctx, signal: controller.signal, timeoutMs: 5_000 })
+      .catch((e: unknown) => e)) as ChaosError;
+    expect(err.code).toBe("cancelled");
+  });
+
   it("rejects a malformed tenant id before any handler runs", async () => {
     const bad = { ...ctx, tenant: "../etc" };
     const err = (await client()
