@@ -1,0 +1,90 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
+import { expectChaosError } from "../test-support/expect-error.js";
+import type { NewPlan } from "./plan.js";
+import { DEFAULT_PLAN_TTL_SECONDS } from "./plan-store.js";
+import { describePlanStoreContract } from "./plan-store.contract.js";
+import { createRedisPlanStore } from "./redis-plan-store.js";
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+// Two connections stand for two cognition replicas sharing one Redis.
+let replicaA: Redis;
+let replicaB: Redis;
+const prefix = uniquePrefix("plans");
+
+beforeAll(() => {
+  replicaA = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  replicaB = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+});
+
+afterAll(async () => {
+  const keys = await replicaA.keys(`${prefix}*`);
+  if (keys.length > 0) await replicaA.del(...keys);
+  replicaA.disconnect();
+  replicaB.disconnect();
+});
+
+describePlanStoreContract("Redis", {
+  makeStore: () => createRedisPlanStore(replicaA, { prefix }),
+  elapse: sleep,
+});
+
+describe("Redis plan store", () => {
+  const plan: NewPlan = {
+    tenant: "acme",
+    sessionId: "session-1",
+    objective: "fetch the example page",
+    steps: [{ id: "s1", capability: "http.request", input: { url: "https://example.com/" }, rationale: "it was asked" }],
+  };
+
+  it("serves a plan made on one replica from another, and a delete on either is seen by both", async () => {
+    const a = createRedisPlanStore(replicaA, { prefix });
+    const b = createRedisPlanStore(replicaB, { prefix });
+    const stored = await a.put(plan);
+    expect(await b.get("acme", "session-1", stored.id)).toStrictEqual(stored);
+    expect(await b.get("acme", "session-2", stored.id)).toBeUndefined();
+    expect(await b.delete("acme", "session-1", stored.id)).toBe(true);
+    expect(await a.get("acme", "session-1", stored.id)).toBeUndefined();
+  });
+
+  it("keys the plan by tenant and session, with Redis expiring it after the TTL", async () => {
+    const store = createRedisPlanStore(replicaA, { prefix });
+    const stored = await store.put(plan);
+    const key = `${prefix}acme:plan:session-1:${stored.id}`;
+    const pttl = await replicaA.pttl(key);
+    expect(pttl).toBeGreaterThan((DEFAULT_PLAN_TTL_SECONDS - 10) * 1000);
+    expect(pttl).toBeLessThanOrEqual(DEFAULT_PLAN_TTL_SECONDS * 1000);
+    expect(JSON.parse((await replicaA.get(key))!)).toStrictEqual(stored);
+
+    const shortLived = await store.put(plan, 90);
+    expect(await replicaA.pttl(`${prefix}acme:plan:session-1:${shortLived.id}`)).toBeLessThanOrEqual(90_000);
+  });
+
+  it("does not see plans under another prefix", async () => {
+    const stored = await createRedisPlanStore(replicaA, { prefix }).put(plan);
+    const elsewhere = createRedisPlanStore(replicaA, { prefix: uniquePrefix("plans-other") });
+    expect(await elsewhere.get("acme", "session-1", stored.id)).toBeUndefined();
+  });
+
+  it("reports a value that is not a plan for its key as internal, never as a plan", async () => {
+    const store = createRedisPlanStore(replicaA, { prefix });
+    const stored = await store.put(plan);
+    const key = `${prefix}acme:plan:session-1:${stored.id}`;
+    const corrupt = [
+      "not json {",
+      JSON.stringify({ hello: "world" }),
+      JSON.stringify({ ...stored, steps: [{ id: "s1", capability: "http.request", input: "rm -rf", rationale: "" }] }),
+      // A well-formed plan of another owner, copied under this key.
+      JSON.stringify({ ...stored, tenant: "globex" }),
+      JSON.stringify({ ...stored, sessionId: "session-2" }),
+      JSON.stringify({ ...stored, id: "AAAAAAAAAAAAAAAAAAAAAA" }),
+    ];
+    for (const value of corrupt) {
+      await replicaA.set(key, value, "EX", 60);
+      const err = await expectChaosError(store.get("acme", "session-1", stored.id), "internal", ["globex", "rm -rf"]);
+      expect(err.message).toBe("a stored plan could not be read");
+    }
+  });
+});

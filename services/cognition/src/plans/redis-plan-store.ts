@@ -1,0 +1,50 @@
+import type { Redis } from "ioredis";
+import {
+  assertPlanOwner,
+  isPlanId,
+  parseStoredPlan,
+  type PlanStore,
+  type PlanStoreOptions,
+  preparePlan,
+} from "./plan-store.js";
+
+/** Key layout of the Redis plan store. */
+export interface RedisPlanStoreOptions extends PlanStoreOptions {
+  /** Prepended to every key, e.g. `chaoscore:`; keys then read `<prefix><tenant>:plan:<sessionId>:<planId>`. */
+  prefix?: string;
+}
+
+/**
+ * A {@link PlanStore} on Redis, shared by every cognition replica: a plan made on one replica
+ * can be executed on another. The key names tenant and session, so a plan is reachable only
+ * by the pair it was made for; Redis expires it (`SET … EX`).
+ */
+export function createRedisPlanStore(redis: Redis, options: RedisPlanStoreOptions = {}): PlanStore {
+  const prefix = options.prefix ?? "chaoscore:";
+
+  // Plan ids never contain `:`, and callers' ids are checked before they reach a key, so the last
+  // segment is always the plan id and the key cannot be steered into another session's space.
+  const keyOf = (tenant: string, sessionId: string, planId: string) => `${prefix}${tenant}:plan:${sessionId}:${planId}`;
+
+  return {
+    async put(input, ttlSeconds) {
+      const prepared = preparePlan(input, ttlSeconds, options);
+      const { plan } = prepared;
+      await redis.set(keyOf(plan.tenant, plan.sessionId, plan.id), prepared.json, "EX", prepared.ttlSeconds);
+      return plan;
+    },
+
+    async get(tenant, sessionId, planId) {
+      assertPlanOwner(tenant, sessionId);
+      if (!isPlanId(planId)) return undefined;
+      const json = await redis.get(keyOf(tenant, sessionId, planId));
+      return json === null ? undefined : parseStoredPlan(json, tenant, sessionId, planId);
+    },
+
+    async delete(tenant, sessionId, planId) {
+      assertPlanOwner(tenant, sessionId);
+      if (!isPlanId(planId)) return false;
+      return (await redis.del(keyOf(tenant, sessionId, planId))) > 0;
+    },
+  };
+}
