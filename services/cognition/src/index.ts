@@ -20,3 +20,41 @@ export { OpenAICompatibleProvider } from "./providers/openai-compatible.js";
 export type { OpenAICompatibleProviderOptions } from "./providers/openai-compatible.js";
 export { generateValidated, stripJsonFence } from "./providers/validated-json.js";
 export type { ValidatedJson } from "./providers/validated-json.js";
+export type {
+  Capability,
+  CapabilityAnnotations,
+  CapabilityContext,
+  CapabilityFacts,
+  CapabilityRisk,
+} from "./capabilities/capability.js";
+export { defineCapability } from "./capabilities/capability.js";
+export { CAPABILITY_NAME_RE, createCapabilityRegistry } from "./capabilities/registry.js";
+export type { CapabilityInfo, CapabilityRegistry } from "./capabilities/registry.js";
+export { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
+export { generateTextCapability } from "./capabilities/generate-text.js";
+export { memoryRememberCapability } from "./capabilities/memory-remember.js";
+export { memoryRecallCapability } from "./capabilities/memory-recall.js";
+export { DEFAULT_STEP_TIMEOUT_MS, executeStep, executeSteps } from "./executor/executor.js";
+export type { ExecutorDeps } from "./executor/executor.js";
+export type { ExecutableStep, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
+export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
+export type { Evaluation, StepCheck } from "./executor/evaluate.js";
+export { argsHash, canonicalJson } from "./executor/canonical-json.js";
+export { createInMemoryAuditSink } from "./executor/audit.js";
+export type { AuditCall, AuditEvent, AuditSink, InMemoryAuditSink, StepDecisionEvent, StepOutcomeEvent } from "./executor/audit.js";
+export { createInMemoryApprovalSink } from "./executor/approvals.js";
+export type { ApprovalSink, InMemoryApprovalSink, PendingApproval } from "./executor/approvals.js";
+export { httpRequestCapability, createHttpRequestCapability } from "./capabilities/http-request.js";
+export type { HttpRequestOptions } from "./capabilities/http-request.js";
+export type { JsonObject, JsonValue, NewPlan, PlanStep, StoredPlan } from "./plans/plan.js";
+export {
+  DEFAULT_PLAN_TTL_SECONDS,
+  MAX_PLAN_BYTES,
+  MAX_PLAN_STEPS,
+  MAX_PLAN_TTL_SECONDS,
+} from "./plans/plan-store.js";
+export type { PlanStore, PlanStoreOptions } from "./plans/plan-store.js";
+export { createMemoryPlanStore, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_PLANS } from "./plans/memory-plan-store.js";
+export type { MemoryPlanStoreOptions } from "./plans/memory-plan-store.js";
+export { createRedisPlanStore } from "./plans/redis-plan-store.js";
+export type { RedisPlanStoreOptions } from "./plans/redis-plan-store.js";

@@ -1,0 +1,43 @@
+import { z } from "zod";
+import { ChaosError } from "@chaos-core/kit";
+import { defineCapability } from "./capability.js";
+import { jsonToValue, keySchema, memoryItemOutput, memoryItemToOutput, tagsSchema } from "./memory-item.js";
+
+const MAX_TTL_SECONDS = 2 ** 32 - 1;
+
+/** `memory.remember`: stores a JSON value under a key in the tenant's durable memory. */
+export const memoryRememberCapability = defineCapability({
+  name: "memory.remember",
+  description:
+    "Remember a fact: store a JSON value under a key in durable memory (per tenant), with optional tags and " +
+    "a time to live. Storing under an existing key replaces its value, tags and expiry.",
+  risk: "low",
+  inputSchema: z.object({
+    key: keySchema.describe("The key to store under (1-512 characters); an existing item with this key is replaced"),
+    value: z.json().describe("Any JSON value, at most 1 MiB as JSON text"),
+    tags: tagsSchema.optional().describe("Up to 32 tags (1-64 characters each) to filter recall by"),
+    ttl_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_TTL_SECONDS)
+      .optional()
+      .describe("Seconds until the item expires; omit to keep it until it is replaced"),
+  }),
+  outputSchema: z.object({ item: memoryItemOutput }),
+  annotations: {
+    readOnlyHint: false,
+    // Writing under an existing key replaces what was there.
+    destructiveHint: true,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
+  async handler(input, ctx) {
+    const res = await ctx.memory.remember(
+      { key: input.key, value: jsonToValue(input.value), tags: input.tags ?? [], ttlSeconds: input.ttl_seconds ?? 0 },
+      { ctx: ctx.call, signal: ctx.signal },
+    );
+    if (!res.item) throw new ChaosError("internal", "memory stored the item but returned none");
+    return { item: memoryItemToOutput(res.item) };
+  },
+});

@@ -1,0 +1,76 @@
+import { z } from "zod";
+import { describe, expect, it } from "vitest";
+import { ChaosError } from "@chaos-core/kit";
+import { HeuristicProvider } from "../providers/heuristic.js";
+import { defineCapability, type Capability } from "./capability.js";
+import { BUILT_IN_CAPABILITIES } from "./index.js";
+import { createCapabilityRegistry } from "./registry.js";
+
+function named(name: string, description = `Test capability ${name}.`): Capability {
+  return defineCapability({
+    name,
+    description,
+    risk: "low",
+    inputSchema: z.object({}),
+    outputSchema: z.object({}),
+    annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    handler: () => Promise.resolve({}),
+  });
+}
+
+function refusal(build: () => unknown): ChaosError {
+  try {
+    build();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ChaosError);
+    expect((err as ChaosError).code).toBe("invalid_argument");
+    return err as ChaosError;
+  }
+  throw new Error("expected the registry to refuse the list");
+}
+
+describe("capability registry", () => {
+  it("refuses a name registered twice, naming it", () => {
+    const err = refusal(() => createCapabilityRegistry([named("memory.recall"), named("a.b"), named("memory.recall")]));
+    expect(err.message).toContain('"memory.recall" is registered twice');
+  });
+
+  it.each(["", "Memory.recall", "memory..recall", "memory.", ".memory", "http.*", "1password.read", "memory-recall", "memory.recall "])(
+    "refuses the malformed name %j",
+    (name) => {
+      expect(refusal(() => createCapabilityRegistry([named(name)])).message).toContain("is not valid");
+    },
+  );
+
+  it("refuses a capability without a description", () => {
+    expect(refusal(() => createCapabilityRegistry([named("a.b", "  ")])).message).toContain("no description");
+  });
+
+  it("resolves exact names only, in registration order", () => {
+    const registry = createCapabilityRegistry([named("b.one"), named("a.two")]);
+    expect(registry.list().map((c) => c.name)).toEqual(["b.one", "a.two"]);
+    expect(registry.get("a.two")?.name).toBe("a.two");
+    for (const near of ["a.tw", "A.two", "a.two ", "constructor", "__proto__", "toString"]) {
+      expect(registry.get(near)).toBeUndefined();
+    }
+  });
+
+  it("builds from the built-ins, whose descriptors carry no handler", () => {
+    const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
+    expect(registry.descriptors().map((d) => d.name)).toEqual(["cognition.generate_text", "memory.remember", "memory.recall", "http.request"]);
+    for (const d of registry.descriptors()) expect(Object.keys(d).sort()).toEqual(["annotations", "description", "name", "risk"]);
+    expect(registry.get("memory.recall")?.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    expect(registry.get("memory.remember")?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    // It sends the prompt to an outside model provider.
+    expect(registry.get("cognition.generate_text")?.annotations.openWorldHint).toBe(true);
+  });
+
+  it("feeds the heuristic ranking, which puts memory.recall first for a recall objective", () => {
+    const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
+    const ranked = new HeuristicProvider().rank("recall what I stored about the database", registry.descriptors(), 3);
+    expect(ranked[0]?.name).toBe("memory.recall");
+    expect(new HeuristicProvider().rank("remember that the deploy window is Friday", registry.descriptors(), 3)[0]?.name).toBe(
+      "memory.remember",
+    );
+  });
+});

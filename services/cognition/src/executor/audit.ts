@@ -1,0 +1,78 @@
+import type { CallContext } from "@chaos-core/kit";
+import type { CapabilityRisk } from "../capabilities/capability.js";
+import type { PolicyVerdict, StepStatus } from "./types.js";
+
+/** Who a recorded step was for; the ledger keeps one chain per tenant. */
+export interface AuditCall {
+  readonly tenant: string;
+  readonly principal: string;
+  readonly sessionId?: string;
+}
+
+/**
+ * Policy's decision for one step, recorded before the executor acts on it: the handler, the
+ * pending approval or the denial happen only after this record was written.
+ */
+export interface StepDecisionEvent {
+  readonly type: "step.decision";
+  readonly call: AuditCall;
+  readonly stepId: string;
+  readonly capability: string;
+  readonly risk: CapabilityRisk;
+  readonly argsHash: string;
+  readonly verdict: PolicyVerdict;
+}
+
+/**
+ * How a step ended. Carries no input, output or error message (those may hold data a tenant
+ * would not want in an audit log), only codes and hashes.
+ */
+export interface StepOutcomeEvent {
+  readonly type: "step.outcome";
+  readonly call: AuditCall;
+  readonly stepId: string;
+  readonly capability: string;
+  readonly status: Exclude<StepStatus, "skipped">;
+  /** Whether the capability's handler was started. */
+  readonly ran: boolean;
+  readonly succeeded: boolean;
+  readonly argsHash?: string;
+  readonly approvalId?: string;
+  readonly errorCode?: string;
+}
+
+export type AuditEvent = StepDecisionEvent | StepOutcomeEvent;
+
+/**
+ * Where every decision and outcome goes (the ledger issue wires it to the ledger service). A
+ * `record` that rejects means the event was not durably kept, and the executor fails closed.
+ */
+export interface AuditSink {
+  record(event: AuditEvent): Promise<void>;
+}
+
+/** An audit sink that keeps events in memory, for tests and for a process without a ledger. */
+export interface InMemoryAuditSink extends AuditSink {
+  /** The recorded events, oldest first. */
+  events(): readonly AuditEvent[];
+}
+
+export function createInMemoryAuditSink(): InMemoryAuditSink {
+  const events: AuditEvent[] = [];
+  return {
+    record(event) {
+      events.push(structuredClone(event));
+      return Promise.resolve();
+    },
+    events: () => [...events],
+  };
+}
+
+/** The audit part of a call context: the session only when there is one. */
+export function auditCall(call: CallContext): AuditCall {
+  return {
+    tenant: call.tenant,
+    principal: call.principal,
+    ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
+  };
+}

@@ -1,0 +1,420 @@
+/**
+ * The executor against the real policy and memory services (the handlers their gRPC mains
+ * serve) on a fresh Postgres database, reached through in-process clients. The capabilities
+ * below are real capability objects whose handlers record every call.
+ */
+import { createHash } from "node:crypto";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createInProcessClient, createPostgresDb, type CallContext, type Db } from "@chaos-core/kit";
+import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
+import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { defineCapability, type CapabilityRisk } from "../capabilities/capability.js";
+import { createCapabilityRegistry } from "../capabilities/registry.js";
+import { HeuristicProvider } from "../providers/heuristic.js";
+import { createInMemoryApprovalSink, type InMemoryApprovalSink } from "./approvals.js";
+import { createInMemoryAuditSink, type AuditEvent, type AuditSink, type InMemoryAuditSink } from "./audit.js";
+import { executeStep, executeSteps, type ExecutorDeps } from "./executor.js";
+import type { ExecutableStep } from "./types.js";
+
+let database: TestDatabase;
+let db: Db;
+let policyStore: PolicyStore;
+let policy: ExecutorDeps["policy"];
+let memory: ExecutorDeps["memory"];
+
+beforeAll(async () => {
+  database = await createTestDatabase("chaoscore_cognition_executor");
+  db = createPostgresDb({ connectionString: database.url });
+  await migrateMemory(db);
+  await migratePolicy(db);
+  policyStore = createSqlPolicyStore(db);
+  policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+  memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+});
+
+afterAll(async () => {
+  await policyStore?.close();
+  await db?.close();
+  await database?.drop();
+});
+
+let tenantCounter = 0;
+function uniqueTenant(): string {
+  tenantCounter += 1;
+  return `exec-${process.pid}-${tenantCounter}`;
+}
+
+/** Stores a policy document (protobuf JSON) through the policy client, as an operator does. */
+async function putPolicy(tenant: string, document: Record<string, unknown>): Promise<number> {
+  const res = await policy.putPolicy(
+    { document: fromJson(PolicyDocumentSchema, document as JsonValue) },
+    { ctx: { tenant, principal: "operator" } },
+  );
+  return Number(res.version);
+}
+
+/** Every handler call, by capability name. */
+let calls: Array<{ capability: string; input: unknown }>;
+beforeEach(() => {
+  calls = [];
+});
+
+const ANNOTATIONS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+function echo(name: string, risk: CapabilityRisk) {
+  return defineCapability({
+    name,
+    description: `Echoes its text (${risk} risk).`,
+    risk,
+    inputSchema: z.object({ text: z.string().min(1) }),
+    outputSchema: z.object({ echo: z.string() }),
+    annotations: ANNOTATIONS,
+    handler(input) {
+      calls.push({ capability: name, input });
+      return Promise.resolve({ echo: input.text });
+    },
+  });
+}
+
+const badOutput = defineCapability({
+  name: "test.bad_output",
+  description: "Returns output its own schema rejects.",
+  risk: "low",
+  inputSchema: z.object({}),
+  outputSchema: z.object({ echo: z.string() }),
+  annotations: ANNOTATIONS,
+  handler(input) {
+    calls.push({ capability: "test.bad_output", input });
+    // The handler "says it went well"; only the schema can tell.
+    return Promise.resolve({ echo: 42, status: "success" } as unknown as { echo: string });
+  },
+});
+
+const hang = defineCapability({
+  name: "test.hang",
+  description: "Never answers and ignores its abort signal.",
+  risk: "low",
+  inputSchema: z.object({}),
+  outputSchema: z.object({}),
+  annotations: ANNOTATIONS,
+  handler(input) {
+    calls.push({ capability: "test.hang", input });
+    return new Promise(() => {});
+  },
+});
+
+const leaky = defineCapability({
+  name: "test.leaky",
+  description: "Throws a plain error whose message holds a secret.",
+  risk: "low",
+  inputSchema: z.object({}),
+  outputSchema: z.object({}),
+  annotations: ANNOTATIONS,
+  handler(input) {
+    calls.push({ capability: "test.leaky", input });
+    return Promise.reject(new Error("connect failed: password=hunter2"));
+  },
+});
+
+const registry = createCapabilityRegistry([
+  echo("test.echo", "low"),
+  echo("test.other", "low"),
+  echo("test.risky", "high"),
+  badOutput,
+  hang,
+  leaky,
+]);
+
+interface Harness {
+  deps: ExecutorDeps;
+  audit: InMemoryAuditSink;
+  approvals: InMemoryApprovalSink;
+}
+
+function harness(tenant: string, overrides: Partial<ExecutorDeps> = {}): Harness {
+  const audit = createInMemoryAuditSink();
+  const approvals = createInMemoryApprovalSink();
+  const call: CallContext = { tenant, principal: "agent", sessionId: "session-1" };
+  return {
+    audit,
+    approvals,
+    deps: { registry, policy, memory, provider: new HeuristicProvider(), audit, approvals, call, stepTimeoutMs: 5_000, ...overrides },
+  };
+}
+
+function sha256(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
+}
+
+function summary(events: readonly AuditEvent[]): string[] {
+  return events.map((e) => (e.type === "step.decision" ? `${e.stepId} decision ${e.verdict.decision}` : `${e.stepId} outcome ${e.status}`));
+}
+
+describe("policy first", () => {
+  it("never runs a denied capability, and records the denial before returning it", async () => {
+    const tenant = uniqueTenant();
+    const version = await putPolicy(tenant, { deniedCapabilities: ["test.echo"] });
+    const { deps, audit } = harness(tenant);
+
+    const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: "hi" } }, deps);
+
+    expect(calls).toEqual([]);
+    expect(result).toMatchObject({
+      status: "denied",
+      ran: false,
+      verdict: { decision: "DENY", matchedRule: "deniedCapabilities", policyVersion: version },
+      evaluation: { succeeded: false },
+    });
+    expect(result.output).toBeUndefined();
+    expect(summary(audit.events())).toEqual(["s1 decision DENY", "s1 outcome denied"]);
+    expect(audit.events()[0]).toMatchObject({ call: { tenant, principal: "agent", sessionId: "session-1" }, risk: "low" });
+  });
+
+  it("runs an allowed capability and evaluates its output", async () => {
+    const { deps, audit } = harness(uniqueTenant());
+    const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: "hi" } }, deps);
+    expect(result).toMatchObject({ status: "executed", ran: true, output: { echo: "hi" }, evaluation: { succeeded: true, problems: [] } });
+    expect(result.verdict).toMatchObject({ decision: "ALLOW", matchedRule: "default" });
+    expect(calls).toEqual([{ capability: "test.echo", input: { text: "hi" } }]);
+    expect(summary(audit.events())).toEqual(["s1 decision ALLOW", "s1 outcome executed"]);
+  });
+
+  it("stops at REQUIRE_APPROVAL with a pending approval bound to the call, even when the input says confirmed: true", async () => {
+    const tenant = uniqueTenant();
+    const version = await putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+    const { deps, audit, approvals } = harness(tenant);
+
+    const results = await executeSteps(
+      [
+        { id: "s1", capability: "test.echo", input: { text: "ship it", confirmed: true } },
+        { id: "s2", capability: "test.other", input: { text: "after" } },
+      ],
+      deps,
+    );
+
+    expect(calls).toEqual([]);
+    expect(results.map((r) => r.status)).toEqual(["pending_approval", "skipped"]);
+    const approval = results[0]?.approval;
+    expect(approval).toMatchObject({
+      step: { id: "s1", capability: "test.echo", input: { text: "ship it" } },
+      capability: "test.echo",
+      risk: "low",
+      // The agent's flag is not part of the call: the hash covers the validated input only.
+      argsHash: sha256('{"text":"ship it"}'),
+      policyVersion: version,
+      matchedRule: "requireConfirmationFor",
+      call: { tenant, principal: "agent", sessionId: "session-1" },
+    });
+    expect(approval?.reason).toContain("human approval");
+    expect(approvals.get(approval!.approvalId)).toEqual(approval);
+    expect(approvals.pending()).toHaveLength(1);
+    expect(results[1]).toMatchObject({ status: "skipped", ran: false, error: { code: "approval_required" } });
+    expect(summary(audit.events())).toEqual(["s1 decision REQUIRE_APPROVAL", "s1 outcome pending_approval"]);
+    expect(audit.events()[1]).toMatchObject({ approvalId: approval!.approvalId, argsHash: approval!.argsHash });
+  });
+
+  it("stops a high-risk capability under the default policy's risk rule", async () => {
+    const { deps, approvals } = harness(uniqueTenant());
+    const result = await executeStep({ id: "s1", capability: "test.risky", input: { text: "x", confirmed: true } }, deps);
+    expect(result).toMatchObject({
+      status: "pending_approval",
+      verdict: { decision: "REQUIRE_APPROVAL", matchedRule: "riskRules.requireApprovalAtOrAbove" },
+    });
+    expect(approvals.pending()[0]?.risk).toBe("high");
+    expect(calls).toEqual([]);
+  });
+});
+
+describe("before policy", () => {
+  it("fails an unknown capability without guessing, naming what is registered", async () => {
+    const { deps, audit } = harness(uniqueTenant());
+    const result = await executeStep({ id: "s1", capability: "test.ech", input: { text: "hi" } }, deps);
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "not_found" } });
+    expect(result.error?.message).toContain("test.echo");
+    expect(result.verdict).toBeUndefined();
+    expect(calls).toEqual([]);
+    expect(summary(audit.events())).toEqual(["s1 outcome failed"]);
+  });
+
+  it("fails input that does not match the schema, naming the field, and never asks policy or runs", async () => {
+    const { deps, audit } = harness(uniqueTenant());
+    const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: 5 } }, deps);
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "invalid_argument" } });
+    expect(result.evaluation.problems).toHaveLength(1);
+    expect(result.evaluation.problems[0]).toMatch(/^input\.text: /);
+    expect(result.verdict).toBeUndefined();
+    expect(calls).toEqual([]);
+    expect(summary(audit.events())).toEqual(["s1 outcome failed"]);
+  });
+
+  it("fails a malformed declared check before anything runs", async () => {
+    const { deps } = harness(uniqueTenant());
+    const result = await executeStep(
+      { id: "s1", capability: "test.echo", input: { text: "hi" }, checks: [{ expect: { path: "" } } as never] },
+      deps,
+    );
+    expect(result.status).toBe("failed");
+    expect(result.evaluation.problems.some((p) => p.startsWith("checks.0.expect.path"))).toBe(true);
+    expect(calls).toEqual([]);
+  });
+});
+
+describe("evaluation", () => {
+  it("fails a handler whose output breaks its schema, even though it returned", async () => {
+    const { deps, audit } = harness(uniqueTenant());
+    const result = await executeStep({ id: "s1", capability: "test.bad_output", input: {} }, deps);
+    expect(calls).toHaveLength(1);
+    expect(result).toMatchObject({ status: "failed", ran: true, evaluation: { succeeded: false } });
+    expect(result.evaluation.problems[0]).toMatch(/^output\.echo: /);
+    expect(result.output).toBeUndefined();
+    expect(summary(audit.events())).toEqual(["s1 decision ALLOW", "s1 outcome failed"]);
+  });
+
+  it("applies the step's declared checks", async () => {
+    const { deps } = harness(uniqueTenant());
+    const pass = await executeStep(
+      { id: "s1", capability: "test.echo", input: { text: "hi" }, checks: [{ expect: { path: "echo", equals: "hi" } }] },
+      deps,
+    );
+    expect(pass.status).toBe("executed");
+    const fail = await executeStep(
+      { id: "s2", capability: "test.echo", input: { text: "hi" }, checks: [{ expect: { path: "echo", equals: "bye" } }] },
+      deps,
+    );
+    expect(fail).toMatchObject({ status: "failed", ran: true });
+    expect(fail.evaluation.problems).toEqual(['check output.echo: expected "bye", got "hi"']);
+    const missing = await executeStep(
+      { id: "s3", capability: "test.echo", input: { text: "hi" }, checks: [{ expect: { path: "echo.deeper", equals: 1 } }] },
+      deps,
+    );
+    expect(missing.evaluation.problems).toEqual(["check output.echo.deeper: no value at this path"]);
+  });
+
+  it("fails a handler that hangs past the step deadline with deadline_exceeded", async () => {
+    const { deps, audit } = harness(uniqueTenant(), { stepTimeoutMs: 100 });
+    const started = Date.now();
+    const result = await executeStep({ id: "s1", capability: "test.hang", input: {} }, deps);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(result).toMatchObject({ status: "failed", ran: true, error: { code: "deadline_exceeded" } });
+    expect(summary(audit.events())).toEqual(["s1 decision ALLOW", "s1 outcome failed"]);
+    expect(audit.events()[1]).toMatchObject({ errorCode: "deadline_exceeded" });
+  });
+
+  it("reports a handler's unexpected error as internal without its message", async () => {
+    const { deps, audit } = harness(uniqueTenant());
+    const result = await executeStep({ id: "s1", capability: "test.leaky", input: {} }, deps);
+    expect(result).toMatchObject({ status: "failed", ran: true, error: { code: "internal" } });
+    expect(JSON.stringify(result)).not.toContain("hunter2");
+    expect(JSON.stringify(audit.events())).not.toContain("hunter2");
+  });
+});
+
+describe("a plan of steps", () => {
+  it("skips the remaining steps after a failure, and audits every decision and outcome in order", async () => {
+    const tenant = uniqueTenant();
+    const { deps, audit } = harness(tenant);
+    const steps: ExecutableStep[] = [
+      { id: "s1", capability: "test.echo", input: { text: "one" } },
+      { id: "s2", capability: "test.bad_output", input: {} },
+      { id: "s3", capability: "test.other", input: { text: "three" } },
+      { id: "s4", capability: "test.echo", input: { text: "four" } },
+    ];
+    const results = await executeSteps(steps, deps);
+    expect(results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s1 executed", "s2 failed", "s3 skipped", "s4 skipped"]);
+    expect(results[2]?.evaluation.problems).toEqual(["skipped: step s2 was failed"]);
+    expect(calls.map((c) => c.capability)).toEqual(["test.echo", "test.bad_output"]);
+    expect(summary(audit.events())).toEqual(["s1 decision ALLOW", "s1 outcome executed", "s2 decision ALLOW", "s2 outcome failed"]);
+  });
+
+  it("skips the remaining steps after a denial", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { deniedCapabilities: ["test.other"] });
+    const { deps, audit } = harness(tenant);
+    const results = await executeSteps(
+      [
+        { id: "a", capability: "test.echo", input: { text: "1" } },
+        { id: "b", capability: "test.other", input: { text: "2" } },
+        { id: "c", capability: "test.echo", input: { text: "3" } },
+      ],
+      deps,
+    );
+    expect(results.map((r) => r.status)).toEqual(["executed", "denied", "skipped"]);
+    expect(calls.map((c) => c.input)).toEqual([{ text: "1" }]);
+    expect(summary(audit.events())).toEqual(["a decision ALLOW", "a outcome executed", "b decision DENY", "b outcome denied"]);
+  });
+
+  it("refuses a plan with a repeated step id before running anything", async () => {
+    const { deps, audit } = harness(uniqueTenant());
+    const step = { id: "s1", capability: "test.echo", input: { text: "x" } };
+    await expect(executeSteps([step, step], deps)).rejects.toMatchObject({ code: "invalid_argument" });
+    expect(calls).toEqual([]);
+    expect(audit.events()).toEqual([]);
+  });
+});
+
+describe("the audit sink", () => {
+  it("fails closed when the decision cannot be recorded: the handler is not called", async () => {
+    const attempts: AuditEvent[] = [];
+    const broken: AuditSink = {
+      record(event) {
+        attempts.push(event);
+        return Promise.reject(new Error("ledger unreachable"));
+      },
+    };
+    const { deps } = harness(uniqueTenant(), { audit: broken });
+    const results = await executeSteps(
+      [
+        { id: "s1", capability: "test.echo", input: { text: "x" } },
+        { id: "s2", capability: "test.echo", input: { text: "y" } },
+      ],
+      deps,
+    );
+    expect(calls).toEqual([]);
+    expect(results[0]).toMatchObject({ status: "failed", ran: false, error: { code: "unavailable" }, verdict: { decision: "ALLOW" } });
+    expect(results[1]?.status).toBe("skipped");
+    expect(summary(attempts)).toEqual(["s1 decision ALLOW"]);
+  });
+
+  it("does not report success when the outcome cannot be recorded", async () => {
+    const inner = createInMemoryAuditSink();
+    const outcomeFails: AuditSink = {
+      record(event) {
+        return event.type === "step.outcome" ? Promise.reject(new Error("disk full")) : inner.record(event);
+      },
+    };
+    const { deps } = harness(uniqueTenant(), { audit: outcomeFails });
+    const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: "x" } }, deps);
+    expect(calls).toHaveLength(1);
+    expect(result).toMatchObject({ status: "failed", ran: true, error: { code: "unavailable" } });
+    expect(result.output).toBeUndefined();
+  });
+
+  it("fails the step when the pending approval cannot be created", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+    const { deps, audit } = harness(tenant, {
+      approvals: { create: () => Promise.reject(new Error("store down")) },
+    });
+    const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: "x" } }, deps);
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "internal" } });
+    expect(result.approval).toBeUndefined();
+    expect(calls).toEqual([]);
+    expect(summary(audit.events())).toEqual(["s1 decision REQUIRE_APPROVAL", "s1 outcome failed"]);
+  });
+});
+
+describe("cancellation", () => {
+  it("fails with cancelled when the caller aborts, without waiting for the deadline", async () => {
+    const controller = new AbortController();
+    const { deps } = harness(uniqueTenant(), { signal: controller.signal, stepTimeoutMs: 60_000 });
+    const pending = executeStep({ id: "s1", capability: "test.hang", input: {} }, deps);
+    await expect.poll(() => calls.length).toBe(1);
+    controller.abort();
+    expect(await pending).toMatchObject({ status: "failed", error: { code: "cancelled" } });
+  });
+});
