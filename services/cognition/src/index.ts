@@ -58,3 +58,12 @@ export { createMemoryPlanStore, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_PLA
 export type { MemoryPlanStoreOptions } from "./plans/memory-plan-store.js";
 export { createRedisPlanStore } from "./plans/redis-plan-store.js";
 export type { RedisPlanStoreOptions } from "./plans/redis-plan-store.js";
+export { checkObjective, MAX_CONTEXT_CHARS, MAX_OBJECTIVE_CHARS, NO_MODEL_NOTE, reason, usesModel } from "./brain/intent.js";
+export type { Intent, ReasonDeps } from "./brain/intent.js";
+export { plan } from "./brain/planner.js";
+export type { Plan, PlanDeps, PlanOptions, PlanSource, ReplanInput } from "./brain/planner.js";
+export { DEFAULT_MAX_REPLANS, MAX_REPLANS_LIMIT, runCognitiveCore } from "./brain/brain.js";
+export type { BrainContext, BrainDeps, BrainStage, BrainStatus, CognitiveRequest, CognitiveTrace, StageListener } from "./brain/brain.js";
+export { keyWords, objectiveSignature } from "./brain/signature.js";
+export { EPISODE_TAG, PROCEDURE_TAG, procedureKey, signatureTag } from "./brain/memory-records.js";
+export type { PastEpisode, RecalledMemory } from "./brain/memory-records.js";

@@ -49,6 +49,13 @@ export interface Capability<I extends z.ZodType = z.ZodType, O extends z.ZodType
   readonly annotations: CapabilityAnnotations;
   /** Facts policy needs before the handler may run (e.g. the target host). */
   facts?(input: z.output<I>): CapabilityFacts;
+  /**
+   * The input a call serving `objective` would take, derived by plain deterministic rules (no
+   * model), or undefined when the objective holds nothing this capability can act on. The
+   * heuristic planner plans only capabilities whose hook answers; the answer must still pass
+   * `inputSchema`, like any planned input.
+   */
+  fromObjective?(objective: string): z.input<I> | undefined;
   handler(input: z.output<I>, ctx: CapabilityContext): Promise<z.output<O>>;
 }
 

@@ -29,6 +29,10 @@ export const generateTextCapability = defineCapability({
     provider: z.string().min(1),
   }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  fromObjective(objective) {
+    const prompt = objective.trim();
+    return prompt === "" ? undefined : { prompt: prompt.slice(0, 100_000) };
+  },
   async handler(input, ctx) {
     const result = await ctx.provider.generateText({
       instructions: input.instructions ?? DEFAULT_INSTRUCTIONS,

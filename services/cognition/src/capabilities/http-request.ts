@@ -327,6 +327,11 @@ export function createHttpRequestCapability(
     outputSchema: httpRequestOutputSchema,
     annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
     facts: (input) => ({ httpHost: hostOf(input.url) }),
+    // The first http(s) URL the objective names, without trailing sentence punctuation.
+    fromObjective: (objective) => {
+      const url = /\bhttps?:\/\/[^\s<>"'`]+/iu.exec(objective)?.[0]?.replace(/[.,;:!?)\]]+$/u, "");
+      return url === undefined ? undefined : { url };
+    },
     handler,
   });
 }

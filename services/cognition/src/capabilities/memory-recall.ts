@@ -4,6 +4,12 @@ import { keySchema, memoryItemOutput, memoryItemToOutput, tagsSchema } from "./m
 
 const SEARCH_FIELDS = ["query", "tags", "limit", "cursor"] as const;
 
+// Words of an objective that say "look in memory" rather than what to look for.
+const RECALL_NOISE = new Set(
+  "about all and any anything are did does everything find for from have know look memory memories recall remember remembered search show store stored tell that the there this what when where which who with you your"
+    .split(" "),
+);
+
 /** `memory.recall`: one item by key, or a page of items by substring and tags. */
 export const memoryRecallCapability = defineCapability({
   name: "memory.recall",
@@ -37,6 +43,16 @@ export const memoryRecallCapability = defineCapability({
     next_cursor: z.string().min(1).optional().describe("Pass as cursor for the next page; absent on the last page"),
   }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  fromObjective(objective) {
+    // Search is a substring match, so one word finds more than a phrase; the longest remaining
+    // word is taken as the most specific (ties keep the first, so the answer is deterministic).
+    let best: string | undefined;
+    for (const word of objective.toLowerCase().split(/[^\p{L}\p{N}_-]+/u)) {
+      if (word.length < 3 || RECALL_NOISE.has(word)) continue;
+      if (best === undefined || word.length > best.length) best = word;
+    }
+    return best === undefined ? undefined : { query: best.slice(0, 512), limit: 20 };
+  },
   async handler(input, ctx) {
     const opts = { ctx: ctx.call, signal: ctx.signal };
     if (input.key !== undefined) {

@@ -5,6 +5,17 @@ import { jsonToValue, keySchema, memoryItemOutput, memoryItemToOutput, tagsSchem
 
 const MAX_TTL_SECONDS = 2 ** 32 - 1;
 
+// "remember [that] <fact>", and a fact of the form "<subject> is|are|=|: <value>".
+const REMEMBER = /\bremember\s+(?:that\s+)?(.+)$/isu;
+const FACT = /^(.+?)\s*(?:\s(?:is|are)\s|=|:)\s*(.+)$/isu;
+const ARTICLES = new Set(["a", "an", "the", "my", "our", "your"]);
+
+/** A memory key from a phrase: its lowercase words (articles dropped) joined by "-". */
+function slug(phrase: string): string {
+  const words = phrase.toLowerCase().split(/[^\p{L}\p{N}_.]+/u).filter((w) => w !== "" && !ARTICLES.has(w));
+  return words.join("-").slice(0, 200);
+}
+
 /** `memory.remember`: stores a JSON value under a key in the tenant's durable memory. */
 export const memoryRememberCapability = defineCapability({
   name: "memory.remember",
@@ -31,6 +42,14 @@ export const memoryRememberCapability = defineCapability({
     destructiveHint: true,
     idempotentHint: true,
     openWorldHint: false,
+  },
+  fromObjective(objective) {
+    const said = REMEMBER.exec(objective.trim())?.[1]?.trim().replace(/[.!]+$/, "");
+    if (!said) return undefined;
+    const fact = FACT.exec(said);
+    const subject = slug(fact?.[1] ?? said);
+    if (subject === "") return undefined;
+    return { key: `note:${subject}`, value: fact?.[2]?.trim() ?? said, tags: ["note"] };
   },
   async handler(input, ctx) {
     const res = await ctx.memory.remember(

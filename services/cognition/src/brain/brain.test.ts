@@ -1,0 +1,254 @@
+/**
+ * The cognitive core loop against the real policy and memory services on a fresh Postgres
+ * database, through in-process clients (the pattern of executor.test.ts; the harness is repeated
+ * here rather than shared, as that file keeps its own).
+ */
+import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createInProcessClient, createPostgresDb, type Db } from "@chaos-core/kit";
+import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
+import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { defineCapability } from "../capabilities/capability.js";
+import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
+import { createCapabilityRegistry } from "../capabilities/registry.js";
+import { createInMemoryApprovalSink } from "../executor/approvals.js";
+import { createInMemoryAuditSink, type InMemoryAuditSink } from "../executor/audit.js";
+import type { AIProvider } from "../providers/ai-provider.js";
+import { HeuristicProvider } from "../providers/heuristic.js";
+import { OpenAICompatibleProvider } from "../providers/openai-compatible.js";
+import { expectChaosError } from "../test-support/expect-error.js";
+import { chatReply, startOpenAIStandIn } from "../test-support/openai-stand-in.js";
+import { runCognitiveCore, type BrainDeps, type BrainStage } from "./brain.js";
+import { EPISODE_TAG, PROCEDURE_TAG, procedureKey, signatureTag } from "./memory-records.js";
+import { objectiveSignature } from "./signature.js";
+
+let database: TestDatabase;
+let db: Db;
+let policyStore: PolicyStore;
+let policy: BrainDeps["policy"];
+let memory: BrainDeps["memory"];
+
+beforeAll(async () => {
+  database = await createTestDatabase("chaoscore_cognition_brain");
+  db = createPostgresDb({ connectionString: database.url });
+  await migrateMemory(db);
+  await migratePolicy(db);
+  policyStore = createSqlPolicyStore(db);
+  policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+  memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+});
+
+afterAll(async () => {
+  await policyStore?.close();
+  await db?.close();
+  await database?.drop();
+});
+
+let tenantCounter = 0;
+function uniqueTenant(): string {
+  tenantCounter += 1;
+  return `brain-${process.pid}-${tenantCounter}`;
+}
+
+async function putPolicy(tenant: string, document: Record<string, unknown>): Promise<void> {
+  await policy.putPolicy({ document: fromJson(PolicyDocumentSchema, document as JsonValue) }, { ctx: { tenant, principal: "operator" } });
+}
+
+let calls: string[];
+beforeEach(() => {
+  calls = [];
+});
+
+const ANNOTATIONS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+const frobnicate = defineCapability({
+  name: "test.frobnicate",
+  description: "Frobnicate widgets.",
+  risk: "low",
+  inputSchema: z.object({ text: z.string().min(1) }),
+  outputSchema: z.object({ done: z.boolean() }),
+  annotations: ANNOTATIONS,
+  fromObjective: (objective) => ({ text: objective }),
+  handler() {
+    calls.push("test.frobnicate");
+    return Promise.resolve({ done: true });
+  },
+});
+
+const calibrate = defineCapability({
+  name: "test.calibrate",
+  description: "Calibrate gizmos.",
+  risk: "low",
+  inputSchema: z.object({}),
+  outputSchema: z.object({ offset: z.number() }),
+  annotations: ANNOTATIONS,
+  fromObjective: () => ({}),
+  handler() {
+    calls.push("test.calibrate");
+    // Says it went well; only the output schema decides, and it disagrees.
+    return Promise.resolve({ status: "success", message: "calibrated perfectly" } as unknown as { offset: number });
+  },
+});
+
+const registry = createCapabilityRegistry([...BUILT_IN_CAPABILITIES, frobnicate, calibrate]);
+
+function harness(tenant: string, provider: AIProvider = new HeuristicProvider()): { deps: BrainDeps; audit: InMemoryAuditSink } {
+  const audit = createInMemoryAuditSink();
+  return {
+    audit,
+    deps: {
+      registry,
+      policy,
+      memory,
+      provider,
+      audit,
+      approvals: createInMemoryApprovalSink(),
+      call: { tenant, principal: "agent", sessionId: "session-1" },
+      stepTimeoutMs: 5_000,
+    },
+  };
+}
+
+function recorder(): { stages: BrainStage[]; onStage: (stage: BrainStage) => void } {
+  const stages: BrainStage[] = [];
+  return { stages, onStage: (stage) => void stages.push(stage) };
+}
+
+async function recallValue(tenant: string, key: string): Promise<{ tags: string[]; value: unknown } | undefined> {
+  const res = await memory.recall({ key }, { ctx: { tenant, principal: "agent" } });
+  return res.item ? { tags: [...res.item.tags], value: res.item.value ? toJson(ValueSchema, res.item.value) : null } : undefined;
+}
+
+describe("runCognitiveCore", () => {
+  it("records an episode and a procedure on success, and offers the procedure first the next time", async () => {
+    const tenant = uniqueTenant();
+    const { deps } = harness(tenant);
+    const objective = "Remember that the build server is ci-7";
+    const signature = objectiveSignature(objective);
+    const { stages, onStage } = recorder();
+
+    const first = await runCognitiveCore({ objective, onStage }, deps);
+    expect(first.status).toBe("succeeded");
+    expect(first.replans).toBe(0);
+    expect(first.plans[0]?.source).toBe("heuristic");
+    expect(first.intent.model).toBe("none");
+    expect(stages).toEqual(["context", "reason", "plan", "execute", "evaluate", "remember"]);
+    const sequence = first.results.map((r) => r.capability);
+    expect(sequence).toContain("memory.remember");
+    expect(first.results.every((r) => r.status === "executed")).toBe(true);
+
+    const episode = await recallValue(tenant, first.episodeKey!);
+    expect(episode?.tags).toEqual([EPISODE_TAG, signatureTag(signature)]);
+    expect(episode?.value).toMatchObject({ status: "succeeded", replans: 0, steps: sequence.map((capability) => ({ capability, status: "executed" })) });
+    // Step inputs and output values are not kept, only shapes.
+    expect(JSON.stringify((episode?.value as { steps: unknown }).steps)).not.toContain("ci-7");
+    const procedure = await recallValue(tenant, procedureKey(signature));
+    expect(procedure).toMatchObject({ tags: [PROCEDURE_TAG, signatureTag(signature)], value: { capabilities: sequence } });
+
+    const second = await runCognitiveCore({ objective: "the build server is ci-7: remember that!" }, deps);
+    expect(second.context.procedure).toEqual(sequence);
+    expect(second.context.episodes).toHaveLength(1);
+    expect(second.context.memories.map((m) => m.key)).toContain("note:build-server");
+    expect(second.context.memories.every((m) => !m.key.startsWith("episode:") && !m.key.startsWith("procedure:"))).toBe(true);
+    expect(second.plans[0]?.source).toBe("procedure");
+    expect(second.plans[0]?.steps.map((s) => s.capability)).toEqual(sequence);
+    expect(second.status).toBe("succeeded");
+  });
+
+  it("never reaches the handler of a denied capability, and does not re-plan around the denial", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { deniedCapabilities: ["test.frobnicate"] });
+    const { stages, onStage } = recorder();
+    const trace = await runCognitiveCore({ objective: "frobnicate the widgets", onStage }, harness(tenant).deps);
+    expect(calls).toEqual([]);
+    expect(trace).toMatchObject({ status: "denied", replans: 0 });
+    expect(trace.results[0]).toMatchObject({ capability: "test.frobnicate", status: "denied", ran: false });
+    expect(stages).not.toContain("replan");
+    expect(trace.episodeKey).toBeDefined();
+    expect(await recallValue(tenant, procedureKey(objectiveSignature("frobnicate the widgets")))).toBeUndefined();
+  });
+
+  it("stops at once on an approval-required step: nothing runs after it and nothing is re-planned", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.calibrate"] });
+    const { stages, onStage } = recorder();
+    // Both rank equally; ties go by name, so the plan is [test.calibrate, test.frobnicate].
+    const trace = await runCognitiveCore({ objective: "frobnicate the widgets and calibrate the gizmos", onStage }, harness(tenant).deps);
+    expect(calls).toEqual([]);
+    expect(trace).toMatchObject({ status: "pending_approval", replans: 0 });
+    expect(trace.plans).toHaveLength(1);
+    expect(trace.results.map((r) => r.status)).toEqual(["pending_approval", "skipped"]);
+    expect(trace.results.map((r) => r.capability)).toEqual(["test.calibrate", "test.frobnicate"]);
+    expect(trace.results[0]?.approval?.capability).toBe("test.calibrate");
+    expect(stages).toEqual(["context", "reason", "plan", "execute", "evaluate", "remember"]);
+  });
+
+  it("bounds re-planning: a step that always fails its output schema is re-planned maxReplans times, then the run fails", async () => {
+    const { stages, onStage } = recorder();
+    const trace = await runCognitiveCore({ objective: "calibrate the gizmos", maxReplans: 2, onStage }, harness(uniqueTenant()).deps);
+    expect(trace).toMatchObject({ status: "failed", replans: 2 });
+    expect(trace.plans).toHaveLength(3);
+    expect(calls).toEqual(["test.calibrate", "test.calibrate", "test.calibrate"]);
+    // The handler said "success"; the schema says otherwise, and the schema decides.
+    for (const result of trace.results) {
+      expect(result).toMatchObject({ status: "failed", ran: true, evaluation: { succeeded: false } });
+      expect(result.evaluation.problems.join(" ")).toContain("output.offset");
+    }
+    expect(new Set(trace.results.map((r) => r.stepId)).size).toBe(3);
+    expect(stages).toEqual([
+      "context", "reason", "plan",
+      "execute", "evaluate", "replan",
+      "execute", "evaluate", "replan",
+      "execute", "evaluate", "remember",
+    ]);
+
+    calls = [];
+    const none = await runCognitiveCore({ objective: "calibrate the gizmos", maxReplans: 0 }, harness(uniqueTenant()).deps);
+    expect(none).toMatchObject({ status: "failed", replans: 0 });
+    expect(calls).toEqual(["test.calibrate"]);
+    await expectChaosError(runCognitiveCore({ objective: "calibrate the gizmos", maxReplans: 99 }, harness(uniqueTenant()).deps), "invalid_argument");
+  });
+});
+
+describe("runCognitiveCore with a model provider (stand-in server)", () => {
+  const intentReply = chatReply(
+    JSON.stringify({ goal: "calibrate", constraints: [], successCriteria: [], ambiguities: [], risk: "low", candidateCapabilities: ["test.calibrate"] }),
+  );
+
+  it("counts a step whose output fails its schema as failed, whatever the model said about it", async () => {
+    const server = await startOpenAIStandIn();
+    try {
+      server.script(
+        intentReply,
+        chatReply(JSON.stringify({ steps: [{ capability: "test.calibrate", input: {}, rationale: "This will certainly succeed." }] })),
+      );
+      const provider = new OpenAICompatibleProvider({ baseURL: server.baseURL, model: "m", maxRetries: 0 });
+      const trace = await runCognitiveCore({ objective: "calibrate the gizmos", maxReplans: 0 }, harness(uniqueTenant(), provider).deps);
+      expect(trace.status).toBe("failed");
+      expect(trace.results[0]).toMatchObject({ status: "failed", ran: true });
+      expect(calls).toEqual(["test.calibrate"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("fails with a clear error when the model's plan is malformed twice, and runs nothing", async () => {
+    const server = await startOpenAIStandIn();
+    try {
+      server.script(intentReply, chatReply("not json"), chatReply(JSON.stringify({ steps: [{ capability: "x.y", input: {}, rationale: "" }] })));
+      const provider = new OpenAICompatibleProvider({ baseURL: server.baseURL, model: "m", maxRetries: 0 });
+      const { deps, audit } = harness(uniqueTenant(), provider);
+      const err = await expectChaosError(runCognitiveCore({ objective: "calibrate the gizmos" }, deps), "internal");
+      expect(err.message).toContain("after 2 attempts");
+      expect(calls).toEqual([]);
+      expect(audit.events()).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  });
+});

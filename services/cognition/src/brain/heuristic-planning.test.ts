@@ -1,0 +1,103 @@
+/** The heuristic (no model) reading and planning: deterministic, and grounded in the registry. */
+import { describe, expect, it } from "vitest";
+import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
+import { createCapabilityRegistry } from "../capabilities/registry.js";
+import { HeuristicProvider } from "../providers/heuristic.js";
+import { NO_MODEL_NOTE, reason } from "./intent.js";
+import { plan } from "./planner.js";
+import { objectiveSignature } from "./signature.js";
+
+const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
+const deps = { provider: new HeuristicProvider(), registry };
+
+const OBJECTIVES = [
+  "Remember that the build server is ci-7.example.com",
+  "recall what I stored about the postgres migration",
+  "Fetch https://status.example.com/api/health and summarise it",
+  "Write a short summary of our release notes",
+  "request the page http://docs.example.org/guide.",
+  "remember my favourite colour: teal",
+  "zzz qqq",
+  "search memory for deploy keys, then draft an answer",
+  "GET https://example.com then remember that the homepage is up",
+  "Generate a haiku about gRPC",
+];
+
+describe("heuristic reason and plan", () => {
+  it("give the same intent and plan for the same objective, run after run", async () => {
+    for (const objective of OBJECTIVES) {
+      const first = { intent: await reason(objective, undefined, deps), plan: await plan(objective, undefined, deps) };
+      for (let i = 0; i < 3; i++) {
+        expect(await reason(objective, undefined, deps)).toEqual(first.intent);
+        expect(await plan(objective, undefined, deps)).toEqual(first.plan);
+      }
+    }
+  });
+
+  it("never plan an unregistered capability, and every planned input passes its capability's schema", async () => {
+    for (const objective of OBJECTIVES) {
+      const result = await plan(objective, undefined, deps);
+      const intent = await reason(objective, undefined, deps);
+      expect(intent.candidateCapabilities.every((n) => registry.get(n) !== undefined)).toBe(true);
+      for (const step of result.steps) {
+        const capability = registry.get(step.capability);
+        expect(capability, `${objective}: ${step.capability}`).toBeDefined();
+        expect(capability!.inputSchema.safeParse(step.input).success, `${objective}: ${step.capability}`).toBe(true);
+      }
+      expect(new Set(result.steps.map((s) => s.id)).size).toBe(result.steps.length);
+    }
+  });
+
+  it("say plainly that no model was used", async () => {
+    const intent = await reason("Remember that the build server is ci-7", undefined, deps);
+    expect(intent).toMatchObject({ provider: "heuristic", model: "none", goal: "Remember that the build server is ci-7" });
+    expect(intent.ambiguities).toContain(NO_MODEL_NOTE);
+    expect(intent.candidateCapabilities[0]).toBe("memory.remember");
+    const p = await plan("Remember that the build server is ci-7", intent, deps);
+    expect(p).toMatchObject({ source: "heuristic", provider: "heuristic", model: "none" });
+  });
+
+  it("derive inputs from the objective through each capability's hook", async () => {
+    const remember = await plan("Remember that the build server is ci-7", undefined, deps);
+    expect(remember.steps[0]).toMatchObject({
+      id: "s1",
+      capability: "memory.remember",
+      input: { key: "note:build-server", value: "ci-7", tags: ["note"] },
+    });
+    const fetch = await plan("request the page https://docs.example.org/guide.", undefined, deps);
+    expect(fetch.steps.find((s) => s.capability === "http.request")?.input).toEqual({ url: "https://docs.example.org/guide" });
+    // No URL in the objective: http.request has nothing to act on and is not planned.
+    const noUrl = await plan("request the status page", undefined, deps);
+    expect(noUrl.steps.map((s) => s.capability)).not.toContain("http.request");
+    expect(await plan("zzz qqq", undefined, deps)).toMatchObject({ steps: [] });
+  });
+
+  it("offer a remembered procedure first, and fall back to ranking when it cannot be filled", async () => {
+    const objective = "Remember that the build server is ci-7";
+    const offered = await plan(objective, undefined, deps, { procedure: ["memory.remember", "memory.recall"] });
+    expect(offered.source).toBe("procedure");
+    expect(offered.steps.map((s) => s.capability)).toEqual(["memory.remember", "memory.recall"]);
+    // A stale procedure naming a capability no longer registered is not used, nor half-used.
+    const stale = await plan(objective, undefined, deps, { procedure: ["memory.remember", "gone.away"] });
+    expect(stale.source).toBe("heuristic");
+    expect(stale.steps.map((s) => s.capability)).not.toContain("gone.away");
+  });
+
+  it("leave out capabilities that already executed when re-planning", async () => {
+    const objective = "GET https://example.com then remember that the homepage is up";
+    const first = await plan(objective, undefined, deps);
+    expect(first.steps.map((s) => s.capability)).toContain("memory.remember");
+    const again = await plan(objective, undefined, deps, {
+      idPrefix: "p2-s",
+      replan: { executed: ["memory.remember"], failed: { capability: "http.request", problems: ["handler: unavailable"] } },
+    });
+    expect(again.steps.map((s) => s.capability)).not.toContain("memory.remember");
+    expect(again.steps.every((s) => s.id.startsWith("p2-s"))).toBe(true);
+  });
+
+  it("sign objectives by their key words, not their order, case or plurals", () => {
+    expect(objectiveSignature("Remember the build servers")).toBe(objectiveSignature("build server: remember!"));
+    expect(objectiveSignature("Remember the build server")).not.toBe(objectiveSignature("Remember the test server"));
+    expect(objectiveSignature("x")).toMatch(/^[0-9a-f]{32}$/);
+  });
+});

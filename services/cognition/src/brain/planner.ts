@@ -1,0 +1,192 @@
+import { z } from "zod";
+import { ChaosError, withSpan } from "@chaos-core/kit";
+import type { Capability } from "../capabilities/capability.js";
+import type { CapabilityRegistry } from "../capabilities/registry.js";
+import { describeIssues } from "../executor/evaluate.js";
+import type { JsonObject, PlanStep } from "../plans/plan.js";
+import { MAX_PLAN_STEPS } from "../plans/plan-store.js";
+import type { AIProvider } from "../providers/ai-provider.js";
+import { NO_MODEL, rankCapabilities } from "../providers/heuristic.js";
+import { generateValidated } from "../providers/validated-json.js";
+import { capabilityCatalog, truncate } from "./catalog.js";
+import { checkObjective, usesModel, type Intent } from "./intent.js";
+
+/** What `plan` needs. */
+export interface PlanDeps {
+  readonly provider: AIProvider;
+  readonly registry: CapabilityRegistry;
+  readonly signal?: AbortSignal;
+}
+
+/** What went wrong in the previous plan, for re-planning its remainder. */
+export interface ReplanInput {
+  /** Capabilities whose steps already executed (in order); they are not planned again. */
+  readonly executed: readonly string[];
+  /** The step that failed and why (its evaluation's problems). */
+  readonly failed: { readonly capability: string; readonly problems: readonly string[] };
+}
+
+/** Options for one planning call. */
+export interface PlanOptions {
+  /** A capability sequence that succeeded before for this objective's signature; offered first. */
+  readonly procedure?: readonly string[];
+  readonly replan?: ReplanInput;
+  /** Prefix of the step ids (`s1`, `s2`… by default), so re-plans' steps stay unique in a trace. */
+  readonly idPrefix?: string;
+}
+
+/** Where a plan came from. */
+export type PlanSource = "procedure" | "heuristic" | "model";
+
+/** A plan: steps over registered capabilities only, each input valid for its capability. */
+export interface Plan {
+  readonly steps: readonly PlanStep[];
+  readonly source: PlanSource;
+  readonly provider: string;
+  /** `none` when no model was used. */
+  readonly model: string;
+}
+
+/** How many ranked capabilities the heuristic planner considers. */
+const HEURISTIC_RANK_K = 5;
+/** A ranked capability is planned only if it scores at least this share of the best score. */
+const HEURISTIC_RELATIVE_SCORE = 0.5;
+
+function isJsonObject(value: unknown): value is JsonObject {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+function jsonObject(value: unknown): JsonObject | undefined {
+  // A round trip through JSON keeps only what a stored plan can carry.
+  if (!isJsonObject(value)) return undefined;
+  const copy: unknown = JSON.parse(JSON.stringify(value));
+  return isJsonObject(copy) ? copy : undefined;
+}
+
+/** The input the capability's hook derives from the objective, if any and if its schema accepts it. */
+function hookInput(capability: Capability, objective: string): JsonObject | undefined {
+  const input = jsonObject(capability.fromObjective?.(objective));
+  if (input === undefined || !capability.inputSchema.safeParse(input).success) return undefined;
+  return input;
+}
+
+function withIds(steps: ReadonlyArray<Omit<PlanStep, "id">>, prefix: string): PlanStep[] {
+  return steps.map((s, i) => ({ id: `${prefix}${i + 1}`, ...s }));
+}
+
+function procedureSteps(objective: string, procedure: readonly string[], registry: CapabilityRegistry): Omit<PlanStep, "id">[] | undefined {
+  if (procedure.length === 0) return undefined;
+  const steps: Omit<PlanStep, "id">[] = [];
+  for (const name of procedure) {
+    const capability = registry.get(name);
+    const input = capability ? hookInput(capability, objective) : undefined;
+    // A remembered sequence is used whole or not at all: half of it is not what worked.
+    if (!capability || !input) return undefined;
+    steps.push({ capability: name, input, rationale: "procedural memory: this capability sequence succeeded before for this objective" });
+  }
+  return steps;
+}
+
+function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps): Plan {
+  const prefix = options.idPrefix ?? "s";
+  const base = { provider: deps.provider.id, model: NO_MODEL };
+  if (options.procedure && !options.replan) {
+    const remembered = procedureSteps(objective, options.procedure, deps.registry);
+    if (remembered) return { ...base, source: "procedure", steps: withIds(remembered, prefix) };
+  }
+  const done = new Set(options.replan?.executed ?? []);
+  const ranked = rankCapabilities(objective, deps.registry.descriptors(), HEURISTIC_RANK_K);
+  const best = ranked[0]?.score ?? 0;
+  const steps: Omit<PlanStep, "id">[] = [];
+  for (const { name, score } of ranked) {
+    if (score < best * HEURISTIC_RELATIVE_SCORE || done.has(name)) continue;
+    const capability = deps.registry.get(name);
+    const input = capability ? hookInput(capability, objective) : undefined;
+    if (!input) continue;
+    steps.push({
+      capability: name,
+      input,
+      rationale: `heuristic (no model): "${name}" matches the objective's words (BM25 ${score.toFixed(2)}) and its input was derived from the objective`,
+    });
+  }
+  return { ...base, source: "heuristic", steps: withIds(steps, prefix) };
+}
+
+/** The shape a model must answer; steps naming an unknown capability or invalid input fail it. */
+function modelPlanSchema(registry: CapabilityRegistry) {
+  const known = registry.list().map((c) => c.name).join(", ");
+  return z.object({
+    steps: z
+      .array(
+        z.object({
+          capability: z.string().min(1),
+          input: z.record(z.string(), z.json()),
+          rationale: z.string().max(2_000),
+        }),
+      )
+      .max(MAX_PLAN_STEPS),
+  }).superRefine((plan, ctx) => {
+    plan.steps.forEach((step, i) => {
+      const capability = registry.get(step.capability);
+      if (!capability) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["steps", i, "capability"],
+          message: `"${truncate(step.capability, 80)}" is not a registered capability; use one of: ${known}`,
+        });
+        return;
+      }
+      const parsed = capability.inputSchema.safeParse(step.input);
+      if (!parsed.success) {
+        for (const problem of describeIssues(`steps.${i}.input`, parsed.error)) {
+          ctx.addIssue({ code: "custom", path: ["steps", i, "input"], message: `${capability.name}: ${problem}` });
+        }
+      }
+    });
+  });
+}
+
+const PLAN_SHAPE =
+  '{"steps": [{"capability": string (a name from the capability list), "input": object (valid for that capability\'s input schema), "rationale": string}]}';
+
+async function modelPlan(objective: string, intent: Intent | undefined, options: PlanOptions, deps: PlanDeps): Promise<Plan> {
+  const answer = await generateValidated(deps.provider, modelPlanSchema(deps.registry), {
+    instructions:
+      "You plan how an automation system reaches an objective, as an ordered list of capability calls. Use only capabilities " +
+      "from the list, with inputs valid for their JSON Schema. Keep the plan as short as the objective allows. When a " +
+      "remembered procedure is given, prefer it if it fits. When re-planning, plan only the remainder: what already " +
+      "executed must not be repeated, and the failed step must be fixed or replaced.",
+    input: JSON.stringify({
+      objective,
+      intent: intent ?? null,
+      rememberedProcedure: options.procedure ?? null,
+      replan: options.replan ?? null,
+      capabilities: JSON.parse(capabilityCatalog(deps.registry)) as unknown,
+    }),
+    shapeDescription: PLAN_SHAPE,
+    ...(deps.signal ? { signal: deps.signal } : {}),
+  });
+  const steps = answer.value.steps.map((s) => ({ capability: s.capability, input: s.input as JsonObject, rationale: s.rationale }));
+  return { source: "model", provider: answer.providerId, model: answer.model, steps: withIds(steps, options.idPrefix ?? "s") };
+}
+
+/**
+ * Plans an objective as steps over registered capabilities only; every step's input passed its
+ * capability's schema. With a model provider, an answer naming an unknown capability or an
+ * invalid input is sent back once with the problems, then the call fails with `internal`. With
+ * the heuristic provider the plan is deterministic: a remembered procedure (`options.procedure`)
+ * is used when every capability in it can be filled from the objective; otherwise the ranked
+ * capabilities whose `fromObjective` hook answers, in rank order. Re-planning (`options.replan`)
+ * leaves out capabilities that already executed.
+ */
+export async function plan(objective: string, intent: Intent | undefined, deps: PlanDeps, options: PlanOptions = {}): Promise<Plan> {
+  const checked = checkObjective(objective);
+  if (options.idPrefix !== undefined && !/^[a-z0-9-]{1,16}$/.test(options.idPrefix)) {
+    throw new ChaosError("invalid_argument", "idPrefix must be 1-16 lowercase letters, digits or dashes");
+  }
+  return withSpan("chaoscore.cognition.plan", { "chaoscore.provider": deps.provider.id }, async (span) => {
+    const result = usesModel(deps.provider) ? await modelPlan(checked, intent, options, deps) : heuristicPlan(checked, options, deps);
+    span.setAttributes({ "chaoscore.plan.steps": result.steps.length, "chaoscore.plan.source": result.source });
+    return result;
+  });
+}
