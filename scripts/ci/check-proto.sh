@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the protos: buf lint, generated code in sync with the .proto files, and buf breaking
-# against the protos of the previous commit. Packages whose .proto still says "DRAFT" are not
-# held to wire compatibility yet: their own issue finishes them.
+# against the protos of the previous commit. Packages whose .proto says "DRAFT" (now or in the
+# previous commit) are not held to wire compatibility yet: their own issue finishes them.
 set -euo pipefail
 cd "$(dirname "$0")/../../proto"
 export PATH="$PWD/../node_modules/.bin:$PATH"
@@ -28,9 +28,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 git -C .. archive "$prev" proto | tar -x -C "$work" && mv "$work/proto" "$work/before"
 mkdir "$work/now" && cp -r buf.yaml chaoscore "$work/now/"
-# Draft packages (their .proto says "// DRAFT") are left out on both sides.
-for f in $(grep -rl --include='*.proto' '^// DRAFT' chaoscore || true); do
-  rm -rf "$work/now/$(dirname "$f")" "$work/before/$(dirname "$f")"
+# Draft packages (their .proto says "// DRAFT", now or in the previous commit) are left out on
+# both sides: a draft may still change freely, and finishing one is not a breaking change.
+for side in now before; do
+  for f in $(cd "$work/$side" && grep -rl --include='*.proto' '^// DRAFT' chaoscore || true); do
+    rm -rf "$work/now/$(dirname "$f")" "$work/before/$(dirname "$f")"
+  done
 done
 "$buf" breaking "$work/now" --against "$work/before"
 echo "  no breaking changes"

@@ -4,17 +4,19 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file chaoscore/cognition/v1/cognition.proto.
  */
 export const file_chaoscore_cognition_v1_cognition: GenFile = /*@__PURE__*/
-  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IlAKDFBsYW5SZXNwb25zZRIPCgdwbGFuX2lkGAEgASgJEi8KBXN0ZXBzGAIgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJmCg5FeGVjdXRlUmVxdWVzdBIPCgdwbGFuX2lkGAEgASgJEi8KBXN0ZXBzGAIgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcBISCgpzZXNzaW9uX2lkGAMgASgJInwKC1N0ZXBPdXRjb21lEg8KB3N0ZXBfaWQYASABKAkSEAoIZGVjaXNpb24YAiABKAkSDgoGc3RhdHVzGAMgASgJEiYKBm91dHB1dBgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpldmFsdWF0aW9uGAUgASgJIkgKD0V4ZWN1dGVSZXNwb25zZRI1CghvdXRjb21lcxgBIAMoCzIjLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcE91dGNvbWUiTAoOQWNoaWV2ZVJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEhMKC21heF9yZXBsYW5zGAIgASgNEhIKCnNlc3Npb25faWQYAyABKAkiWQoPQWNoaWV2ZVJlc3BvbnNlEg0KBXN0YWdlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSJgoGZGV0YWlsGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIhkKF0xpc3RDYXBhYmlsaXRpZXNSZXF1ZXN0ImwKCkNhcGFiaWxpdHkSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIMCgRyaXNrGAMgASgJEi0KDGlucHV0X3NjaGVtYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiVAoYTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEjgKDGNhcGFiaWxpdGllcxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eTLvAwoQQ29nbml0aW9uU2VydmljZRJXCgZSZWFzb24SJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlJlYXNvblJlcXVlc3QaJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlJlYXNvblJlc3BvbnNlElEKBFBsYW4SIy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBsYW5SZXF1ZXN0GiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USWgoHRXhlY3V0ZRImLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXhlY3V0ZVJlcXVlc3QaJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVSZXNwb25zZRJcCgdBY2hpZXZlEiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BY2hpZXZlUmVxdWVzdBonLmNoYW9zY29yZS5jb2duaXRpb24udjEuQWNoaWV2ZVJlc3BvbnNlMAESdQoQTGlzdENhcGFiaWxpdGllcxIvLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1JlcXVlc3QaMC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RDYXBhYmlsaXRpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IrEBCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJgCg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SABCCAoGdGFyZ2V0Il8KDVBvbGljeVZlcmRpY3QSEAoIZGVjaXNpb24YASABKAkSFAoMbWF0Y2hlZF9ydWxlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoBCIxCgpFdmFsdWF0aW9uEhEKCXN1Y2NlZWRlZBgBIAEoCBIQCghwcm9ibGVtcxgCIAMoCSKFAQoPUGVuZGluZ0FwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEhEKCWFyZ3NfaGFzaBgCIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoBBIUCgxtYXRjaGVkX3J1bGUYBCABKAkSDgoGcmVhc29uGAUgASgJEgwKBHJpc2sYBiABKAkizAIKClN0ZXBSZXN1bHQSDwoHc3RlcF9pZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEg4KBnN0YXR1cxgDIAEoCRI2Cgd2ZXJkaWN0GAQgASgLMiUuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5Qb2xpY3lWZXJkaWN0EgsKA3JhbhgFIAEoCBImCgZvdXRwdXQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSNgoKZXZhbHVhdGlvbhgHIAEoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXZhbHVhdGlvbhISCgplcnJvcl9jb2RlGAggASgJEhUKDWVycm9yX21lc3NhZ2UYCSABKAkSOQoIYXBwcm92YWwYCiABKAsyJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBlbmRpbmdBcHByb3ZhbCJGCg9FeGVjdXRlUmVzcG9uc2USMwoHcmVzdWx0cxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdCJNCg5BY2hpZXZlUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSGAoLbWF4X3JlcGxhbnMYAiABKA1IAIgBAUIOCgxfbWF4X3JlcGxhbnMiKwoKU3RhZ2VFdmVudBINCgVzdGFnZRgBIAEoCRIOCgZkZXRhaWwYAiABKAki+QEKBVRyYWNlEhEKCW9iamVjdGl2ZRgBIAEoCRIuCgZpbnRlbnQYAiABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudBIzCgVwbGFucxgDIAMoCzIkLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlc3BvbnNlEjMKB3Jlc3VsdHMYBCADKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBSZXN1bHQSDgoGc3RhdHVzGAUgASgJEg8KB3JlcGxhbnMYBiABKA0SEwoLZXBpc29kZV9rZXkYByABKAkSDQoFbm90ZXMYCCADKAkifwoPQWNoaWV2ZVJlc3BvbnNlEjMKBXN0YWdlGAEgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGFnZUV2ZW50SAASLgoFdHJhY2UYAiABKAsyHS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlRyYWNlSABCBwoFZXZlbnQiGQoXTGlzdENhcGFiaWxpdGllc1JlcXVlc3QiewoVQ2FwYWJpbGl0eUFubm90YXRpb25zEhYKDnJlYWRfb25seV9oaW50GAEgASgIEhgKEGRlc3RydWN0aXZlX2hpbnQYAiABKAgSFwoPaWRlbXBvdGVudF9oaW50GAMgASgIEhcKD29wZW5fd29ybGRfaGludBgEIAEoCCKwAQoKQ2FwYWJpbGl0eRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEgwKBHJpc2sYAyABKAkSLQoMaW5wdXRfc2NoZW1hGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBJCCgthbm5vdGF0aW9ucxgFIAEoCzItLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eUFubm90YXRpb25zIlQKGExpc3RDYXBhYmlsaXRpZXNSZXNwb25zZRI4CgxjYXBhYmlsaXRpZXMYASADKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkNhcGFiaWxpdHkiGQoXRGVzY3JpYmVQcm92aWRlclJlcXVlc3QiXwoYRGVzY3JpYmVQcm92aWRlclJlc3BvbnNlEgoKAmlkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVtb2RlbBgDIAEoCRISCgpjb25maWd1cmVkGAQgASgIMuYEChBDb2duaXRpb25TZXJ2aWNlElcKBlJlYXNvbhIlLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVxdWVzdBomLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVzcG9uc2USUQoEUGxhbhIjLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlcXVlc3QaJC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBsYW5SZXNwb25zZRJaCgdFeGVjdXRlEiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlUmVxdWVzdBonLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXhlY3V0ZVJlc3BvbnNlElwKB0FjaGlldmUSJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFjaGlldmVSZXF1ZXN0GicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BY2hpZXZlUmVzcG9uc2UwARJ1ChBMaXN0Q2FwYWJpbGl0aWVzEi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdBowLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEnUKEERlc2NyaWJlUHJvdmlkZXISLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkRlc2NyaWJlUHJvdmlkZXJSZXF1ZXN0GjAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5EZXNjcmliZVByb3ZpZGVyUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
+ * Intent is what the core understood of an objective.
+ *
  * @generated from message chaoscore.cognition.v1.Intent
  */
 export type Intent = Message<"chaoscore.cognition.v1.Intent"> & {
@@ -39,11 +41,15 @@ export type Intent = Message<"chaoscore.cognition.v1.Intent"> & {
   ambiguities: string[];
 
   /**
+   * low, medium, high or critical.
+   *
    * @generated from field: string risk = 5;
    */
   risk: string;
 
   /**
+   * Registered capability names only, most relevant first.
+   *
    * @generated from field: repeated string candidate_capabilities = 6;
    */
   candidateCapabilities: string[];
@@ -54,6 +60,8 @@ export type Intent = Message<"chaoscore.cognition.v1.Intent"> & {
   provider: string;
 
   /**
+   * "none" when no model was used.
+   *
    * @generated from field: string model = 8;
    */
   model: string;
@@ -106,6 +114,8 @@ export const ReasonResponseSchema: GenMessage<ReasonResponse> = /*@__PURE__*/
   messageDesc(file_chaoscore_cognition_v1_cognition, 2);
 
 /**
+ * PlanStep is one call of a registered capability.
+ *
  * @generated from message chaoscore.cognition.v1.PlanStep
  */
 export type PlanStep = Message<"chaoscore.cognition.v1.PlanStep"> & {
@@ -147,6 +157,8 @@ export type PlanRequest = Message<"chaoscore.cognition.v1.PlanRequest"> & {
   objective: string;
 
   /**
+   * An intent from Reason; when unset the planner reasons itself.
+   *
    * @generated from field: chaoscore.cognition.v1.Intent intent = 2;
    */
   intent?: Intent | undefined;
@@ -172,6 +184,28 @@ export type PlanResponse = Message<"chaoscore.cognition.v1.PlanResponse"> & {
    * @generated from field: repeated chaoscore.cognition.v1.PlanStep steps = 2;
    */
   steps: PlanStep[];
+
+  /**
+   * procedure, heuristic or model.
+   *
+   * @generated from field: string source = 3;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string provider = 4;
+   */
+  provider: string;
+
+  /**
+   * @generated from field: string model = 5;
+   */
+  model: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
 };
 
 /**
@@ -182,25 +216,46 @@ export const PlanResponseSchema: GenMessage<PlanResponse> = /*@__PURE__*/
   messageDesc(file_chaoscore_cognition_v1_cognition, 5);
 
 /**
+ * StepList is an explicit list of steps to execute.
+ *
+ * @generated from message chaoscore.cognition.v1.StepList
+ */
+export type StepList = Message<"chaoscore.cognition.v1.StepList"> & {
+  /**
+   * @generated from field: repeated chaoscore.cognition.v1.PlanStep steps = 1;
+   */
+  steps: PlanStep[];
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.StepList.
+ * Use `create(StepListSchema)` to create a new message.
+ */
+export const StepListSchema: GenMessage<StepList> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 6);
+
+/**
  * @generated from message chaoscore.cognition.v1.ExecuteRequest
  */
 export type ExecuteRequest = Message<"chaoscore.cognition.v1.ExecuteRequest"> & {
   /**
-   * Either a plan_id from Plan (same tenant and session) or explicit steps.
-   *
-   * @generated from field: string plan_id = 1;
+   * @generated from oneof chaoscore.cognition.v1.ExecuteRequest.target
    */
-  planId: string;
-
-  /**
-   * @generated from field: repeated chaoscore.cognition.v1.PlanStep steps = 2;
-   */
-  steps: PlanStep[];
-
-  /**
-   * @generated from field: string session_id = 3;
-   */
-  sessionId: string;
+  target: {
+    /**
+     * A plan from Plan, in the caller's tenant and session.
+     *
+     * @generated from field: string plan_id = 1;
+     */
+    value: string;
+    case: "planId";
+  } | {
+    /**
+     * @generated from field: chaoscore.cognition.v1.StepList steps = 2;
+     */
+    value: StepList;
+    case: "steps";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -208,53 +263,196 @@ export type ExecuteRequest = Message<"chaoscore.cognition.v1.ExecuteRequest"> & 
  * Use `create(ExecuteRequestSchema)` to create a new message.
  */
 export const ExecuteRequestSchema: GenMessage<ExecuteRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 6);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 7);
 
 /**
- * @generated from message chaoscore.cognition.v1.StepOutcome
+ * PolicyVerdict is the policy service's answer for a step.
+ *
+ * @generated from message chaoscore.cognition.v1.PolicyVerdict
  */
-export type StepOutcome = Message<"chaoscore.cognition.v1.StepOutcome"> & {
+export type PolicyVerdict = Message<"chaoscore.cognition.v1.PolicyVerdict"> & {
+  /**
+   * ALLOW, DENY or REQUIRE_APPROVAL.
+   *
+   * @generated from field: string decision = 1;
+   */
+  decision: string;
+
+  /**
+   * @generated from field: string matched_rule = 2;
+   */
+  matchedRule: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: uint64 policy_version = 4;
+   */
+  policyVersion: bigint;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.PolicyVerdict.
+ * Use `create(PolicyVerdictSchema)` to create a new message.
+ */
+export const PolicyVerdictSchema: GenMessage<PolicyVerdict> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 8);
+
+/**
+ * Evaluation is the deterministic judgement of a step's outcome.
+ *
+ * @generated from message chaoscore.cognition.v1.Evaluation
+ */
+export type Evaluation = Message<"chaoscore.cognition.v1.Evaluation"> & {
+  /**
+   * @generated from field: bool succeeded = 1;
+   */
+  succeeded: boolean;
+
+  /**
+   * @generated from field: repeated string problems = 2;
+   */
+  problems: string[];
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.Evaluation.
+ * Use `create(EvaluationSchema)` to create a new message.
+ */
+export const EvaluationSchema: GenMessage<Evaluation> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 9);
+
+/**
+ * PendingApproval is created when policy requires a human approval; the step did not run.
+ *
+ * @generated from message chaoscore.cognition.v1.PendingApproval
+ */
+export type PendingApproval = Message<"chaoscore.cognition.v1.PendingApproval"> & {
+  /**
+   * @generated from field: string approval_id = 1;
+   */
+  approvalId: string;
+
+  /**
+   * @generated from field: string args_hash = 2;
+   */
+  argsHash: string;
+
+  /**
+   * @generated from field: uint64 policy_version = 3;
+   */
+  policyVersion: bigint;
+
+  /**
+   * @generated from field: string matched_rule = 4;
+   */
+  matchedRule: string;
+
+  /**
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string risk = 6;
+   */
+  risk: string;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.PendingApproval.
+ * Use `create(PendingApprovalSchema)` to create a new message.
+ */
+export const PendingApprovalSchema: GenMessage<PendingApproval> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 10);
+
+/**
+ * StepResult is what happened to one step.
+ *
+ * @generated from message chaoscore.cognition.v1.StepResult
+ */
+export type StepResult = Message<"chaoscore.cognition.v1.StepResult"> & {
   /**
    * @generated from field: string step_id = 1;
    */
   stepId: string;
 
   /**
-   * @generated from field: string decision = 2;
+   * @generated from field: string capability = 2;
    */
-  decision: string;
+  capability: string;
 
   /**
+   * executed, denied, pending_approval, failed or skipped.
+   *
    * @generated from field: string status = 3;
    */
   status: string;
 
   /**
-   * @generated from field: google.protobuf.Value output = 4;
+   * Unset when policy was never asked.
+   *
+   * @generated from field: chaoscore.cognition.v1.PolicyVerdict verdict = 4;
+   */
+  verdict?: PolicyVerdict | undefined;
+
+  /**
+   * Whether the handler started (a failed step that ran may have had side effects).
+   *
+   * @generated from field: bool ran = 5;
+   */
+  ran: boolean;
+
+  /**
+   * Only on executed.
+   *
+   * @generated from field: google.protobuf.Value output = 6;
    */
   output?: Value | undefined;
 
   /**
-   * @generated from field: string evaluation = 5;
+   * @generated from field: chaoscore.cognition.v1.Evaluation evaluation = 7;
    */
-  evaluation: string;
+  evaluation?: Evaluation | undefined;
+
+  /**
+   * Stable code and message of a failed or skipped step.
+   *
+   * @generated from field: string error_code = 8;
+   */
+  errorCode: string;
+
+  /**
+   * @generated from field: string error_message = 9;
+   */
+  errorMessage: string;
+
+  /**
+   * Only on pending_approval.
+   *
+   * @generated from field: chaoscore.cognition.v1.PendingApproval approval = 10;
+   */
+  approval?: PendingApproval | undefined;
 };
 
 /**
- * Describes the message chaoscore.cognition.v1.StepOutcome.
- * Use `create(StepOutcomeSchema)` to create a new message.
+ * Describes the message chaoscore.cognition.v1.StepResult.
+ * Use `create(StepResultSchema)` to create a new message.
  */
-export const StepOutcomeSchema: GenMessage<StepOutcome> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 7);
+export const StepResultSchema: GenMessage<StepResult> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 11);
 
 /**
  * @generated from message chaoscore.cognition.v1.ExecuteResponse
  */
 export type ExecuteResponse = Message<"chaoscore.cognition.v1.ExecuteResponse"> & {
   /**
-   * @generated from field: repeated chaoscore.cognition.v1.StepOutcome outcomes = 1;
+   * @generated from field: repeated chaoscore.cognition.v1.StepResult results = 1;
    */
-  outcomes: StepOutcome[];
+  results: StepResult[];
 };
 
 /**
@@ -262,7 +460,7 @@ export type ExecuteResponse = Message<"chaoscore.cognition.v1.ExecuteResponse"> 
  * Use `create(ExecuteResponseSchema)` to create a new message.
  */
 export const ExecuteResponseSchema: GenMessage<ExecuteResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 8);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 12);
 
 /**
  * @generated from message chaoscore.cognition.v1.AchieveRequest
@@ -274,14 +472,11 @@ export type AchieveRequest = Message<"chaoscore.cognition.v1.AchieveRequest"> & 
   objective: string;
 
   /**
-   * @generated from field: uint32 max_replans = 2;
+   * Re-plans after a failed step; unset means the default (2).
+   *
+   * @generated from field: optional uint32 max_replans = 2;
    */
-  maxReplans: number;
-
-  /**
-   * @generated from field: string session_id = 3;
-   */
-  sessionId: string;
+  maxReplans?: number | undefined;
 };
 
 /**
@@ -289,26 +484,116 @@ export type AchieveRequest = Message<"chaoscore.cognition.v1.AchieveRequest"> & 
  * Use `create(AchieveRequestSchema)` to create a new message.
  */
 export const AchieveRequestSchema: GenMessage<AchieveRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 9);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 13);
+
+/**
+ * StageEvent reports that a stage of the loop finished.
+ *
+ * @generated from message chaoscore.cognition.v1.StageEvent
+ */
+export type StageEvent = Message<"chaoscore.cognition.v1.StageEvent"> & {
+  /**
+   * context, reason, plan, execute, evaluate, replan or remember.
+   *
+   * @generated from field: string stage = 1;
+   */
+  stage: string;
+
+  /**
+   * One line for a person; never outputs or secrets.
+   *
+   * @generated from field: string detail = 2;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.StageEvent.
+ * Use `create(StageEventSchema)` to create a new message.
+ */
+export const StageEventSchema: GenMessage<StageEvent> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 14);
+
+/**
+ * Trace is the record of a whole Achieve run.
+ *
+ * @generated from message chaoscore.cognition.v1.Trace
+ */
+export type Trace = Message<"chaoscore.cognition.v1.Trace"> & {
+  /**
+   * @generated from field: string objective = 1;
+   */
+  objective: string;
+
+  /**
+   * @generated from field: chaoscore.cognition.v1.Intent intent = 2;
+   */
+  intent?: Intent | undefined;
+
+  /**
+   * The first plan, then one per re-plan (plan_id and expires_at unset: these are not stored).
+   *
+   * @generated from field: repeated chaoscore.cognition.v1.PlanResponse plans = 3;
+   */
+  plans: PlanResponse[];
+
+  /**
+   * @generated from field: repeated chaoscore.cognition.v1.StepResult results = 4;
+   */
+  results: StepResult[];
+
+  /**
+   * succeeded, failed, pending_approval or denied.
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * @generated from field: uint32 replans = 6;
+   */
+  replans: number;
+
+  /**
+   * @generated from field: string episode_key = 7;
+   */
+  episodeKey: string;
+
+  /**
+   * @generated from field: repeated string notes = 8;
+   */
+  notes: string[];
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.Trace.
+ * Use `create(TraceSchema)` to create a new message.
+ */
+export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 15);
 
 /**
  * @generated from message chaoscore.cognition.v1.AchieveResponse
  */
 export type AchieveResponse = Message<"chaoscore.cognition.v1.AchieveResponse"> & {
   /**
-   * @generated from field: string stage = 1;
+   * @generated from oneof chaoscore.cognition.v1.AchieveResponse.event
    */
-  stage: string;
-
-  /**
-   * @generated from field: string message = 2;
-   */
-  message: string;
-
-  /**
-   * @generated from field: google.protobuf.Value detail = 3;
-   */
-  detail?: Value | undefined;
+  event: {
+    /**
+     * @generated from field: chaoscore.cognition.v1.StageEvent stage = 1;
+     */
+    value: StageEvent;
+    case: "stage";
+  } | {
+    /**
+     * Sent once, last.
+     *
+     * @generated from field: chaoscore.cognition.v1.Trace trace = 2;
+     */
+    value: Trace;
+    case: "trace";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -316,7 +601,7 @@ export type AchieveResponse = Message<"chaoscore.cognition.v1.AchieveResponse"> 
  * Use `create(AchieveResponseSchema)` to create a new message.
  */
 export const AchieveResponseSchema: GenMessage<AchieveResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 10);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 16);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListCapabilitiesRequest
@@ -329,9 +614,45 @@ export type ListCapabilitiesRequest = Message<"chaoscore.cognition.v1.ListCapabi
  * Use `create(ListCapabilitiesRequestSchema)` to create a new message.
  */
 export const ListCapabilitiesRequestSchema: GenMessage<ListCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 11);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 17);
 
 /**
+ * CapabilityAnnotations are honest hints about what a capability does.
+ *
+ * @generated from message chaoscore.cognition.v1.CapabilityAnnotations
+ */
+export type CapabilityAnnotations = Message<"chaoscore.cognition.v1.CapabilityAnnotations"> & {
+  /**
+   * @generated from field: bool read_only_hint = 1;
+   */
+  readOnlyHint: boolean;
+
+  /**
+   * @generated from field: bool destructive_hint = 2;
+   */
+  destructiveHint: boolean;
+
+  /**
+   * @generated from field: bool idempotent_hint = 3;
+   */
+  idempotentHint: boolean;
+
+  /**
+   * @generated from field: bool open_world_hint = 4;
+   */
+  openWorldHint: boolean;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.CapabilityAnnotations.
+ * Use `create(CapabilityAnnotationsSchema)` to create a new message.
+ */
+export const CapabilityAnnotationsSchema: GenMessage<CapabilityAnnotations> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 18);
+
+/**
+ * Capability describes one registered capability.
+ *
  * @generated from message chaoscore.cognition.v1.Capability
  */
 export type Capability = Message<"chaoscore.cognition.v1.Capability"> & {
@@ -346,14 +667,23 @@ export type Capability = Message<"chaoscore.cognition.v1.Capability"> & {
   description: string;
 
   /**
+   * low, medium, high or critical.
+   *
    * @generated from field: string risk = 3;
    */
   risk: string;
 
   /**
+   * JSON Schema of the input.
+   *
    * @generated from field: google.protobuf.Struct input_schema = 4;
    */
   inputSchema?: JsonObject | undefined;
+
+  /**
+   * @generated from field: chaoscore.cognition.v1.CapabilityAnnotations annotations = 5;
+   */
+  annotations?: CapabilityAnnotations | undefined;
 };
 
 /**
@@ -361,7 +691,7 @@ export type Capability = Message<"chaoscore.cognition.v1.Capability"> & {
  * Use `create(CapabilitySchema)` to create a new message.
  */
 export const CapabilitySchema: GenMessage<Capability> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 12);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 19);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListCapabilitiesResponse
@@ -378,11 +708,59 @@ export type ListCapabilitiesResponse = Message<"chaoscore.cognition.v1.ListCapab
  * Use `create(ListCapabilitiesResponseSchema)` to create a new message.
  */
 export const ListCapabilitiesResponseSchema: GenMessage<ListCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 13);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 20);
 
 /**
- * DRAFT: finished by the cognition issue. CognitionService is the cognitive core:
- * objective -> context -> plan -> policy -> execute -> evaluate -> remember.
+ * @generated from message chaoscore.cognition.v1.DescribeProviderRequest
+ */
+export type DescribeProviderRequest = Message<"chaoscore.cognition.v1.DescribeProviderRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.DescribeProviderRequest.
+ * Use `create(DescribeProviderRequestSchema)` to create a new message.
+ */
+export const DescribeProviderRequestSchema: GenMessage<DescribeProviderRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 21);
+
+/**
+ * @generated from message chaoscore.cognition.v1.DescribeProviderResponse
+ */
+export type DescribeProviderResponse = Message<"chaoscore.cognition.v1.DescribeProviderResponse"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string display_name = 2;
+   */
+  displayName: string;
+
+  /**
+   * Empty when the provider uses no model.
+   *
+   * @generated from field: string model = 3;
+   */
+  model: string;
+
+  /**
+   * @generated from field: bool configured = 4;
+   */
+  configured: boolean;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.DescribeProviderResponse.
+ * Use `create(DescribeProviderResponseSchema)` to create a new message.
+ */
+export const DescribeProviderResponseSchema: GenMessage<DescribeProviderResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 22);
+
+/**
+ * CognitionService is the cognitive core: objective -> context -> reason -> plan -> policy ->
+ * execute -> evaluate -> remember. The tenant, principal and session come from the call
+ * context, never from a request; plans are bound to that tenant and session.
  *
  * @generated from service chaoscore.cognition.v1.CognitionService
  */
@@ -398,7 +776,7 @@ export const CognitionService: GenService<{
     output: typeof ReasonResponseSchema;
   },
   /**
-   * Plan turns an objective into steps grounded in registered capabilities.
+   * Plan turns an objective into steps grounded in registered capabilities and stores the plan.
    *
    * @generated from rpc chaoscore.cognition.v1.CognitionService.Plan
    */
@@ -408,7 +786,7 @@ export const CognitionService: GenService<{
     output: typeof PlanResponseSchema;
   },
   /**
-   * Execute runs a stored plan or explicit steps through the executor.
+   * Execute runs a stored plan (same tenant and session) or explicit steps through the executor.
    *
    * @generated from rpc chaoscore.cognition.v1.CognitionService.Execute
    */
@@ -418,7 +796,7 @@ export const CognitionService: GenService<{
     output: typeof ExecuteResponseSchema;
   },
   /**
-   * Achieve runs the whole loop, streaming one event per stage.
+   * Achieve runs the whole loop, streaming one event per stage and the trace last.
    *
    * @generated from rpc chaoscore.cognition.v1.CognitionService.Achieve
    */
@@ -436,6 +814,16 @@ export const CognitionService: GenService<{
     methodKind: "unary";
     input: typeof ListCapabilitiesRequestSchema;
     output: typeof ListCapabilitiesResponseSchema;
+  },
+  /**
+   * DescribeProvider describes the active AI provider (never a secret).
+   *
+   * @generated from rpc chaoscore.cognition.v1.CognitionService.DescribeProvider
+   */
+  describeProvider: {
+    methodKind: "unary";
+    input: typeof DescribeProviderRequestSchema;
+    output: typeof DescribeProviderResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_cognition_v1_cognition, 0);
