@@ -67,3 +67,9 @@ export type { BrainContext, BrainDeps, BrainStage, BrainStatus, CognitiveRequest
 export { keyWords, objectiveSignature } from "./brain/signature.js";
 export { EPISODE_TAG, PROCEDURE_TAG, procedureKey, signatureTag } from "./brain/memory-records.js";
 export type { PastEpisode, RecalledMemory } from "./brain/memory-records.js";
+export { createCognitionHandlers } from "./handlers/cognition-handlers.js";
+export type { CognitionDeps } from "./handlers/cognition-handlers.js";
+export { loadCognitionConfig } from "./config.js";
+export type { CognitionConfig } from "./config.js";
+export { createDefaultCognitionDeps, startCognitionServer } from "./server.js";
+export type { CognitionServerOptions, DefaultCognitionDepsOptions } from "./server.js";

@@ -1,0 +1,46 @@
+import { ConfigError } from "@chaos-core/kit";
+import { describe, expect, it } from "vitest";
+import { loadCognitionConfig } from "./config.js";
+
+const KEY = "k".repeat(32);
+const BASE = { CHAOS_CORE_CONTEXT_KEY: KEY, POLICY_ADDR: "127.0.0.1:50051", MEMORY_ADDR: "127.0.0.1:50052" };
+
+describe("loadCognitionConfig", () => {
+  it("defaults to 127.0.0.1:50053, in-process plans and the heuristic provider", () => {
+    expect(loadCognitionConfig(BASE)).toEqual({
+      host: "127.0.0.1",
+      port: 50053,
+      contextKey: KEY,
+      policyAddr: "127.0.0.1:50051",
+      memoryAddr: "127.0.0.1:50052",
+      plans: { kind: "memory" },
+      provider: { id: "heuristic", selection: "inferred" },
+      logLevel: "info",
+    });
+  });
+
+  it("keeps plans in Redis under a prefix when REDIS_URL is set", () => {
+    expect(loadCognitionConfig({ ...BASE, REDIS_URL: "redis://r:6379" }).plans).toEqual({ kind: "redis", url: "redis://r:6379", prefix: "chaoscore:" });
+    expect(loadCognitionConfig({ ...BASE, REDIS_URL: "redis://r:6379", CHAOS_CORE_REDIS_PREFIX: "t:1:" }).plans).toMatchObject({ prefix: "t:1:" });
+  });
+
+  it("reads the provider from the same record", () => {
+    expect(loadCognitionConfig({ ...BASE, OPENAI_BASE_URL: "http://127.0.0.1:1/v1", OPENAI_MODEL: "m" }).provider).toMatchObject({
+      id: "openai-compatible",
+      selection: "inferred",
+    });
+    expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_PROVIDER: "openai" })).toThrow(/OPENAI_API_KEY/);
+  });
+
+  it("names every missing or bad variable", () => {
+    let error: unknown;
+    try {
+      loadCognitionConfig({ PORT: "x", REDIS_URL: "http://nope" });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as Error).message;
+    for (const name of ["CHAOS_CORE_CONTEXT_KEY", "POLICY_ADDR", "MEMORY_ADDR", "PORT", "REDIS_URL"]) expect(message).toContain(name);
+  });
+});

@@ -1,0 +1,56 @@
+import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { z } from "zod";
+import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
+
+/** The cognition service's configuration, parsed once at start. Holds secrets: never log it whole. */
+export interface CognitionConfig {
+  readonly host: string;
+  readonly port: number;
+  /** The HMAC key call contexts are verified and signed with; there is deliberately no default. */
+  readonly contextKey: string;
+  readonly policyAddr: string;
+  readonly memoryAddr: string;
+  /** Where plans live between Plan and Execute: Redis (shared by replicas) or this process. */
+  readonly plans: { readonly kind: "redis"; readonly url: string; readonly prefix: string } | { readonly kind: "memory" };
+  readonly provider: ProviderConfig;
+  readonly logLevel: (typeof LOG_LEVELS)[number];
+}
+
+/** A service address; required, since the service runs alone and reaches its peers over gRPC. */
+const serviceAddr = (service: string) =>
+  z
+    .string({ error: `is required when cognition runs alone: host:port of the ${service} service` })
+    .regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-f:]+\]:\d{1,5}$/i, "must be host:port");
+
+const schema = z.object({
+  HOST: envVars.host(),
+  PORT: envVars.port(50053),
+  CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+  POLICY_ADDR: serviceAddr("policy"),
+  MEMORY_ADDR: serviceAddr("memory"),
+  REDIS_URL: envVars.redisUrl(),
+  CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
+  LOG_LEVEL: envVars.logLevel(),
+});
+
+/**
+ * Reads the configuration of the cognition service run alone from an environment record
+ * (`process.env` unless given): `CHAOS_CORE_CONTEXT_KEY`, `POLICY_ADDR` and `MEMORY_ADDR` are
+ * required; `REDIS_URL` puts plans in Redis (under `CHAOS_CORE_REDIS_PREFIX`) so replicas share
+ * them. The AI provider is read from the same record by `loadProviderConfig`. Throws
+ * `ConfigError` naming every bad variable.
+ */
+export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
+  const e = parseEnv(schema, env);
+  const provider = loadProviderConfig(env);
+  return {
+    host: e.HOST,
+    port: e.PORT,
+    contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    policyAddr: e.POLICY_ADDR,
+    memoryAddr: e.MEMORY_ADDR,
+    plans: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
+    provider,
+    logLevel: e.LOG_LEVEL,
+  };
+}

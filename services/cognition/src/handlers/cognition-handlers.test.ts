@@ -1,0 +1,303 @@
+/**
+ * The cognition handlers over both transports — in-process and a real gRPC server — against the
+ * real policy and memory services on a fresh Postgres database. Every scenario runs on each
+ * transport and must give the same answers.
+ */
+import { toJson } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import {
+  ContextSigner,
+  createGrpcClient,
+  createInProcessClient,
+  createLogger,
+  type CallContext,
+  type GrpcClient,
+  type RunningGrpcServer,
+  type ServiceClient,
+} from "@chaos-core/kit";
+import {
+  CognitionService,
+  ListCapabilitiesResponseSchema,
+  PlanResponseSchema,
+  type AchieveResponse,
+} from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { defineCapability } from "../capabilities/capability.js";
+import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
+import { createCapabilityRegistry } from "../capabilities/registry.js";
+import { createInMemoryApprovalSink } from "../executor/approvals.js";
+import { createInMemoryAuditSink } from "../executor/audit.js";
+import { argsHash } from "../executor/canonical-json.js";
+import { createMemoryPlanStore } from "../plans/memory-plan-store.js";
+import { HeuristicProvider } from "../providers/heuristic.js";
+import { OpenAIProvider } from "../providers/openai.js";
+import { startCognitionServer } from "../server.js";
+import { expectChaosError } from "../test-support/expect-error.js";
+import { startRealServices, type RealServices } from "../test-support/real-services.js";
+import { createCognitionHandlers, type CognitionDeps } from "./cognition-handlers.js";
+
+type Client = ServiceClient<typeof CognitionService>;
+
+const KEY = "cognition-handlers-test-key-0123456789abcdef";
+const BUILT_IN_NAMES = ["cognition.generate_text", "memory.remember", "memory.recall", "http.request"];
+
+let services: RealServices;
+let server: RunningGrpcServer;
+let grpc: GrpcClient<typeof CognitionService>;
+let inProcess: Client;
+let deps: CognitionDeps;
+
+/** Every call of the test capability's handler. */
+let calls: unknown[];
+beforeEach(() => {
+  calls = [];
+});
+
+const echo = defineCapability({
+  name: "test.echo",
+  description: "Echoes its text.",
+  risk: "low",
+  inputSchema: z.object({ text: z.string().min(1) }),
+  outputSchema: z.object({ echo: z.string() }),
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  handler(input) {
+    calls.push(input);
+    return Promise.resolve({ echo: input.text });
+  },
+});
+
+function makeDeps(overrides: Partial<CognitionDeps> = {}): CognitionDeps {
+  return {
+    registry: createCapabilityRegistry([...BUILT_IN_CAPABILITIES, echo]),
+    provider: new HeuristicProvider(),
+    policy: services.policy,
+    memory: services.memory,
+    plans: createMemoryPlanStore(),
+    audit: createInMemoryAuditSink(),
+    approvals: createInMemoryApprovalSink(),
+    logger: createLogger("cognition-test", "silent"),
+    stepTimeoutMs: 5_000,
+    ...overrides,
+  };
+}
+
+beforeAll(async () => {
+  services = await startRealServices("chaoscore_cognition_handlers");
+  // One set of deps behind both transports: a plan made through one is visible through the other.
+  deps = makeDeps();
+  inProcess = createInProcessClient(CognitionService, createCognitionHandlers(deps));
+  const signer = new ContextSigner(KEY);
+  server = await startCognitionServer({ host: "127.0.0.1", port: 0, signer, deps });
+  grpc = createGrpcClient(CognitionService, `127.0.0.1:${server.port}`, signer);
+});
+
+afterAll(async () => {
+  grpc?.close();
+  await server?.shutdown(1000);
+  await services?.close();
+});
+
+let tenantCounter = 0;
+function uniqueTenant(): string {
+  tenantCounter += 1;
+  return `cog-${process.pid}-${tenantCounter}`;
+}
+
+const as = (tenant: string, sessionId?: string): { ctx: CallContext } => ({
+  ctx: { tenant, principal: "agent", ...(sessionId ? { sessionId } : {}) },
+});
+
+const OBJECTIVE = "Remember that the build server is ci-7";
+
+const transports: Array<[string, () => Client]> = [
+  ["in-process", () => inProcess],
+  ["gRPC", () => grpc.client],
+];
+
+describe.each(transports)("cognition handlers (%s)", (_name, client) => {
+  it("plans, then executes the plan by id in the same session", async () => {
+    const tenant = uniqueTenant();
+    const before = Date.now();
+    const planned = await client().plan({ objective: OBJECTIVE }, as(tenant, "session-a"));
+    expect(planned.planId).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(planned).toMatchObject({ source: "heuristic", provider: "heuristic", model: "none" });
+    expect(planned.steps.map((s) => s.capability)).toEqual(["memory.remember"]);
+    expect(planned.steps[0]?.input).toMatchObject({ key: expect.any(String) as string });
+    const expires = timestampDate(planned.expiresAt!).getTime();
+    expect(expires).toBeGreaterThanOrEqual(before + 3_600_000 - 1_000);
+
+    const executed = await client().execute({ target: { case: "planId", value: planned.planId } }, as(tenant, "session-a"));
+    expect(executed.results).toHaveLength(1);
+    const [result] = executed.results;
+    expect(result).toMatchObject({
+      stepId: planned.steps[0]!.id,
+      capability: "memory.remember",
+      status: "executed",
+      ran: true,
+      verdict: { decision: "ALLOW" },
+      evaluation: { succeeded: true, problems: [] },
+      errorCode: "",
+    });
+    expect(result?.output?.kind.case).toBe("structValue");
+    // The step really reached the memory service.
+    const key = planned.steps[0]!.input!.key as string;
+    const recalled = await services.memory.recall({ key }, as(tenant));
+    expect(recalled.item?.key).toBe(key);
+  });
+
+  it("does not find a plan from another session or another tenant, with one answer for both", async () => {
+    const tenant = uniqueTenant();
+    const planned = await client().plan({ objective: OBJECTIVE }, as(tenant, "session-a"));
+    const target = { target: { case: "planId" as const, value: planned.planId } };
+    const otherSession = await expectChaosError(client().execute(target, as(tenant, "session-b")), "not_found");
+    expect(otherSession.message).toContain(`no plan ${planned.planId} in this session`);
+    const otherTenant = await expectChaosError(client().execute(target, as(uniqueTenant(), "session-a")), "not_found");
+    expect(otherTenant.message).toBe(otherSession.message);
+    await expectChaosError(client().execute({ target: { case: "planId", value: "bogus" } }, as(tenant, "session-a")), "not_found");
+  });
+
+  it("refuses Plan and Execute by id without a session in the call context", async () => {
+    const tenant = uniqueTenant();
+    const err = await expectChaosError(client().plan({ objective: OBJECTIVE }, as(tenant)), "failed_precondition");
+    expect(err.message).toMatch(/session/);
+    await expectChaosError(client().execute({ target: { case: "planId", value: "x".repeat(22) } }, as(tenant)), "failed_precondition");
+    await expectChaosError(client().execute({}, as(tenant, "s")), "invalid_argument");
+  });
+
+  it("never runs a denied capability from an explicit step list", async () => {
+    const tenant = uniqueTenant();
+    const version = await services.putPolicy(tenant, { deniedCapabilities: ["test.echo"] });
+    const res = await client().execute(
+      {
+        target: {
+          case: "steps",
+          value: {
+            steps: [
+              { id: "s1", capability: "test.echo", input: { text: "hi", confirmed: true } },
+              { id: "s2", capability: "memory.recall", input: { key: "k" } },
+            ],
+          },
+        },
+      },
+      as(tenant, "session-a"),
+    );
+    expect(calls).toEqual([]);
+    expect(res.results.map((r) => [r.stepId, r.status, r.ran])).toEqual([
+      ["s1", "denied", false],
+      ["s2", "skipped", false],
+    ]);
+    expect(res.results[0]?.verdict).toMatchObject({ decision: "DENY", policyVersion: BigInt(version) });
+    expect(res.results[0]?.output).toBeUndefined();
+    expect(res.results[1]).toMatchObject({ errorCode: "failed_precondition" });
+  });
+
+  it("stops a REQUIRE_APPROVAL step as pending_approval with the approval's fields", async () => {
+    const tenant = uniqueTenant();
+    const version = await services.putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+    const res = await client().execute(
+      { target: { case: "steps", value: { steps: [{ id: "s1", capability: "test.echo", input: { text: "ship it" } }] } } },
+      as(tenant, "session-a"),
+    );
+    expect(calls).toEqual([]);
+    const [result] = res.results;
+    expect(result).toMatchObject({ status: "pending_approval", ran: false, verdict: { decision: "REQUIRE_APPROVAL" } });
+    expect(result?.approval).toMatchObject({
+      argsHash: argsHash({ text: "ship it" }),
+      policyVersion: BigInt(version),
+      risk: "low",
+    });
+    expect(result?.approval?.approvalId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(result?.approval?.matchedRule).not.toBe("");
+    expect(result?.approval?.reason).not.toBe("");
+  });
+
+  it("streams each stage of Achieve as it happens, then one trace", async () => {
+    const tenant = uniqueTenant();
+    const events: AchieveResponse["event"][] = [];
+    for await (const msg of client().achieve({ objective: OBJECTIVE }, as(tenant, "session-a"))) events.push(msg.event);
+    const stages = events.filter((e) => e.case === "stage").map((e) => e.value.stage);
+    expect(stages).toEqual(["context", "reason", "plan", "execute", "evaluate", "remember"]);
+    expect(events.slice(0, -1).every((e) => e.case === "stage")).toBe(true);
+    const last = events.at(-1);
+    expect(last?.case).toBe("trace");
+    if (last?.case !== "trace") return;
+    expect(last.value).toMatchObject({ objective: OBJECTIVE, status: "succeeded", replans: 0 });
+    expect(last.value.intent).toMatchObject({ provider: "heuristic", model: "none" });
+    expect(last.value.plans).toHaveLength(1);
+    expect(last.value.plans[0]?.planId).toBe("");
+    expect(last.value.results.map((r) => r.status)).toEqual(["executed"]);
+    expect(last.value.episodeKey).toMatch(/^episode:/);
+  });
+
+  it("ends Achieve with the domain error when the objective is refused", async () => {
+    const run = async () => {
+      for await (const _ of client().achieve({ objective: "   " }, as(uniqueTenant(), "s"))) void _;
+    };
+    await expectChaosError(run(), "invalid_argument");
+  });
+
+  it("plans the same steps for the same objective with the heuristic provider", async () => {
+    const tenant = uniqueTenant();
+    const a = await client().plan({ objective: OBJECTIVE }, as(tenant, "session-a"));
+    const b = await client().plan({ objective: OBJECTIVE }, as(tenant, "session-b"));
+    expect(b.planId).not.toBe(a.planId);
+    expect(b.steps).toEqual(a.steps);
+  });
+
+  it("reasons with the heuristic provider and says no model was used", async () => {
+    const res = await client().reason({ objective: OBJECTIVE }, as(uniqueTenant()));
+    expect(res.intent).toMatchObject({ goal: OBJECTIVE, provider: "heuristic", model: "none" });
+    expect(res.intent?.candidateCapabilities[0]).toBe("memory.remember");
+    expect(res.intent?.ambiguities.join(" ")).toMatch(/No language model was used/);
+  });
+
+  it("lists the built-in capabilities with JSON Schemas of their input", async () => {
+    const res = await client().listCapabilities({}, as(uniqueTenant()));
+    expect(res.capabilities.map((c) => c.name).slice(0, 4)).toEqual(BUILT_IN_NAMES);
+    const remember = res.capabilities.find((c) => c.name === "memory.remember");
+    expect(remember?.risk).toBe("low");
+    expect(remember?.inputSchema).toMatchObject({ type: "object", properties: { key: expect.any(Object) as object } });
+    const http = res.capabilities.find((c) => c.name === "http.request");
+    expect(http).toMatchObject({ risk: "medium", annotations: { openWorldHint: true } });
+    expect(http?.inputSchema).toMatchObject({ type: "object", properties: { url: expect.any(Object) as object } });
+  });
+
+  it("describes the provider", async () => {
+    const res = await client().describeProvider({}, as(uniqueTenant()));
+    expect(res).toMatchObject({ id: "heuristic", model: "", configured: true });
+    expect(res.displayName).not.toBe("");
+  });
+});
+
+describe("cognition handlers on both transports", () => {
+  it("give the same answers for the same calls", async () => {
+    const t1 = uniqueTenant();
+    const t2 = uniqueTenant();
+    const strip = (json: unknown) => ({ ...(json as Record<string, unknown>), planId: undefined, expiresAt: undefined });
+    const local = strip(toJson(PlanResponseSchema, await inProcess.plan({ objective: OBJECTIVE }, as(t1, "s"))));
+    const remote = strip(toJson(PlanResponseSchema, await grpc.client.plan({ objective: OBJECTIVE }, as(t2, "s"))));
+    expect(remote).toEqual(local);
+    expect(toJson(ListCapabilitiesResponseSchema, await grpc.client.listCapabilities({}, as(t1)))).toEqual(
+      toJson(ListCapabilitiesResponseSchema, await inProcess.listCapabilities({}, as(t1))),
+    );
+  });
+
+  it("share one plan store: planned in process, executed over gRPC", async () => {
+    const tenant = uniqueTenant();
+    const planned = await inProcess.plan({ objective: OBJECTIVE }, as(tenant, "s"));
+    const res = await grpc.client.execute({ target: { case: "planId", value: planned.planId } }, as(tenant, "s"));
+    expect(res.results.map((r) => r.status)).toEqual(["executed"]);
+  });
+
+  it("never reveal a provider's key", async () => {
+    const secret = "sk-test-do-not-leak-0123456789";
+    const keyed = createInProcessClient(
+      CognitionService,
+      createCognitionHandlers(makeDeps({ provider: new OpenAIProvider({ apiKey: secret, model: "gpt-test" }) })),
+    );
+    const res = await keyed.describeProvider({}, as(uniqueTenant()));
+    expect(res).toMatchObject({ id: "openai", model: "gpt-test", configured: true });
+    expect(JSON.stringify(res)).not.toContain(secret);
+  });
+});

@@ -1,0 +1,197 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ChaosError, type HandlerContext, type Logger, type ServiceClient, type ServiceImpl } from "@chaos-core/kit";
+import type { AchieveResponseSchema, CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/brain.js";
+import { reason } from "../brain/intent.js";
+import { plan } from "../brain/planner.js";
+import type { CapabilityRegistry } from "../capabilities/registry.js";
+import type { ApprovalSink } from "../executor/approvals.js";
+import type { AuditSink } from "../executor/audit.js";
+import { executeSteps } from "../executor/executor.js";
+import type { ExecutableStep } from "../executor/types.js";
+import { MAX_PLAN_STEPS, type PlanStore } from "../plans/plan-store.js";
+import { describeProvider } from "../providers/ai-provider.js";
+import type { AIProvider } from "../providers/ai-provider.js";
+import {
+  capabilityToProto,
+  intentFromProto,
+  intentToProto,
+  planToProto,
+  stepFromProto,
+  stepResultToProto,
+  traceToProto,
+} from "./proto.js";
+
+/** What the cognition handlers need; every piece is built by the caller (main or the standalone composer). */
+export interface CognitionDeps {
+  readonly registry: CapabilityRegistry;
+  readonly provider: AIProvider;
+  readonly policy: ServiceClient<typeof PolicyService>;
+  readonly memory: ServiceClient<typeof MemoryService>;
+  readonly plans: PlanStore;
+  readonly audit: AuditSink;
+  readonly approvals: ApprovalSink;
+  readonly logger: Logger;
+  /** Per-step handler deadline; the executor's default (30 s) when unset. */
+  readonly stepTimeoutMs?: number;
+}
+
+type AchieveEvent = MessageInitShape<typeof AchieveResponseSchema>;
+
+/** The session a plan is bound to; plans cannot exist outside one. */
+function sessionOf(ctx: HandlerContext, rpc: string): string {
+  const session = ctx.call.sessionId;
+  if (session === undefined || session === "") {
+    throw new ChaosError(
+      "failed_precondition",
+      `${rpc} needs a session: plans are bound to the caller's tenant and session, and this call context carries no session id`,
+    );
+  }
+  return session;
+}
+
+/** The executor's deps for one call: the verified caller and its cancellation. */
+function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal = ctx.signal): BrainDeps {
+  return {
+    registry: deps.registry,
+    provider: deps.provider,
+    policy: deps.policy,
+    memory: deps.memory,
+    audit: deps.audit,
+    approvals: deps.approvals,
+    call: ctx.call,
+    signal,
+    ...(deps.stepTimeoutMs !== undefined ? { stepTimeoutMs: deps.stepTimeoutMs } : {}),
+  };
+}
+
+function cancelled(signal: AbortSignal): ChaosError {
+  return signal.reason instanceof ChaosError ? signal.reason : new ChaosError("cancelled", "the call was cancelled");
+}
+
+/**
+ * The gRPC surface of the cognition service. Handlers map proto ⇄ domain only: the tenant,
+ * principal and session are the verified call context's, never a request field; every step runs
+ * through the executor (policy first); domain `ChaosError`s pass through for kit to map.
+ */
+export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof CognitionService> {
+  return {
+    async reason(req, ctx) {
+      const intent = await reason(req.objective, req.context === "" ? undefined : req.context, {
+        provider: deps.provider,
+        registry: deps.registry,
+        signal: ctx.signal,
+      });
+      return { intent: intentToProto(intent) };
+    },
+
+    async plan(req, ctx) {
+      const session = sessionOf(ctx, "Plan");
+      const intent = req.intent ? intentFromProto(req.intent) : undefined;
+      const made = await plan(req.objective, intent, { provider: deps.provider, registry: deps.registry, signal: ctx.signal });
+      const stored = await deps.plans.put({
+        tenant: ctx.call.tenant,
+        sessionId: session,
+        objective: req.objective.trim(),
+        steps: made.steps,
+        provider: made.provider,
+        model: made.model,
+      });
+      return planToProto(made, stored);
+    },
+
+    async execute(req, ctx) {
+      let steps: readonly ExecutableStep[];
+      switch (req.target.case) {
+        case "planId": {
+          const session = sessionOf(ctx, "Execute");
+          const id = req.target.value;
+          const stored = await deps.plans.get(ctx.call.tenant, session, id);
+          // Expired, never made, or another session's or tenant's: the same answer, so ids reveal nothing.
+          if (!stored) throw new ChaosError("not_found", `no plan ${id} in this session (plans expire, and belong to the session that made them)`);
+          steps = stored.steps;
+          break;
+        }
+        case "steps": {
+          const list = req.target.value.steps;
+          if (list.length === 0) throw new ChaosError("invalid_argument", "steps must name at least one step");
+          if (list.length > MAX_PLAN_STEPS) {
+            throw new ChaosError("invalid_argument", `at most ${MAX_PLAN_STEPS} steps may run in one call (got ${list.length})`);
+          }
+          steps = list.map(stepFromProto);
+          break;
+        }
+        default:
+          throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session) or steps");
+      }
+      const results = await executeSteps(steps, brainDeps(deps, ctx));
+      return { results: results.map(stepResultToProto) };
+    },
+
+    async *achieve(req, ctx) {
+      // Stage events are queued as the loop reports them and yielded as the stream drains; the
+      // loop is cancelled with the call, or when the consumer stops reading early.
+      const stop = new AbortController();
+      const signal = AbortSignal.any([ctx.signal, stop.signal]);
+      const queue: AchieveEvent[] = [];
+      let wake: (() => void) | undefined;
+      let outcome: { trace: CognitiveTrace } | { error: unknown } | undefined;
+      const notify = () => {
+        const w = wake;
+        wake = undefined;
+        w?.();
+      };
+      void runCognitiveCore(
+        {
+          objective: req.objective,
+          ...(req.maxReplans !== undefined ? { maxReplans: req.maxReplans } : {}),
+          onStage: (stage, detail) => {
+            queue.push({ event: { case: "stage", value: { stage, detail } } });
+            notify();
+          },
+        },
+        brainDeps(deps, ctx, signal),
+      ).then(
+        (trace) => {
+          outcome = { trace };
+          notify();
+        },
+        (error: unknown) => {
+          outcome = { error };
+          notify();
+        },
+      );
+      const onAbort = () => notify();
+      ctx.signal.addEventListener("abort", onAbort, { once: true });
+      try {
+        for (;;) {
+          const next = queue.shift();
+          if (next) {
+            yield next;
+            continue;
+          }
+          if (ctx.signal.aborted) throw cancelled(ctx.signal);
+          if (outcome) break;
+          await new Promise<void>((resolve) => (wake = resolve));
+        }
+        if ("error" in outcome) throw outcome.error;
+        yield { event: { case: "trace", value: traceToProto(outcome.trace) } };
+      } finally {
+        ctx.signal.removeEventListener("abort", onAbort);
+        if (!outcome) stop.abort(new ChaosError("cancelled", "the Achieve stream was closed before the run finished"));
+      }
+    },
+
+    listCapabilities() {
+      return Promise.resolve({ capabilities: deps.registry.list().map(capabilityToProto) });
+    },
+
+    describeProvider() {
+      // Field by field through describeProvider: a key can never slip into the answer.
+      const d = describeProvider(deps.provider);
+      return Promise.resolve({ id: d.id, displayName: d.displayName, model: d.model ?? "", configured: d.configured });
+    },
+  };
+}

@@ -1,0 +1,154 @@
+/**
+ * Proto ⇄ domain mapping for the cognition service, and nothing else: no decision is taken here.
+ * Struct fields are plain JSON objects in the generated code; outputs travel as a Value.
+ */
+import { fromJson, type JsonObject as ProtoJsonObject, type JsonValue as ProtoJsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
+import { ChaosError } from "@chaos-core/kit";
+import type {
+  CapabilitySchema,
+  IntentSchema,
+  PlanResponseSchema,
+  PlanStep as ProtoPlanStep,
+  PlanStepSchema,
+  StepResultSchema,
+  TraceSchema,
+  Intent as ProtoIntent,
+} from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { z } from "zod";
+import type { CognitiveTrace } from "../brain/brain.js";
+import type { Intent } from "../brain/intent.js";
+import type { Plan } from "../brain/planner.js";
+import type { Capability, CapabilityRisk } from "../capabilities/capability.js";
+import type { ExecutableStep, StepResult } from "../executor/types.js";
+import type { PlanStep, StoredPlan } from "../plans/plan.js";
+
+const RISKS: readonly CapabilityRisk[] = ["low", "medium", "high", "critical"];
+
+/** Any value a handler returned, as JSON (what survives `JSON.stringify`), in a Value; undefined stays unset. */
+export function outputToValue(output: unknown): Value | undefined {
+  if (output === undefined) return undefined;
+  const json = JSON.stringify(output);
+  if (json === undefined) return undefined;
+  return fromJson(ValueSchema, JSON.parse(json) as ProtoJsonValue);
+}
+
+export function intentToProto(intent: Intent): MessageInitShape<typeof IntentSchema> {
+  return {
+    goal: intent.goal,
+    constraints: [...intent.constraints],
+    successCriteria: [...intent.successCriteria],
+    ambiguities: [...intent.ambiguities],
+    risk: intent.risk,
+    candidateCapabilities: [...intent.candidateCapabilities],
+    provider: intent.provider,
+    model: intent.model,
+  };
+}
+
+/**
+ * A caller's intent (from an earlier Reason) as the planner takes it. It is only guidance: the
+ * planner grounds steps in registered capabilities whatever the intent names.
+ */
+export function intentFromProto(intent: ProtoIntent): Intent {
+  const risk = intent.risk === "" ? "low" : intent.risk;
+  if (!(RISKS as readonly string[]).includes(risk)) {
+    throw new ChaosError("invalid_argument", `intent.risk must be one of ${RISKS.join(", ")}, got "${intent.risk}"`);
+  }
+  return {
+    goal: intent.goal,
+    constraints: [...intent.constraints],
+    successCriteria: [...intent.successCriteria],
+    ambiguities: [...intent.ambiguities],
+    risk: risk as CapabilityRisk,
+    candidateCapabilities: [...intent.candidateCapabilities],
+    provider: intent.provider,
+    model: intent.model,
+  };
+}
+
+export function planStepToProto(step: PlanStep): MessageInitShape<typeof PlanStepSchema> {
+  return { id: step.id, capability: step.capability, input: step.input, rationale: step.rationale };
+}
+
+/** An explicit step from the wire; the executor validates its input against the capability. */
+export function stepFromProto(step: ProtoPlanStep): ExecutableStep {
+  return { id: step.id, capability: step.capability, input: step.input ?? {} };
+}
+
+/** A plan as a response; `stored` adds the id and expiry of a stored plan. */
+export function planToProto(plan: Plan, stored?: StoredPlan): MessageInitShape<typeof PlanResponseSchema> {
+  return {
+    steps: plan.steps.map(planStepToProto),
+    source: plan.source,
+    provider: plan.provider,
+    model: plan.model,
+    ...(stored ? { planId: stored.id, expiresAt: timestampFromDate(new Date(stored.expiresAt)) } : {}),
+  };
+}
+
+export function stepResultToProto(result: StepResult): MessageInitShape<typeof StepResultSchema> {
+  const output = result.status === "executed" ? outputToValue(result.output) : undefined;
+  return {
+    stepId: result.stepId,
+    capability: result.capability,
+    status: result.status,
+    ...(result.verdict
+      ? {
+          verdict: {
+            decision: result.verdict.decision,
+            matchedRule: result.verdict.matchedRule,
+            reason: result.verdict.reason,
+            policyVersion: BigInt(result.verdict.policyVersion),
+          },
+        }
+      : {}),
+    ran: result.ran,
+    ...(output ? { output } : {}),
+    evaluation: { succeeded: result.evaluation.succeeded, problems: [...result.evaluation.problems] },
+    errorCode: result.error?.code ?? "",
+    errorMessage: result.error?.message ?? "",
+    ...(result.approval
+      ? {
+          approval: {
+            approvalId: result.approval.approvalId,
+            argsHash: result.approval.argsHash,
+            policyVersion: BigInt(result.approval.policyVersion),
+            matchedRule: result.approval.matchedRule,
+            reason: result.approval.reason,
+            risk: result.approval.risk,
+          },
+        }
+      : {}),
+  };
+}
+
+export function traceToProto(trace: CognitiveTrace): MessageInitShape<typeof TraceSchema> {
+  return {
+    objective: trace.objective,
+    intent: intentToProto(trace.intent),
+    plans: trace.plans.map((p) => planToProto(p)),
+    results: trace.results.map(stepResultToProto),
+    status: trace.status,
+    replans: trace.replans,
+    episodeKey: trace.episodeKey ?? "",
+    notes: [...trace.notes],
+  };
+}
+
+/** A capability for ListCapabilities: its input as JSON Schema (what a caller may send), never its handler. */
+export function capabilityToProto(capability: Capability): MessageInitShape<typeof CapabilitySchema> {
+  const schema = z.toJSONSchema(capability.inputSchema, { io: "input", unrepresentable: "any" });
+  return {
+    name: capability.name,
+    description: capability.description,
+    risk: capability.risk,
+    inputSchema: JSON.parse(JSON.stringify(schema)) as ProtoJsonObject,
+    annotations: {
+      readOnlyHint: capability.annotations.readOnlyHint,
+      destructiveHint: capability.annotations.destructiveHint,
+      idempotentHint: capability.annotations.idempotentHint,
+      openWorldHint: capability.annotations.openWorldHint,
+    },
+  };
+}

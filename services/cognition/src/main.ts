@@ -1,0 +1,58 @@
+/**
+ * The cognition service run alone as a gRPC server, the way Kubernetes runs it:
+ * telemetry → config → clients (policy, memory) → plan store → provider → server → signals.
+ * Prints nothing on stdout; logs are JSON on stderr.
+ */
+import type { Logger } from "@chaos-core/kit";
+import type { Redis as RedisClient } from "ioredis";
+import type { PlanStore } from "./plans/plan-store.js";
+
+// The bootstrap first (.env, then telemetry): its loader hook has to be in place before grpc-js
+// and ioredis are imported, which is why everything else below is imported dynamically.
+await import("@chaos-core/kit/telemetry");
+const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
+const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
+const { Redis } = await import("ioredis");
+const { loadCognitionConfig } = await import("./config.js");
+const { createMemoryPlanStore } = await import("./plans/memory-plan-store.js");
+const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
+const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
+
+let logger: Logger = createLogger("cognition");
+let redis: RedisClient | undefined;
+try {
+  const config = loadCognitionConfig();
+  logger = createLogger("cognition", config.logLevel);
+  const signer = new ContextSigner(config.contextKey);
+  const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
+  const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
+  let plans: PlanStore;
+  if (config.plans.kind === "redis") {
+    redis = new Redis(config.plans.url, { maxRetriesPerRequest: 2, lazyConnect: true });
+    await redis.connect();
+    plans = createRedisPlanStore(redis, { prefix: config.plans.prefix });
+  } else {
+    logger.warn("REDIS_URL is not set: plans live in this process, so replicas will not share them (a plan made on one cannot be executed on another)");
+    plans = createMemoryPlanStore();
+  }
+  const { deps, providerConfig } = createDefaultCognitionDeps({ policy: policy.client, memory: memory.client, plans, logger, env: process.env });
+  logger.info(
+    { provider: providerConfig.id, selection: providerConfig.selection, model: deps.provider.model ?? "none" },
+    `AI provider ${providerConfig.id} (${providerConfig.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment"})`,
+  );
+  const server = await startCognitionServer({ host: config.host, port: config.port, signer, deps });
+  logger.info({ policy: config.policyAddr, memory: config.memoryAddr, plans: config.plans.kind }, "cognition ready");
+  const opened = redis;
+  onShutdown(logger, async () => {
+    await server.shutdown();
+    policy.close();
+    memory.close();
+    await opened?.quit();
+  });
+} catch (err) {
+  // The message names what is wrong (a variable); the stack adds nothing.
+  logger.fatal({ err: err instanceof Error ? err.message : String(err) }, "cognition failed to start");
+  redis?.disconnect();
+  process.exit(1);
+}

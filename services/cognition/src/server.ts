@@ -1,0 +1,69 @@
+import { register, startGrpcServer, type ContextSigner, type Env, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
+import { createCapabilityRegistry } from "./capabilities/registry.js";
+import { createInMemoryApprovalSink } from "./executor/approvals.js";
+import { createInMemoryAuditSink } from "./executor/audit.js";
+import { createCognitionHandlers, type CognitionDeps } from "./handlers/cognition-handlers.js";
+import type { PlanStore } from "./plans/plan-store.js";
+import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
+import { createProvider } from "./providers/index.js";
+
+/** What {@link startCognitionServer} needs; everything is built by the caller. */
+export interface CognitionServerOptions {
+  host: string;
+  /** 0 picks a free port; read it from the result. */
+  port: number;
+  signer: ContextSigner;
+  deps: CognitionDeps;
+}
+
+/**
+ * Serves the cognition service over gRPC, with health (SERVING once bound) and reflection.
+ * Nothing happens until it is called: importing this module starts nothing.
+ */
+export function startCognitionServer(options: CognitionServerOptions): Promise<RunningGrpcServer> {
+  const { host, port, signer, deps } = options;
+  return startGrpcServer({
+    host,
+    port,
+    signer,
+    logger: deps.logger,
+    registrations: [register(CognitionService, createCognitionHandlers(deps))],
+  });
+}
+
+/** What {@link createDefaultCognitionDeps} takes: the clients and the plan store are the caller's. */
+export interface DefaultCognitionDepsOptions {
+  policy: CognitionDeps["policy"];
+  memory: CognitionDeps["memory"];
+  plans: PlanStore;
+  logger: Logger;
+  /** The environment record `loadProviderConfig` reads the AI provider variables from. */
+  env: Env;
+  stepTimeoutMs?: number;
+}
+
+/**
+ * The usual deps: the built-in capabilities, the provider the environment selects, and
+ * in-memory audit and approval sinks (until the ledger issue gives them a home). Also returns the
+ * provider configuration, so the caller can log which provider was chosen and how. Throws
+ * `ConfigError` for a selected provider that is not configured.
+ */
+export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): { deps: CognitionDeps; providerConfig: ProviderConfig } {
+  const providerConfig = loadProviderConfig(options.env);
+  return {
+    providerConfig,
+    deps: {
+      registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
+      provider: createProvider(providerConfig),
+      policy: options.policy,
+      memory: options.memory,
+      plans: options.plans,
+      audit: createInMemoryAuditSink(),
+      approvals: createInMemoryApprovalSink(),
+      logger: options.logger,
+      ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
+    },
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * The real policy and memory services (the handlers their gRPC mains serve) on a fresh Postgres
+ * database, reached through in-process clients: what the cognition tests and the bench run against.
+ */
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { createInProcessClient, createPostgresDb, type Db, type ServiceClient } from "@chaos-core/kit";
+import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
+import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+
+export interface RealServices {
+  readonly policy: ServiceClient<typeof PolicyService>;
+  readonly memory: ServiceClient<typeof MemoryService>;
+  /** Stores a policy document (protobuf JSON) for a tenant, as an operator does; returns its version. */
+  putPolicy(tenant: string, document: Record<string, unknown>): Promise<number>;
+  /** Closes the stores and drops the database. */
+  close(): Promise<void>;
+}
+
+export async function startRealServices(prefix: string): Promise<RealServices> {
+  const database: TestDatabase = await createTestDatabase(prefix);
+  const db: Db = createPostgresDb({ connectionString: database.url });
+  await migrateMemory(db);
+  await migratePolicy(db);
+  const policyStore: PolicyStore = createSqlPolicyStore(db);
+  const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+  const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+  return {
+    policy,
+    memory,
+    async putPolicy(tenant, document) {
+      const res = await policy.putPolicy(
+        { document: fromJson(PolicyDocumentSchema, document as JsonValue) },
+        { ctx: { tenant, principal: "operator" } },
+      );
+      return Number(res.version);
+    },
+    async close() {
+      await policyStore.close();
+      await db.close();
+      await database.drop();
+    },
+  };
+}
