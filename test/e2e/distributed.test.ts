@@ -43,6 +43,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
   const procs: ChildProcess[] = [];
   let policy: string;
   let memory: string;
+  let cognition: string;
   let edgeUrl: string;
   let client: Client;
 
@@ -55,7 +56,10 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     procs.push(p.proc, m.proc);
     policy = p.address;
     memory = m.address;
-    const e = await startMain("edge", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory });
+    const c = await startMain("cognition", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, CHAOS_CORE_PROVIDER: "heuristic" });
+    procs.push(c.proc);
+    cognition = c.address;
+    const e = await startMain("edge", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, COGNITION_ADDR: cognition });
     procs.push(e.proc);
     edgeUrl = e.address;
     client = await httpClient(edgeUrl);
@@ -72,6 +76,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     await expect(checkGrpcHealth(policy, "chaoscore.policy.v1.PolicyService")).resolves.toBe("SERVING");
     await expect(checkGrpcHealth(memory)).resolves.toBe("SERVING");
     await expect(checkGrpcHealth(memory, "chaoscore.memory.v1.MemoryService")).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(cognition, "chaoscore.cognition.v1.CognitionService")).resolves.toBe("SERVING");
   });
 
   it("serves the edge's health and readiness", async () => {
@@ -86,6 +91,12 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     const read = await client.callTool({ name: "chaoscore_recall", arguments: { key: "k8s" } });
     expect(read.isError, JSON.stringify(read.content)).toBeFalsy();
     expect((read.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toEqual({ ok: true });
+  });
+
+  it("achieves an objective through edge → gRPC → cognition → gRPC → policy and memory", async () => {
+    const res = await client.callTool({ name: "chaoscore_achieve", arguments: { objective: "remember that the deploy window is friday" } });
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+    expect(res.structuredContent).toMatchObject({ status: "succeeded" });
   });
 
   it("reports the policy that the policy service holds", async () => {

@@ -41,6 +41,7 @@ const EdgeEnvSchema = z
     REDIS_URL: envVars.redisUrl(),
     POLICY_ADDR: hostPort.optional(),
     MEMORY_ADDR: hostPort.optional(),
+    COGNITION_ADDR: hostPort.optional(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey().optional(),
     MCP_ALLOWED_HOSTS: list.optional(),
     MCP_ALLOWED_ORIGINS: originList.optional(),
@@ -68,6 +69,7 @@ export interface EdgeConfig {
   readonly redisUrl?: string;
   readonly policyAddr?: string;
   readonly memoryAddr?: string;
+  readonly cognitionAddr?: string;
   /** The HMAC key that signs the call context for gRPC services. Never logged. */
   readonly contextKey?: string;
   readonly sessionTtlSeconds: number;
@@ -78,6 +80,7 @@ export interface EdgeConfig {
 export interface EdgeAloneConfig extends EdgeConfig {
   readonly policyAddr: string;
   readonly memoryAddr: string;
+  readonly cognitionAddr: string;
   readonly contextKey: string;
 }
 
@@ -91,17 +94,23 @@ export function loadEdgeConfig(env: Env = process.env): EdgeConfig {
 }
 
 /**
- * Reads the configuration of the edge alone (`main.ts`): POLICY_ADDR, MEMORY_ADDR and
- * CHAOS_CORE_CONTEXT_KEY are required as well.
+ * Reads the configuration of the edge alone (`main.ts`): POLICY_ADDR, MEMORY_ADDR,
+ * COGNITION_ADDR and CHAOS_CORE_CONTEXT_KEY are required as well.
  */
 export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
   const schema = EdgeEnvSchema.superRefine((e, ctx) => {
-    for (const name of ["POLICY_ADDR", "MEMORY_ADDR", "CHAOS_CORE_CONTEXT_KEY"] as const) {
+    for (const name of ["POLICY_ADDR", "MEMORY_ADDR", "COGNITION_ADDR", "CHAOS_CORE_CONTEXT_KEY"] as const) {
       if (!e[name]) ctx.addIssue({ code: "custom", path: [name], message: "required when the edge runs alone" });
     }
   });
   const e = parseEnv(schema, env);
-  return { ...toConfig(e), policyAddr: e.POLICY_ADDR!, memoryAddr: e.MEMORY_ADDR!, contextKey: e.CHAOS_CORE_CONTEXT_KEY! };
+  return {
+    ...toConfig(e),
+    policyAddr: e.POLICY_ADDR!,
+    memoryAddr: e.MEMORY_ADDR!,
+    cognitionAddr: e.COGNITION_ADDR!,
+    contextKey: e.CHAOS_CORE_CONTEXT_KEY!,
+  };
 }
 
 function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
@@ -117,6 +126,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),
     ...(e.MEMORY_ADDR ? { memoryAddr: e.MEMORY_ADDR } : {}),
+    ...(e.COGNITION_ADDR ? { cognitionAddr: e.COGNITION_ADDR } : {}),
     ...(e.CHAOS_CORE_CONTEXT_KEY ? { contextKey: e.CHAOS_CORE_CONTEXT_KEY } : {}),
     sessionTtlSeconds: e.CHAOS_CORE_SESSION_TTL_SECONDS,
     logLevel: e.LOG_LEVEL,

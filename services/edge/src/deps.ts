@@ -1,4 +1,5 @@
 import type { Logger, ServiceClient } from "@chaos-core/kit";
+import type { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { SessionStore } from "./sessions/session-store.js";
@@ -7,6 +8,8 @@ import type { SessionStore } from "./sessions/session-store.js";
 export type PolicyClient = ServiceClient<typeof PolicyService>;
 /** The typed memory client, whatever transport (gRPC or in-process) is under it. */
 export type MemoryClient = ServiceClient<typeof MemoryService>;
+/** The typed cognition client, whatever transport (gRPC or in-process) is under it. */
+export type CognitionClient = ServiceClient<typeof CognitionService>;
 
 /**
  * Everything the edge needs from outside, chosen at composition time: the edge alone wires
@@ -15,6 +18,7 @@ export type MemoryClient = ServiceClient<typeof MemoryService>;
 export interface EdgeDeps {
   readonly policy: PolicyClient;
   readonly memory: MemoryClient;
+  readonly cognition: CognitionClient;
   readonly sessions: SessionStore;
   /** JSON on stderr (kit's logger): under stdio, stdout belongs to JSON-RPC. */
   readonly logger: Logger;

@@ -25,4 +25,4 @@ export { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } f
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
 export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";
-export type { EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";
+export type { CognitionClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";

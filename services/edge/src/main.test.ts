@@ -4,14 +4,33 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ContextSigner, createLogger, createPostgresDb, register, startGrpcServer, type Db, type RunningGrpcServer } from "@chaos-core/kit";
+import {
+  ContextSigner,
+  createInProcessClient,
+  createLogger,
+  createPostgresDb,
+  register,
+  startGrpcServer,
+  type Db,
+  type RunningGrpcServer,
+} from "@chaos-core/kit";
+import {
+  BUILT_IN_CAPABILITIES,
+  createCapabilityRegistry,
+  createCognitionHandlers,
+  createInMemoryApprovalSink,
+  createInMemoryAuditSink,
+  createMemoryPlanStore,
+  createProvider,
+} from "@chaos-core/cognition";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 
-// The edge alone, as its own process, in front of policy and memory served over real gRPC.
+// The edge alone, as its own process, in front of policy, memory and cognition served over real gRPC.
 
 const EDGE_DIR = fileURLToPath(new URL("..", import.meta.url));
 const MAIN = fileURLToPath(new URL("./main.ts", import.meta.url));
@@ -57,14 +76,28 @@ beforeAll(async () => {
   await migrateMemory(db);
   await migratePolicy(db);
   policyStore = createSqlPolicyStore(db);
+  const logger = createLogger("edge-main-test", "silent");
+  const policyHandlers = createPolicyHandlers(policyStore);
+  const memoryHandlers = createMemoryHandlers(createSqlMemoryStore(db));
+  const cognitionHandlers = createCognitionHandlers({
+    registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
+    provider: createProvider({ id: "heuristic", selection: "inferred" }),
+    policy: createInProcessClient(PolicyService, policyHandlers),
+    memory: createInProcessClient(MemoryService, memoryHandlers),
+    plans: createMemoryPlanStore(),
+    audit: createInMemoryAuditSink(),
+    approvals: createInMemoryApprovalSink(),
+    logger,
+  });
   grpc = await startGrpcServer({
     host: "127.0.0.1",
     port: 0,
     signer: new ContextSigner(KEY),
-    logger: createLogger("edge-main-test", "silent"),
+    logger,
     registrations: [
-      register(PolicyService, createPolicyHandlers(policyStore)),
-      register(MemoryService, createMemoryHandlers(createSqlMemoryStore(db))),
+      register(PolicyService, policyHandlers),
+      register(MemoryService, memoryHandlers),
+      register(CognitionService, cognitionHandlers),
     ],
   });
 });
@@ -79,7 +112,7 @@ afterAll(async () => {
 describe("the edge main", () => {
   it("serves MCP over HTTP against services reached over gRPC, and writes nothing to stdout", async () => {
     const addr = `127.0.0.1:${grpc.port}`;
-    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY });
+    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY });
     const url = await listening(edge.proc, edge.stderr);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
 
@@ -91,6 +124,16 @@ describe("the edge main", () => {
     expect((recalled.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toEqual({ ok: 1 });
     const inspected = await client.callTool({ name: "chaoscore_inspect", arguments: { what: "policy" } });
     expect(inspected.structuredContent).toMatchObject({ policy: { source: "postgres", version: 0 } });
+    // The Achieve stream crosses gRPC: one progress notification per stage, then the trace.
+    const stages: string[] = [];
+    const achieved = await client.callTool(
+      { name: "chaoscore_achieve", arguments: { objective: "remember that the release train is tuesday" } },
+      undefined,
+      { onprogress: (p) => stages.push(p.message ?? "") },
+    );
+    expect(achieved.isError, JSON.stringify(achieved.content)).toBeFalsy();
+    expect(achieved.structuredContent).toMatchObject({ status: "succeeded" });
+    expect(stages.length).toBeGreaterThanOrEqual(4);
     const ready = await fetch(url.replace(/\/mcp$/, "/readyz"));
     expect(ready.status).toBe(200);
     await client.close();
@@ -105,6 +148,7 @@ describe("the edge main", () => {
     const edge = runMain({ PORT: "0" });
     expect(await edge.exited).toBe(1);
     expect(edge.stderr()).toMatch(/POLICY_ADDR: required when the edge runs alone/);
+    expect(edge.stderr()).toMatch(/COGNITION_ADDR: required when the edge runs alone/);
     expect(edge.stdout()).toBe("");
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The edge alone: MCP over Streamable HTTP in front of policy and memory reached over gRPC.
+ * The edge alone: MCP over Streamable HTTP in front of policy, memory and cognition reached over gRPC.
  * Composition root: telemetry → config → adapters → server → signals. Nothing is written to
  * stdout; logs are JSON on stderr.
  */
@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 await import("@chaos-core/kit/telemetry");
 
 const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { CognitionService } = await import("@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { Redis } = await import("ioredis");
@@ -29,6 +30,9 @@ try {
   const signer = new ContextSigner(config.contextKey);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
+  // The default deadline stays for quick calls; the tools that wait on a model or run
+  // capabilities pass their own (up to five minutes for chaoscore_achieve's stream).
+  const cognition = createGrpcClient(CognitionService, config.cognitionAddr, signer);
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true }) : undefined;
   if (redis) await redis.connect();
   else logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");
@@ -37,11 +41,17 @@ try {
     : createMemorySessionStore({ ttlSeconds: config.sessionTtlSeconds });
 
   const http = await startHttpTransport(
-    { policy: policy.client, memory: memory.client, sessions, logger, version: VERSION },
+    { policy: policy.client, memory: memory.client, cognition: cognition.client, sessions, logger, version: VERSION },
     config.http,
   );
   logger.info(
-    { url: http.url, policy: config.policyAddr, memory: config.memoryAddr, sessions: redis ? "redis" : "in-process" },
+    {
+      url: http.url,
+      policy: config.policyAddr,
+      memory: config.memoryAddr,
+      cognition: config.cognitionAddr,
+      sessions: redis ? "redis" : "in-process",
+    },
     "edge listening",
   );
 
@@ -49,6 +59,7 @@ try {
     await http.close();
     policy.close();
     memory.close();
+    cognition.close();
     await redis?.quit();
   });
 } catch (err) {

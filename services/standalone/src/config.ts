@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { z } from "zod";
 import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition";
 
 const schema = z.object({
   CHAOS_CORE_DATA_DIR: z.string().default("./data"),
@@ -18,15 +19,22 @@ export interface StandaloneConfig {
   /** Redis instead of in-process session storage, when set. */
   redisUrl: string | undefined;
   logLevel: (typeof LOG_LEVELS)[number];
+  /** The AI provider cognition uses (holds an API key when one is set: never log it whole). */
+  provider: ProviderConfig;
 }
 
-/** Reads the standalone configuration from an environment record (only this file reads env). */
+/**
+ * Reads the standalone configuration from an environment record (only this file reads env). A
+ * selected AI provider that is not configured fails here, naming the missing variable.
+ */
 export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneConfig {
   const c = parseEnv(schema, env);
+  const provider = loadProviderConfig(env);
   return {
     dataDir: resolve(cwd, c.CHAOS_CORE_DATA_DIR),
     databaseUrl: c.DATABASE_URL,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
+    provider,
   };
 }

@@ -7,6 +7,7 @@ import {
   type Db,
   type Logger,
 } from "@chaos-core/kit";
+import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import {
@@ -22,6 +23,18 @@ import {
   migratePolicy,
   type PolicyStore,
 } from "@chaos-core/policy";
+import {
+  BUILT_IN_CAPABILITIES,
+  createCapabilityRegistry,
+  createCognitionHandlers,
+  createInMemoryApprovalSink,
+  createInMemoryAuditSink,
+  createMemoryPlanStore,
+  createProvider,
+  createRedisPlanStore,
+  type PlanStore,
+  type ProviderConfig,
+} from "@chaos-core/cognition";
 import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { lockDataDir } from "@chaos-core/kit";
@@ -30,13 +43,20 @@ import { lockDataDir } from "@chaos-core/kit";
 export interface Runtime {
   readonly deps: EdgeDeps;
   /** Which stores were chosen, for the start-up line a person reads. */
-  readonly stores: { database: string; policy: string; sessions: string };
+  readonly stores: { database: string; policy: string; sessions: string; plans: string; provider: string };
   close(): Promise<void>;
+}
+
+/** The provider as the start-up line shows it: which, with which model, and why (never a key). */
+function describeProviderChoice(config: ProviderConfig): string {
+  const why = config.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment";
+  return config.id === "heuristic" ? `heuristic (no model; ${why})` : `${config.id} (model ${config.model}; ${why})`;
 }
 
 /**
  * Builds the standalone runtime: embedded stores under the data directory by default,
- * Postgres and Redis when their URLs are set. The services are the same handlers the gRPC
+ * Postgres and Redis (sessions and plans) when their URLs are set, and the AI provider the
+ * configuration selected. The services are the same handlers the gRPC
  * mains serve, reached through in-process clients (no sockets, no serialisation).
  */
 export async function createRuntime(
@@ -78,19 +98,41 @@ export async function createRuntime(
     }
 
     let sessions: EdgeDeps["sessions"];
+    let plans: PlanStore;
     if (config.redisUrl) {
       const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
       await redis.connect();
       closers.push(() => redis.quit());
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
+      plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
     } else {
       sessions = createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
+      plans = createMemoryPlanStore();
     }
+
+    const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+    const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+    const cognition = createInProcessClient(
+      CognitionService,
+      createCognitionHandlers({
+        registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
+        provider: createProvider(config.provider),
+        policy,
+        memory,
+        plans,
+        // Decisions and pending approvals are kept in this process only, and are lost when it
+        // stops; the ledger issue replaces both sinks with the ledger service.
+        audit: createInMemoryAuditSink(),
+        approvals: createInMemoryApprovalSink(),
+        logger: logger.child({ service: "cognition" }),
+      }),
+    );
 
     return {
       deps: {
-        policy: createInProcessClient(PolicyService, createPolicyHandlers(policyStore)),
-        memory: createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db))),
+        policy,
+        memory,
+        cognition,
         sessions,
         logger,
         version: options.version,
@@ -99,6 +141,8 @@ export async function createRuntime(
         database: config.databaseUrl ? "postgres" : `embedded (${join(config.dataDir, "pg")})`,
         policy: policySource,
         sessions: config.redisUrl ? "redis" : "in-process",
+        plans: config.redisUrl ? "redis" : "in-process",
+        provider: describeProviderChoice(config.provider),
       },
       close,
     };

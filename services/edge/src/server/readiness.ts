@@ -33,16 +33,18 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * Whether the edge can serve: policy answers GetPolicy, memory answers Stats and the session
- * store answers a ping, each within {@link READINESS_TIMEOUT_MS}. Cheap enough for a probe.
+ * Whether the edge can serve: policy answers GetPolicy, memory answers Stats, cognition answers
+ * DescribeProvider and the session store answers a ping, each within {@link READINESS_TIMEOUT_MS}.
+ * Cheap enough for a probe.
  */
 export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
   const opts = { ctx: PROBE_CTX, timeoutMs: READINESS_TIMEOUT_MS };
-  const [policy, memory, sessions] = await Promise.all([
+  const [policy, memory, cognition, sessions] = await Promise.all([
     probe(() => deps.policy.getPolicy({}, opts)),
     probe(() => deps.memory.stats({}, opts)),
+    probe(() => deps.cognition.describeProvider({}, opts)),
     probe(() => withDeadline(deps.sessions.ping(), READINESS_TIMEOUT_MS)),
   ]);
-  const checks = { policy, memory, sessions };
+  const checks = { policy, memory, cognition, sessions };
   return { ready: Object.values(checks).every((c) => c.ok), checks };
 }

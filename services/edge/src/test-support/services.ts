@@ -1,10 +1,22 @@
 /**
- * Real policy and memory services for the edge's tests: the same handlers the gRPC mains
- * serve, on a fresh Postgres database, reached through in-process clients. No fakes.
+ * Real policy, memory and cognition services for the edge's tests: the same handlers the gRPC
+ * mains serve, on a fresh Postgres database, reached through in-process clients. No fakes:
+ * cognition uses the built-in capabilities and the heuristic provider (no model).
  */
 import { createInProcessClient, createLogger, createPostgresDb, type Db } from "@chaos-core/kit";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import {
+  BUILT_IN_CAPABILITIES,
+  createCapabilityRegistry,
+  createCognitionHandlers,
+  createInMemoryApprovalSink,
+  createInMemoryAuditSink,
+  createMemoryPlanStore,
+  createProvider,
+  type InMemoryAuditSink,
+} from "@chaos-core/cognition";
+import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
@@ -16,6 +28,9 @@ import { createMemorySessionStore } from "../sessions/memory-store.js";
 export interface TestServices {
   readonly policy: EdgeDeps["policy"];
   readonly memory: EdgeDeps["memory"];
+  readonly cognition: EdgeDeps["cognition"];
+  /** Every decision and outcome the cognition executor recorded. */
+  readonly audit: InMemoryAuditSink;
   /** Deps for an edge over these services, with its own session store unless one is given. */
   deps(sessions?: SessionStore): EdgeDeps;
   /** Stores a policy document (protobuf JSON, as in policy.json) for a tenant. */
@@ -32,10 +47,33 @@ export async function startTestServices(name: string): Promise<TestServices> {
   const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
   const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
   const logger = createLogger("edge-test", "silent");
+  const audit = createInMemoryAuditSink();
+  const cognition = createInProcessClient(
+    CognitionService,
+    createCognitionHandlers({
+      registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
+      provider: createProvider({ id: "heuristic", selection: "inferred" }),
+      policy,
+      memory,
+      plans: createMemoryPlanStore(),
+      audit,
+      approvals: createInMemoryApprovalSink(),
+      logger,
+    }),
+  );
   return {
     policy,
     memory,
-    deps: (sessions) => ({ policy, memory, sessions: sessions ?? createMemorySessionStore(), logger, version: "0.0.0-test" }),
+    cognition,
+    audit,
+    deps: (sessions) => ({
+      policy,
+      memory,
+      cognition,
+      sessions: sessions ?? createMemorySessionStore(),
+      logger,
+      version: "0.0.0-test",
+    }),
     async putPolicy(tenant, document) {
       const res = await policy.putPolicy(
         { document: fromJson(PolicyDocumentSchema, document as JsonValue) },

@@ -2,7 +2,9 @@ import { Risk } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 
 /**
  * The capabilities the edge's own tools exercise, with their risk. Policy decides on them
- * before the tool touches a service. The full capability registry arrives with cognition.
+ * before the tool touches a service. The cognition service's registry is the source of risk;
+ * this table stays only until chaoscore_remember and chaoscore_recall run through cognition's
+ * executor (docs/cognition.md), and goes then.
  */
 export const EDGE_CAPABILITIES = {
   "memory.remember": Risk.LOW,
@@ -10,8 +12,3 @@ export const EDGE_CAPABILITIES = {
 } as const satisfies Record<string, Risk>;
 
 export type EdgeCapability = keyof typeof EDGE_CAPABILITIES;
-
-/** The risk of a capability the edge knows, or undefined. */
-export function knownRisk(capability: string): Risk | undefined {
-  return Object.hasOwn(EDGE_CAPABILITIES, capability) ? EDGE_CAPABILITIES[capability as EdgeCapability] : undefined;
-}

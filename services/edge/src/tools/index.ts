@@ -1,5 +1,9 @@
 import type { ToolDefinition, Toolset } from "./define.js";
+import { achieveTool } from "./achieve.js";
+import { executeTool } from "./execute.js";
 import { inspectTool } from "./inspect.js";
+import { planTool } from "./plan.js";
+import { reasonTool } from "./reason.js";
 import { recallTool } from "./recall.js";
 import { rememberTool } from "./remember.js";
 
@@ -8,7 +12,7 @@ import { rememberTool } from "./remember.js";
  * adding definitions here; nothing else registers a tool.
  */
 export const TOOLSETS: Readonly<Partial<Record<Toolset, readonly ToolDefinition[]>>> = {
-  core: [inspectTool, rememberTool, recallTool],
+  core: [inspectTool, rememberTool, recallTool, reasonTool, planTool, executeTool, achieveTool],
 };
 
 /** Every tool definition, in registration order. */

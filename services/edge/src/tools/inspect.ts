@@ -1,15 +1,12 @@
 import { z } from "zod";
 import { Decision, Risk, type PolicyDocument } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { defineTool, type ToolContext } from "./define.js";
-import { knownRisk } from "./capabilities.js";
 import { isoTime } from "./memory-item.js";
 
 const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit"] as const;
 
 /** What is not there yet, and which service brings it. Said plainly rather than faked. */
 const NOT_YET: Partial<Record<(typeof SUBJECTS)[number], string>> = {
-  capabilities: "arrives with the cognition service",
-  providers: "arrives with the cognition service",
   audit: "arrives with the ledger service",
 };
 
@@ -55,6 +52,26 @@ const sessionOutput = z.object({
   idle_ttl_seconds: z.number(),
 });
 
+const capabilityOutput = z.object({
+  name: z.string(),
+  description: z.string(),
+  risk: z.string().describe("low, medium, high or critical: what policy evaluates the capability at"),
+  annotations: z.object({
+    read_only_hint: z.boolean(),
+    destructive_hint: z.boolean(),
+    idempotent_hint: z.boolean(),
+    open_world_hint: z.boolean(),
+  }),
+  input_schema: z.record(z.string(), z.unknown()).optional().describe("JSON Schema of the input, when published"),
+});
+
+const providerOutput = z.object({
+  id: z.string(),
+  display_name: z.string(),
+  model: z.string().describe('"none" when the provider uses no model'),
+  configured: z.boolean(),
+});
+
 const output = z.object({
   what: z.enum(SUBJECTS),
   available: z.boolean(),
@@ -62,6 +79,8 @@ const output = z.object({
   policy: policyOutput.optional(),
   memory: memoryOutput.optional(),
   session: sessionOutput.optional(),
+  capabilities: z.array(capabilityOutput).optional().describe("The registered capabilities plans may use"),
+  provider: providerOutput.optional().describe("The active AI provider (never a secret)"),
 });
 
 type InspectOutput = z.output<typeof output>;
@@ -89,6 +108,20 @@ function documentView(doc: PolicyDocument): Record<string, unknown> {
   };
 }
 
+const RISK_BY_NAME: Readonly<Record<string, Risk>> = {
+  low: Risk.LOW,
+  medium: Risk.MEDIUM,
+  high: Risk.HIGH,
+  critical: Risk.CRITICAL,
+};
+
+/** The risk the capability registry gives a capability (the source of risk), or undefined. */
+async function registeredRisk(ctx: ToolContext, capability: string): Promise<Risk | undefined> {
+  const res = await ctx.deps.cognition.listCapabilities({}, { ctx: ctx.call, signal: ctx.signal });
+  const found = res.capabilities.find((c) => c.name === capability);
+  return found ? RISK_BY_NAME[found.risk] : undefined;
+}
+
 async function inspectPolicy(ctx: ToolContext, capability: string | undefined): Promise<InspectOutput> {
   const opts = { ctx: ctx.call, signal: ctx.signal };
   const total = capability ? 2 : 1;
@@ -103,7 +136,7 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
     ...(res.lastError ? { last_error: res.lastError } : {}),
   };
   if (capability) {
-    const risk = knownRisk(capability);
+    const risk = await registeredRisk(ctx, capability);
     const decision = await ctx.deps.policy.evaluate({ capability, risk: risk ?? Risk.UNSPECIFIED }, opts);
     await ctx.progress(2, total, "evaluated the capability");
     policy.decision = {
@@ -116,8 +149,8 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
       ...(risk === undefined
         ? {
             note:
-              "The risk of this capability is not known to the edge (the capability registry arrives with the " +
-              "cognition service), so it was evaluated with risk UNSPECIFIED; risk rules did not apply.",
+              "This is not a registered capability (what=capabilities lists them), so it was evaluated with " +
+              "risk UNSPECIFIED; risk rules did not apply.",
           }
         : {}),
     };
@@ -169,6 +202,35 @@ async function inspectSession(ctx: ToolContext): Promise<InspectOutput> {
   };
 }
 
+async function inspectCapabilities(ctx: ToolContext): Promise<InspectOutput> {
+  const res = await ctx.deps.cognition.listCapabilities({}, { ctx: ctx.call, signal: ctx.signal });
+  return {
+    what: "capabilities",
+    available: true,
+    capabilities: res.capabilities.map((c) => ({
+      name: c.name,
+      description: c.description,
+      risk: c.risk,
+      annotations: {
+        read_only_hint: c.annotations?.readOnlyHint ?? false,
+        destructive_hint: c.annotations?.destructiveHint ?? false,
+        idempotent_hint: c.annotations?.idempotentHint ?? false,
+        open_world_hint: c.annotations?.openWorldHint ?? false,
+      },
+      ...(c.inputSchema && Object.keys(c.inputSchema).length > 0 ? { input_schema: c.inputSchema } : {}),
+    })),
+  };
+}
+
+async function inspectProviders(ctx: ToolContext): Promise<InspectOutput> {
+  const res = await ctx.deps.cognition.describeProvider({}, { ctx: ctx.call, signal: ctx.signal });
+  return {
+    what: "providers",
+    available: true,
+    provider: { id: res.id, display_name: res.displayName, model: res.model || "none", configured: res.configured },
+  };
+}
+
 /** `chaoscore_inspect`: live views of the control plane, and plain words for what is not there yet. */
 export const inspectTool = defineTool({
   name: "chaoscore_inspect",
@@ -176,8 +238,9 @@ export const inspectTool = defineTool({
   title: "Inspect",
   description:
     "Look at the live control plane: `policy` (the tenant's policy document and version; with `capability`, " +
-    "also the decision policy makes for it), `memory` (statistics), `sessions` (this session's metadata). " +
-    "`capabilities`, `providers` and `audit` answer that they are not available yet and which service brings them.",
+    "also the decision policy makes for it), `memory` (statistics), `sessions` (this session's metadata), " +
+    "`capabilities` (the registered capabilities with risk and hints), `providers` (the active AI provider and " +
+    "model, never a secret). `audit` answers that it is not available yet and which service brings it.",
   input: z
     .object({
       what: z.enum(SUBJECTS).describe("What to inspect"),
@@ -198,6 +261,10 @@ export const inspectTool = defineTool({
         return inspectMemory(ctx);
       case "sessions":
         return inspectSession(ctx);
+      case "capabilities":
+        return inspectCapabilities(ctx);
+      case "providers":
+        return inspectProviders(ctx);
       default:
         return { what: args.what, available: false, reason: NOT_YET[args.what] ?? "not available yet" };
     }

@@ -16,6 +16,7 @@ import {
 } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { EdgeDeps } from "../deps.js";
+import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
 
 let services: TestServices;
@@ -47,7 +48,7 @@ describe("Streamable HTTP on loopback, without API keys", () => {
   async function stillServing() {
     const res = await rpc(edge.url, session, listTools);
     expect(res.status).toBe(200);
-    expect((res.message?.result as { tools: unknown[] }).tools).toHaveLength(3);
+    expect((res.message?.result as { tools: unknown[] }).tools).toHaveLength(TOOL_DEFINITIONS.length);
   }
 
   it("serves a real SDK client: initialize, tools, and the local tenant", async () => {
@@ -174,7 +175,7 @@ describe("Streamable HTTP on loopback, without API keys", () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({
       status: "ready",
-      checks: { policy: { ok: true }, memory: { ok: true }, sessions: { ok: true } },
+      checks: { policy: { ok: true }, memory: { ok: true }, cognition: { ok: true }, sessions: { ok: true } },
     });
   });
 });

@@ -1,0 +1,88 @@
+import { z } from "zod";
+import { ChaosError } from "@chaos-core/kit";
+import type { Trace } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { defineTool } from "./define.js";
+import {
+  intentOutput,
+  intentToOutput,
+  MAX_REPLANS,
+  objectiveSchema,
+  planToOutput,
+  RUN_TIMEOUT_MS,
+  stepResultOutput,
+  stepResultToOutput,
+  tracePlanOutput,
+} from "./cognition-shapes.js";
+
+const output = z.object({
+  status: z.enum(["succeeded", "failed", "pending_approval", "denied"]),
+  objective: z.string(),
+  intent: intentOutput,
+  plans: z.array(tracePlanOutput).describe("The first plan, then one per re-plan (re-plans are not stored)"),
+  results: z.array(stepResultOutput).describe("Every step result of every plan, in execution order"),
+  replans: z.number(),
+  episode_key: z.string().optional().describe("The memory key the run was recorded under, when it was"),
+  notes: z.array(z.string()).describe("Why the run ended as it did"),
+});
+
+function traceToOutput(t: Trace): z.output<typeof output> {
+  return {
+    status: t.status as z.output<typeof output>["status"],
+    objective: t.objective,
+    intent: intentToOutput(t.intent),
+    plans: t.plans.map(planToOutput),
+    results: t.results.map(stepResultToOutput),
+    replans: t.replans,
+    ...(t.episodeKey ? { episode_key: t.episodeKey } : {}),
+    notes: [...t.notes],
+  };
+}
+
+/** `chaoscore_achieve`: the whole loop, one progress notification per stage, the trace last. */
+export const achieveTool = defineTool({
+  name: "chaoscore_achieve",
+  toolset: "core",
+  title: "Achieve",
+  description:
+    "Run the whole cognitive loop for an objective: gather context from memory, reason, plan, execute every step " +
+    "through policy, evaluate, re-plan the rest after a failed step (at most max_replans times) and record the " +
+    "episode. A denial ends the run; a step that needs approval stops it. Sends a progress notification per stage " +
+    "when the request carries a progress token (the total is unknown), and returns the trace. May take minutes.",
+  input: z.object({
+    objective: objectiveSchema.describe("What to achieve, in plain words (at most 4000 characters)"),
+    max_replans: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_REPLANS)
+      .optional()
+      .describe(`Re-plans allowed after failed steps (0-${MAX_REPLANS}, default 2)`),
+  }),
+  output,
+  annotations: {
+    readOnlyHint: false,
+    // Capabilities can write (memory.remember replaces a stored value), and the run is recorded.
+    destructiveHint: true,
+    idempotentHint: false,
+    // http.request and cognition.generate_text reach outside.
+    openWorldHint: true,
+  },
+  async run(args, ctx) {
+    const stream = ctx.deps.cognition.achieve(
+      { objective: args.objective, ...(args.max_replans !== undefined ? { maxReplans: args.max_replans } : {}) },
+      { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
+    );
+    let stages = 0;
+    let trace: Trace | undefined;
+    for await (const res of stream) {
+      if (res.event.case === "stage") {
+        const { stage, detail } = res.event.value;
+        await ctx.progress(++stages, undefined, detail ? `${stage}: ${detail}` : stage);
+      } else if (res.event.case === "trace") {
+        trace = res.event.value;
+      }
+    }
+    if (!trace) throw new ChaosError("internal", "cognition ended the run without a trace");
+    return traceToOutput(trace);
+  },
+});
