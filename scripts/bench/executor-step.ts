@@ -14,10 +14,8 @@
  * Options (env): BENCH_STEPS (per kind per round, 2000), BENCH_ROUNDS (3), TEST_DATABASE_URL.
  * Prints one JSON line per kind and a summary on stdout.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
@@ -36,8 +34,8 @@ import {
 } from "../../services/cognition/src/index.js";
 import { startRealServices } from "../../services/cognition/src/test-support/real-services.js";
 import { createTestDatabase } from "../../test/support/postgres.js";
+import { startServiceMain, stopProcess } from "../../test/support/processes.js";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
 
 /** Latency of one kind of step call, medians over the rounds. */
 export interface StepKindResult {
@@ -84,33 +82,6 @@ async function time(steps: number, warmup: number, run: (i: number) => Promise<u
   return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
 }
 
-/** Starts a service's built main and resolves with the gRPC address it logs. */
-function startMain(service: string, env: Record<string, string>): Promise<ChildProcess & { address: string }> {
-  const proc = spawn(process.execPath, [join(ROOT, `services/${service}/dist/main.js`)], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: "0", LOG_LEVEL: "info", OTEL_EXPORTER_OTLP_ENDPOINT: "", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: proc.stderr! });
-    lines.on("line", (line) => {
-      out += `${line}\n`;
-      const m = /"address":"(127\.0\.0\.1:\d+)"/.exec(line);
-      if (m) resolve(Object.assign(proc, { address: m[1]! }));
-    });
-    proc.once("exit", (code) => reject(new Error(`${service} exited with ${code}:\n${out}`)));
-  });
-}
-
-function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    proc.once("exit", () => resolve());
-    proc.kill("SIGTERM");
-  });
-}
-
 export async function benchExecutorStep(options: { steps?: number; rounds?: number; onLine?: (line: string) => void } = {}): Promise<ExecutorStepBenchResult> {
   const steps = options.steps ?? 2000;
   const rounds = options.rounds ?? 3;
@@ -136,18 +107,18 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
 
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: database.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const policy = await startMain("policy", common);
-    procs.push(policy);
-    const memory = await startMain("memory", common);
-    procs.push(memory);
-    const cognition = await startMain("cognition", {
+    const policy = await startServiceMain("policy", common);
+    procs.push(policy.proc);
+    const memory = await startServiceMain("memory", common);
+    procs.push(memory.proc);
+    const cognition = await startServiceMain("cognition", {
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: policy.address,
       MEMORY_ADDR: memory.address,
       CHAOS_CORE_PROVIDER: "heuristic",
       REDIS_URL: "",
     });
-    procs.push(cognition);
+    procs.push(cognition.proc);
     const grpc = createGrpcClient(CognitionService, cognition.address, new ContextSigner(key));
 
     const generate = { id: "s1", capability: "cognition.generate_text", input: { prompt: "bench" } };
@@ -192,7 +163,7 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
     for (const k of result.kinds) options.onLine?.(JSON.stringify({ bench: "executor-step", ...k }));
     return result;
   } finally {
-    for (const p of procs.reverse()) await stop(p);
+    for (const p of procs.reverse()) await stopProcess(p);
     await database.drop();
     await services.close();
   }

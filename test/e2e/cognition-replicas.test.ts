@@ -3,44 +3,14 @@
  * on the other; another session finds nothing. Policy and memory run as their own mains on a
  * fresh Postgres database. Needs `npm run build` (it starts each service's dist/main.js).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChaosError, checkGrpcHealth, ContextSigner, createGrpcClient, type CallContext, type GrpcClient } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { childEnv, ROOT, stopProcess } from "../support/processes.js";
+import { startServiceMain, stopProcess } from "../support/processes.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
-
-/**
- * Starts a service's own main and resolves with the gRPC address it logs on stderr (the pattern
- * of distributed.test.ts, which keeps its own copy).
- */
-function startMain(service: string, env: Record<string, string>): Promise<{ proc: ChildProcess; address: string; log: () => string }> {
-  const proc = spawn(process.execPath, [join(ROOT, `services/${service}/dist/main.js`)], {
-    cwd: ROOT,
-    env: childEnv({ PORT: "0", LOG_LEVEL: "info", ...env }),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${service} did not start:\n${out}`)), 60_000);
-    createInterface({ input: proc.stderr! }).on("line", (line) => {
-      out += `${line}\n`;
-      const grpc = /"address":"(127\.0\.0\.1:\d+)"/.exec(line);
-      if (grpc?.[1]) {
-        clearTimeout(timer);
-        resolve({ proc, address: grpc[1], log: () => out });
-      }
-    });
-    proc.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${service} exited with ${code}:\n${out}`));
-    });
-  });
-}
 
 describe("two cognition replicas sharing plans through Redis", () => {
   let db: TestDatabase;
@@ -55,9 +25,9 @@ describe("two cognition replicas sharing plans through Redis", () => {
     db = await createTestDatabase("chaoscore_cognition_replicas");
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const policy = await startMain("policy", common);
+    const policy = await startServiceMain("policy", common);
     procs.push(policy.proc);
-    const memory = await startMain("memory", common);
+    const memory = await startServiceMain("memory", common);
     procs.push(memory.proc);
     const replicaEnv = {
       CHAOS_CORE_CONTEXT_KEY: key,
@@ -68,7 +38,7 @@ describe("two cognition replicas sharing plans through Redis", () => {
       CHAOS_CORE_PROVIDER: "heuristic",
     };
     for (let i = 0; i < 2; i++) {
-      const started = await startMain("cognition", replicaEnv);
+      const started = await startServiceMain("cognition", replicaEnv);
       procs.push(started.proc);
       cognition.push(started);
     }

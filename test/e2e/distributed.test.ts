@@ -1,42 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { checkGrpcHealth } from "@chaos-core/kit";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { childEnv, httpClient, ROOT, stopProcess } from "../support/processes.js";
-
-/**
- * Starts a service's own main (the way Kubernetes runs it) and resolves with the first
- * address it reports on stderr: "host:port" for gRPC, the MCP URL for the edge.
- */
-function startMain(service: string, env: Record<string, string>): Promise<{ proc: ChildProcess; address: string }> {
-  const proc = spawn(process.execPath, [join(ROOT, `services/${service}/dist/main.js`)], {
-    cwd: ROOT,
-    env: childEnv({ PORT: "0", LOG_LEVEL: "info", ...env }),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${service} did not start:\n${out}`)), 60_000);
-    createInterface({ input: proc.stderr! }).on("line", (line) => {
-      out += `${line}\n`;
-      const url = /(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(line);
-      const grpc = /"address":"(127\.0\.0\.1:\d+)"/.exec(line);
-      const found = url?.[1] ?? grpc?.[1];
-      if (found) {
-        clearTimeout(timer);
-        resolve({ proc, address: found });
-      }
-    });
-    proc.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${service} exited with ${code}:\n${out}`));
-    });
-  });
-}
+import { httpClient, startServiceMain, stopProcess } from "../support/processes.js";
 
 describe("the services as separate processes (the Kubernetes shape)", () => {
   let db: TestDatabase;
@@ -51,15 +19,15 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     db = await createTestDatabase();
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const p = await startMain("policy", common);
-    const m = await startMain("memory", common);
+    const p = await startServiceMain("policy", common);
+    const m = await startServiceMain("memory", common);
     procs.push(p.proc, m.proc);
     policy = p.address;
     memory = m.address;
-    const c = await startMain("cognition", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, CHAOS_CORE_PROVIDER: "heuristic" });
+    const c = await startServiceMain("cognition", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, CHAOS_CORE_PROVIDER: "heuristic" });
     procs.push(c.proc);
     cognition = c.address;
-    const e = await startMain("edge", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, COGNITION_ADDR: cognition });
+    const e = await startServiceMain("edge", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, COGNITION_ADDR: cognition });
     procs.push(e.proc);
     edgeUrl = e.address;
     client = await httpClient(edgeUrl);

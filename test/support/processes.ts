@@ -115,3 +115,42 @@ export async function stdioClient(env: Record<string, string | undefined>): Prom
   await client.connect(transport);
   return { client, stderr: () => err };
 }
+
+export interface ServiceMain {
+  proc: ChildProcess;
+  /** "host:port" for a gRPC service, the MCP URL for the edge. */
+  address: string;
+  /** Everything the process has logged so far. */
+  log(): string;
+}
+
+/**
+ * Starts a service's own built main (`services/<service>/dist/main.js`, the way Kubernetes runs
+ * it) on an ephemeral port and resolves with the first address it reports on stderr.
+ */
+export function startServiceMain(service: string, env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceMain> {
+  const proc = spawn(process.execPath, [join(ROOT, `services/${service}/dist/main.js`)], {
+    cwd: ROOT,
+    env: childEnv({ PORT: "0", LOG_LEVEL: "info", ...env }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      reject(new Error(`${service} did not start in time:\n${out}`));
+    }, timeoutMs);
+    createInterface({ input: proc.stderr! }).on("line", (line) => {
+      out += `${line}\n`;
+      const found = /(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(line)?.[1] ?? /"address":"(127\.0\.0\.1:\d+)"/.exec(line)?.[1];
+      if (found) {
+        clearTimeout(timer);
+        resolve({ proc, address: found, log: () => out });
+      }
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${service} exited with ${code}:\n${out}`));
+    });
+  });
+}
