@@ -24,7 +24,7 @@ import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/c
 import {
   BUILT_IN_CAPABILITIES,
   createCapabilityRegistry,
-  createInMemoryApprovalSink,
+  createMemoryApprovalStore,
   createInMemoryAuditSink,
   defineCapability,
   executeStep,
@@ -100,7 +100,7 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
       memory: services.memory,
       provider,
       audit: createInMemoryAuditSink(),
-      approvals: createInMemoryApprovalSink(),
+      approvals: createMemoryApprovalStore(),
       call,
     };
     const handlerCtx: CapabilityContext = { call, signal: new AbortController().signal, provider, memory: services.memory, policy: services.policy };

@@ -26,6 +26,7 @@ describe("the tool surface", () => {
     expect(b.tools).toEqual(a.tools);
     expect(a.tools.map((t) => t.name).sort()).toEqual([
       "chaoscore_achieve",
+      "chaoscore_approve",
       "chaoscore_execute",
       "chaoscore_inspect",
       "chaoscore_plan",

@@ -34,16 +34,43 @@ export { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 export { generateTextCapability } from "./capabilities/generate-text.js";
 export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
-export { DEFAULT_STEP_TIMEOUT_MS, executeStep, executeSteps } from "./executor/executor.js";
-export type { ExecutorDeps } from "./executor/executor.js";
+export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
+export type { ExecutorDeps, ResolveApprovalDeps } from "./executor/executor.js";
 export type { ExecutableStep, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
 export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";
 export { argsHash, canonicalJson } from "./executor/canonical-json.js";
 export { createInMemoryAuditSink } from "./executor/audit.js";
-export type { AuditCall, AuditEvent, AuditSink, InMemoryAuditSink, StepDecisionEvent, StepOutcomeEvent } from "./executor/audit.js";
-export { createInMemoryApprovalSink } from "./executor/approvals.js";
-export type { ApprovalSink, InMemoryApprovalSink, PendingApproval } from "./executor/approvals.js";
+export type {
+  ApprovalResolutionEvent,
+  AuditCall,
+  AuditEvent,
+  AuditSink,
+  InMemoryAuditSink,
+  StepDecisionEvent,
+  StepOutcomeEvent,
+} from "./executor/audit.js";
+export {
+  checkResolver,
+  createMemoryApprovalStore,
+  DEFAULT_APPROVAL_TTL_SECONDS,
+  DEFAULT_MEMORY_MAX_APPROVALS,
+  isApprovalId,
+} from "./executor/approvals.js";
+export type {
+  ApprovalChannel,
+  ApprovalResolution,
+  ApprovalSink,
+  ApprovalStatus,
+  ApprovalStore,
+  ApprovalStoreOptions,
+  InMemoryApprovalStore,
+  PendingApproval,
+  ResolveApprovalInput,
+  StoredApproval,
+} from "./executor/approvals.js";
+export { createRedisApprovalStore } from "./executor/redis-approval-store.js";
+export type { RedisApprovalStoreOptions } from "./executor/redis-approval-store.js";
 export { httpRequestCapability, createHttpRequestCapability } from "./capabilities/http-request.js";
 export type { HttpRequestOptions } from "./capabilities/http-request.js";
 export type { JsonObject, JsonValue, NewPlan, PlanStep, StoredPlan } from "./plans/plan.js";

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "@chaos-core/kit";
 import type { Redis as RedisClient } from "ioredis";
+import type { ApprovalStore } from "./executor/approvals.js";
 import type { PlanStore } from "./plans/plan-store.js";
 
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before grpc-js
@@ -15,6 +16,8 @@ const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { Redis } = await import("ioredis");
 const { loadCognitionConfig } = await import("./config.js");
+const { createMemoryApprovalStore } = await import("./executor/approvals.js");
+const { createRedisApprovalStore } = await import("./executor/redis-approval-store.js");
 const { createMemoryPlanStore } = await import("./plans/memory-plan-store.js");
 const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
 const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
@@ -28,15 +31,27 @@ try {
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
   let plans: PlanStore;
+  let approvals: ApprovalStore;
   if (config.plans.kind === "redis") {
     redis = new Redis(config.plans.url, { maxRetriesPerRequest: 2, lazyConnect: true });
     await redis.connect();
     plans = createRedisPlanStore(redis, { prefix: config.plans.prefix });
+    approvals = createRedisApprovalStore(redis, { prefix: config.plans.prefix });
   } else {
-    logger.warn("REDIS_URL is not set: plans live in this process, so replicas will not share them (a plan made on one cannot be executed on another)");
+    logger.warn(
+      "REDIS_URL is not set: plans and pending approvals live in this process, so replicas will not share them (a plan made, or an approval asked for, on one cannot be used on another)",
+    );
     plans = createMemoryPlanStore();
+    approvals = createMemoryApprovalStore();
   }
-  const { deps, providerConfig } = createDefaultCognitionDeps({ policy: policy.client, memory: memory.client, plans, logger, env: process.env });
+  const { deps, providerConfig } = createDefaultCognitionDeps({
+    policy: policy.client,
+    memory: memory.client,
+    plans,
+    approvals,
+    logger,
+    env: process.env,
+  });
   logger.info(
     { provider: providerConfig.id, selection: providerConfig.selection, model: deps.provider.model ?? "none" },
     `AI provider ${providerConfig.id} (${providerConfig.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment"})`,

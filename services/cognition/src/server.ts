@@ -2,7 +2,7 @@ import { register, startGrpcServer, type ContextSigner, type Env, type Logger, t
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
-import { createInMemoryApprovalSink } from "./executor/approvals.js";
+import { createMemoryApprovalStore, type ApprovalStore } from "./executor/approvals.js";
 import { createInMemoryAuditSink } from "./executor/audit.js";
 import { createCognitionHandlers, type CognitionDeps } from "./handlers/cognition-handlers.js";
 import type { PlanStore } from "./plans/plan-store.js";
@@ -38,6 +38,8 @@ export interface DefaultCognitionDepsOptions {
   policy: CognitionDeps["policy"];
   memory: CognitionDeps["memory"];
   plans: PlanStore;
+  /** Where pending approvals live; in this process when unset (replicas then do not share them). */
+  approvals?: ApprovalStore;
   logger: Logger;
   /** The environment record `loadProviderConfig` reads the AI provider variables from. */
   env: Env;
@@ -45,8 +47,9 @@ export interface DefaultCognitionDepsOptions {
 }
 
 /**
- * The usual deps: the built-in capabilities, the provider the environment selects, and
- * in-memory audit and approval sinks (until the ledger issue gives them a home). Also returns the
+ * The usual deps: the built-in capabilities, the provider the environment selects, an in-memory
+ * audit sink (until the ledger issue gives it a home), and the given approval store (in-process
+ * when none is given). Also returns the
  * provider configuration, so the caller can log which provider was chosen and how. Throws
  * `ConfigError` for a selected provider that is not configured.
  */
@@ -61,7 +64,7 @@ export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions)
       memory: options.memory,
       plans: options.plans,
       audit: createInMemoryAuditSink(),
-      approvals: createInMemoryApprovalSink(),
+      approvals: options.approvals ?? createMemoryApprovalStore(),
       logger: options.logger,
       ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
     },

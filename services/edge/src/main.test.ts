@@ -18,7 +18,7 @@ import {
   BUILT_IN_CAPABILITIES,
   createCapabilityRegistry,
   createCognitionHandlers,
-  createInMemoryApprovalSink,
+  createMemoryApprovalStore,
   createInMemoryAuditSink,
   createMemoryPlanStore,
   createProvider,
@@ -86,7 +86,7 @@ beforeAll(async () => {
     memory: createInProcessClient(MemoryService, memoryHandlers),
     plans: createMemoryPlanStore(),
     audit: createInMemoryAuditSink(),
-    approvals: createInMemoryApprovalSink(),
+    approvals: createMemoryApprovalStore(),
     logger,
   });
   grpc = await startGrpcServer({

@@ -27,11 +27,13 @@ import {
   BUILT_IN_CAPABILITIES,
   createCapabilityRegistry,
   createCognitionHandlers,
-  createInMemoryApprovalSink,
+  createMemoryApprovalStore,
+  createRedisApprovalStore,
   createInMemoryAuditSink,
   createMemoryPlanStore,
   createProvider,
   createRedisPlanStore,
+  type ApprovalStore,
   type PlanStore,
   type ProviderConfig,
 } from "@chaos-core/cognition";
@@ -99,15 +101,18 @@ export async function createRuntime(
 
     let sessions: EdgeDeps["sessions"];
     let plans: PlanStore;
+    let approvals: ApprovalStore;
     if (config.redisUrl) {
       const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
       await redis.connect();
       closers.push(() => redis.quit());
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
       plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
+      approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
     } else {
       sessions = createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
       plans = createMemoryPlanStore();
+      approvals = createMemoryApprovalStore();
     }
 
     const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
@@ -120,10 +125,10 @@ export async function createRuntime(
         policy,
         memory,
         plans,
-        // Decisions and pending approvals are kept in this process only, and are lost when it
-        // stops; the ledger issue replaces both sinks with the ledger service.
+        // Decisions are kept in this process only, and lost when it stops, until the ledger
+        // issue replaces this sink with the ledger service.
         audit: createInMemoryAuditSink(),
-        approvals: createInMemoryApprovalSink(),
+        approvals,
         logger: logger.child({ service: "cognition" }),
       }),
     );

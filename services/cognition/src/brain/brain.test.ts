@@ -16,7 +16,7 @@ import { createTestDatabase, type TestDatabase } from "../../../../test/support/
 import { defineCapability } from "../capabilities/capability.js";
 import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
-import { createInMemoryApprovalSink } from "../executor/approvals.js";
+import { createMemoryApprovalStore } from "../executor/approvals.js";
 import { createInMemoryAuditSink, type InMemoryAuditSink } from "../executor/audit.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
@@ -107,7 +107,7 @@ function harness(tenant: string, provider: AIProvider = new HeuristicProvider())
       memory,
       provider,
       audit,
-      approvals: createInMemoryApprovalSink(),
+      approvals: createMemoryApprovalStore(),
       call: { tenant, principal: "agent", sessionId: "session-1" },
       stepTimeoutMs: 5_000,
     },

@@ -9,7 +9,7 @@ import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyS
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
-import { createInMemoryApprovalSink } from "../executor/approvals.js";
+import { createMemoryApprovalStore } from "../executor/approvals.js";
 import { createInMemoryAuditSink } from "../executor/audit.js";
 import { executeStep, executeSteps, type ExecutorDeps } from "../executor/executor.js";
 import { HeuristicProvider, NO_MODEL } from "../providers/heuristic.js";
@@ -46,7 +46,7 @@ function depsFor(tenant: string): ExecutorDeps {
     memory,
     provider: new HeuristicProvider(),
     audit: createInMemoryAuditSink(),
-    approvals: createInMemoryApprovalSink(),
+    approvals: createMemoryApprovalStore(),
     call: { tenant, principal: "agent" },
   };
 }

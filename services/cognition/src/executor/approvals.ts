@@ -1,5 +1,8 @@
+import { assertTenantId, ChaosError, type CallContext } from "@chaos-core/kit";
+import { z } from "zod";
 import type { CapabilityRisk } from "../capabilities/capability.js";
 import type { AuditCall } from "./audit.js";
+import { stepCheckSchema, type StepCheck } from "./evaluate.js";
 
 /**
  * A step policy sent to a human. It is bound to the exact call: capability, the SHA-256 of the
@@ -8,8 +11,13 @@ import type { AuditCall } from "./audit.js";
  */
 export interface PendingApproval {
   readonly approvalId: string;
-  /** The step as it would run: its id, capability and validated input, for the approver to read. */
-  readonly step: { readonly id: string; readonly capability: string; readonly input: unknown };
+  /** The step as it would run: its id, capability, validated input and declared checks. */
+  readonly step: {
+    readonly id: string;
+    readonly capability: string;
+    readonly input: unknown;
+    readonly checks?: readonly StepCheck[];
+  };
   readonly capability: string;
   readonly risk: CapabilityRisk;
   readonly argsHash: string;
@@ -25,21 +33,274 @@ export interface ApprovalSink {
   create(approval: PendingApproval): Promise<void>;
 }
 
-/** An approval sink that keeps pending approvals in memory (tests, single-process use). */
-export interface InMemoryApprovalSink extends ApprovalSink {
-  get(approvalId: string): PendingApproval | undefined;
-  /** Every pending approval, oldest first. */
-  pending(): readonly PendingApproval[];
+/**
+ * How a human answered: `elicitation` (the user of the requesting session, asked by the edge
+ * through MCP elicitation) or `approver` (a principal the edge vouches holds the approver role).
+ */
+export type ApprovalChannel = "elicitation" | "approver";
+
+/** `pending` → `approved` | `rejected` (once) ; `approved` → `consumed` (once). */
+export type ApprovalStatus = "pending" | "approved" | "rejected" | "consumed";
+
+export interface ApprovalResolution {
+  readonly approved: boolean;
+  readonly channel: ApprovalChannel;
+  /** As recorded: `"<principal> (approver)"` or `"human via elicitation in session <id>"`. */
+  readonly resolvedBy: string;
+  readonly principal: string;
+  readonly sessionId?: string;
+  readonly resolvedAt: string;
 }
 
-export function createInMemoryApprovalSink(): InMemoryApprovalSink {
-  const byId = new Map<string, PendingApproval>();
+/** An approval as a store holds it. */
+export interface StoredApproval extends PendingApproval {
+  readonly status: ApprovalStatus;
+  readonly createdAt: string;
+  readonly expiresAt: string;
+  /** Set once resolved (also on `consumed`, which only an approved approval becomes). */
+  readonly resolution?: ApprovalResolution;
+  readonly consumedAt?: string;
+}
+
+/** A resolve request: the answer, how it was given, and the verified caller that gave it. */
+export interface ResolveApprovalInput {
+  readonly approve: boolean;
+  readonly channel: ApprovalChannel;
+  readonly by: CallContext;
+}
+
+/**
+ * Pending approvals and their answers. Every method is tenant-bound: an approval of another
+ * tenant, an unknown id and an expired approval are all `not_found` (one answer, so ids reveal
+ * nothing). Transitions are atomic: `resolve` succeeds once (a second is `failed_precondition`),
+ * `consume` succeeds once and only on an approved approval.
+ */
+export interface ApprovalStore extends ApprovalSink {
+  get(tenant: string, approvalId: string): Promise<StoredApproval | undefined>;
+  /** Records the answer, after {@link checkResolver}'s rules (same session / another principal). */
+  resolve(tenant: string, approvalId: string, input: ResolveApprovalInput): Promise<StoredApproval>;
+  /** `approved` → `consumed`, atomically; anything else is refused (`failed_precondition`). */
+  consume(tenant: string, approvalId: string): Promise<StoredApproval>;
+}
+
+/** Options every approval store takes. */
+export interface ApprovalStoreOptions {
+  /** How long an approval can be answered and used; default {@link DEFAULT_APPROVAL_TTL_SECONDS}. */
+  ttlSeconds?: number;
+  /** The clock (tests); defaults to `Date.now`. */
+  now?: () => number;
+}
+
+/** An approval lives a day: long enough for a human to answer, then it is gone. */
+export const DEFAULT_APPROVAL_TTL_SECONDS = 24 * 60 * 60;
+
+const APPROVAL_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Approval ids are UUIDs; anything else is never looked up (nor put into a key). */
+export function isApprovalId(id: string): boolean {
+  return typeof id === "string" && APPROVAL_ID_RE.test(id);
+}
+
+export function approvalNotFound(approvalId: string): ChaosError {
+  return new ChaosError("not_found", `no approval ${approvalId} in this tenant (approvals expire after a day)`);
+}
+
+/** Who resolved, as recorded. */
+export function resolvedByOf(channel: ApprovalChannel, by: CallContext): string {
+  return channel === "approver" ? `${by.principal} (approver)` : `human via elicitation in session ${by.sessionId ?? ""}`;
+}
+
+/**
+ * The rules a resolver must meet, whatever the store: an elicitation answer counts only from the
+ * session that requested the approval (the edge asked that session's human); an approver must be
+ * another principal than the requester (no self-approval). Throws `permission_denied`.
+ */
+export function checkResolver(approval: PendingApproval, input: ResolveApprovalInput): void {
+  const { channel, by } = input;
+  if (channel === "elicitation") {
+    const session = approval.call.sessionId;
+    if (session === undefined || session === "" || by.sessionId !== session) {
+      throw new ChaosError(
+        "permission_denied",
+        "an elicitation answer counts only from the session that requested the approval; use an approver for another session",
+      );
+    }
+    return;
+  }
+  if (channel === "approver") {
+    if (by.principal === approval.call.principal) {
+      throw new ChaosError("permission_denied", `no self-approval: ${by.principal} requested this step and cannot approve it`);
+    }
+    return;
+  }
+  throw new ChaosError("invalid_argument", "channel must be elicitation or approver");
+}
+
+export function resolutionOf(input: ResolveApprovalInput, at: number): ApprovalResolution {
   return {
-    create(approval) {
-      byId.set(approval.approvalId, structuredClone(approval));
-      return Promise.resolve();
-    },
-    get: (approvalId) => byId.get(approvalId),
-    pending: () => [...byId.values()],
+    approved: input.approve,
+    channel: input.channel,
+    resolvedBy: resolvedByOf(input.channel, input.by),
+    principal: input.by.principal,
+    ...(input.by.sessionId !== undefined ? { sessionId: input.by.sessionId } : {}),
+    resolvedAt: new Date(at).toISOString(),
   };
 }
+
+export function resolveTtlSeconds(ttlSeconds: number | undefined): number {
+  const ttl = ttlSeconds ?? DEFAULT_APPROVAL_TTL_SECONDS;
+  if (!Number.isFinite(ttl) || ttl <= 0 || ttl > DEFAULT_APPROVAL_TTL_SECONDS) {
+    throw new ChaosError("invalid_argument", `an approval's TTL must be > 0 and at most ${DEFAULT_APPROVAL_TTL_SECONDS} s`);
+  }
+  return ttl;
+}
+
+/** Checks what `create` is given before anything is stored. */
+export function assertNewApproval(approval: PendingApproval): void {
+  assertTenantId(approval.call.tenant);
+  if (!isApprovalId(approval.approvalId)) throw new ChaosError("invalid_argument", "an approval id must be a UUID");
+}
+
+/** The refusal for a transition from the wrong state. */
+export function wrongState(approvalId: string, status: string, wanted: "resolve" | "consume"): ChaosError {
+  if (wanted === "resolve") {
+    return new ChaosError("failed_precondition", `approval ${approvalId} was already resolved (${status}); an approval is answered once`);
+  }
+  const why =
+    status === "consumed"
+      ? "was already used; an approval runs its step once"
+      : status === "pending"
+        ? "has not been answered yet"
+        : `was ${status}`;
+  return new ChaosError("failed_precondition", `approval ${approvalId} ${why}`);
+}
+
+const auditCallSchema = z.object({ tenant: z.string(), principal: z.string(), sessionId: z.string().optional() });
+const pendingSchema = z.object({
+  approvalId: z.string(),
+  step: z.object({ id: z.string(), capability: z.string(), input: z.unknown(), checks: z.array(stepCheckSchema).optional() }),
+  capability: z.string(),
+  risk: z.enum(["low", "medium", "high", "critical"]),
+  argsHash: z.string(),
+  policyVersion: z.number(),
+  matchedRule: z.string(),
+  reason: z.string(),
+  call: auditCallSchema,
+  createdAt: z.string(),
+  expiresAt: z.string(),
+});
+const resolutionSchema = z.object({
+  approved: z.boolean(),
+  channel: z.enum(["elicitation", "approver"]),
+  resolvedBy: z.string(),
+  principal: z.string(),
+  sessionId: z.string().optional(),
+  resolvedAt: z.string(),
+});
+
+/** Parses the immutable part of a stored approval; anything odd (or another tenant's) is `internal`, never trusted. */
+export function parseStoredRecord(json: string, tenant: string, approvalId: string): Omit<StoredApproval, "status" | "resolution" | "consumedAt"> {
+  let parsed: z.infer<typeof pendingSchema>;
+  try {
+    parsed = pendingSchema.parse(JSON.parse(json));
+  } catch {
+    throw new ChaosError("internal", "a stored approval could not be read");
+  }
+  if (parsed.call.tenant !== tenant || parsed.approvalId !== approvalId) throw new ChaosError("internal", "a stored approval could not be read");
+  return parsed as Omit<StoredApproval, "status" | "resolution" | "consumedAt">;
+}
+
+export function parseStoredResolution(json: string): ApprovalResolution {
+  try {
+    return resolutionSchema.parse(JSON.parse(json));
+  } catch {
+    throw new ChaosError("internal", "a stored approval could not be read");
+  }
+}
+
+/** An approval store kept in this process (tests, standalone). */
+export interface InMemoryApprovalStore extends ApprovalStore {
+  /** Every live pending approval, oldest first (for inspection). */
+  pending(): readonly StoredApproval[];
+}
+
+/** Most approvals the in-process store holds; creating more is refused (`resource_exhausted`). */
+export const DEFAULT_MEMORY_MAX_APPROVALS = 10_000;
+
+export function createMemoryApprovalStore(options: ApprovalStoreOptions & { maxApprovals?: number } = {}): InMemoryApprovalStore {
+  const now = options.now ?? Date.now;
+  const ttlMs = resolveTtlSeconds(options.ttlSeconds) * 1000;
+  const max = options.maxApprovals ?? DEFAULT_MEMORY_MAX_APPROVALS;
+  const byKey = new Map<string, StoredApproval>();
+  const keyOf = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+  const live = (a: StoredApproval) => Date.parse(a.expiresAt) > now();
+  const find = (tenant: string, id: string): StoredApproval | undefined => {
+    assertTenantId(tenant);
+    if (!isApprovalId(id)) return undefined;
+    const found = byKey.get(keyOf(tenant, id));
+    if (found && !live(found)) {
+      byKey.delete(keyOf(tenant, id));
+      return undefined;
+    }
+    return found;
+  };
+  const copy = (a: StoredApproval) => structuredClone(a);
+
+  return {
+    create(approval) {
+      try {
+        assertNewApproval(approval);
+        const key = keyOf(approval.call.tenant, approval.approvalId);
+        if (byKey.has(key)) throw new ChaosError("already_exists", "an approval with this id exists");
+        if (byKey.size >= max) for (const [k, a] of byKey) if (!live(a)) byKey.delete(k);
+        if (byKey.size >= max) throw new ChaosError("resource_exhausted", `this process holds ${max} approvals already`);
+        const at = now();
+        byKey.set(key, {
+          ...structuredClone(approval),
+          status: "pending",
+          createdAt: new Date(at).toISOString(),
+          expiresAt: new Date(at + ttlMs).toISOString(),
+        });
+        return Promise.resolve();
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    get(tenant, approvalId) {
+      try {
+        const found = find(tenant, approvalId);
+        return Promise.resolve(found ? copy(found) : undefined);
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    // Check and transition happen in one synchronous turn: nothing can interleave.
+    resolve(tenant, approvalId, input) {
+      try {
+        const found = find(tenant, approvalId);
+        if (!found) throw approvalNotFound(approvalId);
+        checkResolver(found, input);
+        if (found.status !== "pending") throw wrongState(approvalId, found.status, "resolve");
+        const next: StoredApproval = { ...found, status: input.approve ? "approved" : "rejected", resolution: resolutionOf(input, now()) };
+        byKey.set(keyOf(tenant, approvalId), next);
+        return Promise.resolve(copy(next));
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    consume(tenant, approvalId) {
+      try {
+        const found = find(tenant, approvalId);
+        if (!found) throw approvalNotFound(approvalId);
+        if (found.status !== "approved") throw wrongState(approvalId, found.status, "consume");
+        const next: StoredApproval = { ...found, status: "consumed", consumedAt: new Date(now()).toISOString() };
+        byKey.set(keyOf(tenant, approvalId), next);
+        return Promise.resolve(copy(next));
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    pending: () => [...byKey.values()].filter((a) => a.status === "pending" && live(a)).map(copy),
+  };
+}
+

@@ -21,6 +21,24 @@ export interface StepDecisionEvent {
   readonly risk: CapabilityRisk;
   readonly argsHash: string;
   readonly verdict: PolicyVerdict;
+  /** Set when the step resumes an approved approval (policy is asked again then). */
+  readonly approvalId?: string;
+}
+
+/**
+ * A human's or an approver's answer to a pending approval, recorded before the store applies it
+ * (a resolve that then loses a race to another answer is refused to its caller). `call` is the
+ * resolver's context.
+ */
+export interface ApprovalResolutionEvent {
+  readonly type: "approval.resolution";
+  readonly call: AuditCall;
+  readonly approvalId: string;
+  readonly capability: string;
+  readonly argsHash: string;
+  readonly approved: boolean;
+  readonly channel: "elicitation" | "approver";
+  readonly resolvedBy: string;
 }
 
 /**
@@ -41,7 +59,7 @@ export interface StepOutcomeEvent {
   readonly errorCode?: string;
 }
 
-export type AuditEvent = StepDecisionEvent | StepOutcomeEvent;
+export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | ApprovalResolutionEvent;
 
 /**
  * Where every decision and outcome goes (the ledger issue wires it to the ledger service). A

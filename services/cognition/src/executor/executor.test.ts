@@ -16,10 +16,11 @@ import { createTestDatabase, type TestDatabase } from "../../../../test/support/
 import { defineCapability, type CapabilityRisk } from "../capabilities/capability.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
-import { createInMemoryApprovalSink, type InMemoryApprovalSink } from "./approvals.js";
+import { createMemoryApprovalStore, type InMemoryApprovalStore } from "./approvals.js";
 import { createInMemoryAuditSink, type AuditEvent, type AuditSink, type InMemoryAuditSink } from "./audit.js";
-import { executeStep, executeSteps, type ExecutorDeps } from "./executor.js";
+import { executeApproved, executeStep, executeSteps, resolveApproval, type ExecutorDeps } from "./executor.js";
 import type { ExecutableStep } from "./types.js";
+import { expectChaosError } from "../test-support/expect-error.js";
 
 let database: TestDatabase;
 let db: Db;
@@ -133,12 +134,12 @@ const registry = createCapabilityRegistry([
 interface Harness {
   deps: ExecutorDeps;
   audit: InMemoryAuditSink;
-  approvals: InMemoryApprovalSink;
+  approvals: InMemoryApprovalStore;
 }
 
 function harness(tenant: string, overrides: Partial<ExecutorDeps> = {}): Harness {
   const audit = createInMemoryAuditSink();
-  const approvals = createInMemoryApprovalSink();
+  const approvals = createMemoryApprovalStore();
   const call: CallContext = { tenant, principal: "agent", sessionId: "session-1" };
   return {
     audit,
@@ -152,7 +153,13 @@ function sha256(text: string): string {
 }
 
 function summary(events: readonly AuditEvent[]): string[] {
-  return events.map((e) => (e.type === "step.decision" ? `${e.stepId} decision ${e.verdict.decision}` : `${e.stepId} outcome ${e.status}`));
+  return events.map((e) =>
+    e.type === "step.decision"
+      ? `${e.stepId} decision ${e.verdict.decision}`
+      : e.type === "step.outcome"
+        ? `${e.stepId} outcome ${e.status}`
+        : `${e.approvalId} ${e.approved ? "approved" : "rejected"} by ${e.resolvedBy}`,
+  );
 }
 
 describe("policy first", () => {
@@ -211,7 +218,7 @@ describe("policy first", () => {
       call: { tenant, principal: "agent", sessionId: "session-1" },
     });
     expect(approval?.reason).toContain("human approval");
-    expect(approvals.get(approval!.approvalId)).toEqual(approval);
+    expect(await approvals.get(tenant, approval!.approvalId)).toMatchObject({ ...approval, status: "pending" });
     expect(approvals.pending()).toHaveLength(1);
     expect(results[1]).toMatchObject({ status: "skipped", ran: false, error: { code: "approval_required" } });
     expect(summary(audit.events())).toEqual(["s1 decision REQUIRE_APPROVAL", "s1 outcome pending_approval"]);
@@ -398,7 +405,7 @@ describe("the audit sink", () => {
     const tenant = uniqueTenant();
     await putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
     const { deps, audit } = harness(tenant, {
-      approvals: { create: () => Promise.reject(new Error("store down")) },
+      approvals: { ...createMemoryApprovalStore(), create: () => Promise.reject(new Error("store down")) },
     });
     const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: "x" } }, deps);
     expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "internal" } });
@@ -416,5 +423,157 @@ describe("cancellation", () => {
     await expect.poll(() => calls.length).toBe(1);
     controller.abort();
     expect(await pending).toMatchObject({ status: "failed", error: { code: "cancelled" } });
+  });
+});
+
+describe("resuming an approved step", () => {
+  /** A pending approval for test.echo in `tenant`, requested by agent in session-1. */
+  async function pendingEcho(tenant: string, text = "ship it") {
+    const version = await putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+    const h = harness(tenant);
+    const result = await executeStep({ id: "s1", capability: "test.echo", input: { text, confirmed: true } }, h.deps);
+    expect(result.status).toBe("pending_approval");
+    return { ...h, version, approvalId: result.approval!.approvalId };
+  }
+  const elicitation = (tenant: string, sessionId = "session-1") =>
+    ({ approve: true, channel: "elicitation", by: { tenant, principal: "agent", sessionId } }) as const;
+
+  it("runs the step once after an elicitation answer from the same session, auditing each decision", async () => {
+    const tenant = uniqueTenant();
+    const { deps, audit, approvalId, version } = await pendingEcho(tenant);
+    const resolved = await resolveApproval(approvalId, elicitation(tenant), deps);
+    expect(resolved.resolution?.resolvedBy).toBe("human via elicitation in session session-1");
+    expect(calls).toEqual([]);
+
+    const result = await executeApproved(approvalId, deps);
+    expect(result).toMatchObject({ stepId: "s1", status: "executed", ran: true, output: { echo: "ship it" } });
+    expect(result.verdict).toMatchObject({ decision: "REQUIRE_APPROVAL", policyVersion: version });
+    expect(calls).toEqual([{ capability: "test.echo", input: { text: "ship it" } }]);
+
+    const again = await executeApproved(approvalId, deps);
+    expect(again).toMatchObject({ status: "failed", ran: false, error: { code: "failed_precondition" } });
+    expect(again.error?.message).toMatch(/already used/);
+    expect(calls).toHaveLength(1);
+    expect(summary(audit.events())).toEqual([
+      "s1 decision REQUIRE_APPROVAL",
+      "s1 outcome pending_approval",
+      `${approvalId} approved by human via elicitation in session session-1`,
+      "s1 decision REQUIRE_APPROVAL",
+      "s1 outcome executed",
+      // The second resume is refused at the approval's state, before policy is asked.
+      "s1 outcome failed",
+    ]);
+    expect(audit.events().slice(3).every((e) => e.type !== "approval.resolution" && e.approvalId === approvalId)).toBe(true);
+  });
+
+  it("refuses self-approval, and runs after another principal approved", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    const self = { approve: true, channel: "approver", by: { tenant, principal: "agent", sessionId: "admin" } } as const;
+    await expectChaosError(resolveApproval(approvalId, self, deps), "permission_denied");
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "failed", error: { code: "approval_required" } });
+    const resolved = await resolveApproval(approvalId, { ...self, by: { tenant, principal: "alice" } }, deps);
+    expect(resolved.resolution?.resolvedBy).toBe("alice (approver)");
+    // An approver's answer is not tied to a session: the agent may resume from another one.
+    const result = await executeApproved(approvalId, { ...deps, call: { tenant, principal: "agent", sessionId: "session-9" } });
+    expect(result.status).toBe("executed");
+    expect(calls).toHaveLength(1);
+  });
+
+  it("refuses an elicitation answer from another session, and a resume of an elicited approval from another session", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    await expectChaosError(resolveApproval(approvalId, elicitation(tenant, "session-2"), deps), "permission_denied");
+    await resolveApproval(approvalId, elicitation(tenant), deps);
+    const elsewhere = await executeApproved(approvalId, { ...deps, call: { tenant, principal: "agent", sessionId: "session-2" } });
+    expect(elsewhere).toMatchObject({ status: "failed", ran: false, error: { code: "permission_denied" } });
+    expect(calls).toEqual([]);
+    // The refusal did not use the approval up.
+    expect((await executeApproved(approvalId, deps)).status).toBe("executed");
+  });
+
+  it("never runs a rejected step, and says who rejected it", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    await resolveApproval(approvalId, { approve: false, channel: "approver", by: { tenant, principal: "alice" } }, deps);
+    await expectChaosError(resolveApproval(approvalId, elicitation(tenant), deps), "failed_precondition");
+    const result = await executeApproved(approvalId, deps);
+    expect(result).toMatchObject({ status: "denied", ran: false });
+    expect(result.error?.message).toMatch(/rejected by alice \(approver\)/);
+    expect(calls).toEqual([]);
+  });
+
+  it("refuses when the policy changed since the approval, naming both versions, and leaves the approval unused", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId, version } = await pendingEcho(tenant);
+    await resolveApproval(approvalId, elicitation(tenant), deps);
+    const newer = await putPolicy(tenant, { requireConfirmationFor: ["test.echo", "test.other"] });
+    const result = await executeApproved(approvalId, deps);
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "failed_precondition" } });
+    expect(result.error?.message).toContain(`approved under policy version ${version}, now version ${newer}`);
+    expect(calls).toEqual([]);
+    expect((await deps.approvals.get(tenant, approvalId))?.status).toBe("approved");
+  });
+
+  it("never runs when policy now denies the capability", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    await resolveApproval(approvalId, elicitation(tenant), deps);
+    await putPolicy(tenant, { deniedCapabilities: ["test.echo"] });
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "denied", ran: false, verdict: { decision: "DENY" } });
+    expect(calls).toEqual([]);
+  });
+
+  it("runs the handler once of 20 concurrent resumes", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    await resolveApproval(approvalId, elicitation(tenant), deps);
+    const results = await Promise.all(Array.from({ length: 20 }, () => executeApproved(approvalId, deps)));
+    expect(results.filter((r) => r.status === "executed")).toHaveLength(1);
+    expect(results.filter((r) => r.status === "failed" && r.error?.code === "failed_precondition" && !r.ran)).toHaveLength(19);
+    expect(calls).toHaveLength(1);
+  });
+
+  it("does not find another tenant's approval, nor an unknown one", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    await resolveApproval(approvalId, elicitation(tenant), deps);
+    const other = uniqueTenant();
+    const otherDeps = { ...deps, call: { tenant: other, principal: "agent", sessionId: "session-1" } };
+    const a = await expectChaosError(executeApproved(approvalId, otherDeps), "not_found");
+    await expectChaosError(resolveApproval(approvalId, elicitation(other), deps), "not_found");
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    const b = await expectChaosError(executeApproved(unknown, deps), "not_found");
+    expect(a.message.replace(approvalId, "ID")).toBe(b.message.replace(unknown, "ID"));
+    expect(calls).toEqual([]);
+  });
+
+  it("refuses a stored input whose hash no longer matches the approval, without running it", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    const stored = (await deps.approvals.get(tenant, approvalId))!;
+    // Another approval with the same hash but changed arguments, as a tampered store would hold.
+    const forged = { ...stored, approvalId: "11111111-1111-4111-8111-111111111111", step: { ...stored.step, input: { text: "rm -rf" } } };
+    await deps.approvals.create(forged);
+    await resolveApproval(forged.approvalId, elicitation(tenant), deps);
+    const result = await executeApproved(forged.approvalId, deps);
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "failed_precondition" } });
+    expect(result.error?.message).toMatch(/arguments hash/);
+    expect(calls).toEqual([]);
+  });
+
+  it("fails closed when the resumed decision cannot be recorded: the approval stays unused", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingEcho(tenant);
+    await resolveApproval(approvalId, elicitation(tenant), deps);
+    const broken: AuditSink = { record: () => Promise.reject(new Error("disk full")) };
+    const result = await executeApproved(approvalId, { ...deps, audit: broken });
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "unavailable" } });
+    expect(calls).toEqual([]);
+    expect((await deps.approvals.get(tenant, approvalId))?.status).toBe("approved");
+    // And an answer the audit log cannot hold is not applied.
+    const next = await pendingEcho(tenant, "again");
+    await expectChaosError(resolveApproval(next.approvalId, elicitation(tenant), { ...next.deps, audit: broken }), "unavailable");
+    expect((await next.deps.approvals.get(tenant, next.approvalId))?.status).toBe("pending");
   });
 });

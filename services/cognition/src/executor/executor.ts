@@ -1,15 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { ATTR, ChaosError, withSpan, type CallContext, type ServiceClient } from "@chaos-core/kit";
+import { ATTR, ChaosError, withSpan, type CallContext, type ErrorCode, type ServiceClient } from "@chaos-core/kit";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { Capability, CapabilityFacts, CapabilityRisk } from "../capabilities/capability.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 import type { AIProvider } from "../providers/ai-provider.js";
-import type { ApprovalSink, PendingApproval } from "./approvals.js";
-import { auditCall, type AuditEvent, type AuditSink, type StepOutcomeEvent } from "./audit.js";
+import { approvalNotFound, checkResolver, resolvedByOf, wrongState, type ApprovalStore, type PendingApproval, type ResolveApprovalInput, type StoredApproval } from "./approvals.js";
+import { auditCall, type AuditSink, type StepDecisionEvent, type StepOutcomeEvent } from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
-import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation } from "./evaluate.js";
+import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
 import type { ExecutableStep, PolicyVerdict, StepResult } from "./types.js";
 
 /** How long a handler may run when the deps name no deadline. */
@@ -22,7 +22,7 @@ export interface ExecutorDeps {
   readonly memory: ServiceClient<typeof MemoryService>;
   readonly provider: AIProvider;
   readonly audit: AuditSink;
-  readonly approvals: ApprovalSink;
+  readonly approvals: ApprovalStore;
   /** Who the steps run for (tenant, principal, session), from the verified call context. */
   readonly call: CallContext;
   /** The caller's cancellation; aborting it fails the running step with `cancelled`. */
@@ -112,8 +112,10 @@ async function askPolicy(
   return { decision, matchedRule: res.matchedRule, reason: res.reason, policyVersion: Number(res.policyVersion) };
 }
 
-/** One step through its stages, in order; each audit record must succeed before the next action. */
-async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepResult> {
+type Finish = (result: StepResult, hash?: string) => Promise<StepResult>;
+
+/** Records a step's outcome; a result that cannot be recorded is not returned as a success. */
+function finisher(step: { readonly id: string; readonly capability: string }, deps: ExecutorDeps, approvalId?: string): Finish {
   const call = auditCall(deps.call);
   const outcome = (result: StepResult, hash?: string): StepOutcomeEvent => ({
     type: "step.outcome",
@@ -124,11 +126,10 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
     ran: result.ran,
     succeeded: result.evaluation.succeeded,
     ...(hash !== undefined ? { argsHash: hash } : {}),
-    ...(result.approval ? { approvalId: result.approval.approvalId } : {}),
+    ...(result.approval ? { approvalId: result.approval.approvalId } : approvalId !== undefined ? { approvalId } : {}),
     ...(result.error ? { errorCode: result.error.code } : {}),
   });
-  // Records the outcome; a result that cannot be recorded is not returned as a success.
-  const finish = async (result: StepResult, hash?: string): Promise<StepResult> => {
+  return async (result, hash) => {
     try {
       await deps.audit.record(outcome(result, hash));
       return result;
@@ -143,6 +144,88 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
       };
     }
   };
+}
+
+/**
+ * Records policy's decision before anything acts on it. On failure returns the failed result to
+ * give back as is (fail closed: the sink just failed, so no outcome record is attempted either).
+ */
+async function recordDecision(step: ExecutableStep, event: StepDecisionEvent, deps: ExecutorDeps): Promise<StepResult | undefined> {
+  try {
+    await deps.audit.record(event);
+    return undefined;
+  } catch (err) {
+    const e = ChaosError.from(err);
+    return notRun(step, "failed", failed("audit: the policy decision could not be recorded, so nothing ran"), {
+      verdict: event.verdict,
+      error: { code: "unavailable", message: `the audit log could not record the decision (${e.message})` },
+    });
+  }
+}
+
+/** Runs the handler under the step deadline and the caller's cancellation, then evaluates its output. */
+async function runHandler(
+  step: ExecutableStep,
+  capability: Capability,
+  input: unknown,
+  checks: readonly StepCheck[],
+  verdict: PolicyVerdict,
+  hash: string,
+  deps: ExecutorDeps,
+  finish: Finish,
+): Promise<StepResult> {
+  const timeoutMs = deps.stepTimeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
+  let output: unknown;
+  try {
+    output = await runWithDeadline(
+      (signal) =>
+        capability.handler(input, {
+          call: deps.call,
+          signal,
+          provider: deps.provider,
+          memory: deps.memory,
+          policy: deps.policy,
+        }),
+      timeoutMs,
+      deps.signal,
+    );
+  } catch (err) {
+    const e = ChaosError.from(err);
+    return finish(
+      {
+        stepId: step.id,
+        capability: capability.name,
+        status: "failed",
+        verdict,
+        ran: true,
+        evaluation: failed(`handler: ${e.code}: ${e.message}`),
+        error: { code: e.code, message: e.message },
+      },
+      hash,
+    );
+  }
+
+  const evaluated = evaluateOutput(capability.outputSchema, output, checks);
+  return finish(
+    evaluated.evaluation.succeeded
+      ? { stepId: step.id, capability: capability.name, status: "executed", verdict, ran: true, output: evaluated.output, evaluation: evaluated.evaluation }
+      : {
+          stepId: step.id,
+          capability: capability.name,
+          status: "failed",
+          verdict,
+          ran: true,
+          evaluation: evaluated.evaluation,
+          error: { code: "failed_precondition", message: `the step's result did not pass evaluation: ${evaluated.evaluation.problems.join("; ")}` },
+        },
+    hash,
+  );
+}
+
+/** One step through its stages, in order; each audit record must succeed before the next action. */
+async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepResult> {
+  const call = auditCall(deps.call);
+  const finish = finisher(step, deps);
 
   const capability = deps.registry.get(step.capability);
   if (!capability) {
@@ -187,7 +270,7 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
     return finish(failure(step, err, "policy: no decision could be obtained, so nothing ran"), hash);
   }
 
-  const decisionEvent: AuditEvent = {
+  const decisionEvent: StepDecisionEvent = {
     type: "step.decision",
     call,
     stepId: step.id,
@@ -196,17 +279,8 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
     argsHash: hash,
     verdict,
   };
-  try {
-    await deps.audit.record(decisionEvent);
-  } catch (err) {
-    // Fail closed: nothing acts on a decision the audit log does not hold. The sink just
-    // failed, so no outcome record is attempted either; the caller sees why.
-    const e = ChaosError.from(err);
-    return notRun(step, "failed", failed("audit: the policy decision could not be recorded, so nothing ran"), {
-      verdict,
-      error: { code: "unavailable", message: `the audit log could not record the decision (${e.message})` },
-    });
-  }
+  const unrecorded = await recordDecision(step, decisionEvent, deps);
+  if (unrecorded) return unrecorded;
 
   if (verdict.decision === "DENY") {
     return finish(notRun(step, "denied", failed(`policy: ${verdict.reason}`), { verdict }), hash);
@@ -215,7 +289,7 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
   if (verdict.decision === "REQUIRE_APPROVAL") {
     const approval: PendingApproval = {
       approvalId: randomUUID(),
-      step: { id: step.id, capability: capability.name, input },
+      step: { id: step.id, capability: capability.name, input, ...(parsedChecks.data.length > 0 ? { checks: parsedChecks.data } : {}) },
       capability: capability.name,
       risk: capability.risk,
       argsHash: hash,
@@ -232,52 +306,7 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
     return finish(notRun(step, "pending_approval", failed(`policy: ${verdict.reason}`), { verdict, approval }), hash);
   }
 
-  const timeoutMs = deps.stepTimeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
-  let output: unknown;
-  try {
-    output = await runWithDeadline(
-      (signal) =>
-        capability.handler(input, {
-          call: deps.call,
-          signal,
-          provider: deps.provider,
-          memory: deps.memory,
-          policy: deps.policy,
-        }),
-      timeoutMs,
-      deps.signal,
-    );
-  } catch (err) {
-    const e = ChaosError.from(err);
-    return finish(
-      {
-        stepId: step.id,
-        capability: capability.name,
-        status: "failed",
-        verdict,
-        ran: true,
-        evaluation: failed(`handler: ${e.code}: ${e.message}`),
-        error: { code: e.code, message: e.message },
-      },
-      hash,
-    );
-  }
-
-  const evaluated = evaluateOutput(capability.outputSchema, output, parsedChecks.data);
-  return finish(
-    evaluated.evaluation.succeeded
-      ? { stepId: step.id, capability: capability.name, status: "executed", verdict, ran: true, output: evaluated.output, evaluation: evaluated.evaluation }
-      : {
-          stepId: step.id,
-          capability: capability.name,
-          status: "failed",
-          verdict,
-          ran: true,
-          evaluation: evaluated.evaluation,
-          error: { code: "failed_precondition", message: `the step's result did not pass evaluation: ${evaluated.evaluation.problems.join("; ")}` },
-        },
-    hash,
-  );
+  return runHandler(step, capability, input, parsedChecks.data, verdict, hash, deps, finish);
 }
 
 /**
@@ -341,4 +370,164 @@ export async function executeSteps(steps: readonly ExecutableStep[], deps: Execu
     if (result.status !== "executed") stoppedBy = result;
   }
   return results;
+}
+
+/** A resume refused before any handler ran, recorded like any outcome. */
+function refused(step: ExecutableStep, status: "failed" | "denied", code: ErrorCode, message: string, extra: Partial<StepResult> = {}): StepResult {
+  return notRun(step, status, failed(`approval: ${message}`), { error: { code, message }, ...extra });
+}
+
+async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<StepResult> {
+  const tenant = deps.call.tenant;
+  const approval = await deps.approvals.get(tenant, approvalId);
+  // Unknown, expired, or another tenant's: one answer.
+  if (!approval) throw approvalNotFound(approvalId);
+  const step: ExecutableStep = {
+    id: approval.step.id,
+    capability: approval.step.capability,
+    input: approval.step.input,
+    ...(approval.step.checks ? { checks: approval.step.checks } : {}),
+  };
+  const finish = finisher(step, deps, approvalId);
+
+  if (approval.status !== "approved") {
+    if (approval.status === "rejected") {
+      return finish(refused(step, "denied", "permission_denied", `approval ${approvalId} was rejected by ${approval.resolution?.resolvedBy ?? "its approver"}; the step never runs`), approval.argsHash);
+    }
+    const message =
+      approval.status === "pending"
+        ? `approval ${approvalId} has not been answered yet`
+        : `approval ${approvalId} was already used; an approval runs its step once`;
+    return finish(refused(step, "failed", approval.status === "pending" ? "approval_required" : "failed_precondition", message), approval.argsHash);
+  }
+  // An elicitation answer is that session's human's: only that session may use it.
+  if (approval.resolution?.channel === "elicitation" && deps.call.sessionId !== approval.call.sessionId) {
+    return finish(
+      refused(step, "failed", "permission_denied", `approval ${approvalId} was given by elicitation in another session; only that session may run it`),
+      approval.argsHash,
+    );
+  }
+
+  const capability = deps.registry.get(approval.capability);
+  if (!capability || capability.name !== step.capability) {
+    return finish(refused(step, "failed", "failed_precondition", `capability "${approval.capability}" is no longer registered`), approval.argsHash);
+  }
+  // The stored input is re-validated and re-hashed: the approval covers exactly this call.
+  const parsedInput = capability.inputSchema.safeParse(step.input);
+  const parsedChecks = checksSchema.safeParse(step.checks ?? []);
+  if (!parsedInput.success || !parsedChecks.success) {
+    return finish(refused(step, "failed", "failed_precondition", `the approved input no longer matches ${capability.name}'s schema`), approval.argsHash);
+  }
+  const input: unknown = parsedInput.data;
+  let hash: string;
+  let facts: CapabilityFacts;
+  try {
+    hash = hashArgs(input);
+    facts = capability.facts?.(input) ?? {};
+  } catch (err) {
+    return finish(failure(step, err, "input: could not be prepared for the policy decision"), approval.argsHash);
+  }
+  if (hash !== approval.argsHash) {
+    return finish(refused(step, "failed", "failed_precondition", `the call's arguments hash ${hash} differs from the approved ${approval.argsHash}`), hash);
+  }
+
+  // Policy is asked again: an approval never outlives the policy it was given under.
+  let verdict: PolicyVerdict;
+  try {
+    verdict = await askPolicy(capability, facts, deps);
+  } catch (err) {
+    return finish(failure(step, err, "policy: no decision could be obtained, so nothing ran"), hash);
+  }
+  const unrecorded = await recordDecision(
+    step,
+    { type: "step.decision", call: auditCall(deps.call), stepId: step.id, capability: capability.name, risk: capability.risk, argsHash: hash, verdict, approvalId },
+    deps,
+  );
+  if (unrecorded) return unrecorded;
+  if (verdict.decision === "DENY") {
+    return finish(notRun(step, "denied", failed(`policy: ${verdict.reason}`), { verdict }), hash);
+  }
+  if (verdict.policyVersion !== approval.policyVersion) {
+    return finish(
+      refused(
+        step,
+        "failed",
+        "failed_precondition",
+        `the policy changed since the approval (approved under policy version ${approval.policyVersion}, now version ${verdict.policyVersion}); ask for a new approval`,
+        { verdict },
+      ),
+      hash,
+    );
+  }
+
+  // Consumed before the handler starts: of concurrent resumes, exactly one gets past here.
+  try {
+    await deps.approvals.consume(tenant, approvalId);
+  } catch (err) {
+    const e = ChaosError.from(err);
+    return finish(refused(step, "failed", e.code, e.message, { verdict }), hash);
+  }
+  return runHandler(step, capability, input, parsedChecks.data, verdict, hash, deps, finish);
+}
+
+/**
+ * Runs the step of an approved approval, at most once. In order: the approval must exist in the
+ * caller's tenant (else `not_found`, thrown), be `approved` (a rejected one is `denied` and never
+ * runs; a pending or used one is refused), and, when given by elicitation, be resumed from the
+ * session that requested it; the stored input is validated again and its `argsHash` recomputed
+ * and compared; policy is asked again, its decision recorded, and it must neither DENY nor have
+ * changed version since the approval (`failed_precondition` naming both); then the approval is
+ * consumed atomically BEFORE the handler runs (concurrent resumes: one runs, the rest are
+ * refused), and the handler runs under the step deadline and is evaluated, as in
+ * {@link executeStep}. Every refusal and outcome is audited.
+ */
+export async function executeApproved(approvalId: string, deps: ExecutorDeps): Promise<StepResult> {
+  return withSpan("chaoscore.cognition.step", { [ATTR.tenant]: deps.call.tenant }, async (span) => {
+    const result = await runApproved(approvalId, deps);
+    span.setAttributes({
+      [ATTR.capability]: result.capability,
+      [ATTR.outcome]: result.status,
+      ...(result.verdict ? { [ATTR.decision]: result.verdict.decision, [ATTR.policyVersion]: result.verdict.policyVersion } : {}),
+      ...(result.error ? { [ATTR.errorType]: result.error.code } : {}),
+    });
+    return result;
+  });
+}
+
+/** What {@link resolveApproval} needs. */
+export interface ResolveApprovalDeps {
+  readonly approvals: ApprovalStore;
+  readonly audit: AuditSink;
+}
+
+/**
+ * Records a human's answer to a pending approval, once. The resolver is the verified caller
+ * (`input.by`): an `elicitation` answer counts only from the requesting session, an `approver`
+ * must be another principal than the requester. The answer is audited before the store applies
+ * it (an audit failure refuses the answer); the store's transition is atomic, so a second answer
+ * is `failed_precondition`. Another tenant's or an unknown approval is `not_found`.
+ */
+export async function resolveApproval(approvalId: string, input: ResolveApprovalInput, deps: ResolveApprovalDeps): Promise<StoredApproval> {
+  const tenant = input.by.tenant;
+  const found = await deps.approvals.get(tenant, approvalId);
+  if (!found) throw approvalNotFound(approvalId);
+  checkResolver(found, input);
+  if (found.status !== "pending") {
+    throw wrongState(approvalId, found.status, "resolve");
+  }
+  try {
+    await deps.audit.record({
+      type: "approval.resolution",
+      call: auditCall(input.by),
+      approvalId,
+      capability: found.capability,
+      argsHash: found.argsHash,
+      approved: input.approve,
+      channel: input.channel,
+      resolvedBy: resolvedByOf(input.channel, input.by),
+    });
+  } catch (err) {
+    throw new ChaosError("unavailable", `the audit log could not record the answer, so it was not applied (${ChaosError.from(err).message})`);
+  }
+  return deps.approvals.resolve(tenant, approvalId, input);
 }

@@ -4,7 +4,7 @@
  * transport and must give the same answers.
  */
 import { toJson } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import {
   ContextSigner,
   createGrpcClient,
@@ -16,17 +16,21 @@ import {
   type ServiceClient,
 } from "@chaos-core/kit";
 import {
+  ApprovalChannel,
   CognitionService,
   ListCapabilitiesResponseSchema,
   PlanResponseSchema,
   type AchieveResponse,
 } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 import { z } from "zod";
 import { defineCapability } from "../capabilities/capability.js";
 import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
-import { createInMemoryApprovalSink } from "../executor/approvals.js";
+import { createMemoryApprovalStore } from "../executor/approvals.js";
+import { createRedisApprovalStore } from "../executor/redis-approval-store.js";
 import { createInMemoryAuditSink } from "../executor/audit.js";
 import { argsHash } from "../executor/canonical-json.js";
 import { createMemoryPlanStore } from "../plans/memory-plan-store.js";
@@ -75,7 +79,7 @@ function makeDeps(overrides: Partial<CognitionDeps> = {}): CognitionDeps {
     memory: services.memory,
     plans: createMemoryPlanStore(),
     audit: createInMemoryAuditSink(),
-    approvals: createInMemoryApprovalSink(),
+    approvals: createMemoryApprovalStore(),
     logger: createLogger("cognition-test", "silent"),
     stepTimeoutMs: 5_000,
     ...overrides,
@@ -212,6 +216,107 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     expect(result?.approval?.reason).not.toBe("");
   });
 
+  describe("the approval path", () => {
+    const ECHO = { id: "s1", capability: "test.echo", input: { text: "ship it", confirmed: true } };
+
+    /** A pending approval for test.echo, requested by agent in session-a of a fresh tenant. */
+    async function pendingEcho() {
+      const tenant = uniqueTenant();
+      const version = await services.putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+      const res = await client().execute({ target: { case: "steps", value: { steps: [ECHO] } } }, as(tenant, "session-a"));
+      expect(res.results[0]?.status).toBe("pending_approval");
+      return { tenant, version, approvalId: res.results[0]!.approval!.approvalId };
+    }
+    const resume = (approvalId: string) => ({ target: { case: "approvalId" as const, value: approvalId } });
+    const elicited = (approvalId: string, approve = true) => ({ approvalId, approve, channel: ApprovalChannel.ELICITATION });
+    const byApprover = (approvalId: string, approve = true) => ({ approvalId, approve, channel: ApprovalChannel.APPROVER });
+    const approver = (tenant: string, principal: string, sessionId = "admin-1"): { ctx: CallContext } => ({ ctx: { tenant, principal, sessionId } });
+
+    it("resumes after an elicitation answer from the same session, once, returning the output", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      expect(await client().resolveApproval(elicited(approvalId), as(tenant, "session-a"))).toMatchObject({
+        status: "approved",
+        resolvedBy: "human via elicitation in session session-a",
+      });
+      await expectChaosError(client().resolveApproval(elicited(approvalId), as(tenant, "session-a")), "failed_precondition");
+      const res = await client().execute(resume(approvalId), as(tenant, "session-a"));
+      expect(res.results).toHaveLength(1);
+      expect(res.results[0]).toMatchObject({ stepId: "s1", capability: "test.echo", status: "executed", ran: true, errorCode: "" });
+      expect(toJson(ValueSchema, res.results[0]!.output!)).toEqual({ echo: "ship it" });
+      expect(calls).toEqual([{ text: "ship it" }]);
+      const again = await client().execute(resume(approvalId), as(tenant, "session-a"));
+      expect(again.results[0]).toMatchObject({ status: "failed", ran: false, errorCode: "failed_precondition" });
+      expect(calls).toHaveLength(1);
+    });
+
+    it("refuses self-approval and accepts another principal's", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      const self = await expectChaosError(client().resolveApproval(byApprover(approvalId), approver(tenant, "agent")), "permission_denied");
+      expect(self.message).toMatch(/self-approval/);
+      expect(await client().resolveApproval(byApprover(approvalId), approver(tenant, "alice"))).toMatchObject({
+        status: "approved",
+        resolvedBy: "alice (approver)",
+      });
+      const res = await client().execute(resume(approvalId), as(tenant, "session-a"));
+      expect(res.results[0]?.status).toBe("executed");
+      expect(calls).toHaveLength(1);
+    });
+
+    it("refuses an elicitation answer from another session and an unspecified channel", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      await expectChaosError(client().resolveApproval(elicited(approvalId), as(tenant, "session-b")), "permission_denied");
+      await expectChaosError(
+        client().resolveApproval({ approvalId, approve: true, channel: ApprovalChannel.UNSPECIFIED }, as(tenant, "session-a")),
+        "invalid_argument",
+      );
+      const res = await client().execute(resume(approvalId), as(tenant, "session-a"));
+      expect(res.results[0]).toMatchObject({ status: "failed", ran: false, errorCode: "approval_required" });
+      expect(calls).toEqual([]);
+    });
+
+    it("never runs a rejected step", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      expect(await client().resolveApproval(elicited(approvalId, false), as(tenant, "session-a"))).toMatchObject({ status: "rejected" });
+      const res = await client().execute(resume(approvalId), as(tenant, "session-a"));
+      expect(res.results[0]).toMatchObject({ status: "denied", ran: false });
+      expect(res.results[0]?.errorMessage).toMatch(/rejected by human via elicitation in session session-a/);
+      expect(calls).toEqual([]);
+    });
+
+    it("refuses to resume after the policy changed, naming both versions", async () => {
+      const { tenant, approvalId, version } = await pendingEcho();
+      await client().resolveApproval(byApprover(approvalId), approver(tenant, "alice"));
+      const newer = await services.putPolicy(tenant, { requireConfirmationFor: ["test.echo", "memory.recall"] });
+      const res = await client().execute(resume(approvalId), as(tenant, "session-a"));
+      expect(res.results[0]).toMatchObject({ status: "failed", ran: false, errorCode: "failed_precondition" });
+      expect(res.results[0]?.errorMessage).toContain(`approved under policy version ${version}, now version ${newer}`);
+      expect(calls).toEqual([]);
+    });
+
+    it("runs the step once of 20 concurrent resumes", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      await client().resolveApproval(elicited(approvalId), as(tenant, "session-a"));
+      const all = await Promise.all(Array.from({ length: 20 }, () => client().execute(resume(approvalId), as(tenant, "session-a"))));
+      const statuses = all.map((r) => r.results[0]?.status);
+      expect(statuses.filter((s) => s === "executed")).toHaveLength(1);
+      expect(statuses.filter((s) => s === "failed")).toHaveLength(19);
+      expect(calls).toHaveLength(1);
+    });
+
+    it("does not find another tenant's approval, with the answer an unknown id gets", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      await client().resolveApproval(elicited(approvalId), as(tenant, "session-a"));
+      const other = uniqueTenant();
+      const a = await expectChaosError(client().execute(resume(approvalId), as(other, "session-a")), "not_found");
+      await expectChaosError(client().resolveApproval(byApprover(approvalId), approver(other, "alice")), "not_found");
+      const unknown = "00000000-0000-4000-8000-000000000000";
+      const b = await expectChaosError(client().execute(resume(unknown), as(tenant, "session-a")), "not_found");
+      expect(a.message.replace(approvalId, "ID")).toBe(b.message.replace(unknown, "ID"));
+      await expectChaosError(client().execute(resume("not-an-id"), as(tenant, "session-a")), "not_found");
+      expect(calls).toEqual([]);
+    });
+  });
+
   it("streams each stage of Achieve as it happens, then one trace", async () => {
     const tenant = uniqueTenant();
     const events: AchieveResponse["event"][] = [];
@@ -299,5 +404,48 @@ describe("cognition handlers on both transports", () => {
     const res = await keyed.describeProvider({}, as(uniqueTenant()));
     expect(res).toMatchObject({ id: "openai", model: "gpt-test", configured: true });
     expect(JSON.stringify(res)).not.toContain(secret);
+  });
+});
+
+describe("approvals shared through Redis by two cognition replicas", () => {
+  it("asks on one replica, answers and resumes on the other, and runs once of 20 resumes spread over both", async () => {
+    const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    const prefix = uniquePrefix("cognition-approvals");
+    const signer = new ContextSigner(KEY);
+    const replicas = await Promise.all(
+      [0, 1].map(async () => {
+        const s = await startCognitionServer({ host: "127.0.0.1", port: 0, signer, deps: makeDeps({ approvals: createRedisApprovalStore(redis, { prefix }) }) });
+        return { server: s, grpc: createGrpcClient(CognitionService, `127.0.0.1:${s.port}`, signer) };
+      }),
+    );
+    try {
+      const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]];
+      const tenant = uniqueTenant();
+      await services.putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+      const res = await a.grpc.client.execute(
+        { target: { case: "steps", value: { steps: [{ id: "s1", capability: "test.echo", input: { text: "shared" } }] } } },
+        as(tenant, "session-a"),
+      );
+      const approvalId = res.results[0]!.approval!.approvalId;
+      await b.grpc.client.resolveApproval(
+        { approvalId, approve: true, channel: ApprovalChannel.APPROVER },
+        { ctx: { tenant, principal: "alice" } },
+      );
+      const all = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 === 0 ? a : b).grpc.client.execute({ target: { case: "approvalId", value: approvalId } }, as(tenant, "session-a")),
+        ),
+      );
+      expect(all.filter((r) => r.results[0]?.status === "executed")).toHaveLength(1);
+      expect(calls).toEqual([{ text: "shared" }]);
+    } finally {
+      for (const r of replicas) {
+        r.grpc.close();
+        await r.server.shutdown(1000);
+      }
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    }
   });
 });

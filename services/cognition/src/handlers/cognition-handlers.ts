@@ -1,15 +1,15 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ChaosError, type HandlerContext, type Logger, type ServiceClient, type ServiceImpl } from "@chaos-core/kit";
-import type { AchieveResponseSchema, CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { ApprovalChannel, type AchieveResponseSchema, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/brain.js";
 import { reason } from "../brain/intent.js";
 import { plan } from "../brain/planner.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
-import type { ApprovalSink } from "../executor/approvals.js";
+import type { ApprovalChannel as DomainApprovalChannel, ApprovalStore } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
-import { executeSteps } from "../executor/executor.js";
+import { executeApproved, executeSteps, resolveApproval } from "../executor/executor.js";
 import type { ExecutableStep } from "../executor/types.js";
 import { MAX_PLAN_STEPS, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
@@ -32,13 +32,19 @@ export interface CognitionDeps {
   readonly memory: ServiceClient<typeof MemoryService>;
   readonly plans: PlanStore;
   readonly audit: AuditSink;
-  readonly approvals: ApprovalSink;
+  /** Pending approvals and their answers (Redis when replicas share them, in-process otherwise). */
+  readonly approvals: ApprovalStore;
   readonly logger: Logger;
   /** Per-step handler deadline; the executor's default (30 s) when unset. */
   readonly stepTimeoutMs?: number;
 }
 
 type AchieveEvent = MessageInitShape<typeof AchieveResponseSchema>;
+
+const CHANNELS: Partial<Record<ApprovalChannel, DomainApprovalChannel>> = {
+  [ApprovalChannel.ELICITATION]: "elicitation",
+  [ApprovalChannel.APPROVER]: "approver",
+};
 
 /** The session a plan is bound to; plans cannot exist outside one. */
 function sessionOf(ctx: HandlerContext, rpc: string): string {
@@ -123,8 +129,13 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
           steps = list.map(stepFromProto);
           break;
         }
+        case "approvalId": {
+          // One step, at most once; the executor checks the approval, policy and the arguments again.
+          const result = await executeApproved(req.target.value, brainDeps(deps, ctx));
+          return { results: [stepResultToProto(result)] };
+        }
         default:
-          throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session) or steps");
+          throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session), steps, or approval_id");
       }
       const results = await executeSteps(steps, brainDeps(deps, ctx));
       return { results: results.map(stepResultToProto) };
@@ -182,6 +193,16 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
         ctx.signal.removeEventListener("abort", onAbort);
         if (!outcome) stop.abort(new ChaosError("cancelled", "the Achieve stream was closed before the run finished"));
       }
+    },
+
+    async resolveApproval(req, ctx) {
+      const channel = CHANNELS[req.channel];
+      if (!channel) throw new ChaosError("invalid_argument", "channel must be ELICITATION or APPROVER");
+      if (req.approvalId === "") throw new ChaosError("invalid_argument", "approval_id is required");
+      // The resolver is the verified caller; the edge vouches for the approver role, cognition
+      // enforces the session (elicitation) and the distinct principal (approver).
+      const resolved = await resolveApproval(req.approvalId, { approve: req.approve, channel, by: ctx.call }, deps);
+      return { status: resolved.status, resolvedBy: resolved.resolution?.resolvedBy ?? "" };
     },
 
     listCapabilities() {

@@ -21,8 +21,8 @@ describe("API keys", () => {
         { tenant: "globex", principal: "ops", sha256: hashApiKey("globex-key").toUpperCase() },
       ]),
     );
-    expect(verifier.verify("acme-key")).toEqual({ tenant: "acme", principal: "ci-bot" });
-    expect(verifier.verify("globex-key")).toEqual({ tenant: "globex", principal: "ops" });
+    expect(verifier.verify("acme-key")).toEqual({ tenant: "acme", principal: "ci-bot", roles: [] });
+    expect(verifier.verify("globex-key")).toEqual({ tenant: "globex", principal: "ops", roles: [] });
     expect(verifier.verify("acme-key ")).toBeUndefined();
     expect(verifier.verify("")).toBeUndefined();
   });
@@ -39,6 +39,23 @@ describe("API keys", () => {
     await expect(loadApiKeysFile(file([]))).rejects.toThrow(/lists no keys/);
     await expect(loadApiKeysFile(file("{nope"))).rejects.toThrow(/cannot be read as JSON/);
     await expect(loadApiKeysFile(join(dir, "missing.json"))).rejects.toThrow(/CHAOS_CORE_API_KEYS_FILE/);
+  });
+
+  it("carry the roles the operator granted, and only known ones", async () => {
+    const verifier = await loadApiKeysFile(
+      file([
+        { tenant: "acme", principal: "alice", sha256: hashApiKey("alice-key"), roles: ["approver"] },
+        { tenant: "acme", principal: "bot", sha256: hashApiKey("bot-key"), roles: [] },
+      ]),
+    );
+    expect(verifier.verify("alice-key")).toEqual({ tenant: "acme", principal: "alice", roles: ["approver"] });
+    expect(verifier.verify("bot-key")).toEqual({ tenant: "acme", principal: "bot", roles: [] });
+    await expect(
+      loadApiKeysFile(file([{ tenant: "acme", principal: "p", sha256: hashApiKey("x"), roles: ["admin"] }])),
+    ).rejects.toThrow(/\[0\]\.roles\[0\]/);
+    await expect(
+      loadApiKeysFile(file([{ tenant: "acme", principal: "p", sha256: hashApiKey("x"), roles: "approver" }])),
+    ).rejects.toThrow(/\[0\]\.roles/);
   });
 
   it("match by hash only", () => {

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { assertTenantId } from "@chaos-core/kit";
-import type { Identity } from "./identity.js";
+import { ROLES, type Identity } from "./identity.js";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
@@ -19,6 +19,12 @@ const ApiKeyEntrySchema = z.object({
     .string()
     .transform((s) => s.toLowerCase())
     .refine((s) => SHA256_HEX.test(s), "must be the lowercase hex SHA-256 of the key (64 characters)"),
+  roles: z
+    .array(z.enum(ROLES))
+    .max(ROLES.length)
+    .refine((roles) => new Set(roles).size === roles.length, "lists a role twice")
+    .optional()
+    .describe('Roles granted to the key; only "approver" exists'),
 });
 
 const ApiKeyFileSchema = z.array(ApiKeyEntrySchema).min(1, "lists no keys");
@@ -37,13 +43,17 @@ export function hashApiKey(key: string): string {
   return createHash("sha256").update(key, "utf8").digest("hex");
 }
 
+function identityOf(e: ApiKeyEntry): Identity {
+  return Object.freeze({ tenant: e.tenant, principal: e.principal, roles: Object.freeze([...(e.roles ?? [])]) });
+}
+
 /**
  * A verifier over a list of hashed keys. Every entry is compared, each in constant time, so
  * the time taken says nothing about which entry (or how much of it) matched.
  */
 export function createApiKeyVerifier(entries: readonly ApiKeyEntry[]): ApiKeyVerifier {
   const parsed = ApiKeyFileSchema.parse(entries);
-  const hashes = parsed.map((e) => ({ hash: Buffer.from(e.sha256, "hex"), identity: { tenant: e.tenant, principal: e.principal } }));
+  const hashes = parsed.map((e) => ({ hash: Buffer.from(e.sha256, "hex"), identity: identityOf(e) }));
   return {
     verify(key) {
       const given = createHash("sha256").update(key, "utf8").digest();
@@ -57,7 +67,7 @@ export function createApiKeyVerifier(entries: readonly ApiKeyEntry[]): ApiKeyVer
 }
 
 /**
- * Reads an API keys file: a JSON list of `{tenant, principal, sha256}`. Fails with a message
+ * Reads an API keys file: a JSON list of `{tenant, principal, sha256, roles?}`. Fails with a message
  * that names the file and the bad entry; never echoes a hash.
  */
 export async function loadApiKeysFile(path: string): Promise<ApiKeyVerifier> {

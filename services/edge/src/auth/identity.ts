@@ -1,14 +1,49 @@
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+
 /**
- * Who is calling, as a verified credential says. The edge never takes a tenant from a header,
- * an argument or a session id: only from one of these.
+ * Roles an operator can grant to an API key. `approver` may answer pending approvals of its
+ * tenant (`chaoscore_approve`); cognition still refuses an approver approving its own request.
+ */
+export const ROLES = ["approver"] as const;
+export type Role = (typeof ROLES)[number];
+
+/**
+ * Who is calling, as a verified credential says. The edge never takes a tenant, a principal or
+ * a role from a header, an argument or a session id: only from one of these.
  */
 export interface Identity {
   readonly tenant: string;
   readonly principal: string;
+  /** Granted by the operator in the API keys file; none when absent. */
+  readonly roles?: readonly Role[];
 }
 
 /**
  * The identity of stdio and of unauthenticated loopback HTTP: whoever can reach the process
- * locally is its one user.
+ * locally is its one user. It holds no roles: the local user is the requester, not an approver.
  */
-export const LOCAL_IDENTITY: Identity = Object.freeze({ tenant: "default", principal: "local" });
+export const LOCAL_IDENTITY: Identity = Object.freeze({ tenant: "default", principal: "local", roles: Object.freeze([]) });
+
+/**
+ * What the HTTP transport attaches to a request whose API key it verified (`req.auth`); the SDK
+ * hands it to the tool handler as `extra.authInfo`. Roles travel per request, not per session,
+ * so a session opened with one key gains nothing when used with another key of the same
+ * principal. The key itself goes no further than the verifier.
+ */
+export function authInfoOf(identity: Identity): AuthInfo {
+  return {
+    token: "",
+    clientId: identity.principal,
+    scopes: [...(identity.roles ?? [])],
+    extra: { tenant: identity.tenant },
+  };
+}
+
+/**
+ * The roles a request holds: those of its verified credential, when that credential is the
+ * session's own tenant and principal; none otherwise (stdio, unauthenticated loopback).
+ */
+export function rolesOf(auth: AuthInfo | undefined, session: { tenant: string; principal: string }): ReadonlySet<Role> {
+  if (!auth || auth.clientId !== session.principal || auth.extra?.["tenant"] !== session.tenant) return new Set();
+  return new Set(ROLES.filter((r) => auth.scopes.includes(r)));
+}

@@ -1,13 +1,15 @@
 import { z } from "zod";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type {
-  CallToolResult,
-  LoggingLevel,
-  ServerNotification,
-  ServerRequest,
+import {
+  ElicitResultSchema,
+  type CallToolResult,
+  type LoggingLevel,
+  type ServerNotification,
+  type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type Logger } from "@chaos-core/kit";
+import { rolesOf } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
@@ -39,7 +41,10 @@ export function withErrorAlternative(output: z.ZodObject): z.ZodObject {
 /** Built once per definition, not once per session. */
 const widened = new WeakMap<z.ZodObject, z.ZodObject>();
 
-function toolContext(deps: EdgeDeps, session: EdgeSession, log: Logger, extra: Extra): ToolContext {
+/** How long a person has to answer an elicitation before the call gives up. */
+const ELICIT_TIMEOUT_MS = 10 * 60_000;
+
+function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, log: Logger, extra: Extra): ToolContext {
   let minimum: Promise<LoggingLevel | undefined> | undefined;
   // The level lives in the session store, not in this process: the client may have set it
   // through another replica. Read once per call, and only when something is logged.
@@ -68,6 +73,15 @@ function toolContext(deps: EdgeDeps, session: EdgeSession, log: Logger, extra: E
         params: { progressToken, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
       });
     },
+    roles: rolesOf(extra.authInfo, session),
+    canElicit: () => server.server.getClientCapabilities()?.elicitation?.form !== undefined,
+    // Through the request's own channel (over HTTP, the POST's event stream), not the session's
+    // standalone stream, which the client may never have opened.
+    elicit: (params) =>
+      extra.sendRequest({ method: "elicitation/create", params: { mode: "form", ...params } }, ElicitResultSchema, {
+        signal: extra.signal,
+        timeout: ELICIT_TIMEOUT_MS,
+      }),
   };
 }
 
@@ -106,7 +120,7 @@ export function registerTools(
           { [ATTR.tool]: tool.name, [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
           async (span) => {
             const started = performance.now();
-            const ctx = toolContext(deps, session, log, extra);
+            const ctx = toolContext(server, deps, session, log, extra);
             let outcome = "ok";
             try {
               const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -14,21 +14,28 @@ export interface Connected {
   close(): Promise<void>;
 }
 
+/** What the test client declares, and how it is set up before it connects (request handlers). */
+export interface ConnectOptions {
+  readonly capabilities?: ClientCapabilities;
+  readonly setup?: (client: Client) => void;
+}
+
 /**
  * A real SDK client connected to {@link createChaosCoreServer} through the SDK's in-memory
  * transport, with the session record a transport would store at initialize.
  */
-export async function connectInMemory(deps: EdgeDeps, identity: Identity): Promise<Connected> {
+export async function connectInMemory(deps: EdgeDeps, identity: Identity, options: ConnectOptions = {}): Promise<Connected> {
   const session: EdgeSession = { id: randomUUID(), ...identity };
   const server = createChaosCoreServer(deps, session);
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
-  const client = new Client({ name: "edge-test", version: "1.0.0" });
+  const client = new Client({ name: "edge-test", version: "1.0.0" }, { capabilities: options.capabilities ?? {} });
+  options.setup?.(client);
   await client.connect(clientSide);
   await deps.sessions.create(
     sessionRecordFromInitialize(session, "stdio", {
       protocolVersion: "2025-11-25",
-      capabilities: {},
+      capabilities: options.capabilities ?? {},
       clientInfo: { name: "edge-test", version: "1.0.0" },
     }),
   );

@@ -10,7 +10,7 @@ import {
   BUILT_IN_CAPABILITIES,
   createCapabilityRegistry,
   createCognitionHandlers,
-  createInMemoryApprovalSink,
+  createMemoryApprovalStore,
   createInMemoryAuditSink,
   createMemoryPlanStore,
   createProvider,
@@ -57,7 +57,7 @@ export async function startTestServices(name: string): Promise<TestServices> {
       memory,
       plans: createMemoryPlanStore(),
       audit,
-      approvals: createInMemoryApprovalSink(),
+      approvals: createMemoryApprovalStore(),
       logger,
     }),
   );

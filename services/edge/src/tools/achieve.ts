@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { Trace } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { nextStepForPending } from "./approval.js";
 import { defineTool } from "./define.js";
 import {
   intentOutput,
@@ -23,18 +24,22 @@ const output = z.object({
   replans: z.number(),
   episode_key: z.string().optional().describe("The memory key the run was recorded under, when it was"),
   notes: z.array(z.string()).describe("Why the run ended as it did"),
+  next_step: z.string().optional().describe("What to do next, in plain words, when a step waits for approval"),
 });
 
-function traceToOutput(t: Trace): z.output<typeof output> {
+function traceToOutput(t: Trace, canElicit: boolean): z.output<typeof output> {
+  const results = t.results.map(stepResultToOutput);
+  const next = t.status === "pending_approval" ? nextStepForPending(results, canElicit) : undefined;
   return {
     status: t.status as z.output<typeof output>["status"],
     objective: t.objective,
     intent: intentToOutput(t.intent),
     plans: t.plans.map(planToOutput),
-    results: t.results.map(stepResultToOutput),
+    results,
     replans: t.replans,
     ...(t.episodeKey ? { episode_key: t.episodeKey } : {}),
     notes: [...t.notes],
+    ...(next ? { next_step: next } : {}),
   };
 }
 
@@ -46,7 +51,8 @@ export const achieveTool = defineTool({
   description:
     "Run the whole cognitive loop for an objective: gather context from memory, reason, plan, execute every step " +
     "through policy, evaluate, re-plan the rest after a failed step (at most max_replans times) and record the " +
-    "episode. A denial ends the run; a step that needs approval stops it. Sends a progress notification per stage " +
+    "episode. A denial ends the run; a step that needs approval stops it (status pending_approval; next_step says " +
+    "how to get it approved and run). Sends a progress notification per stage " +
     "when the request carries a progress token (the total is unknown), and returns the trace. May take minutes.",
   input: z.object({
     objective: objectiveSchema.describe("What to achieve, in plain words (at most 4000 characters)"),
@@ -83,6 +89,6 @@ export const achieveTool = defineTool({
       }
     }
     if (!trace) throw new ChaosError("internal", "cognition ended the run without a trace");
-    return traceToOutput(trace);
+    return traceToOutput(trace, ctx.canElicit());
   },
 });

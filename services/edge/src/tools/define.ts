@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import type { CallContext } from "@chaos-core/kit";
-import type { LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import type { ElicitRequestFormParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import type { Role } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps.js";
 
 /** Groups of tools that can be enabled together (DESIGN: "The MCP surface"). */
@@ -23,6 +24,18 @@ export interface ToolContext {
   log(level: LoggingLevel, message: string, data?: Record<string, unknown>): Promise<void>;
   /** Sends `notifications/progress` when the client asked for progress; otherwise does nothing. */
   progress(progress: number, total?: number, message?: string): Promise<void>;
+  /**
+   * Roles of this request's verified API key (never from a header or an argument); empty over
+   * stdio and unauthenticated loopback HTTP.
+   */
+  readonly roles: ReadonlySet<Role>;
+  /** Whether the client declared form elicitation at initialize, so a person can be asked. */
+  canElicit(): boolean;
+  /**
+   * Asks the person at the client (MCP elicitation, form mode) as part of this request. The
+   * answer's content is the client's: validate it before acting on it.
+   */
+  elicit(params: Omit<ElicitRequestFormParams, "mode">): Promise<ElicitResult>;
 }
 
 /** The four hints every tool states; "honest" means what the tool really does. */

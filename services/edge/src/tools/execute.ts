@@ -1,17 +1,119 @@
 import { z } from "zod";
-import { defineTool } from "./define.js";
+import { ChaosError } from "@chaos-core/kit";
+import { ApprovalChannel, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { defineTool, type ToolContext } from "./define.js";
+import { approvalQuestion, approveCall, executeCall, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
 
-/** `chaoscore_execute`: a stored plan or explicit steps, each through policy and the executor. */
+const output = z.object({
+  results: z.array(stepResultOutput).describe("One result per step, in order; empty when an approval was rejected"),
+  approval: z
+    .object({
+      approval_id: z.string(),
+      status: z.enum(["approved", "rejected"]),
+      resolved_by: z.string().optional().describe("Who answered, as recorded, when this call recorded the answer"),
+    })
+    .optional()
+    .describe("Only with {approval_id}: the answer the step ran under, or the rejection (then nothing ran)"),
+  next_step: z.string().optional().describe("What to do next, in plain words, when a step waits for approval"),
+});
+
+type Output = z.input<typeof output>;
+
+/** The approval form: one yes/no question. */
+function approvalSchema() {
+  return {
+    type: "object" as const,
+    properties: { approve: { type: "boolean" as const, title: "Approve this call?" } },
+    required: ["approve"],
+  };
+}
+
+/** Runs the step of an approval, or says (with what cognition told) that it waits for an answer. */
+async function runApproved(approvalId: string, ctx: ToolContext): Promise<{ results: StepResult[] } | { waiting: string; pending?: StepResult }> {
+  try {
+    const res = await ctx.deps.cognition.execute(
+      { target: { case: "approvalId", value: approvalId } },
+      { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
+    );
+    // Cognition answers a not-yet-answered approval with a refused step (approval_required).
+    const pending = res.results.find((r) => r.errorCode === "approval_required");
+    return pending ? { waiting: pending.errorMessage, pending } : { results: res.results };
+  } catch (err) {
+    const e = ChaosError.from(err);
+    if (e.code === "approval_required") return { waiting: e.message };
+    throw e;
+  }
+}
+
+function withNextStep(results: StepResult[], ctx: ToolContext): Output {
+  const out = results.map(stepResultToOutput);
+  const next = nextStepForPending(out, ctx.canElicit());
+  return { results: out, ...(next ? { next_step: next } : {}) };
+}
+
+/**
+ * `{approval_id}`: runs the step once it is approved. Not yet answered: the user of this session
+ * is asked through elicitation when the client can; otherwise an approver must answer first.
+ */
+async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Output> {
+  const first = await runApproved(approvalId, ctx);
+  if ("results" in first) return { ...withNextStep(first.results, ctx), approval: { approval_id: approvalId, status: "approved" } };
+  if (!ctx.canElicit()) {
+    throw new ChaosError(
+      "approval_required",
+      `approval ${approvalId} has not been answered, and this client cannot ask its user (it did not declare elicitation). ` +
+        `A person holding the approver role in this tenant must call ${approveCall(approvalId)} from their own session; ` +
+        `then call ${executeCall(approvalId)} again. Nothing ran.`,
+    );
+  }
+  const answer = await ctx.elicit({ message: approvalQuestion(approvalId, first.pending, first.waiting), requestedSchema: approvalSchema() });
+  if (answer.action === "cancel") {
+    throw new ChaosError(
+      "approval_required",
+      `the user dismissed the approval request without answering: approval ${approvalId} was not resolved and nothing ran. ` +
+        `Call ${executeCall(approvalId)} to ask again, or have an approver answer it.`,
+    );
+  }
+  let approve = false;
+  if (answer.action === "accept") {
+    const given = answer.content?.["approve"];
+    if (typeof given !== "boolean") {
+      throw new ChaosError("invalid_argument", "the client's answer carried no yes/no approve field: nothing was resolved and nothing ran");
+    }
+    approve = given;
+  }
+  const resolved = await ctx.deps.cognition.resolveApproval(
+    { approvalId, approve, channel: ApprovalChannel.ELICITATION },
+    { ctx: ctx.call, signal: ctx.signal },
+  );
+  const approval = { approval_id: approvalId, ...(resolved.resolvedBy ? { resolved_by: resolved.resolvedBy } : {}) };
+  if (!approve) {
+    return {
+      results: [],
+      approval: { ...approval, status: "rejected" },
+      next_step: `The user rejected approval ${approvalId}: the step did not run and will not. Do not retry it; tell the user or choose another way.`,
+    };
+  }
+  const res = await ctx.deps.cognition.execute(
+    { target: { case: "approvalId", value: approvalId } },
+    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
+  );
+  return { ...withNextStep(res.results, ctx), approval: { ...approval, status: "approved" } };
+}
+
+/** `chaoscore_execute`: a stored plan, explicit steps, or an approved step, each through policy and the executor. */
 export const executeTool = defineTool({
   name: "chaoscore_execute",
   toolset: "core",
   title: "Execute",
   description:
-    "Run a plan from chaoscore_plan ({plan_id}, this session's only) or an explicit list of steps ({steps}). " +
-    "Every step goes through policy first: a denied step never runs (status denied), a step that needs approval " +
-    "stops the run (status pending_approval), and the steps after a failure, denial or approval stop are skipped. " +
-    "Success is decided by code: the handler returned and its output matches the capability's output schema.",
+    "Run a plan from chaoscore_plan ({plan_id}, this session's only), an explicit list of steps ({steps}), or the step " +
+    "of a pending approval ({approval_id}). Every step goes through policy first: a denied step never runs (status " +
+    "denied), a step that needs approval stops the run (status pending_approval, with next_step), and the steps after " +
+    "a failure, denial or approval stop are skipped. With {approval_id} the step runs once, after a person approved " +
+    "it: your user is asked when this client supports elicitation, otherwise an approver must call chaoscore_approve " +
+    "first. Success is decided by code: the handler returned and its output matches the capability's output schema.",
   input: z
     .object({
       plan_id: z.string().min(1).max(64).optional().describe("A plan id from chaoscore_plan in this session"),
@@ -21,10 +123,17 @@ export const executeTool = defineTool({
         .max(MAX_STEPS, `steps must hold at most ${MAX_STEPS} steps`)
         .optional()
         .describe(`Explicit steps (at most ${MAX_STEPS}), instead of plan_id`),
+      approval_id: z
+        .string()
+        .min(1)
+        .max(64)
+        .optional()
+        .describe("The approval_id of a pending_approval result from this session: runs that one step once it is approved"),
     })
     .superRefine((args, issue) => {
-      if ((args.plan_id === undefined) === (args.steps === undefined)) {
-        issue.addIssue({ code: "custom", path: ["plan_id"], message: "give exactly one of plan_id or steps" });
+      const given = [args.plan_id, args.steps, args.approval_id].filter((v) => v !== undefined).length;
+      if (given !== 1) {
+        issue.addIssue({ code: "custom", path: ["plan_id"], message: "give exactly one of plan_id, steps or approval_id" });
       }
       const ids = new Set<string>();
       args.steps?.forEach((s, i) => {
@@ -32,7 +141,7 @@ export const executeTool = defineTool({
         ids.add(s.id);
       });
     }),
-  output: z.object({ results: z.array(stepResultOutput).describe("One result per step, in order") }),
+  output,
   annotations: {
     readOnlyHint: false,
     // Capabilities can write (memory.remember replaces a stored value).
@@ -42,11 +151,12 @@ export const executeTool = defineTool({
     openWorldHint: true,
   },
   async run(args, ctx) {
+    if (args.approval_id !== undefined) return executeApproval(args.approval_id, ctx);
     const target =
       args.plan_id !== undefined
         ? { case: "planId" as const, value: args.plan_id }
         : { case: "steps" as const, value: { steps: stepsFromInput(args.steps ?? []) } };
     const res = await ctx.deps.cognition.execute({ target }, { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS });
-    return { results: res.results.map(stepResultToOutput) };
+    return withNextStep(res.results, ctx);
   },
 });

@@ -1,5 +1,6 @@
 import type { ToolDefinition, Toolset } from "./define.js";
 import { achieveTool } from "./achieve.js";
+import { approveTool } from "./approve.js";
 import { executeTool } from "./execute.js";
 import { inspectTool } from "./inspect.js";
 import { planTool } from "./plan.js";
@@ -12,7 +13,7 @@ import { rememberTool } from "./remember.js";
  * adding definitions here; nothing else registers a tool.
  */
 export const TOOLSETS: Readonly<Partial<Record<Toolset, readonly ToolDefinition[]>>> = {
-  core: [inspectTool, rememberTool, recallTool, reasonTool, planTool, executeTool, achieveTool],
+  core: [inspectTool, rememberTool, recallTool, reasonTool, planTool, executeTool, achieveTool, approveTool],
 };
 
 /** Every tool definition, in registration order. */

@@ -57,6 +57,7 @@ describe("the tool list", () => {
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
     expect(Object.keys(byName).sort()).toEqual([
       "chaoscore_achieve",
+      "chaoscore_approve",
       "chaoscore_execute",
       "chaoscore_inspect",
       "chaoscore_plan",
@@ -68,6 +69,12 @@ describe("the tool list", () => {
       readOnlyHint: false,
       destructiveHint: true,
       idempotentHint: true,
+      openWorldHint: false,
+    });
+    expect(byName.chaoscore_approve!.annotations).toMatchObject({
+      readOnlyHint: false,
+      destructiveHint: false,
+      idempotentHint: false,
       openWorldHint: false,
     });
     for (const name of ["chaoscore_recall", "chaoscore_inspect"]) {

@@ -6,9 +6,10 @@ import {
   localhostHostValidation,
 } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { createApiKeyVerifier, loadApiKeysFile, type ApiKeyEntry, type ApiKeyVerifier } from "../auth/api-keys.js";
-import { LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
+import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
@@ -26,7 +27,7 @@ export interface HttpTransportOptions {
   readonly allowedOrigins?: readonly string[];
   /** Largest request body accepted (413 above it); at most and by default 4 MiB. */
   readonly maxBodyBytes?: number;
-  /** A JSON list of `{tenant, principal, sha256}`; when set, every /mcp request needs a bearer key. */
+  /** A JSON list of `{tenant, principal, sha256, roles?}`; when set, every /mcp request needs a bearer key. */
   readonly apiKeysFile?: string;
   /** The same list, given directly (tests, embedding). */
   readonly apiKeys?: readonly ApiKeyEntry[];
@@ -95,6 +96,8 @@ function authentication(verifier: ApiKeyVerifier | undefined): RequestHandler {
       });
     }
     (res.locals as Locals).identity = identity;
+    // Roles reach the tools through the SDK's per-request authInfo, never from the session.
+    (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
     next();
   };
 }

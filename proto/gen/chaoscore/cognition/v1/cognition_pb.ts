@@ -2,8 +2,8 @@
 // @generated from file chaoscore/cognition/v1/cognition.proto (package chaoscore.cognition.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/cognition/v1/cognition.proto.
  */
 export const file_chaoscore_cognition_v1_cognition: GenFile = /*@__PURE__*/
-  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IrEBCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJgCg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SABCCAoGdGFyZ2V0Il8KDVBvbGljeVZlcmRpY3QSEAoIZGVjaXNpb24YASABKAkSFAoMbWF0Y2hlZF9ydWxlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoBCIxCgpFdmFsdWF0aW9uEhEKCXN1Y2NlZWRlZBgBIAEoCBIQCghwcm9ibGVtcxgCIAMoCSKFAQoPUGVuZGluZ0FwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEhEKCWFyZ3NfaGFzaBgCIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoBBIUCgxtYXRjaGVkX3J1bGUYBCABKAkSDgoGcmVhc29uGAUgASgJEgwKBHJpc2sYBiABKAkizAIKClN0ZXBSZXN1bHQSDwoHc3RlcF9pZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEg4KBnN0YXR1cxgDIAEoCRI2Cgd2ZXJkaWN0GAQgASgLMiUuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5Qb2xpY3lWZXJkaWN0EgsKA3JhbhgFIAEoCBImCgZvdXRwdXQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSNgoKZXZhbHVhdGlvbhgHIAEoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXZhbHVhdGlvbhISCgplcnJvcl9jb2RlGAggASgJEhUKDWVycm9yX21lc3NhZ2UYCSABKAkSOQoIYXBwcm92YWwYCiABKAsyJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBlbmRpbmdBcHByb3ZhbCJGCg9FeGVjdXRlUmVzcG9uc2USMwoHcmVzdWx0cxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdCJNCg5BY2hpZXZlUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSGAoLbWF4X3JlcGxhbnMYAiABKA1IAIgBAUIOCgxfbWF4X3JlcGxhbnMiKwoKU3RhZ2VFdmVudBINCgVzdGFnZRgBIAEoCRIOCgZkZXRhaWwYAiABKAki+QEKBVRyYWNlEhEKCW9iamVjdGl2ZRgBIAEoCRIuCgZpbnRlbnQYAiABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudBIzCgVwbGFucxgDIAMoCzIkLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlc3BvbnNlEjMKB3Jlc3VsdHMYBCADKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBSZXN1bHQSDgoGc3RhdHVzGAUgASgJEg8KB3JlcGxhbnMYBiABKA0SEwoLZXBpc29kZV9rZXkYByABKAkSDQoFbm90ZXMYCCADKAkifwoPQWNoaWV2ZVJlc3BvbnNlEjMKBXN0YWdlGAEgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGFnZUV2ZW50SAASLgoFdHJhY2UYAiABKAsyHS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlRyYWNlSABCBwoFZXZlbnQiGQoXTGlzdENhcGFiaWxpdGllc1JlcXVlc3QiewoVQ2FwYWJpbGl0eUFubm90YXRpb25zEhYKDnJlYWRfb25seV9oaW50GAEgASgIEhgKEGRlc3RydWN0aXZlX2hpbnQYAiABKAgSFwoPaWRlbXBvdGVudF9oaW50GAMgASgIEhcKD29wZW5fd29ybGRfaGludBgEIAEoCCKwAQoKQ2FwYWJpbGl0eRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEgwKBHJpc2sYAyABKAkSLQoMaW5wdXRfc2NoZW1hGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBJCCgthbm5vdGF0aW9ucxgFIAEoCzItLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eUFubm90YXRpb25zIlQKGExpc3RDYXBhYmlsaXRpZXNSZXNwb25zZRI4CgxjYXBhYmlsaXRpZXMYASADKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkNhcGFiaWxpdHkiGQoXRGVzY3JpYmVQcm92aWRlclJlcXVlc3QiXwoYRGVzY3JpYmVQcm92aWRlclJlc3BvbnNlEgoKAmlkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVtb2RlbBgDIAEoCRISCgpjb25maWd1cmVkGAQgASgIMuYEChBDb2duaXRpb25TZXJ2aWNlElcKBlJlYXNvbhIlLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVxdWVzdBomLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVzcG9uc2USUQoEUGxhbhIjLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlcXVlc3QaJC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBsYW5SZXNwb25zZRJaCgdFeGVjdXRlEiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlUmVxdWVzdBonLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXhlY3V0ZVJlc3BvbnNlElwKB0FjaGlldmUSJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFjaGlldmVSZXF1ZXN0GicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BY2hpZXZlUmVzcG9uc2UwARJ1ChBMaXN0Q2FwYWJpbGl0aWVzEi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdBowLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEnUKEERlc2NyaWJlUHJvdmlkZXISLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkRlc2NyaWJlUHJvdmlkZXJSZXF1ZXN0GjAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5EZXNjcmliZVByb3ZpZGVyUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IrEBCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJ3Cg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SAASFQoLYXBwcm92YWxfaWQYAyABKAlIAEIICgZ0YXJnZXQiXwoNUG9saWN5VmVyZGljdBIQCghkZWNpc2lvbhgBIAEoCRIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEIjEKCkV2YWx1YXRpb24SEQoJc3VjY2VlZGVkGAEgASgIEhAKCHByb2JsZW1zGAIgAygJIoUBCg9QZW5kaW5nQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSEQoJYXJnc19oYXNoGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEEhQKDG1hdGNoZWRfcnVsZRgEIAEoCRIOCgZyZWFzb24YBSABKAkSDAoEcmlzaxgGIAEoCSLMAgoKU3RlcFJlc3VsdBIPCgdzdGVwX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSDgoGc3RhdHVzGAMgASgJEjYKB3ZlcmRpY3QYBCABKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBvbGljeVZlcmRpY3QSCwoDcmFuGAUgASgIEiYKBm91dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRI2CgpldmFsdWF0aW9uGAcgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FdmFsdWF0aW9uEhIKCmVycm9yX2NvZGUYCCABKAkSFQoNZXJyb3JfbWVzc2FnZRgJIAEoCRI5CghhcHByb3ZhbBgKIAEoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGVuZGluZ0FwcHJvdmFsIkYKD0V4ZWN1dGVSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGVwUmVzdWx0Ik0KDkFjaGlldmVSZXF1ZXN0EhEKCW9iamVjdGl2ZRgBIAEoCRIYCgttYXhfcmVwbGFucxgCIAEoDUgAiAEBQg4KDF9tYXhfcmVwbGFucyIrCgpTdGFnZUV2ZW50Eg0KBXN0YWdlGAEgASgJEg4KBmRldGFpbBgCIAEoCSL5AQoFVHJhY2USEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50EjMKBXBsYW5zGAMgAygLMiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USMwoHcmVzdWx0cxgEIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdBIOCgZzdGF0dXMYBSABKAkSDwoHcmVwbGFucxgGIAEoDRITCgtlcGlzb2RlX2tleRgHIAEoCRINCgVub3RlcxgIIAMoCSJ/Cg9BY2hpZXZlUmVzcG9uc2USMwoFc3RhZ2UYASABKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0YWdlRXZlbnRIABIuCgV0cmFjZRgCIAEoCzIdLmNoYW9zY29yZS5jb2duaXRpb24udjEuVHJhY2VIAEIHCgVldmVudCIZChdMaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdCJ7ChVDYXBhYmlsaXR5QW5ub3RhdGlvbnMSFgoOcmVhZF9vbmx5X2hpbnQYASABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgCIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYAyABKAgSFwoPb3Blbl93b3JsZF9oaW50GAQgASgIIrABCgpDYXBhYmlsaXR5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEcmlzaxgDIAEoCRItCgxpbnB1dF9zY2hlbWEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EkIKC2Fubm90YXRpb25zGAUgASgLMi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5DYXBhYmlsaXR5QW5ub3RhdGlvbnMiVAoYTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEjgKDGNhcGFiaWxpdGllcxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eSIZChdEZXNjcmliZVByb3ZpZGVyUmVxdWVzdCJfChhEZXNjcmliZVByb3ZpZGVyUmVzcG9uc2USCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBW1vZGVsGAMgASgJEhIKCmNvbmZpZ3VyZWQYBCABKAgieAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRIPCgdhcHByb3ZlGAIgASgIEjgKB2NoYW5uZWwYAyABKA4yJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFwcHJvdmFsQ2hhbm5lbCI+ChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSEwoLcmVzb2x2ZWRfYnkYAiABKAkqdAoPQXBwcm92YWxDaGFubmVsEiAKHEFQUFJPVkFMX0NIQU5ORUxfVU5TUEVDSUZJRUQQABIgChxBUFBST1ZBTF9DSEFOTkVMX0VMSUNJVEFUSU9OEAESHQoZQVBQUk9WQUxfQ0hBTk5FTF9BUFBST1ZFUhACMtoFChBDb2duaXRpb25TZXJ2aWNlElcKBlJlYXNvbhIlLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVxdWVzdBomLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVzcG9uc2USUQoEUGxhbhIjLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlcXVlc3QaJC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBsYW5SZXNwb25zZRJaCgdFeGVjdXRlEiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlUmVxdWVzdBonLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXhlY3V0ZVJlc3BvbnNlElwKB0FjaGlldmUSJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFjaGlldmVSZXF1ZXN0GicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BY2hpZXZlUmVzcG9uc2UwARJ1ChBMaXN0Q2FwYWJpbGl0aWVzEi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdBowLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEnUKEERlc2NyaWJlUHJvdmlkZXISLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkRlc2NyaWJlUHJvdmlkZXJSZXF1ZXN0GjAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5EZXNjcmliZVByb3ZpZGVyUmVzcG9uc2UScgoPUmVzb2x2ZUFwcHJvdmFsEi4uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0Gi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Intent is what the core understood of an objective.
@@ -255,6 +255,14 @@ export type ExecuteRequest = Message<"chaoscore.cognition.v1.ExecuteRequest"> & 
      */
     value: StepList;
     case: "steps";
+  } | {
+    /**
+     * Runs the one step of an approved pending approval, exactly once.
+     *
+     * @generated from field: string approval_id = 3;
+     */
+    value: string;
+    case: "approvalId";
   } | { case: undefined; value?: undefined };
 };
 
@@ -758,6 +766,91 @@ export const DescribeProviderResponseSchema: GenMessage<DescribeProviderResponse
   messageDesc(file_chaoscore_cognition_v1_cognition, 22);
 
 /**
+ * @generated from message chaoscore.cognition.v1.ResolveApprovalRequest
+ */
+export type ResolveApprovalRequest = Message<"chaoscore.cognition.v1.ResolveApprovalRequest"> & {
+  /**
+   * @generated from field: string approval_id = 1;
+   */
+  approvalId: string;
+
+  /**
+   * @generated from field: bool approve = 2;
+   */
+  approve: boolean;
+
+  /**
+   * @generated from field: chaoscore.cognition.v1.ApprovalChannel channel = 3;
+   */
+  channel: ApprovalChannel;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.ResolveApprovalRequest.
+ * Use `create(ResolveApprovalRequestSchema)` to create a new message.
+ */
+export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 23);
+
+/**
+ * @generated from message chaoscore.cognition.v1.ResolveApprovalResponse
+ */
+export type ResolveApprovalResponse = Message<"chaoscore.cognition.v1.ResolveApprovalResponse"> & {
+  /**
+   * approved or rejected.
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * Who answered, as recorded.
+   *
+   * @generated from field: string resolved_by = 2;
+   */
+  resolvedBy: string;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.ResolveApprovalResponse.
+ * Use `create(ResolveApprovalResponseSchema)` to create a new message.
+ */
+export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 24);
+
+/**
+ * ApprovalChannel says how an approval was given.
+ *
+ * @generated from enum chaoscore.cognition.v1.ApprovalChannel
+ */
+export enum ApprovalChannel {
+  /**
+   * @generated from enum value: APPROVAL_CHANNEL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The user answered an MCP elicitation in the client of the requesting session.
+   *
+   * @generated from enum value: APPROVAL_CHANNEL_ELICITATION = 1;
+   */
+  ELICITATION = 1,
+
+  /**
+   * A principal holding the approver role, distinct from the requester.
+   *
+   * @generated from enum value: APPROVAL_CHANNEL_APPROVER = 2;
+   */
+  APPROVER = 2,
+}
+
+/**
+ * Describes the enum chaoscore.cognition.v1.ApprovalChannel.
+ */
+export const ApprovalChannelSchema: GenEnum<ApprovalChannel> = /*@__PURE__*/
+  enumDesc(file_chaoscore_cognition_v1_cognition, 0);
+
+/**
  * CognitionService is the cognitive core: objective -> context -> reason -> plan -> policy ->
  * execute -> evaluate -> remember. The tenant, principal and session come from the call
  * context, never from a request; plans are bound to that tenant and session.
@@ -824,6 +917,16 @@ export const CognitionService: GenService<{
     methodKind: "unary";
     input: typeof DescribeProviderRequestSchema;
     output: typeof DescribeProviderResponseSchema;
+  },
+  /**
+   * ResolveApproval records a human's or an approver's answer to a pending approval, once.
+   *
+   * @generated from rpc chaoscore.cognition.v1.CognitionService.ResolveApproval
+   */
+  resolveApproval: {
+    methodKind: "unary";
+    input: typeof ResolveApprovalRequestSchema;
+    output: typeof ResolveApprovalResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_cognition_v1_cognition, 0);

@@ -1,0 +1,159 @@
+import { randomUUID } from "node:crypto";
+import type { CallContext } from "@chaos-core/kit";
+import { describe, expect, it } from "vitest";
+import { expectChaosError } from "../test-support/expect-error.js";
+import type { ApprovalStore, PendingApproval } from "./approvals.js";
+
+/** What the contract needs from a backend. */
+export interface ApprovalStoreHarness {
+  /** A store on the backend under test, with this TTL (default: the store's). */
+  makeStore(ttlSeconds?: number): ApprovalStore;
+  /** Lets `ms` pass for the store: a fake clock in process, real time for Redis. */
+  elapse(ms: number): Promise<void>;
+}
+
+const REQUESTER: CallContext = { tenant: "acme", principal: "agent", sessionId: "session-1" };
+
+function pending(overrides: Partial<PendingApproval> = {}): PendingApproval {
+  return {
+    approvalId: randomUUID(),
+    step: { id: "s1", capability: "test.echo", input: { text: "ship it" }, checks: [{ expect: { path: "echo", equals: "ship it" } }] },
+    capability: "test.echo",
+    risk: "high",
+    argsHash: "a".repeat(64),
+    policyVersion: 3,
+    matchedRule: "requireConfirmationFor",
+    reason: "needs a human",
+    call: { tenant: "acme", principal: "agent", sessionId: "session-1" },
+    ...overrides,
+  };
+}
+
+const elicited = { approve: true, channel: "elicitation" as const, by: REQUESTER };
+const byApprover = (approve = true) => ({ approve, channel: "approver" as const, by: { tenant: "acme", principal: "alice", sessionId: "admin-1" } });
+
+/** The behaviour every ApprovalStore has, whatever holds the approvals. */
+export function describeApprovalStoreContract(name: string, harness: ApprovalStoreHarness): void {
+  describe(`${name} approval store`, () => {
+    it("gives back a created approval as pending, with its lifetime", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      const read = await store.get("acme", approval.approvalId);
+      expect(read).toMatchObject({ ...approval, status: "pending" });
+      expect(read?.resolution).toBeUndefined();
+      expect(Date.parse(read!.expiresAt) - Date.parse(read!.createdAt)).toBe(24 * 3600 * 1000);
+    });
+
+    it("is tenant-bound: another tenant, an unknown id and a non-id are all not found", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      expect(await store.get("globex", approval.approvalId)).toBeUndefined();
+      expect(await store.get("acme", randomUUID())).toBeUndefined();
+      expect(await store.get("acme", "../../x")).toBeUndefined();
+      const other = { tenant: "globex", principal: "mallory", sessionId: "session-1" };
+      const a = await expectChaosError(store.resolve("globex", approval.approvalId, { approve: true, channel: "approver", by: other }), "not_found");
+      const b = await expectChaosError(store.resolve("acme", randomUUID().replace(/./, "0"), byApprover()), "not_found");
+      expect(a.message.replace(approval.approvalId, "")).toBe(b.message.replace(/[0-9a-f-]{36}/, ""));
+      await expectChaosError(store.consume("globex", approval.approvalId), "not_found");
+      expect((await store.get("acme", approval.approvalId))?.status).toBe("pending");
+    });
+
+    it("resolves once by elicitation from the requesting session, then consumes once", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      await expectChaosError(store.consume("acme", approval.approvalId), "failed_precondition");
+      const resolved = await store.resolve("acme", approval.approvalId, elicited);
+      expect(resolved).toMatchObject({
+        status: "approved",
+        resolution: { approved: true, channel: "elicitation", resolvedBy: "human via elicitation in session session-1", principal: "agent" },
+      });
+      await expectChaosError(store.resolve("acme", approval.approvalId, elicited), "failed_precondition");
+      await expectChaosError(store.resolve("acme", approval.approvalId, byApprover(false)), "failed_precondition");
+      expect(await store.get("acme", approval.approvalId)).toMatchObject({ status: "approved", resolution: resolved.resolution });
+      const consumed = await store.consume("acme", approval.approvalId);
+      expect(consumed.status).toBe("consumed");
+      const again = await expectChaosError(store.consume("acme", approval.approvalId), "failed_precondition");
+      expect(again.message).toMatch(/already used/);
+      expect(await store.get("acme", approval.approvalId)).toMatchObject({ status: "consumed", resolution: { approved: true } });
+    });
+
+    it("refuses an elicitation answer from another session, and a session-less one", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      await expectChaosError(store.resolve("acme", approval.approvalId, { ...elicited, by: { ...REQUESTER, sessionId: "session-2" } }), "permission_denied");
+      await expectChaosError(store.resolve("acme", approval.approvalId, { ...elicited, by: { tenant: "acme", principal: "agent" } }), "permission_denied");
+      expect((await store.get("acme", approval.approvalId))?.status).toBe("pending");
+    });
+
+    it("refuses self-approval, and records another principal's answer as the approver's", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      const self = await expectChaosError(
+        store.resolve("acme", approval.approvalId, { approve: true, channel: "approver", by: { ...REQUESTER, sessionId: "other" } }),
+        "permission_denied",
+      );
+      expect(self.message).toMatch(/self-approval/);
+      const resolved = await store.resolve("acme", approval.approvalId, byApprover());
+      expect(resolved).toMatchObject({ status: "approved", resolution: { channel: "approver", resolvedBy: "alice (approver)", principal: "alice" } });
+    });
+
+    it("keeps a rejection, which can never be consumed", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      const rejected = await store.resolve("acme", approval.approvalId, byApprover(false));
+      expect(rejected).toMatchObject({ status: "rejected", resolution: { approved: false } });
+      await expectChaosError(store.consume("acme", approval.approvalId), "failed_precondition");
+      await expectChaosError(store.resolve("acme", approval.approvalId, byApprover(true)), "failed_precondition");
+    });
+
+    it("lets exactly one of many concurrent resolves, and of many concurrent consumes, win", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      const resolves = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) => store.resolve("acme", approval.approvalId, byApprover(i % 2 === 0))),
+      );
+      expect(resolves.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+      const winner = resolves.find((r) => r.status === "fulfilled")!;
+      if (winner.value.status === "rejected") return;
+      const consumes = await Promise.allSettled(Array.from({ length: 20 }, () => store.consume("acme", approval.approvalId)));
+      expect(consumes.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    });
+
+    it("forgets an approval after its TTL: it can then be neither answered nor used", async () => {
+      const store = harness.makeStore(1);
+      const unanswered = pending();
+      const approved = pending();
+      await store.create(unanswered);
+      await store.create(approved);
+      await store.resolve("acme", approved.approvalId, elicited);
+      await harness.elapse(1_100);
+      expect(await store.get("acme", unanswered.approvalId)).toBeUndefined();
+      await expectChaosError(store.resolve("acme", unanswered.approvalId, elicited), "not_found");
+      await expectChaosError(store.consume("acme", approved.approvalId), "not_found");
+    });
+
+    it("refuses an approval id that is not a UUID, or a TTL beyond a day", async () => {
+      const store = harness.makeStore();
+      await expectChaosError(store.create(pending({ approvalId: "acme:approval:x" })), "invalid_argument");
+      expect(() => harness.makeStore(24 * 3600 + 1)).toThrow(/TTL/);
+    });
+
+    it("is not changed by later edits to the objects the caller passed or received", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      const input = approval.step.input as { text: string };
+      await store.create(approval);
+      input.text = "rm -rf";
+      const read = await store.get("acme", approval.approvalId);
+      (read!.step.input as { text: string }).text = "changed";
+      expect((await store.get("acme", approval.approvalId))?.step.input).toEqual({ text: "ship it" });
+    });
+  });
+}

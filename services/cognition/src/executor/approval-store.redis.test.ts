@@ -1,0 +1,82 @@
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
+import { expectChaosError } from "../test-support/expect-error.js";
+import type { PendingApproval } from "./approvals.js";
+import { describeApprovalStoreContract } from "./approval-store.contract.js";
+import { createRedisApprovalStore } from "./redis-approval-store.js";
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+// Two connections stand for two cognition replicas sharing one Redis.
+let replicaA: Redis;
+let replicaB: Redis;
+const prefix = uniquePrefix("approvals");
+
+beforeAll(() => {
+  replicaA = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  replicaB = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+});
+
+afterAll(async () => {
+  const keys = await replicaA.keys(`${prefix}*`);
+  if (keys.length > 0) await replicaA.del(...keys);
+  replicaA.disconnect();
+  replicaB.disconnect();
+});
+
+describeApprovalStoreContract("Redis", {
+  makeStore: (ttlSeconds) => createRedisApprovalStore(replicaA, { prefix, ...(ttlSeconds !== undefined ? { ttlSeconds } : {}) }),
+  elapse: sleep,
+});
+
+describe("Redis approval store", () => {
+  const approval = (): PendingApproval => ({
+    approvalId: randomUUID(),
+    step: { id: "s1", capability: "test.echo", input: { text: "x" } },
+    capability: "test.echo",
+    risk: "low",
+    argsHash: "0".repeat(64),
+    policyVersion: 1,
+    matchedRule: "r",
+    reason: "r",
+    call: { tenant: "acme", principal: "agent", sessionId: "s" },
+  });
+
+  it("keys the approval by tenant, expires it after a day, and shares it between replicas", async () => {
+    const a = createRedisApprovalStore(replicaA, { prefix });
+    const b = createRedisApprovalStore(replicaB, { prefix });
+    const made = approval();
+    await a.create(made);
+    const key = `${prefix}acme:approval:${made.approvalId}`;
+    const pttl = await replicaA.pttl(key);
+    expect(pttl).toBeGreaterThan((24 * 3600 - 10) * 1000);
+    expect(pttl).toBeLessThanOrEqual(24 * 3600 * 1000);
+    await b.resolve("acme", made.approvalId, { approve: true, channel: "approver", by: { tenant: "acme", principal: "alice" } });
+    // A transition keeps the key's expiry.
+    expect(await replicaA.pttl(key)).toBeGreaterThan((24 * 3600 - 10) * 1000);
+    const [first, second] = await Promise.allSettled([a.consume("acme", made.approvalId), b.consume("acme", made.approvalId)]);
+    expect([first.status, second.status].sort()).toEqual(["fulfilled", "rejected"]);
+  });
+
+  it("reports a value that is not an approval for its key as internal, never as an approval", async () => {
+    const store = createRedisApprovalStore(replicaA, { prefix });
+    const made = approval();
+    await store.create(made);
+    const key = `${prefix}acme:approval:${made.approvalId}`;
+    const record = JSON.parse((await replicaA.hget(key, "record"))!) as Record<string, unknown>;
+    const corrupt: Array<[string, string]> = [
+      ["record", "not json {"],
+      ["record", JSON.stringify({ ...record, call: { tenant: "globex", principal: "agent" } })],
+      ["record", JSON.stringify({ ...record, approvalId: randomUUID() })],
+      ["status", "approved-by-me"],
+    ];
+    for (const [field, value] of corrupt) {
+      await replicaA.del(key);
+      await store.create(made);
+      await replicaA.hset(key, field, value);
+      await expectChaosError(store.get("acme", made.approvalId), "internal", ["globex"]);
+    }
+  });
+});
