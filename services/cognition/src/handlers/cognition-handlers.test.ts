@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 /**
  * The cognition handlers over both transports — in-process and a real gRPC server — against the
  * real policy and memory services on a fresh Postgres database. Every scenario runs on each
@@ -247,6 +248,30 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
       const again = await client().execute(resume(approvalId), as(tenant, "session-a"));
       expect(again.results[0]).toMatchObject({ status: "failed", ran: false, errorCode: "failed_precondition" });
       expect(calls).toHaveLength(1);
+    });
+
+    it("shows the approval as it will run: the validated input, hash, policy and who asked", async () => {
+      const { tenant, approvalId, version } = await pendingEcho();
+      const view = await client().getApproval({ approvalId }, approver(tenant, "alice"));
+      expect(view).toMatchObject({
+        approvalId,
+        capability: "test.echo",
+        // The schema stripped the agent's `confirmed: true`: a person sees what would really run.
+        input: { text: "ship it" },
+        argsHash: createHash("sha256").update('{"text":"ship it"}').digest("hex"),
+        policyVersion: BigInt(version),
+        matchedRule: "requireConfirmationFor",
+        status: "pending",
+        requestedBy: "agent",
+        requestedInSession: "session-a",
+        resolvedBy: "",
+      });
+      await client().resolveApproval(byApprover(approvalId), approver(tenant, "alice"));
+      expect(await client().getApproval({ approvalId }, approver(tenant, "alice"))).toMatchObject({
+        status: "approved",
+        resolvedBy: "alice (approver)",
+      });
+      await expectChaosError(client().getApproval({ approvalId }, approver(uniqueTenant(), "alice")), "not_found");
     });
 
     it("refuses self-approval and accepts another principal's", async () => {

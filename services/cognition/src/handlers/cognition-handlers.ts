@@ -7,7 +7,7 @@ import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/
 import { reason } from "../brain/intent.js";
 import { plan } from "../brain/planner.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
-import type { ApprovalChannel as DomainApprovalChannel, ApprovalStore } from "../executor/approvals.js";
+import { approvalNotFound, type ApprovalChannel as DomainApprovalChannel, type ApprovalStore } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import { executeApproved, executeSteps, resolveApproval } from "../executor/executor.js";
 import type { ExecutableStep } from "../executor/types.js";
@@ -15,6 +15,7 @@ import { MAX_PLAN_STEPS, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import {
+  approvalToProto,
   capabilityToProto,
   intentFromProto,
   intentToProto,
@@ -203,6 +204,14 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       // enforces the session (elicitation) and the distinct principal (approver).
       const resolved = await resolveApproval(req.approvalId, { approve: req.approve, channel, by: ctx.call }, deps);
       return { status: resolved.status, resolvedBy: resolved.resolution?.resolvedBy ?? "" };
+    },
+
+    async getApproval(req, ctx) {
+      if (req.approvalId === "") throw new ChaosError("invalid_argument", "approval_id is required");
+      // Tenant-bound like every approval call: another tenant's id is simply not found.
+      const approval = await deps.approvals.get(ctx.call.tenant, req.approvalId);
+      if (!approval) throw approvalNotFound(req.approvalId);
+      return approvalToProto(approval);
     },
 
     listCapabilities() {

@@ -7,6 +7,7 @@ import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/w
 import { ChaosError } from "@chaos-core/kit";
 import type {
   CapabilitySchema,
+  GetApprovalResponseSchema,
   IntentSchema,
   PlanResponseSchema,
   PlanStep as ProtoPlanStep,
@@ -20,6 +21,7 @@ import type { CognitiveTrace } from "../brain/brain.js";
 import type { Intent } from "../brain/intent.js";
 import type { Plan } from "../brain/planner.js";
 import type { Capability, CapabilityRisk } from "../capabilities/capability.js";
+import type { StoredApproval } from "../executor/approvals.js";
 import type { ExecutableStep, StepResult } from "../executor/types.js";
 import type { PlanStep, StoredPlan } from "../plans/plan.js";
 
@@ -150,5 +152,25 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
       idempotentHint: capability.annotations.idempotentHint,
       openWorldHint: capability.annotations.openWorldHint,
     },
+  };
+}
+
+/** A stored approval as a person will be shown it: the exact input the step would run with. */
+export function approvalToProto(a: StoredApproval): MessageInitShape<typeof GetApprovalResponseSchema> {
+  return {
+    approvalId: a.approvalId,
+    capability: a.capability,
+    // The validated input: capability inputs are JSON objects by their schemas.
+    input: a.step.input as ProtoJsonObject,
+    argsHash: a.argsHash,
+    policyVersion: BigInt(a.policyVersion),
+    matchedRule: a.matchedRule,
+    reason: a.reason,
+    risk: a.risk,
+    status: a.status,
+    requestedBy: a.call.principal,
+    requestedInSession: a.call.sessionId ?? "",
+    expiresAt: timestampFromDate(new Date(a.expiresAt)),
+    resolvedBy: a.resolution?.resolvedBy ?? "",
   };
 }

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { stepResultOutput } from "./cognition-shapes.js";
 
 type StepOutput = z.output<typeof stepResultOutput>;
@@ -29,29 +29,25 @@ export function nextStepForPending(results: readonly StepOutput[], canElicit: bo
     : `${stopped} This client cannot ask its user (it did not declare elicitation), so a person holding the approver role in this tenant must first call ${approveCall(id)} from their own session; then call ${executeCall(id)} to run it. ${after}`;
 }
 
+/** Longest input shown in the question; a longer one is cut, and the question says so. */
+const MAX_SHOWN_INPUT = 4000;
+
 /**
- * What the person is asked. Everything in it comes from cognition (the registry, policy and the
- * pending approval), never from the agent's arguments: the agent could describe a harmless call
- * while the approval is for another one. The executor re-checks the arguments hash and policy
- * version before it runs anything, so the approval cannot be used for a changed call.
+ * What the person is asked. Everything in it comes from cognition's stored approval (the exact
+ * validated input the step would run with, its hash, the policy decision), never from the
+ * agent's arguments: the agent could describe a harmless call while the approval is for another
+ * one. The executor re-checks the arguments hash and policy version before it runs anything.
  */
-export function approvalQuestion(approvalId: string, pending: StepResult | undefined, cognitionSays: string): string {
-  const lines = ["An AI agent asks to run a step that policy holds for a person's approval.", `Approval id: ${approvalId}`];
-  if (pending?.capability) lines.push(`Capability: ${pending.capability}${pending.approval ? ` (risk ${pending.approval.risk})` : ""}`);
-  if (pending?.approval) {
-    const a = pending.approval;
-    lines.push(
-      `Why approval is needed: policy rule ${a.matchedRule || "(none)"}: ${a.reason} (policy version ${a.policyVersion})`,
-      `Arguments (SHA-256 of the canonical input): ${a.argsHash}`,
-    );
-  } else if (pending?.verdict) {
-    const v = pending.verdict;
-    lines.push(`Policy: rule ${v.matchedRule || "(none)"}: ${v.reason} (policy version ${v.policyVersion})`);
-  }
-  if (cognitionSays) lines.push(`Chaos Core: ${cognitionSays}`);
-  lines.push(
-    "Chaos Core cannot show the step's exact input here yet; the step runs only with the arguments that were held for approval. " +
-      "Approve only if you know which call this is.",
-  );
-  return lines.join("\n");
+export function approvalQuestion(a: GetApprovalResponse): string {
+  let input = JSON.stringify(a.input ?? {}, null, 2);
+  if (input.length > MAX_SHOWN_INPUT) input = `${input.slice(0, MAX_SHOWN_INPUT)}\n… (cut: the full input is ${input.length} characters)`;
+  return [
+    "An AI agent asks to run a step that policy holds for a person's approval.",
+    `Capability: ${a.capability} (risk ${a.risk})`,
+    `Input, exactly as it would run:\n${input}`,
+    `Why approval is needed: policy rule ${a.matchedRule || "(none)"}: ${a.reason} (policy version ${a.policyVersion})`,
+    `Requested by ${a.requestedBy}${a.requestedInSession ? ` in session ${a.requestedInSession}` : ""}; approval ${a.approvalId}`,
+    `SHA-256 of the canonical input: ${a.argsHash}`,
+    "It runs once, only with this input, and only if policy has not changed since.",
+  ].join("\n");
 }

@@ -117,6 +117,10 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
     expect(asked).toHaveLength(1);
     expect(asked[0]).toContain(id);
     expect(asked[0]).toContain("memory.remember");
+    // The person sees the exact input the step will run with, from cognition's stored approval.
+    expect(asked[0]).toContain('"key": "deploy-window"');
+    expect(asked[0]).toContain('"value": "friday"');
+    expect(asked[0]).toMatch(/SHA-256 of the canonical input: [0-9a-f]{64}/);
     expect(await stored(tenant, "deploy-window")).toBe("friday");
     expect(executedRemembers(tenant)).toBe(1);
 

@@ -29,36 +29,40 @@ function approvalSchema() {
   };
 }
 
-/** Runs the step of an approval, or says (with what cognition told) that it waits for an answer. */
-async function runApproved(approvalId: string, ctx: ToolContext): Promise<{ results: StepResult[] } | { waiting: string; pending?: StepResult }> {
-  try {
-    const res = await ctx.deps.cognition.execute(
-      { target: { case: "approvalId", value: approvalId } },
-      { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
-    );
-    // Cognition answers a not-yet-answered approval with a refused step (approval_required).
-    const pending = res.results.find((r) => r.errorCode === "approval_required");
-    return pending ? { waiting: pending.errorMessage, pending } : { results: res.results };
-  } catch (err) {
-    const e = ChaosError.from(err);
-    if (e.code === "approval_required") return { waiting: e.message };
-    throw e;
-  }
-}
-
 function withNextStep(results: StepResult[], ctx: ToolContext): Output {
   const out = results.map(stepResultToOutput);
   const next = nextStepForPending(out, ctx.canElicit());
   return { results: out, ...(next ? { next_step: next } : {}) };
 }
 
+/** Runs the step of an approval through the executor, which re-checks everything and runs it at most once. */
+async function runApproval(approvalId: string, ctx: ToolContext): Promise<StepResult[]> {
+  const res = await ctx.deps.cognition.execute(
+    { target: { case: "approvalId", value: approvalId } },
+    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
+  );
+  return res.results;
+}
+
 /**
- * `{approval_id}`: runs the step once it is approved. Not yet answered: the user of this session
- * is asked through elicitation when the client can; otherwise an approver must answer first.
+ * `{approval_id}`: runs the step once it is approved. Still pending: the user of this session is
+ * shown the exact call (from cognition, never from the agent's arguments) and asked, when the
+ * client can elicit; otherwise an approver must answer first. Answered already (by an approver,
+ * or rejected, or used): cognition's executor says what happens.
  */
 async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Output> {
-  const first = await runApproved(approvalId, ctx);
-  if ("results" in first) return { ...withNextStep(first.results, ctx), approval: { approval_id: approvalId, status: "approved" } };
+  const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
+  if (view.status !== "pending") {
+    const results = await runApproval(approvalId, ctx);
+    const ran = results.some((r) => r.status === "executed");
+    return {
+      ...withNextStep(results, ctx),
+      ...(view.status === "approved" || view.status === "rejected"
+        ? { approval: { approval_id: approvalId, status: view.status, ...(view.resolvedBy ? { resolved_by: view.resolvedBy } : {}) } }
+        : {}),
+      ...(ran ? {} : { next_step: `Approval ${approvalId} is ${view.status}: the step did not run now. Do not retry it.` }),
+    };
+  }
   if (!ctx.canElicit()) {
     throw new ChaosError(
       "approval_required",
@@ -67,7 +71,7 @@ async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Ou
         `then call ${executeCall(approvalId)} again. Nothing ran.`,
     );
   }
-  const answer = await ctx.elicit({ message: approvalQuestion(approvalId, first.pending, first.waiting), requestedSchema: approvalSchema() });
+  const answer = await ctx.elicit({ message: approvalQuestion(view), requestedSchema: approvalSchema() });
   if (answer.action === "cancel") {
     throw new ChaosError(
       "approval_required",
@@ -95,11 +99,7 @@ async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Ou
       next_step: `The user rejected approval ${approvalId}: the step did not run and will not. Do not retry it; tell the user or choose another way.`,
     };
   }
-  const res = await ctx.deps.cognition.execute(
-    { target: { case: "approvalId", value: approvalId } },
-    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
-  );
-  return { ...withNextStep(res.results, ctx), approval: { ...approval, status: "approved" } };
+  return { ...withNextStep(await runApproval(approvalId, ctx), ctx), approval: { ...approval, status: "approved" } };
 }
 
 /** `chaoscore_execute`: a stored plan, explicit steps, or an approved step, each through policy and the executor. */
