@@ -32,7 +32,7 @@ import {
   type CapabilityContext,
   type ExecutorDeps,
 } from "../../services/cognition/src/index.js";
-import { startRealServices } from "../../services/cognition/src/test-support/real-services.js";
+import { startRealServices } from "../../test/support/real-services.js";
 import { createTestDatabase } from "../../test/support/postgres.js";
 import { startServiceMain, stopProcess } from "../../test/support/processes.js";
 

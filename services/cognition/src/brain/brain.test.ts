@@ -3,16 +3,11 @@
  * database, through in-process clients (the pattern of executor.test.ts; the harness is repeated
  * here rather than shared, as that file keeps its own).
  */
-import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createInProcessClient, createPostgresDb, type Db } from "@chaos-core/kit";
-import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
-import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
-import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
-import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
 import { defineCapability } from "../capabilities/capability.js";
 import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
@@ -27,26 +22,18 @@ import { runCognitiveCore, type BrainDeps, type BrainStage } from "./brain.js";
 import { EPISODE_TAG, PROCEDURE_TAG, procedureKey, signatureTag } from "./memory-records.js";
 import { objectiveSignature } from "./signature.js";
 
-let database: TestDatabase;
-let db: Db;
-let policyStore: PolicyStore;
+let services: RealServices;
 let policy: BrainDeps["policy"];
 let memory: BrainDeps["memory"];
 
 beforeAll(async () => {
-  database = await createTestDatabase("chaoscore_cognition_brain");
-  db = createPostgresDb({ connectionString: database.url });
-  await migrateMemory(db);
-  await migratePolicy(db);
-  policyStore = createSqlPolicyStore(db);
-  policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
-  memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+  services = await startRealServices("chaoscore_cognition_brain");
+  policy = services.policy;
+  memory = services.memory;
 });
 
 afterAll(async () => {
-  await policyStore?.close();
-  await db?.close();
-  await database?.drop();
+  await services?.close();
 });
 
 let tenantCounter = 0;
@@ -55,9 +42,7 @@ function uniqueTenant(): string {
   return `brain-${process.pid}-${tenantCounter}`;
 }
 
-async function putPolicy(tenant: string, document: Record<string, unknown>): Promise<void> {
-  await policy.putPolicy({ document: fromJson(PolicyDocumentSchema, document as JsonValue) }, { ctx: { tenant, principal: "operator" } });
-}
+const putPolicy = (tenant: string, document: Record<string, unknown>) => services.putPolicy(tenant, document);
 
 let calls: string[];
 beforeEach(() => {

@@ -3,12 +3,7 @@
  * policy and memory services on a fresh Postgres database.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInProcessClient, createPostgresDb, type Db } from "@chaos-core/kit";
-import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
-import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
-import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
-import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
 import { createMemoryApprovalStore } from "../executor/approvals.js";
 import { createInMemoryAuditSink } from "../executor/audit.js";
 import { executeStep, executeSteps, type ExecutorDeps } from "../executor/executor.js";
@@ -16,27 +11,19 @@ import { HeuristicProvider, NO_MODEL } from "../providers/heuristic.js";
 import { BUILT_IN_CAPABILITIES } from "./index.js";
 import { createCapabilityRegistry } from "./registry.js";
 
-let database: TestDatabase;
-let db: Db;
-let policyStore: PolicyStore;
+let services: RealServices;
 let policy: ExecutorDeps["policy"];
 let memory: ExecutorDeps["memory"];
 const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
 
 beforeAll(async () => {
-  database = await createTestDatabase("chaoscore_cognition_capabilities");
-  db = createPostgresDb({ connectionString: database.url });
-  await migrateMemory(db);
-  await migratePolicy(db);
-  policyStore = createSqlPolicyStore(db);
-  policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
-  memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+  services = await startRealServices("chaoscore_cognition_capabilities");
+  policy = services.policy;
+  memory = services.memory;
 });
 
 afterAll(async () => {
-  await policyStore?.close();
-  await db?.close();
-  await database?.drop();
+  await services?.close();
 });
 
 function depsFor(tenant: string): ExecutorDeps {

@@ -4,15 +4,10 @@
  * below are real capability objects whose handlers record every call.
  */
 import { createHash } from "node:crypto";
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createInProcessClient, createPostgresDb, type CallContext, type Db } from "@chaos-core/kit";
-import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
-import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
-import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
-import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { type CallContext } from "@chaos-core/kit";
+import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
 import { defineCapability, type CapabilityRisk } from "../capabilities/capability.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
@@ -22,26 +17,18 @@ import { executeApproved, executeStep, executeSteps, resolveApproval, type Execu
 import type { ExecutableStep } from "./types.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 
-let database: TestDatabase;
-let db: Db;
-let policyStore: PolicyStore;
+let services: RealServices;
 let policy: ExecutorDeps["policy"];
 let memory: ExecutorDeps["memory"];
 
 beforeAll(async () => {
-  database = await createTestDatabase("chaoscore_cognition_executor");
-  db = createPostgresDb({ connectionString: database.url });
-  await migrateMemory(db);
-  await migratePolicy(db);
-  policyStore = createSqlPolicyStore(db);
-  policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
-  memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+  services = await startRealServices("chaoscore_cognition_executor");
+  policy = services.policy;
+  memory = services.memory;
 });
 
 afterAll(async () => {
-  await policyStore?.close();
-  await db?.close();
-  await database?.drop();
+  await services?.close();
 });
 
 let tenantCounter = 0;
@@ -50,14 +37,7 @@ function uniqueTenant(): string {
   return `exec-${process.pid}-${tenantCounter}`;
 }
 
-/** Stores a policy document (protobuf JSON) through the policy client, as an operator does. */
-async function putPolicy(tenant: string, document: Record<string, unknown>): Promise<number> {
-  const res = await policy.putPolicy(
-    { document: fromJson(PolicyDocumentSchema, document as JsonValue) },
-    { ctx: { tenant, principal: "operator" } },
-  );
-  return Number(res.version);
-}
+const putPolicy = (tenant: string, document: Record<string, unknown>) => services.putPolicy(tenant, document);
 
 /** Every handler call, by capability name. */
 let calls: Array<{ capability: string; input: unknown }>;

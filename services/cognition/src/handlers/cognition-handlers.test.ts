@@ -39,7 +39,7 @@ import { HeuristicProvider } from "../providers/heuristic.js";
 import { OpenAIProvider } from "../providers/openai.js";
 import { startCognitionServer } from "../server.js";
 import { expectChaosError } from "../test-support/expect-error.js";
-import { startRealServices, type RealServices } from "../test-support/real-services.js";
+import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
 import { createCognitionHandlers, type CognitionDeps } from "./cognition-handlers.js";
 
 type Client = ServiceClient<typeof CognitionService>;

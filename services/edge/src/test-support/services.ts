@@ -1,11 +1,10 @@
 /**
  * Real policy, memory and cognition services for the edge's tests: the same handlers the gRPC
- * mains serve, on a fresh Postgres database, reached through in-process clients. No fakes:
+ * mains serve, on a fresh Postgres database (`test/support/real-services.ts`), reached through
+ * in-process clients. No fakes:
  * cognition uses the built-in capabilities and the heuristic provider (no model).
  */
-import { createInProcessClient, createLogger, createPostgresDb, type Db } from "@chaos-core/kit";
-import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
-import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { createInProcessClient, createLogger } from "@chaos-core/kit";
 import {
   BUILT_IN_CAPABILITIES,
   createCapabilityRegistry,
@@ -17,10 +16,7 @@ import {
   type InMemoryAuditSink,
 } from "@chaos-core/cognition";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
-import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { startRealServices } from "../../../../test/support/real-services.js";
 import type { EdgeDeps } from "../deps.js";
 import type { SessionStore } from "../sessions/session-store.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
@@ -39,13 +35,8 @@ export interface TestServices {
 }
 
 export async function startTestServices(name: string): Promise<TestServices> {
-  const database: TestDatabase = await createTestDatabase(`chaoscore_edge_${name}`);
-  const db: Db = createPostgresDb({ connectionString: database.url });
-  await migrateMemory(db);
-  await migratePolicy(db);
-  const policyStore: PolicyStore = createSqlPolicyStore(db);
-  const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
-  const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+  const real = await startRealServices(`chaoscore_edge_${name}`);
+  const { policy, memory } = real;
   const logger = createLogger("edge-test", "silent");
   const audit = createInMemoryAuditSink();
   const cognition = createInProcessClient(
@@ -74,17 +65,7 @@ export async function startTestServices(name: string): Promise<TestServices> {
       logger,
       version: "0.0.0-test",
     }),
-    async putPolicy(tenant, document) {
-      const res = await policy.putPolicy(
-        { document: fromJson(PolicyDocumentSchema, document as JsonValue) },
-        { ctx: { tenant, principal: "operator" } },
-      );
-      return Number(res.version);
-    },
-    async close() {
-      await policyStore.close();
-      await db.close();
-      await database.drop();
-    },
+    putPolicy: (tenant, document) => real.putPolicy(tenant, document),
+    close: () => real.close(),
   };
 }

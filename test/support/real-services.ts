@@ -8,7 +8,7 @@ import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chao
 import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { createTestDatabase, type TestDatabase } from "./postgres.js";
 
 export interface RealServices {
   readonly policy: ServiceClient<typeof PolicyService>;
