@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
+import { describe, expect, it } from "vitest";
+import { useRedisReplicas } from "../../../../test/support/redis.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 import type { PendingApproval } from "./approvals.js";
 import { describeApprovalStoreContract } from "./approval-store.contract.js";
@@ -10,24 +9,11 @@ import { createRedisApprovalStore } from "./redis-approval-store.js";
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // Two connections stand for two cognition replicas sharing one Redis.
-let replicaA: Redis;
-let replicaB: Redis;
-const prefix = uniquePrefix("approvals");
-
-beforeAll(() => {
-  replicaA = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
-  replicaB = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
-});
-
-afterAll(async () => {
-  const keys = await replicaA.keys(`${prefix}*`);
-  if (keys.length > 0) await replicaA.del(...keys);
-  replicaA.disconnect();
-  replicaB.disconnect();
-});
+const replicas = useRedisReplicas("approvals");
+const prefix = replicas.prefix;
 
 describeApprovalStoreContract("Redis", {
-  makeStore: (ttlSeconds) => createRedisApprovalStore(replicaA, { prefix, ...(ttlSeconds !== undefined ? { ttlSeconds } : {}) }),
+  makeStore: (ttlSeconds) => createRedisApprovalStore(replicas.a, { prefix, ...(ttlSeconds !== undefined ? { ttlSeconds } : {}) }),
   elapse: sleep,
 });
 
@@ -45,27 +31,27 @@ describe("Redis approval store", () => {
   });
 
   it("keys the approval by tenant, expires it after a day, and shares it between replicas", async () => {
-    const a = createRedisApprovalStore(replicaA, { prefix });
-    const b = createRedisApprovalStore(replicaB, { prefix });
+    const a = createRedisApprovalStore(replicas.a, { prefix });
+    const b = createRedisApprovalStore(replicas.b, { prefix });
     const made = approval();
     await a.create(made);
     const key = `${prefix}acme:approval:${made.approvalId}`;
-    const pttl = await replicaA.pttl(key);
+    const pttl = await replicas.a.pttl(key);
     expect(pttl).toBeGreaterThan((24 * 3600 - 10) * 1000);
     expect(pttl).toBeLessThanOrEqual(24 * 3600 * 1000);
     await b.resolve("acme", made.approvalId, { approve: true, channel: "approver", by: { tenant: "acme", principal: "alice" } });
     // A transition keeps the key's expiry.
-    expect(await replicaA.pttl(key)).toBeGreaterThan((24 * 3600 - 10) * 1000);
+    expect(await replicas.a.pttl(key)).toBeGreaterThan((24 * 3600 - 10) * 1000);
     const [first, second] = await Promise.allSettled([a.consume("acme", made.approvalId), b.consume("acme", made.approvalId)]);
     expect([first.status, second.status].sort()).toEqual(["fulfilled", "rejected"]);
   });
 
   it("reports a value that is not an approval for its key as internal, never as an approval", async () => {
-    const store = createRedisApprovalStore(replicaA, { prefix });
+    const store = createRedisApprovalStore(replicas.a, { prefix });
     const made = approval();
     await store.create(made);
     const key = `${prefix}acme:approval:${made.approvalId}`;
-    const record = JSON.parse((await replicaA.hget(key, "record"))!) as Record<string, unknown>;
+    const record = JSON.parse((await replicas.a.hget(key, "record"))!) as Record<string, unknown>;
     const corrupt: Array<[string, string]> = [
       ["record", "not json {"],
       ["record", JSON.stringify({ ...record, call: { tenant: "globex", principal: "agent" } })],
@@ -73,9 +59,9 @@ describe("Redis approval store", () => {
       ["status", "approved-by-me"],
     ];
     for (const [field, value] of corrupt) {
-      await replicaA.del(key);
+      await replicas.a.del(key);
       await store.create(made);
-      await replicaA.hset(key, field, value);
+      await replicas.a.hset(key, field, value);
       await expectChaosError(store.get("acme", made.approvalId), "internal", ["globex"]);
     }
   });

@@ -1,6 +1,5 @@
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
+import { describe, expect, it } from "vitest";
+import { uniquePrefix, useRedisReplicas } from "../../../../test/support/redis.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 import type { NewPlan } from "./plan.js";
 import { DEFAULT_PLAN_TTL_SECONDS } from "./plan-store.js";
@@ -10,24 +9,11 @@ import { createRedisPlanStore } from "./redis-plan-store.js";
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // Two connections stand for two cognition replicas sharing one Redis.
-let replicaA: Redis;
-let replicaB: Redis;
-const prefix = uniquePrefix("plans");
-
-beforeAll(() => {
-  replicaA = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
-  replicaB = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
-});
-
-afterAll(async () => {
-  const keys = await replicaA.keys(`${prefix}*`);
-  if (keys.length > 0) await replicaA.del(...keys);
-  replicaA.disconnect();
-  replicaB.disconnect();
-});
+const replicas = useRedisReplicas("plans");
+const prefix = replicas.prefix;
 
 describePlanStoreContract("Redis", {
-  makeStore: () => createRedisPlanStore(replicaA, { prefix }),
+  makeStore: () => createRedisPlanStore(replicas.a, { prefix }),
   elapse: sleep,
 });
 
@@ -40,8 +26,8 @@ describe("Redis plan store", () => {
   };
 
   it("serves a plan made on one replica from another, and a delete on either is seen by both", async () => {
-    const a = createRedisPlanStore(replicaA, { prefix });
-    const b = createRedisPlanStore(replicaB, { prefix });
+    const a = createRedisPlanStore(replicas.a, { prefix });
+    const b = createRedisPlanStore(replicas.b, { prefix });
     const stored = await a.put(plan);
     expect(await b.get("acme", "session-1", stored.id)).toStrictEqual(stored);
     expect(await b.get("acme", "session-2", stored.id)).toBeUndefined();
@@ -50,26 +36,26 @@ describe("Redis plan store", () => {
   });
 
   it("keys the plan by tenant and session, with Redis expiring it after the TTL", async () => {
-    const store = createRedisPlanStore(replicaA, { prefix });
+    const store = createRedisPlanStore(replicas.a, { prefix });
     const stored = await store.put(plan);
     const key = `${prefix}acme:plan:session-1:${stored.id}`;
-    const pttl = await replicaA.pttl(key);
+    const pttl = await replicas.a.pttl(key);
     expect(pttl).toBeGreaterThan((DEFAULT_PLAN_TTL_SECONDS - 10) * 1000);
     expect(pttl).toBeLessThanOrEqual(DEFAULT_PLAN_TTL_SECONDS * 1000);
-    expect(JSON.parse((await replicaA.get(key))!)).toStrictEqual(stored);
+    expect(JSON.parse((await replicas.a.get(key))!)).toStrictEqual(stored);
 
     const shortLived = await store.put(plan, 90);
-    expect(await replicaA.pttl(`${prefix}acme:plan:session-1:${shortLived.id}`)).toBeLessThanOrEqual(90_000);
+    expect(await replicas.a.pttl(`${prefix}acme:plan:session-1:${shortLived.id}`)).toBeLessThanOrEqual(90_000);
   });
 
   it("does not see plans under another prefix", async () => {
-    const stored = await createRedisPlanStore(replicaA, { prefix }).put(plan);
-    const elsewhere = createRedisPlanStore(replicaA, { prefix: uniquePrefix("plans-other") });
+    const stored = await createRedisPlanStore(replicas.a, { prefix }).put(plan);
+    const elsewhere = createRedisPlanStore(replicas.a, { prefix: uniquePrefix("plans-other") });
     expect(await elsewhere.get("acme", "session-1", stored.id)).toBeUndefined();
   });
 
   it("reports a value that is not a plan for its key as internal, never as a plan", async () => {
-    const store = createRedisPlanStore(replicaA, { prefix });
+    const store = createRedisPlanStore(replicas.a, { prefix });
     const stored = await store.put(plan);
     const key = `${prefix}acme:plan:session-1:${stored.id}`;
     const corrupt = [
@@ -82,7 +68,7 @@ describe("Redis plan store", () => {
       JSON.stringify({ ...stored, id: "AAAAAAAAAAAAAAAAAAAAAA" }),
     ];
     for (const value of corrupt) {
-      await replicaA.set(key, value, "EX", 60);
+      await replicas.a.set(key, value, "EX", 60);
       const err = await expectChaosError(store.get("acme", "session-1", stored.id), "internal", ["globex", "rm -rf"]);
       expect(err.message).toBe("a stored plan could not be read");
     }
