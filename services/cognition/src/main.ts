@@ -44,13 +44,14 @@ try {
     plans = createMemoryPlanStore();
     approvals = createMemoryApprovalStore();
   }
-  const { deps, providerConfig } = createDefaultCognitionDeps({
+  const providerConfig = config.provider;
+  const deps = createDefaultCognitionDeps({
     policy: policy.client,
     memory: memory.client,
     plans,
     approvals,
     logger,
-    env: process.env,
+    provider: providerConfig,
   });
   logger.info(
     { provider: providerConfig.id, selection: providerConfig.selection, model: deps.provider.model ?? "none" },

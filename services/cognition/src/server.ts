@@ -1,4 +1,4 @@
-import { register, startGrpcServer, type ContextSigner, type Env, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
@@ -6,7 +6,7 @@ import { createMemoryApprovalStore, type ApprovalStore } from "./executor/approv
 import { createInMemoryAuditSink } from "./executor/audit.js";
 import { createCognitionHandlers, type CognitionDeps } from "./handlers/cognition-handlers.js";
 import type { PlanStore } from "./plans/plan-store.js";
-import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
+import type { ProviderConfig } from "./providers/config.js";
 import { createProvider } from "./providers/index.js";
 
 /** What {@link startCognitionServer} needs; everything is built by the caller. */
@@ -41,32 +41,26 @@ export interface DefaultCognitionDepsOptions {
   /** Where pending approvals live; in this process when unset (replicas then do not share them). */
   approvals?: ApprovalStore;
   logger: Logger;
-  /** The environment record `loadProviderConfig` reads the AI provider variables from. */
-  env: Env;
+  /** The AI provider, as `loadProviderConfig` read it from the environment. */
+  provider: ProviderConfig;
   stepTimeoutMs?: number;
 }
 
 /**
- * The usual deps: the built-in capabilities, the provider the environment selects, an in-memory
- * audit sink (until the ledger issue gives it a home), and the given approval store (in-process
- * when none is given). Also returns the
- * provider configuration, so the caller can log which provider was chosen and how. Throws
- * `ConfigError` for a selected provider that is not configured.
+ * The usual deps: the built-in capabilities, the configured provider, an in-memory audit sink
+ * (until the ledger issue gives it a home), and the given approval store (in-process when none
+ * is given).
  */
-export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): { deps: CognitionDeps; providerConfig: ProviderConfig } {
-  const providerConfig = loadProviderConfig(options.env);
+export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): CognitionDeps {
   return {
-    providerConfig,
-    deps: {
-      registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
-      provider: createProvider(providerConfig),
-      policy: options.policy,
-      memory: options.memory,
-      plans: options.plans,
-      audit: createInMemoryAuditSink(),
-      approvals: options.approvals ?? createMemoryApprovalStore(),
-      logger: options.logger,
-      ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
-    },
+    registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
+    provider: createProvider(options.provider),
+    policy: options.policy,
+    memory: options.memory,
+    plans: options.plans,
+    audit: createInMemoryAuditSink(),
+    approvals: options.approvals ?? createMemoryApprovalStore(),
+    logger: options.logger,
+    ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
   };
 }

@@ -24,14 +24,11 @@ import {
   type PolicyStore,
 } from "@chaos-core/policy";
 import {
-  BUILT_IN_CAPABILITIES,
-  createCapabilityRegistry,
   createCognitionHandlers,
+  createDefaultCognitionDeps,
   createMemoryApprovalStore,
   createRedisApprovalStore,
-  createInMemoryAuditSink,
   createMemoryPlanStore,
-  createProvider,
   createRedisPlanStore,
   type ApprovalStore,
   type PlanStore,
@@ -119,18 +116,16 @@ export async function createRuntime(
     const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
     const cognition = createInProcessClient(
       CognitionService,
-      createCognitionHandlers({
-        registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
-        provider: createProvider(config.provider),
-        policy,
-        memory,
-        plans,
-        // Decisions are kept in this process only, and lost when it stops, until the ledger
-        // issue replaces this sink with the ledger service.
-        audit: createInMemoryAuditSink(),
-        approvals,
-        logger: logger.child({ service: "cognition" }),
-      }),
+      createCognitionHandlers(
+        createDefaultCognitionDeps({
+          provider: config.provider,
+          policy,
+          memory,
+          plans,
+          approvals,
+          logger: logger.child({ service: "cognition" }),
+        }),
+      ),
     );
 
     return {
