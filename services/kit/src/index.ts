@@ -26,3 +26,6 @@ export { migrate } from "./db/migrate.js";
 export type { Migration } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
 export { lockDataDir } from "./data-dir.js";
+export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
+export { canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
+export { parseChpJson } from "./chp/parse.js";

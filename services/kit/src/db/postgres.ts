@@ -15,12 +15,21 @@ function wrap(client: pg.PoolClient | pg.Pool): Queryable {
   };
 }
 
+/** SQLSTATEs and socket errors that mean the server or the connection went away. */
+const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004"]);
+
+/** Whether `err` says the connection (not the statement) failed. */
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: string } | undefined)?.code;
+  if (code !== undefined && CONNECTION_CODES.has(code)) return true;
+  // pg reports a connection dropped mid-query without a code.
+  return err instanceof Error && /Connection terminated|connection timeout|Client has encountered a connection error/i.test(err.message);
+}
+
 /** Connection problems become `unavailable`; everything else keeps its cause. */
 function normalise(err: unknown): unknown {
-  const code = (err as { code?: string }).code;
-  if (code === "ECONNREFUSED" || code === "57P01" || code === "08006" || code === "08001") {
-    return new ChaosError("unavailable", "the database is unavailable", { cause: err });
-  }
+  if (err instanceof ChaosError) return err;
+  if (isConnectionError(err)) return new ChaosError("unavailable", "the database is unavailable", { cause: err });
   return err;
 }
 
@@ -47,16 +56,25 @@ export function createPostgresDb(options: {
     } catch (err) {
       throw normalise(err);
     }
+    // A checked-out client whose connection drops emits "error"; the pool listens only to idle
+    // ones, so without this the process would crash instead of failing this transaction.
+    let broken: Error | undefined;
+    const onError = (err: Error) => {
+      broken = err;
+    };
+    client.on("error", onError);
     try {
       await client.query(`BEGIN; ${prelude}`);
       const result = await fn(wrap(client));
       await client.query("COMMIT");
       return result;
     } catch (err) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw normalise(err);
+      if (!broken && !isConnectionError(err)) await client.query("ROLLBACK").catch(() => undefined);
+      throw normalise(broken ?? err);
     } finally {
-      client.release();
+      client.off("error", onError);
+      // A broken connection is destroyed, not returned to the pool for the next caller.
+      client.release(broken ?? undefined);
     }
   }
 

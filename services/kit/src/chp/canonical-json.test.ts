@@ -1,0 +1,59 @@
+import { LosslessNumber } from "lossless-json";
+import { describe, expect, it } from "vitest";
+import { canonicalJson, chainHash, contentHash } from "./canonical-json.js";
+import { chpFloat } from "./float.js";
+
+describe("canonicalJson", () => {
+  it("matches the DESIGN.md vector", () => {
+    expect(canonicalJson({ b: 1, a: 2 })).toBe('{"a":2,"b":1}');
+    expect(contentHash({ b: 1, a: 2 })).toBe("d3626ac30a87e6f7a6428233b3c68299976865fa5508e4267c5415c76af7a772");
+  });
+
+  it("sorts keys recursively by code point, keeps array order and UTF-8, drops undefined fields", () => {
+    // U+FF61 sorts before U+1F600 by code point although its UTF-16 unit is larger.
+    expect(canonicalJson({ z: [3, { y: 1, x: "é✓" }], "\u{1F600}": 1, "\uFF61": 2, a: undefined })).toBe(
+      '{"z":[3,{"x":"é✓","y":1}],"\uFF61":2,"\u{1F600}":1}',
+    );
+    expect(contentHash({ a: 1, b: undefined })).toBe(contentHash({ a: 1 }));
+  });
+
+  it("escapes only what JSON requires, like json.dumps(ensure_ascii=False)", () => {
+    // Python: json.dumps({"z":[1.0,2,{"é":"✓\n\x01\x7f"}],"a":None,"b":True}, sort_keys=True, separators=(",",":"), ensure_ascii=False)
+    expect(canonicalJson({ z: [chpFloat(1), 2, { é: "✓\n\u0001\u007f" }], a: null, b: true })).toBe(
+      '{"a":null,"b":true,"z":[1.0,2,{"é":"✓\\n\\u0001\u007f"}]}',
+    );
+  });
+
+  it("renders integers as integers, other plain numbers and CHP floats as Python floats", () => {
+    expect(canonicalJson({ i: 100, f: chpFloat(100), x: 0.55, e: 1.5e-5, big: 1e21, neg: -0 })).toBe(
+      '{"big":1000000000000000000000,"e":1.5e-05,"f":100.0,"i":100,"neg":0,"x":0.55}',
+    );
+    expect(canonicalJson([chpFloat(-0), chpFloat(1e16), 12345678901234567890123n])).toBe("[-0.0,1e+16,12345678901234567890123]");
+  });
+
+  it("accepts lossless-json numbers with the same float/integer reading as parseChpJson", () => {
+    expect(canonicalJson([new LosslessNumber("100.0"), new LosslessNumber("100"), new LosslessNumber("12345678901234567890")])).toBe(
+      "[100.0,100,12345678901234567890]",
+    );
+  });
+
+  it("refuses what is not JSON, naming where", () => {
+    for (const bad of [{ n: Number.NaN }, { n: Infinity }, { d: new Date(0) }, { f: () => 1 }, { s: Symbol("x") }, { m: new Map() }, { u: "\uD800x" }]) {
+      expect(() => canonicalJson(bad)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(/^input\.\w/) }));
+    }
+  });
+});
+
+describe("chainHash", () => {
+  it("matches the DESIGN.md chain link vector", () => {
+    expect(chainHash("", { seq: 1, event: "decision.locked", decision_id: "d-001" })).toBe(
+      "9b45b4c2aa09ffc8bf507448b2db317711686aa6a51b99d1371e3e98220e97f7",
+    );
+  });
+
+  it("depends on the previous signature", () => {
+    const entry = { seq: 2, event: "x" };
+    expect(chainHash("a", entry)).not.toBe(chainHash("b", entry));
+    expect(chainHash("a", entry)).toBe(contentHash({ entry, prev_sig: "a" }));
+  });
+});
