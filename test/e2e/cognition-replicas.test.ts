@@ -9,11 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChaosError, checkGrpcHealth, ContextSigner, createGrpcClient, type CallContext, type GrpcClient } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { startServiceMain, stopProcess } from "../support/processes.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 
 describe("two cognition replicas sharing plans through Redis", () => {
   let db: TestDatabase;
+  let keys: LedgerKeys;
   const procs: ChildProcess[] = [];
   const cognition: Array<{ address: string; log: () => string }> = [];
   let a: GrpcClient<typeof CognitionService>;
@@ -29,10 +31,14 @@ describe("two cognition replicas sharing plans through Redis", () => {
     procs.push(policy.proc);
     const memory = await startServiceMain("memory", common);
     procs.push(memory.proc);
+    keys = await createLedgerKeys();
+    const ledger = await startServiceMain("ledger", { ...common, ...keys.env, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: uniquePrefix("ledger-replicas") });
+    procs.push(ledger.proc);
     const replicaEnv = {
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: policy.address,
       MEMORY_ADDR: memory.address,
+      LEDGER_ADDR: ledger.address,
       REDIS_URL: TEST_REDIS_URL,
       CHAOS_CORE_REDIS_PREFIX: uniquePrefix("cognition-replicas"),
       CHAOS_CORE_PROVIDER: "heuristic",
@@ -52,6 +58,7 @@ describe("two cognition replicas sharing plans through Redis", () => {
     b?.close();
     for (const p of procs.reverse()) await stopProcess(p);
     await db?.drop();
+    await keys?.remove();
   });
 
   it("serves gRPC health SERVING from each replica and logs the chosen provider", async () => {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { checkGrpcHealth } from "@chaos-core/kit";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { httpClient, startServiceMain, stopProcess } from "../support/processes.js";
 
 describe("the services as separate processes (the Kubernetes shape)", () => {
@@ -12,6 +13,9 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
   let policy: string;
   let memory: string;
   let cognition: string;
+  let council: string;
+  let ledger: string;
+  let keys: LedgerKeys;
   let edgeUrl: string;
   let client: Client;
 
@@ -21,13 +25,31 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
     const p = await startServiceMain("policy", common);
     const m = await startServiceMain("memory", common);
-    procs.push(p.proc, m.proc);
+    const k = await startServiceMain("council", common);
+    keys = await createLedgerKeys();
+    const l = await startServiceMain("ledger", { ...common, ...keys.env });
+    procs.push(p.proc, m.proc, k.proc, l.proc);
+    ledger = l.address;
     policy = p.address;
     memory = m.address;
-    const c = await startServiceMain("cognition", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, CHAOS_CORE_PROVIDER: "heuristic" });
+    council = k.address;
+    const c = await startServiceMain("cognition", {
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: policy,
+      MEMORY_ADDR: memory,
+      LEDGER_ADDR: ledger,
+      CHAOS_CORE_PROVIDER: "heuristic",
+    });
     procs.push(c.proc);
     cognition = c.address;
-    const e = await startServiceMain("edge", { CHAOS_CORE_CONTEXT_KEY: key, POLICY_ADDR: policy, MEMORY_ADDR: memory, COGNITION_ADDR: cognition });
+    const e = await startServiceMain("edge", {
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: policy,
+      MEMORY_ADDR: memory,
+      COGNITION_ADDR: cognition,
+      COUNCIL_ADDR: council,
+      LEDGER_ADDR: ledger,
+    });
     procs.push(e.proc);
     edgeUrl = e.address;
     client = await httpClient(edgeUrl);
@@ -37,6 +59,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     await client?.close();
     for (const p of procs.reverse()) await stopProcess(p);
     await db?.drop();
+    await keys?.remove();
   });
 
   it("answers gRPC health SERVING from each service run alone", async () => {
@@ -45,6 +68,8 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     await expect(checkGrpcHealth(memory)).resolves.toBe("SERVING");
     await expect(checkGrpcHealth(memory, "chaoscore.memory.v1.MemoryService")).resolves.toBe("SERVING");
     await expect(checkGrpcHealth(cognition, "chaoscore.cognition.v1.CognitionService")).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(council, "chaoscore.council.v1.CouncilService")).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(ledger, "chaoscore.ledger.v1.LedgerService")).resolves.toBe("SERVING");
   });
 
   it("serves the edge's health and readiness", async () => {
@@ -65,6 +90,12 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     const res = await client.callTool({ name: "chaoscore_achieve", arguments: { objective: "remember that the deploy window is friday" } });
     expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
     expect(res.structuredContent).toMatchObject({ status: "succeeded" });
+  });
+
+  it("starts a council session through edge → gRPC → council on Postgres", async () => {
+    const res = await client.callTool({ name: "council_init", arguments: { task: "Migrate a 2 GB MySQL database to PostgreSQL" } });
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+    expect(res.structuredContent).toMatchObject({ phase: "decompile", persona: "Systems Analyst" });
   });
 
   it("reports the policy that the policy service holds", async () => {

@@ -1,11 +1,14 @@
 /**
- * The real policy and memory services (the handlers their gRPC mains serve) on a fresh Postgres
- * database, reached through in-process clients: what the cognition tests and the bench run against.
+ * The real policy, memory and council services (the handlers their gRPC mains serve) on a fresh
+ * Postgres database, reached through in-process clients: what the cognition and edge tests and the
+ * bench run against.
  */
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { createInProcessClient, createPostgresDb, type Db, type ServiceClient } from "@chaos-core/kit";
+import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createTestDatabase, type TestDatabase } from "./postgres.js";
@@ -13,6 +16,7 @@ import { createTestDatabase, type TestDatabase } from "./postgres.js";
 export interface RealServices {
   readonly policy: ServiceClient<typeof PolicyService>;
   readonly memory: ServiceClient<typeof MemoryService>;
+  readonly council: ServiceClient<typeof CouncilService>;
   /** Stores a policy document (protobuf JSON) for a tenant, as an operator does; returns its version. */
   putPolicy(tenant: string, document: Record<string, unknown>): Promise<number>;
   /** Closes the stores and drops the database. */
@@ -24,12 +28,15 @@ export async function startRealServices(prefix: string): Promise<RealServices> {
   const db: Db = createPostgresDb({ connectionString: database.url });
   await migrateMemory(db);
   await migratePolicy(db);
+  await migrateCouncil(db);
   const policyStore: PolicyStore = createSqlPolicyStore(db);
   const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
   const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+  const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
   return {
     policy,
     memory,
+    council,
     async putPolicy(tenant, document) {
       const res = await policy.putPolicy(
         { document: fromJson(PolicyDocumentSchema, document as JsonValue) },

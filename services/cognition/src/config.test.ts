@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { loadCognitionConfig } from "./config.js";
 
 const KEY = "k".repeat(32);
-const BASE = { CHAOS_CORE_CONTEXT_KEY: KEY, POLICY_ADDR: "127.0.0.1:50051", MEMORY_ADDR: "127.0.0.1:50052" };
+const BASE = { CHAOS_CORE_CONTEXT_KEY: KEY, POLICY_ADDR: "127.0.0.1:50051", MEMORY_ADDR: "127.0.0.1:50052", LEDGER_ADDR: "127.0.0.1:50054" };
 
 describe("loadCognitionConfig", () => {
   it("defaults to 127.0.0.1:50053, in-process plans and the heuristic provider", () => {
@@ -13,6 +13,7 @@ describe("loadCognitionConfig", () => {
       contextKey: KEY,
       policyAddr: "127.0.0.1:50051",
       memoryAddr: "127.0.0.1:50052",
+      ledgerAddr: "127.0.0.1:50054",
       plans: { kind: "memory" },
       provider: { id: "heuristic", selection: "inferred" },
       logLevel: "info",
@@ -41,6 +42,6 @@ describe("loadCognitionConfig", () => {
     }
     expect(error).toBeInstanceOf(ConfigError);
     const message = (error as Error).message;
-    for (const name of ["CHAOS_CORE_CONTEXT_KEY", "POLICY_ADDR", "MEMORY_ADDR", "PORT", "REDIS_URL"]) expect(message).toContain(name);
+    for (const name of ["CHAOS_CORE_CONTEXT_KEY", "POLICY_ADDR", "MEMORY_ADDR", "LEDGER_ADDR", "PORT", "REDIS_URL"]) expect(message).toContain(name);
   });
 });

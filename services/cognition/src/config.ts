@@ -10,6 +10,8 @@ export interface CognitionConfig {
   readonly contextKey: string;
   readonly policyAddr: string;
   readonly memoryAddr: string;
+  /** The ledger: every decision is recorded there, and approved steps run on its receipts. */
+  readonly ledgerAddr: string;
   /** Where plans live between Plan and Execute: Redis (shared by replicas) or this process. */
   readonly plans: { readonly kind: "redis"; readonly url: string; readonly prefix: string } | { readonly kind: "memory" };
   readonly provider: ProviderConfig;
@@ -28,6 +30,7 @@ const schema = z.object({
   CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
   POLICY_ADDR: serviceAddr("policy"),
   MEMORY_ADDR: serviceAddr("memory"),
+  LEDGER_ADDR: serviceAddr("ledger"),
   REDIS_URL: envVars.redisUrl(),
   CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
   LOG_LEVEL: envVars.logLevel(),
@@ -35,8 +38,8 @@ const schema = z.object({
 
 /**
  * Reads the configuration of the cognition service run alone from an environment record
- * (`process.env` unless given): `CHAOS_CORE_CONTEXT_KEY`, `POLICY_ADDR` and `MEMORY_ADDR` are
- * required; `REDIS_URL` puts plans in Redis (under `CHAOS_CORE_REDIS_PREFIX`) so replicas share
+ * (`process.env` unless given): `CHAOS_CORE_CONTEXT_KEY`, `POLICY_ADDR`, `MEMORY_ADDR` and
+ * `LEDGER_ADDR` are required (no decision without an audit ledger); `REDIS_URL` puts plans in Redis (under `CHAOS_CORE_REDIS_PREFIX`) so replicas share
  * them. The AI provider is read from the same record by `loadProviderConfig`. Throws
  * `ConfigError` naming every bad variable.
  */
@@ -49,6 +52,7 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
     policyAddr: e.POLICY_ADDR,
     memoryAddr: e.MEMORY_ADDR,
+    ledgerAddr: e.LEDGER_ADDR,
     plans: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
     provider,
     logLevel: e.LOG_LEVEL,

@@ -41,6 +41,8 @@ export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";
 export { argsHash, canonicalJson } from "./executor/canonical-json.js";
 export { createInMemoryAuditSink } from "./executor/audit.js";
+export { createLedgerAuditSink, createLedgerStepReceipts } from "./executor/ledger.js";
+export type { LedgerClient, StepReceipts } from "./executor/ledger.js";
 export type {
   ApprovalResolutionEvent,
   AuditCall,

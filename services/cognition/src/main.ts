@@ -1,6 +1,6 @@
 /**
  * The cognition service run alone as a gRPC server, the way Kubernetes runs it:
- * telemetry → config → clients (policy, memory) → plan store → provider → server → signals.
+ * telemetry → config → clients (policy, memory, ledger) → plan store → provider → server → signals.
  * Prints nothing on stdout; logs are JSON on stderr.
  */
 import type { Logger } from "@chaos-core/kit";
@@ -14,6 +14,7 @@ await import("@chaos-core/kit/telemetry");
 const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
+const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { Redis } = await import("ioredis");
 const { loadCognitionConfig } = await import("./config.js");
 const { createMemoryApprovalStore } = await import("./executor/approvals.js");
@@ -30,6 +31,7 @@ try {
   const signer = new ContextSigner(config.contextKey);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
+  const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer);
   let plans: PlanStore;
   let approvals: ApprovalStore;
   if (config.plans.kind === "redis") {
@@ -50,6 +52,7 @@ try {
     memory: memory.client,
     plans,
     approvals,
+    ledger: ledger.client,
     logger,
     provider: providerConfig,
   });
@@ -58,12 +61,13 @@ try {
     `AI provider ${providerConfig.id} (${providerConfig.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment"})`,
   );
   const server = await startCognitionServer({ host: config.host, port: config.port, signer, deps });
-  logger.info({ policy: config.policyAddr, memory: config.memoryAddr, plans: config.plans.kind }, "cognition ready");
+  logger.info({ policy: config.policyAddr, memory: config.memoryAddr, ledger: config.ledgerAddr, plans: config.plans.kind }, "cognition ready");
   const opened = redis;
   onShutdown(logger, async () => {
     await server.shutdown();
     policy.close();
     memory.close();
+    ledger.close();
     await opened?.quit();
   });
 } catch (err) {

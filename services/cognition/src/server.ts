@@ -4,6 +4,7 @@ import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
 import { createMemoryApprovalStore, type ApprovalStore } from "./executor/approvals.js";
 import { createInMemoryAuditSink } from "./executor/audit.js";
+import { createLedgerAuditSink, createLedgerStepReceipts, type LedgerClient } from "./executor/ledger.js";
 import { createCognitionHandlers, type CognitionDeps } from "./handlers/cognition-handlers.js";
 import type { PlanStore } from "./plans/plan-store.js";
 import type { ProviderConfig } from "./providers/config.js";
@@ -40,6 +41,11 @@ export interface DefaultCognitionDepsOptions {
   plans: PlanStore;
   /** Where pending approvals live; in this process when unset (replicas then do not share them). */
   approvals?: ApprovalStore;
+  /**
+   * The ledger: every decision and outcome is appended there, and approved steps run only on a
+   * receipt it authorizes. Unset only in tests of cognition alone (an in-memory audit sink then).
+   */
+  ledger?: LedgerClient;
   logger: Logger;
   /** The AI provider, as `loadProviderConfig` read it from the environment. */
   provider: ProviderConfig;
@@ -47,9 +53,9 @@ export interface DefaultCognitionDepsOptions {
 }
 
 /**
- * The usual deps: the built-in capabilities, the configured provider, an in-memory audit sink
- * (until the ledger issue gives it a home), and the given approval store (in-process when none
- * is given).
+ * The usual deps: the built-in capabilities, the configured provider, the ledger as audit sink
+ * and receipt authority (an in-memory audit sink without one), and the given approval store
+ * (in-process when none is given).
  */
 export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): CognitionDeps {
   return {
@@ -58,7 +64,8 @@ export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions)
     policy: options.policy,
     memory: options.memory,
     plans: options.plans,
-    audit: createInMemoryAuditSink(),
+    audit: options.ledger ? createLedgerAuditSink(options.ledger) : createInMemoryAuditSink(),
+    ...(options.ledger ? { receipts: createLedgerStepReceipts(options.ledger) } : {}),
     approvals: options.approvals ?? createMemoryApprovalStore(),
     logger: options.logger,
     ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),

@@ -18,6 +18,7 @@ describe("loadEdgeConfig", () => {
       POLICY_ADDR: "policy:50051",
       MEMORY_ADDR: "memory:50052",
       COGNITION_ADDR: "cognition:50053",
+      COUNCIL_ADDR: "council:50055",
       CHAOS_CORE_CONTEXT_KEY: "k".repeat(32),
       MCP_ALLOWED_HOSTS: "mcp.example.com, edge.internal",
       MCP_ALLOWED_ORIGINS: "https://app.example.com,http://localhost:5173",
@@ -39,6 +40,7 @@ describe("loadEdgeConfig", () => {
       policyAddr: "policy:50051",
       memoryAddr: "memory:50052",
       cognitionAddr: "cognition:50053",
+      councilAddr: "council:50055",
       contextKey: "k".repeat(32),
       sessionTtlSeconds: 600,
       logLevel: "debug",
@@ -66,7 +68,7 @@ describe("loadEdgeConfig", () => {
 
   it("requires the service addresses and the context key when the edge runs alone", () => {
     expect(() => loadEdgeAloneConfig({})).toThrow(
-      /POLICY_ADDR: required[\s\S]*MEMORY_ADDR: required[\s\S]*COGNITION_ADDR: required[\s\S]*CHAOS_CORE_CONTEXT_KEY: required/,
+      /POLICY_ADDR: required[\s\S]*MEMORY_ADDR: required[\s\S]*COGNITION_ADDR: required[\s\S]*COUNCIL_ADDR: required[\s\S]*CHAOS_CORE_CONTEXT_KEY: required/,
     );
   });
 

@@ -42,6 +42,8 @@ const EdgeEnvSchema = z
     POLICY_ADDR: hostPort.optional(),
     MEMORY_ADDR: hostPort.optional(),
     COGNITION_ADDR: hostPort.optional(),
+    COUNCIL_ADDR: hostPort.optional(),
+    LEDGER_ADDR: hostPort.optional(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey().optional(),
     MCP_ALLOWED_HOSTS: list.optional(),
     MCP_ALLOWED_ORIGINS: originList.optional(),
@@ -70,6 +72,12 @@ export interface EdgeConfig {
   readonly policyAddr?: string;
   readonly memoryAddr?: string;
   readonly cognitionAddr?: string;
+  readonly councilAddr?: string;
+  /**
+   * The ledger service. Optional even for the edge alone until every deployment runs one:
+   * without it the governance and finance-reference tools fail closed (`unavailable`).
+   */
+  readonly ledgerAddr?: string;
   /** The HMAC key that signs the call context for gRPC services. Never logged. */
   readonly contextKey?: string;
   readonly sessionTtlSeconds: number;
@@ -81,6 +89,7 @@ export interface EdgeAloneConfig extends EdgeConfig {
   readonly policyAddr: string;
   readonly memoryAddr: string;
   readonly cognitionAddr: string;
+  readonly councilAddr: string;
   readonly contextKey: string;
 }
 
@@ -95,11 +104,11 @@ export function loadEdgeConfig(env: Env = process.env): EdgeConfig {
 
 /**
  * Reads the configuration of the edge alone (`main.ts`): POLICY_ADDR, MEMORY_ADDR,
- * COGNITION_ADDR and CHAOS_CORE_CONTEXT_KEY are required as well.
+ * COGNITION_ADDR, COUNCIL_ADDR and CHAOS_CORE_CONTEXT_KEY are required as well.
  */
 export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
   const schema = EdgeEnvSchema.superRefine((e, ctx) => {
-    for (const name of ["POLICY_ADDR", "MEMORY_ADDR", "COGNITION_ADDR", "CHAOS_CORE_CONTEXT_KEY"] as const) {
+    for (const name of ["POLICY_ADDR", "MEMORY_ADDR", "COGNITION_ADDR", "COUNCIL_ADDR", "CHAOS_CORE_CONTEXT_KEY"] as const) {
       if (!e[name]) ctx.addIssue({ code: "custom", path: [name], message: "required when the edge runs alone" });
     }
   });
@@ -109,6 +118,7 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
     policyAddr: e.POLICY_ADDR!,
     memoryAddr: e.MEMORY_ADDR!,
     cognitionAddr: e.COGNITION_ADDR!,
+    councilAddr: e.COUNCIL_ADDR!,
     contextKey: e.CHAOS_CORE_CONTEXT_KEY!,
   };
 }
@@ -127,6 +137,8 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),
     ...(e.MEMORY_ADDR ? { memoryAddr: e.MEMORY_ADDR } : {}),
     ...(e.COGNITION_ADDR ? { cognitionAddr: e.COGNITION_ADDR } : {}),
+    ...(e.COUNCIL_ADDR ? { councilAddr: e.COUNCIL_ADDR } : {}),
+    ...(e.LEDGER_ADDR ? { ledgerAddr: e.LEDGER_ADDR } : {}),
     ...(e.CHAOS_CORE_CONTEXT_KEY ? { contextKey: e.CHAOS_CORE_CONTEXT_KEY } : {}),
     sessionTtlSeconds: e.CHAOS_CORE_SESSION_TTL_SECONDS,
     logLevel: e.LOG_LEVEL,

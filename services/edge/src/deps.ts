@@ -1,5 +1,7 @@
 import type { Logger, ServiceClient } from "@chaos-core/kit";
 import type { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { SessionStore } from "./sessions/session-store.js";
@@ -10,6 +12,10 @@ export type PolicyClient = ServiceClient<typeof PolicyService>;
 export type MemoryClient = ServiceClient<typeof MemoryService>;
 /** The typed cognition client, whatever transport (gRPC or in-process) is under it. */
 export type CognitionClient = ServiceClient<typeof CognitionService>;
+/** The typed ledger client, whatever transport (gRPC or in-process) is under it. */
+export type LedgerClient = ServiceClient<typeof LedgerService>;
+/** The typed council client, whatever transport (gRPC or in-process) is under it. */
+export type CouncilClient = ServiceClient<typeof CouncilService>;
 
 /**
  * Everything the edge needs from outside, chosen at composition time: the edge alone wires
@@ -19,6 +25,13 @@ export interface EdgeDeps {
   readonly policy: PolicyClient;
   readonly memory: MemoryClient;
   readonly cognition: CognitionClient;
+  /**
+   * The audit ledger, receipts and spend gate. Optional while the processes that compose the
+   * edge are being wired to it: without it the governance and finance-reference tools fail
+   * closed (`unavailable`), never answering with an unrecorded decision.
+   */
+  readonly ledger?: LedgerClient;
+  readonly council: CouncilClient;
   readonly sessions: SessionStore;
   /** JSON on stderr (kit's logger): under stdio, stdout belongs to JSON-RPC. */
   readonly logger: Logger;

@@ -25,4 +25,6 @@ export { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } f
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
 export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";
-export type { CognitionClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";
+export { PROMPT_DEFINITIONS } from "./prompts/index.js";
+export type { PromptContext, PromptDefinition } from "./prompts/define.js";
+export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";

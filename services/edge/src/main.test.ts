@@ -23,14 +23,16 @@ import {
   createMemoryPlanStore,
   createProvider,
 } from "@chaos-core/cognition";
+import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 
-// The edge alone, as its own process, in front of policy, memory and cognition served over real gRPC.
+// The edge alone, as its own process, in front of policy, memory, cognition and council served over real gRPC.
 
 const EDGE_DIR = fileURLToPath(new URL("..", import.meta.url));
 const MAIN = fileURLToPath(new URL("./main.ts", import.meta.url));
@@ -75,6 +77,7 @@ beforeAll(async () => {
   db = createPostgresDb({ connectionString: database.url });
   await migrateMemory(db);
   await migratePolicy(db);
+  await migrateCouncil(db);
   policyStore = createSqlPolicyStore(db);
   const logger = createLogger("edge-main-test", "silent");
   const policyHandlers = createPolicyHandlers(policyStore);
@@ -98,6 +101,7 @@ beforeAll(async () => {
       register(PolicyService, policyHandlers),
       register(MemoryService, memoryHandlers),
       register(CognitionService, cognitionHandlers),
+      register(CouncilService, createCouncilHandlers(createSqlCouncilStore(db))),
     ],
   });
 });
@@ -112,7 +116,7 @@ afterAll(async () => {
 describe("the edge main", () => {
   it("serves MCP over HTTP against services reached over gRPC, and writes nothing to stdout", async () => {
     const addr = `127.0.0.1:${grpc.port}`;
-    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY });
+    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, COUNCIL_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY });
     const url = await listening(edge.proc, edge.stderr);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
 
@@ -149,6 +153,7 @@ describe("the edge main", () => {
     expect(await edge.exited).toBe(1);
     expect(edge.stderr()).toMatch(/POLICY_ADDR: required when the edge runs alone/);
     expect(edge.stderr()).toMatch(/COGNITION_ADDR: required when the edge runs alone/);
+    expect(edge.stderr()).toMatch(/COUNCIL_ADDR: required when the edge runs alone/);
     expect(edge.stdout()).toBe("");
   });
 });

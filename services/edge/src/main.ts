@@ -1,5 +1,5 @@
 /**
- * The edge alone: MCP over Streamable HTTP in front of policy, memory and cognition reached over gRPC.
+ * The edge alone: MCP over Streamable HTTP in front of policy, memory, cognition and council reached over gRPC.
  * Composition root: telemetry → config → adapters → server → signals. Nothing is written to
  * stdout; logs are JSON on stderr.
  */
@@ -12,6 +12,8 @@ await import("@chaos-core/kit/telemetry");
 
 const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
 const { CognitionService } = await import("@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js");
+const { CouncilService } = await import("@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js");
+const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { Redis } = await import("ioredis");
@@ -33,6 +35,9 @@ try {
   // The default deadline stays for quick calls; the tools that wait on a model or run
   // capabilities pass their own (up to five minutes for chaoscore_achieve's stream).
   const cognition = createGrpcClient(CognitionService, config.cognitionAddr, signer);
+  const council = createGrpcClient(CouncilService, config.councilAddr, signer);
+  const ledger = config.ledgerAddr ? createGrpcClient(LedgerService, config.ledgerAddr, signer) : undefined;
+  if (!ledger) logger.warn("LEDGER_ADDR is not set: the governance and finance-reference tools fail closed (unavailable)");
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true }) : undefined;
   if (redis) await redis.connect();
   else logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");
@@ -41,7 +46,16 @@ try {
     : createMemorySessionStore({ ttlSeconds: config.sessionTtlSeconds });
 
   const http = await startHttpTransport(
-    { policy: policy.client, memory: memory.client, cognition: cognition.client, sessions, logger, version: VERSION },
+    {
+      policy: policy.client,
+      memory: memory.client,
+      cognition: cognition.client,
+      council: council.client,
+      ...(ledger ? { ledger: ledger.client } : {}),
+      sessions,
+      logger,
+      version: VERSION,
+    },
     config.http,
   );
   logger.info(
@@ -50,6 +64,8 @@ try {
       policy: config.policyAddr,
       memory: config.memoryAddr,
       cognition: config.cognitionAddr,
+      council: config.councilAddr,
+      ledger: config.ledgerAddr ?? "not configured",
       sessions: redis ? "redis" : "in-process",
     },
     "edge listening",
@@ -60,6 +76,8 @@ try {
     policy.close();
     memory.close();
     cognition.close();
+    council.close();
+    ledger?.close();
     await redis?.quit();
   });
 } catch (err) {

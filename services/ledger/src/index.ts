@@ -1,1 +1,153 @@
-export {};
+export {
+  createKeyring,
+  generateKeyringFile,
+  generateSigningKey,
+  jwkThumbprint,
+  KID_RE,
+  loadKeyring,
+  loadOrCreateKeyring,
+  parseKeyring,
+  STANDALONE_KEYRING_FILE,
+} from "./keys/keyring.js";
+export type { Keyring, KeyringFile, KeyringLogger, SigningKey } from "./keys/keyring.js";
+export {
+  newNonce,
+  parseReceipt,
+  parseUtcTimestamp,
+  RECEIPT_DECISIONS,
+  RECEIPT_KINDS,
+  RECEIPT_SCHEMA_VERSION,
+  receiptFieldsSchema,
+  receiptSchema,
+  receiptSigningBytes,
+  RISKS,
+  signReceipt,
+  verifyReceiptSignature,
+} from "./authz/receipt.js";
+export type { Receipt, ReceiptDecision, ReceiptFields, ReceiptKind, Risk, SignatureFailure } from "./authz/receipt.js";
+export { mergeHostBound, parseToolPolicy, stepToolPolicy, toolPolicySchema } from "./authz/tool-policy.js";
+export type { HostBoundFailure, ToolArguments, ToolPolicy, ToolPolicyDocument, ToolRule } from "./authz/tool-policy.js";
+export { inspectCall } from "./authz/inspect-call.js";
+export type { InspectedCall, InspectionCode, InspectionFailure, ToolCall } from "./authz/inspect-call.js";
+export {
+  AUTHORIZATION_CODES,
+  FINANCE_REASONS,
+  financeReason,
+  ANSWER_REFUSAL_CODES,
+  ISSUE_REFUSAL_CODES,
+  stepOf,
+} from "./authz/codes.js";
+export type { AuthorizationCode, AuthorizationStep, DenyCode, FinanceReason, IssueRefusalCode } from "./authz/codes.js";
+export { checkAuthorization, MAX_CLOCK_SKEW_MS, settleNonce } from "./authz/authorize.js";
+export type {
+  AuthorizationCheck,
+  AuthorizationDecision,
+  AuthorizationRecord,
+  AuthorizeInput,
+  FinalCheck,
+  NeedsNonceCheck,
+  PostReplayCode,
+  PreReplayCode,
+} from "./authz/authorize.js";
+export {
+  APPROVER_ROLE,
+  evaluateToolApproval,
+  issueReceipt,
+  MAX_RECEIPT_TTL_SECONDS,
+  MIN_RECEIPT_TTL_SECONDS,
+} from "./authz/issue.js";
+export type { ActorKind, DecidingActor, DecisionLog, IssueReceiptInput, IssueResult, ToolApprovalEvaluation } from "./authz/issue.js";
+export { approveHuman, evaluateGate } from "./domain/spend-gate.js";
+export type {
+  GateClaim,
+  GateNumber,
+  GateProvenance,
+  GateResult,
+  GateRule,
+  GateState,
+  SpendAction,
+  SpendPolicy,
+} from "./domain/spend-gate.js";
+export {
+  parseSpendPolicies,
+  REFERENCE_SPEND_POLICIES,
+  spendPoliciesSchema,
+  spendPolicySchema,
+  tighten,
+} from "./domain/spend-policies.js";
+export type { SpendPolicyConfig } from "./domain/spend-policies.js";
+export { APPEND_ONLY_TABLES, LEDGER_MIGRATIONS, LEDGER_SCHEMA, migrateLedger } from "./log/migrations.js";
+export { createLedgerReader, createLedgerStore } from "./log/ledger-store.js";
+export type {
+  AppendedEntry,
+  AppendHook,
+  AppendInput,
+  ChainStatus,
+  ConsistencyProof,
+  InclusionProof,
+  LedgerReader,
+  LedgerReaderOptions,
+  LedgerRecord,
+  LedgerSigningKey,
+  LedgerStore,
+  LedgerStoreOptions,
+  StoredCheckpoint,
+} from "./log/ledger-store.js";
+export { EXPORT_FORMAT } from "./log/entry.js";
+export type { LedgerEntry } from "./log/entry.js";
+export { Sequencer } from "./log/sequencer.js";
+export type { BatchWriter, SequencerStats, Settled } from "./log/sequencer.js";
+export {
+  ExportFormatError,
+  parseExport,
+  verifyChainSegment,
+  verifyExport,
+  verifyLedger,
+  verifyStoredLedger,
+} from "./log/verify.js";
+export type { LedgerSource, ParsedExport, VerificationKey, VerifyCheck, VerifyFailure, VerifyOptions, VerifyReport } from "./log/verify.js";
+export {
+  checkpointText,
+  ed25519KeyHash,
+  NoteFormatError,
+  NoteVerificationError,
+  noteVerifier,
+  openCheckpoint,
+  openNote,
+  parseCheckpointText,
+  parseNote,
+  parseVerifierKey,
+  signCheckpoint,
+  signNote,
+  verifierKey,
+} from "./log/checkpoint.js";
+export type { Checkpoint, NoteSigner, NoteVerifier, ParsedNote } from "./log/checkpoint.js";
+export {
+  consistencyProof,
+  emptyRoot,
+  hashChildren,
+  hashLeaf,
+  inclusionProof,
+  rootFromInclusionProof,
+  rootOf,
+  TreeFrontier,
+  verifyConsistency,
+  verifyInclusion,
+} from "./log/merkle.js";
+export { createLedgerHandlers } from "./handlers/ledger-handlers.js";
+export { LedgerCore, DEFAULT_RECEIPT_TTL_SECONDS } from "./service/ledger-core.js";
+export type { AfterAuthorize, ApprovedVia, AuthorizationOutcome, LedgerCoreDeps, StepBinding } from "./service/ledger-core.js";
+export { createLedgerCore } from "./service/create-core.js";
+export type { LedgerCoreOptions } from "./service/create-core.js";
+export { SpendDesk } from "./service/spend-desk.js";
+export { loadOperatorPolicies, parseOperatorPolicies, referenceOperatorPolicies } from "./service/operator-policies.js";
+export type { OperatorPolicies, TenantPolicies } from "./service/operator-policies.js";
+export { createMemoryNonceCache, createRedisNonceCache } from "./adapters/nonce-cache.js";
+export type { NonceCache } from "./adapters/nonce-cache.js";
+export { openLedgerDb } from "./adapters/open-db.js";
+export { loadLedgerConfig, originVar } from "./config.js";
+export type { LedgerConfig, LedgerStorageConfig } from "./config.js";
+export { startLedgerServer } from "./server.js";
+export type { LedgerServerOptions } from "./server.js";
+export { REFERENCE_TOOL_NAMES, referenceTool } from "./domain/reference-tools.js";
+export type { ReferenceTool, ReferenceToolName } from "./domain/reference-tools.js";

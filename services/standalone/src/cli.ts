@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { ConfigError, createLogger, type Logger } from "@chaos-core/kit";
 import { loadEdgeConfig, runStdioTransport, startHttpTransport } from "@chaos-core/edge";
+import { runChpConformance } from "./chp-conformance.js";
+import { runLedgerCommand } from "./ledger-command.js";
 import { loadStandaloneConfig } from "./config.js";
 import { createRuntime, type Runtime } from "./runtime.js";
 
@@ -13,6 +15,11 @@ const USAGE = `Usage: chaos-core <command>
 Commands:
   serve     Serve MCP over Streamable HTTP at http://HOST:PORT/mcp (default 127.0.0.1:3000)
   stdio     Serve MCP over stdio (stdout carries only JSON-RPC; logs go to stderr)
+  chp-conformance
+            Speak the CHP conformance line protocol on stdin/stdout (one JSON request
+            {"op", "args"} per line; ops canonical_json, content_hash, chain_hash,
+            evaluate_gate, approve_human); exits 0 at end of input
+  ledger    verify | export a tenant's audit ledger (chaos-core ledger help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores under CHAOS_CORE_DATA_DIR
@@ -22,6 +29,8 @@ See .env.example for every setting.
 
 /** Runs the command line and resolves with the exit code (servers resolve when they stop). */
 export async function main(argv: string[]): Promise<number> {
+  // `ledger` has options of its own, which the strict parse below would refuse.
+  if (argv[0] === "ledger") return runLedgerCommand(argv.slice(1));
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -36,6 +45,8 @@ export async function main(argv: string[]): Promise<number> {
     case "serve":
     case "stdio":
       return serve(command);
+    case "chp-conformance":
+      return runChpConformance(process.stdin, process.stdout);
     case "help":
       process.stdout.write(USAGE);
       return 0;

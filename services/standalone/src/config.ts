@@ -2,12 +2,16 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition";
+import { originVar } from "@chaos-core/ledger";
 
 const schema = z.object({
   CHAOS_CORE_DATA_DIR: z.string().default("./data"),
   DATABASE_URL: envVars.postgresUrl(),
   REDIS_URL: envVars.redisUrl(),
   LOG_LEVEL: envVars.logLevel(),
+  CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
+  CHAOS_CORE_LEDGER_POLICY_FILE: z.string().optional(),
+  CHAOS_CORE_LEDGER_ORIGIN: originVar(),
 });
 
 /** What the standalone process needs beyond the edge's own configuration. */
@@ -21,6 +25,12 @@ export interface StandaloneConfig {
   logLevel: (typeof LOG_LEVELS)[number];
   /** The AI provider cognition uses (holds an API key when one is set: never log it whole). */
   provider: ProviderConfig;
+  /** The operator's ledger keyring; unset = one generated into the data directory on first run. */
+  ledgerKeysFile: string | undefined;
+  /** The operator's spend and tool-approval policies; unset = the reference policies. */
+  ledgerPolicyFile: string | undefined;
+  /** Checkpoint origin prefix of the audit ledger. */
+  ledgerOrigin: string;
 }
 
 /**
@@ -36,5 +46,8 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
     provider,
+    ledgerKeysFile: c.CHAOS_CORE_LEDGER_KEYS_FILE ? resolve(cwd, c.CHAOS_CORE_LEDGER_KEYS_FILE) : undefined,
+    ledgerPolicyFile: c.CHAOS_CORE_LEDGER_POLICY_FILE ? resolve(cwd, c.CHAOS_CORE_LEDGER_POLICY_FILE) : undefined,
+    ledgerOrigin: c.CHAOS_CORE_LEDGER_ORIGIN,
   };
 }

@@ -8,6 +8,19 @@ import {
   type Logger,
 } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import {
+  createLedgerCore,
+  createLedgerHandlers,
+  createMemoryNonceCache,
+  createRedisNonceCache,
+  loadKeyring,
+  loadOperatorPolicies,
+  loadOrCreateKeyring,
+  migrateLedger,
+  type NonceCache,
+} from "@chaos-core/ledger";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import {
@@ -16,6 +29,7 @@ import {
   migrateMemory,
   MEMORY_PG_EXTENSIONS,
 } from "@chaos-core/memory";
+import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import {
   createFilePolicyStore,
   createPolicyHandlers,
@@ -42,7 +56,15 @@ import { lockDataDir } from "@chaos-core/kit";
 export interface Runtime {
   readonly deps: EdgeDeps;
   /** Which stores were chosen, for the start-up line a person reads. */
-  readonly stores: { database: string; policy: string; sessions: string; plans: string; provider: string };
+  readonly stores: {
+    database: string;
+    policy: string;
+    sessions: string;
+    plans: string;
+    provider: string;
+    ledgerKey: string;
+    ledgerPolicies: string;
+  };
   close(): Promise<void>;
 }
 
@@ -90,13 +112,21 @@ export async function createRuntime(
     }
     closers.push(() => db.close());
     await migrateMemory(db);
+    await migrateCouncil(db);
+    await migrateLedger(db);
 
     if (!policyStore) {
       await migratePolicy(db);
       policyStore = createSqlPolicyStore(db);
     }
 
+    // The operator's keyring when configured; otherwise one generated into the data directory
+    // on first run (and said so in the log). There is never a built-in key.
+    const keyring = config.ledgerKeysFile ? await loadKeyring(config.ledgerKeysFile) : await loadOrCreateKeyring(config.dataDir, logger);
+    const ledgerPolicies = await loadOperatorPolicies(config.ledgerPolicyFile);
+
     let sessions: EdgeDeps["sessions"];
+    let nonces: NonceCache;
     let plans: PlanStore;
     let approvals: ApprovalStore;
     if (config.redisUrl) {
@@ -106,14 +136,29 @@ export async function createRuntime(
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
       plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
+      nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
     } else {
       sessions = createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
       plans = createMemoryPlanStore();
       approvals = createMemoryApprovalStore();
+      nonces = createMemoryNonceCache();
     }
 
     const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
     const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
+    const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
+    const ledgerCore = createLedgerCore({
+      db,
+      keyring,
+      policies: ledgerPolicies,
+      nonces,
+      logger: logger.child({ service: "ledger" }),
+      version: options.version,
+      origin: config.ledgerOrigin,
+    });
+    // Appends still queued when the process stops are written before the database closes.
+    closers.push(() => ledgerCore.store.drain());
+    const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
     const cognition = createInProcessClient(
       CognitionService,
       createCognitionHandlers(
@@ -123,6 +168,7 @@ export async function createRuntime(
           memory,
           plans,
           approvals,
+          ledger,
           logger: logger.child({ service: "cognition" }),
         }),
       ),
@@ -133,6 +179,8 @@ export async function createRuntime(
         policy,
         memory,
         cognition,
+        council,
+        ledger,
         sessions,
         logger,
         version: options.version,
@@ -143,6 +191,8 @@ export async function createRuntime(
         sessions: config.redisUrl ? "redis" : "in-process",
         plans: config.redisUrl ? "redis" : "in-process",
         provider: describeProviderChoice(config.provider),
+        ledgerKey: `${keyring.active.kid} (${config.ledgerKeysFile ?? "generated in the data directory"})`,
+        ledgerPolicies: ledgerPolicies.source,
       },
       close,
     };

@@ -50,6 +50,8 @@ export interface ApprovalResolution {
   readonly principal: string;
   readonly sessionId?: string;
   readonly resolvedAt: string;
+  /** The ledger's signed receipt for an approving answer, when a ledger is wired; presented once to run the step. */
+  readonly receipt?: Record<string, unknown>;
 }
 
 /** An approval as a store holds it. */
@@ -67,6 +69,8 @@ export interface ResolveApprovalInput {
   readonly approve: boolean;
   readonly channel: ApprovalChannel;
   readonly by: CallContext;
+  /** The ledger's receipt for this answer, stored with the resolution. */
+  readonly receipt?: Record<string, unknown>;
 }
 
 /**
@@ -144,6 +148,7 @@ export function resolutionOf(input: ResolveApprovalInput, at: number): ApprovalR
     principal: input.by.principal,
     ...(input.by.sessionId !== undefined ? { sessionId: input.by.sessionId } : {}),
     resolvedAt: new Date(at).toISOString(),
+    ...(input.receipt ? { receipt: input.receipt } : {}),
   };
 }
 
@@ -196,6 +201,7 @@ const resolutionSchema = z.object({
   principal: z.string(),
   sessionId: z.string().optional(),
   resolvedAt: z.string(),
+  receipt: z.record(z.string(), z.unknown()).optional(),
 });
 
 /** Parses the immutable part of a stored approval; anything odd (or another tenant's) is `internal`, never trusted. */

@@ -9,6 +9,7 @@ import type { AIProvider } from "../providers/ai-provider.js";
 import { approvalNotFound, checkResolver, resolvedByOf, wrongState, type ApprovalStore, type PendingApproval, type ResolveApprovalInput, type StoredApproval } from "./approvals.js";
 import { auditCall, type AuditSink, type StepDecisionEvent, type StepOutcomeEvent } from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
+import type { StepReceipts } from "./ledger.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
 import type { ExecutableStep, PolicyVerdict, StepResult } from "./types.js";
 
@@ -23,6 +24,11 @@ export interface ExecutorDeps {
   readonly provider: AIProvider;
   readonly audit: AuditSink;
   readonly approvals: ApprovalStore;
+  /**
+   * Receipts from the ledger: when set, an approved step runs only after the ledger authorizes
+   * the receipt issued for its approval (burning its nonce). Unset only where no ledger runs.
+   */
+  readonly receipts?: StepReceipts;
   /** Who the steps run for (tenant, principal, session), from the verified call context. */
   readonly call: CallContext;
   /** The caller's cancellation; aborting it fails the running step with `cancelled`. */
@@ -460,6 +466,27 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
     );
   }
 
+  // With a ledger, the receipt is the authority: its nonce burns once, in the ledger's own
+  // transaction, whatever replica or restart comes between approval and run.
+  if (deps.receipts) {
+    const receipt = approval.resolution?.receipt;
+    if (!receipt) {
+      return finish(refused(step, "failed", "failed_precondition", `approval ${approvalId} carries no ledger receipt; ask for a new approval`, { verdict }), hash);
+    }
+    let authorized: { authorized: boolean; code: string };
+    try {
+      authorized = await deps.receipts.authorize(approval, receipt, verdict.policyVersion, deps.call);
+    } catch (err) {
+      return finish(failure(step, err, "ledger: the approval's receipt could not be checked, so nothing ran", { verdict }), hash);
+    }
+    if (!authorized.authorized) {
+      return finish(
+        refused(step, authorized.code === "replayed_receipt" ? "failed" : "denied", authorized.code === "replayed_receipt" ? "failed_precondition" : "permission_denied", `the ledger refused the approval's receipt: ${authorized.code}`, { verdict }),
+        hash,
+      );
+    }
+  }
+
   // Consumed before the handler starts: of concurrent resumes, exactly one gets past here.
   try {
     await deps.approvals.consume(tenant, approvalId);
@@ -498,6 +525,7 @@ export async function executeApproved(approvalId: string, deps: ExecutorDeps): P
 export interface ResolveApprovalDeps {
   readonly approvals: ApprovalStore;
   readonly audit: AuditSink;
+  readonly receipts?: StepReceipts;
 }
 
 /**
@@ -529,5 +557,8 @@ export async function resolveApproval(approvalId: string, input: ResolveApproval
   } catch (err) {
     throw new ChaosError("unavailable", `the audit log could not record the answer, so it was not applied (${ChaosError.from(err).message})`);
   }
-  return deps.approvals.resolve(tenant, approvalId, input);
+  // An approving answer gets its signed receipt before it is stored: an approval without one
+  // could never run once a ledger is wired.
+  const receipt = input.approve && deps.receipts ? await deps.receipts.issue(found, input) : undefined;
+  return deps.approvals.resolve(tenant, approvalId, receipt ? { ...input, receipt } : input);
 }

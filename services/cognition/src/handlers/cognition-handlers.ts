@@ -9,6 +9,7 @@ import { plan } from "../brain/planner.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 import { approvalNotFound, type ApprovalChannel as DomainApprovalChannel, type ApprovalStore } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
+import type { StepReceipts } from "../executor/ledger.js";
 import { executeApproved, executeSteps, resolveApproval } from "../executor/executor.js";
 import type { ExecutableStep } from "../executor/types.js";
 import { MAX_PLAN_STEPS, type PlanStore } from "../plans/plan-store.js";
@@ -35,6 +36,8 @@ export interface CognitionDeps {
   readonly audit: AuditSink;
   /** Pending approvals and their answers (Redis when replicas share them, in-process otherwise). */
   readonly approvals: ApprovalStore;
+  /** Ledger receipts for approved steps; set whenever a ledger is wired (main, standalone). */
+  readonly receipts?: StepReceipts;
   readonly logger: Logger;
   /** Per-step handler deadline; the executor's default (30 s) when unset. */
   readonly stepTimeoutMs?: number;
@@ -68,6 +71,7 @@ function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal
     memory: deps.memory,
     audit: deps.audit,
     approvals: deps.approvals,
+    ...(deps.receipts ? { receipts: deps.receipts } : {}),
     call: ctx.call,
     signal,
     ...(deps.stepTimeoutMs !== undefined ? { stepTimeoutMs: deps.stepTimeoutMs } : {}),

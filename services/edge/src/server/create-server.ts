@@ -1,8 +1,11 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ErrorCode, McpError, SetLevelRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { PromptDefinition } from "../prompts/define.js";
+import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../tools/define.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
+import { registerPrompts } from "./register-prompts.js";
 import { registerTools } from "./register-tools.js";
 
 /** The name clients see in `serverInfo`. */
@@ -16,11 +19,13 @@ const INSTRUCTIONS =
 export interface CreateServerOptions {
   /** The tools to serve; every tool of {@link TOOL_DEFINITIONS} by default. */
   readonly tools?: readonly ToolDefinition[];
+  /** The prompts to serve; every prompt of {@link PROMPT_DEFINITIONS} by default. */
+  readonly prompts?: readonly PromptDefinition[];
 }
 
 /**
- * Builds the MCP server of one session: the whole tool surface from one list, the logging
- * capability, and nothing that knows which transport carries it. Both transports (stdio and
+ * Builds the MCP server of one session: the whole tool surface from one list, the prompts from
+ * another, the logging capability, and nothing that knows which transport carries it. Both transports (stdio and
  * Streamable HTTP) call this, once per MCP session.
  */
 export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, options: CreateServerOptions = {}): McpServer {
@@ -29,6 +34,7 @@ export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, opti
     { capabilities: { logging: {}, tools: { listChanged: false } }, instructions: INSTRUCTIONS },
   );
   registerTools(server, options.tools ?? TOOL_DEFINITIONS, deps, session);
+  registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, session);
 
   // The SDK keeps the level a client sets in a map inside this process; another replica serving
   // the same session would not see it. The level goes to the session store instead, which the

@@ -1,5 +1,5 @@
 /**
- * Real policy, memory and cognition services for the edge's tests: the same handlers the gRPC
+ * Real policy, memory, council and cognition services for the edge's tests: the same handlers the gRPC
  * mains serve, on a fresh Postgres database (`test/support/real-services.ts`), reached through
  * in-process clients. No fakes:
  * cognition uses the built-in capabilities and the heuristic provider (no model).
@@ -25,6 +25,7 @@ export interface TestServices {
   readonly policy: EdgeDeps["policy"];
   readonly memory: EdgeDeps["memory"];
   readonly cognition: EdgeDeps["cognition"];
+  readonly council: EdgeDeps["council"];
   /** Every decision and outcome the cognition executor recorded. */
   readonly audit: InMemoryAuditSink;
   /** Deps for an edge over these services, with its own session store unless one is given. */
@@ -36,7 +37,7 @@ export interface TestServices {
 
 export async function startTestServices(name: string): Promise<TestServices> {
   const real = await startRealServices(`chaoscore_edge_${name}`);
-  const { policy, memory } = real;
+  const { policy, memory, council } = real;
   const logger = createLogger("edge-test", "silent");
   const audit = createInMemoryAuditSink();
   const cognition = createInProcessClient(
@@ -56,11 +57,13 @@ export async function startTestServices(name: string): Promise<TestServices> {
     policy,
     memory,
     cognition,
+    council,
     audit,
     deps: (sessions) => ({
       policy,
       memory,
       cognition,
+      council,
       sessions: sessions ?? createMemorySessionStore(),
       logger,
       version: "0.0.0-test",

@@ -1,7 +1,10 @@
 import type { ToolDefinition, Toolset } from "./define.js";
 import { achieveTool } from "./achieve.js";
 import { approveTool } from "./approve.js";
+import { COUNCIL_TOOLS } from "./council.js";
 import { executeTool } from "./execute.js";
+import { FINANCE_REFERENCE_TOOLS } from "./finance/reference-tools.js";
+import { GOVERNANCE_TOOLS } from "./governance/index.js";
 import { inspectTool } from "./inspect.js";
 import { planTool } from "./plan.js";
 import { reasonTool } from "./reason.js";
@@ -14,6 +17,9 @@ import { rememberTool } from "./remember.js";
  */
 export const TOOLSETS: Readonly<Partial<Record<Toolset, readonly ToolDefinition[]>>> = {
   core: [inspectTool, rememberTool, recallTool, reasonTool, planTool, executeTool, achieveTool, approveTool],
+  council: COUNCIL_TOOLS,
+  governance: GOVERNANCE_TOOLS,
+  "finance-reference": FINANCE_REFERENCE_TOOLS,
 };
 
 /** Every tool definition, in registration order. */

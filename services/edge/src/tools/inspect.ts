@@ -5,10 +5,6 @@ import { isoTime } from "./memory-item.js";
 
 const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit"] as const;
 
-/** What is not there yet, and which service brings it. Said plainly rather than faked. */
-const NOT_YET: Partial<Record<(typeof SUBJECTS)[number], string>> = {
-  audit: "arrives with the ledger service",
-};
 
 const decisionOutput = z.object({
   capability: z.string(),
@@ -72,6 +68,20 @@ const providerOutput = z.object({
   configured: z.boolean(),
 });
 
+const auditOutput = z.object({
+  entries: z.number().describe("Entries in the tenant's audit log"),
+  chain_ok: z.boolean().describe("Whether every content hash, chain link and signed checkpoint verified"),
+  first_bad_seq: z.number().optional().describe("The first entry that does not verify, when one does not"),
+  problem: z.string().optional(),
+  checkpoint: z
+    .object({ size: z.number(), root_hash: z.string(), verifier_key: z.string() })
+    .optional()
+    .describe("The latest signed checkpoint (C2SP tlog-checkpoint) and the key that verifies it"),
+  recent: z
+    .array(z.object({ seq: z.number(), ts: z.string(), principal: z.string(), type: z.string() }))
+    .describe("The newest entries (most recent first); inspect_audit_ledger shows them whole"),
+});
+
 const output = z.object({
   what: z.enum(SUBJECTS),
   available: z.boolean(),
@@ -81,6 +91,7 @@ const output = z.object({
   session: sessionOutput.optional(),
   capabilities: z.array(capabilityOutput).optional().describe("The registered capabilities plans may use"),
   provider: providerOutput.optional().describe("The active AI provider (never a secret)"),
+  audit: auditOutput.optional().describe("The tenant's audit ledger at a glance"),
 });
 
 type InspectOutput = z.output<typeof output>;
@@ -231,6 +242,34 @@ async function inspectProviders(ctx: ToolContext): Promise<InspectOutput> {
   };
 }
 
+async function inspectAudit(ctx: ToolContext): Promise<InspectOutput> {
+  const ledger = ctx.deps.ledger;
+  if (!ledger) return { what: "audit", available: false, reason: "no ledger is configured for this edge (LEDGER_ADDR)" };
+  const opts = { ctx: ctx.call, signal: ctx.signal };
+  const [chain, checkpoint, recent] = await Promise.all([
+    ledger.verifyChain({}, opts),
+    ledger.getCheckpoint({}, opts),
+    ledger.listEntries({ limit: 10, newestFirst: true }, opts),
+  ]);
+  const cp = checkpoint.checkpoint;
+  return {
+    what: "audit",
+    available: true,
+    audit: {
+      entries: Number(chain.entries),
+      chain_ok: chain.ok,
+      ...(chain.ok ? {} : { first_bad_seq: Number(chain.firstBadSeq), problem: chain.problem }),
+      ...(cp ? { checkpoint: { size: Number(cp.size), root_hash: cp.rootHash, verifier_key: cp.verifierKey } } : {}),
+      recent: recent.entries.map((e) => ({
+        seq: Number(e.seq),
+        ts: e.ts,
+        principal: e.principal,
+        type: typeof e.event?.type === "string" ? e.event.type : "",
+      })),
+    },
+  };
+}
+
 /** `chaoscore_inspect`: live views of the control plane, and plain words for what is not there yet. */
 export const inspectTool = defineTool({
   name: "chaoscore_inspect",
@@ -240,7 +279,8 @@ export const inspectTool = defineTool({
     "Look at the live control plane: `policy` (the tenant's policy document and version; with `capability`, " +
     "also the decision policy makes for it), `memory` (statistics), `sessions` (this session's metadata), " +
     "`capabilities` (the registered capabilities with risk and hints), `providers` (the active AI provider and " +
-    "model, never a secret). `audit` answers that it is not available yet and which service brings it.",
+    "model, never a secret), `audit` (the tenant's audit ledger: size, chain verification, the latest signed " +
+    "checkpoint and the newest entries).",
   input: z
     .object({
       what: z.enum(SUBJECTS).describe("What to inspect"),
@@ -265,8 +305,8 @@ export const inspectTool = defineTool({
         return inspectCapabilities(ctx);
       case "providers":
         return inspectProviders(ctx);
-      default:
-        return { what: args.what, available: false, reason: NOT_YET[args.what] ?? "not available yet" };
+      case "audit":
+        return inspectAudit(ctx);
     }
   },
 });

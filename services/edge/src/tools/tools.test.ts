@@ -55,7 +55,8 @@ describe("the tool list", () => {
     const c = await connect();
     const { tools } = await c.client.listTools();
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-    expect(Object.keys(byName).sort()).toEqual([
+    // The council toolset has its own tests (council-tools.test.ts).
+    expect(Object.keys(byName).filter((name) => name.startsWith("chaoscore_")).sort()).toEqual([
       "chaoscore_achieve",
       "chaoscore_approve",
       "chaoscore_execute",
@@ -255,11 +256,11 @@ describe("chaoscore_inspect", () => {
     expect(JSON.stringify(out)).not.toContain(theirs.session.id);
   });
 
-  it("says plainly what is not available yet", async () => {
+  it("says plainly that the audit ledger is not there when this edge has none", async () => {
     const c = await connect();
     const out = ok(await c.call("chaoscore_inspect", { what: "audit" }));
     expect(out).toMatchObject({ what: "audit", available: false });
-    expect(out.reason).toContain("ledger");
+    expect(out.reason).toContain("LEDGER_ADDR");
   });
 
   it("reports progress when the client asks for it", async () => {

@@ -11,16 +11,32 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/council/v1/council.proto.
  */
 export const file_chaoscore_council_v1_council: GenFile = /*@__PURE__*/
-  fileDesc("CiJjaGFvc2NvcmUvY291bmNpbC92MS9jb3VuY2lsLnByb3RvEhRjaGFvc2NvcmUuY291bmNpbC52MSIbCgtJbml0UmVxdWVzdBIMCgR0YXNrGAEgASgJIlEKDEluaXRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBoYXNlGAIgASgJEg8KB3BlcnNvbmEYAyABKAkSDQoFZGVwdGgYBCABKA0iWgoLU2F2ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVwaGFzZRgCIAEoCRIoCgdjb250ZW50GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIgCgxTYXZlUmVzcG9uc2USEAoId2FybmluZ3MYASADKAkiIwoNUmVjYWxsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjgKDlJlY2FsbFJlc3BvbnNlEiYKBXN0YXRlGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIjCg1WZXJpZnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiOgoOVmVyaWZ5UmVzcG9uc2USFgoOY29udHJhZGljdGlvbnMYASADKAkSEAoId2FybmluZ3MYAiADKAkiJQoPQ29udGludWVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiMgoQQ29udGludWVSZXNwb25zZRINCgVwaGFzZRgBIAEoCRIPCgdwZXJzb25hGAIgASgJIiIKDFNjb3JlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIpoBCg1TY29yZVJlc3BvbnNlEkcKCmRpbWVuc2lvbnMYASADKAsyMy5jaGFvc2NvcmUuY291bmNpbC52MS5TY29yZVJlc3BvbnNlLkRpbWVuc2lvbnNFbnRyeRINCgV0b3RhbBgCIAEoARoxCg9EaW1lbnNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ATKFBAoOQ291bmNpbFNlcnZpY2USTQoESW5pdBIhLmNoYW9zY29yZS5jb3VuY2lsLnYxLkluaXRSZXF1ZXN0GiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuSW5pdFJlc3BvbnNlEk0KBFNhdmUSIS5jaGFvc2NvcmUuY291bmNpbC52MS5TYXZlUmVxdWVzdBoiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNhdmVSZXNwb25zZRJTCgZSZWNhbGwSIy5jaGFvc2NvcmUuY291bmNpbC52MS5SZWNhbGxSZXF1ZXN0GiQuY2hhb3Njb3JlLmNvdW5jaWwudjEuUmVjYWxsUmVzcG9uc2USUwoGVmVyaWZ5EiMuY2hhb3Njb3JlLmNvdW5jaWwudjEuVmVyaWZ5UmVxdWVzdBokLmNoYW9zY29yZS5jb3VuY2lsLnYxLlZlcmlmeVJlc3BvbnNlElkKCENvbnRpbnVlEiUuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXF1ZXN0GiYuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXNwb25zZRJQCgVTY29yZRIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVxdWVzdBojLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("CiJjaGFvc2NvcmUvY291bmNpbC92MS9jb3VuY2lsLnByb3RvEhRjaGFvc2NvcmUuY291bmNpbC52MSI7CgtJbml0UmVxdWVzdBIMCgR0YXNrGAEgASgJEg0KBXRpdGxlGAIgASgJEg8KB2NvbnRleHQYAyABKAkirwEKDEluaXRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBoYXNlGAIgASgJEg8KB3BlcnNvbmEYAyABKAkSGAoQY29tcGxleGl0eV9sZXZlbBgEIAEoCRIWCg5waXBlbGluZV9kZXB0aBgFIAEoCRIQCghwaXBlbGluZRgGIAMoCRInCgZyZXN1bHQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKC1NhdmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSJwoGb3V0cHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCK9AQoMU2F2ZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSDQoFc2NvcmUYAyABKAESDwoHdmVyZGljdBgEIAEoCRITCgtjYW5fcHJvY2VlZBgFIAEoCBISCgpuZXh0X3BoYXNlGAYgASgJEhgKEHNlc3Npb25fY29tcGxldGUYByABKAgSJwoGcmVzdWx0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIzCg1SZWNhbGxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGZm9ybWF0GAIgASgJInQKDlJlY2FsbFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhUKDWN1cnJlbnRfcGhhc2UYAyABKAkSJwoGcmVzdWx0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCgVDbGFpbRIMCgR0ZXh0GAEgASgJEg4KBnNvdXJjZRgCIAEoCSJeCg1WZXJpZnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoGY2xhaW1zGAIgAygLMhsuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ2xhaW0SDAoEbW9kZRgDIAEoCSJ8Cg5WZXJpZnlSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEg4KBnBhc3NlZBgDIAEoDRIOCgZmYWlsZWQYBCABKA0SJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAQoQQ29udGludWVSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIVCg1jdXJyZW50X3BoYXNlGAMgASgJEg8KB3BlcnNvbmEYBCABKAkSJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIiCgxTY29yZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJsCg1TY29yZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFc2NvcmUYAiABKAESDwoHdmVyZGljdBgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Io4BCgxQZXJzb25hQnJpZWYSDQoFcGhhc2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIRCglhdXRob3JpdHkYBCADKAkSFQoNbm90X2F1dGhvcml0eRgFIAMoCRIPCgdoYW5kb2ZmGAYgASgJEhQKDGluc3RydWN0aW9ucxgHIAEoCSI0Cg9HZXRCcmllZlJlcXVlc3QSDQoFcGhhc2UYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSKBAQoQR2V0QnJpZWZSZXNwb25zZRIxCgVicmllZhgBIAEoCzIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlBlcnNvbmFCcmllZhISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHRhc2sYAyABKAkSGAoQc2Vzc2lvbl9jb21wbGV0ZRgEIAEoCDLgBAoOQ291bmNpbFNlcnZpY2USTQoESW5pdBIhLmNoYW9zY29yZS5jb3VuY2lsLnYxLkluaXRSZXF1ZXN0GiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuSW5pdFJlc3BvbnNlEk0KBFNhdmUSIS5jaGFvc2NvcmUuY291bmNpbC52MS5TYXZlUmVxdWVzdBoiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNhdmVSZXNwb25zZRJTCgZSZWNhbGwSIy5jaGFvc2NvcmUuY291bmNpbC52MS5SZWNhbGxSZXF1ZXN0GiQuY2hhb3Njb3JlLmNvdW5jaWwudjEuUmVjYWxsUmVzcG9uc2USUwoGVmVyaWZ5EiMuY2hhb3Njb3JlLmNvdW5jaWwudjEuVmVyaWZ5UmVxdWVzdBokLmNoYW9zY29yZS5jb3VuY2lsLnYxLlZlcmlmeVJlc3BvbnNlElkKCENvbnRpbnVlEiUuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXF1ZXN0GiYuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXNwb25zZRJQCgVTY29yZRIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVxdWVzdBojLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVzcG9uc2USWQoIR2V0QnJpZWYSJS5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlcXVlc3QaJi5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * @generated from message chaoscore.council.v1.InitRequest
  */
 export type InitRequest = Message<"chaoscore.council.v1.InitRequest"> & {
   /**
+   * The problem to reason about (required).
+   *
    * @generated from field: string task = 1;
    */
   task: string;
+
+  /**
+   * Optional short title; empty when not given.
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * Optional background the personas should take into account; empty when not given.
+   *
+   * @generated from field: string context = 3;
+   */
+  context: string;
 };
 
 /**
@@ -35,24 +51,53 @@ export const InitRequestSchema: GenMessage<InitRequest> = /*@__PURE__*/
  */
 export type InitResponse = Message<"chaoscore.council.v1.InitResponse"> & {
   /**
+   * Server-generated UUID of the new session.
+   *
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
 
   /**
+   * The first active phase (always "decompile").
+   *
    * @generated from field: string phase = 2;
    */
   phase: string;
 
   /**
+   * The persona of that phase, e.g. "Systems Analyst".
+   *
    * @generated from field: string persona = 3;
    */
   persona: string;
 
   /**
-   * @generated from field: uint32 depth = 4;
+   * simple, moderate or complex.
+   *
+   * @generated from field: string complexity_level = 4;
    */
-  depth: number;
+  complexityLevel: string;
+
+  /**
+   * light, standard or full.
+   *
+   * @generated from field: string pipeline_depth = 5;
+   */
+  pipelineDepth: string;
+
+  /**
+   * The phases this session runs, in order.
+   *
+   * @generated from field: repeated string pipeline = 6;
+   */
+  pipeline: string[];
+
+  /**
+   * The complete council_init result.
+   *
+   * @generated from field: google.protobuf.Struct result = 7;
+   */
+  result?: JsonObject | undefined;
 };
 
 /**
@@ -72,14 +117,18 @@ export type SaveRequest = Message<"chaoscore.council.v1.SaveRequest"> & {
   sessionId: string;
 
   /**
+   * decompile, design, critique, synthesis or verify; must be the session's active phase.
+   *
    * @generated from field: string phase = 2;
    */
   phase: string;
 
   /**
-   * @generated from field: google.protobuf.Struct content = 3;
+   * The phase's output object (fields per phase, validated by the service).
+   *
+   * @generated from field: google.protobuf.Struct output = 3;
    */
-  content?: JsonObject | undefined;
+  output?: JsonObject | undefined;
 };
 
 /**
@@ -94,9 +143,55 @@ export const SaveRequestSchema: GenMessage<SaveRequest> = /*@__PURE__*/
  */
 export type SaveResponse = Message<"chaoscore.council.v1.SaveResponse"> & {
   /**
-   * @generated from field: repeated string warnings = 1;
+   * @generated from field: string session_id = 1;
    */
-  warnings: string[];
+  sessionId: string;
+
+  /**
+   * @generated from field: string phase = 2;
+   */
+  phase: string;
+
+  /**
+   * Final score of the phase, 0-100.
+   *
+   * @generated from field: double score = 3;
+   */
+  score: number;
+
+  /**
+   * excellent, good, needs_improvement or insufficient.
+   *
+   * @generated from field: string verdict = 4;
+   */
+  verdict: string;
+
+  /**
+   * Whether the next phase is unlocked.
+   *
+   * @generated from field: bool can_proceed = 5;
+   */
+  canProceed: boolean;
+
+  /**
+   * The phase to save next: the following phase, this phase again when its score was below
+   * the pass threshold, the reopened phase after a rejecting verify; empty when complete.
+   *
+   * @generated from field: string next_phase = 6;
+   */
+  nextPhase: string;
+
+  /**
+   * @generated from field: bool session_complete = 7;
+   */
+  sessionComplete: boolean;
+
+  /**
+   * The complete council_save result.
+   *
+   * @generated from field: google.protobuf.Struct result = 8;
+   */
+  result?: JsonObject | undefined;
 };
 
 /**
@@ -114,6 +209,13 @@ export type RecallRequest = Message<"chaoscore.council.v1.RecallRequest"> & {
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
+
+  /**
+   * full (default when empty), summary or decisions.
+   *
+   * @generated from field: string format = 2;
+   */
+  format: string;
 };
 
 /**
@@ -128,9 +230,30 @@ export const RecallRequestSchema: GenMessage<RecallRequest> = /*@__PURE__*/
  */
 export type RecallResponse = Message<"chaoscore.council.v1.RecallResponse"> & {
   /**
-   * @generated from field: google.protobuf.Struct state = 1;
+   * @generated from field: string session_id = 1;
    */
-  state?: JsonObject | undefined;
+  sessionId: string;
+
+  /**
+   * active or complete.
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * The active phase; empty when the session is complete.
+   *
+   * @generated from field: string current_phase = 3;
+   */
+  currentPhase: string;
+
+  /**
+   * The complete council_recall result.
+   *
+   * @generated from field: google.protobuf.Struct result = 4;
+   */
+  result?: JsonObject | undefined;
 };
 
 /**
@@ -141,6 +264,30 @@ export const RecallResponseSchema: GenMessage<RecallResponse> = /*@__PURE__*/
   messageDesc(file_chaoscore_council_v1_council, 5);
 
 /**
+ * Claim is a statement to check against the session, with where it came from.
+ *
+ * @generated from message chaoscore.council.v1.Claim
+ */
+export type Claim = Message<"chaoscore.council.v1.Claim"> & {
+  /**
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * @generated from field: string source = 2;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.Claim.
+ * Use `create(ClaimSchema)` to create a new message.
+ */
+export const ClaimSchema: GenMessage<Claim> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 6);
+
+/**
  * @generated from message chaoscore.council.v1.VerifyRequest
  */
 export type VerifyRequest = Message<"chaoscore.council.v1.VerifyRequest"> & {
@@ -148,6 +295,18 @@ export type VerifyRequest = Message<"chaoscore.council.v1.VerifyRequest"> & {
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
+
+  /**
+   * @generated from field: repeated chaoscore.council.v1.Claim claims = 2;
+   */
+  claims: Claim[];
+
+  /**
+   * contradiction, grounding or all (default when empty).
+   *
+   * @generated from field: string mode = 3;
+   */
+  mode: string;
 };
 
 /**
@@ -155,21 +314,38 @@ export type VerifyRequest = Message<"chaoscore.council.v1.VerifyRequest"> & {
  * Use `create(VerifyRequestSchema)` to create a new message.
  */
 export const VerifyRequestSchema: GenMessage<VerifyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_council_v1_council, 6);
+  messageDesc(file_chaoscore_council_v1_council, 7);
 
 /**
  * @generated from message chaoscore.council.v1.VerifyResponse
  */
 export type VerifyResponse = Message<"chaoscore.council.v1.VerifyResponse"> & {
   /**
-   * @generated from field: repeated string contradictions = 1;
+   * @generated from field: string session_id = 1;
    */
-  contradictions: string[];
+  sessionId: string;
 
   /**
-   * @generated from field: repeated string warnings = 2;
+   * @generated from field: uint32 total = 2;
    */
-  warnings: string[];
+  total: number;
+
+  /**
+   * @generated from field: uint32 passed = 3;
+   */
+  passed: number;
+
+  /**
+   * @generated from field: uint32 failed = 4;
+   */
+  failed: number;
+
+  /**
+   * The complete council_verify result.
+   *
+   * @generated from field: google.protobuf.Struct result = 5;
+   */
+  result?: JsonObject | undefined;
 };
 
 /**
@@ -177,7 +353,7 @@ export type VerifyResponse = Message<"chaoscore.council.v1.VerifyResponse"> & {
  * Use `create(VerifyResponseSchema)` to create a new message.
  */
 export const VerifyResponseSchema: GenMessage<VerifyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_council_v1_council, 7);
+  messageDesc(file_chaoscore_council_v1_council, 8);
 
 /**
  * @generated from message chaoscore.council.v1.ContinueRequest
@@ -194,21 +370,44 @@ export type ContinueRequest = Message<"chaoscore.council.v1.ContinueRequest"> & 
  * Use `create(ContinueRequestSchema)` to create a new message.
  */
 export const ContinueRequestSchema: GenMessage<ContinueRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_council_v1_council, 8);
+  messageDesc(file_chaoscore_council_v1_council, 9);
 
 /**
  * @generated from message chaoscore.council.v1.ContinueResponse
  */
 export type ContinueResponse = Message<"chaoscore.council.v1.ContinueResponse"> & {
   /**
-   * @generated from field: string phase = 1;
+   * @generated from field: string session_id = 1;
    */
-  phase: string;
+  sessionId: string;
 
   /**
-   * @generated from field: string persona = 2;
+   * active or complete.
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * The active phase; empty when the session is complete.
+   *
+   * @generated from field: string current_phase = 3;
+   */
+  currentPhase: string;
+
+  /**
+   * The persona of the active phase; empty when the session is complete.
+   *
+   * @generated from field: string persona = 4;
    */
   persona: string;
+
+  /**
+   * The complete council_continue result.
+   *
+   * @generated from field: google.protobuf.Struct result = 5;
+   */
+  result?: JsonObject | undefined;
 };
 
 /**
@@ -216,7 +415,7 @@ export type ContinueResponse = Message<"chaoscore.council.v1.ContinueResponse"> 
  * Use `create(ContinueResponseSchema)` to create a new message.
  */
 export const ContinueResponseSchema: GenMessage<ContinueResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_council_v1_council, 9);
+  messageDesc(file_chaoscore_council_v1_council, 10);
 
 /**
  * @generated from message chaoscore.council.v1.ScoreRequest
@@ -233,21 +432,37 @@ export type ScoreRequest = Message<"chaoscore.council.v1.ScoreRequest"> & {
  * Use `create(ScoreRequestSchema)` to create a new message.
  */
 export const ScoreRequestSchema: GenMessage<ScoreRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_council_v1_council, 10);
+  messageDesc(file_chaoscore_council_v1_council, 11);
 
 /**
  * @generated from message chaoscore.council.v1.ScoreResponse
  */
 export type ScoreResponse = Message<"chaoscore.council.v1.ScoreResponse"> & {
   /**
-   * @generated from field: map<string, double> dimensions = 1;
+   * @generated from field: string session_id = 1;
    */
-  dimensions: { [key: string]: number };
+  sessionId: string;
 
   /**
-   * @generated from field: double total = 2;
+   * Overall score of the session, 0-100.
+   *
+   * @generated from field: double score = 2;
    */
-  total: number;
+  score: number;
+
+  /**
+   * excellent, good, needs_improvement or insufficient.
+   *
+   * @generated from field: string verdict = 3;
+   */
+  verdict: string;
+
+  /**
+   * The complete council_score result.
+   *
+   * @generated from field: google.protobuf.Struct result = 4;
+   */
+  result?: JsonObject | undefined;
 };
 
 /**
@@ -255,18 +470,143 @@ export type ScoreResponse = Message<"chaoscore.council.v1.ScoreResponse"> & {
  * Use `create(ScoreResponseSchema)` to create a new message.
  */
 export const ScoreResponseSchema: GenMessage<ScoreResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_council_v1_council, 11);
+  messageDesc(file_chaoscore_council_v1_council, 12);
 
 /**
- * DRAFT: finished by the council issue. CouncilService is the five-phase reasoning
- * scaffold (decompile -> design -> critique -> synthesis -> verify) with deterministic
- * scoring and no model calls.
+ * PersonaBrief is what a persona is told before it works on its phase.
+ *
+ * @generated from message chaoscore.council.v1.PersonaBrief
+ */
+export type PersonaBrief = Message<"chaoscore.council.v1.PersonaBrief"> & {
+  /**
+   * @generated from field: string phase = 1;
+   */
+  phase: string;
+
+  /**
+   * e.g. "Systems Analyst".
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string identity = 3;
+   */
+  identity: string;
+
+  /**
+   * @generated from field: repeated string authority = 4;
+   */
+  authority: string[];
+
+  /**
+   * @generated from field: repeated string not_authority = 5;
+   */
+  notAuthority: string[];
+
+  /**
+   * What this persona hands to the next one.
+   *
+   * @generated from field: string handoff = 6;
+   */
+  handoff: string;
+
+  /**
+   * The phase's instructions, in English.
+   *
+   * @generated from field: string instructions = 7;
+   */
+  instructions: string;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.PersonaBrief.
+ * Use `create(PersonaBriefSchema)` to create a new message.
+ */
+export const PersonaBriefSchema: GenMessage<PersonaBrief> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 13);
+
+/**
+ * @generated from message chaoscore.council.v1.GetBriefRequest
+ */
+export type GetBriefRequest = Message<"chaoscore.council.v1.GetBriefRequest"> & {
+  /**
+   * The phase whose persona to describe; ignored when session_id is set.
+   *
+   * @generated from field: string phase = 1;
+   */
+  phase: string;
+
+  /**
+   * A session whose active phase to describe.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.GetBriefRequest.
+ * Use `create(GetBriefRequestSchema)` to create a new message.
+ */
+export const GetBriefRequestSchema: GenMessage<GetBriefRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 14);
+
+/**
+ * @generated from message chaoscore.council.v1.GetBriefResponse
+ */
+export type GetBriefResponse = Message<"chaoscore.council.v1.GetBriefResponse"> & {
+  /**
+   * @generated from field: chaoscore.council.v1.PersonaBrief brief = 1;
+   */
+  brief?: PersonaBrief | undefined;
+
+  /**
+   * Set when the request named a session.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * The session's task, when the request named a session.
+   *
+   * @generated from field: string task = 3;
+   */
+  task: string;
+
+  /**
+   * Whether the session has no active phase left (then brief describes its last phase).
+   *
+   * @generated from field: bool session_complete = 4;
+   */
+  sessionComplete: boolean;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.GetBriefResponse.
+ * Use `create(GetBriefResponseSchema)` to create a new message.
+ */
+export const GetBriefResponseSchema: GenMessage<GetBriefResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 15);
+
+/**
+ * CouncilService is the five-phase reasoning scaffold (decompile -> design -> critique ->
+ * synthesis -> verify) with deterministic scoring and no model calls. Sessions belong to the
+ * tenant of the call context, never to a request field; another tenant's session id is
+ * answered exactly like an unknown one (NOT_FOUND).
+ *
+ * Every response carries the fields a caller branches on as typed fields, and the complete
+ * result (the shape the council tools return: scoring dimensions, handoffs, phase plan,
+ * instructions, ruleset version) as a Struct in `result`. The rich shape is owned by the
+ * domain's versioned ruleset and grows with it; the typed fields are the stable contract.
  *
  * @generated from service chaoscore.council.v1.CouncilService
  */
 export const CouncilService: GenService<{
   /**
-   * Init starts a session for a task and sizes its pipeline.
+   * Init starts a session for a task: complexity, pipeline depth, first persona.
    *
    * @generated from rpc chaoscore.council.v1.CouncilService.Init
    */
@@ -276,7 +616,8 @@ export const CouncilService: GenService<{
     output: typeof InitResponseSchema;
   },
   /**
-   * Save records a persona's output for the current phase.
+   * Save validates, scores and records the output of the session's active phase; a passing
+   * score locks the phase and unlocks the next one.
    *
    * @generated from rpc chaoscore.council.v1.CouncilService.Save
    */
@@ -286,7 +627,7 @@ export const CouncilService: GenService<{
     output: typeof SaveResponseSchema;
   },
   /**
-   * Recall returns a session's state.
+   * Recall returns a session's state in one of three formats.
    *
    * @generated from rpc chaoscore.council.v1.CouncilService.Recall
    */
@@ -296,7 +637,7 @@ export const CouncilService: GenService<{
     output: typeof RecallResponseSchema;
   },
   /**
-   * Verify checks the session for contradictions and gaps.
+   * Verify checks claims against what the session stored (contradictions, grounding).
    *
    * @generated from rpc chaoscore.council.v1.CouncilService.Verify
    */
@@ -306,7 +647,7 @@ export const CouncilService: GenService<{
     output: typeof VerifyResponseSchema;
   },
   /**
-   * Continue moves the session to its next phase.
+   * Continue restores a session's context where it left off: active phase, persona, instructions.
    *
    * @generated from rpc chaoscore.council.v1.CouncilService.Continue
    */
@@ -316,7 +657,7 @@ export const CouncilService: GenService<{
     output: typeof ContinueResponseSchema;
   },
   /**
-   * Score computes the multi-dimensional score of a session.
+   * Score computes the multi-dimensional assessment of a session.
    *
    * @generated from rpc chaoscore.council.v1.CouncilService.Score
    */
@@ -324,6 +665,16 @@ export const CouncilService: GenService<{
     methodKind: "unary";
     input: typeof ScoreRequestSchema;
     output: typeof ScoreResponseSchema;
+  },
+  /**
+   * GetBrief returns a persona's brief: for a phase, or for a session's active phase.
+   *
+   * @generated from rpc chaoscore.council.v1.CouncilService.GetBrief
+   */
+  getBrief: {
+    methodKind: "unary";
+    input: typeof GetBriefRequestSchema;
+    output: typeof GetBriefResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_council_v1_council, 0);

@@ -4,17 +4,19 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file chaoscore/ledger/v1/ledger.proto.
  */
 export const file_chaoscore_ledger_v1_ledger: GenFile = /*@__PURE__*/
-  fileDesc("CiBjaGFvc2NvcmUvbGVkZ2VyL3YxL2xlZGdlci5wcm90bxITY2hhb3Njb3JlLmxlZGdlci52MSLNAQoFRW50cnkSCwoDc2VxGAEgASgEEiYKAnRzGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZ0ZW5hbnQYAyABKAkSDwoHc2Vzc2lvbhgEIAEoCRIRCglwcmluY2lwYWwYBSABKAkSJgoFZXZlbnQYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhQKDGNvbnRlbnRfaGFzaBgHIAEoCRIQCghwcmV2X3NpZxgIIAEoCRILCgNzaWcYCSABKAkiSAoNQXBwZW5kUmVxdWVzdBIPCgdzZXNzaW9uGAEgASgJEiYKBWV2ZW50GAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI7Cg5BcHBlbmRSZXNwb25zZRIpCgVlbnRyeRgBIAEoCzIaLmNoYW9zY29yZS5sZWRnZXIudjEuRW50cnkiNgoSTGlzdEVudHJpZXNSZXF1ZXN0EhEKCWFmdGVyX3NlcRgBIAEoBBINCgVsaW1pdBgCIAEoDSJCChNMaXN0RW50cmllc1Jlc3BvbnNlEisKB2VudHJpZXMYASADKAsyGi5jaGFvc2NvcmUubGVkZ2VyLnYxLkVudHJ5IhYKFEdldENoZWNrcG9pbnRSZXF1ZXN0IkYKFUdldENoZWNrcG9pbnRSZXNwb25zZRIMCgRub3RlGAEgASgJEgwKBHNpemUYAiABKAQSEQoJcm9vdF9oYXNoGAMgASgJIogBChNJc3N1ZVJlY2VpcHRSZXF1ZXN0EgwKBHRvb2wYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghkZWNpc2lvbhgEIAEoCRITCgt0dGxfc2Vjb25kcxgFIAEoDSJTChRJc3N1ZVJlY2VpcHRSZXNwb25zZRIoCgdyZWNlaXB0GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglzaWduYXR1cmUYAiABKAkimwEKEEF1dGhvcml6ZVJlcXVlc3QSKAoHcmVjZWlwdBgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJc2lnbmF0dXJlGAIgASgJEgwKBHRvb2wYAyABKAkSEAoIcmVzb3VyY2UYBCABKAkSKgoJYXJndW1lbnRzGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI8ChFBdXRob3JpemVSZXNwb25zZRISCgphdXRob3JpemVkGAEgASgIEhMKC3JlYXNvbl9jb2RlGAIgASgJIogBChhFdmFsdWF0ZVNwZW5kR2F0ZVJlcXVlc3QSEwoLcG9saWN5X25hbWUYASABKAkSDgoGYWN0aW9uGAIgASgJEg0KBWFzc2V0GAMgASgJEhAKCG5vdGlvbmFsGAQgASgBEhcKCmNvbmZpZGVuY2UYBSABKAFIAIgBAUINCgtfY29uZmlkZW5jZSJQChlFdmFsdWF0ZVNwZW5kR2F0ZVJlc3BvbnNlEg0KBXN0YXRlGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIUCgxjb250ZW50X2hhc2gYAyABKAky4QQKDUxlZGdlclNlcnZpY2USUQoGQXBwZW5kEiIuY2hhb3Njb3JlLmxlZGdlci52MS5BcHBlbmRSZXF1ZXN0GiMuY2hhb3Njb3JlLmxlZGdlci52MS5BcHBlbmRSZXNwb25zZRJgCgtMaXN0RW50cmllcxInLmNoYW9zY29yZS5sZWRnZXIudjEuTGlzdEVudHJpZXNSZXF1ZXN0GiguY2hhb3Njb3JlLmxlZGdlci52MS5MaXN0RW50cmllc1Jlc3BvbnNlEmYKDUdldENoZWNrcG9pbnQSKS5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldENoZWNrcG9pbnRSZXF1ZXN0GiouY2hhb3Njb3JlLmxlZGdlci52MS5HZXRDaGVja3BvaW50UmVzcG9uc2USYwoMSXNzdWVSZWNlaXB0EiguY2hhb3Njb3JlLmxlZGdlci52MS5Jc3N1ZVJlY2VpcHRSZXF1ZXN0GikuY2hhb3Njb3JlLmxlZGdlci52MS5Jc3N1ZVJlY2VpcHRSZXNwb25zZRJaCglBdXRob3JpemUSJS5jaGFvc2NvcmUubGVkZ2VyLnYxLkF1dGhvcml6ZVJlcXVlc3QaJi5jaGFvc2NvcmUubGVkZ2VyLnYxLkF1dGhvcml6ZVJlc3BvbnNlEnIKEUV2YWx1YXRlU3BlbmRHYXRlEi0uY2hhb3Njb3JlLmxlZGdlci52MS5FdmFsdWF0ZVNwZW5kR2F0ZVJlcXVlc3QaLi5jaGFvc2NvcmUubGVkZ2VyLnYxLkV2YWx1YXRlU3BlbmRHYXRlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBjaGFvc2NvcmUvbGVkZ2VyL3YxL2xlZGdlci5wcm90bxITY2hhb3Njb3JlLmxlZGdlci52MSKxAQoFRW50cnkSCwoDc2VxGAEgASgEEgoKAnRzGAIgASgJEg4KBnRlbmFudBgDIAEoCRIPCgdzZXNzaW9uGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRImCgVldmVudBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMY29udGVudF9oYXNoGAcgASgJEhAKCHByZXZfc2lnGAggASgJEgsKA3NpZxgJIAEoCSI3Cg1BcHBlbmRSZXF1ZXN0EiYKBWV2ZW50GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI7Cg5BcHBlbmRSZXNwb25zZRIpCgVlbnRyeRgBIAEoCzIaLmNoYW9zY29yZS5sZWRnZXIudjEuRW50cnkiTAoSTGlzdEVudHJpZXNSZXF1ZXN0EhEKCWFmdGVyX3NlcRgBIAEoBBINCgVsaW1pdBgCIAEoDRIUCgxuZXdlc3RfZmlyc3QYAyABKAgiUAoTTGlzdEVudHJpZXNSZXNwb25zZRIrCgdlbnRyaWVzGAEgAygLMhouY2hhb3Njb3JlLmxlZGdlci52MS5FbnRyeRIMCgRzaXplGAIgASgEIlEKCkNoZWNrcG9pbnQSDAoEbm90ZRgBIAEoCRIMCgRzaXplGAIgASgEEhEKCXJvb3RfaGFzaBgDIAEoCRIUCgx2ZXJpZmllcl9rZXkYBCABKAkiFgoUR2V0Q2hlY2twb2ludFJlcXVlc3QiTAoVR2V0Q2hlY2twb2ludFJlc3BvbnNlEjMKCmNoZWNrcG9pbnQYASABKAsyHy5jaGFvc2NvcmUubGVkZ2VyLnYxLkNoZWNrcG9pbnQiOgoYR2V0SW5jbHVzaW9uUHJvb2ZSZXF1ZXN0EgsKA3NlcRgBIAEoBBIRCgl0cmVlX3NpemUYAiABKAQieAoZR2V0SW5jbHVzaW9uUHJvb2ZSZXNwb25zZRISCgpsZWFmX2luZGV4GAEgASgEEhEKCXRyZWVfc2l6ZRgCIAEoBBIOCgZoYXNoZXMYAyADKAkSEQoJbGVhZl9oYXNoGAQgASgJEhEKCXJvb3RfaGFzaBgFIAEoCSJAChpHZXRDb25zaXN0ZW5jeVByb29mUmVxdWVzdBIRCglmcm9tX3NpemUYASABKAQSDwoHdG9fc2l6ZRgCIAEoBCJ1ChtHZXRDb25zaXN0ZW5jeVByb29mUmVzcG9uc2USEQoJZnJvbV9zaXplGAEgASgEEg8KB3RvX3NpemUYAiABKAQSDgoGaGFzaGVzGAMgAygJEhEKCWZyb21fcm9vdBgEIAEoCRIPCgd0b19yb290GAUgASgJIhQKElZlcmlmeUNoYWluUmVxdWVzdCJvChNWZXJpZnlDaGFpblJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2VudHJpZXMYAiABKAQSEwoLY2hlY2twb2ludHMYAyABKAQSFQoNZmlyc3RfYmFkX3NlcRgEIAEoBBIPCgdwcm9ibGVtGAUgASgJImYKC1NwZW5kQWN0aW9uEg4KBmFjdGlvbhgBIAEoCRINCgVhc3NldBgCIAEoCRIQCghub3Rpb25hbBgDIAEoARIXCgpjb25maWRlbmNlGAQgASgBSACIAQFCDQoLX2NvbmZpZGVuY2UikAEKGEV2YWx1YXRlU3BlbmRHYXRlUmVxdWVzdBITCgtwb2xpY3lfbmFtZRgBIAEoCRIwCgZhY3Rpb24YAiABKAsyIC5jaGFvc2NvcmUubGVkZ2VyLnYxLlNwZW5kQWN0aW9uEi0KDGFnZW50X3BvbGljeRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QifQoZRXZhbHVhdGVTcGVuZEdhdGVSZXNwb25zZRInCgZyZXN1bHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXN0YXRlGAIgASgJEhQKDGNvbnRlbnRfaGFzaBgDIAEoCRISCgpsZWRnZXJfc2VxGAQgASgEIlUKE0FwcHJvdmVTcGVuZFJlcXVlc3QSEwoLcmVxdWVzdF9zZXEYASABKAQSFAoMYXBwcm92ZWRfdmlhGAIgASgJEhMKC3R0bF9zZWNvbmRzGAMgASgNIqIBChRBcHByb3ZlU3BlbmRSZXNwb25zZRInCgZyZXN1bHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXN0YXRlGAIgASgJEhQKDGNvbnRlbnRfaGFzaBgDIAEoCRISCgpsZWRnZXJfc2VxGAQgASgEEigKB3JlY2VpcHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlYKCFRvb2xDYWxsEgwKBHRvb2wYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJGCgtTdGVwQmluZGluZxIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoCRIMCgRyaXNrGAIgASgJEhEKCXJlcXVlc3RlchgDIAEoCSJKChtFdmFsdWF0ZVRvb2xBcHByb3ZhbFJlcXVlc3QSKwoEY2FsbBgBIAEoCzIdLmNoYW9zY29yZS5sZWRnZXIudjEuVG9vbENhbGwiiQEKHEV2YWx1YXRlVG9vbEFwcHJvdmFsUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJEgwKBGNvZGUYAiABKAkSEQoJYXJnc19oYXNoGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgJEgwKBHJpc2sYBSABKAkSEgoKbGVkZ2VyX3NlcRgGIAEoBCLUAQoTSXNzdWVSZWNlaXB0UmVxdWVzdBIrCgRjYWxsGAEgASgLMh0uY2hhb3Njb3JlLmxlZGdlci52MS5Ub29sQ2FsbBIQCghkZWNpc2lvbhgCIAEoCRITCgt0dGxfc2Vjb25kcxgDIAEoDRIUCgxhcHByb3ZlZF92aWEYBCABKAkSEwoLcmVxdWVzdF9zZXEYBSABKAQSDgoGcmVhc29uGAYgASgJEi4KBHN0ZXAYByABKAsyIC5jaGFvc2NvcmUubGVkZ2VyLnYxLlN0ZXBCaW5kaW5nIoMBChRJc3N1ZVJlY2VpcHRSZXNwb25zZRIoCgdyZWNlaXB0GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBItCgxkZWNpc2lvbl9sb2cYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmxlZGdlcl9zZXEYAyABKAQimQEKEEF1dGhvcml6ZVJlcXVlc3QSKwoEY2FsbBgBIAEoCzIdLmNoYW9zY29yZS5sZWRnZXIudjEuVG9vbENhbGwSKAoHcmVjZWlwdBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoEc3RlcBgDIAEoCzIgLmNoYW9zY29yZS5sZWRnZXIudjEuU3RlcEJpbmRpbmciagoRQXV0aG9yaXplUmVzcG9uc2USEgoKYXV0aG9yaXplZBgBIAEoCBIMCgRjb2RlGAIgASgJEgwKBHN0ZXAYAyABKAkSEQoJYXJnc19oYXNoGAQgASgJEhIKCmxlZGdlcl9zZXEYBSABKAQibAobUmVxdWVzdEF1dGhvcml6YXRpb25SZXF1ZXN0EgwKBHRvb2wYASABKAkSKgoJYXJndW1lbnRzGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgt0dGxfc2Vjb25kcxgDIAEoDSKhAQocUmVxdWVzdEF1dGhvcml6YXRpb25SZXNwb25zZRIOCgZzdGF0dXMYASABKAkSDAoEY29kZRgCIAEoCRIoCgdyZWNlaXB0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIlCgRnYXRlGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpsZWRnZXJfc2VxGAUgASgEIoEBChtFeGVjdXRlUmVmZXJlbmNlVG9vbFJlcXVlc3QSDAoEdG9vbBgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EigKB3JlY2VpcHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IpABChxFeGVjdXRlUmVmZXJlbmNlVG9vbFJlc3BvbnNlEhAKCGV4ZWN1dGVkGAEgASgIEgwKBGNvZGUYAiABKAkSEwoLZGV0YWlsX2NvZGUYAyABKAkSJwoGcmVzdWx0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpsZWRnZXJfc2VxGAUgASgEIhAKDkdldEluZm9SZXF1ZXN0IjgKD0dldEluZm9SZXNwb25zZRIlCgRpbmZvGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdDLjCwoNTGVkZ2VyU2VydmljZRJRCgZBcHBlbmQSIi5jaGFvc2NvcmUubGVkZ2VyLnYxLkFwcGVuZFJlcXVlc3QaIy5jaGFvc2NvcmUubGVkZ2VyLnYxLkFwcGVuZFJlc3BvbnNlEmAKC0xpc3RFbnRyaWVzEicuY2hhb3Njb3JlLmxlZGdlci52MS5MaXN0RW50cmllc1JlcXVlc3QaKC5jaGFvc2NvcmUubGVkZ2VyLnYxLkxpc3RFbnRyaWVzUmVzcG9uc2USZgoNR2V0Q2hlY2twb2ludBIpLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0Q2hlY2twb2ludFJlcXVlc3QaKi5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldENoZWNrcG9pbnRSZXNwb25zZRJyChFHZXRJbmNsdXNpb25Qcm9vZhItLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0SW5jbHVzaW9uUHJvb2ZSZXF1ZXN0Gi4uY2hhb3Njb3JlLmxlZGdlci52MS5HZXRJbmNsdXNpb25Qcm9vZlJlc3BvbnNlEngKE0dldENvbnNpc3RlbmN5UHJvb2YSLy5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldENvbnNpc3RlbmN5UHJvb2ZSZXF1ZXN0GjAuY2hhb3Njb3JlLmxlZGdlci52MS5HZXRDb25zaXN0ZW5jeVByb29mUmVzcG9uc2USYAoLVmVyaWZ5Q2hhaW4SJy5jaGFvc2NvcmUubGVkZ2VyLnYxLlZlcmlmeUNoYWluUmVxdWVzdBooLmNoYW9zY29yZS5sZWRnZXIudjEuVmVyaWZ5Q2hhaW5SZXNwb25zZRJyChFFdmFsdWF0ZVNwZW5kR2F0ZRItLmNoYW9zY29yZS5sZWRnZXIudjEuRXZhbHVhdGVTcGVuZEdhdGVSZXF1ZXN0Gi4uY2hhb3Njb3JlLmxlZGdlci52MS5FdmFsdWF0ZVNwZW5kR2F0ZVJlc3BvbnNlEmMKDEFwcHJvdmVTcGVuZBIoLmNoYW9zY29yZS5sZWRnZXIudjEuQXBwcm92ZVNwZW5kUmVxdWVzdBopLmNoYW9zY29yZS5sZWRnZXIudjEuQXBwcm92ZVNwZW5kUmVzcG9uc2USewoURXZhbHVhdGVUb29sQXBwcm92YWwSMC5jaGFvc2NvcmUubGVkZ2VyLnYxLkV2YWx1YXRlVG9vbEFwcHJvdmFsUmVxdWVzdBoxLmNoYW9zY29yZS5sZWRnZXIudjEuRXZhbHVhdGVUb29sQXBwcm92YWxSZXNwb25zZRJjCgxJc3N1ZVJlY2VpcHQSKC5jaGFvc2NvcmUubGVkZ2VyLnYxLklzc3VlUmVjZWlwdFJlcXVlc3QaKS5jaGFvc2NvcmUubGVkZ2VyLnYxLklzc3VlUmVjZWlwdFJlc3BvbnNlEloKCUF1dGhvcml6ZRIlLmNoYW9zY29yZS5sZWRnZXIudjEuQXV0aG9yaXplUmVxdWVzdBomLmNoYW9zY29yZS5sZWRnZXIudjEuQXV0aG9yaXplUmVzcG9uc2USewoUUmVxdWVzdEF1dGhvcml6YXRpb24SMC5jaGFvc2NvcmUubGVkZ2VyLnYxLlJlcXVlc3RBdXRob3JpemF0aW9uUmVxdWVzdBoxLmNoYW9zY29yZS5sZWRnZXIudjEuUmVxdWVzdEF1dGhvcml6YXRpb25SZXNwb25zZRJ7ChRFeGVjdXRlUmVmZXJlbmNlVG9vbBIwLmNoYW9zY29yZS5sZWRnZXIudjEuRXhlY3V0ZVJlZmVyZW5jZVRvb2xSZXF1ZXN0GjEuY2hhb3Njb3JlLmxlZGdlci52MS5FeGVjdXRlUmVmZXJlbmNlVG9vbFJlc3BvbnNlElQKB0dldEluZm8SIy5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldEluZm9SZXF1ZXN0GiQuY2hhb3Njb3JlLmxlZGdlci52MS5HZXRJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
+ * Entry is one audit record. sig = chain_hash(prev_sig, {seq, ts, tenant, session, principal,
+ * event, content_hash}); content_hash = content_hash(event).
+ *
  * @generated from message chaoscore.ledger.v1.Entry
  */
 export type Entry = Message<"chaoscore.ledger.v1.Entry"> & {
@@ -24,9 +26,11 @@ export type Entry = Message<"chaoscore.ledger.v1.Entry"> & {
   seq: bigint;
 
   /**
-   * @generated from field: google.protobuf.Timestamp ts = 2;
+   * RFC 3339 UTC with milliseconds, exactly as hashed.
+   *
+   * @generated from field: string ts = 2;
    */
-  ts?: Timestamp | undefined;
+  ts: string;
 
   /**
    * @generated from field: string tenant = 3;
@@ -76,12 +80,9 @@ export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
  */
 export type AppendRequest = Message<"chaoscore.ledger.v1.AppendRequest"> & {
   /**
-   * @generated from field: string session = 1;
-   */
-  session: string;
-
-  /**
-   * @generated from field: google.protobuf.Struct event = 2;
+   * An event object with at least a "type" string.
+   *
+   * @generated from field: google.protobuf.Struct event = 1;
    */
   event?: JsonObject | undefined;
 };
@@ -115,14 +116,25 @@ export const AppendResponseSchema: GenMessage<AppendResponse> = /*@__PURE__*/
  */
 export type ListEntriesRequest = Message<"chaoscore.ledger.v1.ListEntriesRequest"> & {
   /**
+   * Entries with seq greater than this; 0 starts at the first.
+   *
    * @generated from field: uint64 after_seq = 1;
    */
   afterSeq: bigint;
 
   /**
+   * 1..1000; 0 means 50.
+   *
    * @generated from field: uint32 limit = 2;
    */
   limit: number;
+
+  /**
+   * Newest first instead (after_seq is then ignored).
+   *
+   * @generated from field: bool newest_first = 3;
+   */
+  newestFirst: boolean;
 };
 
 /**
@@ -140,6 +152,13 @@ export type ListEntriesResponse = Message<"chaoscore.ledger.v1.ListEntriesRespon
    * @generated from field: repeated chaoscore.ledger.v1.Entry entries = 1;
    */
   entries: Entry[];
+
+  /**
+   * Total entries in the tenant's log.
+   *
+   * @generated from field: uint64 size = 2;
+   */
+  size: bigint;
 };
 
 /**
@@ -150,22 +169,9 @@ export const ListEntriesResponseSchema: GenMessage<ListEntriesResponse> = /*@__P
   messageDesc(file_chaoscore_ledger_v1_ledger, 4);
 
 /**
- * @generated from message chaoscore.ledger.v1.GetCheckpointRequest
+ * @generated from message chaoscore.ledger.v1.Checkpoint
  */
-export type GetCheckpointRequest = Message<"chaoscore.ledger.v1.GetCheckpointRequest"> & {
-};
-
-/**
- * Describes the message chaoscore.ledger.v1.GetCheckpointRequest.
- * Use `create(GetCheckpointRequestSchema)` to create a new message.
- */
-export const GetCheckpointRequestSchema: GenMessage<GetCheckpointRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 5);
-
-/**
- * @generated from message chaoscore.ledger.v1.GetCheckpointResponse
- */
-export type GetCheckpointResponse = Message<"chaoscore.ledger.v1.GetCheckpointResponse"> & {
+export type Checkpoint = Message<"chaoscore.ledger.v1.Checkpoint"> & {
   /**
    * C2SP tlog-checkpoint signed note.
    *
@@ -179,9 +185,50 @@ export type GetCheckpointResponse = Message<"chaoscore.ledger.v1.GetCheckpointRe
   size: bigint;
 
   /**
+   * Base64 RFC 6962 root hash.
+   *
    * @generated from field: string root_hash = 3;
    */
   rootHash: string;
+
+  /**
+   * The note verifier key (C2SP vkey) that verifies the note.
+   *
+   * @generated from field: string verifier_key = 4;
+   */
+  verifierKey: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.Checkpoint.
+ * Use `create(CheckpointSchema)` to create a new message.
+ */
+export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 5);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetCheckpointRequest
+ */
+export type GetCheckpointRequest = Message<"chaoscore.ledger.v1.GetCheckpointRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetCheckpointRequest.
+ * Use `create(GetCheckpointRequestSchema)` to create a new message.
+ */
+export const GetCheckpointRequestSchema: GenMessage<GetCheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 6);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetCheckpointResponse
+ */
+export type GetCheckpointResponse = Message<"chaoscore.ledger.v1.GetCheckpointResponse"> & {
+  /**
+   * Unset while the tenant's log is empty.
+   *
+   * @generated from field: chaoscore.ledger.v1.Checkpoint checkpoint = 1;
+   */
+  checkpoint?: Checkpoint | undefined;
 };
 
 /**
@@ -189,12 +236,368 @@ export type GetCheckpointResponse = Message<"chaoscore.ledger.v1.GetCheckpointRe
  * Use `create(GetCheckpointResponseSchema)` to create a new message.
  */
 export const GetCheckpointResponseSchema: GenMessage<GetCheckpointResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 6);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 7);
 
 /**
- * @generated from message chaoscore.ledger.v1.IssueReceiptRequest
+ * @generated from message chaoscore.ledger.v1.GetInclusionProofRequest
  */
-export type IssueReceiptRequest = Message<"chaoscore.ledger.v1.IssueReceiptRequest"> & {
+export type GetInclusionProofRequest = Message<"chaoscore.ledger.v1.GetInclusionProofRequest"> & {
+  /**
+   * @generated from field: uint64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * 0 means the latest checkpoint's size.
+   *
+   * @generated from field: uint64 tree_size = 2;
+   */
+  treeSize: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetInclusionProofRequest.
+ * Use `create(GetInclusionProofRequestSchema)` to create a new message.
+ */
+export const GetInclusionProofRequestSchema: GenMessage<GetInclusionProofRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 8);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetInclusionProofResponse
+ */
+export type GetInclusionProofResponse = Message<"chaoscore.ledger.v1.GetInclusionProofResponse"> & {
+  /**
+   * @generated from field: uint64 leaf_index = 1;
+   */
+  leafIndex: bigint;
+
+  /**
+   * @generated from field: uint64 tree_size = 2;
+   */
+  treeSize: bigint;
+
+  /**
+   * Base64 hashes, leaf to root.
+   *
+   * @generated from field: repeated string hashes = 3;
+   */
+  hashes: string[];
+
+  /**
+   * Base64 leaf hash of the entry.
+   *
+   * @generated from field: string leaf_hash = 4;
+   */
+  leafHash: string;
+
+  /**
+   * @generated from field: string root_hash = 5;
+   */
+  rootHash: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetInclusionProofResponse.
+ * Use `create(GetInclusionProofResponseSchema)` to create a new message.
+ */
+export const GetInclusionProofResponseSchema: GenMessage<GetInclusionProofResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 9);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetConsistencyProofRequest
+ */
+export type GetConsistencyProofRequest = Message<"chaoscore.ledger.v1.GetConsistencyProofRequest"> & {
+  /**
+   * @generated from field: uint64 from_size = 1;
+   */
+  fromSize: bigint;
+
+  /**
+   * 0 means the latest checkpoint's size.
+   *
+   * @generated from field: uint64 to_size = 2;
+   */
+  toSize: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetConsistencyProofRequest.
+ * Use `create(GetConsistencyProofRequestSchema)` to create a new message.
+ */
+export const GetConsistencyProofRequestSchema: GenMessage<GetConsistencyProofRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 10);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetConsistencyProofResponse
+ */
+export type GetConsistencyProofResponse = Message<"chaoscore.ledger.v1.GetConsistencyProofResponse"> & {
+  /**
+   * @generated from field: uint64 from_size = 1;
+   */
+  fromSize: bigint;
+
+  /**
+   * @generated from field: uint64 to_size = 2;
+   */
+  toSize: bigint;
+
+  /**
+   * @generated from field: repeated string hashes = 3;
+   */
+  hashes: string[];
+
+  /**
+   * @generated from field: string from_root = 4;
+   */
+  fromRoot: string;
+
+  /**
+   * @generated from field: string to_root = 5;
+   */
+  toRoot: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetConsistencyProofResponse.
+ * Use `create(GetConsistencyProofResponseSchema)` to create a new message.
+ */
+export const GetConsistencyProofResponseSchema: GenMessage<GetConsistencyProofResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 11);
+
+/**
+ * @generated from message chaoscore.ledger.v1.VerifyChainRequest
+ */
+export type VerifyChainRequest = Message<"chaoscore.ledger.v1.VerifyChainRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.VerifyChainRequest.
+ * Use `create(VerifyChainRequestSchema)` to create a new message.
+ */
+export const VerifyChainRequestSchema: GenMessage<VerifyChainRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 12);
+
+/**
+ * @generated from message chaoscore.ledger.v1.VerifyChainResponse
+ */
+export type VerifyChainResponse = Message<"chaoscore.ledger.v1.VerifyChainResponse"> & {
+  /**
+   * @generated from field: bool ok = 1;
+   */
+  ok: boolean;
+
+  /**
+   * @generated from field: uint64 entries = 2;
+   */
+  entries: bigint;
+
+  /**
+   * @generated from field: uint64 checkpoints = 3;
+   */
+  checkpoints: bigint;
+
+  /**
+   * 0 when ok.
+   *
+   * @generated from field: uint64 first_bad_seq = 4;
+   */
+  firstBadSeq: bigint;
+
+  /**
+   * @generated from field: string problem = 5;
+   */
+  problem: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.VerifyChainResponse.
+ * Use `create(VerifyChainResponseSchema)` to create a new message.
+ */
+export const VerifyChainResponseSchema: GenMessage<VerifyChainResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 13);
+
+/**
+ * SpendAction is the action a gate evaluates.
+ *
+ * @generated from message chaoscore.ledger.v1.SpendAction
+ */
+export type SpendAction = Message<"chaoscore.ledger.v1.SpendAction"> & {
+  /**
+   * @generated from field: string action = 1;
+   */
+  action: string;
+
+  /**
+   * @generated from field: string asset = 2;
+   */
+  asset: string;
+
+  /**
+   * @generated from field: double notional = 3;
+   */
+  notional: number;
+
+  /**
+   * @generated from field: optional double confidence = 4;
+   */
+  confidence?: number | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.SpendAction.
+ * Use `create(SpendActionSchema)` to create a new message.
+ */
+export const SpendActionSchema: GenMessage<SpendAction> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 14);
+
+/**
+ * @generated from message chaoscore.ledger.v1.EvaluateSpendGateRequest
+ */
+export type EvaluateSpendGateRequest = Message<"chaoscore.ledger.v1.EvaluateSpendGateRequest"> & {
+  /**
+   * The operator's named spend policy (e.g. equity, wire, rebalance).
+   *
+   * @generated from field: string policy_name = 1;
+   */
+  policyName: string;
+
+  /**
+   * @generated from field: chaoscore.ledger.v1.SpendAction action = 2;
+   */
+  action?: SpendAction | undefined;
+
+  /**
+   * A stricter policy the agent asks for; refused when looser on any field.
+   *
+   * @generated from field: google.protobuf.Struct agent_policy = 3;
+   */
+  agentPolicy?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.EvaluateSpendGateRequest.
+ * Use `create(EvaluateSpendGateRequestSchema)` to create a new message.
+ */
+export const EvaluateSpendGateRequestSchema: GenMessage<EvaluateSpendGateRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 15);
+
+/**
+ * @generated from message chaoscore.ledger.v1.EvaluateSpendGateResponse
+ */
+export type EvaluateSpendGateResponse = Message<"chaoscore.ledger.v1.EvaluateSpendGateResponse"> & {
+  /**
+   * LOCKED, HITL_REQUIRED or BLOCKED, with claims, reason, committed_today, content_hash,
+   * the policy applied and the ledger sequence of the recorded evaluation.
+   *
+   * @generated from field: google.protobuf.Struct result = 1;
+   */
+  result?: JsonObject | undefined;
+
+  /**
+   * @generated from field: string state = 2;
+   */
+  state: string;
+
+  /**
+   * @generated from field: string content_hash = 3;
+   */
+  contentHash: string;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 4;
+   */
+  ledgerSeq: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.EvaluateSpendGateResponse.
+ * Use `create(EvaluateSpendGateResponseSchema)` to create a new message.
+ */
+export const EvaluateSpendGateResponseSchema: GenMessage<EvaluateSpendGateResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 16);
+
+/**
+ * @generated from message chaoscore.ledger.v1.ApproveSpendRequest
+ */
+export type ApproveSpendRequest = Message<"chaoscore.ledger.v1.ApproveSpendRequest"> & {
+  /**
+   * The ledger sequence of the HITL_REQUIRED request (an EvaluateSpendGate or a
+   * RequestAuthorization entry): the action is read from the ledger, never restated, and the
+   * principal that asked cannot approve it (unless the answer came through elicitation).
+   *
+   * @generated from field: uint64 request_seq = 1;
+   */
+  requestSeq: bigint;
+
+  /**
+   * How the human answered: "approver_role" (the caller is an approver principal) or
+   * "elicitation" (the edge asked the person at the client).
+   *
+   * @generated from field: string approved_via = 2;
+   */
+  approvedVia: string;
+
+  /**
+   * For a RequestAuthorization entry: how long the receipt is valid (1..3600; 0 means 300).
+   *
+   * @generated from field: uint32 ttl_seconds = 3;
+   */
+  ttlSeconds: number;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ApproveSpendRequest.
+ * Use `create(ApproveSpendRequestSchema)` to create a new message.
+ */
+export const ApproveSpendRequestSchema: GenMessage<ApproveSpendRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 17);
+
+/**
+ * @generated from message chaoscore.ledger.v1.ApproveSpendResponse
+ */
+export type ApproveSpendResponse = Message<"chaoscore.ledger.v1.ApproveSpendResponse"> & {
+  /**
+   * @generated from field: google.protobuf.Struct result = 1;
+   */
+  result?: JsonObject | undefined;
+
+  /**
+   * @generated from field: string state = 2;
+   */
+  state: string;
+
+  /**
+   * @generated from field: string content_hash = 3;
+   */
+  contentHash: string;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 4;
+   */
+  ledgerSeq: bigint;
+
+  /**
+   * Set when the request was a finance reference call and the approval locked it.
+   *
+   * @generated from field: google.protobuf.Struct receipt = 5;
+   */
+  receipt?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ApproveSpendResponse.
+ * Use `create(ApproveSpendResponseSchema)` to create a new message.
+ */
+export const ApproveSpendResponseSchema: GenMessage<ApproveSpendResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 18);
+
+/**
+ * ToolCall is the call a receipt is bound to. Host-bound fields come from the operator's
+ * tenant configuration, never from here.
+ *
+ * @generated from message chaoscore.ledger.v1.ToolCall
+ */
+export type ToolCall = Message<"chaoscore.ledger.v1.ToolCall"> & {
   /**
    * @generated from field: string tool = 1;
    */
@@ -209,16 +612,160 @@ export type IssueReceiptRequest = Message<"chaoscore.ledger.v1.IssueReceiptReque
    * @generated from field: google.protobuf.Struct arguments = 3;
    */
   arguments?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ToolCall.
+ * Use `create(ToolCallSchema)` to create a new message.
+ */
+export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 19);
+
+/**
+ * StepBinding binds a receipt for a cognition step to the policy service's decision instead
+ * of the tenant's tool-approval policy: the capability is the tool, the tenant the resource.
+ * Only the cognition service sets it; the edge never fills it from a client's arguments.
+ *
+ * @generated from message chaoscore.ledger.v1.StepBinding
+ */
+export type StepBinding = Message<"chaoscore.ledger.v1.StepBinding"> & {
+  /**
+   * @generated from field: string policy_version = 1;
+   */
+  policyVersion: string;
 
   /**
-   * @generated from field: string decision = 4;
+   * low, medium, high or critical.
+   *
+   * @generated from field: string risk = 2;
+   */
+  risk: string;
+
+  /**
+   * The principal whose step it is; cognition has already refused a self-approval.
+   *
+   * @generated from field: string requester = 3;
+   */
+  requester: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.StepBinding.
+ * Use `create(StepBindingSchema)` to create a new message.
+ */
+export const StepBindingSchema: GenMessage<StepBinding> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 20);
+
+/**
+ * @generated from message chaoscore.ledger.v1.EvaluateToolApprovalRequest
+ */
+export type EvaluateToolApprovalRequest = Message<"chaoscore.ledger.v1.EvaluateToolApprovalRequest"> & {
+  /**
+   * @generated from field: chaoscore.ledger.v1.ToolCall call = 1;
+   */
+  call?: ToolCall | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.EvaluateToolApprovalRequest.
+ * Use `create(EvaluateToolApprovalRequestSchema)` to create a new message.
+ */
+export const EvaluateToolApprovalRequestSchema: GenMessage<EvaluateToolApprovalRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 21);
+
+/**
+ * @generated from message chaoscore.ledger.v1.EvaluateToolApprovalResponse
+ */
+export type EvaluateToolApprovalResponse = Message<"chaoscore.ledger.v1.EvaluateToolApprovalResponse"> & {
+  /**
+   * RECEIPT_REQUIRED or DENIED.
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string args_hash = 3;
+   */
+  argsHash: string;
+
+  /**
+   * @generated from field: string policy_version = 4;
+   */
+  policyVersion: string;
+
+  /**
+   * @generated from field: string risk = 5;
+   */
+  risk: string;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 6;
+   */
+  ledgerSeq: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.EvaluateToolApprovalResponse.
+ * Use `create(EvaluateToolApprovalResponseSchema)` to create a new message.
+ */
+export const EvaluateToolApprovalResponseSchema: GenMessage<EvaluateToolApprovalResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 22);
+
+/**
+ * @generated from message chaoscore.ledger.v1.IssueReceiptRequest
+ */
+export type IssueReceiptRequest = Message<"chaoscore.ledger.v1.IssueReceiptRequest"> & {
+  /**
+   * @generated from field: chaoscore.ledger.v1.ToolCall call = 1;
+   */
+  call?: ToolCall | undefined;
+
+  /**
+   * allow or deny.
+   *
+   * @generated from field: string decision = 2;
    */
   decision: string;
 
   /**
-   * @generated from field: uint32 ttl_seconds = 5;
+   * 1..3600; 0 means 300.
+   *
+   * @generated from field: uint32 ttl_seconds = 3;
    */
   ttlSeconds: number;
+
+  /**
+   * "approver_role" or "elicitation".
+   *
+   * @generated from field: string approved_via = 4;
+   */
+  approvedVia: string;
+
+  /**
+   * The ledger sequence of the recorded request (EvaluateToolApproval's RECEIPT_REQUIRED
+   * entry) for the same call: its principal is the requester, who cannot approve it.
+   *
+   * @generated from field: uint64 request_seq = 5;
+   */
+  requestSeq: bigint;
+
+  /**
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * Cognition steps instead of request_seq.
+   *
+   * @generated from field: chaoscore.ledger.v1.StepBinding step = 7;
+   */
+  step?: StepBinding | undefined;
 };
 
 /**
@@ -226,21 +773,28 @@ export type IssueReceiptRequest = Message<"chaoscore.ledger.v1.IssueReceiptReque
  * Use `create(IssueReceiptRequestSchema)` to create a new message.
  */
 export const IssueReceiptRequestSchema: GenMessage<IssueReceiptRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 7);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 23);
 
 /**
  * @generated from message chaoscore.ledger.v1.IssueReceiptResponse
  */
 export type IssueReceiptResponse = Message<"chaoscore.ledger.v1.IssueReceiptResponse"> & {
   /**
+   * The signed receipt, to be passed back whole.
+   *
    * @generated from field: google.protobuf.Struct receipt = 1;
    */
   receipt?: JsonObject | undefined;
 
   /**
-   * @generated from field: string signature = 2;
+   * @generated from field: google.protobuf.Struct decision_log = 2;
    */
-  signature: string;
+  decisionLog?: JsonObject | undefined;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 3;
+   */
+  ledgerSeq: bigint;
 };
 
 /**
@@ -248,36 +802,28 @@ export type IssueReceiptResponse = Message<"chaoscore.ledger.v1.IssueReceiptResp
  * Use `create(IssueReceiptResponseSchema)` to create a new message.
  */
 export const IssueReceiptResponseSchema: GenMessage<IssueReceiptResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 8);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 24);
 
 /**
  * @generated from message chaoscore.ledger.v1.AuthorizeRequest
  */
 export type AuthorizeRequest = Message<"chaoscore.ledger.v1.AuthorizeRequest"> & {
   /**
-   * @generated from field: google.protobuf.Struct receipt = 1;
+   * @generated from field: chaoscore.ledger.v1.ToolCall call = 1;
+   */
+  call?: ToolCall | undefined;
+
+  /**
+   * Absent: denied as allowlist_is_not_authorization (and recorded).
+   *
+   * @generated from field: google.protobuf.Struct receipt = 2;
    */
   receipt?: JsonObject | undefined;
 
   /**
-   * @generated from field: string signature = 2;
+   * @generated from field: chaoscore.ledger.v1.StepBinding step = 3;
    */
-  signature: string;
-
-  /**
-   * @generated from field: string tool = 3;
-   */
-  tool: string;
-
-  /**
-   * @generated from field: string resource = 4;
-   */
-  resource: string;
-
-  /**
-   * @generated from field: google.protobuf.Struct arguments = 5;
-   */
-  arguments?: JsonObject | undefined;
+  step?: StepBinding | undefined;
 };
 
 /**
@@ -285,7 +831,7 @@ export type AuthorizeRequest = Message<"chaoscore.ledger.v1.AuthorizeRequest"> &
  * Use `create(AuthorizeRequestSchema)` to create a new message.
  */
 export const AuthorizeRequestSchema: GenMessage<AuthorizeRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 9);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 25);
 
 /**
  * @generated from message chaoscore.ledger.v1.AuthorizeResponse
@@ -297,9 +843,28 @@ export type AuthorizeResponse = Message<"chaoscore.ledger.v1.AuthorizeResponse">
   authorized: boolean;
 
   /**
-   * @generated from field: string reason_code = 2;
+   * AUTHORIZED or the stable reason code of the denial.
+   *
+   * @generated from field: string code = 2;
    */
-  reasonCode: string;
+  code: string;
+
+  /**
+   * The check that decided.
+   *
+   * @generated from field: string step = 3;
+   */
+  step: string;
+
+  /**
+   * @generated from field: string args_hash = 4;
+   */
+  argsHash: string;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 5;
+   */
+  ledgerSeq: bigint;
 };
 
 /**
@@ -307,81 +872,191 @@ export type AuthorizeResponse = Message<"chaoscore.ledger.v1.AuthorizeResponse">
  * Use `create(AuthorizeResponseSchema)` to create a new message.
  */
 export const AuthorizeResponseSchema: GenMessage<AuthorizeResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 10);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 26);
 
 /**
- * @generated from message chaoscore.ledger.v1.EvaluateSpendGateRequest
+ * @generated from message chaoscore.ledger.v1.RequestAuthorizationRequest
  */
-export type EvaluateSpendGateRequest = Message<"chaoscore.ledger.v1.EvaluateSpendGateRequest"> & {
+export type RequestAuthorizationRequest = Message<"chaoscore.ledger.v1.RequestAuthorizationRequest"> & {
   /**
-   * @generated from field: string policy_name = 1;
+   * place_equity_order, wire_treasury_transfer or rebalance_portfolio.
+   *
+   * @generated from field: string tool = 1;
    */
-  policyName: string;
+  tool: string;
 
   /**
-   * @generated from field: string action = 2;
+   * @generated from field: google.protobuf.Struct arguments = 2;
    */
-  action: string;
+  arguments?: JsonObject | undefined;
 
   /**
-   * @generated from field: string asset = 3;
+   * How long a receipt issued now is valid (1..3600; 0 means 300).
+   *
+   * @generated from field: uint32 ttl_seconds = 3;
    */
-  asset: string;
-
-  /**
-   * @generated from field: double notional = 4;
-   */
-  notional: number;
-
-  /**
-   * @generated from field: optional double confidence = 5;
-   */
-  confidence?: number | undefined;
+  ttlSeconds: number;
 };
 
 /**
- * Describes the message chaoscore.ledger.v1.EvaluateSpendGateRequest.
- * Use `create(EvaluateSpendGateRequestSchema)` to create a new message.
+ * Describes the message chaoscore.ledger.v1.RequestAuthorizationRequest.
+ * Use `create(RequestAuthorizationRequestSchema)` to create a new message.
  */
-export const EvaluateSpendGateRequestSchema: GenMessage<EvaluateSpendGateRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 11);
+export const RequestAuthorizationRequestSchema: GenMessage<RequestAuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 27);
 
 /**
- * @generated from message chaoscore.ledger.v1.EvaluateSpendGateResponse
+ * @generated from message chaoscore.ledger.v1.RequestAuthorizationResponse
  */
-export type EvaluateSpendGateResponse = Message<"chaoscore.ledger.v1.EvaluateSpendGateResponse"> & {
+export type RequestAuthorizationResponse = Message<"chaoscore.ledger.v1.RequestAuthorizationResponse"> & {
   /**
-   * @generated from field: string state = 1;
+   * AUTHORIZED (receipt set: the gate locked it under the HITL threshold), HITL_REQUIRED
+   * (approve with ApproveSpend and this response's ledger_seq) or DENIED.
+   *
+   * @generated from field: string status = 1;
    */
-  state: string;
+  status: string;
 
   /**
-   * @generated from field: string reason = 2;
+   * @generated from field: string code = 2;
    */
-  reason: string;
+  code: string;
 
   /**
-   * @generated from field: string content_hash = 3;
+   * @generated from field: google.protobuf.Struct receipt = 3;
    */
-  contentHash: string;
+  receipt?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct gate = 4;
+   */
+  gate?: JsonObject | undefined;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 5;
+   */
+  ledgerSeq: bigint;
 };
 
 /**
- * Describes the message chaoscore.ledger.v1.EvaluateSpendGateResponse.
- * Use `create(EvaluateSpendGateResponseSchema)` to create a new message.
+ * Describes the message chaoscore.ledger.v1.RequestAuthorizationResponse.
+ * Use `create(RequestAuthorizationResponseSchema)` to create a new message.
  */
-export const EvaluateSpendGateResponseSchema: GenMessage<EvaluateSpendGateResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 12);
+export const RequestAuthorizationResponseSchema: GenMessage<RequestAuthorizationResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 28);
 
 /**
- * DRAFT: finished by the ledger issue. LedgerService holds approval receipts,
- * single-use nonces, the CHP spend gate and the per-tenant tamper-evident audit log.
+ * @generated from message chaoscore.ledger.v1.ExecuteReferenceToolRequest
+ */
+export type ExecuteReferenceToolRequest = Message<"chaoscore.ledger.v1.ExecuteReferenceToolRequest"> & {
+  /**
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * @generated from field: google.protobuf.Struct arguments = 2;
+   */
+  arguments?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct receipt = 3;
+   */
+  receipt?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ExecuteReferenceToolRequest.
+ * Use `create(ExecuteReferenceToolRequestSchema)` to create a new message.
+ */
+export const ExecuteReferenceToolRequestSchema: GenMessage<ExecuteReferenceToolRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 29);
+
+/**
+ * @generated from message chaoscore.ledger.v1.ExecuteReferenceToolResponse
+ */
+export type ExecuteReferenceToolResponse = Message<"chaoscore.ledger.v1.ExecuteReferenceToolResponse"> & {
+  /**
+   * @generated from field: bool executed = 1;
+   */
+  executed: boolean;
+
+  /**
+   * EXECUTED or a short reason code: policy_deny, expired, replay, args_changed,
+   * missing_receipt, ambiguous_policy.
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * The detailed authorization code behind a short one.
+   *
+   * @generated from field: string detail_code = 3;
+   */
+  detailCode: string;
+
+  /**
+   * @generated from field: google.protobuf.Struct result = 4;
+   */
+  result?: JsonObject | undefined;
+
+  /**
+   * @generated from field: uint64 ledger_seq = 5;
+   */
+  ledgerSeq: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ExecuteReferenceToolResponse.
+ * Use `create(ExecuteReferenceToolResponseSchema)` to create a new message.
+ */
+export const ExecuteReferenceToolResponseSchema: GenMessage<ExecuteReferenceToolResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 30);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetInfoRequest
+ */
+export type GetInfoRequest = Message<"chaoscore.ledger.v1.GetInfoRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetInfoRequest.
+ * Use `create(GetInfoRequestSchema)` to create a new message.
+ */
+export const GetInfoRequestSchema: GenMessage<GetInfoRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 31);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetInfoResponse
+ */
+export type GetInfoResponse = Message<"chaoscore.ledger.v1.GetInfoResponse"> & {
+  /**
+   * @generated from field: google.protobuf.Struct info = 1;
+   */
+  info?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetInfoResponse.
+ * Use `create(GetInfoResponseSchema)` to create a new message.
+ */
+export const GetInfoResponseSchema: GenMessage<GetInfoResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 32);
+
+/**
+ * LedgerService is what a security reviewer trusts: the per-tenant tamper-evident audit log
+ * (hash chain, RFC 6962 Merkle tree, signed C2SP checkpoints), approval receipts with
+ * single-use nonces, and the CHP Profile B spend gate. The tenant, principal and session come
+ * from the signed call context, never from a request. Every decision an RPC makes is in the
+ * ledger before the RPC returns; if the ledger cannot be written the RPC fails (UNAVAILABLE),
+ * it never answers with an unrecorded decision.
  *
  * @generated from service chaoscore.ledger.v1.LedgerService
  */
 export const LedgerService: GenService<{
   /**
-   * Append adds an audit entry; durable before it returns.
+   * Append records an event (an executor decision, an outcome); durable before it returns.
    *
    * @generated from rpc chaoscore.ledger.v1.LedgerService.Append
    */
@@ -391,7 +1066,7 @@ export const LedgerService: GenService<{
     output: typeof AppendResponseSchema;
   },
   /**
-   * ListEntries pages through the tenant's audit entries.
+   * ListEntries pages through the tenant's audit entries in sequence order.
    *
    * @generated from rpc chaoscore.ledger.v1.LedgerService.ListEntries
    */
@@ -401,7 +1076,7 @@ export const LedgerService: GenService<{
     output: typeof ListEntriesResponseSchema;
   },
   /**
-   * GetCheckpoint returns the latest signed checkpoint.
+   * GetCheckpoint returns the latest signed checkpoint and the key that verifies it.
    *
    * @generated from rpc chaoscore.ledger.v1.LedgerService.GetCheckpoint
    */
@@ -409,6 +1084,67 @@ export const LedgerService: GenService<{
     methodKind: "unary";
     input: typeof GetCheckpointRequestSchema;
     output: typeof GetCheckpointResponseSchema;
+  },
+  /**
+   * GetInclusionProof proves that one entry is in the tree of a given size.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.GetInclusionProof
+   */
+  getInclusionProof: {
+    methodKind: "unary";
+    input: typeof GetInclusionProofRequestSchema;
+    output: typeof GetInclusionProofResponseSchema;
+  },
+  /**
+   * GetConsistencyProof proves that a smaller tree is a prefix of a larger one.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.GetConsistencyProof
+   */
+  getConsistencyProof: {
+    methodKind: "unary";
+    input: typeof GetConsistencyProofRequestSchema;
+    output: typeof GetConsistencyProofResponseSchema;
+  },
+  /**
+   * VerifyChain recomputes the hash chain and the checkpoints of the tenant's log.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.VerifyChain
+   */
+  verifyChain: {
+    methodKind: "unary";
+    input: typeof VerifyChainRequestSchema;
+    output: typeof VerifyChainResponseSchema;
+  },
+  /**
+   * EvaluateSpendGate applies CHP Profile B with the operator's named policy and the
+   * ledger's own committed-today total; BLOCKED is recorded as policy_deny.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.EvaluateSpendGate
+   */
+  evaluateSpendGate: {
+    methodKind: "unary";
+    input: typeof EvaluateSpendGateRequestSchema;
+    output: typeof EvaluateSpendGateResponseSchema;
+  },
+  /**
+   * ApproveSpend is the human approval of a HITL_REQUIRED spend (never of a BLOCKED one).
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.ApproveSpend
+   */
+  approveSpend: {
+    methodKind: "unary";
+    input: typeof ApproveSpendRequestSchema;
+    output: typeof ApproveSpendResponseSchema;
+  },
+  /**
+   * EvaluateToolApproval inspects a call against the tenant's tool-approval policy.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.EvaluateToolApproval
+   */
+  evaluateToolApproval: {
+    methodKind: "unary";
+    input: typeof EvaluateToolApprovalRequestSchema;
+    output: typeof EvaluateToolApprovalResponseSchema;
   },
   /**
    * IssueReceipt signs an approval receipt (approver principals or human elicitation only).
@@ -421,7 +1157,7 @@ export const LedgerService: GenService<{
     output: typeof IssueReceiptResponseSchema;
   },
   /**
-   * Authorize checks a receipt against a call and consumes its nonce.
+   * Authorize checks a receipt against a call and consumes its nonce once.
    *
    * @generated from rpc chaoscore.ledger.v1.LedgerService.Authorize
    */
@@ -431,14 +1167,35 @@ export const LedgerService: GenService<{
     output: typeof AuthorizeResponseSchema;
   },
   /**
-   * EvaluateSpendGate applies CHP Profile B to an action.
+   * RequestAuthorization evaluates a finance reference call and returns a receipt bound to
+   * it, a HITL requirement, or a recorded denial.
    *
-   * @generated from rpc chaoscore.ledger.v1.LedgerService.EvaluateSpendGate
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.RequestAuthorization
    */
-  evaluateSpendGate: {
+  requestAuthorization: {
     methodKind: "unary";
-    input: typeof EvaluateSpendGateRequestSchema;
-    output: typeof EvaluateSpendGateResponseSchema;
+    input: typeof RequestAuthorizationRequestSchema;
+    output: typeof RequestAuthorizationResponseSchema;
+  },
+  /**
+   * ExecuteReferenceTool runs a synthetic finance tool after its receipt authorizes it.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.ExecuteReferenceTool
+   */
+  executeReferenceTool: {
+    methodKind: "unary";
+    input: typeof ExecuteReferenceToolRequestSchema;
+    output: typeof ExecuteReferenceToolResponseSchema;
+  },
+  /**
+   * GetInfo describes the protocol: versions, reason codes, receipt schema, verification keys.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.GetInfo
+   */
+  getInfo: {
+    methodKind: "unary";
+    input: typeof GetInfoRequestSchema;
+    output: typeof GetInfoResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_ledger_v1_ledger, 0);

@@ -1,0 +1,47 @@
+import { APP_ROLE, migrate, type Db, type Migration } from "@chaos-core/kit";
+
+/** The schema the council service owns. Nothing else reads or writes it. */
+export const COUNCIL_SCHEMA = "council";
+
+/**
+ * The council service's migrations, forward-only. The same SQL runs on Postgres and PGlite.
+ *
+ * - One row per session: the domain's state is one JSON document, read and written whole, so
+ *   a session is never half-saved and the domain stays free of SQL.
+ * - `state` is `json`, not `jsonb`: it keeps the exact text the service wrote. jsonb re-orders
+ *   object keys, and a session reloaded after a restart (or by another replica) must produce
+ *   the same results, in the same order, as before; nothing queries inside the document.
+ * - `version` is the optimistic-concurrency token: an update names the version it read.
+ * - The primary key starts with `tenant_id`, so the same id under two tenants can never
+ *   collide, and a collision could not tell one tenant that another holds an id.
+ * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.
+ */
+export const COUNCIL_MIGRATIONS: Migration[] = [
+  {
+    id: "0001_sessions",
+    sql: `
+      CREATE TABLE council.sessions (
+        tenant_id  text NOT NULL,
+        id         uuid NOT NULL,
+        state      json NOT NULL,
+        version    integer NOT NULL CHECK (version >= 1),
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (tenant_id, id)
+      );
+
+      ALTER TABLE council.sessions ENABLE ROW LEVEL SECURITY;
+      ALTER TABLE council.sessions FORCE ROW LEVEL SECURITY;
+      CREATE POLICY sessions_tenant_isolation ON council.sessions
+        USING (tenant_id = current_setting('app.tenant_id', true))
+        WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
+
+      GRANT SELECT, INSERT, UPDATE ON council.sessions TO ${APP_ROLE};
+    `,
+  },
+];
+
+/** Applies the council migrations (idempotent, safe for concurrent replicas); returns the ids applied now. */
+export function migrateCouncil(db: Db): Promise<string[]> {
+  return migrate(db, COUNCIL_SCHEMA, COUNCIL_MIGRATIONS);
+}

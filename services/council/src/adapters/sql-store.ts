@@ -1,0 +1,122 @@
+import { ChaosError, type Db } from "@chaos-core/kit";
+import {
+  isSessionId,
+  SESSION_STATE_MAX_BYTES,
+  type CouncilSessionStore,
+  type SessionState,
+  type StoredSession,
+} from "../session-store.js";
+
+/** Options of {@link createSqlCouncilStore}. */
+export interface SqlCouncilStoreOptions {
+  /** The clock created_at and updated_at come from; tests pin it. */
+  now?: () => Date;
+}
+
+interface SessionRow {
+  id: string;
+  state_json: string;
+  version: number;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+const COLUMNS = "id::text AS id, state::text AS state_json, version, created_at, updated_at";
+
+function toDate(v: Date | string): Date {
+  return v instanceof Date ? v : new Date(v);
+}
+
+function toStored(row: SessionRow): StoredSession {
+  return {
+    id: row.id,
+    state: JSON.parse(row.state_json) as SessionState,
+    version: Number(row.version),
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+  };
+}
+
+function checkId(id: string): void {
+  // Checked here too (the handlers check first), so a bad id never reaches the uuid cast as
+  // an SQL error, which would surface as "internal".
+  if (!isSessionId(id)) throw new ChaosError("invalid_argument", "sessionId must be a session id issued by council_init (a UUID)");
+}
+
+function encodeState(state: SessionState): string {
+  const json = JSON.stringify(state);
+  const bytes = Buffer.byteLength(json, "utf8");
+  if (bytes > SESSION_STATE_MAX_BYTES) {
+    throw new ChaosError(
+      "resource_exhausted",
+      `the session would be ${bytes} bytes as JSON; the limit is ${SESSION_STATE_MAX_BYTES} bytes: start a new session`,
+    );
+  }
+  return json;
+}
+
+/**
+ * The council session store over a kit {@link Db}: the same SQL on Postgres and on embedded
+ * PGlite, every statement inside a tenant transaction, so row-level security applies. Updates
+ * are compare-and-set on `version`. Run {@link migrateCouncil} first.
+ */
+export function createSqlCouncilStore(db: Db, options: SqlCouncilStoreOptions = {}): CouncilSessionStore {
+  const now = options.now ?? (() => new Date());
+
+  return {
+    async get(tenant, id) {
+      checkId(id);
+      const res = await db.tenantTx(tenant, (q) =>
+        q.query<SessionRow>(`SELECT ${COLUMNS} FROM council.sessions WHERE tenant_id = $1 AND id = $2::uuid`, [tenant, id]),
+      );
+      const row = res.rows[0];
+      return row ? toStored(row) : undefined;
+    },
+
+    async create(tenant, id, state) {
+      checkId(id);
+      const json = encodeState(state);
+      const at = now().toISOString();
+      const res = await db.tenantTx(tenant, (q) =>
+        q.query<SessionRow>(
+          `INSERT INTO council.sessions (tenant_id, id, state, version, created_at, updated_at)
+           VALUES ($1, $2::uuid, $3::json, 1, $4::timestamptz, $4::timestamptz)
+           ON CONFLICT (tenant_id, id) DO NOTHING
+           RETURNING ${COLUMNS}`,
+          [tenant, id, json, at],
+        ),
+      );
+      const row = res.rows[0];
+      if (!row) throw new ChaosError("already_exists", `session ${id} already exists`);
+      return toStored(row);
+    },
+
+    async update(tenant, id, state, expectedVersion) {
+      checkId(id);
+      const json = encodeState(state);
+      const at = now().toISOString();
+      return db.tenantTx(tenant, async (q) => {
+        const res = await q.query<SessionRow>(
+          `UPDATE council.sessions SET state = $3::json, version = version + 1, updated_at = $4::timestamptz
+            WHERE tenant_id = $1 AND id = $2::uuid AND version = $5
+            RETURNING ${COLUMNS}`,
+          [tenant, id, json, at, expectedVersion],
+        );
+        const row = res.rows[0];
+        if (row) return toStored(row);
+        // No row: either the version moved on or there is no such session (for this tenant;
+        // row-level security makes another tenant's session look absent, as it must).
+        const current = await q.query<{ version: number }>(
+          "SELECT version FROM council.sessions WHERE tenant_id = $1 AND id = $2::uuid",
+          [tenant, id],
+        );
+        const found = current.rows[0];
+        if (!found) throw new ChaosError("not_found", `session ${id} was not found`);
+        throw new ChaosError(
+          "conflict",
+          `session ${id} changed while this call ran (version ${Number(found.version)}, expected ${expectedVersion}); read it again and retry`,
+        );
+      });
+    },
+  };
+}

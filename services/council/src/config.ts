@@ -1,0 +1,51 @@
+import { envVars, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { z } from "zod";
+
+/** Where the council service keeps its sessions. */
+export type CouncilStorageConfig =
+  | { readonly kind: "postgres"; readonly url: string }
+  /** Embedded PGlite under `dataDir`; see {@link openCouncilDb} for the layout and lock. */
+  | { readonly kind: "pglite"; readonly dataDir: string };
+
+/** The council service's configuration, parsed once at start. */
+export interface CouncilConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly storage: CouncilStorageConfig;
+  /** The HMAC key call contexts are verified with; there is deliberately no default. */
+  readonly contextKey: string;
+  readonly logLevel: (typeof LOG_LEVELS)[number];
+}
+
+/** The port the council service listens on unless PORT says otherwise. */
+export const COUNCIL_DEFAULT_PORT = 50055;
+
+const schema = z
+  .object({
+    HOST: envVars.host(),
+    PORT: envVars.port(COUNCIL_DEFAULT_PORT),
+    DATABASE_URL: envVars.postgresUrl(),
+    CHAOS_CORE_DATA_DIR: z.string().optional(),
+    CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    LOG_LEVEL: envVars.logLevel(),
+  })
+  .superRefine(requireStorage("embedded PGlite"));
+
+/**
+ * Reads the council service's configuration from an environment record (`process.env` unless
+ * given). `DATABASE_URL` wins over `CHAOS_CORE_DATA_DIR` when both are set, so a cluster
+ * deployment never silently falls back to a local file. Throws `ConfigError` naming every
+ * bad variable.
+ */
+export function loadCouncilConfig(env: Env = process.env): CouncilConfig {
+  const e = parseEnv(schema, env);
+  return {
+    host: e.HOST,
+    port: e.PORT,
+    storage: e.DATABASE_URL
+      ? { kind: "postgres", url: e.DATABASE_URL }
+      : { kind: "pglite", dataDir: e.CHAOS_CORE_DATA_DIR as string },
+    contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    logLevel: e.LOG_LEVEL,
+  };
+}

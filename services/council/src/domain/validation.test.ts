@@ -1,0 +1,72 @@
+import { ChaosError } from "@chaos-core/kit";
+import { describe, expect, it } from "vitest";
+import { DECOMPILE_OUTPUT, DESIGN_OUTPUT, VERIFY_OUTPUT } from "./examples.js";
+import { RULESET } from "./ruleset.js";
+import { validateOutput } from "./validation.js";
+
+function refusal(fn: () => unknown): ChaosError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ChaosError) return err;
+    throw err;
+  }
+  throw new Error("expected a ChaosError");
+}
+
+describe("validateOutput", () => {
+  it("accepts the example outputs and normalises string decisions to objects", () => {
+    const out = validateOutput("decompile", { ...DECOMPILE_OUTPUT, decisions: ["Split the work in two"] }, RULESET);
+    expect(out.decisions).toEqual([{ text: "Split the work in two" }]);
+    expect(validateOutput("design", DESIGN_OUTPUT, RULESET).recommended).toBe(DESIGN_OUTPUT.recommended);
+  });
+
+  it("names a missing required field", () => {
+    const { criticalQuestions: _omit, ...rest } = DECOMPILE_OUTPUT;
+    const err = refusal(() => validateOutput("decompile", rest, RULESET));
+    expect(err.code).toBe("invalid_argument");
+    expect(err.message).toContain("output.criticalQuestions: is required");
+  });
+
+  it("names the path of a wrong type deep inside a list", () => {
+    const bad = { ...DESIGN_OUTPUT, approaches: [DESIGN_OUTPUT.approaches[0], { ...DESIGN_OUTPUT.approaches[1], pros: "simple" }] };
+    const err = refusal(() => validateOutput("design", bad, RULESET));
+    expect(err.message).toContain("output.approaches[1].pros: expected array");
+  });
+
+  it("names a bad enum value and an out-of-range number", () => {
+    const bad = { ...DECOMPILE_OUTPUT, confidence: 85, claims: [{ text: "x y", certainty: "sure" }] };
+    const err = refusal(() => validateOutput("decompile", bad, RULESET));
+    expect(err.message).toContain("output.confidence: must be at most 1");
+    expect(err.message).toContain('output.claims[0].certainty: must be one of "confirmed", "likely"');
+  });
+
+  it("refuses oversized text and too many items with the limit", () => {
+    const long = "a".repeat(RULESET.limits.maxStringChars + 1);
+    expect(refusal(() => validateOutput("decompile", { ...DECOMPILE_OUTPUT, summary: long }, RULESET)).message).toContain(
+      `output.summary: too long (at most ${RULESET.limits.maxStringChars} characters)`,
+    );
+    const many = Array.from({ length: RULESET.limits.maxListItems + 1 }, (_, i) => `constraint ${i}`);
+    expect(refusal(() => validateOutput("decompile", { ...DECOMPILE_OUTPUT, constraints: many }, RULESET)).message).toContain(
+      `output.constraints: too many items (at most ${RULESET.limits.maxListItems})`,
+    );
+  });
+
+  it("refuses an output larger than the total limit before parsing it", () => {
+    const huge = Array.from({ length: 15 }, () => "b".repeat(RULESET.limits.maxStringChars));
+    const err = refusal(() => validateOutput("synthesis", { summary: "s", implementation: huge, testing: huge, warnings: [] }, RULESET));
+    expect(err.message).toMatch(/^output: too large/);
+  });
+
+  it("refuses unknown fields and lists the accepted ones", () => {
+    const err = refusal(() => validateOutput("verify", { ...VERIFY_OUTPUT, verdict: "approve" }, RULESET));
+    expect(err.message).toContain('output: unknown field(s) "verdict"; verify accepts summary, checks');
+  });
+
+  it("refuses an output that is not an object, and an empty summary", () => {
+    expect(refusal(() => validateOutput("design", "a design", RULESET)).message).toContain("output: must be an object");
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, summary: "   " }, RULESET)).message).toContain(
+      "output.summary: must not be empty",
+    );
+  });
+});

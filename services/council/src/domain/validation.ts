@@ -1,0 +1,237 @@
+import { ChaosError } from "@chaos-core/kit";
+import { z } from "zod";
+import { type Phase } from "./phases.js";
+import { type Ruleset } from "./ruleset.js";
+
+/** How sure a claim is, from verified to a working hypothesis. */
+export const CERTAINTIES = ["confirmed", "likely", "uncertain", "unknown", "assumption"] as const;
+export type Certainty = (typeof CERTAINTIES)[number];
+
+/** Severity of a vulnerability and risk level of a critique, lowest first. */
+export const SEVERITIES = ["low", "medium", "high", "critical"] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+/** A statement with how sure its author is and where it comes from. */
+export interface Claim {
+  text: string;
+  certainty: Certainty;
+  source?: string | undefined;
+}
+
+/** What the author knows, assumes, does not know and wants verified. */
+export interface KnowledgeBoundary {
+  whatIKnow: string[];
+  whatIAssume: string[];
+  whatIDontKnow: string[];
+  needsVerification: string[];
+}
+
+/** A decision; a plain string in the input becomes `{text}`. */
+export interface DecisionItem {
+  text: string;
+  rationale?: string | undefined;
+  alternatives?: string[] | undefined;
+}
+
+/** One candidate approach of a design. */
+export interface Approach {
+  name: string;
+  description: string;
+  pros: string[];
+  cons: string[];
+}
+
+/** One finding of a critique. */
+export interface Vulnerability {
+  description: string;
+  severity: Severity;
+  area?: string | undefined;
+  mitigation?: string | undefined;
+}
+
+/** One check a verify ran. */
+export interface Check {
+  name: string;
+  passed: boolean;
+  details?: string | undefined;
+}
+
+/**
+ * A validated phase output. Every field of every phase is listed; which are required for a
+ * given phase is data (`ruleset.fields`), so the type leaves them optional.
+ */
+export interface PhaseOutput {
+  summary: string;
+  decisions?: DecisionItem[];
+  constraints?: string[];
+  confidence?: number;
+  criticalQuestions?: string[];
+  claims?: Claim[];
+  knowledgeBoundary?: KnowledgeBoundary;
+  components?: string[];
+  approaches?: Approach[];
+  justification?: string;
+  tradeoffs?: string[];
+  recommended?: string;
+  vulnerabilities?: Vulnerability[];
+  riskLevel?: Severity;
+  mitigation?: string[];
+  implementation?: string[];
+  testing?: string[];
+  warnings?: string[];
+  checks?: Check[];
+  passedCount?: number;
+  failedCount?: number;
+  finalConfidence?: number;
+  decision?: "approve" | "reject";
+  recommendations?: string[];
+}
+
+function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
+  const str = z.string().trim().min(1).max(r.limits.maxStringChars);
+  const list = <T extends z.ZodType>(item: T) => z.array(item).max(r.limits.maxListItems);
+  const strings = list(str);
+  const unit = z.number().min(0).max(1);
+  const claim = z.strictObject({ text: str, certainty: z.enum(CERTAINTIES), source: str.optional() });
+  return {
+    summary: str,
+    decisions: list(
+      // A bare string is the common case for a quick decision; keep one shape downstream.
+      z.preprocess(
+        (v) => (typeof v === "string" ? { text: v } : v),
+        z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() }),
+      ),
+    ),
+    constraints: strings,
+    confidence: unit,
+    criticalQuestions: strings,
+    claims: list(claim),
+    knowledgeBoundary: z.strictObject({
+      whatIKnow: strings.default([]),
+      whatIAssume: strings.default([]),
+      whatIDontKnow: strings.default([]),
+      needsVerification: strings.default([]),
+    }),
+    components: strings,
+    approaches: list(
+      z.strictObject({ name: str, description: str, pros: strings.default([]), cons: strings.default([]) }),
+    ),
+    justification: str,
+    tradeoffs: strings,
+    recommended: str,
+    vulnerabilities: list(
+      z.strictObject({ description: str, severity: z.enum(SEVERITIES), area: str.optional(), mitigation: str.optional() }),
+    ),
+    riskLevel: z.enum(SEVERITIES),
+    mitigation: strings,
+    implementation: strings,
+    testing: strings,
+    warnings: strings,
+    checks: list(z.strictObject({ name: str, passed: z.boolean(), details: str.optional() })),
+    passedCount: z.number().int().min(0),
+    failedCount: z.number().int().min(0),
+    finalConfidence: unit,
+    decision: z.enum(["approve", "reject"]),
+    recommendations: strings,
+  };
+}
+
+const schemaCache = new WeakMap<Ruleset, Map<Phase, z.ZodType>>();
+
+/** The zod schema of one phase's output, built from the ruleset's field lists (once per ruleset). */
+export function phaseSchema(phase: Phase, r: Ruleset): z.ZodType {
+  let byPhase = schemaCache.get(r);
+  if (!byPhase) schemaCache.set(r, (byPhase = new Map()));
+  let schema = byPhase.get(phase);
+  if (!schema) byPhase.set(phase, (schema = buildSchema(phase, r)));
+  return schema;
+}
+
+function buildSchema(phase: Phase, r: Ruleset): z.ZodType {
+  const all = fieldSchemas(r);
+  const shape: Record<string, z.ZodType> = {};
+  const { required, optional } = r.fields[phase];
+  for (const name of required) shape[name] = pick(all, name);
+  for (const name of optional) shape[name] = pick(all, name).optional();
+  return z.strictObject(shape);
+}
+
+function pick(all: Record<string, z.ZodType>, name: string): z.ZodType {
+  const schema = all[name];
+  // A ruleset naming a field no schema knows is a programming error, not a caller's.
+  if (!schema) throw new ChaosError("internal", `ruleset names unknown output field "${name}"`);
+  return schema;
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = "output";
+  for (const key of path) out += typeof key === "number" ? `[${key}]` : `.${String(key)}`;
+  return out;
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let cur = input;
+  for (const key of path) {
+    if (typeof cur !== "object" || cur === null) return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[key];
+  }
+  return cur;
+}
+
+function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r: Ruleset): string {
+  const path = formatPath(issue.path);
+  const missing = issue.path.length > 0 && valueAt(input, issue.path) === undefined;
+  switch (issue.code) {
+    case "invalid_type":
+      return missing
+        ? `${path}: is required (expected ${issue.expected})`
+        : `${path}: ${issue.message.replace(/^Invalid input: /, "")}`;
+    case "unrecognized_keys":
+      return `${path}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}; ${phase} accepts ${[
+        ...r.fields[phase].required,
+        ...r.fields[phase].optional,
+      ].join(", ")}`;
+    case "too_big":
+      return issue.origin === "string"
+        ? `${path}: too long (at most ${String(issue.maximum)} characters)`
+        : issue.origin === "array"
+          ? `${path}: too many items (at most ${String(issue.maximum)})`
+          : `${path}: must be at most ${String(issue.maximum)}`;
+    case "too_small":
+      return issue.origin === "string" ? `${path}: must not be empty` : `${path}: must be at least ${String(issue.minimum)}`;
+    case "invalid_value":
+      return `${path}: ${missing ? "is required, " : ""}must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+    default:
+      return `${path}: ${issue.message}`;
+  }
+}
+
+/** How many problems one error message lists; the rest are counted, to keep it readable. */
+const LISTED_ISSUES = 5;
+
+/**
+ * Validates a phase output against the phase's fields and the ruleset's limits. Returns the
+ * normalised output (trimmed strings, decisions as objects, boundary lists defaulted) or throws
+ * `invalid_argument` naming every offending field path.
+ */
+export function validateOutput(phase: Phase, output: unknown, r: Ruleset): PhaseOutput {
+  if (typeof output !== "object" || output === null || Array.isArray(output)) {
+    throw new ChaosError(
+      "invalid_argument",
+      `output: must be an object with the ${phase} fields (${r.fields[phase].required.join(", ")})`,
+    );
+  }
+  // Measured before parsing so an oversized payload is refused before any work on it.
+  const size = JSON.stringify(output).length;
+  if (size > r.limits.maxOutputChars) {
+    throw new ChaosError(
+      "invalid_argument",
+      `output: too large (${size} characters as JSON, at most ${r.limits.maxOutputChars})`,
+    );
+  }
+  const parsed = phaseSchema(phase, r).safeParse(output);
+  if (parsed.success) return parsed.data as PhaseOutput;
+  const issues = parsed.error.issues.map((i) => describeIssue(i, output, phase, r));
+  const more = issues.length > LISTED_ISSUES ? `; and ${issues.length - LISTED_ISSUES} more` : "";
+  throw new ChaosError("invalid_argument", `invalid ${phase} output: ${issues.slice(0, LISTED_ISSUES).join("; ")}${more}`);
+}

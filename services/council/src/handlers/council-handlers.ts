@@ -1,0 +1,241 @@
+import { randomUUID } from "node:crypto";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import { ChaosError, type ServiceImpl } from "@chaos-core/kit";
+import type { CouncilService, PersonaBriefSchema } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
+import {
+  continueSession,
+  createSession,
+  personaBrief,
+  PHASES,
+  recallSession,
+  saveOutput,
+  scoreSession,
+  verifyClaims,
+  type CouncilSession,
+  type Phase,
+  type PersonaBrief,
+} from "../domain/engine.js";
+import { isSessionId, type CouncilSessionStore, type SessionState } from "../session-store.js";
+
+// Handlers map proto <-> domain, load and store sessions, and nothing else: validation,
+// scoring and every message a model reads live in the domain, so the in-process and gRPC
+// paths cannot drift apart.
+
+/** Options of {@link createCouncilHandlers}. */
+export interface CouncilHandlerOptions {
+  /** The clock the domain stamps sessions with; tests pin it. */
+  now?: () => Date;
+  /** Issues session ids; a random UUID unless a test pins it. */
+  newId?: () => string;
+  /** How many times a save is re-applied when another call updated the session meanwhile (default 3). */
+  conflictRetries?: number;
+}
+
+const RECALL_FORMATS = ["full", "summary", "decisions"] as const;
+type RecallFormat = (typeof RECALL_FORMATS)[number];
+
+/** Verify modes as callers name them: "all" (the tools' word, from the seed) is the domain's "both". */
+const VERIFY_MODES = { contradiction: "contradiction", grounding: "grounding", all: "both", both: "both" } as const;
+
+function requireSessionId(id: string): string {
+  if (!isSessionId(id)) {
+    throw new ChaosError("invalid_argument", "sessionId must be a session id issued by council_init (a UUID)");
+  }
+  return id;
+}
+
+function recallFormat(format: string): RecallFormat {
+  if (format === "") return "full";
+  if ((RECALL_FORMATS as readonly string[]).includes(format)) return format as RecallFormat;
+  throw new ChaosError("invalid_argument", `format must be one of ${RECALL_FORMATS.join(", ")}; got ${JSON.stringify(format)}`);
+}
+
+function verifyMode(mode: string): (typeof VERIFY_MODES)[keyof typeof VERIFY_MODES] {
+  if (mode === "") return "both";
+  if (Object.hasOwn(VERIFY_MODES, mode)) return VERIFY_MODES[mode as keyof typeof VERIFY_MODES];
+  throw new ChaosError("invalid_argument", `mode must be one of contradiction, grounding, all; got ${JSON.stringify(mode)}`);
+}
+
+function phaseOf(name: string): Phase {
+  if ((PHASES as readonly string[]).includes(name)) return name as Phase;
+  throw new ChaosError("invalid_argument", `phase must be one of ${PHASES.join(", ")}; got ${JSON.stringify(name)}`);
+}
+
+/**
+ * A domain result as the JSON object a `google.protobuf.Struct` field holds. The round trip
+ * through JSON text drops `undefined` members (which a Struct cannot encode) the way a JSON
+ * reply would, and gives the in-process path a copy the caller cannot share with the domain.
+ */
+function toStruct(result: Record<string, unknown>): JsonObject {
+  return JSON.parse(JSON.stringify(result)) as JsonObject;
+}
+
+/** A domain session as the store keeps it. */
+function asState(session: CouncilSession): SessionState {
+  return session as unknown as SessionState;
+}
+
+/** The member at `path` of a result, if any. */
+function pick(obj: unknown, path: readonly string[]): unknown {
+  let at: unknown = obj;
+  for (const key of path) {
+    if (at === null || typeof at !== "object") return undefined;
+    at = (at as Record<string, unknown>)[key];
+  }
+  return at;
+}
+const str = (obj: unknown, ...path: string[]): string => {
+  const v = pick(obj, path);
+  return typeof v === "string" ? v : "";
+};
+const num = (obj: unknown, ...path: string[]): number => {
+  const v = pick(obj, path);
+  return typeof v === "number" && Number.isFinite(v) ? v : 0;
+};
+const bool = (obj: unknown, ...path: string[]): boolean => pick(obj, path) === true;
+
+function isBrief(v: unknown): v is PersonaBrief {
+  const b = v as Partial<PersonaBrief> | null;
+  return typeof b === "object" && b !== null && typeof b.phase === "string" && typeof b.name === "string" && Array.isArray(b.authority);
+}
+
+function briefToProto(brief: PersonaBrief): MessageInitShape<typeof PersonaBriefSchema> {
+  return {
+    phase: brief.phase,
+    name: brief.name,
+    identity: brief.identity,
+    authority: [...brief.authority],
+    notAuthority: [...brief.notAuthority],
+    handoff: brief.handoff,
+    instructions: brief.instructions,
+  };
+}
+
+/**
+ * The gRPC surface of the council service over a {@link CouncilSessionStore}. The tenant is
+ * always the verified one from the call context, never a request field; session ids are
+ * issued here.
+ */
+export function createCouncilHandlers(
+  store: CouncilSessionStore,
+  options: CouncilHandlerOptions = {},
+): ServiceImpl<typeof CouncilService> {
+  const now = options.now ?? (() => new Date());
+  const newId = options.newId ?? randomUUID;
+  const retries = options.conflictRetries ?? 3;
+
+  async function load(tenant: string, id: string): Promise<{ session: CouncilSession; version: number }> {
+    const stored = await store.get(tenant, requireSessionId(id));
+    // The same answer for a session that never existed and one of another tenant.
+    if (!stored) throw new ChaosError("not_found", `session ${id} was not found`);
+    // The state is what this service wrote through the domain; the store keeps it verbatim.
+    return { session: stored.state as unknown as CouncilSession, version: stored.version };
+  }
+
+  return {
+    async init(req, ctx) {
+      const { session, result } = createSession({
+        id: newId(),
+        tenant: ctx.call.tenant,
+        task: req.task,
+        ...(req.title ? { title: req.title } : {}),
+        ...(req.context ? { context: req.context } : {}),
+        now: now(),
+      });
+      await store.create(ctx.call.tenant, session.id, asState(session));
+      return {
+        sessionId: session.id,
+        phase: session.currentPhase ?? "",
+        persona: str(result, "personas", "current", "name"),
+        complexityLevel: session.complexity.level,
+        pipelineDepth: session.depth,
+        pipeline: [...session.pipeline],
+        result: toStruct(result),
+      };
+    },
+
+    async save(req, ctx) {
+      // Optimistic concurrency: a save that lost a race is re-applied to the state that won,
+      // so the domain decides it again (a second save of the same phase is then refused as
+      // locked, not as a storage conflict).
+      for (let attempt = 0; ; attempt++) {
+        const stored = await load(ctx.call.tenant, req.sessionId);
+        const { session, result } = saveOutput(stored.session, { phase: req.phase, output: req.output, now: now() });
+        try {
+          await store.update(ctx.call.tenant, session.id, asState(session), stored.version);
+        } catch (err) {
+          if (err instanceof ChaosError && err.code === "conflict" && attempt < retries) continue;
+          throw err;
+        }
+        return {
+          sessionId: session.id,
+          phase: str(result, "phase"),
+          score: num(result, "scoring", "finalScore"),
+          verdict: str(result, "scoring", "verdict"),
+          canProceed: bool(result, "canProceed"),
+          nextPhase: str(result, "nextPhase"),
+          sessionComplete: bool(result, "sessionComplete"),
+          result: toStruct(result),
+        };
+      }
+    },
+
+    async recall(req, ctx) {
+      const format = recallFormat(req.format);
+      const { session } = await load(ctx.call.tenant, req.sessionId);
+      const result = recallSession(session, format);
+      return { sessionId: session.id, status: session.status, currentPhase: session.currentPhase ?? "", result: toStruct(result) };
+    },
+
+    async verify(req, ctx) {
+      const mode = verifyMode(req.mode);
+      const { session } = await load(ctx.call.tenant, req.sessionId);
+      const result = verifyClaims(session, {
+        claims: req.claims.map((c) => ({ text: c.text, ...(c.source ? { source: c.source } : {}) })),
+        mode,
+      });
+      return {
+        sessionId: session.id,
+        total: num(result, "summary", "total"),
+        passed: num(result, "summary", "passed"),
+        failed: num(result, "summary", "failed"),
+        result: toStruct(result),
+      };
+    },
+
+    async continue(req, ctx) {
+      const { session } = await load(ctx.call.tenant, req.sessionId);
+      const result = continueSession(session);
+      return {
+        sessionId: session.id,
+        status: session.status,
+        currentPhase: session.currentPhase ?? "",
+        persona: str(result, "currentPhase", "persona"),
+        result: toStruct(result),
+      };
+    },
+
+    async score(req, ctx) {
+      const { session } = await load(ctx.call.tenant, req.sessionId);
+      const result = scoreSession(session);
+      return {
+        sessionId: session.id,
+        score: num(result, "overall", "finalScore"),
+        verdict: str(result, "overall", "verdict"),
+        result: toStruct(result),
+      };
+    },
+
+    async getBrief(req, ctx) {
+      if (req.sessionId === "") return { brief: briefToProto(personaBrief(phaseOf(req.phase))) };
+      const { session } = await load(ctx.call.tenant, req.sessionId);
+      // The session's own brief (its depth shapes the instructions) is the one continue gives.
+      const current = pick(continueSession(session), ["personas", "current"]);
+      if (session.currentPhase !== null && isBrief(current)) {
+        return { brief: briefToProto(current), sessionId: session.id, task: session.task, sessionComplete: false };
+      }
+      const last = session.pipeline[session.pipeline.length - 1] ?? "verify";
+      return { brief: briefToProto(personaBrief(last)), sessionId: session.id, task: session.task, sessionComplete: true };
+    },
+  };
+}

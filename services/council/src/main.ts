@@ -1,0 +1,42 @@
+/**
+ * The council service run alone as a gRPC server, the way Kubernetes runs it:
+ * telemetry → config → database → migrations → store → server → signals.
+ * Prints nothing on stdout; logs are JSON on stderr.
+ */
+import type { Db, Logger } from "@chaos-core/kit";
+
+// The bootstrap first (.env, then telemetry): its loader hook has to be in place before pg and grpc-js are imported,
+// which is why everything else below is imported dynamically.
+await import("@chaos-core/kit/telemetry");
+const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { loadCouncilConfig } = await import("./config.js");
+const { openCouncilDb } = await import("./adapters/open-db.js");
+const { migrateCouncil } = await import("./adapters/migrations.js");
+const { createSqlCouncilStore } = await import("./adapters/sql-store.js");
+const { startCouncilServer } = await import("./server.js");
+
+let logger: Logger = createLogger("council");
+let db: Db | undefined;
+try {
+  const config = loadCouncilConfig();
+  logger = createLogger("council", config.logLevel);
+  db = await openCouncilDb(config.storage);
+  const applied = await migrateCouncil(db);
+  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  const server = await startCouncilServer({
+    host: config.host,
+    port: config.port,
+    signer: new ContextSigner(config.contextKey),
+    store: createSqlCouncilStore(db),
+    logger,
+  });
+  const opened = db;
+  onShutdown(logger, async () => {
+    await server.shutdown();
+    await opened.close();
+  });
+} catch (err) {
+  logger.fatal({ err }, (err as Error).message ?? "failed to start");
+  await db?.close().catch(() => undefined);
+  process.exit(1);
+}

@@ -1,0 +1,95 @@
+import { z } from "zod";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { defineTool, type ToolDefinition } from "../define.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../governance/ledger-access.js";
+import { jsonObjectOutput, receiptInput } from "../governance/shapes.js";
+import { REFERENCE_TOOL_SPECS, type ReferenceToolName } from "./arguments.js";
+
+/** Longest argument list repeated in a next step; a longer one is referred to, not copied. */
+const MAX_ECHOED_ARGS = 1000;
+
+function nextStep(name: ReferenceToolName, code: string, detail: string, seq: number, toolArgs: Record<string, unknown>): string {
+  const json = JSON.stringify(toolArgs);
+  const requestCall = `request_authorization {"tool": "${name}", "args": ${json.length <= MAX_ECHOED_ARGS ? json : "<these arguments, without receipt>"}}`;
+  const recorded = `Not executed (${code}${detail && detail !== code ? `: ${detail}` : ""}), recorded in ledger entry ${seq}.`;
+  switch (code) {
+    case "EXECUTED":
+      return `Executed, synthetically: no real venue or bank was reached. Recorded in ledger entry ${seq}; the receipt is used up.`;
+    case "missing_receipt":
+      return `${recorded} This tool runs only with a receipt bound to its exact arguments: get one with ${requestCall}, then call ${name} again with the same arguments plus "receipt".`;
+    case "policy_deny":
+      return `${recorded} The spend policy's hard rules refuse this call; no approval can override them.`;
+    case "expired":
+      return `${recorded} The receipt expired; get a new one with ${requestCall}.`;
+    case "replay":
+      return `${recorded} This receipt was already used, and a receipt works once; a new call needs a new one (${requestCall}).`;
+    case "args_changed":
+      return `${recorded} The tool, scope or arguments differ from what the receipt authorized: call with the authorized arguments, or get a receipt for these with ${requestCall}.`;
+    case "ambiguous_policy":
+      return `${recorded} The tool's scope or spend policy is not configured concretely; ask the operator.`;
+    default:
+      return recorded;
+  }
+}
+
+function referenceTool(name: ReferenceToolName): ToolDefinition {
+  const spec = REFERENCE_TOOL_SPECS[name];
+  return defineTool({
+    name,
+    toolset: "finance-reference",
+    title: spec.title,
+    description:
+      `${spec.summary}. Synthetic: it reaches no real venue or bank, and exists to exercise the receipt-gated path. ` +
+      "It runs only with a receipt bound to this tool, its scope and these exact arguments: get one with " +
+      "request_authorization. Without one (or with an expired, used or mismatched one) nothing runs and the denial is " +
+      "recorded with a short code: policy_deny, expired, replay, args_changed, missing_receipt or ambiguous_policy.",
+    input: z.strictObject({
+      ...spec.shape,
+      // Optional on purpose: a call without a receipt is a recorded missing_receipt denial, not a schema error.
+      receipt: receiptInput.optional(),
+    }),
+    output: z.object({
+      executed: z.boolean(),
+      code: z.string().describe("EXECUTED or policy_deny, expired, replay, args_changed, missing_receipt, ambiguous_policy"),
+      detail_code: z.string().describe("The detailed authorization code behind a short one"),
+      result: jsonObjectOutput.optional().describe("The synthetic result (ids marked -sim-, synthetic: true)"),
+      ledger_seq: z.number().int().describe("The ledger entry that records the outcome"),
+      synthetic: z.literal(true).describe("Always true: no real venue or bank is involved"),
+      next_step: z.string(),
+    }),
+    annotations: {
+      readOnlyHint: false,
+      // It consumes the receipt for good and commits the spend to the day's total.
+      destructiveHint: true,
+      // A receipt works once: the same call again is a replay.
+      idempotentHint: false,
+      // Synthetic: nothing outside Chaos Core is reached.
+      openWorldHint: false,
+    },
+    async run(args, ctx) {
+      // Every field passed the strict schema of JSON-RPC input, so each value is JSON.
+      const { receipt, ...toolArgs } = args as { receipt?: JsonObject } & JsonObject;
+      const res = await ledgerOf(ctx).executeReferenceTool(
+        { tool: name, arguments: toolArgs, ...(receipt ? { receipt } : {}) },
+        ledgerCall(ctx),
+      );
+      const seq = seqNumber(res.ledgerSeq);
+      return {
+        executed: res.executed,
+        code: res.code,
+        detail_code: res.detailCode,
+        ...(res.result ? { result: res.result } : {}),
+        ledger_seq: seq,
+        synthetic: true as const,
+        next_step: nextStep(name, res.code, res.detailCode, seq, toolArgs),
+      };
+    },
+  });
+}
+
+/** The finance-reference toolset: synthetic tools gated by signed receipts. */
+export const FINANCE_REFERENCE_TOOLS: readonly ToolDefinition[] = [
+  referenceTool("place_equity_order"),
+  referenceTool("wire_treasury_transfer"),
+  referenceTool("rebalance_portfolio"),
+];

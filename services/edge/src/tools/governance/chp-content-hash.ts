@@ -1,0 +1,53 @@
+import { z } from "zod";
+import { canonicalJson, ChaosError, contentHash, parseChpJson } from "@chaos-core/kit";
+import { defineTool } from "../define.js";
+
+/** Largest input hashed, as text or as canonical JSON. */
+const MAX_CHP_BYTES = 256 * 1024;
+
+/** `chp_content_hash`: CHP canonical JSON and its SHA-256, computed by the same module the ledger signs with. */
+export const chpContentHashTool = defineTool({
+  name: "chp_content_hash",
+  toolset: "governance",
+  title: "CHP content hash",
+  description:
+    "Canonical JSON (CHP: keys sorted, no whitespace, UTF-8 as is) and its content_hash (lowercase hex SHA-256), " +
+    "as receipts and the audit ledger compute them. Give the value as JSON in `value`, or as JSON text in `json` when " +
+    "floats matter: a JSON value arrives already parsed, so 100.0 in `value` is the integer 100, while the text " +
+    '"100.0" in `json` stays a float and hashes as CHP does. Pure computation; nothing is recorded.',
+  input: z
+    .strictObject({
+      value: z.json().optional().describe("Any JSON value"),
+      json: z
+        .string()
+        .max(MAX_CHP_BYTES, `must be at most ${MAX_CHP_BYTES} characters`)
+        .optional()
+        .describe("JSON text, read keeping float notation (100.0 stays a float); instead of value"),
+    })
+    .superRefine((args, ctx) => {
+      if ((args.value === undefined) === (args.json === undefined)) {
+        ctx.addIssue({ code: "custom", path: ["value"], message: "give exactly one of value or json" });
+      }
+    }),
+  output: z.object({
+    canonical_json: z.string(),
+    content_hash: z.string().describe("Lowercase hex SHA-256 of the canonical JSON's UTF-8 bytes"),
+  }),
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async run(args) {
+    const field = args.json !== undefined ? "json" : "value";
+    let value: unknown;
+    let canonical: string;
+    try {
+      value = args.json !== undefined ? parseChpJson(args.json) : args.value;
+      canonical = canonicalJson(value);
+    } catch (err) {
+      const e = ChaosError.from(err);
+      throw new ChaosError(e.code, `${field}: ${e.message}`, { cause: err });
+    }
+    if (Buffer.byteLength(canonical, "utf8") > MAX_CHP_BYTES) {
+      throw new ChaosError("invalid_argument", `${field}: the canonical JSON is larger than ${MAX_CHP_BYTES} bytes`);
+    }
+    return { canonical_json: canonical, content_hash: contentHash(value) };
+  },
+});

@@ -1,0 +1,25 @@
+import { z } from "zod";
+import { defineTool } from "../define.js";
+import { ledgerCall, ledgerOf } from "./ledger-access.js";
+import { jsonObjectOutput } from "./shapes.js";
+
+/** `chp_version`: what a verifier needs to know about this server's protocol. */
+export const chpVersionTool = defineTool({
+  name: "chp_version",
+  toolset: "governance",
+  title: "CHP version",
+  description:
+    "Describe the governance protocol this server speaks: server and CHP protocol versions, every stable reason code " +
+    "(spend gate, authorization, receipt issuing) with its meaning, the receipt schema, and the public keys that " +
+    "verify receipts and ledger checkpoints. Read-only.",
+  input: z.strictObject({}),
+  output: z.object({
+    edge_version: z.string().describe("The version of this MCP server"),
+    info: jsonObjectOutput.describe("The ledger's description: versions, reason codes, receipt schema, verification keys"),
+  }),
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async run(_args, ctx) {
+    const res = await ledgerOf(ctx).getInfo({}, ledgerCall(ctx));
+    return { edge_version: ctx.deps.version, info: res.info ?? {} };
+  },
+});

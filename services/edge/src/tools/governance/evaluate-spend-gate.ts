@@ -1,0 +1,79 @@
+import { z } from "zod";
+import { defineTool } from "../define.js";
+import { gateNextStep, gateOutput, toGateOutput } from "./gate-result.js";
+import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+
+const gateNumber = z.number().describe("A float in CHP terms (100 and 100.0 are the same gate number)");
+
+/** A policy the agent asks for on top of the operator's: every field optional, each may only tighten. */
+const agentPolicy = z
+  .strictObject({
+    max_notional: gateNumber.optional(),
+    daily_cap: gateNumber.optional(),
+    hitl_threshold: gateNumber.optional(),
+    min_confidence: z.number().min(0).max(1).optional(),
+    allowed_actions: z.array(z.string().min(1).max(64)).max(50).optional(),
+    per_asset_limits: z
+      .record(z.string().min(1).max(64), gateNumber)
+      .refine((limits) => Object.keys(limits).length <= 100, "has more than 100 assets")
+      .optional(),
+  })
+  .describe(
+    "Optional: a stricter policy for this evaluation (lower caps and thresholds, higher min_confidence, fewer " +
+      "actions). Applied on top of the operator's; a looser value on any field is refused",
+  );
+
+/** `evaluate_spend_gate`: CHP Profile B against the operator's named policy and the ledger's own daily total. */
+export const evaluateSpendGateTool = defineTool({
+  name: "evaluate_spend_gate",
+  toolset: "governance",
+  title: "Evaluate spend gate",
+  description:
+    "Check a proposed spend against an operator spend policy (CHP Profile B): LOCKED (within thresholds), HITL_REQUIRED " +
+    "(a person must approve it with approve_spend) or BLOCKED (a hard rule failed; no approval can override it). The " +
+    "limits and today's committed total come from the operator's policy and the ledger, never from you; agent_policy " +
+    "can only make them stricter. Every evaluation is recorded in the audit ledger (BLOCKED as policy_deny). Runs nothing.",
+  input: z.object({
+    policy: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "must be a spend policy name such as equity, wire or rebalance")
+      .describe("The operator's spend policy to apply, by name (the reference set: equity, wire, rebalance)"),
+    action: z
+      .strictObject({
+        action: z.string().min(1).max(64).describe("What is done, e.g. BUY, SELL, LONG, WIRE"),
+        asset: z.string().min(1).max(64).describe("What it is done with, e.g. AAPL, ETH, USD"),
+        notional: z
+          .number()
+          .describe("The amount; zero or negative is not refused here: the gate blocks it (sane-notional) and records it"),
+        confidence: z.number().min(0).max(1).optional().describe("The agent's confidence, 0..1; omitted skips the min-confidence rule"),
+      })
+      .describe("The proposed spend"),
+    agent_policy: agentPolicy.optional(),
+  }),
+  output: gateOutput.extend({ next_step: z.string().describe("What happens next, in plain words") }),
+  annotations: {
+    readOnlyHint: false,
+    // It appends a record (and a locked spend may count toward today's total); it replaces nothing.
+    destructiveHint: false,
+    // Each call is a new recorded evaluation, and totals move between calls.
+    idempotentHint: false,
+    openWorldHint: false,
+  },
+  async run(args, ctx) {
+    const res = await ledgerOf(ctx).evaluateSpendGate(
+      {
+        policyName: args.policy,
+        action: {
+          action: args.action.action,
+          asset: args.action.asset,
+          notional: args.action.notional,
+          ...(args.action.confidence !== undefined ? { confidence: args.action.confidence } : {}),
+        },
+        ...(args.agent_policy ? { agentPolicy: args.agent_policy } : {}),
+      },
+      ledgerCall(ctx),
+    );
+    const gate = toGateOutput(res, seqNumber(res.ledgerSeq));
+    return { ...gate, next_step: gateNextStep(gate) };
+  },
+});

@@ -1,0 +1,298 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
+import { hashApiKey } from "../../auth/api-keys.js";
+import type { EdgeDeps } from "../../deps.js";
+import { httpClient } from "../../test-support/http.js";
+import { connectInMemory, uniqueTenant, type Connected } from "../../test-support/in-memory.js";
+import { createRecordingLedger, type RecordingLedger } from "../../test-support/recording-ledger.js";
+import { startTestServices, type TestServices } from "../../test-support/services.js";
+import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
+
+// The edge's own duties on the human path, against a ledger that only records what it is sent
+// (its decisions are tested against the real ledger): who counts as the human, what the person
+// is shown, that nothing is sent when nobody approved, and that an argument never approves.
+
+const RECORDED_EVENT = {
+  type: "spend.evaluated",
+  policy: "equity",
+  action: { action: "BUY", asset: "AAPL", notional: 300, confidence: 0.9 },
+  state: "HITL_REQUIRED",
+};
+
+/** A ledger that answers with fixed messages and records every request. */
+function recordingLedger(): RecordingLedger {
+  return createRecordingLedger({
+    // The entry at request_seq 7 is the recorded request; there is no other.
+    listEntries: async (req) =>
+      req.afterSeq === 6n
+        ? {
+            entries: [
+              {
+                seq: 7n,
+                ts: "2025-06-01T12:00:00.000Z",
+                tenant: "t",
+                session: "s-1",
+                principal: "agent",
+                event: RECORDED_EVENT,
+                contentHash: "c".repeat(64),
+              },
+            ],
+            size: 8n,
+          }
+        : { entries: [], size: 8n },
+    approveSpend: async () => ({
+      state: "LOCKED",
+      result: { reason: "human-approved by alice", claims: [{ rule: "human-approval", passed: true, detail: "approved by alice" }] },
+      contentHash: "a".repeat(64),
+      ledgerSeq: 8n,
+    }),
+    append: async () => ({ entry: { seq: 9n } }),
+    issueReceipt: async () => ({ receipt: { kind: "chaoscore.tool_approval_receipt" }, decisionLog: { decision: "allow" }, ledgerSeq: 10n }),
+    authorize: async () => ({ authorized: false, code: "allowlist_is_not_authorization", step: "receipt", argsHash: "b".repeat(64), ledgerSeq: 11n }),
+    executeReferenceTool: async () => ({ executed: false, code: "missing_receipt", detailCode: "allowlist_is_not_authorization", ledgerSeq: 12n }),
+  });
+}
+
+const call = { tool: "stripe.create_charge", resource: "acct_live_acme", arguments: { amount: 2500, currency: "usd" } };
+
+let services: TestServices;
+const open: Connected[] = [];
+
+function ok<T = Record<string, unknown>>(res: CallToolResult): T {
+  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+  return res.structuredContent as T;
+}
+
+function refused(res: CallToolResult): { code: string; message: string } {
+  expect(res.isError, JSON.stringify(res.content)).toBe(true);
+  return (res.structuredContent as { error: { code: string; message: string } }).error;
+}
+
+/** A client whose user answers every elicitation with `answer` (recording the questions), or one that cannot elicit. */
+async function connectWithUser(ledger: RecordingLedger, answer?: ElicitResult, asked: string[] = []): Promise<Connected> {
+  const deps: EdgeDeps = { ...services.deps(), ledger: ledger.client };
+  const c = await connectInMemory(
+    deps,
+    { tenant: uniqueTenant("gov-human"), principal: "agent" },
+    answer
+      ? {
+          capabilities: { elicitation: { form: {} } },
+          setup: (client: Client) =>
+            client.setRequestHandler(ElicitRequestSchema, (req) => {
+              asked.push(req.params.message);
+              return answer;
+            }),
+        }
+      : {},
+  );
+  open.push(c);
+  return c;
+}
+
+beforeAll(async () => {
+  services = await startTestServices("governance_human");
+});
+
+afterAll(async () => {
+  for (const c of open) await c.close();
+  await services?.close();
+});
+
+describe("approve_spend through elicitation", () => {
+  it("shows the person the recorded request and sends approved_via elicitation only after they confirm", async () => {
+    const ledger = recordingLedger();
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
+    const out = ok<{ human: unknown; state: string; ledger_seq: number; next_step: string }>(
+      await c.call("approve_spend", { request_seq: 7, ttl_seconds: 120 }),
+    );
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "elicitation" }, state: "LOCKED", ledger_seq: 8 });
+    expect(asked).toHaveLength(1);
+    // What the person reads comes from the ledger entry, never from the agent.
+    expect(asked[0]).toContain("Ledger entry 7 (spend.evaluated)");
+    expect(asked[0]).toContain('"asset": "AAPL"');
+    expect(asked[0]).toContain('"notional": 300');
+    expect(ledger.requests("listEntries")[0]).toMatchObject({ afterSeq: 6n, limit: 1 });
+    const sent = ledger.requests("approveSpend");
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ requestSeq: 7n, approvedVia: "elicitation", ttlSeconds: 120 });
+    // The ledger learns who asked from the call context, with the session the request came from.
+    expect(ledger.calls.find((x) => x.method === "approveSpend")!.call).toMatchObject({ principal: "agent", sessionId: c.session.id });
+  });
+
+  it("issues nothing when the person declines or unticks confirm, and records the decline", async () => {
+    for (const answer of [{ action: "decline" }, { action: "accept", content: { confirm: false } }] as ElicitResult[]) {
+      const ledger = recordingLedger();
+      const c = await connectWithUser(ledger, answer);
+      const out = ok<{ human: unknown; decline_seq: number; next_step: string }>(await c.call("approve_spend", { request_seq: 7 }));
+      expect(out.human).toEqual({ answer: "declined", via: "elicitation" });
+      expect(out.decline_seq).toBe(9);
+      expect(out.next_step).toMatch(/nothing was approved or issued/);
+      expect(ledger.requests("approveSpend")).toEqual([]);
+      expect(ledger.requests("append")[0]).toMatchObject({
+        event: { type: "human.declined", tool: "approve_spend", request_seq: 7, via: "elicitation" },
+      });
+    }
+  });
+
+  it("issues and records nothing when the person dismisses the question", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger, { action: "cancel" });
+    const out = ok<{ human: unknown; next_step: string }>(await c.call("approve_spend", { request_seq: 7 }));
+    expect(out.human).toEqual({ answer: "cancelled", via: "elicitation" });
+    expect(out.next_step).toContain('approve_spend {"request_seq": 7}');
+    expect(ledger.calls.map((x) => x.method)).toEqual(["listEntries"]);
+  });
+
+  it("refuses an answer without the confirm field", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger, { action: "accept", content: { approve: true } });
+    expect(refused(await c.call("approve_spend", { request_seq: 7 })).code).toBe("invalid_argument");
+    expect(ledger.requests("approveSpend")).toEqual([]);
+  });
+
+  it("does not ask about a request the ledger does not hold", async () => {
+    const ledger = recordingLedger();
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
+    const error = refused(await c.call("approve_spend", { request_seq: 42 }));
+    expect(error.code).toBe("not_found");
+    expect(error.message).toMatch(/no entry 42/);
+    expect(asked).toEqual([]);
+    expect(ledger.requests("approveSpend")).toEqual([]);
+  });
+});
+
+describe("without a role or elicitation", () => {
+  it("refuses approve_spend and issue_approval_receipt, explaining both ways, and sends nothing", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger);
+    for (const [name, args] of [
+      ["approve_spend", { request_seq: 7 }],
+      ["issue_approval_receipt", { request_seq: 7, call, decision: "allow" }],
+      ["issue_approval_receipt", { request_seq: 7, call, decision: "deny" }],
+    ] as const) {
+      const error = refused(await c.call(name, args));
+      expect(error.code, name).toBe("permission_denied");
+      expect(error.message, name).toMatch(/approver role/);
+      expect(error.message, name).toMatch(/elicitation/);
+    }
+    expect(ledger.calls).toEqual([]);
+  });
+
+  it("does not let an argument stand in for a person", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger);
+    expect((await c.call("approve_spend", { request_seq: 7, approved: true })).isError).toBe(true);
+    expect((await c.call("issue_approval_receipt", { request_seq: 7, call, decision: "allow", confirmed: true })).isError).toBe(true);
+    expect(ledger.calls).toEqual([]);
+  });
+});
+
+describe("issue_approval_receipt through elicitation", () => {
+  it("shows the call and the recorded request, and never sends a step binding", async () => {
+    const ledger = recordingLedger();
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
+    const out = ok<{ human: unknown; receipt: unknown; ledger_seq: number; next_step: string }>(
+      await c.call("issue_approval_receipt", { request_seq: 7, call, decision: "allow", ttl_seconds: 60, reason: "invoice INV-104" }),
+    );
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "elicitation" }, ledger_seq: 10 });
+    expect(out.receipt).toEqual({ kind: "chaoscore.tool_approval_receipt" });
+    expect(out.next_step).toMatch(/authorize_tool_call/);
+    expect(asked[0]).toContain("ALLOW one tool call");
+    expect(asked[0]).toContain('"resource": "acct_live_acme"');
+    expect(asked[0]).toContain('"amount": 2500');
+    expect(asked[0]).toContain("Ledger entry 7");
+    expect(asked[0]).toContain("valid for 60 seconds");
+    const [sent] = ledger.requests("issueReceipt");
+    expect(sent).toMatchObject({
+      call: { tool: call.tool, resource: call.resource, arguments: call.arguments },
+      decision: "allow",
+      ttlSeconds: 60,
+      approvedVia: "elicitation",
+      requestSeq: 7n,
+      reason: "invoice INV-104",
+    });
+    expect(sent!.step).toBeUndefined();
+  });
+});
+
+describe("what the edge forwards for a gated call", () => {
+  it("sends a call without a receipt to the ledger, to be recorded as a denial", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger);
+    const out = ok<{ status: string; code: string; next_step: string }>(await c.call("authorize_tool_call", { call }));
+    expect(out).toMatchObject({ status: "DENIED", code: "allowlist_is_not_authorization" });
+    expect(out.next_step).toMatch(/evaluate_tool_approval/);
+    const [sent] = ledger.requests("authorize");
+    expect(sent!.receipt).toBeUndefined();
+    expect(sent!.step).toBeUndefined();
+  });
+
+  it("hashes exactly the model arguments: the receipt travels beside them, never inside", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger);
+    const args = { symbol: "AAPL", side: "BUY", quantity: 10, notional: 300 };
+    const bare = ok<{ code: string; next_step: string; synthetic: boolean }>(await c.call("place_equity_order", args));
+    expect(bare).toMatchObject({ code: "missing_receipt", synthetic: true });
+    expect(bare.next_step).toContain(`request_authorization {"tool": "place_equity_order", "args": ${JSON.stringify(args)}}`);
+    ok(await c.call("place_equity_order", { ...args, receipt: { kind: "authorization", nonce: "n" } }));
+    const [first, second] = ledger.requests("executeReferenceTool");
+    expect(first).toMatchObject({ tool: "place_equity_order", arguments: args });
+    expect(first!.receipt).toBeUndefined();
+    expect(second).toMatchObject({ tool: "place_equity_order", arguments: args, receipt: { kind: "authorization", nonce: "n" } });
+    expect(second!.arguments).not.toHaveProperty("receipt");
+  });
+});
+
+describe("over HTTP with API keys", () => {
+  const keys = { agent: randomBytes(24).toString("base64url"), alice: randomBytes(24).toString("base64url") };
+  const tenant = `gov-${randomBytes(3).toString("hex")}`;
+  const ledger = recordingLedger();
+  let edge: RunningHttpTransport;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    edge = await startHttpTransport(
+      { ...services.deps(), ledger: ledger.client },
+      {
+        port: 0,
+        apiKeys: [
+          { tenant, principal: "agent", sha256: hashApiKey(keys.agent) },
+          { tenant, principal: "alice", sha256: hashApiKey(keys.alice), roles: ["approver"] },
+        ],
+      },
+    );
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await edge?.close();
+  });
+
+  async function as(key: string): Promise<Client> {
+    const { client } = await httpClient(edge.url, { headers: { authorization: `Bearer ${key}` } });
+    clients.push(client);
+    return client;
+  }
+  const callTool = async (c: Client, name: string, args: Record<string, unknown>) =>
+    (await c.callTool({ name, arguments: args })) as CallToolResult;
+
+  it("sends approved_via approver_role only for a key that holds the role", async () => {
+    const agent = await as(keys.agent);
+    expect(refused(await callTool(agent, "approve_spend", { request_seq: 7 })).code).toBe("permission_denied");
+    expect(ledger.requests("approveSpend")).toEqual([]);
+
+    const alice = await as(keys.alice);
+    const out = ok(await callTool(alice, "approve_spend", { request_seq: 7 }));
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "approver_role" }, state: "LOCKED" });
+    expect(ledger.requests("approveSpend")).toEqual([expect.objectContaining({ requestSeq: 7n, approvedVia: "approver_role" })]);
+    expect(ledger.calls.find((x) => x.method === "approveSpend")!.call).toMatchObject({ tenant, principal: "alice" });
+
+    ok(await callTool(alice, "issue_approval_receipt", { request_seq: 7, call, decision: "deny" }));
+    expect(ledger.requests("issueReceipt").at(-1)).toMatchObject({ decision: "deny", approvedVia: "approver_role" });
+  });
+});

@@ -1,0 +1,365 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
+import { verifyConsistency, verifyInclusion } from "@chaos-core/ledger";
+import { hashApiKey } from "../../auth/api-keys.js";
+import type { EdgeDeps } from "../../deps.js";
+import { httpClient } from "../../test-support/http.js";
+import { connectInMemory, uniqueTenant, type Connected } from "../../test-support/in-memory.js";
+import { startTestLedger, type TestLedger } from "../../test-support/ledger.js";
+import { startTestServices, type TestServices } from "../../test-support/services.js";
+import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
+
+// The governance and finance-reference tools end to end against the real ledger handlers on
+// Postgres: the spend gate, the human path, receipts, authorization, the synthetic finance
+// tools and the audit ledger, through a real MCP client.
+
+const TOOL_POLICY = {
+  version: "tap-1",
+  tools: {
+    "stripe.create_charge": { risk: "high", resources: ["acct_live_acme"] },
+    "search.azure_ai": { risk: "low", resources: ["tenant:acme"], host_bound_fields: ["index_name"] },
+  },
+  host_context: { index_name: "prod-docs" },
+};
+
+const charge = { tool: "stripe.create_charge", resource: "acct_live_acme", arguments: { amount: 2500, currency: "usd", customer: "cus_123" } };
+const equity = { symbol: "AAPL", side: "BUY", quantity: 10, notional: 100, confidence: 0.9 };
+
+let services: TestServices;
+let ledger: TestLedger;
+let deps: EdgeDeps;
+const open: Connected[] = [];
+
+interface Gate {
+  state: string;
+  reason: string;
+  claims: Array<{ rule: string; passed: boolean; detail: string }>;
+  committed_today?: number;
+  content_hash: string;
+  ledger_seq: number;
+  next_step: string;
+}
+
+function ok<T = Record<string, unknown>>(res: CallToolResult): T {
+  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+  return res.structuredContent as T;
+}
+
+function refused(res: CallToolResult): { code: string; message: string } {
+  expect(res.isError, JSON.stringify(res.content)).toBe(true);
+  return (res.structuredContent as { error: { code: string; message: string } }).error;
+}
+
+/** A session of a fresh tenant whose user answers every elicitation with `answer`, or cannot be asked. */
+async function connect(answer?: ElicitResult, asked: string[] = [], tenant = uniqueTenant("gov")): Promise<Connected> {
+  const c = await connectInMemory(
+    deps,
+    { tenant, principal: "agent" },
+    answer
+      ? {
+          capabilities: { elicitation: { form: {} } },
+          setup: (client: Client) =>
+            client.setRequestHandler(ElicitRequestSchema, (req) => {
+              asked.push(req.params.message);
+              return answer;
+            }),
+        }
+      : {},
+  );
+  open.push(c);
+  return c;
+}
+
+const yes: ElicitResult = { action: "accept", content: { confirm: true } };
+const gate = (notional: number, extra: Record<string, unknown> = {}) => ({
+  policy: "equity",
+  action: { action: "BUY", asset: "AAPL", notional, confidence: 0.9 },
+  ...extra,
+});
+
+beforeAll(async () => {
+  services = await startTestServices("governance_ledger");
+  ledger = await startTestLedger("governance_ledger", { defaults: { tool_approval: TOOL_POLICY } });
+  deps = { ...services.deps(), ledger: ledger.client };
+});
+
+afterAll(async () => {
+  for (const c of open) await c.close();
+  await ledger?.close();
+  await services?.close();
+});
+
+describe("evaluate_spend_gate", () => {
+  it("locks under the threshold and counts it toward today's total", async () => {
+    const c = await connect();
+    const first = ok<Gate>(await c.call("evaluate_spend_gate", gate(100)));
+    expect(first).toMatchObject({ state: "LOCKED", reason: "auto-approved under CHP thresholds", committed_today: 0, ledger_seq: 1 });
+    expect(first.claims.map((x) => x.rule)).toEqual(["sane-notional", "allowed-action", "per-asset-cap", "max-notional", "daily-cap", "min-confidence"]);
+    expect(first.content_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(first.next_step).toMatch(/Evaluating the gate runs nothing/);
+    const second = ok<Gate>(await c.call("evaluate_spend_gate", gate(100)));
+    expect(second).toMatchObject({ state: "LOCKED", committed_today: 100, ledger_seq: 2 });
+  });
+
+  it("holds a spend at the threshold for a person and blocks what breaks a hard rule", async () => {
+    const c = await connect();
+    const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(250)));
+    expect(held).toMatchObject({ state: "HITL_REQUIRED", reason: "human approval required: 250.0 >= HITL threshold 250.0" });
+    expect(held.next_step).toContain(`approve_spend {"request_seq": ${held.ledger_seq}}`);
+    const blocked = ok<Gate>(await c.call("evaluate_spend_gate", gate(501)));
+    expect(blocked).toMatchObject({ state: "BLOCKED", reason: "blocked: per-asset-cap, max-notional" });
+    expect(blocked.next_step).toMatch(/No approval can override/);
+    const negative = ok<Gate>(await c.call("evaluate_spend_gate", gate(-50)));
+    expect(negative).toMatchObject({ state: "BLOCKED", reason: "blocked: sane-notional" });
+  });
+
+  it("lets an agent policy tighten the operator's, never loosen it", async () => {
+    const c = await connect();
+    expect(ok<Gate>(await c.call("evaluate_spend_gate", gate(150, { agent_policy: { max_notional: 120 } }))).state).toBe("BLOCKED");
+    const looser = refused(await c.call("evaluate_spend_gate", gate(150, { agent_policy: { max_notional: 100_000 } })));
+    expect(looser.code).toBe("policy_denied");
+    expect(looser.message).toMatch(/max_notional/);
+    expect(refused(await c.call("evaluate_spend_gate", { ...gate(1), policy: "casino" })).code).toBe("not_found");
+  });
+});
+
+describe("approve_spend", () => {
+  it("locks a held spend once the person confirms, exactly once", async () => {
+    const asked: string[] = [];
+    const c = await connect(yes, asked);
+    const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
+    const approved = ok<Gate & { human: unknown }>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(approved).toMatchObject({ state: "LOCKED", reason: "human-approved by elicitation:agent", human: { answer: "confirmed", via: "elicitation" } });
+    expect(approved.claims).toEqual([{ rule: "human-approval", passed: true, detail: "approved by elicitation:agent" }]);
+    // The person saw the request the ledger recorded.
+    expect(asked[0]).toContain(`Ledger entry ${held.ledger_seq} (spend_gate.evaluated)`);
+    expect(asked[0]).toContain('"notional": 300');
+    const again = refused(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(again.code).toBe("failed_precondition");
+    expect(again.message).toMatch(/already answered/);
+  });
+
+  it("records a person's decline in the audit ledger and approves nothing", async () => {
+    const c = await connect({ action: "decline" });
+    const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
+    const out = ok<{ human: unknown; decline_seq: number; state?: string }>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(out).toMatchObject({ human: { answer: "declined" }, decline_seq: held.ledger_seq + 1 });
+    expect(out.state).toBeUndefined();
+    const audit = ok<{ entries: Array<{ seq: number; event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", {}));
+    expect(audit.entries.map((e) => e.event.type)).toEqual(["human.declined", "spend_gate.evaluated"]);
+    expect(audit.entries[0]!.event).toMatchObject({ tool: "approve_spend", request_seq: held.ledger_seq });
+  });
+
+  it("cannot approve a blocked spend", async () => {
+    const c = await connect(yes);
+    const blocked = ok<Gate>(await c.call("evaluate_spend_gate", gate(900)));
+    expect(refused(await c.call("approve_spend", { request_seq: blocked.ledger_seq })).code).toBe("failed_precondition");
+  });
+});
+
+describe("tool approval receipts", () => {
+  it("an allowlist is not an authorization: receipt required, then authorized once, then replay", async () => {
+    const c = await connect(yes);
+    const evaluated = ok<{ status: string; code: string; args_hash: string; policy_version: string; risk: string; request_seq: number }>(
+      await c.call("evaluate_tool_approval", { call: charge }),
+    );
+    expect(evaluated).toMatchObject({ status: "RECEIPT_REQUIRED", code: "allowlist_is_not_authorization", policy_version: "tap-1", risk: "high" });
+
+    const bare = ok<{ status: string; code: string; ledger_seq: number }>(await c.call("authorize_tool_call", { call: charge }));
+    expect(bare).toMatchObject({ status: "DENIED", code: "allowlist_is_not_authorization" });
+
+    const issued = ok<{ receipt: Record<string, unknown>; decision_log: Record<string, unknown> }>(
+      await c.call("issue_approval_receipt", { request_seq: evaluated.request_seq, call: charge, decision: "allow", ttl_seconds: 120 }),
+    );
+    expect(issued.receipt).toMatchObject({ kind: "chaoscore.tool_approval_receipt", tool: charge.tool, args_hash: evaluated.args_hash, decision: "allow" });
+
+    // Key order does not matter; the canonical hash does.
+    const reordered = { ...charge, arguments: { customer: "cus_123", currency: "usd", amount: 2500 } };
+    const changed = { ...charge, arguments: { ...charge.arguments, amount: 2_500_000 } };
+    expect(ok(await c.call("authorize_tool_call", { call: changed, receipt: issued.receipt }))).toMatchObject({ code: "changed_arguments" });
+    expect(ok(await c.call("authorize_tool_call", { call: reordered, receipt: issued.receipt }))).toMatchObject({ status: "AUTHORIZED", authorized: true });
+    const replay = ok<{ code: string; next_step: string }>(await c.call("authorize_tool_call", { call: charge, receipt: issued.receipt }));
+    expect(replay.code).toBe("replayed_receipt");
+    expect(replay.next_step).toMatch(/works once/);
+    const tampered = { ...issued.receipt, decision: "allow", args_hash: "0".repeat(64) };
+    expect(ok(await c.call("authorize_tool_call", { call: charge, receipt: tampered }))).toMatchObject({ code: "bad_signature" });
+  });
+
+  it("records a person's deny as a signed refusal", async () => {
+    const c = await connect(yes);
+    const { request_seq } = ok<{ request_seq: number }>(await c.call("evaluate_tool_approval", { call: charge }));
+    const issued = ok<{ receipt: Record<string, unknown> }>(await c.call("issue_approval_receipt", { request_seq, call: charge, decision: "deny" }));
+    expect(ok(await c.call("authorize_tool_call", { call: charge, receipt: issued.receipt }))).toMatchObject({ code: "human_denied" });
+  });
+
+  it("denies a host-bound override, and binds the host's value otherwise", async () => {
+    const c = await connect(yes);
+    const search = { tool: "search.azure_ai", resource: "tenant:acme", arguments: { query: "Q3 revenue", top_k: 5 } };
+    const override = { ...search, arguments: { ...search.arguments, index_name: "other-index" } };
+    expect(ok(await c.call("evaluate_tool_approval", { call: override }))).toMatchObject({ status: "DENIED", code: "host_bound_override" });
+    const same = ok<{ args_hash: string }>(await c.call("evaluate_tool_approval", { call: { ...search, arguments: { ...search.arguments, index_name: "prod-docs" } } }));
+    const plain = ok<{ args_hash: string }>(await c.call("evaluate_tool_approval", { call: search }));
+    expect(same.args_hash).toBe(plain.args_hash);
+  });
+});
+
+describe("the finance reference tools", () => {
+  it("run once with a receipt from request_authorization, and record every refusal", async () => {
+    const c = await connect();
+    const missing = ok<{ executed: boolean; code: string; next_step: string }>(await c.call("place_equity_order", equity));
+    expect(missing).toMatchObject({ executed: false, code: "missing_receipt" });
+    expect(missing.next_step).toContain('request_authorization {"tool": "place_equity_order"');
+
+    const auth = ok<{ status: string; receipt: Record<string, unknown>; request_seq: number }>(
+      await c.call("request_authorization", { tool: "place_equity_order", args: equity }),
+    );
+    expect(auth.status).toBe("AUTHORIZED");
+    expect(auth.receipt).toMatchObject({ kind: "authorization", tool: "place_equity_order", resource: "trading:equities:place" });
+
+    expect(ok(await c.call("place_equity_order", { ...equity, quantity: 11, receipt: auth.receipt }))).toMatchObject({
+      executed: false,
+      code: "args_changed",
+      detail_code: "changed_arguments",
+    });
+    const ran = ok<{ executed: boolean; code: string; result: Record<string, unknown>; synthetic: boolean }>(
+      await c.call("place_equity_order", { ...equity, receipt: auth.receipt }),
+    );
+    expect(ran).toMatchObject({ executed: true, code: "EXECUTED", synthetic: true, result: { status: "filled", synthetic: true } });
+    expect(String(ran.result.order_id)).toMatch(/^ord-sim-/);
+    expect(ok(await c.call("place_equity_order", { ...equity, receipt: auth.receipt }))).toMatchObject({ executed: false, code: "replay" });
+
+    const audit = ok<{ entries: Array<{ event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", { limit: 10 }));
+    const executions = audit.entries.filter((e) => e.event.type === "reference.executed").map((e) => e.event.authorized);
+    expect(executions).toEqual([false, true, false, false]);
+  });
+
+  it("always needs a person for a wire; the approval returns the receipt", async () => {
+    const c = await connect(yes);
+    const wire = { beneficiary: "ACME Ltd", amount: 1200, currency: "USD", confidence: 0.9 };
+    const held = ok<{ status: string; request_seq: number; next_step: string }>(
+      await c.call("request_authorization", { tool: "wire_treasury_transfer", args: wire }),
+    );
+    expect(held.status).toBe("HITL_REQUIRED");
+    expect(held.next_step).toContain(`approve_spend {"request_seq": ${held.request_seq}}`);
+    const approved = ok<{ state: string; receipt: Record<string, unknown>; next_step: string }>(
+      await c.call("approve_spend", { request_seq: held.request_seq }),
+    );
+    expect(approved.state).toBe("LOCKED");
+    expect(approved.receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer" });
+    expect(approved.next_step).toMatch(/wire_treasury_transfer/);
+    expect(ok(await c.call("wire_treasury_transfer", { ...wire, receipt: approved.receipt }))).toMatchObject({ executed: true });
+  });
+});
+
+describe("inspect_audit_ledger and chp_version", () => {
+  it("shows the chain, the signed checkpoint and proofs that verify", async () => {
+    const c = await connect();
+    for (const n of [10, 20, 30]) ok(await c.call("evaluate_spend_gate", gate(n)));
+    const out = ok<{
+      order: string;
+      entries: Array<{ seq: number; sig: string; prev_sig: string }>;
+      size: number;
+      chain: { ok: boolean; entries: number };
+      checkpoint: { size: number; root_hash: string; note: string; verifier_key: string };
+      inclusion_proof: { leaf_index: number; tree_size: number; leaf_hash: string; hashes: string[]; root_hash: string };
+      consistency_proof: { from_size: number; to_size: number; hashes: string[]; from_root: string; to_root: string };
+    }>(await c.call("inspect_audit_ledger", { proof: { seq: 2 }, consistency: { from_size: 1 } }));
+    expect(out.order).toBe("newest_first");
+    expect(out.entries.map((e) => e.seq)).toEqual([3, 2, 1]);
+    expect(out.entries[0]!.prev_sig).toBe(out.entries[1]!.sig);
+    expect(out).toMatchObject({ size: 3, chain: { ok: true, entries: 3 }, checkpoint: { size: 3 } });
+    expect(out.checkpoint.note).toContain(out.checkpoint.root_hash);
+    const b = (s: string) => Buffer.from(s, "base64");
+    const p = out.inclusion_proof;
+    expect(verifyInclusion(p.leaf_index, p.tree_size, b(p.leaf_hash), p.hashes.map(b), b(p.root_hash))).toBe(true);
+    expect(verifyInclusion(p.leaf_index, p.tree_size, b(p.leaf_hash), p.hashes.map(b), b(out.checkpoint.root_hash))).toBe(true);
+    const q = out.consistency_proof;
+    expect(verifyConsistency(q.from_size, q.to_size, b(q.from_root), b(q.to_root), q.hashes.map(b))).toBe(true);
+
+    const page = ok<{ order: string; entries: Array<{ seq: number }>; next_after_seq: number }>(
+      await c.call("inspect_audit_ledger", { after_seq: 0, limit: 2 }),
+    );
+    expect(page).toMatchObject({ order: "oldest_first", next_after_seq: 2 });
+    expect(page.entries.map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  it("chaoscore_inspect {what: audit} shows the tenant's ledger at a glance, and only the tenant's", async () => {
+    const c = await connect();
+    const empty = ok<{ available: boolean; audit: { entries: number; chain_ok: boolean; recent: unknown[] } }>(
+      await c.call("chaoscore_inspect", { what: "audit" }),
+    );
+    expect(empty).toMatchObject({ available: true, audit: { entries: 0, chain_ok: true, recent: [] } });
+    for (const n of [10, 20]) ok(await c.call("evaluate_spend_gate", gate(n)));
+    const out = ok<{ audit: { entries: number; chain_ok: boolean; checkpoint: { size: number }; recent: Array<{ seq: number; type: string; principal: string }> } }>(
+      await c.call("chaoscore_inspect", { what: "audit" }),
+    );
+    expect(out.audit).toMatchObject({ entries: 2, chain_ok: true, checkpoint: { size: 2 } });
+    expect(out.audit.recent).toEqual([
+      expect.objectContaining({ seq: 2, type: "spend_gate.evaluated", principal: "agent" }),
+      expect.objectContaining({ seq: 1, type: "spend_gate.evaluated", principal: "agent" }),
+    ]);
+    const other = await connect();
+    expect(ok<{ audit: { entries: number } }>(await other.call("chaoscore_inspect", { what: "audit" })).audit.entries).toBe(0);
+  });
+
+  it("describes the protocol with public keys only", async () => {
+    const c = await connect();
+    const out = ok<{ edge_version: string; info: Record<string, unknown> }>(await c.call("chp_version", {}));
+    expect(out.edge_version).toBe("0.0.0-test");
+    expect(out.info).toMatchObject({ chp: { version: "1.0", profile: "B" }, finance_reason_codes: expect.arrayContaining(["missing_receipt"]) });
+    expect(JSON.stringify(out.info)).not.toMatch(/PRIVATE/);
+  });
+});
+
+describe("the approver role over HTTP", () => {
+  const keys = { agent: randomBytes(24).toString("base64url"), alice: randomBytes(24).toString("base64url") };
+  const tenant = `gov-http-${randomBytes(3).toString("hex")}`;
+  let edge: RunningHttpTransport;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    edge = await startHttpTransport(deps, {
+      port: 0,
+      apiKeys: [
+        { tenant, principal: "agent", sha256: hashApiKey(keys.agent) },
+        { tenant, principal: "alice", sha256: hashApiKey(keys.alice), roles: ["approver"] },
+      ],
+    });
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await edge?.close();
+  });
+
+  async function as(key: string): Promise<Client> {
+    const { client } = await httpClient(edge.url, { headers: { authorization: `Bearer ${key}` } });
+    clients.push(client);
+    return client;
+  }
+  const callTool = async (c: Client, name: string, args: Record<string, unknown>) =>
+    (await c.callTool({ name, arguments: args })) as CallToolResult;
+
+  it("lets an approver approve another principal's request, never their own", async () => {
+    const agent = await as(keys.agent);
+    const alice = await as(keys.alice);
+    const held = ok<Gate>(await callTool(agent, "evaluate_spend_gate", gate(300)));
+    expect(refused(await callTool(agent, "approve_spend", { request_seq: held.ledger_seq })).code).toBe("permission_denied");
+    const approved = ok<Gate & { human: unknown }>(await callTool(alice, "approve_spend", { request_seq: held.ledger_seq }));
+    expect(approved).toMatchObject({ state: "LOCKED", reason: "human-approved by alice", human: { via: "approver_role" } });
+
+    const own = ok<Gate>(await callTool(alice, "evaluate_spend_gate", gate(300)));
+    const self = refused(await callTool(alice, "approve_spend", { request_seq: own.ledger_seq }));
+    expect(self.code).toBe("permission_denied");
+    expect(self.message).toMatch(/self_approval/);
+
+    const { request_seq } = ok<{ request_seq: number }>(await callTool(agent, "evaluate_tool_approval", { call: charge }));
+    const issued = ok<{ receipt: Record<string, unknown> }>(
+      await callTool(alice, "issue_approval_receipt", { request_seq, call: charge, decision: "allow" }),
+    );
+    expect(issued.receipt).toMatchObject({ actor: "alice", decision: "allow" });
+    expect(ok(await callTool(agent, "authorize_tool_call", { call: charge, receipt: issued.receipt }))).toMatchObject({ status: "AUTHORIZED" });
+  });
+});

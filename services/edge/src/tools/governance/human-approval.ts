@@ -1,0 +1,133 @@
+import { ChaosError } from "@chaos-core/kit";
+import type { ElicitResult } from "@modelcontextprotocol/sdk/types.js";
+import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { ToolContext } from "../define.js";
+import { ledgerCall, ledgerOf } from "./ledger-access.js";
+
+/** How a person's answer reached the ledger (`approved_via` in the ledger contract). */
+export type ApprovedVia = "approver_role" | "elicitation";
+
+/**
+ * What the person answered. `confirmed` is the only answer that lets a tool ask the ledger for
+ * an approval or a receipt; the others issue nothing.
+ */
+export type HumanAnswer =
+  | { readonly answer: "confirmed"; readonly via: ApprovedVia }
+  | { readonly answer: "declined" | "cancelled"; readonly via: "elicitation" };
+
+/** What a tool needs from a person. */
+export interface HumanQuestion {
+  /** The tool that asks, for messages and the recorded decline. */
+  readonly tool: string;
+  /** The ledger sequence of the recorded request the answer is about. */
+  readonly requestSeq: number;
+  /** How the caller retries, e.g. `approve_spend {"request_seq": 7}`. */
+  readonly retryCall: string;
+  /** The confirm checkbox's title. */
+  readonly confirmTitle: string;
+  /**
+   * The question. Built only when a person is asked, from what the ledger recorded (and will
+   * act on), never from the agent's description: an agent could describe a harmless request
+   * while asking for another one.
+   */
+  question(): Promise<string>;
+}
+
+/**
+ * Gets a person's answer, the two ways DESIGN allows and no other: the caller's verified API
+ * key holds the `approver` role (the ledger still refuses a self-approval), or the client
+ * declared elicitation and its user confirms with an explicit checkbox. A flag in the tool's
+ * arguments is never an answer. Neither path open → `permission_denied` naming both.
+ */
+export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<HumanAnswer> {
+  if (ctx.roles.has("approver")) return { answer: "confirmed", via: "approver_role" };
+  if (!ctx.canElicit()) {
+    throw new ChaosError(
+      "permission_denied",
+      `${q.tool} needs a person's decision, and neither way to get one is open here. Either someone holding the ` +
+        `approver role (granted by the operator to an API key, never by an argument) calls ${q.retryCall} from their own ` +
+        "session, or the user of a client that supports MCP elicitation confirms it when asked. This client did not " +
+        "declare elicitation and this credential holds no approver role. Nothing was approved or issued.",
+    );
+  }
+  const message = await q.question();
+  let result: ElicitResult;
+  try {
+    result = await ctx.elicit({
+      message,
+      requestedSchema: {
+        type: "object",
+        properties: {
+          confirm: {
+            type: "boolean",
+            title: q.confirmTitle,
+            description: "Tick only if you approve exactly what is shown above.",
+            default: false,
+          },
+        },
+        required: ["confirm"],
+      },
+    });
+  } catch (err) {
+    if (err instanceof ChaosError) throw err;
+    throw new ChaosError(
+      "approval_required",
+      `the person could not be asked (the client did not answer the approval request): nothing was approved or issued. Call ${q.retryCall} to ask again.`,
+      { cause: err },
+    );
+  }
+  if (result.action === "cancel") return { answer: "cancelled", via: "elicitation" };
+  if (result.action === "decline") return { answer: "declined", via: "elicitation" };
+  const confirm = result.content?.["confirm"];
+  if (typeof confirm !== "boolean") {
+    throw new ChaosError("invalid_argument", "the client's answer carried no yes/no confirm field: nothing was approved or issued");
+  }
+  return confirm ? { answer: "confirmed", via: "elicitation" } : { answer: "declined", via: "elicitation" };
+}
+
+/**
+ * Records a person's refusal, so the audit shows the decision and not only its absence. If the
+ * ledger cannot take it the call fails (closed: nothing was issued either way).
+ */
+export async function recordDecline(ctx: ToolContext, q: HumanQuestion): Promise<number> {
+  try {
+    const res = await ledgerOf(ctx).append(
+      { event: { type: "human.declined", tool: q.tool, request_seq: q.requestSeq, via: "elicitation" } },
+      ledgerCall(ctx),
+    );
+    return Number(res.entry?.seq ?? 0n);
+  } catch (err) {
+    const e = ChaosError.from(err);
+    throw new ChaosError(e.code, `the person declined and nothing was issued, but the ledger did not record the decline: ${e.message}`, {
+      cause: err,
+    });
+  }
+}
+
+/** Reads the entry at `seq` of the caller's tenant, or fails `not_found`. */
+export async function readEntry(ctx: ToolContext, seq: number): Promise<Entry> {
+  const res = await ledgerOf(ctx).listEntries({ afterSeq: BigInt(seq - 1), limit: 1 }, ledgerCall(ctx));
+  const entry = res.entries[0];
+  if (!entry || entry.seq !== BigInt(seq)) {
+    throw new ChaosError(
+      "not_found",
+      `this tenant's ledger has no entry ${seq}: request_seq must be the ledger_seq a request returned (the ledger holds ${res.size} entries)`,
+    );
+  }
+  return entry;
+}
+
+/** Longest recorded event shown in a question; a longer one is cut, and the question says so. */
+const MAX_SHOWN_EVENT = 4000;
+
+/** The recorded request, as a person reads it: who asked, when, and the event exactly as recorded. */
+export function describeEntry(entry: Entry): string {
+  let event = JSON.stringify(entry.event ?? {}, null, 2);
+  if (event.length > MAX_SHOWN_EVENT) event = `${event.slice(0, MAX_SHOWN_EVENT)}\n… (cut: the full event is ${event.length} characters)`;
+  const type = typeof entry.event?.["type"] === "string" ? ` (${entry.event["type"]})` : "";
+  return [
+    `Ledger entry ${entry.seq}${type}, recorded ${entry.ts} for ${entry.principal}${entry.session ? ` in session ${entry.session}` : ""}:`,
+    event,
+    `content_hash of the event: ${entry.contentHash}`,
+  ].join("\n");
+}

@@ -1,0 +1,110 @@
+import { z } from "zod";
+import { defineTool } from "../define.js";
+import { humanOutput } from "./approve-spend.js";
+import { issueReceiptCall } from "./evaluate-tool-approval.js";
+import { askHuman, describeEntry, readEntry, recordDecline, type HumanQuestion } from "./human-approval.js";
+import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { jsonObjectOutput, requestSeq, toolCallInput, toProtoCall, ttlSeconds } from "./shapes.js";
+
+/** Longest call shown in a question; a longer one is cut, and the question says so. */
+const MAX_SHOWN_CALL = 4000;
+
+/**
+ * `issue_approval_receipt`: a person's signed allow or deny for one recorded call. The ledger
+ * binds the receipt to the call, checks it is the call recorded at request_seq, and refuses a
+ * requester approving their own call through the approver role. Cognition's step binding is
+ * never set here: it is the cognition service's alone.
+ */
+export const issueApprovalReceiptTool = defineTool({
+  name: "issue_approval_receipt",
+  toolset: "governance",
+  title: "Issue approval receipt",
+  description:
+    "Have a person sign an allow or deny receipt for a call that evaluate_tool_approval recorded as RECEIPT_REQUIRED " +
+    "(give its request_seq and the same call). Someone holding the approver role issues it by calling this; otherwise, " +
+    "when this client supports elicitation, its user is shown the call and the recorded request and asked to confirm. " +
+    "No argument can approve. The receipt is bound to tool, resource, argument hash, policy version and risk, expires, " +
+    "and works once: pass it whole to authorize_tool_call.",
+  input: z.strictObject({
+    request_seq: requestSeq.describe("The request_seq evaluate_tool_approval returned for this call"),
+    call: toolCallInput,
+    decision: z.enum(["allow", "deny"]).describe("allow lets the call through once; deny records a signed refusal"),
+    ttl_seconds: ttlSeconds,
+    reason: z.string().max(500).optional().describe("Why, in a sentence; kept in the decision log"),
+  }),
+  output: z.object({
+    human: humanOutput,
+    receipt: jsonObjectOutput.optional().describe("The signed receipt: pass it back whole, unchanged"),
+    decision_log: jsonObjectOutput.optional().describe("Who decided what, for which argument hash, with which nonce"),
+    ledger_seq: z.number().int().optional().describe("The ledger entry that records the issued receipt"),
+    decline_seq: z.number().int().optional().describe("The ledger entry that records a decline"),
+    next_step: z.string(),
+  }),
+  annotations: {
+    readOnlyHint: false,
+    // It signs and records a new receipt; nothing is replaced or run.
+    destructiveHint: false,
+    idempotentHint: false,
+    openWorldHint: false,
+  },
+  async run(args, ctx) {
+    const seq = args.request_seq;
+    const retry = issueReceiptCall(seq, args.decision);
+    const question: HumanQuestion = {
+      tool: "issue_approval_receipt",
+      requestSeq: seq,
+      retryCall: retry,
+      confirmTitle: args.decision === "allow" ? "Allow this exact call, once?" : "Sign a refusal (deny) for this call?",
+      question: async () => {
+        let call = JSON.stringify(args.call, null, 2);
+        if (call.length > MAX_SHOWN_CALL) call = `${call.slice(0, MAX_SHOWN_CALL)}\n… (cut: the full call is ${call.length} characters)`;
+        return [
+          args.decision === "allow"
+            ? "An AI agent asks you to ALLOW one tool call. Policy lists the tool, but an allowlist is not an authorization."
+            : "An AI agent asks you to sign a DENY for one tool call: it will be refused with human_denied.",
+          `The call the receipt binds (the ledger checks it is the recorded request's call):\n${call}`,
+          `The request as the audit ledger recorded it:\n${describeEntry(await readEntry(ctx, seq))}`,
+          `The receipt is valid for ${args.ttl_seconds ?? 300} seconds and works once, only with exactly these arguments.` +
+            (args.reason ? `\nReason given: ${args.reason}` : ""),
+        ].join("\n\n");
+      },
+    };
+    const human = await askHuman(ctx, question);
+    if (human.answer === "cancelled") {
+      return {
+        human,
+        next_step: `The person dismissed the question without answering: no receipt was issued. Call ${retry} to ask again.`,
+      };
+    }
+    if (human.answer === "declined") {
+      const declineSeq = await recordDecline(ctx, question);
+      return {
+        human,
+        decline_seq: declineSeq,
+        next_step: `The person declined: no receipt was issued (recorded in ledger entry ${declineSeq}). Do not run the call; tell the user.`,
+      };
+    }
+    const res = await ledgerOf(ctx).issueReceipt(
+      {
+        call: toProtoCall(args.call),
+        decision: args.decision,
+        ttlSeconds: args.ttl_seconds ?? 0,
+        approvedVia: human.via,
+        requestSeq: BigInt(seq),
+        reason: args.reason ?? "",
+      },
+      ledgerCall(ctx),
+    );
+    const ledgerSeq = seqNumber(res.ledgerSeq);
+    return {
+      human,
+      ...(res.receipt ? { receipt: res.receipt } : {}),
+      ...(res.decisionLog ? { decision_log: res.decisionLog } : {}),
+      ledger_seq: ledgerSeq,
+      next_step:
+        args.decision === "allow"
+          ? `Receipt issued (ledger entry ${ledgerSeq}). Pass it whole, unchanged, to authorize_tool_call {"call": <the same call>, "receipt": <the receipt>} before it expires; it works once.`
+          : `A signed deny was issued (ledger entry ${ledgerSeq}): authorizing the call with it is refused with human_denied. Do not run the call.`,
+    };
+  },
+});

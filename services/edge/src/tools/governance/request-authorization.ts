@@ -1,0 +1,79 @@
+import { z } from "zod";
+import { defineTool } from "../define.js";
+import { REFERENCE_TOOL_NAMES, REFERENCE_TOOL_SPECS, referenceArgs } from "../finance/arguments.js";
+import { approveSpendCall } from "./gate-result.js";
+import { ledgerCall, ledgerOf, oneOf, seqNumber } from "./ledger-access.js";
+import { boundedJsonObject, jsonObjectOutput, MAX_ARGUMENTS_BYTES, ttlSeconds } from "./shapes.js";
+
+const STATUSES = ["AUTHORIZED", "HITL_REQUIRED", "DENIED"] as const;
+
+/** `request_authorization`: the spend gate for a finance reference call, and a receipt bound to it when it passes. */
+export const requestAuthorizationTool = defineTool({
+  name: "request_authorization",
+  toolset: "governance",
+  title: "Request authorization",
+  description:
+    "Ask for a receipt for one synthetic finance tool call (place_equity_order, wire_treasury_transfer, " +
+    "rebalance_portfolio) with its exact arguments. The operator's spend policy decides: AUTHORIZED under the approval " +
+    "threshold (the receipt is returned: pass it whole to the tool with the same arguments), HITL_REQUIRED (a person " +
+    "approves with approve_spend {request_seq}, which returns the receipt; wire transfers always need a person), or " +
+    "DENIED with a code. Recorded in the audit ledger. Runs nothing.",
+  input: z
+    .strictObject({
+      tool: z.enum(REFERENCE_TOOL_NAMES).describe("The finance reference tool to authorize"),
+      args: boundedJsonObject(MAX_ARGUMENTS_BYTES).describe(
+        "Its arguments exactly as you will call it (without receipt); they are bound to the receipt's hash",
+      ),
+      ttl_seconds: ttlSeconds,
+    })
+    .superRefine((input, ctx) => {
+      // Refused here with the field named, instead of a recorded ambiguity for a typo.
+      const parsed = referenceArgs(input.tool).safeParse(input.args);
+      for (const issue of parsed.success ? [] : parsed.error.issues) {
+        // An unknown key is named in the path, so the error points at it.
+        const keys = issue.code === "unrecognized_keys" ? issue.keys : [undefined];
+        for (const key of keys) {
+          ctx.addIssue({ code: "custom", path: ["args", ...issue.path, ...(key ? [key] : [])], message: issue.message });
+        }
+      }
+    }),
+  output: z.object({
+    status: z.enum(STATUSES),
+    code: z.string().describe("AUTHORIZED, HITL_REQUIRED or the stable denial code"),
+    receipt: jsonObjectOutput.optional().describe("When AUTHORIZED: the signed receipt, to pass back whole"),
+    gate: jsonObjectOutput.optional().describe("The spend gate's result for the call (state, reason, claims)"),
+    request_seq: z.number().int().describe("The ledger entry that records the request (approve_spend takes it)"),
+    next_step: z.string(),
+  }),
+  annotations: {
+    readOnlyHint: false,
+    // It records the request and may sign a receipt; nothing is replaced or run.
+    destructiveHint: false,
+    idempotentHint: false,
+    openWorldHint: false,
+  },
+  async run(args, ctx) {
+    const res = await ledgerOf(ctx).requestAuthorization(
+      { tool: args.tool, arguments: args.args, ttlSeconds: args.ttl_seconds ?? 0 },
+      ledgerCall(ctx),
+    );
+    const seq = seqNumber(res.ledgerSeq);
+    const status = oneOf(res.status, STATUSES, "status");
+    const spec = REFERENCE_TOOL_SPECS[args.tool];
+    const nextStep = {
+      AUTHORIZED: `Authorized under the approval threshold (ledger entry ${seq}). Call ${spec.name} with exactly the same arguments plus "receipt": <the receipt, whole> before it expires; it works once.`,
+      HITL_REQUIRED:
+        `A person must approve this ${spec.spendPolicy} spend: ${approveSpendCall(seq)}, called by someone holding the ` +
+        `approver role, or by you when your client can ask its user (elicitation). The approval returns the receipt for ${spec.name}.`,
+      DENIED: `Denied (${res.code}), recorded in ledger entry ${seq}. Do not call ${spec.name}; no approval can override this.`,
+    }[status];
+    return {
+      status,
+      code: res.code,
+      ...(res.receipt ? { receipt: res.receipt } : {}),
+      ...(res.gate ? { gate: res.gate } : {}),
+      request_seq: seq,
+      next_step: nextStep,
+    };
+  },
+});

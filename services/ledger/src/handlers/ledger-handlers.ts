@@ -1,0 +1,220 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { ChaosError, type ServiceImpl } from "@chaos-core/kit";
+import type { LedgerService, SpendAction as ProtoSpendAction, StepBinding as ProtoStepBinding, ToolCall as ProtoToolCall } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { SpendAction } from "../domain/spend-gate.js";
+import type { LedgerEntry } from "../log/entry.js";
+import { verifyStoredLedger } from "../log/verify.js";
+import type { ApprovedVia, LedgerCore, StepBinding } from "../service/ledger-core.js";
+import { toPlainJson } from "../service/plain-json.js";
+import { SpendDesk } from "../service/spend-desk.js";
+
+// Handlers map proto <-> the ledger core and nothing else. The tenant, principal and session
+// are always the verified ones from the call context, never request fields.
+
+/** Plain JSON for a Struct field: CHP floats as numbers, undefined fields dropped. */
+function struct(value: unknown): JsonObject {
+  return JSON.parse(JSON.stringify(toPlainJson(value))) as JsonObject;
+}
+
+function entryToProto(e: LedgerEntry) {
+  return {
+    seq: BigInt(e.seq),
+    ts: e.ts,
+    tenant: e.tenant,
+    session: e.session,
+    principal: e.principal,
+    event: struct(e.event),
+    contentHash: e.content_hash,
+    prevSig: e.prev_sig,
+    sig: e.sig,
+  };
+}
+
+function toolCallOf(call: ProtoToolCall | undefined): unknown {
+  // Absent arguments stay absent: the check chain refuses them as ambiguous, never guesses {}.
+  if (!call) return undefined;
+  return { tool: call.tool, resource: call.resource, ...(call.arguments !== undefined ? { arguments: call.arguments } : {}) };
+}
+
+function stepOf(step: ProtoStepBinding | undefined): StepBinding | undefined {
+  if (!step) return undefined;
+  return { policyVersion: step.policyVersion, risk: step.risk, ...(step.requester ? { requester: step.requester } : {}) };
+}
+
+function actionOf(a: ProtoSpendAction | undefined): SpendAction {
+  if (!a) throw new ChaosError("invalid_argument", "action: required");
+  return { action: a.action, asset: a.asset, notional: a.notional, confidence: a.confidence ?? null };
+}
+
+function via(v: string): ApprovedVia {
+  if (v === "approver_role" || v === "elicitation") return v;
+  throw new ChaosError("invalid_argument", `approved_via: must be "approver_role" or "elicitation", got "${v}"`);
+}
+
+function safeNumber(v: bigint, field: string): number {
+  if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new ChaosError("invalid_argument", `${field}: too large`);
+  return Number(v);
+}
+
+function checkpointToProto(cp: { size: number; root: string; note: string }, verifierKey: string) {
+  return { note: cp.note, size: BigInt(cp.size), rootHash: Buffer.from(cp.root, "hex").toString("base64"), verifierKey };
+}
+
+const b64 = (hex: string) => Buffer.from(hex, "hex").toString("base64");
+
+/** The gRPC surface of the ledger service over a {@link LedgerCore}. */
+export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof LedgerService> {
+  const desk = new SpendDesk(core);
+  const store = core.store;
+  return {
+    async append(req, ctx) {
+      if (!req.event) throw new ChaosError("invalid_argument", "event: required");
+      const entry = await core.append(ctx.call, req.event as Record<string, unknown>);
+      return { entry: entryToProto(entry) };
+    },
+
+    async listEntries(req, ctx) {
+      const limit = req.limit === 0 ? 50 : req.limit;
+      if (limit > 1000) throw new ChaosError("invalid_argument", "limit: at most 1000");
+      const cp = await store.latestCheckpoint(ctx.call.tenant);
+      const size = cp?.size ?? 0;
+      const afterSeq = req.newestFirst ? Math.max(0, size - limit) : safeNumber(req.afterSeq, "after_seq");
+      const entries = await store.list(ctx.call.tenant, { afterSeq, limit });
+      if (req.newestFirst) entries.reverse();
+      return { entries: entries.map(entryToProto), size: BigInt(size) };
+    },
+
+    async getCheckpoint(_req, ctx) {
+      const cp = await store.latestCheckpoint(ctx.call.tenant);
+      return cp ? { checkpoint: checkpointToProto(cp, store.verifierKey(ctx.call.tenant)) } : {};
+    },
+
+    async getInclusionProof(req, ctx) {
+      const treeSize = req.treeSize === 0n ? undefined : safeNumber(req.treeSize, "tree_size");
+      const p = await store.inclusionProof(ctx.call.tenant, { seq: safeNumber(req.seq, "seq") }, treeSize);
+      return {
+        leafIndex: BigInt(p.index),
+        treeSize: BigInt(p.treeSize),
+        hashes: p.proof.map(b64),
+        leafHash: b64(p.leafHash),
+        rootHash: b64(p.checkpoint.root),
+      };
+    },
+
+    async getConsistencyProof(req, ctx) {
+      const to = req.toSize === 0n ? undefined : safeNumber(req.toSize, "to_size");
+      const p = await store.consistencyProof(ctx.call.tenant, safeNumber(req.fromSize, "from_size"), to);
+      return {
+        fromSize: BigInt(p.from),
+        toSize: BigInt(p.to),
+        hashes: p.proof.map(b64),
+        fromRoot: p.fromCheckpoint ? b64(p.fromCheckpoint.root) : "",
+        toRoot: b64(p.toCheckpoint.root),
+      };
+    },
+
+    async verifyChain(_req, ctx) {
+      // The whole log, as an outside verifier would check it: every content hash and chain
+      // link, and every checkpoint's signature (with the ledger's public key only) and root.
+      const report = await verifyStoredLedger(store, ctx.call.tenant, core.keyring.active.publicKey, { tenant: ctx.call.tenant });
+      return {
+        ok: report.ok,
+        entries: BigInt(report.entries),
+        checkpoints: BigInt(report.checkpoints),
+        firstBadSeq: BigInt(report.failure?.seq ?? 0),
+        problem: report.failure ? `${report.failure.check}: ${report.failure.message}` : "",
+      };
+    },
+
+    async evaluateSpendGate(req, ctx) {
+      const r = await desk.evaluateSpendGate(ctx.call, {
+        policyName: req.policyName,
+        action: actionOf(req.action),
+        ...(req.agentPolicy !== undefined ? { agentPolicy: req.agentPolicy } : {}),
+      });
+      return { result: struct(r.result), state: r.state, contentHash: r.contentHash, ledgerSeq: BigInt(r.entry.seq) };
+    },
+
+    async approveSpend(req, ctx) {
+      const r = await desk.approveSpend(ctx.call, {
+        requestSeq: safeNumber(req.requestSeq, "request_seq"),
+        approvedVia: via(req.approvedVia),
+        ttlSeconds: req.ttlSeconds,
+      });
+      return {
+        result: struct(r.result),
+        state: r.state,
+        contentHash: r.contentHash,
+        ledgerSeq: BigInt(r.entry.seq),
+        ...(r.receipt ? { receipt: struct(r.receipt) } : {}),
+      };
+    },
+
+    async evaluateToolApproval(req, ctx) {
+      const { result, entry } = await core.evaluateToolApproval(ctx.call, toolCallOf(req.call));
+      return {
+        status: result.status,
+        code: result.deny_code,
+        argsHash: result.status === "RECEIPT_REQUIRED" ? result.args_hash : "",
+        policyVersion: result.policy_version ?? "",
+        risk: result.status === "RECEIPT_REQUIRED" ? result.risk : "",
+        ledgerSeq: BigInt(entry.seq),
+      };
+    },
+
+    async issueReceipt(req, ctx) {
+      const step = stepOf(req.step);
+      const r = await core.issueReceipt(ctx.call, {
+        toolCall: toolCallOf(req.call),
+        decision: req.decision,
+        ttlSeconds: req.ttlSeconds,
+        approvedVia: req.approvedVia,
+        ...(req.requestSeq !== 0n ? { requestSeq: safeNumber(req.requestSeq, "request_seq") } : {}),
+        reason: req.reason,
+        ...(step ? { step } : {}),
+      });
+      if (!r.issued) throw new ChaosError("permission_denied", `${r.code}: ${r.problem} (recorded as ledger entry ${r.entry.seq})`);
+      return { receipt: struct(r.receipt), decisionLog: struct(r.decisionLog), ledgerSeq: BigInt(r.entry.seq) };
+    },
+
+    async authorize(req, ctx) {
+      const step = stepOf(req.step);
+      const r = await core.authorize(ctx.call, {
+        toolCall: toolCallOf(req.call),
+        ...(req.receipt !== undefined ? { receipt: req.receipt } : {}),
+        ...(step ? { step } : {}),
+      });
+      return { authorized: r.authorized, code: r.code, step: r.step, argsHash: r.argsHash, ledgerSeq: BigInt(r.entry.seq) };
+    },
+
+    async requestAuthorization(req, ctx) {
+      const r = await desk.requestAuthorization(ctx.call, { tool: req.tool, args: req.arguments ?? {}, ttlSeconds: req.ttlSeconds });
+      return {
+        status: r.status,
+        code: r.code,
+        ...(r.receipt ? { receipt: struct(r.receipt) } : {}),
+        gate: struct(r.reply.result),
+        ledgerSeq: BigInt(r.reply.entry.seq),
+      };
+    },
+
+    async executeReferenceTool(req, ctx) {
+      const r = await desk.executeReferenceTool(ctx.call, {
+        tool: req.tool,
+        args: req.arguments ?? {},
+        ...(req.receipt !== undefined ? { receipt: req.receipt } : {}),
+      });
+      return {
+        executed: r.executed,
+        code: r.code,
+        detailCode: r.detailCode,
+        ...(r.executed ? { result: struct(r.result) } : r.problem ? { result: struct({ problem: r.problem }) } : {}),
+        ledgerSeq: BigInt(r.entry.seq),
+      };
+    },
+
+    getInfo(_req, ctx) {
+      return Promise.resolve({ info: struct(core.info(ctx.call)) });
+    },
+  };
+}

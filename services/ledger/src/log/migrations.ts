@@ -1,0 +1,122 @@
+import { APP_ROLE, migrate, type Db, type Migration } from "@chaos-core/kit";
+
+/** The schema the ledger service owns. Nothing else reads or writes it. */
+export const LEDGER_SCHEMA = "ledger";
+
+/** The tables no one may change after insert; see the migration comment. */
+export const APPEND_ONLY_TABLES = ["entries", "nodes", "checkpoints", "nonces"] as const;
+
+const TENANT_POLICY = (table: string): string => `
+      ALTER TABLE ledger.${table} ENABLE ROW LEVEL SECURITY;
+      ALTER TABLE ledger.${table} FORCE ROW LEVEL SECURITY;
+      CREATE POLICY ${table}_tenant_isolation ON ledger.${table}
+        USING (tenant_id = current_setting('app.tenant_id', true))
+        WITH CHECK (tenant_id = current_setting('app.tenant_id', true));`;
+
+const APPEND_ONLY = (table: string): string => `
+      CREATE TRIGGER ${table}_append_only BEFORE UPDATE OR DELETE ON ledger.${table}
+        FOR EACH ROW EXECUTE FUNCTION ledger.refuse_change();
+      CREATE TRIGGER ${table}_no_truncate BEFORE TRUNCATE ON ledger.${table}
+        FOR EACH STATEMENT EXECUTE FUNCTION ledger.refuse_change();
+      GRANT SELECT, INSERT ON ledger.${table} TO ${APP_ROLE};`;
+
+/**
+ * The ledger's migrations, forward-only; the same SQL runs on Postgres and PGlite.
+ *
+ * - `entries.event` is `json`, not `jsonb`: it keeps the exact canonical JSON text that was
+ *   hashed into `content_hash` (jsonb would reorder keys and respell numbers, e.g. `1.0e2`),
+ *   so a verifier re-reads the very bytes the chain covers. `ts` is `text` for the same
+ *   reason: the RFC 3339 string is what the chain signs, not an instant.
+ * - `nodes` holds every perfect Merkle subtree above the leaves (level ≥ 1; a leaf hash is
+ *   SHA-256(0x00 || sig) of its entry, so storing it again would add a row per append): a
+ *   proof is a handful of reads, never a rebuild. `heads.frontier` is the tree's right border
+ *   (one hash per set bit of `size`, hex, largest first), so an append never reads old nodes.
+ * - One checkpoint per commit, signed, keyed by tree size.
+ * - Append-only twice: ${APP_ROLE} gets only SELECT, INSERT on entries, nodes, checkpoints and
+ *   nonces, and a trigger refuses UPDATE, DELETE and TRUNCATE for everyone, owner and superuser
+ *   included (short of ALTER TABLE … DISABLE TRIGGER, which only the owner can run and which
+ *   `verify` then catches through the chain and the signed roots).
+ * - `heads` and `spend_days` are mutable by design (a counter and a running total) and are
+ *   outside the append-only guarantee; what they summarise is itself in the append-only
+ *   entries, so `verify` never trusts them.
+ * - Row-level security is forced on every table: a query that forgets `tenant_id` still sees
+ *   one tenant.
+ */
+export const LEDGER_MIGRATIONS: Migration[] = [
+  {
+    id: "0001_audit_log",
+    sql: `
+      CREATE FUNCTION ledger.refuse_change() RETURNS trigger
+      LANGUAGE plpgsql AS $fn$
+      BEGIN
+        RAISE EXCEPTION 'ledger.% is append-only: % refused', TG_TABLE_NAME, TG_OP
+          USING ERRCODE = 'insufficient_privilege';
+      END
+      $fn$;
+
+      CREATE TABLE ledger.entries (
+        tenant_id    text NOT NULL,
+        seq          bigint NOT NULL CHECK (seq >= 1),
+        ts           text NOT NULL,
+        session      text NOT NULL,
+        principal    text NOT NULL,
+        event        json NOT NULL,
+        content_hash text NOT NULL,
+        prev_sig     text NOT NULL,
+        sig          text NOT NULL,
+        PRIMARY KEY (tenant_id, seq)
+      );
+
+      CREATE TABLE ledger.nodes (
+        tenant_id text NOT NULL,
+        level     smallint NOT NULL CHECK (level >= 1 AND level < 64),
+        idx       bigint NOT NULL CHECK (idx >= 0),
+        hash      bytea NOT NULL CHECK (octet_length(hash) = 32),
+        PRIMARY KEY (tenant_id, level, idx)
+      );
+
+      CREATE TABLE ledger.checkpoints (
+        tenant_id  text NOT NULL,
+        size       bigint NOT NULL CHECK (size >= 0),
+        root       bytea NOT NULL CHECK (octet_length(root) = 32),
+        note       text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (tenant_id, size)
+      );
+
+      CREATE TABLE ledger.heads (
+        tenant_id  text PRIMARY KEY,
+        size       bigint NOT NULL CHECK (size >= 0),
+        last_sig   text NOT NULL,
+        frontier   text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+
+      CREATE TABLE ledger.nonces (
+        tenant_id   text NOT NULL,
+        nonce       text NOT NULL,
+        consumed_at timestamptz NOT NULL DEFAULT now(),
+        entry_seq   bigint,
+        PRIMARY KEY (tenant_id, nonce)
+      );
+
+      CREATE TABLE ledger.spend_days (
+        tenant_id   text NOT NULL,
+        policy_name text NOT NULL,
+        day         date NOT NULL,
+        committed   double precision NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant_id, policy_name, day)
+      );
+
+      ${["entries", "nodes", "checkpoints", "heads", "nonces", "spend_days"].map(TENANT_POLICY).join("\n")}
+      ${APPEND_ONLY_TABLES.map(APPEND_ONLY).join("\n")}
+      GRANT SELECT, INSERT, UPDATE ON ledger.heads TO ${APP_ROLE};
+      GRANT SELECT, INSERT, UPDATE ON ledger.spend_days TO ${APP_ROLE};
+    `,
+  },
+];
+
+/** Applies the ledger migrations (idempotent, safe for concurrent replicas); returns the ids applied now. */
+export function migrateLedger(db: Db): Promise<string[]> {
+  return migrate(db, LEDGER_SCHEMA, LEDGER_MIGRATIONS);
+}

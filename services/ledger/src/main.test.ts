@@ -1,0 +1,194 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { credentials, makeClientConstructor, type Client, type ServiceDefinition } from "@grpc/grpc-js";
+import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { service as healthService } from "grpc-health-check";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../test/support/redis.js";
+import { generateKeyringFile } from "./keys/keyring.js";
+import { as, requestAndIssue, type FixtureToolCall } from "./test-support/flows.js";
+
+const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+const KEY = "ledger-main-test-key-0123456789abcdefghij";
+const TOOL_POLICY = { version: "tp-1", tools: { "reports.delete": { risk: "high", resources: ["bucket:reports"] } } };
+const DELETE: FixtureToolCall = { tool: "reports.delete", resource: "bucket:reports", arguments: { report_id: "q3" } };
+const TENANT = "acme";
+
+interface Running {
+  child: ChildProcess;
+  address: string;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `node dist/main.js` with only the given environment, in an empty directory (no .env). */
+async function startMain(env: Record<string, string>, cwd: string): Promise<Running> {
+  const child = spawn(process.execPath, [MAIN], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "", CHAOS_CORE_CONTEXT_KEY: KEY, HOST: "127.0.0.1", PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const address = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`main did not start in time:\n${err}`)), 60_000);
+    child.stderr?.on("data", (d: Buffer) => {
+      err += d.toString();
+      const m = /"address":"([^"]+)"/.exec(err);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`main exited with ${code}:\n${err}`));
+    });
+  });
+  return { child, address, stdout: () => out, stderr: () => err, exited };
+}
+
+/** Runs main to completion (for start-up failures). */
+async function runMain(env: Record<string, string>, cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [MAIN], { cwd, env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return { code, stdout, stderr };
+}
+
+const HealthClient = makeClientConstructor(healthService as unknown as ServiceDefinition, "grpc.health.v1.Health");
+
+async function healthOf(address: string, service: string): Promise<string> {
+  const client = new HealthClient(address, credentials.createInsecure()) as unknown as Client & {
+    check(req: { service: string }, cb: (err: Error | null, res?: { status: string }) => void): void;
+  };
+  try {
+    return await new Promise<string>((resolve, reject) =>
+      client.check({ service }, (err, res) => (err ? reject(err) : resolve(String(res?.status)))),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+async function stop(running: Running): Promise<number | null> {
+  running.child.kill("SIGTERM");
+  return running.exited;
+}
+
+describe("ledger main, run alone", () => {
+  let database: TestDatabase;
+  let cwd: string;
+  let keysFile: string;
+  let policyFile: string;
+  let redis: Redis;
+  const prefix = uniquePrefix("ledger-main");
+
+  beforeAll(async () => {
+    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npx tsc -b services/ledger\` first`);
+    database = await createTestDatabase("chaoscore_ledger_main");
+    cwd = await mkdtemp(join(tmpdir(), "chaoscore-ledger-main-"));
+    keysFile = join(cwd, "ledger-keys.json");
+    await generateKeyringFile(keysFile);
+    policyFile = join(cwd, "ledger-policy.json");
+    await writeFile(policyFile, JSON.stringify({ defaults: { tool_approval: TOOL_POLICY } }));
+    redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    if (redis) {
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    }
+    await database?.drop();
+    if (cwd) await rm(cwd, { recursive: true, force: true });
+  });
+
+  const env = (): Record<string, string> => ({
+    DATABASE_URL: database.url,
+    REDIS_URL: TEST_REDIS_URL,
+    CHAOS_CORE_REDIS_PREFIX: prefix,
+    CHAOS_CORE_LEDGER_KEYS_FILE: keysFile,
+    CHAOS_CORE_LEDGER_POLICY_FILE: policyFile,
+  });
+
+  it("serves over gRPC: health SERVING, one of 64 concurrent authorizations wins; after a restart with Redis flushed the receipt is still spent", async () => {
+    const first = await startMain(env(), cwd);
+    let receipt: JsonObject | undefined;
+    let kid: string;
+    try {
+      expect(await healthOf(first.address, "")).toBe("SERVING");
+      expect(await healthOf(first.address, "chaoscore.ledger.v1.LedgerService")).toBe("SERVING");
+      const { client, close } = createGrpcClient(LedgerService, first.address, new ContextSigner(KEY));
+      try {
+        const info = await client.getInfo({}, as(TENANT, "agent@acme"));
+        const keys = (info.info?.keys ?? []) as { kid: string; active: boolean; public_key: string }[];
+        expect(keys).toHaveLength(1);
+        kid = keys[0]!.kid;
+        expect(JSON.stringify(info.info)).not.toMatch(/PRIVATE/);
+        ({ receipt } = await requestAndIssue(client, { tenant: TENANT, requester: "agent@acme", approver: "approver@acme", call: DELETE }));
+        expect(receipt.kid).toBe(kid);
+        const results = await Promise.all(Array.from({ length: 64 }, () => client.authorize({ call: DELETE, receipt }, as(TENANT, "agent@acme"))));
+        expect(results.filter((r) => r.code === "AUTHORIZED")).toHaveLength(1);
+        expect(results.filter((r) => r.code === "replayed_receipt")).toHaveLength(63);
+      } finally {
+        close();
+      }
+    } finally {
+      expect(await stop(first)).toBe(0);
+    }
+    expect(first.stdout()).toBe("");
+    expect(first.stderr()).toMatch(/"msg":"applied migrations"/);
+    expect(first.stderr()).toMatch(/"msg":"ledger ready"/);
+    expect(first.stderr()).toMatch(/"msg":"stopped"/);
+
+    // Only Postgres remembers now.
+    const keys = await redis.keys(`${prefix}*`);
+    expect(keys).toContain(`${prefix}${TENANT}:nonce:${receipt!.nonce as string}`);
+    await redis.del(...keys);
+
+    const again = await startMain(env(), cwd);
+    try {
+      const { client, close } = createGrpcClient(LedgerService, again.address, new ContextSigner(KEY));
+      try {
+        const replay = await client.authorize({ call: DELETE, receipt: receipt! }, as(TENANT, "agent@acme"));
+        expect(replay).toMatchObject({ authorized: false, code: "replayed_receipt" });
+        const listed = await client.listEntries({ limit: 1000 }, as(TENANT, "agent@acme"));
+        expect(listed.size).toBe(2n + 64n + 1n);
+        expect(listed.entries.filter((e) => e.event?.authorized === true)).toHaveLength(1);
+        const chain = await client.verifyChain({}, as(TENANT, "agent@acme"));
+        expect(chain).toMatchObject({ ok: true, entries: 67n });
+      } finally {
+        close();
+      }
+    } finally {
+      expect(await stop(again)).toBe(0);
+    }
+  });
+
+  it("refuses to start without a keys file, naming the variable", async () => {
+    const { CHAOS_CORE_LEDGER_KEYS_FILE: _unset, ...noKeys } = env();
+    const missingVar = await runMain({ ...noKeys, CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "0" }, cwd);
+    expect(missingVar.code).toBe(1);
+    expect(missingVar.stdout).toBe("");
+    expect(missingVar.stderr).toMatch(/CHAOS_CORE_LEDGER_KEYS_FILE: is required/);
+
+    const missingFile = await runMain({ ...env(), CHAOS_CORE_LEDGER_KEYS_FILE: join(cwd, "nope.json"), CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "0" }, cwd);
+    expect(missingFile.code).toBe(1);
+    expect(missingFile.stderr).toMatch(/CHAOS_CORE_LEDGER_KEYS_FILE: ledger keyring \S+nope\.json: file not found/);
+  });
+});

@@ -1,0 +1,65 @@
+/**
+ * The ledger service run alone as a gRPC server, the way Kubernetes runs it:
+ * telemetry → config → keyring and policies → database → migrations → core → server → signals.
+ * Prints nothing on stdout; logs are JSON on stderr.
+ */
+import type { Db, Logger } from "@chaos-core/kit";
+import type { Redis as RedisClient } from "ioredis";
+
+// The bootstrap first (.env, then telemetry): its loader hook has to be in place before pg,
+// ioredis and grpc-js are imported, which is why everything else below is imported dynamically.
+await import("@chaos-core/kit/telemetry");
+const { readFileSync } = await import("node:fs");
+const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { Redis } = await import("ioredis");
+const { loadLedgerConfig } = await import("./config.js");
+const { loadKeyring } = await import("./keys/keyring.js");
+const { loadOperatorPolicies } = await import("./service/operator-policies.js");
+const { openLedgerDb } = await import("./adapters/open-db.js");
+const { migrateLedger } = await import("./log/migrations.js");
+const { createMemoryNonceCache, createRedisNonceCache } = await import("./adapters/nonce-cache.js");
+const { createLedgerCore } = await import("./service/create-core.js");
+const { startLedgerServer } = await import("./server.js");
+
+const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+
+let logger: Logger = createLogger("ledger");
+let db: Db | undefined;
+let redis: RedisClient | undefined;
+try {
+  const config = loadLedgerConfig();
+  logger = createLogger("ledger", config.logLevel);
+  // Keys and policies first: a missing key or a malformed policy fails before anything opens.
+  const keyring = await loadKeyring(config.keysFile).catch((err: unknown) => {
+    // The keyring's message names the file; the operator also needs the variable that chose it.
+    throw new Error(`CHAOS_CORE_LEDGER_KEYS_FILE: ${(err as Error).message}`, { cause: err });
+  });
+  const policies = await loadOperatorPolicies(config.policyFile);
+  db = await openLedgerDb(config.storage);
+  const applied = await migrateLedger(db);
+  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  let nonces;
+  if (config.nonces.kind === "redis") {
+    redis = new Redis(config.nonces.url, { maxRetriesPerRequest: 1, lazyConnect: true });
+    await redis.connect();
+    nonces = createRedisNonceCache(redis, { prefix: config.nonces.prefix });
+  } else {
+    nonces = createMemoryNonceCache();
+  }
+  const core = createLedgerCore({ db, keyring, policies, nonces, logger, version: VERSION, origin: config.origin });
+  const server = await startLedgerServer({ host: config.host, port: config.port, signer: new ContextSigner(config.contextKey), core, logger });
+  logger.info({ kid: keyring.active.kid, policies: policies.source, nonces: config.nonces.kind }, "ledger ready");
+  const opened = db;
+  const openedRedis = redis;
+  onShutdown(logger, async () => {
+    await server.shutdown();
+    await core.store.drain();
+    await openedRedis?.quit();
+    await opened.close();
+  });
+} catch (err) {
+  logger.fatal({ err }, (err as Error).message ?? "failed to start");
+  await redis?.quit().catch(() => undefined);
+  await db?.close().catch(() => undefined);
+  process.exit(1);
+}

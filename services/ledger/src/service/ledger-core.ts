@@ -1,0 +1,403 @@
+import { ChaosError, assertTenantId, type CallContext, type Logger, type Queryable } from "@chaos-core/kit";
+import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
+import { ANSWER_REFUSAL_CODES, AUTHORIZATION_CODES, FINANCE_REASONS, ISSUE_REFUSAL_CODES } from "../authz/codes.js";
+import { evaluateToolApproval, issueReceipt, MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
+import { RECEIPT_KINDS, RECEIPT_SCHEMA_VERSION, RISKS, type ReceiptKind, type Risk } from "../authz/receipt.js";
+import { stepToolPolicy, type ToolPolicyDocument } from "../authz/tool-policy.js";
+import type { Keyring } from "../keys/keyring.js";
+import type { AppendedEntry, LedgerStore } from "../log/ledger-store.js";
+import type { LedgerEntry } from "../log/entry.js";
+import { rawEd25519PublicKey } from "../log/checkpoint.js";
+import type { NonceCache } from "../adapters/nonce-cache.js";
+import type { OperatorPolicies } from "./operator-policies.js";
+import { toPlainJson } from "./plain-json.js";
+
+/** The receipt window when a caller asks for none. */
+export const DEFAULT_RECEIPT_TTL_SECONDS = 300;
+
+/** How a human's answer reached the ledger (the edge vouches for it; see ledger.proto). */
+export type ApprovedVia = "approver_role" | "elicitation";
+
+/** What the ledger core needs; built once per process. */
+export interface LedgerCoreDeps {
+  readonly store: LedgerStore;
+  readonly keyring: Keyring;
+  readonly policies: OperatorPolicies;
+  readonly nonces: NonceCache;
+  readonly logger: Logger;
+  /** Reported by GetInfo. */
+  readonly version: string;
+  readonly now?: () => Date;
+}
+
+/** A cognition step's binding, set only by the cognition service (ledger.proto `StepBinding`). */
+export interface StepBinding {
+  readonly policyVersion: string;
+  readonly risk: string;
+  readonly requester?: string;
+}
+
+/** The outcome of an authorization, as recorded. */
+export interface AuthorizationOutcome {
+  readonly authorized: boolean;
+  readonly code: string;
+  readonly step: string;
+  readonly argsHash: string;
+  readonly entry: AppendedEntry;
+  readonly problem?: string;
+}
+
+/**
+ * What a caller does once a receipt authorized, inside the same transaction and before the nonce
+ * is burned (the finance tools re-check the daily cap and commit the spend there). A `deny`
+ * turns the authorization into a recorded denial that leaves the nonce unused.
+ */
+export type AfterAuthorize = (
+  tx: Queryable,
+) => Promise<{ deny?: { code: string; problem: string }; extra?: Record<string, unknown> }>;
+
+/** The session label of an entry: the MCP session, or "" for a call without one. */
+function sessionOf(call: CallContext): string {
+  return call.sessionId ?? "";
+}
+
+function ttlOf(ttlSeconds: number | undefined): number {
+  return ttlSeconds === undefined || ttlSeconds === 0 ? DEFAULT_RECEIPT_TTL_SECONDS : ttlSeconds;
+}
+
+function viaOf(via: string): ApprovedVia {
+  if (via === "approver_role" || via === "elicitation") return via;
+  throw new ChaosError("invalid_argument", `approved_via: must be "approver_role" or "elicitation", got "${via}"`);
+}
+
+function asRisk(risk: string): Risk {
+  if ((RISKS as readonly string[]).includes(risk)) return risk as Risk;
+  throw new ChaosError("invalid_argument", `step.risk: must be one of ${RISKS.join(", ")}`);
+}
+
+/**
+ * The ledger's operations. Every decision is appended before it is returned; an append that
+ * fails rejects the operation (`unavailable`): the caller never sees an unrecorded decision.
+ */
+export class LedgerCore {
+  readonly #deps: LedgerCoreDeps;
+  readonly #now: () => Date;
+
+  constructor(deps: LedgerCoreDeps) {
+    this.#deps = deps;
+    this.#now = deps.now ?? (() => new Date());
+  }
+
+  get store(): LedgerStore {
+    return this.#deps.store;
+  }
+
+  get keyring(): Keyring {
+    return this.#deps.keyring;
+  }
+
+  get policies(): OperatorPolicies {
+    return this.#deps.policies;
+  }
+
+  now(): Date {
+    return this.#now();
+  }
+
+  /** Appends an event for the caller; a store failure becomes `unavailable` (fail closed). */
+  async record(
+    call: CallContext,
+    event: Record<string, unknown>,
+    hook?: (tx: Queryable, ctx: { seq: number; tenant: string }) => Promise<Record<string, unknown>>,
+  ): Promise<AppendedEntry> {
+    assertTenantId(call.tenant);
+    try {
+      return await this.#deps.store.append(call.tenant, {
+        session: sessionOf(call),
+        principal: call.principal,
+        event,
+        ...(hook ? { hook } : {}),
+      });
+    } catch (err) {
+      const e = ChaosError.from(err);
+      // A domain refusal raised inside a hook (bad input) is the caller's; anything else means
+      // the ledger could not be written, and the call fails closed.
+      if (e.code === "invalid_argument" || e.code === "failed_precondition" || e.code === "permission_denied" || e.code === "not_found") throw e;
+      throw new ChaosError("unavailable", `the audit ledger could not be written, so nothing was decided: ${e.message}`, { cause: err });
+    }
+  }
+
+  /** Appends an event a service reports (cognition's decisions and outcomes). */
+  append(call: CallContext, event: Record<string, unknown>): Promise<AppendedEntry> {
+    if (typeof event.type !== "string" || event.type.length === 0 || event.type.length > 100) {
+      throw new ChaosError("invalid_argument", "event.type: must be a non-empty string of at most 100 characters");
+    }
+    return this.record(call, event);
+  }
+
+  /** The entry at `seq` in the caller's tenant, or `not_found`. */
+  async entryAt(call: CallContext, seq: number): Promise<LedgerEntry> {
+    if (!Number.isSafeInteger(seq) || seq < 1) throw new ChaosError("invalid_argument", "request_seq: must be a ledger sequence number (1 or more)");
+    const [entry] = await this.#deps.store.list(call.tenant, { afterSeq: seq - 1, limit: 1 });
+    if (!entry || entry.seq !== seq) throw new ChaosError("not_found", `no ledger entry ${seq} in this tenant`);
+    return entry;
+  }
+
+  /** The tenant's tool-approval policy, or the policy a cognition step's binding implies. */
+  toolPolicyFor(call: CallContext, tool: unknown, step: StepBinding | undefined): unknown {
+    if (step) {
+      if (typeof tool !== "string") return undefined;
+      return stepToolPolicy({ capability: tool, tenant: call.tenant, policyVersion: step.policyVersion, risk: asRisk(step.risk) });
+    }
+    return this.#deps.policies.forTenant(call.tenant).toolPolicy;
+  }
+
+  /** EvaluateToolApproval: an allowlisted call still needs a receipt; recorded either way. */
+  async evaluateToolApproval(call: CallContext, toolCall: unknown) {
+    const policy = this.#deps.policies.forTenant(call.tenant).toolPolicy;
+    const result = evaluateToolApproval(toolCall, policy);
+    const tc = toolCall as { tool?: unknown; resource?: unknown } | undefined;
+    const entry = await this.record(call, {
+      type: "tool_approval.evaluated",
+      tool: typeof tc?.tool === "string" ? tc.tool.slice(0, 256) : null,
+      resource: typeof tc?.resource === "string" ? tc.resource.slice(0, 512) : null,
+      status: result.status,
+      code: result.deny_code,
+      args_hash: result.status === "RECEIPT_REQUIRED" ? result.args_hash : null,
+      policy_version: result.policy_version,
+      risk: result.status === "RECEIPT_REQUIRED" ? result.risk : null,
+    });
+    return { result, entry };
+  }
+
+  /**
+   * IssueReceipt. Edge callers bind the decision to a recorded request (`requestSeq`: the
+   * RECEIPT_REQUIRED entry of the same call), whose principal is the requester; cognition
+   * passes a step binding with the requester instead. Refusals are recorded too.
+   */
+  async issueReceipt(
+    call: CallContext,
+    input: {
+      toolCall: unknown;
+      decision: string;
+      ttlSeconds?: number;
+      approvedVia: string;
+      requestSeq?: number;
+      reason?: string;
+      step?: StepBinding;
+    },
+  ) {
+    const via = viaOf(input.approvedVia);
+    if (input.decision !== "allow" && input.decision !== "deny") {
+      throw new ChaosError("invalid_argument", `decision: must be "allow" or "deny", got "${input.decision}"`);
+    }
+    let requester: string;
+    let requestSession: string | undefined;
+    if (input.step) {
+      if (!input.step.requester) throw new ChaosError("invalid_argument", "step.requester: required with a step binding");
+      requester = input.step.requester;
+    } else {
+      if (input.requestSeq === undefined || input.requestSeq === 0) {
+        throw new ChaosError("invalid_argument", "request_seq: required: the ledger entry of evaluate_tool_approval for this call");
+      }
+      const request = await this.entryAt(call, input.requestSeq);
+      const ev = request.event;
+      if (ev.type !== "tool_approval.evaluated" || ev.status !== "RECEIPT_REQUIRED") {
+        throw new ChaosError("failed_precondition", `ledger entry ${input.requestSeq} is not a tool-approval request that needs a receipt`);
+      }
+      const tc = input.toolCall as { tool?: unknown; resource?: unknown };
+      if (tc?.tool !== ev.tool || tc?.resource !== ev.resource) {
+        throw new ChaosError("failed_precondition", `the call is not the one requested in ledger entry ${input.requestSeq} (tool or resource differ)`);
+      }
+      requester = request.principal;
+      requestSession = request.session;
+    }
+    if (via === "elicitation" && requestSession !== undefined && requestSession !== sessionOf(call)) {
+      const problem = "an elicitation answer counts only from the session that made the request";
+      const entry = await this.record(call, {
+        type: "receipt.refused",
+        code: "wrong_session",
+        problem,
+        request_seq: input.requestSeq ?? null,
+        requester,
+      });
+      return { issued: false as const, code: "wrong_session", problem, entry };
+    }
+    const now = this.#now();
+    const issued = issueReceipt(
+      {
+        call: input.toolCall,
+        policy: this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step),
+        decision: input.decision,
+        actor: { principal: call.principal, roles: via === "approver_role" ? ["approver"] : [] },
+        requester,
+        actorKind: via === "approver_role" ? "approver" : "human_elicitation",
+        ttlSeconds: ttlOf(input.ttlSeconds),
+        now,
+        tenant: call.tenant,
+      },
+      this.#deps.keyring,
+    );
+    if (!issued.issued) {
+      const entry = await this.record(call, {
+        type: "receipt.refused",
+        code: issued.code,
+        problem: issued.problem.slice(0, 500),
+        request_seq: input.requestSeq ?? null,
+        requester,
+      });
+      return { issued: false as const, code: issued.code, problem: issued.problem, entry };
+    }
+    const r = issued.receipt;
+    const entry = await this.record(call, {
+      type: "receipt.issued",
+      kind: r.kind,
+      kid: r.kid,
+      tool: r.tool,
+      resource: r.resource,
+      args_hash: r.args_hash,
+      policy_version: r.policy_version,
+      risk: r.risk,
+      actor: r.actor,
+      requester,
+      decision: r.decision,
+      nonce: r.nonce,
+      expiry: r.expiry,
+      request_seq: input.requestSeq ?? null,
+      reason: (input.reason ?? "").slice(0, 500),
+    });
+    return { issued: true as const, receipt: r, decisionLog: issued.decisionLog, entry };
+  }
+
+  /**
+   * Authorize: runs the ordered check chain, settles replay against the nonce stores, and
+   * records the decision — the nonce row and the entry commit together. `after` lets a caller
+   * (the finance tools) act in the same transaction once the receipt authorized.
+   */
+  async authorize(
+    call: CallContext,
+    input: { toolCall: unknown; receipt?: unknown; step?: StepBinding; kind?: ReceiptKind; policy?: unknown; eventType?: string },
+    after?: AfterAuthorize,
+  ): Promise<AuthorizationOutcome> {
+    const kind = input.kind ?? "chaoscore.tool_approval_receipt";
+    // `"policy" in input`, not `!== undefined`: a caller that names its own policy and has none
+    // (a finance tool without a spend policy) is ambiguous_policy, never the tenant's policy.
+    const policy = "policy" in input ? input.policy : this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
+    const check = checkAuthorization(
+      { policy, call: input.toolCall, receipt: input.receipt ?? undefined, tenant: call.tenant, kind, now: this.#now() },
+      this.#deps.keyring,
+    );
+    const eventType = input.eventType ?? "authorization.decided";
+    if (check.stage === "final") {
+      const entry = await this.record(call, {
+        type: eventType,
+        ...check.record,
+        authorized: false,
+        problem: check.problem.slice(0, 500),
+      });
+      return { authorized: false, code: check.code, step: check.step, argsHash: check.record.args_hash ?? "", entry, problem: check.problem };
+    }
+    return this.#settle(call, check, eventType, after);
+  }
+
+  async #settle(call: CallContext, check: NeedsNonceCheck, eventType: string, after?: AfterAuthorize): Promise<AuthorizationOutcome> {
+    const tenant = call.tenant;
+    // Only an outcome that burns the nonce claims it in the fast path: a wrong call presented
+    // with a good receipt must not make the right call look like a replay.
+    let claimed = false;
+    if (check.burnsNonce) {
+      const ttlMs = Math.max(0, Date.parse(check.expiry) - this.#now().getTime()) + 60_000;
+      claimed = await this.#deps.nonces.claim(tenant, check.nonce, ttlMs);
+      if (!claimed) {
+        const decision = settleNonce(check, true);
+        const entry = await this.record(call, { type: eventType, ...decision.record, authorized: false, fast_path: true });
+        return { authorized: false, code: decision.code, step: decision.step, argsHash: check.record.args_hash ?? "", entry };
+      }
+    }
+    let decision: AuthorizationDecision | undefined;
+    let denied: { code: string; problem: string } | undefined;
+    try {
+      const entry = await this.record(call, { type: eventType }, async (tx, ctx) => {
+        // Read under the tenant's ledger lock (the hook runs inside the flush transaction that
+        // holds it), so no other writer of this tenant can insert the nonce until we commit.
+        const used = await tx.query("SELECT 1 FROM ledger.nonces WHERE tenant_id = $1 AND nonce = $2", [tenant, check.nonce]);
+        const d = settleNonce(check, used.rows.length > 0);
+        let extra: Record<string, unknown> = {};
+        if (d.authorized && after) {
+          const res = await after(tx);
+          extra = res.extra ?? {};
+          if (res.deny) {
+            denied = res.deny;
+            return { type: eventType, ...d.record, code: res.deny.code, step: "execution", authorized: false, problem: res.deny.problem, ...extra };
+          }
+        }
+        if (d.burnNonce) {
+          const ins = await tx.query(
+            "INSERT INTO ledger.nonces (tenant_id, nonce, entry_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING nonce",
+            [tenant, check.nonce, ctx.seq],
+          );
+          // Cannot happen under the lock; if it ever does, `after` may already have acted (a
+          // committed spend), so throwing rolls the whole hook back rather than recording a
+          // replay next to an executed call. The call fails closed.
+          if (ins.rows.length === 0) throw new ChaosError("conflict", "the receipt's nonce was consumed concurrently, outside the tenant's ledger lock");
+        }
+        decision = d;
+        return { type: eventType, ...d.record, authorized: d.authorized, ...extra };
+      });
+      if (denied) {
+        if (claimed) await this.#deps.nonces.release(tenant, check.nonce);
+        return { authorized: false, code: denied.code, step: "execution", argsHash: check.record.args_hash ?? "", entry, problem: denied.problem };
+      }
+      const d = decision!;
+      // A nonce Postgres already holds stays claimed: the next replay is refused without a
+      // database round trip. Any other unburnt outcome gives the claim back.
+      if (claimed && !d.burnNonce && d.code !== "replayed_receipt") await this.#deps.nonces.release(tenant, check.nonce);
+      return {
+        authorized: d.authorized,
+        code: d.code,
+        step: d.step,
+        argsHash: check.record.args_hash ?? "",
+        entry,
+        ...(d.problem ? { problem: d.problem } : {}),
+      };
+    } catch (err) {
+      // Nothing committed: give the fast path its nonce back so the receipt stays usable.
+      if (claimed) await this.#deps.nonces.release(tenant, check.nonce).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** GetInfo: what a client needs to speak to and verify this ledger (never a private key). */
+  info(call: CallContext): Record<string, unknown> {
+    const keyring = this.#deps.keyring;
+    return {
+      server: { name: "chaos-core-ledger", version: this.#deps.version },
+      chp: { version: "1.0", profile: "B" },
+      receipt: {
+        kinds: [...RECEIPT_KINDS],
+        schema_version: RECEIPT_SCHEMA_VERSION,
+        fields: ["kind", "schema_version", "kid", "tenant", "actor", "tool", "resource", "args_hash", "policy_version", "risk", "issued_at", "expiry", "decision", "nonce", "signature"],
+        signature: "base64url Ed25519 over the canonical JSON of every other field",
+        max_ttl_seconds: MAX_RECEIPT_TTL_SECONDS,
+      },
+      authorization_codes: AUTHORIZATION_CODES.map((c) => ({ ...c })),
+      issue_refusal_codes: ISSUE_REFUSAL_CODES.map((c) => ({ ...c })),
+      answer_refusal_codes: ANSWER_REFUSAL_CODES.map((c) => ({ ...c })),
+      finance_reason_codes: [...FINANCE_REASONS],
+      keys: keyring.kids().map((kid) => {
+        const key = keyring.verificationKey(kid);
+        return { kid, alg: "Ed25519", public_key: key ? rawEd25519PublicKey(key).toString("base64") : null, active: kid === keyring.active.kid };
+      }),
+      checkpoint: { origin: this.#deps.store.origin(call.tenant), verifier_key: this.#deps.store.verifierKey(call.tenant) },
+      spend_policies: Object.keys(this.#deps.policies.forTenant(call.tenant).spendPolicies),
+      tool_approval_policy: this.#deps.policies.forTenant(call.tenant).toolPolicy?.version ?? null,
+    };
+  }
+
+  /** An entry as plain JSON for a reply. */
+  static plainEntry(e: LedgerEntry): Record<string, unknown> {
+    return { ...e, event: toPlainJson(e.event) };
+  }
+}
+
+export type { ToolPolicyDocument };

@@ -1,0 +1,30 @@
+import { readFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import { REFERENCE_SPEND_POLICIES } from "../domain/spend-policies.js";
+import { loadOperatorPolicies, parseOperatorPolicies } from "./operator-policies.js";
+
+const EXAMPLE = new URL("../../../../deploy/examples/ledger-policy.json", import.meta.url);
+
+describe("operator policies", () => {
+  it("loads the documented example: defaults for every tenant, a tool policy for acme", async () => {
+    const policies = await loadOperatorPolicies(EXAMPLE.pathname);
+    expect(Object.keys(policies.forTenant("other").spendPolicies)).toEqual(["equity", "wire", "rebalance"]);
+    expect(policies.forTenant("other").toolPolicy).toBeUndefined();
+    expect(policies.forTenant("acme").toolPolicy?.version).toBe("acme-tools-3");
+    expect(policies.forTenant("acme").spendPolicies.wire?.hitl_threshold).toBe(0);
+  });
+
+  it("uses the reference spend policies without a file", async () => {
+    const policies = await loadOperatorPolicies(undefined);
+    expect(policies.forTenant("any").spendPolicies).toEqual(REFERENCE_SPEND_POLICIES);
+    expect(policies.source).toMatch(/reference/);
+  });
+
+  it("refuses a malformed document at start, naming the field", async () => {
+    const example = JSON.parse(await readFile(EXAMPLE, "utf8")) as { tenants: { acme: { tool_approval: { tools: Record<string, { resources: string[] }> } } } };
+    example.tenants.acme.tool_approval.tools["stripe.create_charge"]!.resources = ["*"];
+    expect(() => parseOperatorPolicies(example, "policy.json")).toThrow(/policy\.json: tenants\.acme\.tool_approval: .*resources/);
+    expect(() => parseOperatorPolicies({ tenant: {} }, "p.json")).toThrow(/p\.json: .*tenant/);
+    expect(() => parseOperatorPolicies({ defaults: { spend_policies: { equity: { version: "" } } } }, "p.json")).toThrow(/spend_policies\.equity/);
+  });
+});

@@ -1,0 +1,307 @@
+/**
+ * The CHP spend gate and the finance reference tools through LedgerService on real Postgres and
+ * Redis: limits are the operator's, the day's total comes from the ledger, an approval crosses
+ * the HITL threshold once and never a hard rule, and a receipt executes exactly one call.
+ */
+import type { JsonObject } from "@bufbuild/protobuf";
+import { ChaosError } from "@chaos-core/kit";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLedgerFixture, type LedgerFixture } from "../test-support/ledger-fixture.js";
+import { allEvents, as, eventAt } from "../test-support/flows.js";
+
+const AGENT = "agent@acme";
+const APPROVER = "approver@acme";
+const APPROVER2 = "cfo@acme";
+
+let tenantCounter = 0;
+const newTenant = (): string => `spend${++tenantCounter}`;
+
+let fx: LedgerFixture;
+let admin: pg.Client;
+
+beforeAll(async () => {
+  // The reference policies: no operator file.
+  fx = await createLedgerFixture({ name: "chaoscore_ledger_spend" });
+  admin = new pg.Client({ connectionString: fx.database.url });
+  await admin.connect();
+});
+
+afterAll(async () => {
+  await admin?.end();
+  await fx?.close();
+});
+
+const buy = (notional: number, confidence: number | undefined = 0.8) => ({
+  action: "BUY",
+  asset: "AAPL",
+  notional,
+  ...(confidence === undefined ? {} : { confidence }),
+});
+
+async function failure(p: Promise<unknown>): Promise<ChaosError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof ChaosError)) throw new Error(`expected a ChaosError, got ${String(err)}`);
+  return err;
+}
+
+async function committedInDb(tenant: string, policy: string): Promise<number> {
+  const r = await admin.query("SELECT COALESCE(sum(committed), 0)::float8 AS c FROM ledger.spend_days WHERE tenant_id = $1 AND policy_name = $2", [tenant, policy]);
+  return Number((r.rows[0] as { c: number }).c);
+}
+
+describe("EvaluateSpendGate with the operator's reference policies", () => {
+  it("LOCKED decisions commit to the day's total, read from the ledger, until the daily cap blocks; a restart keeps the total", async () => {
+    const tenant = newTenant();
+    const gate = (f: LedgerFixture, notional: number) => f.client.evaluateSpendGate({ policyName: "equity", action: buy(notional) }, as(tenant, AGENT));
+    for (let i = 0; i < 10; i++) {
+      const r = await gate(fx, 240);
+      expect(r.state).toBe("LOCKED");
+      expect(r.result).toMatchObject({ committed_today: 240 * i, committed_delta: 240, reason: "auto-approved under CHP thresholds" });
+    }
+    const blocked = await gate(fx, 240);
+    expect(blocked.state).toBe("BLOCKED");
+    expect(blocked.result).toMatchObject({ committed_today: 2400, committed_delta: 0, reason: "blocked: daily-cap", failed_rules: ["daily-cap"] });
+    expect(await eventAt(fx.client, as(tenant, AGENT), blocked.ledgerSeq)).toMatchObject({
+      type: "spend_gate.evaluated",
+      state: "BLOCKED",
+      reason_code: "policy_deny",
+      policy: "equity",
+      policy_version: "equity-1",
+    });
+
+    // New instances on the same database: the total is the ledger's, not the process's.
+    const restarted = await fx.restart();
+    try {
+      const fits = await gate(restarted, 100);
+      expect(fits.state).toBe("LOCKED");
+      expect(fits.result).toMatchObject({ committed_today: 2400 });
+      const over = await gate(restarted, 1);
+      expect(over.state).toBe("BLOCKED");
+      expect(over.result).toMatchObject({ committed_today: 2500 });
+    } finally {
+      await restarted.close();
+    }
+    // The stored total is the sum of the recorded LOCKED deltas.
+    const events = await allEvents(fx.client, as(tenant, AGENT));
+    const deltas = events.filter((e) => e.state === "LOCKED").reduce((s, e) => s + (e.committed_delta as number), 0);
+    expect(deltas).toBe(2500);
+    expect(await committedInDb(tenant, "equity")).toBe(2500);
+  });
+
+  it("the agent cannot state its committed total or loosen a limit; a stricter policy applies and is named", async () => {
+    const tenant = newTenant();
+    const sneaky = await failure(
+      fx.client.evaluateSpendGate({ policyName: "equity", action: buy(100), agentPolicy: { committed_today: 0 } }, as(tenant, AGENT)),
+    );
+    expect(sneaky.code).toBe("invalid_argument");
+
+    const looser = await failure(
+      fx.client.evaluateSpendGate({ policyName: "equity", action: buy(100), agentPolicy: { daily_cap: 1_000_000 } }, as(tenant, AGENT)),
+    );
+    expect(looser.code).toBe("policy_denied");
+    expect(looser.message).toMatch(/daily_cap/);
+    const anyAction = await failure(
+      fx.client.evaluateSpendGate({ policyName: "equity", action: buy(100), agentPolicy: { allowed_actions: [] } }, as(tenant, AGENT)),
+    );
+    expect(anyAction.code).toBe("policy_denied");
+    const refused = (await allEvents(fx.client, as(tenant, AGENT))).filter((e) => e.type === "spend_gate.refused");
+    expect(refused).toHaveLength(2);
+    expect(refused[0]).toMatchObject({ code: "agent_policy_looser", policy: "equity" });
+
+    const stricter = await fx.client.evaluateSpendGate(
+      { policyName: "equity", action: buy(150), agentPolicy: { max_notional: 100 } },
+      as(tenant, AGENT),
+    );
+    expect(stricter.state).toBe("BLOCKED");
+    expect(stricter.result).toMatchObject({ failed_rules: ["max-notional", "per-asset-cap"], reason: "blocked: per-asset-cap, max-notional" });
+    const version = (stricter.result?.policy as JsonObject).version as string;
+    expect(version).toMatch(/^equity-1\+agent-[0-9a-f]{12}$/);
+    expect(await eventAt(fx.client, as(tenant, AGENT), stricter.ledgerSeq)).toMatchObject({ policy_version: version });
+
+    const unknown = await failure(fx.client.evaluateSpendGate({ policyName: "crypto", action: buy(1) }, as(tenant, AGENT)));
+    expect(unknown.code).toBe("not_found");
+  });
+});
+
+describe("ApproveSpend", () => {
+  it("HITL_REQUIRED → another principal approves → LOCKED and committed; the requester cannot; a second approval is refused; all recorded", async () => {
+    const tenant = newTenant();
+    const request = await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(300, 0.9) }, as(tenant, AGENT, "sess-1"));
+    expect(request.state).toBe("HITL_REQUIRED");
+    expect(request.result).toMatchObject({ requires_human: true, reason: "human approval required: 300.0 >= HITL threshold 250.0", committed_delta: 0 });
+
+    const self = await failure(fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, AGENT)));
+    expect(self.code).toBe("permission_denied");
+    expect(self.message).toMatch(/^self_approval: /);
+    const otherSession = await failure(
+      fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-2")),
+    );
+    expect(otherSession.message).toMatch(/^wrong_session: /);
+
+    const approved = await fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER));
+    expect(approved.state).toBe("LOCKED");
+    expect(approved.result).toMatchObject({
+      reason: `human-approved by ${APPROVER}`,
+      claims: [{ rule: "human-approval", passed: true, detail: `approved by ${APPROVER}` }],
+      committed_delta: 300,
+    });
+    expect(approved.receipt).toBeUndefined();
+    expect(await eventAt(fx.client, as(tenant, APPROVER), approved.ledgerSeq)).toMatchObject({
+      type: "spend.approved",
+      request_seq: Number(request.ledgerSeq),
+      approver: APPROVER,
+      requester: AGENT,
+      state: "LOCKED",
+    });
+
+    const twice = await failure(fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER2)));
+    expect(twice.code).toBe("failed_precondition");
+    expect(twice.message).toMatch(/^already_answered: /);
+
+    const next = await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(10) }, as(tenant, AGENT));
+    expect(next.result).toMatchObject({ committed_today: 300 });
+
+    const refusals = (await allEvents(fx.client, as(tenant, AGENT))).filter((e) => e.type === "spend.approval_refused");
+    expect(refusals.map((e) => e.code)).toEqual(["self_approval", "wrong_session", "already_answered"]);
+    expect(await committedInDb(tenant, "equity")).toBe(310);
+  });
+
+  it("BLOCKED stays BLOCKED: an approval cannot cross the daily cap, and a BLOCKED request cannot be approved", async () => {
+    const tenant = newTenant();
+    const request = await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(300, 0.9) }, as(tenant, AGENT));
+    expect(request.state).toBe("HITL_REQUIRED");
+    for (let i = 0; i < 10; i++) {
+      expect((await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(240) }, as(tenant, AGENT))).state).toBe("LOCKED");
+    }
+    const approved = await fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER));
+    expect(approved.state).toBe("BLOCKED");
+    expect(approved.result).toMatchObject({ reason: `approval by ${APPROVER} rejected: blocked: daily-cap`, committed_delta: 0, committed_today: 2400 });
+    expect(await committedInDb(tenant, "equity")).toBe(2400);
+
+    const blocked = await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(600, 0.9) }, as(tenant, AGENT));
+    expect(blocked.state).toBe("BLOCKED");
+    const notWaiting = await failure(fx.client.approveSpend({ requestSeq: blocked.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER)));
+    expect(notWaiting.code).toBe("failed_precondition");
+    expect(notWaiting.message).toMatch(/^not_awaiting_approval: /);
+    const events = await allEvents(fx.client, as(tenant, AGENT));
+    expect(events.at(-1)).toMatchObject({ type: "spend.approval_refused", code: "not_awaiting_approval", request_seq: Number(blocked.ledgerSeq) });
+  });
+});
+
+describe("finance reference tools", () => {
+  const order = (notional: number) => ({ symbol: "AAPL", side: "BUY", quantity: 1, notional, confidence: 0.9 });
+
+  it("under the HITL threshold: receipt → EXECUTED once; then replay, args_changed and missing_receipt, each recorded", async () => {
+    const tenant = newTenant();
+    const requested = await fx.client.requestAuthorization({ tool: "place_equity_order", arguments: order(200) }, as(tenant, AGENT));
+    expect(requested).toMatchObject({ status: "AUTHORIZED", code: "AUTHORIZED" });
+    const receipt = requested.receipt!;
+    expect(receipt).toMatchObject({ kind: "authorization", tool: "place_equity_order", resource: "trading:equities:place", policy_version: "equity-1", risk: "high", decision: "allow" });
+    // Nothing is committed until the tool runs.
+    expect(await committedInDb(tenant, "equity")).toBe(0);
+
+    const executed = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200), receipt }, as(tenant, AGENT));
+    expect(executed).toMatchObject({ executed: true, code: "EXECUTED", detailCode: "AUTHORIZED" });
+    expect(executed.result).toMatchObject({ status: "filled", symbol: "AAPL", notional: 200, synthetic: true });
+    expect(executed.result?.order_id).toMatch(/^ord-sim-[0-9a-f]{16}$/);
+    expect(await eventAt(fx.client, as(tenant, AGENT), executed.ledgerSeq)).toMatchObject({ type: "reference.executed", code: "AUTHORIZED", authorized: true, committed_after: 200 });
+    expect(await committedInDb(tenant, "equity")).toBe(200);
+
+    const replay = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200), receipt }, as(tenant, AGENT));
+    expect(replay).toMatchObject({ executed: false, code: "replay", detailCode: "replayed_receipt" });
+
+    const second = (await fx.client.requestAuthorization({ tool: "place_equity_order", arguments: order(200) }, as(tenant, AGENT))).receipt!;
+    const changed = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(201), receipt: second }, as(tenant, AGENT));
+    expect(changed).toMatchObject({ executed: false, code: "args_changed", detailCode: "changed_arguments" });
+    const missing = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200) }, as(tenant, AGENT));
+    expect(missing).toMatchObject({ executed: false, code: "missing_receipt", detailCode: "allowlist_is_not_authorization" });
+    for (const r of [replay, changed, missing]) {
+      expect(await eventAt(fx.client, as(tenant, AGENT), r.ledgerSeq)).toMatchObject({ type: "reference.executed", authorized: false, code: r.detailCode });
+    }
+    // Only the executed call counted; the unused receipt still runs its own call.
+    expect(await committedInDb(tenant, "equity")).toBe(200);
+    const own = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200), receipt: second }, as(tenant, AGENT));
+    expect(own.code).toBe("EXECUTED");
+  });
+
+  it("a wire transfer always needs a human: HITL_REQUIRED → another principal approves → receipt → EXECUTED", async () => {
+    const tenant = newTenant();
+    const wire = { beneficiary: "ACME Supplies GmbH", amount: 1, currency: "EUR", memo: "invoice 42" };
+    const requested = await fx.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
+    expect(requested).toMatchObject({ status: "HITL_REQUIRED", code: "HITL_REQUIRED" });
+    expect(requested.receipt).toBeUndefined();
+    const noReceipt = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
+    expect(noReceipt.code).toBe("missing_receipt");
+
+    const self = await failure(fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role" }, as(tenant, AGENT)));
+    expect(self.message).toMatch(/^self_approval: /);
+    const approved = await fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role", ttlSeconds: 120 }, as(tenant, APPROVER2));
+    expect(approved.state).toBe("LOCKED");
+    const receipt = approved.receipt!;
+    expect(receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer", resource: "treasury:wire", actor: APPROVER2, risk: "critical", policy_version: "wire-1" });
+    expect(Date.parse(receipt.expiry as string) - Date.parse(receipt.issued_at as string)).toBe(120_000);
+    // Approval does not commit a finance call; execution does.
+    expect(await committedInDb(tenant, "wire")).toBe(0);
+
+    const executed = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire, receipt }, as(tenant, AGENT));
+    expect(executed).toMatchObject({ executed: true, code: "EXECUTED" });
+    expect(executed.result).toMatchObject({ status: "sent", amount: 1, currency: "EUR", synthetic: true });
+    expect(await committedInDb(tenant, "wire")).toBe(1);
+    const again = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire, receipt }, as(tenant, AGENT));
+    expect(again.code).toBe("replay");
+  });
+
+  it("a finance tool whose spend policy the operator did not configure is ambiguous_policy, never checked against the tool-approval policy", async () => {
+    const tenant = newTenant();
+    const configured = await fx.restart({
+      policies: {
+        tenants: {
+          [tenant]: {
+            spend_policies: { equity: { version: "eq-7", max_notional: 500, daily_cap: 2500, hitl_threshold: 250, min_confidence: 0.55, allowed_actions: ["BUY", "SELL"], per_asset_limits: {} } },
+            // A tool-approval policy that happens to list the tool must not stand in for the spend policy.
+            tool_approval: { version: "tp-1", tools: { wire_treasury_transfer: { risk: "critical", resources: ["treasury:wire"] } } },
+          },
+        },
+      },
+    });
+    try {
+      const wire = { beneficiary: "ACME Supplies GmbH", amount: 1, currency: "EUR" };
+      const requested = await failure(configured.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT)));
+      expect(requested.code).toBe("not_found");
+      const executed = await configured.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
+      expect(executed).toMatchObject({ executed: false, code: "ambiguous_policy", detailCode: "ambiguous_policy" });
+      expect(await eventAt(configured.client, as(tenant, AGENT), executed.ledgerSeq)).toMatchObject({ type: "reference.executed", code: "ambiguous_policy" });
+      // The tenant's own equity policy is the one in force.
+      const equity = await configured.client.requestAuthorization({ tool: "place_equity_order", arguments: order(100) }, as(tenant, AGENT));
+      expect(equity.receipt?.policy_version).toBe("eq-7");
+    } finally {
+      await configured.close();
+    }
+  });
+
+  it("the daily cap holds at execution: eleven receipts issued under it, executed concurrently, ten run", async () => {
+    const tenant = newTenant();
+    const receipts: JsonObject[] = [];
+    for (let i = 0; i < 11; i++) {
+      const r = await fx.client.requestAuthorization({ tool: "place_equity_order", arguments: order(240) }, as(tenant, AGENT));
+      expect(r.status).toBe("AUTHORIZED");
+      receipts.push(r.receipt!);
+    }
+    const results = await Promise.all(
+      receipts.map((receipt) => fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(240), receipt }, as(tenant, AGENT))),
+    );
+    expect(results.filter((r) => r.code === "EXECUTED")).toHaveLength(10);
+    const denied = results.filter((r) => !r.executed);
+    expect(denied).toHaveLength(1);
+    expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "policy_deny" });
+    expect(denied[0]!.result?.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
+    expect(await committedInDb(tenant, "equity")).toBe(2400);
+    // The refused call's nonce was not consumed: the refusal is the cap's, not the receipt's.
+    const nonces = await admin.query("SELECT count(*)::int AS n FROM ledger.nonces WHERE tenant_id = $1", [tenant]);
+    expect((nonces.rows[0] as { n: number }).n).toBe(10);
+  });
+});

@@ -1,0 +1,188 @@
+/**
+ * A real ledger for tests: a migrated database on the test Postgres, a generated Ed25519
+ * keyring, operator policies, a nonce cache (Redis by default) and the LedgerService handlers
+ * behind an in-process client. No fakes: the same core the ledger main serves.
+ *
+ * ```ts
+ * const ledger = await createLedgerFixture({ policies: { defaults: { tool_approval: myPolicy } } });
+ * const ctx = { ctx: { tenant: "acme", principal: "agent@acme" } };
+ * await ledger.client.evaluateToolApproval({ call }, ctx);
+ * // ... a restart of every process: same database and keys, fresh instances, empty cache
+ * const again = await ledger.restart({ flushNonceCache: true });
+ * await again.close(); await ledger.close();
+ * ```
+ *
+ * Excluded from the build (test-only: it imports `test/support`).
+ */
+import { randomBytes } from "node:crypto";
+import { createInProcessClient, createLogger, createPostgresDb, type Db, type ServiceClient } from "@chaos-core/kit";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { Redis } from "ioredis";
+import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
+import { TEST_REDIS_URL } from "../../../../test/support/redis.js";
+import { createMemoryNonceCache, createRedisNonceCache, type NonceCache } from "../adapters/nonce-cache.js";
+import { createLedgerHandlers } from "../handlers/ledger-handlers.js";
+import { createKeyring, generateSigningKey, type Keyring } from "../keys/keyring.js";
+import { migrateLedger } from "../log/migrations.js";
+import { createLedgerCore } from "../service/create-core.js";
+import type { LedgerCore } from "../service/ledger-core.js";
+import { parseOperatorPolicies, type OperatorPolicies } from "../service/operator-policies.js";
+
+/** How a fixture's nonce fast path is kept. */
+export type FixtureNonces = "redis" | "memory" | NonceCache;
+
+/** Options of {@link createLedgerFixture}; everything has a default. */
+export interface LedgerFixtureOptions {
+  /** Prefix of the test database's name (default `chaoscore_ledger_fixture`). */
+  readonly name?: string;
+  /**
+   * Operator policies: a policy document as in `CHAOS_CORE_LEDGER_POLICY_FILE`
+   * (`{defaults: {spend_policies, tool_approval}, tenants: {...}}`) or a ready
+   * {@link OperatorPolicies}. Default `{}`: the reference spend policies and no tool-approval
+   * policy (every tool-approval check is then `ambiguous_policy`).
+   */
+  readonly policies?: unknown;
+  /** The keyring; default a freshly generated Ed25519 key. */
+  readonly keyring?: Keyring;
+  /**
+   * `"redis"` (default: the test Redis with a key prefix unique to this fixture), `"memory"`,
+   * or a cache of your own (e.g. one on a Redis that is down).
+   */
+  readonly nonces?: FixtureNonces;
+  /** The clock of receipts, decisions and entry timestamps. */
+  readonly now?: () => Date;
+  /** Use this database instead of creating one; it is not dropped by `close`. */
+  readonly database?: TestDatabase;
+  /** Use this Db instead of opening a pool on the database (closed by the caller, not `close`). */
+  readonly db?: Db;
+  /** Redis key prefix (default unique per fixture); a restart keeps it. */
+  readonly redisPrefix?: string;
+}
+
+/** A running ledger core with its client; `close` releases everything it opened. */
+export interface LedgerFixture {
+  readonly core: LedgerCore;
+  /** LedgerService through the in-process client (the handlers the gRPC main serves). */
+  readonly client: ServiceClient<typeof LedgerService>;
+  readonly keyring: Keyring;
+  readonly db: Db;
+  /** The test database (URL and `drop`). */
+  readonly database: TestDatabase;
+  readonly policies: OperatorPolicies;
+  readonly nonces: NonceCache;
+  /** The Redis connection behind `nonces` when it is `"redis"`. */
+  readonly redis: Redis | undefined;
+  /** The Redis key prefix of the nonce cache. */
+  readonly redisPrefix: string;
+  /**
+   * New core, store, Db pool and nonce cache on the same database and keyring, as after a
+   * restart of every process; `overrides` change the configuration of the new one. With
+   * `flushNonceCache` every key under this fixture's Redis prefix is deleted first, so only
+   * Postgres remembers. The returned fixture shares the database and does not drop it.
+   */
+  restart(overrides?: Omit<LedgerFixtureOptions, "database"> & { flushNonceCache?: boolean }): Promise<LedgerFixture>;
+  /** Deletes every Redis key under this fixture's prefix; returns how many there were. */
+  flushNonceCache(): Promise<number>;
+  /** Waits for queued appends, closes Redis and the Db pool, and drops the database if it created it. */
+  close(): Promise<void>;
+}
+
+function policiesOf(value: unknown): OperatorPolicies {
+  if (value !== null && typeof value === "object" && typeof (value as OperatorPolicies).forTenant === "function") {
+    return value as OperatorPolicies;
+  }
+  return parseOperatorPolicies(value ?? {}, "test policies");
+}
+
+async function deleteByPrefix(redis: Redis, prefix: string): Promise<number> {
+  let deleted = 0;
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 500);
+    cursor = next;
+    if (keys.length > 0) deleted += await redis.del(...keys);
+  } while (cursor !== "0");
+  return deleted;
+}
+
+/**
+ * Creates a migrated ledger on a fresh test database (or `options.database`) and returns the
+ * core, an in-process LedgerService client and what it was built from.
+ */
+export async function createLedgerFixture(options: LedgerFixtureOptions = {}): Promise<LedgerFixture> {
+  const ownsDatabase = options.database === undefined;
+  const database = options.database ?? (await createTestDatabase(options.name ?? "chaoscore_ledger_fixture"));
+  const ownsDb = options.db === undefined;
+  const db = options.db ?? createPostgresDb({ connectionString: database.url, applicationName: "chaos-core-ledger-test" });
+  const redisPrefix = options.redisPrefix ?? `test:ledger:${randomBytes(4).toString("hex")}:`;
+  let redis: Redis | undefined;
+  try {
+    await migrateLedger(db);
+    const keyring = options.keyring ?? createKeyring(generateSigningKey());
+    const policies = policiesOf(options.policies);
+    const choice = options.nonces ?? "redis";
+    let nonces: NonceCache;
+    if (choice === "redis") {
+      redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+      await redis.connect();
+      nonces = createRedisNonceCache(redis, { prefix: redisPrefix });
+    } else if (choice === "memory") {
+      nonces = createMemoryNonceCache();
+    } else {
+      nonces = choice;
+    }
+    const logger = createLogger("ledger-test", "silent");
+    const core = createLedgerCore({ db, keyring, policies, nonces, logger, version: "test", ...(options.now ? { now: options.now } : {}) });
+    const client = createInProcessClient(LedgerService, createLedgerHandlers(core));
+    const opened = redis;
+
+    const fixture: LedgerFixture = {
+      core,
+      client,
+      keyring,
+      db,
+      database,
+      policies,
+      nonces,
+      redis: opened,
+      redisPrefix,
+      async flushNonceCache() {
+        if (opened) return deleteByPrefix(opened, redisPrefix);
+        const r = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+        try {
+          return await deleteByPrefix(r, redisPrefix);
+        } finally {
+          r.disconnect();
+        }
+      },
+      async restart(overrides = {}) {
+        const { flushNonceCache, ...rest } = overrides;
+        if (flushNonceCache) await fixture.flushNonceCache();
+        return createLedgerFixture({
+          keyring,
+          policies,
+          redisPrefix,
+          ...(options.now ? { now: options.now } : {}),
+          ...(typeof choice === "object" ? {} : { nonces: choice }),
+          ...rest,
+          database,
+        });
+      },
+      async close() {
+        await core.store.drain().catch(() => undefined);
+        if (opened) {
+          if (ownsDatabase) await deleteByPrefix(opened, redisPrefix).catch(() => undefined);
+          opened.disconnect();
+        }
+        if (ownsDb) await db.close();
+        if (ownsDatabase) await database.drop();
+      },
+    };
+    return fixture;
+  } catch (err) {
+    redis?.disconnect();
+    if (ownsDb) await db.close().catch(() => undefined);
+    if (ownsDatabase) await database.drop().catch(() => undefined);
+    throw err;
+  }
+}
