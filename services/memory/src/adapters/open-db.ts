@@ -1,36 +1,11 @@
-import { join } from "node:path";
-import { createPgliteDb, createPostgresDb, lockDataDir, type Db } from "@chaos-core/kit";
+import { openServiceDb, type Db } from "@chaos-core/kit";
 import type { MemoryStorageConfig } from "../config.js";
 import { MEMORY_PG_EXTENSIONS } from "./migrations.js";
 
 /**
- * Opens the database the memory service runs on. Embedded PGlite keeps its files in
- * `<dataDir>/memory` behind the data-directory lock (kit's `lockDataDir`), so a second process on
- * the same directory refuses to start instead of losing writes. Closing the returned `Db`
- * releases the lock.
+ * Opens the memory service's database: Postgres, or PGlite (with the extensions the migrations
+ * need) in `<dataDir>/memory` behind the data-directory lock.
  */
-export async function openMemoryDb(storage: MemoryStorageConfig): Promise<Db> {
-  if (storage.kind === "postgres") {
-    return createPostgresDb({ connectionString: storage.url, applicationName: "chaos-core-memory" });
-  }
-  const release = await lockDataDir(storage.dataDir);
-  let db: Db;
-  try {
-    db = await createPgliteDb({ dataDir: join(storage.dataDir, "memory"), extensions: [...MEMORY_PG_EXTENSIONS] });
-  } catch (err) {
-    await release();
-    throw err;
-  }
-  return {
-    kind: db.kind,
-    tenantTx: (tenant, fn) => db.tenantTx(tenant, fn),
-    adminTx: (fn) => db.adminTx(fn),
-    async close() {
-      try {
-        await db.close();
-      } finally {
-        await release();
-      }
-    },
-  };
+export function openMemoryDb(storage: MemoryStorageConfig): Promise<Db> {
+  return openServiceDb(storage, "memory", { extensions: MEMORY_PG_EXTENSIONS });
 }
