@@ -19,7 +19,7 @@ export type { SqlCouncilStoreOptions } from "./adapters/sql-store.js";
 export { COUNCIL_MIGRATIONS, COUNCIL_SCHEMA, migrateCouncil } from "./adapters/migrations.js";
 export { openCouncilDb } from "./adapters/open-db.js";
 export { isSessionId, SESSION_STATE_MAX_BYTES } from "./session-store.js";
-export type { CouncilSessionStore, SessionState, StoredSession } from "./session-store.js";
+export type { CouncilSessionStore, Modification, SessionState, StoredSession } from "./session-store.js";
 export { COUNCIL_DEFAULT_PORT, loadCouncilConfig } from "./config.js";
 export type { CouncilConfig, CouncilStorageConfig } from "./config.js";
 export { startCouncilServer } from "./server.js";

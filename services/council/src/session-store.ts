@@ -1,14 +1,20 @@
 /** A session's state as the store keeps it: one JSON object, opaque to the store. */
 export type SessionState = { readonly [key: string]: unknown };
 
-/** A stored session: its state and the version an update must name. */
+/** A stored session: its state and its version. */
 export interface StoredSession<S extends SessionState = SessionState> {
   readonly id: string;
   readonly state: S;
-  /** Starts at 1 and grows by one with every update. */
+  /** Starts at 1 and grows by one with every {@link CouncilSessionStore.modify}. */
   readonly version: number;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+}
+
+/** What a {@link CouncilSessionStore.modify} function returns: the state to store, and its result. */
+export interface Modification<R> {
+  readonly state: SessionState;
+  readonly result: R;
 }
 
 /**
@@ -21,10 +27,14 @@ export interface CouncilSessionStore {
   /** Stores a new session at version 1; `already_exists` if the tenant already has this id. */
   create(tenant: string, id: string, state: SessionState): Promise<StoredSession>;
   /**
-   * Replaces the state of a session read at `expectedVersion`. `conflict` when someone else
-   * updated it since (re-read, re-apply, retry), `not_found` when the tenant has no such session.
+   * Read-modify-write in one tenant transaction: locks the session's row, calls `fn` with its
+   * state and version, stores the state `fn` returns at version + 1 and resolves with `fn`'s
+   * result. Modifications of one session run one after another, each seeing the state the
+   * previous one stored, so there is nothing to retry. `fn` must be synchronous and pure: it
+   * runs while the row is locked, and if it throws, nothing is stored and its error is the
+   * call's. `not_found` (and `fn` is not called) when the tenant has no such session.
    */
-  update(tenant: string, id: string, state: SessionState, expectedVersion: number): Promise<StoredSession>;
+  modify<R>(tenant: string, id: string, fn: (state: SessionState, version: number) => Modification<R>): Promise<R>;
 }
 
 /** The largest session state the store accepts, as JSON text. */

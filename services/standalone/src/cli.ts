@@ -4,6 +4,7 @@ import { ConfigError, createLogger, type Logger } from "@chaos-core/kit";
 import { loadEdgeConfig, runStdioTransport, startHttpTransport } from "@chaos-core/edge";
 import { runChpConformance } from "./chp-conformance.js";
 import { runLedgerCommand } from "./ledger-command.js";
+import { runApprovalsCommand } from "./approvals-command.js";
 import { loadStandaloneConfig } from "./config.js";
 import { createRuntime, type Runtime } from "./runtime.js";
 
@@ -20,6 +21,8 @@ Commands:
             {"op", "args"} per line; ops canonical_json, content_hash, chain_hash,
             evaluate_gate, approve_human); exits 0 at end of input
   ledger    verify | export a tenant's audit ledger (chaos-core ledger help)
+  approvals list | approve | reject | approve-spend: answer pending approvals as the operator,
+            through the running server's loopback admin endpoint (chaos-core approvals help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores under CHAOS_CORE_DATA_DIR
@@ -31,6 +34,9 @@ See .env.example for every setting.
 export async function main(argv: string[]): Promise<number> {
   // `ledger` has options of its own, which the strict parse below would refuse.
   if (argv[0] === "ledger") return runLedgerCommand(argv.slice(1));
+  if (argv[0] === "approvals") {
+    return runApprovalsCommand(argv.slice(1), { stdout: process.stdout, stderr: process.stderr, env: process.env });
+  }
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -66,9 +72,10 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
     runtime = await createRuntime(config, logger, {
       version: VERSION,
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
+      admin: true,
     });
     const rt = runtime;
-    logger.info({ mode, dataDir: config.dataDir, ...rt.stores }, "chaos-core starting");
+    logger.info({ mode, dataDir: config.dataDir, ...rt.stores, admin: rt.admin?.url }, "chaos-core starting");
 
     let transport: { close(): Promise<void> } | undefined;
     let stopping = false;

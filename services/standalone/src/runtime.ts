@@ -50,6 +50,7 @@ import {
 } from "@chaos-core/cognition";
 import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
+import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { lockDataDir } from "@chaos-core/kit";
 
 /** Every service of Chaos Core in one process, wired with in-process clients. */
@@ -65,6 +66,8 @@ export interface Runtime {
     ledgerKey: string;
     ledgerPolicies: string;
   };
+  /** The operator's loopback admin endpoint (`chaos-core approvals`), when started. */
+  readonly admin?: RunningAdminServer;
   close(): Promise<void>;
 }
 
@@ -83,7 +86,12 @@ function describeProviderChoice(config: ProviderConfig): string {
 export async function createRuntime(
   config: StandaloneConfig,
   logger: Logger,
-  options: { version: string; sessionTtlSeconds: number },
+  options: {
+    version: string;
+    sessionTtlSeconds: number;
+    /** Start the operator's loopback admin endpoint and write `<dataDir>/admin.json` (serve, stdio). */
+    admin?: boolean;
+  },
 ): Promise<Runtime> {
   const unlock = await lockDataDir(config.dataDir);
   const closers: Array<() => Promise<unknown>> = [unlock];
@@ -174,7 +182,16 @@ export async function createRuntime(
       ),
     );
 
+    // Last: the endpoint answers only once everything it calls is up, and closes first.
+    let admin: RunningAdminServer | undefined;
+    if (options.admin) {
+      const started = await startAdminServer({ dataDir: config.dataDir, cognition, ledger, logger: logger.child({ service: "admin" }) });
+      closers.push(() => started.close());
+      admin = started;
+    }
+
     return {
+      ...(admin ? { admin } : {}),
       deps: {
         policy,
         memory,

@@ -145,6 +145,44 @@ export function describeApprovalStoreContract(name: string, harness: ApprovalSto
       expect(() => harness.makeStore(24 * 3600 + 1)).toThrow(/TTL/);
     });
 
+    it("lists a tenant's pending approvals only, soonest to expire first, at most the limit", async () => {
+      const store = harness.makeStore();
+      // A tenant of this test alone: a shared backend may hold other tests' approvals.
+      const tenant = `list-${randomUUID().slice(0, 8)}`;
+      const made: PendingApproval[] = [];
+      for (let n = 0; n < 4; n++) {
+        const approval = pending({ call: { tenant, principal: "agent", sessionId: `s${n}` } });
+        await store.create(approval);
+        made.push(approval);
+        await harness.elapse(5);
+      }
+      await store.create(pending({ call: { tenant: "globex", principal: "agent", sessionId: "s" } }));
+      const listed = await store.listPending(tenant, 100);
+      expect(listed.map((a) => a.approvalId)).toEqual(made.map((a) => a.approvalId));
+      expect(listed[0]).toMatchObject({ ...made[0], status: "pending" });
+      expect(Date.parse(listed[0]!.expiresAt)).toBeLessThan(Date.parse(listed[1]!.expiresAt));
+      expect((await store.listPending(tenant, 2)).map((a) => a.approvalId)).toEqual(made.slice(0, 2).map((a) => a.approvalId));
+
+      // Answered approvals leave the list; another tenant's never enter it.
+      await store.resolve(tenant, made[0]!.approvalId, { approve: true, channel: "approver", by: { tenant, principal: "alice" } });
+      await store.resolve(tenant, made[2]!.approvalId, { approve: false, channel: "approver", by: { tenant, principal: "alice" } });
+      expect((await store.listPending(tenant, 100)).map((a) => a.approvalId)).toEqual([made[1]!.approvalId, made[3]!.approvalId]);
+      expect(await store.listPending(`none-${randomUUID().slice(0, 8)}`, 100)).toEqual([]);
+      await expectChaosError(store.listPending(tenant, 0), "invalid_argument");
+      await expectChaosError(store.listPending(tenant, 501), "invalid_argument");
+      await expectChaosError(store.listPending("Not A Tenant", 10), "invalid_argument");
+    });
+
+    it("drops expired approvals from the list", async () => {
+      const store = harness.makeStore(1);
+      const tenant = `list-${randomUUID().slice(0, 8)}`;
+      const approval = pending({ call: { tenant, principal: "agent", sessionId: "s" } });
+      await store.create(approval);
+      expect((await store.listPending(tenant, 10)).map((a) => a.approvalId)).toEqual([approval.approvalId]);
+      await harness.elapse(1_100);
+      expect(await store.listPending(tenant, 10)).toEqual([]);
+    });
+
     it("is not changed by later edits to the objects the caller passed or received", async () => {
       const store = harness.makeStore();
       const approval = pending();

@@ -85,6 +85,26 @@ export interface ApprovalStore extends ApprovalSink {
   resolve(tenant: string, approvalId: string, input: ResolveApprovalInput): Promise<StoredApproval>;
   /** `approved` → `consumed`, atomically; anything else is refused (`failed_precondition`). */
   consume(tenant: string, approvalId: string): Promise<StoredApproval>;
+  /**
+   * The tenant's live `pending` approvals, soonest to expire first, at most `limit`
+   * (1..{@link MAX_LIST_APPROVALS}; anything else is `invalid_argument`).
+   */
+  listPending(tenant: string, limit: number): Promise<StoredApproval[]>;
+}
+
+/** Most pending approvals one `listPending` returns. */
+export const MAX_LIST_APPROVALS = 500;
+
+/** Checks a `listPending` limit. */
+export function assertListLimit(limit: number): void {
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_APPROVALS) {
+    throw new ChaosError("invalid_argument", `limit must be an integer from 1 to ${MAX_LIST_APPROVALS} (got ${limit})`);
+  }
+}
+
+/** Orders approvals soonest to expire first (ties by id, so the order is stable). */
+export function byExpiry(a: StoredApproval, b: StoredApproval): number {
+  return Date.parse(a.expiresAt) - Date.parse(b.expiresAt) || (a.approvalId < b.approvalId ? -1 : a.approvalId > b.approvalId ? 1 : 0);
 }
 
 /** Options every approval store takes. */
@@ -302,6 +322,16 @@ export function createMemoryApprovalStore(options: ApprovalStoreOptions & { maxA
         const next: StoredApproval = { ...found, status: "consumed", consumedAt: new Date(now()).toISOString() };
         byKey.set(keyOf(tenant, approvalId), next);
         return Promise.resolve(copy(next));
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    listPending(tenant, limit) {
+      try {
+        assertTenantId(tenant);
+        assertListLimit(limit);
+        const found = [...byKey.values()].filter((a) => a.call.tenant === tenant && a.status === "pending" && live(a));
+        return Promise.resolve(found.sort(byExpiry).slice(0, limit).map(copy));
       } catch (err) {
         return Promise.reject(err as Error);
       }

@@ -2,7 +2,9 @@ import { assertTenantId, ChaosError } from "@chaos-core/kit";
 import type { Redis } from "ioredis";
 import {
   approvalNotFound,
+  assertListLimit,
   assertNewApproval,
+  byExpiry,
   checkResolver,
   isApprovalId,
   parseStoredRecord,
@@ -18,16 +20,24 @@ import {
 
 /** Key layout of the Redis approval store. */
 export interface RedisApprovalStoreOptions extends ApprovalStoreOptions {
-  /** Prepended to every key, e.g. `chaoscore:`; keys then read `<prefix><tenant>:approval:<approvalId>`. */
+  /**
+   * Prepended to every key, e.g. `chaoscore:`; keys then read `<prefix><tenant>:approval:<approvalId>`,
+   * and the tenant's index of pending approvals `<prefix><tenant>:approvals:pending`.
+   */
   prefix?: string;
 }
 
 // A hash per approval: `record` (the immutable approval as JSON), `status`, then `resolution`
-// (JSON) and `consumedAt` as they are set. Redis expires the whole hash.
+// (JSON) and `consumedAt` as they are set. Redis expires the whole hash. The tenant's pending
+// approvals are indexed in a sorted set (member the id, score the expiry in ms): a transition out
+// of `pending` removes its member, expired members are pruned when the index is read, and the
+// set itself expires with the newest approval it holds.
 const CREATE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'record', ARGV[1], 'status', 'pending')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1`;
 
 // Compare-and-set of the status: nil when the key is gone, 'ok' when it moved, else the status found.
@@ -36,7 +46,11 @@ local s = redis.call('HGET', KEYS[1], 'status')
 if not s then return false end
 if s ~= ARGV[1] then return s end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], ARGV[3], ARGV[4])
+if ARGV[1] == 'pending' then redis.call('ZREM', KEYS[2], ARGV[5]) end
 return 'ok'`;
+
+/** How many index members one read of the pending index fetches. */
+const INDEX_BATCH = 100;
 
 const STATUSES: readonly string[] = ["pending", "approved", "rejected", "consumed"];
 
@@ -51,6 +65,7 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
   const ttlMs = resolveTtlSeconds(options.ttlSeconds) * 1000;
   // Approval ids are UUIDs (no `:`), checked before they reach a key.
   const keyOf = (tenant: string, id: string) => `${prefix}${tenant}:approval:${id}`;
+  const indexOf = (tenant: string) => `${prefix}${tenant}:approvals:pending`;
 
   async function read(tenant: string, approvalId: string): Promise<StoredApproval | undefined> {
     assertTenantId(tenant);
@@ -78,7 +93,9 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
     value: string,
     wanted: "resolve" | "consume",
   ): Promise<void> {
-    const res = (await redis.eval(TRANSITION, 1, keyOf(tenant, approvalId), from, to, field, value)) as string | null;
+    const res = (await redis.eval(TRANSITION, 2, keyOf(tenant, approvalId), indexOf(tenant), from, to, field, value, approvalId)) as
+      | string
+      | null;
     if (res === null) throw approvalNotFound(approvalId);
     if (res !== "ok") throw wrongState(approvalId, res, wanted);
   }
@@ -88,7 +105,17 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
       assertNewApproval(approval);
       const at = now();
       const record = { ...approval, createdAt: new Date(at).toISOString(), expiresAt: new Date(at + ttlMs).toISOString() };
-      const created = await redis.eval(CREATE, 1, keyOf(approval.call.tenant, approval.approvalId), JSON.stringify(record), String(ttlMs));
+      const tenant = approval.call.tenant;
+      const created = await redis.eval(
+        CREATE,
+        2,
+        keyOf(tenant, approval.approvalId),
+        indexOf(tenant),
+        JSON.stringify(record),
+        String(ttlMs),
+        String(at + ttlMs),
+        approval.approvalId,
+      );
       if (created !== 1) throw new ChaosError("already_exists", "an approval with this id exists");
     },
 
@@ -114,6 +141,27 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
       const consumedAt = new Date(now()).toISOString();
       await transition(tenant, approvalId, "approved", "consumed", "consumedAt", consumedAt, "consume");
       return { ...found, status: "consumed", consumedAt };
+    },
+
+    async listPending(tenant, limit) {
+      assertTenantId(tenant);
+      assertListLimit(limit);
+      const index = indexOf(tenant);
+      const at = now();
+      // Lazy pruning: members whose approval has expired go first.
+      await redis.zremrangebyscore(index, "-inf", at);
+      const found: StoredApproval[] = [];
+      const stale: string[] = [];
+      for (let offset = 0; found.length < limit; ) {
+        const ids = await redis.zrangebyscore(index, `(${at}`, "+inf", "LIMIT", offset, INDEX_BATCH);
+        if (ids.length === 0) break;
+        offset += ids.length;
+        const reads = await Promise.all(ids.map((id) => read(tenant, id)));
+        reads.forEach((a, i) => (a?.status === "pending" ? found.push(a) : stale.push(ids[i]!)));
+      }
+      // A member whose approval is gone or no longer pending is dropped from the index.
+      if (stale.length > 0) await redis.zrem(index, ...stale);
+      return found.sort(byExpiry).slice(0, limit);
     },
   };
 }

@@ -16,6 +16,7 @@ import { MAX_PLAN_STEPS, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import {
+  approvalSummaryToProto,
   approvalToProto,
   capabilityToProto,
   intentFromProto,
@@ -42,6 +43,9 @@ export interface CognitionDeps {
   /** Per-step handler deadline; the executor's default (30 s) when unset. */
   readonly stepTimeoutMs?: number;
 }
+
+/** How many pending approvals ListApprovals returns when the request names no limit. */
+const DEFAULT_LIST_APPROVALS = 100;
 
 type AchieveEvent = MessageInitShape<typeof AchieveResponseSchema>;
 
@@ -216,6 +220,13 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       const approval = await deps.approvals.get(ctx.call.tenant, req.approvalId);
       if (!approval) throw approvalNotFound(req.approvalId);
       return approvalToProto(approval);
+    },
+
+    async listApprovals(req, ctx) {
+      // The caller's tenant only; 0 means the default page.
+      const limit = req.limit === 0 ? DEFAULT_LIST_APPROVALS : req.limit;
+      const pending = await deps.approvals.listPending(ctx.call.tenant, limit);
+      return { approvals: pending.map(approvalSummaryToProto) };
     },
 
     listCapabilities() {

@@ -6,6 +6,7 @@ import { fromJson, type JsonObject as ProtoJsonObject, type JsonValue as ProtoJs
 import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import { ChaosError } from "@chaos-core/kit";
 import type {
+  ApprovalSummarySchema,
   CapabilitySchema,
   GetApprovalResponseSchema,
   IntentSchema,
@@ -156,6 +157,24 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
 }
 
 /** A stored approval as a person will be shown it: the exact input the step would run with. */
+/** A pending approval as ListApprovals shows it: what runs, who asked, and its lifetime. */
+export function approvalSummaryToProto(a: StoredApproval): MessageInitShape<typeof ApprovalSummarySchema> {
+  return {
+    approvalId: a.approvalId,
+    capability: a.capability,
+    input: a.step.input as ProtoJsonObject,
+    argsHash: a.argsHash,
+    policyVersion: BigInt(a.policyVersion),
+    matchedRule: a.matchedRule,
+    reason: a.reason,
+    risk: a.risk,
+    requestedBy: a.call.principal,
+    requestedInSession: a.call.sessionId ?? "",
+    createdAt: timestampFromDate(new Date(a.createdAt)),
+    expiresAt: timestampFromDate(new Date(a.expiresAt)),
+  };
+}
+
 export function approvalToProto(a: StoredApproval): MessageInitShape<typeof GetApprovalResponseSchema> {
   return {
     approvalId: a.approvalId,

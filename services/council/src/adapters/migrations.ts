@@ -11,7 +11,8 @@ export const COUNCIL_SCHEMA = "council";
  * - `state` is `json`, not `jsonb`: it keeps the exact text the service wrote. jsonb re-orders
  *   object keys, and a session reloaded after a restart (or by another replica) must produce
  *   the same results, in the same order, as before; nothing queries inside the document.
- * - `version` is the optimistic-concurrency token: an update names the version it read.
+ * - `version` counts the saves; a save locks the row (`SELECT … FOR UPDATE`), so saves of one
+ *   session serialize rather than conflict.
  * - The primary key starts with `tenant_id`, so the same id under two tenants can never
  *   collide, and a collision could not tell one tenant that another holds an id.
  * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.

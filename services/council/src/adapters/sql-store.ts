@@ -57,8 +57,9 @@ function encodeState(state: SessionState): string {
 
 /**
  * The council session store over a kit {@link Db}: the same SQL on Postgres and on embedded
- * PGlite, every statement inside a tenant transaction, so row-level security applies. Updates
- * are compare-and-set on `version`. Run {@link migrateCouncil} first.
+ * PGlite, every statement inside a tenant transaction, so row-level security applies. A modify
+ * is one transaction that locks the row (`SELECT … FOR UPDATE`), so modifications of one session
+ * serialize instead of conflicting. Run {@link migrateCouncil} first.
  */
 export function createSqlCouncilStore(db: Db, options: SqlCouncilStoreOptions = {}): CouncilSessionStore {
   const now = options.now ?? (() => new Date());
@@ -91,31 +92,28 @@ export function createSqlCouncilStore(db: Db, options: SqlCouncilStoreOptions = 
       return toStored(row);
     },
 
-    async update(tenant, id, state, expectedVersion) {
+    async modify(tenant, id, fn) {
       checkId(id);
-      const json = encodeState(state);
-      const at = now().toISOString();
       return db.tenantTx(tenant, async (q) => {
-        const res = await q.query<SessionRow>(
-          `UPDATE council.sessions SET state = $3::json, version = version + 1, updated_at = $4::timestamptz
-            WHERE tenant_id = $1 AND id = $2::uuid AND version = $5
-            RETURNING ${COLUMNS}`,
-          [tenant, id, json, at, expectedVersion],
-        );
-        const row = res.rows[0];
-        if (row) return toStored(row);
-        // No row: either the version moved on or there is no such session (for this tenant;
-        // row-level security makes another tenant's session look absent, as it must).
-        const current = await q.query<{ version: number }>(
-          "SELECT version FROM council.sessions WHERE tenant_id = $1 AND id = $2::uuid",
+        // FOR UPDATE: a concurrent modify of this session waits here until this transaction
+        // ends, then reads the state it stored. Plain reads (get) are not blocked.
+        const res = await q.query<{ state_json: string; version: number }>(
+          "SELECT state::text AS state_json, version FROM council.sessions WHERE tenant_id = $1 AND id = $2::uuid FOR UPDATE",
           [tenant, id],
         );
-        const found = current.rows[0];
-        if (!found) throw new ChaosError("not_found", `session ${id} was not found`);
-        throw new ChaosError(
-          "conflict",
-          `session ${id} changed while this call ran (version ${Number(found.version)}, expected ${expectedVersion}); read it again and retry`,
+        const row = res.rows[0];
+        // Row-level security makes another tenant's session look absent, as it must.
+        if (!row) throw new ChaosError("not_found", `session ${id} was not found`);
+        const { state, result } = fn(JSON.parse(row.state_json) as SessionState, Number(row.version));
+        const json = encodeState(state);
+        const updated = await q.query(
+          `UPDATE council.sessions SET state = $3::json, version = version + 1, updated_at = $4::timestamptz
+            WHERE tenant_id = $1 AND id = $2::uuid`,
+          [tenant, id, json, now().toISOString()],
         );
+        // The row is locked and the app role cannot delete: anything else is a broken invariant.
+        if (updated.rowCount !== 1) throw new Error(`council: locked session ${id} updated ${updated.rowCount} rows`);
+        return result;
       });
     },
   };

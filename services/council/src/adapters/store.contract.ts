@@ -67,55 +67,132 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
       expect(Object.keys(read!.state.phases as object)).toEqual(["verify", "decompile"]);
     });
 
-    it("updates with the version it read, and moves the version and update time on", async () => {
+    it("modifies in place: the function gets the state and version, its state is stored at version + 1, its result returned", async () => {
       const { store, clock, tenant } = fresh();
       const id = randomUUID();
       const created = await store.create(tenant, id, { step: 0 });
       clock.advance(5);
-      const first = await store.update(tenant, id, { step: 1 }, 1);
-      expect(first).toEqual({ id, state: { step: 1 }, version: 2, createdAt: created.createdAt, updatedAt: clock.now() });
-      const second = await store.update(tenant, id, { step: 2 }, 2);
-      expect(second.version).toBe(3);
-      expect((await store.get(tenant, id))?.state).toEqual({ step: 2 });
+      const seen: Array<[unknown, number]> = [];
+      const first = await store.modify(tenant, id, (state, version) => {
+        seen.push([state, version]);
+        return { state: { step: (state.step as number) + 1, zeta: true, alpha: { b: 1, a: 2 } }, result: `from ${version}` };
+      });
+      expect(first).toBe("from 1");
+      expect(seen).toEqual([[{ step: 0 }, 1]]);
+      const read = await store.get(tenant, id);
+      expect(read).toEqual({ id, state: { step: 1, zeta: true, alpha: { b: 1, a: 2 } }, version: 2, createdAt: created.createdAt, updatedAt: clock.now() });
+      // Key order survives a modify as it survives a create.
+      expect(Object.keys(read!.state)).toEqual(["step", "zeta", "alpha"]);
+      expect(Object.keys(read!.state.alpha as object)).toEqual(["b", "a"]);
+      clock.advance(1);
+      expect(await store.modify(tenant, id, (_state, version) => ({ state: { step: 2 }, result: version }))).toBe(2);
+      expect(await store.get(tenant, id)).toMatchObject({ state: { step: 2 }, version: 3, createdAt: created.createdAt, updatedAt: clock.now() });
     });
 
-    it("refuses an update from a stale read with conflict, and keeps the winner's state", async () => {
+    it("stores nothing when the function throws, and fails with its error", async () => {
+      const { store, clock, tenant } = fresh();
+      const id = randomUUID();
+      const created = await store.create(tenant, id, { step: 0 });
+      clock.advance(5);
+      const refusal = new ChaosError("failed_precondition", "the domain said no");
+      const err = await failure(
+        store.modify(tenant, id, () => {
+          throw refusal;
+        }),
+      );
+      expect(err).toBe(refusal);
+      expect(await store.get(tenant, id)).toEqual(created);
+    });
+
+    it("runs concurrent modifications of one session one after another, each on the state the previous one stored", async () => {
       const { store, tenant } = fresh();
       const id = randomUUID();
-      await store.create(tenant, id, { by: "nobody" });
-      const a = await store.get(tenant, id);
-      const b = await store.get(tenant, id);
-      await store.update(tenant, id, { by: "a" }, a!.version);
-      const err = await failure(store.update(tenant, id, { by: "b" }, b!.version));
-      expect(err.code).toBe("conflict");
-      expect(err.message).toMatch(/changed while this call ran \(version 2, expected 1\)/);
-      expect(await store.get(tenant, id)).toMatchObject({ state: { by: "a" }, version: 2 });
+      await store.create(tenant, id, { count: 0, seen: [] });
+      let calls = 0;
+      const results = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          store.modify(tenant, id, (state, version) => {
+            calls += 1;
+            return { state: { count: (state.count as number) + 1, seen: [...(state.seen as number[]), i] }, result: version };
+          }),
+        ),
+      );
+      // Each function ran once (no retries) and saw a different version: no update was lost.
+      expect(calls).toBe(8);
+      expect([...results].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      const final = await store.get(tenant, id);
+      expect(final?.version).toBe(9);
+      expect(final?.state.count).toBe(8);
+      expect([...(final?.state.seen as number[])].sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     });
 
-    it("lets exactly one of several concurrent updates of one version win", async () => {
+    it("lets the function decide a race: of several concurrent claims of one session, one wins and the rest see it", async () => {
       const { store, tenant } = fresh();
       const id = randomUUID();
       await store.create(tenant, id, { winner: null });
       const outcomes = await Promise.allSettled(
-        Array.from({ length: 8 }, (_, i) => store.update(tenant, id, { winner: i }, 1)),
+        Array.from({ length: 8 }, (_, i) =>
+          store.modify(tenant, id, (state) => {
+            if (state.winner !== null) throw new ChaosError("failed_precondition", `already won by ${String(state.winner)}`);
+            return { state: { winner: i }, result: i };
+          }),
+        ),
       );
-      const won = outcomes.filter((o) => o.status === "fulfilled");
+      const won = outcomes.filter((o): o is PromiseFulfilledResult<number> => o.status === "fulfilled");
       expect(won).toHaveLength(1);
+      const winner = won[0]!.value;
       for (const o of outcomes) {
-        if (o.status === "rejected") expect((o.reason as ChaosError).code).toBe("conflict");
+        if (o.status === "rejected") {
+          expect((o.reason as ChaosError).code).toBe("failed_precondition");
+          expect((o.reason as ChaosError).message).toBe(`already won by ${winner}`);
+        }
       }
-      const final = await store.get(tenant, id);
-      expect(final?.version).toBe(2);
-      expect(final?.state).toEqual((won[0] as PromiseFulfilledResult<{ state: unknown }>).value.state);
+      expect(await store.get(tenant, id)).toMatchObject({ state: { winner }, version: 2 });
     });
 
-    it("answers an unknown session with undefined and not_found", async () => {
+    it("locks the row: a modify waits for a transaction that holds it, then works on what that one committed", async () => {
+      const { store, tenant } = fresh();
+      const id = randomUUID();
+      await store.create(tenant, id, { n: 0 });
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const holding = new Promise<void>((resolve) => (locked = resolve));
+      // Another writer updates the row and keeps its transaction open until released.
+      const holder = db.tenantTx(tenant, async (q) => {
+        await q.query(`UPDATE council.sessions SET state = '{"n":1}'::json, version = version + 1 WHERE tenant_id = $1 AND id = $2::uuid`, [tenant, id]);
+        locked();
+        await gate;
+      });
+      await holding;
+      const seen: Array<[unknown, number]> = [];
+      const modified = store.modify(tenant, id, (state, version) => {
+        seen.push([state, version]);
+        return { state: { n: (state.n as number) + 1 }, result: undefined };
+      });
+      // Time for a modify that did not lock to read the old state; this one must not have.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(seen).toEqual([]);
+      release();
+      await Promise.all([holder, modified]);
+      expect(seen).toEqual([[{ n: 1 }, 2]]);
+      expect(await store.get(tenant, id)).toMatchObject({ state: { n: 2 }, version: 3 });
+    });
+
+    it("answers an unknown session with undefined and not_found, without calling the function", async () => {
       const { store, tenant } = fresh();
       const id = randomUUID();
       expect(await store.get(tenant, id)).toBeUndefined();
-      const err = await failure(store.update(tenant, id, { x: 1 }, 1));
+      let called = false;
+      const err = await failure(
+        store.modify(tenant, id, () => {
+          called = true;
+          return { state: { x: 1 }, result: undefined };
+        }),
+      );
       expect(err.code).toBe("not_found");
       expect(err.message).toBe(`session ${id} was not found`);
+      expect(called).toBe(false);
     });
 
     it("refuses to create an id twice for one tenant", async () => {
@@ -134,7 +211,7 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
         expect(err.message).toMatch(/sessionId must be a session id issued by council_init/);
       }
       expect((await failure(store.create(tenant, "x", {}))).code).toBe("invalid_argument");
-      expect((await failure(store.update(tenant, "x", {}, 1))).code).toBe("invalid_argument");
+      expect((await failure(store.modify(tenant, "x", () => ({ state: {}, result: undefined })))).code).toBe("invalid_argument");
     });
 
     it("refuses a state over the size limit, and stores nothing", async () => {
@@ -144,6 +221,16 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
       expect(err.code).toBe("resource_exhausted");
       expect(err.message).toMatch(/the limit is 4194304 bytes/);
       expect(await store.get(tenant, id)).toBeUndefined();
+      // A modify that would grow the session past the limit leaves it as it was. The JSON is
+      // {"blob":"…"}: 11 bytes around the string, so this is one byte over.
+      const created = await store.create(tenant, id, { blob: "" });
+      const over = await failure(store.modify(tenant, id, () => ({ state: { blob: "x".repeat(SESSION_STATE_MAX_BYTES - 10) }, result: undefined })));
+      expect(over.code).toBe("resource_exhausted");
+      expect(over.message).toMatch(/would be 4194305 bytes as JSON; the limit is 4194304 bytes/);
+      expect(await store.get(tenant, id)).toEqual(created);
+      // Exactly at the limit is accepted.
+      await store.modify(tenant, id, () => ({ state: { blob: "x".repeat(SESSION_STATE_MAX_BYTES - 11) }, result: undefined }));
+      expect((await store.get(tenant, id))?.version).toBe(2);
     });
 
     describe("tenant isolation", () => {
@@ -153,9 +240,10 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
         const id = randomUUID();
         await store.create(a, id, { secret: "for a only" });
         expect(await store.get(b, id)).toBeUndefined();
-        const theirs = await failure(store.update(b, id, { stolen: true }, 1));
+        const steal = () => ({ state: { stolen: true }, result: undefined });
+        const theirs = await failure(store.modify(b, id, steal));
         const unknown = randomUUID();
-        const missing = await failure(store.update(b, unknown, { stolen: true }, 1));
+        const missing = await failure(store.modify(b, unknown, steal));
         expect(theirs.code).toBe("not_found");
         expect(theirs.message).toBe(missing.message.replace(unknown, id));
         expect(await store.get(a, id)).toMatchObject({ state: { secret: "for a only" }, version: 1 });
@@ -167,7 +255,7 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
         const id = randomUUID();
         await store.create(a, id, { owner: "a" });
         await store.create(b, id, { owner: "b" });
-        await store.update(b, id, { owner: "b", n: 2 }, 1);
+        await store.modify(b, id, (state) => ({ state: { ...state, n: 2 }, result: undefined }));
         expect(await store.get(a, id)).toMatchObject({ state: { owner: "a" }, version: 1 });
         expect(await store.get(b, id)).toMatchObject({ state: { owner: "b", n: 2 }, version: 2 });
       });

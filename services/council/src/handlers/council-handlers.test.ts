@@ -207,6 +207,33 @@ describe("council handlers", () => {
     expect((stored?.state as { history: unknown[] }).history).toHaveLength(1);
   });
 
+  it("saves in one tenant transaction, refused or not, and a read-only call reads in one", async () => {
+    let transactions = 0;
+    const counting: Db = {
+      kind: db.kind,
+      tenantTx(tenant, fn) {
+        transactions += 1;
+        return db.tenantTx(tenant, fn);
+      },
+      adminTx: (fn) => db.adminTx(fn),
+      close: () => db.close(),
+    };
+    const client = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(counting), { now: () => NOW }));
+    const tenant = freshTenant();
+    const o = ctx(tenant);
+    const { sessionId } = await client.init({ task: MIGRATION_TASK }, o);
+    const count = async (call: () => Promise<unknown>): Promise<number> => {
+      const before = transactions;
+      await call().catch(() => undefined);
+      return transactions - before;
+    };
+    expect(await count(() => client.save({ sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile as never }, o))).toBe(1);
+    expect(await count(() => client.save({ sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile as never }, o))).toBe(1);
+    expect(await count(() => client.save({ sessionId: "00000000-0000-4000-8000-0000000000fe", phase: "design", output: {} }, o))).toBe(1);
+    expect(await count(() => client.recall({ sessionId }, o))).toBe(1);
+    expect((await store.get(tenant, sessionId))?.version).toBe(2);
+  });
+
   it("keeps sessions in the store: new handlers (a restarted service) continue where the old ones stopped", async () => {
     const tenant = freshTenant();
     const o = ctx(tenant);

@@ -27,8 +27,6 @@ export interface CouncilHandlerOptions {
   now?: () => Date;
   /** Issues session ids; a random UUID unless a test pins it. */
   newId?: () => string;
-  /** How many times a save is re-applied when another call updated the session meanwhile (default 3). */
-  conflictRetries?: number;
 }
 
 const RECALL_FORMATS = ["full", "summary", "decisions"] as const;
@@ -122,14 +120,15 @@ export function createCouncilHandlers(
 ): ServiceImpl<typeof CouncilService> {
   const now = options.now ?? (() => new Date());
   const newId = options.newId ?? randomUUID;
-  const retries = options.conflictRetries ?? 3;
 
-  async function load(tenant: string, id: string): Promise<{ session: CouncilSession; version: number }> {
+  /** A session for the read-only calls: one plain read, which a save in flight does not block. */
+  async function load(tenant: string, id: string): Promise<{ session: CouncilSession }> {
     const stored = await store.get(tenant, requireSessionId(id));
-    // The same answer for a session that never existed and one of another tenant.
+    // The same answer for a session that never existed and one of another tenant (the store's
+    // modify says the same for a save).
     if (!stored) throw new ChaosError("not_found", `session ${id} was not found`);
     // The state is what this service wrote through the domain; the store keeps it verbatim.
-    return { session: stored.state as unknown as CouncilSession, version: stored.version };
+    return { session: stored.state as unknown as CouncilSession };
   }
 
   return {
@@ -155,29 +154,26 @@ export function createCouncilHandlers(
     },
 
     async save(req, ctx) {
-      // Optimistic concurrency: a save that lost a race is re-applied to the state that won,
-      // so the domain decides it again (a second save of the same phase is then refused as
-      // locked, not as a storage conflict).
-      for (let attempt = 0; ; attempt++) {
-        const stored = await load(ctx.call.tenant, req.sessionId);
-        const { session, result } = saveOutput(stored.session, { phase: req.phase, output: req.output, now: now() });
-        try {
-          await store.update(ctx.call.tenant, session.id, asState(session), stored.version);
-        } catch (err) {
-          if (err instanceof ChaosError && err.code === "conflict" && attempt < retries) continue;
-          throw err;
-        }
-        return {
-          sessionId: session.id,
-          phase: str(result, "phase"),
-          score: num(result, "scoring", "finalScore"),
-          verdict: str(result, "scoring", "verdict"),
-          canProceed: bool(result, "canProceed"),
-          nextPhase: str(result, "nextPhase"),
-          sessionComplete: bool(result, "sessionComplete"),
-          result: toStruct(result),
-        };
-      }
+      // One transaction: the store locks the session's row, the domain decides on the state it
+      // holds, the new state is written. A save that raced another one of the same session waits
+      // for it and is then decided by the domain on the state that won (a second save of the same
+      // phase is refused as locked), never as a storage conflict.
+      const id = requireSessionId(req.sessionId);
+      const { session, result } = await store.modify(ctx.call.tenant, id, (state) => {
+        // The state is what this service wrote through the domain; the store keeps it verbatim.
+        const saved = saveOutput(state as unknown as CouncilSession, { phase: req.phase, output: req.output, now: now() });
+        return { state: asState(saved.session), result: saved };
+      });
+      return {
+        sessionId: session.id,
+        phase: str(result, "phase"),
+        score: num(result, "scoring", "finalScore"),
+        verdict: str(result, "scoring", "verdict"),
+        canProceed: bool(result, "canProceed"),
+        nextPhase: str(result, "nextPhase"),
+        sessionComplete: bool(result, "sessionComplete"),
+        result: toStruct(result),
+      };
     },
 
     async recall(req, ctx) {

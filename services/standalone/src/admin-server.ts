@@ -1,0 +1,296 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { chmod, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { z } from "zod";
+import { ChaosError, type CallContext, type ErrorCode, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { ApprovalChannel, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+
+/** The file, in the data directory, that tells `chaos-core approvals` where the running server listens. */
+export const ADMIN_FILE = "admin.json";
+
+/** The principal every operator answer is recorded under: never the agent's (no self-approval). */
+export const OPERATOR_PRINCIPAL = "operator";
+
+/** What `admin.json` holds. */
+export interface AdminFile {
+  /** `http://127.0.0.1:<port>`: the admin endpoint's base URL. */
+  readonly url: string;
+  /** The bearer token every request must carry. */
+  readonly token: string;
+  /** The server's process id. */
+  readonly pid: number;
+}
+
+export const adminFileSchema = z.object({
+  url: z.string().regex(/^http:\/\/127\.0\.0\.1:\d+$/, "must be http://127.0.0.1:<port>"),
+  token: z.string().min(32),
+  pid: z.number().int().positive(),
+});
+
+export interface AdminServerOptions {
+  /** The data directory `admin.json` is written to (and removed from on close). */
+  readonly dataDir: string;
+  readonly cognition: ServiceClient<typeof CognitionService>;
+  readonly ledger: ServiceClient<typeof LedgerService>;
+  readonly logger: Logger;
+}
+
+export interface RunningAdminServer {
+  readonly url: string;
+  readonly token: string;
+  /** The path of the `admin.json` written. */
+  readonly file: string;
+  /** Stops listening and removes `admin.json` (if it is still this server's). */
+  close(): Promise<void>;
+}
+
+/** Largest request body accepted. */
+const MAX_BODY_BYTES = 16 * 1024;
+
+const tenantField = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, "must be a tenant id (lowercase letters, digits, - and _, at most 63)")
+  .default("default");
+
+const resolveBody = z.strictObject({
+  approval_id: z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "must be an approval id (a UUID)"),
+  approve: z.boolean(),
+  tenant: tenantField,
+});
+
+const spendBody = z.strictObject({
+  request_seq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  tenant: tenantField,
+  ttl_seconds: z.number().int().min(1).max(3600).optional(),
+});
+
+const listQuery = z.strictObject({
+  tenant: tenantField,
+  limit: z
+    .string()
+    .regex(/^[0-9]{1,3}$/, "must be a whole number from 1 to 500")
+    .transform(Number)
+    .pipe(z.number().int().min(1, "must be from 1 to 500").max(500, "must be from 1 to 500"))
+    .default(100),
+});
+
+const STATUS: Partial<Record<ErrorCode, number>> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  policy_denied: 403,
+  not_found: 404,
+  already_exists: 409,
+  failed_precondition: 409,
+  approval_required: 409,
+  conflict: 409,
+  resource_exhausted: 429,
+  unavailable: 503,
+  deadline_exceeded: 504,
+};
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Parses with a schema; a failure is a 400 naming the first bad field. */
+function parse<T extends z.ZodType>(schema: T, value: unknown, where: string): z.output<T> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const field = issue.path.length > 0 ? issue.path.join(".") : where;
+  const message = issue.code === "unrecognized_keys" ? `unknown field(s) ${issue.keys.join(", ")}` : issue.message;
+  throw new HttpError(400, "invalid_argument", `${field}: ${message}`);
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const type = req.headers["content-type"] ?? "";
+  if (!/^application\/json\b/i.test(type)) throw new HttpError(415, "invalid_argument", "body: send Content-Type: application/json");
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new HttpError(413, "invalid_argument", `body: larger than ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
+  } catch {
+    throw new HttpError(400, "invalid_argument", "body: not valid JSON");
+  }
+}
+
+const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
+
+/** The token check, in constant time over fixed-length digests. */
+function tokenMatches(header: string | undefined, token: Buffer): boolean {
+  const m = /^Bearer ([A-Za-z0-9_-]{1,256})$/.exec(header ?? "");
+  return m !== null && timingSafeEqual(digest(m[1]!), token);
+}
+
+function isLoopbackAddress(address: string | undefined): boolean {
+  return address === "127.0.0.1" || address === "::ffff:127.0.0.1";
+}
+
+const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestampDate(t).toISOString() : "");
+
+/**
+ * The operator's approval path in standalone: an HTTP endpoint on 127.0.0.1 (never another
+ * interface), ephemeral port, guarded by a random bearer token that only `<dataDir>/admin.json`
+ * (mode 0600) holds. It answers pending approvals as the principal `operator` through the same
+ * RPCs the MCP tools use, so every answer is checked by cognition and the ledger (no
+ * self-approval) and recorded in the ledger like any other.
+ *
+ * - `GET  /v1/approvals?tenant=T&limit=N` → `{approvals}` pending cognition approvals
+ * - `POST /v1/approvals/resolve {approval_id, approve, tenant?}` → `{approval_id, status, resolved_by}`
+ * - `POST /v1/spend/approve {request_seq, tenant?, ttl_seconds?}` → the locked gate answer
+ */
+export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
+  const { cognition, ledger, logger } = options;
+  const token = randomBytes(32).toString("base64url");
+  const tokenDigest = digest(token);
+  const operator = (tenant: string): CallContext => ({ tenant, principal: OPERATOR_PRINCIPAL });
+  let port = 0;
+
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Bound to 127.0.0.1 only; this check stands even if that ever changed.
+    if (!isLoopbackAddress(req.socket.remoteAddress)) throw new HttpError(403, "permission_denied", "the admin endpoint answers loopback only");
+    // DNS rebinding: a browser page may reach 127.0.0.1 under another name, never with this Host.
+    const host = req.headers.host ?? "";
+    if (host !== `127.0.0.1:${port}` && host !== `localhost:${port}`) throw new HttpError(403, "permission_denied", `Host ${host} is not allowed`);
+    if (!tokenMatches(req.headers.authorization, tokenDigest)) {
+      res.setHeader("WWW-Authenticate", 'Bearer realm="chaos-core-admin"');
+      throw new HttpError(401, "unauthenticated", `send Authorization: Bearer <token from ${ADMIN_FILE}>`);
+    }
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const endpoint = `${req.method ?? ""} ${url.pathname}`;
+    switch (endpoint) {
+      case "GET /v1/approvals": {
+        const q = parse(listQuery, Object.fromEntries(url.searchParams), "query");
+        const listed = await cognition.listApprovals({ limit: q.limit }, { ctx: operator(q.tenant) });
+        return send(res, 200, {
+          tenant: q.tenant,
+          approvals: listed.approvals.map((a) => ({
+            approval_id: a.approvalId,
+            capability: a.capability,
+            input: a.input ?? {},
+            args_hash: a.argsHash,
+            risk: a.risk,
+            reason: a.reason,
+            matched_rule: a.matchedRule,
+            policy_version: Number(a.policyVersion),
+            requested_by: a.requestedBy,
+            requested_in_session: a.requestedInSession,
+            created_at: ts(a.createdAt),
+            expires_at: ts(a.expiresAt),
+          })),
+        });
+      }
+      case "POST /v1/approvals/resolve": {
+        const body = parse(resolveBody, await readJson(req), "body");
+        const resolved = await cognition.resolveApproval(
+          { approvalId: body.approval_id, approve: body.approve, channel: ApprovalChannel.APPROVER },
+          { ctx: operator(body.tenant) },
+        );
+        logger.info({ approvalId: body.approval_id, tenant: body.tenant, status: resolved.status }, "operator answered an approval");
+        return send(res, 200, { approval_id: body.approval_id, status: resolved.status, resolved_by: resolved.resolvedBy });
+      }
+      case "POST /v1/spend/approve": {
+        const body = parse(spendBody, await readJson(req), "body");
+        const approved = await ledger.approveSpend(
+          { requestSeq: BigInt(body.request_seq), approvedVia: "approver_role", ttlSeconds: body.ttl_seconds ?? 0 },
+          { ctx: operator(body.tenant) },
+        );
+        logger.info({ requestSeq: body.request_seq, tenant: body.tenant, state: approved.state }, "operator approved a spend");
+        return send(res, 200, {
+          request_seq: body.request_seq,
+          state: approved.state,
+          content_hash: approved.contentHash,
+          ledger_seq: Number(approved.ledgerSeq),
+          result: approved.result ?? {},
+          ...(approved.receipt ? { receipt: approved.receipt } : {}),
+        });
+      }
+      default:
+        throw new HttpError(404, "not_found", `no endpoint ${endpoint}`);
+    }
+  }
+
+  const server = createServer((req, res) => {
+    route(req, res).catch((err: unknown) => {
+      let status: number;
+      let code: string;
+      let message: string;
+      if (err instanceof HttpError) {
+        ({ status, code, message } = err);
+      } else {
+        const e = ChaosError.from(err);
+        status = STATUS[e.code] ?? 500;
+        code = e.code;
+        message = status === 500 ? "internal error" : e.message;
+        if (status === 500) logger.error({ err }, "admin request failed");
+      }
+      if (!res.headersSent) send(res, status, { error: { code, message } });
+      else res.destroy();
+    });
+  });
+  server.requestTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+  const file = join(options.dataDir, ADMIN_FILE);
+  const closeServer = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+
+  try {
+    // Written under a fresh name with mode 0600, then renamed: the token is never readable by others.
+    const tmp = `${file}.${process.pid}.tmp`;
+    const content: AdminFile = { url, token, pid: process.pid };
+    await writeFile(tmp, `${JSON.stringify(content)}\n`, { mode: 0o600, flag: "w" });
+    await chmod(tmp, 0o600);
+    await rename(tmp, file);
+  } catch (err) {
+    await closeServer();
+    throw err;
+  }
+
+  let closed = false;
+  return {
+    url,
+    token,
+    file,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await closeServer();
+      // Removed only while it is still ours (a later server may have replaced it).
+      const current = await readFile(file, "utf8").catch(() => "");
+      if (current.includes(token)) await rm(file, { force: true });
+    },
+  };
+}

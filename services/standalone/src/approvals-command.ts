@@ -1,0 +1,211 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { ADMIN_FILE, adminFileSchema, type AdminFile } from "./admin-server.js";
+import { loadStandaloneConfig } from "./config.js";
+
+/** Where the command writes; the process streams by default, buffers in tests. */
+export interface ApprovalsCommandIo {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+  /** The environment CHAOS_CORE_DATA_DIR is read from (the entry point hands over `process.env`). */
+  env: NodeJS.ProcessEnv;
+}
+
+/** Exit code: done. */
+export const EXIT_OK = 0;
+/** Exit code: the server refused (the message says why), or no server is running. */
+export const EXIT_FAILED = 1;
+/** Exit code: the command line was wrong. */
+export const EXIT_USAGE = 2;
+
+/** The help text of `chaos-core approvals`. */
+export const APPROVALS_USAGE = `Usage: chaos-core approvals <command> [--tenant <tenant>] [--json]
+
+Commands (answer as the operator, over the running server's loopback admin endpoint):
+  list                          Pending approvals of the tenant, soonest to expire first
+  approve <approval_id>         Approve a pending step; the agent then runs it, once, with
+                                chaoscore_execute {approval_id}
+  reject <approval_id>          Reject a pending step; it never runs
+  approve-spend <request_seq>   Approve a HITL_REQUIRED spend held by the ledger (the
+                                request_seq evaluate_spend_gate or request_authorization gave)
+                                [--ttl-seconds N: receipt lifetime for a finance tool request]
+
+The tenant defaults to "default" (the stdio and unauthenticated loopback tenant). The server
+must be running (chaos-core serve or stdio) on the same CHAOS_CORE_DATA_DIR (default ./data):
+it writes <data dir>/${ADMIN_FILE} with the endpoint and its token. Answers are recorded in the
+audit ledger as the principal "operator", who can never be the requester.
+Exits 0 when done, 1 when the server refused or none is running, 2 on a usage error.
+`;
+
+class UsageError extends Error {}
+class Failure extends Error {}
+
+type Json = Record<string, unknown>;
+
+async function readAdminFile(env: NodeJS.ProcessEnv): Promise<AdminFile> {
+  let dataDir: string;
+  try {
+    dataDir = loadStandaloneConfig(env).dataDir;
+  } catch (err) {
+    throw new Failure(err instanceof Error ? err.message : String(err));
+  }
+  const file = join(dataDir, ADMIN_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      throw new Failure(
+        `no chaos-core server is running on ${dataDir} (no ${ADMIN_FILE} there): start \`chaos-core serve\` or \`chaos-core stdio\` ` +
+          "with this CHAOS_CORE_DATA_DIR, or point CHAOS_CORE_DATA_DIR at the running server's data directory",
+      );
+    }
+    throw new Failure(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  try {
+    return adminFileSchema.parse(JSON.parse(text));
+  } catch {
+    throw new Failure(`${file} is not an admin file chaos-core wrote; restart the server to write it again`);
+  }
+}
+
+async function call(admin: AdminFile, method: "GET" | "POST", path: string, body?: Json): Promise<Json> {
+  let res: Response;
+  try {
+    res = await fetch(`${admin.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${admin.token}`, ...(body ? { "content-type": "application/json" } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    throw new Failure(
+      `no chaos-core server answers at ${admin.url} (pid ${admin.pid}, ${cause}): it may have stopped without removing ${ADMIN_FILE}; start it again`,
+    );
+  }
+  const answer = (await res.json().catch(() => ({}))) as Json;
+  if (!res.ok) {
+    const error = (answer.error ?? {}) as { code?: string; message?: string };
+    throw new Failure(`${error.code ?? `HTTP ${res.status}`}: ${error.message ?? "the server refused"}`);
+  }
+  return answer;
+}
+
+function option(values: Record<string, unknown>, name: string): string | undefined {
+  const v = values[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+function oneArgument(positionals: string[], what: string): string {
+  if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
+  return positionals[0]!;
+}
+
+function listLines(answer: Json): string {
+  const approvals = (answer.approvals ?? []) as Json[];
+  if (approvals.length === 0) return `No pending approvals in tenant ${String(answer.tenant)}.\n`;
+  const lines = [`${approvals.length} pending approval(s) in tenant ${String(answer.tenant)}:`];
+  for (const a of approvals) {
+    lines.push(
+      `${String(a.approval_id)}  ${String(a.capability)}  risk ${String(a.risk)}  requested by ${String(a.requested_by)}` +
+        `${a.requested_in_session ? ` (session ${String(a.requested_in_session)})` : ""}  expires ${String(a.expires_at)}`,
+      `    input ${JSON.stringify(a.input)}`,
+      `    args hash ${String(a.args_hash)}; ${String(a.reason)}`,
+    );
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/** Runs `chaos-core approvals …` and resolves with the exit code. */
+export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo): Promise<number> {
+  const env = io.env;
+  let json = false;
+  try {
+    const [command, ...rest] = argv;
+    if (command === undefined) throw new UsageError("name a command");
+    if (command === "help" || command === "--help" || command === "-h") {
+      io.stdout.write(APPROVALS_USAGE);
+      return EXIT_OK;
+    }
+    let parsed: ReturnType<typeof parseArgs>;
+    try {
+      parsed = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        strict: true,
+        options: { tenant: { type: "string" }, json: { type: "boolean" }, "ttl-seconds": { type: "string" } },
+      });
+    } catch (err) {
+      throw new UsageError(err instanceof Error ? err.message : String(err));
+    }
+    const { values, positionals } = parsed;
+    json = values.json === true;
+    const tenant = option(values, "tenant");
+    if (tenant !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
+      throw new UsageError(`--tenant "${tenant}" is not a tenant id (lowercase letters, digits, - and _, at most 63)`);
+    }
+    const ttl = option(values, "ttl-seconds");
+    if (ttl !== undefined && command !== "approve-spend") throw new UsageError("--ttl-seconds belongs to approve-spend");
+    const withTenant = tenant !== undefined ? { tenant } : {};
+
+    let answer: Json;
+    let text: string;
+    let ok = true;
+    switch (command) {
+      case "list": {
+        if (positionals.length > 0) throw new UsageError("list takes no arguments");
+        const admin = await readAdminFile(env);
+        answer = await call(admin, "GET", `/v1/approvals${tenant !== undefined ? `?tenant=${tenant}` : ""}`);
+        text = listLines(answer);
+        break;
+      }
+      case "approve":
+      case "reject": {
+        const id = oneArgument(positionals, "approval_id");
+        const admin = await readAdminFile(env);
+        answer = await call(admin, "POST", "/v1/approvals/resolve", { approval_id: id, approve: command === "approve", ...withTenant });
+        text =
+          answer.status === "approved"
+            ? `Approved ${id} (recorded as ${String(answer.resolved_by)}). The agent runs the step, once, with chaoscore_execute {"approval_id": "${id}"}.\n`
+            : `Rejected ${id} (recorded as ${String(answer.resolved_by)}). The step will not run.\n`;
+        break;
+      }
+      case "approve-spend": {
+        const seqText = oneArgument(positionals, "request_seq");
+        if (!/^[1-9][0-9]{0,15}$/.test(seqText)) throw new UsageError(`request_seq must be a positive whole number, got "${seqText}"`);
+        if (ttl !== undefined && !/^[1-9][0-9]{0,3}$/.test(ttl)) throw new UsageError(`--ttl-seconds must be from 1 to 3600, got "${ttl}"`);
+        const admin = await readAdminFile(env);
+        answer = await call(admin, "POST", "/v1/spend/approve", {
+          request_seq: Number(seqText),
+          ...withTenant,
+          ...(ttl !== undefined ? { ttl_seconds: Number(ttl) } : {}),
+        });
+        const result = (answer.result ?? {}) as Json;
+        // Recorded either way; only a LOCKED spend may run.
+        ok = answer.state === "LOCKED";
+        text =
+          answer.state === "LOCKED"
+            ? `Approved spend request ${seqText}: LOCKED in ledger entry ${String(answer.ledger_seq)}.` +
+              `${answer.receipt ? " A receipt bound to the exact call was issued (see --json)." : ""}\n`
+            : `The approval is recorded in ledger entry ${String(answer.ledger_seq)}, but the spend is ${String(answer.state)}` +
+              `${typeof result.reason === "string" ? ` (${result.reason})` : ""}: an approval cannot override a hard rule.\n`;
+        break;
+      }
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+    (ok ? io.stdout : io.stderr).write(json ? `${JSON.stringify(answer)}\n` : text);
+    return ok ? EXIT_OK : EXIT_FAILED;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`chaos-core approvals: ${err.message}\n\n${APPROVALS_USAGE}`);
+      return EXIT_USAGE;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    io.stderr.write(`chaos-core approvals: ${message}\n`);
+    if (json) io.stdout.write(`${JSON.stringify({ error: message })}\n`);
+    return EXIT_FAILED;
+  }
+}

@@ -1,0 +1,162 @@
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
+
+type Structured = Record<string, unknown>;
+
+function structured(res: Awaited<ReturnType<Client["callTool"]>>): Structured {
+  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+  return res.structuredContent as Structured;
+}
+
+function errorText(res: Awaited<ReturnType<Client["callTool"]>>): string {
+  expect(res.isError).toBe(true);
+  return (res.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
+}
+
+/**
+ * The operator's approval path in standalone: `chaos-core stdio` under a client that cannot
+ * elicit, answered by `chaos-core approvals` over the loopback admin endpoint.
+ */
+describe("chaos-core approvals against a running chaos-core stdio", () => {
+  const dir = tempDir("chaos-core-operator-");
+  const env = { CHAOS_CORE_DATA_DIR: dir };
+  let client: Client;
+  let stderr: () => string;
+  const approvals = (...args: string[]) => runToExit(["approvals", ...args], env, 30_000);
+
+  beforeAll(async () => {
+    writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.remember", "http.request"] }));
+    // The SDK client declares no capabilities: no elicitation.
+    ({ client, stderr } = await stdioClient(env));
+    expect(client.getServerCapabilities()).toBeDefined();
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    removeDir(dir);
+  });
+
+  it("writes admin.json (0600, loopback URL, this server's pid)", () => {
+    const file = join(dir, "admin.json");
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const admin = JSON.parse(readFileSync(file, "utf8")) as { url: string; token: string; pid: number };
+    expect(admin.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(admin.token.length).toBeGreaterThanOrEqual(43);
+    expect(admin.pid).toBeGreaterThan(0);
+    expect(stderr()).not.toContain(admin.token);
+  });
+
+  it("a step that needs approval: listed, approved by the operator, run once by the agent", async () => {
+    const pending = structured(
+      await client.callTool({
+        name: "chaoscore_execute",
+        arguments: { steps: [{ id: "s1", capability: "memory.remember", input: { key: "deploy-window", value: "friday 18:00" } }] },
+      }),
+    );
+    const step = (pending.results as Structured[])[0]!;
+    expect(step.status).toBe("pending_approval");
+    const id = (step.approval as { approval_id: string }).approval_id;
+
+    // Without elicitation and without an answer, the agent cannot run it.
+    expect(errorText(await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }))).toMatch(/has not been answered/);
+
+    const listed = await approvals("list");
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain(id);
+    expect(listed.stdout).toMatch(/memory\.remember/);
+    expect(listed.stdout).toContain('"deploy-window"');
+    const listedJson = await approvals("list", "--json", "--tenant", "default");
+    expect(listedJson.code).toBe(0);
+    const rows = (JSON.parse(listedJson.stdout) as { approvals: Structured[] }).approvals;
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ approval_id: id, capability: "memory.remember", requested_by: "local" });
+    // Another tenant has none.
+    const other = await approvals("list", "--tenant", "acme");
+    expect(other.stdout).toMatch(/No pending approvals in tenant acme/);
+
+    const approved = await approvals("approve", id);
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stdout).toMatch(new RegExp(`Approved ${id} \\(recorded as operator \\(approver\\)\\)`));
+    expect((await approvals("list")).stdout).toMatch(/No pending approvals/);
+    // Answered once.
+    const again = await approvals("reject", id);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/already resolved/);
+
+    const ran = structured(await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
+    expect((ran.results as Structured[])[0]).toMatchObject({ status: "executed", ran: true });
+    expect(ran.approval).toMatchObject({ approval_id: id, status: "approved", resolved_by: "operator (approver)" });
+
+    // Used once: a second run is refused and runs nothing.
+    const second = await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } });
+    const secondText = second.isError ? errorText(second) : JSON.stringify(second.structuredContent);
+    expect(secondText).toMatch(/already used|consumed/);
+    if (!second.isError) expect(((second.structuredContent as Structured).results as Structured[]).some((r) => r.status === "executed")).toBe(false);
+
+    const recalled = structured(await client.callTool({ name: "chaoscore_recall", arguments: { key: "deploy-window" } }));
+    expect(JSON.stringify(recalled)).toContain("friday 18:00");
+  });
+
+  it("a rejected step never runs", async () => {
+    const pending = structured(
+      await client.callTool({
+        name: "chaoscore_execute",
+        arguments: { steps: [{ id: "s1", capability: "memory.remember", input: { key: "rejected", value: "no" } }] },
+      }),
+    );
+    const id = ((pending.results as Structured[])[0]!.approval as { approval_id: string }).approval_id;
+    const rejected = await approvals("reject", id, "--json");
+    expect(rejected.code).toBe(0);
+    expect(JSON.parse(rejected.stdout)).toMatchObject({ approval_id: id, status: "rejected", resolved_by: "operator (approver)" });
+    const run = await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } });
+    const text = run.isError ? errorText(run) : JSON.stringify(run.structuredContent);
+    expect(text).toMatch(/rejected/);
+    expect(text).not.toMatch(/"status":"executed"/);
+  });
+
+  it("a spend held for a human: approve-spend by request_seq locks it, once, and the ledger records the operator", async () => {
+    const gate = structured(
+      await client.callTool({
+        name: "evaluate_spend_gate",
+        arguments: { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 300, confidence: 0.9 } },
+      }),
+    );
+    expect(gate.state).toBe("HITL_REQUIRED");
+    const seq = gate.ledger_seq as number;
+
+    const approved = await approvals("approve-spend", String(seq));
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stdout).toMatch(new RegExp(`Approved spend request ${seq}: LOCKED in ledger entry \\d+`));
+    const twice = await approvals("approve-spend", String(seq), "--json");
+    expect(twice.code).toBe(1);
+    expect(JSON.parse(twice.stdout)).toHaveProperty("error");
+
+    const lockedSeq = Number(/LOCKED in ledger entry (\d+)/.exec(approved.stdout)![1]);
+    const audit = structured(await client.callTool({ name: "inspect_audit_ledger", arguments: { limit: 20 } }));
+    const entries = audit.entries as Array<{ seq: number; principal: string }>;
+    expect(entries.find((e) => e.seq === lockedSeq)).toMatchObject({ principal: "operator" });
+    expect(entries.find((e) => e.seq === seq)).toMatchObject({ principal: "local" });
+    // The cognition approval answered earlier is in the ledger under the operator too.
+    expect(entries.filter((e) => e.principal === "operator").length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("refuses a bad command line with exit 2", async () => {
+    expect((await approvals()).code).toBe(2);
+    expect((await approvals("approve")).code).toBe(2);
+    expect((await approvals("approve-spend", "-3")).code).toBe(2);
+    expect((await approvals("frobnicate")).code).toBe(2);
+    expect((await approvals("list", "--tenant", "Bad Tenant")).code).toBe(2);
+  });
+
+  it("says so when no server is running, after the server removed admin.json", async () => {
+    await client.close();
+    for (let i = 0; i < 100 && existsSync(join(dir, "admin.json")); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(existsSync(join(dir, "admin.json"))).toBe(false);
+    const none = await approvals("list");
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/no chaos-core server is running on/);
+  });
+});
