@@ -4,7 +4,7 @@ import type { LedgerService, SpendAction as ProtoSpendAction, StepBinding as Pro
 import type { SpendAction } from "../domain/spend-gate.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { verifyStoredLedger } from "../log/verify.js";
-import type { ApprovedVia, LedgerCore, StepBinding } from "../service/ledger-core.js";
+import { approvedVia, type LedgerCore, type StepBinding } from "../service/ledger-core.js";
 import { toPlainJson } from "../service/plain-json.js";
 import { SpendDesk } from "../service/spend-desk.js";
 
@@ -44,11 +44,6 @@ function stepOf(step: ProtoStepBinding | undefined): StepBinding | undefined {
 function actionOf(a: ProtoSpendAction | undefined): SpendAction {
   if (!a) throw new ChaosError("invalid_argument", "action: required");
   return { action: a.action, asset: a.asset, notional: a.notional, confidence: a.confidence ?? null };
-}
-
-function via(v: string): ApprovedVia {
-  if (v === "approver_role" || v === "elicitation") return v;
-  throw new ChaosError("invalid_argument", `approved_via: must be "approver_role" or "elicitation", got "${v}"`);
 }
 
 function safeNumber(v: bigint, field: string): number {
@@ -138,7 +133,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     async approveSpend(req, ctx) {
       const r = await desk.approveSpend(ctx.call, {
         requestSeq: safeNumber(req.requestSeq, "request_seq"),
-        approvedVia: via(req.approvedVia),
+        approvedVia: approvedVia(req.approvedVia),
         ttlSeconds: req.ttlSeconds,
       });
       return {

@@ -61,11 +61,16 @@ function sessionOf(call: CallContext): string {
   return call.sessionId ?? "";
 }
 
-function ttlOf(ttlSeconds: number | undefined): number {
+/**
+ * A receipt's window from a request: 0 or unset means {@link DEFAULT_RECEIPT_TTL_SECONDS}; the
+ * issuing rules then refuse anything outside 1..3600 s (`invalid_ttl`).
+ */
+export function receiptTtl(ttlSeconds: number | undefined): number {
   return ttlSeconds === undefined || ttlSeconds === 0 ? DEFAULT_RECEIPT_TTL_SECONDS : ttlSeconds;
 }
 
-function viaOf(via: string): ApprovedVia {
+/** `approved_via` from a request, checked. */
+export function approvedVia(via: string): ApprovedVia {
   if (via === "approver_role" || via === "elicitation") return via;
   throw new ChaosError("invalid_argument", `approved_via: must be "approver_role" or "elicitation", got "${via}"`);
 }
@@ -187,7 +192,7 @@ export class LedgerCore {
       step?: StepBinding;
     },
   ) {
-    const via = viaOf(input.approvedVia);
+    const via = approvedVia(input.approvedVia);
     if (input.decision !== "allow" && input.decision !== "deny") {
       throw new ChaosError("invalid_argument", `decision: must be "allow" or "deny", got "${input.decision}"`);
     }
@@ -232,7 +237,7 @@ export class LedgerCore {
         actor: { principal: call.principal, roles: via === "approver_role" ? ["approver"] : [] },
         requester,
         actorKind: via === "approver_role" ? "approver" : "human_elicitation",
-        ttlSeconds: ttlOf(input.ttlSeconds),
+        ttlSeconds: receiptTtl(input.ttlSeconds),
         now,
         tenant: call.tenant,
       },

@@ -7,7 +7,7 @@ import { referenceTool, type ReferenceTool } from "../domain/reference-tools.js"
 import { approveHuman, evaluateGate, type GateResult, type SpendAction } from "../domain/spend-gate.js";
 import { tighten, type SpendPolicyConfig } from "../domain/spend-policies.js";
 import type { LedgerEntry } from "../log/entry.js";
-import { DEFAULT_RECEIPT_TTL_SECONDS, type ApprovedVia, type LedgerCore } from "./ledger-core.js";
+import { receiptTtl, type ApprovedVia, type LedgerCore } from "./ledger-core.js";
 import { toPlainJson } from "./plain-json.js";
 
 /** The UTC calendar day of `now` (CHP's daily window), as `YYYY-MM-DD`. */
@@ -52,7 +52,7 @@ function gateFields(g: GateResult): Record<string, unknown> {
 }
 
 function ttlOf(ttlSeconds: number | undefined): number {
-  const ttl = ttlSeconds === undefined || ttlSeconds === 0 ? DEFAULT_RECEIPT_TTL_SECONDS : ttlSeconds;
+  const ttl = receiptTtl(ttlSeconds);
   if (!Number.isInteger(ttl) || ttl < MIN_RECEIPT_TTL_SECONDS || ttl > MAX_RECEIPT_TTL_SECONDS) {
     throw new ChaosError("invalid_argument", `ttl_seconds: must be a whole number from ${MIN_RECEIPT_TTL_SECONDS} to ${MAX_RECEIPT_TTL_SECONDS}`);
   }
