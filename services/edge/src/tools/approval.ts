@@ -15,6 +15,19 @@ export function approveCall(approvalId: string): string {
 }
 
 /**
+ * How a pending approval gets answered and its step run, in plain words: the agent's call, and
+ * who decides (the user through elicitation, or an approver when the client cannot elicit).
+ */
+export function howToRunApproved(approvalId: string, canElicit: boolean): string {
+  return canElicit
+    ? `Call ${executeCall(approvalId)}: your user will be shown the request and asked to approve it; it runs only if they do.`
+    : `This client cannot ask its user (it did not declare elicitation), so a person holding the approver role in this tenant must first call ${approveCall(approvalId)} from their own session; then call ${executeCall(approvalId)} to run it.`;
+}
+
+/** What the agent cannot do about a pending approval. */
+export const APPROVAL_LIMITS = "You cannot approve it yourself, and changing its arguments needs a new approval.";
+
+/**
  * The next step, in plain words, when a run stopped at a step that waits for approval: what
  * the agent calls, and who decides. Undefined when nothing waits.
  */
@@ -23,10 +36,7 @@ export function nextStepForPending(results: readonly StepOutput[], canElicit: bo
   if (!pending?.approval) return undefined;
   const id = pending.approval.approval_id;
   const stopped = `Step ${pending.step_id} (${pending.capability}) did not run: policy requires a person to approve it (approval ${id}).`;
-  const after = "Steps after it did not run either. You cannot approve it yourself, and changing its arguments needs a new approval.";
-  return canElicit
-    ? `${stopped} Call ${executeCall(id)}: your user will be shown the request and asked to approve it; it runs only if they do. ${after}`
-    : `${stopped} This client cannot ask its user (it did not declare elicitation), so a person holding the approver role in this tenant must first call ${approveCall(id)} from their own session; then call ${executeCall(id)} to run it. ${after}`;
+  return `${stopped} ${howToRunApproved(id, canElicit)} Steps after it did not run either. ${APPROVAL_LIMITS}`;
 }
 
 /** Longest input shown in the question; a longer one is cut, and the question says so. */

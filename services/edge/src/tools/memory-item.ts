@@ -1,21 +1,24 @@
-import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
-import { timestampDate, ValueSchema, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
-import { ChaosError } from "@chaos-core/kit";
-import type { MemoryItem } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 
 // The limits the memory service enforces, mirrored here so a bad argument is refused by the
-// schema (naming the field) before any call is made.
-export const KEY_MAX_CHARS = 512;
-export const TAG_MAX_CHARS = 64;
-export const MAX_TAGS = 32;
+// schema (naming the field) before any call is made. Cognition's memory capabilities
+// (services/cognition/src/capabilities/memory-item.ts) check the same limits again: the edge
+// does not depend on cognition at runtime, so the two packages each keep these few shapes.
+const KEY_MAX_CHARS = 512;
+const TAG_MAX_CHARS = 64;
+const MAX_TAGS = 32;
 
 /** A memory key, as the memory service accepts it. */
 export const keySchema = z.string().min(1).max(KEY_MAX_CHARS);
 /** A tag list, as the memory service accepts it. */
 export const tagsSchema = z.array(z.string().min(1).max(TAG_MAX_CHARS)).max(MAX_TAGS);
 
-/** One memory item as tools return it. */
+/**
+ * One memory item as the memory tools return it: the output of cognition's memory.remember and
+ * memory.recall capabilities (which check it more strictly: JSON value, ISO 8601 datetimes), as
+ * this tool surface publishes it.
+ */
 export const memoryItemOutput = z.object({
   key: z.string(),
   value: z.unknown().describe("The stored JSON value"),
@@ -25,31 +28,7 @@ export const memoryItemOutput = z.object({
   expires_at: z.string().optional().describe("ISO 8601; absent when the item never expires"),
 });
 
-export type MemoryItemOutput = z.output<typeof memoryItemOutput>;
-
 /** A protobuf timestamp as ISO 8601, or undefined when unset. */
 export function isoTime(ts: Timestamp | undefined): string | undefined {
   return ts ? timestampDate(ts).toISOString() : undefined;
-}
-
-/** A memory item from the service, as tools return it (snake_case, ISO times, plain JSON value). */
-export function memoryItemToOutput(item: MemoryItem): MemoryItemOutput {
-  const expires = isoTime(item.expiresAt);
-  return {
-    key: item.key,
-    value: item.value ? toJson(ValueSchema, item.value) : null,
-    tags: [...item.tags],
-    created_at: isoTime(item.createdAt) ?? "",
-    updated_at: isoTime(item.updatedAt) ?? "",
-    ...(expires ? { expires_at: expires } : {}),
-  };
-}
-
-/** Converts a tool argument to a protobuf Value; NaN or Infinity cannot get here over JSON. */
-export function jsonToValue(value: unknown): Value {
-  try {
-    return fromJson(ValueSchema, value as JsonValue);
-  } catch (err) {
-    throw new ChaosError("invalid_argument", `value: not a JSON value (${(err as Error).message})`);
-  }
 }

@@ -1,12 +1,21 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import { z } from "zod";
 import { defineTool } from "./define.js";
-import { EDGE_CAPABILITIES } from "./capabilities.js";
-import { keySchema, memoryItemOutput, memoryItemToOutput, tagsSchema } from "./memory-item.js";
-import { requireAllowed } from "./policy-gate.js";
+import { keySchema, memoryItemOutput, tagsSchema } from "./memory-item.js";
+import { runCapability } from "./run-capability.js";
 
 const SEARCH_FIELDS = ["query", "tags", "limit", "cursor"] as const;
 
-/** `chaoscore_recall`: one item by key, or a page of items by substring and tags. */
+const output = z.object({
+  items: z.array(memoryItemOutput),
+  next_cursor: z.string().optional().describe("Pass as cursor for the next page; absent on the last page"),
+});
+
+/**
+ * `chaoscore_recall`: one item by key, or a page of items by substring and tags, as the
+ * `memory.recall` step of cognition's executor (policy first, decision and outcome in the audit
+ * ledger). The schema here refuses a bad argument naming the field before any call.
+ */
 export const recallTool = defineTool({
   name: "chaoscore_recall",
   toolset: "core",
@@ -14,8 +23,9 @@ export const recallTool = defineTool({
   description:
     "Recall from durable memory: pass `key` for the one item stored under it, or search with `query` " +
     "(case-insensitive substring of key or value), `tags` (all must match), `limit` (1-100, default 20) and " +
-    "`cursor` (from a previous `next_cursor`). Expired items are never returned. Policy decides first " +
-    "(capability memory.recall).",
+    "`cursor` (from a previous `next_cursor`). Expired items are never returned. Runs as capability " +
+    "memory.recall through the executor: policy decides first and the decision is recorded in the audit ledger; " +
+    "when policy requires a person's approval, the error gives the approval_id to run it with chaoscore_execute.",
   input: z
     .object({
       key: keySchema.optional().describe("Exact key to recall; cannot be combined with the search fields"),
@@ -36,25 +46,11 @@ export const recallTool = defineTool({
         }
       }
     }),
-  output: z.object({
-    items: z.array(memoryItemOutput),
-    next_cursor: z.string().optional().describe("Pass as cursor for the next page; absent on the last page"),
-  }),
+  output,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(args, ctx) {
-    await requireAllowed(ctx, "memory.recall", EDGE_CAPABILITIES["memory.recall"]);
-    const opts = { ctx: ctx.call, signal: ctx.signal };
-    if (args.key !== undefined) {
-      const res = await ctx.deps.memory.recall({ key: args.key }, opts);
-      return { items: res.item ? [memoryItemToOutput(res.item)] : [] };
-    }
-    const res = await ctx.deps.memory.search(
-      { query: args.query ?? "", tags: args.tags ?? [], limit: args.limit ?? 0, cursor: args.cursor ?? "" },
-      opts,
-    );
-    return {
-      items: res.items.map(memoryItemToOutput),
-      ...(res.nextCursor ? { next_cursor: res.nextCursor } : {}),
-    };
+    // Only the fields given: the capability's schema refuses key combined with a search field.
+    const input = Object.fromEntries(Object.entries(args).filter(([, v]) => v !== undefined)) as JsonObject;
+    return runCapability(ctx, "memory.recall", input, output);
   },
 });

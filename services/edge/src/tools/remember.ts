@@ -1,20 +1,27 @@
+import type { JsonValue } from "@bufbuild/protobuf";
 import { z } from "zod";
-import { ChaosError } from "@chaos-core/kit";
 import { defineTool } from "./define.js";
-import { EDGE_CAPABILITIES } from "./capabilities.js";
-import { jsonToValue, keySchema, memoryItemOutput, memoryItemToOutput, tagsSchema } from "./memory-item.js";
-import { requireAllowed } from "./policy-gate.js";
+import { keySchema, memoryItemOutput, tagsSchema } from "./memory-item.js";
+import { runCapability } from "./run-capability.js";
 
 const MAX_TTL_SECONDS = 2 ** 32 - 1;
 
-/** `chaoscore_remember`: stores a JSON value under a key in the tenant's durable memory. */
+const output = z.object({ item: memoryItemOutput });
+
+/**
+ * `chaoscore_remember`: stores a JSON value under a key in the tenant's durable memory, as the
+ * `memory.remember` step of cognition's executor (policy first, decision and outcome in the audit
+ * ledger). The schema here refuses a bad argument naming the field before any call.
+ */
 export const rememberTool = defineTool({
   name: "chaoscore_remember",
   toolset: "core",
   title: "Remember",
   description:
     "Store a JSON value under a key in durable memory (per tenant), with optional tags and a time to live. " +
-    "Storing under an existing key replaces its value, tags and expiry. Policy decides first (capability memory.remember).",
+    "Storing under an existing key replaces its value, tags and expiry. Runs as capability memory.remember " +
+    "through the executor: policy decides first and the decision is recorded in the audit ledger; when policy " +
+    "requires a person's approval, the error gives the approval_id to run it with chaoscore_execute.",
   input: z.object({
     key: keySchema.describe("The key to store under (1-512 characters); an existing item with this key is replaced"),
     value: z.unknown().describe("Any JSON value, at most 1 MiB as JSON text"),
@@ -27,7 +34,7 @@ export const rememberTool = defineTool({
       .optional()
       .describe("Seconds until the item expires; omit to keep it until it is replaced"),
   }),
-  output: z.object({ item: memoryItemOutput }),
+  output,
   annotations: {
     readOnlyHint: false,
     // Writing under an existing key replaces what was there: not a purely additive update.
@@ -37,12 +44,17 @@ export const rememberTool = defineTool({
     openWorldHint: false,
   },
   async run(args, ctx) {
-    await requireAllowed(ctx, "memory.remember", EDGE_CAPABILITIES["memory.remember"]);
-    const res = await ctx.deps.memory.remember(
-      { key: args.key, value: jsonToValue(args.value), tags: args.tags ?? [], ttlSeconds: args.ttl_seconds ?? 0 },
-      { ctx: ctx.call, signal: ctx.signal },
+    return runCapability(
+      ctx,
+      "memory.remember",
+      {
+        key: args.key,
+        // Arguments arrive as JSON, so the value is a JSON value.
+        value: args.value as JsonValue,
+        ...(args.tags !== undefined ? { tags: args.tags } : {}),
+        ...(args.ttl_seconds !== undefined ? { ttl_seconds: args.ttl_seconds } : {}),
+      },
+      output,
     );
-    if (!res.item) throw new ChaosError("internal", "memory stored the item but returned none");
-    return { item: memoryItemToOutput(res.item) };
   },
 });

@@ -187,14 +187,19 @@ describe("policy before memory", () => {
     expect((await services.memory.recall({ key: "k" }, { ctx: { tenant, principal: "t" } })).item).toBeUndefined();
   });
 
-  it("refuses a capability that needs approval with approval_required, saying no path exists yet", async () => {
+  it("refuses a capability that needs approval with approval_required, naming the approval and how to run it", async () => {
     const tenant = uniqueTenant("approve");
     await services.putPolicy(tenant, { requireConfirmationFor: ["memory.recall"] });
     const c = await connect(tenant);
     const error = errorOf(await c.call("chaoscore_recall", { key: "k" }));
     expect(error.code).toBe("approval_required");
-    expect(error.message).toMatch(/No approval path exists yet/);
     expect(error.message).toMatch(/requireConfirmationFor/);
+    const id = /approval ([0-9a-f-]{36}) waits for a person/.exec(error.message)?.[1];
+    expect(id, error.message).toBeDefined();
+    expect(error.message).toContain(`chaoscore_execute {"approval_id": "${id}"}`);
+    // The approval holds exactly the call the tool was given.
+    const approval = await services.cognition.getApproval({ approvalId: id! }, { ctx: { tenant, principal: "agent" } });
+    expect(approval).toMatchObject({ capability: "memory.recall", input: { key: "k" }, status: "pending" });
   });
 });
 

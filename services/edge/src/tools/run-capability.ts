@@ -1,0 +1,82 @@
+import { toJson, type JsonObject } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ChaosError, ERROR_CODES, type ErrorCode } from "@chaos-core/kit";
+import type { StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { z } from "zod";
+import type { ToolContext } from "./define.js";
+import { APPROVAL_LIMITS, howToRunApproved } from "./approval.js";
+import { RUN_TIMEOUT_MS } from "./cognition-shapes.js";
+
+/** The id of the one step a capability tool sends; the audit ledger records it with the step. */
+const STEP_ID = "s1";
+
+function errorCode(code: string): ErrorCode {
+  return (ERROR_CODES as readonly string[]).includes(code) ? (code as ErrorCode) : "internal";
+}
+
+/** Logs policy's decision on the step as the edge always has: fields a log search can use. */
+async function logVerdict(ctx: ToolContext, capability: string, r: StepResult): Promise<void> {
+  const v = r.verdict;
+  if (!v) return;
+  const fields = { capability, decision: v.decision, matchedRule: v.matchedRule, policyVersion: Number(v.policyVersion) };
+  switch (v.decision) {
+    case "ALLOW":
+      return ctx.log("debug", `policy allows ${capability}`, fields);
+    case "DENY":
+      return ctx.log("warning", `policy denies ${capability}`, fields);
+    case "REQUIRE_APPROVAL":
+      return ctx.log("warning", `policy requires approval for ${capability}`, fields);
+  }
+}
+
+function ruleOf(r: StepResult): string {
+  return `rule ${r.verdict?.matchedRule || "(none)"}, policy version ${r.verdict?.policyVersion ?? 0n}`;
+}
+
+/**
+ * Runs one capability as a single step through cognition's executor (policy, the audit ledger,
+ * the handler, evaluation) and returns its output checked against `output`. Anything other than
+ * an executed step is thrown as the typed error a client branches on: `policy_denied` naming the
+ * capability, rule and reason; `approval_required` with the approval id and how to run it; a
+ * failed step's own code and message.
+ */
+export async function runCapability<O extends z.ZodType>(
+  ctx: ToolContext,
+  capability: string,
+  input: JsonObject,
+  output: O,
+): Promise<z.input<O>> {
+  const res = await ctx.deps.cognition.execute(
+    { target: { case: "steps", value: { steps: [{ id: STEP_ID, capability, input }] } } },
+    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
+  );
+  const r = res.results[0];
+  if (res.results.length !== 1 || !r) {
+    throw new ChaosError("internal", `cognition answered ${res.results.length} step results for one ${capability} step`);
+  }
+  await logVerdict(ctx, capability, r);
+  switch (r.status) {
+    case "executed": {
+      const parsed = output.safeParse(r.output ? toJson(ValueSchema, r.output) : undefined);
+      if (!parsed.success) {
+        throw new ChaosError("internal", `${capability} ran, but its output does not have this tool's shape: ${parsed.error.message}`);
+      }
+      return parsed.data as z.input<O>;
+    }
+    case "denied":
+      throw new ChaosError("policy_denied", `${capability} is denied by policy (${ruleOf(r)}): ${r.verdict?.reason ?? ""}`);
+    case "pending_approval": {
+      const id = r.approval?.approvalId;
+      if (!id) throw new ChaosError("internal", `${capability} waits for approval, but cognition gave no approval id`);
+      throw new ChaosError(
+        "approval_required",
+        `${capability} needs a human approval under policy (${ruleOf(r)}): ${r.verdict?.reason ?? ""}. ` +
+          `Nothing ran: approval ${id} waits for a person. ${howToRunApproved(id, ctx.canElicit())} ${APPROVAL_LIMITS}`,
+      );
+    }
+    case "failed":
+      throw new ChaosError(errorCode(r.errorCode), r.errorMessage || `${capability} failed: ${r.evaluation?.problems.join("; ") ?? ""}`);
+    default:
+      throw new ChaosError("internal", `${capability} ended with status "${r.status}", which this tool cannot answer with`);
+  }
+}
