@@ -75,7 +75,9 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
   it("serves the edge's health and readiness", async () => {
     const base = edgeUrl.replace(/\/mcp$/, "");
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
-    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const ready = await fetch(`${base}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ checks: { council: { ok: true }, ledger: { ok: true } } });
   });
 
   it("remembers and recalls through edge → gRPC → memory on Postgres", async () => {

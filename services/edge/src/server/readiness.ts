@@ -34,17 +34,21 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
 
 /**
  * Whether the edge can serve: policy answers GetPolicy, memory answers Stats, cognition answers
- * DescribeProvider and the session store answers a ping, each within {@link READINESS_TIMEOUT_MS}.
- * Cheap enough for a probe.
+ * DescribeProvider, council answers GetBrief, the ledger (when this edge has one) answers
+ * GetCheckpoint from its database, and the session store answers a ping, each within
+ * {@link READINESS_TIMEOUT_MS}. Cheap enough for a probe.
  */
 export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
   const opts = { ctx: PROBE_CTX, timeoutMs: READINESS_TIMEOUT_MS };
-  const [policy, memory, cognition, sessions] = await Promise.all([
+  const ledger = deps.ledger;
+  const [policy, memory, cognition, council, sessions, ledgerCheck] = await Promise.all([
     probe(() => deps.policy.getPolicy({}, opts)),
     probe(() => deps.memory.stats({}, opts)),
     probe(() => deps.cognition.describeProvider({}, opts)),
+    probe(() => deps.council.getBrief({ phase: "decompile" }, opts)),
     probe(() => withDeadline(deps.sessions.ping(), READINESS_TIMEOUT_MS)),
+    ledger ? probe(() => ledger.getCheckpoint({}, opts)) : undefined,
   ]);
-  const checks = { policy, memory, cognition, sessions };
+  const checks = { policy, memory, cognition, council, sessions, ...(ledgerCheck ? { ledger: ledgerCheck } : {}) };
   return { ready: Object.values(checks).every((c) => c.ok), checks };
 }

@@ -175,7 +175,7 @@ describe("Streamable HTTP on loopback, without API keys", () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({
       status: "ready",
-      checks: { policy: { ok: true }, memory: { ok: true }, cognition: { ok: true }, sessions: { ok: true } },
+      checks: { policy: { ok: true }, memory: { ok: true }, cognition: { ok: true }, council: { ok: true }, sessions: { ok: true } },
     });
   });
 });
