@@ -156,26 +156,8 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
   };
 }
 
-/** A stored approval as a person will be shown it: the exact input the step would run with. */
-/** A pending approval as ListApprovals shows it: what runs, who asked, and its lifetime. */
-export function approvalSummaryToProto(a: StoredApproval): MessageInitShape<typeof ApprovalSummarySchema> {
-  return {
-    approvalId: a.approvalId,
-    capability: a.capability,
-    input: a.step.input as ProtoJsonObject,
-    argsHash: a.argsHash,
-    policyVersion: BigInt(a.policyVersion),
-    matchedRule: a.matchedRule,
-    reason: a.reason,
-    risk: a.risk,
-    requestedBy: a.call.principal,
-    requestedInSession: a.call.sessionId ?? "",
-    createdAt: timestampFromDate(new Date(a.createdAt)),
-    expiresAt: timestampFromDate(new Date(a.expiresAt)),
-  };
-}
-
-export function approvalToProto(a: StoredApproval): MessageInitShape<typeof GetApprovalResponseSchema> {
+/** What both views of an approval show: the exact call, the policy decision, who asked and until when. */
+function approvalBase(a: StoredApproval) {
   return {
     approvalId: a.approvalId,
     capability: a.capability,
@@ -186,10 +168,18 @@ export function approvalToProto(a: StoredApproval): MessageInitShape<typeof GetA
     matchedRule: a.matchedRule,
     reason: a.reason,
     risk: a.risk,
-    status: a.status,
     requestedBy: a.call.principal,
     requestedInSession: a.call.sessionId ?? "",
     expiresAt: timestampFromDate(new Date(a.expiresAt)),
-    resolvedBy: a.resolution?.resolvedBy ?? "",
   };
+}
+
+/** A pending approval as ListApprovals shows it: what runs, who asked, and its lifetime. */
+export function approvalSummaryToProto(a: StoredApproval): MessageInitShape<typeof ApprovalSummarySchema> {
+  return { ...approvalBase(a), createdAt: timestampFromDate(new Date(a.createdAt)) };
+}
+
+/** A stored approval as a person will be shown it: the exact input the step would run with. */
+export function approvalToProto(a: StoredApproval): MessageInitShape<typeof GetApprovalResponseSchema> {
+  return { ...approvalBase(a), status: a.status, resolvedBy: a.resolution?.resolvedBy ?? "" };
 }
