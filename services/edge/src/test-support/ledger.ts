@@ -1,22 +1,9 @@
 /**
- * The real ledger service for the edge's tests: the handlers the ledger's gRPC main serves,
- * over a fresh Postgres database (`test/support/postgres.ts`), a fresh Ed25519 keyring and the
- * in-process nonce cache standalone uses, reached through an in-process client. Nothing is
- * simulated: the gate, receipts, nonces and the hash chain are the ledger's own.
+ * The real ledger service for the edge's tests: the ledger's own test fixture (the handlers its
+ * gRPC main serves, a fresh Postgres database and Ed25519 keyring), with the in-process nonce
+ * cache standalone uses, reached through an in-process client. Nothing is simulated.
  */
-import { createInProcessClient, createLogger, createPostgresDb } from "@chaos-core/kit";
-import {
-  createKeyring,
-  createLedgerCore,
-  createLedgerHandlers,
-  createMemoryNonceCache,
-  generateSigningKey,
-  migrateLedger,
-  parseOperatorPolicies,
-  referenceOperatorPolicies,
-} from "@chaos-core/ledger";
-import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import { createTestDatabase } from "../../../../test/support/postgres.js";
+import { createLedgerFixture } from "../../../ledger/src/test-support/ledger-fixture.js";
 import type { LedgerClient } from "../deps.js";
 
 export interface TestLedger {
@@ -30,28 +17,6 @@ export interface TestLedger {
  * tool-approval policy.
  */
 export async function startTestLedger(name: string, policies?: unknown): Promise<TestLedger> {
-  const database = await createTestDatabase(`chaoscore_edge_${name}`);
-  const db = createPostgresDb({ connectionString: database.url });
-  try {
-    await migrateLedger(db);
-    const core = createLedgerCore({
-      db,
-      keyring: createKeyring(generateSigningKey()),
-      policies: policies === undefined ? referenceOperatorPolicies() : parseOperatorPolicies(policies, "test policies"),
-      nonces: createMemoryNonceCache(),
-      logger: createLogger("ledger-test", "silent"),
-      version: "0.0.0-test",
-    });
-    return {
-      client: createInProcessClient(LedgerService, createLedgerHandlers(core)),
-      close: async () => {
-        await db.close();
-        await database.drop();
-      },
-    };
-  } catch (err) {
-    await db.close();
-    await database.drop();
-    throw err;
-  }
+  const fixture = await createLedgerFixture({ name: `chaoscore_edge_${name}`, nonces: "memory", ...(policies !== undefined ? { policies } : {}) });
+  return { client: fixture.client, close: () => fixture.close() };
 }
