@@ -1,11 +1,8 @@
-import { envVars, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { envVars, parseEnv, requireStorage, serviceStorage, type ServiceStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 
 /** Where the council service keeps its sessions. */
-export type CouncilStorageConfig =
-  | { readonly kind: "postgres"; readonly url: string }
-  /** Embedded PGlite under `dataDir`; see {@link openCouncilDb} for the layout and lock. */
-  | { readonly kind: "pglite"; readonly dataDir: string };
+export type CouncilStorageConfig = ServiceStorage;
 
 /** The council service's configuration, parsed once at start. */
 export interface CouncilConfig {
@@ -42,9 +39,7 @@ export function loadCouncilConfig(env: Env = process.env): CouncilConfig {
   return {
     host: e.HOST,
     port: e.PORT,
-    storage: e.DATABASE_URL
-      ? { kind: "postgres", url: e.DATABASE_URL }
-      : { kind: "pglite", dataDir: e.CHAOS_CORE_DATA_DIR as string },
+    storage: serviceStorage(e),
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
     logLevel: e.LOG_LEVEL,
   };

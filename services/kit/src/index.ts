@@ -22,7 +22,7 @@ export { APP_ROLE } from "./db/db.js";
 export type { Db, Queryable, QueryResult } from "./db/db.js";
 export { createPostgresDb } from "./db/postgres.js";
 export { createPgliteDb } from "./db/pglite.js";
-export { openServiceDb } from "./db/open.js";
+export { openServiceDb, serviceStorage } from "./db/open.js";
 export type { ServiceStorage } from "./db/open.js";
 export { migrate } from "./db/migrate.js";
 export type { Migration } from "./db/migrate.js";

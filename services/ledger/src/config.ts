@@ -1,10 +1,8 @@
-import { envVars, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { envVars, parseEnv, requireStorage, serviceStorage, type ServiceStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 
 /** Where the ledger keeps its log, nonces and spend totals. */
-export type LedgerStorageConfig =
-  | { readonly kind: "postgres"; readonly url: string }
-  | { readonly kind: "pglite"; readonly dataDir: string };
+export type LedgerStorageConfig = ServiceStorage;
 
 /** The ledger service's configuration, parsed once at start. */
 export interface LedgerConfig {
@@ -59,7 +57,7 @@ export function loadLedgerConfig(env: Env = process.env): LedgerConfig {
   return {
     host: e.HOST,
     port: e.PORT,
-    storage: e.DATABASE_URL ? { kind: "postgres", url: e.DATABASE_URL } : { kind: "pglite", dataDir: e.CHAOS_CORE_DATA_DIR as string },
+    storage: serviceStorage(e),
     nonces: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
     keysFile: e.CHAOS_CORE_LEDGER_KEYS_FILE,

@@ -1,11 +1,8 @@
-import { envVars, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { envVars, parseEnv, requireStorage, serviceStorage, type ServiceStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 
 /** Where the memory service keeps its data. */
-export type MemoryStorageConfig =
-  | { readonly kind: "postgres"; readonly url: string }
-  /** Embedded PGlite under `dataDir`; see {@link openMemoryDb} for the layout and lock. */
-  | { readonly kind: "pglite"; readonly dataDir: string };
+export type MemoryStorageConfig = ServiceStorage;
 
 /** The memory service's configuration, parsed once at start. */
 export interface MemoryConfig {
@@ -39,9 +36,7 @@ export function loadMemoryConfig(env: Env = process.env): MemoryConfig {
   return {
     host: e.HOST,
     port: e.PORT,
-    storage: e.DATABASE_URL
-      ? { kind: "postgres", url: e.DATABASE_URL }
-      : { kind: "pglite", dataDir: e.CHAOS_CORE_DATA_DIR as string },
+    storage: serviceStorage(e),
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
     logLevel: e.LOG_LEVEL,
   };

@@ -1,11 +1,22 @@
 import { join } from "node:path";
 import { lockDataDir } from "../data-dir.js";
+import { ChaosError } from "../errors.js";
 import type { Db } from "./db.js";
 import { createPgliteDb } from "./pglite.js";
 import { createPostgresDb } from "./postgres.js";
 
 /** Where a service keeps its data: Postgres, or embedded PGlite under a data directory. */
 export type ServiceStorage = { readonly kind: "postgres"; readonly url: string } | { readonly kind: "pglite"; readonly dataDir: string };
+
+/**
+ * The storage a service's parsed environment chose (checked by `requireStorage`): `DATABASE_URL`
+ * wins over `CHAOS_CORE_DATA_DIR`, so a cluster replica never silently falls back to a local file.
+ */
+export function serviceStorage(env: { DATABASE_URL?: string | undefined; CHAOS_CORE_DATA_DIR?: string | undefined }): ServiceStorage {
+  if (env.DATABASE_URL) return { kind: "postgres", url: env.DATABASE_URL };
+  if (env.CHAOS_CORE_DATA_DIR) return { kind: "pglite", dataDir: env.CHAOS_CORE_DATA_DIR };
+  throw new ChaosError("invalid_argument", "set DATABASE_URL (Postgres) or CHAOS_CORE_DATA_DIR (embedded PGlite)");
+}
 
 /**
  * Opens the database a service run alone uses. Postgres is a pool named `chaos-core-<service>`.
