@@ -1,12 +1,11 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { ConfigError, createLogger, type Logger } from "@chaos-core/kit";
-import { loadEdgeConfig, runStdioTransport, startHttpTransport } from "@chaos-core/edge";
 import { runChpConformance } from "./chp-conformance.js";
 import { runLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
 import { loadStandaloneConfig } from "./config.js";
-import { createRuntime, type Runtime } from "./runtime.js";
+import type { Runtime } from "./runtime.js";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -66,6 +65,10 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
   let logger: Logger = createLogger("chaos-core");
   let runtime: Runtime | undefined;
   try {
+    // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
+    // without every service in memory.
+    const { loadEdgeConfig, runStdioTransport, startHttpTransport } = await import("@chaos-core/edge");
+    const { createRuntime } = await import("./runtime.js");
     const config = loadStandaloneConfig(process.env);
     const edgeConfig = loadEdgeConfig(process.env);
     logger = createLogger("chaos-core", config.logLevel);
