@@ -108,3 +108,23 @@ const FINANCE_REASON_OF: Readonly<Record<DenyCode, FinanceReason>> = {
 export function financeReason(code: DenyCode): FinanceReason {
   return FINANCE_REASON_OF[code];
 }
+
+/**
+ * The detail code of a finance call whose receipt authorized it but which would take the day's
+ * committed total past the spend policy's daily cap (checked again at execution, under the
+ * tenant's ledger lock). The receipt's nonce stays unused.
+ */
+export const DAILY_CAP_EXCEEDED = "daily_cap_exceeded";
+
+/** Every `detail_code` a finance reference tool answers. */
+export type FinanceDetailCode = AuthorizationCode | typeof DAILY_CAP_EXCEEDED;
+
+/**
+ * Every `detail_code` of the finance reference tools with the short `code` it is answered
+ * under: the seed's six codes stay exactly as its table defines them, and the detail says what
+ * happened. docs/ledger.md carries this table; a test keeps the two equal.
+ */
+export const FINANCE_DETAIL_CODES: ReadonlyArray<{ readonly detail_code: FinanceDetailCode; readonly code: FinanceReason | "EXECUTED" }> = [
+  ...AUTHORIZATION_CODES.map(({ code }) => ({ detail_code: code, code: code === "AUTHORIZED" ? ("EXECUTED" as const) : financeReason(code) })),
+  { detail_code: DAILY_CAP_EXCEEDED, code: "policy_deny" },
+];

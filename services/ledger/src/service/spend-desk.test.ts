@@ -274,6 +274,7 @@ describe("finance reference tools", () => {
       expect(requested.code).toBe("not_found");
       const executed = await configured.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
       expect(executed).toMatchObject({ executed: false, code: "ambiguous_policy", detailCode: "ambiguous_policy" });
+      expect(executed.problem).toMatch(/^no spend policy "wire" is configured for this tenant, so wire_treasury_transfer cannot run; the operator configured: equity$/);
       expect(await eventAt(configured.client, as(tenant, AGENT), executed.ledgerSeq)).toMatchObject({ type: "reference.executed", code: "ambiguous_policy" });
       // The tenant's own equity policy is the one in force.
       const equity = await configured.client.requestAuthorization({ tool: "place_equity_order", arguments: order(100) }, as(tenant, AGENT));
@@ -297,8 +298,9 @@ describe("finance reference tools", () => {
     expect(results.filter((r) => r.code === "EXECUTED")).toHaveLength(10);
     const denied = results.filter((r) => !r.executed);
     expect(denied).toHaveLength(1);
-    expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "policy_deny" });
-    expect(denied[0]!.result?.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
+    expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "daily_cap_exceeded" });
+    expect(denied[0]!.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
+    expect(denied[0]!.result).toBeUndefined();
     expect(await committedInDb(tenant, "equity")).toBe(2400);
     // The refused call's nonce was not consumed: the refusal is the cap's, not the receipt's.
     const nonces = await admin.query("SELECT count(*)::int AS n FROM ledger.nonces WHERE tenant_id = $1", [tenant]);

@@ -1,5 +1,5 @@
 import { ChaosError, chpFloat, contentHash, isChpFloat, type CallContext, type Queryable } from "@chaos-core/kit";
-import { financeReason, type DenyCode } from "../authz/codes.js";
+import { DAILY_CAP_EXCEEDED, financeReason, type DenyCode } from "../authz/codes.js";
 import { MAX_RECEIPT_TTL_SECONDS, MIN_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { newNonce, signReceipt, type Receipt } from "../authz/receipt.js";
 import type { ToolPolicyDocument } from "../authz/tool-policy.js";
@@ -334,7 +334,8 @@ export class SpendDesk {
    * hash, spend policy version); then, in the same transaction, the daily cap is checked again
    * against the ledger's total, the spend committed, the nonce burned and the synthetic result
    * recorded. Denials carry the short CHP code (`policy_deny`, `expired`, `replay`,
-   * `args_changed`, `missing_receipt`, `ambiguous_policy`) and the detailed one.
+   * `args_changed`, `missing_receipt`, `ambiguous_policy`), the detailed one that says what
+   * happened (`FINANCE_DETAIL_CODES`) and the problem in words.
    */
   async executeReferenceTool(call: CallContext, input: { tool: string; args: unknown; receipt?: unknown }) {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
@@ -351,6 +352,9 @@ export class SpendDesk {
         kind: "authorization",
         // No spend policy: an incomplete policy, refused by the check chain as ambiguous_policy.
         policy: policy ? financeToolPolicy(tool, policy) : null,
+        missingPolicy:
+          `no spend policy "${tool.spendPolicy}" is configured for this tenant, so ${tool.name} cannot run; the operator ` +
+          `configured: ${Object.keys(policies).join(", ") || "none"}`,
         eventType: "reference.executed",
       },
       async (tx) => {
@@ -358,7 +362,7 @@ export class SpendDesk {
         if (committed + action.notional > policy!.daily_cap) {
           return {
             deny: {
-              code: "policy_deny",
+              code: DAILY_CAP_EXCEEDED,
               problem: `daily cap: projected ${committed + action.notional} vs daily cap ${policy!.daily_cap} (${tool.spendPolicy}, ${day} UTC)`,
             },
           };
@@ -371,7 +375,7 @@ export class SpendDesk {
     if (outcome.authorized) {
       return { executed: true, code: "EXECUTED", detailCode: "AUTHORIZED", result: result!, entry: outcome.entry };
     }
-    const short = outcome.code === "policy_deny" ? "policy_deny" : financeReason(outcome.code as DenyCode);
+    const short = outcome.code === DAILY_CAP_EXCEEDED ? "policy_deny" : financeReason(outcome.code as DenyCode);
     return { executed: false, code: short, detailCode: outcome.code, problem: outcome.problem, entry: outcome.entry };
   }
 }
