@@ -69,6 +69,16 @@ export const ANSWER_REFUSAL_CODES = [
   { code: "not_awaiting_approval", meaning: "the entry is not a request waiting for a human (HITL_REQUIRED or RECEIPT_REQUIRED)" },
 ] as const;
 
+/**
+ * Why a spend evaluation (EvaluateSpendGate, RequestAuthorization, or the re-evaluation of an
+ * ApproveSpend) was refused before the CHP gate decided. Recorded in the ledger, then returned
+ * as `policy_denied` with the message `<code>: <problem>`.
+ */
+export const SPEND_REFUSAL_CODES = [
+  { code: "agent_policy_looser", meaning: "the agent's policy is looser than the operator's on some field; an agent may only tighten" },
+  { code: "confidence_required", meaning: "the operator's spend policy requires a confidence and the action has none; the gate did not run" },
+] as const;
+
 /** A reason a receipt was not issued. */
 export type IssueRefusalCode = (typeof ISSUE_REFUSAL_CODES)[number]["code"];
 

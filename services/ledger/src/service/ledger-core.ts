@@ -1,6 +1,6 @@
 import { ChaosError, assertTenantId, type CallContext, type Logger, type Queryable } from "@chaos-core/kit";
 import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
-import { ANSWER_REFUSAL_CODES, AUTHORIZATION_CODES, FINANCE_DETAIL_CODES, FINANCE_REASONS, ISSUE_REFUSAL_CODES } from "../authz/codes.js";
+import { ANSWER_REFUSAL_CODES, AUTHORIZATION_CODES, FINANCE_DETAIL_CODES, FINANCE_REASONS, ISSUE_REFUSAL_CODES, SPEND_REFUSAL_CODES } from "../authz/codes.js";
 import { evaluateToolApproval, issueReceipt, MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { RECEIPT_KINDS, RECEIPT_SCHEMA_VERSION, RISKS, type ReceiptKind, type Risk } from "../authz/receipt.js";
 import { stepToolPolicy, type ToolPolicyDocument } from "../authz/tool-policy.js";
@@ -396,6 +396,7 @@ export class LedgerCore {
       authorization_codes: AUTHORIZATION_CODES.map((c) => ({ ...c })),
       issue_refusal_codes: ISSUE_REFUSAL_CODES.map((c) => ({ ...c })),
       answer_refusal_codes: ANSWER_REFUSAL_CODES.map((c) => ({ ...c })),
+      spend_refusal_codes: SPEND_REFUSAL_CODES.map((c) => ({ ...c })),
       finance_reason_codes: [...FINANCE_REASONS],
       finance_detail_codes: FINANCE_DETAIL_CODES.map((c) => ({ ...c })),
       keys: keyring.kids().map((kid) => {
@@ -403,7 +404,13 @@ export class LedgerCore {
         return { kid, alg: "Ed25519", public_key: key ? rawEd25519PublicKey(key).toString("base64") : null, active: kid === keyring.active.kid };
       }),
       checkpoint: { origin: this.#deps.store.origin(call.tenant), verifier_key: this.#deps.store.verifierKey(call.tenant) },
-      spend_policies: Object.keys(this.#deps.policies.forTenant(call.tenant).spendPolicies),
+      // The caller's tenant's policies only, each with its limits, so an agent can see what a
+      // spend will be held to before it asks.
+      spend_policies: Object.entries(this.#deps.policies.forTenant(call.tenant).spendPolicies).map(([name, p]) => ({
+        name,
+        ...p,
+        require_confidence: p.require_confidence === true,
+      })),
       tool_approval_policy: this.#deps.policies.forTenant(call.tenant).toolPolicy?.version ?? null,
     };
   }

@@ -24,6 +24,19 @@ const TOOL_POLICY = {
   host_context: { index_name: "prod-docs" },
 };
 
+// One tenant with its own equity policy, which requires a confidence; every other tenant has the reference set.
+const STRICT_TENANT = uniqueTenant("gov-strict");
+const STRICT_EQUITY = {
+  version: "eq-strict-2",
+  max_notional: 400,
+  daily_cap: 1200,
+  hitl_threshold: 200,
+  min_confidence: 0.7,
+  allowed_actions: ["BUY"],
+  per_asset_limits: { TSLA: 50 },
+  require_confidence: true,
+};
+
 const charge = { tool: "stripe.create_charge", resource: "acct_live_acme", arguments: { amount: 2500, currency: "usd", customer: "cus_123" } };
 const equity = { symbol: "AAPL", side: "BUY", quantity: 10, notional: 100, confidence: 0.9 };
 
@@ -81,7 +94,10 @@ const gate = (notional: number, extra: Record<string, unknown> = {}) => ({
 
 beforeAll(async () => {
   services = await startTestServices("governance_ledger");
-  ledger = await startTestLedger("governance_ledger", { defaults: { tool_approval: TOOL_POLICY } });
+  ledger = await startTestLedger("governance_ledger", {
+    defaults: { tool_approval: TOOL_POLICY },
+    tenants: { [STRICT_TENANT]: { spend_policies: { equity: STRICT_EQUITY } } },
+  });
   deps = { ...services.deps(), ledger: ledger.client };
 });
 
@@ -122,6 +138,20 @@ describe("evaluate_spend_gate", () => {
     expect(looser.code).toBe("policy_denied");
     expect(looser.message).toMatch(/max_notional/);
     expect(refused(await c.call("evaluate_spend_gate", { ...gate(1), policy: "casino" })).code).toBe("not_found");
+  });
+});
+
+describe("a spend policy that requires confidence", () => {
+  it("refuses a spend without confidence before the gate, in words and recorded; with one the gate decides", async () => {
+    const c = await connect(undefined, [], STRICT_TENANT);
+    const refusal = refused(await c.call("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 100 } }));
+    expect(refusal.code).toBe("policy_denied");
+    expect(refusal.message).toMatch(/^confidence_required: the spend policy \(version eq-strict-2\) requires action\.confidence/);
+    const audit = ok<{ entries: Array<{ event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", { limit: 1 }));
+    expect(audit.entries[0]!.event).toMatchObject({ type: "spend_gate.refused", code: "confidence_required", policy: "equity" });
+    const decided = ok<Gate>(await c.call("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 100, confidence: 0.8 } }));
+    expect(decided.state).toBe("LOCKED");
+    expect(decided.claims.map((x) => x.rule)).toContain("min-confidence");
   });
 });
 
@@ -337,6 +367,27 @@ describe("inspect_audit_ledger and chp_version", () => {
     ]);
     const other = await connect();
     expect(ok<{ audit: { entries: number } }>(await other.call("chaoscore_inspect", { what: "audit" })).audit.entries).toBe(0);
+  });
+
+  it("lists each of the caller's spend policies with its limits, and no other tenant's", async () => {
+    const strict = await connect(undefined, [], STRICT_TENANT);
+    const mine = ok<{ info: { spend_policies: Array<Record<string, unknown>> } }>(await strict.call("chp_version", {})).info.spend_policies;
+    expect(mine).toEqual([{ name: "equity", ...STRICT_EQUITY }]);
+    const other = await connect();
+    const theirs = ok<{ info: { spend_policies: Array<Record<string, unknown>> } }>(await other.call("chp_version", {})).info;
+    expect(theirs.spend_policies.map((p) => p.name)).toEqual(["equity", "wire", "rebalance"]);
+    expect(theirs.spend_policies[0]).toEqual({
+      name: "equity",
+      version: "equity-1",
+      max_notional: 500,
+      daily_cap: 2500,
+      hitl_threshold: 250,
+      min_confidence: 0.55,
+      allowed_actions: ["BUY", "SELL"],
+      per_asset_limits: {},
+      require_confidence: false,
+    });
+    expect(JSON.stringify(theirs)).not.toContain("eq-strict-2");
   });
 
   it("describes the protocol with public keys only", async () => {
