@@ -39,6 +39,22 @@ export function nextStepForPending(results: readonly StepOutput[], canElicit: bo
   return `${stopped} ${howToRunApproved(id, canElicit)} Steps after it did not run either. ${APPROVAL_LIMITS}`;
 }
 
+/**
+ * The next step when an approval's step ran and failed: its handler started, so unlike a step
+ * that did not run it may have had side effects, and the approval is used up. Undefined when no
+ * step ran and failed.
+ */
+export function nextStepAfterFailedRun(approvalId: string, results: readonly StepOutput[]): string | undefined {
+  const failed = results.find((r) => r.ran && r.status === "failed");
+  if (!failed) return undefined;
+  const why = failed.error?.message || failed.evaluation.problems.join("; ") || "no reason was given";
+  return (
+    `Approval ${approvalId} was used: step ${failed.step_id} (${failed.capability}) ran and failed: ${why}. ` +
+    "It may have had side effects; check before trying again. The approval is used up, so running the step again " +
+    "needs a new approval."
+  );
+}
+
 /** Longest input shown in the question; a longer one is cut, and the question says so. */
 const MAX_SHOWN_INPUT = 4000;
 

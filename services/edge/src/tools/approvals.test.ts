@@ -55,6 +55,11 @@ function executedRemembers(tenant: string): number {
     .filter((e) => e.type === "step.outcome" && e.call.tenant === tenant && e.capability === "memory.remember" && e.status === "executed").length;
 }
 
+// localhost is allowlisted by policy but resolves to a loopback address, which http.request
+// refuses once its handler runs: a step that runs and fails, with no network involved.
+const fetchLocalhostStep = { id: "f1", capability: "http.request", input: { url: "http://localhost/status" }, rationale: "hand-written" };
+const fetchNeedsApproval = { requireConfirmationFor: ["memory.remember", "http.request"], httpAllowedDomains: ["localhost"] };
+
 const rememberStep = (value: string) => ({
   id: "s1",
   capability: "memory.remember",
@@ -150,6 +155,20 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
     expect(executedRemembers(tenant)).toBe(0);
   });
 
+  it("says an approved step ran and failed, and why, when it did", async () => {
+    const tenant = uniqueTenant("approve-fails");
+    await services.putPolicy(tenant, fetchNeedsApproval);
+    const c = await connectWithUser(tenant, { action: "accept", content: { approve: true } });
+    const out = ok(await c.call("chaoscore_execute", { steps: [fetchLocalhostStep] }));
+    const id = out.results[0]!.approval!.approval_id;
+
+    const res = ok(await c.call("chaoscore_execute", { approval_id: id }));
+    expect(res.results[0]).toMatchObject({ status: "failed", ran: true });
+    expect(res.next_step).toContain(`Approval ${id} was used: step f1 (http.request) ran and failed: `);
+    expect(res.next_step).toContain("loopback");
+    expect(res.next_step).not.toMatch(/did not run/);
+  });
+
   it("treats a decline as a rejection and a cancel as no answer", async () => {
     const tenant = uniqueTenant("approve-decline");
     await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
@@ -207,7 +226,7 @@ describe("chaoscore_approve over HTTP with API keys", () => {
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
+    await services.putPolicy(tenant, fetchNeedsApproval);
     edge = await startHttpTransport(services.deps(createMemorySessionStore()), {
       port: 0,
       apiKeys: [
@@ -261,6 +280,26 @@ describe("chaoscore_approve over HTTP with API keys", () => {
     expect(executedRemembers(tenant)).toBe(1);
     // An answer is given once.
     expect(refused(await call(alice, "chaoscore_approve", { approval_id: id, approve: false })).code).toBe("failed_precondition");
+  });
+
+  it("says a step an approver approved ran and failed, and why, instead of that it did not run", async () => {
+    const agent = await as(keys.agent);
+    const out = ok(await call(agent, "chaoscore_execute", { steps: [fetchLocalhostStep] }));
+    const id = out.results[0]!.approval!.approval_id;
+    const alice = await as(keys.alice);
+    ok(await call(alice, "chaoscore_approve", { approval_id: id, approve: true }));
+
+    const res = ok(await call(agent, "chaoscore_execute", { approval_id: id }));
+    expect(res.results[0]).toMatchObject({ status: "failed", ran: true });
+    expect(res.approval).toMatchObject({ approval_id: id, status: "approved" });
+    expect(res.next_step).toContain(`Approval ${id} was used: step f1 (http.request) ran and failed: `);
+    expect(res.next_step).toContain("loopback");
+    expect(res.next_step).not.toMatch(/did not run/);
+
+    // Used once: the next try did not run, and says so.
+    const again = ok(await call(agent, "chaoscore_execute", { approval_id: id }));
+    expect(again.results[0]).toMatchObject({ ran: false });
+    expect(again.next_step).toMatch(/the step did not run now/);
   });
 
   it("refuses self-approval even with the role", async () => {

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import { ApprovalChannel, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { defineTool, type ToolContext } from "./define.js";
-import { approvalQuestion, approveCall, executeCall, nextStepForPending } from "./approval.js";
+import { approvalQuestion, approveCall, executeCall, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
 
 const output = z.object({
@@ -15,7 +15,10 @@ const output = z.object({
     })
     .optional()
     .describe("Only with {approval_id}: the answer the step ran under, or the rejection (then nothing ran)"),
-  next_step: z.string().optional().describe("What to do next, in plain words, when a step waits for approval"),
+  next_step: z
+    .string()
+    .optional()
+    .describe("What to do next, in plain words: when a step waits for approval, or an approval's step did not run or ran and failed"),
 });
 
 type Output = z.input<typeof output>;
@@ -53,14 +56,16 @@ async function runApproval(approvalId: string, ctx: ToolContext): Promise<StepRe
 async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Output> {
   const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
   if (view.status !== "pending") {
-    const results = await runApproval(approvalId, ctx);
-    const ran = results.some((r) => r.status === "executed");
+    const out = withNextStep(await runApproval(approvalId, ctx), ctx);
+    const next =
+      nextStepAfterFailedRun(approvalId, out.results) ??
+      (out.results.some((r) => r.status === "executed") ? undefined : `Approval ${approvalId} is ${view.status}: the step did not run now. Do not retry it.`);
     return {
-      ...withNextStep(results, ctx),
+      ...out,
       ...(view.status === "approved" || view.status === "rejected"
         ? { approval: { approval_id: approvalId, status: view.status, ...(view.resolvedBy ? { resolved_by: view.resolvedBy } : {}) } }
         : {}),
-      ...(ran ? {} : { next_step: `Approval ${approvalId} is ${view.status}: the step did not run now. Do not retry it.` }),
+      ...(next ? { next_step: next } : {}),
     };
   }
   if (!ctx.canElicit()) {
@@ -99,7 +104,9 @@ async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Ou
       next_step: `The user rejected approval ${approvalId}: the step did not run and will not. Do not retry it; tell the user or choose another way.`,
     };
   }
-  return { ...withNextStep(await runApproval(approvalId, ctx), ctx), approval: { ...approval, status: "approved" } };
+  const out = withNextStep(await runApproval(approvalId, ctx), ctx);
+  const next = nextStepAfterFailedRun(approvalId, out.results);
+  return { ...out, approval: { ...approval, status: "approved" }, ...(next ? { next_step: next } : {}) };
 }
 
 /** `chaoscore_execute`: a stored plan, explicit steps, or an approved step, each through policy and the executor. */

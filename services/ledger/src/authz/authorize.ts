@@ -3,7 +3,7 @@ import type { Keyring } from "../keys/keyring.js";
 import { stepOf, type AuthorizationCode, type AuthorizationStep, type DenyCode } from "./codes.js";
 import { inspectCall } from "./inspect-call.js";
 import { parseReceipt, parseUtcTimestamp, verifyReceiptSignature, type Receipt, type ReceiptKind } from "./receipt.js";
-import { parseToolPolicy } from "./tool-policy.js";
+import { policyInForce } from "./tool-policy.js";
 
 /**
  * How far in the future `issued_at` may be and still count as issued. Replicas' clocks differ
@@ -20,6 +20,11 @@ export interface AuthorizeInput {
   readonly call: unknown;
   /** The receipt as presented; undefined or null when none was. */
   readonly receipt?: unknown;
+  /**
+   * What to say when `policy` is undefined or null; defaults to "no tool-approval policy is
+   * configured". A caller whose policy comes from elsewhere (a finance tool's spend policy) names it.
+   */
+  readonly missingPolicy?: string;
   /** The verified caller's tenant (from the signed call context, never from the request). */
   readonly tenant: string;
   /** The receipt kind this path accepts. */
@@ -126,8 +131,8 @@ export function checkAuthorization(input: AuthorizeInput, keyring: Keyring): Aut
     return { stage: "final", authorized: false, code, step, problem, record: { ...record, code, step } };
   };
 
-  const parsedPolicy = parseToolPolicy(input.policy);
-  if (!parsedPolicy.ok) return final("ambiguous_policy", `policy: ${parsedPolicy.problem}`);
+  const parsedPolicy = policyInForce(input.policy, input.missingPolicy);
+  if (!parsedPolicy.ok) return final("ambiguous_policy", parsedPolicy.problem);
   const policy = parsedPolicy.policy;
   record = { ...record, policy_version: policy.version };
 
@@ -214,7 +219,7 @@ function laterChecks(
       problem: `the receipt was issued under policy ${receipt.policy_version}; the current policy is ${policyVersion}`,
     };
   }
-  if (receipt.tenant !== input.tenant) return { code: "tenant_mismatch", problem: "the receipt belongs to another tenant" };
+  if (receipt.tenant !== input.tenant) return { code: "tenant_mismatch", problem: "the receipt was issued in another tenant; a receipt is valid only in the tenant it was issued in" };
   for (const [field, expected] of [
     ["kind", input.kind],
     ["tool", call.tool],

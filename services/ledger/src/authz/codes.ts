@@ -69,6 +69,16 @@ export const ANSWER_REFUSAL_CODES = [
   { code: "not_awaiting_approval", meaning: "the entry is not a request waiting for a human (HITL_REQUIRED or RECEIPT_REQUIRED)" },
 ] as const;
 
+/**
+ * Why a spend evaluation (EvaluateSpendGate, RequestAuthorization, or the re-evaluation of an
+ * ApproveSpend) was refused before the CHP gate decided. Recorded in the ledger, then returned
+ * as `policy_denied` with the message `<code>: <problem>`.
+ */
+export const SPEND_REFUSAL_CODES = [
+  { code: "agent_policy_looser", meaning: "the agent's policy is looser than the operator's on some field; an agent may only tighten" },
+  { code: "confidence_required", meaning: "the operator's spend policy requires a confidence and the action has none; the gate did not run" },
+] as const;
+
 /** A reason a receipt was not issued. */
 export type IssueRefusalCode = (typeof ISSUE_REFUSAL_CODES)[number]["code"];
 
@@ -108,3 +118,23 @@ const FINANCE_REASON_OF: Readonly<Record<DenyCode, FinanceReason>> = {
 export function financeReason(code: DenyCode): FinanceReason {
   return FINANCE_REASON_OF[code];
 }
+
+/**
+ * The detail code of a finance call whose receipt authorized it but which would take the day's
+ * committed total past the spend policy's daily cap (checked again at execution, under the
+ * tenant's ledger lock). The receipt's nonce stays unused.
+ */
+export const DAILY_CAP_EXCEEDED = "daily_cap_exceeded";
+
+/** Every `detail_code` a finance reference tool answers. */
+export type FinanceDetailCode = AuthorizationCode | typeof DAILY_CAP_EXCEEDED;
+
+/**
+ * Every `detail_code` of the finance reference tools with the short `code` it is answered
+ * under: the seed's six codes stay exactly as its table defines them, and the detail says what
+ * happened. docs/ledger.md carries this table; a test keeps the two equal.
+ */
+export const FINANCE_DETAIL_CODES: ReadonlyArray<{ readonly detail_code: FinanceDetailCode; readonly code: FinanceReason | "EXECUTED" }> = [
+  ...AUTHORIZATION_CODES.map(({ code }) => ({ detail_code: code, code: code === "AUTHORIZED" ? ("EXECUTED" as const) : financeReason(code) })),
+  { detail_code: DAILY_CAP_EXCEEDED, code: "policy_deny" },
+];

@@ -4,7 +4,7 @@ import type { IssueRefusalCode } from "./codes.js";
 import { ambiguityProblem } from "./concrete.js";
 import { inspectCall, type InspectionCode } from "./inspect-call.js";
 import { newNonce, RECEIPT_SCHEMA_VERSION, signReceipt, type Receipt, type ReceiptDecision, type ReceiptKind, type Risk } from "./receipt.js";
-import { parseToolPolicy } from "./tool-policy.js";
+import { policyInForce } from "./tool-policy.js";
 
 /** A receipt lives at least a second and at most an hour: long enough to use, short enough to expire. */
 export const MIN_RECEIPT_TTL_SECONDS = 1;
@@ -77,8 +77,8 @@ export function issueReceipt(input: IssueReceiptInput, keyring: Keyring): IssueR
   const requesterProblem = ambiguityProblem(input.requester);
   if (requesterProblem) return refuse("ambiguous_actor", `requester ${requesterProblem}`);
 
-  const parsed = parseToolPolicy(input.policy);
-  if (!parsed.ok) return refuse("ambiguous_policy", `policy: ${parsed.problem}`);
+  const parsed = policyInForce(input.policy);
+  if (!parsed.ok) return refuse("ambiguous_policy", parsed.problem);
   const inspected = inspectCall(input.call, parsed.policy);
   if (!inspected.ok) return refuse(inspected.code, inspected.problem);
 
@@ -144,8 +144,8 @@ export type ToolApprovalEvaluation =
  * bind); anything inspection refuses is `DENIED` with its code.
  */
 export function evaluateToolApproval(call: unknown, policy: unknown): ToolApprovalEvaluation {
-  const parsed = parseToolPolicy(policy);
-  if (!parsed.ok) return { status: "DENIED", deny_code: "ambiguous_policy", problem: `policy: ${parsed.problem}`, policy_version: null };
+  const parsed = policyInForce(policy);
+  if (!parsed.ok) return { status: "DENIED", deny_code: "ambiguous_policy", problem: parsed.problem, policy_version: null };
   const inspected = inspectCall(call, parsed.policy);
   if (!inspected.ok) {
     return { status: "DENIED", deny_code: inspected.code, problem: inspected.problem, policy_version: parsed.policy.version };

@@ -141,7 +141,7 @@ export function verifyReceiptSignature(
   // The last base64url character of 64 bytes carries 4 unused bits, and Node's decoder ignores
   // them; without this check a receipt with a flipped final character would still verify.
   if (signature.toString("base64url") !== receipt.signature) {
-    return { ok: false, code: "bad_signature", problem: "the signature is not in canonical base64url" };
+    return { ok: false, code: "bad_signature", problem: "the receipt's signature is bad: it is not in canonical base64url" };
   }
   const { signature: _signature, ...fields } = receipt;
   let valid: boolean;
@@ -151,5 +151,5 @@ export function verifyReceiptSignature(
     // A key or input OpenSSL refuses verifies nothing.
     valid = false;
   }
-  return valid ? { ok: true } : { ok: false, code: "bad_signature", problem: "the signature does not match the receipt's fields" };
+  return valid ? { ok: true } : { ok: false, code: "bad_signature", problem: "the receipt's signature is bad: it does not match the receipt's fields (changed after signing, or forged)" };
 }

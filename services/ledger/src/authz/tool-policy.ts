@@ -63,6 +63,22 @@ export function parseToolPolicy(value: unknown): { ok: true; policy: ToolPolicy 
   return result.success ? { ok: true, policy: result.data } : { ok: false, problem: describeIssues(result.error) };
 }
 
+/** What a check answers when the operator configured no tool-approval policy for the tenant. */
+export const NO_TOOL_POLICY_PROBLEM =
+  "no tool-approval policy is configured for this tenant, so no tool call can be approved; the operator sets one in " +
+  "the ledger policy file (CHAOS_CORE_LEDGER_POLICY_FILE, under defaults.tool_approval or tenants.<tenant>.tool_approval)";
+
+/**
+ * The policy a check runs under: none at all (undefined or null) is `missing` in words —
+ * {@link NO_TOOL_POLICY_PROBLEM} unless the caller names what is missing — and anything else is
+ * validated, its problem prefixed with `policy:`.
+ */
+export function policyInForce(value: unknown, missing: string = NO_TOOL_POLICY_PROBLEM): { ok: true; policy: ToolPolicy } | { ok: false; problem: string } {
+  if (value === undefined || value === null) return { ok: false, problem: missing };
+  const parsed = parseToolPolicy(value);
+  return parsed.ok ? parsed : { ok: false, problem: `policy: ${parsed.problem}` };
+}
+
 /**
  * The policy a cognition step's receipt is checked against: the policy service already decided
  * the step's risk and version, so the capability is the one tool and the tenant its one resource.

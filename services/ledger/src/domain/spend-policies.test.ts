@@ -1,7 +1,7 @@
-import { chpFloat, parseChpJson } from "@chaos-core/kit";
+import { chpFloat, contentHash, parseChpJson } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
-import { evaluateGate } from "./spend-gate.js";
-import { parseSpendPolicies, REFERENCE_SPEND_POLICIES, tighten, type SpendPolicyConfig } from "./spend-policies.js";
+import { approveHuman, evaluateGate } from "./spend-gate.js";
+import { gatePolicy, missingConfidence, parseSpendPolicies, REFERENCE_SPEND_POLICIES, tighten, type SpendPolicyConfig } from "./spend-policies.js";
 
 const { equity, wire, rebalance } = REFERENCE_SPEND_POLICIES;
 const CAKE_EQUITY: SpendPolicyConfig = { ...equity, per_asset_limits: { CAKE: 100 } };
@@ -106,5 +106,62 @@ describe("tighten: an agent may only tighten", () => {
     ] as const) {
       expect(() => tighten(equity, agent)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(message) }));
     }
+  });
+});
+
+describe("require_confidence: a Chaos Core check before the CHP gate", () => {
+  // The DESIGN.md reference policy, with the operator's requirement on top.
+  const REFERENCE_TEST_1: SpendPolicyConfig = {
+    version: "test-1",
+    max_notional: 500,
+    daily_cap: 2500,
+    hitl_threshold: 250,
+    min_confidence: 0.55,
+    allowed_actions: ["LONG", "SHORT"],
+    per_asset_limits: { CAKE: 100 },
+  };
+  const REQUIRING: SpendPolicyConfig = { ...REFERENCE_TEST_1, require_confidence: true };
+
+  it("is operator configuration, validated like every other field", () => {
+    expect(parseSpendPolicies({ equity: { ...equity, require_confidence: true } }).equity?.require_confidence).toBe(true);
+    expect(() => parseSpendPolicies({ equity: { ...equity, require_confidence: "yes" } })).toThrow(
+      expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(/^spend_policies\.equity\.require_confidence: .*boolean/) }),
+    );
+  });
+
+  it("names what is missing when the policy requires a confidence and none is given, and only then", () => {
+    expect(missingConfidence(REQUIRING, undefined, "action.confidence")).toMatch(/^the spend policy \(version test-1\) requires action\.confidence, a number from 0 to 1, and none was given; the gate did not run$/);
+    expect(missingConfidence(REQUIRING, null, "action.confidence")).toBeDefined();
+    expect(missingConfidence(REQUIRING, 0, "action.confidence")).toBeUndefined();
+    expect(missingConfidence(REFERENCE_TEST_1, undefined, "action.confidence")).toBeUndefined();
+  });
+
+  it("never reaches the gate: under it the DESIGN reference vectors keep their claims and hashes", () => {
+    const gate = gatePolicy(REQUIRING);
+    expect(gate).toEqual(REFERENCE_TEST_1);
+    const long = (notional: number, confidence: number | null) => ({ action: "LONG", asset: "ETH", notional, confidence });
+    expect(evaluateGate(long(100, 0.8), gate, 0).content_hash).toBe("4610642fe2682d765c2716a874692b842e00ab9489735d12a135dc1d426633b8");
+    expect(evaluateGate(long(501, 0.9), gate, 0)).toMatchObject({
+      reason: "blocked: per-asset-cap, max-notional",
+      content_hash: "9d41b833af4c77387a6a6eefa7dfcab2958a27dbc8d77bf1da034a12404b9019",
+    });
+    // The gate itself still skips min-confidence without one: refusing is Chaos Core's check, not a CHP claim.
+    const unconfident = evaluateGate(long(100, null), gate, 0);
+    expect(unconfident.claims).toHaveLength(5);
+    expect(unconfident.content_hash).toBe("6fb82bd7c57223274452ca9e038fde09047455cdd250725f882f92efe2a9c804");
+    expect(approveHuman(long(300, 0.9), gate, 0, "cfo@example.com").content_hash).toBe("822dec6c003ba5d3ff493363b0638b817537624625857797b02baa2f5067dc8c");
+  });
+
+  it("survives an agent's tightening, may be added by the agent, and cannot be dropped by it", () => {
+    expect(tighten(REQUIRING, { max_notional: 100 }).require_confidence).toBe(true);
+    expect(tighten(REFERENCE_TEST_1, { require_confidence: true }).require_confidence).toBe(true);
+    expect(() => tighten(REQUIRING, { require_confidence: false })).toThrow(
+      expect.objectContaining({ code: "policy_denied", message: expect.stringMatching(/^policy\.require_confidence: /) }),
+    );
+    // A policy without the requirement tightens to the same version as before the option existed.
+    const t = tighten(CAKE_EQUITY, { max_notional: 200 });
+    expect(t).not.toHaveProperty("require_confidence");
+    const { version: _v, ...limits } = { ...CAKE_EQUITY, max_notional: 200 };
+    expect(t.version).toBe(`equity-1+agent-${contentHash(limits).slice(0, 12)}`);
   });
 });

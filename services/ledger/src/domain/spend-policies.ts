@@ -24,11 +24,35 @@ export const spendPolicySchema = z
       .array(z.string().min(1))
       .refine((a) => new Set(a).size === a.length, "must not repeat an action"),
     per_asset_limits: z.record(z.string().min(1), amount),
+    /**
+     * A Chaos Core check in front of the CHP gate, not a gate rule: true refuses an evaluation
+     * whose action has no confidence (the gate alone would skip `min-confidence`). Absent is false.
+     */
+    require_confidence: z.boolean().optional(),
   })
   .strict();
 
 /** An operator spend policy after validation. */
 export type SpendPolicyConfig = z.output<typeof spendPolicySchema>;
+
+/**
+ * The policy as the CHP gate reads it: the gate's own fields only. Options Chaos Core checks
+ * before the gate (`require_confidence`) are not the gate's, so its claims and hashes stay
+ * those of CHP Profile B.
+ */
+export function gatePolicy(policy: SpendPolicyConfig): Omit<SpendPolicyConfig, "require_confidence"> {
+  const { require_confidence: _checkedBeforeTheGate, ...gate } = policy;
+  return gate;
+}
+
+/**
+ * Why `confidence` does not satisfy the policy's `require_confidence`, or undefined when it
+ * does (or the policy does not require one). Null and absent are both "no confidence".
+ */
+export function missingConfidence(policy: SpendPolicyConfig, confidence: unknown, field: string): string | undefined {
+  if (policy.require_confidence !== true || (confidence !== undefined && confidence !== null)) return undefined;
+  return `the spend policy (version ${policy.version}) requires ${field}, a number from 0 to 1, and none was given; the gate did not run`;
+}
 
 /** Operator spend policies by name (`equity`, `wire`, …). */
 export const spendPoliciesSchema = z.record(
@@ -99,6 +123,7 @@ const agentPolicySchema = z
     min_confidence: agentNumber.optional(),
     allowed_actions: z.array(z.string()).optional(),
     per_asset_limits: z.record(z.string(), agentNumber).optional(),
+    require_confidence: z.boolean().optional(),
   })
   .strict();
 
@@ -112,7 +137,8 @@ function looser(field: string, detail: string): ChaosError {
  * per-asset limit lower or equal (a new per-asset limit no higher than the operator's cap for
  * that asset); `min_confidence` higher or equal; `allowed_actions` a subset (when the operator
  * lists actions the agent cannot widen them to "any" with an empty list); no operator per-asset
- * limit removed. A field the agent leaves out keeps the operator's value. A looser field throws
+ * limit removed; `require_confidence` kept when the operator sets it (an agent may add it). A field
+ * the agent leaves out keeps the operator's value. A looser field throws
  * `policy_denied` naming it; a malformed one `invalid_argument`.
  *
  * The result keeps the operator's version with a suffix: `<version>+agent-<12 hex>`, the hex
@@ -172,6 +198,13 @@ export function tighten(operatorPolicy: SpendPolicyConfig, agentPolicy: unknown)
     }
   }
 
-  const limits = { max_notional, daily_cap, hitl_threshold, min_confidence, allowed_actions, per_asset_limits };
+  // Required stays required; an agent may add the requirement, never drop the operator's.
+  if (op.require_confidence === true && agent.require_confidence === false) {
+    throw looser("require_confidence", "false drops the operator's requirement of a confidence");
+  }
+  const requireConfidence = op.require_confidence === true || agent.require_confidence === true;
+
+  // Only a requirement is part of the limits: a policy without one hashes (and is versioned) as before.
+  const limits = { max_notional, daily_cap, hitl_threshold, min_confidence, allowed_actions, per_asset_limits, ...(requireConfidence ? { require_confidence: true } : {}) };
   return { version: `${op.version}+agent-${contentHash(limits).slice(0, 12)}`, ...limits };
 }

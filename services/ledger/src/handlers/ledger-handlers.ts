@@ -154,6 +154,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         policyVersion: result.policy_version ?? "",
         risk: result.status === "RECEIPT_REQUIRED" ? result.risk : "",
         ledgerSeq: BigInt(entry.seq),
+        problem: result.status === "DENIED" ? result.problem : "",
       };
     },
 
@@ -179,7 +180,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         ...(req.receipt !== undefined ? { receipt: req.receipt } : {}),
         ...(step ? { step } : {}),
       });
-      return { authorized: r.authorized, code: r.code, step: r.step, argsHash: r.argsHash, ledgerSeq: BigInt(r.entry.seq) };
+      return { authorized: r.authorized, code: r.code, step: r.step, argsHash: r.argsHash, ledgerSeq: BigInt(r.entry.seq), problem: r.problem ?? "" };
     },
 
     async requestAuthorization(req, ctx) {
@@ -203,8 +204,9 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         executed: r.executed,
         code: r.code,
         detailCode: r.detailCode,
-        ...(r.executed ? { result: struct(r.result) } : r.problem ? { result: struct({ problem: r.problem }) } : {}),
+        ...(r.executed ? { result: struct(r.result) } : {}),
         ledgerSeq: BigInt(r.entry.seq),
+        problem: r.executed ? "" : (r.problem ?? ""),
       };
     },
 

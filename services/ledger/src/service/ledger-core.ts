@@ -1,6 +1,6 @@
 import { ChaosError, assertTenantId, type CallContext, type Logger, type Queryable } from "@chaos-core/kit";
 import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
-import { ANSWER_REFUSAL_CODES, AUTHORIZATION_CODES, FINANCE_REASONS, ISSUE_REFUSAL_CODES } from "../authz/codes.js";
+import { ANSWER_REFUSAL_CODES, AUTHORIZATION_CODES, FINANCE_DETAIL_CODES, FINANCE_REASONS, ISSUE_REFUSAL_CODES, SPEND_REFUSAL_CODES } from "../authz/codes.js";
 import { evaluateToolApproval, issueReceipt, MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { RECEIPT_KINDS, RECEIPT_SCHEMA_VERSION, RISKS, type ReceiptKind, type Risk } from "../authz/receipt.js";
 import { stepToolPolicy, type ToolPolicyDocument } from "../authz/tool-policy.js";
@@ -281,7 +281,7 @@ export class LedgerCore {
    */
   async authorize(
     call: CallContext,
-    input: { toolCall: unknown; receipt?: unknown; step?: StepBinding; kind?: ReceiptKind; policy?: unknown; eventType?: string },
+    input: { toolCall: unknown; receipt?: unknown; step?: StepBinding; kind?: ReceiptKind; policy?: unknown; missingPolicy?: string; eventType?: string },
     after?: AfterAuthorize,
   ): Promise<AuthorizationOutcome> {
     const kind = input.kind ?? "chaoscore.tool_approval_receipt";
@@ -289,7 +289,15 @@ export class LedgerCore {
     // (a finance tool without a spend policy) is ambiguous_policy, never the tenant's policy.
     const policy = "policy" in input ? input.policy : this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
     const check = checkAuthorization(
-      { policy, call: input.toolCall, receipt: input.receipt ?? undefined, tenant: call.tenant, kind, now: this.#now() },
+      {
+        policy,
+        call: input.toolCall,
+        receipt: input.receipt ?? undefined,
+        ...(input.missingPolicy !== undefined ? { missingPolicy: input.missingPolicy } : {}),
+        tenant: call.tenant,
+        kind,
+        now: this.#now(),
+      },
       this.#deps.keyring,
     );
     const eventType = input.eventType ?? "authorization.decided";
@@ -388,13 +396,21 @@ export class LedgerCore {
       authorization_codes: AUTHORIZATION_CODES.map((c) => ({ ...c })),
       issue_refusal_codes: ISSUE_REFUSAL_CODES.map((c) => ({ ...c })),
       answer_refusal_codes: ANSWER_REFUSAL_CODES.map((c) => ({ ...c })),
+      spend_refusal_codes: SPEND_REFUSAL_CODES.map((c) => ({ ...c })),
       finance_reason_codes: [...FINANCE_REASONS],
+      finance_detail_codes: FINANCE_DETAIL_CODES.map((c) => ({ ...c })),
       keys: keyring.kids().map((kid) => {
         const key = keyring.verificationKey(kid);
         return { kid, alg: "Ed25519", public_key: key ? rawEd25519PublicKey(key).toString("base64") : null, active: kid === keyring.active.kid };
       }),
       checkpoint: { origin: this.#deps.store.origin(call.tenant), verifier_key: this.#deps.store.verifierKey(call.tenant) },
-      spend_policies: Object.keys(this.#deps.policies.forTenant(call.tenant).spendPolicies),
+      // The caller's tenant's policies only, each with its limits, so an agent can see what a
+      // spend will be held to before it asks.
+      spend_policies: Object.entries(this.#deps.policies.forTenant(call.tenant).spendPolicies).map(([name, p]) => ({
+        name,
+        ...p,
+        require_confidence: p.require_confidence === true,
+      })),
       tool_approval_policy: this.#deps.policies.forTenant(call.tenant).toolPolicy?.version ?? null,
     };
   }

@@ -12,6 +12,9 @@ describe("operator policies", () => {
     expect(policies.forTenant("other").toolPolicy).toBeUndefined();
     expect(policies.forTenant("acme").toolPolicy?.version).toBe("acme-tools-3");
     expect(policies.forTenant("acme").spendPolicies.wire?.hitl_threshold).toBe(0);
+    // A wire without the agent's confidence is refused before the gate; the other policies let the gate skip min-confidence.
+    expect(policies.forTenant("acme").spendPolicies.wire?.require_confidence).toBe(true);
+    expect(policies.forTenant("acme").spendPolicies.equity?.require_confidence).toBeUndefined();
   });
 
   it("uses the reference spend policies without a file", async () => {
@@ -26,5 +29,7 @@ describe("operator policies", () => {
     expect(() => parseOperatorPolicies(example, "policy.json")).toThrow(/policy\.json: tenants\.acme\.tool_approval: .*resources/);
     expect(() => parseOperatorPolicies({ tenant: {} }, "p.json")).toThrow(/p\.json: .*tenant/);
     expect(() => parseOperatorPolicies({ defaults: { spend_policies: { equity: { version: "" } } } }, "p.json")).toThrow(/spend_policies\.equity/);
+    const wire = { ...REFERENCE_SPEND_POLICIES.wire, require_confidence: "yes" };
+    expect(() => parseOperatorPolicies({ defaults: { spend_policies: { wire } } }, "p.json")).toThrow(/p\.json: defaults\.spend_policies\.wire\.require_confidence: .*boolean/);
   });
 });

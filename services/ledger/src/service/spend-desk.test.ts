@@ -274,6 +274,7 @@ describe("finance reference tools", () => {
       expect(requested.code).toBe("not_found");
       const executed = await configured.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
       expect(executed).toMatchObject({ executed: false, code: "ambiguous_policy", detailCode: "ambiguous_policy" });
+      expect(executed.problem).toMatch(/^no spend policy "wire" is configured for this tenant, so wire_treasury_transfer cannot run; the operator configured: equity$/);
       expect(await eventAt(configured.client, as(tenant, AGENT), executed.ledgerSeq)).toMatchObject({ type: "reference.executed", code: "ambiguous_policy" });
       // The tenant's own equity policy is the one in force.
       const equity = await configured.client.requestAuthorization({ tool: "place_equity_order", arguments: order(100) }, as(tenant, AGENT));
@@ -297,11 +298,69 @@ describe("finance reference tools", () => {
     expect(results.filter((r) => r.code === "EXECUTED")).toHaveLength(10);
     const denied = results.filter((r) => !r.executed);
     expect(denied).toHaveLength(1);
-    expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "policy_deny" });
-    expect(denied[0]!.result?.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
+    expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "daily_cap_exceeded" });
+    expect(denied[0]!.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
+    expect(denied[0]!.result).toBeUndefined();
     expect(await committedInDb(tenant, "equity")).toBe(2400);
     // The refused call's nonce was not consumed: the refusal is the cap's, not the receipt's.
     const nonces = await admin.query("SELECT count(*)::int AS n FROM ledger.nonces WHERE tenant_id = $1", [tenant]);
     expect((nonces.rows[0] as { n: number }).n).toBe(10);
+  });
+});
+
+describe("an operator spend policy with require_confidence", () => {
+  const equity = { version: "eq-conf-1", max_notional: 500, daily_cap: 2500, hitl_threshold: 250, min_confidence: 0.55, allowed_actions: ["BUY", "SELL"], per_asset_limits: {} };
+  // No confidence key at all, as an agent that leaves it out sends it.
+  const unconfident = (notional: number) => ({ action: "BUY", asset: "AAPL", notional });
+  const requiring = (tenant: string) => ({ tenants: { [tenant]: { spend_policies: { equity: { ...equity, require_confidence: true } } } } });
+
+  it("refuses an evaluation without confidence before the gate, recorded; with one, the gate decides as without the option", async () => {
+    const tenant = newTenant();
+    const plain = newTenant();
+    const strict = await fx.restart({ policies: { tenants: { ...requiring(tenant).tenants, [plain]: { spend_policies: { equity } } } } });
+    try {
+      const refused = await failure(strict.client.evaluateSpendGate({ policyName: "equity", action: unconfident(100) }, as(tenant, AGENT)));
+      expect(refused.code).toBe("policy_denied");
+      expect(refused.message).toMatch(/^confidence_required: the spend policy \(version eq-conf-1\) requires action\.confidence, a number from 0 to 1, and none was given; the gate did not run/);
+      const fromFinance = await failure(
+        strict.client.requestAuthorization({ tool: "place_equity_order", arguments: { symbol: "AAPL", side: "BUY", quantity: 1, notional: 100 } }, as(tenant, AGENT)),
+      );
+      expect(fromFinance.message).toMatch(/^confidence_required: .*requires args\.confidence/);
+      // Both refusals are in the ledger, and the gate decided nothing.
+      const events = await allEvents(strict.client, as(tenant, AGENT));
+      expect(events).toEqual([
+        expect.objectContaining({ type: "spend_gate.refused", code: "confidence_required", policy: "equity", policy_version: "eq-conf-1" }),
+        expect.objectContaining({ type: "spend_gate.refused", code: "confidence_required", policy: "equity", tool: "place_equity_order" }),
+      ]);
+      expect(await committedInDb(tenant, "equity")).toBe(0);
+
+      // With a confidence the claims and content hash are the ones the same policy without the option gives.
+      const confident = await strict.client.evaluateSpendGate({ policyName: "equity", action: buy(100, 0.8) }, as(tenant, AGENT));
+      const reference = await strict.client.evaluateSpendGate({ policyName: "equity", action: buy(100, 0.8) }, as(plain, AGENT));
+      expect(confident.state).toBe("LOCKED");
+      expect(confident.contentHash).toBe(reference.contentHash);
+      expect(confident.result?.claims).toEqual(reference.result?.claims);
+      expect(confident.result?.policy).toMatchObject({ version: "eq-conf-1", require_confidence: true });
+      // Without the option, a missing confidence still skips min-confidence, as CHP says.
+      const skipped = await strict.client.evaluateSpendGate({ policyName: "equity", action: unconfident(100) }, as(plain, AGENT));
+      expect(skipped.state).toBe("LOCKED");
+    } finally {
+      await strict.close();
+    }
+  });
+
+  it("refuses to approve a held request without confidence once the operator requires one", async () => {
+    const tenant = newTenant();
+    const held = await fx.client.evaluateSpendGate({ policyName: "equity", action: unconfident(300) }, as(tenant, AGENT));
+    expect(held.state).toBe("HITL_REQUIRED");
+    const strict = await fx.restart({ policies: requiring(tenant) });
+    try {
+      const refused = await failure(strict.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER)));
+      expect(refused.code).toBe("failed_precondition");
+      expect(refused.message).toMatch(/^confidence_required: .*requires the request's confidence/);
+      expect((await allEvents(strict.client, as(tenant, AGENT))).at(-1)).toMatchObject({ type: "spend.approval_refused", code: "confidence_required" });
+    } finally {
+      await strict.close();
+    }
   });
 });

@@ -1,11 +1,11 @@
 import { ChaosError, chpFloat, contentHash, isChpFloat, type CallContext, type Queryable } from "@chaos-core/kit";
-import { financeReason, type DenyCode } from "../authz/codes.js";
+import { DAILY_CAP_EXCEEDED, financeReason, type DenyCode } from "../authz/codes.js";
 import { MAX_RECEIPT_TTL_SECONDS, MIN_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { newNonce, signReceipt, type Receipt } from "../authz/receipt.js";
 import type { ToolPolicyDocument } from "../authz/tool-policy.js";
 import { referenceTool, type ReferenceTool } from "../domain/reference-tools.js";
 import { approveHuman, evaluateGate, type GateResult, type SpendAction } from "../domain/spend-gate.js";
-import { tighten, type SpendPolicyConfig } from "../domain/spend-policies.js";
+import { gatePolicy, missingConfidence, tighten, type SpendPolicyConfig } from "../domain/spend-policies.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { receiptTtl, type ApprovedVia, type LedgerCore } from "./ledger-core.js";
 import { toPlainJson } from "./plain-json.js";
@@ -114,14 +114,15 @@ export class SpendDesk {
       }
     }
     // Validates the action before anything is recorded: bad input is not a decision.
-    evaluateGate(input.action, policy, 0);
+    evaluateGate(input.action, gatePolicy(policy), 0);
+    await this.#requireConfidence(call, { policy: input.policyName, version: policy.version }, missingConfidence(policy, input.action.confidence, "action.confidence"));
     const now = this.#core.now();
     const day = utcDay(now);
     let gate: GateResult | undefined;
     let committed = 0;
     const entry = await this.#core.record(call, { type: "spend_gate.evaluated" }, async (tx) => {
       committed = await committedToday(tx, call.tenant, input.policyName, day);
-      gate = evaluateGate(input.action, policy, committed);
+      gate = evaluateGate(input.action, gatePolicy(policy), committed);
       await commitSpend(tx, call.tenant, input.policyName, day, gate.committed_delta);
       return {
         type: "spend_gate.evaluated",
@@ -134,6 +135,24 @@ export class SpendDesk {
       };
     });
     return this.#reply(entry, gate!, committed, policy);
+  }
+
+  /**
+   * The operator's `require_confidence`, checked before the CHP gate: a spend without a
+   * confidence is refused, and the refusal recorded, instead of the gate skipping
+   * `min-confidence`. `problem` is {@link missingConfidence}'s answer; undefined passes.
+   */
+  async #requireConfidence(call: CallContext, about: { policy: string; version: string; tool?: string }, problem: string | undefined): Promise<void> {
+    if (problem === undefined) return;
+    const entry = await this.#core.record(call, {
+      type: "spend_gate.refused",
+      policy: about.policy,
+      policy_version: about.version,
+      ...(about.tool ? { tool: about.tool } : {}),
+      code: "confidence_required",
+      problem,
+    });
+    throw new ChaosError("policy_denied", `confidence_required: ${problem} (spend policy "${about.policy}"; refusal recorded as ledger entry ${entry.seq})`);
   }
 
   #reply(entry: LedgerEntry, gate: GateResult, committed: number, policy: SpendPolicyConfig, receipt?: Receipt): GateReply {
@@ -189,6 +208,9 @@ export class SpendDesk {
     const policyName = String(ev.policy);
     const policy = this.#policy(call, policyName);
     const action = ev.action as unknown as SpendAction;
+    // The approval re-evaluates under the current policy, its Chaos Core checks included.
+    const noConfidence = missingConfidence(policy, action.confidence, "the request's confidence");
+    if (noConfidence) await refuse("confidence_required", noConfidence, "failed_precondition");
     const approver = input.approvedVia === "approver_role" ? call.principal : `elicitation:${call.principal}`;
     const tool = isFinance ? referenceTool(String(ev.tool)) : undefined;
     const ttl = ttlOf(input.ttlSeconds);
@@ -215,7 +237,7 @@ export class SpendDesk {
         };
       }
       committed = await committedToday(tx, call.tenant, policyName, day);
-      gate = approveHuman(action, policy, committed, approver);
+      gate = approveHuman(action, gatePolicy(policy), committed, approver);
       if (gate.state === "LOCKED" && tool) {
         receipt = signReceipt(
           {
@@ -281,6 +303,11 @@ export class SpendDesk {
     const policy = this.#policy(call, tool.spendPolicy);
     const ttl = ttlOf(input.ttlSeconds);
     const action = tool.toAction(args);
+    await this.#requireConfidence(
+      call,
+      { policy: tool.spendPolicy, version: policy.version, tool: tool.name },
+      missingConfidence(policy, action.confidence, "args.confidence"),
+    );
     const argsHash = contentHash(args);
     const now = this.#core.now();
     const day = utcDay(now);
@@ -289,7 +316,7 @@ export class SpendDesk {
     let receipt: Receipt | undefined;
     const entry = await this.#core.record(call, { type: "reference.requested" }, async (tx) => {
       committed = await committedToday(tx, call.tenant, tool.spendPolicy, day);
-      gate = evaluateGate(action, policy, committed);
+      gate = evaluateGate(action, gatePolicy(policy), committed);
       if (gate.state === "LOCKED") {
         receipt = signReceipt(
           {
@@ -334,7 +361,8 @@ export class SpendDesk {
    * hash, spend policy version); then, in the same transaction, the daily cap is checked again
    * against the ledger's total, the spend committed, the nonce burned and the synthetic result
    * recorded. Denials carry the short CHP code (`policy_deny`, `expired`, `replay`,
-   * `args_changed`, `missing_receipt`, `ambiguous_policy`) and the detailed one.
+   * `args_changed`, `missing_receipt`, `ambiguous_policy`), the detailed one that says what
+   * happened (`FINANCE_DETAIL_CODES`) and the problem in words.
    */
   async executeReferenceTool(call: CallContext, input: { tool: string; args: unknown; receipt?: unknown }) {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
@@ -351,6 +379,9 @@ export class SpendDesk {
         kind: "authorization",
         // No spend policy: an incomplete policy, refused by the check chain as ambiguous_policy.
         policy: policy ? financeToolPolicy(tool, policy) : null,
+        missingPolicy:
+          `no spend policy "${tool.spendPolicy}" is configured for this tenant, so ${tool.name} cannot run; the operator ` +
+          `configured: ${Object.keys(policies).join(", ") || "none"}`,
         eventType: "reference.executed",
       },
       async (tx) => {
@@ -358,7 +389,7 @@ export class SpendDesk {
         if (committed + action.notional > policy!.daily_cap) {
           return {
             deny: {
-              code: "policy_deny",
+              code: DAILY_CAP_EXCEEDED,
               problem: `daily cap: projected ${committed + action.notional} vs daily cap ${policy!.daily_cap} (${tool.spendPolicy}, ${day} UTC)`,
             },
           };
@@ -371,7 +402,7 @@ export class SpendDesk {
     if (outcome.authorized) {
       return { executed: true, code: "EXECUTED", detailCode: "AUTHORIZED", result: result!, entry: outcome.entry };
     }
-    const short = outcome.code === "policy_deny" ? "policy_deny" : financeReason(outcome.code as DenyCode);
+    const short = outcome.code === DAILY_CAP_EXCEEDED ? "policy_deny" : financeReason(outcome.code as DenyCode);
     return { executed: false, code: short, detailCode: outcome.code, problem: outcome.problem, entry: outcome.entry };
   }
 }

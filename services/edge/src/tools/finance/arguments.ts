@@ -10,7 +10,12 @@ import { z } from "zod";
 export const REFERENCE_TOOL_NAMES = ["place_equity_order", "wire_treasury_transfer", "rebalance_portfolio"] as const;
 export type ReferenceToolName = (typeof REFERENCE_TOOL_NAMES)[number];
 
-const confidence = z.number().min(0).max(1).optional().describe("The agent's confidence, 0..1; the spend policy may set a minimum");
+const confidence = z
+  .number()
+  .min(0)
+  .max(1)
+  .optional()
+  .describe("The agent's confidence, 0..1; the spend policy may set a minimum, or require it (require_confidence)");
 const money = z.number().max(1e12);
 
 const equityShape = {

@@ -8,10 +8,22 @@ import { REFERENCE_TOOL_SPECS, type ReferenceToolName } from "./arguments.js";
 /** Longest argument list repeated in a next step; a longer one is referred to, not copied. */
 const MAX_ECHOED_ARGS = 1000;
 
-function nextStep(name: ReferenceToolName, code: string, detail: string, seq: number, toolArgs: Record<string, unknown>): string {
+/** Detail codes of a receipt that was presented but cannot be verified: to the seed's table, no receipt. */
+const UNVERIFIABLE_RECEIPT = new Set(["malformed_receipt", "unknown_key", "bad_signature"]);
+
+function nextStep(name: ReferenceToolName, code: string, detail: string, message: string, seq: number, toolArgs: Record<string, unknown>): string {
   const json = JSON.stringify(toolArgs);
   const requestCall = `request_authorization {"tool": "${name}", "args": ${json.length <= MAX_ECHOED_ARGS ? json : "<these arguments, without receipt>"}}`;
-  const recorded = `Not executed (${code}${detail && detail !== code ? `: ${detail}` : ""}), recorded in ledger entry ${seq}.`;
+  const what = `${code}${detail && detail !== code ? `, detail ${detail}` : ""}`;
+  const recorded = `Not executed (${what})${message ? `: ${message}` : ""}. Recorded in ledger entry ${seq}.`;
+  // The short code is the seed's; where it would mislead (a bad signature is not an absent
+  // receipt, another tenant's receipt is not changed arguments), the detail decides the advice.
+  if (UNVERIFIABLE_RECEIPT.has(detail)) {
+    return `${recorded} The receipt presented cannot be verified, so it counts as none; a receipt cannot be repaired. Get a new one with ${requestCall} and pass it back unchanged.`;
+  }
+  if (detail === "tenant_mismatch") {
+    return `${recorded} A receipt is valid only in the tenant it was issued in; get one in this tenant with ${requestCall}.`;
+  }
   switch (code) {
     case "EXECUTED":
       return `Executed, synthetically: no real venue or bank was reached. Recorded in ledger entry ${seq}; the receipt is used up.`;
@@ -42,7 +54,8 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
       `${spec.summary}. Synthetic: it reaches no real venue or bank, and exists to exercise the receipt-gated path. ` +
       "It runs only with a receipt bound to this tool, its scope and these exact arguments: get one with " +
       "request_authorization. Without one (or with an expired, used or mismatched one) nothing runs and the denial is " +
-      "recorded with a short code: policy_deny, expired, replay, args_changed, missing_receipt or ambiguous_policy.",
+      "recorded with a short code (policy_deny, expired, replay, args_changed, missing_receipt or ambiguous_policy), " +
+      "a detail_code that says what happened (bad_signature, tenant_mismatch, ...) and a message in words.",
     input: z.strictObject({
       ...spec.shape,
       // Optional on purpose: a call without a receipt is a recorded missing_receipt denial, not a schema error.
@@ -51,7 +64,10 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
     output: z.object({
       executed: z.boolean(),
       code: z.string().describe("EXECUTED or policy_deny, expired, replay, args_changed, missing_receipt, ambiguous_policy"),
-      detail_code: z.string().describe("The detailed authorization code behind a short one"),
+      detail_code: z
+        .string()
+        .describe("What happened, behind the short code: bad_signature, tenant_mismatch, daily_cap_exceeded, ... (docs/ledger.md maps each to its code); AUTHORIZED when executed"),
+      message: z.string().optional().describe("Only when not executed: what happened, in words"),
       result: jsonObjectOutput.optional().describe("The synthetic result (ids marked -sim-, synthetic: true)"),
       ledger_seq: z.number().int().describe("The ledger entry that records the outcome"),
       synthetic: z.literal(true).describe("Always true: no real venue or bank is involved"),
@@ -78,10 +94,11 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
         executed: res.executed,
         code: res.code,
         detail_code: res.detailCode,
-        ...(res.result ? { result: res.result } : {}),
+        ...(res.problem ? { message: res.problem } : {}),
+        ...(res.executed && res.result ? { result: res.result } : {}),
         ledger_seq: seq,
         synthetic: true as const,
-        next_step: nextStep(name, res.code, res.detailCode, seq, toolArgs),
+        next_step: nextStep(name, res.code, res.detailCode, res.problem, seq, toolArgs),
       };
     },
   });

@@ -4,8 +4,8 @@ import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { receiptInput, toolCallInput, toProtoCall } from "./shapes.js";
 
 /** What to do after a denial, for the codes an agent can act on. */
-function deniedNextStep(code: string, step: string, seq: number): string {
-  const recorded = `Denied (${code}) at the ${step} check, recorded in ledger entry ${seq}. Do not run the call.`;
+function deniedNextStep(code: string, step: string, problem: string, seq: number): string {
+  const recorded = `Denied (${code}) at the ${step} check${problem ? `: ${problem}` : ""}. Recorded in ledger entry ${seq}. Do not run the call.`;
   switch (code) {
     case "allowlist_is_not_authorization":
       return `${recorded} No receipt was presented: call evaluate_tool_approval {"call": ...} and have a person issue one with issue_approval_receipt.`;
@@ -45,6 +45,7 @@ export const authorizeToolCallTool = defineTool({
     step: z.string().describe("The check that decided"),
     args_hash: z.string(),
     ledger_seq: z.number().int().describe("The ledger entry that records the outcome"),
+    message: z.string().optional().describe("Only when DENIED: what happened, in words"),
     next_step: z.string(),
   }),
   annotations: {
@@ -67,9 +68,10 @@ export const authorizeToolCallTool = defineTool({
       step: res.step,
       args_hash: res.argsHash,
       ledger_seq: seq,
+      ...(!res.authorized && res.problem ? { message: res.problem } : {}),
       next_step: res.authorized
         ? `Authorized once (ledger entry ${seq}): run the call now with exactly these arguments. The receipt is used up.`
-        : deniedNextStep(res.code, res.step, seq),
+        : deniedNextStep(res.code, res.step, res.problem, seq),
     };
   },
 });

@@ -17,10 +17,11 @@ const agentPolicy = z
       .record(z.string().min(1).max(64), gateNumber)
       .refine((limits) => Object.keys(limits).length <= 100, "has more than 100 assets")
       .optional(),
+    require_confidence: z.boolean().optional().describe("true refuses an action without confidence; false cannot drop the operator's requirement"),
   })
   .describe(
     "Optional: a stricter policy for this evaluation (lower caps and thresholds, higher min_confidence, fewer " +
-      "actions). Applied on top of the operator's; a looser value on any field is refused",
+      "actions, require_confidence). Applied on top of the operator's; a looser value on any field is refused",
   );
 
 /** `evaluate_spend_gate`: CHP Profile B against the operator's named policy and the ledger's own daily total. */
@@ -32,7 +33,8 @@ export const evaluateSpendGateTool = defineTool({
     "Check a proposed spend against an operator spend policy (CHP Profile B): LOCKED (within thresholds), HITL_REQUIRED " +
     "(a person must approve it with approve_spend) or BLOCKED (a hard rule failed; no approval can override it). The " +
     "limits and today's committed total come from the operator's policy and the ledger, never from you; agent_policy " +
-    "can only make them stricter. Every evaluation is recorded in the audit ledger (BLOCKED as policy_deny). Runs nothing.",
+    "can only make them stricter. chp_version lists each policy's limits. Every evaluation is recorded in the audit " +
+    "ledger (BLOCKED as policy_deny). Runs nothing.",
   input: z.object({
     policy: z
       .string()
@@ -45,7 +47,15 @@ export const evaluateSpendGateTool = defineTool({
         notional: z
           .number()
           .describe("The amount; zero or negative is not refused here: the gate blocks it (sane-notional) and records it"),
-        confidence: z.number().min(0).max(1).optional().describe("The agent's confidence, 0..1; omitted skips the min-confidence rule"),
+        confidence: z
+          .number()
+          .min(0)
+          .max(1)
+          .optional()
+          .describe(
+            "The agent's confidence, 0..1; omitted skips the min-confidence rule, unless the policy has require_confidence " +
+              "(chp_version lists it): then omitting it is refused (confidence_required) before the gate runs",
+          ),
       })
       .describe("The proposed spend"),
     agent_policy: agentPolicy.optional(),

@@ -27,6 +27,7 @@ export const evaluateToolApprovalTool = defineTool({
     policy_version: z.string(),
     risk: z.string(),
     request_seq: z.number().int().describe("The ledger entry that records this request"),
+    message: z.string().optional().describe("Only when DENIED: what is wrong, in words"),
     next_step: z.string(),
   }),
   annotations: {
@@ -47,12 +48,13 @@ export const evaluateToolApprovalTool = defineTool({
       policy_version: res.policyVersion,
       risk: res.risk,
       request_seq: seq,
+      ...(res.problem ? { message: res.problem } : {}),
       next_step:
         status === "RECEIPT_REQUIRED"
           ? `An allowlist is not an authorization. A person issues a receipt for exactly this call with ${issueReceiptCall(seq)} ` +
             "(someone holding the approver role, or your user through elicitation); then pass it whole to " +
             'authorize_tool_call {"call": <the same call>, "receipt": <the receipt>}.'
-          : `Denied (${res.code}), recorded in ledger entry ${seq}. No receipt can be issued for this call as it stands.`,
+          : `Denied (${res.code})${res.problem ? `: ${res.problem}` : ""}. Recorded in ledger entry ${seq}. No receipt can be issued for this call as it stands.`,
     };
   },
 });

@@ -24,6 +24,19 @@ const TOOL_POLICY = {
   host_context: { index_name: "prod-docs" },
 };
 
+// One tenant with its own equity policy, which requires a confidence; every other tenant has the reference set.
+const STRICT_TENANT = uniqueTenant("gov-strict");
+const STRICT_EQUITY = {
+  version: "eq-strict-2",
+  max_notional: 400,
+  daily_cap: 1200,
+  hitl_threshold: 200,
+  min_confidence: 0.7,
+  allowed_actions: ["BUY"],
+  per_asset_limits: { TSLA: 50 },
+  require_confidence: true,
+};
+
 const charge = { tool: "stripe.create_charge", resource: "acct_live_acme", arguments: { amount: 2500, currency: "usd", customer: "cus_123" } };
 const equity = { symbol: "AAPL", side: "BUY", quantity: 10, notional: 100, confidence: 0.9 };
 
@@ -81,7 +94,10 @@ const gate = (notional: number, extra: Record<string, unknown> = {}) => ({
 
 beforeAll(async () => {
   services = await startTestServices("governance_ledger");
-  ledger = await startTestLedger("governance_ledger", { defaults: { tool_approval: TOOL_POLICY } });
+  ledger = await startTestLedger("governance_ledger", {
+    defaults: { tool_approval: TOOL_POLICY },
+    tenants: { [STRICT_TENANT]: { spend_policies: { equity: STRICT_EQUITY } } },
+  });
   deps = { ...services.deps(), ledger: ledger.client };
 });
 
@@ -122,6 +138,20 @@ describe("evaluate_spend_gate", () => {
     expect(looser.code).toBe("policy_denied");
     expect(looser.message).toMatch(/max_notional/);
     expect(refused(await c.call("evaluate_spend_gate", { ...gate(1), policy: "casino" })).code).toBe("not_found");
+  });
+});
+
+describe("a spend policy that requires confidence", () => {
+  it("refuses a spend without confidence before the gate, in words and recorded; with one the gate decides", async () => {
+    const c = await connect(undefined, [], STRICT_TENANT);
+    const refusal = refused(await c.call("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 100 } }));
+    expect(refusal.code).toBe("policy_denied");
+    expect(refusal.message).toMatch(/^confidence_required: the spend policy \(version eq-strict-2\) requires action\.confidence/);
+    const audit = ok<{ entries: Array<{ event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", { limit: 1 }));
+    expect(audit.entries[0]!.event).toMatchObject({ type: "spend_gate.refused", code: "confidence_required", policy: "equity" });
+    const decided = ok<Gate>(await c.call("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 100, confidence: 0.8 } }));
+    expect(decided.state).toBe("LOCKED");
+    expect(decided.claims.map((x) => x.rule)).toContain("min-confidence");
   });
 });
 
@@ -235,6 +265,41 @@ describe("the finance reference tools", () => {
     expect(executions).toEqual([false, true, false, false]);
   });
 
+  it("answer a tampered receipt missing_receipt, saying the signature is bad (detail bad_signature), and record it", async () => {
+    const c = await connect();
+    const auth = ok<{ receipt: Record<string, unknown> }>(await c.call("request_authorization", { tool: "place_equity_order", args: equity }));
+    const tampered = { ...auth.receipt, expiry: "2099-01-01T00:00:00.000Z" };
+    const out = ok<{ executed: boolean; code: string; detail_code: string; message: string; ledger_seq: number; next_step: string; result?: unknown }>(
+      await c.call("place_equity_order", { ...equity, receipt: tampered }),
+    );
+    expect(out).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "bad_signature" });
+    expect(out.message).toMatch(/signature is bad/);
+    expect(out.result).toBeUndefined();
+    expect(out.next_step).toContain("bad_signature");
+    expect(out.next_step).toMatch(/signature is bad/);
+    // A receipt was presented: the advice is about one that cannot be verified, not an absent one.
+    expect(out.next_step).toMatch(/cannot be verified/);
+    expect(out.next_step).not.toMatch(/runs only with a receipt/);
+    const audit = ok<{ entries: Array<{ seq: number; event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", { limit: 1 }));
+    expect(audit.entries[0]).toMatchObject({ seq: out.ledger_seq, event: { type: "reference.executed", code: "bad_signature", authorized: false } });
+    expect(String(audit.entries[0]!.event.problem)).toMatch(/signature is bad/);
+  });
+
+  it("answer another tenant's receipt args_changed, saying it is another tenant's (detail tenant_mismatch)", async () => {
+    const issuer = await connect();
+    const auth = ok<{ receipt: Record<string, unknown> }>(await issuer.call("request_authorization", { tool: "place_equity_order", args: equity }));
+    const other = await connect();
+    const out = ok<{ executed: boolean; code: string; detail_code: string; message: string; next_step: string }>(
+      await other.call("place_equity_order", { ...equity, receipt: auth.receipt }),
+    );
+    expect(out).toMatchObject({ executed: false, code: "args_changed", detail_code: "tenant_mismatch" });
+    expect(out.message).toMatch(/issued in another tenant/);
+    expect(out.next_step).toMatch(/valid only in the tenant it was issued in/);
+    expect(out.next_step).not.toMatch(/arguments differ/);
+    // The receipt still works in its own tenant: the refusal did not burn it.
+    expect(ok(await issuer.call("place_equity_order", { ...equity, receipt: auth.receipt }))).toMatchObject({ executed: true });
+  });
+
   it("always needs a person for a wire; the approval returns the receipt", async () => {
     const c = await connect(yes);
     const wire = { beneficiary: "ACME Ltd", amount: 1200, currency: "USD", confidence: 0.9 };
@@ -304,12 +369,62 @@ describe("inspect_audit_ledger and chp_version", () => {
     expect(ok<{ audit: { entries: number } }>(await other.call("chaoscore_inspect", { what: "audit" })).audit.entries).toBe(0);
   });
 
+  it("lists each of the caller's spend policies with its limits, and no other tenant's", async () => {
+    const strict = await connect(undefined, [], STRICT_TENANT);
+    const mine = ok<{ info: { spend_policies: Array<Record<string, unknown>> } }>(await strict.call("chp_version", {})).info.spend_policies;
+    expect(mine).toEqual([{ name: "equity", ...STRICT_EQUITY }]);
+    const other = await connect();
+    const theirs = ok<{ info: { spend_policies: Array<Record<string, unknown>> } }>(await other.call("chp_version", {})).info;
+    expect(theirs.spend_policies.map((p) => p.name)).toEqual(["equity", "wire", "rebalance"]);
+    expect(theirs.spend_policies[0]).toEqual({
+      name: "equity",
+      version: "equity-1",
+      max_notional: 500,
+      daily_cap: 2500,
+      hitl_threshold: 250,
+      min_confidence: 0.55,
+      allowed_actions: ["BUY", "SELL"],
+      per_asset_limits: {},
+      require_confidence: false,
+    });
+    expect(JSON.stringify(theirs)).not.toContain("eq-strict-2");
+  });
+
   it("describes the protocol with public keys only", async () => {
     const c = await connect();
     const out = ok<{ edge_version: string; info: Record<string, unknown> }>(await c.call("chp_version", {}));
     expect(out.edge_version).toBe("0.0.0-test");
     expect(out.info).toMatchObject({ chp: { version: "1.0", profile: "B" }, finance_reason_codes: expect.arrayContaining(["missing_receipt"]) });
     expect(JSON.stringify(out.info)).not.toMatch(/PRIVATE/);
+  });
+});
+
+describe("without a tool-approval policy", () => {
+  let bare: TestLedger;
+  let bareDeps: EdgeDeps;
+
+  beforeAll(async () => {
+    // The reference spend policies and no tool-approval policy: the ledger's default.
+    bare = await startTestLedger("governance_bare");
+    bareDeps = { ...services.deps(), ledger: bare.client };
+  });
+
+  afterAll(async () => {
+    await bare?.close();
+  });
+
+  it("evaluate_tool_approval and authorize_tool_call say in words that none is configured, not a bare ambiguous_policy", async () => {
+    const c = await connectInMemory(bareDeps, { tenant: uniqueTenant("gov-bare"), principal: "agent" });
+    open.push(c);
+    const evaluated = ok<{ status: string; code: string; message: string; next_step: string }>(await c.call("evaluate_tool_approval", { call: charge }));
+    expect(evaluated).toMatchObject({ status: "DENIED", code: "ambiguous_policy" });
+    expect(evaluated.message).toMatch(/^no tool-approval policy is configured for this tenant/);
+    expect(evaluated.message).toContain("CHAOS_CORE_LEDGER_POLICY_FILE");
+    expect(evaluated.next_step).toMatch(/no tool-approval policy is configured/);
+    const authorized = ok<{ status: string; code: string; message: string; next_step: string }>(await c.call("authorize_tool_call", { call: charge }));
+    expect(authorized).toMatchObject({ status: "DENIED", code: "ambiguous_policy" });
+    expect(authorized.message).toMatch(/^no tool-approval policy is configured for this tenant/);
+    expect(authorized.next_step).toMatch(/no tool-approval policy is configured/);
   });
 });
 
