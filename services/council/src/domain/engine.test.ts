@@ -7,6 +7,7 @@ import {
   personaBrief,
   PHASES,
   recallSession,
+  restoreSession,
   RULESET,
   saveOutput,
   scoreSession,
@@ -364,5 +365,21 @@ describe("recall, continue, verify, personas", () => {
   it("refuses a malformed init with the field named", () => {
     expect(refusal(() => createSession({ id: "x", tenant: "t", task: "  ", now: NOW })).message).toBe("task: must not be empty");
     expect(refusal(() => createSession({ id: "x", tenant: "t", task: "a", title: "t".repeat(500), now: NOW })).message).toContain("title: too long");
+  });
+});
+
+describe("sessions stored before the seed's field names", () => {
+  it("hands the old needsVerification items over as unresolved when a stored session is resumed", () => {
+    const { session } = save(start(), "decompile", DECOMPILE_OUTPUT);
+    // What a store holds for a session saved when the field was still called needsVerification.
+    const stored = JSON.parse(
+      JSON.stringify(session).replaceAll('"whatNeedsVerification"', '"needsVerification"'),
+    ) as unknown;
+    const resumed = restoreSession(stored);
+    const unresolved = (continueSession(resumed).handoff as { handshake: { unresolved: string[] } }).handshake.unresolved;
+    expect(unresolved).toContain("JSON function usage, from the slow-query log");
+    expect(resumed.phases.decompile?.output.knowledgeBoundary).not.toHaveProperty("needsVerification");
+    // And it goes on: the design saves on top of the restored decompile.
+    expect(save(resumed, "design", DESIGN_OUTPUT).result).toMatchObject({ status: "saved", nextPhase: "critique" });
   });
 });

@@ -24,6 +24,7 @@ export { PHASES, type Phase } from "./phases.js";
 export { RULESET, type Ruleset } from "./ruleset.js";
 export type { PersonaBrief } from "./personas.js";
 export type { AttemptEntry, CouncilSession, PhaseRecord } from "./session.js";
+export { restoreSession } from "./session.js";
 
 function requireText(field: string, value: unknown, max: number, optional = false): string | undefined {
   if (value === undefined && optional) return undefined;
@@ -122,7 +123,7 @@ function handoff(session: CouncilSession, from: PhaseRecord, to: Phase, r: Rules
   for (const w of o.warnings ?? []) context.push(`Warning: ${w}`);
   for (const c of (o.checks ?? []).filter((x) => !x.passed)) context.push(`Failed check: ${c.name}${c.details ? ` — ${c.details}` : ""}`);
   for (const rec of o.recommendations ?? []) context.push(`Recommendation: ${rec}`);
-  const unresolved = [...(o.criticalQuestions ?? []), ...(o.knowledgeBoundary?.needsVerification ?? [])];
+  const unresolved = [...(o.criticalQuestions ?? []), ...(o.knowledgeBoundary?.whatNeedsVerification ?? [])];
   return {
     from: from.phase,
     to,

@@ -55,7 +55,7 @@ export const DECOMPILE_OUTPUT = {
     whatIKnow: ["Data volume is 2GB", "The downtime budget is 30 minutes", "The schema has JSON and ENUM columns"],
     whatIAssume: ["ENUM ordering is not relied on", "Network bandwidth between the servers is not the bottleneck"],
     whatIDontKnow: ["The write rate during the migration window", "Which MySQL JSON functions the queries use"],
-    needsVerification: ["JSON function usage, from the slow-query log"],
+    whatNeedsVerification: ["JSON function usage, from the slow-query log"],
   },
 };
 
@@ -106,7 +106,7 @@ export const DESIGN_OUTPUT = {
     whatIKnow: ["jsonb can be indexed with GIN", "pgloader reads MySQL schemas directly"],
     whatIAssume: ["The binlog is already in row format"],
     whatIDontKnow: ["Replication lag under peak write load"],
-    needsVerification: ["Binlog format on the production server"],
+    whatNeedsVerification: ["Binlog format on the production server"],
   },
   confidence: 0.75,
 };
@@ -143,7 +143,7 @@ export const CRITIQUE_OUTPUT = {
     whatIKnow: ["jsonb rejects invalid JSON on insert", "PostgreSQL enum types reject unknown values"],
     whatIAssume: ["The lowest-traffic hour is known to the operators"],
     whatIDontKnow: ["How much invalid JSON the source holds"],
-    needsVerification: ["Peak write rate and the resulting replication lag"],
+    whatNeedsVerification: ["Peak write rate and the resulting replication lag"],
   },
 };
 
@@ -181,7 +181,7 @@ export const SYNTHESIS_OUTPUT = {
     whatIKnow: ["The steps follow the recommended design", "The rollback keeps MySQL untouched after the freeze"],
     whatIAssume: ["A staging copy of production is available for the rehearsal"],
     whatIDontKnow: ["The exact snapshot duration on production hardware"],
-    needsVerification: ["Snapshot duration, measured in the rehearsal"],
+    whatNeedsVerification: ["Snapshot duration, measured in the rehearsal"],
   },
   confidence: 0.8,
 };
@@ -210,7 +210,7 @@ export const VERIFY_OUTPUT = {
     whatIKnow: ["All five checks passed in the rehearsal"],
     whatIAssume: ["Production behaves like staging under the same load"],
     whatIDontKnow: ["Behaviour under an unexpected traffic spike during cutover"],
-    needsVerification: ["Replication lag during the production cutover"],
+    whatNeedsVerification: ["Replication lag during the production cutover"],
   },
 };
 

@@ -23,7 +23,7 @@ interface PersonaText {
 }
 
 const CLAIMS = "claims: [{text, certainty: confirmed|likely|uncertain|unknown|assumption, source}] — give a source for every confirmed claim";
-const BOUNDARY = "knowledgeBoundary: {whatIKnow[], whatIAssume[], whatIDontKnow[], needsVerification[]}";
+const BOUNDARY = "knowledgeBoundary: {whatIKnow[], whatIAssume[], whatIDontKnow[], whatNeedsVerification[]}";
 const DECISIONS = "decisions: [{text, rationale, alternatives?}] (a plain string is accepted; a rationale scores higher)";
 
 const PERSONAS: Record<Phase, PersonaText> = {

@@ -363,7 +363,7 @@ export const RULESET: Ruleset = {
     numericTolerance: 0.1,
     aliasWindow: 5,
     nonAssertedFields: [
-      "criticalQuestions", "vulnerabilities", "warnings", "whatIDontKnow", "needsVerification", "alternatives",
+      "criticalQuestions", "vulnerabilities", "warnings", "whatIDontKnow", "whatNeedsVerification", "alternatives",
       "recommendations", "mitigation",
     ],
     quantities: [

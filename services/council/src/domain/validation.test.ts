@@ -70,3 +70,31 @@ describe("validateOutput", () => {
     );
   });
 });
+
+describe("the council seed's shapes", () => {
+  it("accepts knowledgeBoundary.whatNeedsVerification, the seed's name", () => {
+    const knowledgeBoundary = {
+      whatIKnow: ["Data volume is 2GB"],
+      whatIAssume: ["ENUM ordering is not relied on"],
+      whatIDontKnow: ["The write rate during the window"],
+      whatNeedsVerification: ["JSON function usage, from the slow-query log"],
+    };
+    const out = validateOutput("decompile", { ...DECOMPILE_OUTPUT, knowledgeBoundary }, RULESET);
+    expect(out.knowledgeBoundary).toEqual(knowledgeBoundary);
+  });
+
+  it("reads the old name needsVerification as whatNeedsVerification, and refuses both at once", () => {
+    const old = { whatIKnow: ["Data volume is 2GB"], needsVerification: ["Binlog format on the production server"] };
+    const out = validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: old }, RULESET);
+    expect(out.knowledgeBoundary).toEqual({
+      whatIKnow: ["Data volume is 2GB"],
+      whatIAssume: [],
+      whatIDontKnow: [],
+      whatNeedsVerification: ["Binlog format on the production server"],
+    });
+    const both = { ...old, whatNeedsVerification: ["Peak write rate"] };
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: both }, RULESET)).message).toContain(
+      'output.knowledgeBoundary: unknown field(s) "needsVerification"',
+    );
+  });
+});

@@ -18,12 +18,29 @@ export interface Claim {
   source?: string | undefined;
 }
 
-/** What the author knows, assumes, does not know and wants verified. */
+/** What the author knows, assumes, does not know and wants verified (the seed's four names). */
 export interface KnowledgeBoundary {
   whatIKnow: string[];
   whatIAssume: string[];
   whatIDontKnow: string[];
-  needsVerification: string[];
+  whatNeedsVerification: string[];
+}
+
+/**
+ * The name this service once gave `whatNeedsVerification`. Sessions stored under it and models
+ * that learnt it still send it; it is read as the seed's name and never written.
+ */
+export const OLD_NEEDS_VERIFICATION = "needsVerification";
+
+/**
+ * A knowledge boundary with the old `needsVerification` renamed to `whatNeedsVerification`; any
+ * other value is returned as it is. Both names at once are left for the schema to refuse.
+ */
+export function renameOldBoundaryField(kb: unknown): unknown {
+  if (typeof kb !== "object" || kb === null || Array.isArray(kb)) return kb;
+  if (!Object.hasOwn(kb, OLD_NEEDS_VERIFICATION) || Object.hasOwn(kb, "whatNeedsVerification")) return kb;
+  const { [OLD_NEEDS_VERIFICATION]: list, ...rest } = kb as Record<string, unknown>;
+  return { ...rest, whatNeedsVerification: list };
 }
 
 /** A decision; a plain string in the input becomes `{text}`. */
@@ -106,12 +123,15 @@ function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
     confidence: unit,
     criticalQuestions: strings,
     claims: list(claim),
-    knowledgeBoundary: z.strictObject({
-      whatIKnow: strings.default([]),
-      whatIAssume: strings.default([]),
-      whatIDontKnow: strings.default([]),
-      needsVerification: strings.default([]),
-    }),
+    knowledgeBoundary: z.preprocess(
+      renameOldBoundaryField,
+      z.strictObject({
+        whatIKnow: strings.default([]),
+        whatIAssume: strings.default([]),
+        whatIDontKnow: strings.default([]),
+        whatNeedsVerification: strings.default([]),
+      }),
+    ),
     components: strings,
     approaches: list(
       z.strictObject({ name: str, description: str, pros: strings.default([]), cons: strings.default([]) }),

@@ -8,6 +8,7 @@ import {
   personaBrief,
   PHASES,
   recallSession,
+  restoreSession,
   saveOutput,
   scoreSession,
   verifyClaims,
@@ -128,7 +129,7 @@ export function createCouncilHandlers(
     // modify says the same for a save).
     if (!stored) throw new ChaosError("not_found", `session ${id} was not found`);
     // The state is what this service wrote through the domain; the store keeps it verbatim.
-    return { session: stored.state as unknown as CouncilSession };
+    return { session: restoreSession(stored.state) };
   }
 
   return {
@@ -161,7 +162,7 @@ export function createCouncilHandlers(
       const id = requireSessionId(req.sessionId);
       const { session, result } = await store.modify(ctx.call.tenant, id, (state) => {
         // The state is what this service wrote through the domain; the store keeps it verbatim.
-        const saved = saveOutput(state as unknown as CouncilSession, { phase: req.phase, output: req.output, now: now() });
+        const saved = saveOutput(restoreSession(state), { phase: req.phase, output: req.output, now: now() });
         return { state: asState(saved.session), result: saved };
       });
       return {

@@ -84,3 +84,17 @@ describe("scorePhase", () => {
     ]);
   });
 });
+
+describe("transparency under the seed's field names", () => {
+  it("credits uncertain claims marked in knowledgeBoundary.whatNeedsVerification", () => {
+    const knowledgeBoundary = {
+      whatIKnow: ["Data volume is 2GB"],
+      whatIAssume: ["ENUM ordering is not relied on"],
+      whatNeedsVerification: ["Peak write rate and the resulting replication lag"],
+    };
+    const s = scorePhase(context("critique", { ...CRITIQUE_OUTPUT, knowledgeBoundary }), RULESET);
+    expect(s.dimensions.transparency.passed).toContain("uncertain and unknown claims are marked for verification");
+    expect(s.dimensions.transparency.passed).toContain("the unknowns are admitted (whatIDontKnow or whatNeedsVerification)");
+    expect(s.dimensions.transparency.score).toBe(100);
+  });
+});
