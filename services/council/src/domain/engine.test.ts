@@ -383,3 +383,18 @@ describe("sessions stored before the seed's field names", () => {
     expect(save(resumed, "design", DESIGN_OUTPUT).result).toMatchObject({ status: "saved", nextPhase: "critique" });
   });
 });
+
+describe("plain-string items in lists of objects", () => {
+  it("scores a design whose approaches are plain strings instead of refusing it, and says what they lack", () => {
+    const { session } = save(start(), "decompile", DECOMPILE_OUTPUT);
+    const design = {
+      ...DESIGN_OUTPUT,
+      approaches: ["Bulk copy with binlog change data capture", "Offline dump and restore"],
+    };
+    const { result } = save(session, "design", design);
+    expect(result).toMatchObject({ status: "saved", canProceed: true, nextPhase: "critique" });
+    const quality = (result.scoring as { dimensions: { decisionQuality: { passed: string[]; failed: string[] } } }).dimensions.decisionQuality;
+    expect(quality.passed).toContain("recommended names one of the approaches");
+    expect(quality.failed).toContain("every approach lists pros and cons");
+  });
+});

@@ -1,6 +1,6 @@
 import { ChaosError } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
-import { DECOMPILE_OUTPUT, DESIGN_OUTPUT, VERIFY_OUTPUT } from "./examples.js";
+import { CRITIQUE_OUTPUT, DECOMPILE_OUTPUT, DESIGN_OUTPUT, VERIFY_OUTPUT } from "./examples.js";
 import { RULESET } from "./ruleset.js";
 import { validateOutput } from "./validation.js";
 
@@ -95,6 +95,48 @@ describe("the council seed's shapes", () => {
     const both = { ...old, whatNeedsVerification: ["Peak write rate"] };
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: both }, RULESET)).message).toContain(
       'output.knowledgeBoundary: unknown field(s) "needsVerification"',
+    );
+  });
+
+  it("takes a plain-string approach as {name, description} with no pros or cons", () => {
+    const out = validateOutput(
+      "design",
+      { ...DESIGN_OUTPUT, approaches: ["pgloader dump and restore", DESIGN_OUTPUT.approaches[0]], recommended: "pgloader dump and restore" },
+      RULESET,
+    );
+    expect(out.approaches).toEqual([
+      { name: "pgloader dump and restore", description: "pgloader dump and restore", pros: [], cons: [] },
+      DESIGN_OUTPUT.approaches[0],
+    ]);
+  });
+
+  it("takes a plain-string vulnerability as {description} at the critique's riskLevel", () => {
+    const out = validateOutput("critique", { ...CRITIQUE_OUTPUT, vulnerabilities: ["Replication lag at cutover", "Invalid JSON rows"] }, RULESET);
+    expect(out.vulnerabilities).toEqual([
+      { description: "Replication lag at cutover", severity: "high" },
+      { description: "Invalid JSON rows", severity: "high" },
+    ]);
+  });
+
+  it("takes a plain-string check as passed only when the verify reports no failed check", () => {
+    const checks = ["Row counts match", "JSON queries return the same results"];
+    const passing = validateOutput("verify", { ...VERIFY_OUTPUT, checks, passedCount: 2, failedCount: 0 }, RULESET);
+    expect(passing.checks).toEqual([
+      { name: "Row counts match", passed: true },
+      { name: "JSON queries return the same results", passed: true },
+    ]);
+    const failing = validateOutput("verify", { ...VERIFY_OUTPUT, checks, passedCount: 1, failedCount: 1, decision: "reject" }, RULESET);
+    expect(failing.checks?.map((c) => c.passed)).toEqual([false, false]);
+  });
+
+  it("takes a plain-string claim as {text} of unknown certainty, and mixes strings with objects", () => {
+    const out = validateOutput("decompile", { ...DECOMPILE_OUTPUT, claims: ["pg_dump suits 2GB", DECOMPILE_OUTPUT.claims[0]] }, RULESET);
+    expect(out.claims).toEqual([{ text: "pg_dump suits 2GB", certainty: "unknown" }, DECOMPILE_OUTPUT.claims[0]]);
+  });
+
+  it("still names the field of an empty plain-string item", () => {
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, approaches: ["  ", "Offline dump"] }, RULESET)).message).toContain(
+      "output.approaches[0].name: must not be empty",
     );
   });
 });

@@ -104,6 +104,40 @@ export interface PhaseOutput {
   recommendations?: string[];
 }
 
+/**
+ * How a plain string in a list of objects becomes that object: the seed lets a model write
+ * "pgloader dump and restore" where an approach goes, and a list of strings is scored, not
+ * refused. What a string cannot say comes from what the output says once for all its items, or
+ * from the item's defaults:
+ * - a decision's text, a check's or an approach's name, a vulnerability's description is the string;
+ * - an approach's description is its name too (pros and cons default to none);
+ * - a claim's certainty is "unknown": its author did not state one;
+ * - a vulnerability's severity is the output's riskLevel;
+ * - a check passed when the output reports no failed check (`failedCount` 0); otherwise it counts
+ *   as failed, since the string cannot say which one passed.
+ */
+const PLAIN_ITEMS: Readonly<Record<string, (text: string, output: Readonly<Record<string, unknown>>) => Record<string, unknown>>> = {
+  decisions: (text) => ({ text }),
+  claims: (text) => ({ text, certainty: "unknown" }),
+  approaches: (name) => ({ name, description: name }),
+  vulnerabilities: (description, o) => (o.riskLevel === undefined ? { description } : { description, severity: o.riskLevel }),
+  checks: (name, o) => ({ name, passed: o.failedCount === 0 }),
+};
+
+/** The output with every plain string in a list of objects expanded as {@link PLAIN_ITEMS} says. */
+function expandPlainItems(output: unknown): unknown {
+  if (typeof output !== "object" || output === null || Array.isArray(output)) return output;
+  const o = output as Record<string, unknown>;
+  let expanded: Record<string, unknown> | undefined;
+  for (const [field, expand] of Object.entries(PLAIN_ITEMS)) {
+    const list = o[field];
+    if (!Array.isArray(list) || !list.some((x) => typeof x === "string")) continue;
+    expanded ??= { ...o };
+    expanded[field] = list.map((x: unknown) => (typeof x === "string" ? expand(x, o) : x));
+  }
+  return expanded ?? output;
+}
+
 function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
   const str = z.string().trim().min(1).max(r.limits.maxStringChars);
   const list = <T extends z.ZodType>(item: T) => z.array(item).max(r.limits.maxListItems);
@@ -112,13 +146,7 @@ function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
   const claim = z.strictObject({ text: str, certainty: z.enum(CERTAINTIES), source: str.optional() });
   return {
     summary: str,
-    decisions: list(
-      // A bare string is the common case for a quick decision; keep one shape downstream.
-      z.preprocess(
-        (v) => (typeof v === "string" ? { text: v } : v),
-        z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() }),
-      ),
-    ),
+    decisions: list(z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() })),
     constraints: strings,
     confidence: unit,
     criticalQuestions: strings,
@@ -173,7 +201,7 @@ function buildSchema(phase: Phase, r: Ruleset): z.ZodType {
   const { required, optional } = r.fields[phase];
   for (const name of required) shape[name] = pick(all, name);
   for (const name of optional) shape[name] = pick(all, name).optional();
-  return z.strictObject(shape);
+  return z.preprocess(expandPlainItems, z.strictObject(shape));
 }
 
 function pick(all: Record<string, z.ZodType>, name: string): z.ZodType {
@@ -231,8 +259,8 @@ const LISTED_ISSUES = 5;
 
 /**
  * Validates a phase output against the phase's fields and the ruleset's limits. Returns the
- * normalised output (trimmed strings, decisions as objects, boundary lists defaulted) or throws
- * `invalid_argument` naming every offending field path.
+ * normalised output (trimmed strings, plain-string list items as objects, boundary lists
+ * defaulted) or throws `invalid_argument` naming every offending field path.
  */
 export function validateOutput(phase: Phase, output: unknown, r: Ruleset): PhaseOutput {
   if (typeof output !== "object" || output === null || Array.isArray(output)) {

@@ -92,7 +92,8 @@ export const councilSaveTool = defineTool({
         "critique {summary, vulnerabilities, riskLevel, mitigation, confidence}; synthesis {summary, implementation, " +
         "testing, warnings}; verify {summary, checks, passedCount, failedCount, finalConfidence, decision}. Claims " +
         "carry a certainty (confirmed, likely, uncertain, unknown, assumption) and a source; knowledgeBoundary is " +
-        `optional everywhere. At most ${L.maxOutputChars} characters as JSON.`,
+        "optional everywhere. An item of decisions, claims, approaches, vulnerabilities or checks may be a plain " +
+        `string instead of an object. At most ${L.maxOutputChars} characters as JSON.`,
     ),
   }),
   output: z.looseObject({
