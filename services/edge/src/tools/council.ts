@@ -171,7 +171,7 @@ export const councilVerifyTool = defineTool({
       .array(claimSchema)
       .min(1, "claims must list at least one claim")
       .max(L.maxClaimsToVerify, `claims must list at most ${L.maxClaimsToVerify} claims`)
-      .describe(`The claims to check (1-${L.maxClaimsToVerify})`),
+      .describe(`The claims to check (1-${L.maxClaimsToVerify}); a plain string is a claim's text`),
     mode: z.enum(["contradiction", "grounding", "all"]).optional().describe("contradiction, grounding or all (default)"),
   }),
   output: z.looseObject({
