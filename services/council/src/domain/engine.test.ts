@@ -398,3 +398,18 @@ describe("plain-string items in lists of objects", () => {
     expect(quality.failed).toContain("every approach lists pros and cons");
   });
 });
+
+describe("the seed's enumeration words", () => {
+  it("ends a session on a verify that says REJECTED, and approves one that says APPROVED", () => {
+    const upToVerify = (s: CouncilSession) => {
+      let cur = s;
+      for (const phase of cur.pipeline.slice(0, -1)) cur = save(cur, phase, MIGRATION_OUTPUTS[phase as keyof typeof MIGRATION_OUTPUTS]).session;
+      return cur;
+    };
+    const rejected = save(upToVerify(start()), "verify", { ...VERIFY_REJECT_OUTPUT, decision: "REJECTED" });
+    expect(rejected.result).toMatchObject({ status: "complete", decision: "reject", outcome: "rejected" });
+    const approved = save(upToVerify(start()), "verify", { ...VERIFY_OUTPUT, decision: "APPROVED" });
+    expect(approved.result).toMatchObject({ status: "complete", decision: "approve", outcome: "approved" });
+    expect(approved.session.phases.verify?.output.decision).toBe("approve");
+  });
+});

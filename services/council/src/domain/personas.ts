@@ -123,7 +123,7 @@ const PERSONAS: Record<Phase, PersonaText> = {
       passedCount: "passedCount: how many checks passed (must match checks)",
       failedCount: "failedCount: how many checks failed (must match checks)",
       finalConfidence: "finalConfidence: 0..1",
-      decision: "decision: approve | reject",
+      decision: "decision: approve | reject (the seed's APPROVED | REJECTED are read as these)",
       recommendations: "recommendations: what to do next, one per item",
       claims: CLAIMS,
       knowledgeBoundary: BOUNDARY,

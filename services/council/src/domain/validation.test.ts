@@ -139,4 +139,32 @@ describe("the council seed's shapes", () => {
       "output.approaches[0].name: must not be empty",
     );
   });
+
+  it("takes the seed's decision words APPROVED and REJECTED, and approve or reject in any case", () => {
+    const decide = (decision: string) => validateOutput("verify", { ...VERIFY_OUTPUT, decision }, RULESET).decision;
+    expect(["APPROVED", "Approved", "approved", "APPROVE", "approve"].map(decide)).toEqual(Array(5).fill("approve"));
+    expect(["REJECTED", "Rejected", "rejected", "REJECT", " reject "].map(decide)).toEqual(Array(5).fill("reject"));
+    expect(refusal(() => decide("maybe")).message).toContain(
+      'output.decision: must be one of "approve", "approved", "reject", "rejected" (any case)',
+    );
+  });
+
+  it("takes riskLevel, severity and certainty in any case and stores them in lower case", () => {
+    const critique = validateOutput(
+      "critique",
+      {
+        ...CRITIQUE_OUTPUT,
+        riskLevel: "HIGH",
+        vulnerabilities: [{ ...CRITIQUE_OUTPUT.vulnerabilities[0], severity: "High" }, "Invalid JSON rows"],
+        claims: [{ text: "Peak write load may delay the catch-up", certainty: "Uncertain" }],
+      },
+      RULESET,
+    );
+    expect(critique.riskLevel).toBe("high");
+    expect(critique.vulnerabilities?.map((v) => v.severity)).toEqual(["high", "high"]);
+    expect(critique.claims?.[0]?.certainty).toBe("uncertain");
+    expect(refusal(() => validateOutput("critique", { ...CRITIQUE_OUTPUT, riskLevel: "severe" }, RULESET)).message).toContain(
+      'output.riskLevel: must be one of "low", "medium", "high", "critical" (any case)',
+    );
+  });
 });

@@ -138,12 +138,20 @@ function expandPlainItems(output: unknown): unknown {
   return expanded ?? output;
 }
 
+/** An enumeration whose words are taken in any case ("HIGH", "High", "high"), as the seed capitalises them. */
+function anyCase<const T extends readonly [string, ...string[]]>(words: T) {
+  return z.preprocess((v) => (typeof v === "string" ? v.trim().toLowerCase() : v), z.enum(words));
+}
+
+/** The verify decision's words, the council's and the seed's (APPROVED, REJECTED), and the one each is stored as. */
+const DECISION_WORDS = { approve: "approve", approved: "approve", reject: "reject", rejected: "reject" } as const;
+
 function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
   const str = z.string().trim().min(1).max(r.limits.maxStringChars);
   const list = <T extends z.ZodType>(item: T) => z.array(item).max(r.limits.maxListItems);
   const strings = list(str);
   const unit = z.number().min(0).max(1);
-  const claim = z.strictObject({ text: str, certainty: z.enum(CERTAINTIES), source: str.optional() });
+  const claim = z.strictObject({ text: str, certainty: anyCase(CERTAINTIES), source: str.optional() });
   return {
     summary: str,
     decisions: list(z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() })),
@@ -168,9 +176,9 @@ function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
     tradeoffs: strings,
     recommended: str,
     vulnerabilities: list(
-      z.strictObject({ description: str, severity: z.enum(SEVERITIES), area: str.optional(), mitigation: str.optional() }),
+      z.strictObject({ description: str, severity: anyCase(SEVERITIES), area: str.optional(), mitigation: str.optional() }),
     ),
-    riskLevel: z.enum(SEVERITIES),
+    riskLevel: anyCase(SEVERITIES),
     mitigation: strings,
     implementation: strings,
     testing: strings,
@@ -179,7 +187,7 @@ function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
     passedCount: z.number().int().min(0),
     failedCount: z.number().int().min(0),
     finalConfidence: unit,
-    decision: z.enum(["approve", "reject"]),
+    decision: anyCase(["approve", "approved", "reject", "rejected"]).transform((word) => DECISION_WORDS[word]),
     recommendations: strings,
   };
 }
@@ -248,7 +256,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r:
     case "too_small":
       return issue.origin === "string" ? `${path}: must not be empty` : `${path}: must be at least ${String(issue.minimum)}`;
     case "invalid_value":
-      return `${path}: ${missing ? "is required, " : ""}must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+      // Every enumeration of an output is read in any case (anyCase).
+      return `${path}: ${missing ? "is required, " : ""}must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")} (any case)`;
     default:
       return `${path}: ${issue.message}`;
   }
