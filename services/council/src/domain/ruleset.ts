@@ -194,7 +194,7 @@ const CODE = "```";
 
 /** The rules in force. */
 export const RULESET: Ruleset = {
-  version: "council-rules/2025-06.1",
+  version: "council-rules/2025-06.2",
   limits: {
     maxStringChars: 20_000,
     maxListItems: 200,

@@ -105,6 +105,14 @@ export interface PhaseOutput {
 }
 
 /**
+ * How many checks a verify output failed: its `failedCount`, or more when its checks list more
+ * failures, so counts that hide a failed check do not make it pass.
+ */
+export function failedCheckCount(output: PhaseOutput): number {
+  return Math.max(output.failedCount ?? 0, (output.checks ?? []).filter((c) => !c.passed).length);
+}
+
+/**
  * How a plain string in a list of objects becomes that object: the seed lets a model write
  * "pgloader dump and restore" where an approach goes, and a list of strings is scored, not
  * refused. What a string cannot say comes from what the output says once for all its items, or

@@ -1,5 +1,6 @@
 import { type Ruleset } from "../ruleset.js";
 import { containsPhrase, sameName } from "../text.js";
+import { failedCheckCount } from "../validation.js";
 import { type Check, type DimensionResult, fromChecks, type PhaseContext, share } from "./checklist.js";
 
 /**
@@ -68,10 +69,11 @@ export function scoreDecisionQuality(ctx: PhaseContext, r: Ruleset): DimensionRe
     });
   }
   if (o.decision !== undefined && o.failedCount !== undefined) {
-    const consistent = o.decision === "approve" ? o.failedCount === 0 : o.failedCount > 0;
+    const failed = failedCheckCount(o);
+    const consistent = o.decision === "approve" ? failed === 0 : failed > 0;
     checks.push({
       ok: consistent,
-      label: `the ${o.decision} decision follows from ${o.failedCount} failed check(s)`,
+      label: `the ${o.decision} decision follows from ${failed} failed check(s)`,
       fix: o.decision === "approve" ? "Do not approve with failed checks: reject, or fix and re-run them." : "A rejection needs at least one failed check as evidence.",
     });
     const failedChecks = (o.checks ?? []).filter((c) => !c.passed);
