@@ -63,6 +63,21 @@ describe("validateOutput", () => {
     expect(err.message).toContain('output: unknown field(s) "verdict"; verify accepts summary, checks');
   });
 
+  it("names the fields a list item accepts when one of its fields is unknown, not the phase's", () => {
+    const approach = { ...DESIGN_OUTPUT.approaches[0], title: "CDC" };
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, approaches: [approach] }, RULESET)).message).toContain(
+      'output.approaches[0]: unknown field(s) "title"; an item of approaches accepts name, description, pros, cons (or a plain string)',
+    );
+    const check = { name: "Downtime budget", passed: true, evidence: "12 minutes" };
+    expect(refusal(() => validateOutput("verify", { ...VERIFY_OUTPUT, checks: [...VERIFY_OUTPUT.checks, check] }, RULESET)).message).toContain(
+      'output.checks[5]: unknown field(s) "evidence"; an item of checks accepts name, passed, details (or a plain string)',
+    );
+    const boundary = { whatIKnow: ["2GB"], whatIWonder: ["why"] };
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: boundary }, RULESET)).message).toContain(
+      'output.knowledgeBoundary: unknown field(s) "whatIWonder"; knowledgeBoundary accepts whatIKnow, whatIAssume, whatIDontKnow, whatNeedsVerification',
+    );
+  });
+
   it("refuses an output that is not an object, and an empty summary", () => {
     expect(refusal(() => validateOutput("design", "a design", RULESET)).message).toContain("output: must be an object");
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, summary: "   " }, RULESET)).message).toContain(

@@ -154,65 +154,83 @@ function anyCase<const T extends readonly [string, ...string[]]>(words: T) {
 /** The verify decision's words, the council's and the seed's (APPROVED, REJECTED), and the one each is stored as. */
 const DECISION_WORDS = { approve: "approve", approved: "approve", reject: "reject", rejected: "reject" } as const;
 
-function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
+/** Every output field's schema, and the fields of each object an output holds, by the field holding it. */
+interface OutputSchemas {
+  fields: Record<string, z.ZodType>;
+  /** Keyed by the output field: the object itself (knowledgeBoundary) or an item of its list. */
+  objectFields: Record<string, string[]>;
+}
+
+function outputSchemas(r: Ruleset): OutputSchemas {
   const str = z.string().trim().min(1).max(r.limits.maxStringChars);
   const list = <T extends z.ZodType>(item: T) => z.array(item).max(r.limits.maxListItems);
   const strings = list(str);
   const unit = z.number().min(0).max(1);
-  const claim = z.strictObject({ text: str, certainty: anyCase(CERTAINTIES), source: str.optional() });
-  return {
+  const objects = {
+    decisions: z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() }),
+    claims: z.strictObject({ text: str, certainty: anyCase(CERTAINTIES), source: str.optional() }),
+    knowledgeBoundary: z.strictObject({
+      whatIKnow: strings.default([]),
+      whatIAssume: strings.default([]),
+      whatIDontKnow: strings.default([]),
+      whatNeedsVerification: strings.default([]),
+    }),
+    approaches: z.strictObject({ name: str, description: str, pros: strings.default([]), cons: strings.default([]) }),
+    vulnerabilities: z.strictObject({
+      description: str,
+      severity: anyCase(SEVERITIES),
+      area: str.optional(),
+      mitigation: str.optional(),
+    }),
+    checks: z.strictObject({ name: str, passed: z.boolean(), details: str.optional() }),
+  };
+  const fields: Record<string, z.ZodType> = {
     summary: str,
-    decisions: list(z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() })),
+    decisions: list(objects.decisions),
     constraints: strings,
     confidence: unit,
     criticalQuestions: strings,
-    claims: list(claim),
-    knowledgeBoundary: z.preprocess(
-      renameOldBoundaryField,
-      z.strictObject({
-        whatIKnow: strings.default([]),
-        whatIAssume: strings.default([]),
-        whatIDontKnow: strings.default([]),
-        whatNeedsVerification: strings.default([]),
-      }),
-    ),
+    claims: list(objects.claims),
+    knowledgeBoundary: z.preprocess(renameOldBoundaryField, objects.knowledgeBoundary),
     components: strings,
-    approaches: list(
-      z.strictObject({ name: str, description: str, pros: strings.default([]), cons: strings.default([]) }),
-    ),
+    approaches: list(objects.approaches),
     justification: str,
     tradeoffs: strings,
     recommended: str,
-    vulnerabilities: list(
-      z.strictObject({ description: str, severity: anyCase(SEVERITIES), area: str.optional(), mitigation: str.optional() }),
-    ),
+    vulnerabilities: list(objects.vulnerabilities),
     riskLevel: anyCase(SEVERITIES),
     mitigation: strings,
     implementation: strings,
     testing: strings,
     warnings: strings,
-    checks: list(z.strictObject({ name: str, passed: z.boolean(), details: str.optional() })),
+    checks: list(objects.checks),
     passedCount: z.number().int().min(0),
     failedCount: z.number().int().min(0),
     finalConfidence: unit,
     decision: anyCase(["approve", "approved", "reject", "rejected"]).transform((word) => DECISION_WORDS[word]),
     recommendations: strings,
   };
+  const objectFields = Object.fromEntries(Object.entries(objects).map(([field, o]) => [field, Object.keys(o.shape)]));
+  return { fields, objectFields };
 }
 
-const schemaCache = new WeakMap<Ruleset, Map<Phase, z.ZodType>>();
+const schemaCache = new WeakMap<Ruleset, { all: OutputSchemas; byPhase: Map<Phase, z.ZodType> }>();
+
+function schemasOf(r: Ruleset): { all: OutputSchemas; byPhase: Map<Phase, z.ZodType> } {
+  let cached = schemaCache.get(r);
+  if (!cached) schemaCache.set(r, (cached = { all: outputSchemas(r), byPhase: new Map() }));
+  return cached;
+}
 
 /** The zod schema of one phase's output, built from the ruleset's field lists (once per ruleset). */
 export function phaseSchema(phase: Phase, r: Ruleset): z.ZodType {
-  let byPhase = schemaCache.get(r);
-  if (!byPhase) schemaCache.set(r, (byPhase = new Map()));
+  const { all, byPhase } = schemasOf(r);
   let schema = byPhase.get(phase);
-  if (!schema) byPhase.set(phase, (schema = buildSchema(phase, r)));
+  if (!schema) byPhase.set(phase, (schema = buildSchema(phase, all.fields, r)));
   return schema;
 }
 
-function buildSchema(phase: Phase, r: Ruleset): z.ZodType {
-  const all = fieldSchemas(r);
+function buildSchema(phase: Phase, all: Record<string, z.ZodType>, r: Ruleset): z.ZodType {
   const shape: Record<string, z.ZodType> = {};
   const { required, optional } = r.fields[phase];
   for (const name of required) shape[name] = pick(all, name);
@@ -242,6 +260,16 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return cur;
 }
 
+/** What the object at `path` accepts: the phase's fields at the top, else the fields of the object or list item there. */
+function accepted(path: readonly PropertyKey[], phase: Phase, r: Ruleset): string {
+  const [field] = path;
+  if (field === undefined) return `${phase} accepts ${[...r.fields[phase].required, ...r.fields[phase].optional].join(", ")}`;
+  const fields = schemasOf(r).all.objectFields[String(field)] ?? [];
+  const whose = path.length > 1 ? `an item of ${String(field)}` : String(field);
+  const plain = Object.hasOwn(PLAIN_ITEMS, String(field)) ? " (or a plain string)" : "";
+  return `${whose} accepts ${fields.join(", ")}${plain}`;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r: Ruleset): string {
   const path = formatPath(issue.path);
   const missing = issue.path.length > 0 && valueAt(input, issue.path) === undefined;
@@ -251,10 +279,7 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r:
         ? `${path}: is required (expected ${issue.expected})`
         : `${path}: ${issue.message.replace(/^Invalid input: /, "")}`;
     case "unrecognized_keys":
-      return `${path}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}; ${phase} accepts ${[
-        ...r.fields[phase].required,
-        ...r.fields[phase].optional,
-      ].join(", ")}`;
+      return `${path}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}; ${accepted(issue.path, phase, r)}`;
     case "too_big":
       return issue.origin === "string"
         ? `${path}: too long (at most ${String(issue.maximum)} characters)`
