@@ -321,7 +321,7 @@ describe("recall, continue, verify, personas", () => {
   it("verifies claims against the session: grounded, ungrounded and contradicted", () => {
     const s = half();
     const r = verifyClaims(s, {
-      mode: "both",
+      mode: "all",
       claims: [
         { text: "JSON columns are mapped to jsonb", source: "design" },
         { text: "The team prefers MongoDB for analytics" },
@@ -332,6 +332,8 @@ describe("recall, continue, verify, personas", () => {
     expect(claims.map((c) => c.status)).toEqual(["verified", "unverified", "contradicted"]);
     expect(claims[0]?.reason).toContain("design.decisions[0].text");
     expect(claims[2]?.reason).toContain("Constraint violated on downtime");
+    // The seed's word for checking both, answered as it was asked.
+    expect(r.mode).toBe("all");
     expect(r.summary).toEqual({ total: 3, passed: 1, failed: 2, contradicted: 1 });
     expect((r.results as { grounding: object }).grounding).toEqual({ verified: 1, unverified: 2, verifiedPct: 33, unverifiedPct: 67 });
   });
@@ -350,7 +352,7 @@ describe("recall, continue, verify, personas", () => {
     expect(r.summary).toMatchObject({ total: 1, passed: 1 });
     expect(r.results).not.toHaveProperty("grounding");
     expect(refusal(() => verifyClaims(half(), { mode: "contradiction", claims: [] })).message).toContain("claims: must be a non-empty list");
-    expect(refusal(() => verifyClaims(half(), { mode: "all" as "both", claims: [{ text: "x" }] })).code).toBe("invalid_argument");
+    expect(refusal(() => verifyClaims(half(), { mode: "everything" as "all", claims: [{ text: "x" }] })).code).toBe("invalid_argument");
   });
 
   it("briefs every persona with identity, authority, not-authority, handoff and English instructions", () => {

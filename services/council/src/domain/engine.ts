@@ -511,7 +511,7 @@ export function recallSessionWith(session: CouncilSession, format: "full" | "sum
 /** Checks claims against what the session stored. */
 export function verifyClaims(
   session: CouncilSession,
-  input: { claims: Array<{ text: string; source?: string }>; mode: "contradiction" | "grounding" | "both" },
+  input: { claims: Array<{ text: string; source?: string }>; mode: VerifyMode },
 ): Record<string, unknown> {
   return verifyClaimsWith(session, input, RULESET);
 }
@@ -523,8 +523,8 @@ export function verifyClaimsWith(
   r: Ruleset,
 ): Record<string, unknown> {
   const mode = input.mode;
-  if (mode !== "contradiction" && mode !== "grounding" && mode !== "both") {
-    throw new ChaosError("invalid_argument", `mode: must be one of contradiction, grounding, both (got ${JSON.stringify(mode)})`);
+  if (mode !== "contradiction" && mode !== "grounding" && mode !== "all") {
+    throw new ChaosError("invalid_argument", `mode: must be one of contradiction, grounding, all (got ${JSON.stringify(mode)})`);
   }
   if (!Array.isArray(input.claims) || input.claims.length === 0) throw new ChaosError("invalid_argument", "claims: must be a non-empty list");
   if (input.claims.length > r.limits.maxClaimsToVerify) {

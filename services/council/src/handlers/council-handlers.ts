@@ -33,8 +33,8 @@ export interface CouncilHandlerOptions {
 const RECALL_FORMATS = ["full", "summary", "decisions"] as const;
 type RecallFormat = (typeof RECALL_FORMATS)[number];
 
-/** Verify modes as callers name them: "all" (the tools' word, from the seed) is the domain's "both". */
-const VERIFY_MODES = { contradiction: "contradiction", grounding: "grounding", all: "both", both: "both" } as const;
+/** Verify modes as callers name them: the seed's words, and "both", which this service once used for "all". */
+const VERIFY_MODES = { contradiction: "contradiction", grounding: "grounding", all: "all", both: "all" } as const;
 
 function requireSessionId(id: string): string {
   if (!isSessionId(id)) {
@@ -50,7 +50,7 @@ function recallFormat(format: string): RecallFormat {
 }
 
 function verifyMode(mode: string): (typeof VERIFY_MODES)[keyof typeof VERIFY_MODES] {
-  if (mode === "") return "both";
+  if (mode === "") return "all";
   if (Object.hasOwn(VERIFY_MODES, mode)) return VERIFY_MODES[mode as keyof typeof VERIFY_MODES];
   throw new ChaosError("invalid_argument", `mode must be one of contradiction, grounding, all; got ${JSON.stringify(mode)}`);
 }
