@@ -415,3 +415,29 @@ describe("the seed's enumeration words", () => {
     expect(approved.session.phases.verify?.output.decision).toBe("approve");
   });
 });
+
+describe("a verify without a decision, as the seed's field table allows", () => {
+  const withoutDecision = <T extends { decision: string }>(o: T): Omit<T, "decision"> => {
+    const { decision: _left, ...rest } = o;
+    return rest;
+  };
+
+  it("approves when every check passed and rejects when one failed", () => {
+    const approved = runAll(start(), { ...MIGRATION_OUTPUTS, verify: withoutDecision(VERIFY_OUTPUT) });
+    expect(approved.results[4]).toMatchObject({ status: "complete", decision: "approve", outcome: "approved" });
+    expect((approved.results[4]?.scoring as { verdict: string }).verdict).toBe("excellent");
+    expect(recallSession(approved.session, "decisions")).toMatchObject({ verifyDecision: "approve" });
+    const rejected = runAll(start(), { ...MIGRATION_OUTPUTS, verify: withoutDecision(VERIFY_REJECT_OUTPUT) });
+    expect(rejected.results[4]).toMatchObject({ status: "complete", decision: "reject", outcome: "rejected" });
+  });
+
+  it("loops a full-depth session back on a failed check", () => {
+    const s = createSession({ id: "s-4", tenant: "acme", task: COMPLEX_TASK, now: NOW }).session;
+    const out = runAll(s, { ...MIGRATION_OUTPUTS, verify: withoutDecision(VERIFY_REJECT_OUTPUT) });
+    expect(out.results[4]).toMatchObject({ status: "loop_back", decision: "reject", nextPhase: "design" });
+    expect((recallSession(out.session, "full").archived as Array<{ name: string; decision?: string }>).at(-1)).toMatchObject({
+      name: "verify",
+      decision: "reject",
+    });
+  });
+});

@@ -18,7 +18,7 @@ import {
   sessionSegments,
 } from "./session.js";
 import { segmentsOf } from "./text.js";
-import { validateOutput } from "./validation.js";
+import { validateOutput, verifyDecision } from "./validation.js";
 
 export { PHASES, type Phase } from "./phases.js";
 export { RULESET, type Ruleset } from "./ruleset.js";
@@ -365,7 +365,8 @@ export function saveOutputWith(
   }
 
   // Verify passed: its decision ends the session, or sends a full-depth session back.
-  const rejected = output.decision === "reject";
+  const decision = verifyDecision(output);
+  const rejected = decision === "reject";
   if (rejected && session.depth === "full" && session.loops < r.loop.maxLoops) {
     const target = r.loop.loopBackTo;
     const from = session.pipeline.indexOf(target);
@@ -409,7 +410,7 @@ export function saveOutputWith(
       ...base,
       status: "complete",
       canProceed: false,
-      decision: output.decision,
+      decision,
       nextPhase: null,
       outcome: next.outcome,
       message: `${why} Session complete: ${final.finalScore} (${final.verdict}).`,
@@ -456,7 +457,7 @@ export function recallSessionWith(session: CouncilSession, format: "full" | "sum
     constraints: recs.flatMap((x) => (x.output.constraints ?? []).map((c) => ({ phase: x.phase, text: c }))),
     recommended: session.phases.design?.output.recommended ?? null,
     riskLevel: session.phases.critique?.output.riskLevel ?? null,
-    verifyDecision: session.phases.verify?.output.decision ?? null,
+    verifyDecision: session.phases.verify ? verifyDecision(session.phases.verify.output) : null,
   };
   if (format === "decisions") return { ...base, ...decisions };
   const phaseSummaries = phasePlan(session).map((p) => ({
@@ -503,7 +504,7 @@ export function recallSessionWith(session: CouncilSession, format: "full" | "sum
       score: x.score.finalScore,
       verdict: x.score.verdict,
       summary: x.output.summary,
-      ...(x.output.decision ? { decision: x.output.decision } : {}),
+      ...(x.phase === "verify" ? { decision: verifyDecision(x.output) } : {}),
     })),
   };
 }

@@ -123,7 +123,7 @@ const PERSONAS: Record<Phase, PersonaText> = {
       passedCount: "passedCount: how many checks passed (must match checks)",
       failedCount: "failedCount: how many checks failed (must match checks)",
       finalConfidence: "finalConfidence: 0..1",
-      decision: "decision: approve | reject (the seed's APPROVED | REJECTED are read as these)",
+      decision: "decision: approve | reject (the seed's APPROVED | REJECTED are read as these); without it, the checks decide: reject when one failed",
       recommendations: "recommendations: what to do next, one per item",
       claims: CLAIMS,
       knowledgeBoundary: BOUNDARY,

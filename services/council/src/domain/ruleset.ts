@@ -276,8 +276,9 @@ export const RULESET: Ruleset = {
       optional: ["decisions", "claims", "knowledgeBoundary", "confidence"],
     },
     verify: {
-      required: ["summary", "checks", "passedCount", "failedCount", "finalConfidence", "decision"],
-      optional: ["recommendations", "claims", "knowledgeBoundary"],
+      // The seed's table: without a decision, the checks decide (validation's verifyDecision).
+      required: ["summary", "checks", "passedCount", "failedCount", "finalConfidence"],
+      optional: ["decision", "recommendations", "claims", "knowledgeBoundary"],
     },
   },
   weights: {

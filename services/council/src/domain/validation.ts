@@ -113,6 +113,14 @@ export function failedCheckCount(output: PhaseOutput): number {
 }
 
 /**
+ * What a verify output decided: its `decision`, which the seed makes optional, or else what its
+ * checks say (reject when one failed, approve when none did).
+ */
+export function verifyDecision(output: PhaseOutput): "approve" | "reject" {
+  return output.decision ?? (failedCheckCount(output) > 0 ? "reject" : "approve");
+}
+
+/**
  * How a plain string in a list of objects becomes that object: the seed lets a model write
  * "pgloader dump and restore" where an approach goes, and a list of strings is scored, not
  * refused. What a string cannot say comes from what the output says once for all its items, or

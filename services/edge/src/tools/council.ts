@@ -90,7 +90,8 @@ export const councilSaveTool = defineTool({
       "The phase's output object. Required fields: decompile {summary, decisions, constraints, confidence, " +
         "criticalQuestions, claims}; design {summary, approaches, justification, tradeoffs, recommended, decisions}; " +
         "critique {summary, vulnerabilities, riskLevel, mitigation, confidence}; synthesis {summary, implementation, " +
-        "testing, warnings}; verify {summary, checks, passedCount, failedCount, finalConfidence, decision}. Claims " +
+        "testing, warnings}; verify {summary, checks, passedCount, failedCount, finalConfidence} and optionally " +
+        "decision (approve or reject, or APPROVED / REJECTED; without it a failed check rejects). Claims " +
         "carry a certainty (confirmed, likely, uncertain, unknown, assumption) and a source; knowledgeBoundary is " +
         "optional everywhere. An item of decisions, claims, approaches, vulnerabilities or checks may be a plain " +
         `string instead of an object. At most ${L.maxOutputChars} characters as JSON.`,
