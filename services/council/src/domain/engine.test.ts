@@ -19,6 +19,7 @@ import {
   DESIGN_OUTPUT,
   MIGRATION_OUTPUTS,
   MIGRATION_TASK,
+  SEED_STYLE_OUTPUTS,
   SYNTHESIS_OUTPUT,
   VERIFY_OUTPUT,
   VERIFY_REJECT_OUTPUT,
@@ -439,5 +440,24 @@ describe("a verify without a decision, as the seed's field table allows", () => 
       name: "verify",
       decision: "reject",
     });
+  });
+});
+
+describe("a session written as the council seed documents it", () => {
+  it("passes all five phases with the seed's field names, plain-string list items and its words, and is approved", () => {
+    const { session, results } = runAll(start(), SEED_STYLE_OUTPUTS);
+    expect(results.map((r) => [r.phase, r.status, r.nextPhase])).toEqual([
+      ["decompile", "saved", "design"],
+      ["design", "saved", "critique"],
+      ["critique", "saved", "synthesis"],
+      ["synthesis", "saved", "verify"],
+      ["verify", "complete", null],
+    ]);
+    // Scored, not refused: each passes, and loses points only where the strings say less than objects would.
+    for (const r of results) expect((r.scoring as { finalScore: number }).finalScore).toBeGreaterThanOrEqual(RULESET.thresholds.pass);
+    expect((results[1]?.scoring as { suggestions: string[] }).suggestions).toContain("List at least one pro and one con for every approach.");
+    expect(results[4]).toMatchObject({ status: "complete", decision: "approve", outcome: "approved" });
+    expect(results.flatMap((r) => r.contradictions as unknown[])).toEqual([]);
+    expect(session.phases.critique?.output).toMatchObject({ riskLevel: "high", vulnerabilities: [{ severity: "high" }, { severity: "high" }, { severity: "high" }] });
   });
 });
