@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { hashApiKey } from "@chaos-core/edge";
-import { MIGRATION_OUTPUTS, MIGRATION_TASK } from "../../services/council/src/domain/examples.js";
+import { MIGRATION_OUTPUTS, MIGRATION_TASK, SEED_STYLE_OUTPUTS } from "../../services/council/src/domain/examples.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import {
@@ -70,6 +70,25 @@ const EXPECTED_TRAIL = [
   "verify: excellent ■ complete",
 ];
 
+/**
+ * A session as a model that follows the council seed writes it (its field names, plain strings in
+ * lists of objects, APPROVED and upper-case levels), then verify in the seed's mode words, recall and score.
+ */
+async function seedStyleSession(client: Client) {
+  const { sessionId } = ok(await call(client, "council_init", { task: MIGRATION_TASK })) as { sessionId: string };
+  const trail: string[] = [];
+  for (const phase of PHASES) {
+    const saved = ok(await call(client, "council_save", { sessionId, phase, output: SEED_STYLE_OUTPUTS[phase] }));
+    trail.push(`${phase}: ${saved.canProceed ? "→" : "■"} ${saved.nextPhase ?? "complete"}`);
+  }
+  const claims = ["The dataset is about 2GB", { text: "Downtime of 3 hours is planned", source: "a rumour" }];
+  const verified = ok(await call(client, "council_verify", { sessionId, claims, mode: "all" }));
+  const byDefault = ok(await call(client, "council_verify", { sessionId, claims }));
+  const recalled = ok(await call(client, "council_recall", { sessionId, format: "full" }));
+  const score = ok(await call(client, "council_score", { sessionId }));
+  return { sessionId, trail, verified, byDefault, recalled, score };
+}
+
 describe("the council over stdio and Streamable HTTP (chaos-core on embedded stores)", () => {
   const dirs = [tempDir(), tempDir()];
   let serve: ServeProcess;
@@ -98,6 +117,25 @@ describe("the council over stdio and Streamable HTTP (chaos-core on embedded sto
       expect(score.phaseScores).toEqual(
         Object.fromEntries(PHASES.map((p) => [p, expect.objectContaining({ verdict: "excellent", locked: true })])),
       );
+    }
+  });
+
+  it("completes all five phases of a session written with the seed's field names, plain-string list items and words", async () => {
+    const runs = await Promise.all([seedStyleSession(overHttp), seedStyleSession(overStdio)]);
+    for (const { sessionId, trail, verified, byDefault, recalled, score } of runs) {
+      expect(trail).toEqual(["decompile: → design", "design: → critique", "critique: → synthesis", "synthesis: → verify", "verify: ■ complete"]);
+      expect(score).toMatchObject({ sessionId, status: "complete", outcome: "approved", progress: "5/5" });
+      // Stored normalised: the seed's boundary name, objects for the strings, lower-case words.
+      const outputs = Object.fromEntries((recalled.phases as Array<{ name: string; output: Record<string, unknown> }>).map((p) => [p.name, p.output]));
+      expect(outputs.decompile?.knowledgeBoundary).toMatchObject({ whatNeedsVerification: ["JSON function usage, from the slow-query log"] });
+      expect(outputs.design?.approaches).toEqual([
+        { name: "Bulk copy with binlog change data capture", description: "Bulk copy with binlog change data capture", pros: [], cons: [] },
+        { name: "Offline dump and restore", description: "Offline dump and restore", pros: [], cons: [] },
+      ]);
+      expect(outputs.critique).toMatchObject({ riskLevel: "high", vulnerabilities: Array(3).fill(expect.objectContaining({ severity: "high" })) });
+      expect(outputs.verify).toMatchObject({ decision: "approve", checks: Array(5).fill(expect.objectContaining({ passed: true })) });
+      // council_verify answers in the seed's word, asked for or by default, and takes plain-string claims.
+      for (const v of [verified, byDefault]) expect(v).toMatchObject({ mode: "all", total: 2, passed: 1, failed: 1 });
     }
   });
 

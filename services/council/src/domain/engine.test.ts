@@ -7,6 +7,7 @@ import {
   personaBrief,
   PHASES,
   recallSession,
+  restoreSession,
   RULESET,
   saveOutput,
   scoreSession,
@@ -18,6 +19,7 @@ import {
   DESIGN_OUTPUT,
   MIGRATION_OUTPUTS,
   MIGRATION_TASK,
+  SEED_STYLE_OUTPUTS,
   SYNTHESIS_OUTPUT,
   VERIFY_OUTPUT,
   VERIFY_REJECT_OUTPUT,
@@ -320,7 +322,7 @@ describe("recall, continue, verify, personas", () => {
   it("verifies claims against the session: grounded, ungrounded and contradicted", () => {
     const s = half();
     const r = verifyClaims(s, {
-      mode: "both",
+      mode: "all",
       claims: [
         { text: "JSON columns are mapped to jsonb", source: "design" },
         { text: "The team prefers MongoDB for analytics" },
@@ -331,6 +333,8 @@ describe("recall, continue, verify, personas", () => {
     expect(claims.map((c) => c.status)).toEqual(["verified", "unverified", "contradicted"]);
     expect(claims[0]?.reason).toContain("design.decisions[0].text");
     expect(claims[2]?.reason).toContain("Constraint violated on downtime");
+    // The seed's word for checking both, answered as it was asked.
+    expect(r.mode).toBe("all");
     expect(r.summary).toEqual({ total: 3, passed: 1, failed: 2, contradicted: 1 });
     expect((r.results as { grounding: object }).grounding).toEqual({ verified: 1, unverified: 2, verifiedPct: 33, unverifiedPct: 67 });
   });
@@ -349,7 +353,7 @@ describe("recall, continue, verify, personas", () => {
     expect(r.summary).toMatchObject({ total: 1, passed: 1 });
     expect(r.results).not.toHaveProperty("grounding");
     expect(refusal(() => verifyClaims(half(), { mode: "contradiction", claims: [] })).message).toContain("claims: must be a non-empty list");
-    expect(refusal(() => verifyClaims(half(), { mode: "all" as "both", claims: [{ text: "x" }] })).code).toBe("invalid_argument");
+    expect(refusal(() => verifyClaims(half(), { mode: "everything" as "all", claims: [{ text: "x" }] })).code).toBe("invalid_argument");
   });
 
   it("briefs every persona with identity, authority, not-authority, handoff and English instructions", () => {
@@ -364,5 +368,96 @@ describe("recall, continue, verify, personas", () => {
   it("refuses a malformed init with the field named", () => {
     expect(refusal(() => createSession({ id: "x", tenant: "t", task: "  ", now: NOW })).message).toBe("task: must not be empty");
     expect(refusal(() => createSession({ id: "x", tenant: "t", task: "a", title: "t".repeat(500), now: NOW })).message).toContain("title: too long");
+  });
+});
+
+describe("sessions stored before the seed's field names", () => {
+  it("hands the old needsVerification items over as unresolved when a stored session is resumed", () => {
+    const { session } = save(start(), "decompile", DECOMPILE_OUTPUT);
+    // What a store holds for a session saved when the field was still called needsVerification.
+    const stored = JSON.parse(
+      JSON.stringify(session).replaceAll('"whatNeedsVerification"', '"needsVerification"'),
+    ) as unknown;
+    const resumed = restoreSession(stored);
+    const unresolved = (continueSession(resumed).handoff as { handshake: { unresolved: string[] } }).handshake.unresolved;
+    expect(unresolved).toContain("JSON function usage, from the slow-query log");
+    expect(resumed.phases.decompile?.output.knowledgeBoundary).not.toHaveProperty("needsVerification");
+    // And it goes on: the design saves on top of the restored decompile.
+    expect(save(resumed, "design", DESIGN_OUTPUT).result).toMatchObject({ status: "saved", nextPhase: "critique" });
+  });
+});
+
+describe("plain-string items in lists of objects", () => {
+  it("scores a design whose approaches are plain strings instead of refusing it, and says what they lack", () => {
+    const { session } = save(start(), "decompile", DECOMPILE_OUTPUT);
+    const design = {
+      ...DESIGN_OUTPUT,
+      approaches: ["Bulk copy with binlog change data capture", "Offline dump and restore"],
+    };
+    const { result } = save(session, "design", design);
+    expect(result).toMatchObject({ status: "saved", canProceed: true, nextPhase: "critique" });
+    const quality = (result.scoring as { dimensions: { decisionQuality: { passed: string[]; failed: string[] } } }).dimensions.decisionQuality;
+    expect(quality.passed).toContain("recommended names one of the approaches");
+    expect(quality.failed).toContain("every approach lists pros and cons");
+  });
+});
+
+describe("the seed's enumeration words", () => {
+  it("ends a session on a verify that says REJECTED, and approves one that says APPROVED", () => {
+    const upToVerify = (s: CouncilSession) => {
+      let cur = s;
+      for (const phase of cur.pipeline.slice(0, -1)) cur = save(cur, phase, MIGRATION_OUTPUTS[phase as keyof typeof MIGRATION_OUTPUTS]).session;
+      return cur;
+    };
+    const rejected = save(upToVerify(start()), "verify", { ...VERIFY_REJECT_OUTPUT, decision: "REJECTED" });
+    expect(rejected.result).toMatchObject({ status: "complete", decision: "reject", outcome: "rejected" });
+    const approved = save(upToVerify(start()), "verify", { ...VERIFY_OUTPUT, decision: "APPROVED" });
+    expect(approved.result).toMatchObject({ status: "complete", decision: "approve", outcome: "approved" });
+    expect(approved.session.phases.verify?.output.decision).toBe("approve");
+  });
+});
+
+describe("a verify without a decision, as the seed's field table allows", () => {
+  const withoutDecision = <T extends { decision: string }>(o: T): Omit<T, "decision"> => {
+    const { decision: _left, ...rest } = o;
+    return rest;
+  };
+
+  it("approves when every check passed and rejects when one failed", () => {
+    const approved = runAll(start(), { ...MIGRATION_OUTPUTS, verify: withoutDecision(VERIFY_OUTPUT) });
+    expect(approved.results[4]).toMatchObject({ status: "complete", decision: "approve", outcome: "approved" });
+    expect((approved.results[4]?.scoring as { verdict: string }).verdict).toBe("excellent");
+    expect(recallSession(approved.session, "decisions")).toMatchObject({ verifyDecision: "approve" });
+    const rejected = runAll(start(), { ...MIGRATION_OUTPUTS, verify: withoutDecision(VERIFY_REJECT_OUTPUT) });
+    expect(rejected.results[4]).toMatchObject({ status: "complete", decision: "reject", outcome: "rejected" });
+  });
+
+  it("loops a full-depth session back on a failed check", () => {
+    const s = createSession({ id: "s-4", tenant: "acme", task: COMPLEX_TASK, now: NOW }).session;
+    const out = runAll(s, { ...MIGRATION_OUTPUTS, verify: withoutDecision(VERIFY_REJECT_OUTPUT) });
+    expect(out.results[4]).toMatchObject({ status: "loop_back", decision: "reject", nextPhase: "design" });
+    expect((recallSession(out.session, "full").archived as Array<{ name: string; decision?: string }>).at(-1)).toMatchObject({
+      name: "verify",
+      decision: "reject",
+    });
+  });
+});
+
+describe("a session written as the council seed documents it", () => {
+  it("passes all five phases with the seed's field names, plain-string list items and its words, and is approved", () => {
+    const { session, results } = runAll(start(), SEED_STYLE_OUTPUTS);
+    expect(results.map((r) => [r.phase, r.status, r.nextPhase])).toEqual([
+      ["decompile", "saved", "design"],
+      ["design", "saved", "critique"],
+      ["critique", "saved", "synthesis"],
+      ["synthesis", "saved", "verify"],
+      ["verify", "complete", null],
+    ]);
+    // Scored, not refused: each passes, and loses points only where the strings say less than objects would.
+    for (const r of results) expect((r.scoring as { finalScore: number }).finalScore).toBeGreaterThanOrEqual(RULESET.thresholds.pass);
+    expect((results[1]?.scoring as { suggestions: string[] }).suggestions).toContain("List at least one pro and one con for every approach.");
+    expect(results[4]).toMatchObject({ status: "complete", decision: "approve", outcome: "approved" });
+    expect(results.flatMap((r) => r.contradictions as unknown[])).toEqual([]);
+    expect(session.phases.critique?.output).toMatchObject({ riskLevel: "high", vulnerabilities: [{ severity: "high" }, { severity: "high" }, { severity: "high" }] });
   });
 });

@@ -18,12 +18,13 @@ import {
   sessionSegments,
 } from "./session.js";
 import { segmentsOf } from "./text.js";
-import { validateOutput } from "./validation.js";
+import { validateOutput, verifyDecision } from "./validation.js";
 
 export { PHASES, type Phase } from "./phases.js";
 export { RULESET, type Ruleset } from "./ruleset.js";
 export type { PersonaBrief } from "./personas.js";
 export type { AttemptEntry, CouncilSession, PhaseRecord } from "./session.js";
+export { restoreSession } from "./session.js";
 
 function requireText(field: string, value: unknown, max: number, optional = false): string | undefined {
   if (value === undefined && optional) return undefined;
@@ -122,7 +123,7 @@ function handoff(session: CouncilSession, from: PhaseRecord, to: Phase, r: Rules
   for (const w of o.warnings ?? []) context.push(`Warning: ${w}`);
   for (const c of (o.checks ?? []).filter((x) => !x.passed)) context.push(`Failed check: ${c.name}${c.details ? ` — ${c.details}` : ""}`);
   for (const rec of o.recommendations ?? []) context.push(`Recommendation: ${rec}`);
-  const unresolved = [...(o.criticalQuestions ?? []), ...(o.knowledgeBoundary?.needsVerification ?? [])];
+  const unresolved = [...(o.criticalQuestions ?? []), ...(o.knowledgeBoundary?.whatNeedsVerification ?? [])];
   return {
     from: from.phase,
     to,
@@ -364,7 +365,8 @@ export function saveOutputWith(
   }
 
   // Verify passed: its decision ends the session, or sends a full-depth session back.
-  const rejected = output.decision === "reject";
+  const decision = verifyDecision(output);
+  const rejected = decision === "reject";
   if (rejected && session.depth === "full" && session.loops < r.loop.maxLoops) {
     const target = r.loop.loopBackTo;
     const from = session.pipeline.indexOf(target);
@@ -408,7 +410,7 @@ export function saveOutputWith(
       ...base,
       status: "complete",
       canProceed: false,
-      decision: output.decision,
+      decision,
       nextPhase: null,
       outcome: next.outcome,
       message: `${why} Session complete: ${final.finalScore} (${final.verdict}).`,
@@ -455,7 +457,7 @@ export function recallSessionWith(session: CouncilSession, format: "full" | "sum
     constraints: recs.flatMap((x) => (x.output.constraints ?? []).map((c) => ({ phase: x.phase, text: c }))),
     recommended: session.phases.design?.output.recommended ?? null,
     riskLevel: session.phases.critique?.output.riskLevel ?? null,
-    verifyDecision: session.phases.verify?.output.decision ?? null,
+    verifyDecision: session.phases.verify ? verifyDecision(session.phases.verify.output) : null,
   };
   if (format === "decisions") return { ...base, ...decisions };
   const phaseSummaries = phasePlan(session).map((p) => ({
@@ -502,7 +504,7 @@ export function recallSessionWith(session: CouncilSession, format: "full" | "sum
       score: x.score.finalScore,
       verdict: x.score.verdict,
       summary: x.output.summary,
-      ...(x.output.decision ? { decision: x.output.decision } : {}),
+      ...(x.phase === "verify" ? { decision: verifyDecision(x.output) } : {}),
     })),
   };
 }
@@ -510,7 +512,7 @@ export function recallSessionWith(session: CouncilSession, format: "full" | "sum
 /** Checks claims against what the session stored. */
 export function verifyClaims(
   session: CouncilSession,
-  input: { claims: Array<{ text: string; source?: string }>; mode: "contradiction" | "grounding" | "both" },
+  input: { claims: Array<{ text: string; source?: string }>; mode: VerifyMode },
 ): Record<string, unknown> {
   return verifyClaimsWith(session, input, RULESET);
 }
@@ -522,8 +524,8 @@ export function verifyClaimsWith(
   r: Ruleset,
 ): Record<string, unknown> {
   const mode = input.mode;
-  if (mode !== "contradiction" && mode !== "grounding" && mode !== "both") {
-    throw new ChaosError("invalid_argument", `mode: must be one of contradiction, grounding, both (got ${JSON.stringify(mode)})`);
+  if (mode !== "contradiction" && mode !== "grounding" && mode !== "all") {
+    throw new ChaosError("invalid_argument", `mode: must be one of contradiction, grounding, all (got ${JSON.stringify(mode)})`);
   }
   if (!Array.isArray(input.claims) || input.claims.length === 0) throw new ChaosError("invalid_argument", "claims: must be a non-empty list");
   if (input.claims.length > r.limits.maxClaimsToVerify) {

@@ -55,7 +55,7 @@ export const DECOMPILE_OUTPUT = {
     whatIKnow: ["Data volume is 2GB", "The downtime budget is 30 minutes", "The schema has JSON and ENUM columns"],
     whatIAssume: ["ENUM ordering is not relied on", "Network bandwidth between the servers is not the bottleneck"],
     whatIDontKnow: ["The write rate during the migration window", "Which MySQL JSON functions the queries use"],
-    needsVerification: ["JSON function usage, from the slow-query log"],
+    whatNeedsVerification: ["JSON function usage, from the slow-query log"],
   },
 };
 
@@ -106,7 +106,7 @@ export const DESIGN_OUTPUT = {
     whatIKnow: ["jsonb can be indexed with GIN", "pgloader reads MySQL schemas directly"],
     whatIAssume: ["The binlog is already in row format"],
     whatIDontKnow: ["Replication lag under peak write load"],
-    needsVerification: ["Binlog format on the production server"],
+    whatNeedsVerification: ["Binlog format on the production server"],
   },
   confidence: 0.75,
 };
@@ -143,7 +143,7 @@ export const CRITIQUE_OUTPUT = {
     whatIKnow: ["jsonb rejects invalid JSON on insert", "PostgreSQL enum types reject unknown values"],
     whatIAssume: ["The lowest-traffic hour is known to the operators"],
     whatIDontKnow: ["How much invalid JSON the source holds"],
-    needsVerification: ["Peak write rate and the resulting replication lag"],
+    whatNeedsVerification: ["Peak write rate and the resulting replication lag"],
   },
 };
 
@@ -181,7 +181,7 @@ export const SYNTHESIS_OUTPUT = {
     whatIKnow: ["The steps follow the recommended design", "The rollback keeps MySQL untouched after the freeze"],
     whatIAssume: ["A staging copy of production is available for the rehearsal"],
     whatIDontKnow: ["The exact snapshot duration on production hardware"],
-    needsVerification: ["Snapshot duration, measured in the rehearsal"],
+    whatNeedsVerification: ["Snapshot duration, measured in the rehearsal"],
   },
   confidence: 0.8,
 };
@@ -210,7 +210,7 @@ export const VERIFY_OUTPUT = {
     whatIKnow: ["All five checks passed in the rehearsal"],
     whatIAssume: ["Production behaves like staging under the same load"],
     whatIDontKnow: ["Behaviour under an unexpected traffic spike during cutover"],
-    needsVerification: ["Replication lag during the production cutover"],
+    whatNeedsVerification: ["Replication lag during the production cutover"],
   },
 };
 
@@ -237,4 +237,86 @@ export const MIGRATION_OUTPUTS = {
   critique: CRITIQUE_OUTPUT,
   synthesis: SYNTHESIS_OUTPUT,
   verify: VERIFY_OUTPUT,
+} as const;
+
+/**
+ * The same session as a model that follows the council seed's README writes it: the seed's field
+ * names (`whatNeedsVerification`), plain strings where a list holds objects (decisions, claims,
+ * approaches, vulnerabilities, checks) and the seed's enumeration words in its case (`APPROVED`,
+ * `Confirmed`, `HIGH`). It has no `components`, which the seed does not list. Every phase passes.
+ */
+export const SEED_STYLE_OUTPUTS = {
+  decompile: {
+    summary: DECOMPILE_OUTPUT.summary,
+    decisions: [
+      "Treat schema conversion and data transfer as separate sub-problems",
+      "Keep application changes out of scope except the connection switch",
+    ],
+    constraints: DECOMPILE_OUTPUT.constraints,
+    confidence: 0.8,
+    criticalQuestions: DECOMPILE_OUTPUT.criticalQuestions,
+    claims: [
+      { text: "The dataset is about 2GB", certainty: "Confirmed", source: "task statement" },
+      { text: "Downtime must stay under 30 minutes", certainty: "CONFIRMED", source: "task statement" },
+      "Some JSON columns are queried by the application",
+    ],
+    knowledgeBoundary: DECOMPILE_OUTPUT.knowledgeBoundary,
+  },
+  design: {
+    summary: DESIGN_OUTPUT.summary,
+    approaches: ["Bulk copy with binlog change data capture", "Offline dump and restore"],
+    justification: DESIGN_OUTPUT.justification,
+    tradeoffs: DESIGN_OUTPUT.tradeoffs,
+    recommended: "Bulk copy with binlog change data capture",
+    decisions: ["Map JSON columns to jsonb", "Map each ENUM column to a PostgreSQL enum type"],
+    claims: [
+      "pgloader converts MySQL ENUM columns to PostgreSQL enum types",
+      { text: "jsonb supports GIN indexing for containment queries", certainty: "Confirmed", source: "PostgreSQL documentation" },
+    ],
+    knowledgeBoundary: DESIGN_OUTPUT.knowledgeBoundary,
+    confidence: 0.75,
+  },
+  critique: {
+    summary: CRITIQUE_OUTPUT.summary,
+    vulnerabilities: [
+      "Replication lag during peak writes could stretch the final cutover beyond the downtime budget",
+      "Invalid JSON stored in MySQL text columns fails the jsonb conversion",
+      "ENUM values present in rows but missing from the column definition are rejected on insert",
+    ],
+    riskLevel: "HIGH",
+    mitigation: CRITIQUE_OUTPUT.mitigation,
+    confidence: 0.8,
+    claims: [
+      { text: "Row counts and per-table checksums reveal lost rows after the copy", certainty: "Confirmed", source: "standard migration practice" },
+      { text: "Peak write load may delay the catch-up of change data capture", certainty: "Uncertain" },
+    ],
+    knowledgeBoundary: CRITIQUE_OUTPUT.knowledgeBoundary,
+  },
+  synthesis: {
+    summary: SYNTHESIS_OUTPUT.summary,
+    implementation: SYNTHESIS_OUTPUT.implementation,
+    testing: SYNTHESIS_OUTPUT.testing,
+    warnings: SYNTHESIS_OUTPUT.warnings,
+    decisions: ["Use pgloader for the snapshot"],
+    claims: SYNTHESIS_OUTPUT.claims.map((c) => ({ ...c, certainty: c.certainty.toUpperCase() })),
+    knowledgeBoundary: SYNTHESIS_OUTPUT.knowledgeBoundary,
+    confidence: 0.8,
+  },
+  verify: {
+    summary: VERIFY_OUTPUT.summary,
+    checks: [
+      "Downtime budget: the rehearsed write freeze took 12 minutes",
+      "Data integrity: row counts and checksums match on all tables",
+      "JSON queries return identical results",
+      "ENUM enforcement rejects out-of-set values",
+      "Rollback path: pointing the application back to MySQL worked in the rehearsal",
+    ],
+    passedCount: 5,
+    failedCount: 0,
+    finalConfidence: 0.85,
+    decision: "APPROVED",
+    recommendations: VERIFY_OUTPUT.recommendations,
+    claims: VERIFY_OUTPUT.claims,
+    knowledgeBoundary: VERIFY_OUTPUT.knowledgeBoundary,
+  },
 } as const;

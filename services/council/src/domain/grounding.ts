@@ -9,8 +9,8 @@ export interface ClaimInput {
   source?: string | undefined;
 }
 
-/** Verification modes: find contradictions, find grounds, or both. */
-export type VerifyMode = "contradiction" | "grounding" | "both";
+/** Verification modes: find contradictions, find grounds, or all of it (the seed's word). */
+export type VerifyMode = "contradiction" | "grounding" | "all";
 
 /** The verdict on one claim and why. */
 export interface ClaimResult {

@@ -22,8 +22,9 @@ interface PersonaText {
   fields: Record<string, string>;
 }
 
-const CLAIMS = "claims: [{text, certainty: confirmed|likely|uncertain|unknown|assumption, source}] — give a source for every confirmed claim";
-const BOUNDARY = "knowledgeBoundary: {whatIKnow[], whatIAssume[], whatIDontKnow[], needsVerification[]}";
+const CLAIMS =
+  "claims: [{text, certainty: confirmed|likely|uncertain|unknown|assumption, source}] — give a source for every confirmed claim (a plain string is a claim of unknown certainty)";
+const BOUNDARY = "knowledgeBoundary: {whatIKnow[], whatIAssume[], whatIDontKnow[], whatNeedsVerification[]}";
 const DECISIONS = "decisions: [{text, rationale, alternatives?}] (a plain string is accepted; a rationale scores higher)";
 
 const PERSONAS: Record<Phase, PersonaText> = {
@@ -61,7 +62,7 @@ const PERSONAS: Record<Phase, PersonaText> = {
     task: "Design within the constraints from the analysis. Do not write code, implementation steps or detailed tests.",
     fields: {
       summary: "summary: the recommended design in a few sentences",
-      approaches: "approaches: [{name, description, pros[], cons[]}] — at least two real alternatives",
+      approaches: "approaches: [{name, description, pros[], cons[]}] — at least two real alternatives (a plain string is a name with no pros or cons)",
       justification: "justification: why the recommended approach wins against the constraints",
       tradeoffs: "tradeoffs: what each choice costs, one per item",
       recommended: "recommended: the name of one of the approaches",
@@ -81,7 +82,7 @@ const PERSONAS: Record<Phase, PersonaText> = {
     task: "Critique the design. Do not propose a new design, redesign it or write the implementation.",
     fields: {
       summary: "summary: the overall risk picture",
-      vulnerabilities: "vulnerabilities: [{description, severity: low|medium|high|critical, area?, mitigation?}]",
+      vulnerabilities: "vulnerabilities: [{description, severity: low|medium|high|critical, area?, mitigation?}] (a plain string takes the riskLevel as its severity)",
       riskLevel: "riskLevel: low|medium|high|critical — at least the highest severity found",
       mitigation: "mitigation: what must be built in to reduce the risks, one per item",
       confidence: "confidence: 0..1",
@@ -118,11 +119,11 @@ const PERSONAS: Record<Phase, PersonaText> = {
     task: "Verify. Do not redesign or re-implement: a failed check is reported, and a rejection sends the work back.",
     fields: {
       summary: "summary: the verdict and the evidence in a few sentences",
-      checks: "checks: [{name, passed: boolean, details?}] — one per constraint and per high risk",
+      checks: "checks: [{name, passed: boolean, details?}] — one per constraint and per high risk (a plain string counts as passed only when failedCount is 0)",
       passedCount: "passedCount: how many checks passed (must match checks)",
       failedCount: "failedCount: how many checks failed (must match checks)",
       finalConfidence: "finalConfidence: 0..1",
-      decision: "decision: approve | reject",
+      decision: "decision: approve | reject (the seed's APPROVED | REJECTED are read as these); without it, the checks decide: reject when one failed",
       recommendations: "recommendations: what to do next, one per item",
       claims: CLAIMS,
       knowledgeBoundary: BOUNDARY,

@@ -194,7 +194,7 @@ const CODE = "```";
 
 /** The rules in force. */
 export const RULESET: Ruleset = {
-  version: "council-rules/2025-06.1",
+  version: "council-rules/2025-06.2",
   limits: {
     maxStringChars: 20_000,
     maxListItems: 200,
@@ -276,8 +276,9 @@ export const RULESET: Ruleset = {
       optional: ["decisions", "claims", "knowledgeBoundary", "confidence"],
     },
     verify: {
-      required: ["summary", "checks", "passedCount", "failedCount", "finalConfidence", "decision"],
-      optional: ["recommendations", "claims", "knowledgeBoundary"],
+      // The seed's table: without a decision, the checks decide (validation's verifyDecision).
+      required: ["summary", "checks", "passedCount", "failedCount", "finalConfidence"],
+      optional: ["decision", "recommendations", "claims", "knowledgeBoundary"],
     },
   },
   weights: {
@@ -363,7 +364,7 @@ export const RULESET: Ruleset = {
     numericTolerance: 0.1,
     aliasWindow: 5,
     nonAssertedFields: [
-      "criticalQuestions", "vulnerabilities", "warnings", "whatIDontKnow", "needsVerification", "alternatives",
+      "criticalQuestions", "vulnerabilities", "warnings", "whatIDontKnow", "whatNeedsVerification", "alternatives",
       "recommendations", "mitigation",
     ],
     quantities: [

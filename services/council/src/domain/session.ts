@@ -5,7 +5,7 @@ import { type Phase } from "./phases.js";
 import { type Depth } from "./ruleset.js";
 import { type PhaseScore } from "./scoring/phase-score.js";
 import { type Segment, segmentsOf, taskSegments } from "./text.js";
-import { type PhaseOutput } from "./validation.js";
+import { type PhaseOutput, renameOldBoundaryField } from "./validation.js";
 
 /** The latest save of one phase in the current loop. */
 export interface PhaseRecord {
@@ -86,4 +86,21 @@ export function previousPhase(session: CouncilSession, phase: Phase): Phase | un
 export function nextPhase(session: CouncilSession, phase: Phase): Phase | undefined {
   const i = session.pipeline.indexOf(phase);
   return i >= 0 ? session.pipeline[i + 1] : undefined;
+}
+
+function restoreRecord(rec: PhaseRecord): PhaseRecord {
+  const kb = rec.output.knowledgeBoundary;
+  const renamed = renameOldBoundaryField(kb);
+  return renamed === kb ? rec : { ...rec, output: { ...rec.output, knowledgeBoundary: renamed as PhaseOutput["knowledgeBoundary"] } };
+}
+
+/**
+ * A stored session in the shape the domain reads today. Sessions saved before the knowledge
+ * boundary took the seed's name hold `needsVerification` where `whatNeedsVerification` is now;
+ * their records are renamed here, so a resumed session hands its open items over like a new one.
+ */
+export function restoreSession(state: unknown): CouncilSession {
+  const session = state as CouncilSession;
+  const phases = Object.fromEntries(Object.entries(session.phases).map(([p, rec]) => [p, rec && restoreRecord(rec)]));
+  return { ...session, phases, archived: session.archived.map(restoreRecord) };
 }

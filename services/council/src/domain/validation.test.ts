@@ -1,6 +1,6 @@
 import { ChaosError } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
-import { DECOMPILE_OUTPUT, DESIGN_OUTPUT, VERIFY_OUTPUT } from "./examples.js";
+import { CRITIQUE_OUTPUT, DECOMPILE_OUTPUT, DESIGN_OUTPUT, VERIFY_OUTPUT } from "./examples.js";
 import { RULESET } from "./ruleset.js";
 import { validateOutput } from "./validation.js";
 
@@ -63,10 +63,123 @@ describe("validateOutput", () => {
     expect(err.message).toContain('output: unknown field(s) "verdict"; verify accepts summary, checks');
   });
 
+  it("names the fields a list item accepts when one of its fields is unknown, not the phase's", () => {
+    const approach = { ...DESIGN_OUTPUT.approaches[0], title: "CDC" };
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, approaches: [approach] }, RULESET)).message).toContain(
+      'output.approaches[0]: unknown field(s) "title"; an item of approaches accepts name, description, pros, cons (or a plain string)',
+    );
+    const check = { name: "Downtime budget", passed: true, evidence: "12 minutes" };
+    expect(refusal(() => validateOutput("verify", { ...VERIFY_OUTPUT, checks: [...VERIFY_OUTPUT.checks, check] }, RULESET)).message).toContain(
+      'output.checks[5]: unknown field(s) "evidence"; an item of checks accepts name, passed, details (or a plain string)',
+    );
+    const boundary = { whatIKnow: ["2GB"], whatIWonder: ["why"] };
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: boundary }, RULESET)).message).toContain(
+      'output.knowledgeBoundary: unknown field(s) "whatIWonder"; knowledgeBoundary accepts whatIKnow, whatIAssume, whatIDontKnow, whatNeedsVerification',
+    );
+  });
+
   it("refuses an output that is not an object, and an empty summary", () => {
     expect(refusal(() => validateOutput("design", "a design", RULESET)).message).toContain("output: must be an object");
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, summary: "   " }, RULESET)).message).toContain(
       "output.summary: must not be empty",
+    );
+  });
+});
+
+describe("the council seed's shapes", () => {
+  it("accepts knowledgeBoundary.whatNeedsVerification, the seed's name", () => {
+    const knowledgeBoundary = {
+      whatIKnow: ["Data volume is 2GB"],
+      whatIAssume: ["ENUM ordering is not relied on"],
+      whatIDontKnow: ["The write rate during the window"],
+      whatNeedsVerification: ["JSON function usage, from the slow-query log"],
+    };
+    const out = validateOutput("decompile", { ...DECOMPILE_OUTPUT, knowledgeBoundary }, RULESET);
+    expect(out.knowledgeBoundary).toEqual(knowledgeBoundary);
+  });
+
+  it("reads the old name needsVerification as whatNeedsVerification, and refuses both at once", () => {
+    const old = { whatIKnow: ["Data volume is 2GB"], needsVerification: ["Binlog format on the production server"] };
+    const out = validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: old }, RULESET);
+    expect(out.knowledgeBoundary).toEqual({
+      whatIKnow: ["Data volume is 2GB"],
+      whatIAssume: [],
+      whatIDontKnow: [],
+      whatNeedsVerification: ["Binlog format on the production server"],
+    });
+    const both = { ...old, whatNeedsVerification: ["Peak write rate"] };
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: both }, RULESET)).message).toContain(
+      'output.knowledgeBoundary: unknown field(s) "needsVerification"',
+    );
+  });
+
+  it("takes a plain-string approach as {name, description} with no pros or cons", () => {
+    const out = validateOutput(
+      "design",
+      { ...DESIGN_OUTPUT, approaches: ["pgloader dump and restore", DESIGN_OUTPUT.approaches[0]], recommended: "pgloader dump and restore" },
+      RULESET,
+    );
+    expect(out.approaches).toEqual([
+      { name: "pgloader dump and restore", description: "pgloader dump and restore", pros: [], cons: [] },
+      DESIGN_OUTPUT.approaches[0],
+    ]);
+  });
+
+  it("takes a plain-string vulnerability as {description} at the critique's riskLevel", () => {
+    const out = validateOutput("critique", { ...CRITIQUE_OUTPUT, vulnerabilities: ["Replication lag at cutover", "Invalid JSON rows"] }, RULESET);
+    expect(out.vulnerabilities).toEqual([
+      { description: "Replication lag at cutover", severity: "high" },
+      { description: "Invalid JSON rows", severity: "high" },
+    ]);
+  });
+
+  it("takes a plain-string check as passed only when the verify reports no failed check", () => {
+    const checks = ["Row counts match", "JSON queries return the same results"];
+    const passing = validateOutput("verify", { ...VERIFY_OUTPUT, checks, passedCount: 2, failedCount: 0 }, RULESET);
+    expect(passing.checks).toEqual([
+      { name: "Row counts match", passed: true },
+      { name: "JSON queries return the same results", passed: true },
+    ]);
+    const failing = validateOutput("verify", { ...VERIFY_OUTPUT, checks, passedCount: 1, failedCount: 1, decision: "reject" }, RULESET);
+    expect(failing.checks?.map((c) => c.passed)).toEqual([false, false]);
+  });
+
+  it("takes a plain-string claim as {text} of unknown certainty, and mixes strings with objects", () => {
+    const out = validateOutput("decompile", { ...DECOMPILE_OUTPUT, claims: ["pg_dump suits 2GB", DECOMPILE_OUTPUT.claims[0]] }, RULESET);
+    expect(out.claims).toEqual([{ text: "pg_dump suits 2GB", certainty: "unknown" }, DECOMPILE_OUTPUT.claims[0]]);
+  });
+
+  it("still names the field of an empty plain-string item", () => {
+    expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, approaches: ["  ", "Offline dump"] }, RULESET)).message).toContain(
+      "output.approaches[0].name: must not be empty",
+    );
+  });
+
+  it("takes the seed's decision words APPROVED and REJECTED, and approve or reject in any case", () => {
+    const decide = (decision: string) => validateOutput("verify", { ...VERIFY_OUTPUT, decision }, RULESET).decision;
+    expect(["APPROVED", "Approved", "approved", "APPROVE", "approve"].map(decide)).toEqual(Array(5).fill("approve"));
+    expect(["REJECTED", "Rejected", "rejected", "REJECT", " reject "].map(decide)).toEqual(Array(5).fill("reject"));
+    expect(refusal(() => decide("maybe")).message).toContain(
+      'output.decision: must be one of "approve", "approved", "reject", "rejected" (any case)',
+    );
+  });
+
+  it("takes riskLevel, severity and certainty in any case and stores them in lower case", () => {
+    const critique = validateOutput(
+      "critique",
+      {
+        ...CRITIQUE_OUTPUT,
+        riskLevel: "HIGH",
+        vulnerabilities: [{ ...CRITIQUE_OUTPUT.vulnerabilities[0], severity: "High" }, "Invalid JSON rows"],
+        claims: [{ text: "Peak write load may delay the catch-up", certainty: "Uncertain" }],
+      },
+      RULESET,
+    );
+    expect(critique.riskLevel).toBe("high");
+    expect(critique.vulnerabilities?.map((v) => v.severity)).toEqual(["high", "high"]);
+    expect(critique.claims?.[0]?.certainty).toBe("uncertain");
+    expect(refusal(() => validateOutput("critique", { ...CRITIQUE_OUTPUT, riskLevel: "severe" }, RULESET)).message).toContain(
+      'output.riskLevel: must be one of "low", "medium", "high", "critical" (any case)',
     );
   });
 });

@@ -18,12 +18,29 @@ export interface Claim {
   source?: string | undefined;
 }
 
-/** What the author knows, assumes, does not know and wants verified. */
+/** What the author knows, assumes, does not know and wants verified (the seed's four names). */
 export interface KnowledgeBoundary {
   whatIKnow: string[];
   whatIAssume: string[];
   whatIDontKnow: string[];
-  needsVerification: string[];
+  whatNeedsVerification: string[];
+}
+
+/**
+ * The name this service once gave `whatNeedsVerification`. Sessions stored under it and models
+ * that learnt it still send it; it is read as the seed's name and never written.
+ */
+export const OLD_NEEDS_VERIFICATION = "needsVerification";
+
+/**
+ * A knowledge boundary with the old `needsVerification` renamed to `whatNeedsVerification`; any
+ * other value is returned as it is. Both names at once are left for the schema to refuse.
+ */
+export function renameOldBoundaryField(kb: unknown): unknown {
+  if (typeof kb !== "object" || kb === null || Array.isArray(kb)) return kb;
+  if (!Object.hasOwn(kb, OLD_NEEDS_VERIFICATION) || Object.hasOwn(kb, "whatNeedsVerification")) return kb;
+  const { [OLD_NEEDS_VERIFICATION]: list, ...rest } = kb as Record<string, unknown>;
+  return { ...rest, whatNeedsVerification: list };
 }
 
 /** A decision; a plain string in the input becomes `{text}`. */
@@ -87,73 +104,146 @@ export interface PhaseOutput {
   recommendations?: string[];
 }
 
-function fieldSchemas(r: Ruleset): Record<string, z.ZodType> {
+/**
+ * How many checks a verify output failed: its `failedCount`, or more when its checks list more
+ * failures, so counts that hide a failed check do not make it pass.
+ */
+export function failedCheckCount(output: PhaseOutput): number {
+  return Math.max(output.failedCount ?? 0, (output.checks ?? []).filter((c) => !c.passed).length);
+}
+
+/**
+ * What a verify output decided: its `decision`, which the seed makes optional, or else what its
+ * checks say (reject when one failed, approve when none did).
+ */
+export function verifyDecision(output: PhaseOutput): "approve" | "reject" {
+  return output.decision ?? (failedCheckCount(output) > 0 ? "reject" : "approve");
+}
+
+/**
+ * How a plain string in a list of objects becomes that object: the seed lets a model write
+ * "pgloader dump and restore" where an approach goes, and a list of strings is scored, not
+ * refused. What a string cannot say comes from what the output says once for all its items, or
+ * from the item's defaults:
+ * - a decision's text, a check's or an approach's name, a vulnerability's description is the string;
+ * - an approach's description is its name too (pros and cons default to none);
+ * - a claim's certainty is "unknown": its author did not state one;
+ * - a vulnerability's severity is the output's riskLevel;
+ * - a check passed when the output reports no failed check (`failedCount` 0); otherwise it counts
+ *   as failed, since the string cannot say which one passed.
+ */
+const PLAIN_ITEMS: Readonly<Record<string, (text: string, output: Readonly<Record<string, unknown>>) => Record<string, unknown>>> = {
+  decisions: (text) => ({ text }),
+  claims: (text) => ({ text, certainty: "unknown" }),
+  approaches: (name) => ({ name, description: name }),
+  vulnerabilities: (description, o) => (o.riskLevel === undefined ? { description } : { description, severity: o.riskLevel }),
+  checks: (name, o) => ({ name, passed: o.failedCount === 0 }),
+};
+
+/** The output with every plain string in a list of objects expanded as {@link PLAIN_ITEMS} says. */
+function expandPlainItems(output: unknown): unknown {
+  if (typeof output !== "object" || output === null || Array.isArray(output)) return output;
+  const o = output as Record<string, unknown>;
+  let expanded: Record<string, unknown> | undefined;
+  for (const [field, expand] of Object.entries(PLAIN_ITEMS)) {
+    const list = o[field];
+    if (!Array.isArray(list) || !list.some((x) => typeof x === "string")) continue;
+    expanded ??= { ...o };
+    expanded[field] = list.map((x: unknown) => (typeof x === "string" ? expand(x, o) : x));
+  }
+  return expanded ?? output;
+}
+
+/** An enumeration whose words are taken in any case ("HIGH", "High", "high"), as the seed capitalises them. */
+function anyCase<const T extends readonly [string, ...string[]]>(words: T) {
+  return z.preprocess((v) => (typeof v === "string" ? v.trim().toLowerCase() : v), z.enum(words));
+}
+
+/** The verify decision's words, the council's and the seed's (APPROVED, REJECTED), and the one each is stored as. */
+const DECISION_WORDS = { approve: "approve", approved: "approve", reject: "reject", rejected: "reject" } as const;
+
+/** Every output field's schema, and the fields of each object an output holds, by the field holding it. */
+interface OutputSchemas {
+  fields: Record<string, z.ZodType>;
+  /** Keyed by the output field: the object itself (knowledgeBoundary) or an item of its list. */
+  objectFields: Record<string, string[]>;
+}
+
+function outputSchemas(r: Ruleset): OutputSchemas {
   const str = z.string().trim().min(1).max(r.limits.maxStringChars);
   const list = <T extends z.ZodType>(item: T) => z.array(item).max(r.limits.maxListItems);
   const strings = list(str);
   const unit = z.number().min(0).max(1);
-  const claim = z.strictObject({ text: str, certainty: z.enum(CERTAINTIES), source: str.optional() });
-  return {
-    summary: str,
-    decisions: list(
-      // A bare string is the common case for a quick decision; keep one shape downstream.
-      z.preprocess(
-        (v) => (typeof v === "string" ? { text: v } : v),
-        z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() }),
-      ),
-    ),
-    constraints: strings,
-    confidence: unit,
-    criticalQuestions: strings,
-    claims: list(claim),
+  const objects = {
+    decisions: z.strictObject({ text: str, rationale: str.optional(), alternatives: strings.optional() }),
+    claims: z.strictObject({ text: str, certainty: anyCase(CERTAINTIES), source: str.optional() }),
     knowledgeBoundary: z.strictObject({
       whatIKnow: strings.default([]),
       whatIAssume: strings.default([]),
       whatIDontKnow: strings.default([]),
-      needsVerification: strings.default([]),
+      whatNeedsVerification: strings.default([]),
     }),
+    approaches: z.strictObject({ name: str, description: str, pros: strings.default([]), cons: strings.default([]) }),
+    vulnerabilities: z.strictObject({
+      description: str,
+      severity: anyCase(SEVERITIES),
+      area: str.optional(),
+      mitigation: str.optional(),
+    }),
+    checks: z.strictObject({ name: str, passed: z.boolean(), details: str.optional() }),
+  };
+  const fields: Record<string, z.ZodType> = {
+    summary: str,
+    decisions: list(objects.decisions),
+    constraints: strings,
+    confidence: unit,
+    criticalQuestions: strings,
+    claims: list(objects.claims),
+    knowledgeBoundary: z.preprocess(renameOldBoundaryField, objects.knowledgeBoundary),
     components: strings,
-    approaches: list(
-      z.strictObject({ name: str, description: str, pros: strings.default([]), cons: strings.default([]) }),
-    ),
+    approaches: list(objects.approaches),
     justification: str,
     tradeoffs: strings,
     recommended: str,
-    vulnerabilities: list(
-      z.strictObject({ description: str, severity: z.enum(SEVERITIES), area: str.optional(), mitigation: str.optional() }),
-    ),
-    riskLevel: z.enum(SEVERITIES),
+    vulnerabilities: list(objects.vulnerabilities),
+    riskLevel: anyCase(SEVERITIES),
     mitigation: strings,
     implementation: strings,
     testing: strings,
     warnings: strings,
-    checks: list(z.strictObject({ name: str, passed: z.boolean(), details: str.optional() })),
+    checks: list(objects.checks),
     passedCount: z.number().int().min(0),
     failedCount: z.number().int().min(0),
     finalConfidence: unit,
-    decision: z.enum(["approve", "reject"]),
+    decision: anyCase(["approve", "approved", "reject", "rejected"]).transform((word) => DECISION_WORDS[word]),
     recommendations: strings,
   };
+  const objectFields = Object.fromEntries(Object.entries(objects).map(([field, o]) => [field, Object.keys(o.shape)]));
+  return { fields, objectFields };
 }
 
-const schemaCache = new WeakMap<Ruleset, Map<Phase, z.ZodType>>();
+const schemaCache = new WeakMap<Ruleset, { all: OutputSchemas; byPhase: Map<Phase, z.ZodType> }>();
+
+function schemasOf(r: Ruleset): { all: OutputSchemas; byPhase: Map<Phase, z.ZodType> } {
+  let cached = schemaCache.get(r);
+  if (!cached) schemaCache.set(r, (cached = { all: outputSchemas(r), byPhase: new Map() }));
+  return cached;
+}
 
 /** The zod schema of one phase's output, built from the ruleset's field lists (once per ruleset). */
 export function phaseSchema(phase: Phase, r: Ruleset): z.ZodType {
-  let byPhase = schemaCache.get(r);
-  if (!byPhase) schemaCache.set(r, (byPhase = new Map()));
+  const { all, byPhase } = schemasOf(r);
   let schema = byPhase.get(phase);
-  if (!schema) byPhase.set(phase, (schema = buildSchema(phase, r)));
+  if (!schema) byPhase.set(phase, (schema = buildSchema(phase, all.fields, r)));
   return schema;
 }
 
-function buildSchema(phase: Phase, r: Ruleset): z.ZodType {
-  const all = fieldSchemas(r);
+function buildSchema(phase: Phase, all: Record<string, z.ZodType>, r: Ruleset): z.ZodType {
   const shape: Record<string, z.ZodType> = {};
   const { required, optional } = r.fields[phase];
   for (const name of required) shape[name] = pick(all, name);
   for (const name of optional) shape[name] = pick(all, name).optional();
-  return z.strictObject(shape);
+  return z.preprocess(expandPlainItems, z.strictObject(shape));
 }
 
 function pick(all: Record<string, z.ZodType>, name: string): z.ZodType {
@@ -178,6 +268,16 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return cur;
 }
 
+/** What the object at `path` accepts: the phase's fields at the top, else the fields of the object or list item there. */
+function accepted(path: readonly PropertyKey[], phase: Phase, r: Ruleset): string {
+  const [field] = path;
+  if (field === undefined) return `${phase} accepts ${[...r.fields[phase].required, ...r.fields[phase].optional].join(", ")}`;
+  const fields = schemasOf(r).all.objectFields[String(field)] ?? [];
+  const whose = path.length > 1 ? `an item of ${String(field)}` : String(field);
+  const plain = Object.hasOwn(PLAIN_ITEMS, String(field)) ? " (or a plain string)" : "";
+  return `${whose} accepts ${fields.join(", ")}${plain}`;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r: Ruleset): string {
   const path = formatPath(issue.path);
   const missing = issue.path.length > 0 && valueAt(input, issue.path) === undefined;
@@ -187,10 +287,7 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r:
         ? `${path}: is required (expected ${issue.expected})`
         : `${path}: ${issue.message.replace(/^Invalid input: /, "")}`;
     case "unrecognized_keys":
-      return `${path}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}; ${phase} accepts ${[
-        ...r.fields[phase].required,
-        ...r.fields[phase].optional,
-      ].join(", ")}`;
+      return `${path}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}; ${accepted(issue.path, phase, r)}`;
     case "too_big":
       return issue.origin === "string"
         ? `${path}: too long (at most ${String(issue.maximum)} characters)`
@@ -200,7 +297,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r:
     case "too_small":
       return issue.origin === "string" ? `${path}: must not be empty` : `${path}: must be at least ${String(issue.minimum)}`;
     case "invalid_value":
-      return `${path}: ${missing ? "is required, " : ""}must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+      // Every enumeration of an output is read in any case (anyCase).
+      return `${path}: ${missing ? "is required, " : ""}must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")} (any case)`;
     default:
       return `${path}: ${issue.message}`;
   }
@@ -211,8 +309,8 @@ const LISTED_ISSUES = 5;
 
 /**
  * Validates a phase output against the phase's fields and the ruleset's limits. Returns the
- * normalised output (trimmed strings, decisions as objects, boundary lists defaulted) or throws
- * `invalid_argument` naming every offending field path.
+ * normalised output (trimmed strings, plain-string list items as objects, boundary lists
+ * defaulted) or throws `invalid_argument` naming every offending field path.
  */
 export function validateOutput(phase: Phase, output: unknown, r: Ruleset): PhaseOutput {
   if (typeof output !== "object" || output === null || Array.isArray(output)) {

@@ -311,4 +311,25 @@ describe("council handlers", () => {
     }
     expect(await grpc.client.getBrief({ sessionId }, o)).toMatchObject({ sessionComplete: true, brief: { phase: "verify" } });
   });
+
+  it("resumes a session stored when knowledgeBoundary.whatNeedsVerification was called needsVerification", async () => {
+    const tenant = freshTenant();
+    const o = ctx(tenant);
+    const { sessionId } = await inProcess.init({ task: MIGRATION_TASK }, o);
+    await inProcess.save({ sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile as never }, o);
+    // The row as an earlier version of this service wrote it.
+    await store.modify(tenant, sessionId, (state) => ({
+      state: JSON.parse(JSON.stringify(state).replaceAll('"whatNeedsVerification"', '"needsVerification"')) as typeof state,
+      result: null,
+    }));
+    const resumed = await inProcess.continue({ sessionId }, o);
+    expect(toJson(ContinueResponseSchema, resumed)).toMatchObject({
+      result: { handoff: { handshake: { unresolved: expect.arrayContaining(["JSON function usage, from the slow-query log"]) } } },
+    });
+    const design = await inProcess.save({ sessionId, phase: "design", output: MIGRATION_OUTPUTS.design as never }, o);
+    expect(design).toMatchObject({ verdict: "excellent", nextPhase: "critique" });
+    const recalled = toJson(RecallResponseSchema, await inProcess.recall({ sessionId, format: "full" }, o)) as { result: { phases: Array<{ output: { knowledgeBoundary: object } }> } };
+    expect(recalled.result.phases[0]?.output.knowledgeBoundary).toMatchObject({ whatNeedsVerification: ["JSON function usage, from the slow-query log"] });
+    expect(recalled.result.phases[0]?.output.knowledgeBoundary).not.toHaveProperty("needsVerification");
+  });
 });

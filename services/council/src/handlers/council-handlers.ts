@@ -8,6 +8,7 @@ import {
   personaBrief,
   PHASES,
   recallSession,
+  restoreSession,
   saveOutput,
   scoreSession,
   verifyClaims,
@@ -32,8 +33,8 @@ export interface CouncilHandlerOptions {
 const RECALL_FORMATS = ["full", "summary", "decisions"] as const;
 type RecallFormat = (typeof RECALL_FORMATS)[number];
 
-/** Verify modes as callers name them: "all" (the tools' word, from the seed) is the domain's "both". */
-const VERIFY_MODES = { contradiction: "contradiction", grounding: "grounding", all: "both", both: "both" } as const;
+/** Verify modes as callers name them: the seed's words, and "both", which this service once used for "all". */
+const VERIFY_MODES = { contradiction: "contradiction", grounding: "grounding", all: "all", both: "all" } as const;
 
 function requireSessionId(id: string): string {
   if (!isSessionId(id)) {
@@ -49,7 +50,7 @@ function recallFormat(format: string): RecallFormat {
 }
 
 function verifyMode(mode: string): (typeof VERIFY_MODES)[keyof typeof VERIFY_MODES] {
-  if (mode === "") return "both";
+  if (mode === "") return "all";
   if (Object.hasOwn(VERIFY_MODES, mode)) return VERIFY_MODES[mode as keyof typeof VERIFY_MODES];
   throw new ChaosError("invalid_argument", `mode must be one of contradiction, grounding, all; got ${JSON.stringify(mode)}`);
 }
@@ -128,7 +129,7 @@ export function createCouncilHandlers(
     // modify says the same for a save).
     if (!stored) throw new ChaosError("not_found", `session ${id} was not found`);
     // The state is what this service wrote through the domain; the store keeps it verbatim.
-    return { session: stored.state as unknown as CouncilSession };
+    return { session: restoreSession(stored.state) };
   }
 
   return {
@@ -161,7 +162,7 @@ export function createCouncilHandlers(
       const id = requireSessionId(req.sessionId);
       const { session, result } = await store.modify(ctx.call.tenant, id, (state) => {
         // The state is what this service wrote through the domain; the store keeps it verbatim.
-        const saved = saveOutput(state as unknown as CouncilSession, { phase: req.phase, output: req.output, now: now() });
+        const saved = saveOutput(restoreSession(state), { phase: req.phase, output: req.output, now: now() });
         return { state: asState(saved.session), result: saved };
       });
       return {

@@ -49,15 +49,21 @@ export const phaseOutputSchema = z.record(z.string(), z.unknown()).superRefine((
   }
 });
 
-/** A claim to check against a session. */
-export const claimSchema = z.object({
-  text: boundedText("claim text", COUNCIL_INPUT_LIMITS.maxStringChars).describe("The statement to check"),
-  source: z
-    .string()
-    .max(COUNCIL_INPUT_LIMITS.maxStringChars, `claim source must be at most ${COUNCIL_INPUT_LIMITS.maxStringChars} characters`)
-    .optional()
-    .describe("Where the statement comes from (a phase, a document, a measurement)"),
-});
+/**
+ * A claim to check against a session. A plain string is the claim's text, as the council takes a
+ * plain string for any item of a list of objects; the published schema shows the object.
+ */
+export const claimSchema = z.preprocess(
+  (v) => (typeof v === "string" ? { text: v } : v),
+  z.object({
+    text: boundedText("claim text", COUNCIL_INPUT_LIMITS.maxStringChars).describe("The statement to check"),
+    source: z
+      .string()
+      .max(COUNCIL_INPUT_LIMITS.maxStringChars, `claim source must be at most ${COUNCIL_INPUT_LIMITS.maxStringChars} characters`)
+      .optional()
+      .describe("Where the statement comes from (a phase, a document, a measurement)"),
+  }),
+);
 
 /** A result's remaining members: the council's full answer, shaped by its versioned ruleset. */
 export const COUNCIL_RESULT_NOTE =

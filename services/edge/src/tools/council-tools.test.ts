@@ -106,6 +106,27 @@ describe("the council toolset", () => {
     expect(score).toMatchObject({ sessionId, verdict: "excellent", overall: { verdict: "excellent" } });
   });
 
+  it("checks claims given as plain strings, the way a model may list them", async () => {
+    const c = await connect();
+    const { sessionId } = ok(await c.call("council_init", { task: MIGRATION_TASK })) as { sessionId: string };
+    ok(await c.call("council_save", { sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile }));
+    const verify = ok(await c.call("council_verify", { sessionId, claims: ["The dataset is about 2GB", { text: "Downtime of 3 hours is planned" }] }));
+    expect(verify).toMatchObject({ sessionId, total: 2, passed: 1, failed: 1 });
+    expect(verify.mode).toBe("all");
+    expect((verify.results as { claims: Array<{ text: string; status: string }> }).claims).toMatchObject([
+      { text: "The dataset is about 2GB", status: "verified" },
+      { text: "Downtime of 3 hours is planned", status: "contradicted" },
+    ]);
+  });
+
+  it("answers council_verify in mode all with mode all, the word it was asked in", async () => {
+    const c = await connect();
+    const { sessionId } = ok(await c.call("council_init", { task: MIGRATION_TASK })) as { sessionId: string };
+    const claims = [{ text: "The dataset is about 2GB" }];
+    expect(ok(await c.call("council_verify", { sessionId, claims, mode: "all" }))).toMatchObject({ mode: "all", total: 1 });
+    expect(ok(await c.call("council_verify", { sessionId, claims, mode: "contradiction" }))).toMatchObject({ mode: "contradiction" });
+  });
+
   it("refuses skipping, out-of-order and locked re-saves with a message naming the active phase", async () => {
     const c = await connect();
     const { sessionId } = ok(await c.call("council_init", { task: MIGRATION_TASK })) as { sessionId: string };

@@ -90,9 +90,11 @@ export const councilSaveTool = defineTool({
       "The phase's output object. Required fields: decompile {summary, decisions, constraints, confidence, " +
         "criticalQuestions, claims}; design {summary, approaches, justification, tradeoffs, recommended, decisions}; " +
         "critique {summary, vulnerabilities, riskLevel, mitigation, confidence}; synthesis {summary, implementation, " +
-        "testing, warnings}; verify {summary, checks, passedCount, failedCount, finalConfidence, decision}. Claims " +
+        "testing, warnings}; verify {summary, checks, passedCount, failedCount, finalConfidence} and optionally " +
+        "decision (approve or reject, or APPROVED / REJECTED; without it a failed check rejects). Claims " +
         "carry a certainty (confirmed, likely, uncertain, unknown, assumption) and a source; knowledgeBoundary is " +
-        `optional everywhere. At most ${L.maxOutputChars} characters as JSON.`,
+        "optional everywhere. An item of decisions, claims, approaches, vulnerabilities or checks may be a plain " +
+        `string instead of an object. At most ${L.maxOutputChars} characters as JSON.`,
     ),
   }),
   output: z.looseObject({
@@ -170,7 +172,7 @@ export const councilVerifyTool = defineTool({
       .array(claimSchema)
       .min(1, "claims must list at least one claim")
       .max(L.maxClaimsToVerify, `claims must list at most ${L.maxClaimsToVerify} claims`)
-      .describe(`The claims to check (1-${L.maxClaimsToVerify})`),
+      .describe(`The claims to check (1-${L.maxClaimsToVerify}); a plain string is a claim's text`),
     mode: z.enum(["contradiction", "grounding", "all"]).optional().describe("contradiction, grounding or all (default)"),
   }),
   output: z.looseObject({

@@ -1,5 +1,6 @@
 import { type Ruleset } from "../ruleset.js";
 import { containsPhrase, sameName } from "../text.js";
+import { failedCheckCount } from "../validation.js";
 import { type Check, type DimensionResult, fromChecks, type PhaseContext, share } from "./checklist.js";
 
 /**
@@ -67,13 +68,16 @@ export function scoreDecisionQuality(ctx: PhaseContext, r: Ruleset): DimensionRe
       fix: "Add the tests that prove each step worked.",
     });
   }
-  if (o.decision !== undefined && o.failedCount !== undefined) {
-    const consistent = o.decision === "approve" ? o.failedCount === 0 : o.failedCount > 0;
-    checks.push({
-      ok: consistent,
-      label: `the ${o.decision} decision follows from ${o.failedCount} failed check(s)`,
-      fix: o.decision === "approve" ? "Do not approve with failed checks: reject, or fix and re-run them." : "A rejection needs at least one failed check as evidence.",
-    });
+  if (o.failedCount !== undefined) {
+    // A verify without a decision is decided by its checks, so only a stated one can disagree with them.
+    if (o.decision !== undefined) {
+      const failed = failedCheckCount(o);
+      checks.push({
+        ok: o.decision === "approve" ? failed === 0 : failed > 0,
+        label: `the ${o.decision} decision follows from ${failed} failed check(s)`,
+        fix: o.decision === "approve" ? "Do not approve with failed checks: reject, or fix and re-run them." : "A rejection needs at least one failed check as evidence.",
+      });
+    }
     const failedChecks = (o.checks ?? []).filter((c) => !c.passed);
     checks.push({
       ok: failedChecks.every((c) => c.details !== undefined),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { findAuthorityViolations } from "../authority.js";
-import { CRITIQUE_OUTPUT, DECOMPILE_OUTPUT } from "../examples.js";
+import { CRITIQUE_OUTPUT, DECOMPILE_OUTPUT, VERIFY_OUTPUT } from "../examples.js";
 import { type Phase } from "../phases.js";
 import { RULESET, type Ruleset } from "../ruleset.js";
 import { segmentsOf } from "../text.js";
@@ -82,5 +82,36 @@ describe("scorePhase", () => {
       "needs_improvement",
       "insufficient",
     ]);
+  });
+});
+
+describe("transparency under the seed's field names", () => {
+  it("credits uncertain claims marked in knowledgeBoundary.whatNeedsVerification", () => {
+    const knowledgeBoundary = {
+      whatIKnow: ["Data volume is 2GB"],
+      whatIAssume: ["ENUM ordering is not relied on"],
+      whatNeedsVerification: ["Peak write rate and the resulting replication lag"],
+    };
+    const s = scorePhase(context("critique", { ...CRITIQUE_OUTPUT, knowledgeBoundary }), RULESET);
+    expect(s.dimensions.transparency.passed).toContain("uncertain and unknown claims are marked for verification");
+    expect(s.dimensions.transparency.passed).toContain("the unknowns are admitted (whatIDontKnow or whatNeedsVerification)");
+    expect(s.dimensions.transparency.score).toBe(100);
+  });
+});
+
+describe("a verify's decision against its checks", () => {
+  const oneFailed = [{ name: "Downtime budget", passed: false, details: "The drain step ran past the budget" }, ...VERIFY_OUTPUT.checks.slice(1)];
+
+  it("flags an approval when a check failed, even if failedCount says none did", () => {
+    const s = scorePhase(context("verify", { ...VERIFY_OUTPUT, checks: oneFailed, passedCount: 5, failedCount: 0, decision: "approve" }), RULESET);
+    expect(s.dimensions.decisionQuality.failed).toContain("the approve decision follows from 1 failed check(s)");
+    expect(s.suggestions).toContain("Do not approve with failed checks: reject, or fix and re-run them.");
+  });
+
+  it("flags an approval with failed checks the counts admit, and not an approval with none", () => {
+    const admitted = scorePhase(context("verify", { ...VERIFY_OUTPUT, checks: oneFailed, passedCount: 4, failedCount: 1 }), RULESET);
+    expect(admitted.dimensions.decisionQuality.failed).toContain("the approve decision follows from 1 failed check(s)");
+    const clean = scorePhase(context("verify", VERIFY_OUTPUT), RULESET);
+    expect(clean.dimensions.decisionQuality.passed).toContain("the approve decision follows from 0 failed check(s)");
   });
 });

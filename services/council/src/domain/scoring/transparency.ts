@@ -37,8 +37,8 @@ export function scoreTransparency(ctx: PhaseContext, r: Ruleset): DimensionResul
       { ok: kb !== undefined, label: "knowledgeBoundary is stated", fix: "Add a knowledgeBoundary." },
       { ok: (kb?.whatIKnow.length ?? 0) > 0, label: "whatIKnow is filled", fix: "List what you know in knowledgeBoundary.whatIKnow." },
       {
-        ok: (kb?.whatIDontKnow.length ?? 0) + (kb?.needsVerification.length ?? 0) > 0,
-        label: "the unknowns are admitted (whatIDontKnow or needsVerification)",
+        ok: (kb?.whatIDontKnow.length ?? 0) + (kb?.whatNeedsVerification.length ?? 0) > 0,
+        label: "the unknowns are admitted (whatIDontKnow or whatNeedsVerification)",
         fix: "List what you do not know or what needs verification.",
       },
     ],
@@ -53,9 +53,9 @@ export function scoreTransparency(ctx: PhaseContext, r: Ruleset): DimensionResul
         fix: "State your working assumptions (knowledgeBoundary.whatIAssume or claims marked assumption).",
       },
       {
-        ok: shaky === 0 || (kb?.needsVerification.length ?? 0) > 0,
+        ok: shaky === 0 || (kb?.whatNeedsVerification.length ?? 0) > 0,
         label: "uncertain and unknown claims are marked for verification",
-        fix: "List what must be verified in knowledgeBoundary.needsVerification.",
+        fix: "List what must be verified in knowledgeBoundary.whatNeedsVerification.",
       },
     ],
     r.transparency.assumptions,
