@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createLogger, type CallContext } from "@chaos-core/kit";
 import { loadStandaloneConfig } from "./config.js";
-import { ADMIN_FILE, type AdminFile } from "./admin-server.js";
+import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 import { createRuntime, type Runtime } from "./runtime.js";
 
 const AGENT: CallContext = { tenant: "default", principal: "local", sessionId: "session-1" };
