@@ -19,12 +19,21 @@ export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/**
+ * Where a child's per-user data directory defaults to (its HOME and XDG_DATA_HOME): never the
+ * real home directory. Shared, so a test that forgets CHAOS_CORE_DATA_DIR meets the data
+ * directory lock of another instead of passing by accident.
+ */
+const CHILD_HOME = join(tmpdir(), "chaos-core-test-home");
+
 /** The environment a child gets: this one minus anything that would change its stores. */
 export function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of ["DATABASE_URL", "REDIS_URL", "CHAOS_CORE_DATA_DIR", "HOST", "PORT", "CHAOS_CORE_API_KEYS_FILE"]) {
     delete env[k];
   }
+  env.HOME = CHILD_HOME;
+  env.XDG_DATA_HOME = join(CHILD_HOME, ".local/share");
   env.LOG_LEVEL = "warn";
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
   return env;
@@ -37,9 +46,12 @@ export interface ServeProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `chaos-core serve` on an ephemeral port and resolves once it prints its endpoint. */
-export function startServe(env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<ServeProcess> {
-  const proc = spawn(process.execPath, [CLI, "serve"], {
+/**
+ * Starts `chaos-core serve` (with `args` after it) on an ephemeral port and resolves once it
+ * prints its endpoint.
+ */
+export function startServe(env: Record<string, string | undefined>, timeoutMs = 60_000, args: string[] = []): Promise<ServeProcess> {
+  const proc = spawn(process.execPath, [CLI, "serve", ...args], {
     cwd: ROOT,
     env: childEnv({ PORT: "0", ...env }),
     stdio: ["ignore", "pipe", "pipe"],
@@ -64,13 +76,14 @@ export function startServe(env: Record<string, string | undefined>, timeoutMs = 
   });
 }
 
-/** Runs a command to completion and returns its exit code and output. */
+/** Runs a command to completion (in `cwd`, by default the repository) and returns its exit code and output. */
 export function runToExit(
   args: string[],
   env: Record<string, string | undefined>,
   timeoutMs = 60_000,
+  cwd = ROOT,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(process.execPath, [CLI, ...args], { cwd, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   proc.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -100,12 +113,12 @@ export async function httpClient(url: string, headers?: Record<string, string>):
   return client;
 }
 
-/** An SDK client that starts `chaos-core stdio` as its subprocess. */
-export async function stdioClient(env: Record<string, string | undefined>): Promise<{ client: Client; stderr: () => string }> {
+/** An SDK client that starts `chaos-core stdio` as its subprocess (in `cwd`, as a host would). */
+export async function stdioClient(env: Record<string, string | undefined>, cwd = ROOT): Promise<{ client: Client; stderr: () => string }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [CLI, "stdio"],
-    cwd: ROOT,
+    cwd,
     env: childEnv(env) as Record<string, string>,
     stderr: "pipe",
   });

@@ -4,9 +4,26 @@ import { LOG_LEVELS } from "./logger.js";
 /** An environment record, as `process.env` is; tests pass their own. */
 export type Env = Record<string, string | undefined>;
 
+/** One bad variable: its name (`PORT`) and what is wrong with it. */
+export interface ConfigIssue {
+  readonly variable: string;
+  readonly message: string;
+}
+
 /** Thrown when configuration is invalid; the message names every bad variable. */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
+
+  /**
+   * @param issues each bad variable, so a caller that set a variable from a command-line flag
+   *   can name the flag instead.
+   */
+  constructor(
+    message: string,
+    readonly issues: readonly ConfigIssue[] = [],
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -18,11 +35,8 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: Env): z.output<S> 
   for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== "") cleaned[k] = v;
   const result = schema.safeParse(cleaned);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => {
-    const name = issue.path.join(".") || "(environment)";
-    return `${name}: ${issue.message}`;
-  });
-  throw new ConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
+  const issues = result.error.issues.map((issue) => ({ variable: issue.path.join(".") || "(environment)", message: issue.message }));
+  throw new ConfigError(`invalid configuration:\n  ${issues.map((i) => `${i.variable}: ${i.message}`).join("\n  ")}`, issues);
 }
 
 

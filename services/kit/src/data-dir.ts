@@ -9,8 +9,9 @@ import { ChaosError } from "./errors.js";
  * stale (is reclaimable) within seconds after a crash.
  */
 export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
-  mkdirSync(dataDir, { recursive: true });
   try {
+    // The first write into the directory: an unwritable one fails here, named, not as a bare EACCES later.
+    mkdirSync(dataDir, { recursive: true });
     return await lockfile.lock(dataDir, {
       lockfilePath: `${dataDir}/.chaos-core.lock`,
       stale: 10_000,
@@ -28,8 +29,19 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
       throw new ChaosError(
         "failed_precondition",
         `the data directory ${dataDir} is in use by another chaos-core process; stop that process or point CHAOS_CORE_DATA_DIR elsewhere`,
+        { cause: err },
       );
     }
-    throw err;
+    throw new ChaosError(
+      "failed_precondition",
+      `cannot use the data directory ${dataDir} (${err instanceof Error ? err.message : String(err)}): ` +
+        "set CHAOS_CORE_DATA_DIR to a directory this user can write",
+      { cause: err },
+    );
   }
+}
+
+/** Whether `err` is {@link lockDataDir}'s refusal because another process holds the directory. */
+export function isDataDirInUse(err: unknown): boolean {
+  return err instanceof ChaosError && (err.cause as { code?: string } | undefined)?.code === "ELOCKED";
 }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createLogger, type CallContext } from "@chaos-core/kit";
 import { loadStandaloneConfig } from "./config.js";
-import { ADMIN_FILE, type AdminFile } from "./admin-server.js";
+import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 import { createRuntime, type Runtime } from "./runtime.js";
 
 const AGENT: CallContext = { tenant: "default", principal: "local", sessionId: "session-1" };
@@ -119,6 +119,12 @@ describe("the operator's admin endpoint", () => {
       ["POST", "/v1/spend/approve", JSON.stringify({ request_seq: -1 }), /^request_seq: /],
       ["POST", "/v1/spend/approve", JSON.stringify({ request_seq: 1.5 }), /^request_seq: /],
       ["POST", "/v1/spend/approve", JSON.stringify({ request_seq: 3, ttl_seconds: 99999 }), /^ttl_seconds: /],
+      ["GET", "/v1/ledger/export?tenant=Not%20A%20Tenant", undefined, /^tenant: /],
+      ["GET", "/v1/policy?tenant=default&x=1", undefined, /x/],
+      ["PUT", "/v1/policy", JSON.stringify({ document: [] }), /^document: /],
+      ["PUT", "/v1/policy", JSON.stringify({ document: { deniedCapabilities: ["ok.one", 7] } }), /^document: deniedCapabilities\[1\]: /],
+      ["PUT", "/v1/policy", JSON.stringify({ document: { denyAtOrAbove: "high" } }), /^document: denyAtOrAbove: unknown field/],
+      ["PUT", "/v1/policy", JSON.stringify({ document: {}, expected_version: -1 }), /^expected_version: /],
     ];
     for (const [method, path, body, message] of cases) {
       const res = await send(method, path, body === undefined ? {} : { body });

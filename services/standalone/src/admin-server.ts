@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { once } from "node:events";
 import { chmod, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -6,36 +7,27 @@ import { join } from "node:path";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import { ChaosError, type CallContext, type ErrorCode, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { policyDocumentFromProto, policyDocumentToProto, validatePolicyDocument } from "@chaos-core/policy";
 import { ApprovalChannel, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-
-/** The file, in the data directory, that tells `chaos-core approvals` where the running server listens. */
-export const ADMIN_FILE = "admin.json";
+import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 
 /** The principal every operator answer is recorded under: never the agent's (no self-approval). */
 export const OPERATOR_PRINCIPAL = "operator";
-
-/** What `admin.json` holds. */
-export interface AdminFile {
-  /** `http://127.0.0.1:<port>`: the admin endpoint's base URL. */
-  readonly url: string;
-  /** The bearer token every request must carry. */
-  readonly token: string;
-  /** The server's process id. */
-  readonly pid: number;
-}
-
-export const adminFileSchema = z.object({
-  url: z.string().regex(/^http:\/\/127\.0\.0\.1:\d+$/, "must be http://127.0.0.1:<port>"),
-  token: z.string().min(32),
-  pid: z.number().int().positive(),
-});
 
 export interface AdminServerOptions {
   /** The data directory `admin.json` is written to (and removed from on close). */
   readonly dataDir: string;
   readonly cognition: ServiceClient<typeof CognitionService>;
   readonly ledger: ServiceClient<typeof LedgerService>;
+  /** The capability policy, read and stored through the same RPCs as any caller (`chaos-core policy`). */
+  readonly policy: ServiceClient<typeof PolicyService>;
+  /**
+   * A tenant's ledger as export JSONL lines (the store's `exportLedger`): the running process
+   * holds the data directory, so `chaos-core ledger export|verify` reads it through here.
+   */
+  readonly exportLedger: (tenant: string) => AsyncIterable<string>;
   readonly logger: Logger;
 }
 
@@ -50,6 +42,8 @@ export interface RunningAdminServer {
 
 /** Largest request body accepted. */
 const MAX_BODY_BYTES = 16 * 1024;
+/** Largest policy document accepted (a long host list is still far below it). */
+const MAX_POLICY_BYTES = 1024 * 1024;
 
 const tenantField = z
   .string()
@@ -66,6 +60,14 @@ const spendBody = z.strictObject({
   request_seq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   tenant: tenantField,
   ttl_seconds: z.number().int().min(1).max(3600).optional(),
+});
+
+const tenantQuery = z.strictObject({ tenant: tenantField });
+
+const policyBody = z.strictObject({
+  tenant: tenantField,
+  document: z.record(z.string(), z.unknown()),
+  expected_version: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 
 const listQuery = z.strictObject({
@@ -119,14 +121,14 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   const type = req.headers["content-type"] ?? "";
   if (!/^application\/json\b/i.test(type)) throw new HttpError(415, "invalid_argument", "body: send Content-Type: application/json");
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, "invalid_argument", `body: larger than ${MAX_BODY_BYTES} bytes`);
+    if (size > maxBytes) throw new HttpError(413, "invalid_argument", `body: larger than ${maxBytes} bytes`);
     chunks.push(chunk);
   }
   try {
@@ -160,9 +162,14 @@ const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestam
  * - `GET  /v1/approvals?tenant=T&limit=N` → `{approvals}` pending cognition approvals
  * - `POST /v1/approvals/resolve {approval_id, approve, tenant?}` → `{approval_id, status, resolved_by}`
  * - `POST /v1/spend/approve {request_seq, tenant?, ttl_seconds?}` → the locked gate answer
+ * - `GET  /v1/ledger/export?tenant=T` → the tenant's ledger export (JSONL, `chaos-core-ledger/1`)
+ * - `GET  /v1/policy?tenant=T` → `{tenant, version, source, updated_at, document, last_error?}`
+ * - `PUT  /v1/policy {document, tenant?, expected_version?}` → `{tenant, version}`: the document
+ *   is validated exactly as `policy.json` is (a bad field is a 400 naming it) and stored as the
+ *   next version
  */
 export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
-  const { cognition, ledger, logger } = options;
+  const { cognition, ledger, policy, exportLedger, logger } = options;
   const token = randomBytes(32).toString("base64url");
   const tokenDigest = digest(token);
   const operator = (tenant: string): CallContext => ({ tenant, principal: OPERATOR_PRINCIPAL });
@@ -226,6 +233,48 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
           result: approved.result ?? {},
           ...(approved.receipt ? { receipt: approved.receipt } : {}),
         });
+      }
+      case "GET /v1/ledger/export": {
+        const q = parse(tenantQuery, Object.fromEntries(url.searchParams), "query");
+        const lines = exportLedger(q.tenant)[Symbol.asyncIterator]();
+        // The first line is read before the status is sent, so a failure to read is still an error answer.
+        let next = await lines.next();
+        res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+        while (!next.done) {
+          // Respect back-pressure: an export can be far larger than memory.
+          if (!res.write(next.value)) await once(res, "drain");
+          next = await lines.next();
+        }
+        res.end();
+        logger.info({ tenant: q.tenant }, "operator exported the ledger");
+        return;
+      }
+      case "GET /v1/policy": {
+        const q = parse(tenantQuery, Object.fromEntries(url.searchParams), "query");
+        const got = await policy.getPolicy({}, { ctx: operator(q.tenant) });
+        return send(res, 200, {
+          tenant: q.tenant,
+          version: Number(got.version),
+          source: got.source,
+          updated_at: ts(got.updatedAt),
+          document: policyDocumentFromProto(got.document!, `the policy of tenant ${q.tenant}`),
+          ...(got.lastError ? { last_error: got.lastError } : {}),
+        });
+      }
+      case "PUT /v1/policy": {
+        const body = parse(policyBody, await readJson(req, MAX_POLICY_BYTES), "body");
+        let document;
+        try {
+          document = validatePolicyDocument(body.document, "document");
+        } catch (err) {
+          throw new HttpError(400, "invalid_argument", (err as Error).message);
+        }
+        const put = await policy.putPolicy(
+          { document: policyDocumentToProto(document), expectedVersion: BigInt(body.expected_version ?? 0) },
+          { ctx: operator(body.tenant) },
+        );
+        logger.info({ tenant: body.tenant, version: Number(put.version) }, "operator stored a policy");
+        return send(res, 200, { tenant: body.tenant, version: Number(put.version) });
       }
       default:
         throw new HttpError(404, "not_found", `no endpoint ${endpoint}`);
@@ -294,3 +343,4 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     },
   };
 }
+

@@ -1,14 +1,12 @@
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { ADMIN_FILE, adminFileSchema, type AdminFile } from "./admin-server.js";
-import { loadStandaloneConfig } from "./config.js";
+import { ADMIN_FILE, adminRequest, readAdminFile, type AdminFile } from "./admin-client.js";
+import { parseCommandLine, UsageError, withFlags } from "./command-line.js";
+import { resolveDataDir } from "./config.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface ApprovalsCommandIo {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
-  /** The environment CHAOS_CORE_DATA_DIR is read from (the entry point hands over `process.env`). */
+  /** The environment the data directory is found from (the entry point hands over `process.env`). */
   env: NodeJS.ProcessEnv;
 }
 
@@ -20,7 +18,7 @@ export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
 
 /** The help text of `chaos-core approvals`. */
-export const APPROVALS_USAGE = `Usage: chaos-core approvals <command> [--tenant <tenant>] [--json]
+export const APPROVALS_USAGE = `Usage: chaos-core approvals <command> [--tenant <tenant>] [--data-dir <dir>] [--json]
 
 Commands (answer as the operator, over the running server's loopback admin endpoint):
   list                          Pending approvals of the tenant, soonest to expire first
@@ -32,65 +30,18 @@ Commands (answer as the operator, over the running server's loopback admin endpo
                                 [--ttl-seconds N: receipt lifetime for a finance tool request]
 
 The tenant defaults to "default" (the stdio and unauthenticated loopback tenant). The server
-must be running (chaos-core serve or stdio) on the same CHAOS_CORE_DATA_DIR (default ./data):
-it writes <data dir>/${ADMIN_FILE} with the endpoint and its token. Answers are recorded in the
+must be running (chaos-core serve or stdio) on the same data directory (--data-dir, else
+CHAOS_CORE_DATA_DIR, else the per-user default every command uses, see chaos-core help): it
+writes <data dir>/${ADMIN_FILE} with the endpoint and its token. Answers are recorded in the
 audit ledger as the principal "operator", who can never be the requester.
 Exits 0 when done, 1 when the server refused or none is running, 2 on a usage error.
 `;
 
-class UsageError extends Error {}
-class Failure extends Error {}
-
 type Json = Record<string, unknown>;
 
-async function readAdminFile(env: NodeJS.ProcessEnv): Promise<AdminFile> {
-  let dataDir: string;
-  try {
-    dataDir = loadStandaloneConfig(env).dataDir;
-  } catch (err) {
-    throw new Failure(err instanceof Error ? err.message : String(err));
-  }
-  const file = join(dataDir, ADMIN_FILE);
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-      throw new Failure(
-        `no chaos-core server is running on ${dataDir} (no ${ADMIN_FILE} there): start \`chaos-core serve\` or \`chaos-core stdio\` ` +
-          "with this CHAOS_CORE_DATA_DIR, or point CHAOS_CORE_DATA_DIR at the running server's data directory",
-      );
-    }
-    throw new Failure(`cannot read ${file}: ${(err as Error).message}`);
-  }
-  try {
-    return adminFileSchema.parse(JSON.parse(text));
-  } catch {
-    throw new Failure(`${file} is not an admin file chaos-core wrote; restart the server to write it again`);
-  }
-}
-
 async function call(admin: AdminFile, method: "GET" | "POST", path: string, body?: Json): Promise<Json> {
-  let res: Response;
-  try {
-    res = await fetch(`${admin.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${admin.token}`, ...(body ? { "content-type": "application/json" } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(30_000),
-    });
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-    throw new Failure(
-      `no chaos-core server answers at ${admin.url} (pid ${admin.pid}, ${cause}): it may have stopped without removing ${ADMIN_FILE}; start it again`,
-    );
-  }
-  const answer = (await res.json().catch(() => ({}))) as Json;
-  if (!res.ok) {
-    const error = (answer.error ?? {}) as { code?: string; message?: string };
-    throw new Failure(`${error.code ?? `HTTP ${res.status}`}: ${error.message ?? "the server refused"}`);
-  }
-  return answer;
+  const res = await adminRequest(admin, method, path, body);
+  return (await res.json().catch(() => ({}))) as Json;
 }
 
 function option(values: Record<string, unknown>, name: string): string | undefined {
@@ -129,18 +80,11 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
       io.stdout.write(APPROVALS_USAGE);
       return EXIT_OK;
     }
-    let parsed: ReturnType<typeof parseArgs>;
-    try {
-      parsed = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        strict: true,
-        options: { tenant: { type: "string" }, json: { type: "boolean" }, "ttl-seconds": { type: "string" } },
-      });
-    } catch (err) {
-      throw new UsageError(err instanceof Error ? err.message : String(err));
-    }
-    const { values, positionals } = parsed;
+    const { values, positionals } = parseCommandLine(
+      rest,
+      { tenant: { type: "string" }, json: { type: "boolean" }, "ttl-seconds": { type: "string" }, "data-dir": { type: "string" } },
+      { positionals: true },
+    );
     json = values.json === true;
     const tenant = option(values, "tenant");
     if (tenant !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
@@ -149,6 +93,7 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
     const ttl = option(values, "ttl-seconds");
     if (ttl !== undefined && command !== "approve-spend") throw new UsageError("--ttl-seconds belongs to approve-spend");
     const withTenant = tenant !== undefined ? { tenant } : {};
+    const dataDir = () => resolveDataDir(withFlags(env, values, { "data-dir": "CHAOS_CORE_DATA_DIR" }).env);
 
     let answer: Json;
     let text: string;
@@ -156,7 +101,7 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
     switch (command) {
       case "list": {
         if (positionals.length > 0) throw new UsageError("list takes no arguments");
-        const admin = await readAdminFile(env);
+        const admin = await readAdminFile(dataDir());
         answer = await call(admin, "GET", `/v1/approvals${tenant !== undefined ? `?tenant=${tenant}` : ""}`);
         text = listLines(answer);
         break;
@@ -164,7 +109,7 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
       case "approve":
       case "reject": {
         const id = oneArgument(positionals, "approval_id");
-        const admin = await readAdminFile(env);
+        const admin = await readAdminFile(dataDir());
         answer = await call(admin, "POST", "/v1/approvals/resolve", { approval_id: id, approve: command === "approve", ...withTenant });
         text =
           answer.status === "approved"
@@ -176,7 +121,7 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
         const seqText = oneArgument(positionals, "request_seq");
         if (!/^[1-9][0-9]{0,15}$/.test(seqText)) throw new UsageError(`request_seq must be a positive whole number, got "${seqText}"`);
         if (ttl !== undefined && !/^[1-9][0-9]{0,3}$/.test(ttl)) throw new UsageError(`--ttl-seconds must be from 1 to 3600, got "${ttl}"`);
-        const admin = await readAdminFile(env);
+        const admin = await readAdminFile(dataDir());
         answer = await call(admin, "POST", "/v1/spend/approve", {
           request_seq: Number(seqText),
           ...withTenant,

@@ -1,4 +1,6 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { CLI, childEnv, ROOT } from "../../../test/support/processes.js";
@@ -158,6 +160,34 @@ describe("chaos-core chp-conformance (a real process)", () => {
     });
     expect(lines[5]!.result).toMatchObject({ reason: "blocked: per-asset-cap, max-notional" });
     expect(lines[7]!.result).toMatchObject({ reason: "human-approved by cfo@example.com", claims: [{ rule: "human-approval", passed: true, detail: "approved by cfo@example.com" }] });
+  });
+
+  it("documents every op and the names of its args in --help and in docs/ledger.md", async () => {
+    const proc = spawn(process.execPath, [CLI, "chp-conformance", "--help"], { cwd: ROOT, env: childEnv({}), stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    proc.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    expect(await new Promise((resolve) => proc.once("exit", resolve))).toBe(0);
+    const docs = readFileSync(join(ROOT, "docs/ledger.md"), "utf8");
+    const ops: Record<string, string[]> = {
+      canonical_json: ["payload"],
+      content_hash: ["payload"],
+      chain_hash: ["prev_sig", "entry"],
+      evaluate_gate: ["action", "policy", "committed_today?"],
+      approve_human: ["action", "policy", "committed_today?", "approver"],
+    };
+    // Every op the command answers is documented, and nothing else.
+    const answered = Object.keys(ops).map((op) => JSON.parse(answerChpLine(JSON.stringify({ op, args: {} }))) as { error: string });
+    answered.forEach((a) => expect(a.error).not.toMatch(/unsupported op/));
+    expect(JSON.parse(answerChpLine('{"op": "nope", "args": {}}')).error).toContain(`supported: ${Object.keys(ops).join(", ")}`);
+    for (const [op, args] of Object.entries(ops)) {
+      const signature = new RegExp(`${op}\\s+\\{${args.map((a) => a.replace("?", "\\?")).join(", ")}\\}`);
+      expect(stdout, op).toMatch(signature);
+      expect(docs, op).toMatch(new RegExp(`\`${op}\`\\s*\\|\\s*\`\\{${args.map((a) => a.replace("?", "\\?")).join(", ")}\\}\``));
+    }
+    for (const field of ["action", "asset", "notional", "confidence?", "max_notional", "daily_cap", "hitl_threshold", "min_confidence"]) {
+      expect(stdout, field).toContain(field);
+      expect(docs, field).toContain(field);
+    }
   });
 
   it("is listed in the help text", async () => {

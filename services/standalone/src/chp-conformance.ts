@@ -25,6 +25,32 @@ import { approveHuman, evaluateGate, type GateNumber, type GateResult, type Spen
  * `unsupported op "x"`, which the reference runner reports as SKIP.
  */
 
+/** The help text of `chaos-core chp-conformance`: every op and the names of its args. */
+export const CHP_CONFORMANCE_USAGE = `Usage: chaos-core chp-conformance < requests.jsonl
+
+Speaks the CHP conformance line protocol: one JSON request per stdin line,
+  {"op": "<op>", "args": {...}}
+and one response per stdout line, in order,
+  {"ok": true, "result": ...}   or   {"ok": false, "error": "<what was wrong>"}
+A blank line gets no response; the command exits 0 at the end of input.
+
+Ops and their args:
+  canonical_json  {payload}                       -> the canonical JSON text of payload
+  content_hash    {payload}                       -> lowercase hex SHA-256 of that text
+  chain_hash      {prev_sig, entry}               -> content_hash({"prev_sig", "entry"}); the
+                                                     first prev_sig is ""
+  evaluate_gate   {action, policy, committed_today?}
+                                                  -> {state, allowed, requires_human, reason,
+                                                     claims, content_hash, committed_delta}
+  approve_human   {action, policy, committed_today?, approver}
+                                                  -> the same, after a human approval by approver
+
+action is {action, asset, notional, confidence?}; policy is {version?, max_notional, daily_cap,
+hitl_threshold, min_confidence, allowed_actions?, per_asset_limits?}. committed_today defaults to
+0.0 and a policy without version reads as "1.0". Numbers keep their form: 100.0 stays a float.
+An unknown op answers {"ok": false, "error": "unsupported op ..."}, which a runner reports as SKIP.
+`;
+
 type Args = Record<string, unknown>;
 
 function field(args: Args, name: string): unknown {

@@ -1,11 +1,12 @@
-import { resolve } from "node:path";
+import { homedir } from "node:os";
+import { isAbsolute, join, resolve, win32 } from "node:path";
 import { z } from "zod";
-import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { ConfigError, envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition";
 import { originVar } from "@chaos-core/ledger";
 
 const schema = z.object({
-  CHAOS_CORE_DATA_DIR: z.string().default("./data"),
+  CHAOS_CORE_DATA_DIR: z.string().optional(),
   DATABASE_URL: envVars.postgresUrl(),
   REDIS_URL: envVars.redisUrl(),
   LOG_LEVEL: envVars.logLevel(),
@@ -33,6 +34,63 @@ export interface StandaloneConfig {
   ledgerOrigin: string;
 }
 
+/** The folder, inside the per-user data directory of the platform, that Chaos Core owns. */
+const APP_DIR = "chaos-core";
+
+/**
+ * The per-user data directory every `chaos-core` command defaults to, so a server a host
+ * started (in whatever working directory) and the operator's commands find the same one:
+ * `$XDG_DATA_HOME/chaos-core`, else `~/.local/share/chaos-core` (Linux and other Unixes);
+ * `~/Library/Application Support/chaos-core` (macOS); `%LOCALAPPDATA%\chaos-core` (Windows).
+ * @throws ConfigError naming CHAOS_CORE_DATA_DIR when no home directory is known.
+ */
+export function userDataDir(env: Env, platform: NodeJS.Platform = process.platform, home: () => string = homedir): string {
+  const fromHome = (...parts: string[]) => {
+    let dir: string;
+    try {
+      dir = env.HOME || home();
+    } catch {
+      dir = "";
+    }
+    if (!dir) {
+      const message = "there is no home directory to keep data in; set CHAOS_CORE_DATA_DIR";
+      throw new ConfigError(`CHAOS_CORE_DATA_DIR: ${message}`, [{ variable: "CHAOS_CORE_DATA_DIR", message }]);
+    }
+    return (platform === "win32" ? win32.join : join)(dir, ...parts, APP_DIR);
+  };
+  if (platform === "win32") return env.LOCALAPPDATA ? win32.join(env.LOCALAPPDATA, APP_DIR) : fromHome("AppData", "Local");
+  if (platform === "darwin") return fromHome("Library", "Application Support");
+  // The XDG spec: a relative XDG_DATA_HOME is invalid and ignored.
+  if (env.XDG_DATA_HOME && isAbsolute(env.XDG_DATA_HOME)) return join(env.XDG_DATA_HOME, APP_DIR);
+  return fromHome(".local", "share");
+}
+
+/**
+ * The data directory a command uses: `CHAOS_CORE_DATA_DIR` (the command line's `--data-dir` is
+ * mapped onto it), resolved against `cwd`, else {@link userDataDir}. The one rule for every
+ * command (serve, stdio, approvals, ledger, policy).
+ */
+export function resolveDataDir(env: Env, cwd = process.cwd()): string {
+  const set = env.CHAOS_CORE_DATA_DIR;
+  return set ? resolve(cwd, set) : userDataDir(env);
+}
+
+const storesSchema = z.object({ DATABASE_URL: envVars.postgresUrl() });
+
+/** Where an operator command finds the stores: Postgres, or a data directory's embedded ones. */
+export type OperatorStores = { readonly kind: "postgres"; readonly url: string } | { readonly kind: "data-dir"; readonly dataDir: string };
+
+/**
+ * The stores a server started with the same environment uses, for the operator's commands
+ * (`ledger`, `policy`): Postgres when DATABASE_URL is set, else the data directory
+ * ({@link resolveDataDir}).
+ * @throws ConfigError naming DATABASE_URL when it is not a postgres:// URL.
+ */
+export function loadOperatorStores(env: Env, cwd = process.cwd()): OperatorStores {
+  const c = parseEnv(storesSchema, env);
+  return c.DATABASE_URL ? { kind: "postgres", url: c.DATABASE_URL } : { kind: "data-dir", dataDir: resolveDataDir(env, cwd) };
+}
+
 /**
  * Reads the standalone configuration from an environment record (only this file reads env). A
  * selected AI provider that is not configured fails here, naming the missing variable.
@@ -41,7 +99,7 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
   const c = parseEnv(schema, env);
   const provider = loadProviderConfig(env);
   return {
-    dataDir: resolve(cwd, c.CHAOS_CORE_DATA_DIR),
+    dataDir: resolveDataDir(env, cwd),
     databaseUrl: c.DATABASE_URL,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,

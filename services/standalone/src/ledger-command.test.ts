@@ -2,13 +2,15 @@ import { generateKeyPairSync } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createPostgresDb, type Db } from "@chaos-core/kit";
+import { createLogger, createPostgresDb, type CallContext, type Db, type Env } from "@chaos-core/kit";
 import { createLedgerStore, migrateLedger, type LedgerStore } from "@chaos-core/ledger";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 import { runToExit } from "../../../test/support/processes.js";
+import { loadStandaloneConfig } from "./config.js";
 import { runLedgerCommand } from "./ledger-command.js";
+import { createRuntime, type Runtime } from "./runtime.js";
 
 let database: TestDatabase;
 let db: Db;
@@ -16,12 +18,15 @@ let store: LedgerStore;
 let dir: string;
 const { privateKey, publicKey } = generateKeyPairSync("ed25519");
 
-async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+/** Runs the command in `env` (by default one whose per-user data directory is an empty temporary one). */
+async function runIn(env: Env, ...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = "";
   let err = "";
-  const code = await runLedgerCommand(argv, { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } });
+  const code = await runLedgerCommand(argv, { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, env });
   return { code, out, err };
 }
+
+const run = (...argv: string[]) => runIn({ HOME: join(dir, "home"), XDG_DATA_HOME: join(dir, "home", "xdg") }, ...argv);
 
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_ledger_cli");
@@ -95,14 +100,17 @@ describe("chaos-core ledger", () => {
     const cases: string[][] = [
       [],
       ["frobnicate"],
-      ["verify", "--public-key", vkey],
       ["verify", "--file", "x", "--database-url", database.url, "--public-key", vkey],
+      ["verify", "--file", "x", "--data-dir", dir, "--public-key", vkey],
+      ["verify", "--database-url", database.url, "--data-dir", dir, "--public-key", vkey],
+      ["verify", "--database-url", "mysql://nope", "--tenant", "acme", "--public-key", vkey],
       ["verify", "--file", "x"],
       ["verify", "--database-url", database.url, "--public-key", vkey],
       ["verify", "--database-url", database.url, "--tenant", "Not A Tenant", "--public-key", vkey],
       ["verify", "--file", "x", "--public-key", join(dir, "missing-key")],
       ["verify", "--file", "x", "--public-key", vkey, "--bogus"],
-      ["export", "--tenant", "acme"],
+      ["export", "--database-url", database.url],
+      ["export", "--database-url", database.url, "--data-dir", dir, "--tenant", "acme"],
     ];
     for (const argv of cases) expect((await run(...argv)).code, argv.join(" ")).toBe(2);
     expect((await run("help")).code).toBe(0);
@@ -110,5 +118,56 @@ describe("chaos-core ledger", () => {
     const missing = await run("verify", "--file", join(dir, "nope.jsonl"), "--public-key", vkey);
     expect(missing.code).toBe(1);
     expect(missing.err).toContain("cannot verify");
+    // Nothing names the ledger: the data directory a server in this environment would use, which does not exist.
+    const nowhere = await run("verify", "--public-key", vkey);
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.err).toContain(`there is no chaos-core data directory at ${join(dir, "home", "xdg", "chaos-core")}`);
+  });
+});
+
+describe("chaos-core ledger on a data directory (the embedded default)", () => {
+  const ctx: CallContext = { tenant: "default", principal: "agent" };
+  let dataDir: string;
+  let runtime: Runtime | undefined;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "chaoscore-ledger-cli-embedded-"));
+    const config = loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: dataDir, LOG_LEVEL: "silent" });
+    runtime = await createRuntime(config, createLogger("ledger-cli-test", "silent"), { version: "0.0.0", sessionTtlSeconds: 600, admin: true });
+    for (let i = 0; i < 3; i++) await runtime.deps.ledger!.append({ event: { type: "test.event", i } }, { ctx });
+  });
+
+  afterAll(async () => {
+    await runtime?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("exports and verifies it offline, its server running or stopped, printing the root_hash inspect_audit_ledger shows", async () => {
+    const { checkpoint } = await runtime!.deps.ledger!.getCheckpoint({}, { ctx });
+    expect(checkpoint?.size).toBe(3n);
+    const root = checkpoint!.rootHash;
+
+    // Running: the server holds the directory; the command reads through its admin endpoint.
+    const live = await runIn({}, "verify", "--data-dir", dataDir);
+    expect(live.err).toBe("");
+    expect(live).toMatchObject({ code: 0 });
+    expect(live.out).toContain(`3 entries, 3 signed checkpoints, root_hash ${root} (base64)`);
+    const exported = await runIn({}, "export", "--data-dir", dataDir);
+    expect(exported.code).toBe(0);
+    expect(exported.out.split("\n").filter((l) => l.startsWith('{"type":"entry"'))).toHaveLength(3);
+
+    await runtime!.close();
+    runtime = undefined;
+
+    // Stopped: the command takes the directory itself; found from CHAOS_CORE_DATA_DIR alone.
+    const env = { CHAOS_CORE_DATA_DIR: dataDir };
+    const offline = await runIn(env, "verify", "--json");
+    expect(offline.code).toBe(0);
+    expect(JSON.parse(offline.out)).toMatchObject({ ok: true, tenant: "default", entries: 3, root });
+    const file = join(dir, "embedded.jsonl");
+    expect((await runIn(env, "export", "--out", file)).code).toBe(0);
+    expect(await readFile(file, "utf8")).toBe(exported.out);
+    // And the export, anywhere, with only the verifier key the tools show.
+    expect((await runIn({}, "verify", "--file", file, "--public-key", checkpoint!.verifierKey)).code).toBe(0);
   });
 });

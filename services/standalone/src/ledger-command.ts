@@ -1,17 +1,32 @@
 import { createWriteStream } from "node:fs";
 import { open, readFile } from "node:fs/promises";
 import { once } from "node:events";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
-import type { Readable } from "node:stream";
-import { parseArgs } from "node:util";
-import { assertTenantId, createPostgresDb, type Db } from "@chaos-core/kit";
-import { createLedgerReader, verifyExport, verifyStoredLedger, type VerifyReport } from "@chaos-core/ledger";
+import { Readable } from "node:stream";
+import type { ReadableStream as WebReadableStream } from "node:stream/web";
+import { assertTenantId, createPostgresDb, type Db, type Env } from "@chaos-core/kit";
+import {
+  createLedgerReader,
+  loadKeyring,
+  STANDALONE_KEYRING_FILE,
+  verifyExport,
+  verifyStoredLedger,
+  type VerificationKey,
+  type VerifyReport,
+} from "@chaos-core/ledger";
+import { adminRequest } from "./admin-client.js";
+import { parseCommandLine, storesFromCommandLine, UsageError, type OptionSpecs } from "./command-line.js";
+import type { OperatorStores } from "./config.js";
+import { accessDataDir, openEmbeddedDb } from "./data-dir-access.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface LedgerCommandIo {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
   stdin?: Readable;
+  /** The environment the stores are found from when no flag names them (the process's own by default). */
+  env: Env;
 }
 
 /** Exit code: the ledger verified (or the export was written). */
@@ -25,35 +40,43 @@ export const EXIT_USAGE = 2;
 export const LEDGER_USAGE = `Usage: chaos-core ledger <command>
 
 Commands:
-  verify  (--file <export.jsonl | -> | --database-url <url> --tenant <tenant>) --public-key <vkey | file> [--json]
+  verify  [--file <export.jsonl | -> | --database-url <url> | --data-dir <dir>] [--tenant <tenant>]
+          [--public-key <vkey | file>] [--json]
           Verifies a tenant's audit ledger with only the public key: every entry's content
-          hash and chain signature, and the Merkle root at every signed checkpoint. Exits 0
-          when verified, 1 naming the first bad entry, 2 on a usage error.
-  export  --database-url <url> --tenant <tenant> [--out <file>]
+          hash and chain signature, and the Merkle root at every signed checkpoint. Prints
+          the tree's root_hash in base64, as the signed checkpoint and inspect_audit_ledger
+          do. Exits 0 when verified, 1 naming the first bad entry, 2 on a usage error.
+  export  [--database-url <url> | --data-dir <dir>] [--tenant <tenant>] [--out <file>]
           Writes the tenant's ledger as JSONL (header, entries, signed checkpoints) to stdout
           or <file>; \`ledger verify --file\` checks it offline.
 
---public-key takes the verifier key (<name>+<key hash>+<base64 key>) or a file holding it or
-an Ed25519 public key in PEM.
-`;
+Where the ledger is: --file, --database-url, --data-dir, else where a server started in this
+environment keeps it (DATABASE_URL, else CHAOS_CORE_DATA_DIR, else the per-user data
+directory). A data directory is read whether its server runs (through the server's loopback
+admin endpoint) or not (the command then holds the directory while it reads).
 
-class UsageError extends Error {}
+--tenant is required with Postgres; in a data directory it defaults to "default".
+--public-key takes the verifier key (<name>+<key hash>+<base64 key>) or a file holding it or
+an Ed25519 public key in PEM. In a data directory whose server generated its key, it defaults
+to that key (<data dir>/${STANDALONE_KEYRING_FILE}); that checks the ledger against the key on
+the same machine, so for an independent check pass the verifier key you recorded elsewhere.
+`;
 
 function usage(io: LedgerCommandIo, message: string): number {
   io.stderr.write(`chaos-core ledger: ${message}\n\n${LEDGER_USAGE}`);
   return EXIT_USAGE;
 }
 
-function parse<T extends Record<string, { type: "string" | "boolean" }>>(args: string[], options: T) {
-  try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message : String(err));
-  }
+function parse<T extends OptionSpecs>(args: string[], options: T) {
+  return parseCommandLine(args, options).values;
 }
 
-function checkTenant(tenant: string | undefined): string {
-  if (tenant === undefined) throw new UsageError("--database-url needs --tenant");
+/** The tenant: required on Postgres (many tenants), "default" (stdio's) in a data directory. */
+function checkTenant(tenant: string | undefined, stores: OperatorStores | undefined): string {
+  if (tenant === undefined) {
+    if (stores?.kind === "data-dir") return "default";
+    throw new UsageError("--database-url needs --tenant");
+  }
   try {
     assertTenantId(tenant);
   } catch (err) {
@@ -74,6 +97,44 @@ async function loadPublicKey(value: string): Promise<string> {
   }
 }
 
+/** Without --public-key: the public half of the key a standalone server generated into its data directory. */
+async function dataDirPublicKey(dataDir: string): Promise<VerificationKey> {
+  const file = join(dataDir, STANDALONE_KEYRING_FILE);
+  try {
+    return (await loadKeyring(file)).active.publicKey;
+  } catch (err) {
+    throw new UsageError(`--public-key is required: ${file} cannot be read (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
+/**
+ * Runs `fn` over the export lines of a data directory's ledger: through the running server's
+ * admin endpoint, or from the embedded database while this command holds the directory.
+ */
+async function withDataDirExport<T>(dataDir: string, tenant: string, fn: (lines: AsyncIterable<string>) => Promise<T>): Promise<T> {
+  const access = await accessDataDir(dataDir);
+  if (access.running) {
+    const res = await adminRequest(access.admin, "GET", `/v1/ledger/export?tenant=${encodeURIComponent(tenant)}`);
+    const body = Readable.fromWeb(res.body as WebReadableStream<Uint8Array>, { encoding: "utf8" });
+    return fn(withNewlines(lines(body)));
+  }
+  try {
+    const db = await openEmbeddedDb(dataDir);
+    try {
+      return await fn(createLedgerReader(db).exportLedger(tenant));
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await access.release();
+  }
+}
+
+/** Lines as the store's export yields them, each with its newline (readline strips it). */
+async function* withNewlines(input: AsyncIterable<string>): AsyncIterable<string> {
+  for await (const line of input) yield `${line}\n`;
+}
+
 async function withDb<T>(url: string, fn: (db: Db) => Promise<T>): Promise<T> {
   const db = createPostgresDb({ connectionString: url, max: 2, applicationName: "chaos-core-ledger-cli" });
   try {
@@ -90,7 +151,7 @@ function lines(stream: Readable): AsyncIterable<string> {
 function summary(report: VerifyReport): string {
   const who = `${report.tenant ?? "?"}${report.origin ? ` (${report.origin})` : ""}`;
   if (report.ok) {
-    return `ledger verified: ${who}: ${report.entries} entries, ${report.checkpoints} signed checkpoints, root ${report.root}\n`;
+    return `ledger verified: ${who}: ${report.entries} entries, ${report.checkpoints} signed checkpoints, root_hash ${report.root} (base64)\n`;
   }
   const f = report.failure!;
   const where = f.seq > 0 ? `first bad entry: seq ${f.seq}` : "a checkpoint record cannot be read";
@@ -102,15 +163,21 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
   const v = parse(args, {
     file: { type: "string" },
     "database-url": { type: "string" },
+    "data-dir": { type: "string" },
     tenant: { type: "string" },
     "public-key": { type: "string" },
     json: { type: "boolean" },
   });
-  if ((v.file === undefined) === (v["database-url"] === undefined)) throw new UsageError("give exactly one of --file and --database-url");
-  if (v["public-key"] === undefined) throw new UsageError("--public-key is required: verify trusts nothing but the public key");
-  if (v.file !== undefined && v.tenant !== undefined) checkTenant(v.tenant);
-  const tenant = v["database-url"] !== undefined ? checkTenant(v.tenant) : v.tenant;
-  const key = await loadPublicKey(v["public-key"]);
+  if (v.file !== undefined && (v["database-url"] !== undefined || v["data-dir"] !== undefined)) {
+    throw new UsageError("give one of --file, --database-url and --data-dir");
+  }
+  const stores = v.file === undefined ? storesFromCommandLine(v, io.env) : undefined;
+  if (v.file !== undefined && v.tenant !== undefined) checkTenant(v.tenant, undefined);
+  const tenant = stores ? checkTenant(v.tenant, stores) : v.tenant;
+  let key: VerificationKey;
+  if (v["public-key"] !== undefined) key = await loadPublicKey(v["public-key"]);
+  else if (stores?.kind === "data-dir") key = await dataDirPublicKey(stores.dataDir);
+  else throw new UsageError("--public-key is required: verify trusts nothing but the public key");
 
   let report: VerifyReport;
   try {
@@ -118,8 +185,10 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
       // Open first so a missing file is an error here, not a silently empty stream.
       const input = v.file === "-" ? (io.stdin ?? process.stdin) : (await open(v.file)).createReadStream({ encoding: "utf8" });
       report = await verifyExport(lines(input), key, tenant !== undefined ? { tenant } : {});
+    } else if (stores!.kind === "postgres") {
+      report = await withDb(stores!.url, (db) => verifyStoredLedger(createLedgerReader(db), tenant!, key));
     } else {
-      report = await withDb(v["database-url"]!, (db) => verifyStoredLedger(createLedgerReader(db), tenant!, key));
+      report = await withDataDirExport(stores!.dataDir, tenant!, (exported) => verifyExport(exported, key, { tenant: tenant! }));
     }
   } catch (err) {
     // An unreadable export, a malformed key or an unreachable database: nothing was verified.
@@ -131,21 +200,28 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
 }
 
 async function exportCommand(args: string[], io: LedgerCommandIo): Promise<number> {
-  const v = parse(args, { "database-url": { type: "string" }, tenant: { type: "string" }, out: { type: "string" } });
-  if (v["database-url"] === undefined) throw new UsageError("export needs --database-url");
-  const tenant = checkTenant(v.tenant);
+  const v = parse(args, {
+    "database-url": { type: "string" },
+    "data-dir": { type: "string" },
+    tenant: { type: "string" },
+    out: { type: "string" },
+  });
+  const stores = storesFromCommandLine(v, io.env);
+  const tenant = checkTenant(v.tenant, stores);
   const file = v.out !== undefined ? createWriteStream(v.out, "utf8") : undefined;
   try {
     let entries = 0;
-    await withDb(v["database-url"], async (db) => {
-      for await (const line of createLedgerReader(db).exportLedger(tenant)) {
+    const write = async (exported: AsyncIterable<string>) => {
+      for await (const line of exported) {
         if (line.startsWith('{"type":"entry"')) entries++;
         if (file) {
           // Respect back-pressure: an export can be far larger than memory.
           if (!file.write(line)) await once(file, "drain");
         } else io.stdout.write(line);
       }
-    });
+    };
+    if (stores.kind === "postgres") await withDb(stores.url, (db) => write(createLedgerReader(db).exportLedger(tenant)));
+    else await withDataDirExport(stores.dataDir, tenant, write);
     if (file) {
       file.end();
       await once(file, "finish");
@@ -179,6 +255,8 @@ export async function runLedgerCommand(argv: string[], io: LedgerCommandIo = pro
     }
   } catch (err) {
     if (err instanceof UsageError) return usage(io, err.message);
-    throw err;
+    // A bad setting in the environment (DATABASE_URL, no home directory): said in one line.
+    io.stderr.write(`chaos-core ledger: ${err instanceof Error ? err.message : String(err)}\n`);
+    return EXIT_BAD;
   }
 }

@@ -185,7 +185,14 @@ export async function createRuntime(
     // Last: the endpoint answers only once everything it calls is up, and closes first.
     let admin: RunningAdminServer | undefined;
     if (options.admin) {
-      const started = await startAdminServer({ dataDir: config.dataDir, cognition, ledger, logger: logger.child({ service: "admin" }) });
+      const started = await startAdminServer({
+        dataDir: config.dataDir,
+        cognition,
+        ledger,
+        policy,
+        exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),
+        logger: logger.child({ service: "admin" }),
+      });
       closers.push(() => started.close());
       admin = started;
     }

@@ -94,7 +94,7 @@ describe("ledger store on Postgres", () => {
 
     const cp = await store.latestCheckpoint(tenant);
     expect(cp?.size).toBe(10);
-    expect(openCheckpoint(cp!.note, [parseVerifierKey(vkey)]).root.toString("hex")).toBe(live.root);
+    expect(openCheckpoint(cp!.note, [parseVerifierKey(vkey)]).root.toString("base64")).toBe(live.root);
     expect(await store.chainStatus(tenant)).toMatchObject({ ok: true, size: 10, checked: 10, checkpoint: { size: 10, rootMatchesTree: true } });
 
     // Another key does not verify it.

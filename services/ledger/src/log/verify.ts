@@ -56,7 +56,10 @@ export interface VerifyReport {
   checkpoints: number;
   /** The largest checkpoint size whose root matched. */
   verifiedSize: number;
-  /** The root of all entries read (hex). */
+  /**
+   * The RFC 6962 root of all entries read, in base64: the encoding of the signed checkpoint's
+   * root line and of `inspect_audit_ledger`'s `root_hash`.
+   */
   root: string;
   failure?: VerifyFailure;
 }
@@ -289,7 +292,7 @@ export async function verifyLedger(
     entries: count,
     checkpoints: checkpoints.length,
     verifiedSize,
-    root: tree.root().toString("hex"),
+    root: tree.root().toString("base64"),
   };
   if (cursor.tenant !== undefined) report.tenant = cursor.tenant;
   if (origin !== undefined) report.origin = origin;

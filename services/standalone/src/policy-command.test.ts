@@ -1,0 +1,141 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger, type CallContext, type Env } from "@chaos-core/kit";
+import { defaultPolicyDocument, formatPolicyDocument, validatePolicyDocument } from "@chaos-core/policy";
+import { Decision } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
+import { loadStandaloneConfig } from "./config.js";
+import { runPolicyCommand } from "./policy-command.js";
+import { createRuntime, type Runtime } from "./runtime.js";
+
+let dir: string;
+/** An environment whose per-user data directory is an empty temporary one. */
+let bare: Env;
+
+async function runIn(env: Env, ...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  const code = await runPolicyCommand(argv, { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) }, env });
+  return { code, out, err };
+}
+
+async function policyFile(name: string, document: unknown): Promise<string> {
+  const file = join(dir, name);
+  await writeFile(file, typeof document === "string" ? document : JSON.stringify(document));
+  return file;
+}
+
+const DENY_REMEMBER = { deniedCapabilities: ["memory.remember"], httpAllowedDomains: ["api.example.com"] };
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "chaoscore-policy-cli-"));
+  bare = { HOME: join(dir, "home"), XDG_DATA_HOME: join(dir, "home", "xdg") };
+});
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe("chaos-core policy on Postgres", () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase("chaoscore_policy_cli");
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it("shows a tenant's policy with its version, stores a file as the next version, and refuses an invalid one naming the field", async () => {
+    const pg = (...argv: string[]) => runIn(bare, ...argv, "--database-url", database.url, "--tenant", "acme");
+
+    const first = await pg("show", "--json");
+    expect(first.code).toBe(0);
+    expect(JSON.parse(first.out)).toMatchObject({ tenant: "acme", version: 0, source: "postgres", document: defaultPolicyDocument() });
+
+    const good = await policyFile("deny-remember.json", DENY_REMEMBER);
+    expect(await pg("set", good)).toMatchObject({ code: 0, out: 'policy of tenant "acme" stored as version 1 (postgres)\n' });
+    const shown = await pg("show");
+    expect(shown.code).toBe(0);
+    expect(JSON.parse(shown.out)).toMatchObject(DENY_REMEMBER);
+    expect(shown.out).toBe(formatPolicyDocument(validatePolicyDocument(DENY_REMEMBER, "test")));
+    expect(shown.err).toMatch(/^policy of tenant "acme": version 1 \(postgres, stored /);
+
+    // The validation policy.json gets: the field is named, nothing is stored.
+    const bad = await policyFile("bad.json", { deniedCapabilities: ["ok.one", 7], denyAbove: "high" });
+    const refused = await pg("set", bad);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain(`${bad}: deniedCapabilities[1]: expected string, received number`);
+    expect(refused.err).toContain("denyAbove: unknown field; known fields are allowedCapabilities");
+    const conflict = await pg("set", good, "--expected-version", "5");
+    expect(conflict.code).toBe(1);
+    expect(conflict.err).toContain("the policy is at version 1, not 5");
+    expect(JSON.parse((await pg("show", "--json")).out)).toMatchObject({ version: 1 });
+
+    // DATABASE_URL finds the same store a server on this environment uses; tenants stay apart.
+    const fromEnv = await runIn({ ...bare, DATABASE_URL: database.url }, "show", "--tenant", "acme", "--json");
+    expect(JSON.parse(fromEnv.out)).toMatchObject({ version: 1, document: DENY_REMEMBER });
+    expect(JSON.parse((await runIn({ ...bare, DATABASE_URL: database.url }, "show", "--json")).out)).toMatchObject({ tenant: "default", version: 0 });
+  });
+
+  it("exits 2 on usage errors", async () => {
+    const good = await policyFile("usage.json", {});
+    const cases: string[][] = [
+      [],
+      ["frobnicate"],
+      ["show", "--bogus"],
+      ["show", "extra"],
+      ["set"],
+      ["set", good, good],
+      ["set", good, "--expected-version", "0"],
+      ["show", "--expected-version", "1"],
+      ["show", "--tenant", "Not A Tenant"],
+      ["show", "--database-url", "mysql://nope"],
+      ["show", "--database-url", database.url, "--data-dir", dir],
+    ];
+    for (const argv of cases) expect((await runIn(bare, ...argv)).code, argv.join(" ")).toBe(2);
+    expect((await runIn(bare, "help")).code).toBe(0);
+  });
+});
+
+describe("chaos-core policy on a data directory (the embedded default)", () => {
+  const ctx: CallContext = { tenant: "default", principal: "agent" };
+  let dataDir: string;
+  let runtime: Runtime | undefined;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "chaoscore-policy-cli-embedded-"));
+    const config = loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: dataDir, LOG_LEVEL: "silent" });
+    runtime = await createRuntime(config, createLogger("policy-cli-test", "silent"), { version: "0.0.0", sessionTtlSeconds: 600, admin: true });
+  });
+
+  afterAll(async () => {
+    await runtime?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("sets policy.json through the running server (in force at once) and in place when it is stopped, versioned either way", async () => {
+    const env = { CHAOS_CORE_DATA_DIR: dataDir };
+    expect(JSON.parse((await runIn(env, "show", "--json")).out)).toMatchObject({ tenant: "default", version: 1, document: defaultPolicyDocument() });
+
+    const good = await policyFile("embedded.json", DENY_REMEMBER);
+    const live = await runIn(env, "set", good);
+    expect(live).toMatchObject({ code: 0, out: `policy of tenant "default" stored as version 2 (in force now on the server running on ${dataDir})\n` });
+    const decision = await runtime!.deps.policy.evaluate({ capability: "memory.remember" }, { ctx });
+    expect(decision).toMatchObject({ decision: Decision.DENY, policyVersion: 2n });
+    const bad = await policyFile("embedded-bad.json", "{ not json");
+    expect((await runIn(env, "set", bad)).code).toBe(1);
+    expect((await runIn(env, "show", "--tenant", "acme")).err).toContain('holds the policy of tenant "default" only');
+
+    await runtime!.close();
+    runtime = undefined;
+
+    // Stopped: written in place under the data directory's lock; the next start applies it.
+    const stopped = await runIn(env, "set", await policyFile("embedded-2.json", {}));
+    expect(stopped.code).toBe(0);
+    expect(stopped.out).toContain("stored as version 3");
+    expect(await readFile(join(dataDir, "policy.json"), "utf8")).toBe(formatPolicyDocument(validatePolicyDocument({}, "test")));
+    expect(JSON.parse((await runIn(env, "show", "--json")).out)).toMatchObject({ version: 3 });
+  });
+});
