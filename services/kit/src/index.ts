@@ -31,3 +31,4 @@ export { lockDataDir } from "./data-dir.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
 export { canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";
+export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redis-errors.js";

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import { assertTenantId } from "@chaos-core/kit";
+import { assertTenantId, failClosedOnRedisOutage } from "@chaos-core/kit";
 import {
   DEFAULT_SESSION_TTL_SECONDS,
   type NewSessionRecord,
@@ -58,7 +58,8 @@ function pairsToHash(pairs: unknown): Record<string, string> {
 /**
  * A {@link SessionStore} on Redis, shared by every edge replica: a session created on one
  * replica can be served by another. Keys are prefixed by tenant and expire after `ttlSeconds`
- * without a touch.
+ * without a touch. While Redis cannot be reached every method rejects at once with
+ * `unavailable` naming Redis (kit's client options and {@link failClosedOnRedisOutage}).
  */
 export function createRedisSessionStore(redis: Redis, options: RedisSessionStoreOptions = {}): SessionStore {
   const prefix = options.prefix ?? "chaoscore:";
@@ -71,7 +72,7 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
 
   const get = async (tenant: string, id: string) => fromHash(await redis.hgetall(keys(tenant, id).session));
 
-  return {
+  return failClosedOnRedisOutage<SessionStore>({
     ttlSeconds,
 
     async create(record: NewSessionRecord) {
@@ -139,5 +140,5 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
     async ping() {
       await redis.ping();
     },
-  };
+  }, "the MCP session store");
 }

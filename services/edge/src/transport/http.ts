@@ -8,6 +8,7 @@ import {
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { ChaosError } from "@chaos-core/kit";
 import { createApiKeyVerifier, loadApiKeysFile, type ApiKeyEntry, type ApiKeyVerifier } from "../auth/api-keys.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
@@ -185,6 +186,10 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     }
     if (typeof err.status === "number" && err.status >= 400 && err.status < 500) {
       return jsonRpcError(res, err.status, -32600, "Invalid Request");
+    }
+    // The session store out of reach (Redis down): the session cannot be opened or checked now.
+    if (err instanceof ChaosError && err.code === "unavailable") {
+      return jsonRpcError(res, 503, -32000, err.message, { "Retry-After": "2" });
     }
     deps.logger.error({ err }, "HTTP request failed");
     jsonRpcError(res, 500, -32603, "Internal error");
