@@ -47,7 +47,7 @@ export class HttpSessionTable {
 
   constructor(
     private readonly deps: EdgeDeps,
-    private readonly options: { maxBodyBytes: number; sweepIntervalMs?: number },
+    private readonly options: { maxBodyBytes: number; maxSessionsPerKey: number; sweepIntervalMs?: number },
   ) {
     const interval = options.sweepIntervalMs ?? Math.min(60_000, (deps.sessions.ttlSeconds * 1000) / 2);
     this.sweeper = setInterval(() => void this.sweep(), interval);
@@ -62,7 +62,8 @@ export class HttpSessionTable {
   /**
    * Serves an initialize request on a new session. The record is stored before the SDK sees
    * the request, so its answer never names a session another replica cannot find; when the
-   * SDK refuses the initialize, record and objects are dropped again.
+   * SDK refuses the initialize, record and objects are dropped again. An identity already
+   * holding `maxSessionsPerKey` live sessions is refused (`resource_exhausted`).
    */
   async initialize(
     identity: Identity,
@@ -70,7 +71,9 @@ export class HttpSessionTable {
     serve: (transport: StreamableHTTPServerTransport) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
-    await this.deps.sessions.create(sessionRecordFromInitialize(session, "http", params));
+    await this.deps.sessions.create(sessionRecordFromInitialize(session, "http", params), {
+      maxPerPrincipal: this.options.maxSessionsPerKey,
+    });
     const local = await this.connect(session, () => {
       this.live.set(session.id, local);
       this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
@@ -121,6 +124,23 @@ export class HttpSessionTable {
       this.rehydrating.set(id, pending);
     }
     return pending;
+  }
+
+  /**
+   * Ends every session this replica holds whose tenant and principal `stillValid` no longer
+   * accepts (its API key was revoked): the objects here, open streams included, and the record.
+   */
+  async closeRevoked(stillValid: (tenant: string, principal: string) => boolean): Promise<void> {
+    for (const local of [...this.live.values()]) {
+      const { tenant, principal, id } = local.session;
+      if (stillValid(tenant, principal)) continue;
+      await this.close(local);
+      await this.deps.sessions.delete(tenant, id).catch((err: unknown) => {
+        if (!isUnavailable(err)) throw err;
+        this.deleteLater(local.session);
+      });
+      this.deps.logger.info({ tenant, principal, session: id }, "session closed: its API key was revoked");
+    }
   }
 
   /** Closes every session this replica holds; their records stay for the other replicas. */
