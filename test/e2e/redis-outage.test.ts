@@ -1,8 +1,9 @@
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { createPostgresDb } from "@chaos-core/kit";
+import { createSqlPolicyStore, migratePolicy, validatePolicyDocument } from "@chaos-core/policy";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initializeBody, MCP_HEADERS, readJsonRpc } from "../support/mcp-http.js";
+import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { startPrivateRedis, type PrivateRedis } from "../support/redis.js";
 
@@ -30,8 +31,21 @@ async function eventually<T>(attempt: () => Promise<T>, what: string, timeoutMs 
   }
 }
 
+/** Stores the tenant's policy in the test database, as an operator would before start-up. */
+async function gateRemember(url: string): Promise<void> {
+  const db = createPostgresDb({ connectionString: url });
+  try {
+    await migratePolicy(db);
+    const store = createSqlPolicyStore(db);
+    await store.put("default", validatePolicyDocument({ requireConfirmationFor: ["memory.remember"] }, "test"));
+    await store.close();
+  } finally {
+    await db.close();
+  }
+}
+
 /**
- * `chaos-core serve` (embedded database) on a private `redis-server` that the test kills and starts
+ * `chaos-core serve` on Postgres and a private `redis-server` that the test kills and starts
  * again (never the shared one): what needs no Redis keeps serving on a session the process
  * already knows, what needs Redis fails closed with `unavailable` naming Redis, and everything
  * works again once Redis is back, without restarting the server.
@@ -39,14 +53,16 @@ async function eventually<T>(attempt: () => Promise<T>, what: string, timeoutMs 
 describe("chaos-core serve through a Redis outage", () => {
   const dir = tempDir("chaos-core-redis-outage-");
   let redis: PrivateRedis;
+  let db: TestDatabase;
   let serve: ServeProcess;
   let client: Client;
   let councilSession: string;
 
   beforeAll(async () => {
     redis = await startPrivateRedis();
-    writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.remember"] }));
-    serve = await startServe({ REDIS_URL: redis.url, CHAOS_CORE_DATA_DIR: dir });
+    db = await createTestDatabase();
+    await gateRemember(db.url);
+    serve = await startServe({ DATABASE_URL: db.url, REDIS_URL: redis.url, CHAOS_CORE_DATA_DIR: dir });
     client = await httpClient(serve.url);
     ({ sessionId: councilSession } = ok(
       await client.callTool({ name: "council_init", arguments: { task: "Move the billing database to Postgres 16" } }),
@@ -58,14 +74,17 @@ describe("chaos-core serve through a Redis outage", () => {
     await client?.close().catch(() => undefined);
     await serve?.stop();
     await redis?.close();
+    await db?.drop();
     removeDir(dir);
   });
 
-  it("still answers chp_version and council_recall on an open session while Redis is down", async () => {
+  it("still answers chp_version, council_recall and chaoscore_recall on an open session while Redis is down", async () => {
     expect(ok(await client.callTool({ name: "chp_version", arguments: {} }))).toMatchObject({ info: { chp: { version: "1.0" } } });
     expect(ok(await client.callTool({ name: "council_recall", arguments: { sessionId: councilSession } }))).toMatchObject({
       sessionId: councilSession,
     });
+    // Recall logs its policy decision to the client, at the level kept in the session store.
+    expect(ok(await client.callTool({ name: "chaoscore_recall", arguments: { key: "deploy-window" } }))).toMatchObject({ items: [] });
   });
 
   it("fails a gated step closed with unavailable naming Redis, and runs nothing", async () => {
