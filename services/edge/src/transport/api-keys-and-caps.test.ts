@@ -2,10 +2,8 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Logger } from "@chaos-core/kit";
+import { recordingLogger } from "../../../../test/support/logger.js";
 import { hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient, initializeBody, listTools, MCP_HEADERS, openSession, readJsonRpc, rpc } from "../test-support/http.js";
@@ -32,18 +30,6 @@ afterAll(async () => {
 function replaceFile(path: string, content: unknown): void {
   writeFileSync(`${path}.tmp`, typeof content === "string" ? content : JSON.stringify(content));
   renameSync(`${path}.tmp`, path);
-}
-
-/** A real pino logger writing JSON lines into memory, to assert what operators would read. */
-function recordingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { logger: pino({ level: "info" }, sink), lines };
 }
 
 async function initialize(url: string, key: string): Promise<Response> {
