@@ -16,7 +16,7 @@ const { CouncilService } = await import("@chaos-core/proto/gen/chaoscore/council
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
-const { connectRedis } = await import("@chaos-core/kit/redis");
+const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadEdgeAloneConfig } = await import("./config.js");
 const { createMemorySessionStore } = await import("./sessions/memory-store.js");
 const { createRedisSessionStore } = await import("./sessions/redis-store.js");
@@ -77,7 +77,7 @@ try {
     cognition.close();
     council.close();
     ledger?.close();
-    await redis?.quit();
+    if (redis) await closeRedis(redis);
   });
 } catch (err) {
   // The message names what is wrong (a variable, a file and entry); the stack adds nothing.

@@ -5,7 +5,7 @@ import { startPrivateRedis, type PrivateRedis } from "../../../test/support/redi
 import { ChaosError } from "./errors.js";
 import { createLogger } from "./logger.js";
 import { failClosedOnRedisOutage } from "./redis-errors.js";
-import { connectRedis } from "./redis.js";
+import { closeRedis, connectRedis } from "./redis.js";
 
 const logger = createLogger("kit-redis-test", "silent");
 
@@ -21,6 +21,14 @@ function storeOver(redis: Redis) {
     },
     "the test store",
   );
+}
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
@@ -63,6 +71,20 @@ describe("Redis clients from kit", () => {
       if (Date.now() > deadline) throw new Error(`no reconnect: ${String(got)}`);
       await new Promise((r) => setTimeout(r, 100));
     }
+  });
+
+  it("close without rejecting while Redis is down, and stop reconnecting", async () => {
+    const closing = await connectRedis(redis.url, { logger, name: "kit-test" });
+    await redis.kill();
+    try {
+      await until(() => closing.status === "reconnecting", "the client to notice");
+      await expect(closeRedis(closing)).resolves.toBeUndefined();
+    } finally {
+      await redis.start();
+    }
+    await until(() => client.status === "ready", "the other client to reconnect");
+    await new Promise((r) => setTimeout(r, 500));
+    expect(closing.status).not.toBe("ready");
   });
 
   it("leave what Redis itself refuses (a wrong type) to the caller, unchanged", async () => {

@@ -93,3 +93,20 @@ export async function connectRedis(url: string, options: { logger: Logger; name:
   }
   return redis;
 }
+
+/**
+ * Closes a client without ever rejecting: `QUIT` when connected (replies still due arrive
+ * first), otherwise it stops reconnecting at once. `quit()` alone rejects while Redis is down
+ * (there is no offline queue), which would fail a shutdown and skip what closes after it.
+ */
+export async function closeRedis(redis: Redis): Promise<void> {
+  if (redis.status === "ready") {
+    try {
+      await redis.quit();
+      return;
+    } catch {
+      // The link dropped meanwhile: disconnect below.
+    }
+  }
+  redis.disconnect();
+}

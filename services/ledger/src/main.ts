@@ -11,7 +11,7 @@ import type { Redis as RedisClient } from "ioredis";
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
 const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
-const { connectRedis } = await import("@chaos-core/kit/redis");
+const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
 const { loadKeyring } = await import("./keys/keyring.js");
 const { loadOperatorPolicies } = await import("./service/operator-policies.js");
@@ -53,7 +53,7 @@ try {
   onShutdown(logger, async () => {
     await server.shutdown();
     await core.store.drain();
-    await openedRedis?.quit();
+    if (openedRedis) await closeRedis(openedRedis);
     await opened.close();
   });
 } catch (err) {

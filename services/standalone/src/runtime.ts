@@ -51,7 +51,7 @@ import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps } from
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { lockDataDir } from "@chaos-core/kit";
-import { connectRedis } from "@chaos-core/kit/redis";
+import { closeRedis, connectRedis } from "@chaos-core/kit/redis";
 
 /** Every service of Chaos Core in one process, wired with in-process clients. */
 export interface Runtime {
@@ -139,7 +139,7 @@ export async function createRuntime(
     let approvals: ApprovalStore;
     if (config.redisUrl) {
       const redis = await connectRedis(config.redisUrl, { logger, name: "chaos-core-standalone" });
-      closers.push(() => redis.quit());
+      closers.push(() => closeRedis(redis));
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
       plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
