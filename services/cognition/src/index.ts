@@ -57,6 +57,7 @@ export {
   createMemoryApprovalStore,
   DEFAULT_APPROVAL_TTL_SECONDS,
   DEFAULT_MEMORY_MAX_APPROVALS,
+  DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT,
   isApprovalId,
 } from "./executor/approvals.js";
 export type {
@@ -67,6 +68,7 @@ export type {
   ApprovalStore,
   ApprovalStoreOptions,
   InMemoryApprovalStore,
+  MemoryApprovalStoreOptions,
   PendingApproval,
   ResolveApprovalInput,
   StoredApproval,
@@ -83,7 +85,12 @@ export {
   MAX_PLAN_TTL_SECONDS,
 } from "./plans/plan-store.js";
 export type { PlanStore, PlanStoreOptions } from "./plans/plan-store.js";
-export { createMemoryPlanStore, DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_PLANS } from "./plans/memory-plan-store.js";
+export {
+  createMemoryPlanStore,
+  DEFAULT_MEMORY_MAX_BYTES,
+  DEFAULT_MEMORY_MAX_PLANS,
+  DEFAULT_MEMORY_MAX_TOTAL_BYTES,
+} from "./plans/memory-plan-store.js";
 export type { MemoryPlanStoreOptions } from "./plans/memory-plan-store.js";
 export { createRedisPlanStore } from "./plans/redis-plan-store.js";
 export type { RedisPlanStoreOptions } from "./plans/redis-plan-store.js";

@@ -15,7 +15,7 @@ const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await impo
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
-const { Redis } = await import("ioredis");
+const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadCognitionConfig } = await import("./config.js");
 const { createMemoryApprovalStore } = await import("./executor/approvals.js");
 const { createRedisApprovalStore } = await import("./executor/redis-approval-store.js");
@@ -35,8 +35,7 @@ try {
   let plans: PlanStore;
   let approvals: ApprovalStore;
   if (config.plans.kind === "redis") {
-    redis = new Redis(config.plans.url, { maxRetriesPerRequest: 2, lazyConnect: true });
-    await redis.connect();
+    redis = await connectRedis(config.plans.url, { logger, name: "chaos-core-cognition" });
     plans = createRedisPlanStore(redis, { prefix: config.plans.prefix });
     approvals = createRedisApprovalStore(redis, { prefix: config.plans.prefix });
   } else {
@@ -68,7 +67,7 @@ try {
     policy.close();
     memory.close();
     ledger.close();
-    await opened?.quit();
+    if (opened) await closeRedis(opened);
   });
 } catch (err) {
   // The message names what is wrong (a variable); the stack adds nothing.

@@ -3,9 +3,9 @@ import { ConfigError } from "@chaos-core/kit";
 import { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 
 describe("loadEdgeConfig", () => {
-  it("defaults to loopback, port 3000 and a 4 MiB body limit", () => {
+  it("defaults to loopback, port 3000, a 4 MiB body limit and 100 sessions per API key", () => {
     const config = loadEdgeConfig({});
-    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024 });
+    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024, maxSessionsPerKey: 100 });
     expect(config.logLevel).toBe("info");
     expect(config.redisUrl).toBeUndefined();
   });
@@ -25,6 +25,7 @@ describe("loadEdgeConfig", () => {
       CHAOS_CORE_MAX_BODY_BYTES: "1048576",
       CHAOS_CORE_API_KEYS_FILE: "/etc/chaos-core/keys.json",
       CHAOS_CORE_SESSION_TTL_SECONDS: "600",
+      CHAOS_CORE_MAX_SESSIONS_PER_KEY: "20",
       LOG_LEVEL: "debug",
     });
     expect(config).toEqual({
@@ -32,6 +33,7 @@ describe("loadEdgeConfig", () => {
         host: "0.0.0.0",
         port: 8080,
         maxBodyBytes: 1048576,
+        maxSessionsPerKey: 20,
         allowedHosts: ["mcp.example.com", "edge.internal"],
         allowedOrigins: ["https://app.example.com", "http://localhost:5173"],
         apiKeysFile: "/etc/chaos-core/keys.json",
@@ -54,6 +56,7 @@ describe("loadEdgeConfig", () => {
       [{ REDIS_URL: "localhost:6379" }, /REDIS_URL: must be a redis:\/\//],
       [{ MCP_ALLOWED_ORIGINS: "https://app.example.com/path" }, /MCP_ALLOWED_ORIGINS/],
       [{ LOG_LEVEL: "loud" }, /LOG_LEVEL/],
+      [{ CHAOS_CORE_MAX_SESSIONS_PER_KEY: "0" }, /CHAOS_CORE_MAX_SESSIONS_PER_KEY/],
     ];
     for (const [env, message] of cases) {
       expect(() => loadEdgeConfig(env), JSON.stringify(env)).toThrow(ConfigError);

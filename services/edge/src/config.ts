@@ -6,6 +6,13 @@ import type { HttpTransportOptions } from "./transport/http.js";
 /** The largest request body the edge ever accepts; CHAOS_CORE_MAX_BODY_BYTES may only lower it. */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
+/**
+ * Most live MCP sessions one API key's tenant and principal may hold when
+ * CHAOS_CORE_MAX_SESSIONS_PER_KEY is not set. An idle session costs a replica about 100 KiB, so
+ * this bounds what one key can pin at about 10 MiB, far above what a client needs.
+ */
+export const DEFAULT_MAX_SESSIONS_PER_KEY = 100;
+
 /** Whether a host name or address only reaches this machine. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
@@ -50,6 +57,7 @@ const EdgeEnvSchema = z
     CHAOS_CORE_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(MAX_BODY_BYTES).default(MAX_BODY_BYTES),
     CHAOS_CORE_API_KEYS_FILE: z.string().min(1).optional(),
     CHAOS_CORE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3600),
+    CHAOS_CORE_MAX_SESSIONS_PER_KEY: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_SESSIONS_PER_KEY),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
@@ -67,7 +75,7 @@ const EdgeEnvSchema = z
 /** The edge's configuration, from environment variables only. */
 export interface EdgeConfig {
   /** Options for {@link startHttpTransport}. */
-  readonly http: HttpTransportOptions & { host: string; port: number; maxBodyBytes: number };
+  readonly http: HttpTransportOptions & { host: string; port: number; maxBodyBytes: number; maxSessionsPerKey: number };
   readonly redisUrl?: string;
   readonly policyAddr?: string;
   readonly memoryAddr?: string;
@@ -129,6 +137,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
       host: e.HOST,
       port: e.PORT,
       maxBodyBytes: e.CHAOS_CORE_MAX_BODY_BYTES,
+      maxSessionsPerKey: e.CHAOS_CORE_MAX_SESSIONS_PER_KEY,
       ...(e.MCP_ALLOWED_HOSTS?.length ? { allowedHosts: e.MCP_ALLOWED_HOSTS } : {}),
       ...(e.MCP_ALLOWED_ORIGINS?.length ? { allowedOrigins: e.MCP_ALLOWED_ORIGINS } : {}),
       ...(e.CHAOS_CORE_API_KEYS_FILE ? { apiKeysFile: e.CHAOS_CORE_API_KEYS_FILE } : {}),

@@ -9,19 +9,20 @@ export type { RunningStdioTransport, StdioTransportOptions } from "./transport/s
 export { createMemorySessionStore } from "./sessions/memory-store.js";
 export { createRedisSessionStore } from "./sessions/redis-store.js";
 export type { RedisSessionStoreOptions } from "./sessions/redis-store.js";
-export { DEFAULT_SESSION_TTL_SECONDS } from "./sessions/session-store.js";
+export { DEFAULT_SESSION_TTL_SECONDS, sessionLimitReached } from "./sessions/session-store.js";
 export type {
   NewSessionRecord,
+  SessionLimits,
   SessionPatch,
   SessionRecord,
   SessionStore,
   SessionTransport,
 } from "./sessions/session-store.js";
-export { createApiKeyVerifier, hashApiKey, loadApiKeysFile } from "./auth/api-keys.js";
-export type { ApiKeyEntry, ApiKeyVerifier } from "./auth/api-keys.js";
+export { createApiKeyVerifier, hashApiKey, loadApiKeysFile, watchApiKeysFile } from "./auth/api-keys.js";
+export type { ApiKeyEntry, ApiKeyVerifier, WatchApiKeysOptions, WatchedApiKeys } from "./auth/api-keys.js";
 export { LOCAL_IDENTITY } from "./auth/identity.js";
 export type { Identity } from "./auth/identity.js";
-export { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+export { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
 export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";

@@ -16,7 +16,7 @@ const { CouncilService } = await import("@chaos-core/proto/gen/chaoscore/council
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
-const { Redis } = await import("ioredis");
+const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadEdgeAloneConfig } = await import("./config.js");
 const { createMemorySessionStore } = await import("./sessions/memory-store.js");
 const { createRedisSessionStore } = await import("./sessions/redis-store.js");
@@ -38,9 +38,8 @@ try {
   const council = createGrpcClient(CouncilService, config.councilAddr, signer);
   const ledger = config.ledgerAddr ? createGrpcClient(LedgerService, config.ledgerAddr, signer) : undefined;
   if (!ledger) logger.warn("LEDGER_ADDR is not set: the governance and finance-reference tools fail closed (unavailable)");
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true }) : undefined;
-  if (redis) await redis.connect();
-  else logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");
+  const redis = config.redisUrl ? await connectRedis(config.redisUrl, { logger, name: "chaos-core-edge" }) : undefined;
+  if (!redis) logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");
   const sessions = redis
     ? createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds })
     : createMemorySessionStore({ ttlSeconds: config.sessionTtlSeconds });
@@ -78,7 +77,7 @@ try {
     cognition.close();
     council.close();
     ledger?.close();
-    await redis?.quit();
+    if (redis) await closeRedis(redis);
   });
 } catch (err) {
   // The message names what is wrong (a variable, a file and entry); the stack adds nothing.

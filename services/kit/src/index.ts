@@ -31,3 +31,6 @@ export { isDataDirInUse, lockDataDir } from "./data-dir.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
 export { canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";
+export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redis-errors.js";
+export { watchFile } from "./file-watch.js";
+export type { FileWatch, WatchFileOptions } from "./file-watch.js";

@@ -11,7 +11,7 @@ import type { Redis as RedisClient } from "ioredis";
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
 const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
-const { Redis } = await import("ioredis");
+const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
 const { loadKeyring } = await import("./keys/keyring.js");
 const { loadOperatorPolicies } = await import("./service/operator-policies.js");
@@ -40,8 +40,7 @@ try {
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
   let nonces;
   if (config.nonces.kind === "redis") {
-    redis = new Redis(config.nonces.url, { maxRetriesPerRequest: 1, lazyConnect: true });
-    await redis.connect();
+    redis = await connectRedis(config.nonces.url, { logger, name: "chaos-core-ledger" });
     nonces = createRedisNonceCache(redis, { prefix: config.nonces.prefix });
   } else {
     nonces = createMemoryNonceCache();
@@ -54,7 +53,7 @@ try {
   onShutdown(logger, async () => {
     await server.shutdown();
     await core.store.drain();
-    await openedRedis?.quit();
+    if (openedRedis) await closeRedis(openedRedis);
     await opened.close();
   });
 } catch (err) {

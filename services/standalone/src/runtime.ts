@@ -1,5 +1,4 @@
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import {
   createInProcessClient,
   createPgliteDb,
@@ -52,6 +51,7 @@ import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps } from
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { lockDataDir } from "@chaos-core/kit";
+import { closeRedis, connectRedis } from "@chaos-core/kit/redis";
 
 /** Every service of Chaos Core in one process, wired with in-process clients. */
 export interface Runtime {
@@ -138,9 +138,8 @@ export async function createRuntime(
     let plans: PlanStore;
     let approvals: ApprovalStore;
     if (config.redisUrl) {
-      const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, lazyConnect: true });
-      await redis.connect();
-      closers.push(() => redis.quit());
+      const redis = await connectRedis(config.redisUrl, { logger, name: "chaos-core-standalone" });
+      closers.push(() => closeRedis(redis));
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
       plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });

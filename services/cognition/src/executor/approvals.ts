@@ -250,43 +250,84 @@ export interface InMemoryApprovalStore extends ApprovalStore {
   pending(): readonly StoredApproval[];
 }
 
-/** Most approvals the in-process store holds; creating more is refused (`resource_exhausted`). */
-export const DEFAULT_MEMORY_MAX_APPROVALS = 10_000;
+/** Most approvals one tenant holds in the in-process store; creating more is refused (`resource_exhausted`). */
+export const DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT = 10_000;
 
-export function createMemoryApprovalStore(options: ApprovalStoreOptions & { maxApprovals?: number } = {}): InMemoryApprovalStore {
+/** Most approvals the in-process store holds over every tenant: a memory safety net, refused beyond. */
+export const DEFAULT_MEMORY_MAX_APPROVALS = 100_000;
+
+/** Bounds of the in-process approval store. */
+export interface MemoryApprovalStoreOptions extends ApprovalStoreOptions {
+  /** Most approvals one tenant may hold at once (default {@link DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT}). */
+  maxApprovalsPerTenant?: number;
+  /** Most approvals the process holds over every tenant (default {@link DEFAULT_MEMORY_MAX_APPROVALS}). */
+  maxApprovals?: number;
+}
+
+/**
+ * An approval store in this process. Each tenant has its own bound, so one tenant that asks for
+ * approvals nobody answers cannot stop another from asking; the process-wide bound is a safety
+ * net for memory. At either bound, expired approvals are dropped first, then creating is refused
+ * (`resource_exhausted`): a pending approval is never evicted to make room.
+ */
+export function createMemoryApprovalStore(options: MemoryApprovalStoreOptions = {}): InMemoryApprovalStore {
   const now = options.now ?? Date.now;
   const ttlMs = resolveTtlSeconds(options.ttlSeconds) * 1000;
+  const maxPerTenant = options.maxApprovalsPerTenant ?? DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT;
   const max = options.maxApprovals ?? DEFAULT_MEMORY_MAX_APPROVALS;
-  const byKey = new Map<string, StoredApproval>();
-  const keyOf = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+  const tenants = new Map<string, Map<string, StoredApproval>>();
+  let total = 0;
   const live = (a: StoredApproval) => Date.parse(a.expiresAt) > now();
+  const drop = (tenant: string, own: Map<string, StoredApproval>, id: string) => {
+    if (own.delete(id)) total -= 1;
+    if (own.size === 0) tenants.delete(tenant);
+  };
+  const dropExpired = (tenant: string, own: Map<string, StoredApproval>) => {
+    for (const [id, a] of own) if (!live(a)) drop(tenant, own, id);
+  };
   const find = (tenant: string, id: string): StoredApproval | undefined => {
     assertTenantId(tenant);
     if (!isApprovalId(id)) return undefined;
-    const found = byKey.get(keyOf(tenant, id));
+    const own = tenants.get(tenant);
+    const found = own?.get(id);
     if (found && !live(found)) {
-      byKey.delete(keyOf(tenant, id));
+      drop(tenant, own!, id);
       return undefined;
     }
     return found;
   };
+  /** Replaces a live approval after a transition; the counts do not change. */
+  const replace = (tenant: string, next: StoredApproval) => tenants.get(tenant)!.set(next.approvalId, next);
   const copy = (a: StoredApproval) => structuredClone(a);
 
   return {
     create(approval) {
       try {
         assertNewApproval(approval);
-        const key = keyOf(approval.call.tenant, approval.approvalId);
-        if (byKey.has(key)) throw new ChaosError("already_exists", "an approval with this id exists");
-        if (byKey.size >= max) for (const [k, a] of byKey) if (!live(a)) byKey.delete(k);
-        if (byKey.size >= max) throw new ChaosError("resource_exhausted", `this process holds ${max} approvals already`);
+        const tenant = approval.call.tenant;
+        let own = tenants.get(tenant);
+        if (own?.has(approval.approvalId)) throw new ChaosError("already_exists", "an approval with this id exists");
+        if (own && own.size >= maxPerTenant) dropExpired(tenant, own);
+        if (own && own.size >= maxPerTenant) {
+          throw new ChaosError(
+            "resource_exhausted",
+            `tenant ${tenant} holds ${maxPerTenant} approvals already, the most one tenant may hold here; answer some, or wait for them to expire`,
+          );
+        }
+        if (total >= max) for (const [t, o] of [...tenants]) dropExpired(t, o);
+        if (total >= max) {
+          throw new ChaosError("resource_exhausted", `this process holds ${max} approvals already (every tenant's together); try again later`);
+        }
         const at = now();
-        byKey.set(key, {
+        own = tenants.get(tenant);
+        if (!own) tenants.set(tenant, (own = new Map()));
+        own.set(approval.approvalId, {
           ...structuredClone(approval),
           status: "pending",
           createdAt: new Date(at).toISOString(),
           expiresAt: new Date(at + ttlMs).toISOString(),
         });
+        total += 1;
         return Promise.resolve();
       } catch (err) {
         return Promise.reject(err as Error);
@@ -308,7 +349,7 @@ export function createMemoryApprovalStore(options: ApprovalStoreOptions & { maxA
         checkResolver(found, input);
         if (found.status !== "pending") throw wrongState(approvalId, found.status, "resolve");
         const next: StoredApproval = { ...found, status: input.approve ? "approved" : "rejected", resolution: resolutionOf(input, now()) };
-        byKey.set(keyOf(tenant, approvalId), next);
+        replace(tenant, next);
         return Promise.resolve(copy(next));
       } catch (err) {
         return Promise.reject(err as Error);
@@ -320,7 +361,7 @@ export function createMemoryApprovalStore(options: ApprovalStoreOptions & { maxA
         if (!found) throw approvalNotFound(approvalId);
         if (found.status !== "approved") throw wrongState(approvalId, found.status, "consume");
         const next: StoredApproval = { ...found, status: "consumed", consumedAt: new Date(now()).toISOString() };
-        byKey.set(keyOf(tenant, approvalId), next);
+        replace(tenant, next);
         return Promise.resolve(copy(next));
       } catch (err) {
         return Promise.reject(err as Error);
@@ -330,13 +371,18 @@ export function createMemoryApprovalStore(options: ApprovalStoreOptions & { maxA
       try {
         assertTenantId(tenant);
         assertListLimit(limit);
-        const found = [...byKey.values()].filter((a) => a.call.tenant === tenant && a.status === "pending" && live(a));
+        const found = [...(tenants.get(tenant)?.values() ?? [])].filter((a) => a.status === "pending" && live(a));
         return Promise.resolve(found.sort(byExpiry).slice(0, limit).map(copy));
       } catch (err) {
         return Promise.reject(err as Error);
       }
     },
-    pending: () => [...byKey.values()].filter((a) => a.status === "pending" && live(a)).map(copy),
+    pending: () =>
+      [...tenants.values()]
+        .flatMap((own) => [...own.values()])
+        .filter((a) => a.status === "pending" && live(a))
+        .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt))
+        .map(copy),
   };
 }
 

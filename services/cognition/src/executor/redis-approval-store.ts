@@ -1,4 +1,4 @@
-import { assertTenantId, ChaosError } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, failClosedOnRedisOutage } from "@chaos-core/kit";
 import type { Redis } from "ioredis";
 import {
   approvalNotFound,
@@ -57,7 +57,8 @@ const STATUSES: readonly string[] = ["pending", "approved", "rejected", "consume
 /**
  * An {@link ApprovalStore} on Redis, shared by every cognition replica. The key names the tenant,
  * so an approval is reachable only from its own tenant; transitions are Lua compare-and-set
- * scripts, so of two concurrent resolves (or consumes) exactly one wins, on any replica.
+ * scripts, so of two concurrent resolves (or consumes) exactly one wins, on any replica. While
+ * Redis cannot be reached, every method rejects at once with `unavailable` naming Redis.
  */
 export function createRedisApprovalStore(redis: Redis, options: RedisApprovalStoreOptions = {}): ApprovalStore {
   const prefix = options.prefix ?? "chaoscore:";
@@ -100,7 +101,7 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
     if (res !== "ok") throw wrongState(approvalId, res, wanted);
   }
 
-  return {
+  return failClosedOnRedisOutage<ApprovalStore>({
     async create(approval) {
       assertNewApproval(approval);
       const at = now();
@@ -163,5 +164,5 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
       if (stale.length > 0) await redis.zrem(index, ...stale);
       return found.sort(byExpiry).slice(0, limit);
     },
-  };
+  }, "the approval store");
 }

@@ -1,16 +1,23 @@
+import { ChaosError } from "@chaos-core/kit";
 import { type StoredPlan } from "./plan.js";
 import { assertPlanOwner, isPlanId, type PlanStore, type PlanStoreOptions, preparePlan } from "./plan-store.js";
 
-/** Bounds of the in-process store; with the defaults it holds at most 64 MiB of plans. */
+/**
+ * Bounds of the in-process store. `maxPlans` and `maxBytes` bound each tenant; `maxTotalBytes`
+ * bounds the process, as a memory safety net.
+ */
 export interface MemoryPlanStoreOptions extends PlanStoreOptions {
-  /** Most plans kept at once (default 1000). */
+  /** Most plans one tenant keeps at once (default 1000). */
   maxPlans?: number;
-  /** Most bytes of plan JSON kept at once (default 64 MiB). */
+  /** Most bytes of plan JSON one tenant keeps at once (default 64 MiB). */
   maxBytes?: number;
+  /** Most bytes of plan JSON the process keeps over every tenant (default 256 MiB). */
+  maxTotalBytes?: number;
 }
 
 export const DEFAULT_MEMORY_MAX_PLANS = 1000;
 export const DEFAULT_MEMORY_MAX_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_MEMORY_MAX_TOTAL_BYTES = 256 * 1024 * 1024;
 
 interface Entry {
   readonly plan: StoredPlan;
@@ -18,68 +25,89 @@ interface Entry {
   readonly expiresAtMs: number;
 }
 
+/** One tenant's plans, keyed by session and plan id. */
+interface TenantPlans {
+  readonly entries: Map<string, Entry>;
+  bytes: number;
+}
+
 /**
  * A {@link PlanStore} in this process, for standalone mode, where one process plans and
  * executes. Expiry is checked on read against the injected clock, so no timer keeps the
  * process alive.
  *
- * When a new plan would exceed `maxPlans` or `maxBytes`, every expired plan is dropped first;
- * if that is not enough, the plans nearest their expiry go next (with one TTL for all plans,
- * the oldest). A put therefore never fails for lack of room, and a burst of plans costs the
- * plans least likely to still be executed. Eviction does not look at tenants: standalone
- * serves one.
+ * Room is counted per tenant. When a new plan would exceed its tenant's `maxPlans` or
+ * `maxBytes`, that tenant's expired plans are dropped first; if that is not enough, its plans
+ * nearest their expiry go next (with one TTL for all plans, the oldest). So a burst of plans
+ * costs only the plans of the tenant that made them, and those least likely to still be
+ * executed: one tenant never evicts another's. Over every tenant the process keeps at most
+ * `maxTotalBytes`; a plan that would pass it (once every expired plan is dropped) is refused
+ * with `resource_exhausted`, never making room from another tenant.
  */
 export function createMemoryPlanStore(options: MemoryPlanStoreOptions = {}): PlanStore {
   const now = options.now ?? Date.now;
   const maxPlans = options.maxPlans ?? DEFAULT_MEMORY_MAX_PLANS;
   const maxBytes = options.maxBytes ?? DEFAULT_MEMORY_MAX_BYTES;
-  const entries = new Map<string, Entry>();
+  const maxTotalBytes = options.maxTotalBytes ?? DEFAULT_MEMORY_MAX_TOTAL_BYTES;
+  const tenants = new Map<string, TenantPlans>();
   let totalBytes = 0;
 
   // A tuple encoding keeps the key injective whatever characters a session id holds.
-  const keyOf = (tenant: string, sessionId: string, planId: string) => JSON.stringify([tenant, sessionId, planId]);
+  const keyOf = (sessionId: string, planId: string) => JSON.stringify([sessionId, planId]);
 
-  const remove = (key: string, entry: Entry) => {
-    entries.delete(key);
+  const remove = (tenant: string, own: TenantPlans, key: string, entry: Entry) => {
+    own.entries.delete(key);
+    own.bytes -= entry.bytes;
     totalBytes -= entry.bytes;
+    if (own.entries.size === 0) tenants.delete(tenant);
+  };
+  const dropExpired = (tenant: string, own: TenantPlans) => {
+    const nowMs = now();
+    for (const [key, entry] of own.entries) if (entry.expiresAtMs <= nowMs) remove(tenant, own, key, entry);
   };
 
-  const full = (incomingBytes: number) => entries.size + 1 > maxPlans || totalBytes + incomingBytes > maxBytes;
-
-  function makeRoom(incomingBytes: number): void {
-    if (!full(incomingBytes)) return;
-    const nowMs = now();
-    for (const [key, entry] of entries) if (entry.expiresAtMs <= nowMs) remove(key, entry);
-    while (entries.size > 0 && full(incomingBytes)) {
+  function makeRoom(tenant: string, incomingBytes: number): void {
+    const own = tenants.get(tenant);
+    const full = () => own !== undefined && (own.entries.size + 1 > maxPlans || own.bytes + incomingBytes > maxBytes);
+    if (own && full()) dropExpired(tenant, own);
+    while (own && own.entries.size > 0 && full()) {
       let soonest: [string, Entry] | undefined;
-      for (const pair of entries) if (!soonest || pair[1].expiresAtMs < soonest[1].expiresAtMs) soonest = pair;
-      remove(...soonest!);
+      for (const pair of own.entries) if (!soonest || pair[1].expiresAtMs < soonest[1].expiresAtMs) soonest = pair;
+      remove(tenant, own, ...soonest!);
+    }
+    if (totalBytes + incomingBytes <= maxTotalBytes) return;
+    for (const [t, plans] of [...tenants]) dropExpired(t, plans);
+    if (totalBytes + incomingBytes > maxTotalBytes) {
+      throw new ChaosError(
+        "resource_exhausted",
+        `this process holds ${maxTotalBytes} bytes of plans already (every tenant's together); try again when some expire or have run`,
+      );
     }
   }
 
-  function live(tenant: string, sessionId: string, planId: string): [string, Entry] | undefined {
+  function live(tenant: string, sessionId: string, planId: string): [TenantPlans, string, Entry] | undefined {
     assertPlanOwner(tenant, sessionId);
     if (!isPlanId(planId)) return undefined;
-    const key = keyOf(tenant, sessionId, planId);
-    const entry = entries.get(key);
-    if (!entry) return undefined;
+    const own = tenants.get(tenant);
+    const key = keyOf(sessionId, planId);
+    const entry = own?.entries.get(key);
+    if (!own || !entry) return undefined;
     if (entry.expiresAtMs <= now()) {
-      remove(key, entry);
+      remove(tenant, own, key, entry);
       return undefined;
     }
-    return [key, entry];
+    return [own, key, entry];
   }
 
   return {
     async put(input, ttlSeconds) {
       const { plan, json } = preparePlan(input, ttlSeconds, { ...options, now });
       const bytes = Buffer.byteLength(json, "utf8");
-      makeRoom(bytes);
-      entries.set(keyOf(plan.tenant, plan.sessionId, plan.id), {
-        plan,
-        bytes,
-        expiresAtMs: Date.parse(plan.expiresAt),
-      });
+      makeRoom(plan.tenant, bytes);
+      let own = tenants.get(plan.tenant);
+      if (!own) tenants.set(plan.tenant, (own = { entries: new Map(), bytes: 0 }));
+      own.entries.set(keyOf(plan.sessionId, plan.id), { plan, bytes, expiresAtMs: Date.parse(plan.expiresAt) });
+      own.bytes += bytes;
       totalBytes += bytes;
       return structuredClone(plan);
     },
@@ -87,13 +115,13 @@ export function createMemoryPlanStore(options: MemoryPlanStoreOptions = {}): Pla
     async get(tenant, sessionId, planId) {
       const found = live(tenant, sessionId, planId);
       // A copy, so a caller editing what it got cannot change the stored plan.
-      return found ? structuredClone(found[1].plan) : undefined;
+      return found ? structuredClone(found[2].plan) : undefined;
     },
 
     async delete(tenant, sessionId, planId) {
       const found = live(tenant, sessionId, planId);
       if (!found) return false;
-      remove(...found);
+      remove(tenant, ...found);
       return true;
     },
   };

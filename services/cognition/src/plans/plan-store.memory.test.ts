@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createMemoryPlanStore, type MemoryPlanStoreOptions } from "./memory-plan-store.js";
+import { createMemoryPlanStore, DEFAULT_MEMORY_MAX_PLANS, type MemoryPlanStoreOptions } from "./memory-plan-store.js";
+import { expectChaosError } from "../test-support/expect-error.js";
 import type { NewPlan } from "./plan.js";
 import { describePlanStoreContract } from "./plan-store.contract.js";
 
@@ -69,6 +70,31 @@ describe("in-process plan store", () => {
     expect(await store.get("default", "s", first.id)).toBeUndefined();
     expect(await store.get("default", "s", second.id)).toBeDefined();
     expect(await store.get("default", "s", third.id)).toBeDefined();
+  });
+
+  it("one tenant creating 1,000 plans does not evict another tenant's plan", async () => {
+    const { store } = setup({});
+    const theirs = await store.put({ ...plan("theirs"), tenant: "globex" });
+    const first = await store.put(plan("ours 0"));
+    for (let i = 1; i <= DEFAULT_MEMORY_MAX_PLANS; i++) await store.put(plan(`ours ${i}`));
+    expect(await store.get("globex", "s", theirs.id)).toBeDefined();
+    // The busy tenant's burst costs its own oldest plan, as before.
+    expect(await store.get("default", "s", first.id)).toBeUndefined();
+  });
+
+  it("refuses a plan, never evicting another tenant's, when every tenant together holds the process-wide bytes", async () => {
+    const big = (tenant: string, objective: string): NewPlan => ({ ...plan(objective), tenant, objective: objective + "x".repeat(100_000) });
+    const { store } = setup({ maxBytes: 250_000, maxTotalBytes: 350_000 });
+    const a1 = await store.put(big("acme", "a1"));
+    const a2 = await store.put(big("acme", "a2"));
+    const g1 = await store.put(big("globex", "g1"));
+    const err = await expectChaosError(store.put(big("globex", "g2")), "resource_exhausted");
+    expect(err.message).toContain("350000 bytes");
+    for (const [tenant, kept] of [["acme", a1], ["acme", a2], ["globex", g1]] as const) {
+      expect(await store.get(tenant, "s", kept.id)).toBeDefined();
+    }
+    expect(await store.delete("acme", "s", a1.id)).toBe(true);
+    expect(await store.put(big("globex", "g2"))).toBeDefined();
   });
 
   it("frees the room of deleted plans", async () => {

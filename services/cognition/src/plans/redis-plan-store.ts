@@ -1,4 +1,5 @@
 import type { Redis } from "ioredis";
+import { failClosedOnRedisOutage } from "@chaos-core/kit";
 import {
   assertPlanOwner,
   isPlanId,
@@ -17,7 +18,8 @@ export interface RedisPlanStoreOptions extends PlanStoreOptions {
 /**
  * A {@link PlanStore} on Redis, shared by every cognition replica: a plan made on one replica
  * can be executed on another. The key names tenant and session, so a plan is reachable only
- * by the pair it was made for; Redis expires it (`SET … EX`).
+ * by the pair it was made for; Redis expires it (`SET … EX`). While Redis cannot be reached,
+ * every method rejects at once with `unavailable` naming Redis.
  */
 export function createRedisPlanStore(redis: Redis, options: RedisPlanStoreOptions = {}): PlanStore {
   const prefix = options.prefix ?? "chaoscore:";
@@ -26,7 +28,7 @@ export function createRedisPlanStore(redis: Redis, options: RedisPlanStoreOption
   // segment is always the plan id and the key cannot be steered into another session's space.
   const keyOf = (tenant: string, sessionId: string, planId: string) => `${prefix}${tenant}:plan:${sessionId}:${planId}`;
 
-  return {
+  return failClosedOnRedisOutage<PlanStore>({
     async put(input, ttlSeconds) {
       const prepared = preparePlan(input, ttlSeconds, options);
       const { plan } = prepared;
@@ -46,5 +48,5 @@ export function createRedisPlanStore(redis: Redis, options: RedisPlanStoreOption
       if (!isPlanId(planId)) return false;
       return (await redis.del(keyOf(tenant, sessionId, planId))) > 0;
     },
-  };
+  }, "the plan store");
 }

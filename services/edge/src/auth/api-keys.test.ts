@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createApiKeyVerifier, hashApiKey, loadApiKeysFile } from "./api-keys.js";
+import { createLogger } from "@chaos-core/kit";
+import { createApiKeyVerifier, hashApiKey, loadApiKeysFile, watchApiKeysFile } from "./api-keys.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edge-keys-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,5 +62,26 @@ describe("API keys", () => {
   it("match by hash only", () => {
     const verifier = createApiKeyVerifier([{ tenant: "acme", principal: "p", sha256: hashApiKey("k") }]);
     expect(verifier.verify(hashApiKey("k"))).toBeUndefined();
+  });
+
+  it("keep the last good list in force when the watched file is emptied or deleted, and take the next good one", async () => {
+    const path = file([{ tenant: "acme", principal: "p", sha256: hashApiKey("first") }]);
+    const keys = await watchApiKeysFile(path, { logger: createLogger("api-keys-test", "silent") });
+    try {
+      writeFileSync(path, "[]");
+      await keys.refresh();
+      expect(keys.verify("first")).toMatchObject({ principal: "p" });
+      unlinkSync(path);
+      await keys.refresh();
+      expect(keys.verify("first")).toMatchObject({ principal: "p" });
+      expect(keys.holdsIdentity("acme", "p")).toBe(true);
+      writeFileSync(path, JSON.stringify([{ tenant: "acme", principal: "q", sha256: hashApiKey("second") }]));
+      await keys.refresh();
+      expect(keys.verify("first")).toBeUndefined();
+      expect(keys.verify("second")).toMatchObject({ principal: "q" });
+      expect(keys.holdsIdentity("acme", "p")).toBe(false);
+    } finally {
+      keys.close();
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
-import { assertTenantId } from "@chaos-core/kit";
+import { assertTenantId, watchFile, type Logger } from "@chaos-core/kit";
 import { ROLES, type Identity } from "./identity.js";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -66,14 +66,11 @@ export function createApiKeyVerifier(entries: readonly ApiKeyEntry[]): ApiKeyVer
   };
 }
 
-/**
- * Reads an API keys file: a JSON list of `{tenant, principal, sha256, roles?}`. Fails with a message
- * that names the file and the bad entry; never echoes a hash.
- */
-export async function loadApiKeysFile(path: string): Promise<ApiKeyVerifier> {
+/** The entries of an API keys file's text; the error names the file and the bad entry, never a hash. */
+function parseApiKeys(path: string, text: string): ApiKeyEntry[] {
   let raw: unknown;
   try {
-    raw = JSON.parse(await readFile(path, "utf8"));
+    raw = JSON.parse(text);
   } catch (err) {
     throw new Error(`CHAOS_CORE_API_KEYS_FILE ${path}: cannot be read as JSON (${(err as Error).message})`, {
       cause: err,
@@ -87,5 +84,113 @@ export async function loadApiKeysFile(path: string): Promise<ApiKeyVerifier> {
     });
     throw new Error(`CHAOS_CORE_API_KEYS_FILE ${path}: ${problems.join("; ")}`);
   }
-  return createApiKeyVerifier(result.data);
+  return result.data;
+}
+
+async function readApiKeysText(path: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    throw new Error(`CHAOS_CORE_API_KEYS_FILE ${path}: cannot be read (${(err as Error).message})`, { cause: err });
+  }
+}
+
+/**
+ * Reads an API keys file: a JSON list of `{tenant, principal, sha256, roles?}`. Fails with a message
+ * that names the file and the bad entry; never echoes a hash.
+ */
+export async function loadApiKeysFile(path: string): Promise<ApiKeyVerifier> {
+  return createApiKeyVerifier(parseApiKeys(path, await readApiKeysText(path)));
+}
+
+/** An API keys file kept in force while it is edited: see {@link watchApiKeysFile}. */
+export interface WatchedApiKeys extends ApiKeyVerifier {
+  /**
+   * Takes in an edit of the file that is on disk but not yet in force (a cheap `stat` when
+   * nothing changed). Called before each verification, so a revoked key is refused on its very
+   * next request, even before the file watcher fires. Never rejects.
+   */
+  refresh(): Promise<void>;
+  /** Whether some key in force still resolves to this tenant and principal. */
+  holdsIdentity(tenant: string, principal: string): boolean;
+  /** Called after each edit that was taken in force. */
+  onChange(listener: () => void): void;
+  close(): void;
+}
+
+/** Options of {@link watchApiKeysFile}. */
+export interface WatchApiKeysOptions {
+  logger: Logger;
+  /** How often the file is re-checked without a change event (default 2 s). */
+  pollMs?: number;
+  /** How long after a change event the file is read (default 50 ms). */
+  debounceMs?: number;
+}
+
+/** What identifies one version of the file on disk without reading it. */
+async function fileSignature(path: string): Promise<string> {
+  try {
+    const st = await stat(path);
+    return `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  } catch (err) {
+    return `error:${(err as NodeJS.ErrnoException).code ?? "unknown"}`;
+  }
+}
+
+/**
+ * Loads an API keys file as {@link loadApiKeysFile} does (a bad file at start-up throws) and
+ * keeps it in force as it is edited, as `policy.json` is: the file is watched (with a poll as a
+ * fallback) and re-checked before every verification, so a key removed from the file is refused
+ * on its next request. A malformed, empty or missing file later keeps the last good list in
+ * force and logs the problem once, naming the file; a good file replaces it again.
+ */
+export async function watchApiKeysFile(path: string, options: WatchApiKeysOptions): Promise<WatchedApiKeys> {
+  const { logger } = options;
+  let seen = await fileSignature(path);
+  let entries = parseApiKeys(path, await readApiKeysText(path));
+  let current = createApiKeyVerifier(entries);
+  let lastError: string | undefined;
+  const listeners: Array<() => void> = [];
+
+  async function reload(): Promise<void> {
+    const signature = await fileSignature(path);
+    if (signature === seen) return;
+    seen = signature;
+    try {
+      entries = parseApiKeys(path, await readApiKeysText(path));
+      current = createApiKeyVerifier(entries);
+    } catch (err) {
+      const message = (err as Error).message;
+      // Logged once per distinct problem, not on every poll or request.
+      if (message !== lastError) {
+        lastError = message;
+        logger.error({ path }, `API keys file rejected; the ${entries.length} keys loaded before stay in force: ${message}`);
+      }
+      return;
+    }
+    lastError = undefined;
+    logger.info({ path, keys: entries.length }, "API keys reloaded");
+    for (const listener of listeners) listener();
+  }
+
+  // One check at a time, each after the ones before it: a request's check starts after it
+  // arrived, so an edit already on disk is always seen, and two checks never both reload.
+  let queue: Promise<void> = Promise.resolve();
+  const refresh = (): Promise<void> =>
+    (queue = queue.then(reload).catch((err: unknown) => logger.error({ err, path }, "reloading the API keys file failed")));
+
+  const watch = watchFile(path, () => void refresh(), {
+    logger,
+    what: "the API keys file's directory",
+    pollMs: options.pollMs ?? 2_000,
+    debounceMs: options.debounceMs ?? 50,
+  });
+
+  return {
+    verify: (key) => current.verify(key),
+    refresh,
+    holdsIdentity: (tenant, principal) => entries.some((e) => e.tenant === tenant && e.principal === principal),
+    onChange: (listener) => void listeners.push(listener),
+    close: () => watch.close(),
+  };
 }

@@ -2,6 +2,8 @@ import { assertTenantId } from "@chaos-core/kit";
 import {
   DEFAULT_SESSION_TTL_SECONDS,
   type NewSessionRecord,
+  sessionLimitReached,
+  type SessionLimits,
   type SessionPatch,
   type SessionRecord,
   type SessionStore,
@@ -43,9 +45,16 @@ export function createMemorySessionStore(
 
   return {
     ttlSeconds,
-    async create(record: NewSessionRecord) {
+    async create(record: NewSessionRecord, limits: SessionLimits = {}) {
       // The same rule as the Redis store, so a tenant id that works here works there.
       assertTenantId(record.tenant);
+      const max = limits.maxPerPrincipal;
+      if (max !== undefined) {
+        const held = [...(tenants.get(record.tenant)?.keys() ?? [])].filter(
+          (id) => live(record.tenant, id)?.record.principal === record.principal,
+        ).length;
+        if (held >= max) throw sessionLimitReached(record, max);
+      }
       const at = new Date(now()).toISOString();
       return put({ ...record, createdAt: at, lastSeenAt: at });
     },

@@ -1,9 +1,12 @@
+import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import { assertTenantId } from "@chaos-core/kit";
+import { assertTenantId, failClosedOnRedisOutage } from "@chaos-core/kit";
 import {
   DEFAULT_SESSION_TTL_SECONDS,
+  sessionLimitReached,
   type NewSessionRecord,
+  type SessionLimits,
   type SessionPatch,
   type SessionRecord,
   type SessionStore,
@@ -18,7 +21,27 @@ export interface RedisSessionStoreOptions {
 
 // A session is a hash: the fields fixed at initialize as one JSON value, and the two that change
 // (`lastSeenAt`, `logLevel`) beside it, so a touch never rewrites (or re-encodes) the record.
-// The per-tenant sorted set (score: expiry in ms) exists only to list a tenant's sessions.
+// Two sorted sets (member: the session id, score: its expiry in ms) index the live sessions: the
+// tenant's, to list them, and the principal's (`principalIndex`, its key kept in the hash), to
+// count them against the per-key cap. Every key of a session starts with `<prefix><tenant>:`;
+// the touch and delete scripts reach the principal's set through the name stored in the hash,
+// which is fine on one Redis node (the store already uses MULTI across these keys).
+
+/** Creates a session unless its principal already holds `ARGV[5]` (0: no cap) live ones. */
+const CREATE = `
+if tonumber(ARGV[5]) > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
+  if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return 0 end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('EXPIRE', KEYS[3], ARGV[2])
+return 1
+`;
 
 /** Renews a live session; a missing key stays missing (HSET alone would resurrect it). */
 const TOUCH = `
@@ -27,7 +50,21 @@ redis.call('HSET', KEYS[1], 'lastSeenAt', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
+local principal = redis.call('HGET', KEYS[1], 'principalIndex')
+if principal then
+  redis.call('ZADD', principal, ARGV[3], ARGV[4])
+  redis.call('EXPIRE', principal, ARGV[2])
+end
 return redis.call('HGETALL', KEYS[1])
+`;
+
+/** Deletes a session and its index entries; 1 when it existed. */
+const DELETE = `
+local principal = redis.call('HGET', KEYS[1], 'principalIndex')
+local existed = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if principal then redis.call('ZREM', principal, ARGV[1]) end
+return existed
 `;
 
 /** Sets one field of a live session without renewing it. */
@@ -58,7 +95,8 @@ function pairsToHash(pairs: unknown): Record<string, string> {
 /**
  * A {@link SessionStore} on Redis, shared by every edge replica: a session created on one
  * replica can be served by another. Keys are prefixed by tenant and expire after `ttlSeconds`
- * without a touch.
+ * without a touch. While Redis cannot be reached every method rejects at once with
+ * `unavailable` naming Redis (kit's client options and {@link failClosedOnRedisOutage}).
  */
 export function createRedisSessionStore(redis: Redis, options: RedisSessionStoreOptions = {}): SessionStore {
   const prefix = options.prefix ?? "chaoscore:";
@@ -68,27 +106,38 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
     assertTenantId(tenant);
     return { session: `${prefix}${tenant}:mcp-session:${id}`, index: `${prefix}${tenant}:mcp-sessions` };
   };
+  // A principal is any string the operator chose: hashed, it cannot reach outside its tenant's keys.
+  const principalIndex = (tenant: string, principal: string) =>
+    `${prefix}${tenant}:mcp-sessions:principal:${createHash("sha256").update(principal, "utf8").digest("hex")}`;
 
   const get = async (tenant: string, id: string) => fromHash(await redis.hgetall(keys(tenant, id).session));
 
-  return {
+  return failClosedOnRedisOutage<SessionStore>({
     ttlSeconds,
 
-    async create(record: NewSessionRecord) {
+    async create(record: NewSessionRecord, limits: SessionLimits = {}) {
       const k = keys(record.tenant, record.id);
+      const byPrincipal = principalIndex(record.tenant, record.principal);
       const now = Date.now();
       const at = new Date(now).toISOString();
       const { logLevel, ...fixed } = record;
-      const fields: Record<string, string> = { record: JSON.stringify({ ...fixed, createdAt: at }), lastSeenAt: at };
-      if (logLevel) fields.logLevel = logLevel;
-      await redis
-        .multi()
-        .del(k.session)
-        .hset(k.session, fields)
-        .expire(k.session, ttlSeconds)
-        .zadd(k.index, now + ttlSeconds * 1000, record.id)
-        .expire(k.index, ttlSeconds)
-        .exec();
+      const fields = ["record", JSON.stringify({ ...fixed, createdAt: at }), "lastSeenAt", at, "principalIndex", byPrincipal];
+      if (logLevel) fields.push("logLevel", logLevel);
+      const max = limits.maxPerPrincipal ?? 0;
+      const created = await redis.eval(
+        CREATE,
+        3,
+        k.session,
+        k.index,
+        byPrincipal,
+        String(now),
+        String(ttlSeconds),
+        String(now + ttlSeconds * 1000),
+        record.id,
+        String(max),
+        ...fields,
+      );
+      if (created !== 1) throw sessionLimitReached(record, max);
       return { ...record, createdAt: at, lastSeenAt: at };
     },
 
@@ -118,8 +167,7 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
 
     async delete(tenant, id) {
       const k = keys(tenant, id);
-      const results = await redis.multi().del(k.session).zrem(k.index, id).exec();
-      return Number(results?.[0]?.[1] ?? 0) > 0;
+      return (await redis.eval(DELETE, 2, k.session, k.index, id)) === 1;
     },
 
     async listByTenant(tenant) {
@@ -139,5 +187,5 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
     async ping() {
       await redis.ping();
     },
-  };
+  }, "the MCP session store");
 }

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
@@ -78,6 +79,32 @@ function contract(name: string, make: (ttlSeconds: number) => SessionStore) {
       expect(await store.get("ttl", "idle")).toBeUndefined();
     });
 
+    it("refuses a session beyond its principal's cap, counting only that tenant and principal's live sessions", async () => {
+      const store = make(1);
+      const cap = { maxPerPrincipal: 2 };
+      await store.create(record("p1", "capped", "alice"), cap);
+      await store.create(record("p2", "capped", "alice"), cap);
+      const refused = await store.create(record("p3", "capped", "alice"), cap).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).toMatchObject({ code: "resource_exhausted" });
+      expect((refused as Error).message).toContain("principal alice of tenant capped already holds 2 open MCP sessions");
+      expect(await store.get("capped", "p3")).toBeUndefined();
+      // Another principal, or the same principal in another tenant, has its own count.
+      await store.create(record("q1", "capped", "bob"), cap);
+      await store.create(record("r1", "elsewhere", "alice"), cap);
+      // Ending a session frees its place.
+      await store.delete("capped", "p1");
+      await store.create(record("p3", "capped", "alice"), cap);
+      await expect(store.create(record("p4", "capped", "alice"), cap)).rejects.toMatchObject({ code: "resource_exhausted" });
+      // Without a cap (stdio) nothing is refused; expired sessions stop counting.
+      await store.create(record("p5", "capped", "alice"));
+      await sleep(1100);
+      await store.create(record("p6", "capped", "alice"), cap);
+      await store.create(record("p7", "capped", "alice"), cap);
+    });
+
     it("refuses a tenant id that could break out of its key prefix", async () => {
       const store = make(60);
       await expect(store.create(record("x", "a:b"))).rejects.toThrow(/tenant/);
@@ -99,7 +126,27 @@ describe("redis", () => {
     const store = createRedisSessionStore(redis, { prefix, ttlSeconds: 60 });
     await store.create(record("k1", "acme"));
     const keys = await redis.keys(`${prefix}*`);
-    expect(keys.sort()).toEqual([`${prefix}acme:mcp-session:k1`, `${prefix}acme:mcp-sessions`]);
+    const principal = createHash("sha256").update("alice").digest("hex");
+    expect(keys.sort()).toEqual([
+      `${prefix}acme:mcp-session:k1`,
+      `${prefix}acme:mcp-sessions`,
+      `${prefix}acme:mcp-sessions:principal:${principal}`,
+    ]);
     for (const key of keys) expect(await redis.ttl(key)).toBeGreaterThan(0);
+  });
+
+  it("holds a principal's cap across replicas when they open sessions at the same moment", async () => {
+    const prefix = uniquePrefix("edge-cap");
+    const other = new Redis(TEST_REDIS_URL);
+    try {
+      const replicas = [createRedisSessionStore(redis, { prefix }), createRedisSessionStore(other, { prefix })];
+      const results = await Promise.allSettled(
+        Array.from({ length: 10 }, (_, i) => replicas[i % 2]!.create(record(`c${i}`, "burst"), { maxPerPrincipal: 3 })),
+      );
+      expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(3);
+      expect(await replicas[0]!.listByTenant("burst")).toHaveLength(3);
+    } finally {
+      other.disconnect();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import { ChaosError } from "@chaos-core/kit";
 
 /** Which transport a session arrived on; kept for operators, never used to branch tool code. */
 export type SessionTransport = "stdio" | "http";
@@ -33,6 +34,15 @@ export interface SessionPatch {
   readonly logLevel?: LoggingLevel;
 }
 
+/** Limits a new session must fit in, checked in the same atomic step that stores it. */
+export interface SessionLimits {
+  /**
+   * Most live sessions one tenant and principal (the identity an API key resolves to) may hold;
+   * a session beyond it is refused with `resource_exhausted`.
+   */
+  readonly maxPerPrincipal?: number;
+}
+
 /**
  * Session metadata shared by every edge replica. Every key is scoped by tenant: a lookup with
  * another tenant's credential cannot reach the record, so it answers "unknown" like any
@@ -41,7 +51,8 @@ export interface SessionPatch {
 export interface SessionStore {
   /** Seconds a session may stay idle before it expires. */
   readonly ttlSeconds: number;
-  create(record: NewSessionRecord): Promise<SessionRecord>;
+  /** Stores a new session; refuses it (`resource_exhausted`, see {@link sessionLimitReached}) beyond `limits`. */
+  create(record: NewSessionRecord, limits?: SessionLimits): Promise<SessionRecord>;
   /** Reads a live record without renewing it. */
   get(tenant: string, id: string): Promise<SessionRecord | undefined>;
   /** Reads a live record, stamps `lastSeenAt` and renews its TTL. */
@@ -58,3 +69,12 @@ export interface SessionStore {
 
 /** The idle TTL when none is configured: an hour, as MCP clients keep sessions open for long. */
 export const DEFAULT_SESSION_TTL_SECONDS = 3600;
+
+/** The refusal of a session beyond {@link SessionLimits.maxPerPrincipal}; both stores answer it. */
+export function sessionLimitReached(record: Pick<NewSessionRecord, "tenant" | "principal">, max: number): ChaosError {
+  return new ChaosError(
+    "resource_exhausted",
+    `principal ${record.principal} of tenant ${record.tenant} already holds ${max} open MCP sessions, the most one API key may ` +
+      "hold (CHAOS_CORE_MAX_SESSIONS_PER_KEY): end one (HTTP DELETE with its Mcp-Session-Id) or wait until an idle one expires",
+  );
+}

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { ChaosError } from "@chaos-core/kit";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -17,20 +18,36 @@ export interface LocalSession {
   lastUsed: number;
 }
 
+/** How often deletes the store could not take are tried again. */
+const RETRY_DELETE_MS = 1_000;
+
+/** The store could not be reached (Redis down): the one failure a session can ride out locally. */
+function isUnavailable(err: unknown): boolean {
+  return err instanceof ChaosError && err.code === "unavailable";
+}
+
 /**
  * The MCP sessions this replica serves over HTTP. The session store is the source of truth:
  * every request is checked against it (so a DELETE on another replica ends the session here
  * too), and a session this replica does not hold is rehydrated from it. The table is a cache
  * of live SDK objects, nothing more.
+ *
+ * While the store cannot be reached (docs/operations.md, "Redis outage"), a session this replica
+ * holds keeps being served from that cache, a session it does not hold and a new one are refused
+ * (`unavailable`, which the transport answers with 503), and a session a client ends here is
+ * deleted from the store once it answers again.
  */
 export class HttpSessionTable {
   private readonly live = new Map<string, LocalSession>();
   private readonly rehydrating = new Map<string, Promise<LocalSession>>();
+  /** Sessions ended here while the store was out of reach: id → tenant, until the store has deleted them. */
+  private readonly endedOffline = new Map<string, string>();
+  private retrying: NodeJS.Timeout | undefined;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(
     private readonly deps: EdgeDeps,
-    private readonly options: { maxBodyBytes: number; sweepIntervalMs?: number },
+    private readonly options: { maxBodyBytes: number; maxSessionsPerKey: number; sweepIntervalMs?: number },
   ) {
     const interval = options.sweepIntervalMs ?? Math.min(60_000, (deps.sessions.ttlSeconds * 1000) / 2);
     this.sweeper = setInterval(() => void this.sweep(), interval);
@@ -45,7 +62,8 @@ export class HttpSessionTable {
   /**
    * Serves an initialize request on a new session. The record is stored before the SDK sees
    * the request, so its answer never names a session another replica cannot find; when the
-   * SDK refuses the initialize, record and objects are dropped again.
+   * SDK refuses the initialize, record and objects are dropped again. An identity already
+   * holding `maxSessionsPerKey` live sessions is refused (`resource_exhausted`).
    */
   async initialize(
     identity: Identity,
@@ -53,7 +71,9 @@ export class HttpSessionTable {
     serve: (transport: StreamableHTTPServerTransport) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
-    await this.deps.sessions.create(sessionRecordFromInitialize(session, "http", params));
+    await this.deps.sessions.create(sessionRecordFromInitialize(session, "http", params), {
+      maxPerPrincipal: this.options.maxSessionsPerKey,
+    });
     const local = await this.connect(session, () => {
       this.live.set(session.id, local);
       this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
@@ -74,9 +94,20 @@ export class HttpSessionTable {
    * tenant or principal: the caller cannot tell these apart.
    */
   async resolve(identity: Identity, id: string): Promise<LocalSession | undefined> {
-    const record = await this.deps.sessions.touch(identity.tenant, id);
-    const local = this.live.get(id);
+    if (this.endedOffline.has(id)) return undefined;
     const owns = (s: EdgeSession) => s.tenant === identity.tenant && s.principal === identity.principal;
+    let record: SessionRecord | undefined;
+    try {
+      record = await this.deps.sessions.touch(identity.tenant, id);
+    } catch (err) {
+      // The store is out of reach: a session this replica holds is served from its copy (a
+      // DELETE made meanwhile on another replica is seen once the store answers again).
+      const held = this.live.get(id);
+      if (!isUnavailable(err) || !held || !owns(held.session)) throw err;
+      held.lastUsed = Date.now();
+      return held;
+    }
+    const local = this.live.get(id);
     if (!record || record.principal !== identity.principal) {
       // Ended elsewhere or expired: drop this replica's copy too. Another caller's miss must not.
       if (!record && local && owns(local.session)) await this.close(local);
@@ -95,9 +126,27 @@ export class HttpSessionTable {
     return pending;
   }
 
+  /**
+   * Ends every session this replica holds whose tenant and principal `stillValid` no longer
+   * accepts (its API key was revoked): the objects here, open streams included, and the record.
+   */
+  async closeRevoked(stillValid: (tenant: string, principal: string) => boolean): Promise<void> {
+    for (const local of [...this.live.values()]) {
+      const { tenant, principal, id } = local.session;
+      if (stillValid(tenant, principal)) continue;
+      await this.close(local);
+      await this.deps.sessions.delete(tenant, id).catch((err: unknown) => {
+        if (!isUnavailable(err)) throw err;
+        this.deleteLater(local.session);
+      });
+      this.deps.logger.info({ tenant, principal, session: id }, "session closed: its API key was revoked");
+    }
+  }
+
   /** Closes every session this replica holds; their records stay for the other replicas. */
   async closeAll(): Promise<void> {
     clearInterval(this.sweeper);
+    clearInterval(this.retrying);
     await Promise.all([...this.live.values()].map((l) => this.close(l)));
   }
 
@@ -122,7 +171,13 @@ export class HttpSessionTable {
       maxRequestBodySize: this.options.maxBodyBytes,
       ...(onInitialized ? { onsessioninitialized: onInitialized } : {}),
       onsessionclosed: async () => {
-        await this.deps.sessions.delete(session.tenant, session.id);
+        try {
+          await this.deps.sessions.delete(session.tenant, session.id);
+        } catch (err) {
+          if (!isUnavailable(err)) throw err;
+          this.deleteLater(session);
+          return;
+        }
         this.deps.logger.info({ tenant: session.tenant, session: session.id }, "session ended by the client");
       },
     });
@@ -141,6 +196,34 @@ export class HttpSessionTable {
     await local.server.close().catch((err: unknown) => this.deps.logger.warn({ err }, "closing a session failed"));
   }
 
+  /**
+   * Ends a session here at once and in the store as soon as it answers: until then this replica
+   * refuses the id, and other replicas holding it keep serving it (the outage trade-off).
+   */
+  private deleteLater(session: EdgeSession): void {
+    this.endedOffline.set(session.id, session.tenant);
+    this.deps.logger.warn(
+      { tenant: session.tenant, session: session.id },
+      "session ended by the client while the session store is unavailable; its record is deleted when the store is back",
+    );
+    this.retrying ??= setInterval(() => void this.retryDeletes(), RETRY_DELETE_MS);
+    this.retrying.unref();
+  }
+
+  private async retryDeletes(): Promise<void> {
+    for (const [id, tenant] of [...this.endedOffline]) {
+      try {
+        await this.deps.sessions.delete(tenant, id);
+      } catch (err) {
+        if (isUnavailable(err)) return;
+        this.deps.logger.warn({ err, session: id }, "deleting an ended session failed");
+      }
+      this.endedOffline.delete(id);
+    }
+    clearInterval(this.retrying);
+    this.retrying = undefined;
+  }
+
   /** Drops local copies of sessions that went idle past the TTL or no longer exist in the store. */
   private async sweep(): Promise<void> {
     const idleMs = this.deps.sessions.ttlSeconds * 1000;
@@ -151,7 +234,8 @@ export class HttpSessionTable {
           !(await this.deps.sessions.get(local.session.tenant, local.session.id));
         if (stale) await this.close(local);
       } catch (err) {
-        this.deps.logger.warn({ err, session: local.session.id }, "session sweep failed");
+        // An unreachable store is logged once by its client; the copy stays until the store answers.
+        if (!isUnavailable(err)) this.deps.logger.warn({ err, session: local.session.id }, "session sweep failed");
       }
     }
   }

@@ -8,9 +8,16 @@ import {
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
-import { createApiKeyVerifier, loadApiKeysFile, type ApiKeyEntry, type ApiKeyVerifier } from "../auth/api-keys.js";
+import { ChaosError } from "@chaos-core/kit";
+import {
+  createApiKeyVerifier,
+  watchApiKeysFile,
+  type ApiKeyEntry,
+  type ApiKeyVerifier,
+  type WatchedApiKeys,
+} from "../auth/api-keys.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
-import { isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
+import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
 import { HttpSessionTable } from "./http-sessions.js";
@@ -27,10 +34,18 @@ export interface HttpTransportOptions {
   readonly allowedOrigins?: readonly string[];
   /** Largest request body accepted (413 above it); at most and by default 4 MiB. */
   readonly maxBodyBytes?: number;
-  /** A JSON list of `{tenant, principal, sha256, roles?}`; when set, every /mcp request needs a bearer key. */
+  /**
+   * A JSON list of `{tenant, principal, sha256, roles?}`; when set, every /mcp request needs a
+   * bearer key. Edits are taken in while serving: a removed key is refused on its next request.
+   */
   readonly apiKeysFile?: string;
   /** The same list, given directly (tests, embedding). */
   readonly apiKeys?: readonly ApiKeyEntry[];
+  /**
+   * Most live sessions one API key's tenant and principal may hold (on every replica sharing the
+   * session store); beyond it `initialize` answers 429. Default {@link DEFAULT_MAX_SESSIONS_PER_KEY}.
+   */
+  readonly maxSessionsPerKey?: number;
   /** How often idle local sessions are swept (default: half the session TTL, at most a minute). */
   readonly sweepIntervalMs?: number;
 }
@@ -77,8 +92,8 @@ function hostValidation(host: string, allowedHosts: readonly string[] | undefine
   return undefined;
 }
 
-function authentication(verifier: ApiKeyVerifier | undefined): RequestHandler {
-  return (req, res, next) => {
+function authentication(verifier: ApiKeyVerifier | WatchedApiKeys | undefined): RequestHandler {
+  return async (req, res, next) => {
     if (!verifier) {
       (res.locals as Locals).identity = LOCAL_IDENTITY;
       return next();
@@ -89,6 +104,8 @@ function authentication(verifier: ApiKeyVerifier | undefined): RequestHandler {
         "WWW-Authenticate": 'Bearer realm="chaos-core"',
       });
     }
+    // An edit of the keys file already on disk counts for this very request.
+    if ("refresh" in verifier) await verifier.refresh();
     const identity = verifier.verify(match[1]!);
     if (!identity) {
       return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", {
@@ -121,8 +138,13 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1 || maxBodyBytes > MAX_BODY_BYTES) {
     throw new Error(`maxBodyBytes must be an integer from 1 to ${MAX_BODY_BYTES}, got ${maxBodyBytes}`);
   }
-  let verifier: ApiKeyVerifier | undefined;
-  if (options.apiKeysFile) verifier = await loadApiKeysFile(options.apiKeysFile);
+  const maxSessionsPerKey = options.maxSessionsPerKey ?? DEFAULT_MAX_SESSIONS_PER_KEY;
+  if (!Number.isInteger(maxSessionsPerKey) || maxSessionsPerKey < 1) {
+    throw new Error(`maxSessionsPerKey must be a positive integer, got ${maxSessionsPerKey}`);
+  }
+  let verifier: ApiKeyVerifier | WatchedApiKeys | undefined;
+  let watchedKeys: WatchedApiKeys | undefined;
+  if (options.apiKeysFile) verifier = watchedKeys = await watchApiKeysFile(options.apiKeysFile, { logger: deps.logger });
   else if (options.apiKeys) verifier = createApiKeyVerifier(options.apiKeys);
   if (!verifier && !isLoopbackHost(host)) {
     // Fail closed: without keys anyone who can reach the port would be tenant "default".
@@ -133,7 +155,15 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
 
   const sessions = new HttpSessionTable(deps, {
     maxBodyBytes,
+    maxSessionsPerKey,
     ...(options.sweepIntervalMs ? { sweepIntervalMs: options.sweepIntervalMs } : {}),
+  });
+  // A key removed from the file also ends what its identity holds open here (an SSE stream
+  // would otherwise outlive it); other replicas do the same when they see the edit.
+  watchedKeys?.onChange(() => {
+    sessions
+      .closeRevoked((tenant, principal) => watchedKeys.holdsIdentity(tenant, principal))
+      .catch((err: unknown) => deps.logger.warn({ err }, "closing the sessions of revoked API keys failed"));
   });
   // Not createMcpExpressApp: it mounts express.json() with body-parser's fixed 100 kB limit ahead
   // of anything added later, so bodies up to the configured limit could never arrive, and its 413
@@ -186,6 +216,12 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     if (typeof err.status === "number" && err.status >= 400 && err.status < 500) {
       return jsonRpcError(res, err.status, -32600, "Invalid Request");
     }
+    // The session store out of reach (Redis down): the session cannot be opened or checked now.
+    if (err instanceof ChaosError && err.code === "unavailable") {
+      return jsonRpcError(res, 503, -32000, err.message, { "Retry-After": "2" });
+    }
+    // This API key already holds as many sessions as it may.
+    if (err instanceof ChaosError && err.code === "resource_exhausted") return jsonRpcError(res, 429, -32000, err.message);
     deps.logger.error({ err }, "HTTP request failed");
     jsonRpcError(res, 500, -32603, "Internal error");
   };
@@ -208,6 +244,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     port,
     localSessionCount: () => sessions.size,
     async close() {
+      watchedKeys?.close();
       await sessions.closeAll();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -1,10 +1,9 @@
 import { mkdtemp, readdir, readFile, rename, rm, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { createLogger, type Logger } from "@chaos-core/kit";
-import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { recordingLogger } from "../../../../test/support/logger.js";
 import {
   defaultPolicyDocument,
   formatPolicyDocument,
@@ -35,18 +34,6 @@ afterEach(async () => {
   for (const store of stores.splice(0)) await store.close();
   for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
 });
-
-/** A real pino logger writing JSON lines into memory, to assert what operators would read. */
-function recordingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { logger: pino({ level: "info" }, sink), lines };
-}
 
 /** Polls `read` until `accept` holds, for changes that arrive through file events or polls. */
 async function eventually<T>(read: () => Promise<T>, accept: (value: T) => boolean, what: string): Promise<T> {

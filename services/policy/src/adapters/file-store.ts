@@ -1,8 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
-import { watch as watchFs, type FSWatcher } from "node:fs";
 import { mkdir, open, readFile, rename, unlink } from "node:fs/promises";
 import { basename, dirname, extname, join, resolve } from "node:path";
-import { ChaosError, type Logger } from "@chaos-core/kit";
+import { ChaosError, watchFile, type Logger } from "@chaos-core/kit";
 import { z } from "zod";
 import {
   defaultPolicyDocument,
@@ -115,7 +114,6 @@ async function readState(statePath: string): Promise<PolicyFileState | undefined
 export async function createFilePolicyStore(options: FilePolicyStoreOptions): Promise<FilePolicyStore> {
   const path = resolve(options.path);
   const dir = dirname(path);
-  const fileName = basename(path);
   const statePath = join(dir, `${basename(path, extname(path))}.state.json`);
   const source = `file:${path}`;
   const { logger } = options;
@@ -205,25 +203,7 @@ export async function createFilePolicyStore(options: FilePolicyStoreOptions): Pr
     serial(reload).catch((err: unknown) => logger.error({ err, path }, "policy reload failed"));
   };
 
-  let debounce: NodeJS.Timeout | undefined;
-  let watcher: FSWatcher | undefined;
-  try {
-    watcher = watchFs(dir, (_event, name) => {
-      if (name !== null && name !== fileName) return;
-      clearTimeout(debounce);
-      debounce = setTimeout(reloadInBackground, debounceMs);
-    });
-    watcher.on("error", (err) => {
-      logger.warn({ err, dir }, "watching the policy directory failed; polling only");
-      watcher?.close();
-      watcher = undefined;
-    });
-    watcher.unref();
-  } catch (err) {
-    logger.warn({ err, dir }, "cannot watch the policy directory; polling only");
-  }
-  const poll = setInterval(reloadInBackground, pollMs);
-  poll.unref();
+  const watch = watchFile(path, reloadInBackground, { logger, what: "the policy directory", pollMs, debounceMs });
 
   function checkTenant(tenant: string): void {
     if (tenant !== STANDALONE_TENANT) {
@@ -301,9 +281,7 @@ export async function createFilePolicyStore(options: FilePolicyStoreOptions): Pr
 
     async close() {
       closed = true;
-      clearInterval(poll);
-      clearTimeout(debounce);
-      watcher?.close();
+      watch.close();
       for (const notify of [...listeners]) notify();
       await queue;
     },
