@@ -6,14 +6,17 @@ type Path = readonly PropertyKey[];
 /** At most this many problems are spelled out; the rest are counted. */
 const MAX_PROBLEMS = 10;
 
-/** `action.notional`, `claims[0].text`; `root` names the value itself (an empty path). */
-export function formatIssuePath(path: Path, root: string): string {
+/**
+ * `action.notional`, `claims[0].text`; `root` names the value itself (an empty path). A path
+ * longer than `limit` segments (a depth bomb's) is cut to its start, where the caller can look.
+ */
+export function formatIssuePath(path: Path, root: string, limit = Infinity): string {
   let out = "";
-  for (const key of path) {
+  for (const key of path.slice(0, limit)) {
     if (typeof key === "number") out += `[${key}]`;
     else out += out ? `.${String(key)}` : String(key);
   }
-  return out || root;
+  return path.length > limit ? `${out}…` : out || root;
 }
 
 function join(prefix: Path, path: Path): Path {

@@ -34,11 +34,7 @@ export function argumentsSchema(input: z.ZodObject): z.ZodObject {
   return schema;
 }
 
-/** Long paths (a depth bomb) are cut to their start, which is where the caller can look. */
-function shortPath(path: readonly PropertyKey[]): string {
-  const shown = formatIssuePath(path.slice(0, 8), "arguments");
-  return path.length > 8 ? `${shown}…` : shown;
-}
+const shortPath = (path: readonly PropertyKey[]) => formatIssuePath(path, "arguments", 8);
 
 /**
  * What no schema can be trusted to see: nesting beyond {@link MAX_JSON_DEPTH} (zod and every
