@@ -33,6 +33,7 @@ describe("describeZodIssues", () => {
       "policy: required, expected string",
       "action.notional: required, expected number",
     ]);
+    expect(problems(z.strictObject({ side: z.enum(["BUY", "SELL"]) }), {})).toEqual(['side: required, expected one of "BUY", "SELL"']);
   });
 
   it("names an unknown field and the fields its object accepts, at any depth", () => {

@@ -178,12 +178,11 @@ function describe(issue: Issue, prefix: Path, schema: z.ZodType | undefined, roo
     case "too_small":
       out.push(`${at}: ${hasDefaultMessage(issue) ? bound(issue) : issue.message}`);
       return;
-    case "invalid_value":
-      out.push(
-        `${at}: expected ${issue.values.length === 1 ? quoted(issue.values[0]) : `one of ${issue.values.map(quoted).join(", ")}`}` +
-          (input === undefined ? "" : `, got ${quoted(input)}`),
-      );
+    case "invalid_value": {
+      const expected = issue.values.length === 1 ? quoted(issue.values[0]) : `one of ${issue.values.map(quoted).join(", ")}`;
+      out.push(input === undefined ? `${at}: required, expected ${expected}` : `${at}: expected ${expected}, got ${quoted(input)}`);
       return;
+    }
     case "invalid_format": {
       if (!hasDefaultMessage(issue)) out.push(`${at}: ${issue.message}`);
       else if (issue.format === "regex") out.push(`${at}: expected text matching ${(issue as { pattern?: string }).pattern ?? "the pattern"}`);
