@@ -433,8 +433,8 @@ describe("malformed input over stdio", () => {
     const replies = await run(cases);
     cases.forEach((c, i) => checkAnswer(c, replies[i]!));
     await checkEdgesSucceed(async (c) => (await run([c]))[0]!);
-    // A line beyond 4 MiB is refused, as HTTP refuses such a body, and the session goes on.
-    stdio.send(toolCall("huge-2", "chaoscore_remember", { key: "k", value: "x".repeat(5 * 1024 * 1024) }));
+    // A line beyond the SDK's 10 MiB is refused, as HTTP refuses such a body, and the session goes on (it used to end).
+    stdio.send(toolCall("huge-2", "chaoscore_remember", { key: "k", value: "x".repeat(11 * 1024 * 1024) }));
     expect((await stdio.reply(null)).error).toMatchObject({ code: -32000 });
     const [pong] = await run([{ id: "after", body: JSON.stringify({ jsonrpc: "2.0", id: "after", method: "ping" }) }]);
     expect(pong!.message).toMatchObject({ id: "after", result: {} });

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import { isInitializeRequest, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
-import { MAX_BODY_BYTES } from "../config.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
@@ -40,18 +40,20 @@ function lineRefusal(line: Buffer): Refusal | undefined {
   return envelopeRefusal(value, screened.id);
 }
 
+/** The longest line served: the SDK's own limit, which used to end the session when a line passed it. */
+const MAX_LINE_BYTES = STDIO_DEFAULT_MAX_BUFFER_SIZE;
+
 /**
  * The lines of `stdin` the SDK may read, each screened on its raw bytes first (see incoming.ts);
  * a refused line is answered through `refuse` and never reaches the SDK. A line longer than
- * {@link MAX_BODY_BYTES} is skipped to its end and refused as HTTP refuses such a body, instead
- * of overflowing the SDK's buffer, which would end the session.
+ * {@link MAX_LINE_BYTES} is skipped to its end and refused as HTTP refuses a body too large.
  */
 function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { lines: Readable; stop: () => void } {
   const lines = new PassThrough();
   let pending: Buffer[] = [];
   let size = 0;
   let skipping = false;
-  const tooLarge: Refusal = { id: null, error: { code: -32000, message: requestBodyTooLargeMessage(MAX_BODY_BYTES) } };
+  const tooLarge: Refusal = { id: null, error: { code: -32000, message: requestBodyTooLargeMessage(MAX_LINE_BYTES) } };
   const onData = (chunk: Buffer) => {
     for (let start = 0; start < chunk.length; ) {
       const newline = chunk.indexOf(0x0a, start);
@@ -59,7 +61,7 @@ function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { l
       if (!skipping) {
         pending.push(chunk.subarray(start, end));
         size += end - start;
-        if (size > MAX_BODY_BYTES) {
+        if (size > MAX_LINE_BYTES) {
           skipping = true;
           pending = [];
           refuse(tooLarge);
@@ -108,7 +110,8 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
     // JSON-RPC wants `"id": null` when the id could not be read; the SDK's type leaves it out instead.
     transport.send(refusalResponse(refusal) as unknown as JSONRPCMessage).catch((err: unknown) => log.warn({ err }, "answering a refused message failed"));
   });
-  const transport = new StdioServerTransport(input.lines, stdout);
+  // Room for the longest line and its newline: lines are measured (and refused) above.
+  const transport = new StdioServerTransport(input.lines, stdout, { maxBufferSize: MAX_LINE_BYTES + 1 });
   server.server.onerror = (err) => log.warn({ err }, "MCP protocol error");
 
   let closed = false;
