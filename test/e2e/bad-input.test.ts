@@ -42,6 +42,13 @@ describe("bad input against chaos-core serve", () => {
       ["no session id", await rpc(serve.url, undefined, { ...listTools, id: "r-nosession" }), 400, -32000, "r-nosession"],
       ["unknown session", await rpc(serve.url, "no-such-session", { ...listTools, id: 404 }), 404, -32001, 404],
       ["Accept without event streams", await rpc(serve.url, session, { ...listTools, id: 406 }, { accept: "application/json" }), 406, -32000, 406],
+      [
+        "an unsupported protocol version",
+        await rpc(serve.url, session, { ...listTools, id: "r-version" }, { "mcp-protocol-version": "1999-01-01" }),
+        400,
+        -32000,
+        "r-version",
+      ],
     ];
     for (const [what, res, status, code, id] of cases) {
       expect(res.status, what).toBe(status);

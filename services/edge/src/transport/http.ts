@@ -7,7 +7,7 @@ import {
 } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { createApiKeyVerifier, loadApiKeysFile, type ApiKeyEntry, type ApiKeyVerifier } from "../auth/api-keys.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
@@ -79,13 +79,22 @@ const jsonRpcEnvelope: RequestHandler = (req, res, next) => {
   next();
 };
 
-/** The SDK's own 406 check, made here so the answer carries the request's id. */
-function acceptsMcpResponses(req: Request): boolean {
+/**
+ * The SDK's own header checks of a POST (406; an unsupported MCP-Protocol-Version after
+ * initialize), made here with its words so the answer carries the request's id.
+ */
+function headerProblem(req: Request, afterInitialize: boolean): { status: number; message: string } | undefined {
   const accept = req.headers.accept ?? "";
-  return accept.includes("application/json") && accept.includes("text/event-stream");
+  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
+    return { status: 406, message: "Not Acceptable: Client must accept both application/json and text/event-stream" };
+  }
+  const version = req.headers["mcp-protocol-version"];
+  if (afterInitialize && typeof version === "string" && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+    const supported = SUPPORTED_PROTOCOL_VERSIONS.join(", ");
+    return { status: 400, message: `Bad Request: Unsupported protocol version: ${version} (supported versions: ${supported})` };
+  }
+  return undefined;
 }
-
-const NOT_ACCEPTABLE = "Not Acceptable: Client must accept both application/json and text/event-stream";
 
 /** Loopback origins are the local user's own pages; every other browser origin must be listed. */
 function isLoopbackOrigin(origin: string): boolean {
@@ -199,12 +208,14 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       }
       const params = req.method === "POST" ? initializeParams(req.body) : undefined;
       if (!params) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
-      if (!acceptsMcpResponses(req)) return jsonRpcError(res, 406, -32000, NOT_ACCEPTABLE);
+      const problem = headerProblem(req, false);
+      if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
       return sessions.initialize(identity, params, (transport) => transport.handleRequest(req, res, req.body));
     }
     const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
-    if (req.method === "POST" && !acceptsMcpResponses(req)) return jsonRpcError(res, 406, -32000, NOT_ACCEPTABLE);
+    const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
+    if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
     return local.transport.handleRequest(req, res, req.body);
   };
 
