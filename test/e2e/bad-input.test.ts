@@ -34,6 +34,29 @@ describe("bad input against chaos-core serve", () => {
     await stillServing();
   });
 
+  it("echoes the request's id in the errors the HTTP layer writes itself, once the body could be read", async () => {
+    const cases: Array<[string, Awaited<ReturnType<typeof rpc>>, number, number, string | number]> = [
+      ["unparseable body", await rpc(serve.url, session, '{"jsonrpc":"2.0","id":"r-400","method":"ping",}'), 400, -32700, "r-400"],
+      ["NaN in the body", await rpc(serve.url, session, '{"jsonrpc":"2.0","id":"r-nan","method":"ping","params":{"x":NaN}}'), 400, -32700, "r-nan"],
+      ["no JSON-RPC message", await rpc(serve.url, session, { jsonrpc: "2.0", id: "r-env" }), 400, -32700, "r-env"],
+      ["no session id", await rpc(serve.url, undefined, { ...listTools, id: "r-nosession" }), 400, -32000, "r-nosession"],
+      ["unknown session", await rpc(serve.url, "no-such-session", { ...listTools, id: 404 }), 404, -32001, 404],
+      ["Accept without event streams", await rpc(serve.url, session, { ...listTools, id: 406 }, { accept: "application/json" }), 406, -32000, 406],
+      [
+        "an unsupported protocol version",
+        await rpc(serve.url, session, { ...listTools, id: "r-version" }, { "mcp-protocol-version": "1999-01-01" }),
+        400,
+        -32000,
+        "r-version",
+      ],
+    ];
+    for (const [what, res, status, code, id] of cases) {
+      expect(res.status, what).toBe(status);
+      expect(res.message, what).toMatchObject({ jsonrpc: "2.0", id, error: { code } });
+    }
+    await stillServing();
+  });
+
   it("refuses a foreign Origin with 403", async () => {
     const res = await rpc(serve.url, session, listTools, { origin: "https://evil.example" });
     expect(res.status).toBe(403);

@@ -13,6 +13,13 @@ export const MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 export const DEFAULT_MAX_SESSIONS_PER_KEY = 100;
 
+/**
+ * How deep objects and arrays may nest in what a client sends: in a tool call's `arguments`
+ * (the arguments object is level 1), or in any other message (the message is level 1). Checked
+ * without recursion before anything recursive (zod, hashing, storage) reads the value.
+ */
+export const MAX_JSON_DEPTH = 64;
+
 /** Whether a host name or address only reaches this machine. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();

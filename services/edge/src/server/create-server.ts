@@ -1,5 +1,7 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { ErrorCode, McpError, SetLevelRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import type { ServerOptions } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { ErrorCode, McpError, SetLevelRequestSchema, type Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -7,6 +9,7 @@ import type { ToolDefinition } from "../tools/define.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { registerPrompts } from "./register-prompts.js";
 import { registerTools } from "./register-tools.js";
+import { guardToolCalls } from "./tool-arguments.js";
 
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
@@ -23,17 +26,35 @@ export interface CreateServerOptions {
   readonly prompts?: readonly PromptDefinition[];
 }
 
+/** An McpServer whose every transport checks tool arguments in our one place before the SDK dispatches. */
+class ChaosCoreMcpServer extends McpServer {
+  constructor(
+    info: Implementation,
+    options: ServerOptions,
+    private readonly toolsByName: ReadonlyMap<string, ToolDefinition>,
+  ) {
+    super(info, options);
+  }
+
+  override async connect(transport: Transport): Promise<void> {
+    await super.connect(transport);
+    guardToolCalls(transport, this.toolsByName);
+  }
+}
+
 /**
  * Builds the MCP server of one session: the whole tool surface from one list, the prompts from
  * another, the logging capability, and nothing that knows which transport carries it. Both transports (stdio and
  * Streamable HTTP) call this, once per MCP session.
  */
 export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, options: CreateServerOptions = {}): McpServer {
-  const server = new McpServer(
+  const tools = options.tools ?? TOOL_DEFINITIONS;
+  const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
     { capabilities: { logging: {}, tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+    new Map(tools.map((t) => [t.name, t])),
   );
-  registerTools(server, options.tools ?? TOOL_DEFINITIONS, deps, session);
+  registerTools(server, tools, deps, session);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, session);
 
   // The SDK keeps the level a client sets in a map inside this process; another replica serving

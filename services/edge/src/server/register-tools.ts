@@ -13,6 +13,7 @@ import { rolesOf } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
+import { argumentsSchema } from "./tool-arguments.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
@@ -88,7 +89,8 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
 /**
  * Registers every tool of `tools` on `server`: the one place a definition becomes an MCP tool.
  * Results carry `structuredContent` and the same JSON as text; errors are mapped once, by kit's
- * `toMcpErrorResult`, to `isError` results with a stable code.
+ * `toMcpErrorResult`, to `isError` results with a stable code. Arguments reach `run` only after
+ * `tool-arguments.ts` accepted them (unknown fields are refused: the published schema says so).
  */
 export function registerTools(
   server: McpServer,
@@ -108,7 +110,8 @@ export function registerTools(
       {
         title: tool.title,
         description: tool.description,
-        inputSchema: tool.input,
+        // Arguments were already checked against this schema, in tool-arguments.ts, before the SDK sees the call.
+        inputSchema: argumentsSchema(tool.input),
         outputSchema: withErrorAlternative(tool.output),
         annotations: { title: tool.title, ...tool.annotations },
       },

@@ -44,9 +44,9 @@ export type ToolHints = Required<
 >;
 
 /**
- * One tool of the surface, as data. The input and output schemas are zod objects: the SDK
- * validates arguments against `input` (a failure names the field) and publishes both as JSON
- * Schema. `run` returns the structured result; errors are thrown and mapped once, at
+ * One tool of the surface, as data. The input and output schemas are zod objects: arguments
+ * are checked against `input`, unknown fields refused, in `server/tool-arguments.ts` (a failure
+ * is an `invalid_argument` result naming each field), and both are published as JSON Schema. `run` returns the structured result; errors are thrown and mapped once, at
  * registration, through kit's `toMcpErrorResult`.
  */
 export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z.ZodObject = z.ZodObject> {

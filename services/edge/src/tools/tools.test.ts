@@ -166,7 +166,7 @@ describe("bad arguments", () => {
     for (const [name, args, field] of cases) {
       const res = await c.call(name, args);
       expect(res.isError, `${name} ${JSON.stringify(args)}`).toBe(true);
-      expect(text(res)).toMatch(/Input validation error/);
+      expect(text(res)).toMatch(/^invalid_argument: /);
       expect(text(res)).toMatch(field);
     }
   });

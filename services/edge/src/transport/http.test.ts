@@ -143,7 +143,7 @@ describe("Streamable HTTP on loopback, without API keys", () => {
     expect(res.status).toBe(200);
     const result = res.message?.result as { isError: boolean; content: Array<{ text: string }> };
     expect(result.isError).toBe(true);
-    expect(result.content[0]!.text).toMatch(/expected string, received number at key/);
+    expect(result.content[0]!.text).toBe("invalid_argument: key: expected string, got number");
     await stillServing();
   });
 

@@ -7,7 +7,7 @@ import {
 } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { ChaosError } from "@chaos-core/kit";
 import {
   createApiKeyVerifier,
@@ -21,6 +21,7 @@ import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "..
 import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
 import { HttpSessionTable } from "./http-sessions.js";
+import { envelopeRefusal, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
 
 /** How the Streamable HTTP transport listens and whom it lets in. */
 export interface HttpTransportOptions {
@@ -61,10 +62,53 @@ export interface RunningHttpTransport {
   close(): Promise<void>;
 }
 
-type Locals = { identity: Identity };
+type Locals = { identity: Identity; requestId?: RequestId };
 
+/** Every error this layer writes carries the request's id once the body could be read (null before). */
 function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}) {
-  res.status(status).set(headers).json({ jsonrpc: "2.0", error: { code, message }, id: null });
+  const id = (res.locals as Locals).requestId ?? null;
+  res.status(status).set(headers).json({ jsonrpc: "2.0", error: { code, message }, id });
+}
+
+/** Thrown from the body parser's verify hook: body-parser hands it, unchanged, to the error handler. */
+class BodyRefused extends Error {
+  readonly type = "chaoscore.body.refused";
+  readonly status = 400;
+
+  constructor(readonly refusal: Refusal) {
+    super(refusal.error.message);
+  }
+}
+
+/** Screens the raw bytes before body-parser decodes them (a bad byte would become U+FFFD) and keeps the id. */
+function screenBody(_req: unknown, res: Response, body: Buffer): void {
+  const screened = screenMessage(body);
+  if (screened.id !== undefined) (res.locals as Locals).requestId = screened.id;
+  if (screened.refusal) throw new BodyRefused(screened.refusal);
+}
+
+/** A parsed body that is no JSON-RPC message is refused here, where its id is known, not by the SDK with id null. */
+const jsonRpcEnvelope: RequestHandler = (req, res, next) => {
+  const refusal = req.body === undefined ? undefined : envelopeRefusal(req.body, (res.locals as Locals).requestId);
+  if (refusal) return void res.status(400).json(refusalResponse(refusal));
+  next();
+};
+
+/**
+ * The SDK's own header checks of a POST (406; an unsupported MCP-Protocol-Version after
+ * initialize), made here with its words so the answer carries the request's id.
+ */
+function headerProblem(req: Request, afterInitialize: boolean): { status: number; message: string } | undefined {
+  const accept = req.headers.accept ?? "";
+  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
+    return { status: 406, message: "Not Acceptable: Client must accept both application/json and text/event-stream" };
+  }
+  const version = req.headers["mcp-protocol-version"];
+  if (afterInitialize && typeof version === "string" && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+    const supported = SUPPORTED_PROTOCOL_VERSIONS.join(", ");
+    return { status: 400, message: `Bad Request: Unsupported protocol version: ${version} (supported versions: ${supported})` };
+  }
+  return undefined;
 }
 
 /** Loopback origins are the local user's own pages; every other browser origin must be listed. */
@@ -194,20 +238,25 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       }
       const params = req.method === "POST" ? initializeParams(req.body) : undefined;
       if (!params) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
+      const problem = headerProblem(req, false);
+      if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
       return sessions.initialize(identity, params, (transport) => transport.handleRequest(req, res, req.body));
     }
     const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
+    const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
+    if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
     return local.transport.handleRequest(req, res, req.body);
   };
 
-  app.post("/mcp", express.json({ limit: maxBodyBytes }), handleMcp);
+  app.post("/mcp", express.json({ limit: maxBodyBytes, verify: screenBody }), jsonRpcEnvelope, handleMcp);
   app.get("/mcp", handleMcp);
   app.delete("/mcp", handleMcp);
   app.all("/mcp", (_req, res) => jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" }));
 
   const onError: ErrorRequestHandler = (err: { type?: string; status?: number }, _req, res, next) => {
     if (res.headersSent) return next(err);
+    if (err instanceof BodyRefused) return res.status(400).json(refusalResponse(err.refusal));
     if (err.type === "entity.too.large") return jsonRpcError(res, 413, -32000, requestBodyTooLargeMessage(maxBodyBytes));
     if (err.type === "entity.parse.failed") return jsonRpcError(res, 400, -32700, "Parse error: Invalid JSON");
     if (err.type === "encoding.unsupported" || err.type === "charset.unsupported") {

@@ -1,12 +1,15 @@
 import { randomUUID } from "node:crypto";
-import type { Readable, Writable } from "node:stream";
+import { PassThrough, type Readable, type Writable } from "node:stream";
+import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import { isInitializeRequest, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";
+import { envelopeRefusal, refusalResponse, screenMessage, type Refusal } from "./incoming.js";
 
 /** Where the stdio transport reads and writes, and whom it tells when the session ends. */
 export interface StdioTransportOptions {
@@ -24,6 +27,74 @@ export interface RunningStdioTransport {
   close(): Promise<void>;
 }
 
+/** Why a line cannot go on to the SDK, which would drop it without an answer (bad JSON) or decode it lossily. */
+function lineRefusal(line: Buffer): Refusal | undefined {
+  const screened = screenMessage(line);
+  if (screened.refusal) return screened.refusal;
+  let value: unknown;
+  try {
+    value = JSON.parse(line.toString("utf8"));
+  } catch {
+    return { id: screened.id ?? null, error: { code: -32700, message: "Parse error: Invalid JSON" } };
+  }
+  return envelopeRefusal(value, screened.id);
+}
+
+/** The longest line served: the SDK's own limit, which used to end the session when a line passed it. */
+const MAX_LINE_BYTES = STDIO_DEFAULT_MAX_BUFFER_SIZE;
+
+/**
+ * The lines of `stdin` the SDK may read, each screened on its raw bytes first (see incoming.ts);
+ * a refused line is answered through `refuse` and never reaches the SDK. A line longer than
+ * {@link MAX_LINE_BYTES} is skipped to its end and refused as HTTP refuses a body too large.
+ */
+function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { lines: Readable; stop: () => void } {
+  const lines = new PassThrough();
+  let pending: Buffer[] = [];
+  let size = 0;
+  let skipping = false;
+  const tooLarge: Refusal = { id: null, error: { code: -32000, message: requestBodyTooLargeMessage(MAX_LINE_BYTES) } };
+  const onData = (chunk: Buffer) => {
+    for (let start = 0; start < chunk.length; ) {
+      const newline = chunk.indexOf(0x0a, start);
+      const end = newline === -1 ? chunk.length : newline;
+      if (!skipping) {
+        pending.push(chunk.subarray(start, end));
+        size += end - start;
+        if (size > MAX_LINE_BYTES) {
+          skipping = true;
+          pending = [];
+          refuse(tooLarge);
+        }
+      }
+      if (newline === -1) break;
+      if (!skipping) {
+        const line = Buffer.concat(pending);
+        // A blank line is no message: nothing to answer, nothing for the SDK.
+        if (line.toString("latin1").trim() !== "") {
+          const refusal = lineRefusal(line);
+          if (refusal) refuse(refusal);
+          else lines.write(Buffer.concat([line, Buffer.from("\n")]));
+        }
+      }
+      pending = [];
+      size = 0;
+      skipping = false;
+      start = newline + 1;
+    }
+  };
+  const onEnd = () => lines.end();
+  const onError = (err: Error) => lines.emit("error", err);
+  stdin.on("data", onData).once("end", onEnd).on("error", onError);
+  return {
+    lines,
+    stop: () => {
+      stdin.off("data", onData).off("end", onEnd).off("error", onError);
+      if (stdin.listenerCount("data") === 0) stdin.pause();
+    },
+  };
+}
+
 /**
  * Serves one MCP session over stdio as the local user (tenant `default`, principal `local`):
  * whoever can start the process already is that user. stdout carries JSON-RPC only; every
@@ -35,7 +106,12 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
   const session: EdgeSession = { id: randomUUID(), ...LOCAL_IDENTITY };
   const log = deps.logger.child({ tenant: session.tenant, principal: session.principal, session: session.id });
   const server = createChaosCoreServer(deps, session);
-  const transport = new StdioServerTransport(stdin, stdout);
+  const input = screenedLines(stdin, (refusal) => {
+    // JSON-RPC wants `"id": null` when the id could not be read; the SDK's type leaves it out instead.
+    transport.send(refusalResponse(refusal) as unknown as JSONRPCMessage).catch((err: unknown) => log.warn({ err }, "answering a refused message failed"));
+  });
+  // Room for the longest line and its newline: lines are measured (and refused) above.
+  const transport = new StdioServerTransport(input.lines, stdout, { maxBufferSize: MAX_LINE_BYTES + 1 });
   server.server.onerror = (err) => log.warn({ err }, "MCP protocol error");
 
   let closed = false;
@@ -44,6 +120,7 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
     if (closed) return;
     closed = true;
     stdin.off("end", onEnd).off("close", onEnd);
+    input.stop();
     stdout.off("error", onStdoutError);
     log.info({ reason }, "stdio session ended");
     await server.close().catch((err: unknown) => log.warn({ err }, "closing the server failed"));

@@ -1,5 +1,6 @@
 import { ChaosError } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
+import { createHash } from "node:crypto";
 import { decodeCursor, encodeCursor } from "./cursor.js";
 
 const scope = { query: "Alpha", tags: ["b", "a"] };
@@ -44,5 +45,14 @@ describe("search cursors", () => {
     rejects(() => decodeCursor("has spaces", scope), /cursor is not valid/);
     rejects(() => decodeCursor(Buffer.from("[1,2]").toString("base64url"), scope), /cursor is not valid/);
     rejects(() => decodeCursor(Buffer.from('{"v":2,"k":"a","d":"x"}').toString("base64url"), scope), /cursor is not valid/);
+  });
+
+  it("refuse a forged cursor whose key no item could have, such as one with a NUL", () => {
+    // The digest is not secret: anyone can mint a cursor that passes it, as this one does.
+    for (const k of ["a\u0000b", "tab\there", "x".repeat(513), ""]) {
+      const d = createHash("sha256").update(JSON.stringify([1, k, "alpha", ["a", "b"]])).digest("base64url").slice(0, 22);
+      const forged = Buffer.from(JSON.stringify({ v: 1, k, d })).toString("base64url");
+      rejects(() => decodeCursor(forged, scope), /cursor is not valid/);
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { ChaosError } from "@chaos-core/kit";
+import { validateKey } from "./validation.js";
 
 /**
  * Search cursors: opaque base64url text carrying the last key of a page and a digest that
@@ -66,5 +67,11 @@ export function decodeCursor(cursor: string, scope: CursorScope): string {
       "cursor does not belong to this search: reuse a cursor only with the same query and tags",
     );
   }
-  return wire.k;
+  // The digest is no secret, so a forged cursor can carry a key no item could have (a NUL,
+  // 10 000 characters); the store must never be asked for it.
+  try {
+    return validateKey(wire.k);
+  } catch {
+    throw bad();
+  }
 }

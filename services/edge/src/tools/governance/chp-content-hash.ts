@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { canonicalJson, ChaosError, contentHash, parseChpJson } from "@chaos-core/kit";
+import { canonicalJson, ChaosError, contentHash, parseChpJson, scanJsonText } from "@chaos-core/kit";
+import { MAX_JSON_DEPTH } from "../../config.js";
 import { defineTool } from "../define.js";
 
 /** Largest input hashed, as text or as canonical JSON. */
@@ -36,6 +37,10 @@ export const chpContentHashTool = defineTool({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(args) {
     const field = args.json !== undefined ? "json" : "value";
+    // The lossless parser recurses: text nested like a depth bomb must be refused before it reads it.
+    if (args.json !== undefined && scanJsonText(args.json, { maxDepth: MAX_JSON_DEPTH }).tooDeep) {
+      throw new ChaosError("invalid_argument", `json: the JSON text nests deeper than ${MAX_JSON_DEPTH} levels`);
+    }
     let value: unknown;
     let canonical: string;
     try {

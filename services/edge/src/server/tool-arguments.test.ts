@@ -1,0 +1,109 @@
+import { describe, expect, it } from "vitest";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { TOOL_DEFINITIONS } from "../tools/index.js";
+import { argumentsSchema, structuralProblems, toolCallRefusal } from "./tool-arguments.js";
+
+const tools = new Map(TOOL_DEFINITIONS.map((t) => [t.name, t]));
+
+function call(params: unknown, id: string | number = 1): JSONRPCMessage {
+  return { jsonrpc: "2.0", id, method: "tools/call", params } as JSONRPCMessage;
+}
+
+/** The isError message of a refused call, or the JSON-RPC error. */
+function refusal(params: unknown) {
+  const reply = toolCallRefusal(call(params), tools) as
+    | { id: unknown; error?: { code: number; message: string }; result?: { isError: boolean; structuredContent: { error: { code: string; message: string } } } }
+    | undefined;
+  return reply;
+}
+
+function problem(name: string, args: unknown): string | undefined {
+  const reply = refusal({ name, arguments: args });
+  if (!reply) return undefined;
+  expect(reply.result?.isError).toBe(true);
+  expect(reply.result?.structuredContent.error.code).toBe("invalid_argument");
+  return reply.result?.structuredContent.error.message;
+}
+
+const nest = (n: number): unknown => {
+  let v: unknown = 1;
+  for (let i = 0; i < n; i++) v = [v];
+  return v;
+};
+
+describe("toolCallRefusal", () => {
+  it("lets through what is not a tools/call, and a call its tool can take", () => {
+    expect(toolCallRefusal({ jsonrpc: "2.0", id: 1, method: "ping" }, tools)).toBeUndefined();
+    expect(toolCallRefusal({ jsonrpc: "2.0", method: "notifications/initialized" }, tools)).toBeUndefined();
+    expect(refusal({ name: "chaoscore_remember", arguments: { key: "k", value: { nested: [1, "two"] } } })).toBeUndefined();
+    expect(refusal({ name: "chp_version" })).toBeUndefined();
+  });
+
+  it("answers arguments that are not an object, an unknown tool and a missing name with -32602", () => {
+    for (const [args, got] of [
+      [null, "null"],
+      [[], "array"],
+      ["", "string"],
+      [7, "number"],
+    ] as const) {
+      expect(refusal({ name: "chp_version", arguments: args })).toEqual({
+        jsonrpc: "2.0",
+        id: 1,
+        error: { code: -32602, message: `Invalid params: arguments: expected object, got ${got}` },
+      });
+    }
+    expect(refusal({ name: "no_such_tool", arguments: {} })?.error).toEqual({ code: -32602, message: "Unknown tool: no_such_tool" });
+    expect(refusal({ arguments: {} })?.error).toEqual({ code: -32602, message: "Invalid params: name: required, expected the tool's name (string)" });
+    expect(refusal({ name: 5 })?.error?.message).toBe("Invalid params: name: expected the tool's name (string), got number");
+    expect(refusal({ name: "x".repeat(10_000) })?.error?.message.length).toBeLessThan(120);
+  });
+
+  it("answers a schema failure with an invalid_argument result naming each field, at its real depth", () => {
+    expect(problem("chaoscore_remember", { key: 42, value: "v" })).toBe("key: expected string, got number");
+    expect(problem("chaoscore_remember", { key: "k" })).toMatch(/^value: required/);
+    expect(problem("chaoscore_remember", { key: "k", value: 1, bogus: true })).toBe(
+      "bogus: unknown field; accepted fields: key, value, tags, ttl_seconds",
+    );
+    expect(problem("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "X", notional: "12" } })).toBe(
+      "action.notional: expected number, got string",
+    );
+    // Absent arguments are checked as no arguments.
+    expect(refusal({ name: "chaoscore_remember" })?.result?.structuredContent.error.message).toMatch(/key: required.*value: required/);
+  });
+
+  it("refuses nesting beyond 64 levels, a __proto__ field and an overflowed number before any schema runs", () => {
+    expect(problem("chp_content_hash", { value: nest(63) })).toBeUndefined();
+    expect(problem("chp_content_hash", { value: nest(64) })).toBe("value[0][0][0][0][0][0][0]…: nests deeper than 64 levels");
+    // 10 000 levels would overflow zod's stack; it never gets to run.
+    expect(problem("evaluate_tool_approval", { call: { tool: "t", resource: "r", arguments: { a: nest(10_000) } } })).toMatch(
+      /^call\.arguments\.a\[0\]\[0\]\[0\]\[0\]\[0\]…: nests deeper than 64 levels$/,
+    );
+    const withProto = JSON.parse('{"key":"k","value":{"ok":1,"__proto__":{"polluted":true}}}') as Record<string, unknown>;
+    expect(problem("chaoscore_remember", withProto)).toBe('value.__proto__: "__proto__" is not accepted as a field name');
+    expect(problem("chaoscore_remember", JSON.parse('{"key":"k","value":[1e400]}'))).toBe(
+      "value[0]: the number is out of range (at most about ±1.8e308)",
+    );
+  });
+
+  it("can check every tool's schema without throwing", () => {
+    for (const tool of TOOL_DEFINITIONS) {
+      expect(() => toolCallRefusal(call({ name: tool.name, arguments: { zz_unknown: 1 } }), tools), tool.name).not.toThrow();
+      expect(problem(tool.name, { zz_unknown: 1 }), tool.name).toMatch(/zz_unknown: unknown field/);
+    }
+  });
+});
+
+describe("structuralProblems", () => {
+  it("walks a million levels without recursion", () => {
+    expect(structuralProblems({ v: nest(1_000_000) as never })).toEqual(["v[0][0][0][0][0][0][0]…: nests deeper than 64 levels"]);
+  });
+});
+
+describe("argumentsSchema", () => {
+  it("publishes every tool's arguments with unknown fields refused", () => {
+    for (const tool of TOOL_DEFINITIONS) {
+      expect(argumentsSchema(tool.input).safeParse({ zz_unknown: 1 }).success, tool.name).toBe(false);
+      expect(argumentsSchema(tool.input)).toBe(argumentsSchema(tool.input));
+    }
+  });
+});
