@@ -1,11 +1,12 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { ConfigError, createLogger, type Logger } from "@chaos-core/kit";
+import { ChaosError, createLogger, type Logger } from "@chaos-core/kit";
 import { runChpConformance } from "./chp-conformance.js";
 import { runLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
 import { loadStandaloneConfig } from "./config.js";
 import type { Runtime } from "./runtime.js";
+import type { StartingRuntime } from "./startup.js";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -61,26 +62,32 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** How long a failed start-up lets the client read the answers to calls already made, at most. */
+const FAILED_START_DRAIN_MS = 2_000;
+
 async function serve(mode: "serve" | "stdio"): Promise<number> {
   let logger: Logger = createLogger("chaos-core");
-  let runtime: Runtime | undefined;
+  let starting: StartingRuntime | undefined;
   try {
     // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
-    // without every service in memory.
+    // without every service in memory. The services themselves load in the background (startup.ts).
     const { loadEdgeConfig, runStdioTransport, startHttpTransport } = await import("@chaos-core/edge");
-    const { createRuntime } = await import("./runtime.js");
+    const { startRuntime } = await import("./startup.js");
     const config = loadStandaloneConfig(process.env);
     const edgeConfig = loadEdgeConfig(process.env);
     logger = createLogger("chaos-core", config.logLevel);
-    runtime = await createRuntime(config, logger, {
+    // The data directory is this process's before anything answers: a second process fails here.
+    starting = await startRuntime(config, logger, {
       version: VERSION,
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
       admin: true,
     });
-    const rt = runtime;
-    logger.info({ mode, dataDir: config.dataDir, ...rt.stores, admin: rt.admin?.url }, "chaos-core starting");
+    const rt = starting;
+    const announce = (runtime: Runtime) =>
+      logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: runtime.admin?.url }, "chaos-core starting");
 
     let transport: { close(): Promise<void> } | undefined;
+    let exitCode = 0;
     let stopping = false;
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
@@ -96,20 +103,40 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
     process.once("SIGINT", () => void stop("SIGINT"));
 
     if (mode === "serve") {
-      const http = await startHttpTransport(rt.deps, edgeConfig.http);
+      // Listens only once everything it serves is open: the endpoint line means "ready".
+      const runtime = await rt.ready;
+      announce(runtime);
+      const http = await startHttpTransport(runtime.deps, edgeConfig.http);
       transport = http;
       // The one line on stdout a person (or a script) looks for.
       process.stdout.write(`Chaos Core MCP endpoint: ${http.url}\n`);
     } else {
-      transport = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      // A host waits for the answer to initialize: it comes now, while the stores open.
+      logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; opening the stores");
+      const stdio = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      transport = stdio;
+      rt.ready.then(announce, async (err: unknown) => {
+        // Calls waiting for the stores answer `unavailable` with this cause; once the client has
+        // read them the process ends, so a host shows the server as failed, not as hanging.
+        exitCode = 1;
+        process.stderr.write(`chaos-core: ${startupFailure(err)}\n`);
+        logger.error({ cause: startupFailure(err) }, "start-up failed after the transport started");
+        await Promise.race([stdio.idle(), new Promise((resolve) => setTimeout(resolve, FAILED_START_DRAIN_MS).unref())]);
+        await stop("start-up failed");
+      });
     }
     await stopped;
-    return 0;
+    return exitCode;
   } catch (err) {
-    await runtime?.close();
-    const message = err instanceof ConfigError || err instanceof Error ? err.message : String(err);
-    process.stderr.write(`chaos-core: ${message}\n`);
+    await starting?.close();
+    process.stderr.write(`chaos-core: ${startupFailure(err)}\n`);
     logger.debug({ err }, "start-up failed");
     return 1;
   }
+}
+
+/** What a person reads: the cause itself, not the `unavailable` wrapper the calls answer with. */
+function startupFailure(err: unknown): string {
+  const cause = err instanceof ChaosError && err.code === "unavailable" && err.cause instanceof Error ? err.cause : err;
+  return cause instanceof Error ? cause.message : String(cause);
 }
