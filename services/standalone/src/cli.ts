@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { ChaosError, createLogger, type Logger } from "@chaos-core/kit";
-import { runChpConformance } from "./chp-conformance.js";
-import { runLedgerCommand } from "./ledger-command.js";
+import type { runChpConformance as RunChpConformance } from "./chp-conformance.js";
+import type { runLedgerCommand as RunLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
 import { loadStandaloneConfig } from "./config.js";
 import type { Runtime } from "./runtime.js";
@@ -10,6 +10,11 @@ import type { StartingRuntime } from "./startup.js";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
+
+// Loaded when their command runs, so `chaos-core stdio` reaches its transport without the ledger.
+const runChpConformance: typeof RunChpConformance = async (...args) =>
+  (await import("./chp-conformance.js")).runChpConformance(...args);
+const runLedgerCommand: typeof RunLedgerCommand = async (...args) => (await import("./ledger-command.js")).runLedgerCommand(...args);
 
 const USAGE = `Usage: chaos-core <command>
 
