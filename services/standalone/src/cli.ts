@@ -75,8 +75,9 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
   let starting: StartingRuntime | undefined;
   try {
     // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
-    // without every service in memory. The services themselves load in the background (startup.ts).
-    const { loadEdgeConfig, runStdioTransport, startHttpTransport } = await import("@chaos-core/edge");
+    // without every service in memory. The services themselves load in the background (startup.ts),
+    // and the HTTP transport only for serve.
+    const { loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
     const { startRuntime } = await import("./startup.js");
     const config = loadStandaloneConfig(process.env);
     const edgeConfig = loadEdgeConfig(process.env);
@@ -109,6 +110,7 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
 
     if (mode === "serve") {
       // Listens only once everything it serves is open: the endpoint line means "ready".
+      const { startHttpTransport } = await import("@chaos-core/edge");
       const runtime = await rt.ready;
       announce(runtime);
       const http = await startHttpTransport(runtime.deps, edgeConfig.http);

@@ -4,7 +4,7 @@ import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/counc
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createMemorySessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge";
+import { createMemorySessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge/stdio";
 import type { StandaloneConfig } from "./config.js";
 import type * as runtimeModule from "./runtime.js";
 import type { Runtime, RuntimeOptions } from "./runtime.js";
