@@ -21,7 +21,11 @@ async function startStdio(dir: string): Promise<{ client: Client; proc: ChildPro
   proc.stderr!.on("data", (d: Buffer) => (err += d.toString()));
   const exit = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
   const client = new Client({ name: "chaos-core-e2e", version: "0.0.0" });
-  await client.connect(new StdioServerTransport(proc.stdout!, proc.stdin!));
+  const exitedFirst = exit.then((code) => {
+    throw new Error(`chaos-core stdio exited with ${code} before answering initialize:\n${err}`);
+  });
+  await Promise.race([client.connect(new StdioServerTransport(proc.stdout!, proc.stdin!)), exitedFirst]);
+  exitedFirst.catch(() => {});
   return { client, proc, stderr: () => err, exit };
 }
 
