@@ -90,7 +90,7 @@ async function serve(mode: "serve" | "stdio"): Promise<number> {
     });
     const rt = starting;
     const announce = (runtime: Runtime) =>
-      logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: runtime.admin?.url }, "chaos-core starting");
+      logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: rt.admin?.url }, "chaos-core starting");
 
     let transport: { close(): Promise<void> } | undefined;
     let exitCode = 0;

@@ -5,6 +5,7 @@ import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createMemorySessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge/stdio";
+import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import type { StandaloneConfig } from "./config.js";
 import type * as runtimeModule from "./runtime.js";
 import type { Runtime, RuntimeOptions } from "./runtime.js";
@@ -19,6 +20,12 @@ export interface StartingRuntime {
   readonly deps: EdgeDeps;
   /** The runtime once every store is open; rejects with `unavailable` naming what failed. */
   readonly ready: Promise<Runtime>;
+  /**
+   * The operator's loopback admin endpoint (`chaos-core approvals`), when asked for: up before
+   * anything answers, so `admin.json` is there as soon as the server is; its calls wait like the
+   * edge's.
+   */
+  readonly admin?: RunningAdminServer;
   /** Waits for the start-up to settle, then closes whatever it opened and releases the directory. */
   close(): Promise<void>;
 }
@@ -40,10 +47,10 @@ function deferredSessionStore(pending: Promise<SessionStore>, ttlSeconds: number
 }
 
 /**
- * Takes the data directory (a second process fails here, at once, before anything answers) and
- * opens the stores in the background: the service modules, the database and its migrations,
- * the keyring and the admin endpoint come up while a transport already answers. This module
- * loads none of the services itself, so a transport can start right after it.
+ * Takes the data directory (a second process fails here, at once, before anything answers),
+ * starts the admin endpoint when asked, and opens the stores in the background: the service
+ * modules, the database and its migrations and the keyring come up while a transport already
+ * answers. This module loads none of the services itself, so a transport can start right after it.
  */
 export async function startRuntime(config: StandaloneConfig, logger: Logger, options: RuntimeOptions): Promise<StartingRuntime> {
   const unlock = await lockDataDir(config.dataDir);
@@ -62,7 +69,12 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
       throw err;
     }
     // From here the runtime owns the lock: it releases it when it fails or closes.
-    return runtime.createRuntime(config, logger, { ...options, dataDirLock: unlock, ...(sessions ? { sessions } : {}) });
+    return runtime.createRuntime(config, logger, {
+      ...options,
+      admin: false,
+      dataDirLock: unlock,
+      ...(sessions ? { sessions } : {}),
+    });
   })().catch((err: unknown) => {
     const cause = err instanceof Error ? err.message : String(err);
     throw new ChaosError("unavailable", `chaos-core could not open its stores: ${cause}`, { cause: err });
@@ -73,21 +85,45 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     if (!deps.ledger) throw new ChaosError("unavailable", "the audit ledger is not configured");
     return deps.ledger;
   });
+  const ledgerClient = createDeferredClient(LedgerService, ledger);
+  const deps: EdgeDeps = {
+    policy: createDeferredClient(PolicyService, services.then((d) => d.policy)),
+    memory: createDeferredClient(MemoryService, services.then((d) => d.memory)),
+    cognition: createDeferredClient(CognitionService, services.then((d) => d.cognition)),
+    council: createDeferredClient(CouncilService, services.then((d) => d.council)),
+    ledger: ledgerClient,
+    sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
+    logger,
+    version: options.version,
+  };
+  const closeRuntime = async () => {
+    const runtime = await ready.catch(() => undefined);
+    await runtime?.close();
+  };
+
+  let admin: RunningAdminServer | undefined;
+  if (options.admin) {
+    try {
+      admin = await startAdminServer({
+        dataDir: config.dataDir,
+        cognition: deps.cognition,
+        ledger: ledgerClient,
+        logger: logger.child({ service: "admin" }),
+      });
+    } catch (err) {
+      await closeRuntime();
+      throw err;
+    }
+  }
+  const running = admin;
   return {
-    deps: {
-      policy: createDeferredClient(PolicyService, services.then((d) => d.policy)),
-      memory: createDeferredClient(MemoryService, services.then((d) => d.memory)),
-      cognition: createDeferredClient(CognitionService, services.then((d) => d.cognition)),
-      council: createDeferredClient(CouncilService, services.then((d) => d.council)),
-      ledger: createDeferredClient(LedgerService, ledger),
-      sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
-      logger,
-      version: options.version,
-    },
+    deps,
     ready,
+    ...(running ? { admin: running } : {}),
     async close() {
-      const runtime = await ready.catch(() => undefined);
-      await runtime?.close();
+      // The admin endpoint first: nothing reaches the stores once they start to close.
+      await running?.close();
+      await closeRuntime();
     },
   };
 }
