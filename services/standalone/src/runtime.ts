@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import {
@@ -83,7 +84,10 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 export interface RuntimeOptions {
   version: string;
   sessionTtlSeconds: number;
-  /** Start the operator's loopback admin endpoint and write `<dataDir>/admin.json` (serve, stdio). */
+  /**
+   * Start the operator's loopback admin endpoint and write `<dataDir>/admin.json` once everything
+   * is open (serve and stdio start it earlier, through `startRuntime`).
+   */
   admin?: boolean;
   /** The data directory's lock when the caller took it already; released on close like one taken here. */
   dataDirLock?: () => Promise<void>;
@@ -137,8 +141,13 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       db = createPostgresDb({ connectionString: config.databaseUrl, applicationName: "chaos-core-standalone" });
     } else {
       const path = join(config.dataDir, "pg");
-      // Seconds on a first run (the database is created) or a busy machine: say what is happening.
-      logger.info({ path }, "opening the embedded database");
+      // Seconds on a first run or a busy machine: a person watching stderr sees which step it is.
+      logger.info(
+        { path },
+        existsSync(join(path, "PG_VERSION"))
+          ? "opening the embedded database"
+          : "creating the embedded database (first run: this takes several seconds)",
+      );
       db = await createPgliteDb({ dataDir: path, extensions: [...MEMORY_PG_EXTENSIONS] }).catch((err: unknown) => {
         throw new ChaosError("unavailable", `the embedded database in ${path} did not open: ${(err as Error).message}`, { cause: err });
       });
