@@ -4,9 +4,11 @@
  *    server with a no-op tool, (b) `chaos-core serve` answering `chaoscore_recall` by key, and
  *    (c) `chaos-core serve` answering `chaoscore_inspect {what: "sessions"}` (the edge alone, no
  *    policy or database call), interleaved over several rounds, with medians and ratios;
- *  - memory substring search p50/p99 over 100,000 items on Postgres.
+ *  - memory substring search p50/p99 over 100,000 items on Postgres;
+ *  - stdio start-up on an existing data directory (scripts/bench/stdio-startup.ts).
  *
- * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1)
+ * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1,
+ *                       BENCH_STARTUP_RUNS, BENCH_SKIP_STARTUP=1)
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,6 +19,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { runLoad, type LoadResult } from "./mcp-load.js";
 import { benchMemorySearch } from "./memory-search.js";
+import { benchStdioStartup, startupTable } from "./stdio-startup.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -108,5 +111,10 @@ if (process.env.BENCH_SKIP_SEARCH !== "1") {
   const s = await benchMemorySearch({});
   console.log("\nmemory substring search over 100,000 items on Postgres");
   console.log(JSON.stringify(s));
+}
+
+if (process.env.BENCH_SKIP_STARTUP !== "1") {
+  const runs = Number(process.env.BENCH_STARTUP_RUNS ?? 7);
+  console.log(`\n${startupTable(await benchStdioStartup({ runs }), runs)}`);
 }
 process.exit(0);

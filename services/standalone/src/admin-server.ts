@@ -7,11 +7,13 @@ import { join } from "node:path";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import { ChaosError, type CallContext, type ErrorCode, type Logger, type ServiceClient } from "@chaos-core/kit";
-import { policyDocumentFromProto, policyDocumentToProto, validatePolicyDocument } from "@chaos-core/policy";
 import { ApprovalChannel, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
+
+/** The policy package, loaded on the first policy request: the endpoint starts before the services load. */
+const loadPolicyModule = () => import("@chaos-core/policy");
 
 /** The principal every operator answer is recorded under: never the agent's (no self-approval). */
 export const OPERATOR_PRINCIPAL = "operator";
@@ -250,6 +252,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
         return;
       }
       case "GET /v1/policy": {
+        const { policyDocumentFromProto } = await loadPolicyModule();
         const q = parse(tenantQuery, Object.fromEntries(url.searchParams), "query");
         const got = await policy.getPolicy({}, { ctx: operator(q.tenant) });
         return send(res, 200, {
@@ -262,6 +265,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
         });
       }
       case "PUT /v1/policy": {
+        const { policyDocumentToProto, validatePolicyDocument } = await loadPolicyModule();
         const body = parse(policyBody, await readJson(req, MAX_POLICY_BYTES), "body");
         let document;
         try {

@@ -1,14 +1,20 @@
 import { readFileSync } from "node:fs";
-import { ConfigError, createLogger, type Env, type Logger } from "@chaos-core/kit";
-import { CHP_CONFORMANCE_USAGE, runChpConformance } from "./chp-conformance.js";
-import { runLedgerCommand } from "./ledger-command.js";
+import { ChaosError, createLogger, type Env, type Logger } from "@chaos-core/kit";
+import type { runChpConformance as RunChpConformance } from "./chp-conformance.js";
+import type { runLedgerCommand as RunLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
 import { flagProblem, parseCommandLine, UsageError, withFlags, type FlagVariables } from "./command-line.js";
 import { loadStandaloneConfig } from "./config.js";
 import type { Runtime } from "./runtime.js";
+import type { StartingRuntime } from "./startup.js";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
+
+// Loaded when their command runs, so `chaos-core stdio` reaches its transport without the ledger.
+const runChpConformance: typeof RunChpConformance = async (...args) =>
+  (await import("./chp-conformance.js")).runChpConformance(...args);
+const runLedgerCommand: typeof RunLedgerCommand = async (...args) => (await import("./ledger-command.js")).runLedgerCommand(...args);
 
 const USAGE = `Usage: chaos-core <command> [options]
        chaos-core -v | --version
@@ -65,7 +71,7 @@ const flagOptions = (flags: FlagVariables) => ({
 async function checkFlags(env: Env, fromFlags: ReadonlyMap<string, string>): Promise<string | undefined> {
   if (fromFlags.size === 0) return undefined;
   try {
-    const { loadEdgeConfig } = await import("@chaos-core/edge");
+    const { loadEdgeConfig } = await import("@chaos-core/edge/stdio");
     loadEdgeConfig(env);
     loadStandaloneConfig(env);
   } catch (err) {
@@ -105,7 +111,7 @@ export async function main(argv: string[]): Promise<number> {
         const { values } = parseCommandLine(rest, flagOptions({}));
         if (values.version) return await main(["--version"]);
         if (values.help) {
-          process.stdout.write(CHP_CONFORMANCE_USAGE);
+          process.stdout.write((await import("./chp-conformance.js")).CHP_CONFORMANCE_USAGE);
           return 0;
         }
         return await runChpConformance(process.stdin, process.stdout);
@@ -141,26 +147,33 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** How long a failed start-up lets the client read the answers to calls already made, at most. */
+const FAILED_START_DRAIN_MS = 2_000;
+
 async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
   let logger: Logger = createLogger("chaos-core");
-  let runtime: Runtime | undefined;
+  let starting: StartingRuntime | undefined;
   try {
     // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
-    // without every service in memory.
-    const { loadEdgeConfig, runStdioTransport, startHttpTransport } = await import("@chaos-core/edge");
-    const { createRuntime } = await import("./runtime.js");
+    // without every service in memory. The services themselves load in the background (startup.ts),
+    // and the HTTP transport only for serve.
+    const { loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
+    const { startRuntime } = await import("./startup.js");
     const config = loadStandaloneConfig(env);
     const edgeConfig = loadEdgeConfig(env);
     logger = createLogger("chaos-core", config.logLevel);
-    runtime = await createRuntime(config, logger, {
+    // The data directory is this process's before anything answers: a second process fails here.
+    starting = await startRuntime(config, logger, {
       version: VERSION,
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
       admin: true,
     });
-    const rt = runtime;
-    logger.info({ mode, dataDir: config.dataDir, ...rt.stores, admin: rt.admin?.url }, "chaos-core starting");
+    const rt = starting;
+    const announce = (runtime: Runtime) =>
+      logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: rt.admin?.url }, "chaos-core starting");
 
     let transport: { close(): Promise<void> } | undefined;
+    let exitCode = 0;
     let stopping = false;
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
@@ -176,20 +189,41 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     process.once("SIGINT", () => void stop("SIGINT"));
 
     if (mode === "serve") {
-      const http = await startHttpTransport(rt.deps, edgeConfig.http);
+      // Listens only once everything it serves is open: the endpoint line means "ready".
+      const { startHttpTransport } = await import("@chaos-core/edge");
+      const runtime = await rt.ready;
+      announce(runtime);
+      const http = await startHttpTransport(runtime.deps, edgeConfig.http);
       transport = http;
       // The one line on stdout a person (or a script) looks for.
       process.stdout.write(`Chaos Core MCP endpoint: ${http.url}\n`);
     } else {
-      transport = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      // A host waits for the answer to initialize: it comes now, while the stores open.
+      logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; opening the stores");
+      const stdio = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      transport = stdio;
+      rt.ready.then(announce, async (err: unknown) => {
+        // Calls waiting for the stores answer `unavailable` with this cause; once the client has
+        // read them the process ends, so a host shows the server as failed, not as hanging.
+        exitCode = 1;
+        process.stderr.write(`chaos-core: ${startupFailure(err)}\n`);
+        logger.error({ cause: startupFailure(err) }, "start-up failed after the transport started");
+        await Promise.race([stdio.idle(), new Promise((resolve) => setTimeout(resolve, FAILED_START_DRAIN_MS).unref())]);
+        await stop("start-up failed");
+      });
     }
     await stopped;
-    return 0;
+    return exitCode;
   } catch (err) {
-    await runtime?.close();
-    const message = err instanceof ConfigError || err instanceof Error ? err.message : String(err);
-    process.stderr.write(`chaos-core: ${message}\n`);
+    await starting?.close();
+    process.stderr.write(`chaos-core: ${startupFailure(err)}\n`);
     logger.debug({ err }, "start-up failed");
     return 1;
   }
+}
+
+/** What a person reads: the cause itself, not the `unavailable` wrapper the calls answer with. */
+function startupFailure(err: unknown): string {
+  const cause = err instanceof ChaosError && err.code === "unavailable" && err.cause instanceof Error ? err.cause : err;
+  return cause instanceof Error ? cause.message : String(cause);
 }

@@ -2,8 +2,10 @@ import { homedir } from "node:os";
 import { isAbsolute, join, resolve, win32 } from "node:path";
 import { z } from "zod";
 import { ConfigError, envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
-import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition";
-import { originVar } from "@chaos-core/ledger";
+// The configuration modules alone, not the services: `chaos-core stdio` reads its configuration
+// before it answers initialize, and loads the services after.
+import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition/provider-config";
+import { originVar } from "@chaos-core/ledger/config";
 
 const schema = z.object({
   CHAOS_CORE_DATA_DIR: z.string().optional(),

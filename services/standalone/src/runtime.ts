@@ -1,5 +1,7 @@
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import {
+  ChaosError,
   createInProcessClient,
   createPgliteDb,
   createPostgresDb,
@@ -47,7 +49,7 @@ import {
   type PlanStore,
   type ProviderConfig,
 } from "@chaos-core/cognition";
-import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps } from "@chaos-core/edge";
+import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { lockDataDir } from "@chaos-core/kit";
@@ -68,7 +70,36 @@ export interface Runtime {
   };
   /** The operator's loopback admin endpoint (`chaos-core approvals`), when started. */
   readonly admin?: RunningAdminServer;
+  /** A tenant's audit ledger as export JSONL lines (`chaos-core ledger export` through the admin endpoint). */
+  exportLedger(tenant: string): AsyncIterable<string>;
   close(): Promise<void>;
+}
+
+/**
+ * A turn of the event loop. PGlite answers synchronously, so opening it and migrating would
+ * otherwise run as one long chain of microtasks in which a transport already serving (stdio
+ * answers before the stores are open) could not read a single request.
+ */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** How {@link createRuntime} builds the runtime. */
+export interface RuntimeOptions {
+  version: string;
+  sessionTtlSeconds: number;
+  /**
+   * Start the operator's loopback admin endpoint and write `<dataDir>/admin.json` once everything
+   * is open (serve and stdio start it earlier, through `startRuntime`).
+   */
+  admin?: boolean;
+  /** The data directory's lock when the caller took it already; released on close like one taken here. */
+  dataDirLock?: () => Promise<void>;
+  /**
+   * The in-process session store to use when Redis is not configured: stdio writes its session
+   * record at initialize, which it answers before the stores are open.
+   */
+  sessions?: SessionStore;
+  /** Awaited just before the database opens: tests hold the start-up there to see what answers meanwhile. */
+  beforeDatabase?: () => Promise<void>;
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
@@ -83,17 +114,8 @@ function describeProviderChoice(config: ProviderConfig): string {
  * configuration selected. The services are the same handlers the gRPC
  * mains serve, reached through in-process clients (no sockets, no serialisation).
  */
-export async function createRuntime(
-  config: StandaloneConfig,
-  logger: Logger,
-  options: {
-    version: string;
-    sessionTtlSeconds: number;
-    /** Start the operator's loopback admin endpoint and write `<dataDir>/admin.json` (serve, stdio). */
-    admin?: boolean;
-  },
-): Promise<Runtime> {
-  const unlock = await lockDataDir(config.dataDir);
+export async function createRuntime(config: StandaloneConfig, logger: Logger, options: RuntimeOptions): Promise<Runtime> {
+  const unlock = options.dataDirLock ?? (await lockDataDir(config.dataDir));
   const closers: Array<() => Promise<unknown>> = [unlock];
   const close = async () => {
     // Last opened, first closed; each closer runs once even if close is called again.
@@ -112,22 +134,39 @@ export async function createRuntime(
       policyStore = fileStore;
     }
 
+    await options.beforeDatabase?.();
+    const opening = performance.now();
+    await nextTurn();
     let db: Db;
     if (config.databaseUrl) {
+      logger.info("connecting to Postgres and applying migrations");
       db = createPostgresDb({ connectionString: config.databaseUrl, applicationName: "chaos-core-standalone" });
     } else {
-      db = await createPgliteDb({ dataDir: join(config.dataDir, "pg"), extensions: [...MEMORY_PG_EXTENSIONS] });
+      const path = join(config.dataDir, "pg");
+      // Seconds on a first run or a busy machine: a person watching stderr sees which step it is.
+      logger.info(
+        { path },
+        existsSync(join(path, "PG_VERSION"))
+          ? "opening the embedded database"
+          : "creating the embedded database (first run: this takes several seconds)",
+      );
+      db = await createPgliteDb({ dataDir: path, extensions: [...MEMORY_PG_EXTENSIONS] }).catch((err: unknown) => {
+        throw new ChaosError("unavailable", `the embedded database in ${path} did not open: ${(err as Error).message}`, { cause: err });
+      });
     }
     closers.push(() => db.close());
-    await migrateMemory(db);
-    await migrateCouncil(db);
-    await migrateLedger(db);
+    for (const migrateService of [migrateMemory, migrateCouncil, migrateLedger]) {
+      await nextTurn();
+      await migrateService(db);
+    }
 
     if (!policyStore) {
       await migratePolicy(db);
       policyStore = createSqlPolicyStore(db);
     }
+    logger.info({ ms: Math.round(performance.now() - opening) }, "database open, migrations applied");
 
+    await nextTurn();
     // The operator's keyring when configured; otherwise one generated into the data directory
     // on first run (and said so in the log). There is never a built-in key.
     const keyring = config.ledgerKeysFile ? await loadKeyring(config.ledgerKeysFile) : await loadOrCreateKeyring(config.dataDir, logger);
@@ -145,7 +184,7 @@ export async function createRuntime(
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
       nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
     } else {
-      sessions = createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
+      sessions = options.sessions ?? createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
       plans = createMemoryPlanStore();
       approvals = createMemoryApprovalStore();
       nonces = createMemoryNonceCache();
@@ -198,6 +237,7 @@ export async function createRuntime(
 
     return {
       ...(admin ? { admin } : {}),
+      exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),
       deps: {
         policy,
         memory,

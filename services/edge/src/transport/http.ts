@@ -20,6 +20,7 @@ import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
+import { homePage } from "./home-page.js";
 import { HttpSessionTable } from "./http-sessions.js";
 import { envelopeRefusal, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
 
@@ -174,7 +175,8 @@ const SESSION_ID_RE = /^[\x21-\x7e]{1,128}$/;
 
 /**
  * Serves MCP over Streamable HTTP at `/mcp` with stateful sessions any replica can serve (the
- * session store is shared), plus `/healthz` and `/readyz`. The only HTTP-aware module.
+ * session store is shared), plus `/healthz`, `/readyz` and a page at `/` saying how to connect.
+ * The only HTTP-aware module.
  */
 export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportOptions = {}): Promise<RunningHttpTransport> {
   const host = options.host ?? "127.0.0.1";
@@ -227,6 +229,14 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   const hostCheck = hostValidation(host, options.allowedHosts);
   if (hostCheck) app.use("/mcp", hostCheck);
   app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier));
+  // A page for people, not probes: behind the same Host and Origin checks as /mcp (a rebound
+  // DNS name gets nothing), without authentication (it says how to authenticate).
+  app.get(
+    "/",
+    ...(hostCheck ? [hostCheck] : []),
+    originValidation(options.allowedOrigins ?? []),
+    homePage({ version: deps.version, apiKeys: verifier !== undefined }),
+  );
 
   const handleMcp = async (req: Request, res: Response) => {
     const identity = (res.locals as Locals).identity;

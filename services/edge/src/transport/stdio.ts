@@ -3,7 +3,7 @@ import { PassThrough, type Readable, type Writable } from "node:stream";
 import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js";
-import { isInitializeRequest, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -23,6 +23,11 @@ export interface StdioTransportOptions {
 
 /** A running stdio transport. */
 export interface RunningStdioTransport {
+  /**
+   * Resolves once every request received so far has been answered (at once when none is open),
+   * so a process that must stop can first let the client read why its calls failed.
+   */
+  idle(): Promise<void>;
   /** Ends the session and removes its record. */
   close(): Promise<void>;
 }
@@ -135,11 +140,28 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
 
   await server.connect(transport);
 
+  // Requests received and not yet answered: a response is the message with an id and no method;
+  // a request the client cancelled gets none.
+  const open = new Set<unknown>();
+  let idleWaiters: Array<() => void> = [];
+  const settle = (id: unknown) => {
+    if (!open.delete(id) || open.size > 0) return;
+    for (const wake of idleWaiters) wake();
+    idleWaiters = [];
+  };
+  const send = transport.send.bind(transport);
+  transport.send = async (message: JSONRPCMessage) => {
+    await send(message);
+    if ("id" in message && !("method" in message)) settle(message.id);
+  };
+
   // The session record is kept like an HTTP one (inspect and log levels read it), but the
   // process is the session: a record that expired while the client sat idle is written again.
   const dispatch = transport.onmessage!;
   let queue: Promise<void> = Promise.resolve();
   transport.onmessage = (message: JSONRPCMessage) => {
+    if (isJSONRPCRequest(message)) open.add(message.id);
+    else if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") settle(message.params?.requestId);
     queue = queue
       .then(async () => {
         if (isInitializeRequest(message)) {
@@ -154,5 +176,8 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
   };
   log.info("stdio session started");
 
-  return { close: () => end("closed") };
+  return {
+    idle: () => (open.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve))),
+    close: () => end("closed"),
+  };
 }

@@ -1,4 +1,4 @@
-import { PGlite, type Extensions } from "@electric-sql/pglite";
+import type { Extensions } from "@electric-sql/pglite";
 import { assertTenantId } from "../context.js";
 import { tenantPrelude, type Db, type Queryable } from "./db.js";
 
@@ -19,6 +19,9 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
     if (!load) throw new Error(`PGlite extension "${name}" is not available`);
     extensions[name] = await load();
   }
+  // Loaded on first use: every process that imports kit (an edge, a stdio server answering
+  // initialize) would otherwise pay for PGlite's JavaScript before it needs a database.
+  const { PGlite } = await import("@electric-sql/pglite");
   const pglite = await PGlite.create(options.dataDir ?? "memory://", { extensions });
 
   async function inTx<T>(prelude: string, fn: (q: Queryable) => Promise<T>): Promise<T> {

@@ -1,6 +1,6 @@
 import { create, type DescMessage } from "@bufbuild/protobuf";
-import { ChaosError } from "../errors.js";
 import { assertTenantId } from "../context.js";
+import { callSignal, raceAbort } from "./abort.js";
 import { instrument } from "./instrument.js";
 import {
   DEFAULT_TIMEOUT_MS,
@@ -13,37 +13,6 @@ import {
   type UntypedStream,
   type UntypedUnary,
 } from "./types.js";
-
-/** Aborts when the caller's signal does or when the deadline passes. */
-function callSignal(opts: CallOptions, defaultTimeoutMs: number): AbortSignal {
-  const timeout = AbortSignal.timeout(opts.timeoutMs ?? defaultTimeoutMs);
-  return opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
-}
-
-function abortError(signal: AbortSignal): ChaosError {
-  const reason: unknown = signal.reason;
-  return reason instanceof DOMException && reason.name === "TimeoutError"
-    ? new ChaosError("deadline_exceeded", "the call ran past its deadline")
-    : new ChaosError("cancelled", "the call was cancelled");
-}
-
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortError(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal));
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(ChaosError.from(e));
-      },
-    );
-  });
-}
 
 /**
  * A client that calls the service's handlers directly with the same messages: no sockets, no

@@ -14,6 +14,7 @@ import { ChaosError } from "../errors.js";
 import { createLogger } from "../logger.js";
 import { createGrpcClient, grpcServiceDefinition } from "./grpc.js";
 import { checkGrpcHealth } from "./health-client.js";
+import { createDeferredClient } from "./deferred.js";
 import { createInProcessClient } from "./in-process.js";
 import { register, startGrpcServer, type RunningGrpcServer } from "./server.js";
 import type { HandlerContext, ServiceClient, ServiceImpl } from "./types.js";
@@ -83,6 +84,10 @@ afterAll(async () => {
 const transports: Array<[string, () => ServiceClient<typeof PolicyService>]> = [
   ["in-process", () => createInProcessClient(PolicyService, impl, { timeoutMs: 2_000 })],
   ["grpc", () => grpcClient.client],
+  [
+    "deferred, once ready",
+    () => createDeferredClient(PolicyService, Promise.resolve(createInProcessClient(PolicyService, impl)), { timeoutMs: 2_000 }),
+  ],
 ];
 
 describe.each(transports)("%s transport", (_name, client) => {
@@ -142,6 +147,57 @@ describe.each(transports)("%s transport", (_name, client) => {
       .evaluate({ capability: "a.b" }, { ctx: bad })
       .catch((e: unknown) => e)) as ChaosError;
     expect(["invalid_argument", "unauthenticated"]).toContain(err.code);
+  });
+});
+
+describe("a deferred client while its service is still starting", () => {
+  function starting() {
+    let resolve!: (c: ServiceClient<typeof PolicyService>) => void;
+    let reject!: (err: unknown) => void;
+    const pending = new Promise<ServiceClient<typeof PolicyService>>((res, rej) => ((resolve = res), (reject = rej)));
+    return { client: createDeferredClient(PolicyService, pending), resolve, reject };
+  }
+
+  it("holds unary and streaming calls until the service is there, then answers them", async () => {
+    const s = starting();
+    const unary = s.client.evaluate({ capability: "a.b" }, { ctx });
+    const streamed = (async () => {
+      const versions: bigint[] = [];
+      for await (const msg of s.client.watchPolicy({}, { ctx })) versions.push(msg.version);
+      return versions;
+    })();
+    let settled = false;
+    void unary.finally(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(settled).toBe(false);
+    s.resolve(createInProcessClient(PolicyService, impl));
+    expect((await unary).matchedRule).toBe("acme/agent-1/s-1");
+    expect(await streamed).toEqual([1n, 2n, 3n]);
+  });
+
+  it("fails waiting and later calls with the error the start-up failed with", async () => {
+    const s = starting();
+    const waiting = s.client.getPolicy({}, { ctx }).catch((e: unknown) => e);
+    s.reject(new ChaosError("unavailable", "the stores did not open: corrupt database"));
+    const later = await s.client.getPolicy({}, { ctx }).catch((e: unknown) => e);
+    for (const err of [await waiting, later]) {
+      expect(err).toBeInstanceOf(ChaosError);
+      expect((err as ChaosError).code).toBe("unavailable");
+      expect((err as ChaosError).message).toContain("corrupt database");
+    }
+  });
+
+  it("counts the wait against the call's deadline and honours cancellation", async () => {
+    const s = starting();
+    const late = (await s.client.getPolicy({}, { ctx, timeoutMs: 50 }).catch((e: unknown) => e)) as ChaosError;
+    expect(late.code).toBe("deadline_exceeded");
+    expect(late.message).toMatch(/still starting/);
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 20);
+    const cancelled = (await s.client
+      .getPolicy({}, { ctx, signal: controller.signal })
+      .catch((e: unknown) => e)) as ChaosError;
+    expect(cancelled.code).toBe("cancelled");
   });
 });
 

@@ -1,0 +1,12 @@
+/**
+ * `@chaos-core/edge/stdio`: the edge without its HTTP transport, for a process that serves
+ * stdio. The package index also loads express and the SDK's Streamable HTTP transport, about a
+ * tenth of what a stdio server loads before it can answer `initialize`.
+ */
+export { loadEdgeConfig } from "./config.js";
+export type { EdgeConfig } from "./config.js";
+export type { EdgeDeps } from "./deps.js";
+export { createMemorySessionStore } from "./sessions/memory-store.js";
+export type { SessionStore } from "./sessions/session-store.js";
+export { runStdioTransport } from "./transport/stdio.js";
+export type { RunningStdioTransport, StdioTransportOptions } from "./transport/stdio.js";

@@ -1,0 +1,123 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { afterAll, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { createLogger } from "@chaos-core/kit";
+import { runStdioTransport, TOOL_DEFINITIONS, type EdgeDeps } from "@chaos-core/edge";
+import { loadStandaloneConfig } from "./config.js";
+import { startRuntime, type StartingRuntime } from "./startup.js";
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function dataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "chaos-core-startup-"));
+  dirs.push(dir);
+  return dir;
+}
+
+/** A latch the start-up waits on just before its database opens. */
+function latch() {
+  let release!: () => void;
+  const opened = new Promise<void>((resolve) => (release = resolve));
+  return { wait: () => opened, release };
+}
+
+async function start(dir: string, beforeDatabase?: () => Promise<void>): Promise<StartingRuntime> {
+  const config = loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: dir, LOG_LEVEL: "silent" });
+  return startRuntime(config, createLogger("startup-test", "silent"), {
+    version: "0.0.0",
+    sessionTtlSeconds: 600,
+    ...(beforeDatabase ? { beforeDatabase } : {}),
+  });
+}
+
+/** A real SDK client on the stdio transport, over in-process pipes instead of a child's stdin/stdout. */
+async function stdioClient(deps: EdgeDeps): Promise<{ client: Client; close: () => Promise<void> }> {
+  const toServer = new PassThrough();
+  const fromServer = new PassThrough();
+  const running = await runStdioTransport(deps, { stdin: toServer, stdout: fromServer });
+  const client = new Client({ name: "startup-test", version: "1.0.0" });
+  // Line-delimited JSON-RPC is the same in both directions: the SDK's stdio framing over the
+  // other ends of the pipes is the client's transport.
+  await client.connect(new StdioServerTransport(fromServer, toServer));
+  return {
+    client,
+    close: async () => {
+      await client.close();
+      await running.close();
+    },
+  };
+}
+
+/** Whether a promise has settled by the time the event loop has turned a few times. */
+async function settled(p: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  return done;
+}
+
+describe("a stdio server whose stores are still opening", () => {
+  it("answers initialize, tools/list, prompts/list and ping at once, and a tool call once the stores are open", async () => {
+    const hold = latch();
+    const starting = await start(dataDir(), hold.wait);
+    const { client, close } = await stdioClient(starting.deps);
+    try {
+      // Connected means initialize was answered, with the database not yet opened.
+      expect(client.getServerVersion()?.name).toBe("chaos-core");
+      const tools = await client.listTools();
+      expect(tools.tools.map((t) => t.name).sort()).toEqual(TOOL_DEFINITIONS.map((t) => t.name).sort());
+      expect((await client.listPrompts()).prompts.length).toBeGreaterThan(0);
+      await client.ping();
+      expect(await settled(starting.ready)).toBe(false);
+
+      const recall = client.callTool({ name: "chaoscore_recall", arguments: { key: "startup:k" } });
+      expect(await settled(recall)).toBe(false);
+
+      hold.release();
+      await starting.ready;
+      const result = await recall;
+      expect(result.isError).toBeFalsy();
+      expect(result.structuredContent).toMatchObject({ items: [] });
+    } finally {
+      await close();
+      await starting.close();
+    }
+  });
+
+  it("answers the calls waiting for a database that does not open with `unavailable` naming it", async () => {
+    const dir = dataDir();
+    // A database directory that is there but damaged: PGlite refuses to start on it.
+    mkdirSync(join(dir, "pg"));
+    writeFileSync(join(dir, "pg", "PG_VERSION"), "18\n");
+    const hold = latch();
+    const starting = await start(dir, hold.wait);
+    const { client, close } = await stdioClient(starting.deps);
+    try {
+      const recall = client.callTool({ name: "chaoscore_recall", arguments: { key: "startup:k" } });
+      expect(await settled(recall)).toBe(false);
+      hold.release();
+      await expect(starting.ready).rejects.toThrow(/could not open its stores/);
+
+      const result = await recall;
+      expect(result.isError).toBe(true);
+      const error = (result.structuredContent as { error: { code: string; message: string } }).error;
+      expect(error.code).toBe("unavailable");
+      expect(error.message).toContain(`the embedded database in ${join(dir, "pg")} did not open`);
+      // What needs no store still answers while the process winds down.
+      expect((await client.listTools()).tools.length).toBe(TOOL_DEFINITIONS.length);
+    } finally {
+      await close();
+      await starting.close();
+    }
+  });
+});

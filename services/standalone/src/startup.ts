@@ -1,0 +1,136 @@
+import { ChaosError, createDeferredClient, lockDataDir, type Logger } from "@chaos-core/kit";
+import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createMemorySessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge/stdio";
+import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
+import type { StandaloneConfig } from "./config.js";
+import type * as runtimeModule from "./runtime.js";
+import type { Runtime, RuntimeOptions } from "./runtime.js";
+
+/** The standalone runtime while its stores open: the data directory is already this process's. */
+export interface StartingRuntime {
+  /**
+   * Usable at once: what needs no service (initialize, tools/list, prompts/list, ping) answers
+   * now; a call that needs one waits for {@link ready} within its deadline, and fails
+   * `unavailable` naming the cause if the start-up failed.
+   */
+  readonly deps: EdgeDeps;
+  /** The runtime once every store is open; rejects with `unavailable` naming what failed. */
+  readonly ready: Promise<Runtime>;
+  /**
+   * The operator's loopback admin endpoint (`chaos-core approvals`), when asked for: up before
+   * anything answers, so `admin.json` is there as soon as the server is; its calls wait like the
+   * edge's.
+   */
+  readonly admin?: RunningAdminServer;
+  /** Waits for the start-up to settle, then closes whatever it opened and releases the directory. */
+  close(): Promise<void>;
+}
+
+/** Every call waits for the store behind it; the session store has no deadline of its own. */
+function deferredSessionStore(pending: Promise<SessionStore>, ttlSeconds: number): SessionStore {
+  // A failed start-up reaches each caller; it is not also an unhandled rejection.
+  pending.catch(() => {});
+  return {
+    ttlSeconds,
+    create: async (record) => (await pending).create(record),
+    get: async (tenant, id) => (await pending).get(tenant, id),
+    touch: async (tenant, id) => (await pending).touch(tenant, id),
+    update: async (tenant, id, patch) => (await pending).update(tenant, id, patch),
+    delete: async (tenant, id) => (await pending).delete(tenant, id),
+    listByTenant: async (tenant) => (await pending).listByTenant(tenant),
+    ping: async () => (await pending).ping(),
+  };
+}
+
+/** A tenant's ledger export, once the stores are open (the admin endpoint is up before them). */
+async function* exportOnceReady(ready: Promise<Runtime>, tenant: string): AsyncIterable<string> {
+  yield* (await ready).exportLedger(tenant);
+}
+
+/**
+ * Takes the data directory (a second process fails here, at once, before anything answers),
+ * starts the admin endpoint when asked, and opens the stores in the background: the service
+ * modules, the database and its migrations and the keyring come up while a transport already
+ * answers. This module loads none of the services itself, so a transport can start right after it.
+ */
+export async function startRuntime(config: StandaloneConfig, logger: Logger, options: RuntimeOptions): Promise<StartingRuntime> {
+  const unlock = await lockDataDir(config.dataDir);
+  // The in-process session store answers at once; a Redis one opens with the other stores.
+  const sessions = config.redisUrl ? undefined : createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
+
+  const ready = (async () => {
+    // One turn of the event loop first: a transport started right after this call reads and
+    // answers the request already waiting on its input before module loading takes the CPU.
+    await new Promise((resolve) => setImmediate(resolve));
+    let runtime: typeof runtimeModule;
+    try {
+      runtime = await import("./runtime.js");
+    } catch (err) {
+      await unlock();
+      throw err;
+    }
+    // From here the runtime owns the lock: it releases it when it fails or closes.
+    return runtime.createRuntime(config, logger, {
+      ...options,
+      admin: false,
+      dataDirLock: unlock,
+      ...(sessions ? { sessions } : {}),
+    });
+  })().catch((err: unknown) => {
+    const cause = err instanceof Error ? err.message : String(err);
+    throw new ChaosError("unavailable", `chaos-core could not open its stores: ${cause}`, { cause: err });
+  });
+
+  const services = ready.then((runtime) => runtime.deps);
+  const ledger = services.then((deps) => {
+    if (!deps.ledger) throw new ChaosError("unavailable", "the audit ledger is not configured");
+    return deps.ledger;
+  });
+  const ledgerClient = createDeferredClient(LedgerService, ledger);
+  const deps: EdgeDeps = {
+    policy: createDeferredClient(PolicyService, services.then((d) => d.policy)),
+    memory: createDeferredClient(MemoryService, services.then((d) => d.memory)),
+    cognition: createDeferredClient(CognitionService, services.then((d) => d.cognition)),
+    council: createDeferredClient(CouncilService, services.then((d) => d.council)),
+    ledger: ledgerClient,
+    sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
+    logger,
+    version: options.version,
+  };
+  const closeRuntime = async () => {
+    const runtime = await ready.catch(() => undefined);
+    await runtime?.close();
+  };
+
+  let admin: RunningAdminServer | undefined;
+  if (options.admin) {
+    try {
+      admin = await startAdminServer({
+        dataDir: config.dataDir,
+        cognition: deps.cognition,
+        ledger: ledgerClient,
+        policy: deps.policy,
+        exportLedger: (tenant) => exportOnceReady(ready, tenant),
+        logger: logger.child({ service: "admin" }),
+      });
+    } catch (err) {
+      await closeRuntime();
+      throw err;
+    }
+  }
+  const running = admin;
+  return {
+    deps,
+    ready,
+    ...(running ? { admin: running } : {}),
+    async close() {
+      // The admin endpoint first: nothing reaches the stores once they start to close.
+      await running?.close();
+      await closeRuntime();
+    },
+  };
+}
