@@ -108,6 +108,12 @@ describe("chaos-core serve through a Redis outage", () => {
     expect((body?.error as { message: string }).message).toMatch(/Redis is unavailable/);
   });
 
+  it("stays ready on /readyz, degraded, so a load balancer keeps sending it the calls it can serve", async () => {
+    const res = await fetch(serve.url.replace(/\/mcp$/, "/readyz"));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: "degraded", checks: { sessions: { ok: false, error: "unavailable" } } });
+  });
+
   it("serves every call again once Redis is back, without a restart", async () => {
     await redis.start();
     const planned = await eventually(async () => {

@@ -6,7 +6,13 @@ export const READINESS_TIMEOUT_MS = 2000;
 
 /** The outcome of a readiness check: one entry per dependency, with the error code on failure. */
 export interface Readiness {
+  /** Whether this replica should receive traffic. */
   readonly ready: boolean;
+  /**
+   * `degraded` when only the session store is out of reach: the replica still serves the sessions
+   * it holds and every call that needs no Redis (docs/operations.md), so it stays in the Service.
+   */
+  readonly status: "ready" | "degraded" | "not ready";
   readonly checks: Record<string, { ok: true } | { ok: false; error: string }>;
 }
 
@@ -37,6 +43,10 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
  * DescribeProvider, council answers GetBrief, the ledger (when this edge has one) answers
  * GetCheckpoint from its database, and the session store answers a ping, each within
  * {@link READINESS_TIMEOUT_MS}. Cheap enough for a probe.
+ *
+ * The session store (Redis) is shared by every replica: were its outage to make each replica
+ * not ready, Kubernetes would take all of them out of the Service at once and stop the calls that
+ * need no Redis too. So a failing session store alone is `degraded`, still ready.
  */
 export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
   const opts = { ctx: PROBE_CTX, timeoutMs: READINESS_TIMEOUT_MS };
@@ -50,5 +60,7 @@ export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
     ledger ? probe(() => ledger.getCheckpoint({}, opts)) : undefined,
   ]);
   const checks = { policy, memory, cognition, council, sessions, ...(ledgerCheck ? { ledger: ledgerCheck } : {}) };
-  return { ready: Object.values(checks).every((c) => c.ok), checks };
+  const { sessions: _sessions, ...replica } = checks;
+  const ready = Object.values(replica).every((c) => c.ok);
+  return { ready, status: !ready ? "not ready" : sessions.ok ? "ready" : "degraded", checks };
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ChaosError } from "@chaos-core/kit";
 import { hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import {
@@ -181,16 +182,32 @@ describe("Streamable HTTP on loopback, without API keys", () => {
 });
 
 describe("readiness", () => {
-  it("is 503 when a dependency does not answer", async () => {
-    const broken = services.deps({
-      ...createMemorySessionStore(),
-      ping: () => Promise.reject(new Error("connection refused")),
-    });
+  it("is 503 when a service does not answer", async () => {
+    const deps = services.deps(createMemorySessionStore());
+    const broken = { ...deps, policy: { ...deps.policy, getPolicy: () => Promise.reject(new Error("connection refused")) } };
     const edge = await startHttpTransport(broken, { port: 0 });
     try {
       const res = await fetch(edge.url.replace(/\/mcp$/, "/readyz"));
       expect(res.status).toBe(503);
-      expect(await res.json()).toMatchObject({ status: "not ready", checks: { sessions: { ok: false }, policy: { ok: true } } });
+      expect(await res.json()).toMatchObject({ status: "not ready", checks: { policy: { ok: false }, memory: { ok: true } } });
+    } finally {
+      await edge.close();
+    }
+  });
+
+  it("stays ready, degraded, when only the session store (Redis) is out of reach, so Kubernetes keeps routing to it", async () => {
+    const broken = services.deps({
+      ...createMemorySessionStore(),
+      ping: () => Promise.reject(new ChaosError("unavailable", "Redis is unavailable")),
+    });
+    const edge = await startHttpTransport(broken, { port: 0 });
+    try {
+      const res = await fetch(edge.url.replace(/\/mcp$/, "/readyz"));
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({
+        status: "degraded",
+        checks: { sessions: { ok: false, error: "unavailable" }, policy: { ok: true } },
+      });
     } finally {
       await edge.close();
     }

@@ -223,7 +223,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   });
   app.get("/readyz", async (_req, res) => {
     const readiness = await checkReadiness(deps);
-    res.status(readiness.ready ? 200 : 503).json({ status: readiness.ready ? "ready" : "not ready", checks: readiness.checks });
+    res.status(readiness.ready ? 200 : 503).json({ status: readiness.status, checks: readiness.checks });
   });
 
   const hostCheck = hostValidation(host, options.allowedHosts);
