@@ -96,6 +96,33 @@ describe("bad input against chaos-core serve", () => {
     };
     const res = await rpc(serve.url, session, huge);
     expect(res.status).toBe(413);
+    // Never parsed, but its id sits in its first bytes: the answer names the request it refuses.
+    expect(res.message).toMatchObject({ id: 3, error: { code: -32000 } });
+    await stillServing();
+  });
+
+  it("echoes the id of an oversized body sent without a Content-Length (chunked) in its 413", async () => {
+    const text = JSON.stringify({
+      jsonrpc: "2.0",
+      id: "big-chunked",
+      method: "tools/call",
+      params: { name: "chaoscore_remember", arguments: { key: "big", value: "x".repeat(5 * 1024 * 1024) } },
+    });
+    const bytes = new TextEncoder().encode(text);
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let i = 0; i < bytes.length; i += 256 * 1024) controller.enqueue(bytes.subarray(i, i + 256 * 1024));
+        controller.close();
+      },
+    });
+    const res = await fetch(serve.url, {
+      method: "POST",
+      headers: { ...MCP_HEADERS, "mcp-protocol-version": "2025-11-25", "mcp-session-id": session },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ id: "big-chunked", error: { code: -32000 } });
     await stillServing();
   });
 

@@ -63,7 +63,7 @@ export interface RunningHttpTransport {
   close(): Promise<void>;
 }
 
-type Locals = { identity: Identity; requestId?: RequestId };
+type Locals = { identity: Identity; requestId?: RequestId; bodyHead?: () => Buffer };
 
 /** Every error this layer writes carries the request's id once the body could be read (null before). */
 function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}) {
@@ -86,6 +86,54 @@ function screenBody(_req: unknown, res: Response, body: Buffer): void {
   const screened = screenMessage(body);
   if (screened.id !== undefined) (res.locals as Locals).requestId = screened.id;
   if (screened.refusal) throw new BodyRefused(screened.refusal);
+}
+
+/**
+ * How much of a body is kept to find the id of a request too large to parse: clients write
+ * `{"jsonrpc":"2.0","id":…` first, so the id sits in the first bytes of even a huge body.
+ */
+const BODY_HEAD_BYTES = 64 * 1024;
+/** How long a body declared too large may take to send that head before it is refused anyway. */
+const BODY_HEAD_WAIT_MS = 1000;
+
+/**
+ * Keeps the first {@link BODY_HEAD_BYTES} of a POST body beside body-parser, so its 413 can echo
+ * the request's id. A body whose Content-Length is over the limit is refused by body-parser before
+ * it reads a byte: its head is read here first.
+ */
+function keepBodyHead(maxBodyBytes: number): RequestHandler {
+  return (req, res, next) => {
+    const head: Buffer[] = [];
+    let kept = 0;
+    const keep = (chunk: Buffer) => {
+      head.push(chunk);
+      kept += chunk.length;
+      if (kept >= BODY_HEAD_BYTES) req.off("data", keep);
+    };
+    (res.locals as Locals).bodyHead = () => Buffer.concat(head).subarray(0, BODY_HEAD_BYTES);
+    // body-parser's own listener joins in this same tick, before the first chunk is emitted.
+    req.on("data", keep);
+    if (!(Number(req.headers["content-length"]) > maxBodyBytes)) return next();
+    const done = () => {
+      clearTimeout(timer);
+      req.off("data", check).off("end", done).off("error", done);
+      req.off("data", keep);
+      req.pause();
+      next();
+    };
+    const check = () => {
+      if (kept >= BODY_HEAD_BYTES) done();
+    };
+    const timer = setTimeout(done, BODY_HEAD_WAIT_MS);
+    req.on("data", check).on("end", done).on("error", done);
+  };
+}
+
+/** The id in the head of a body too large to parse, when it is there. */
+function idInBodyHead(res: Response): RequestId | undefined {
+  const head = (res.locals as Locals).bodyHead?.();
+  if (!head || head.length === 0) return undefined;
+  return screenMessage(head).id;
 }
 
 /** A parsed body that is no JSON-RPC message is refused here, where its id is known, not by the SDK with id null. */
@@ -259,7 +307,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     return local.transport.handleRequest(req, res, req.body);
   };
 
-  app.post("/mcp", express.json({ limit: maxBodyBytes, verify: screenBody }), jsonRpcEnvelope, handleMcp);
+  app.post("/mcp", keepBodyHead(maxBodyBytes), express.json({ limit: maxBodyBytes, verify: screenBody }), jsonRpcEnvelope, handleMcp);
   app.get("/mcp", handleMcp);
   app.delete("/mcp", handleMcp);
   app.all("/mcp", (_req, res) => jsonRpcError(res, 405, -32000, "Method not allowed", { Allow: "GET, POST, DELETE" }));
@@ -267,7 +315,12 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   const onError: ErrorRequestHandler = (err: { type?: string; status?: number }, _req, res, next) => {
     if (res.headersSent) return next(err);
     if (err instanceof BodyRefused) return res.status(400).json(refusalResponse(err.refusal));
-    if (err.type === "entity.too.large") return jsonRpcError(res, 413, -32000, requestBodyTooLargeMessage(maxBodyBytes));
+    if (err.type === "entity.too.large") {
+      const id = idInBodyHead(res);
+      if (id !== undefined) (res.locals as Locals).requestId = id;
+      // The rest of the body is not read: the connection cannot carry another request after it.
+      return jsonRpcError(res, 413, -32000, requestBodyTooLargeMessage(maxBodyBytes), { Connection: "close" });
+    }
     if (err.type === "entity.parse.failed") return jsonRpcError(res, 400, -32700, "Parse error: Invalid JSON");
     if (err.type === "encoding.unsupported" || err.type === "charset.unsupported") {
       return jsonRpcError(res, 415, -32000, "Unsupported Media Type: the body must be UTF-8 JSON");
