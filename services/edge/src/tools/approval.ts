@@ -1,5 +1,7 @@
 import type { z } from "zod";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { renderText } from "../approvals/render-text.js";
+import { stepApprovalView } from "../approvals/view.js";
 import type { stepResultOutput } from "./cognition-shapes.js";
 
 type StepOutput = z.output<typeof stepResultOutput>;
@@ -55,25 +57,17 @@ export function nextStepAfterFailedRun(approvalId: string, results: readonly Ste
   );
 }
 
-/** Longest input shown in the question; a longer one is cut, and the question says so. */
-const MAX_SHOWN_INPUT = 4000;
-
 /**
  * What the person is asked. Everything in it comes from cognition's stored approval (the exact
- * validated input the step would run with, its hash, the policy decision), never from the
- * agent's arguments: the agent could describe a harmless call while the approval is for another
- * one. The executor re-checks the arguments hash and policy version before it runs anything.
+ * validated input the step would run with, every argument of it, its hash, the policy decision),
+ * never from the agent's arguments: the agent could describe a harmless call while the approval
+ * is for another one. The executor re-checks the arguments hash and policy version before it
+ * runs anything. Nothing is cut: a question too long for a form is not asked as one (`fitsForm`).
  */
 export function approvalQuestion(a: GetApprovalResponse): string {
-  let input = JSON.stringify(a.input ?? {}, null, 2);
-  if (input.length > MAX_SHOWN_INPUT) input = `${input.slice(0, MAX_SHOWN_INPUT)}\n… (cut: the full input is ${input.length} characters)`;
   return [
     "An AI agent asks to run a step that policy holds for a person's approval.",
-    `Capability: ${a.capability} (risk ${a.risk})`,
-    `Input, exactly as it would run:\n${input}`,
-    `Why approval is needed: policy rule ${a.matchedRule || "(none)"}: ${a.reason} (policy version ${a.policyVersion})`,
-    `Requested by ${a.requestedBy}${a.requestedInSession ? ` in session ${a.requestedInSession}` : ""}; approval ${a.approvalId}`,
-    `SHA-256 of the canonical input: ${a.argsHash}`,
+    renderText(stepApprovalView(a)),
     "It runs once, only with this input, and only if policy has not changed since.",
   ].join("\n");
 }

@@ -123,8 +123,8 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
     expect(asked[0]).toContain(id);
     expect(asked[0]).toContain("memory.remember");
     // The person sees the exact input the step will run with, from cognition's stored approval.
-    expect(asked[0]).toContain('"key": "deploy-window"');
-    expect(asked[0]).toContain('"value": "friday"');
+    expect(asked[0]).toContain('\n  key = "deploy-window"\n');
+    expect(asked[0]).toContain('\n  value = "friday"\n');
     expect(asked[0]).toMatch(/SHA-256 of the canonical input: [0-9a-f]{64}/);
     expect(await stored(tenant, "deploy-window")).toBe("friday");
     expect(executedRemembers(tenant)).toBe(1);
@@ -135,6 +135,63 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
     expect(again.results[0]!.error!.message).toMatch(/already used/);
     expect(asked).toHaveLength(1);
     expect(executedRemembers(tenant)).toBe(1);
+  });
+
+  it("shows the person every argument of the call, whole, with hidden characters escaped and named", async () => {
+    const tenant = uniqueTenant("approve-shows-all");
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
+    const asked: string[] = [];
+    const c = await connectWithUser(tenant, { action: "accept", content: { approve: false } }, asked);
+    // Longer than the 4000 characters the question used to be cut at, and a right-to-left
+    // override that would make the memo read differently from what is stored.
+    const memo = `INV-104 \u202Egnp.exe\u202C ${"details ".repeat(700)}`;
+    const value = {
+      beneficiary: { name: "ACME Ltd", iban: "DE89370400440532013000" },
+      memo,
+      amounts: [100, 2500.5],
+      hosts: ["pay.example", "api.example"],
+      approved_by: null,
+    };
+    const out = ok(await c.call("chaoscore_execute", { steps: [{ ...rememberStep("x"), input: { key: "wire", value, tags: ["finance"] } }] }));
+    const id = out.results[0]!.approval!.approval_id;
+    ok(await c.call("chaoscore_execute", { approval_id: id }));
+
+    expect(asked).toHaveLength(1);
+    const lines = asked[0]!.split("\n");
+    const escapedMemo = JSON.stringify(memo).replace("\u202E", "\\u202e").replace("\u202C", "\\u202c");
+    for (const line of [
+      '  key = "wire"',
+      "  tags[0] = \"finance\"",
+      '  value.amounts[0] = 100',
+      "  value.amounts[1] = 2500.5",
+      "  value.approved_by = null",
+      '  value.beneficiary.iban = "DE89370400440532013000"',
+      '  value.beneficiary.name = "ACME Ltd"',
+      '  value.hosts[0] = "pay.example"',
+      '  value.hosts[1] = "api.example"',
+      `  value.memo = ${escapedMemo}`,
+      "    ^ hidden characters, written above as escapes: U+202E right-to-left override, U+202C pop directional formatting",
+    ]) {
+      expect(lines).toContain(line);
+    }
+    expect(asked[0]).not.toMatch(/[\u202C\u202E]/);
+    expect(asked[0]).toContain("WARNING: 1 value(s) below hold characters that would display differently from what runs");
+  });
+
+  it("does not ask through a form when the call is too long for one, and names who can answer it", async () => {
+    const tenant = uniqueTenant("approve-too-long");
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
+    const asked: string[] = [];
+    const c = await connectWithUser(tenant, { action: "accept", content: { approve: true } }, asked);
+    const { id } = await pendingApproval(c, "y".repeat(20 * 1024));
+
+    const error = refused(await c.call("chaoscore_execute", { approval_id: id }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toMatch(/too long to show in a form \(20\.\d KiB; a form carries at most 16 KiB\) and is never shown cut/);
+    expect(error.message).toContain(`chaoscore_approve {"approval_id": "${id}", "approve": true}`);
+    expect(error.message).toContain(`chaos-core approvals approve ${id}`);
+    expect(asked).toEqual([]);
+    expect(await stored(tenant, "deploy-window")).toBeUndefined();
   });
 
   it("writes nothing when the user rejects, and the rejection is final", async () => {

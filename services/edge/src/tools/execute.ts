@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import { ApprovalChannel, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { fitsForm, tooLongForForm } from "../approvals/render-text.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { approvalQuestion, approveCall, executeCall, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
@@ -49,8 +50,9 @@ async function runApproval(approvalId: string, ctx: ToolContext): Promise<StepRe
 
 /**
  * `{approval_id}`: runs the step once it is approved. Still pending: the user of this session is
- * shown the exact call (from cognition, never from the agent's arguments) and asked, when the
- * client can elicit; otherwise an approver must answer first. Answered already (by an approver,
+ * shown every argument of the call (from cognition, never from the agent's arguments) and asked,
+ * when the client can elicit and the question fits a form (16 KiB; it is never cut); otherwise
+ * an approver or the operator must answer first. Answered already (by an approver,
  * or rejected, or used): cognition's executor says what happens.
  */
 async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Output> {
@@ -76,7 +78,17 @@ async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Ou
         `then call ${executeCall(approvalId)} again. Nothing ran.`,
     );
   }
-  const answer = await ctx.elicit({ message: approvalQuestion(view), requestedSchema: approvalSchema() });
+  const question = approvalQuestion(view);
+  if (!fitsForm(question)) {
+    throw new ChaosError(
+      "approval_required",
+      `approval ${approvalId}: ${tooLongForForm(question)} A person holding the approver role in this tenant must call ` +
+        `${approveCall(approvalId)} from their own session, or, where Chaos Core runs as chaos-core serve or stdio, the ` +
+        `operator runs chaos-core approvals approve ${approvalId} (chaos-core approvals list shows the whole call); ` +
+        `then call ${executeCall(approvalId)} again. Nothing ran.`,
+    );
+  }
+  const answer = await ctx.elicit({ message: question, requestedSchema: approvalSchema() });
   if (answer.action === "cancel") {
     throw new ChaosError(
       "approval_required",

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
@@ -21,8 +22,8 @@ const RECORDED_EVENT = {
   state: "HITL_REQUIRED",
 };
 
-/** A ledger that answers with fixed messages and records every request. */
-function recordingLedger(): RecordingLedger {
+/** A ledger that answers with fixed messages (entry 7 recording `event`) and records every request. */
+function recordingLedger(event: JsonObject = RECORDED_EVENT): RecordingLedger {
   return createRecordingLedger({
     // The entry at request_seq 7 is the recorded request; there is no other.
     listEntries: async (req) =>
@@ -35,7 +36,7 @@ function recordingLedger(): RecordingLedger {
                 tenant: "t",
                 session: "s-1",
                 principal: "agent",
-                event: RECORDED_EVENT,
+                event,
                 contentHash: "c".repeat(64),
               },
             ],
@@ -112,14 +113,34 @@ describe("approve_spend through elicitation", () => {
     expect(asked).toHaveLength(1);
     // What the person reads comes from the ledger entry, never from the agent.
     expect(asked[0]).toContain("Ledger entry 7 (spend.evaluated)");
-    expect(asked[0]).toContain('"asset": "AAPL"');
-    expect(asked[0]).toContain('"notional": 300');
+    expect(asked[0]).toContain('\n  action.asset = "AAPL"\n');
+    expect(asked[0]).toContain('\n  action.notional = 300\n');
     expect(ledger.requests("listEntries")[0]).toMatchObject({ afterSeq: 6n, limit: 1 });
     const sent = ledger.requests("approveSpend");
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({ requestSeq: 7n, approvedVia: "elicitation", ttlSeconds: 120 });
     // The ledger learns who asked from the call context, with the session the request came from.
     expect(ledger.calls.find((x) => x.method === "approveSpend")!.call).toMatchObject({ principal: "agent", sessionId: c.session.id });
+  });
+
+  it("shows a long recorded request whole, and does not ask through a form when it is too long for one", async () => {
+    const memo = "wire for INV-104 ".repeat(300);
+    const ledger = recordingLedger({ ...RECORDED_EVENT, memo });
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, { action: "decline" }, asked);
+    ok(await c.call("approve_spend", { request_seq: 7 }));
+    expect(asked[0]).toContain(`\n  memo = ${JSON.stringify(memo)}\n`);
+
+    const tooLong = recordingLedger({ ...RECORDED_EVENT, memo: memo.repeat(4) });
+    const notAsked: string[] = [];
+    const d = await connectWithUser(tooLong, { action: "accept", content: { confirm: true } }, notAsked);
+    const error = refused(await d.call("approve_spend", { request_seq: 7 }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toMatch(/too long to show in a form .* and is never shown cut/);
+    expect(error.message).toContain('approve_spend {"request_seq": 7}');
+    expect(error.message).toContain("chaos-core approvals approve-spend 7");
+    expect(notAsked).toEqual([]);
+    expect(tooLong.requests("approveSpend")).toEqual([]);
   });
 
   it("issues nothing when the person declines or unticks confirm, and records the decline", async () => {

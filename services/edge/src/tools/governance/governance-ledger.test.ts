@@ -165,7 +165,7 @@ describe("approve_spend", () => {
     expect(approved.claims).toEqual([{ rule: "human-approval", passed: true, detail: "approved by elicitation:agent" }]);
     // The person saw the request the ledger recorded.
     expect(asked[0]).toContain(`Ledger entry ${held.ledger_seq} (spend_gate.evaluated)`);
-    expect(asked[0]).toContain('"notional": 300');
+    expect(asked[0]).toContain('\n  action.notional = 300\n');
     const again = refused(await c.call("approve_spend", { request_seq: held.ledger_seq }));
     expect(again.code).toBe("failed_precondition");
     expect(again.message).toMatch(/already answered/);

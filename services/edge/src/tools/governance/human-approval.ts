@@ -1,6 +1,8 @@
 import { ChaosError } from "@chaos-core/kit";
 import type { ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { fitsForm, renderText, tooLongForForm } from "../../approvals/render-text.js";
+import { ledgerEntryView } from "../../approvals/view.js";
 import type { ToolContext } from "../define.js";
 import { ledgerCall, ledgerOf } from "./ledger-access.js";
 
@@ -51,6 +53,15 @@ export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<Huma
     );
   }
   const message = await q.question();
+  if (!fitsForm(message)) {
+    const operator =
+      q.tool === "approve_spend" ? `, or the operator runs chaos-core approvals approve-spend ${q.requestSeq} (chaos-core serve or stdio)` : "";
+    throw new ChaosError(
+      "approval_required",
+      `${tooLongForForm(message)} Someone holding the approver role must call ${q.retryCall} from their own session${operator}. ` +
+        "Nothing was approved or issued.",
+    );
+  }
   let result: ElicitResult;
   try {
     result = await ctx.elicit({
@@ -117,17 +128,7 @@ export async function readEntry(ctx: ToolContext, seq: number): Promise<Entry> {
   return entry;
 }
 
-/** Longest recorded event shown in a question; a longer one is cut, and the question says so. */
-const MAX_SHOWN_EVENT = 4000;
-
-/** The recorded request, as a person reads it: who asked, when, and the event exactly as recorded. */
+/** The recorded request, as a person reads it: who asked, when, and every field of the event as recorded. */
 export function describeEntry(entry: Entry): string {
-  let event = JSON.stringify(entry.event ?? {}, null, 2);
-  if (event.length > MAX_SHOWN_EVENT) event = `${event.slice(0, MAX_SHOWN_EVENT)}\n… (cut: the full event is ${event.length} characters)`;
-  const type = typeof entry.event?.["type"] === "string" ? ` (${entry.event["type"]})` : "";
-  return [
-    `Ledger entry ${entry.seq}${type}, recorded ${entry.ts} for ${entry.principal}${entry.session ? ` in session ${entry.session}` : ""}:`,
-    event,
-    `content_hash of the event: ${entry.contentHash}`,
-  ].join("\n");
+  return renderText(ledgerEntryView(entry));
 }
