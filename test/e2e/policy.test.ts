@@ -61,6 +61,16 @@ describe("policy through both transports", () => {
         requireConfirmationFor: ["http.request"],
         httpAllowedDomains: [],
         riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
+        approvalChannels: {
+          byRisk: {
+            low: ["client_elicitation", "approver", "operator", "console"],
+            medium: ["client_elicitation", "approver", "operator", "console"],
+            high: ["approver", "operator", "console"],
+            critical: ["approver", "operator", "console"],
+          },
+          capabilities: {},
+          spend: { default: ["approver", "operator", "console"], policies: {}, tools: {} },
+        },
       });
     }
   });

@@ -1,16 +1,29 @@
+export {
+  APPROVAL_CHANNELS,
+  approvalChannelsFor,
+  approvalChannelWarnings,
+  clientElicitationOptIns,
+  defaultApprovalChannels,
+  isApprovalChannel,
+  orderChannels,
+} from "./domain/approval-channels.js";
+export type { ApprovalChannel, ApprovalChannelsDecision, ApprovalSubject, ChannelsRule } from "./domain/approval-channels.js";
 export { evaluatePolicy } from "./domain/engine.js";
 export type { Decision, EvaluationInput, MatchedRule, PolicyDecision, RequestFacts } from "./domain/engine.js";
 export {
   CAPABILITY_NAME_RE,
   capabilityNameProblem,
   defaultPolicyDocument,
+  financeToolNameProblem,
   formatPolicyDocument,
   parsePolicyDocument,
   PolicyDocumentError,
   policyDocumentSchema,
+  SPEND_POLICY_NAME_RE,
+  spendPolicyNameProblem,
   validatePolicyDocument,
 } from "./domain/policy-document.js";
-export type { PolicyDocumentJson, PolicyIssue, RiskRulesJson } from "./domain/policy-document.js";
+export type { ApprovalChannelsJson, PolicyDocumentJson, PolicyIssue, RiskRulesJson } from "./domain/policy-document.js";
 export { effectiveRisk, isAtOrAbove, RISK_LEVELS, RISK_THRESHOLDS } from "./domain/risk.js";
 export type { Risk, RiskLevel, RiskThreshold } from "./domain/risk.js";
 export type { PolicySnapshot, PolicyStore } from "./domain/policy-store.js";
@@ -19,6 +32,8 @@ export { createFilePolicyStore, STANDALONE_TENANT } from "./adapters/file-store.
 export type { FilePolicyStore, FilePolicyStoreOptions } from "./adapters/file-store.js";
 export { createPolicyHandlers } from "./handlers/policy-handlers.js";
 export {
+  approvalChannelsFromProto,
+  approvalChannelsToProto,
   decisionFromProto,
   decisionToProto,
   policyDocumentFromProto,

@@ -26,7 +26,7 @@ try {
     closeDb = () => db.close();
     const applied = await migratePolicy(db);
     if (applied.length > 0) logger.info({ applied }, "policy migrations applied");
-    store = createSqlPolicyStore(db);
+    store = createSqlPolicyStore(db, { logger });
   } else {
     store = await createFilePolicyStore({ path: config.store.path, logger });
   }

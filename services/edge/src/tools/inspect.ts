@@ -1,5 +1,12 @@
 import { z } from "zod";
-import { Decision, Risk, type PolicyDocument } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import {
+  ApprovalChannel,
+  Decision,
+  Risk,
+  type ApprovalChannelRules,
+  type ChannelSet,
+  type PolicyDocument,
+} from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { isoTime } from "./memory-item.js";
 
@@ -13,6 +20,11 @@ const decisionOutput = z.object({
   matched_rule: z.string(),
   reason: z.string(),
   policy_version: z.number(),
+  approval_channels: z
+    .array(z.string())
+    .optional()
+    .describe("With REQUIRE_APPROVAL: the channels that may give the approval (client_elicitation, approver, operator, console)"),
+  channels_rule: z.string().optional().describe("The approvalChannels entry that chose them"),
   note: z.string().optional(),
 });
 
@@ -22,6 +34,10 @@ const policyOutput = z.object({
   updated_at: z.string().optional(),
   source: z.string(),
   last_error: z.string().optional().describe("Why the latest edit was not loaded; the document above stays in force"),
+  warnings: z
+    .array(z.string())
+    .optional()
+    .describe("Choices in the document that weaken a default, e.g. client_elicitation opted in for high risk"),
   decision: decisionOutput.optional().describe("The decision for `capability`, when one was given"),
 });
 
@@ -101,6 +117,33 @@ function thresholdName(risk: Risk): string {
   return risk === Risk.UNSPECIFIED ? "never" : Risk[risk].toLowerCase();
 }
 
+/** Channels as policy.json names them (`APPROVAL_CHANNEL_CLIENT_ELICITATION` → `client_elicitation`). */
+function channelNames(channels: readonly ApprovalChannel[]): string[] {
+  return channels.map((c) => (ApprovalChannel[c] ?? String(c)).toLowerCase());
+}
+
+function channelMapView(map: Readonly<Record<string, ChannelSet>>): Record<string, string[]> {
+  return Object.fromEntries(Object.entries(map).map(([key, set]) => [key, channelNames(set.channels)]));
+}
+
+/** The approvalChannels section as policy.json writes it; the policy service fills in every default. */
+function approvalChannelsView(rules: ApprovalChannelRules): Record<string, unknown> {
+  return {
+    byRisk: {
+      low: channelNames(rules.low?.channels ?? []),
+      medium: channelNames(rules.medium?.channels ?? []),
+      high: channelNames(rules.high?.channels ?? []),
+      critical: channelNames(rules.critical?.channels ?? []),
+    },
+    capabilities: channelMapView(rules.capabilities),
+    spend: {
+      default: channelNames(rules.spendDefault?.channels ?? []),
+      policies: channelMapView(rules.spendPolicies),
+      tools: channelMapView(rules.spendTools),
+    },
+  };
+}
+
 /** The policy document in the vocabulary of policy.json, so what inspect shows can be pasted back. */
 function documentView(doc: PolicyDocument): Record<string, unknown> {
   return {
@@ -116,6 +159,7 @@ function documentView(doc: PolicyDocument): Record<string, unknown> {
           },
         }
       : {}),
+    ...(doc.approvalChannels ? { approvalChannels: approvalChannelsView(doc.approvalChannels) } : {}),
   };
 }
 
@@ -145,6 +189,7 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
     ...(updated ? { updated_at: updated } : {}),
     source: res.source,
     ...(res.lastError ? { last_error: res.lastError } : {}),
+    ...(res.warnings.length > 0 ? { warnings: [...res.warnings] } : {}),
   };
   if (capability) {
     const risk = await registeredRisk(ctx, capability);
@@ -157,6 +202,9 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
       matched_rule: decision.matchedRule,
       reason: decision.reason,
       policy_version: Number(decision.policyVersion),
+      ...(decision.decision === Decision.REQUIRE_APPROVAL
+        ? { approval_channels: channelNames(decision.approvalChannels), channels_rule: decision.channelsRule }
+        : {}),
       ...(risk === undefined
         ? {
             note:
@@ -276,8 +324,9 @@ export const inspectTool = defineTool({
   toolset: "core",
   title: "Inspect",
   description:
-    "Look at the live control plane: `policy` (the tenant's policy document and version; with `capability`, " +
-    "also the decision policy makes for it), `memory` (statistics), `sessions` (this session's metadata), " +
+    "Look at the live control plane: `policy` (the tenant's policy document and version, with the approval " +
+    "channels; with `capability`, also the decision policy makes for it and, when it needs approval, the channels " +
+    "that may give it), `memory` (statistics), `sessions` (this session's metadata), " +
     "`capabilities` (the registered capabilities with risk and hints), `providers` (the active AI provider and " +
     "model, never a secret), `audit` (the tenant's audit ledger: size, chain verification, the latest signed " +
     "checkpoint and the newest entries).",

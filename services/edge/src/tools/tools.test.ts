@@ -223,6 +223,45 @@ describe("chaoscore_inspect", () => {
     });
   });
 
+  it("shows the approval channels: the document's section with defaults applied, a decision's channels, an opt-in as a warning", async () => {
+    const fresh = ok(await (await connect()).call("chaoscore_inspect", { what: "policy" })) as {
+      policy: { document: { approvalChannels: unknown }; warnings?: string[] };
+    };
+    expect(fresh.policy.document.approvalChannels).toEqual({
+      byRisk: {
+        low: ["client_elicitation", "approver", "operator", "console"],
+        medium: ["client_elicitation", "approver", "operator", "console"],
+        high: ["approver", "operator", "console"],
+        critical: ["approver", "operator", "console"],
+      },
+      capabilities: {},
+      spend: { default: ["approver", "operator", "console"], policies: {}, tools: {} },
+    });
+    expect(fresh.policy).not.toHaveProperty("warnings");
+
+    const tenant = uniqueTenant("channels");
+    await services.putPolicy(tenant, {
+      requireConfirmationFor: ["memory.remember"],
+      approvalChannels: { capabilities: { "memory.remember": { channels: ["APPROVAL_CHANNEL_CLIENT_ELICITATION"] } } },
+    });
+    const c = await connect(tenant);
+    const { policy } = ok(await c.call("chaoscore_inspect", { what: "policy", capability: "memory.remember" })) as {
+      policy: { decision: Record<string, unknown>; document: { approvalChannels: { capabilities: unknown } }; warnings?: string[] };
+    };
+    expect(policy.document.approvalChannels.capabilities).toEqual({ "memory.remember": ["client_elicitation"] });
+    expect(policy.decision).toMatchObject({
+      decision: "REQUIRE_APPROVAL",
+      approval_channels: ["client_elicitation"],
+      channels_rule: "approvalChannels.capabilities.memory.remember",
+    });
+    expect(policy.warnings).toHaveLength(1);
+    expect(policy.warnings?.[0]).toMatch(/^approvalChannels\.capabilities\.memory\.remember lists client_elicitation/);
+    const allowed = ok(await c.call("chaoscore_inspect", { what: "policy", capability: "memory.recall" })) as {
+      policy: { decision: Record<string, unknown> };
+    };
+    expect(allowed.policy.decision).not.toHaveProperty("approval_channels");
+  });
+
   it("evaluates a capability at the risk the capability registry gives it", async () => {
     const c = await connect();
     const { policy } = ok(await c.call("chaoscore_inspect", { what: "policy", capability: "http.request" })) as {

@@ -49,6 +49,9 @@ const impl: ServiceImpl<typeof PolicyService> = {
   async putPolicy(req) {
     return { version: BigInt(req.document?.deniedCapabilities.length ?? 0) };
   },
+  async evaluateApprovalChannels() {
+    return {};
+  },
   async *watchPolicy(_req, ctx) {
     for (let v = 1n; v <= 3n; v++) {
       yield { version: v, document: create(PolicyDocumentSchema, { allowedCapabilities: [ctx.call.tenant] }) };

@@ -74,7 +74,10 @@ describe("file policy store", () => {
     const store = await openStore(path);
     const text = await readFile(path, "utf8");
     expect(text).toBe(formatPolicyDocument(defaultPolicyDocument()));
-    expect(JSON.parse(text)).toMatchObject({ requireConfirmationFor: ["http.request"] });
+    expect(JSON.parse(text)).toMatchObject({
+      requireConfirmationFor: ["http.request"],
+      approvalChannels: { byRisk: { high: ["approver", "operator", "console"] }, spend: { default: ["approver", "operator", "console"] } },
+    });
     expect(text.endsWith("}\n")).toBe(true);
     const snap = await store.get("default");
     expect(snap).toMatchObject({ version: 1, source: `file:${path}`, document: defaultPolicyDocument() });
@@ -101,6 +104,24 @@ describe("file policy store", () => {
     const changed = await within(next, "the edited version");
     expect(changed.value).toMatchObject({ version: 2, document: EDITED });
     controller.abort();
+  });
+
+  it("picks up a changed approvalChannels section with a new version, and warns once of a client_elicitation opt-in", async () => {
+    const path = join(await tempDir(), "policy.json");
+    const { logger, lines } = recordingLogger();
+    const store = await openStore(path, logger);
+    const written = JSON.parse(await readFile(path, "utf8")) as { approvalChannels: { byRisk: Record<string, string[]> } };
+    written.approvalChannels.byRisk["high"] = ["client_elicitation", "console"];
+    await writeFile(path, JSON.stringify(written, null, 2));
+    const snap = await eventually(() => store.get("default"), (s) => s.version === 2, "version 2");
+    expect(snap.document.approvalChannels.byRisk.high).toEqual(["client_elicitation", "console"]);
+    expect(snap.document.approvalChannels.byRisk.critical).toEqual(["approver", "operator", "console"]);
+    // Polls that find the same bytes log nothing more.
+    await new Promise((r) => setTimeout(r, 3 * 200));
+    const warned = lines.filter((l) => l["level"] === 40);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ path, version: 2 });
+    expect(String((warned[0]?.["warnings"] as string[])[0])).toMatch(/^approvalChannels\.byRisk\.high lists client_elicitation/);
   });
 
   it("finds an edit by polling even when no file event is delivered", async () => {

@@ -11,6 +11,7 @@ import {
   type PolicyDocumentJson,
 } from "../domain/policy-document.js";
 import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
+import { warnOfOptIns } from "./opt-in-log.js";
 
 /** Standalone mode serves one tenant (DESIGN.md, Tenancy). */
 export const STANDALONE_TENANT = "default";
@@ -109,6 +110,8 @@ async function readState(statePath: string): Promise<PolicyFileState | undefined
  *   `lastError` from `get()` until a good file replaces it. A deleted file is treated the same way
  *   (the defaults are only written on a first run, never over a policy that disappeared).
  * - `put` writes the file atomically (temporary file + rename).
+ * - A version that lets `client_elicitation` approve what the default keeps for a person is
+ *   logged as a warning when it comes into force (and at each start).
  * - Another tenant gets `permission_denied`.
  */
 export async function createFilePolicyStore(options: FilePolicyStoreOptions): Promise<FilePolicyStore> {
@@ -142,11 +145,13 @@ export async function createFilePolicyStore(options: FilePolicyStoreOptions): Pr
     await writeAtomically(statePath, `${JSON.stringify(next, null, 2)}\n`);
     current = { document, version, sha256: sha, updatedAt };
     lastError = undefined;
+    warnOfOptIns(logger, document, { path, version });
     for (const notify of [...listeners]) notify();
   }
 
   if (state && state.sha256 === initialSha) {
     current = { document: initialDocument, version: state.version, sha256: initialSha, updatedAt: new Date(state.updatedAt) };
+    warnOfOptIns(logger, initialDocument, { path, version: state.version });
   } else {
     current = { document: initialDocument, version: 0, sha256: "", updatedAt: new Date(0) };
     await commit(initialDocument, initialSha, (state?.version ?? 0) + 1);

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPgliteDb, createPostgresDb, type Db } from "@chaos-core/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordingLogger } from "../../../../test/support/logger.js";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
 import { defaultPolicyDocument, validatePolicyDocument } from "../domain/policy-document.js";
 import { policyStoreContract, rejection } from "./policy-store.contract.js";
@@ -154,5 +155,33 @@ describe.each(backends)("SQL policy store on $name", (backend) => {
     expect(err.message).toContain(`tenant "${tenant}" version 2: deniedCapabilities: expected array`);
     expect(await store.put(tenant, DENY_SHELL, 2)).toBe(3);
     expect((await store.get(tenant)).version).toBe(3);
+  });
+
+  it("reads a version stored before approvalChannels existed with the default channels", async () => {
+    const tenant = newTenant();
+    const store = createSqlPolicyStore(db);
+    await db.adminTx((q) =>
+      q.query(
+        `INSERT INTO policy.document_versions (tenant_id, version, document) VALUES ($1, 1, '{"deniedCapabilities": ["shell.exec"]}')`,
+        [tenant],
+      ),
+    );
+    expect((await store.get(tenant)).document).toEqual(DENY_SHELL);
+    expect(DENY_SHELL.approvalChannels).toEqual(defaultPolicyDocument().approvalChannels);
+  });
+
+  it("logs once, as a warning, a stored version that lets client_elicitation approve a spend", async () => {
+    const tenant = newTenant();
+    const { logger, lines } = recordingLogger();
+    const store = createSqlPolicyStore(db, { logger });
+    const optIn = validatePolicyDocument({ approvalChannels: { spend: { policies: { wire: ["client_elicitation"] } } } }, "test");
+    expect(await store.put(tenant, optIn)).toBe(1);
+    await store.get(tenant);
+    const warned = lines.filter((l) => l["level"] === 40);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ tenant, version: 1 });
+    expect(String((warned[0]?.["warnings"] as string[])[0])).toMatch(/^approvalChannels\.spend\.policies\.wire lists client_elicitation/);
+    await store.put(tenant, DENY_SHELL);
+    expect(lines.filter((l) => l["level"] === 40)).toHaveLength(1);
   });
 });

@@ -1,7 +1,8 @@
-import { APP_ROLE, ChaosError, migrate, type Db, type Migration, type Queryable } from "@chaos-core/kit";
+import { APP_ROLE, ChaosError, migrate, type Db, type Logger, type Migration, type Queryable } from "@chaos-core/kit";
 import { defaultPolicyDocument, validatePolicyDocument } from "../domain/policy-document.js";
 import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
 import { abortableSleep } from "./abortable-sleep.js";
+import { warnOfOptIns } from "./opt-in-log.js";
 
 const SCHEMA = "policy";
 const TABLE = `${SCHEMA}.document_versions`;
@@ -67,8 +68,10 @@ const UNIQUE_VIOLATION = "23505";
  *   offers no LISTEN/NOTIFY, and a policy changes rarely, so a cheap poll is the simple choice.
  * - Stored documents are validated again when read, so a row edited by hand into an invalid
  *   document fails closed (`failed_precondition`) instead of being half-applied.
+ * - With a `logger`, a stored version that lets `client_elicitation` approve what the default
+ *   keeps for a person is logged as a warning once, by the replica that stored it.
  */
-export function createSqlPolicyStore(db: Db, options: { pollMs?: number } = {}): PolicyStore {
+export function createSqlPolicyStore(db: Db, options: { pollMs?: number; logger?: Logger } = {}): PolicyStore {
   const pollMs = options.pollMs ?? 1_000;
   const source = db.kind;
   const closing = new AbortController();
@@ -97,7 +100,7 @@ export function createSqlPolicyStore(db: Db, options: { pollMs?: number } = {}):
 
     async put(tenant, document, expectedVersion) {
       try {
-        return await db.tenantTx(tenant, async (q) => {
+        const version = await db.tenantTx(tenant, async (q) => {
           await q.query("SELECT pg_advisory_xact_lock(hashtext('chaoscore.policy:' || current_setting('app.tenant_id')))");
           const current = await latest(q, tenant).catch((err: unknown) => {
             // A broken stored version must not block the operator from storing a good one.
@@ -118,6 +121,8 @@ export function createSqlPolicyStore(db: Db, options: { pollMs?: number } = {}):
           );
           return next;
         });
+        if (options.logger) warnOfOptIns(options.logger, document, { tenant, version });
+        return version;
       } catch (err) {
         if ((err as { code?: unknown }).code === UNIQUE_VIOLATION) {
           // Only reachable if a writer bypassed the advisory lock; still a lost race, not a crash.

@@ -223,6 +223,37 @@ describe("evaluatePolicy precedence", () => {
   });
 });
 
+describe("evaluatePolicy approval channels", () => {
+  it("says with every REQUIRE_APPROVAL which channels may give it, and the entry that chose them", () => {
+    const high = evaluatePolicy(input("memory.write", "high"), doc(), 1);
+    expect(high).toMatchObject({
+      decision: "REQUIRE_APPROVAL",
+      approvalChannels: ["approver", "operator", "console"],
+      channelsRule: "approvalChannels.byRisk.high",
+    });
+    const confirmed = evaluatePolicy(input("memory.read", "low"), doc({ requireConfirmationFor: ["memory.read"] }), 1);
+    expect(confirmed).toMatchObject({
+      matchedRule: "requireConfirmationFor",
+      approvalChannels: ["client_elicitation", "approver", "operator", "console"],
+      channelsRule: "approvalChannels.byRisk.low",
+    });
+    const named = doc({ approvalChannels: { capabilities: { "memory.write": ["console"] } } });
+    expect(evaluatePolicy(input("memory.write", "high"), named, 1)).toMatchObject({
+      approvalChannels: ["console"],
+      channelsRule: "approvalChannels.capabilities.memory.write",
+    });
+  });
+
+  it("gives no channels with ALLOW or DENY", () => {
+    const allowed = evaluatePolicy(input("memory.read", "low"), doc(), 1);
+    const denied = evaluatePolicy(input("shell.exec", "high"), doc({ deniedCapabilities: ["shell.exec"] }), 1);
+    for (const d of [allowed, denied]) {
+      expect(d).not.toHaveProperty("approvalChannels");
+      expect(d).not.toHaveProperty("channelsRule");
+    }
+  });
+});
+
 describe("evaluatePolicy determinism", () => {
   /** A small seeded generator, so the "random" cases are the same on every run. */
   function rng(seed: number): () => number {
@@ -275,6 +306,7 @@ describe("evaluatePolicy determinism", () => {
         requireConfirmationFor: shuffled(policy.requireConfirmationFor, next),
         httpAllowedDomains: shuffled(policy.httpAllowedDomains, next),
         riskRules: { ...policy.riskRules },
+        approvalChannels: policy.approvalChannels,
       };
       const results = cases.map((c) => {
         const entries = shuffled(Object.entries({ ...c.facts.attributes, [`noise${run}`]: String(next()) }), next);

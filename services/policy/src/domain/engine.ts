@@ -1,3 +1,4 @@
+import { approvalChannelsFor, type ApprovalChannel, type ChannelsRule } from "./approval-channels.js";
 import { capabilityNameProblem, type PolicyDocumentJson } from "./policy-document.js";
 import { isAtOrAbove, type Risk } from "./risk.js";
 
@@ -40,6 +41,10 @@ export interface PolicyDecision {
   readonly matchedRule: MatchedRule;
   readonly reason: string;
   readonly policyVersion: number;
+  /** With REQUIRE_APPROVAL only: the channels that may give the approval (`approvalChannelsFor`). */
+  readonly approvalChannels?: readonly ApprovalChannel[];
+  /** With REQUIRE_APPROVAL only: the `approvalChannels` entry that chose them. */
+  readonly channelsRule?: ChannelsRule;
 }
 
 /** How many allowed hosts a reason lists before it stops, to keep the sentence readable. */
@@ -79,7 +84,7 @@ function listHosts(hosts: readonly string[]): string {
  * 8. otherwise ALLOW (`default`).
  *
  * Every DENY comes before every REQUIRE_APPROVAL, so an approval can never unlock a call the
- * policy forbids. Unspecified risk counts as critical in the threshold rules (see
+ * policy forbids. A REQUIRE_APPROVAL also says which channels may give the approval. Unspecified risk counts as critical in the threshold rules (see
  * `effectiveRisk` in risk.ts).
  */
 export function evaluatePolicy(
@@ -88,12 +93,18 @@ export function evaluatePolicy(
   version: number,
 ): PolicyDecision {
   const { capability, risk, facts } = input;
-  const decide = (decision: Decision, matchedRule: MatchedRule, reason: string): PolicyDecision => ({
-    decision,
-    matchedRule,
-    reason,
-    policyVersion: version,
-  });
+  const decide = (decision: Decision, matchedRule: MatchedRule, reason: string): PolicyDecision => {
+    if (decision !== "REQUIRE_APPROVAL") return { decision, matchedRule, reason, policyVersion: version };
+    const channels = approvalChannelsFor({ kind: "capability", name: capability, risk }, document);
+    return {
+      decision,
+      matchedRule,
+      reason,
+      policyVersion: version,
+      approvalChannels: channels.channels,
+      channelsRule: channels.matchedRule,
+    };
+  };
   const v = `policy version ${version}`;
   const V = `Policy version ${version}`;
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { defaultApprovalChannels } from "./approval-channels.js";
 import {
   defaultPolicyDocument,
   formatPolicyDocument,
@@ -38,6 +39,7 @@ describe("parsePolicyDocument", () => {
       requireConfirmationFor: ["http.request"],
       httpAllowedDomains: ["api.example.com", "10.0.0.1"],
       riskRules: { requireApprovalAtOrAbove: "medium", denyAtOrAbove: "critical" },
+      approvalChannels: defaultApprovalChannels(),
     });
   });
 
@@ -48,6 +50,7 @@ describe("parsePolicyDocument", () => {
       requireConfirmationFor: [],
       httpAllowedDomains: [],
       riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
+      approvalChannels: defaultApprovalChannels(),
     });
     expect(parsePolicyDocument('{"riskRules": {"denyAtOrAbove": "critical"}}', "p").riskRules).toEqual({
       requireApprovalAtOrAbove: "high",
@@ -147,5 +150,126 @@ describe("parsePolicyDocument", () => {
     expect(problem("  \n")).toBe("policy.json: the document is empty");
     expect(problem("[]")).toBe("policy.json: expected a JSON object with the policy fields");
     expect(problem("null")).toBe("policy.json: expected a JSON object with the policy fields");
+  });
+});
+
+/** The `approvalChannels` of a document holding only `section`. */
+function channels(section: unknown) {
+  return validatePolicyDocument({ approvalChannels: section }, "p").approvalChannels;
+}
+
+describe("approvalChannels", () => {
+  it("defaults to: any channel below high risk, only a person's own credential at high, critical and for spends", () => {
+    const expected = {
+      byRisk: {
+        low: ["client_elicitation", "approver", "operator", "console"],
+        medium: ["client_elicitation", "approver", "operator", "console"],
+        high: ["approver", "operator", "console"],
+        critical: ["approver", "operator", "console"],
+      },
+      capabilities: {},
+      spend: { default: ["approver", "operator", "console"], policies: {}, tools: {} },
+    };
+    expect(parsePolicyDocument("{}", "p").approvalChannels).toEqual(expected);
+    expect(channels({})).toEqual(expected);
+    expect(defaultPolicyDocument().approvalChannels).toEqual(expected);
+  });
+
+  it("shows the section in full in a first-run policy.json", () => {
+    const written = JSON.parse(formatPolicyDocument(defaultPolicyDocument())) as Record<string, unknown>;
+    expect(written["approvalChannels"]).toEqual(defaultApprovalChannels());
+    expect(Object.keys(written).at(-1)).toBe("approvalChannels");
+  });
+
+  it("takes the default for every key a partial section leaves out", () => {
+    const section = channels({ byRisk: { high: ["console"] }, spend: { policies: { wire: ["operator"] } } });
+    expect(section.byRisk).toEqual({ ...defaultApprovalChannels().byRisk, high: ["console"] });
+    expect(section.spend).toEqual({ default: ["approver", "operator", "console"], policies: { wire: ["operator"] }, tools: {} });
+    expect(section.capabilities).toEqual({});
+  });
+
+  it("stores lists in the channel order and maps in key order, so a reordering is the same document", () => {
+    const a = {
+      byRisk: { high: ["console", "approver"] },
+      capabilities: { "z.last": ["operator", "approver"], "a.first": ["console"] },
+      spend: { tools: { wire_treasury_transfer: ["console", "operator"] }, policies: { wire: ["console", "approver"], equity: ["operator"] } },
+    };
+    const b = {
+      spend: { policies: { equity: ["operator"], wire: ["approver", "console"] }, tools: { wire_treasury_transfer: ["operator", "console"] } },
+      capabilities: { "a.first": ["console"], "z.last": ["approver", "operator"] },
+      byRisk: { high: ["approver", "console"] },
+    };
+    const docA = validatePolicyDocument({ approvalChannels: a }, "p");
+    const docB = validatePolicyDocument({ approvalChannels: b }, "p");
+    expect(docA.approvalChannels.byRisk.high).toEqual(["approver", "console"]);
+    expect(Object.keys(docA.approvalChannels.capabilities)).toEqual(["a.first", "z.last"]);
+    expect(formatPolicyDocument(docA)).toBe(formatPolicyDocument(docB));
+  });
+
+  it("rejects an unknown key at every level and suggests the likely one", () => {
+    expect(problem(JSON.stringify({ approvalChannels: { byRisk: { hihg: ["approver"] } } }))).toMatch(
+      /^policy\.json: approvalChannels\.byRisk\.hihg: unknown field \(did you mean "high"\?\); known fields are low, medium, high, critical$/,
+    );
+    expect(problem(JSON.stringify({ approvalChannels: { spnd: {} } }))).toMatch(
+      /^policy\.json: approvalChannels\.spnd: unknown field \(did you mean "spend"\?\)/,
+    );
+    expect(problem(JSON.stringify({ approvalChannels: { spend: { polices: {} } } }))).toMatch(
+      /^policy\.json: approvalChannels\.spend\.polices: unknown field \(did you mean "policies"\?\)/,
+    );
+    expect(problem(JSON.stringify({ approvalChanels: {} }))).toMatch(/approvalChanels: unknown field \(did you mean "approvalChannels"\?\)/);
+  });
+
+  it("rejects a name that is not a channel and suggests the likely one", () => {
+    expect(problem(JSON.stringify({ approvalChannels: { byRisk: { high: ["approver", "consol"] } } }))).toBe(
+      'policy.json: approvalChannels.byRisk.high[1]: "consol" is not an approval channel (did you mean "console"?); ' +
+        "the channels are client_elicitation, approver, operator, console",
+    );
+    expect(problem(JSON.stringify({ approvalChannels: { spend: { default: ["elicitation"] } } }))).toContain(
+      'approvalChannels.spend.default[0]: "elicitation" is not an approval channel',
+    );
+    expect(problem(JSON.stringify({ approvalChannels: { byRisk: { low: [1] } } }))).toContain(
+      "approvalChannels.byRisk.low[0]: expected one of the channels client_elicitation, approver, operator, console",
+    );
+  });
+
+  it("rejects a channel listed twice", () => {
+    expect(problem(JSON.stringify({ approvalChannels: { capabilities: { "http.request": ["console", "approver", "console"] } } }))).toBe(
+      'policy.json: approvalChannels.capabilities.http.request[2]: "console" is listed twice; name each channel once',
+    );
+  });
+
+  it("refuses an empty list: it would leave an approval nobody can give", () => {
+    expect(problem(JSON.stringify({ approvalChannels: { byRisk: { critical: [] } } }))).toBe(
+      "policy.json: approvalChannels.byRisk.critical: an empty list leaves no way to approve; deny the capability instead",
+    );
+    expect(problem(JSON.stringify({ approvalChannels: { capabilities: { "shell.exec": [] } } }))).toContain(
+      "approvalChannels.capabilities.shell.exec: an empty list leaves no way to approve; deny the capability instead",
+    );
+    expect(problem(JSON.stringify({ approvalChannels: { spend: { default: [], tools: { wire_treasury_transfer: [] } } } }))).toBe(
+      "policy.json: approvalChannels.spend.default: an empty list leaves no way to approve; to forbid these spends, " +
+        "tighten the ledger's spend policy instead; approvalChannels.spend.tools.wire_treasury_transfer: an empty list " +
+        "leaves no way to approve; to forbid these spends, tighten the ledger's spend policy instead",
+    );
+  });
+
+  it("checks the keys: capability names, spend policy names and tool names", () => {
+    const msg = problem(
+      JSON.stringify({
+        approvalChannels: {
+          capabilities: { "http.*": ["approver"] },
+          spend: { policies: { Wire: ["approver"] }, tools: { "wire-transfer": ["approver"] } },
+        },
+      }),
+    );
+    expect(msg).toContain('approvalChannels.capabilities.http.*: "http.*" is a wildcard');
+    expect(msg).toContain('approvalChannels.spend.policies.Wire: "Wire" is not a spend policy name');
+    expect(msg).toContain('approvalChannels.spend.tools.wire-transfer: "wire-transfer" is not a tool name');
+  });
+
+  it("names a section or a list of the wrong type", () => {
+    expect(problem(JSON.stringify({ approvalChannels: ["approver"] }))).toBe("policy.json: approvalChannels: expected object, received array");
+    expect(problem(JSON.stringify({ approvalChannels: { byRisk: { high: "approver" } } }))).toBe(
+      "policy.json: approvalChannels.byRisk.high: expected array, received string",
+    );
   });
 });

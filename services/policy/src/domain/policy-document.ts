@@ -1,4 +1,11 @@
 import { z } from "zod";
+import {
+  APPROVAL_CHANNELS,
+  defaultApprovalChannels,
+  isApprovalChannel,
+  orderChannels,
+  type ApprovalChannel,
+} from "./approval-channels.js";
 import { RISK_THRESHOLDS } from "./risk.js";
 
 /**
@@ -45,17 +52,104 @@ function hostProblem(host: string): string | undefined {
   return undefined;
 }
 
-const capabilityName = z.string().superRefine((value, ctx) => {
-  const problem = capabilityNameProblem(value);
-  if (problem) ctx.addIssue({ code: "custom", message: problem });
-});
+/** A string checked by `problemOf`, whose answer is the error message. */
+function named(problemOf: (name: string) => string | undefined) {
+  return z.string().superRefine((value, ctx) => {
+    const problem = problemOf(value);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  });
+}
 
-const httpHost = z.string().superRefine((value, ctx) => {
-  const problem = hostProblem(value);
-  if (problem) ctx.addIssue({ code: "custom", message: problem });
-});
+const capabilityName = named(capabilityNameProblem);
+
+const httpHost = named(hostProblem);
 
 const riskThreshold = z.enum(RISK_THRESHOLDS);
+
+/** A finance tool name, as the edge registers it (`wire_treasury_transfer`). */
+const FINANCE_TOOL_RE = /^[a-z][a-z0-9_]*$/;
+
+/** A spend policy name, as the ledger's operator policies accept it (`wire`, `equity`). */
+export const SPEND_POLICY_NAME_RE = /^[a-z][a-z0-9_-]{0,62}$/;
+
+/** Why a finance tool name is not acceptable, or undefined when it is. */
+export function financeToolNameProblem(name: string): string | undefined {
+  if (name === "") return "must not be empty";
+  if (FINANCE_TOOL_RE.test(name)) return undefined;
+  return `"${name}" is not a tool name; use the tool's exact name such as "wire_treasury_transfer"`;
+}
+
+/** Why a spend policy name is not acceptable, or undefined when it is. */
+export function spendPolicyNameProblem(name: string): string | undefined {
+  if (name === "") return "must not be empty";
+  if (SPEND_POLICY_NAME_RE.test(name)) return undefined;
+  return `"${name}" is not a spend policy name; use the ledger's name such as "wire" (lower-case letters, digits, "-" and "_", at most 63)`;
+}
+
+function channelProblem(value: unknown): string {
+  if (typeof value !== "string") return `expected one of the channels ${APPROVAL_CHANNELS.join(", ")}`;
+  const closest = closestName(value, APPROVAL_CHANNELS);
+  const hint = closest ? ` (did you mean "${closest}"?)` : "";
+  return `"${value}" is not an approval channel${hint}; the channels are ${APPROVAL_CHANNELS.join(", ")}`;
+}
+
+const approvalChannel = z.custom<ApprovalChannel>(isApprovalChannel, { error: (issue) => channelProblem(issue.input) });
+
+/**
+ * A list of channels: at least one (an empty list would leave an approval nobody can give),
+ * each named once. Stored in the canonical order (see canonicalPolicyDocument).
+ */
+function channelList(instead: string) {
+  return z.array(approvalChannel).superRefine((list, ctx) => {
+    if (list.length === 0) {
+      ctx.addIssue({ code: "custom", message: `an empty list leaves no way to approve; ${instead}` });
+    }
+    list.forEach((channel, i) => {
+      if (list.indexOf(channel) !== i) {
+        ctx.addIssue({ code: "custom", path: [i], message: `"${channel}" is listed twice; name each channel once` });
+      }
+    });
+  });
+}
+
+const stepChannels = channelList("deny the capability instead");
+const spendChannels = channelList("to forbid these spends, tighten the ledger's spend policy instead");
+
+const DEFAULT_CHANNELS = defaultApprovalChannels();
+
+const byRiskSchema = z
+  .object({
+    low: stepChannels.default(DEFAULT_CHANNELS.byRisk.low),
+    medium: stepChannels.default(DEFAULT_CHANNELS.byRisk.medium),
+    high: stepChannels.default(DEFAULT_CHANNELS.byRisk.high),
+    critical: stepChannels.default(DEFAULT_CHANNELS.byRisk.critical),
+  })
+  .strict();
+
+const spendChannelsSchema = z
+  .object({
+    /** Every spend and finance approval no entry below names. */
+    default: spendChannels.default(DEFAULT_CHANNELS.spend.default),
+    /** By the ledger's spend policy (`wire`, `equity`, an operator's name). */
+    policies: z.record(named(spendPolicyNameProblem), spendChannels).default({}),
+    /** By finance tool (`wire_treasury_transfer`); wins over the tool's spend policy. */
+    tools: z.record(named(financeToolNameProblem), spendChannels).default({}),
+  })
+  .strict();
+
+/**
+ * Which approval channels satisfy which decisions (docs/approvals.md §1.1). Every key is
+ * optional and takes the default of {@link defaultApprovalChannels}.
+ */
+const approvalChannelsSchema = z
+  .object({
+    /** Capability steps and tool receipts by risk; unspecified risk counts as critical. */
+    byRisk: byRiskSchema.default(DEFAULT_CHANNELS.byRisk),
+    /** By capability name; wins over byRisk for that capability. */
+    capabilities: z.record(capabilityName, stepChannels).default({}),
+    spend: spendChannelsSchema.default(DEFAULT_CHANNELS.spend),
+  })
+  .strict();
 
 const riskRulesSchema = z
   .object({
@@ -83,6 +177,8 @@ export const policyDocumentSchema = z
     /** Exact hosts that a request with an HTTP host may reach; subdomains are not included. */
     httpAllowedDomains: z.array(httpHost).default([]),
     riskRules: riskRulesSchema.default({ requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" }),
+    /** Which approval channels satisfy which decisions; omitted keys take the defaults. */
+    approvalChannels: approvalChannelsSchema.default(DEFAULT_CHANNELS),
   })
   .strict();
 
@@ -92,10 +188,24 @@ export type PolicyDocumentJson = z.output<typeof policyDocumentSchema>;
 /** The risk rules of a policy document. */
 export type RiskRulesJson = PolicyDocumentJson["riskRules"];
 
+/** The `approvalChannels` section of a policy document, every default applied. */
+export interface ApprovalChannelsJson {
+  readonly byRisk: Readonly<Record<"low" | "medium" | "high" | "critical", ApprovalChannel[]>>;
+  readonly capabilities: Readonly<Record<string, ApprovalChannel[]>>;
+  readonly spend: {
+    readonly default: ApprovalChannel[];
+    readonly policies: Readonly<Record<string, ApprovalChannel[]>>;
+    readonly tools: Readonly<Record<string, ApprovalChannel[]>>;
+  };
+}
+
 /** The known keys at each object path, to name the alternatives of an unknown key. */
 const KNOWN_KEYS: Record<string, readonly string[]> = {
   "": Object.keys(policyDocumentSchema.shape),
   riskRules: Object.keys(riskRulesSchema.shape),
+  approvalChannels: Object.keys(approvalChannelsSchema.shape),
+  "approvalChannels.byRisk": Object.keys(byRiskSchema.shape),
+  "approvalChannels.spend": Object.keys(spendChannelsSchema.shape),
 };
 
 /** One problem of a document: where (`deniedCapabilities[2]`) and what. */
@@ -142,13 +252,16 @@ function editDistance(a: string, b: string): number {
   return row[b.length]!;
 }
 
-function unknownKeyMessage(key: string, known: readonly string[]): string {
-  const closest = [...known].sort((x, y) => editDistance(key, x) - editDistance(key, y))[0];
+/** The known name `name` is probably a typo of, or undefined when none is close. */
+function closestName(name: string, known: readonly string[]): string | undefined {
+  const closest = [...known].sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
   // Close enough to be a typo: a few edits, more for longer names ("denyAbove" → "denyAtOrAbove").
-  const hint =
-    closest && editDistance(key, closest) <= Math.max(2, Math.floor(closest.length / 3))
-      ? ` (did you mean "${closest}"?)`
-      : "";
+  return closest && editDistance(name, closest) <= Math.max(2, Math.floor(closest.length / 3)) ? closest : undefined;
+}
+
+function unknownKeyMessage(key: string, known: readonly string[]): string {
+  const closest = closestName(key, known);
+  const hint = closest ? ` (did you mean "${closest}"?)` : "";
   return `unknown field${hint}; known fields are ${known.join(", ")}`;
 }
 
@@ -164,6 +277,10 @@ function toIssues(error: z.ZodError): PolicyIssue[] {
             message: unknownKeyMessage(key, KNOWN_KEYS[at] ?? []),
           });
         }
+        break;
+      case "invalid_key":
+        // A map key (a capability, spend policy or tool name): the key's own check says what is wrong.
+        issues.push({ path: at, message: issue.issues.map((inner) => inner.message).join("; ") });
         break;
       case "invalid_value":
         issues.push({ path: at, message: `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}` });
@@ -219,7 +336,37 @@ export function parsePolicyDocument(text: string, source: string): PolicyDocumen
   return validatePolicyDocument(value, source);
 }
 
-/** The same document with its keys in the documented order, so stored JSON reads alike. */
+/** A map of channel lists with its keys sorted and each list in the canonical channel order. */
+function canonicalChannelMap(map: Readonly<Record<string, readonly ApprovalChannel[]>>): Record<string, ApprovalChannel[]> {
+  return Object.fromEntries(
+    Object.keys(map)
+      .sort()
+      .map((key) => [key, orderChannels(map[key]!)]),
+  );
+}
+
+function canonicalApprovalChannels(section: ApprovalChannelsJson): ApprovalChannelsJson {
+  return {
+    byRisk: {
+      low: orderChannels(section.byRisk.low),
+      medium: orderChannels(section.byRisk.medium),
+      high: orderChannels(section.byRisk.high),
+      critical: orderChannels(section.byRisk.critical),
+    },
+    capabilities: canonicalChannelMap(section.capabilities),
+    spend: {
+      default: orderChannels(section.spend.default),
+      policies: canonicalChannelMap(section.spend.policies),
+      tools: canonicalChannelMap(section.spend.tools),
+    },
+  };
+}
+
+/**
+ * The same document with its keys in the documented order, and channel lists and maps in a
+ * fixed order (a channel list means the same set in any order), so stored JSON reads alike and
+ * a reordering is the same document.
+ */
 function canonicalPolicyDocument(doc: PolicyDocumentJson): PolicyDocumentJson {
   return {
     allowedCapabilities: [...doc.allowedCapabilities],
@@ -230,6 +377,7 @@ function canonicalPolicyDocument(doc: PolicyDocumentJson): PolicyDocumentJson {
       requireApprovalAtOrAbove: doc.riskRules.requireApprovalAtOrAbove,
       denyAtOrAbove: doc.riskRules.denyAtOrAbove,
     },
+    approvalChannels: canonicalApprovalChannels(doc.approvalChannels),
   };
 }
 
@@ -237,7 +385,9 @@ function canonicalPolicyDocument(doc: PolicyDocumentJson): PolicyDocumentJson {
  * The safe default policy, used for a tenant that has never stored one and written to
  * `policy.json` on the first standalone run: every registered capability may run, an HTTP
  * request always needs a human approval and may reach no host until the operator lists it,
- * and every high or critical capability needs a human approval.
+ * every high or critical capability needs a human approval, and the client's own form answer
+ * approves nothing at or above high risk and no spend. The `approvalChannels` section is written
+ * in full, so a first-run `policy.json` shows what can be changed.
  */
 export function defaultPolicyDocument(): PolicyDocumentJson {
   return {
@@ -246,6 +396,7 @@ export function defaultPolicyDocument(): PolicyDocumentJson {
     requireConfirmationFor: ["http.request"],
     httpAllowedDomains: [],
     riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
+    approvalChannels: defaultApprovalChannels(),
   };
 }
 

@@ -19,6 +19,7 @@ import {
   type ServiceImpl,
 } from "@chaos-core/kit";
 import {
+  ApprovalChannel,
   Decision,
   PolicyDocumentSchema,
   PolicyService,
@@ -211,6 +212,130 @@ describe.each(transports)("PolicyService over $name", (transport) => {
     expect((await client.getPolicy({}, ctx(tenant))).version).toBe(0n);
   });
 
+  it("says with each REQUIRE_APPROVAL which channels may give it, and none with ALLOW", async () => {
+    const tenant = newTenant();
+    const high = await client.evaluate({ capability: "memory.write", risk: Risk.HIGH }, ctx(tenant));
+    expect(high).toMatchObject({
+      decision: Decision.REQUIRE_APPROVAL,
+      approvalChannels: [ApprovalChannel.APPROVER, ApprovalChannel.OPERATOR, ApprovalChannel.CONSOLE],
+      channelsRule: "approvalChannels.byRisk.high",
+    });
+    const low = await client.evaluate({ capability: "memory.read", risk: Risk.LOW }, ctx(tenant));
+    expect(low).toMatchObject({ decision: Decision.ALLOW, approvalChannels: [], channelsRule: "" });
+
+    await client.putPolicy(
+      { document: protoDoc({ approvalChannels: { capabilities: { "memory.write": { channels: [ApprovalChannel.CONSOLE] } } } }) },
+      ctx(tenant),
+    );
+    const named = await client.evaluate({ capability: "memory.write", risk: Risk.HIGH }, ctx(tenant));
+    expect(named).toMatchObject({
+      approvalChannels: [ApprovalChannel.CONSOLE],
+      channelsRule: "approvalChannels.capabilities.memory.write",
+      policyVersion: 1n,
+    });
+  });
+
+  it("answers EvaluateApprovalChannels for a capability, a spend and a tool receipt under the tenant's policy", async () => {
+    const tenant = newTenant();
+    const PERSON = [ApprovalChannel.APPROVER, ApprovalChannel.OPERATOR, ApprovalChannel.CONSOLE];
+    const spend = { subject: { case: "spend", value: { spendPolicy: "wire", tool: "wire_treasury_transfer" } } } as const;
+    expect(await client.evaluateApprovalChannels(spend, ctx(tenant))).toMatchObject({
+      channels: PERSON,
+      matchedRule: "approvalChannels.spend.default",
+      policyVersion: 0n,
+    });
+    await client.putPolicy(
+      {
+        document: protoDoc({
+          approvalChannels: {
+            spendPolicies: { wire: { channels: [ApprovalChannel.CLIENT_ELICITATION, ApprovalChannel.APPROVER] } },
+            spendTools: { wire_treasury_transfer: { channels: [ApprovalChannel.OPERATOR] } },
+          },
+        }),
+      },
+      ctx(tenant),
+    );
+    expect(await client.evaluateApprovalChannels(spend, ctx(tenant))).toMatchObject({
+      channels: [ApprovalChannel.OPERATOR],
+      matchedRule: "approvalChannels.spend.tools.wire_treasury_transfer",
+      policyVersion: 1n,
+    });
+    const plain = await client.evaluateApprovalChannels({ subject: { case: "spend", value: { spendPolicy: "wire" } } }, ctx(tenant));
+    expect(plain).toMatchObject({
+      channels: [ApprovalChannel.CLIENT_ELICITATION, ApprovalChannel.APPROVER],
+      matchedRule: "approvalChannels.spend.policies.wire",
+    });
+    const capability = await client.evaluateApprovalChannels(
+      { subject: { case: "capability", value: { name: "memory.write", risk: Risk.MEDIUM } } },
+      ctx(tenant),
+    );
+    expect(capability).toMatchObject({ matchedRule: "approvalChannels.byRisk.medium" });
+    expect(capability.channels).toContain(ApprovalChannel.CLIENT_ELICITATION);
+    const receipt = await client.evaluateApprovalChannels({ subject: { case: "tool", value: { tool: "deploy" } } }, ctx(tenant));
+    expect(receipt).toMatchObject({ channels: PERSON, matchedRule: "approvalChannels.byRisk.critical" });
+    // Another tenant still has the defaults.
+    expect((await client.evaluateApprovalChannels(spend, ctx(newTenant()))).matchedRule).toBe("approvalChannels.spend.default");
+  });
+
+  it("rejects an EvaluateApprovalChannels request without a subject or with a bad name, naming the field", async () => {
+    const tenant = newTenant();
+    const none = await rejectionOf(client.evaluateApprovalChannels({}, ctx(tenant)));
+    expect(none.code).toBe("invalid_argument");
+    expect(none.message).toContain("subject: required");
+    const noPolicy = await rejectionOf(
+      client.evaluateApprovalChannels({ subject: { case: "spend", value: { tool: "wire_treasury_transfer" } } }, ctx(tenant)),
+    );
+    expect(noPolicy.message).toContain("spend.spend_policy: must not be empty");
+    const badName = await rejectionOf(
+      client.evaluateApprovalChannels({ subject: { case: "capability", value: { name: "http.*" } } }, ctx(tenant)),
+    );
+    expect(badName.code).toBe("invalid_argument");
+    expect(badName.message).toContain('capability.name: "http.*" is a wildcard');
+  });
+
+  it("stores the approvalChannels section, serves it with defaults applied, and warns of a client_elicitation opt-in", async () => {
+    const tenant = newTenant();
+    const fresh = await client.getPolicy({}, ctx(tenant));
+    expect(fresh.warnings).toEqual([]);
+    expect(fresh.document?.approvalChannels?.spendDefault?.channels).toEqual([
+      ApprovalChannel.APPROVER,
+      ApprovalChannel.OPERATOR,
+      ApprovalChannel.CONSOLE,
+    ]);
+    await client.putPolicy(
+      {
+        document: protoDoc({
+          approvalChannels: { high: { channels: [ApprovalChannel.CONSOLE, ApprovalChannel.CLIENT_ELICITATION] } },
+        }),
+      },
+      ctx(tenant),
+    );
+    const got = await client.getPolicy({}, ctx(tenant));
+    const section = got.document?.approvalChannels;
+    // Stored in the channel order; the keys left unset took their defaults.
+    expect(section?.high?.channels).toEqual([ApprovalChannel.CLIENT_ELICITATION, ApprovalChannel.CONSOLE]);
+    expect(section?.critical?.channels).toEqual([ApprovalChannel.APPROVER, ApprovalChannel.OPERATOR, ApprovalChannel.CONSOLE]);
+    expect(got.warnings).toHaveLength(1);
+    expect(got.warnings[0]).toMatch(/^approvalChannels\.byRisk\.high lists client_elicitation/);
+  });
+
+  it("rejects an empty or unnamed channel in a stored section with invalid_argument naming the field", async () => {
+    const tenant = newTenant();
+    const empty = await rejectionOf(
+      client.putPolicy({ document: protoDoc({ approvalChannels: { high: { channels: [] } } }) }, ctx(tenant)),
+    );
+    expect(empty.code).toBe("invalid_argument");
+    expect(empty.message).toContain("document: approvalChannels.byRisk.high: an empty list leaves no way to approve");
+    const unnamed = await rejectionOf(
+      client.putPolicy(
+        { document: protoDoc({ approvalChannels: { spendPolicies: { wire: { channels: [ApprovalChannel.UNSPECIFIED] } } } }) },
+        ctx(tenant),
+      ),
+    );
+    expect(unnamed.message).toContain('document: approvalChannels.spend.policies.wire[0]: "unspecified" is not an approval channel');
+    expect((await client.getPolicy({}, ctx(tenant))).version).toBe(0n);
+  });
+
   it("rejects a stale expectedVersion with conflict, across the hop", async () => {
     const tenant = newTenant();
     await client.putPolicy({ document: protoDoc({}) }, ctx(tenant));
@@ -312,5 +437,29 @@ describe("proto mapping", () => {
       }
     }
     expect(policyDocumentFromProto(policyDocumentToProto(defaultPolicyDocument()), "rt")).toEqual(defaultPolicyDocument());
+  });
+
+  it("round-trips the approvalChannels section, every entry and channel, through the proto form", () => {
+    const json = validatePolicyDocument(
+      {
+        approvalChannels: {
+          byRisk: { low: ["approver"], medium: ["operator"], high: ["console"], critical: ["client_elicitation", "console"] },
+          capabilities: { "http.request": ["console"], "memory.write": ["approver", "operator"] },
+          spend: {
+            default: ["operator"],
+            policies: { wire: ["console"], equity: ["client_elicitation"] },
+            tools: { wire_treasury_transfer: ["approver", "console"] },
+          },
+        },
+      },
+      "test",
+    );
+    expect(policyDocumentFromProto(policyDocumentToProto(json), "rt")).toEqual(json);
+  });
+
+  it("reads an absent section, or an unset set in it, as the defaults", () => {
+    expect(policyDocumentFromProto(protoDoc({}), "rt").approvalChannels).toEqual(defaultPolicyDocument().approvalChannels);
+    const partial = policyDocumentFromProto(protoDoc({ approvalChannels: { low: { channels: [ApprovalChannel.CONSOLE] } } }), "rt");
+    expect(partial.approvalChannels).toEqual({ ...defaultPolicyDocument().approvalChannels, byRisk: { ...defaultPolicyDocument().approvalChannels.byRisk, low: ["console"] } });
   });
 });

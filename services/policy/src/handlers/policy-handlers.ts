@@ -1,14 +1,54 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ATTR, ChaosError, withSpan, type ServiceImpl } from "@chaos-core/kit";
-import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type {
+  EvaluateApprovalChannelsRequest,
+  PolicyService,
+} from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { approvalChannelsFor, approvalChannelWarnings, type ApprovalSubject } from "../domain/approval-channels.js";
 import { evaluatePolicy } from "../domain/engine.js";
-import { PolicyDocumentError } from "../domain/policy-document.js";
+import {
+  capabilityNameProblem,
+  financeToolNameProblem,
+  PolicyDocumentError,
+  spendPolicyNameProblem,
+} from "../domain/policy-document.js";
 import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
-import { decisionToProto, policyDocumentFromProto, policyDocumentToProto, riskFromProto } from "./policy-proto.js";
+import {
+  approvalChannelsToProto,
+  decisionToProto,
+  policyDocumentFromProto,
+  policyDocumentToProto,
+  riskFromProto,
+} from "./policy-proto.js";
 
 /** A bad document is the caller's mistake: `invalid_argument`, with the field in the message. */
 function asInvalidArgument(err: unknown): unknown {
   return err instanceof PolicyDocumentError ? new ChaosError("invalid_argument", err.message, { cause: err }) : err;
+}
+
+/** Throws `invalid_argument` naming `field` when `problem` is set. */
+function check(field: string, problem: string | undefined): void {
+  if (problem) throw new ChaosError("invalid_argument", `${field}: ${problem}`);
+}
+
+/** The domain subject of an EvaluateApprovalChannels request; bad names are the caller's mistake. */
+function subjectFromProto(req: EvaluateApprovalChannelsRequest): ApprovalSubject {
+  const { subject } = req;
+  switch (subject.case) {
+    case "capability":
+      check("capability.name", capabilityNameProblem(subject.value.name));
+      return { kind: "capability", name: subject.value.name, risk: riskFromProto(subject.value.risk) };
+    case "spend":
+      check("spend.spend_policy", spendPolicyNameProblem(subject.value.spendPolicy));
+      if (subject.value.tool !== "") check("spend.tool", financeToolNameProblem(subject.value.tool));
+      return { kind: "spend", spendPolicy: subject.value.spendPolicy, tool: subject.value.tool || undefined };
+    case "tool":
+      // Any tool the ledger's tool-approval policy names; the risk chooses the channels.
+      check("tool.tool", subject.value.tool === "" ? "required; pass the tool the receipt is for" : undefined);
+      return { kind: "tool", tool: subject.value.tool, risk: riskFromProto(subject.value.risk) };
+    default:
+      throw new ChaosError("invalid_argument", "subject: required; pass capability, spend or tool");
+  }
 }
 
 function snapshotToProto(snapshot: PolicySnapshot) {
@@ -47,13 +87,31 @@ export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof Pol
           matchedRule: result.matchedRule,
           reason: result.reason,
           policyVersion: BigInt(result.policyVersion),
+          approvalChannels: approvalChannelsToProto(result.approvalChannels ?? []),
+          channelsRule: result.channelsRule ?? "",
         };
       });
     },
 
+    async evaluateApprovalChannels(req, ctx) {
+      const subject = subjectFromProto(req);
+      const snapshot = await store.get(ctx.call.tenant);
+      const result = approvalChannelsFor(subject, snapshot.document);
+      return {
+        channels: approvalChannelsToProto(result.channels),
+        matchedRule: result.matchedRule,
+        policyVersion: BigInt(snapshot.version),
+      };
+    },
+
     async getPolicy(_req, ctx) {
       const snapshot = await store.get(ctx.call.tenant);
-      return { ...snapshotToProto(snapshot), source: snapshot.source, lastError: snapshot.lastError ?? "" };
+      return {
+        ...snapshotToProto(snapshot),
+        source: snapshot.source,
+        lastError: snapshot.lastError ?? "",
+        warnings: approvalChannelWarnings(snapshot.document),
+      };
     },
 
     async putPolicy(req, ctx) {

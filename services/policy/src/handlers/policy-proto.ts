@@ -1,12 +1,18 @@
 import { create } from "@bufbuild/protobuf";
 import {
+  ApprovalChannel as ProtoApprovalChannel,
+  ApprovalChannelRulesSchema,
+  ChannelSetSchema,
   Decision as ProtoDecision,
   PolicyDocumentSchema,
   Risk as ProtoRisk,
+  type ApprovalChannelRules,
+  type ChannelSet,
   type PolicyDocument,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { ApprovalChannel } from "../domain/approval-channels.js";
 import type { Decision } from "../domain/engine.js";
-import { validatePolicyDocument, type PolicyDocumentJson } from "../domain/policy-document.js";
+import { validatePolicyDocument, type ApprovalChannelsJson, type PolicyDocumentJson } from "../domain/policy-document.js";
 import type { Risk, RiskThreshold } from "../domain/risk.js";
 
 const RISK_FROM_PROTO: Partial<Record<number, Exclude<Risk, "unspecified">>> = {
@@ -69,6 +75,89 @@ function thresholdFromProto(risk: ProtoRisk): RiskThreshold | number {
   return RISK_FROM_PROTO[risk] ?? risk;
 }
 
+const CHANNEL_TO_PROTO: Record<ApprovalChannel, ProtoApprovalChannel> = {
+  client_elicitation: ProtoApprovalChannel.CLIENT_ELICITATION,
+  approver: ProtoApprovalChannel.APPROVER,
+  operator: ProtoApprovalChannel.OPERATOR,
+  console: ProtoApprovalChannel.CONSOLE,
+};
+
+const CHANNEL_FROM_PROTO: Partial<Record<number, ApprovalChannel>> = {
+  [ProtoApprovalChannel.CLIENT_ELICITATION]: "client_elicitation",
+  [ProtoApprovalChannel.APPROVER]: "approver",
+  [ProtoApprovalChannel.OPERATOR]: "operator",
+  [ProtoApprovalChannel.CONSOLE]: "console",
+};
+
+/** The proto channels of domain channels, in the same order. */
+export function approvalChannelsToProto(channels: readonly ApprovalChannel[]): ProtoApprovalChannel[] {
+  return channels.map((channel) => CHANNEL_TO_PROTO[channel]);
+}
+
+/**
+ * The domain channels of proto channels. `APPROVAL_CHANNEL_UNSPECIFIED` and values this build
+ * does not know are dropped: a caller never counts an answer on a channel it cannot name.
+ */
+export function approvalChannelsFromProto(channels: readonly ProtoApprovalChannel[]): ApprovalChannel[] {
+  return channels.flatMap((channel) => {
+    const name = CHANNEL_FROM_PROTO[channel];
+    return name ? [name] : [];
+  });
+}
+
+function channelSetToProto(channels: readonly ApprovalChannel[]): ChannelSet {
+  return create(ChannelSetSchema, { channels: approvalChannelsToProto(channels) });
+}
+
+function channelMapToProto(map: Readonly<Record<string, readonly ApprovalChannel[]>>): Record<string, ChannelSet> {
+  return Object.fromEntries(Object.entries(map).map(([key, list]) => [key, channelSetToProto(list)]));
+}
+
+function approvalChannelRulesToProto(section: ApprovalChannelsJson): ApprovalChannelRules {
+  return create(ApprovalChannelRulesSchema, {
+    low: channelSetToProto(section.byRisk.low),
+    medium: channelSetToProto(section.byRisk.medium),
+    high: channelSetToProto(section.byRisk.high),
+    critical: channelSetToProto(section.byRisk.critical),
+    capabilities: channelMapToProto(section.capabilities),
+    spendDefault: channelSetToProto(section.spend.default),
+    spendPolicies: channelMapToProto(section.spend.policies),
+    spendTools: channelMapToProto(section.spend.tools),
+  });
+}
+
+/**
+ * A proto channel set in the document's vocabulary, for validation. Unlike
+ * {@link approvalChannelsFromProto}, an unknown value is kept (as "unspecified" or its number)
+ * so validation rejects the list and names the element, instead of silently narrowing it.
+ */
+function channelSetFromProto(set: ChannelSet): string[] {
+  return set.channels.map((channel) =>
+    channel === ProtoApprovalChannel.UNSPECIFIED ? "unspecified" : (CHANNEL_FROM_PROTO[channel] ?? String(channel)),
+  );
+}
+
+function channelMapFromProto(map: Readonly<Record<string, ChannelSet>>): Record<string, string[]> {
+  return Object.fromEntries(Object.entries(map).map(([key, set]) => [key, channelSetFromProto(set)]));
+}
+
+/** The `approvalChannels` JSON of a proto section: unset sets are left out, so they take the defaults. */
+function approvalChannelRulesFromProto(rules: ApprovalChannelRules): Record<string, unknown> {
+  const risk = (["low", "medium", "high", "critical"] as const).flatMap((level) => {
+    const set = rules[level];
+    return set ? [[level, channelSetFromProto(set)] as const] : [];
+  });
+  return {
+    byRisk: Object.fromEntries(risk),
+    capabilities: channelMapFromProto(rules.capabilities),
+    spend: {
+      ...(rules.spendDefault ? { default: channelSetFromProto(rules.spendDefault) } : {}),
+      policies: channelMapFromProto(rules.spendPolicies),
+      tools: channelMapFromProto(rules.spendTools),
+    },
+  };
+}
+
 /** The proto form of a policy document. */
 export function policyDocumentToProto(doc: PolicyDocumentJson): PolicyDocument {
   return create(PolicyDocumentSchema, {
@@ -80,13 +169,15 @@ export function policyDocumentToProto(doc: PolicyDocumentJson): PolicyDocument {
       requireApprovalAtOrAbove: thresholdToProto(doc.riskRules.requireApprovalAtOrAbove),
       denyAtOrAbove: thresholdToProto(doc.riskRules.denyAtOrAbove),
     },
+    approvalChannels: approvalChannelRulesToProto(doc.approvalChannels),
   });
 }
 
 /**
  * Validates a proto policy document through the same schema as a `policy.json` file. An absent
  * `risk_rules` takes the default rules (approval at high and above); a present one maps
- * `RISK_UNSPECIFIED` to `never`, as policy.proto documents.
+ * `RISK_UNSPECIFIED` to `never`, as policy.proto documents. An absent `approval_channels`, or an
+ * unset channel set in it, takes the default channels; a set but empty one is refused.
  * @throws PolicyDocumentError naming `source` and each bad field.
  */
 export function policyDocumentFromProto(doc: PolicyDocument, source: string): PolicyDocumentJson {
@@ -104,6 +195,7 @@ export function policyDocumentFromProto(doc: PolicyDocument, source: string): Po
             },
           }
         : {}),
+      ...(doc.approvalChannels ? { approvalChannels: approvalChannelRulesFromProto(doc.approvalChannels) } : {}),
     },
     source,
   );

@@ -12,7 +12,91 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/policy/v1/policy.proto.
  */
 export const file_chaoscore_policy_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("CiBjaGFvc2NvcmUvcG9saWN5L3YxL3BvbGljeS5wcm90bxITY2hhb3Njb3JlLnBvbGljeS52MSKBAQoJUmlza1J1bGVzEj8KHHJlcXVpcmVfYXBwcm92YWxfYXRfb3JfYWJvdmUYASABKA4yGS5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2sSMwoQZGVueV9hdF9vcl9hYm92ZRgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzayK/AQoOUG9saWN5RG9jdW1lbnQSHAoUYWxsb3dlZF9jYXBhYmlsaXRpZXMYASADKAkSGwoTZGVuaWVkX2NhcGFiaWxpdGllcxgCIAMoCRIgChhyZXF1aXJlX2NvbmZpcm1hdGlvbl9mb3IYAyADKAkSHAoUaHR0cF9hbGxvd2VkX2RvbWFpbnMYBCADKAkSMgoKcmlza19ydWxlcxgFIAEoCzIeLmNoYW9zY29yZS5wb2xpY3kudjEuUmlza1J1bGVzIpsBCgxSZXF1ZXN0RmFjdHMSEQoJaHR0cF9ob3N0GAEgASgJEkUKCmF0dHJpYnV0ZXMYAiADKAsyMS5jaGFvc2NvcmUucG9saWN5LnYxLlJlcXVlc3RGYWN0cy5BdHRyaWJ1dGVzRW50cnkaMQoPQXR0cmlidXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEigAEKD0V2YWx1YXRlUmVxdWVzdBISCgpjYXBhYmlsaXR5GAEgASgJEicKBHJpc2sYAiABKA4yGS5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2sSMAoFZmFjdHMYAyABKAsyIS5jaGFvc2NvcmUucG9saWN5LnYxLlJlcXVlc3RGYWN0cyKBAQoQRXZhbHVhdGVSZXNwb25zZRIvCghkZWNpc2lvbhgBIAEoDjIdLmNoYW9zY29yZS5wb2xpY3kudjEuRGVjaXNpb24SFAoMbWF0Y2hlZF9ydWxlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0Iq8BChFHZXRQb2xpY3lSZXNwb25zZRI1Cghkb2N1bWVudBgBIAEoCzIjLmNoYW9zY29yZS5wb2xpY3kudjEuUG9saWN5RG9jdW1lbnQSDwoHdmVyc2lvbhgCIAEoBBIuCgp1cGRhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBCABKAkSEgoKbGFzdF9lcnJvchgFIAEoCSJjChBQdXRQb2xpY3lSZXF1ZXN0EjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIYChBleHBlY3RlZF92ZXJzaW9uGAIgASgEIiQKEVB1dFBvbGljeVJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAQiFAoSV2F0Y2hQb2xpY3lSZXF1ZXN0Io0BChNXYXRjaFBvbGljeVJlc3BvbnNlEjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIPCgd2ZXJzaW9uGAIgASgEEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKl0KBFJpc2sSFAoQUklTS19VTlNQRUNJRklFRBAAEgwKCFJJU0tfTE9XEAESDwoLUklTS19NRURJVU0QAhINCglSSVNLX0hJR0gQAxIRCg1SSVNLX0NSSVRJQ0FMEAQqagoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAhIdChlERUNJU0lPTl9SRVFVSVJFX0FQUFJPVkFMEAMyhAMKDVBvbGljeVNlcnZpY2USVwoIRXZhbHVhdGUSJC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlUmVxdWVzdBolLmNoYW9zY29yZS5wb2xpY3kudjEuRXZhbHVhdGVSZXNwb25zZRJaCglHZXRQb2xpY3kSJS5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlcXVlc3QaJi5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlc3BvbnNlEloKCVB1dFBvbGljeRIlLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVxdWVzdBomLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVzcG9uc2USYgoLV2F0Y2hQb2xpY3kSJy5jaGFvc2NvcmUucG9saWN5LnYxLldhdGNoUG9saWN5UmVxdWVzdBooLmNoYW9zY29yZS5wb2xpY3kudjEuV2F0Y2hQb2xpY3lSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiBjaGFvc2NvcmUvcG9saWN5L3YxL3BvbGljeS5wcm90bxITY2hhb3Njb3JlLnBvbGljeS52MSJECgpDaGFubmVsU2V0EjYKCGNoYW5uZWxzGAEgAygOMiQuY2hhb3Njb3JlLnBvbGljeS52MS5BcHByb3ZhbENoYW5uZWwiiQYKFEFwcHJvdmFsQ2hhbm5lbFJ1bGVzEiwKA2xvdxgBIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBIvCgZtZWRpdW0YAiABKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLkNoYW5uZWxTZXQSLQoEaGlnaBgDIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBIxCghjcml0aWNhbBgEIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBJRCgxjYXBhYmlsaXRpZXMYBSADKAsyOy5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbFJ1bGVzLkNhcGFiaWxpdGllc0VudHJ5EjYKDXNwZW5kX2RlZmF1bHQYBiABKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLkNoYW5uZWxTZXQSVAoOc3BlbmRfcG9saWNpZXMYByADKAsyPC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbFJ1bGVzLlNwZW5kUG9saWNpZXNFbnRyeRJOCgtzcGVuZF90b29scxgIIAMoCzI5LmNoYW9zY29yZS5wb2xpY3kudjEuQXBwcm92YWxDaGFubmVsUnVsZXMuU3BlbmRUb29sc0VudHJ5GlQKEUNhcGFiaWxpdGllc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEaVQoSU3BlbmRQb2xpY2llc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEaUgoPU3BlbmRUb29sc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEigQEKCVJpc2tSdWxlcxI/ChxyZXF1aXJlX2FwcHJvdmFsX2F0X29yX2Fib3ZlGAEgASgOMhkuY2hhb3Njb3JlLnBvbGljeS52MS5SaXNrEjMKEGRlbnlfYXRfb3JfYWJvdmUYAiABKA4yGS5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2sihQIKDlBvbGljeURvY3VtZW50EhwKFGFsbG93ZWRfY2FwYWJpbGl0aWVzGAEgAygJEhsKE2RlbmllZF9jYXBhYmlsaXRpZXMYAiADKAkSIAoYcmVxdWlyZV9jb25maXJtYXRpb25fZm9yGAMgAygJEhwKFGh0dHBfYWxsb3dlZF9kb21haW5zGAQgAygJEjIKCnJpc2tfcnVsZXMYBSABKAsyHi5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2tSdWxlcxJEChFhcHByb3ZhbF9jaGFubmVscxgGIAEoCzIpLmNoYW9zY29yZS5wb2xpY3kudjEuQXBwcm92YWxDaGFubmVsUnVsZXMimwEKDFJlcXVlc3RGYWN0cxIRCglodHRwX2hvc3QYASABKAkSRQoKYXR0cmlidXRlcxgCIAMoCzIxLmNoYW9zY29yZS5wb2xpY3kudjEuUmVxdWVzdEZhY3RzLkF0dHJpYnV0ZXNFbnRyeRoxCg9BdHRyaWJ1dGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKAAQoPRXZhbHVhdGVSZXF1ZXN0EhIKCmNhcGFiaWxpdHkYASABKAkSJwoEcmlzaxgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzaxIwCgVmYWN0cxgDIAEoCzIhLmNoYW9zY29yZS5wb2xpY3kudjEuUmVxdWVzdEZhY3RzItkBChBFdmFsdWF0ZVJlc3BvbnNlEi8KCGRlY2lzaW9uGAEgASgOMh0uY2hhb3Njb3JlLnBvbGljeS52MS5EZWNpc2lvbhIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEEj8KEWFwcHJvdmFsX2NoYW5uZWxzGAUgAygOMiQuY2hhb3Njb3JlLnBvbGljeS52MS5BcHByb3ZhbENoYW5uZWwSFQoNY2hhbm5lbHNfcnVsZRgGIAEoCSISChBHZXRQb2xpY3lSZXF1ZXN0IsEBChFHZXRQb2xpY3lSZXNwb25zZRI1Cghkb2N1bWVudBgBIAEoCzIjLmNoYW9zY29yZS5wb2xpY3kudjEuUG9saWN5RG9jdW1lbnQSDwoHdmVyc2lvbhgCIAEoBBIuCgp1cGRhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBCABKAkSEgoKbGFzdF9lcnJvchgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSJjChBQdXRQb2xpY3lSZXF1ZXN0EjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIYChBleHBlY3RlZF92ZXJzaW9uGAIgASgEIiQKEVB1dFBvbGljeVJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAQiFAoSV2F0Y2hQb2xpY3lSZXF1ZXN0Io0BChNXYXRjaFBvbGljeVJlc3BvbnNlEjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIPCgd2ZXJzaW9uGAIgASgEEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKEUNhcGFiaWxpdHlTdWJqZWN0EgwKBG5hbWUYASABKAkSJwoEcmlzaxgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzayIyCgxTcGVuZFN1YmplY3QSFAoMc3BlbmRfcG9saWN5GAEgASgJEgwKBHRvb2wYAiABKAkiRAoLVG9vbFN1YmplY3QSDAoEdG9vbBgBIAEoCRInCgRyaXNrGAIgASgOMhkuY2hhb3Njb3JlLnBvbGljeS52MS5SaXNrItABCh9FdmFsdWF0ZUFwcHJvdmFsQ2hhbm5lbHNSZXF1ZXN0EjwKCmNhcGFiaWxpdHkYASABKAsyJi5jaGFvc2NvcmUucG9saWN5LnYxLkNhcGFiaWxpdHlTdWJqZWN0SAASMgoFc3BlbmQYAiABKAsyIS5jaGFvc2NvcmUucG9saWN5LnYxLlNwZW5kU3ViamVjdEgAEjAKBHRvb2wYAyABKAsyIC5jaGFvc2NvcmUucG9saWN5LnYxLlRvb2xTdWJqZWN0SABCCQoHc3ViamVjdCKIAQogRXZhbHVhdGVBcHByb3ZhbENoYW5uZWxzUmVzcG9uc2USNgoIY2hhbm5lbHMYASADKA4yJC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbBIUCgxtYXRjaGVkX3J1bGUYAiABKAkSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQqXQoEUmlzaxIUChBSSVNLX1VOU1BFQ0lGSUVEEAASDAoIUklTS19MT1cQARIPCgtSSVNLX01FRElVTRACEg0KCVJJU0tfSElHSBADEhEKDVJJU0tfQ1JJVElDQUwQBCpqCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEh0KGURFQ0lTSU9OX1JFUVVJUkVfQVBQUk9WQUwQAyq4AQoPQXBwcm92YWxDaGFubmVsEiAKHEFQUFJPVkFMX0NIQU5ORUxfVU5TUEVDSUZJRUQQABInCiNBUFBST1ZBTF9DSEFOTkVMX0NMSUVOVF9FTElDSVRBVElPThABEh0KGUFQUFJPVkFMX0NIQU5ORUxfQVBQUk9WRVIQAhIdChlBUFBST1ZBTF9DSEFOTkVMX09QRVJBVE9SEAMSHAoYQVBQUk9WQUxfQ0hBTk5FTF9DT05TT0xFEAQyjgQKDVBvbGljeVNlcnZpY2USVwoIRXZhbHVhdGUSJC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlUmVxdWVzdBolLmNoYW9zY29yZS5wb2xpY3kudjEuRXZhbHVhdGVSZXNwb25zZRJaCglHZXRQb2xpY3kSJS5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlcXVlc3QaJi5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlc3BvbnNlEloKCVB1dFBvbGljeRIlLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVxdWVzdBomLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVzcG9uc2USYgoLV2F0Y2hQb2xpY3kSJy5jaGFvc2NvcmUucG9saWN5LnYxLldhdGNoUG9saWN5UmVxdWVzdBooLmNoYW9zY29yZS5wb2xpY3kudjEuV2F0Y2hQb2xpY3lSZXNwb25zZTABEocBChhFdmFsdWF0ZUFwcHJvdmFsQ2hhbm5lbHMSNC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlQXBwcm92YWxDaGFubmVsc1JlcXVlc3QaNS5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlQXBwcm92YWxDaGFubmVsc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+
+/**
+ * ChannelSet is a non-empty set of channels, in the order of ApprovalChannel.
+ *
+ * @generated from message chaoscore.policy.v1.ChannelSet
+ */
+export type ChannelSet = Message<"chaoscore.policy.v1.ChannelSet"> & {
+  /**
+   * @generated from field: repeated chaoscore.policy.v1.ApprovalChannel channels = 1;
+   */
+  channels: ApprovalChannel[];
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.ChannelSet.
+ * Use `create(ChannelSetSchema)` to create a new message.
+ */
+export const ChannelSetSchema: GenMessage<ChannelSet> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 0);
+
+/**
+ * ApprovalChannelRules say which channels satisfy which approvals (policy.json's
+ * "approvalChannels"). An unset ChannelSet takes the default; a set one must not be empty.
+ *
+ * @generated from message chaoscore.policy.v1.ApprovalChannelRules
+ */
+export type ApprovalChannelRules = Message<"chaoscore.policy.v1.ApprovalChannelRules"> & {
+  /**
+   * Capability steps and tool receipts by risk (byRisk).
+   *
+   * @generated from field: chaoscore.policy.v1.ChannelSet low = 1;
+   */
+  low?: ChannelSet | undefined;
+
+  /**
+   * @generated from field: chaoscore.policy.v1.ChannelSet medium = 2;
+   */
+  medium?: ChannelSet | undefined;
+
+  /**
+   * @generated from field: chaoscore.policy.v1.ChannelSet high = 3;
+   */
+  high?: ChannelSet | undefined;
+
+  /**
+   * @generated from field: chaoscore.policy.v1.ChannelSet critical = 4;
+   */
+  critical?: ChannelSet | undefined;
+
+  /**
+   * By capability name; wins over the risk for that capability.
+   *
+   * @generated from field: map<string, chaoscore.policy.v1.ChannelSet> capabilities = 5;
+   */
+  capabilities: { [key: string]: ChannelSet };
+
+  /**
+   * Every spend or finance approval that spend_policies and spend_tools do not name.
+   *
+   * @generated from field: chaoscore.policy.v1.ChannelSet spend_default = 6;
+   */
+  spendDefault?: ChannelSet | undefined;
+
+  /**
+   * By the ledger's spend policy name (wire, equity, ...).
+   *
+   * @generated from field: map<string, chaoscore.policy.v1.ChannelSet> spend_policies = 7;
+   */
+  spendPolicies: { [key: string]: ChannelSet };
+
+  /**
+   * By finance tool name (wire_treasury_transfer); wins over the spend policy.
+   *
+   * @generated from field: map<string, chaoscore.policy.v1.ChannelSet> spend_tools = 8;
+   */
+  spendTools: { [key: string]: ChannelSet };
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.ApprovalChannelRules.
+ * Use `create(ApprovalChannelRulesSchema)` to create a new message.
+ */
+export const ApprovalChannelRulesSchema: GenMessage<ApprovalChannelRules> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 1);
 
 /**
  * RiskRules are thresholds on a capability's risk. RISK_UNSPECIFIED turns a rule off.
@@ -40,7 +124,7 @@ export type RiskRules = Message<"chaoscore.policy.v1.RiskRules"> & {
  * Use `create(RiskRulesSchema)` to create a new message.
  */
 export const RiskRulesSchema: GenMessage<RiskRules> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 0);
+  messageDesc(file_chaoscore_policy_v1_policy, 2);
 
 /**
  * PolicyDocument is the operator's policy for one tenant.
@@ -80,6 +164,13 @@ export type PolicyDocument = Message<"chaoscore.policy.v1.PolicyDocument"> & {
    * @generated from field: chaoscore.policy.v1.RiskRules risk_rules = 5;
    */
   riskRules?: RiskRules | undefined;
+
+  /**
+   * Unset takes the default approval channels.
+   *
+   * @generated from field: chaoscore.policy.v1.ApprovalChannelRules approval_channels = 6;
+   */
+  approvalChannels?: ApprovalChannelRules | undefined;
 };
 
 /**
@@ -87,7 +178,7 @@ export type PolicyDocument = Message<"chaoscore.policy.v1.PolicyDocument"> & {
  * Use `create(PolicyDocumentSchema)` to create a new message.
  */
 export const PolicyDocumentSchema: GenMessage<PolicyDocument> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 1);
+  messageDesc(file_chaoscore_policy_v1_policy, 3);
 
 /**
  * RequestFacts are the facts of one call that a rule may look at.
@@ -115,7 +206,7 @@ export type RequestFacts = Message<"chaoscore.policy.v1.RequestFacts"> & {
  * Use `create(RequestFactsSchema)` to create a new message.
  */
 export const RequestFactsSchema: GenMessage<RequestFacts> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 2);
+  messageDesc(file_chaoscore_policy_v1_policy, 4);
 
 /**
  * @generated from message chaoscore.policy.v1.EvaluateRequest
@@ -142,7 +233,7 @@ export type EvaluateRequest = Message<"chaoscore.policy.v1.EvaluateRequest"> & {
  * Use `create(EvaluateRequestSchema)` to create a new message.
  */
 export const EvaluateRequestSchema: GenMessage<EvaluateRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 3);
+  messageDesc(file_chaoscore_policy_v1_policy, 5);
 
 /**
  * @generated from message chaoscore.policy.v1.EvaluateResponse
@@ -171,6 +262,20 @@ export type EvaluateResponse = Message<"chaoscore.policy.v1.EvaluateResponse"> &
    * @generated from field: uint64 policy_version = 4;
    */
   policyVersion: bigint;
+
+  /**
+   * With DECISION_REQUIRE_APPROVAL: the channels that may give the approval (empty otherwise).
+   *
+   * @generated from field: repeated chaoscore.policy.v1.ApprovalChannel approval_channels = 5;
+   */
+  approvalChannels: ApprovalChannel[];
+
+  /**
+   * The document entry that chose them, e.g. "approvalChannels.byRisk.high".
+   *
+   * @generated from field: string channels_rule = 6;
+   */
+  channelsRule: string;
 };
 
 /**
@@ -178,7 +283,7 @@ export type EvaluateResponse = Message<"chaoscore.policy.v1.EvaluateResponse"> &
  * Use `create(EvaluateResponseSchema)` to create a new message.
  */
 export const EvaluateResponseSchema: GenMessage<EvaluateResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 4);
+  messageDesc(file_chaoscore_policy_v1_policy, 6);
 
 /**
  * @generated from message chaoscore.policy.v1.GetPolicyRequest
@@ -191,7 +296,7 @@ export type GetPolicyRequest = Message<"chaoscore.policy.v1.GetPolicyRequest"> &
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 5);
+  messageDesc(file_chaoscore_policy_v1_policy, 7);
 
 /**
  * @generated from message chaoscore.policy.v1.GetPolicyResponse
@@ -227,6 +332,14 @@ export type GetPolicyResponse = Message<"chaoscore.policy.v1.GetPolicyResponse">
    * @generated from field: string last_error = 5;
    */
   lastError: string;
+
+  /**
+   * Sentences about choices the operator made that weaken a default, e.g. an entry that lets
+   * client_elicitation approve a high-risk step. The document is in force all the same.
+   *
+   * @generated from field: repeated string warnings = 6;
+   */
+  warnings: string[];
 };
 
 /**
@@ -234,7 +347,7 @@ export type GetPolicyResponse = Message<"chaoscore.policy.v1.GetPolicyResponse">
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 6);
+  messageDesc(file_chaoscore_policy_v1_policy, 8);
 
 /**
  * @generated from message chaoscore.policy.v1.PutPolicyRequest
@@ -258,7 +371,7 @@ export type PutPolicyRequest = Message<"chaoscore.policy.v1.PutPolicyRequest"> &
  * Use `create(PutPolicyRequestSchema)` to create a new message.
  */
 export const PutPolicyRequestSchema: GenMessage<PutPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 7);
+  messageDesc(file_chaoscore_policy_v1_policy, 9);
 
 /**
  * @generated from message chaoscore.policy.v1.PutPolicyResponse
@@ -275,7 +388,7 @@ export type PutPolicyResponse = Message<"chaoscore.policy.v1.PutPolicyResponse">
  * Use `create(PutPolicyResponseSchema)` to create a new message.
  */
 export const PutPolicyResponseSchema: GenMessage<PutPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 8);
+  messageDesc(file_chaoscore_policy_v1_policy, 10);
 
 /**
  * @generated from message chaoscore.policy.v1.WatchPolicyRequest
@@ -288,7 +401,7 @@ export type WatchPolicyRequest = Message<"chaoscore.policy.v1.WatchPolicyRequest
  * Use `create(WatchPolicyRequestSchema)` to create a new message.
  */
 export const WatchPolicyRequestSchema: GenMessage<WatchPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 9);
+  messageDesc(file_chaoscore_policy_v1_policy, 11);
 
 /**
  * @generated from message chaoscore.policy.v1.WatchPolicyResponse
@@ -315,7 +428,153 @@ export type WatchPolicyResponse = Message<"chaoscore.policy.v1.WatchPolicyRespon
  * Use `create(WatchPolicyResponseSchema)` to create a new message.
  */
 export const WatchPolicyResponseSchema: GenMessage<WatchPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 10);
+  messageDesc(file_chaoscore_policy_v1_policy, 12);
+
+/**
+ * CapabilitySubject is a capability step that needs an approval.
+ *
+ * @generated from message chaoscore.policy.v1.CapabilitySubject
+ */
+export type CapabilitySubject = Message<"chaoscore.policy.v1.CapabilitySubject"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: chaoscore.policy.v1.Risk risk = 2;
+   */
+  risk: Risk;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.CapabilitySubject.
+ * Use `create(CapabilitySubjectSchema)` to create a new message.
+ */
+export const CapabilitySubjectSchema: GenMessage<CapabilitySubject> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 13);
+
+/**
+ * SpendSubject is a spend or finance approval.
+ *
+ * @generated from message chaoscore.policy.v1.SpendSubject
+ */
+export type SpendSubject = Message<"chaoscore.policy.v1.SpendSubject"> & {
+  /**
+   * The ledger's spend policy (wire, equity, rebalance, or an operator's name). Required.
+   *
+   * @generated from field: string spend_policy = 1;
+   */
+  spendPolicy: string;
+
+  /**
+   * The finance tool that asked (wire_treasury_transfer); empty for a plain spend-gate spend.
+   *
+   * @generated from field: string tool = 2;
+   */
+  tool: string;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.SpendSubject.
+ * Use `create(SpendSubjectSchema)` to create a new message.
+ */
+export const SpendSubjectSchema: GenMessage<SpendSubject> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 14);
+
+/**
+ * ToolSubject is a governance tool-approval receipt (issue_approval_receipt).
+ *
+ * @generated from message chaoscore.policy.v1.ToolSubject
+ */
+export type ToolSubject = Message<"chaoscore.policy.v1.ToolSubject"> & {
+  /**
+   * The tool the receipt is for.
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * The risk the tool-approval policy gives it; it chooses the channels (byRisk).
+   *
+   * @generated from field: chaoscore.policy.v1.Risk risk = 2;
+   */
+  risk: Risk;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.ToolSubject.
+ * Use `create(ToolSubjectSchema)` to create a new message.
+ */
+export const ToolSubjectSchema: GenMessage<ToolSubject> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 15);
+
+/**
+ * @generated from message chaoscore.policy.v1.EvaluateApprovalChannelsRequest
+ */
+export type EvaluateApprovalChannelsRequest = Message<"chaoscore.policy.v1.EvaluateApprovalChannelsRequest"> & {
+  /**
+   * @generated from oneof chaoscore.policy.v1.EvaluateApprovalChannelsRequest.subject
+   */
+  subject: {
+    /**
+     * @generated from field: chaoscore.policy.v1.CapabilitySubject capability = 1;
+     */
+    value: CapabilitySubject;
+    case: "capability";
+  } | {
+    /**
+     * @generated from field: chaoscore.policy.v1.SpendSubject spend = 2;
+     */
+    value: SpendSubject;
+    case: "spend";
+  } | {
+    /**
+     * @generated from field: chaoscore.policy.v1.ToolSubject tool = 3;
+     */
+    value: ToolSubject;
+    case: "tool";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.EvaluateApprovalChannelsRequest.
+ * Use `create(EvaluateApprovalChannelsRequestSchema)` to create a new message.
+ */
+export const EvaluateApprovalChannelsRequestSchema: GenMessage<EvaluateApprovalChannelsRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 16);
+
+/**
+ * @generated from message chaoscore.policy.v1.EvaluateApprovalChannelsResponse
+ */
+export type EvaluateApprovalChannelsResponse = Message<"chaoscore.policy.v1.EvaluateApprovalChannelsResponse"> & {
+  /**
+   * The channels that may answer, never empty.
+   *
+   * @generated from field: repeated chaoscore.policy.v1.ApprovalChannel channels = 1;
+   */
+  channels: ApprovalChannel[];
+
+  /**
+   * The document entry that chose them, e.g. "approvalChannels.spend.policies.wire".
+   *
+   * @generated from field: string matched_rule = 2;
+   */
+  matchedRule: string;
+
+  /**
+   * @generated from field: uint64 policy_version = 3;
+   */
+  policyVersion: bigint;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.EvaluateApprovalChannelsResponse.
+ * Use `create(EvaluateApprovalChannelsResponseSchema)` to create a new message.
+ */
+export const EvaluateApprovalChannelsResponseSchema: GenMessage<EvaluateApprovalChannelsResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 17);
 
 /**
  * Risk of a capability, ordered from least to most dangerous.
@@ -389,6 +648,54 @@ export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
   enumDesc(file_chaoscore_policy_v1_policy, 1);
 
 /**
+ * ApprovalChannel is a way an approval can be given (docs/approvals.md §1). The policy
+ * document names them client_elicitation, approver, operator and console.
+ *
+ * @generated from enum chaoscore.policy.v1.ApprovalChannel
+ */
+export enum ApprovalChannel {
+  /**
+   * @generated from enum value: APPROVAL_CHANNEL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The requesting session's client answers a form (elicitation). Its own host answers it,
+   * so by default it counts only below high risk and for no spend.
+   *
+   * @generated from enum value: APPROVAL_CHANNEL_CLIENT_ELICITATION = 1;
+   */
+  CLIENT_ELICITATION = 1,
+
+  /**
+   * A principal holding the approver role, with its own credential.
+   *
+   * @generated from enum value: APPROVAL_CHANNEL_APPROVER = 2;
+   */
+  APPROVER = 2,
+
+  /**
+   * The local admin endpoint (chaos-core approvals).
+   *
+   * @generated from enum value: APPROVAL_CHANNEL_OPERATOR = 3;
+   */
+  OPERATOR = 3,
+
+  /**
+   * The approval web page, signed in with an approver credential.
+   *
+   * @generated from enum value: APPROVAL_CHANNEL_CONSOLE = 4;
+   */
+  CONSOLE = 4,
+}
+
+/**
+ * Describes the enum chaoscore.policy.v1.ApprovalChannel.
+ */
+export const ApprovalChannelSchema: GenEnum<ApprovalChannel> = /*@__PURE__*/
+  enumDesc(file_chaoscore_policy_v1_policy, 2);
+
+/**
  * PolicyService is the deterministic decision engine. No model is ever consulted:
  * a decision is a pure function of the capability, its risk, the request facts and
  * the operator's policy document for the caller's tenant (taken from the call context).
@@ -435,6 +742,17 @@ export const PolicyService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchPolicyRequestSchema;
     output: typeof WatchPolicyResponseSchema;
+  },
+  /**
+   * EvaluateApprovalChannels says which channels may answer an approval of a capability step,
+   * a spend or finance approval, or a governance tool receipt, under the tenant's policy.
+   *
+   * @generated from rpc chaoscore.policy.v1.PolicyService.EvaluateApprovalChannels
+   */
+  evaluateApprovalChannels: {
+    methodKind: "unary";
+    input: typeof EvaluateApprovalChannelsRequestSchema;
+    output: typeof EvaluateApprovalChannelsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_policy_v1_policy, 0);
