@@ -88,6 +88,17 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     expect((read.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toEqual({ ok: true });
   });
 
+  it("carries a value nested as deep as the edge admits (64 levels) through every gRPC hop and back", async () => {
+    // Each JSON level is two protobuf levels (Value → Struct/ListValue) inside the request's own.
+    let deep: unknown = { bottom: true };
+    for (let i = 1; i < 63; i++) deep = i % 2 ? [deep] : { n: deep };
+    const wrote = await client.callTool({ name: "chaoscore_remember", arguments: { key: "deep", value: deep } });
+    expect(wrote.isError, JSON.stringify(wrote.content)).toBeFalsy();
+    const read = await client.callTool({ name: "chaoscore_recall", arguments: { key: "deep" } });
+    expect(read.isError, JSON.stringify(read.content)).toBeFalsy();
+    expect((read.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toEqual(deep);
+  });
+
   it("achieves an objective through edge → gRPC → cognition → gRPC → policy and memory", async () => {
     const res = await client.callTool({ name: "chaoscore_achieve", arguments: { objective: "remember that the deploy window is friday" } });
     expect(res.isError, JSON.stringify(res.content)).toBeFalsy();

@@ -20,6 +20,13 @@ export const DEFAULT_MAX_SESSIONS_PER_KEY = 100;
  */
 export const MAX_JSON_DEPTH = 64;
 
+/**
+ * How many values (object members and array items, at any depth) one tool call's `arguments` may
+ * hold. A 4 MiB body can carry two million; zod, the SDK and hashing each walk them all, so a
+ * call that size would hold the process (every tenant's calls) for seconds.
+ */
+export const MAX_ARGUMENT_VALUES = 100_000;
+
 /** Whether a host name or address only reaches this machine. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();

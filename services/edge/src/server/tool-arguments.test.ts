@@ -97,6 +97,25 @@ describe("structuralProblems", () => {
   it("walks a million levels without recursion", () => {
     expect(structuralProblems({ v: nest(1_000_000) as never })).toEqual(["v[0][0][0][0][0][0][0]…: nests deeper than 64 levels"]);
   });
+
+  it("refuses arguments holding more values than any call needs, before zod walks them", () => {
+    expect(structuralProblems({ v: new Array<number>(99_999).fill(0) })).toEqual([]);
+    expect(structuralProblems({ v: new Array<number>(100_000).fill(0) })).toEqual([
+      "arguments: more than 100000 values (objects, arrays and their members); send less at once",
+    ]);
+    // Counted at every depth, not only at the top.
+    const wide = { v: Array.from({ length: 1000 }, () => ({ a: new Array<number>(100).fill(1) })) };
+    expect(structuralProblems(wide)).toEqual(["arguments: more than 100000 values (objects, arrays and their members); send less at once"]);
+  });
+
+  it("names each problem at its real path, in the order the fields were written", () => {
+    const args = JSON.parse('{"a":{"b":[0,{"c":1e400}]},"d":{"__proto__":{}},"e":[-1e999]}') as Record<string, unknown>;
+    expect(structuralProblems(args)).toEqual([
+      "a.b[1].c: the number is out of range (at most about ±1.8e308)",
+      'd.__proto__: "__proto__" is not accepted as a field name',
+      "e[0]: the number is out of range (at most about ±1.8e308)",
+    ]);
+  });
 });
 
 describe("argumentsSchema", () => {

@@ -14,7 +14,7 @@ import { z } from "zod";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { ChaosError, describeZodIssues, formatIssuePath, toMcpErrorResult } from "@chaos-core/kit";
-import { MAX_JSON_DEPTH } from "../config.js";
+import { MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH } from "../config.js";
 import type { ToolDefinition } from "../tools/define.js";
 
 const strict = new WeakMap<z.ZodObject, z.ZodObject>();
@@ -36,36 +36,68 @@ export function argumentsSchema(input: z.ZodObject): z.ZodObject {
 
 const shortPath = (path: readonly PropertyKey[]) => formatIssuePath(path, "arguments", 8);
 
+/** One value still to look at; its path is rebuilt from the parents only when a problem names it. */
+interface Pending {
+  readonly value: unknown;
+  readonly key: PropertyKey | undefined;
+  readonly parent: Pending | undefined;
+  readonly depth: number;
+}
+
+function pathOf(entry: Pending, last?: PropertyKey): PropertyKey[] {
+  const path: PropertyKey[] = last === undefined ? [] : [last];
+  for (let e: Pending | undefined = entry; e?.key !== undefined; e = e.parent) path.push(e.key);
+  return path.reverse();
+}
+
 /**
  * What no schema can be trusted to see: nesting beyond {@link MAX_JSON_DEPTH} (zod and every
- * reader after it recurse), a `__proto__` field (zod's object parsing assigns it, which sets the
- * prototype instead of storing the field, so the value would silently change), and a number JSON
- * text overflowed to Infinity (`1e400`). Iterative, so it cannot overflow the stack itself.
+ * reader after it recurse), more than {@link MAX_ARGUMENT_VALUES} values (zod, the SDK's own
+ * check and hashing each walk them all), a `__proto__` field (zod's object parsing assigns it,
+ * which sets the prototype instead of storing the field, so the value would silently change),
+ * and a number JSON text overflowed to Infinity (`1e400`). Iterative and allocation-light: a
+ * body at the size limit is walked in milliseconds and cannot overflow the stack.
  */
 export function structuralProblems(args: Record<string, unknown>): string[] {
   const problems: string[] = [];
-  const stack: Array<{ value: unknown; path: PropertyKey[]; depth: number }> = [{ value: args, path: [], depth: 1 }];
+  const stack: Pending[] = [{ value: args, key: undefined, parent: undefined, depth: 1 }];
+  let values = 0;
   while (stack.length > 0 && problems.length < 10) {
-    const { value, path, depth } = stack.pop()!;
-    if (typeof value === "number" && !Number.isFinite(value)) {
-      problems.push(`${shortPath(path)}: the number is out of range (at most about ±1.8e308)`);
+    const entry = stack.pop()!;
+    const { value, depth } = entry;
+    if (typeof value === "number") {
+      problems.push(`${shortPath(pathOf(entry))}: the number is out of range (at most about ±1.8e308)`);
       continue;
     }
-    if (value === null || typeof value !== "object") continue;
     if (depth > MAX_JSON_DEPTH) {
-      problems.push(`${shortPath(path)}: nests deeper than ${MAX_JSON_DEPTH} levels`);
+      problems.push(`${shortPath(pathOf(entry))}: nests deeper than ${MAX_JSON_DEPTH} levels`);
       break;
     }
-    const children: Array<[PropertyKey, unknown]> = Array.isArray(value)
-      ? value.map((v, i) => [i, v])
-      : Object.keys(value).map((k) => [k, (value as Record<string, unknown>)[k]]);
-    for (const [key] of children) {
-      if (key === "__proto__") problems.push(`${shortPath([...path, key])}: "__proto__" is not accepted as a field name`);
+    // Only objects and out-of-range numbers are pushed: nothing else can hold a problem.
+    const push = (child: unknown, key: PropertyKey) => {
+      if ((child !== null && typeof child === "object") || (typeof child === "number" && !Number.isFinite(child))) {
+        stack.push({ value: child, key, parent: entry, depth: depth + 1 });
+      }
+    };
+    const keys = Array.isArray(value) ? undefined : Object.keys(value as object);
+    values += keys ? keys.length : (value as unknown[]).length;
+    // Counted before the members are looked at: an array of a million zeros costs nothing.
+    if (values > MAX_ARGUMENT_VALUES) {
+      problems.push(`arguments: more than ${MAX_ARGUMENT_VALUES} values (objects, arrays and their members); send less at once`);
+      break;
     }
-    // Reversed onto the stack, so problems come out in the order the fields were written.
-    for (let i = children.length - 1; i >= 0; i--) {
-      const [key, child] = children[i]!;
-      if (key !== "__proto__") stack.push({ value: child, path: [...path, key], depth: depth + 1 });
+    if (!keys) {
+      const items = value as unknown[];
+      // Reversed onto the stack, so problems come out in the order the fields were written.
+      for (let i = items.length - 1; i >= 0; i--) push(items[i], i);
+    } else {
+      for (const key of keys) {
+        if (key === "__proto__") problems.push(`${shortPath(pathOf(entry, key))}: "__proto__" is not accepted as a field name`);
+      }
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const key = keys[i]!;
+        if (key !== "__proto__") push((value as Record<string, unknown>)[key], key);
+      }
     }
   }
   return problems;
@@ -78,15 +110,6 @@ export function argumentProblems(tool: ToolDefinition, args: Record<string, unkn
   const schema = argumentsSchema(tool.input);
   const parsed = schema.safeParse(args, { reportInput: true });
   return parsed.success ? [] : describeZodIssues(parsed.error, schema, "arguments");
-}
-
-/** {@link argumentProblems}, or none when the schema cannot be checked synchronously (the SDK's own check then decides). */
-function syncArgumentProblems(tool: ToolDefinition, args: Record<string, unknown>): string[] {
-  try {
-    return argumentProblems(tool, args);
-  } catch {
-    return [];
-  }
 }
 
 function typeOf(value: unknown): string {
@@ -126,7 +149,7 @@ export function toolCallRefusal(
   if (args === null || typeof args !== "object" || Array.isArray(args)) {
     return invalidParams(`Invalid params: arguments: expected object, got ${typeOf(args)}`);
   }
-  const problems = syncArgumentProblems(tool, args as Record<string, unknown>);
+  const problems = argumentProblems(tool, args as Record<string, unknown>);
   if (problems.length === 0) return undefined;
   return {
     jsonrpc: "2.0",
@@ -143,7 +166,15 @@ export function toolCallRefusal(
 export function guardToolCalls(transport: Transport, tools: ReadonlyMap<string, ToolDefinition>): void {
   const dispatch = transport.onmessage;
   transport.onmessage = (message, extra) => {
-    const refusal = toolCallRefusal(message, tools);
+    let refusal: JSONRPCMessage | undefined;
+    try {
+      refusal = toolCallRefusal(message, tools);
+    } catch (err) {
+      // A check that cannot run must not wave the call through to the SDK's own (raw) check.
+      transport.onerror?.(err instanceof Error ? err : new Error(String(err)));
+      if (!isJSONRPCRequest(message)) return;
+      refusal = { jsonrpc: "2.0", id: message.id, result: toMcpErrorResult(new ChaosError("internal", "the arguments could not be checked")) };
+    }
     if (!refusal) return dispatch?.(message, extra);
     transport.send(refusal).catch((err: unknown) => transport.onerror?.(err instanceof Error ? err : new Error(String(err))));
   };

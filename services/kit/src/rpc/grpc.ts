@@ -37,8 +37,16 @@ function serializer(schema: DescMessage) {
   return (msg: object) => Buffer.from(toBinary(schema, msg as never));
 }
 
+/**
+ * How deep a message may nest when it is decoded. JSON values travel as `google.protobuf.Value`,
+ * two message levels per JSON level (Value → Struct or ListValue), inside the request or
+ * response message and its own nesting: protobuf-es's default of 100 refuses a value at about 48
+ * JSON levels, below the 64 the edge admits. Decoding stays bounded (the decoder counts depth).
+ */
+const GRPC_RECURSION_LIMIT = 256;
+
 function deserializer(schema: DescMessage) {
-  return (bytes: Buffer) => fromBinary(schema, bytes);
+  return (bytes: Buffer) => fromBinary(schema, bytes, { recursionLimit: GRPC_RECURSION_LIMIT });
 }
 
 /** A grpc-js service definition built from a protobuf-es service descriptor. */
