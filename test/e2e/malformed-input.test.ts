@@ -81,12 +81,15 @@ function descend(schema: JsonSchema, path: Path, out: Array<{ path: Path; schema
   for (const alternative of schema.anyOf ?? []) if (alternative.properties) fieldsOf(alternative, path, out);
 }
 
-/** Objects that refuse unknown fields, with their paths (the arguments object is the empty path). */
-function closedObjects(schema: JsonSchema, path: Path = [], out: Path[] = []): Path[] {
-  if (schema.properties && schema.additionalProperties === false) out.push(path);
-  for (const [name, child] of Object.entries(schema.properties ?? {})) closedObjects(child, [...path, name], out);
-  if (schema.items) closedObjects(schema.items, [...path, 0], out);
-  for (const alternative of schema.anyOf ?? []) closedObjects(alternative, path, out);
+/**
+ * Objects with named fields, with their paths (the arguments object is the empty path): each must
+ * refuse a field it does not name, so a misspelt field is never dropped silently.
+ */
+function objectsWithFields(schema: JsonSchema, path: Path = [], out: Path[] = []): Path[] {
+  if (schema.properties) out.push(path);
+  for (const [name, child] of Object.entries(schema.properties ?? {})) objectsWithFields(child, [...path, name], out);
+  if (schema.items) objectsWithFields(schema.items, [...path, 0], out);
+  for (const alternative of schema.anyOf ?? []) objectsWithFields(alternative, path, out);
   return out;
 }
 
@@ -154,7 +157,7 @@ function schemaCases(tools: readonly Tool[]): Case[] {
       const big = oversizedValue(field.schema);
       if (big !== undefined) add(tool, `${at} oversized`, setAt(field.path, big), `${at}: `);
     }
-    for (const object of closedObjects(tool.inputSchema)) {
+    for (const object of objectsWithFields(tool.inputSchema)) {
       const at = spell([...object, "zz_unknown_field"]);
       add(tool, `unknown field ${at}`, setAt([...object, "zz_unknown_field"], 1), `${at}: unknown field`);
     }
@@ -398,10 +401,10 @@ describe("malformed input over Streamable HTTP", () => {
       expect([200, 400], c.what).toContain(replies[i]!.status);
     });
     await checkEdgesSucceed((c) => post(c.body));
-    // Beyond the body limit the body is not read: 413, and the id cannot be known.
+    // Beyond the body limit the body is not parsed: 413, with the id read from its first bytes.
     const tooLarge = await post(toolCall("huge-2", "chaoscore_remember", { key: "k", value: "x".repeat(5 * 1024 * 1024) }));
     expect(tooLarge.status).toBe(413);
-    expect(tooLarge.message.error).toMatchObject({ code: -32000 });
+    expect(tooLarge.message).toMatchObject({ id: "huge-2", error: { code: -32000 } });
     expect((await post(JSON.stringify({ jsonrpc: "2.0", id: "after", method: "ping" }))).message).toMatchObject({ id: "after", result: {} });
   });
 });

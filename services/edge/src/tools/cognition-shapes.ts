@@ -51,7 +51,7 @@ export const intentOutput = z.object({
   model: z.string().describe('"none" when no model was used'),
 });
 
-export const intentInput = z.object({
+export const intentInput = z.strictObject({
   goal: z.string().trim().min(1).max(OBJECTIVE_MAX_CHARS),
   constraints: lines.default([]),
   success_criteria: lines.default([]),
@@ -69,7 +69,7 @@ export const planStepOutput = z.object({
   rationale: z.string(),
 });
 
-export const planStepInput = z.object({
+export const planStepInput = z.strictObject({
   id: z.string().min(1).max(64).describe("Unique within the list; results refer to steps by it"),
   capability: z.string().min(1).max(256).describe("A registered capability (chaoscore_inspect what=capabilities)"),
   input: z.record(z.string(), z.unknown()).default({}).describe("The capability's input, checked against its schema"),

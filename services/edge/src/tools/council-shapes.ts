@@ -55,7 +55,7 @@ export const phaseOutputSchema = z.record(z.string(), z.unknown()).superRefine((
  */
 export const claimSchema = z.preprocess(
   (v) => (typeof v === "string" ? { text: v } : v),
-  z.object({
+  z.strictObject({
     text: boundedText("claim text", COUNCIL_INPUT_LIMITS.maxStringChars).describe("The statement to check"),
     source: z
       .string()
