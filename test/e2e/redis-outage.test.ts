@@ -92,6 +92,9 @@ describe("chaos-core serve through a Redis outage", () => {
     const [step] = executed.results as Structured[];
     expect(step).toMatchObject({ status: "failed", error: { code: "unavailable" } });
     expect((step!.error as { message: string }).message).toMatch(/Redis is unavailable/);
+    expect(step!.ran).toBe(false);
+    // Nothing was written: the gated remember never reached memory.
+    expect(ok(await client.callTool({ name: "chaoscore_recall", arguments: { key: "deploy-window" } }))).toMatchObject({ items: [] });
   });
 
   it("refuses a plan, which has to be stored, with unavailable naming Redis", async () => {

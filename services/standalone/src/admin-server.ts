@@ -243,8 +243,14 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
         let next = await lines.next();
         res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
         while (!next.done) {
-          // Respect back-pressure: an export can be far larger than memory.
-          if (!res.write(next.value)) await once(res, "drain");
+          // Respect back-pressure: an export can be far larger than memory. A client that goes
+          // away never drains: stop reading the ledger then instead of waiting forever.
+          if (!res.write(next.value)) await Promise.race([once(res, "drain"), once(res, "close")]);
+          if (res.destroyed) {
+            await lines.return?.();
+            logger.info({ tenant: q.tenant }, "operator export ended by the client before its end");
+            return;
+          }
           next = await lines.next();
         }
         res.end();

@@ -36,7 +36,7 @@ function deferredSessionStore(pending: Promise<SessionStore>, ttlSeconds: number
   pending.catch(() => {});
   return {
     ttlSeconds,
-    create: async (record) => (await pending).create(record),
+    create: async (record, limits) => (await pending).create(record, limits),
     get: async (tenant, id) => (await pending).get(tenant, id),
     touch: async (tenant, id) => (await pending).touch(tenant, id),
     update: async (tenant, id, patch) => (await pending).update(tenant, id, patch),

@@ -57,7 +57,8 @@ transport &ldquo;Streamable HTTP&rdquo; and enter <code>${url}</code>${
 <dd>Liveness: <code>200 {"status":"ok"}</code> while the process serves HTTP.</dd>
 <dt><a href="/readyz">/readyz</a></dt>
 <dd>Readiness: <code>200 {"status":"ready","checks":{…}}</code> when policy, memory, cognition, council,
-the session store and (when configured) the ledger each answer within 2 s; otherwise
+the session store and (when configured) the ledger each answer within 2 s; <code>200 {"status":"degraded"}</code>
+when only the session store (Redis, shared by every replica) does not; otherwise
 <code>503 {"status":"not ready"}</code> with the failing check's error code.</dd>
 </dl>
 </body>

@@ -4,6 +4,7 @@ import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/req
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import { isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { ChaosError } from "@chaos-core/kit";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -159,6 +160,14 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
   // process is the session: a record that expired while the client sat idle is written again.
   const dispatch = transport.onmessage!;
   let queue: Promise<void> = Promise.resolve();
+  // An outage is logged once when it starts (kit's Redis client logs its end), not per request.
+  let storeDown = false;
+  const storeFailed = (err: unknown) => {
+    const outage = err instanceof ChaosError && err.code === "unavailable";
+    if (!outage) log.warn({ err }, "the session store refused to keep the session record");
+    else if (!storeDown) log.warn({ err }, "session store unavailable: serving this session without its record until it is back");
+    storeDown = outage;
+  };
   transport.onmessage = (message: JSONRPCMessage) => {
     if (isJSONRPCRequest(message)) open.add(message.id);
     else if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") settle(message.params?.requestId);
@@ -170,8 +179,9 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
         } else if (record && isJSONRPCRequest(message)) {
           if (!(await deps.sessions.touch(session.tenant, session.id))) await deps.sessions.create(record);
         }
+        storeDown = false;
       })
-      .catch((err: unknown) => log.warn({ err }, "session store unavailable"))
+      .catch(storeFailed)
       .then(() => dispatch(message));
   };
   log.info("stdio session started");
