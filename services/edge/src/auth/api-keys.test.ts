@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createLogger } from "@chaos-core/kit";
-import { createApiKeyVerifier, hashApiKey, loadApiKeysFile, watchApiKeysFile } from "./api-keys.js";
+import { API_KEYS_RECHECK_MS, createApiKeyVerifier, hashApiKey, loadApiKeysFile, watchApiKeysFile } from "./api-keys.js";
 
 const dir = mkdtempSync(join(tmpdir(), "edge-keys-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -64,24 +64,85 @@ describe("API keys", () => {
     expect(verifier.verify(hashApiKey("k"))).toBeUndefined();
   });
 
-  it("keep the last good list in force when the watched file is emptied or deleted, and take the next good one", async () => {
+  it("refuse every key once the watched file is emptied, deleted or malformed, and take the next good one", async () => {
     const path = file([{ tenant: "acme", principal: "p", sha256: hashApiKey("first") }]);
-    const keys = await watchApiKeysFile(path, { logger: createLogger("api-keys-test", "silent") });
+    const silent = createLogger("api-keys-test", "silent");
+    // No throttle: each refresh reads what is on disk, so each step below is the file's effect alone.
+    const keys = await watchApiKeysFile(path, { logger: silent, recheckMs: 0 });
+    let changes = 0;
+    keys.onChange(() => changes++);
+    const good = (key: string, principal: string) => JSON.stringify([{ tenant: "acme", principal, sha256: hashApiKey(key) }]);
     try {
       writeFileSync(path, "[]");
       await keys.refresh();
+      expect(keys.verify("first")).toBeUndefined();
+      expect(keys.unreadable()).toBe(false);
+      expect(keys.holdsIdentity("acme", "p")).toBe(false);
+      expect(keys.identityOfDigest(hashApiKey("first"))).toBeUndefined();
+      expect(changes).toBe(1);
+
+      writeFileSync(path, good("first", "p"));
+      await keys.refresh();
       expect(keys.verify("first")).toMatchObject({ principal: "p" });
+      expect(keys.identityOfDigest(hashApiKey("first"))).toEqual({ tenant: "acme", principal: "p", roles: [] });
       unlinkSync(path);
       await keys.refresh();
-      expect(keys.verify("first")).toMatchObject({ principal: "p" });
-      expect(keys.holdsIdentity("acme", "p")).toBe(true);
-      writeFileSync(path, JSON.stringify([{ tenant: "acme", principal: "q", sha256: hashApiKey("second") }]));
+      expect(keys.verify("first")).toBeUndefined();
+      expect(keys.unreadable()).toBe(false);
+      expect(changes).toBe(3);
+
+      for (const malformed of ["[{", JSON.stringify([{ tenant: "acme", principal: "p", sha256: "nope" }])]) {
+        writeFileSync(path, good("first", "p"));
+        await keys.refresh();
+        writeFileSync(path, malformed);
+        await keys.refresh();
+        expect(keys.verify("first")).toBeUndefined();
+        expect(keys.unreadable()).toBe(true);
+        expect(keys.identityOfDigest(hashApiKey("first"))).toBeUndefined();
+      }
+      // A malformed file changes nothing anyone could act on: no listener runs for it.
+      expect(changes).toBe(5);
+
+      writeFileSync(path, good("second", "q"));
       await keys.refresh();
+      expect(keys.unreadable()).toBe(false);
       expect(keys.verify("first")).toBeUndefined();
       expect(keys.verify("second")).toMatchObject({ principal: "q" });
-      expect(keys.holdsIdentity("acme", "p")).toBe(false);
+      expect(keys.holdsIdentity("acme", "q")).toBe(true);
     } finally {
       keys.close();
+    }
+  });
+
+  it("still refuse to start on an empty, malformed or missing file", async () => {
+    const silent = createLogger("api-keys-test", "silent");
+    await expect(watchApiKeysFile(file([]), { logger: silent })).rejects.toThrow(/lists no keys/);
+    await expect(watchApiKeysFile(file("[{"), { logger: silent })).rejects.toThrow(/cannot be read as JSON/);
+    await expect(watchApiKeysFile(join(dir, "missing.json"), { logger: silent })).rejects.toThrow(/cannot be read/);
+  });
+
+  it("let concurrent requests share one check of the file, and check it at most every recheckMs", async () => {
+    const path = file([{ tenant: "acme", principal: "p", sha256: hashApiKey("first") }]);
+    // No change event or poll within the test: only requests check the file.
+    const quiet = { logger: createLogger("api-keys-test", "silent"), pollMs: 600_000, debounceMs: 600_000 };
+    const throttled = await watchApiKeysFile(path, { ...quiet, recheckMs: 600_000 });
+    const prompt = await watchApiKeysFile(path, quiet);
+    try {
+      const burst = Array.from({ length: 20 }, () => prompt.refresh());
+      expect(new Set(burst).size).toBe(1);
+      await Promise.all(burst);
+
+      writeFileSync(path, JSON.stringify([{ tenant: "acme", principal: "q", sha256: hashApiKey("second") }]));
+      // Within the window a request is checked against the last check, not the disk...
+      await Promise.all(Array.from({ length: 20 }, () => throttled.refresh()));
+      expect(throttled.verify("first")).toMatchObject({ principal: "p" });
+      // ...and an edit as old as the window is in force for every request after it.
+      await new Promise((r) => setTimeout(r, API_KEYS_RECHECK_MS + 10));
+      await prompt.refresh();
+      expect(prompt.verify("first")).toBeUndefined();
+    } finally {
+      throttled.close();
+      prompt.close();
     }
   });
 });

@@ -27,7 +27,10 @@ const ApiKeyEntrySchema = z.object({
     .describe('Roles granted to the key; only "approver" exists'),
 });
 
-const ApiKeyFileSchema = z.array(ApiKeyEntrySchema).min(1, "lists no keys");
+/** A list an edit may leave empty: every key is then refused. */
+const ApiKeyListSchema = z.array(ApiKeyEntrySchema);
+/** At start-up a list without keys is a mistake, not a lock-out: the process refuses to start. */
+const ApiKeyFileSchema = ApiKeyListSchema.min(1, "lists no keys");
 
 /** One operator-issued API key: only its SHA-256 is ever stored. */
 export type ApiKeyEntry = z.infer<typeof ApiKeyEntrySchema>;
@@ -52,8 +55,12 @@ function identityOf(e: ApiKeyEntry): Identity {
  * the time taken says nothing about which entry (or how much of it) matched.
  */
 export function createApiKeyVerifier(entries: readonly ApiKeyEntry[]): ApiKeyVerifier {
-  const parsed = ApiKeyFileSchema.parse(entries);
-  const hashes = parsed.map((e) => ({ hash: Buffer.from(e.sha256, "hex"), identity: identityOf(e) }));
+  return verifierOf(ApiKeyFileSchema.parse(entries));
+}
+
+/** {@link createApiKeyVerifier} over entries already parsed, possibly none. */
+function verifierOf(entries: readonly ApiKeyEntry[]): ApiKeyVerifier {
+  const hashes = entries.map((e) => ({ hash: Buffer.from(e.sha256, "hex"), identity: identityOf(e) }));
   return {
     verify(key) {
       const given = createHash("sha256").update(key, "utf8").digest();
@@ -66,8 +73,11 @@ export function createApiKeyVerifier(entries: readonly ApiKeyEntry[]): ApiKeyVer
   };
 }
 
-/** The entries of an API keys file's text; the error names the file and the bad entry, never a hash. */
-function parseApiKeys(path: string, text: string): ApiKeyEntry[] {
+/**
+ * The entries of an API keys file's text; the error names the file and the bad entry, never a
+ * hash. `schema` says whether an empty list is allowed.
+ */
+function parseApiKeys(path: string, text: string, schema = ApiKeyFileSchema): ApiKeyEntry[] {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -76,7 +86,7 @@ function parseApiKeys(path: string, text: string): ApiKeyEntry[] {
       cause: err,
     });
   }
-  const result = ApiKeyFileSchema.safeParse(raw);
+  const result = schema.safeParse(raw);
   if (!result.success) {
     const problems = result.error.issues.map((i) => {
       const where = i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
@@ -103,17 +113,32 @@ export async function loadApiKeysFile(path: string): Promise<ApiKeyVerifier> {
   return createApiKeyVerifier(parseApiKeys(path, await readApiKeysText(path)));
 }
 
+/**
+ * How stale the list a request is checked against may be: the file is `stat`ed at most this
+ * often on behalf of requests, and every request arriving meanwhile shares the last check. So an
+ * edit on disk is in force for every request that arrives this long after it was written.
+ */
+export const API_KEYS_RECHECK_MS = 100;
+
 /** An API keys file kept in force while it is edited: see {@link watchApiKeysFile}. */
 export interface WatchedApiKeys extends ApiKeyVerifier {
   /**
    * Takes in an edit of the file that is on disk but not yet in force (a cheap `stat` when
-   * nothing changed). Called before each verification, so a revoked key is refused on its very
-   * next request, even before the file watcher fires. Never rejects.
+   * nothing changed). Called before each verification. Concurrent calls share one check, and a
+   * call within `recheckMs` of the last check started reuses it: an edit written at least that
+   * long before the call is always in force when it resolves. Never rejects.
    */
   refresh(): Promise<void>;
+  /**
+   * Whether the file on disk could not be taken in (bad JSON, a bad entry, unreadable): until a
+   * good file replaces it, every key is refused and nothing is in force.
+   */
+  unreadable(): boolean;
   /** Whether some key in force still resolves to this tenant and principal. */
   holdsIdentity(tenant: string, principal: string): boolean;
-  /** Called after each edit that was taken in force. */
+  /** The identity of the key in force whose SHA-256 (as the file stores it) is `sha256`, if any. */
+  identityOfDigest(sha256: string): Identity | undefined;
+  /** Called after each edit that was taken in force, one that leaves no keys included. */
   onChange(listener: () => void): void;
   close(): void;
 }
@@ -125,6 +150,8 @@ export interface WatchApiKeysOptions {
   pollMs?: number;
   /** How long after a change event the file is read (default 50 ms). */
   debounceMs?: number;
+  /** How often requests may cause a check (default {@link API_KEYS_RECHECK_MS}). */
+  recheckMs?: number;
 }
 
 /** What identifies one version of the file on disk without reading it. */
@@ -137,49 +164,83 @@ async function fileSignature(path: string): Promise<string> {
   }
 }
 
+/** A file that is gone holds no keys; any other failure to read it leaves the list unknown. */
+function isMissing(err: unknown): boolean {
+  return (err as { cause?: NodeJS.ErrnoException }).cause?.code === "ENOENT";
+}
+
 /**
- * Loads an API keys file as {@link loadApiKeysFile} does (a bad file at start-up throws) and
- * keeps it in force as it is edited, as `policy.json` is: the file is watched (with a poll as a
- * fallback) and re-checked before every verification, so a key removed from the file is refused
- * on its next request. A malformed, empty or missing file later keeps the last good list in
- * force and logs the problem once, naming the file; a good file replaces it again.
+ * Loads an API keys file as {@link loadApiKeysFile} does (a bad, empty or missing file at
+ * start-up throws) and keeps it in force as it is edited, as `policy.json` is: the file is
+ * watched (with a poll as a fallback) and re-checked on behalf of requests (see
+ * {@link WatchedApiKeys.refresh}), so a key removed from the file is refused from then on.
+ * Later, an empty list or a deleted file holds no keys, and a malformed or unreadable file
+ * refuses every key until a good file replaces it: revoking never fails open. Each problem is
+ * logged once, naming the file.
  */
 export async function watchApiKeysFile(path: string, options: WatchApiKeysOptions): Promise<WatchedApiKeys> {
   const { logger } = options;
+  const recheckMs = options.recheckMs ?? API_KEYS_RECHECK_MS;
+  let lastCheckAt = performance.now();
   let seen = await fileSignature(path);
   let entries = parseApiKeys(path, await readApiKeysText(path));
-  let current = createApiKeyVerifier(entries);
-  let lastError: string | undefined;
+  let current = verifierOf(entries);
+  let problem: string | undefined;
+  let lastLogged: string | undefined;
   const listeners: Array<() => void> = [];
+
+  /** Logged once per distinct problem, not on every poll or request. */
+  function logOnce(message: string, log: (message: string) => void): void {
+    if (message === lastLogged) return;
+    lastLogged = message;
+    log(message);
+  }
 
   async function reload(): Promise<void> {
     const signature = await fileSignature(path);
     if (signature === seen) return;
     seen = signature;
+    let next: ApiKeyEntry[] = [];
+    let missing = false;
     try {
-      entries = parseApiKeys(path, await readApiKeysText(path));
-      current = createApiKeyVerifier(entries);
+      next = parseApiKeys(path, await readApiKeysText(path), ApiKeyListSchema);
     } catch (err) {
-      const message = (err as Error).message;
-      // Logged once per distinct problem, not on every poll or request.
-      if (message !== lastError) {
-        lastError = message;
-        logger.error({ path }, `API keys file rejected; the ${entries.length} keys loaded before stay in force: ${message}`);
+      missing = isMissing(err);
+      if (!missing) {
+        // Which keys the operator meant to keep is unknown: none is taken on trust.
+        problem = (err as Error).message;
+        entries = [];
+        current = verifierOf(entries);
+        logOnce(problem, (m) => logger.error({ path }, `API keys file rejected; every API key is refused until it is fixed: ${m}`));
+        return;
       }
-      return;
     }
-    lastError = undefined;
-    logger.info({ path, keys: entries.length }, "API keys reloaded");
+    problem = undefined;
+    entries = next;
+    current = verifierOf(entries);
+    if (entries.length === 0) {
+      const why = missing ? "is missing" : "lists no keys";
+      logOnce(why, () => logger.warn({ path }, `CHAOS_CORE_API_KEYS_FILE ${path} ${why}: every API key is refused`));
+    } else {
+      lastLogged = undefined;
+      logger.info({ path, keys: entries.length }, "API keys reloaded");
+    }
     for (const listener of listeners) listener();
   }
 
-  // One check at a time, each after the ones before it: a request's check starts after it
-  // arrived, so an edit already on disk is always seen, and two checks never both reload.
+  // One check at a time, each after the ones before it, so two checks never both reload. A
+  // check queued when a request arrives starts after it arrived, so it sees what is on disk then.
   let queue: Promise<void> = Promise.resolve();
-  const refresh = (): Promise<void> =>
-    (queue = queue.then(reload).catch((err: unknown) => logger.error({ err, path }, "reloading the API keys file failed")));
+  let lastCheck: Promise<void> = queue;
+  const check = (): Promise<void> => {
+    lastCheckAt = performance.now();
+    return (lastCheck = queue =
+      queue.then(reload).catch((err: unknown) => logger.error({ err, path }, "reloading the API keys file failed")));
+  };
+  const refresh = (): Promise<void> => (performance.now() - lastCheckAt < recheckMs ? lastCheck : check());
 
-  const watch = watchFile(path, () => void refresh(), {
+  // A change event or the poll always checks: that is how an edit is taken in between requests.
+  const watch = watchFile(path, () => void check(), {
     logger,
     what: "the API keys file's directory",
     pollMs: options.pollMs ?? 2_000,
@@ -189,7 +250,12 @@ export async function watchApiKeysFile(path: string, options: WatchApiKeysOption
   return {
     verify: (key) => current.verify(key),
     refresh,
+    unreadable: () => problem !== undefined,
     holdsIdentity: (tenant, principal) => entries.some((e) => e.tenant === tenant && e.principal === principal),
+    identityOfDigest: (sha256) => {
+      const entry = entries.find((e) => e.sha256 === sha256);
+      return entry && identityOf(entry);
+    },
     onChange: (listener) => void listeners.push(listener),
     close: () => watch.close(),
   };

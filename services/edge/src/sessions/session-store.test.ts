@@ -41,6 +41,14 @@ function contract(name: string, make: (ttlSeconds: number) => SessionStore) {
       expect(await store.touch("acme", "s1")).toBeUndefined();
     });
 
+    it("keeps the SHA-256 of the API key that opened a session, which ends the session once revoked", async () => {
+      const store = make(60);
+      const keySha256 = createHash("sha256").update("the key", "utf8").digest("hex");
+      await store.create({ ...record("keyed"), keySha256 });
+      expect((await store.get("acme", "keyed"))?.keySha256).toBe(keySha256);
+      expect((await store.touch("acme", "keyed"))?.keySha256).toBe(keySha256);
+    });
+
     it("scopes every record to its tenant", async () => {
       const store = make(60);
       await store.create(record("shared-id", "acme"));

@@ -24,6 +24,11 @@ export interface SessionRecord {
   readonly lastSeenAt: string;
   /** The minimum level of log notifications the client asked for with `logging/setLevel`. */
   readonly logLevel?: LoggingLevel;
+  /**
+   * The SHA-256 of the API key that opened the session, as the API keys file stores it (never
+   * the key): the session ends, on every replica, once that key is no longer in force.
+   */
+  readonly keySha256?: string;
 }
 
 /** What a transport knows when a session starts; the store stamps the times. */

@@ -3,6 +3,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { ChaosError } from "@chaos-core/kit";
+import type { WatchedApiKeys } from "../auth/api-keys.js";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -15,8 +16,13 @@ export interface LocalSession {
   readonly session: EdgeSession;
   readonly server: McpServer;
   readonly transport: StreamableHTTPServerTransport;
+  /** The SHA-256 of the API key that opened it (see {@link SessionRecord.keySha256}). */
+  readonly keySha256: string | undefined;
   lastUsed: number;
 }
+
+/** What a session was opened by: its owner and, with API keys, the SHA-256 of the key used. */
+type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
 
 /** How often deletes the store could not take are tried again. */
 const RETRY_DELETE_MS = 1_000;
@@ -47,7 +53,13 @@ export class HttpSessionTable {
 
   constructor(
     private readonly deps: EdgeDeps,
-    private readonly options: { maxBodyBytes: number; maxSessionsPerKey: number; sweepIntervalMs?: number },
+    private readonly options: {
+      maxBodyBytes: number;
+      maxSessionsPerKey: number;
+      sweepIntervalMs?: number;
+      /** The API keys file in force, when it can change while serving. */
+      keys?: Pick<WatchedApiKeys, "identityOfDigest" | "holdsIdentity" | "unreadable">;
+    },
   ) {
     const interval = options.sweepIntervalMs ?? Math.min(60_000, (deps.sessions.ttlSeconds * 1000) / 2);
     this.sweeper = setInterval(() => void this.sweep(), interval);
@@ -63,18 +75,21 @@ export class HttpSessionTable {
    * Serves an initialize request on a new session. The record is stored before the SDK sees
    * the request, so its answer never names a session another replica cannot find; when the
    * SDK refuses the initialize, record and objects are dropped again. An identity already
-   * holding `maxSessionsPerKey` live sessions is refused (`resource_exhausted`).
+   * holding `maxSessionsPerKey` live sessions is refused (`resource_exhausted`). `keySha256` is
+   * that of the API key of the request; the session lives as long as that key is in force.
    */
   async initialize(
     identity: Identity,
+    keySha256: string | undefined,
     params: InitializeRequest["params"],
     serve: (transport: StreamableHTTPServerTransport) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
-    await this.deps.sessions.create(sessionRecordFromInitialize(session, "http", params), {
+    const record = sessionRecordFromInitialize(session, "http", params);
+    await this.deps.sessions.create(keySha256 === undefined ? record : { ...record, keySha256 }, {
       maxPerPrincipal: this.options.maxSessionsPerKey,
     });
-    const local = await this.connect(session, () => {
+    const local = await this.connect(session, keySha256, () => {
       this.live.set(session.id, local);
       this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
     });
@@ -91,7 +106,9 @@ export class HttpSessionTable {
   /**
    * The local session for a request that carries `id`, rehydrated when another replica opened
    * it. Undefined (answer 404) when the id is unknown, expired, ended, or belongs to another
-   * tenant or principal: the caller cannot tell these apart.
+   * tenant or principal: the caller cannot tell these apart. Any key of the session's tenant and
+   * principal may use it (roles travel per request), but once the key that opened it is no longer
+   * in force the session is ended here, whichever key the request carries.
    */
   async resolve(identity: Identity, id: string): Promise<LocalSession | undefined> {
     if (this.endedOffline.has(id)) return undefined;
@@ -104,6 +121,10 @@ export class HttpSessionTable {
       // DELETE made meanwhile on another replica is seen once the store answers again).
       const held = this.live.get(id);
       if (!isUnavailable(err) || !held || !owns(held.session)) throw err;
+      if (this.revoked({ ...held.session, keySha256: held.keySha256 })) {
+        await this.endRevoked(held.session, held);
+        return undefined;
+      }
       held.lastUsed = Date.now();
       return held;
     }
@@ -111,6 +132,10 @@ export class HttpSessionTable {
     if (!record || record.principal !== identity.principal) {
       // Ended elsewhere or expired: drop this replica's copy too. Another caller's miss must not.
       if (!record && local && owns(local.session)) await this.close(local);
+      return undefined;
+    }
+    if (this.revoked(record)) {
+      await this.endRevoked(record, local && owns(local.session) ? local : undefined);
       return undefined;
     }
     if (local) {
@@ -127,20 +152,39 @@ export class HttpSessionTable {
   }
 
   /**
-   * Ends every session this replica holds whose tenant and principal `stillValid` no longer
-   * accepts (its API key was revoked): the objects here, open streams included, and the record.
+   * Ends every session this replica holds whose opening API key is no longer in force (see
+   * {@link revoked}): the objects here, open streams included, and the record.
    */
-  async closeRevoked(stillValid: (tenant: string, principal: string) => boolean): Promise<void> {
+  async closeRevoked(): Promise<void> {
     for (const local of [...this.live.values()]) {
-      const { tenant, principal, id } = local.session;
-      if (stillValid(tenant, principal)) continue;
-      await this.close(local);
-      await this.deps.sessions.delete(tenant, id).catch((err: unknown) => {
-        if (!isUnavailable(err)) throw err;
-        this.deleteLater(local.session);
-      });
-      this.deps.logger.info({ tenant, principal, session: id }, "session closed: its API key was revoked");
+      if (this.revoked({ ...local.session, keySha256: local.keySha256 })) await this.endRevoked(local.session, local);
     }
+  }
+
+  /**
+   * Whether the key a session was opened with is gone from the keys in force, or now names
+   * another tenant or principal. While the file cannot be read nothing counts as revoked:
+   * authentication refuses every request meanwhile, and which keys remain is unknown. A record
+   * written before records kept their key's hash is judged by its tenant and principal.
+   */
+  private revoked(opener: Opener): boolean {
+    const keys = this.options.keys;
+    if (!keys || keys.unreadable()) return false;
+    if (opener.keySha256 === undefined) return !keys.holdsIdentity(opener.tenant, opener.principal);
+    const holder = keys.identityOfDigest(opener.keySha256);
+    return holder?.tenant !== opener.tenant || holder.principal !== opener.principal;
+  }
+
+  /** Ends a session whose opening key was revoked: the copy here, if any, and the record. */
+  private async endRevoked(opener: Opener & { id: string }, local: LocalSession | undefined): Promise<void> {
+    const { tenant, principal, id } = opener;
+    if (local) await this.close(local);
+    const session: EdgeSession = { id, tenant, principal };
+    await this.deps.sessions.delete(tenant, id).catch((err: unknown) => {
+      if (!isUnavailable(err)) throw err;
+      this.deleteLater(session);
+    });
+    this.deps.logger.info({ tenant, principal, session: id }, "session closed: its API key was revoked");
   }
 
   /** Closes every session this replica holds; their records stay for the other replicas. */
@@ -152,7 +196,7 @@ export class HttpSessionTable {
 
   private async rehydrate(record: SessionRecord): Promise<LocalSession> {
     const session: EdgeSession = { id: record.id, tenant: record.tenant, principal: record.principal };
-    const local = await this.connect(session);
+    const local = await this.connect(session, record.keySha256);
     try {
       await replayInitialize(local.server, local.transport, record);
     } catch (err) {
@@ -164,7 +208,11 @@ export class HttpSessionTable {
     return local;
   }
 
-  private async connect(session: EdgeSession, onInitialized?: () => void): Promise<LocalSession> {
+  private async connect(
+    session: EdgeSession,
+    keySha256: string | undefined,
+    onInitialized?: () => void,
+  ): Promise<LocalSession> {
     const server = createChaosCoreServer(this.deps, session);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,
@@ -181,7 +229,7 @@ export class HttpSessionTable {
         this.deps.logger.info({ tenant: session.tenant, session: session.id }, "session ended by the client");
       },
     });
-    const local: LocalSession = { session, server, transport, lastUsed: Date.now() };
+    const local: LocalSession = { session, server, transport, keySha256, lastUsed: Date.now() };
     transport.onclose = () => {
       if (this.live.get(session.id) === local) this.live.delete(session.id);
     };

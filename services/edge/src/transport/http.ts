@@ -11,6 +11,7 @@ import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type InitializeReques
 import { ChaosError } from "@chaos-core/kit";
 import {
   createApiKeyVerifier,
+  hashApiKey,
   watchApiKeysFile,
   type ApiKeyEntry,
   type ApiKeyVerifier,
@@ -63,7 +64,7 @@ export interface RunningHttpTransport {
   close(): Promise<void>;
 }
 
-type Locals = { identity: Identity; requestId?: RequestId; bodyHead?: () => Buffer };
+type Locals = { identity: Identity; keySha256?: string; requestId?: RequestId; bodyHead?: () => Buffer };
 
 /** Every error this layer writes carries the request's id once the body could be read (null before). */
 function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}) {
@@ -197,15 +198,22 @@ function authentication(verifier: ApiKeyVerifier | WatchedApiKeys | undefined): 
         "WWW-Authenticate": 'Bearer realm="chaos-core"',
       });
     }
-    // An edit of the keys file already on disk counts for this very request.
+    // An edit of the keys file on disk for API_KEYS_RECHECK_MS or longer counts for this request.
     if ("refresh" in verifier) await verifier.refresh();
-    const identity = verifier.verify(match[1]!);
+    const key = match[1]!;
+    const identity = verifier.verify(key);
+    if (!identity && "unreadable" in verifier && verifier.unreadable()) {
+      // The operator's log names the file and the problem; the client learns neither.
+      const message = "Unauthorized: the server's API key list cannot be read; no key is accepted until an operator fixes it";
+      return jsonRpcError(res, 401, -32001, message, { "WWW-Authenticate": 'Bearer realm="chaos-core"' });
+    }
     if (!identity) {
       return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", {
         "WWW-Authenticate": 'Bearer realm="chaos-core", error="invalid_token"',
       });
     }
     (res.locals as Locals).identity = identity;
+    (res.locals as Locals).keySha256 = hashApiKey(key);
     // Roles reach the tools through the SDK's per-request authInfo, never from the session.
     (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
     next();
@@ -251,12 +259,13 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     maxBodyBytes,
     maxSessionsPerKey,
     ...(options.sweepIntervalMs ? { sweepIntervalMs: options.sweepIntervalMs } : {}),
+    ...(watchedKeys ? { keys: watchedKeys } : {}),
   });
-  // A key removed from the file also ends what its identity holds open here (an SSE stream
-  // would otherwise outlive it); other replicas do the same when they see the edit.
+  // A key removed from the file also ends the sessions it opened here (an SSE stream would
+  // otherwise outlive it); other replicas do the same when they see the edit.
   watchedKeys?.onChange(() => {
     sessions
-      .closeRevoked((tenant, principal) => watchedKeys.holdsIdentity(tenant, principal))
+      .closeRevoked()
       .catch((err: unknown) => deps.logger.warn({ err }, "closing the sessions of revoked API keys failed"));
   });
   // Not createMcpExpressApp: it mounts express.json() with body-parser's fixed 100 kB limit ahead
@@ -298,7 +307,8 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       if (!params) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
       const problem = headerProblem(req, false);
       if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
-      return sessions.initialize(identity, params, (transport) => transport.handleRequest(req, res, req.body));
+      const { keySha256 } = res.locals as Locals;
+      return sessions.initialize(identity, keySha256, params, (transport) => transport.handleRequest(req, res, req.body));
     }
     const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
