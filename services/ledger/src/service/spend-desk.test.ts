@@ -228,7 +228,7 @@ describe("finance reference tools", () => {
     expect(own.code).toBe("EXECUTED");
   });
 
-  it("a wire transfer always needs a human: HITL_REQUIRED → another principal approves → receipt → EXECUTED", async () => {
+  it("a wire transfer always needs a human: HITL_REQUIRED → another principal approves → the requester collects the receipt → EXECUTED", async () => {
     const tenant = newTenant();
     const wire = { beneficiary: "ACME Supplies GmbH", amount: 1, currency: "EUR", memo: "invoice 42" };
     const requested = await fx.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
@@ -239,9 +239,13 @@ describe("finance reference tools", () => {
 
     const self = await failure(fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role" }, as(tenant, AGENT)));
     expect(self.message).toMatch(/^self_approval: /);
-    const approved = await fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role", ttlSeconds: 120 }, as(tenant, APPROVER2));
+    const approved = await fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER2));
     expect(approved.state).toBe("LOCKED");
-    const receipt = approved.receipt!;
+    // The receipt is the requester's: the approver never holds it.
+    expect(approved.receipt).toBeUndefined();
+    expect(approved).toMatchObject({ receiptPending: true, channel: "approver", requester: AGENT });
+    const collected = await fx.client.collectSpendApproval({ requestSeq: requested.ledgerSeq, ttlSeconds: 120 }, as(tenant, AGENT));
+    const receipt = collected.receipt!;
     expect(receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer", resource: "treasury:wire", actor: APPROVER2, risk: "critical", policy_version: "wire-1" });
     expect(Date.parse(receipt.expiry as string) - Date.parse(receipt.issued_at as string)).toBe(120_000);
     // Approval does not commit a finance call; execution does.
