@@ -145,6 +145,11 @@ export interface FinanceOutcome {
   readonly approvalRequestSeq?: number;
 }
 
+/** Why a HITL_REQUIRED entry without a stored request cannot be answered. */
+function legacyRequest(seq: number): string {
+  return `ledger entry ${seq} was recorded before spend requests were stored with their arguments, so no person can be shown what it would run: make the request again`;
+}
+
 /** A refusal decided inside a flush transaction, thrown once its entry is committed. */
 interface Refusal {
   readonly code: string;
@@ -316,12 +321,7 @@ export class SpendDesk {
       await refuse("not_awaiting_approval", `request ${requestSeq} is ${String(ev.state)}, not waiting for a human (HITL_REQUIRED)`, "failed_precondition");
     }
     const [request] = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { requestSeq }));
-    if (!request) {
-      throw new ChaosError(
-        "failed_precondition",
-        `ledger entry ${requestSeq} was recorded before spend requests were stored with their arguments, so no person can be shown what it would run: make the request again`,
-      );
-    }
+    if (!request) throw new ChaosError("failed_precondition", legacyRequest(requestSeq));
     if (!argumentsVerified(request)) {
       await refuse("arguments_mismatch", `the stored arguments of request ${requestSeq} do not hash to the args_hash its ledger entry recorded; nothing can be approved on them`, "failed_precondition");
     }
@@ -497,7 +497,15 @@ export class SpendDesk {
     if (!Number.isSafeInteger(requestSeq) || requestSeq < 1) throw new ChaosError("invalid_argument", "request_seq: must be a ledger sequence number (1 or more)");
     const [request] = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { requestSeq }));
     if (!request) {
-      throw new ChaosError("not_found", `this tenant has no spend request at ledger entry ${requestSeq} (a HITL_REQUIRED evaluate_spend_gate or request_authorization is one)`);
+      // Say what the entry is instead: absent, not a spend, decided without a person, or older than stored requests.
+      const ev = (await this.#core.entryAt(call, requestSeq)).event;
+      if (ev.type !== "spend_gate.evaluated" && ev.type !== "reference.requested") {
+        throw new ChaosError("failed_precondition", `ledger entry ${requestSeq} is not a spend request`);
+      }
+      if (ev.state !== "HITL_REQUIRED") {
+        throw new ChaosError("failed_precondition", `not_awaiting_approval: request ${requestSeq} is ${String(ev.state)}, not waiting for a human (HITL_REQUIRED)`);
+      }
+      throw new ChaosError("failed_precondition", legacyRequest(requestSeq));
     }
     return this.#view(request, this.#core.now());
   }

@@ -5,11 +5,10 @@
  * up — so the loop closes whichever way a person answered.
  */
 import type { JsonObject } from "@bufbuild/protobuf";
-import { ChaosError } from "@chaos-core/kit";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerFixture, type LedgerFixture } from "../test-support/ledger-fixture.js";
-import { allEvents, as, eventAt } from "../test-support/flows.js";
+import { allEvents, as, committedInDb, eventAt, failure } from "../test-support/flows.js";
 
 const AGENT = "agent@acme";
 const OTHER_AGENT = "other-agent@acme";
@@ -34,14 +33,6 @@ afterAll(async () => {
 
 const wire = { beneficiary: "ACME Supplies GmbH", amount: 1200, currency: "EUR", memo: "invoice 42, pay before Friday", confidence: 0.9 };
 
-async function failure(p: Promise<unknown>): Promise<ChaosError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!(err instanceof ChaosError)) throw new Error(`expected a ChaosError, got ${String(err)}`);
-  return err;
-}
 
 /** A wire the agent asked for, held for a person; its request_seq. */
 async function heldWire(tenant: string, args: JsonObject = wire, principal = AGENT, session = "sess-1"): Promise<bigint> {
@@ -50,10 +41,6 @@ async function heldWire(tenant: string, args: JsonObject = wire, principal = AGE
   return r.ledgerSeq;
 }
 
-async function committedInDb(tenant: string, policy: string): Promise<number> {
-  const r = await admin.query("SELECT COALESCE(sum(committed), 0)::float8 AS c FROM ledger.spend_days WHERE tenant_id = $1 AND policy_name = $2", [tenant, policy]);
-  return Number((r.rows[0] as { c: number }).c);
-}
 
 describe("a spend held for a person is stored with every argument", () => {
   it("lists the wire with its beneficiary and memo, hash-checked against the request entry; another tenant sees none of it", async () => {
@@ -212,11 +199,11 @@ describe("whoever approves, the requester collects", () => {
     expect((await failure(fx.client.collectSpendApproval({ requestSeq: held.ledgerSeq }, as(tenant, AGENT)))).message).toMatch(/^approval_pending: /);
     const approved = await fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "approver_role" }, as(tenant, ALICE));
     expect(approved).toMatchObject({ state: "LOCKED", receiptPending: true });
-    expect(await committedInDb(tenant, "equity")).toBe(300);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(300);
     const collected = await fx.client.collectSpendApproval({ requestSeq: held.ledgerSeq }, as(tenant, AGENT));
     expect(collected).toMatchObject({ state: "LOCKED", approvedBy: ALICE });
     expect(collected.receipt).toBeUndefined();
-    expect(await committedInDb(tenant, "equity")).toBe(300);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(300);
   });
 
   it("a spend policy that changed version since the approval is not collected: ask again", async () => {
@@ -277,7 +264,7 @@ describe("a declined request never runs", () => {
     expect(await eventAt(fx.client, as(tenant, AGENT), run.ledgerSeq)).toMatchObject({ type: "reference.executed", code: "approval_declined", authorized: false });
     expect((await failure(fx.client.collectSpendApproval({ requestSeq: seq }, as(tenant, AGENT)))).message).toMatch(/^declined: /);
     expect((await failure(fx.client.approveSpend({ requestSeq: seq, approvedVia: "approver_role" }, as(tenant, ALICE)))).message).toMatch(/^already_answered: /);
-    expect(await committedInDb(tenant, "wire")).toBe(0);
+    expect(await committedInDb(admin, tenant, "wire")).toBe(0);
   });
 });
 
@@ -313,7 +300,7 @@ describe("the finance call picks up the approval", () => {
       // Late arrivals either lost the race for the approval or found it collected.
       expect([`replay already_collected`, `missing_receipt allowlist_is_not_authorization`]).toContain(`${r.code} ${r.detailCode}`);
     }
-    expect(await committedInDb(tenant, "wire")).toBe(1200);
+    expect(await committedInDb(admin, tenant, "wire")).toBe(1200);
     expect(await eventAt(fx.client, as(tenant, AGENT), ran[0]!.ledgerSeq)).toMatchObject({
       type: "reference.executed",
       authorized: true,
