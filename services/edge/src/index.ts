@@ -27,5 +27,6 @@ export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
 export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";
 export { PROMPT_DEFINITIONS } from "./prompts/index.js";
+export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
 export type { PromptContext, PromptDefinition } from "./prompts/define.js";
-export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";
+export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, OperatorAccess, PolicyClient } from "./deps.js";
