@@ -712,7 +712,8 @@ export class SpendDesk {
    * happened (`FINANCE_DETAIL_CODES`) and the problem in words. Called without a receipt for
    * a call that has a stored request of this caller, the request decides: approved → the
    * approval is collected and the call runs (`approvalRequestSeq`); still waiting →
-   * `approval_pending`; declined → `approval_declined`.
+   * `approval_pending`; declined → `approval_declined`. Without one, a call the gate holds for a
+   * person is stored as a request now and answered `approval_pending`.
    */
   async executeReferenceTool(call: CallContext, input: { tool: string; args: unknown; receipt?: unknown }): Promise<FinanceOutcome> {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
@@ -722,13 +723,17 @@ export class SpendDesk {
       // No receipt: the loop closes here when a person answered a request for this exact call.
       const found = await this.#requestsFor(call, tool.name, contentHash(args));
       if (found.approved) return this.#runApproved(call, tool, args, policy, found.approved);
-      const waiting = found.pending ?? found.declined;
+      // A call a person must approve that nobody asked about yet becomes a request now, so the
+      // agent that called the tool directly is told how a person approves it.
+      const asked = found.pending || found.declined ? undefined : await this.#askForPerson(call, tool, args, policy);
+      const waiting = found.pending ?? found.declined ?? asked;
       if (waiting) {
         const answer = answerOf(waiting);
-        const code = found.pending ? APPROVAL_PENDING : APPROVAL_DECLINED;
-        const problem = found.pending
-          ? `spend request ${waiting.requestSeq} for this exact call waits for a person's approval; nothing runs until one approves it`
-          : `spend request ${waiting.requestSeq} for this exact call was declined by ${answer!.answeredBy} (${answer!.channel})${answer!.reason ? `: ${answer!.reason}` : ""}; it never runs`;
+        const code = found.declined && !found.pending ? APPROVAL_DECLINED : APPROVAL_PENDING;
+        const problem =
+          code === APPROVAL_PENDING
+            ? `spend request ${waiting.requestSeq} for this exact call waits for a person's approval${asked ? " (stored now: a person must approve this call)" : ""}; nothing runs until one approves it`
+            : `spend request ${waiting.requestSeq} for this exact call was declined by ${answer!.answeredBy} (${answer!.channel})${answer!.reason ? `: ${answer!.reason}` : ""}; it never runs`;
         const entry = await this.#core.record(call, {
           type: "reference.executed",
           tool: tool.name,
@@ -745,6 +750,22 @@ export class SpendDesk {
       }
     }
     return this.#execute(call, tool, args, policy, input.receipt);
+  }
+
+  /**
+   * Stores a request for a receiptless finance call that the gate holds for a person (as
+   * RequestAuthorization would record it), or nothing when the gate would lock or block it, or
+   * the policy's own checks refuse it: those keep the plain `missing_receipt` answer.
+   */
+  async #askForPerson(call: CallContext, tool: ReferenceTool, args: Record<string, unknown>, policy: SpendPolicyConfig): Promise<StoredSpendRequest | undefined> {
+    const action = tool.toAction(args);
+    if (missingConfidence(policy, action.confidence, "args.confidence")) return undefined;
+    // Whether the threshold holds it does not depend on the day's total (that can only block it).
+    if (evaluateGate(action, gatePolicy(policy), 0).state !== "HITL_REQUIRED") return undefined;
+    const requested = await this.requestAuthorization(call, { tool: tool.name, args });
+    if (requested.status !== "HITL_REQUIRED") return undefined;
+    const [request] = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { requestSeq: requested.entry.seq }));
+    return request;
   }
 
   /**

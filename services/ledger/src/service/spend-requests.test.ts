@@ -188,9 +188,10 @@ describe("whoever approves, the requester collects", () => {
     expect(approved.receipt).toMatchObject({ actor: `elicitation:${AGENT}` });
     expect((await fx.client.getSpendRequest({ requestSeq: seq }, as(tenant, AGENT))).request?.state).toBe("COLLECTED");
     expect((await failure(fx.client.collectSpendApproval({ requestSeq: seq }, as(tenant, AGENT)))).message).toMatch(/^already_collected: /);
-    // Nor does the finance call pick it up a second time.
+    // Nor does the finance call pick it up a second time: the same wire again is a new request for a person.
     const bare = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
-    expect(bare).toMatchObject({ executed: false, code: "missing_receipt", detailCode: "allowlist_is_not_authorization" });
+    expect(bare).toMatchObject({ executed: false, code: "missing_receipt", detailCode: "approval_pending" });
+    expect(bare.approvalRequestSeq).toBeGreaterThan(seq);
   });
 
   it("a plain spend: the approval commits it, and the requester's collect says so once, with no receipt", async () => {
@@ -285,6 +286,35 @@ describe("the finance call picks up the approval", () => {
     expect(await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire, receipt: again.receipt! }, as(tenant, AGENT))).toMatchObject({ executed: true });
   });
 
+  it("a wire called directly, without a receipt or a request, is stored as one with every argument and runs once a person approves it", async () => {
+    const tenant = newTenant();
+    const direct = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT, "sess-9"));
+    expect(direct).toMatchObject({ executed: false, code: "missing_receipt", detailCode: "approval_pending" });
+    expect(direct.problem).toMatch(/stored now: a person must approve this call/);
+    const seq = direct.approvalRequestSeq;
+    expect((await fx.client.getSpendRequest({ requestSeq: seq }, as(tenant, ALICE))).request).toMatchObject({
+      kind: "finance",
+      tool: "wire_treasury_transfer",
+      arguments: wire,
+      requestedBy: AGENT,
+      requestedInSession: "sess-9",
+      state: "PENDING",
+      argumentsVerified: true,
+    });
+    // Calling again while it waits names the same request instead of storing another.
+    expect((await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT))).approvalRequestSeq).toBe(seq);
+    expect((await fx.client.listSpendRequests({}, as(tenant, ALICE))).requests).toHaveLength(1);
+    await fx.client.approveSpend({ requestSeq: seq, approvedVia: "approver_role" }, as(tenant, ALICE));
+    expect(await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT))).toMatchObject({ executed: true, approvalRequestSeq: seq });
+    // Under the approval threshold nothing is stored: a receipt from request_authorization is all it takes.
+    const order = { symbol: "AAPL", side: "BUY", quantity: 1, notional: 100, confidence: 0.9 };
+    expect(await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order }, as(tenant, AGENT))).toMatchObject({
+      code: "missing_receipt",
+      detailCode: "allowlist_is_not_authorization",
+      approvalRequestSeq: 0n,
+    });
+  });
+
   it("twenty concurrent calls without a receipt after one approval: exactly one runs, the day's total counts it once", async () => {
     const tenant = newTenant();
     const seq = await heldWire(tenant);
@@ -297,8 +327,8 @@ describe("the finance call picks up the approval", () => {
     expect(ran[0]).toMatchObject({ code: "EXECUTED", detailCode: "AUTHORIZED", approvalRequestSeq: seq });
     expect(ran[0]!.result).toMatchObject({ status: "sent", beneficiary: wire.beneficiary, amount: 1200 });
     for (const r of results.filter((x) => !x.executed)) {
-      // Late arrivals either lost the race for the approval or found it collected.
-      expect([`replay already_collected`, `missing_receipt allowlist_is_not_authorization`]).toContain(`${r.code} ${r.detailCode}`);
+      // Late arrivals either lost the race for the approval, or found it collected and asked a person anew.
+      expect([`replay already_collected`, `missing_receipt approval_pending`]).toContain(`${r.code} ${r.detailCode}`);
     }
     expect(await committedInDb(admin, tenant, "wire")).toBe(1200);
     expect(await eventAt(fx.client, as(tenant, AGENT), ran[0]!.ledgerSeq)).toMatchObject({

@@ -70,8 +70,9 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
     description:
       `${spec.summary}. Synthetic: it reaches no real venue or bank, and exists to exercise the receipt-gated path. ` +
       "It runs only with a receipt bound to this tool, its scope and these exact arguments: get one with " +
-      "request_authorization; once a person approved that request, calling this tool with the same arguments and no " +
-      "receipt runs it, once. Without one (or with an expired, used or mismatched one) nothing runs and the denial is " +
+      "request_authorization. A call that needs a person (a wire always) and comes without a receipt is held as a " +
+      "request for one (approval_pending, with the ways to approve it); once a person approved it, calling this tool " +
+      "with the same arguments and no receipt runs it, once. Without one (or with an expired, used or mismatched one) nothing runs and the denial is " +
       "recorded with a short code (policy_deny, expired, replay, args_changed, missing_receipt or ambiguous_policy), " +
       "a detail_code that says what happened (bad_signature, tenant_mismatch, ...) and a message in words.",
     input: z.strictObject({

@@ -514,16 +514,17 @@ describe("the approver role over HTTP", () => {
     expect(ok(await callTool(agent, "wire_treasury_transfer", { ...wire, receipt: collected.receipt }))).toMatchObject({ executed: true });
   });
 
-  it("the wire itself, called without a receipt, waits while pending and runs once after the approval", async () => {
+  it("the wire itself, called directly without a receipt, is held for a person who is told how to approve it, and runs once after", async () => {
     const agent = await as(keys.agent);
     const alice = await as(keys.alice);
     const args = { ...wire, amount: 901 };
-    const held = ok<{ request_seq: number }>(await callTool(agent, "request_authorization", { tool: "wire_treasury_transfer", args }));
     const pending = ok<{ executed: boolean; code: string; detail_code: string; approval_request_seq: number; next_step: string }>(
       await callTool(agent, "wire_treasury_transfer", args),
     );
-    expect(pending).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "approval_pending", approval_request_seq: held.request_seq });
+    expect(pending).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "approval_pending" });
+    const held = { request_seq: pending.approval_request_seq };
     expect(pending.next_step).toContain(`- approver: someone holding the approver role calls approve_spend {"request_seq": ${held.request_seq}}`);
+    expect(pending.next_step).toContain("(or wire_treasury_transfer with exactly the same arguments) receives the receipt");
     ok(await callTool(alice, "approve_spend", { request_seq: held.request_seq }));
     const ran = ok<{ executed: boolean; approval_request_seq: number; result: Record<string, unknown>; next_step: string }>(
       await callTool(agent, "wire_treasury_transfer", args),
