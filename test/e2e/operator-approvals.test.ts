@@ -143,10 +143,65 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
     expect(entries.filter((e) => e.principal === "operator").length).toBeGreaterThanOrEqual(2);
   });
 
+  const wire = { beneficiary: "Globex Treasury Ltd", amount: 4200, currency: "USD", memo: "Q3 settlement, ref GX-5521", confidence: 0.9 };
+
+  it("a wire held for a person: listed with its beneficiary and memo, approved by the operator, received by the agent's approve_spend, run once", async () => {
+    const held = structured(await client.callTool({ name: "request_authorization", arguments: { tool: "wire_treasury_transfer", args: wire } }));
+    expect(held.status).toBe("HITL_REQUIRED");
+    const seq = held.request_seq as number;
+    // The agent is told the operator's exact command (this data directory is not the default one).
+    const command = `chaos-core approvals approve-spend ${seq} --data-dir ${dir}`;
+    expect(held.next_step).toContain(command);
+    expect(held.approval_channels).toContainEqual(expect.objectContaining({ channel: "operator", command }));
+    expect(errorText(await client.callTool({ name: "approve_spend", arguments: { request_seq: seq } }))).toContain(command);
+
+    const listed = await approvals("list");
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain(`spend request ${seq}  wire_treasury_transfer  policy wire  requested by local`);
+    expect(listed.stdout).toContain('beneficiary = "Globex Treasury Ltd"');
+    expect(listed.stdout).toContain('memo = "Q3 settlement, ref GX-5521"');
+    expect(listed.stdout).toContain('amount = 4200');
+    expect(listed.stdout).toContain(`approve: chaos-core approvals approve-spend ${seq}`);
+    const rows = (JSON.parse((await approvals("list", "--json")).stdout) as { spend_requests: Structured[] }).spend_requests;
+    expect(rows).toEqual([expect.objectContaining({ request_seq: seq, tool: "wire_treasury_transfer", arguments: wire, state: "PENDING", arguments_verified: true })]);
+
+    const approved = await approvals("approve-spend", String(seq));
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stdout).toMatch(new RegExp(`Approved spend request ${seq}: LOCKED in ledger entry \\d+\\. The requester, local, receives it with their next approve_spend`));
+    expect(approved.stdout).not.toMatch(/signature/);
+    expect((await approvals("list")).stdout).toMatch(/No pending approvals/);
+
+    const collected = structured(await client.callTool({ name: "approve_spend", arguments: { request_seq: seq } }));
+    expect(collected).toMatchObject({ approved_by: "operator", channel: "operator" });
+    const receipt = collected.receipt as Structured;
+    expect(receipt).toMatchObject({ kind: "authorization", actor: "operator", tool: "wire_treasury_transfer" });
+    expect(errorText(await client.callTool({ name: "approve_spend", arguments: { request_seq: seq } }))).toMatch(/already_collected/);
+    const ran = structured(await client.callTool({ name: "wire_treasury_transfer", arguments: { ...wire, receipt } }));
+    expect(ran).toMatchObject({ executed: true, code: "EXECUTED", result: { beneficiary: "Globex Treasury Ltd", amount: 4200 } });
+    expect(structured(await client.callTool({ name: "wire_treasury_transfer", arguments: { ...wire, receipt } }))).toMatchObject({ executed: false, code: "replay" });
+  });
+
+  it("a wire the operator rejects never runs", async () => {
+    const other = { ...wire, beneficiary: "Initech Holdings", memo: "urgent, do not delay" };
+    const held = structured(await client.callTool({ name: "request_authorization", arguments: { tool: "wire_treasury_transfer", args: other } }));
+    const seq = held.request_seq as number;
+    const rejected = await approvals("reject-spend", String(seq), "--reason", "beneficiary unknown to finance");
+    expect(rejected.code, rejected.stderr).toBe(0);
+    expect(rejected.stdout).toMatch(new RegExp(`Declined spend request ${seq} \\(recorded in ledger entry \\d+ as operator\\)\\. It will never run\\.`));
+
+    const run = structured(await client.callTool({ name: "wire_treasury_transfer", arguments: other }));
+    expect(run).toMatchObject({ executed: false, code: "policy_deny", detail_code: "approval_declined", approval_request_seq: seq });
+    expect(run.message).toMatch(/declined by operator \(operator\): beneficiary unknown to finance/);
+    expect(errorText(await client.callTool({ name: "approve_spend", arguments: { request_seq: seq } }))).toMatch(/declined: request \d+ was declined by operator/);
+    expect((await approvals("approve-spend", String(seq))).code).toBe(1);
+  });
+
   it("refuses a bad command line with exit 2", async () => {
     expect((await approvals()).code).toBe(2);
     expect((await approvals("approve")).code).toBe(2);
     expect((await approvals("approve-spend", "-3")).code).toBe(2);
+    expect((await approvals("reject-spend")).code).toBe(2);
+    expect((await approvals("approve-spend", "3", "--reason", "x")).code).toBe(2);
     expect((await approvals("frobnicate")).code).toBe(2);
     expect((await approvals("list", "--tenant", "Bad Tenant")).code).toBe(2);
   });

@@ -37,6 +37,18 @@ export interface EdgeDeps {
   readonly logger: Logger;
   /** Reported as the server's version at initialize. */
   readonly version: string;
+  /**
+   * Set where this process runs the operator's local admin endpoint (standalone), so answers
+   * that wait for a person can name the exact `chaos-core approvals` command; absent elsewhere,
+   * where no operator channel exists.
+   */
+  readonly operator?: OperatorAccess;
+}
+
+/** How the operator's `chaos-core approvals` reaches this process. */
+export interface OperatorAccess {
+  /** The data directory to name with `--data-dir`; unset when the command finds it by default. */
+  readonly dataDir?: string;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

@@ -5,8 +5,9 @@
  */
 export { loadEdgeConfig } from "./config.js";
 export type { EdgeConfig } from "./config.js";
-export type { EdgeDeps } from "./deps.js";
+export type { EdgeDeps, OperatorAccess } from "./deps.js";
 export { createMemorySessionStore } from "./sessions/memory-store.js";
 export type { SessionStore } from "./sessions/session-store.js";
 export { runStdioTransport } from "./transport/stdio.js";
+export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
 export type { RunningStdioTransport, StdioTransportOptions } from "./transport/stdio.js";

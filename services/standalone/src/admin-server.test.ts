@@ -119,6 +119,9 @@ describe("the operator's admin endpoint", () => {
       ["POST", "/v1/spend/approve", JSON.stringify({ request_seq: -1 }), /^request_seq: /],
       ["POST", "/v1/spend/approve", JSON.stringify({ request_seq: 1.5 }), /^request_seq: /],
       ["POST", "/v1/spend/approve", JSON.stringify({ request_seq: 3, ttl_seconds: 99999 }), /^ttl_seconds: /],
+      ["POST", "/v1/spend/decline", JSON.stringify({ request_seq: 0 }), /^request_seq: /],
+      ["POST", "/v1/spend/decline", JSON.stringify({ request_seq: 3, reason: "x".repeat(501) }), /^reason: at most 500 characters/],
+      ["POST", "/v1/spend/decline", JSON.stringify({ request_seq: 3, approve: true }), /approve/],
       ["GET", "/v1/ledger/export?tenant=Not%20A%20Tenant", undefined, /^tenant: /],
       ["GET", "/v1/policy?tenant=default&x=1", undefined, /x/],
       ["PUT", "/v1/policy", JSON.stringify({ document: [] }), /^document: /],
@@ -187,10 +190,34 @@ describe("the operator's admin endpoint", () => {
     expect(gate.state).toBe("HITL_REQUIRED");
     const approved = await send("POST", "/v1/spend/approve", { body: JSON.stringify({ request_seq: Number(gate.ledgerSeq) }) });
     expect(approved.status).toBe(200);
-    expect(approved.body).toMatchObject({ request_seq: Number(gate.ledgerSeq), state: "LOCKED" });
+    // Recorded as the operator's channel; the approval waits for the agent, who collects it.
+    expect(approved.body).toMatchObject({ request_seq: Number(gate.ledgerSeq), state: "LOCKED", receipt_pending: true, channel: "operator", requester: "local" });
+    expect(approved.body).not.toHaveProperty("receipt");
     const twice = await send("POST", "/v1/spend/approve", { body: JSON.stringify({ request_seq: Number(gate.ledgerSeq) }) });
     expect(twice.status).toBeGreaterThanOrEqual(400);
     expect(twice.status).toBeLessThan(500);
+  });
+
+  it("lists a held wire with every argument beside the steps, and declines it as the operator", async () => {
+    const wire = { beneficiary: "Umbrella Payments AG", amount: 75, currency: "CHF", memo: "retainer <b>May</b>" };
+    const held = await runtime.deps.ledger!.requestAuthorization({ tool: "wire_treasury_transfer", arguments: wire }, { ctx: AGENT });
+    expect(held.status).toBe("HITL_REQUIRED");
+    const seq = Number(held.ledgerSeq);
+    const spends = (await send("GET", "/v1/approvals")).body.spend_requests as Array<Record<string, unknown>>;
+    expect(spends).toEqual([
+      expect.objectContaining({ request_seq: seq, kind: "finance", tool: "wire_treasury_transfer", arguments: wire, requested_by: "local", state: "PENDING", arguments_verified: true }),
+    ]);
+    // The text a person reads carries every argument, exactly.
+    expect(spends[0]!.text).toContain('beneficiary = "Umbrella Payments AG"');
+    expect(spends[0]!.text).toContain('memo = "retainer <b>May</b>"');
+    expect((await send("GET", "/v1/approvals?tenant=acme")).body.spend_requests).toEqual([]);
+
+    const declined = await send("POST", "/v1/spend/decline", { body: JSON.stringify({ request_seq: seq, reason: "not ours" }) });
+    expect(declined).toMatchObject({ status: 200, body: { request_seq: seq, declined_by: "operator", channel: "operator" } });
+    expect((await send("GET", "/v1/approvals")).body.spend_requests).toEqual([]);
+    const again = await send("POST", "/v1/spend/decline", { body: JSON.stringify({ request_seq: seq }) });
+    expect(again.status).toBe(409);
+    expect(errorOf(again.body).message).toMatch(/^already_answered: /);
   });
 
   it("removes admin.json when it closes", async () => {

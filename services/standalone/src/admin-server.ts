@@ -14,6 +14,8 @@ import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 
 /** The policy package, loaded on the first policy request: the endpoint starts before the services load. */
 const loadPolicyModule = () => import("@chaos-core/policy");
+/** The edge's text of a spend request, loaded on the first listing (stdio has it loaded already). */
+const loadEdgeModule = () => import("@chaos-core/edge/stdio");
 
 /** The principal every operator answer is recorded under: never the agent's (no self-approval). */
 export const OPERATOR_PRINCIPAL = "operator";
@@ -58,10 +60,18 @@ const resolveBody = z.strictObject({
   tenant: tenantField,
 });
 
+const requestSeqField = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
 const spendBody = z.strictObject({
-  request_seq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  request_seq: requestSeqField,
   tenant: tenantField,
   ttl_seconds: z.number().int().min(1).max(3600).optional(),
+});
+
+const declineBody = z.strictObject({
+  request_seq: requestSeqField,
+  tenant: tenantField,
+  reason: z.string().max(500, "at most 500 characters").optional(),
 });
 
 const tenantQuery = z.strictObject({ tenant: tenantField });
@@ -161,9 +171,13 @@ const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestam
  * RPCs the MCP tools use, so every answer is checked by cognition and the ledger (no
  * self-approval) and recorded in the ledger like any other.
  *
- * - `GET  /v1/approvals?tenant=T&limit=N` → `{approvals}` pending cognition approvals
+ * - `GET  /v1/approvals?tenant=T&limit=N` → `{approvals, spend_requests}`: pending cognition
+ *   approvals and the ledger's spend requests waiting for a person, each with every argument
+ *   (a spend request's `text` is what a person reads before answering)
  * - `POST /v1/approvals/resolve {approval_id, approve, tenant?}` → `{approval_id, status, resolved_by}`
- * - `POST /v1/spend/approve {request_seq, tenant?, ttl_seconds?}` → the locked gate answer
+ * - `POST /v1/spend/approve {request_seq, tenant?, ttl_seconds?}` → the locked gate answer, with
+ *   `receipt_pending` and `requester`: the receipt goes to the requester's next call, not here
+ * - `POST /v1/spend/decline {request_seq, tenant?, reason?}` → `{request_seq, ledger_seq, declined_by}`
  * - `GET  /v1/ledger/export?tenant=T` → the tenant's ledger export (JSONL, `chaos-core-ledger/1`)
  * - `GET  /v1/policy?tenant=T` → `{tenant, version, source, updated_at, document, last_error?}`
  * - `PUT  /v1/policy {document, tenant?, expected_version?}` → `{tenant, version}`: the document
@@ -193,8 +207,29 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       case "GET /v1/approvals": {
         const q = parse(listQuery, Object.fromEntries(url.searchParams), "query");
         const listed = await cognition.listApprovals({ limit: q.limit }, { ctx: operator(q.tenant) });
+        const spends = await ledger.listSpendRequests({ limit: q.limit }, { ctx: operator(q.tenant) });
+        const { describeSpendRequest } = await loadEdgeModule();
         return send(res, 200, {
           tenant: q.tenant,
+          spend_requests: spends.requests.map((r) => ({
+            request_seq: Number(r.requestSeq),
+            kind: r.kind,
+            policy: r.policy,
+            policy_version: r.policyVersion,
+            tool: r.tool,
+            arguments: r.arguments ?? {},
+            action: r.action ?? {},
+            args_hash: r.argsHash,
+            arguments_verified: r.argumentsVerified,
+            requested_by: r.requestedBy,
+            requested_in_session: r.requestedInSession,
+            created_at: r.createdAt,
+            expires_at: r.expiresAt,
+            state: r.state,
+            gate: r.gate ?? {},
+            content_hash: r.contentHash,
+            text: describeSpendRequest(r),
+          })),
           approvals: listed.approvals.map((a) => ({
             approval_id: a.approvalId,
             capability: a.capability,
@@ -223,7 +258,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       case "POST /v1/spend/approve": {
         const body = parse(spendBody, await readJson(req), "body");
         const approved = await ledger.approveSpend(
-          { requestSeq: BigInt(body.request_seq), approvedVia: "approver_role", ttlSeconds: body.ttl_seconds ?? 0 },
+          { requestSeq: BigInt(body.request_seq), approvedVia: "operator", ttlSeconds: body.ttl_seconds ?? 0 },
           { ctx: operator(body.tenant) },
         );
         logger.info({ requestSeq: body.request_seq, tenant: body.tenant, state: approved.state }, "operator approved a spend");
@@ -233,7 +268,23 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
           content_hash: approved.contentHash,
           ledger_seq: Number(approved.ledgerSeq),
           result: approved.result ?? {},
-          ...(approved.receipt ? { receipt: approved.receipt } : {}),
+          receipt_pending: approved.receiptPending,
+          channel: approved.channel,
+          requester: approved.requester,
+        });
+      }
+      case "POST /v1/spend/decline": {
+        const body = parse(declineBody, await readJson(req), "body");
+        const declined = await ledger.declineSpend(
+          { requestSeq: BigInt(body.request_seq), approvedVia: "operator", reason: body.reason ?? "" },
+          { ctx: operator(body.tenant) },
+        );
+        logger.info({ requestSeq: body.request_seq, tenant: body.tenant }, "operator declined a spend");
+        return send(res, 200, {
+          request_seq: body.request_seq,
+          ledger_seq: Number(declined.ledgerSeq),
+          declined_by: declined.declinedBy,
+          channel: declined.channel,
         });
       }
       case "GET /v1/ledger/export": {

@@ -21,13 +21,17 @@ export const EXIT_USAGE = 2;
 export const APPROVALS_USAGE = `Usage: chaos-core approvals <command> [--tenant <tenant>] [--data-dir <dir>] [--json]
 
 Commands (answer as the operator, over the running server's loopback admin endpoint):
-  list                          Pending approvals of the tenant, soonest to expire first
+  list                          Pending approvals of the tenant, soonest to expire first: steps
+                                and spend requests, each with every argument
   approve <approval_id>         Approve a pending step; the agent then runs it, once, with
                                 chaoscore_execute {approval_id}
   reject <approval_id>          Reject a pending step; it never runs
   approve-spend <request_seq>   Approve a HITL_REQUIRED spend held by the ledger (the
-                                request_seq evaluate_spend_gate or request_authorization gave)
-                                [--ttl-seconds N: receipt lifetime for a finance tool request]
+                                request_seq evaluate_spend_gate or request_authorization gave);
+                                the agent's next approve_spend {request_seq} (or the finance
+                                call with the same arguments) receives the approval, once
+  reject-spend <request_seq>    Decline a HITL_REQUIRED spend; it never runs
+                                [--reason TEXT: why, shown to the agent]
 
 The tenant defaults to "default" (the stdio and unauthenticated loopback tenant). The server
 must be running (chaos-core serve or stdio) on the same data directory (--data-dir, else
@@ -54,16 +58,39 @@ function oneArgument(positionals: string[], what: string): string {
   return positionals[0]!;
 }
 
+function requestSeqArgument(positionals: string[]): string {
+  const seqText = oneArgument(positionals, "request_seq");
+  if (!/^[1-9][0-9]{0,15}$/.test(seqText)) throw new UsageError(`request_seq must be a positive whole number, got "${seqText}"`);
+  return seqText;
+}
+
+/** A flag for the operator's next command, when the tenant is not the default one. */
+function tenantFlag(tenant: unknown): string {
+  return typeof tenant === "string" && tenant !== "default" ? ` --tenant ${tenant}` : "";
+}
+
 function listLines(answer: Json): string {
   const approvals = (answer.approvals ?? []) as Json[];
-  if (approvals.length === 0) return `No pending approvals in tenant ${String(answer.tenant)}.\n`;
-  const lines = [`${approvals.length} pending approval(s) in tenant ${String(answer.tenant)}:`];
+  const spends = (answer.spend_requests ?? []) as Json[];
+  const tenant = String(answer.tenant);
+  if (approvals.length === 0 && spends.length === 0) return `No pending approvals in tenant ${tenant}.\n`;
+  const lines = [`${approvals.length} pending approval(s) and ${spends.length} spend request(s) in tenant ${tenant}:`];
   for (const a of approvals) {
     lines.push(
       `${String(a.approval_id)}  ${String(a.capability)}  risk ${String(a.risk)}  requested by ${String(a.requested_by)}` +
         `${a.requested_in_session ? ` (session ${String(a.requested_in_session)})` : ""}  expires ${String(a.expires_at)}`,
       `    input ${JSON.stringify(a.input)}`,
       `    args hash ${String(a.args_hash)}; ${String(a.reason)}`,
+    );
+  }
+  for (const r of spends) {
+    const seq = String(r.request_seq);
+    lines.push(
+      `spend request ${seq}  ${r.tool ? String(r.tool) : "spend"}  policy ${String(r.policy)}  requested by ${String(r.requested_by)}  expires ${String(r.expires_at)}`,
+      // The ledger's own text of the request, every argument included, as the person must see it.
+      ...String(r.text).split("\n").map((line) => `    ${line}`),
+      `    approve: chaos-core approvals approve-spend ${seq}${tenantFlag(answer.tenant)}`,
+      `    reject:  chaos-core approvals reject-spend ${seq}${tenantFlag(answer.tenant)}`,
     );
   }
   return `${lines.join("\n")}\n`;
@@ -82,7 +109,13 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
     }
     const { values, positionals } = parseCommandLine(
       rest,
-      { tenant: { type: "string" }, json: { type: "boolean" }, "ttl-seconds": { type: "string" }, "data-dir": { type: "string" } },
+      {
+        tenant: { type: "string" },
+        json: { type: "boolean" },
+        "ttl-seconds": { type: "string" },
+        reason: { type: "string" },
+        "data-dir": { type: "string" },
+      },
       { positionals: true },
     );
     json = values.json === true;
@@ -92,6 +125,8 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
     }
     const ttl = option(values, "ttl-seconds");
     if (ttl !== undefined && command !== "approve-spend") throw new UsageError("--ttl-seconds belongs to approve-spend");
+    const reason = option(values, "reason");
+    if (reason !== undefined && command !== "reject-spend") throw new UsageError("--reason belongs to reject-spend");
     const withTenant = tenant !== undefined ? { tenant } : {};
     const dataDir = () => resolveDataDir(withFlags(env, values, { "data-dir": "CHAOS_CORE_DATA_DIR" }).env);
 
@@ -118,8 +153,7 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
         break;
       }
       case "approve-spend": {
-        const seqText = oneArgument(positionals, "request_seq");
-        if (!/^[1-9][0-9]{0,15}$/.test(seqText)) throw new UsageError(`request_seq must be a positive whole number, got "${seqText}"`);
+        const seqText = requestSeqArgument(positionals);
         if (ttl !== undefined && !/^[1-9][0-9]{0,3}$/.test(ttl)) throw new UsageError(`--ttl-seconds must be from 1 to 3600, got "${ttl}"`);
         const admin = await readAdminFile(dataDir());
         answer = await call(admin, "POST", "/v1/spend/approve", {
@@ -132,10 +166,18 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
         ok = answer.state === "LOCKED";
         text =
           answer.state === "LOCKED"
-            ? `Approved spend request ${seqText}: LOCKED in ledger entry ${String(answer.ledger_seq)}.` +
-              `${answer.receipt ? " A receipt bound to the exact call was issued (see --json)." : ""}\n`
+            ? `Approved spend request ${seqText}: LOCKED in ledger entry ${String(answer.ledger_seq)}. The requester, ` +
+              `${String(answer.requester)}, receives it with their next approve_spend {"request_seq": ${seqText}} ` +
+              "(for a finance tool request, also by calling that tool with the same arguments), once.\n"
             : `The approval is recorded in ledger entry ${String(answer.ledger_seq)}, but the spend is ${String(answer.state)}` +
               `${typeof result.reason === "string" ? ` (${result.reason})` : ""}: an approval cannot override a hard rule.\n`;
+        break;
+      }
+      case "reject-spend": {
+        const seqText = requestSeqArgument(positionals);
+        const admin = await readAdminFile(dataDir());
+        answer = await call(admin, "POST", "/v1/spend/decline", { request_seq: Number(seqText), ...withTenant, ...(reason !== undefined ? { reason } : {}) });
+        text = `Declined spend request ${seqText} (recorded in ledger entry ${String(answer.ledger_seq)} as ${String(answer.declined_by)}). It will never run.\n`;
         break;
       }
       default:

@@ -29,8 +29,9 @@ Commands:
             {"op", "args"} per line (ops and their args: chaos-core chp-conformance --help)
   ledger    verify | export a tenant's audit ledger (chaos-core ledger help)
   policy    show | set the capability policy of a tenant (chaos-core policy help)
-  approvals list | approve | reject | approve-spend: answer pending approvals as the operator,
-            through the running server's loopback admin endpoint (chaos-core approvals help)
+  approvals list | approve | reject | approve-spend | reject-spend: answer pending approvals
+            as the operator, through the running server's loopback admin endpoint
+            (chaos-core approvals help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores in the data directory, or on
@@ -169,6 +170,9 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       admin: true,
     });
     const rt = starting;
+    // The admin endpoint runs in this process, so answers that wait for a person can name the
+    // operator's exact command.
+    const operator = { operator: config.dataDirChosen ? { dataDir: config.dataDir } : {} };
     const announce = (runtime: Runtime) =>
       logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: rt.admin?.url }, "chaos-core starting");
 
@@ -193,14 +197,14 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       const { startHttpTransport } = await import("@chaos-core/edge");
       const runtime = await rt.ready;
       announce(runtime);
-      const http = await startHttpTransport(runtime.deps, edgeConfig.http);
+      const http = await startHttpTransport({ ...runtime.deps, ...operator }, edgeConfig.http);
       transport = http;
       // The one line on stdout a person (or a script) looks for.
       process.stdout.write(`Chaos Core MCP endpoint: ${http.url}\n`);
     } else {
       // A host waits for the answer to initialize: it comes now, while the stores open.
       logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; opening the stores");
-      const stdio = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      const stdio = await runStdioTransport({ ...rt.deps, ...operator }, { onClose: () => void stop("stdin closed") });
       transport = stdio;
       rt.ready.then(announce, async (err: unknown) => {
         // Calls waiting for the stores answer `unavailable` with this cause; once the client has

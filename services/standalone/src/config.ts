@@ -21,6 +21,11 @@ const schema = z.object({
 export interface StandaloneConfig {
   /** Absolute path of the data directory (embedded database, policy file, lock). */
   dataDir: string;
+  /**
+   * The data directory was chosen (CHAOS_CORE_DATA_DIR or --data-dir), not the per-user default:
+   * a `chaos-core approvals` command printed for the operator must name it.
+   */
+  dataDirChosen: boolean;
   /** Postgres instead of the embedded database, when set. */
   databaseUrl: string | undefined;
   /** Redis instead of in-process session storage, when set. */
@@ -102,6 +107,7 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
   const provider = loadProviderConfig(env);
   return {
     dataDir: resolveDataDir(env, cwd),
+    dataDirChosen: Boolean(env.CHAOS_CORE_DATA_DIR),
     databaseUrl: c.DATABASE_URL,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,

@@ -1,7 +1,7 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { canonicalJson } from "@chaos-core/kit";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { Entry, SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { isoTime } from "../tools/memory-item.js";
 import { visibleJsonString, visibleText } from "./visible-text.js";
 
@@ -37,8 +37,11 @@ export interface ViewFact {
  * agent's description of it.
  */
 export interface ApprovalView {
-  /** `step`: a cognition approval; `ledger_entry`: a request the audit ledger recorded (a held spend, a receipt request). */
-  readonly kind: "step" | "ledger_entry";
+  /**
+   * `step`: a cognition approval; `spend_request`: a held spend the ledger stored with its
+   * arguments; `ledger_entry`: a request the audit ledger recorded (a receipt request).
+   */
+  readonly kind: "step" | "spend_request" | "ledger_entry";
   /** The approval id, or the ledger entry's seq. */
   readonly id: string;
   /** One line naming what is asked, e.g. `Capability: http.request (risk high)`. */
@@ -164,5 +167,36 @@ export function ledgerEntryView(entry: Entry): ApprovalView {
     rows: argumentRows(entry.event ?? {}),
     facts: [fact("Recorded", `${entry.ts} for ${entry.principal}${entry.session ? ` in session ${entry.session}` : ""}`)],
     hash: { label: "content_hash of the event", value: entry.contentHash },
+  };
+}
+
+/**
+ * A held spend as the ledger stored it (and will act on): every argument of the call exactly as
+ * it will run (the wire's beneficiary and memo, the amounts), who asked and until when it can be
+ * answered, why the gate held it, and whether the stored arguments still hash to what the ledger
+ * entry recorded.
+ */
+export function spendRequestView(request: SpendRequest): ApprovalView {
+  const what = request.tool ? `${request.tool} under spend policy ${request.policy}` : `a spend under spend policy ${request.policy}`;
+  const reason = typeof request.gate?.["reason"] === "string" ? request.gate["reason"] : "";
+  return {
+    kind: "spend_request",
+    id: String(request.requestSeq),
+    title: visibleText(`Spend request at ledger entry ${request.requestSeq} (${what}, version ${request.policyVersion}), ${request.state}`).text,
+    rowsTitle: "Every argument of the call, exactly as it will run",
+    rows: argumentRows(request.arguments ?? {}),
+    facts: [
+      fact("Requested by", `${request.requestedBy}${request.requestedInSession ? ` in session ${request.requestedInSession}` : ""} at ${request.createdAt}`),
+      fact("Can be answered until", request.expiresAt),
+      ...(reason ? [fact("Why a person must answer", `the spend gate held it: ${reason}`)] : []),
+      fact(
+        "Arguments check",
+        request.argumentsVerified
+          ? "the arguments above hash to the args_hash the ledger entry recorded"
+          : "THE ARGUMENTS ABOVE DO NOT HASH TO WHAT THE LEDGER ENTRY RECORDED: do not approve",
+      ),
+      fact("content_hash of the ledger entry", request.contentHash),
+    ],
+    hash: { label: "args_hash", value: request.argsHash },
   };
 }

@@ -67,7 +67,29 @@ export const ANSWER_REFUSAL_CODES = [
   { code: "wrong_session", meaning: "an elicitation answer came from another session than the request's" },
   { code: "already_answered", meaning: "the request was answered before; a request is answered once" },
   { code: "not_awaiting_approval", meaning: "the entry is not a request waiting for a human (HITL_REQUIRED or RECEIPT_REQUIRED)" },
+  { code: "not_operator", meaning: "approved_via operator came from another principal than the local admin endpoint's (operator)" },
+  { code: "request_expired", meaning: "the spend request is older than 24 hours; it can no longer be answered or collected: ask again" },
+  { code: "arguments_mismatch", meaning: "the spend request's stored arguments do not hash to the args_hash its ledger entry recorded; nothing can be approved on them" },
 ] as const;
+
+/**
+ * Why a requester's collection of a spend approval (CollectSpendApproval, or a finance call or
+ * request_authorization picking it up) was refused. Recorded as `spend.collect_refused`, then
+ * returned as `<code>: <problem>`.
+ */
+export const COLLECT_REFUSAL_CODES = [
+  { code: "approval_pending", meaning: "no person has answered the request yet" },
+  { code: "declined", meaning: "a person declined the request; it never runs" },
+  { code: "approval_blocked", meaning: "the approval re-ran the gate and a hard rule failed; nothing may run" },
+  { code: "not_requester", meaning: "only the principal that made the request collects its approval" },
+  { code: "already_collected", meaning: "the approval was collected before; an approval is collected once" },
+  { code: "request_expired", meaning: "the request is older than 24 hours: ask again" },
+  { code: "policy_version_mismatch", meaning: "the spend policy changed version since the approval: ask again" },
+  { code: "arguments_mismatch", meaning: "the stored arguments do not hash to the args_hash the request entry recorded" },
+] as const;
+
+/** A reason a collection was refused. */
+export type CollectRefusalCode = (typeof COLLECT_REFUSAL_CODES)[number]["code"];
 
 /**
  * Why a spend evaluation (EvaluateSpendGate, RequestAuthorization, or the re-evaluation of an
@@ -126,8 +148,23 @@ export function financeReason(code: DenyCode): FinanceReason {
  */
 export const DAILY_CAP_EXCEEDED = "daily_cap_exceeded";
 
+/**
+ * The detail codes of a finance call made without a receipt for a call that has a stored spend
+ * request: a person has not answered yet (`approval_pending`), declined it
+ * (`approval_declined`), or its approval was already collected by another call
+ * (`already_collected`: the approval works once).
+ */
+export const APPROVAL_PENDING = "approval_pending";
+export const APPROVAL_DECLINED = "approval_declined";
+export const ALREADY_COLLECTED = "already_collected";
+
 /** Every `detail_code` a finance reference tool answers. */
-export type FinanceDetailCode = AuthorizationCode | typeof DAILY_CAP_EXCEEDED;
+export type FinanceDetailCode =
+  | AuthorizationCode
+  | typeof DAILY_CAP_EXCEEDED
+  | typeof APPROVAL_PENDING
+  | typeof APPROVAL_DECLINED
+  | typeof ALREADY_COLLECTED;
 
 /**
  * Every `detail_code` of the finance reference tools with the short `code` it is answered
@@ -137,4 +174,19 @@ export type FinanceDetailCode = AuthorizationCode | typeof DAILY_CAP_EXCEEDED;
 export const FINANCE_DETAIL_CODES: ReadonlyArray<{ readonly detail_code: FinanceDetailCode; readonly code: FinanceReason | "EXECUTED" }> = [
   ...AUTHORIZATION_CODES.map(({ code }) => ({ detail_code: code, code: code === "AUTHORIZED" ? ("EXECUTED" as const) : financeReason(code) })),
   { detail_code: DAILY_CAP_EXCEEDED, code: "policy_deny" },
+  { detail_code: APPROVAL_PENDING, code: "missing_receipt" },
+  { detail_code: APPROVAL_DECLINED, code: "policy_deny" },
+  { detail_code: ALREADY_COLLECTED, code: "replay" },
 ];
+
+const EXTRA_FINANCE_REASON: Readonly<Record<string, FinanceReason>> = {
+  [DAILY_CAP_EXCEEDED]: "policy_deny",
+  [APPROVAL_PENDING]: "missing_receipt",
+  [APPROVAL_DECLINED]: "policy_deny",
+  [ALREADY_COLLECTED]: "replay",
+};
+
+/** The short code of any finance detail code (a check-chain denial or one of the ledger's own). */
+export function financeCode(detail: string): FinanceReason {
+  return EXTRA_FINANCE_REASON[detail] ?? financeReason(detail as DenyCode);
+}

@@ -4,9 +4,10 @@ import type { LedgerService, SpendAction as ProtoSpendAction, StepBinding as Pro
 import type { SpendAction } from "../domain/spend-gate.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { verifyStoredLedger } from "../log/verify.js";
-import { approvedVia, type LedgerCore, type StepBinding } from "../service/ledger-core.js";
+import type { LedgerCore, StepBinding } from "../service/ledger-core.js";
 import { toPlainJson } from "../service/plain-json.js";
-import { SpendDesk } from "../service/spend-desk.js";
+import { SpendDesk, type SpendRequestView } from "../service/spend-desk.js";
+import { spendAnswerVia } from "../service/spend-requests.js";
 
 // Handlers map proto <-> the ledger core and nothing else. The tenant, principal and session
 // are always the verified ones from the call context, never request fields.
@@ -56,6 +57,38 @@ function checkpointToProto(cp: { size: number; root: string; note: string }, ver
 }
 
 const b64 = (hex: string) => Buffer.from(hex, "hex").toString("base64");
+
+/** The gate fields of a request entry, as SpendRequest.gate shows them. */
+const GATE_FIELDS = ["state", "reason", "claims", "failed_rules", "committed_today", "committed_delta", "content_hash", "day"] as const;
+
+function spendRequestToProto(v: SpendRequestView) {
+  const r = v.request;
+  const ev = r.entry.event;
+  return {
+    requestSeq: BigInt(r.requestSeq),
+    kind: r.kind,
+    policy: r.policy,
+    policyVersion: String(ev.policy_version ?? ""),
+    tool: r.tool ?? "",
+    action: struct(ev.action ?? {}),
+    arguments: struct(r.arguments),
+    argsHash: r.argsHash,
+    requestedBy: r.principal,
+    requestedInSession: r.session,
+    createdAt: r.createdAt.toISOString(),
+    expiresAt: v.expiresAt.toISOString(),
+    state: v.state,
+    channels: [],
+    answeredBy: v.answer?.answeredBy ?? "",
+    answerChannel: v.answer?.channel ?? "",
+    answerSeq: BigInt(r.answer?.seq ?? 0),
+    gate: struct(Object.fromEntries(GATE_FIELDS.filter((k) => ev[k] !== undefined).map((k) => [k, ev[k]]))),
+    contentHash: r.entry.contentHash,
+    collectSeq: BigInt(r.collectSeq ?? 0),
+    argumentsVerified: v.argumentsVerified,
+    answerReason: v.answer?.reason ?? "",
+  };
+}
 
 /** The gRPC surface of the ledger service over a {@link LedgerCore}. */
 export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof LedgerService> {
@@ -133,7 +166,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     async approveSpend(req, ctx) {
       const r = await desk.approveSpend(ctx.call, {
         requestSeq: safeNumber(req.requestSeq, "request_seq"),
-        approvedVia: approvedVia(req.approvedVia),
+        approvedVia: spendAnswerVia(req.approvedVia),
         ttlSeconds: req.ttlSeconds,
       });
       return {
@@ -142,7 +175,42 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         contentHash: r.contentHash,
         ledgerSeq: BigInt(r.entry.seq),
         ...(r.receipt ? { receipt: struct(r.receipt) } : {}),
+        receiptPending: r.receiptPending,
+        channel: r.channel,
+        requester: r.requester,
       };
+    },
+
+    async getSpendRequest(req, ctx) {
+      return { request: spendRequestToProto(await desk.getSpendRequest(ctx.call, safeNumber(req.requestSeq, "request_seq"))) };
+    },
+
+    async listSpendRequests(req, ctx) {
+      const views = await desk.listSpendRequests(ctx.call, { limit: req.limit });
+      return { requests: views.map(spendRequestToProto) };
+    },
+
+    async collectSpendApproval(req, ctx) {
+      const r = await desk.collectSpendApproval(ctx.call, { requestSeq: safeNumber(req.requestSeq, "request_seq"), ttlSeconds: req.ttlSeconds });
+      return {
+        state: r.state,
+        result: struct(r.result),
+        ...(r.receipt ? { receipt: struct(r.receipt) } : {}),
+        ledgerSeq: BigInt(r.entry.seq),
+        contentHash: r.contentHash,
+        approvedBy: r.approvedBy,
+        channel: r.channel,
+        approvalSeq: BigInt(r.approvalSeq),
+      };
+    },
+
+    async declineSpend(req, ctx) {
+      const r = await desk.declineSpend(ctx.call, {
+        requestSeq: safeNumber(req.requestSeq, "request_seq"),
+        approvedVia: spendAnswerVia(req.approvedVia),
+        reason: req.reason,
+      });
+      return { ledgerSeq: BigInt(r.entry.seq), declinedBy: r.declinedBy, channel: r.channel };
     },
 
     async evaluateToolApproval(req, ctx) {
@@ -189,8 +257,9 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         status: r.status,
         code: r.code,
         ...(r.receipt ? { receipt: struct(r.receipt) } : {}),
-        gate: struct(r.reply.result),
-        ledgerSeq: BigInt(r.reply.entry.seq),
+        gate: struct(r.gate),
+        ledgerSeq: BigInt(r.entry.seq),
+        approvalRequestSeq: BigInt(r.approvalRequestSeq ?? 0),
       };
     },
 
@@ -207,6 +276,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         ...(r.executed ? { result: struct(r.result) } : {}),
         ledgerSeq: BigInt(r.entry.seq),
         problem: r.executed ? "" : (r.problem ?? ""),
+        approvalRequestSeq: BigInt(r.approvalRequestSeq ?? 0),
       };
     },
 

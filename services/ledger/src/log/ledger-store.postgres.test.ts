@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from "../../../../test/support/
 import { openCheckpoint, parseVerifierKey } from "./checkpoint.js";
 import { createLedgerStore, type LedgerSigningKey, type LedgerStore } from "./ledger-store.js";
 import { hashLeaf, verifyConsistency, verifyInclusion } from "./merkle.js";
-import { migrateLedger } from "./migrations.js";
+import { APPEND_ONLY_TABLES, migrateLedger } from "./migrations.js";
 import { verifyExport, verifyStoredLedger } from "./verify.js";
 
 let database: TestDatabase;
@@ -23,7 +23,7 @@ const newTenant = (): string => `t${++tenantCounter}-${process.pid}`;
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_ledger");
   db = createPostgresDb({ connectionString: database.url });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests"]);
   expect(await migrateLedger(db)).toEqual([]);
   admin = new pg.Client({ connectionString: database.url });
   await admin.connect();
@@ -153,6 +153,8 @@ describe("ledger store on Postgres", () => {
       "UPDATE ledger.checkpoints SET note = 'x' WHERE tenant_id = $1",
       "DELETE FROM ledger.nodes WHERE tenant_id = $1",
       "DELETE FROM ledger.nonces WHERE tenant_id = $1",
+      "UPDATE ledger.spend_requests SET arguments = '{}' WHERE tenant_id = $1",
+      "DELETE FROM ledger.spend_requests WHERE tenant_id = $1",
     ]) {
       await expect(db.tenantTx(tenant, (q) => q.query(sql, [tenant])), sql).rejects.toMatchObject({ code: "42501" });
     }
@@ -162,8 +164,15 @@ describe("ledger store on Postgres", () => {
   it("even the owner (a superuser) is stopped by the trigger", async () => {
     const tenant = newTenant();
     await appendMany(tenant, 2);
-    await db.tenantTx(tenant, (q) => q.query("INSERT INTO ledger.nonces (tenant_id, nonce) VALUES ($1, 'n1')", [tenant]));
-    for (const table of ["entries", "nodes", "checkpoints", "nonces"]) {
+    await db.tenantTx(tenant, async (q) => {
+      await q.query("INSERT INTO ledger.nonces (tenant_id, nonce) VALUES ($1, 'n1')", [tenant]);
+      await q.query(
+        `INSERT INTO ledger.spend_requests (tenant_id, request_seq, kind, policy_name, args_hash, arguments, principal, session, created_at)
+         VALUES ($1, 1, 'spend', 'equity', 'h', '{}', 'p', 's', now())`,
+        [tenant],
+      );
+    });
+    for (const table of APPEND_ONLY_TABLES) {
       await expect(admin.query(`UPDATE ledger.${table} SET tenant_id = tenant_id WHERE tenant_id = $1`, [tenant])).rejects.toThrow(
         `ledger.${table} is append-only: UPDATE refused`,
       );

@@ -4,7 +4,10 @@ import { APP_ROLE, migrate, type Db, type Migration } from "@chaos-core/kit";
 export const LEDGER_SCHEMA = "ledger";
 
 /** The tables no one may change after insert; see the migration comment. */
-export const APPEND_ONLY_TABLES = ["entries", "nodes", "checkpoints", "nonces"] as const;
+export const APPEND_ONLY_TABLES = ["entries", "nodes", "checkpoints", "nonces", "spend_requests"] as const;
+
+/** The append-only tables of the first migration (its SQL must not change once applied). */
+const FIRST_APPEND_ONLY_TABLES = ["entries", "nodes", "checkpoints", "nonces"] as const;
 
 const TENANT_POLICY = (table: string): string => `
       ALTER TABLE ledger.${table} ENABLE ROW LEVEL SECURITY;
@@ -41,6 +44,11 @@ const APPEND_ONLY = (table: string): string => `
  *   entries, so `verify` never trusts them.
  * - Row-level security is forced on every table: a query that forgets `tenant_id` still sees
  *   one tenant.
+ * - `spend_requests` (0002) holds the full arguments of each HITL_REQUIRED spend or finance
+ *   request beside its entry, which records only their hash (so exports stay as they were):
+ *   what a person approves is shown whole, and re-hashed against the entry before anyone may
+ *   answer. Append-only too; a request's answer and collection are marker rows in `nonces`
+ *   (`request-<seq>`, `collect-<seq>`) committed with the entries that record them.
  */
 export const LEDGER_MIGRATIONS: Migration[] = [
   {
@@ -109,9 +117,31 @@ export const LEDGER_MIGRATIONS: Migration[] = [
       );
 
       ${["entries", "nodes", "checkpoints", "heads", "nonces", "spend_days"].map(TENANT_POLICY).join("\n")}
-      ${APPEND_ONLY_TABLES.map(APPEND_ONLY).join("\n")}
+      ${FIRST_APPEND_ONLY_TABLES.map(APPEND_ONLY).join("\n")}
       GRANT SELECT, INSERT, UPDATE ON ledger.heads TO ${APP_ROLE};
       GRANT SELECT, INSERT, UPDATE ON ledger.spend_days TO ${APP_ROLE};
+    `,
+  },
+  {
+    id: "0002_spend_requests",
+    sql: `
+      CREATE TABLE ledger.spend_requests (
+        tenant_id   text NOT NULL,
+        request_seq bigint NOT NULL CHECK (request_seq >= 1),
+        kind        text NOT NULL CHECK (kind IN ('spend', 'finance')),
+        policy_name text NOT NULL,
+        tool        text,
+        args_hash   text NOT NULL,
+        arguments   json NOT NULL,
+        principal   text NOT NULL,
+        session     text NOT NULL,
+        created_at  timestamptz NOT NULL,
+        PRIMARY KEY (tenant_id, request_seq)
+      );
+      -- The finance tools look up an approved request by its call.
+      CREATE INDEX spend_requests_by_call ON ledger.spend_requests (tenant_id, principal, tool, args_hash);
+      ${TENANT_POLICY("spend_requests")}
+      ${APPEND_ONLY("spend_requests")}
     `,
   },
 ];

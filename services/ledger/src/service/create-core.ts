@@ -32,5 +32,5 @@ export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
     },
     ...(options.now ? { now: options.now } : {}),
   });
-  return new LedgerCore({ store, keyring, policies, nonces, logger, version, ...(options.now ? { now: options.now } : {}) });
+  return new LedgerCore({ store, db, keyring, policies, nonces, logger, version, ...(options.now ? { now: options.now } : {}) });
 }

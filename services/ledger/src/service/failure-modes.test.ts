@@ -5,14 +5,14 @@
  */
 import { createServer } from "node:net";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { ChaosError, createPostgresDb, type Db } from "@chaos-core/kit";
+import { createPostgresDb, type Db } from "@chaos-core/kit";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
 import { createRedisNonceCache } from "../adapters/nonce-cache.js";
 import { verifyStoredLedger } from "../log/verify.js";
-import { allEvents, as, requestAndIssue, type FixtureToolCall } from "../test-support/flows.js";
+import { allEvents, as, failure, requestAndIssue, type FixtureToolCall } from "../test-support/flows.js";
 import { createLedgerFixture, type LedgerFixture } from "../test-support/ledger-fixture.js";
 import { startTcpProxy, type TcpProxy } from "../test-support/tcp-proxy.js";
 
@@ -23,14 +23,6 @@ const DELETE: FixtureToolCall = { tool: "reports.delete", resource: "bucket:repo
 const AGENT = "agent@acme";
 const APPROVER = "approver@acme";
 
-async function failure(p: Promise<unknown>): Promise<ChaosError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!(err instanceof ChaosError)) throw new Error(`expected a ChaosError, got ${String(err)}`);
-  return err;
-}
 
 /** A port nothing listens on: bound and released. */
 async function closedPort(): Promise<number> {

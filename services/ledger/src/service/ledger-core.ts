@@ -1,6 +1,14 @@
-import { ChaosError, assertTenantId, type CallContext, type Logger, type Queryable } from "@chaos-core/kit";
+import { ChaosError, assertTenantId, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
 import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
-import { ANSWER_REFUSAL_CODES, AUTHORIZATION_CODES, FINANCE_DETAIL_CODES, FINANCE_REASONS, ISSUE_REFUSAL_CODES, SPEND_REFUSAL_CODES } from "../authz/codes.js";
+import {
+  ANSWER_REFUSAL_CODES,
+  AUTHORIZATION_CODES,
+  COLLECT_REFUSAL_CODES,
+  FINANCE_DETAIL_CODES,
+  FINANCE_REASONS,
+  ISSUE_REFUSAL_CODES,
+  SPEND_REFUSAL_CODES,
+} from "../authz/codes.js";
 import { evaluateToolApproval, issueReceipt, MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { RECEIPT_KINDS, RECEIPT_SCHEMA_VERSION, RISKS, type ReceiptKind, type Risk } from "../authz/receipt.js";
 import { stepToolPolicy, type ToolPolicyDocument } from "../authz/tool-policy.js";
@@ -21,6 +29,8 @@ export type ApprovedVia = "approver_role" | "elicitation";
 /** What the ledger core needs; built once per process. */
 export interface LedgerCoreDeps {
   readonly store: LedgerStore;
+  /** The database under the store, for reads beside the log (stored spend requests). */
+  readonly db: Db;
   readonly keyring: Keyring;
   readonly policies: OperatorPolicies;
   readonly nonces: NonceCache;
@@ -54,10 +64,11 @@ export interface AuthorizationOutcome {
  */
 export type AfterAuthorize = (
   tx: Queryable,
+  ctx: { seq: number },
 ) => Promise<{ deny?: { code: string; problem: string }; extra?: Record<string, unknown> }>;
 
 /** The session label of an entry: the MCP session, or "" for a call without one. */
-function sessionOf(call: CallContext): string {
+export function sessionOf(call: CallContext): string {
   return call.sessionId ?? "";
 }
 
@@ -107,6 +118,18 @@ export class LedgerCore {
 
   now(): Date {
     return this.#now();
+  }
+
+  /** Runs a read in the caller's tenant (row-level security applies), outside the append path. */
+  async read<T>(call: CallContext, fn: (q: Queryable) => Promise<T>): Promise<T> {
+    assertTenantId(call.tenant);
+    try {
+      return await this.#deps.db.tenantTx(call.tenant, fn);
+    } catch (err) {
+      const e = ChaosError.from(err);
+      if (e.code === "invalid_argument" || e.code === "not_found") throw e;
+      throw new ChaosError("unavailable", `the audit ledger could not be read: ${e.message}`, { cause: err });
+    }
   }
 
   /** Appends an event for the caller; a store failure becomes `unavailable` (fail closed). */
@@ -337,7 +360,7 @@ export class LedgerCore {
         const d = settleNonce(check, used.rows.length > 0);
         let extra: Record<string, unknown> = {};
         if (d.authorized && after) {
-          const res = await after(tx);
+          const res = await after(tx, ctx);
           extra = res.extra ?? {};
           if (res.deny) {
             denied = res.deny;
@@ -397,6 +420,7 @@ export class LedgerCore {
       issue_refusal_codes: ISSUE_REFUSAL_CODES.map((c) => ({ ...c })),
       answer_refusal_codes: ANSWER_REFUSAL_CODES.map((c) => ({ ...c })),
       spend_refusal_codes: SPEND_REFUSAL_CODES.map((c) => ({ ...c })),
+      collect_refusal_codes: COLLECT_REFUSAL_CODES.map((c) => ({ ...c })),
       finance_reason_codes: [...FINANCE_REASONS],
       finance_detail_codes: FINANCE_DETAIL_CODES.map((c) => ({ ...c })),
       keys: keyring.kids().map((kid) => {

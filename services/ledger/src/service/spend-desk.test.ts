@@ -4,11 +4,10 @@
  * the HITL threshold once and never a hard rule, and a receipt executes exactly one call.
  */
 import type { JsonObject } from "@bufbuild/protobuf";
-import { ChaosError } from "@chaos-core/kit";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerFixture, type LedgerFixture } from "../test-support/ledger-fixture.js";
-import { allEvents, as, eventAt } from "../test-support/flows.js";
+import { allEvents, as, committedInDb, eventAt, failure } from "../test-support/flows.js";
 
 const AGENT = "agent@acme";
 const APPROVER = "approver@acme";
@@ -39,19 +38,7 @@ const buy = (notional: number, confidence: number | undefined = 0.8) => ({
   ...(confidence === undefined ? {} : { confidence }),
 });
 
-async function failure(p: Promise<unknown>): Promise<ChaosError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!(err instanceof ChaosError)) throw new Error(`expected a ChaosError, got ${String(err)}`);
-  return err;
-}
 
-async function committedInDb(tenant: string, policy: string): Promise<number> {
-  const r = await admin.query("SELECT COALESCE(sum(committed), 0)::float8 AS c FROM ledger.spend_days WHERE tenant_id = $1 AND policy_name = $2", [tenant, policy]);
-  return Number((r.rows[0] as { c: number }).c);
-}
 
 describe("EvaluateSpendGate with the operator's reference policies", () => {
   it("LOCKED decisions commit to the day's total, read from the ledger, until the daily cap blocks; a restart keeps the total", async () => {
@@ -89,7 +76,7 @@ describe("EvaluateSpendGate with the operator's reference policies", () => {
     const events = await allEvents(fx.client, as(tenant, AGENT));
     const deltas = events.filter((e) => e.state === "LOCKED").reduce((s, e) => s + (e.committed_delta as number), 0);
     expect(deltas).toBe(2500);
-    expect(await committedInDb(tenant, "equity")).toBe(2500);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(2500);
   });
 
   it("the agent cannot state its committed total or loosen a limit; a stricter policy applies and is named", async () => {
@@ -167,7 +154,7 @@ describe("ApproveSpend", () => {
 
     const refusals = (await allEvents(fx.client, as(tenant, AGENT))).filter((e) => e.type === "spend.approval_refused");
     expect(refusals.map((e) => e.code)).toEqual(["self_approval", "wrong_session", "already_answered"]);
-    expect(await committedInDb(tenant, "equity")).toBe(310);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(310);
   });
 
   it("BLOCKED stays BLOCKED: an approval cannot cross the daily cap, and a BLOCKED request cannot be approved", async () => {
@@ -180,7 +167,7 @@ describe("ApproveSpend", () => {
     const approved = await fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER));
     expect(approved.state).toBe("BLOCKED");
     expect(approved.result).toMatchObject({ reason: `approval by ${APPROVER} rejected: blocked: daily-cap`, committed_delta: 0, committed_today: 2400 });
-    expect(await committedInDb(tenant, "equity")).toBe(2400);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(2400);
 
     const blocked = await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(600, 0.9) }, as(tenant, AGENT));
     expect(blocked.state).toBe("BLOCKED");
@@ -202,14 +189,14 @@ describe("finance reference tools", () => {
     const receipt = requested.receipt!;
     expect(receipt).toMatchObject({ kind: "authorization", tool: "place_equity_order", resource: "trading:equities:place", policy_version: "equity-1", risk: "high", decision: "allow" });
     // Nothing is committed until the tool runs.
-    expect(await committedInDb(tenant, "equity")).toBe(0);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(0);
 
     const executed = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200), receipt }, as(tenant, AGENT));
     expect(executed).toMatchObject({ executed: true, code: "EXECUTED", detailCode: "AUTHORIZED" });
     expect(executed.result).toMatchObject({ status: "filled", symbol: "AAPL", notional: 200, synthetic: true });
     expect(executed.result?.order_id).toMatch(/^ord-sim-[0-9a-f]{16}$/);
     expect(await eventAt(fx.client, as(tenant, AGENT), executed.ledgerSeq)).toMatchObject({ type: "reference.executed", code: "AUTHORIZED", authorized: true, committed_after: 200 });
-    expect(await committedInDb(tenant, "equity")).toBe(200);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(200);
 
     const replay = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200), receipt }, as(tenant, AGENT));
     expect(replay).toMatchObject({ executed: false, code: "replay", detailCode: "replayed_receipt" });
@@ -223,12 +210,12 @@ describe("finance reference tools", () => {
       expect(await eventAt(fx.client, as(tenant, AGENT), r.ledgerSeq)).toMatchObject({ type: "reference.executed", authorized: false, code: r.detailCode });
     }
     // Only the executed call counted; the unused receipt still runs its own call.
-    expect(await committedInDb(tenant, "equity")).toBe(200);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(200);
     const own = await fx.client.executeReferenceTool({ tool: "place_equity_order", arguments: order(200), receipt: second }, as(tenant, AGENT));
     expect(own.code).toBe("EXECUTED");
   });
 
-  it("a wire transfer always needs a human: HITL_REQUIRED → another principal approves → receipt → EXECUTED", async () => {
+  it("a wire transfer always needs a human: HITL_REQUIRED → another principal approves → the requester collects the receipt → EXECUTED", async () => {
     const tenant = newTenant();
     const wire = { beneficiary: "ACME Supplies GmbH", amount: 1, currency: "EUR", memo: "invoice 42" };
     const requested = await fx.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: wire }, as(tenant, AGENT));
@@ -239,18 +226,22 @@ describe("finance reference tools", () => {
 
     const self = await failure(fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role" }, as(tenant, AGENT)));
     expect(self.message).toMatch(/^self_approval: /);
-    const approved = await fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role", ttlSeconds: 120 }, as(tenant, APPROVER2));
+    const approved = await fx.client.approveSpend({ requestSeq: requested.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER2));
     expect(approved.state).toBe("LOCKED");
-    const receipt = approved.receipt!;
+    // The receipt is the requester's: the approver never holds it.
+    expect(approved.receipt).toBeUndefined();
+    expect(approved).toMatchObject({ receiptPending: true, channel: "approver", requester: AGENT });
+    const collected = await fx.client.collectSpendApproval({ requestSeq: requested.ledgerSeq, ttlSeconds: 120 }, as(tenant, AGENT));
+    const receipt = collected.receipt!;
     expect(receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer", resource: "treasury:wire", actor: APPROVER2, risk: "critical", policy_version: "wire-1" });
     expect(Date.parse(receipt.expiry as string) - Date.parse(receipt.issued_at as string)).toBe(120_000);
     // Approval does not commit a finance call; execution does.
-    expect(await committedInDb(tenant, "wire")).toBe(0);
+    expect(await committedInDb(admin, tenant, "wire")).toBe(0);
 
     const executed = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire, receipt }, as(tenant, AGENT));
     expect(executed).toMatchObject({ executed: true, code: "EXECUTED" });
     expect(executed.result).toMatchObject({ status: "sent", amount: 1, currency: "EUR", synthetic: true });
-    expect(await committedInDb(tenant, "wire")).toBe(1);
+    expect(await committedInDb(admin, tenant, "wire")).toBe(1);
     const again = await fx.client.executeReferenceTool({ tool: "wire_treasury_transfer", arguments: wire, receipt }, as(tenant, AGENT));
     expect(again.code).toBe("replay");
   });
@@ -301,7 +292,7 @@ describe("finance reference tools", () => {
     expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "daily_cap_exceeded" });
     expect(denied[0]!.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
     expect(denied[0]!.result).toBeUndefined();
-    expect(await committedInDb(tenant, "equity")).toBe(2400);
+    expect(await committedInDb(admin, tenant, "equity")).toBe(2400);
     // The refused call's nonce was not consumed: the refusal is the cap's, not the receipt's.
     const nonces = await admin.query("SELECT count(*)::int AS n FROM ledger.nonces WHERE tenant_id = $1", [tenant]);
     expect((nonces.rows[0] as { n: number }).n).toBe(10);
@@ -332,7 +323,7 @@ describe("an operator spend policy with require_confidence", () => {
         expect.objectContaining({ type: "spend_gate.refused", code: "confidence_required", policy: "equity", policy_version: "eq-conf-1" }),
         expect.objectContaining({ type: "spend_gate.refused", code: "confidence_required", policy: "equity", tool: "place_equity_order" }),
       ]);
-      expect(await committedInDb(tenant, "equity")).toBe(0);
+      expect(await committedInDb(admin, tenant, "equity")).toBe(0);
 
       // With a confidence the claims and content hash are the ones the same policy without the option gives.
       const confident = await strict.client.evaluateSpendGate({ policyName: "equity", action: buy(100, 0.8) }, as(tenant, AGENT));

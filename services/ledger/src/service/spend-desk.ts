@@ -1,5 +1,5 @@
 import { ChaosError, chpFloat, contentHash, isChpFloat, type CallContext, type Queryable } from "@chaos-core/kit";
-import { DAILY_CAP_EXCEEDED, financeReason, type DenyCode } from "../authz/codes.js";
+import { ALREADY_COLLECTED, APPROVAL_DECLINED, APPROVAL_PENDING, DAILY_CAP_EXCEEDED, financeCode, type CollectRefusalCode } from "../authz/codes.js";
 import { MAX_RECEIPT_TTL_SECONDS, MIN_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { newNonce, signReceipt, type Receipt } from "../authz/receipt.js";
 import type { ToolPolicyDocument } from "../authz/tool-policy.js";
@@ -7,8 +7,23 @@ import { referenceTool, type ReferenceTool } from "../domain/reference-tools.js"
 import { approveHuman, evaluateGate, type GateResult, type SpendAction } from "../domain/spend-gate.js";
 import { gatePolicy, missingConfidence, tighten, type SpendPolicyConfig } from "../domain/spend-policies.js";
 import type { LedgerEntry } from "../log/entry.js";
-import { receiptTtl, type ApprovedVia, type LedgerCore } from "./ledger-core.js";
+import { receiptTtl, sessionOf, type LedgerCore } from "./ledger-core.js";
 import { toPlainJson } from "./plain-json.js";
+import {
+  answerActor,
+  answerOf,
+  argumentsVerified,
+  CHANNEL_OF_VIA,
+  expiresAt,
+  insertSpendRequest,
+  OPERATOR_PRINCIPAL,
+  readSpendRequests,
+  SPEND_REQUEST_WINDOW_MS,
+  spendRequestState,
+  type SpendAnswerVia,
+  type SpendRequestState,
+  type StoredSpendRequest,
+} from "./spend-requests.js";
 
 /** The UTC calendar day of `now` (CHP's daily window), as `YYYY-MM-DD`. */
 function utcDay(now: Date): string {
@@ -64,6 +79,20 @@ function financeToolPolicy(tool: ReferenceTool, policy: SpendPolicyConfig): Tool
   return { version: policy.version, tools: { [tool.name]: { risk: tool.risk, resources: [tool.scope] } } };
 }
 
+/** Inserts a marker row in `ledger.nonces`, once; false when it was there already. */
+async function insertMarker(tx: Queryable, tenant: string, marker: string, seq: number): Promise<boolean> {
+  const res = await tx.query(
+    "INSERT INTO ledger.nonces (tenant_id, nonce, entry_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING nonce",
+    [tenant, marker, seq],
+  );
+  return res.rows.length > 0;
+}
+
+/** The marker of a request's one answer (approval or decline). */
+const answerMarker = (seq: number) => `request-${seq}`;
+/** The marker of an approval's one collection. */
+const collectMarker = (seq: number) => `collect-${seq}`;
+
 /** What the gate answered, for a reply. */
 export interface GateReply {
   readonly state: string;
@@ -71,6 +100,82 @@ export interface GateReply {
   readonly result: Record<string, unknown>;
   readonly entry: LedgerEntry;
   readonly receipt?: Receipt;
+}
+
+/** ApproveSpend's answer: the gate's, and who collects it. */
+export interface ApproveReply extends GateReply {
+  /** Locked, and the receipt (or, for a plain spend, the news) waits for the requester. */
+  readonly receiptPending: boolean;
+  readonly channel: string;
+  readonly requester: string;
+}
+
+/** A stored spend request as a caller sees it. */
+export interface SpendRequestView {
+  readonly request: StoredSpendRequest;
+  readonly state: SpendRequestState;
+  readonly expiresAt: Date;
+  readonly argumentsVerified: boolean;
+  readonly answer?: { readonly answeredBy: string; readonly channel: string; readonly reason: string };
+}
+
+/** A collected approval. */
+export interface CollectReply {
+  readonly state: string;
+  readonly contentHash: string;
+  /** The approval's gate result. */
+  readonly result: Record<string, unknown>;
+  readonly receipt?: Receipt;
+  readonly entry: LedgerEntry;
+  readonly approvedBy: string;
+  readonly channel: string;
+  readonly approvalSeq: number;
+}
+
+/** What a finance reference call did. */
+export interface FinanceOutcome {
+  readonly executed: boolean;
+  /** EXECUTED or the CHP short code. */
+  readonly code: string;
+  readonly detailCode: string;
+  readonly result?: Record<string, unknown>;
+  readonly problem?: string;
+  readonly entry: LedgerEntry;
+  /** The stored request whose approval ran it, or that holds it (pending, declined). */
+  readonly approvalRequestSeq?: number;
+}
+
+/** Why a HITL_REQUIRED entry without a stored request cannot be answered. */
+function legacyRequest(seq: number): string {
+  return `ledger entry ${seq} was recorded before spend requests were stored with their arguments, so no person can be shown what it would run: make the request again`;
+}
+
+/** A refusal decided inside a flush transaction, thrown once its entry is committed. */
+interface Refusal {
+  readonly code: string;
+  readonly problem: string;
+  readonly errorCode: "permission_denied" | "failed_precondition";
+}
+
+function refusalError(r: Refusal, seq: number): ChaosError {
+  return new ChaosError(r.errorCode, `${r.code}: ${r.problem} (refusal recorded as ledger entry ${seq})`);
+}
+
+/** The gate result an approval recorded, as a reply shows it. */
+function approvalResult(approval: Record<string, unknown>, approvalSeq: number, policy: SpendPolicyConfig): Record<string, unknown> {
+  return {
+    state: approval.state,
+    reason: approval.reason,
+    claims: approval.claims,
+    failed_rules: approval.failed_rules,
+    committed_today: approval.committed_today,
+    committed_delta: approval.committed_delta,
+    content_hash: approval.content_hash,
+    policy: { ...policy },
+    approved_by: approval.approver,
+    channel: approval.channel ?? CHANNEL_OF_VIA[approval.approved_via === "elicitation" ? "elicitation" : "approver_role"],
+    ledger_seq: approvalSeq,
+  };
 }
 
 /**
@@ -120,18 +225,34 @@ export class SpendDesk {
     const day = utcDay(now);
     let gate: GateResult | undefined;
     let committed = 0;
-    const entry = await this.#core.record(call, { type: "spend_gate.evaluated" }, async (tx) => {
+    const entry = await this.#core.record(call, { type: "spend_gate.evaluated" }, async (tx, ctx) => {
       committed = await committedToday(tx, call.tenant, input.policyName, day);
       gate = evaluateGate(input.action, gatePolicy(policy), committed);
       await commitSpend(tx, call.tenant, input.policyName, day, gate.committed_delta);
+      const action = recordedAction(input.action);
+      // A spend held for a person is stored as a request: its arguments are the action.
+      const argsHash = gate.state === "HITL_REQUIRED" ? contentHash(action) : undefined;
+      if (argsHash) {
+        await insertSpendRequest(tx, call.tenant, {
+          requestSeq: ctx.seq,
+          kind: "spend",
+          policy: input.policyName,
+          argsHash,
+          arguments: action,
+          principal: call.principal,
+          session: sessionOf(call),
+          createdAt: now,
+        });
+      }
       return {
         type: "spend_gate.evaluated",
         policy: input.policyName,
         policy_version: policy.version,
-        action: recordedAction(input.action),
+        action,
         committed_today: chpFloat(committed),
         day,
         ...gateFields(gate),
+        ...(argsHash ? { args_hash: argsHash } : {}),
       };
     });
     return this.#reply(entry, gate!, committed, policy);
@@ -179,41 +300,95 @@ export class SpendDesk {
   }
 
   /**
-   * ApproveSpend: a human approves the HITL_REQUIRED request recorded at `requestSeq`, once.
-   * The action comes from the ledger, not from the approver; the gate is re-run under the
-   * current policy and day total (an approval crosses the HITL threshold, never a hard rule).
-   * A finance request approved to LOCKED gets its authorization receipt here.
+   * The checks every answer to a stored request passes before its transaction: a HITL_REQUIRED
+   * request whose stored arguments hash to what its entry recorded, answered by someone the
+   * channel allows (never the requester through a key, the console or the operator endpoint;
+   * elicitation only from the requesting session; `operator` only as the operator), within
+   * 24 h. Each refusal is recorded as `refusalType`.
    */
-  async approveSpend(call: CallContext, input: { requestSeq: number; approvedVia: ApprovedVia; ttlSeconds?: number }): Promise<GateReply> {
-    const request = await this.#core.entryAt(call, input.requestSeq);
-    const ev = request.event as Record<string, unknown>;
-    const isFinance = ev.type === "reference.requested";
-    const refuse = async (code: string, problem: string, errorCode: "permission_denied" | "failed_precondition" = "permission_denied"): Promise<never> => {
-      await this.#core.record(call, { type: "spend.approval_refused", request_seq: input.requestSeq, code, problem });
-      throw new ChaosError(errorCode, `${code}: ${problem}`);
+  async #answerable(call: CallContext, requestSeq: number, via: SpendAnswerVia, refusalType: string): Promise<StoredSpendRequest> {
+    const entry = await this.#core.entryAt(call, requestSeq);
+    const ev = entry.event;
+    const refuse = async (code: string, problem: string, errorCode: Refusal["errorCode"] = "permission_denied"): Promise<never> => {
+      const refused = await this.#core.record(call, { type: refusalType, request_seq: requestSeq, code, problem });
+      throw refusalError({ code, problem, errorCode }, refused.seq);
     };
-    if (ev.type !== "spend_gate.evaluated" && !isFinance) {
-      throw new ChaosError("failed_precondition", `ledger entry ${input.requestSeq} is not a spend request`);
+    if (ev.type !== "spend_gate.evaluated" && ev.type !== "reference.requested") {
+      throw new ChaosError("failed_precondition", `ledger entry ${requestSeq} is not a spend request`);
     }
     if (ev.state !== "HITL_REQUIRED") {
       // An approval never turns a BLOCKED (or an already LOCKED) decision into anything else.
-      await refuse("not_awaiting_approval", `request ${input.requestSeq} is ${String(ev.state)}, not waiting for a human (HITL_REQUIRED)`, "failed_precondition");
+      await refuse("not_awaiting_approval", `request ${requestSeq} is ${String(ev.state)}, not waiting for a human (HITL_REQUIRED)`, "failed_precondition");
     }
-    if (input.approvedVia === "approver_role" && call.principal === request.principal) {
-      await refuse("self_approval", `${call.principal} made request ${input.requestSeq} and cannot approve it`);
+    const [request] = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { requestSeq }));
+    if (!request) throw new ChaosError("failed_precondition", legacyRequest(requestSeq));
+    if (!argumentsVerified(request)) {
+      await refuse("arguments_mismatch", `the stored arguments of request ${requestSeq} do not hash to the args_hash its ledger entry recorded; nothing can be approved on them`, "failed_precondition");
     }
-    if (input.approvedVia === "elicitation" && request.session !== (call.sessionId ?? "")) {
+    if (via !== "elicitation" && call.principal === request.principal) {
+      await refuse("self_approval", `${call.principal} made request ${requestSeq} and cannot approve it`);
+    }
+    if (via === "elicitation" && request.session !== sessionOf(call)) {
       await refuse("wrong_session", "an elicitation answer counts only from the session that made the request");
     }
-    const policyName = String(ev.policy);
+    if (via === "operator" && call.principal !== OPERATOR_PRINCIPAL) {
+      await refuse("not_operator", `approved_via "operator" is the local admin endpoint's; ${call.principal} is not the operator`);
+    }
+    if (this.#core.now().getTime() >= expiresAt(request).getTime()) {
+      await refuse("request_expired", `request ${requestSeq} was made at ${request.createdAt.toISOString()} and could be answered for 24 hours: ask again`, "failed_precondition");
+    }
+    return request;
+  }
+
+  /** An `authorization` receipt for a finance call, signed now. */
+  #signAuthorization(call: CallContext, tool: ReferenceTool, bind: { actor: string; argsHash: string; policyVersion: string; ttl: number; now: Date }): Receipt {
+    return signReceipt(
+      {
+        kind: "authorization",
+        schema_version: 1,
+        tenant: call.tenant,
+        actor: bind.actor,
+        tool: tool.name,
+        resource: tool.scope,
+        args_hash: bind.argsHash,
+        policy_version: bind.policyVersion,
+        risk: tool.risk,
+        issued_at: bind.now.toISOString(),
+        expiry: new Date(bind.now.getTime() + bind.ttl * 1000).toISOString(),
+        decision: "allow",
+        nonce: newNonce(),
+      },
+      this.#core.keyring,
+    );
+  }
+
+  /**
+   * ApproveSpend: a human approves the HITL_REQUIRED request recorded at `requestSeq`, once.
+   * The action comes from the ledger, not from the approver; the gate is re-run under the
+   * current policy and day total (an approval crosses the HITL threshold, never a hard rule).
+   * Answered through elicitation (the requester's own session), a finance request gets its
+   * receipt here and the approval is collected at once; any other channel leaves it to the
+   * requester to collect (`receiptPending`), so the receipt never goes to the approver.
+   */
+  async approveSpend(call: CallContext, input: { requestSeq: number; approvedVia: SpendAnswerVia; ttlSeconds?: number }): Promise<ApproveReply> {
+    const via = input.approvedVia;
+    const ttl = ttlOf(input.ttlSeconds);
+    const request = await this.#answerable(call, input.requestSeq, via, "spend.approval_refused");
+    const ev = request.entry.event;
+    const policyName = request.policy;
     const policy = this.#policy(call, policyName);
     const action = ev.action as unknown as SpendAction;
     // The approval re-evaluates under the current policy, its Chaos Core checks included.
     const noConfidence = missingConfidence(policy, action.confidence, "the request's confidence");
-    if (noConfidence) await refuse("confidence_required", noConfidence, "failed_precondition");
-    const approver = input.approvedVia === "approver_role" ? call.principal : `elicitation:${call.principal}`;
-    const tool = isFinance ? referenceTool(String(ev.tool)) : undefined;
-    const ttl = ttlOf(input.ttlSeconds);
+    if (noConfidence) {
+      const refused = await this.#core.record(call, { type: "spend.approval_refused", request_seq: input.requestSeq, code: "confidence_required", problem: noConfidence });
+      throw refusalError({ code: "confidence_required", problem: noConfidence, errorCode: "failed_precondition" }, refused.seq);
+    }
+    const approver = answerActor(via, call.principal);
+    const channel = CHANNEL_OF_VIA[via];
+    const tool = request.kind === "finance" ? referenceTool(String(request.tool)) : undefined;
+    // The requesting session's own answer reaches the requester now; any other waits for them.
+    const collectNow = via === "elicitation";
     const now = this.#core.now();
     const day = utcDay(now);
     let gate: GateResult | undefined;
@@ -221,12 +396,8 @@ export class SpendDesk {
     let receipt: Receipt | undefined;
     let alreadyAnswered = false;
     const entry = await this.#core.record(call, { type: "spend.approved" }, async (tx, ctx) => {
-      // One approval per request, ever: the request's marker row commits with this entry.
-      const once = await tx.query(
-        "INSERT INTO ledger.nonces (tenant_id, nonce, entry_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING nonce",
-        [call.tenant, `request-${input.requestSeq}`, ctx.seq],
-      );
-      if (once.rows.length === 0) {
+      // One answer per request, ever: the request's marker row commits with this entry.
+      if (!(await insertMarker(tx, call.tenant, answerMarker(input.requestSeq), ctx.seq))) {
         // Recorded, like every refusal, in the same transaction that found the marker.
         alreadyAnswered = true;
         return {
@@ -238,47 +409,219 @@ export class SpendDesk {
       }
       committed = await committedToday(tx, call.tenant, policyName, day);
       gate = approveHuman(action, gatePolicy(policy), committed, approver);
-      if (gate.state === "LOCKED" && tool) {
-        receipt = signReceipt(
-          {
-            kind: "authorization",
-            schema_version: 1,
-            tenant: call.tenant,
-            actor: approver,
-            tool: tool.name,
-            resource: tool.scope,
-            args_hash: String(ev.args_hash),
-            policy_version: policy.version,
-            risk: tool.risk,
-            issued_at: now.toISOString(),
-            expiry: new Date(now.getTime() + ttl * 1000).toISOString(),
-            decision: "allow",
-            nonce: newNonce(),
-          },
-          this.#core.keyring,
-        );
+      const locked = gate.state === "LOCKED";
+      if (locked && tool && collectNow) {
+        receipt = this.#signAuthorization(call, tool, { actor: approver, argsHash: request.argsHash, policyVersion: policy.version, ttl, now });
       } else if (!tool) {
         // A plain spend is committed by its approval; a finance call when it executes.
         await commitSpend(tx, call.tenant, policyName, day, gate.committed_delta);
       }
+      if (locked && collectNow) await insertMarker(tx, call.tenant, collectMarker(input.requestSeq), ctx.seq);
       return {
         type: "spend.approved",
         request_seq: input.requestSeq,
         approver,
-        approved_via: input.approvedVia,
+        approved_via: via,
+        channel,
         requester: request.principal,
         policy: policyName,
         policy_version: policy.version,
         action: recordedAction(action),
         committed_today: chpFloat(committed),
         ...gateFields(gate),
-        ...(receipt ? { receipt_nonce: receipt.nonce, receipt_kid: receipt.kid, expiry: receipt.expiry, tool: tool!.name } : {}),
+        ...(tool ? { tool: tool.name } : {}),
+        receipt_pending: locked && !collectNow,
+        ...(locked && collectNow ? { collected: true } : {}),
+        ...(receipt ? { receipt_nonce: receipt.nonce, receipt_kid: receipt.kid, expiry: receipt.expiry } : {}),
       };
     });
     if (alreadyAnswered) {
       throw new ChaosError("failed_precondition", `already_answered: request ${input.requestSeq} was already answered (refusal recorded as ledger entry ${entry.seq})`);
     }
-    return this.#reply(entry, gate!, committed, policy, receipt);
+    return {
+      ...this.#reply(entry, gate!, committed, policy, receipt),
+      receiptPending: gate!.state === "LOCKED" && !collectNow,
+      channel,
+      requester: request.principal,
+    };
+  }
+
+  /**
+   * DeclineSpend: a person refuses the HITL_REQUIRED request at `requestSeq`; it never runs.
+   * The same people may decline as may approve, once, and the decline is the request's answer.
+   */
+  async declineSpend(call: CallContext, input: { requestSeq: number; approvedVia: SpendAnswerVia; reason?: string }) {
+    const reason = input.reason ?? "";
+    if (reason.length > 500) throw new ChaosError("invalid_argument", "reason: at most 500 characters");
+    const via = input.approvedVia;
+    const request = await this.#answerable(call, input.requestSeq, via, "spend.decline_refused");
+    const declinedBy = answerActor(via, call.principal);
+    const channel = CHANNEL_OF_VIA[via];
+    let alreadyAnswered = false;
+    const entry = await this.#core.record(call, { type: "spend.declined" }, async (tx, ctx) => {
+      if (!(await insertMarker(tx, call.tenant, answerMarker(input.requestSeq), ctx.seq))) {
+        alreadyAnswered = true;
+        return { type: "spend.decline_refused", request_seq: input.requestSeq, code: "already_answered", problem: `request ${input.requestSeq} was already answered` };
+      }
+      return {
+        type: "spend.declined",
+        request_seq: input.requestSeq,
+        declined_by: declinedBy,
+        approved_via: via,
+        channel,
+        requester: request.principal,
+        policy: request.policy,
+        ...(request.tool ? { tool: request.tool } : {}),
+        reason,
+      };
+    });
+    if (alreadyAnswered) {
+      throw new ChaosError("failed_precondition", `already_answered: request ${input.requestSeq} was already answered (refusal recorded as ledger entry ${entry.seq})`);
+    }
+    return { entry, declinedBy, channel };
+  }
+
+  #view(request: StoredSpendRequest, now: Date): SpendRequestView {
+    const answer = answerOf(request);
+    return {
+      request,
+      state: spendRequestState(request, now),
+      expiresAt: expiresAt(request),
+      argumentsVerified: argumentsVerified(request),
+      ...(answer ? { answer } : {}),
+    };
+  }
+
+  /** GetSpendRequest: one stored request with every argument and where it stands. */
+  async getSpendRequest(call: CallContext, requestSeq: number): Promise<SpendRequestView> {
+    if (!Number.isSafeInteger(requestSeq) || requestSeq < 1) throw new ChaosError("invalid_argument", "request_seq: must be a ledger sequence number (1 or more)");
+    const [request] = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { requestSeq }));
+    if (!request) {
+      // Say what the entry is instead: absent, not a spend, decided without a person, or older than stored requests.
+      const ev = (await this.#core.entryAt(call, requestSeq)).event;
+      if (ev.type !== "spend_gate.evaluated" && ev.type !== "reference.requested") {
+        throw new ChaosError("failed_precondition", `ledger entry ${requestSeq} is not a spend request`);
+      }
+      if (ev.state !== "HITL_REQUIRED") {
+        throw new ChaosError("failed_precondition", `not_awaiting_approval: request ${requestSeq} is ${String(ev.state)}, not waiting for a human (HITL_REQUIRED)`);
+      }
+      throw new ChaosError("failed_precondition", legacyRequest(requestSeq));
+    }
+    return this.#view(request, this.#core.now());
+  }
+
+  /** ListSpendRequests: the tenant's requests no one has answered yet, soonest to expire first. */
+  async listSpendRequests(call: CallContext, input: { limit?: number }): Promise<SpendRequestView[]> {
+    const limit = input.limit === undefined || input.limit === 0 ? 100 : input.limit;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ChaosError("invalid_argument", "limit: must be from 1 to 500");
+    const now = this.#core.now();
+    const pendingAfter = new Date(now.getTime() - SPEND_REQUEST_WINDOW_MS);
+    const requests = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { pendingAfter, limit }));
+    return requests.map((r) => this.#view(r, now));
+  }
+
+  /**
+   * CollectSpendApproval: the requester takes the approval another principal gave, once. A
+   * finance request's receipt is signed now (for the recorded approver, under the approval's
+   * policy version), so an approval given an hour ago does not hand over an expired receipt;
+   * it is never stored. Everything is decided under the tenant's ledger lock, and every
+   * refusal recorded as `spend.collect_refused`.
+   */
+  async collectSpendApproval(call: CallContext, input: { requestSeq: number; ttlSeconds?: number }): Promise<CollectReply> {
+    const ttl = ttlOf(input.ttlSeconds);
+    const seq = input.requestSeq;
+    const view = await this.getSpendRequest(call, seq);
+    const request = view.request;
+    const refuse = async (code: CollectRefusalCode, problem: string, errorCode: Refusal["errorCode"] = "failed_precondition"): Promise<never> => {
+      const refused = await this.#core.record(call, { type: "spend.collect_refused", request_seq: seq, code, problem });
+      throw refusalError({ code, problem, errorCode }, refused.seq);
+    };
+    if (call.principal !== request.principal) {
+      await refuse("not_requester", `request ${seq} was made by ${request.principal}; only its requester collects the approval`, "permission_denied");
+    }
+    if (!view.argumentsVerified) {
+      await refuse("arguments_mismatch", `the stored arguments of request ${seq} do not hash to the args_hash its ledger entry recorded`);
+    }
+    const tool = request.kind === "finance" ? referenceTool(String(request.tool)) : undefined;
+    const policy = this.#policy(call, request.policy);
+    const now = this.#core.now();
+    let refusal: Refusal | undefined;
+    let receipt: Receipt | undefined;
+    let approval: { seq: number; event: Record<string, unknown> } | undefined;
+    const entry = await this.#core.record(call, { type: "spend.collected" }, async (tx, ctx) => {
+      const refused = (code: CollectRefusalCode, problem: string) => {
+        refusal = { code, problem, errorCode: "failed_precondition" };
+        return { type: "spend.collect_refused", request_seq: seq, code, problem };
+      };
+      // Read again under the lock: an answer or another collection may have landed since.
+      const [current] = await readSpendRequests(tx, call.tenant, { requestSeq: seq });
+      const answer = answerOf(current!);
+      switch (spendRequestState(current!, now)) {
+        case "PENDING":
+          return refused("approval_pending", `no person has answered request ${seq} yet`);
+        case "DECLINED":
+          return refused("declined", `request ${seq} was declined by ${answer!.answeredBy} (${answer!.channel})${answer!.reason ? `: ${answer!.reason}` : ""}; it never runs`);
+        case "BLOCKED":
+          return refused("approval_blocked", `the approval of request ${seq} re-ran the gate and it is ${String(current!.answer!.event.state)} (${String(current!.answer!.event.reason)}); nothing may run`);
+        case "COLLECTED":
+          return refused("already_collected", `the approval of request ${seq} was collected in ledger entry ${current!.collectSeq}; an approval is collected once`);
+        case "EXPIRED":
+          return refused("request_expired", `request ${seq} was made at ${current!.createdAt.toISOString()}; its approval could be collected for 24 hours: ask again`);
+        case "APPROVED":
+          break;
+      }
+      const approved = current!.answer!;
+      const version = String(approved.event.policy_version);
+      if (version !== policy.version) {
+        return refused("policy_version_mismatch", `request ${seq} was approved under spend policy ${request.policy} version ${version}; it is now ${policy.version}: ask again`);
+      }
+      if (!(await insertMarker(tx, call.tenant, collectMarker(seq), ctx.seq))) {
+        return refused("already_collected", `the approval of request ${seq} was collected before; an approval is collected once`);
+      }
+      approval = approved;
+      if (tool) {
+        receipt = this.#signAuthorization(call, tool, { actor: String(approved.event.approver), argsHash: current!.argsHash, policyVersion: version, ttl, now });
+      }
+      return {
+        type: "spend.collected",
+        request_seq: seq,
+        approval_seq: approved.seq,
+        approver: approved.event.approver,
+        channel: answer!.channel,
+        requester: request.principal,
+        policy: request.policy,
+        policy_version: version,
+        ...(tool ? { tool: tool.name } : {}),
+        ...(receipt ? { receipt_nonce: receipt.nonce, receipt_kid: receipt.kid, expiry: receipt.expiry } : {}),
+      };
+    });
+    if (refusal) throw refusalError(refusal, entry.seq);
+    const a = approval!;
+    return {
+      state: String(a.event.state),
+      contentHash: String(a.event.content_hash),
+      result: toPlainJson(approvalResult(a.event, a.seq, policy)) as Record<string, unknown>,
+      ...(receipt ? { receipt } : {}),
+      entry,
+      approvedBy: String(a.event.approver),
+      channel: String(entry.event.channel),
+      approvalSeq: a.seq,
+    };
+  }
+
+  /**
+   * The caller's stored requests for one exact finance call, by state: an approval to collect,
+   * else one still waiting, else the newest decline.
+   */
+  async #requestsFor(call: CallContext, tool: string, argsHash: string) {
+    const requests = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { call: { principal: call.principal, tool, argsHash } }));
+    const now = this.#core.now();
+    const views = requests.filter(argumentsVerified).map((r) => ({ request: r, state: spendRequestState(r, now) }));
+    return {
+      approved: views.find((v) => v.state === "APPROVED")?.request,
+      pending: views.findLast((v) => v.state === "PENDING")?.request,
+      declined: views.findLast((v) => v.state === "DECLINED")?.request,
+    };
   }
 
   #referenceCall(name: string, args: unknown): { tool: ReferenceTool; args: Record<string, unknown> } {
@@ -295,47 +638,50 @@ export class SpendDesk {
   /**
    * RequestAuthorization: the gate decides under the tool's spend policy. LOCKED (under the
    * HITL threshold) → an `authorization` receipt bound to tool, scope and argument hash, signed
-   * for the gate (`actor` names the policy); HITL_REQUIRED → approve with ApproveSpend; BLOCKED
-   * → `policy_deny`. Nothing is committed to the day's total until the tool executes.
+   * for the gate (`actor` names the policy); HITL_REQUIRED → stored as a spend request with
+   * every argument, for a person to approve; BLOCKED → `policy_deny`. When a person already
+   * approved this exact call for this requester, that approval is collected instead
+   * (`approvalRequestSeq`). Nothing is committed to the day's total until the tool executes.
    */
   async requestAuthorization(call: CallContext, input: { tool: string; args: unknown; ttlSeconds?: number }) {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
     const policy = this.#policy(call, tool.spendPolicy);
     const ttl = ttlOf(input.ttlSeconds);
+    const argsHash = contentHash(args);
+    const { approved } = await this.#requestsFor(call, tool.name, argsHash);
+    if (approved) {
+      const collected = await this.collectSpendApproval(call, { requestSeq: approved.requestSeq, ...(input.ttlSeconds !== undefined ? { ttlSeconds: input.ttlSeconds } : {}) });
+      return { status: "AUTHORIZED", code: "AUTHORIZED", receipt: collected.receipt, gate: collected.result, entry: collected.entry, approvalRequestSeq: approved.requestSeq };
+    }
     const action = tool.toAction(args);
     await this.#requireConfidence(
       call,
       { policy: tool.spendPolicy, version: policy.version, tool: tool.name },
       missingConfidence(policy, action.confidence, "args.confidence"),
     );
-    const argsHash = contentHash(args);
     const now = this.#core.now();
     const day = utcDay(now);
     let gate: GateResult | undefined;
     let committed = 0;
     let receipt: Receipt | undefined;
-    const entry = await this.#core.record(call, { type: "reference.requested" }, async (tx) => {
+    const entry = await this.#core.record(call, { type: "reference.requested" }, async (tx, ctx) => {
       committed = await committedToday(tx, call.tenant, tool.spendPolicy, day);
       gate = evaluateGate(action, gatePolicy(policy), committed);
       if (gate.state === "LOCKED") {
-        receipt = signReceipt(
-          {
-            kind: "authorization",
-            schema_version: 1,
-            tenant: call.tenant,
-            actor: `chp-gate:${policy.version}`,
-            tool: tool.name,
-            resource: tool.scope,
-            args_hash: argsHash,
-            policy_version: policy.version,
-            risk: tool.risk,
-            issued_at: now.toISOString(),
-            expiry: new Date(now.getTime() + ttl * 1000).toISOString(),
-            decision: "allow",
-            nonce: newNonce(),
-          },
-          this.#core.keyring,
-        );
+        receipt = this.#signAuthorization(call, tool, { actor: `chp-gate:${policy.version}`, argsHash, policyVersion: policy.version, ttl, now });
+      } else if (gate.state === "HITL_REQUIRED") {
+        // The entry records the hash; the request keeps every argument for the person who answers.
+        await insertSpendRequest(tx, call.tenant, {
+          requestSeq: ctx.seq,
+          kind: "finance",
+          policy: tool.spendPolicy,
+          tool: tool.name,
+          argsHash,
+          arguments: args,
+          principal: call.principal,
+          session: sessionOf(call),
+          createdAt: now,
+        });
       }
       return {
         type: "reference.requested",
@@ -353,7 +699,8 @@ export class SpendDesk {
     });
     const g = gate!;
     const status = g.state === "LOCKED" ? "AUTHORIZED" : g.state === "HITL_REQUIRED" ? "HITL_REQUIRED" : "DENIED";
-    return { status, code: g.state === "BLOCKED" ? "policy_deny" : status, receipt, reply: this.#reply(entry, g, committed, policy) };
+    const reply = this.#reply(entry, g, committed, policy);
+    return { status, code: g.state === "BLOCKED" ? "policy_deny" : status, receipt, gate: reply.result, entry, approvalRequestSeq: undefined };
   }
 
   /**
@@ -362,12 +709,108 @@ export class SpendDesk {
    * against the ledger's total, the spend committed, the nonce burned and the synthetic result
    * recorded. Denials carry the short CHP code (`policy_deny`, `expired`, `replay`,
    * `args_changed`, `missing_receipt`, `ambiguous_policy`), the detailed one that says what
-   * happened (`FINANCE_DETAIL_CODES`) and the problem in words.
+   * happened (`FINANCE_DETAIL_CODES`) and the problem in words. Called without a receipt for
+   * a call that has a stored request of this caller, the request decides: approved → the
+   * approval is collected and the call runs (`approvalRequestSeq`); still waiting →
+   * `approval_pending`; declined → `approval_declined`. Without one, a call the gate holds for a
+   * person is stored as a request now and answered `approval_pending`.
    */
-  async executeReferenceTool(call: CallContext, input: { tool: string; args: unknown; receipt?: unknown }) {
+  async executeReferenceTool(call: CallContext, input: { tool: string; args: unknown; receipt?: unknown }): Promise<FinanceOutcome> {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
     const policies = this.#core.policies.forTenant(call.tenant).spendPolicies;
     const policy = Object.hasOwn(policies, tool.spendPolicy) ? policies[tool.spendPolicy] : undefined;
+    if (input.receipt === undefined && policy) {
+      // No receipt: the loop closes here when a person answered a request for this exact call.
+      const found = await this.#requestsFor(call, tool.name, contentHash(args));
+      if (found.approved) return this.#runApproved(call, tool, args, policy, found.approved);
+      // A call a person must approve that nobody asked about yet becomes a request now, so the
+      // agent that called the tool directly is told how a person approves it.
+      const asked = found.pending || found.declined ? undefined : await this.#askForPerson(call, tool, args, policy);
+      const waiting = found.pending ?? found.declined ?? asked;
+      if (waiting) {
+        const answer = answerOf(waiting);
+        const code = found.declined && !found.pending ? APPROVAL_DECLINED : APPROVAL_PENDING;
+        const problem =
+          code === APPROVAL_PENDING
+            ? `spend request ${waiting.requestSeq} for this exact call waits for a person's approval${asked ? " (stored now: a person must approve this call)" : ""}; nothing runs until one approves it`
+            : `spend request ${waiting.requestSeq} for this exact call was declined by ${answer!.answeredBy} (${answer!.channel})${answer!.reason ? `: ${answer!.reason}` : ""}; it never runs`;
+        const entry = await this.#core.record(call, {
+          type: "reference.executed",
+          tool: tool.name,
+          resource: tool.scope,
+          args_hash: waiting.argsHash,
+          policy_version: policy.version,
+          code,
+          step: "approval",
+          authorized: false,
+          approval_request_seq: waiting.requestSeq,
+          problem,
+        });
+        return { executed: false, code: financeCode(code), detailCode: code, problem, entry, approvalRequestSeq: waiting.requestSeq };
+      }
+    }
+    return this.#execute(call, tool, args, policy, input.receipt);
+  }
+
+  /**
+   * Stores a request for a receiptless finance call that the gate holds for a person (as
+   * RequestAuthorization would record it), or nothing when the gate would lock or block it, or
+   * the policy's own checks refuse it: those keep the plain `missing_receipt` answer.
+   */
+  async #askForPerson(call: CallContext, tool: ReferenceTool, args: Record<string, unknown>, policy: SpendPolicyConfig): Promise<StoredSpendRequest | undefined> {
+    const action = tool.toAction(args);
+    if (missingConfidence(policy, action.confidence, "args.confidence")) return undefined;
+    // Whether the threshold holds it does not depend on the day's total (that can only block it).
+    if (evaluateGate(action, gatePolicy(policy), 0).state !== "HITL_REQUIRED") return undefined;
+    const requested = await this.requestAuthorization(call, { tool: tool.name, args });
+    if (requested.status !== "HITL_REQUIRED") return undefined;
+    const [request] = await this.#core.read(call, (q) => readSpendRequests(q, call.tenant, { requestSeq: requested.entry.seq }));
+    return request;
+  }
+
+  /**
+   * Runs a finance call a person approved, collecting the approval in the same transaction:
+   * a receipt is signed now for the recorded approver and authorized at once (it never leaves
+   * the ledger), and the collection marker commits with the execution, so of any number of
+   * concurrent calls exactly one runs; the others are `already_collected` (short code `replay`).
+   */
+  async #runApproved(call: CallContext, tool: ReferenceTool, args: Record<string, unknown>, policy: SpendPolicyConfig, request: StoredSpendRequest): Promise<FinanceOutcome> {
+    const approval = request.answer!.event;
+    const receipt = this.#signAuthorization(call, tool, {
+      actor: String(approval.approver),
+      argsHash: request.argsHash,
+      policyVersion: String(approval.policy_version),
+      ttl: receiptTtl(undefined),
+      now: this.#core.now(),
+    });
+    const outcome = await this.#execute(call, tool, args, policy, receipt, async (tx, ctx) => {
+      if (!(await insertMarker(tx, call.tenant, collectMarker(request.requestSeq), ctx.seq))) {
+        return {
+          code: ALREADY_COLLECTED,
+          problem: `the approval of spend request ${request.requestSeq} was already collected by another call; an approval runs its call once`,
+        };
+      }
+      return undefined;
+    }, { approval_request_seq: request.requestSeq, approval_seq: request.answer!.seq, approver: approval.approver });
+    return { ...outcome, approvalRequestSeq: request.requestSeq };
+  }
+
+  /**
+   * ExecuteReferenceTool's authorization and execution: the receipt must authorize this exact
+   * call; then, in the same transaction, the daily cap is checked again against the ledger's
+   * total, `collect` (a picked-up approval's marker) may refuse, the spend is committed, the
+   * nonce burned and the synthetic result recorded.
+   */
+  async #execute(
+    call: CallContext,
+    tool: ReferenceTool,
+    args: Record<string, unknown>,
+    policy: SpendPolicyConfig | undefined,
+    receipt: unknown,
+    collect?: (tx: Queryable, ctx: { seq: number }) => Promise<{ code: string; problem: string } | undefined>,
+    recorded: Record<string, unknown> = {},
+  ): Promise<FinanceOutcome> {
+    const policies = this.#core.policies.forTenant(call.tenant).spendPolicies;
     const action = tool.toAction(args);
     const day = utcDay(this.#core.now());
     let result: Record<string, unknown> | undefined;
@@ -375,7 +818,7 @@ export class SpendDesk {
       call,
       {
         toolCall: { tool: tool.name, resource: tool.scope, arguments: args },
-        receipt: input.receipt,
+        receipt,
         kind: "authorization",
         // No spend policy: an incomplete policy, refused by the check chain as ambiguous_policy.
         policy: policy ? financeToolPolicy(tool, policy) : null,
@@ -384,25 +827,28 @@ export class SpendDesk {
           `configured: ${Object.keys(policies).join(", ") || "none"}`,
         eventType: "reference.executed",
       },
-      async (tx) => {
+      async (tx, ctx) => {
         const committed = await committedToday(tx, call.tenant, tool.spendPolicy, day);
+        // Checked before anything is written: a refusal here leaves the approval uncollected.
         if (committed + action.notional > policy!.daily_cap) {
           return {
             deny: {
               code: DAILY_CAP_EXCEEDED,
               problem: `daily cap: projected ${committed + action.notional} vs daily cap ${policy!.daily_cap} (${tool.spendPolicy}, ${day} UTC)`,
             },
+            extra: recorded,
           };
         }
+        const refused = collect ? await collect(tx, ctx) : undefined;
+        if (refused) return { deny: refused, extra: recorded };
         await commitSpend(tx, call.tenant, tool.spendPolicy, day, action.notional);
-        result = tool.simulate(args, `${call.tenant}:${String((input.receipt as { nonce?: unknown }).nonce)}`);
-        return { extra: { result, committed_after: chpFloat(committed + action.notional), day } };
+        result = tool.simulate(args, `${call.tenant}:${String((receipt as { nonce?: unknown }).nonce)}`);
+        return { extra: { ...recorded, result, committed_after: chpFloat(committed + action.notional), day } };
       },
     );
     if (outcome.authorized) {
       return { executed: true, code: "EXECUTED", detailCode: "AUTHORIZED", result: result!, entry: outcome.entry };
     }
-    const short = outcome.code === DAILY_CAP_EXCEEDED ? "policy_deny" : financeReason(outcome.code as DenyCode);
-    return { executed: false, code: short, detailCode: outcome.code, problem: outcome.problem, entry: outcome.entry };
+    return { executed: false, code: financeCode(outcome.code), detailCode: outcome.code, entry: outcome.entry, ...(outcome.problem !== undefined ? { problem: outcome.problem } : {}) };
   }
 }

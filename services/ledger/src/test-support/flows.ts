@@ -3,7 +3,8 @@
  * the ledger and of its callers (edge tools, cognition). Everything goes through a real client.
  */
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { CallContext, ServiceClient } from "@chaos-core/kit";
+import { ChaosError, type CallContext, type ServiceClient } from "@chaos-core/kit";
+import type pg from "pg";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 
 /** A LedgerService client, in-process or over gRPC. */
@@ -74,4 +75,20 @@ export async function allEvents(client: LedgerClient, opts: { ctx: CallContext }
     if (res.entries.length < 1000) return out;
     after = res.entries[res.entries.length - 1]!.seq;
   }
+}
+
+/** The ChaosError a call fails with; throws if it succeeds or fails with anything else. */
+export async function failure(p: Promise<unknown>): Promise<ChaosError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof ChaosError)) throw new Error(`expected a ChaosError, got ${String(err)}`);
+  return err;
+}
+
+/** A tenant's committed spend total for one policy, all days, read straight from the table (as the owner). */
+export async function committedInDb(admin: pg.Client, tenant: string, policy: string): Promise<number> {
+  const r = await admin.query("SELECT COALESCE(sum(committed), 0)::float8 AS c FROM ledger.spend_days WHERE tenant_id = $1 AND policy_name = $2", [tenant, policy]);
+  return Number((r.rows[0] as { c: number }).c);
 }

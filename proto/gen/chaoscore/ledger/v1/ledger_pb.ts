@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/ledger/v1/ledger.proto.
  */
 export const file_chaoscore_ledger_v1_ledger: GenFile = /*@__PURE__*/
-  fileDesc("CiBjaGFvc2NvcmUvbGVkZ2VyL3YxL2xlZGdlci5wcm90bxITY2hhb3Njb3JlLmxlZGdlci52MSKxAQoFRW50cnkSCwoDc2VxGAEgASgEEgoKAnRzGAIgASgJEg4KBnRlbmFudBgDIAEoCRIPCgdzZXNzaW9uGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRImCgVldmVudBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMY29udGVudF9oYXNoGAcgASgJEhAKCHByZXZfc2lnGAggASgJEgsKA3NpZxgJIAEoCSI3Cg1BcHBlbmRSZXF1ZXN0EiYKBWV2ZW50GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI7Cg5BcHBlbmRSZXNwb25zZRIpCgVlbnRyeRgBIAEoCzIaLmNoYW9zY29yZS5sZWRnZXIudjEuRW50cnkiTAoSTGlzdEVudHJpZXNSZXF1ZXN0EhEKCWFmdGVyX3NlcRgBIAEoBBINCgVsaW1pdBgCIAEoDRIUCgxuZXdlc3RfZmlyc3QYAyABKAgiUAoTTGlzdEVudHJpZXNSZXNwb25zZRIrCgdlbnRyaWVzGAEgAygLMhouY2hhb3Njb3JlLmxlZGdlci52MS5FbnRyeRIMCgRzaXplGAIgASgEIlEKCkNoZWNrcG9pbnQSDAoEbm90ZRgBIAEoCRIMCgRzaXplGAIgASgEEhEKCXJvb3RfaGFzaBgDIAEoCRIUCgx2ZXJpZmllcl9rZXkYBCABKAkiFgoUR2V0Q2hlY2twb2ludFJlcXVlc3QiTAoVR2V0Q2hlY2twb2ludFJlc3BvbnNlEjMKCmNoZWNrcG9pbnQYASABKAsyHy5jaGFvc2NvcmUubGVkZ2VyLnYxLkNoZWNrcG9pbnQiOgoYR2V0SW5jbHVzaW9uUHJvb2ZSZXF1ZXN0EgsKA3NlcRgBIAEoBBIRCgl0cmVlX3NpemUYAiABKAQieAoZR2V0SW5jbHVzaW9uUHJvb2ZSZXNwb25zZRISCgpsZWFmX2luZGV4GAEgASgEEhEKCXRyZWVfc2l6ZRgCIAEoBBIOCgZoYXNoZXMYAyADKAkSEQoJbGVhZl9oYXNoGAQgASgJEhEKCXJvb3RfaGFzaBgFIAEoCSJAChpHZXRDb25zaXN0ZW5jeVByb29mUmVxdWVzdBIRCglmcm9tX3NpemUYASABKAQSDwoHdG9fc2l6ZRgCIAEoBCJ1ChtHZXRDb25zaXN0ZW5jeVByb29mUmVzcG9uc2USEQoJZnJvbV9zaXplGAEgASgEEg8KB3RvX3NpemUYAiABKAQSDgoGaGFzaGVzGAMgAygJEhEKCWZyb21fcm9vdBgEIAEoCRIPCgd0b19yb290GAUgASgJIhQKElZlcmlmeUNoYWluUmVxdWVzdCJvChNWZXJpZnlDaGFpblJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2VudHJpZXMYAiABKAQSEwoLY2hlY2twb2ludHMYAyABKAQSFQoNZmlyc3RfYmFkX3NlcRgEIAEoBBIPCgdwcm9ibGVtGAUgASgJImYKC1NwZW5kQWN0aW9uEg4KBmFjdGlvbhgBIAEoCRINCgVhc3NldBgCIAEoCRIQCghub3Rpb25hbBgDIAEoARIXCgpjb25maWRlbmNlGAQgASgBSACIAQFCDQoLX2NvbmZpZGVuY2UikAEKGEV2YWx1YXRlU3BlbmRHYXRlUmVxdWVzdBITCgtwb2xpY3lfbmFtZRgBIAEoCRIwCgZhY3Rpb24YAiABKAsyIC5jaGFvc2NvcmUubGVkZ2VyLnYxLlNwZW5kQWN0aW9uEi0KDGFnZW50X3BvbGljeRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QifQoZRXZhbHVhdGVTcGVuZEdhdGVSZXNwb25zZRInCgZyZXN1bHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXN0YXRlGAIgASgJEhQKDGNvbnRlbnRfaGFzaBgDIAEoCRISCgpsZWRnZXJfc2VxGAQgASgEIlUKE0FwcHJvdmVTcGVuZFJlcXVlc3QSEwoLcmVxdWVzdF9zZXEYASABKAQSFAoMYXBwcm92ZWRfdmlhGAIgASgJEhMKC3R0bF9zZWNvbmRzGAMgASgNIqIBChRBcHByb3ZlU3BlbmRSZXNwb25zZRInCgZyZXN1bHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXN0YXRlGAIgASgJEhQKDGNvbnRlbnRfaGFzaBgDIAEoCRISCgpsZWRnZXJfc2VxGAQgASgEEigKB3JlY2VpcHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlYKCFRvb2xDYWxsEgwKBHRvb2wYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJGCgtTdGVwQmluZGluZxIWCg5wb2xpY3lfdmVyc2lvbhgBIAEoCRIMCgRyaXNrGAIgASgJEhEKCXJlcXVlc3RlchgDIAEoCSJKChtFdmFsdWF0ZVRvb2xBcHByb3ZhbFJlcXVlc3QSKwoEY2FsbBgBIAEoCzIdLmNoYW9zY29yZS5sZWRnZXIudjEuVG9vbENhbGwimgEKHEV2YWx1YXRlVG9vbEFwcHJvdmFsUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJEgwKBGNvZGUYAiABKAkSEQoJYXJnc19oYXNoGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgJEgwKBHJpc2sYBSABKAkSEgoKbGVkZ2VyX3NlcRgGIAEoBBIPCgdwcm9ibGVtGAcgASgJItQBChNJc3N1ZVJlY2VpcHRSZXF1ZXN0EisKBGNhbGwYASABKAsyHS5jaGFvc2NvcmUubGVkZ2VyLnYxLlRvb2xDYWxsEhAKCGRlY2lzaW9uGAIgASgJEhMKC3R0bF9zZWNvbmRzGAMgASgNEhQKDGFwcHJvdmVkX3ZpYRgEIAEoCRITCgtyZXF1ZXN0X3NlcRgFIAEoBBIOCgZyZWFzb24YBiABKAkSLgoEc3RlcBgHIAEoCzIgLmNoYW9zY29yZS5sZWRnZXIudjEuU3RlcEJpbmRpbmcigwEKFElzc3VlUmVjZWlwdFJlc3BvbnNlEigKB3JlY2VpcHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei0KDGRlY2lzaW9uX2xvZxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbGVkZ2VyX3NlcRgDIAEoBCKZAQoQQXV0aG9yaXplUmVxdWVzdBIrCgRjYWxsGAEgASgLMh0uY2hhb3Njb3JlLmxlZGdlci52MS5Ub29sQ2FsbBIoCgdyZWNlaXB0GAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgRzdGVwGAMgASgLMiAuY2hhb3Njb3JlLmxlZGdlci52MS5TdGVwQmluZGluZyJ7ChFBdXRob3JpemVSZXNwb25zZRISCgphdXRob3JpemVkGAEgASgIEgwKBGNvZGUYAiABKAkSDAoEc3RlcBgDIAEoCRIRCglhcmdzX2hhc2gYBCABKAkSEgoKbGVkZ2VyX3NlcRgFIAEoBBIPCgdwcm9ibGVtGAYgASgJImwKG1JlcXVlc3RBdXRob3JpemF0aW9uUmVxdWVzdBIMCgR0b29sGAEgASgJEioKCWFyZ3VtZW50cxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEwoLdHRsX3NlY29uZHMYAyABKA0ioQEKHFJlcXVlc3RBdXRob3JpemF0aW9uUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJEgwKBGNvZGUYAiABKAkSKAoHcmVjZWlwdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJQoEZ2F0ZRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbGVkZ2VyX3NlcRgFIAEoBCKBAQobRXhlY3V0ZVJlZmVyZW5jZVRvb2xSZXF1ZXN0EgwKBHRvb2wYASABKAkSKgoJYXJndW1lbnRzGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgdyZWNlaXB0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKhAQocRXhlY3V0ZVJlZmVyZW5jZVRvb2xSZXNwb25zZRIQCghleGVjdXRlZBgBIAEoCBIMCgRjb2RlGAIgASgJEhMKC2RldGFpbF9jb2RlGAMgASgJEicKBnJlc3VsdBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbGVkZ2VyX3NlcRgFIAEoBBIPCgdwcm9ibGVtGAYgASgJIhAKDkdldEluZm9SZXF1ZXN0IjgKD0dldEluZm9SZXNwb25zZRIlCgRpbmZvGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdDLjCwoNTGVkZ2VyU2VydmljZRJRCgZBcHBlbmQSIi5jaGFvc2NvcmUubGVkZ2VyLnYxLkFwcGVuZFJlcXVlc3QaIy5jaGFvc2NvcmUubGVkZ2VyLnYxLkFwcGVuZFJlc3BvbnNlEmAKC0xpc3RFbnRyaWVzEicuY2hhb3Njb3JlLmxlZGdlci52MS5MaXN0RW50cmllc1JlcXVlc3QaKC5jaGFvc2NvcmUubGVkZ2VyLnYxLkxpc3RFbnRyaWVzUmVzcG9uc2USZgoNR2V0Q2hlY2twb2ludBIpLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0Q2hlY2twb2ludFJlcXVlc3QaKi5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldENoZWNrcG9pbnRSZXNwb25zZRJyChFHZXRJbmNsdXNpb25Qcm9vZhItLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0SW5jbHVzaW9uUHJvb2ZSZXF1ZXN0Gi4uY2hhb3Njb3JlLmxlZGdlci52MS5HZXRJbmNsdXNpb25Qcm9vZlJlc3BvbnNlEngKE0dldENvbnNpc3RlbmN5UHJvb2YSLy5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldENvbnNpc3RlbmN5UHJvb2ZSZXF1ZXN0GjAuY2hhb3Njb3JlLmxlZGdlci52MS5HZXRDb25zaXN0ZW5jeVByb29mUmVzcG9uc2USYAoLVmVyaWZ5Q2hhaW4SJy5jaGFvc2NvcmUubGVkZ2VyLnYxLlZlcmlmeUNoYWluUmVxdWVzdBooLmNoYW9zY29yZS5sZWRnZXIudjEuVmVyaWZ5Q2hhaW5SZXNwb25zZRJyChFFdmFsdWF0ZVNwZW5kR2F0ZRItLmNoYW9zY29yZS5sZWRnZXIudjEuRXZhbHVhdGVTcGVuZEdhdGVSZXF1ZXN0Gi4uY2hhb3Njb3JlLmxlZGdlci52MS5FdmFsdWF0ZVNwZW5kR2F0ZVJlc3BvbnNlEmMKDEFwcHJvdmVTcGVuZBIoLmNoYW9zY29yZS5sZWRnZXIudjEuQXBwcm92ZVNwZW5kUmVxdWVzdBopLmNoYW9zY29yZS5sZWRnZXIudjEuQXBwcm92ZVNwZW5kUmVzcG9uc2USewoURXZhbHVhdGVUb29sQXBwcm92YWwSMC5jaGFvc2NvcmUubGVkZ2VyLnYxLkV2YWx1YXRlVG9vbEFwcHJvdmFsUmVxdWVzdBoxLmNoYW9zY29yZS5sZWRnZXIudjEuRXZhbHVhdGVUb29sQXBwcm92YWxSZXNwb25zZRJjCgxJc3N1ZVJlY2VpcHQSKC5jaGFvc2NvcmUubGVkZ2VyLnYxLklzc3VlUmVjZWlwdFJlcXVlc3QaKS5jaGFvc2NvcmUubGVkZ2VyLnYxLklzc3VlUmVjZWlwdFJlc3BvbnNlEloKCUF1dGhvcml6ZRIlLmNoYW9zY29yZS5sZWRnZXIudjEuQXV0aG9yaXplUmVxdWVzdBomLmNoYW9zY29yZS5sZWRnZXIudjEuQXV0aG9yaXplUmVzcG9uc2USewoUUmVxdWVzdEF1dGhvcml6YXRpb24SMC5jaGFvc2NvcmUubGVkZ2VyLnYxLlJlcXVlc3RBdXRob3JpemF0aW9uUmVxdWVzdBoxLmNoYW9zY29yZS5sZWRnZXIudjEuUmVxdWVzdEF1dGhvcml6YXRpb25SZXNwb25zZRJ7ChRFeGVjdXRlUmVmZXJlbmNlVG9vbBIwLmNoYW9zY29yZS5sZWRnZXIudjEuRXhlY3V0ZVJlZmVyZW5jZVRvb2xSZXF1ZXN0GjEuY2hhb3Njb3JlLmxlZGdlci52MS5FeGVjdXRlUmVmZXJlbmNlVG9vbFJlc3BvbnNlElQKB0dldEluZm8SIy5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldEluZm9SZXF1ZXN0GiQuY2hhb3Njb3JlLmxlZGdlci52MS5HZXRJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("CiBjaGFvc2NvcmUvbGVkZ2VyL3YxL2xlZGdlci5wcm90bxITY2hhb3Njb3JlLmxlZGdlci52MSKxAQoFRW50cnkSCwoDc2VxGAEgASgEEgoKAnRzGAIgASgJEg4KBnRlbmFudBgDIAEoCRIPCgdzZXNzaW9uGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRImCgVldmVudBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMY29udGVudF9oYXNoGAcgASgJEhAKCHByZXZfc2lnGAggASgJEgsKA3NpZxgJIAEoCSI3Cg1BcHBlbmRSZXF1ZXN0EiYKBWV2ZW50GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI7Cg5BcHBlbmRSZXNwb25zZRIpCgVlbnRyeRgBIAEoCzIaLmNoYW9zY29yZS5sZWRnZXIudjEuRW50cnkiTAoSTGlzdEVudHJpZXNSZXF1ZXN0EhEKCWFmdGVyX3NlcRgBIAEoBBINCgVsaW1pdBgCIAEoDRIUCgxuZXdlc3RfZmlyc3QYAyABKAgiUAoTTGlzdEVudHJpZXNSZXNwb25zZRIrCgdlbnRyaWVzGAEgAygLMhouY2hhb3Njb3JlLmxlZGdlci52MS5FbnRyeRIMCgRzaXplGAIgASgEIlEKCkNoZWNrcG9pbnQSDAoEbm90ZRgBIAEoCRIMCgRzaXplGAIgASgEEhEKCXJvb3RfaGFzaBgDIAEoCRIUCgx2ZXJpZmllcl9rZXkYBCABKAkiFgoUR2V0Q2hlY2twb2ludFJlcXVlc3QiTAoVR2V0Q2hlY2twb2ludFJlc3BvbnNlEjMKCmNoZWNrcG9pbnQYASABKAsyHy5jaGFvc2NvcmUubGVkZ2VyLnYxLkNoZWNrcG9pbnQiOgoYR2V0SW5jbHVzaW9uUHJvb2ZSZXF1ZXN0EgsKA3NlcRgBIAEoBBIRCgl0cmVlX3NpemUYAiABKAQieAoZR2V0SW5jbHVzaW9uUHJvb2ZSZXNwb25zZRISCgpsZWFmX2luZGV4GAEgASgEEhEKCXRyZWVfc2l6ZRgCIAEoBBIOCgZoYXNoZXMYAyADKAkSEQoJbGVhZl9oYXNoGAQgASgJEhEKCXJvb3RfaGFzaBgFIAEoCSJAChpHZXRDb25zaXN0ZW5jeVByb29mUmVxdWVzdBIRCglmcm9tX3NpemUYASABKAQSDwoHdG9fc2l6ZRgCIAEoBCJ1ChtHZXRDb25zaXN0ZW5jeVByb29mUmVzcG9uc2USEQoJZnJvbV9zaXplGAEgASgEEg8KB3RvX3NpemUYAiABKAQSDgoGaGFzaGVzGAMgAygJEhEKCWZyb21fcm9vdBgEIAEoCRIPCgd0b19yb290GAUgASgJIhQKElZlcmlmeUNoYWluUmVxdWVzdCJvChNWZXJpZnlDaGFpblJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2VudHJpZXMYAiABKAQSEwoLY2hlY2twb2ludHMYAyABKAQSFQoNZmlyc3RfYmFkX3NlcRgEIAEoBBIPCgdwcm9ibGVtGAUgASgJImYKC1NwZW5kQWN0aW9uEg4KBmFjdGlvbhgBIAEoCRINCgVhc3NldBgCIAEoCRIQCghub3Rpb25hbBgDIAEoARIXCgpjb25maWRlbmNlGAQgASgBSACIAQFCDQoLX2NvbmZpZGVuY2UikAEKGEV2YWx1YXRlU3BlbmRHYXRlUmVxdWVzdBITCgtwb2xpY3lfbmFtZRgBIAEoCRIwCgZhY3Rpb24YAiABKAsyIC5jaGFvc2NvcmUubGVkZ2VyLnYxLlNwZW5kQWN0aW9uEi0KDGFnZW50X3BvbGljeRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QifQoZRXZhbHVhdGVTcGVuZEdhdGVSZXNwb25zZRInCgZyZXN1bHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXN0YXRlGAIgASgJEhQKDGNvbnRlbnRfaGFzaBgDIAEoCRISCgpsZWRnZXJfc2VxGAQgASgEIlUKE0FwcHJvdmVTcGVuZFJlcXVlc3QSEwoLcmVxdWVzdF9zZXEYASABKAQSFAoMYXBwcm92ZWRfdmlhGAIgASgJEhMKC3R0bF9zZWNvbmRzGAMgASgNIt8BChRBcHByb3ZlU3BlbmRSZXNwb25zZRInCgZyZXN1bHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXN0YXRlGAIgASgJEhQKDGNvbnRlbnRfaGFzaBgDIAEoCRISCgpsZWRnZXJfc2VxGAQgASgEEigKB3JlY2VpcHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD3JlY2VpcHRfcGVuZGluZxgGIAEoCBIPCgdjaGFubmVsGAcgASgJEhEKCXJlcXVlc3RlchgIIAEoCSKSBAoMU3BlbmRSZXF1ZXN0EhMKC3JlcXVlc3Rfc2VxGAEgASgEEgwKBGtpbmQYAiABKAkSDgoGcG9saWN5GAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgJEgwKBHRvb2wYBSABKAkSJwoGYWN0aW9uGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCglhcmd1bWVudHMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhEKCWFyZ3NfaGFzaBgIIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYCSABKAkSHAoUcmVxdWVzdGVkX2luX3Nlc3Npb24YCiABKAkSEgoKY3JlYXRlZF9hdBgLIAEoCRISCgpleHBpcmVzX2F0GAwgASgJEg0KBXN0YXRlGA0gASgJEhAKCGNoYW5uZWxzGA4gAygJEhMKC2Fuc3dlcmVkX2J5GA8gASgJEhYKDmFuc3dlcl9jaGFubmVsGBAgASgJEhIKCmFuc3dlcl9zZXEYESABKAQSJQoEZ2F0ZRgSIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMY29udGVudF9oYXNoGBMgASgJEhMKC2NvbGxlY3Rfc2VxGBQgASgEEhoKEmFyZ3VtZW50c192ZXJpZmllZBgVIAEoCBIVCg1hbnN3ZXJfcmVhc29uGBYgASgJIi0KFkdldFNwZW5kUmVxdWVzdFJlcXVlc3QSEwoLcmVxdWVzdF9zZXEYASABKAQiTQoXR2V0U3BlbmRSZXF1ZXN0UmVzcG9uc2USMgoHcmVxdWVzdBgBIAEoCzIhLmNoYW9zY29yZS5sZWRnZXIudjEuU3BlbmRSZXF1ZXN0IikKGExpc3RTcGVuZFJlcXVlc3RzUmVxdWVzdBINCgVsaW1pdBgBIAEoDSJQChlMaXN0U3BlbmRSZXF1ZXN0c1Jlc3BvbnNlEjMKCHJlcXVlc3RzGAEgAygLMiEuY2hhb3Njb3JlLmxlZGdlci52MS5TcGVuZFJlcXVlc3QiRwobQ29sbGVjdFNwZW5kQXBwcm92YWxSZXF1ZXN0EhMKC3JlcXVlc3Rfc2VxGAEgASgEEhMKC3R0bF9zZWNvbmRzGAIgASgNIuYBChxDb2xsZWN0U3BlbmRBcHByb3ZhbFJlc3BvbnNlEg0KBXN0YXRlGAEgASgJEicKBnJlc3VsdBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoHcmVjZWlwdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbGVkZ2VyX3NlcRgEIAEoBBIUCgxjb250ZW50X2hhc2gYBSABKAkSEwoLYXBwcm92ZWRfYnkYBiABKAkSDwoHY2hhbm5lbBgHIAEoCRIUCgxhcHByb3ZhbF9zZXEYCCABKAQiUAoTRGVjbGluZVNwZW5kUmVxdWVzdBITCgtyZXF1ZXN0X3NlcRgBIAEoBBIUCgxhcHByb3ZlZF92aWEYAiABKAkSDgoGcmVhc29uGAMgASgJIlAKFERlY2xpbmVTcGVuZFJlc3BvbnNlEhIKCmxlZGdlcl9zZXEYASABKAQSEwoLZGVjbGluZWRfYnkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCSJWCghUb29sQ2FsbBIMCgR0b29sGAEgASgJEhAKCHJlc291cmNlGAIgASgJEioKCWFyZ3VtZW50cxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiRgoLU3RlcEJpbmRpbmcSFgoOcG9saWN5X3ZlcnNpb24YASABKAkSDAoEcmlzaxgCIAEoCRIRCglyZXF1ZXN0ZXIYAyABKAkiSgobRXZhbHVhdGVUb29sQXBwcm92YWxSZXF1ZXN0EisKBGNhbGwYASABKAsyHS5jaGFvc2NvcmUubGVkZ2VyLnYxLlRvb2xDYWxsIpoBChxFdmFsdWF0ZVRvb2xBcHByb3ZhbFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCRIMCgRjb2RlGAIgASgJEhEKCWFyZ3NfaGFzaBgDIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgEIAEoCRIMCgRyaXNrGAUgASgJEhIKCmxlZGdlcl9zZXEYBiABKAQSDwoHcHJvYmxlbRgHIAEoCSLUAQoTSXNzdWVSZWNlaXB0UmVxdWVzdBIrCgRjYWxsGAEgASgLMh0uY2hhb3Njb3JlLmxlZGdlci52MS5Ub29sQ2FsbBIQCghkZWNpc2lvbhgCIAEoCRITCgt0dGxfc2Vjb25kcxgDIAEoDRIUCgxhcHByb3ZlZF92aWEYBCABKAkSEwoLcmVxdWVzdF9zZXEYBSABKAQSDgoGcmVhc29uGAYgASgJEi4KBHN0ZXAYByABKAsyIC5jaGFvc2NvcmUubGVkZ2VyLnYxLlN0ZXBCaW5kaW5nIoMBChRJc3N1ZVJlY2VpcHRSZXNwb25zZRIoCgdyZWNlaXB0GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBItCgxkZWNpc2lvbl9sb2cYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmxlZGdlcl9zZXEYAyABKAQimQEKEEF1dGhvcml6ZVJlcXVlc3QSKwoEY2FsbBgBIAEoCzIdLmNoYW9zY29yZS5sZWRnZXIudjEuVG9vbENhbGwSKAoHcmVjZWlwdBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoEc3RlcBgDIAEoCzIgLmNoYW9zY29yZS5sZWRnZXIudjEuU3RlcEJpbmRpbmciewoRQXV0aG9yaXplUmVzcG9uc2USEgoKYXV0aG9yaXplZBgBIAEoCBIMCgRjb2RlGAIgASgJEgwKBHN0ZXAYAyABKAkSEQoJYXJnc19oYXNoGAQgASgJEhIKCmxlZGdlcl9zZXEYBSABKAQSDwoHcHJvYmxlbRgGIAEoCSJsChtSZXF1ZXN0QXV0aG9yaXphdGlvblJlcXVlc3QSDAoEdG9vbBgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC3R0bF9zZWNvbmRzGAMgASgNIr8BChxSZXF1ZXN0QXV0aG9yaXphdGlvblJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCRIMCgRjb2RlGAIgASgJEigKB3JlY2VpcHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBGdhdGUYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmxlZGdlcl9zZXEYBSABKAQSHAoUYXBwcm92YWxfcmVxdWVzdF9zZXEYByABKAQigQEKG0V4ZWN1dGVSZWZlcmVuY2VUb29sUmVxdWVzdBIMCgR0b29sGAEgASgJEioKCWFyZ3VtZW50cxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoHcmVjZWlwdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QivwEKHEV4ZWN1dGVSZWZlcmVuY2VUb29sUmVzcG9uc2USEAoIZXhlY3V0ZWQYASABKAgSDAoEY29kZRgCIAEoCRITCgtkZXRhaWxfY29kZRgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmxlZGdlcl9zZXEYBSABKAQSDwoHcHJvYmxlbRgGIAEoCRIcChRhcHByb3ZhbF9yZXF1ZXN0X3NlcRgHIAEoBCIQCg5HZXRJbmZvUmVxdWVzdCI4Cg9HZXRJbmZvUmVzcG9uc2USJQoEaW5mbxgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3Qypw8KDUxlZGdlclNlcnZpY2USUQoGQXBwZW5kEiIuY2hhb3Njb3JlLmxlZGdlci52MS5BcHBlbmRSZXF1ZXN0GiMuY2hhb3Njb3JlLmxlZGdlci52MS5BcHBlbmRSZXNwb25zZRJgCgtMaXN0RW50cmllcxInLmNoYW9zY29yZS5sZWRnZXIudjEuTGlzdEVudHJpZXNSZXF1ZXN0GiguY2hhb3Njb3JlLmxlZGdlci52MS5MaXN0RW50cmllc1Jlc3BvbnNlEmYKDUdldENoZWNrcG9pbnQSKS5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldENoZWNrcG9pbnRSZXF1ZXN0GiouY2hhb3Njb3JlLmxlZGdlci52MS5HZXRDaGVja3BvaW50UmVzcG9uc2UScgoRR2V0SW5jbHVzaW9uUHJvb2YSLS5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldEluY2x1c2lvblByb29mUmVxdWVzdBouLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0SW5jbHVzaW9uUHJvb2ZSZXNwb25zZRJ4ChNHZXRDb25zaXN0ZW5jeVByb29mEi8uY2hhb3Njb3JlLmxlZGdlci52MS5HZXRDb25zaXN0ZW5jeVByb29mUmVxdWVzdBowLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0Q29uc2lzdGVuY3lQcm9vZlJlc3BvbnNlEmAKC1ZlcmlmeUNoYWluEicuY2hhb3Njb3JlLmxlZGdlci52MS5WZXJpZnlDaGFpblJlcXVlc3QaKC5jaGFvc2NvcmUubGVkZ2VyLnYxLlZlcmlmeUNoYWluUmVzcG9uc2UScgoRRXZhbHVhdGVTcGVuZEdhdGUSLS5jaGFvc2NvcmUubGVkZ2VyLnYxLkV2YWx1YXRlU3BlbmRHYXRlUmVxdWVzdBouLmNoYW9zY29yZS5sZWRnZXIudjEuRXZhbHVhdGVTcGVuZEdhdGVSZXNwb25zZRJjCgxBcHByb3ZlU3BlbmQSKC5jaGFvc2NvcmUubGVkZ2VyLnYxLkFwcHJvdmVTcGVuZFJlcXVlc3QaKS5jaGFvc2NvcmUubGVkZ2VyLnYxLkFwcHJvdmVTcGVuZFJlc3BvbnNlEmwKD0dldFNwZW5kUmVxdWVzdBIrLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0U3BlbmRSZXF1ZXN0UmVxdWVzdBosLmNoYW9zY29yZS5sZWRnZXIudjEuR2V0U3BlbmRSZXF1ZXN0UmVzcG9uc2UScgoRTGlzdFNwZW5kUmVxdWVzdHMSLS5jaGFvc2NvcmUubGVkZ2VyLnYxLkxpc3RTcGVuZFJlcXVlc3RzUmVxdWVzdBouLmNoYW9zY29yZS5sZWRnZXIudjEuTGlzdFNwZW5kUmVxdWVzdHNSZXNwb25zZRJ7ChRDb2xsZWN0U3BlbmRBcHByb3ZhbBIwLmNoYW9zY29yZS5sZWRnZXIudjEuQ29sbGVjdFNwZW5kQXBwcm92YWxSZXF1ZXN0GjEuY2hhb3Njb3JlLmxlZGdlci52MS5Db2xsZWN0U3BlbmRBcHByb3ZhbFJlc3BvbnNlEmMKDERlY2xpbmVTcGVuZBIoLmNoYW9zY29yZS5sZWRnZXIudjEuRGVjbGluZVNwZW5kUmVxdWVzdBopLmNoYW9zY29yZS5sZWRnZXIudjEuRGVjbGluZVNwZW5kUmVzcG9uc2USewoURXZhbHVhdGVUb29sQXBwcm92YWwSMC5jaGFvc2NvcmUubGVkZ2VyLnYxLkV2YWx1YXRlVG9vbEFwcHJvdmFsUmVxdWVzdBoxLmNoYW9zY29yZS5sZWRnZXIudjEuRXZhbHVhdGVUb29sQXBwcm92YWxSZXNwb25zZRJjCgxJc3N1ZVJlY2VpcHQSKC5jaGFvc2NvcmUubGVkZ2VyLnYxLklzc3VlUmVjZWlwdFJlcXVlc3QaKS5jaGFvc2NvcmUubGVkZ2VyLnYxLklzc3VlUmVjZWlwdFJlc3BvbnNlEloKCUF1dGhvcml6ZRIlLmNoYW9zY29yZS5sZWRnZXIudjEuQXV0aG9yaXplUmVxdWVzdBomLmNoYW9zY29yZS5sZWRnZXIudjEuQXV0aG9yaXplUmVzcG9uc2USewoUUmVxdWVzdEF1dGhvcml6YXRpb24SMC5jaGFvc2NvcmUubGVkZ2VyLnYxLlJlcXVlc3RBdXRob3JpemF0aW9uUmVxdWVzdBoxLmNoYW9zY29yZS5sZWRnZXIudjEuUmVxdWVzdEF1dGhvcml6YXRpb25SZXNwb25zZRJ7ChRFeGVjdXRlUmVmZXJlbmNlVG9vbBIwLmNoYW9zY29yZS5sZWRnZXIudjEuRXhlY3V0ZVJlZmVyZW5jZVRvb2xSZXF1ZXN0GjEuY2hhb3Njb3JlLmxlZGdlci52MS5FeGVjdXRlUmVmZXJlbmNlVG9vbFJlc3BvbnNlElQKB0dldEluZm8SIy5jaGFvc2NvcmUubGVkZ2VyLnYxLkdldEluZm9SZXF1ZXN0GiQuY2hhb3Njb3JlLmxlZGdlci52MS5HZXRJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * Entry is one audit record. sig = chain_hash(prev_sig, {seq, ts, tenant, session, principal,
@@ -530,15 +530,20 @@ export type ApproveSpendRequest = Message<"chaoscore.ledger.v1.ApproveSpendReque
   requestSeq: bigint;
 
   /**
-   * How the human answered: "approver_role" (the caller is an approver principal) or
-   * "elicitation" (the edge asked the person at the client).
+   * How the human answered: "approver_role" (the caller is an approver principal),
+   * "elicitation" (the edge asked the person at the client), "operator" (the local admin
+   * endpoint; the principal must be "operator") or "console" (the approval console, signed in
+   * as the calling principal). Recorded as the channel approver, client_elicitation, operator
+   * or console.
    *
    * @generated from field: string approved_via = 2;
    */
   approvedVia: string;
 
   /**
-   * For a RequestAuthorization entry: how long the receipt is valid (1..3600; 0 means 300).
+   * For a RequestAuthorization entry answered through elicitation: how long the receipt is
+   * valid (1..3600; 0 means 300). Other answers leave the receipt to the requester, who picks
+   * its lifetime when collecting.
    *
    * @generated from field: uint32 ttl_seconds = 3;
    */
@@ -577,11 +582,34 @@ export type ApproveSpendResponse = Message<"chaoscore.ledger.v1.ApproveSpendResp
   ledgerSeq: bigint;
 
   /**
-   * Set when the request was a finance reference call and the approval locked it.
+   * Set when the request was a finance reference call, the approval locked it and the answer
+   * came from the requesting session (elicitation): the requester has it now.
    *
    * @generated from field: google.protobuf.Struct receipt = 5;
    */
   receipt?: JsonObject | undefined;
+
+  /**
+   * The approval locked the spend and waits for the requester to collect it (the requester's
+   * CollectSpendApproval or, for a finance request, the call itself). Never set with receipt.
+   *
+   * @generated from field: bool receipt_pending = 6;
+   */
+  receiptPending: boolean;
+
+  /**
+   * The channel that answered: approver, client_elicitation, operator or console.
+   *
+   * @generated from field: string channel = 7;
+   */
+  channel: string;
+
+  /**
+   * The principal that made the request, who collects the approval.
+   *
+   * @generated from field: string requester = 8;
+   */
+  requester: string;
 };
 
 /**
@@ -590,6 +618,390 @@ export type ApproveSpendResponse = Message<"chaoscore.ledger.v1.ApproveSpendResp
  */
 export const ApproveSpendResponseSchema: GenMessage<ApproveSpendResponse> = /*@__PURE__*/
   messageDesc(file_chaoscore_ledger_v1_ledger, 18);
+
+/**
+ * SpendRequest is a HITL_REQUIRED spend as stored: the request entry's decision and the
+ * arguments of the call exactly as they will run (the entry itself records their hash only).
+ *
+ * @generated from message chaoscore.ledger.v1.SpendRequest
+ */
+export type SpendRequest = Message<"chaoscore.ledger.v1.SpendRequest"> & {
+  /**
+   * The ledger entry of the request (its EvaluateSpendGate or RequestAuthorization).
+   *
+   * @generated from field: uint64 request_seq = 1;
+   */
+  requestSeq: bigint;
+
+  /**
+   * "spend" (EvaluateSpendGate) or "finance" (RequestAuthorization for a reference tool).
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * The spend policy and the version the request was evaluated under.
+   *
+   * @generated from field: string policy = 3;
+   */
+  policy: string;
+
+  /**
+   * @generated from field: string policy_version = 4;
+   */
+  policyVersion: string;
+
+  /**
+   * The finance reference tool; empty for a plain spend.
+   *
+   * @generated from field: string tool = 5;
+   */
+  tool: string;
+
+  /**
+   * The action the gate evaluated: {action, asset, notional, confidence}.
+   *
+   * @generated from field: google.protobuf.Struct action = 6;
+   */
+  action?: JsonObject | undefined;
+
+  /**
+   * Every argument of the call: the tool's arguments for a finance request, the action for a
+   * plain spend.
+   *
+   * @generated from field: google.protobuf.Struct arguments = 7;
+   */
+  arguments?: JsonObject | undefined;
+
+  /**
+   * content_hash of the arguments, as the request entry recorded it.
+   *
+   * @generated from field: string args_hash = 8;
+   */
+  argsHash: string;
+
+  /**
+   * @generated from field: string requested_by = 9;
+   */
+  requestedBy: string;
+
+  /**
+   * @generated from field: string requested_in_session = 10;
+   */
+  requestedInSession: string;
+
+  /**
+   * RFC 3339 UTC; a request can be answered and collected until expires_at (24 h).
+   *
+   * @generated from field: string created_at = 11;
+   */
+  createdAt: string;
+
+  /**
+   * @generated from field: string expires_at = 12;
+   */
+  expiresAt: string;
+
+  /**
+   * PENDING (waiting for a person), APPROVED (approved, not collected yet), COLLECTED,
+   * DECLINED, BLOCKED (the approval re-ran the gate and a hard rule failed) or EXPIRED.
+   *
+   * @generated from field: string state = 13;
+   */
+  state: string;
+
+  /**
+   * The channels that may answer it; empty until the ledger enforces approval channels.
+   *
+   * @generated from field: repeated string channels = 14;
+   */
+  channels: string[];
+
+  /**
+   * Who answered (the recorded approver, e.g. alice, console:alice, operator,
+   * elicitation:agent), through which channel, in which entry; empty while PENDING.
+   *
+   * @generated from field: string answered_by = 15;
+   */
+  answeredBy: string;
+
+  /**
+   * @generated from field: string answer_channel = 16;
+   */
+  answerChannel: string;
+
+  /**
+   * @generated from field: uint64 answer_seq = 17;
+   */
+  answerSeq: bigint;
+
+  /**
+   * The gate's answer at request time: state, reason, claims, committed_today.
+   *
+   * @generated from field: google.protobuf.Struct gate = 18;
+   */
+  gate?: JsonObject | undefined;
+
+  /**
+   * content_hash of the request entry.
+   *
+   * @generated from field: string content_hash = 19;
+   */
+  contentHash: string;
+
+  /**
+   * The entry that recorded the collection; 0 until COLLECTED.
+   *
+   * @generated from field: uint64 collect_seq = 20;
+   */
+  collectSeq: bigint;
+
+  /**
+   * The stored arguments hash to the args_hash the request entry recorded. When false the
+   * request cannot be approved or collected.
+   *
+   * @generated from field: bool arguments_verified = 21;
+   */
+  argumentsVerified: boolean;
+
+  /**
+   * The reason a person gave with a decline.
+   *
+   * @generated from field: string answer_reason = 22;
+   */
+  answerReason: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.SpendRequest.
+ * Use `create(SpendRequestSchema)` to create a new message.
+ */
+export const SpendRequestSchema: GenMessage<SpendRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 19);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetSpendRequestRequest
+ */
+export type GetSpendRequestRequest = Message<"chaoscore.ledger.v1.GetSpendRequestRequest"> & {
+  /**
+   * @generated from field: uint64 request_seq = 1;
+   */
+  requestSeq: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetSpendRequestRequest.
+ * Use `create(GetSpendRequestRequestSchema)` to create a new message.
+ */
+export const GetSpendRequestRequestSchema: GenMessage<GetSpendRequestRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 20);
+
+/**
+ * @generated from message chaoscore.ledger.v1.GetSpendRequestResponse
+ */
+export type GetSpendRequestResponse = Message<"chaoscore.ledger.v1.GetSpendRequestResponse"> & {
+  /**
+   * @generated from field: chaoscore.ledger.v1.SpendRequest request = 1;
+   */
+  request?: SpendRequest | undefined;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.GetSpendRequestResponse.
+ * Use `create(GetSpendRequestResponseSchema)` to create a new message.
+ */
+export const GetSpendRequestResponseSchema: GenMessage<GetSpendRequestResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 21);
+
+/**
+ * @generated from message chaoscore.ledger.v1.ListSpendRequestsRequest
+ */
+export type ListSpendRequestsRequest = Message<"chaoscore.ledger.v1.ListSpendRequestsRequest"> & {
+  /**
+   * 1..500; 0 means 100.
+   *
+   * @generated from field: uint32 limit = 1;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ListSpendRequestsRequest.
+ * Use `create(ListSpendRequestsRequestSchema)` to create a new message.
+ */
+export const ListSpendRequestsRequestSchema: GenMessage<ListSpendRequestsRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 22);
+
+/**
+ * @generated from message chaoscore.ledger.v1.ListSpendRequestsResponse
+ */
+export type ListSpendRequestsResponse = Message<"chaoscore.ledger.v1.ListSpendRequestsResponse"> & {
+  /**
+   * PENDING requests, soonest to expire first.
+   *
+   * @generated from field: repeated chaoscore.ledger.v1.SpendRequest requests = 1;
+   */
+  requests: SpendRequest[];
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.ListSpendRequestsResponse.
+ * Use `create(ListSpendRequestsResponseSchema)` to create a new message.
+ */
+export const ListSpendRequestsResponseSchema: GenMessage<ListSpendRequestsResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 23);
+
+/**
+ * @generated from message chaoscore.ledger.v1.CollectSpendApprovalRequest
+ */
+export type CollectSpendApprovalRequest = Message<"chaoscore.ledger.v1.CollectSpendApprovalRequest"> & {
+  /**
+   * The request another principal approved; only its requester collects it, once.
+   *
+   * @generated from field: uint64 request_seq = 1;
+   */
+  requestSeq: bigint;
+
+  /**
+   * For a finance request: how long the receipt signed now is valid (1..3600; 0 means 300).
+   *
+   * @generated from field: uint32 ttl_seconds = 2;
+   */
+  ttlSeconds: number;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.CollectSpendApprovalRequest.
+ * Use `create(CollectSpendApprovalRequestSchema)` to create a new message.
+ */
+export const CollectSpendApprovalRequestSchema: GenMessage<CollectSpendApprovalRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 24);
+
+/**
+ * @generated from message chaoscore.ledger.v1.CollectSpendApprovalResponse
+ */
+export type CollectSpendApprovalResponse = Message<"chaoscore.ledger.v1.CollectSpendApprovalResponse"> & {
+  /**
+   * The approval's gate state (LOCKED: only a locked approval is collected).
+   *
+   * @generated from field: string state = 1;
+   */
+  state: string;
+
+  /**
+   * The approval's gate result (reason, claims, committed_today, ...).
+   *
+   * @generated from field: google.protobuf.Struct result = 2;
+   */
+  result?: JsonObject | undefined;
+
+  /**
+   * For a finance request: the receipt, signed now for the recorded approver, bound to the
+   * exact call. Pass it whole to the tool with the same arguments.
+   *
+   * @generated from field: google.protobuf.Struct receipt = 3;
+   */
+  receipt?: JsonObject | undefined;
+
+  /**
+   * The entry that records the collection (spend.collected).
+   *
+   * @generated from field: uint64 ledger_seq = 4;
+   */
+  ledgerSeq: bigint;
+
+  /**
+   * @generated from field: string content_hash = 5;
+   */
+  contentHash: string;
+
+  /**
+   * Who approved, through which channel, in which entry.
+   *
+   * @generated from field: string approved_by = 6;
+   */
+  approvedBy: string;
+
+  /**
+   * @generated from field: string channel = 7;
+   */
+  channel: string;
+
+  /**
+   * @generated from field: uint64 approval_seq = 8;
+   */
+  approvalSeq: bigint;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.CollectSpendApprovalResponse.
+ * Use `create(CollectSpendApprovalResponseSchema)` to create a new message.
+ */
+export const CollectSpendApprovalResponseSchema: GenMessage<CollectSpendApprovalResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 25);
+
+/**
+ * @generated from message chaoscore.ledger.v1.DeclineSpendRequest
+ */
+export type DeclineSpendRequest = Message<"chaoscore.ledger.v1.DeclineSpendRequest"> & {
+  /**
+   * @generated from field: uint64 request_seq = 1;
+   */
+  requestSeq: bigint;
+
+  /**
+   * As in ApproveSpendRequest.
+   *
+   * @generated from field: string approved_via = 2;
+   */
+  approvedVia: string;
+
+  /**
+   * Why, in the person's words (at most 500 characters), shown to the requester.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.DeclineSpendRequest.
+ * Use `create(DeclineSpendRequestSchema)` to create a new message.
+ */
+export const DeclineSpendRequestSchema: GenMessage<DeclineSpendRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 26);
+
+/**
+ * @generated from message chaoscore.ledger.v1.DeclineSpendResponse
+ */
+export type DeclineSpendResponse = Message<"chaoscore.ledger.v1.DeclineSpendResponse"> & {
+  /**
+   * The entry that records the decline (spend.declined).
+   *
+   * @generated from field: uint64 ledger_seq = 1;
+   */
+  ledgerSeq: bigint;
+
+  /**
+   * The recorded decliner and channel.
+   *
+   * @generated from field: string declined_by = 2;
+   */
+  declinedBy: string;
+
+  /**
+   * @generated from field: string channel = 3;
+   */
+  channel: string;
+};
+
+/**
+ * Describes the message chaoscore.ledger.v1.DeclineSpendResponse.
+ * Use `create(DeclineSpendResponseSchema)` to create a new message.
+ */
+export const DeclineSpendResponseSchema: GenMessage<DeclineSpendResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_ledger_v1_ledger, 27);
 
 /**
  * ToolCall is the call a receipt is bound to. Host-bound fields come from the operator's
@@ -619,7 +1031,7 @@ export type ToolCall = Message<"chaoscore.ledger.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 19);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 28);
 
 /**
  * StepBinding binds a receipt for a cognition step to the policy service's decision instead
@@ -654,7 +1066,7 @@ export type StepBinding = Message<"chaoscore.ledger.v1.StepBinding"> & {
  * Use `create(StepBindingSchema)` to create a new message.
  */
 export const StepBindingSchema: GenMessage<StepBinding> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 20);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 29);
 
 /**
  * @generated from message chaoscore.ledger.v1.EvaluateToolApprovalRequest
@@ -671,7 +1083,7 @@ export type EvaluateToolApprovalRequest = Message<"chaoscore.ledger.v1.EvaluateT
  * Use `create(EvaluateToolApprovalRequestSchema)` to create a new message.
  */
 export const EvaluateToolApprovalRequestSchema: GenMessage<EvaluateToolApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 21);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 30);
 
 /**
  * @generated from message chaoscore.ledger.v1.EvaluateToolApprovalResponse
@@ -722,7 +1134,7 @@ export type EvaluateToolApprovalResponse = Message<"chaoscore.ledger.v1.Evaluate
  * Use `create(EvaluateToolApprovalResponseSchema)` to create a new message.
  */
 export const EvaluateToolApprovalResponseSchema: GenMessage<EvaluateToolApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 22);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 31);
 
 /**
  * @generated from message chaoscore.ledger.v1.IssueReceiptRequest
@@ -780,7 +1192,7 @@ export type IssueReceiptRequest = Message<"chaoscore.ledger.v1.IssueReceiptReque
  * Use `create(IssueReceiptRequestSchema)` to create a new message.
  */
 export const IssueReceiptRequestSchema: GenMessage<IssueReceiptRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 23);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 32);
 
 /**
  * @generated from message chaoscore.ledger.v1.IssueReceiptResponse
@@ -809,7 +1221,7 @@ export type IssueReceiptResponse = Message<"chaoscore.ledger.v1.IssueReceiptResp
  * Use `create(IssueReceiptResponseSchema)` to create a new message.
  */
 export const IssueReceiptResponseSchema: GenMessage<IssueReceiptResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 24);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 33);
 
 /**
  * @generated from message chaoscore.ledger.v1.AuthorizeRequest
@@ -838,7 +1250,7 @@ export type AuthorizeRequest = Message<"chaoscore.ledger.v1.AuthorizeRequest"> &
  * Use `create(AuthorizeRequestSchema)` to create a new message.
  */
 export const AuthorizeRequestSchema: GenMessage<AuthorizeRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 25);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 34);
 
 /**
  * @generated from message chaoscore.ledger.v1.AuthorizeResponse
@@ -886,7 +1298,7 @@ export type AuthorizeResponse = Message<"chaoscore.ledger.v1.AuthorizeResponse">
  * Use `create(AuthorizeResponseSchema)` to create a new message.
  */
 export const AuthorizeResponseSchema: GenMessage<AuthorizeResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 26);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 35);
 
 /**
  * @generated from message chaoscore.ledger.v1.RequestAuthorizationRequest
@@ -917,7 +1329,7 @@ export type RequestAuthorizationRequest = Message<"chaoscore.ledger.v1.RequestAu
  * Use `create(RequestAuthorizationRequestSchema)` to create a new message.
  */
 export const RequestAuthorizationRequestSchema: GenMessage<RequestAuthorizationRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 27);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 36);
 
 /**
  * @generated from message chaoscore.ledger.v1.RequestAuthorizationResponse
@@ -950,6 +1362,15 @@ export type RequestAuthorizationResponse = Message<"chaoscore.ledger.v1.RequestA
    * @generated from field: uint64 ledger_seq = 5;
    */
   ledgerSeq: bigint;
+
+  /**
+   * (6 is kept for approval_channels, approvals.md §8.)
+   * AUTHORIZED by a person's approval of an earlier request for the same call, collected by
+   * this call: that request's ledger entry (ledger_seq is then the collection's).
+   *
+   * @generated from field: uint64 approval_request_seq = 7;
+   */
+  approvalRequestSeq: bigint;
 };
 
 /**
@@ -957,7 +1378,7 @@ export type RequestAuthorizationResponse = Message<"chaoscore.ledger.v1.RequestA
  * Use `create(RequestAuthorizationResponseSchema)` to create a new message.
  */
 export const RequestAuthorizationResponseSchema: GenMessage<RequestAuthorizationResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 28);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 37);
 
 /**
  * @generated from message chaoscore.ledger.v1.ExecuteReferenceToolRequest
@@ -984,7 +1405,7 @@ export type ExecuteReferenceToolRequest = Message<"chaoscore.ledger.v1.ExecuteRe
  * Use `create(ExecuteReferenceToolRequestSchema)` to create a new message.
  */
 export const ExecuteReferenceToolRequestSchema: GenMessage<ExecuteReferenceToolRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 29);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 38);
 
 /**
  * @generated from message chaoscore.ledger.v1.ExecuteReferenceToolResponse
@@ -1029,6 +1450,14 @@ export type ExecuteReferenceToolResponse = Message<"chaoscore.ledger.v1.ExecuteR
    * @generated from field: string problem = 6;
    */
   problem: string;
+
+  /**
+   * Called without a receipt for a call a person approved, or is asked to approve: that
+   * request's ledger entry (executed: its approval was collected by this call).
+   *
+   * @generated from field: uint64 approval_request_seq = 7;
+   */
+  approvalRequestSeq: bigint;
 };
 
 /**
@@ -1036,7 +1465,7 @@ export type ExecuteReferenceToolResponse = Message<"chaoscore.ledger.v1.ExecuteR
  * Use `create(ExecuteReferenceToolResponseSchema)` to create a new message.
  */
 export const ExecuteReferenceToolResponseSchema: GenMessage<ExecuteReferenceToolResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 30);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 39);
 
 /**
  * @generated from message chaoscore.ledger.v1.GetInfoRequest
@@ -1049,7 +1478,7 @@ export type GetInfoRequest = Message<"chaoscore.ledger.v1.GetInfoRequest"> & {
  * Use `create(GetInfoRequestSchema)` to create a new message.
  */
 export const GetInfoRequestSchema: GenMessage<GetInfoRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 31);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 40);
 
 /**
  * @generated from message chaoscore.ledger.v1.GetInfoResponse
@@ -1066,7 +1495,7 @@ export type GetInfoResponse = Message<"chaoscore.ledger.v1.GetInfoResponse"> & {
  * Use `create(GetInfoResponseSchema)` to create a new message.
  */
 export const GetInfoResponseSchema: GenMessage<GetInfoResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_ledger_v1_ledger, 32);
+  messageDesc(file_chaoscore_ledger_v1_ledger, 41);
 
 /**
  * LedgerService is what a security reviewer trusts: the per-tenant tamper-evident audit log
@@ -1152,6 +1581,9 @@ export const LedgerService: GenService<{
   },
   /**
    * ApproveSpend is the human approval of a HITL_REQUIRED spend (never of a BLOCKED one).
+   * Answered by anyone but the requester, the approval waits for the requester to collect it
+   * (CollectSpendApproval, or the finance call itself); an elicitation answer from the
+   * requesting session is collected at once.
    *
    * @generated from rpc chaoscore.ledger.v1.LedgerService.ApproveSpend
    */
@@ -1159,6 +1591,48 @@ export const LedgerService: GenService<{
     methodKind: "unary";
     input: typeof ApproveSpendRequestSchema;
     output: typeof ApproveSpendResponseSchema;
+  },
+  /**
+   * GetSpendRequest is one stored spend request (a HITL_REQUIRED EvaluateSpendGate or
+   * RequestAuthorization) with every argument and its state.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.GetSpendRequest
+   */
+  getSpendRequest: {
+    methodKind: "unary";
+    input: typeof GetSpendRequestRequestSchema;
+    output: typeof GetSpendRequestResponseSchema;
+  },
+  /**
+   * ListSpendRequests lists the tenant's spend requests still waiting for a person.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.ListSpendRequests
+   */
+  listSpendRequests: {
+    methodKind: "unary";
+    input: typeof ListSpendRequestsRequestSchema;
+    output: typeof ListSpendRequestsResponseSchema;
+  },
+  /**
+   * CollectSpendApproval hands the requester the approval another principal gave: once, and
+   * for a finance request with a receipt signed now.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.CollectSpendApproval
+   */
+  collectSpendApproval: {
+    methodKind: "unary";
+    input: typeof CollectSpendApprovalRequestSchema;
+    output: typeof CollectSpendApprovalResponseSchema;
+  },
+  /**
+   * DeclineSpend is a person's refusal of a HITL_REQUIRED spend: it never runs.
+   *
+   * @generated from rpc chaoscore.ledger.v1.LedgerService.DeclineSpend
+   */
+  declineSpend: {
+    methodKind: "unary";
+    input: typeof DeclineSpendRequestSchema;
+    output: typeof DeclineSpendResponseSchema;
   },
   /**
    * EvaluateToolApproval inspects a call against the tenant's tool-approval policy.

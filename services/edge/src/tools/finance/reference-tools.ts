@@ -1,8 +1,9 @@
 import { z } from "zod";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { defineTool, type ToolDefinition } from "../define.js";
+import { defineTool, type ToolContext, type ToolDefinition } from "../define.js";
 import { ledgerCall, ledgerOf, seqNumber } from "../governance/ledger-access.js";
 import { jsonObjectOutput, receiptInput } from "../governance/shapes.js";
+import { spendApprovalNextStep } from "../governance/spend-approval-channels.js";
 import { REFERENCE_TOOL_SPECS, type ReferenceToolName } from "./arguments.js";
 
 /** Longest argument list repeated in a next step; a longer one is referred to, not copied. */
@@ -10,6 +11,22 @@ const MAX_ECHOED_ARGS = 1000;
 
 /** Detail codes of a receipt that was presented but cannot be verified: to the seed's table, no receipt. */
 const UNVERIFIABLE_RECEIPT = new Set(["malformed_receipt", "unknown_key", "bad_signature"]);
+
+/** What the call's stored spend request says about the next step, when it had one. */
+function approvalNextStep(ctx: ToolContext, name: ReferenceToolName, detail: string, recorded: number, approvalSeq: number): string | undefined {
+  switch (detail) {
+    case "AUTHORIZED":
+      return `Executed, synthetically: no real venue or bank was reached. A person's approval of spend request ${approvalSeq} was used by this call, once. Recorded in ledger entry ${recorded}.`;
+    case "approval_pending":
+      return `Not executed: no person has approved spend request ${approvalSeq} for this exact call yet. Recorded in ledger entry ${recorded}.\n${spendApprovalNextStep(ctx, approvalSeq, name)}`;
+    case "approval_declined":
+      return `Not executed: a person declined spend request ${approvalSeq} for this exact call, so it never runs. Recorded in ledger entry ${recorded}. Do not retry it; tell the user or change the plan.`;
+    case "already_collected":
+      return `Not executed: the approval of spend request ${approvalSeq} was already used by another call, and an approval runs its call once. Recorded in ledger entry ${recorded}; a new call needs a new request (request_authorization).`;
+    default:
+      return undefined;
+  }
+}
 
 function nextStep(name: ReferenceToolName, code: string, detail: string, message: string, seq: number, toolArgs: Record<string, unknown>): string {
   const json = JSON.stringify(toolArgs);
@@ -53,7 +70,9 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
     description:
       `${spec.summary}. Synthetic: it reaches no real venue or bank, and exists to exercise the receipt-gated path. ` +
       "It runs only with a receipt bound to this tool, its scope and these exact arguments: get one with " +
-      "request_authorization. Without one (or with an expired, used or mismatched one) nothing runs and the denial is " +
+      "request_authorization. A call that needs a person (a wire always) and comes without a receipt is held as a " +
+      "request for one (approval_pending, with the ways to approve it); once a person approved it, calling this tool " +
+      "with the same arguments and no receipt runs it, once. Without one (or with an expired, used or mismatched one) nothing runs and the denial is " +
       "recorded with a short code (policy_deny, expired, replay, args_changed, missing_receipt or ambiguous_policy), " +
       "a detail_code that says what happened (bad_signature, tenant_mismatch, ...) and a message in words.",
     input: z.strictObject({
@@ -70,6 +89,11 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
       message: z.string().optional().describe("Only when not executed: what happened, in words"),
       result: jsonObjectOutput.optional().describe("The synthetic result (ids marked -sim-, synthetic: true)"),
       ledger_seq: z.number().int().describe("The ledger entry that records the outcome"),
+      approval_request_seq: z
+        .number()
+        .int()
+        .optional()
+        .describe("Called without a receipt: the stored spend request for this exact call whose approval ran it, or that holds it"),
       synthetic: z.literal(true).describe("Always true: no real venue or bank is involved"),
       next_step: z.string(),
     }),
@@ -90,6 +114,7 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
         ledgerCall(ctx),
       );
       const seq = seqNumber(res.ledgerSeq);
+      const approvalSeq = seqNumber(res.approvalRequestSeq);
       return {
         executed: res.executed,
         code: res.code,
@@ -97,8 +122,11 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
         ...(res.problem ? { message: res.problem } : {}),
         ...(res.executed && res.result ? { result: res.result } : {}),
         ledger_seq: seq,
+        ...(approvalSeq > 0 ? { approval_request_seq: approvalSeq } : {}),
         synthetic: true as const,
-        next_step: nextStep(name, res.code, res.detailCode, res.problem, seq, toolArgs),
+        next_step:
+          (approvalSeq > 0 ? approvalNextStep(ctx, name, res.detailCode, seq, approvalSeq) : undefined) ??
+          nextStep(name, res.code, res.detailCode, res.problem, seq, toolArgs),
       };
     },
   });

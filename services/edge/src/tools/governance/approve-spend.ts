@@ -1,53 +1,76 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
-import { approveSpendCall, gateOutput, toGateOutput } from "./gate-result.js";
-import { askHuman, describeEntry, readEntry, recordDecline, type HumanQuestion } from "./human-approval.js";
+import { ChaosError } from "@chaos-core/kit";
+import type { SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { defineTool, type ToolContext } from "../define.js";
+import { gateOutput, toGateOutput } from "./gate-result.js";
+import { askHuman, type HumanQuestion } from "./human-approval.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { jsonObjectOutput, requestSeq, ttlSeconds } from "./shapes.js";
+import { approveSpendCall, SPEND_CHANNELS, spendApprovalNextStep } from "./spend-approval-channels.js";
+import { describeSpendRequest } from "./spend-request-text.js";
 
 /** Who answered and how; shared by the tools that need a person. */
 export const humanOutput = z
   .object({
     answer: z.enum(["confirmed", "declined", "cancelled"]).describe("confirmed is the only answer that approves or issues anything"),
-    via: z.enum(["approver_role", "elicitation"]).describe("An approver's API key, or the client's user asked through elicitation"),
+    via: z
+      .enum(["approver_role", "elicitation", "operator", "console"])
+      .describe("An approver's API key, the client's user asked through elicitation, the operator's command, or the approval console"),
   })
   .describe("The person's answer");
 
+/** The ledger's `approved_via` for each channel, as `human.via` shows it. */
+const VIA_OF_CHANNEL: Readonly<Record<string, z.output<typeof humanOutput>["via"]>> = {
+  approver: "approver_role",
+  client_elicitation: "elicitation",
+  operator: "operator",
+  console: "console",
+};
+
 const output = gateOutput.partial().extend({
   human: humanOutput,
+  approved_by: z.string().optional().describe("Who approved, as the ledger recorded it (alice, console:alice, operator, elicitation:<you>)"),
+  channel: z.enum(SPEND_CHANNELS).optional().describe("The channel the approval came through"),
   receipt: jsonObjectOutput
     .optional()
-    .describe("For an approved finance tool request: the signed receipt, to pass back whole to that tool"),
+    .describe("For an approved finance tool request, handed to its requester: the signed receipt, to pass back whole to that tool"),
+  receipt_pending: z
+    .boolean()
+    .optional()
+    .describe("Approved by someone other than the requester: the requester's next approve_spend (or the finance call) receives it"),
+  collect_seq: z.number().int().optional().describe("The ledger entry that records the requester's collection of the approval"),
   decline_seq: z.number().int().optional().describe("The ledger entry that records a decline"),
   next_step: z.string().describe("What happens next, in plain words"),
 });
 
-function approvedNextStep(state: string, via: string, seq: number, reason: string, receipt?: Record<string, unknown>): string {
-  if (state !== "LOCKED") {
-    return `The approval (via ${via}) is recorded in ledger entry ${seq}, but an approval cannot override a hard rule: the spend is ${state} (${reason}). Nothing may run.`;
-  }
+/** After a LOCKED approval that reached the requester (collected, or answered in their own session). */
+function handedOverNextStep(request: SpendRequest, via: string, seq: number, receipt?: Record<string, unknown>): string {
   const base = `Approved by a person (via ${via}) and locked in ledger entry ${seq}.`;
-  if (!receipt) return base;
-  const tool = typeof receipt["tool"] === "string" ? receipt["tool"] : "the tool";
+  if (!receipt) return request.tool ? base : `${base} The spend is committed; nothing else is needed.`;
   const expiry = typeof receipt["expiry"] === "string" ? ` before ${receipt["expiry"]}` : "";
-  return `${base} A receipt bound to the exact call was issued: pass it whole as "receipt" to ${tool} with the same arguments${expiry}. It works once.`;
+  return `${base} A receipt bound to the exact call was issued: pass it whole as "receipt" to ${request.tool} with the same arguments${expiry}. It works once.`;
 }
 
 /**
- * `approve_spend`: a person's approval of a HITL_REQUIRED spend. The action is read by the
- * ledger from the recorded request (request_seq), never restated by the agent; the person
- * asked through elicitation is shown that same record.
+ * `approve_spend`: a person's approval of a HITL_REQUIRED spend, and the requester's way to
+ * receive it. The action and arguments are read by the ledger from the stored request
+ * (request_seq), never restated by the agent. An approver (not the requester) approves by
+ * calling it; the requester's call collects an approval any channel gave (an approver key, the
+ * operator's command, the console) once, and while none has, asks the client's user when the
+ * client can elicit, or answers `approval_required` naming every way a person can approve it.
  */
 export const approveSpendTool = defineTool({
   name: "approve_spend",
   toolset: "governance",
   title: "Approve spend",
   description:
-    "Have a person approve a spend the gate held for approval (HITL_REQUIRED), by the request_seq that " +
+    "Approve a spend the gate held for a person (HITL_REQUIRED), or receive that approval, by the request_seq that " +
     "evaluate_spend_gate or request_authorization returned. Someone holding the approver role (granted by the operator " +
-    "to an API key) approves by calling it; otherwise, when this client supports elicitation, its user is shown the " +
-    "recorded request and asked to confirm. No argument can approve. An approval never overrides a hard rule. For a " +
-    "finance tool request, the approval returns the signed receipt that tool needs.",
+    "to an API key) approves another principal's request by calling it; the operator can approve it with chaos-core " +
+    "approvals approve-spend. The requester calls it to receive the approval, once (for a finance tool request, the " +
+    "signed receipt that tool needs); while no person has answered, a client that supports elicitation has its user " +
+    "shown the stored request, every argument included, and asked to confirm. No argument can approve. An approval " +
+    "never overrides a hard rule.",
   input: z.strictObject({
     request_seq: requestSeq.describe("The ledger_seq of the HITL_REQUIRED evaluation or request_authorization"),
     ttl_seconds: ttlSeconds,
@@ -55,52 +78,108 @@ export const approveSpendTool = defineTool({
   output,
   annotations: {
     readOnlyHint: false,
-    // It records an approval and may issue a receipt; nothing is replaced or run.
+    // It records an approval and may hand over a receipt; nothing is replaced or run.
     destructiveHint: false,
-    // A request is approved once; asking again is refused by the ledger.
+    // A request is approved once and its approval collected once; asking again is refused.
     idempotentHint: false,
     openWorldHint: false,
   },
   async run(args, ctx) {
     const seq = args.request_seq;
-    const question: HumanQuestion = {
-      tool: "approve_spend",
-      requestSeq: seq,
-      retryCall: approveSpendCall(seq),
-      confirmTitle: "Approve this spend?",
-      question: async () =>
-        [
-          "An AI agent asks you to approve a spend that policy holds for a person (CHP spend gate: HITL_REQUIRED).",
-          "This is the request exactly as the audit ledger recorded it; your approval applies to it and nothing else:",
-          describeEntry(await readEntry(ctx, seq)),
-          "Approving lets this one action past its approval threshold. It cannot override a hard rule: a blocked spend stays blocked.",
-        ].join("\n\n"),
-    };
-    const human = await askHuman(ctx, question);
-    if (human.answer === "cancelled") {
-      return {
-        human,
-        next_step: `The person dismissed the question without answering: nothing was approved or issued. Call ${approveSpendCall(seq)} to ask again.`,
-      };
-    }
-    if (human.answer === "declined") {
-      const declineSeq = await recordDecline(ctx, question);
-      return {
-        human,
-        decline_seq: declineSeq,
-        next_step: `The person declined: nothing was approved or issued (recorded in ledger entry ${declineSeq}). Do not retry it; tell the user or change the plan.`,
-      };
-    }
-    const res = await ledgerOf(ctx).approveSpend(
-      { requestSeq: BigInt(seq), approvedVia: human.via, ttlSeconds: args.ttl_seconds ?? 0 },
-      ledgerCall(ctx),
-    );
-    const gate = toGateOutput(res, seqNumber(res.ledgerSeq));
-    return {
-      ...gate,
-      human,
-      ...(res.receipt ? { receipt: res.receipt } : {}),
-      next_step: approvedNextStep(gate.state, human.via, gate.ledger_seq, gate.reason, res.receipt),
-    };
+    const ledger = ledgerOf(ctx);
+    const { request } = await ledger.getSpendRequest({ requestSeq: BigInt(seq) }, ledgerCall(ctx));
+    if (!request) throw new ChaosError("internal", "the ledger answered GetSpendRequest without a request");
+    const mine = request.requestedBy === ctx.call.principal;
+    // An approver answers a request still waiting (the ledger refuses, and records, their own);
+    // an answered request of theirs they collect like any requester.
+    if (ctx.roles.has("approver") && (!mine || request.state === "PENDING")) return approveAsApprover(ctx, request, args.ttl_seconds);
+    if (request.state !== "PENDING") return collect(ctx, request, args.ttl_seconds);
+    return askTheClientUser(ctx, request, args.ttl_seconds);
   },
 });
+
+async function approveAsApprover(ctx: ToolContext, request: SpendRequest, ttl: number | undefined) {
+  const seq = seqNumber(request.requestSeq);
+  const res = await ledgerOf(ctx).approveSpend({ requestSeq: request.requestSeq, approvedVia: "approver_role", ttlSeconds: ttl ?? 0 }, ledgerCall(ctx));
+  const gate = toGateOutput(res, seqNumber(res.ledgerSeq));
+  const pickUp = request.tool ? `${approveSpendCall(seq)} (or ${request.tool} with the same arguments)` : approveSpendCall(seq);
+  return {
+    ...gate,
+    human: { answer: "confirmed" as const, via: "approver_role" as const },
+    approved_by: ctx.call.principal,
+    channel: "approver" as const,
+    receipt_pending: res.receiptPending,
+    next_step:
+      gate.state === "LOCKED"
+        ? `Approved by you and locked in ledger entry ${gate.ledger_seq}. The requester, ${res.requester}, receives it with their next ${pickUp}; you hold no receipt.`
+        : `The approval is recorded in ledger entry ${gate.ledger_seq}, but an approval cannot override a hard rule: the spend is ${gate.state} (${gate.reason}). Nothing may run.`,
+  };
+}
+
+async function collect(ctx: ToolContext, request: SpendRequest, ttl: number | undefined) {
+  const res = await ledgerOf(ctx).collectSpendApproval({ requestSeq: request.requestSeq, ttlSeconds: ttl ?? 0 }, ledgerCall(ctx));
+  const gate = toGateOutput(res, seqNumber(res.approvalSeq));
+  const via = VIA_OF_CHANNEL[res.channel] ?? "approver_role";
+  return {
+    ...gate,
+    human: { answer: "confirmed" as const, via },
+    approved_by: res.approvedBy,
+    ...((SPEND_CHANNELS as readonly string[]).includes(res.channel) ? { channel: res.channel as (typeof SPEND_CHANNELS)[number] } : {}),
+    ...(res.receipt ? { receipt: res.receipt } : {}),
+    collect_seq: seqNumber(res.ledgerSeq),
+    next_step: `${handedOverNextStep(request, `${res.channel}, by ${res.approvedBy}`, gate.ledger_seq, res.receipt)} Collected in ledger entry ${seqNumber(res.ledgerSeq)}.`,
+  };
+}
+
+async function askTheClientUser(ctx: ToolContext, request: SpendRequest, ttl: number | undefined) {
+  const seq = seqNumber(request.requestSeq);
+  if (!ctx.canElicit()) {
+    throw new ChaosError("approval_required", `Nothing was approved: no person has answered spend request ${seq} yet.\n${spendApprovalNextStep(ctx, seq, request.tool || undefined)}`);
+  }
+  if (!request.argumentsVerified) {
+    throw new ChaosError("failed_precondition", `the stored arguments of spend request ${seq} do not hash to what its ledger entry recorded, so no person is asked to approve them`);
+  }
+  const question: HumanQuestion = {
+    tool: "approve_spend",
+    requestSeq: seq,
+    retryCall: approveSpendCall(seq),
+    confirmTitle: "Approve this spend?",
+    question: () =>
+      Promise.resolve(
+        [
+          "An AI agent asks you to approve a spend that policy holds for a person (CHP spend gate: HITL_REQUIRED).",
+          "This is the request exactly as the audit ledger stored it; your approval applies to it and nothing else:",
+          describeSpendRequest(request),
+          "Approving lets this one action past its approval threshold. It cannot override a hard rule: a blocked spend stays blocked.",
+        ].join("\n\n"),
+      ),
+  };
+  const human = await askHuman(ctx, question);
+  if (human.answer === "cancelled") {
+    return {
+      human,
+      next_step: `The person dismissed the question without answering: nothing was approved or issued. Call ${approveSpendCall(seq)} to ask again.`,
+    };
+  }
+  if (human.answer === "declined") {
+    const declined = await ledgerOf(ctx).declineSpend({ requestSeq: request.requestSeq, approvedVia: "elicitation", reason: "" }, ledgerCall(ctx));
+    const declineSeq = seqNumber(declined.ledgerSeq);
+    return {
+      human,
+      decline_seq: declineSeq,
+      next_step: `The person declined: nothing was approved or issued, and the request will never run (recorded in ledger entry ${declineSeq}). Do not retry it; tell the user or change the plan.`,
+    };
+  }
+  const res = await ledgerOf(ctx).approveSpend({ requestSeq: request.requestSeq, approvedVia: human.via, ttlSeconds: ttl ?? 0 }, ledgerCall(ctx));
+  const gate = toGateOutput(res, seqNumber(res.ledgerSeq));
+  return {
+    ...gate,
+    human,
+    channel: human.via === "elicitation" ? ("client_elicitation" as const) : ("approver" as const),
+    ...(res.receipt ? { receipt: res.receipt } : {}),
+    next_step:
+      gate.state === "LOCKED"
+        ? handedOverNextStep(request, human.via, gate.ledger_seq, res.receipt)
+        : `The approval (via ${human.via}) is recorded in ledger entry ${gate.ledger_seq}, but an approval cannot override a hard rule: the spend is ${gate.state} (${gate.reason}). Nothing may run.`,
+  };
+}

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { defineTool } from "../define.js";
 import { gateNextStep, gateOutput, toGateOutput } from "./gate-result.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { approvalChannelsOutput, spendApprovalChannels } from "./spend-approval-channels.js";
 
 const gateNumber = z.number().describe("A float in CHP terms (100 and 100.0 are the same gate number)");
 
@@ -31,7 +32,7 @@ export const evaluateSpendGateTool = defineTool({
   title: "Evaluate spend gate",
   description:
     "Check a proposed spend against an operator spend policy (CHP Profile B): LOCKED (within thresholds), HITL_REQUIRED " +
-    "(a person must approve it with approve_spend) or BLOCKED (a hard rule failed; no approval can override it). The " +
+    "(a person must approve it; approval_channels lists how, and your next approve_spend receives the approval) or BLOCKED (a hard rule failed; no approval can override it). The " +
     "limits and today's committed total come from the operator's policy and the ledger, never from you; agent_policy " +
     "can only make them stricter. chp_version lists each policy's limits. Every evaluation is recorded in the audit " +
     "ledger (BLOCKED as policy_deny). Runs nothing.",
@@ -60,7 +61,10 @@ export const evaluateSpendGateTool = defineTool({
       .describe("The proposed spend"),
     agent_policy: agentPolicy.optional(),
   }),
-  output: gateOutput.extend({ next_step: z.string().describe("What happens next, in plain words") }),
+  output: gateOutput.extend({
+    approval_channels: approvalChannelsOutput.optional().describe("HITL_REQUIRED: every way a person can approve it here; none of them is you"),
+    next_step: z.string().describe("What happens next, in plain words"),
+  }),
   annotations: {
     readOnlyHint: false,
     // It appends a record (and a locked spend may count toward today's total); it replaces nothing.
@@ -84,6 +88,10 @@ export const evaluateSpendGateTool = defineTool({
       ledgerCall(ctx),
     );
     const gate = toGateOutput(res, seqNumber(res.ledgerSeq));
-    return { ...gate, next_step: gateNextStep(gate) };
+    return {
+      ...gate,
+      ...(gate.state === "HITL_REQUIRED" ? { approval_channels: spendApprovalChannels(ctx, gate.ledger_seq) } : {}),
+      next_step: gateNextStep(gate, ctx),
+    };
   },
 });

@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { JsonObject } from "@bufbuild/protobuf";
+import type { ToolContext } from "../define.js";
 import { jsonObjectOutput } from "./shapes.js";
+import { spendApprovalNextStep } from "./spend-approval-channels.js";
 
 /** The spend gate's states (CHP Profile B). */
 export const GATE_STATES = ["LOCKED", "HITL_REQUIRED", "BLOCKED"] as const;
@@ -52,20 +54,11 @@ export function toGateOutput(res: { result?: JsonObject; state: string; contentH
   };
 }
 
-/** How to call approve_spend for a recorded request, as an agent would type it. */
-export function approveSpendCall(requestSeq: number): string {
-  return `approve_spend {"request_seq": ${requestSeq}}`;
-}
-
-/** The next step after a gate decision, in plain words. */
-export function gateNextStep(gate: GateOutput): string {
+/** The next step after a gate decision, in plain words; a held spend names every way to approve it here. */
+export function gateNextStep(gate: GateOutput, ctx: ToolContext): string {
   switch (gate.state) {
     case "HITL_REQUIRED":
-      return (
-        `A person must approve this spend: ${approveSpendCall(gate.ledger_seq)}, called by someone holding the approver ` +
-        "role, or by you when your client can ask its user (elicitation). You cannot approve it yourself; the approval " +
-        `reads the action from ledger entry ${gate.ledger_seq}, so it is exactly this one.`
-      );
+      return `${spendApprovalNextStep(ctx, gate.ledger_seq)}\nThe approval reads the action from ledger entry ${gate.ledger_seq}, so it is exactly this one.`;
     case "BLOCKED":
       return `Blocked by the policy's hard rules (${gate.reason}); recorded as policy_deny in ledger entry ${gate.ledger_seq}. No approval can override a blocked spend: change the action or ask the operator.`;
     case "LOCKED":

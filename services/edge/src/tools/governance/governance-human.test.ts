@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { JsonObject } from "@bufbuild/protobuf";
+import { ChaosError } from "@chaos-core/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
@@ -22,9 +22,55 @@ const RECORDED_EVENT = {
   state: "HITL_REQUIRED",
 };
 
-/** A ledger that answers with fixed messages (entry 7 recording `event`) and records every request. */
-function recordingLedger(event: JsonObject = RECORDED_EVENT): RecordingLedger {
+// The stored spend request at request_seq 7: a wire with every argument, as the ledger keeps it.
+const STORED_WIRE = {
+  beneficiary: "ACME Supplies GmbH",
+  amount: 300,
+  currency: "EUR",
+  // Longer than anything the old prompt showed whole (it cut at 4000 characters).
+  memo: `invoice 42 ${"x".repeat(4100)} END-OF-MEMO`,
+};
+
+function storedRequest(overrides: Record<string, unknown> = {}) {
+  return {
+    requestSeq: 7n,
+    kind: "finance",
+    policy: "wire",
+    policyVersion: "wire-1",
+    tool: "wire_treasury_transfer",
+    action: { action: "WIRE", asset: "EUR", notional: 300, confidence: null },
+    arguments: STORED_WIRE,
+    argsHash: "d".repeat(64),
+    requestedBy: "agent",
+    requestedInSession: "s-1",
+    createdAt: "2025-06-01T12:00:00.000Z",
+    expiresAt: "2025-06-02T12:00:00.000Z",
+    state: "PENDING",
+    gate: { state: "HITL_REQUIRED", reason: "human approval required: 300.0 >= HITL threshold 0.0" },
+    contentHash: "c".repeat(64),
+    argumentsVerified: true,
+    ...overrides,
+  };
+}
+
+/** A ledger that answers with fixed messages and records every request. */
+function recordingLedger(request: Record<string, unknown> = storedRequest()): RecordingLedger {
   return createRecordingLedger({
+    getSpendRequest: async (req) => {
+      if (req.requestSeq !== 7n) throw new ChaosError("not_found", `no ledger entry ${req.requestSeq} in this tenant`);
+      return { request };
+    },
+    declineSpend: async () => ({ ledgerSeq: 9n, declinedBy: "elicitation:agent", channel: "client_elicitation" }),
+    collectSpendApproval: async () => ({
+      state: "LOCKED",
+      result: { reason: "human-approved by operator", claims: [{ rule: "human-approval", passed: true, detail: "approved by operator" }] },
+      receipt: { kind: "authorization", tool: "wire_treasury_transfer", expiry: "2025-06-01T12:05:00.000Z" },
+      ledgerSeq: 13n,
+      contentHash: "e".repeat(64),
+      approvedBy: "operator",
+      channel: "operator",
+      approvalSeq: 8n,
+    }),
     // The entry at request_seq 7 is the recorded request; there is no other.
     listEntries: async (req) =>
       req.afterSeq === 6n
@@ -36,18 +82,21 @@ function recordingLedger(event: JsonObject = RECORDED_EVENT): RecordingLedger {
                 tenant: "t",
                 session: "s-1",
                 principal: "agent",
-                event,
+                event: RECORDED_EVENT,
                 contentHash: "c".repeat(64),
               },
             ],
             size: 8n,
           }
         : { entries: [], size: 8n },
-    approveSpend: async () => ({
+    approveSpend: async (req) => ({
       state: "LOCKED",
       result: { reason: "human-approved by alice", claims: [{ rule: "human-approval", passed: true, detail: "approved by alice" }] },
       contentHash: "a".repeat(64),
       ledgerSeq: 8n,
+      receiptPending: req.approvedVia !== "elicitation",
+      channel: req.approvedVia === "elicitation" ? "client_elicitation" : "approver",
+      requester: "agent",
     }),
     append: async () => ({ entry: { seq: 9n } }),
     issueReceipt: async () => ({ receipt: { kind: "chaoscore.tool_approval_receipt" }, decisionLog: { decision: "allow" }, ledgerSeq: 10n }),
@@ -102,7 +151,7 @@ afterAll(async () => {
 });
 
 describe("approve_spend through elicitation", () => {
-  it("shows the person the recorded request and sends approved_via elicitation only after they confirm", async () => {
+  it("shows the person the stored request, every argument whole, and sends approved_via elicitation only after they confirm", async () => {
     const ledger = recordingLedger();
     const asked: string[] = [];
     const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
@@ -111,11 +160,16 @@ describe("approve_spend through elicitation", () => {
     );
     expect(out).toMatchObject({ human: { answer: "confirmed", via: "elicitation" }, state: "LOCKED", ledger_seq: 8 });
     expect(asked).toHaveLength(1);
-    // What the person reads comes from the ledger entry, never from the agent.
-    expect(asked[0]).toContain("Ledger entry 7 (spend.evaluated)");
-    expect(asked[0]).toContain('\n  action.asset = "AAPL"\n');
-    expect(asked[0]).toContain('\n  action.notional = 300\n');
-    expect(ledger.requests("listEntries")[0]).toMatchObject({ afterSeq: 6n, limit: 1 });
+    // What the person reads comes from the ledger's stored request, never from the agent: every
+    // argument of the wire, the beneficiary and the whole memo included, and the hashes.
+    expect(asked[0]).toContain("Spend request at ledger entry 7 (wire_treasury_transfer under spend policy wire, version wire-1)");
+    expect(asked[0]).toContain('\n  beneficiary = "ACME Supplies GmbH"\n');
+    expect(asked[0]).toContain(`\n  memo = ${JSON.stringify(STORED_WIRE.memo)}\n`);
+    expect(asked[0]).toContain("\n  amount = 300\n");
+    expect(asked[0]).toContain('\n  currency = "EUR"\n');
+    expect(asked[0]).toContain(`args_hash: ${"d".repeat(64)}`);
+    expect(asked[0]).not.toMatch(/cut/);
+    expect(ledger.requests("getSpendRequest")[0]).toMatchObject({ requestSeq: 7n });
     const sent = ledger.requests("approveSpend");
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({ requestSeq: 7n, approvedVia: "elicitation", ttlSeconds: 120 });
@@ -123,15 +177,8 @@ describe("approve_spend through elicitation", () => {
     expect(ledger.calls.find((x) => x.method === "approveSpend")!.call).toMatchObject({ principal: "agent", sessionId: c.session.id });
   });
 
-  it("shows a long recorded request whole, and does not ask through a form when it is too long for one", async () => {
-    const memo = "wire for INV-104 ".repeat(300);
-    const ledger = recordingLedger({ ...RECORDED_EVENT, memo });
-    const asked: string[] = [];
-    const c = await connectWithUser(ledger, { action: "decline" }, asked);
-    ok(await c.call("approve_spend", { request_seq: 7 }));
-    expect(asked[0]).toContain(`\n  memo = ${JSON.stringify(memo)}\n`);
-
-    const tooLong = recordingLedger({ ...RECORDED_EVENT, memo: memo.repeat(4) });
+  it("does not ask through a form when the stored request is too long for one, and names who can answer", async () => {
+    const tooLong = recordingLedger(storedRequest({ arguments: { ...STORED_WIRE, memo: "wire for INV-104 ".repeat(1200) } }));
     const notAsked: string[] = [];
     const d = await connectWithUser(tooLong, { action: "accept", content: { confirm: true } }, notAsked);
     const error = refused(await d.call("approve_spend", { request_seq: 7 }));
@@ -143,18 +190,18 @@ describe("approve_spend through elicitation", () => {
     expect(tooLong.requests("approveSpend")).toEqual([]);
   });
 
-  it("issues nothing when the person declines or unticks confirm, and records the decline", async () => {
+  it("issues nothing when the person declines or unticks confirm, and declines the request for good", async () => {
     for (const answer of [{ action: "decline" }, { action: "accept", content: { confirm: false } }] as ElicitResult[]) {
       const ledger = recordingLedger();
       const c = await connectWithUser(ledger, answer);
       const out = ok<{ human: unknown; decline_seq: number; next_step: string }>(await c.call("approve_spend", { request_seq: 7 }));
       expect(out.human).toEqual({ answer: "declined", via: "elicitation" });
       expect(out.decline_seq).toBe(9);
-      expect(out.next_step).toMatch(/nothing was approved or issued/);
+      expect(out.next_step).toMatch(/nothing was approved or issued, and the request will never run/);
       expect(ledger.requests("approveSpend")).toEqual([]);
-      expect(ledger.requests("append")[0]).toMatchObject({
-        event: { type: "human.declined", tool: "approve_spend", request_seq: 7, via: "elicitation" },
-      });
+      // The decline is the request's answer in the ledger, so no one approves it afterwards.
+      expect(ledger.requests("declineSpend")).toEqual([expect.objectContaining({ requestSeq: 7n, approvedVia: "elicitation" })]);
+      expect(ledger.requests("append")).toEqual([]);
     }
   });
 
@@ -164,7 +211,7 @@ describe("approve_spend through elicitation", () => {
     const out = ok<{ human: unknown; next_step: string }>(await c.call("approve_spend", { request_seq: 7 }));
     expect(out.human).toEqual({ answer: "cancelled", via: "elicitation" });
     expect(out.next_step).toContain('approve_spend {"request_seq": 7}');
-    expect(ledger.calls.map((x) => x.method)).toEqual(["listEntries"]);
+    expect(ledger.calls.map((x) => x.method)).toEqual(["getSpendRequest"]);
   });
 
   it("refuses an answer without the confirm field", async () => {
@@ -180,18 +227,56 @@ describe("approve_spend through elicitation", () => {
     const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
     const error = refused(await c.call("approve_spend", { request_seq: 42 }));
     expect(error.code).toBe("not_found");
-    expect(error.message).toMatch(/no entry 42/);
+    expect(error.message).toMatch(/no ledger entry 42/);
     expect(asked).toEqual([]);
     expect(ledger.requests("approveSpend")).toEqual([]);
   });
 });
 
+describe("approve_spend by the requester once a person answered", () => {
+  it("collects the approval another channel gave and hands over the receipt, asking no one and approving nothing", async () => {
+    const ledger = recordingLedger(storedRequest({ state: "APPROVED", answeredBy: "operator", answerChannel: "operator", answerSeq: 8n }));
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
+    const out = ok<{ human: unknown; receipt: unknown; approved_by: string; channel: string; collect_seq: number; ledger_seq: number; next_step: string }>(
+      await c.call("approve_spend", { request_seq: 7, ttl_seconds: 60 }),
+    );
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "operator" }, approved_by: "operator", channel: "operator", collect_seq: 13, ledger_seq: 8 });
+    expect(out.receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer" });
+    expect(out.next_step).toMatch(/pass it whole as "receipt" to wire_treasury_transfer with the same arguments before 2025-06-01T12:05:00.000Z/);
+    expect(asked).toEqual([]);
+    expect(ledger.requests("collectSpendApproval")).toEqual([expect.objectContaining({ requestSeq: 7n, ttlSeconds: 60 })]);
+    expect(ledger.requests("approveSpend")).toEqual([]);
+  });
+});
+
 describe("without a role or elicitation", () => {
-  it("refuses approve_spend and issue_approval_receipt, explaining both ways, and sends nothing", async () => {
+  it("approve_spend answers approval_required naming every way a person can approve it here, and approves nothing", async () => {
+    const ledger = recordingLedger();
+    const c = await connectWithUser(ledger);
+    const error = refused(await c.call("approve_spend", { request_seq: 7 }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toMatch(/no person has answered spend request 7 yet/);
+    expect(error.message).toContain('- approver: someone holding the approver role calls approve_spend {"request_seq": 7} with their own API key');
+    // This server runs no operator endpoint and this client cannot be asked: neither is offered.
+    expect(error.message).not.toMatch(/- operator|- client_elicitation/);
+    expect(error.message).toContain('your next approve_spend {"request_seq": 7} (or wire_treasury_transfer with exactly the same arguments) receives the receipt');
+    expect(ledger.calls.map((x) => x.method)).toEqual(["getSpendRequest"]);
+  });
+
+  it("where the operator's endpoint runs, the exact command is one of the ways", async () => {
+    const ledger = recordingLedger();
+    const deps: EdgeDeps = { ...services.deps(), ledger: ledger.client, operator: { dataDir: "/srv/chaos core" } };
+    const c = await connectInMemory(deps, { tenant: "acme", principal: "agent" });
+    open.push(c);
+    const error = refused(await c.call("approve_spend", { request_seq: 7 }));
+    expect(error.message).toContain("- operator: the operator of this server runs chaos-core approvals approve-spend 7 --tenant acme --data-dir '/srv/chaos core'");
+  });
+
+  it("refuses issue_approval_receipt, explaining both ways, and sends nothing", async () => {
     const ledger = recordingLedger();
     const c = await connectWithUser(ledger);
     for (const [name, args] of [
-      ["approve_spend", { request_seq: 7 }],
       ["issue_approval_receipt", { request_seq: 7, call, decision: "allow" }],
       ["issue_approval_receipt", { request_seq: 7, call, decision: "deny" }],
     ] as const) {
@@ -304,12 +389,14 @@ describe("over HTTP with API keys", () => {
 
   it("sends approved_via approver_role only for a key that holds the role", async () => {
     const agent = await as(keys.agent);
-    expect(refused(await callTool(agent, "approve_spend", { request_seq: 7 })).code).toBe("permission_denied");
+    expect(refused(await callTool(agent, "approve_spend", { request_seq: 7 })).code).toBe("approval_required");
     expect(ledger.requests("approveSpend")).toEqual([]);
 
     const alice = await as(keys.alice);
     const out = ok(await callTool(alice, "approve_spend", { request_seq: 7 }));
-    expect(out).toMatchObject({ human: { answer: "confirmed", via: "approver_role" }, state: "LOCKED" });
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "approver_role" }, state: "LOCKED", receipt_pending: true });
+    expect(out.receipt).toBeUndefined();
+    expect(out.next_step).toMatch(/The requester, agent, receives it with their next approve_spend \{"request_seq": 7\}/);
     expect(ledger.requests("approveSpend")).toEqual([expect.objectContaining({ requestSeq: 7n, approvedVia: "approver_role" })]);
     expect(ledger.calls.find((x) => x.method === "approveSpend")!.call).toMatchObject({ tenant, principal: "alice" });
 

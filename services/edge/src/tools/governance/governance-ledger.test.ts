@@ -163,23 +163,27 @@ describe("approve_spend", () => {
     const approved = ok<Gate & { human: unknown }>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
     expect(approved).toMatchObject({ state: "LOCKED", reason: "human-approved by elicitation:agent", human: { answer: "confirmed", via: "elicitation" } });
     expect(approved.claims).toEqual([{ rule: "human-approval", passed: true, detail: "approved by elicitation:agent" }]);
-    // The person saw the request the ledger recorded.
-    expect(asked[0]).toContain(`Ledger entry ${held.ledger_seq} (spend_gate.evaluated)`);
-    expect(asked[0]).toContain('\n  action.notional = 300\n');
+    // The person saw the request the ledger stored.
+    expect(asked[0]).toContain(`Spend request at ledger entry ${held.ledger_seq} (a spend under spend policy equity, version equity-1)`);
+    expect(asked[0]).toContain("\n  notional = 300\n");
+    // Answered in the requester's own session, the approval was collected with it: once.
     const again = refused(await c.call("approve_spend", { request_seq: held.ledger_seq }));
     expect(again.code).toBe("failed_precondition");
-    expect(again.message).toMatch(/already answered/);
+    expect(again.message).toMatch(/^already_collected: /);
   });
 
-  it("records a person's decline in the audit ledger and approves nothing", async () => {
+  it("records a person's decline in the audit ledger as the request's answer, and approves nothing, ever", async () => {
     const c = await connect({ action: "decline" });
     const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
     const out = ok<{ human: unknown; decline_seq: number; state?: string }>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
     expect(out).toMatchObject({ human: { answer: "declined" }, decline_seq: held.ledger_seq + 1 });
     expect(out.state).toBeUndefined();
     const audit = ok<{ entries: Array<{ seq: number; event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", {}));
-    expect(audit.entries.map((e) => e.event.type)).toEqual(["human.declined", "spend_gate.evaluated"]);
-    expect(audit.entries[0]!.event).toMatchObject({ tool: "approve_spend", request_seq: held.ledger_seq });
+    expect(audit.entries.map((e) => e.event.type)).toEqual(["spend.declined", "spend_gate.evaluated"]);
+    expect(audit.entries[0]!.event).toMatchObject({ request_seq: held.ledger_seq, declined_by: "elicitation:agent", channel: "client_elicitation" });
+    // Declined is final: asking again says so and approves nothing.
+    const again = refused(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(again.message).toMatch(/^declined: request \d+ was declined by elicitation:agent/);
   });
 
   it("cannot approve a blocked spend", async () => {
@@ -461,7 +465,7 @@ describe("the approver role over HTTP", () => {
     const agent = await as(keys.agent);
     const alice = await as(keys.alice);
     const held = ok<Gate>(await callTool(agent, "evaluate_spend_gate", gate(300)));
-    expect(refused(await callTool(agent, "approve_spend", { request_seq: held.ledger_seq })).code).toBe("permission_denied");
+    expect(refused(await callTool(agent, "approve_spend", { request_seq: held.ledger_seq })).code).toBe("approval_required");
     const approved = ok<Gate & { human: unknown }>(await callTool(alice, "approve_spend", { request_seq: held.ledger_seq }));
     expect(approved).toMatchObject({ state: "LOCKED", reason: "human-approved by alice", human: { via: "approver_role" } });
 
@@ -476,5 +480,57 @@ describe("the approver role over HTTP", () => {
     );
     expect(issued.receipt).toMatchObject({ actor: "alice", decision: "allow" });
     expect(ok(await callTool(agent, "authorize_tool_call", { call: charge, receipt: issued.receipt }))).toMatchObject({ status: "AUTHORIZED" });
+  });
+
+  const wire = { beneficiary: "Northwind Traders", amount: 900, currency: "USD", memo: "PO 7781", confidence: 0.9 };
+
+  it("closes the loop for a wire: held → the agent is told who can approve → alice approves → the agent's approve_spend gets the receipt, once", async () => {
+    const agent = await as(keys.agent);
+    const alice = await as(keys.alice);
+    const held = ok<{ status: string; request_seq: number; approval_channels: Array<{ channel: string; call?: string }>; next_step: string }>(
+      await callTool(agent, "request_authorization", { tool: "wire_treasury_transfer", args: wire }),
+    );
+    expect(held.status).toBe("HITL_REQUIRED");
+    const call = `approve_spend {"request_seq": ${held.request_seq}}`;
+    expect(held.approval_channels).toEqual([{ channel: "approver", how: expect.stringContaining("approver role"), call }]);
+    expect(held.next_step).toContain("you cannot approve it yourself");
+    expect(held.next_step).toContain(`your next ${call} (or wire_treasury_transfer with exactly the same arguments) receives the receipt`);
+    const waiting = refused(await callTool(agent, "approve_spend", { request_seq: held.request_seq }));
+    expect(waiting.code).toBe("approval_required");
+
+    const approved = ok<{ state: string; receipt_pending: boolean; receipt?: unknown; next_step: string }>(
+      await callTool(alice, "approve_spend", { request_seq: held.request_seq }),
+    );
+    expect(approved).toMatchObject({ state: "LOCKED", receipt_pending: true });
+    expect(approved.receipt).toBeUndefined();
+
+    const collected = ok<{ receipt: Record<string, unknown>; approved_by: string; channel: string; human: unknown }>(
+      await callTool(agent, "approve_spend", { request_seq: held.request_seq }),
+    );
+    expect(collected).toMatchObject({ approved_by: "alice", channel: "approver", human: { answer: "confirmed", via: "approver_role" } });
+    expect(collected.receipt).toMatchObject({ kind: "authorization", actor: "alice", tool: "wire_treasury_transfer" });
+    const twice = refused(await callTool(agent, "approve_spend", { request_seq: held.request_seq }));
+    expect(twice.message).toMatch(/^already_collected: /);
+    expect(ok(await callTool(agent, "wire_treasury_transfer", { ...wire, receipt: collected.receipt }))).toMatchObject({ executed: true });
+  });
+
+  it("the wire itself, called directly without a receipt, is held for a person who is told how to approve it, and runs once after", async () => {
+    const agent = await as(keys.agent);
+    const alice = await as(keys.alice);
+    const args = { ...wire, amount: 901 };
+    const pending = ok<{ executed: boolean; code: string; detail_code: string; approval_request_seq: number; next_step: string }>(
+      await callTool(agent, "wire_treasury_transfer", args),
+    );
+    expect(pending).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "approval_pending" });
+    const held = { request_seq: pending.approval_request_seq };
+    expect(pending.next_step).toContain(`- approver: someone holding the approver role calls approve_spend {"request_seq": ${held.request_seq}}`);
+    expect(pending.next_step).toContain("(or wire_treasury_transfer with exactly the same arguments) receives the receipt");
+    ok(await callTool(alice, "approve_spend", { request_seq: held.request_seq }));
+    const ran = ok<{ executed: boolean; approval_request_seq: number; result: Record<string, unknown>; next_step: string }>(
+      await callTool(agent, "wire_treasury_transfer", args),
+    );
+    expect(ran).toMatchObject({ executed: true, approval_request_seq: held.request_seq, result: { beneficiary: "Northwind Traders", amount: 901 } });
+    expect(ran.next_step).toMatch(new RegExp(`approval of spend request ${held.request_seq} was used by this call, once`));
+    expect(ok(await callTool(agent, "wire_treasury_transfer", args))).toMatchObject({ executed: false, code: "missing_receipt" });
   });
 });

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { defineTool } from "../define.js";
 import { REFERENCE_TOOL_NAMES, REFERENCE_TOOL_SPECS, referenceArgs } from "../finance/arguments.js";
-import { approveSpendCall } from "./gate-result.js";
 import { ledgerCall, ledgerOf, oneOf, seqNumber } from "./ledger-access.js";
+import { approvalChannelsOutput, spendApprovalChannels, spendApprovalNextStep } from "./spend-approval-channels.js";
 import { boundedJsonObject, jsonObjectOutput, MAX_ARGUMENTS_BYTES, ttlSeconds } from "./shapes.js";
 
 const STATUSES = ["AUTHORIZED", "HITL_REQUIRED", "DENIED"] as const;
@@ -16,8 +16,9 @@ export const requestAuthorizationTool = defineTool({
     "Ask for a receipt for one synthetic finance tool call (place_equity_order, wire_treasury_transfer, " +
     "rebalance_portfolio) with its exact arguments. The operator's spend policy decides: AUTHORIZED under the approval " +
     "threshold (the receipt is returned: pass it whole to the tool with the same arguments), HITL_REQUIRED (a person " +
-    "approves with approve_spend {request_seq}, which returns the receipt; wire transfers always need a person), or " +
-    "DENIED with a code. Recorded in the audit ledger. Runs nothing.",
+    "approves it, approval_channels says how; then your approve_spend {request_seq}, this call again, or the tool " +
+    "called with the same arguments receives it; wire transfers always need a person), or DENIED with a code. " +
+    "Recorded in the audit ledger. Runs nothing.",
   input: z
     .strictObject({
       tool: z.enum(REFERENCE_TOOL_NAMES).describe("The finance reference tool to authorize"),
@@ -43,6 +44,12 @@ export const requestAuthorizationTool = defineTool({
     receipt: jsonObjectOutput.optional().describe("When AUTHORIZED: the signed receipt, to pass back whole"),
     gate: jsonObjectOutput.optional().describe("The spend gate's result for the call (state, reason, claims)"),
     request_seq: z.number().int().describe("The ledger entry that records the request (approve_spend takes it)"),
+    approval_request_seq: z
+      .number()
+      .int()
+      .optional()
+      .describe("AUTHORIZED by a person's approval of your earlier request for this exact call: that request's ledger entry"),
+    approval_channels: approvalChannelsOutput.optional().describe("HITL_REQUIRED: every way a person can approve it here; none of them is you"),
     next_step: z.string(),
   }),
   annotations: {
@@ -60,11 +67,14 @@ export const requestAuthorizationTool = defineTool({
     const seq = seqNumber(res.ledgerSeq);
     const status = oneOf(res.status, STATUSES, "status");
     const spec = REFERENCE_TOOL_SPECS[args.tool];
+    const approvalSeq = seqNumber(res.approvalRequestSeq);
+    const use = `Call ${spec.name} with exactly the same arguments plus "receipt": <the receipt, whole> before it expires; it works once.`;
     const nextStep = {
-      AUTHORIZED: `Authorized under the approval threshold (ledger entry ${seq}). Call ${spec.name} with exactly the same arguments plus "receipt": <the receipt, whole> before it expires; it works once.`,
-      HITL_REQUIRED:
-        `A person must approve this ${spec.spendPolicy} spend: ${approveSpendCall(seq)}, called by someone holding the ` +
-        `approver role, or by you when your client can ask its user (elicitation). The approval returns the receipt for ${spec.name}.`,
+      AUTHORIZED:
+        approvalSeq > 0
+          ? `A person approved your request ${approvalSeq} for this exact call; its receipt is handed over now (collected in ledger entry ${seq}). ${use}`
+          : `Authorized under the approval threshold (ledger entry ${seq}). ${use}`,
+      HITL_REQUIRED: spendApprovalNextStep(ctx, seq, spec.name),
       DENIED: `Denied (${res.code}), recorded in ledger entry ${seq}. Do not call ${spec.name}; no approval can override this.`,
     }[status];
     return {
@@ -72,7 +82,9 @@ export const requestAuthorizationTool = defineTool({
       code: res.code,
       ...(res.receipt ? { receipt: res.receipt } : {}),
       ...(res.gate ? { gate: res.gate } : {}),
-      request_seq: seq,
+      request_seq: approvalSeq > 0 ? approvalSeq : seq,
+      ...(approvalSeq > 0 ? { approval_request_seq: approvalSeq } : {}),
+      ...(status === "HITL_REQUIRED" ? { approval_channels: spendApprovalChannels(ctx, seq) } : {}),
       next_step: nextStep,
     };
   },
