@@ -14,6 +14,7 @@ export { ATTR } from "./telemetry/attributes.js";
 export { recordToolCall, withSpan } from "./telemetry/spans.js";
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
+export { raceSignal } from "./rpc/abort.js";
 export { createDeferredClient } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
