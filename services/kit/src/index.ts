@@ -4,7 +4,8 @@ export { assertTenantId, ContextSigner, CONTEXT_HEADER, CONTEXT_SIG_HEADER } fro
 export type { CallContext } from "./context.js";
 export { ConfigError, envVars, parseEnv, requireStorage } from "./config.js";
 export type { ConfigIssue, Env } from "./config.js";
-export { describeZodIssues, formatIssuePath } from "./zod-issues.js";
+export { describeZodIssues, formatIssuePath, withIssueNote, zodProblems } from "./zod-issues.js";
+export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
 export { scanJsonText } from "./json-text.js";
 export type { JsonPath, JsonTextScan, JsonTextScanOptions } from "./json-text.js";
 export { createLogger, LOG_LEVELS } from "./logger.js";
