@@ -65,18 +65,18 @@ describe("parsePolicyDocument", () => {
 
   it("names the file and the element path of a wrong type", () => {
     const text = JSON.stringify({ deniedCapabilities: ["a.b", "c", 7] });
-    expect(problem(text)).toBe("policy.json: deniedCapabilities[2]: expected string, received number");
+    expect(problem(text)).toBe("policy.json: deniedCapabilities[2]: expected string, got number");
   });
 
   it("names a list field that is not a list", () => {
     expect(problem(withField("allowedCapabilities", "http.request"))).toBe(
-      "policy.json: allowedCapabilities: expected array, received string",
+      "policy.json: allowedCapabilities: expected array, got string",
     );
   });
 
   it("rejects unknown keys, at the top and inside riskRules, and suggests the likely field", () => {
     expect(problem(withField("deniedCapabilites", ["shell.exec"]))).toMatch(
-      /^policy\.json: deniedCapabilites: unknown field \(did you mean "deniedCapabilities"\?\); known fields are allowedCapabilities, /,
+      /^policy\.json: deniedCapabilites: unknown field \(did you mean "deniedCapabilities"\?\); accepted fields: allowedCapabilities, /,
     );
     const nested = JSON.stringify({ riskRules: { requireApprovalAtOrAbove: "high", denyAbove: "high" } });
     expect(problem(nested)).toMatch(/^policy\.json: riskRules\.denyAbove: unknown field \(did you mean "denyAtOrAbove"\?\)/);
@@ -86,7 +86,7 @@ describe("parsePolicyDocument", () => {
   it("rejects a risk threshold outside the known levels and lists them", () => {
     const text = JSON.stringify({ riskRules: { requireApprovalAtOrAbove: "severe" } });
     expect(problem(text)).toBe(
-      'policy.json: riskRules.requireApprovalAtOrAbove: expected one of "low", "medium", "high", "critical", "never"',
+      'policy.json: riskRules.requireApprovalAtOrAbove: expected one of "low", "medium", "high", "critical", "never", got "severe"',
     );
   });
 
