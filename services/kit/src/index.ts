@@ -4,7 +4,8 @@ export { assertTenantId, ContextSigner, CONTEXT_HEADER, CONTEXT_SIG_HEADER } fro
 export type { CallContext } from "./context.js";
 export { ConfigError, envVars, parseEnv, requireStorage } from "./config.js";
 export type { ConfigIssue, Env } from "./config.js";
-export { describeZodIssues, formatIssuePath } from "./zod-issues.js";
+export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
+export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
 export { scanJsonText } from "./json-text.js";
 export type { JsonPath, JsonTextScan, JsonTextScanOptions } from "./json-text.js";
 export { createLogger, LOG_LEVELS } from "./logger.js";
@@ -14,6 +15,7 @@ export { ATTR } from "./telemetry/attributes.js";
 export { recordToolCall, withSpan } from "./telemetry/spans.js";
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
+export { raceSignal } from "./rpc/abort.js";
 export { createDeferredClient } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";

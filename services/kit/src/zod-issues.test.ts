@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { describeZodIssues } from "./zod-issues.js";
+import { describeZodIssues, withIssueNote, zodProblems } from "./zod-issues.js";
 
 function problems(schema: z.ZodType, value: unknown): string[] {
   const parsed = schema.safeParse(value, { reportInput: true });
@@ -41,6 +41,35 @@ describe("describeZodIssues", () => {
       "action.extra: unknown field; accepted fields: action, notional, confidence",
       "bogus: unknown field; accepted fields: policy, action, tags, side, quantity, symbol, memo, value, limits",
     ]);
+  });
+
+  it("names the fields a preprocessed object accepts, at the top and inside it", () => {
+    const renamed = z.preprocess((v) => v, z.strictObject({ whatIKnow: z.array(z.string()).default([]), whatIAssume: z.array(z.string()).optional() }));
+    const output = z.preprocess((v) => v, z.strictObject({ summary: z.string(), knowledgeBoundary: renamed.optional() }));
+    expect(problems(output, { summary: "s", verdict: "approve", knowledgeBoundary: { whatIWonder: ["why"] } })).toEqual([
+      "knowledgeBoundary.whatIWonder: unknown field; accepted fields: whatIKnow, whatIAssume",
+      "verdict: unknown field; accepted fields: summary, knowledgeBoundary",
+    ]);
+  });
+
+  it("adds a schema's note to what it expects, and can write paths from the root and suggest a misspelt field", () => {
+    const anyCase = withIssueNote(z.preprocess((v) => (typeof v === "string" ? v.toLowerCase() : v), z.enum(["low", "high"])), "(any case)");
+    const item = withIssueNote(z.strictObject({ name: z.string(), severity: anyCase }), "(or a plain string)");
+    const output = z.strictObject({ riskLevel: anyCase.optional(), approaches: z.array(item) });
+    const parsed = output.safeParse({ riskLevel: "severe", approaches: [{ name: "a", severity: "HIGH", title: "x" }, 5, { name: "b" }] }, { reportInput: true });
+    expect(describeZodIssues(parsed.error!, output, "output", { underRoot: true })).toEqual([
+      'output.riskLevel: expected one of "low", "high" (any case), got "severe"',
+      "output.approaches[0].title: unknown field; accepted fields: name, severity (or a plain string)",
+      "output.approaches[1]: expected object (or a plain string), got number",
+      'output.approaches[2].severity: required, expected one of "low", "high" (any case)',
+    ]);
+    const policy = z.strictObject({ deniedCapabilities: z.array(z.string()).optional(), comment: z.never().optional() });
+    const typo = policy.safeParse({ deniedCapabilites: [], remark: "x" }, { reportInput: true });
+    expect(zodProblems(typo.error!, policy, "", { suggest: true })).toEqual([
+      { path: "deniedCapabilites", message: 'unknown field (did you mean "deniedCapabilities"?); accepted fields: deniedCapabilities, comment' },
+      { path: "remark", message: "unknown field; accepted fields: deniedCapabilities, comment" },
+    ]);
+    expect(describeZodIssues(z.strictObject({}).safeParse([], { reportInput: true }).error!, undefined, "")).toEqual(["expected object, got array"]);
   });
 
   it("spells out bounds, enumerations, integers and patterns", () => {

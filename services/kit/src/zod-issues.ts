@@ -9,9 +9,11 @@ const MAX_PROBLEMS = 10;
 /**
  * `action.notional`, `claims[0].text`; `root` names the value itself (an empty path). A path
  * longer than `limit` segments (a depth bomb's) is cut to its start, where the caller can look.
+ * `underRoot` writes every path from the root (`output.summary`, `output[0]`), for a value that
+ * is itself a field of what the reader sent.
  */
-export function formatIssuePath(path: Path, root: string, limit = Infinity): string {
-  let out = "";
+export function formatIssuePath(path: Path, root: string, limit = Infinity, underRoot = false): string {
+  let out = underRoot ? root : "";
   for (const key of path.slice(0, limit)) {
     if (typeof key === "number") out += `[${key}]`;
     else out += out ? `.${String(key)}` : String(key);
@@ -81,6 +83,7 @@ interface Shape {
   type?: string;
   innerType?: z.ZodType;
   in?: z.ZodType;
+  out?: z.ZodType;
   getter?: () => z.ZodType;
   shape?: Record<string, z.ZodType>;
   element?: z.ZodType;
@@ -91,13 +94,40 @@ interface Shape {
 
 const defOf = (schema: z.ZodType): Shape => (schema as unknown as { def: Shape }).def;
 
+/** The schema `schema` wraps (optional, default, a pipe, lazy), or undefined when it wraps none. */
+function wrapped(schema: z.ZodType): z.ZodType | undefined {
+  const def = defOf(schema);
+  if (def.innerType) return def.innerType;
+  // A pipe's `in` checks the value first, except z.preprocess's, a transform: its `out` checks the result.
+  if (def.in) return defOf(def.in).type === "transform" ? def.out : def.in;
+  return def.type === "lazy" ? def.getter?.() : undefined;
+}
+
 function unwrap(schema: z.ZodType): z.ZodType {
-  for (let s = schema; ; ) {
-    const def = defOf(s);
-    const inner = def.innerType ?? def.in ?? (def.type === "lazy" ? def.getter?.() : undefined);
-    if (!inner) return s;
-    s = inner;
+  let s = schema;
+  for (let inner = wrapped(s); inner; inner = wrapped(s)) s = inner;
+  return s;
+}
+
+const notes = new WeakMap<z.ZodType, string>();
+
+/**
+ * Adds `note` to what {@link describeZodIssues} says `schema` expects, for what the schema cannot
+ * say itself: `(any case)` after an enumeration a preprocess reads in any case, `(or a plain
+ * string)` after the fields of an object a string may stand for. Returns `schema`.
+ */
+export function withIssueNote<T extends z.ZodType>(schema: T, note: string): T {
+  notes.set(schema, note);
+  return schema;
+}
+
+/** The note of `schema` or of a schema it wraps, with its leading space; empty when none has one. */
+function noteOf(schema: z.ZodType | undefined): string {
+  for (let s = schema; s; s = wrapped(s)) {
+    const note = notes.get(s);
+    if (note !== undefined) return ` ${note}`;
   }
+  return "";
 }
 
 function childOf(schema: z.ZodType, key: PropertyKey): z.ZodType | undefined {
@@ -122,13 +152,39 @@ function childOf(schema: z.ZodType, key: PropertyKey): z.ZodType | undefined {
   }
 }
 
-/** The fields the object at `path` of `schema` accepts, when that is an object. */
-function fieldsAt(schema: z.ZodType | undefined, path: Path): string[] | undefined {
+/** The schema at `path` of `schema`, when it can be told. */
+function schemaAt(schema: z.ZodType | undefined, path: Path): z.ZodType | undefined {
   let s = schema;
   for (const key of path) s = s && childOf(s, key);
-  if (!s) return undefined;
-  const def = defOf(unwrap(s));
+  return s;
+}
+
+/** The fields `schema` accepts, when it is an object. */
+function fieldsOf(schema: z.ZodType | undefined): string[] | undefined {
+  if (!schema) return undefined;
+  const def = defOf(unwrap(schema));
   return def.type === "object" && def.shape ? Object.keys(def.shape) : undefined;
+}
+
+/** How many single-character edits turn `a` into `b`. */
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diagonal = above;
+    }
+  }
+  return row[b.length]!;
+}
+
+/** The accepted name `key` is a typo of: a few edits away, more for longer names ("denyAbove" → "denyAtOrAbove"). */
+export function likelyMeant(key: string, accepted: readonly string[]): string | undefined {
+  const closest = [...accepted].sort((x, y) => editDistance(key, x) - editDistance(key, y))[0];
+  return closest !== undefined && editDistance(key, closest) <= Math.max(2, Math.floor(closest.length / 3)) ? closest : undefined;
 }
 
 /** The alternative of a union the value came closest to: one that failed inside the value, with the fewest problems. */
@@ -138,16 +194,38 @@ function closestAlternative(alternatives: readonly Issue[][]): Issue[] | undefin
   return [...pool].sort((a, b) => a.length - b.length)[0];
 }
 
-function describe(issue: Issue, prefix: Path, schema: z.ZodType | undefined, root: string, out: string[]): void {
+/** How the lines are worded: see {@link describeZodIssues}. */
+export interface ZodIssueWording {
+  /** Write every path from the root's name (`output.summary`) instead of alone (`summary`). */
+  underRoot?: boolean;
+  /** Name the accepted field an unknown one is likely a typo of (`did you mean "deniedCapabilities"?`). */
+  suggest?: boolean;
+}
+
+/** One problem of a failed parse: where (`claims[0].text`; empty for a nameless root) and what. */
+export interface ZodProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+interface Words extends ZodIssueWording {
+  root: string;
+}
+
+const lineOf = (p: ZodProblem): string => (p.path ? `${p.path}: ${p.message}` : p.message);
+
+function describe(issue: Issue, prefix: Path, schema: z.ZodType | undefined, words: Words, out: ZodProblem[]): void {
   const path = join(prefix, issue.path);
-  const at = formatIssuePath(path, root);
+  const pathName = (p: Path) => formatIssuePath(p, words.root, Infinity, words.underRoot);
+  const push = (message: string, at = pathName(path)) => out.push({ path: at, message });
   const input = (issue as { input?: unknown }).input;
+  const note = () => noteOf(schemaAt(schema, path));
   switch (issue.code) {
     case "invalid_type": {
-      const expected = typeName(issue.expected);
+      const expected = `${typeName(issue.expected)}${note()}`;
       // An integer field given 1.5 is about the value; a string field given 12 is about the type.
       const what = typeof input === "number" && issue.expected === "int" ? got(input) : typeOf(input);
-      out.push(input === undefined ? `${at}: required, expected ${expected}` : `${at}: expected ${expected}, got ${what}`);
+      push(input === undefined ? `required, expected ${expected}` : `expected ${expected}, got ${what}`);
       return;
     }
     case "invalid_union": {
@@ -156,56 +234,75 @@ function describe(issue: Issue, prefix: Path, schema: z.ZodType | undefined, roo
         alternatives.length > 0 &&
         alternatives.every((a) => a.length === 1 && a[0]!.code === "invalid_type" && a[0]!.path.length === 0);
       if (typesOnly) {
-        const expected = [...new Set(alternatives.map((a) => typeName((a[0] as { expected: string }).expected)))].join(" or ");
-        out.push(input === undefined ? `${at}: required, expected ${expected}` : `${at}: expected ${expected}, got ${typeOf(input)}`);
+        const types = [...new Set(alternatives.map((a) => typeName((a[0] as { expected: string }).expected)))].join(" or ");
+        const expected = `${types}${note()}`;
+        push(input === undefined ? `required, expected ${expected}` : `expected ${expected}, got ${typeOf(input)}`);
         return;
       }
       const closest = closestAlternative(alternatives);
       if (!closest) {
-        out.push(`${at}: matches none of the accepted forms`);
+        push("matches none of the accepted forms");
         return;
       }
-      for (const inner of closest) describe(inner, path, schema, root, out);
+      for (const inner of closest) describe(inner, path, schema, words, out);
       return;
     }
     case "unrecognized_keys": {
-      const accepted = fieldsAt(schema, path);
-      const hint = accepted && accepted.length > 0 ? `; accepted fields: ${accepted.join(", ")}` : "";
-      for (const key of issue.keys) out.push(`${formatIssuePath(join(path, [key]), root)}: unknown field${hint}`);
+      const object = schemaAt(schema, path);
+      const accepted = fieldsOf(object) ?? [];
+      const hint = accepted.length > 0 ? `; accepted fields: ${accepted.join(", ")}${noteOf(object)}` : "";
+      for (const key of issue.keys) {
+        const meant = words.suggest ? likelyMeant(key, accepted) : undefined;
+        push(`unknown field${meant === undefined ? "" : ` (did you mean "${meant}"?)`}${hint}`, pathName(join(path, [key])));
+      }
       return;
     }
     case "too_big":
     case "too_small":
-      out.push(`${at}: ${hasDefaultMessage(issue) ? bound(issue) : issue.message}`);
+      push(hasDefaultMessage(issue) ? bound(issue) : issue.message);
       return;
     case "invalid_value": {
-      const expected = issue.values.length === 1 ? quoted(issue.values[0]) : `one of ${issue.values.map(quoted).join(", ")}`;
-      out.push(input === undefined ? `${at}: required, expected ${expected}` : `${at}: expected ${expected}, got ${quoted(input)}`);
+      const values = issue.values.length === 1 ? quoted(issue.values[0]) : `one of ${issue.values.map(quoted).join(", ")}`;
+      const expected = `${values}${note()}`;
+      push(input === undefined ? `required, expected ${expected}` : `expected ${expected}, got ${quoted(input)}`);
       return;
     }
     case "invalid_format": {
-      if (!hasDefaultMessage(issue)) out.push(`${at}: ${issue.message}`);
-      else if (issue.format === "regex") out.push(`${at}: expected text matching ${(issue as { pattern?: string }).pattern ?? "the pattern"}`);
-      else if (TEXT_CHECKS.has(issue.format)) out.push(`${at}: ${issue.message.replace(/^Invalid string: /, "")}`);
-      else out.push(`${at}: expected a valid ${issue.format}`);
+      if (!hasDefaultMessage(issue)) push(issue.message);
+      else if (issue.format === "regex") push(`expected text matching ${(issue as { pattern?: string }).pattern ?? "the pattern"}`);
+      else if (TEXT_CHECKS.has(issue.format)) push(issue.message.replace(/^Invalid string: /, ""));
+      else push(`expected a valid ${issue.format}`);
       return;
     }
     case "not_multiple_of":
-      out.push(`${at}: expected a multiple of ${String(issue.divisor)}`);
+      push(`expected a multiple of ${String(issue.divisor)}`);
       return;
     case "invalid_key": {
       // zod puts the key itself at the end of the path; the problem belongs to the object.
-      const owner = formatIssuePath(path[path.length - 1] === input ? path.slice(0, -1) : path, root);
+      const owner = pathName(path[path.length - 1] === input ? path.slice(0, -1) : path);
       for (const inner of issue.issues) {
-        const sub: string[] = [];
-        describe(inner, [], undefined, `field name ${quoted(input)}`, sub);
-        for (const line of sub) out.push(`${owner}: ${line}`);
+        const sub: ZodProblem[] = [];
+        describe(inner, [], undefined, { root: `field name ${quoted(input)}` }, sub);
+        for (const problem of sub) push(lineOf(problem), owner);
       }
       return;
     }
     default:
-      out.push(`${at}: ${issue.message}`);
+      push(issue.message);
   }
+}
+
+/**
+ * Every problem of a failed zod parse, each once, as {@link describeZodIssues} words it, with its
+ * path apart (for a caller that keeps them as data). None is left out.
+ */
+export function zodProblems(error: z.ZodError, schema?: z.ZodType, root = "(value)", wording: ZodIssueWording = {}): ZodProblem[] {
+  const problems: ZodProblem[] = [];
+  for (const issue of error.issues) describe(issue, [], schema, { ...wording, root }, problems);
+  // Alternatives of a union can say one thing twice.
+  const byLine = new Map<string, ZodProblem>();
+  for (const p of problems) if (!byLine.has(lineOf(p))) byLine.set(lineOf(p), p);
+  return [...byLine.values()];
 }
 
 /**
@@ -213,14 +310,14 @@ function describe(issue: Issue, prefix: Path, schema: z.ZodType | undefined, roo
  * it expects, never zod's raw issue dump: `action.notional: expected number, got string`,
  * `key: required, expected string`, `tags: expected at most 32 items, got 40`,
  * `bogus: unknown field; accepted fields: key, value`. A message the schema wrote itself (a
- * refinement, a custom bound) is kept. Parse with `{ reportInput: true }`, or a value that is
- * present cannot be told from a missing one. `schema` (the one parsed) lets an unknown field list
- * the accepted ones; `root` names the value itself when an issue has an empty path.
+ * refinement, a custom bound) is kept, and a note given with {@link withIssueNote} is added to
+ * what its schema expects. Parse with `{ reportInput: true }`, or a value that is present cannot
+ * be told from a missing one. `schema` (the one parsed) lets an unknown field list the accepted
+ * ones; `root` names the value itself when an issue has an empty path (an empty `root`: the
+ * line is the problem alone). See {@link ZodIssueWording} for the rest.
  */
-export function describeZodIssues(error: z.ZodError, schema?: z.ZodType, root = "(value)"): string[] {
-  const lines: string[] = [];
-  for (const issue of error.issues) describe(issue, [], schema, root, lines);
-  const distinct = [...new Set(lines)];
-  if (distinct.length <= MAX_PROBLEMS) return distinct;
-  return [...distinct.slice(0, MAX_PROBLEMS), `… and ${distinct.length - MAX_PROBLEMS} more problems`];
+export function describeZodIssues(error: z.ZodError, schema?: z.ZodType, root = "(value)", wording: ZodIssueWording = {}): string[] {
+  const lines = zodProblems(error, schema, root, wording).map(lineOf);
+  if (lines.length <= MAX_PROBLEMS) return lines;
+  return [...lines.slice(0, MAX_PROBLEMS), `… and ${lines.length - MAX_PROBLEMS} more problems`];
 }

@@ -1,10 +1,6 @@
 import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { createPgliteDb, isDataDirInUse, lockDataDir, type Db } from "@chaos-core/kit";
+import { isDataDirInUse, lockDataDir } from "@chaos-core/kit";
 import { readAdminFile, type AdminFile } from "./admin-client.js";
-
-/** Where the standalone runtime keeps its embedded database inside the data directory. */
-export const EMBEDDED_DB_DIR = "pg";
 
 /**
  * How an operator command reaches a data directory: a running server holds it (the command
@@ -29,15 +25,4 @@ export async function accessDataDir(dataDir: string): Promise<DataDirAccess> {
     if (!isDataDirInUse(err)) throw err;
     return { running: true, admin: await readAdminFile(dataDir) };
   }
-}
-
-/** Opens the embedded database of a data directory the caller holds (see {@link accessDataDir}). */
-export async function openEmbeddedDb(dataDir: string): Promise<Db> {
-  const dir = join(dataDir, EMBEDDED_DB_DIR);
-  if (!existsSync(dir)) {
-    throw new Error(`${dataDir} holds no embedded database: its server keeps its stores in Postgres (DATABASE_URL); use --database-url`);
-  }
-  // Loaded here: only the commands that open the database pay for the memory service's module.
-  const { MEMORY_PG_EXTENSIONS } = await import("@chaos-core/memory");
-  return createPgliteDb({ dataDir: dir, extensions: [...MEMORY_PG_EXTENSIONS] });
 }

@@ -18,7 +18,8 @@ import {
 import { adminRequest } from "./admin-client.js";
 import { parseCommandLine, storesFromCommandLine, UsageError, type OptionSpecs } from "./command-line.js";
 import type { OperatorStores } from "./config.js";
-import { accessDataDir, openEmbeddedDb } from "./data-dir-access.js";
+import { accessDataDir } from "./data-dir-access.js";
+import { openEmbeddedDb } from "./data-dir-layout.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface LedgerCommandIo {

@@ -66,8 +66,8 @@ describe("chaos-core policy on Postgres", () => {
     const bad = await policyFile("bad.json", { deniedCapabilities: ["ok.one", 7], denyAbove: "high" });
     const refused = await pg("set", bad);
     expect(refused.code).toBe(1);
-    expect(refused.err).toContain(`${bad}: deniedCapabilities[1]: expected string, received number`);
-    expect(refused.err).toContain("denyAbove: unknown field; known fields are allowedCapabilities");
+    expect(refused.err).toContain(`${bad}: deniedCapabilities[1]: expected string, got number`);
+    expect(refused.err).toContain("denyAbove: unknown field; accepted fields: allowedCapabilities");
     const conflict = await pg("set", good, "--expected-version", "5");
     expect(conflict.code).toBe(1);
     expect(conflict.err).toContain("the policy is at version 1, not 5");

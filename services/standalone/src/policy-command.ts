@@ -1,5 +1,4 @@
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { assertTenantId, createLogger, createPostgresDb, type Db, type Env } from "@chaos-core/kit";
 import {
@@ -16,6 +15,7 @@ import { adminRequest, type AdminFile } from "./admin-client.js";
 import { parseCommandLine, storesFromCommandLine, UsageError } from "./command-line.js";
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
+import { POLICY_FILE, policyFilePath } from "./data-dir-layout.js";
 
 /** Where the command reads and writes; the process streams by default, buffers in tests. */
 export interface PolicyCommandIo {
@@ -32,9 +32,6 @@ export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
 /** Exit code: the command line was wrong. */
 export const EXIT_USAGE = 2;
-
-/** The policy file in a data directory (the runtime's file store). */
-const POLICY_FILE = "policy.json";
 
 /** The help text of `chaos-core policy`. */
 export const POLICY_USAGE = `Usage: chaos-core policy <command> [--tenant <tenant>] [--database-url <url> | --data-dir <dir>] [--json]
@@ -86,7 +83,7 @@ async function withPostgresStore<T>(url: string, fn: (store: PolicyStore) => Pro
 
 /** The data directory's policy store while this command holds the directory (no server runs there). */
 async function withFileStore<T>(dataDir: string, fn: (store: PolicyStore) => Promise<T>): Promise<T> {
-  const store = await createFilePolicyStore({ path: join(dataDir, POLICY_FILE), logger: createLogger("chaos-core-policy", "silent") });
+  const store = await createFilePolicyStore({ path: policyFilePath(dataDir), logger: createLogger("chaos-core-policy", "silent") });
   try {
     return await fn(store);
   } finally {
@@ -217,7 +214,7 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
       tenant,
       async (store) => ({
         version: await store.put(tenant, document, expected),
-        where: stores.kind === "postgres" ? "postgres" : `file:${join(stores.dataDir, POLICY_FILE)}; the next start applies it`,
+        where: stores.kind === "postgres" ? "postgres" : `file:${policyFilePath(stores.dataDir)}; the next start applies it`,
       }),
       async (admin, dataDir) => {
         const body = { tenant, document, ...(expected !== undefined ? { expected_version: expected } : {}) };

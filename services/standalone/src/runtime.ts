@@ -3,7 +3,6 @@ import { join } from "node:path";
 import {
   ChaosError,
   createInProcessClient,
-  createPgliteDb,
   createPostgresDb,
   type Db,
   type Logger,
@@ -24,12 +23,7 @@ import {
 } from "@chaos-core/ledger";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import {
-  createMemoryHandlers,
-  createSqlMemoryStore,
-  migrateMemory,
-  MEMORY_PG_EXTENSIONS,
-} from "@chaos-core/memory";
+import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import {
   createFilePolicyStore,
@@ -52,6 +46,7 @@ import {
 import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
+import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
 import { lockDataDir } from "@chaos-core/kit";
 import { closeRedis, connectRedis } from "@chaos-core/kit/redis";
 
@@ -128,7 +123,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     let policyStore: PolicyStore | undefined;
     let policySource = "postgres";
     if (!config.databaseUrl) {
-      policySource = join(config.dataDir, "policy.json");
+      policySource = policyFilePath(config.dataDir);
       const fileStore = await createFilePolicyStore({ path: policySource, logger });
       closers.push(async () => fileStore.close());
       policyStore = fileStore;
@@ -142,7 +137,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       logger.info("connecting to Postgres and applying migrations");
       db = createPostgresDb({ connectionString: config.databaseUrl, applicationName: "chaos-core-standalone" });
     } else {
-      const path = join(config.dataDir, "pg");
+      const path = embeddedDbPath(config.dataDir);
       // Seconds on a first run or a busy machine: a person watching stderr sees which step it is.
       logger.info(
         { path },
@@ -150,7 +145,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
           ? "opening the embedded database"
           : "creating the embedded database (first run: this takes several seconds)",
       );
-      db = await createPgliteDb({ dataDir: path, extensions: [...MEMORY_PG_EXTENSIONS] }).catch((err: unknown) => {
+      db = await openEmbeddedDb(config.dataDir, { create: true }).catch((err: unknown) => {
         throw new ChaosError("unavailable", `the embedded database in ${path} did not open: ${(err as Error).message}`, { cause: err });
       });
     }
@@ -249,7 +244,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         version: options.version,
       },
       stores: {
-        database: config.databaseUrl ? "postgres" : `embedded (${join(config.dataDir, "pg")})`,
+        database: config.databaseUrl ? "postgres" : `embedded (${embeddedDbPath(config.dataDir)})`,
         policy: policySource,
         sessions: config.redisUrl ? "redis" : "in-process",
         plans: config.redisUrl ? "redis" : "in-process",

@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, raceSignal } from "@chaos-core/kit";
 import { blockedAddressClass, type AllowAddress } from "./http-request-address.js";
 
 /** One resolved address of a host. */
@@ -56,24 +56,6 @@ export function checkTargetUrl(url: URL, where: string): void {
   }
 }
 
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e instanceof Error ? e : new Error(String(e)));
-      },
-    );
-  });
-}
-
 /**
  * Resolves `hostname` and returns its addresses only if EVERY one may be reached: public
  * unicast, or explicitly allowed by the operator. One bad answer refuses the host, so a name
@@ -88,10 +70,10 @@ export async function resolveVetted(
 ): Promise<ResolvedAddress[]> {
   let answers: ReadonlyArray<{ address: string; family: number }>;
   try {
-    answers = await raceAbort(deps.lookup(hostname), deps.signal);
+    answers = await raceSignal(deps.lookup(hostname), deps.signal);
   } catch (err) {
     if (deps.signal.aborted) throw err;
-    const code = (err as NodeJS.ErrnoException).code ?? "lookup failed";
+    const code = (err as NodeJS.ErrnoException | undefined)?.code ?? "lookup failed";
     throw new ChaosError("unavailable", `${where}: could not resolve "${hostname}" (${code}).`, { cause: err });
   }
   if (answers.length === 0) {

@@ -157,7 +157,7 @@ describe("order", () => {
     expect(refusal(() => save(start(), "review", {})).code).toBe("invalid_argument");
     const err = refusal(() => save(start(), "decompile", { ...DECOMPILE_OUTPUT, claims: [{ text: "x" }] }));
     expect(err.code).toBe("invalid_argument");
-    expect(err.message).toContain("output.claims[0].certainty: is required");
+    expect(err.message).toContain('output.claims[0].certainty: required, expected one of "confirmed", "likely", "uncertain", "unknown", "assumption" (any case)');
   });
 });
 

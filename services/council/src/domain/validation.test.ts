@@ -25,30 +25,32 @@ describe("validateOutput", () => {
     const { criticalQuestions: _omit, ...rest } = DECOMPILE_OUTPUT;
     const err = refusal(() => validateOutput("decompile", rest, RULESET));
     expect(err.code).toBe("invalid_argument");
-    expect(err.message).toContain("output.criticalQuestions: is required");
+    expect(err.message).toContain("output.criticalQuestions: required, expected array");
   });
 
   it("names the path of a wrong type deep inside a list", () => {
     const bad = { ...DESIGN_OUTPUT, approaches: [DESIGN_OUTPUT.approaches[0], { ...DESIGN_OUTPUT.approaches[1], pros: "simple" }] };
     const err = refusal(() => validateOutput("design", bad, RULESET));
-    expect(err.message).toContain("output.approaches[1].pros: expected array");
+    expect(err.message).toContain("output.approaches[1].pros: expected array, got string");
+    const claims = refusal(() => validateOutput("decompile", { ...DECOMPILE_OUTPUT, claims: [5] }, RULESET));
+    expect(claims.message).toContain("output.claims[0]: expected object (or a plain string), got number");
   });
 
   it("names a bad enum value and an out-of-range number", () => {
     const bad = { ...DECOMPILE_OUTPUT, confidence: 85, claims: [{ text: "x y", certainty: "sure" }] };
     const err = refusal(() => validateOutput("decompile", bad, RULESET));
-    expect(err.message).toContain("output.confidence: must be at most 1");
-    expect(err.message).toContain('output.claims[0].certainty: must be one of "confirmed", "likely"');
+    expect(err.message).toContain("output.confidence: expected at most 1, got 85");
+    expect(err.message).toContain('output.claims[0].certainty: expected one of "confirmed", "likely", "uncertain", "unknown", "assumption" (any case), got "sure"');
   });
 
   it("refuses oversized text and too many items with the limit", () => {
     const long = "a".repeat(RULESET.limits.maxStringChars + 1);
     expect(refusal(() => validateOutput("decompile", { ...DECOMPILE_OUTPUT, summary: long }, RULESET)).message).toContain(
-      `output.summary: too long (at most ${RULESET.limits.maxStringChars} characters)`,
+      `output.summary: expected at most ${RULESET.limits.maxStringChars} characters, got ${RULESET.limits.maxStringChars + 1}`,
     );
     const many = Array.from({ length: RULESET.limits.maxListItems + 1 }, (_, i) => `constraint ${i}`);
     expect(refusal(() => validateOutput("decompile", { ...DECOMPILE_OUTPUT, constraints: many }, RULESET)).message).toContain(
-      `output.constraints: too many items (at most ${RULESET.limits.maxListItems})`,
+      `output.constraints: expected at most ${RULESET.limits.maxListItems} items, got ${RULESET.limits.maxListItems + 1}`,
     );
   });
 
@@ -60,28 +62,30 @@ describe("validateOutput", () => {
 
   it("refuses unknown fields and lists the accepted ones", () => {
     const err = refusal(() => validateOutput("verify", { ...VERIFY_OUTPUT, verdict: "approve" }, RULESET));
-    expect(err.message).toContain('output: unknown field(s) "verdict"; verify accepts summary, checks');
+    expect(err.message).toContain(
+      "output.verdict: unknown field; accepted fields: summary, checks, passedCount, failedCount, finalConfidence, decision, recommendations, claims, knowledgeBoundary",
+    );
   });
 
   it("names the fields a list item accepts when one of its fields is unknown, not the phase's", () => {
     const approach = { ...DESIGN_OUTPUT.approaches[0], title: "CDC" };
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, approaches: [approach] }, RULESET)).message).toContain(
-      'output.approaches[0]: unknown field(s) "title"; an item of approaches accepts name, description, pros, cons (or a plain string)',
+      'output.approaches[0].title: unknown field; accepted fields: name, description, pros, cons (or a plain string)',
     );
     const check = { name: "Downtime budget", passed: true, evidence: "12 minutes" };
     expect(refusal(() => validateOutput("verify", { ...VERIFY_OUTPUT, checks: [...VERIFY_OUTPUT.checks, check] }, RULESET)).message).toContain(
-      'output.checks[5]: unknown field(s) "evidence"; an item of checks accepts name, passed, details (or a plain string)',
+      'output.checks[5].evidence: unknown field; accepted fields: name, passed, details (or a plain string)',
     );
     const boundary = { whatIKnow: ["2GB"], whatIWonder: ["why"] };
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: boundary }, RULESET)).message).toContain(
-      'output.knowledgeBoundary: unknown field(s) "whatIWonder"; knowledgeBoundary accepts whatIKnow, whatIAssume, whatIDontKnow, whatNeedsVerification',
+      'output.knowledgeBoundary.whatIWonder: unknown field; accepted fields: whatIKnow, whatIAssume, whatIDontKnow, whatNeedsVerification',
     );
   });
 
   it("refuses an output that is not an object, and an empty summary", () => {
     expect(refusal(() => validateOutput("design", "a design", RULESET)).message).toContain("output: must be an object");
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, summary: "   " }, RULESET)).message).toContain(
-      "output.summary: must not be empty",
+      "output.summary: expected at least 1 character, got 0",
     );
   });
 });
@@ -109,7 +113,7 @@ describe("the council seed's shapes", () => {
     });
     const both = { ...old, whatNeedsVerification: ["Peak write rate"] };
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, knowledgeBoundary: both }, RULESET)).message).toContain(
-      'output.knowledgeBoundary: unknown field(s) "needsVerification"',
+      'output.knowledgeBoundary.needsVerification: unknown field; accepted fields: whatIKnow, whatIAssume, whatIDontKnow, whatNeedsVerification',
     );
   });
 
@@ -151,7 +155,7 @@ describe("the council seed's shapes", () => {
 
   it("still names the field of an empty plain-string item", () => {
     expect(refusal(() => validateOutput("design", { ...DESIGN_OUTPUT, approaches: ["  ", "Offline dump"] }, RULESET)).message).toContain(
-      "output.approaches[0].name: must not be empty",
+      "output.approaches[0].name: expected at least 1 character, got 0",
     );
   });
 
@@ -160,7 +164,7 @@ describe("the council seed's shapes", () => {
     expect(["APPROVED", "Approved", "approved", "APPROVE", "approve"].map(decide)).toEqual(Array(5).fill("approve"));
     expect(["REJECTED", "Rejected", "rejected", "REJECT", " reject "].map(decide)).toEqual(Array(5).fill("reject"));
     expect(refusal(() => decide("maybe")).message).toContain(
-      'output.decision: must be one of "approve", "approved", "reject", "rejected" (any case)',
+      'output.decision: expected one of "approve", "approved", "reject", "rejected" (any case), got "maybe"',
     );
   });
 
@@ -179,7 +183,7 @@ describe("the council seed's shapes", () => {
     expect(critique.vulnerabilities?.map((v) => v.severity)).toEqual(["high", "high"]);
     expect(critique.claims?.[0]?.certainty).toBe("uncertain");
     expect(refusal(() => validateOutput("critique", { ...CRITIQUE_OUTPUT, riskLevel: "severe" }, RULESET)).message).toContain(
-      'output.riskLevel: must be one of "low", "medium", "high", "critical" (any case)',
+      'output.riskLevel: expected one of "low", "medium", "high", "critical" (any case), got "severe"',
     );
   });
 });

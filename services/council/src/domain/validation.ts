@@ -1,4 +1,4 @@
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, describeZodIssues, withIssueNote } from "@chaos-core/kit";
 import { z } from "zod";
 import { type Phase } from "./phases.js";
 import { type Ruleset } from "./ruleset.js";
@@ -156,20 +156,14 @@ function expandPlainItems(output: unknown): unknown {
 
 /** An enumeration whose words are taken in any case ("HIGH", "High", "high"), as the seed capitalises them. */
 function anyCase<const T extends readonly [string, ...string[]]>(words: T) {
-  return z.preprocess((v) => (typeof v === "string" ? v.trim().toLowerCase() : v), z.enum(words));
+  return withIssueNote(z.preprocess((v) => (typeof v === "string" ? v.trim().toLowerCase() : v), z.enum(words)), "(any case)");
 }
 
 /** The verify decision's words, the council's and the seed's (APPROVED, REJECTED), and the one each is stored as. */
 const DECISION_WORDS = { approve: "approve", approved: "approve", reject: "reject", rejected: "reject" } as const;
 
-/** Every output field's schema, and the fields of each object an output holds, by the field holding it. */
-interface OutputSchemas {
-  fields: Record<string, z.ZodType>;
-  /** Keyed by the output field: the object itself (knowledgeBoundary) or an item of its list. */
-  objectFields: Record<string, string[]>;
-}
-
-function outputSchemas(r: Ruleset): OutputSchemas {
+/** Every output field's schema. */
+function outputSchemas(r: Ruleset): Record<string, z.ZodType> {
   const str = z.string().trim().min(1).max(r.limits.maxStringChars);
   const list = <T extends z.ZodType>(item: T) => z.array(item).max(r.limits.maxListItems);
   const strings = list(str);
@@ -192,7 +186,9 @@ function outputSchemas(r: Ruleset): OutputSchemas {
     }),
     checks: z.strictObject({ name: str, passed: z.boolean(), details: str.optional() }),
   };
-  const fields: Record<string, z.ZodType> = {
+  // What an error says such an item accepts.
+  for (const [field, item] of Object.entries(objects)) if (Object.hasOwn(PLAIN_ITEMS, field)) withIssueNote(item, "(or a plain string)");
+  return {
     summary: str,
     decisions: list(objects.decisions),
     constraints: strings,
@@ -218,23 +214,16 @@ function outputSchemas(r: Ruleset): OutputSchemas {
     decision: anyCase(["approve", "approved", "reject", "rejected"]).transform((word) => DECISION_WORDS[word]),
     recommendations: strings,
   };
-  const objectFields = Object.fromEntries(Object.entries(objects).map(([field, o]) => [field, Object.keys(o.shape)]));
-  return { fields, objectFields };
 }
 
-const schemaCache = new WeakMap<Ruleset, { all: OutputSchemas; byPhase: Map<Phase, z.ZodType> }>();
-
-function schemasOf(r: Ruleset): { all: OutputSchemas; byPhase: Map<Phase, z.ZodType> } {
-  let cached = schemaCache.get(r);
-  if (!cached) schemaCache.set(r, (cached = { all: outputSchemas(r), byPhase: new Map() }));
-  return cached;
-}
+const schemaCache = new WeakMap<Ruleset, { all: Record<string, z.ZodType>; byPhase: Map<Phase, z.ZodType> }>();
 
 /** The zod schema of one phase's output, built from the ruleset's field lists (once per ruleset). */
 export function phaseSchema(phase: Phase, r: Ruleset): z.ZodType {
-  const { all, byPhase } = schemasOf(r);
-  let schema = byPhase.get(phase);
-  if (!schema) byPhase.set(phase, (schema = buildSchema(phase, all.fields, r)));
+  let cached = schemaCache.get(r);
+  if (!cached) schemaCache.set(r, (cached = { all: outputSchemas(r), byPhase: new Map() }));
+  let schema = cached.byPhase.get(phase);
+  if (!schema) cached.byPhase.set(phase, (schema = buildSchema(phase, cached.all, r)));
   return schema;
 }
 
@@ -252,60 +241,6 @@ function pick(all: Record<string, z.ZodType>, name: string): z.ZodType {
   if (!schema) throw new ChaosError("internal", `ruleset names unknown output field "${name}"`);
   return schema;
 }
-
-function formatPath(path: readonly PropertyKey[]): string {
-  let out = "output";
-  for (const key of path) out += typeof key === "number" ? `[${key}]` : `.${String(key)}`;
-  return out;
-}
-
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let cur = input;
-  for (const key of path) {
-    if (typeof cur !== "object" || cur === null) return undefined;
-    cur = (cur as Record<PropertyKey, unknown>)[key];
-  }
-  return cur;
-}
-
-/** What the object at `path` accepts: the phase's fields at the top, else the fields of the object or list item there. */
-function accepted(path: readonly PropertyKey[], phase: Phase, r: Ruleset): string {
-  const [field] = path;
-  if (field === undefined) return `${phase} accepts ${[...r.fields[phase].required, ...r.fields[phase].optional].join(", ")}`;
-  const fields = schemasOf(r).all.objectFields[String(field)] ?? [];
-  const whose = path.length > 1 ? `an item of ${String(field)}` : String(field);
-  const plain = Object.hasOwn(PLAIN_ITEMS, String(field)) ? " (or a plain string)" : "";
-  return `${whose} accepts ${fields.join(", ")}${plain}`;
-}
-
-function describeIssue(issue: z.core.$ZodIssue, input: unknown, phase: Phase, r: Ruleset): string {
-  const path = formatPath(issue.path);
-  const missing = issue.path.length > 0 && valueAt(input, issue.path) === undefined;
-  switch (issue.code) {
-    case "invalid_type":
-      return missing
-        ? `${path}: is required (expected ${issue.expected})`
-        : `${path}: ${issue.message.replace(/^Invalid input: /, "")}`;
-    case "unrecognized_keys":
-      return `${path}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(", ")}; ${accepted(issue.path, phase, r)}`;
-    case "too_big":
-      return issue.origin === "string"
-        ? `${path}: too long (at most ${String(issue.maximum)} characters)`
-        : issue.origin === "array"
-          ? `${path}: too many items (at most ${String(issue.maximum)})`
-          : `${path}: must be at most ${String(issue.maximum)}`;
-    case "too_small":
-      return issue.origin === "string" ? `${path}: must not be empty` : `${path}: must be at least ${String(issue.minimum)}`;
-    case "invalid_value":
-      // Every enumeration of an output is read in any case (anyCase).
-      return `${path}: ${missing ? "is required, " : ""}must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")} (any case)`;
-    default:
-      return `${path}: ${issue.message}`;
-  }
-}
-
-/** How many problems one error message lists; the rest are counted, to keep it readable. */
-const LISTED_ISSUES = 5;
 
 /**
  * Validates a phase output against the phase's fields and the ruleset's limits. Returns the
@@ -327,9 +262,9 @@ export function validateOutput(phase: Phase, output: unknown, r: Ruleset): Phase
       `output: too large (${size} characters as JSON, at most ${r.limits.maxOutputChars})`,
     );
   }
-  const parsed = phaseSchema(phase, r).safeParse(output);
+  const schema = phaseSchema(phase, r);
+  const parsed = schema.safeParse(output, { reportInput: true });
   if (parsed.success) return parsed.data as PhaseOutput;
-  const issues = parsed.error.issues.map((i) => describeIssue(i, output, phase, r));
-  const more = issues.length > LISTED_ISSUES ? `; and ${issues.length - LISTED_ISSUES} more` : "";
-  throw new ChaosError("invalid_argument", `invalid ${phase} output: ${issues.slice(0, LISTED_ISSUES).join("; ")}${more}`);
+  const problems = describeZodIssues(parsed.error, schema, "output", { underRoot: true });
+  throw new ChaosError("invalid_argument", `invalid ${phase} output: ${problems.join("; ")}`);
 }

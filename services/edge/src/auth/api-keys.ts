@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
-import { assertTenantId, watchFile, type Logger } from "@chaos-core/kit";
+import { assertTenantId, describeZodIssues, watchFile, type Logger } from "@chaos-core/kit";
 import { ROLES, type Identity } from "./identity.js";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -86,13 +86,9 @@ function parseApiKeys(path: string, text: string, schema = ApiKeyFileSchema): Ap
       cause: err,
     });
   }
-  const result = schema.safeParse(raw);
+  const result = schema.safeParse(raw, { reportInput: true });
   if (!result.success) {
-    const problems = result.error.issues.map((i) => {
-      const where = i.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
-      return `${where || "(file)"}: ${i.message}`;
-    });
-    throw new Error(`CHAOS_CORE_API_KEYS_FILE ${path}: ${problems.join("; ")}`);
+    throw new Error(`CHAOS_CORE_API_KEYS_FILE ${path}: ${describeZodIssues(result.error, schema, "(file)").join("; ")}`);
   }
   return result.data;
 }

@@ -17,11 +17,14 @@ export function abortError(signal: AbortSignal): ChaosError {
     : new ChaosError("cancelled", "the call was cancelled");
 }
 
-/** Settles as `promise` does (errors normalised to ChaosError), or rejects when `signal` aborts first. */
-export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortError(signal));
+/**
+ * Settles as `promise` does, or rejects with `signal.reason` when `signal` aborts first. The
+ * rejection is passed on untouched, so a caller can still read what failed (an errno `code`).
+ */
+export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as unknown);
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal));
+    const onAbort = () => reject(signal.reason as unknown);
     signal.addEventListener("abort", onAbort, { once: true });
     promise.then(
       (v) => {
@@ -30,8 +33,15 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<
       },
       (e: unknown) => {
         signal.removeEventListener("abort", onAbort);
-        reject(ChaosError.from(e));
+        reject(e);
       },
     );
+  });
+}
+
+/** Settles as `promise` does (errors normalised to ChaosError), or rejects when `signal` aborts first. */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return raceSignal(promise, signal).catch((e: unknown) => {
+    throw signal.aborted && e === signal.reason ? abortError(signal) : ChaosError.from(e);
   });
 }

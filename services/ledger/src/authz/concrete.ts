@@ -28,20 +28,3 @@ export function concreteName(max: number): z.ZodString {
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     });
 }
-
-/** Turns zod issues into one line: `tools.x.resources[0]: is empty; version: ...`. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => {
-      let where = "";
-      for (const key of issue.path) where += typeof key === "number" ? `[${key}]` : where ? `.${String(key)}` : String(key);
-      const what =
-        issue.code === "unrecognized_keys"
-          ? `unknown field(s) ${issue.keys.join(", ")}`
-          : issue.code === "invalid_key"
-            ? `the name ${issue.issues.map((i) => i.message).join(", ")}`
-            : issue.message;
-      return where ? `${where}: ${what}` : what;
-    })
-    .join("; ");
-}

@@ -1,8 +1,8 @@
 import { randomBytes, sign, verify } from "node:crypto";
-import { assertTenantId, canonicalJson, ChaosError } from "@chaos-core/kit";
+import { assertTenantId, canonicalJson, ChaosError, describeZodIssues } from "@chaos-core/kit";
 import { z } from "zod";
 import { KID_RE, type Keyring } from "../keys/keyring.js";
-import { concreteName, describeIssues } from "./concrete.js";
+import { concreteName } from "./concrete.js";
 
 /**
  * `chaoscore.tool_approval_receipt` binds a governance tool call or a cognition step;
@@ -98,8 +98,8 @@ export function newNonce(): string {
 
 /** Validates an untrusted value as a receipt. `problem` names the bad fields. */
 export function parseReceipt(value: unknown): { ok: true; receipt: Receipt } | { ok: false; problem: string } {
-  const result = receiptSchema.safeParse(value);
-  return result.success ? { ok: true, receipt: result.data } : { ok: false, problem: describeIssues(result.error) };
+  const result = receiptSchema.safeParse(value, { reportInput: true });
+  return result.success ? { ok: true, receipt: result.data } : { ok: false, problem: describeZodIssues(result.error, receiptSchema, "").join("; ") };
 }
 
 /** The exact bytes a receipt's signature covers: the canonical JSON of every field but `signature`. */
@@ -116,8 +116,8 @@ export function receiptSigningBytes(fields: ReceiptFields): Buffer {
  * @throws ChaosError `invalid_argument` naming the bad field.
  */
 export function signReceipt(fields: Omit<ReceiptFields, "kid">, keyring: Keyring): Receipt {
-  const result = receiptFieldsSchema.safeParse({ ...fields, kid: keyring.active.kid });
-  if (!result.success) throw new ChaosError("invalid_argument", `receipt: ${describeIssues(result.error)}`);
+  const result = receiptFieldsSchema.safeParse({ ...fields, kid: keyring.active.kid }, { reportInput: true });
+  if (!result.success) throw new ChaosError("invalid_argument", `receipt: ${describeZodIssues(result.error, receiptFieldsSchema, "").join("; ")}`);
   const signature = sign(null, receiptSigningBytes(result.data), keyring.active.privateKey).toString("base64url");
   return { ...result.data, signature };
 }

@@ -1,6 +1,6 @@
-import { canonicalJson } from "@chaos-core/kit";
+import { canonicalJson, describeZodIssues } from "@chaos-core/kit";
 import { z } from "zod";
-import { ambiguityProblem, concreteName, describeIssues } from "./concrete.js";
+import { ambiguityProblem, concreteName } from "./concrete.js";
 import { RISKS, type Risk } from "./receipt.js";
 
 /** Version words that point at whichever policy is current, not at the one a human saw. */
@@ -59,8 +59,8 @@ export type ToolArguments = Readonly<Record<string, unknown>>;
 
 /** Validates an untrusted value as a tool-approval policy; `problem` names each bad field. */
 export function parseToolPolicy(value: unknown): { ok: true; policy: ToolPolicy } | { ok: false; problem: string } {
-  const result = toolPolicySchema.safeParse(value);
-  return result.success ? { ok: true, policy: result.data } : { ok: false, problem: describeIssues(result.error) };
+  const result = toolPolicySchema.safeParse(value, { reportInput: true });
+  return result.success ? { ok: true, policy: result.data } : { ok: false, problem: describeZodIssues(result.error, toolPolicySchema, "").join("; ") };
 }
 
 /** What a check answers when the operator configured no tool-approval policy for the tenant. */

@@ -158,7 +158,7 @@ describe("file policy store", () => {
     await writeFile(path, JSON.stringify({ deniedCapabilities: ["shell.exec", 42] }));
     const started = createFilePolicyStore({ path, logger: silent });
     await expect(started).rejects.toBeInstanceOf(PolicyDocumentError);
-    await expect(started).rejects.toThrow(`${path}: deniedCapabilities[1]: expected string, received number`);
+    await expect(started).rejects.toThrow(`${path}: deniedCapabilities[1]: expected string, got number`);
   });
 
   it("refuses to start on an unknown key rather than ignoring it", async () => {

@@ -68,18 +68,18 @@ describe("parsePolicyDocument", () => {
 
   it("names the file and the element path of a wrong type", () => {
     const text = JSON.stringify({ deniedCapabilities: ["a.b", "c", 7] });
-    expect(problem(text)).toBe("policy.json: deniedCapabilities[2]: expected string, received number");
+    expect(problem(text)).toBe("policy.json: deniedCapabilities[2]: expected string, got number");
   });
 
   it("names a list field that is not a list", () => {
     expect(problem(withField("allowedCapabilities", "http.request"))).toBe(
-      "policy.json: allowedCapabilities: expected array, received string",
+      "policy.json: allowedCapabilities: expected array, got string",
     );
   });
 
   it("rejects unknown keys, at the top and inside riskRules, and suggests the likely field", () => {
     expect(problem(withField("deniedCapabilites", ["shell.exec"]))).toMatch(
-      /^policy\.json: deniedCapabilites: unknown field \(did you mean "deniedCapabilities"\?\); known fields are allowedCapabilities, /,
+      /^policy\.json: deniedCapabilites: unknown field \(did you mean "deniedCapabilities"\?\); accepted fields: allowedCapabilities, /,
     );
     const nested = JSON.stringify({ riskRules: { requireApprovalAtOrAbove: "high", denyAbove: "high" } });
     expect(problem(nested)).toMatch(/^policy\.json: riskRules\.denyAbove: unknown field \(did you mean "denyAtOrAbove"\?\)/);
@@ -89,7 +89,7 @@ describe("parsePolicyDocument", () => {
   it("rejects a risk threshold outside the known levels and lists them", () => {
     const text = JSON.stringify({ riskRules: { requireApprovalAtOrAbove: "severe" } });
     expect(problem(text)).toBe(
-      'policy.json: riskRules.requireApprovalAtOrAbove: expected one of "low", "medium", "high", "critical", "never"',
+      'policy.json: riskRules.requireApprovalAtOrAbove: expected one of "low", "medium", "high", "critical", "never", got "severe"',
     );
   });
 
@@ -208,7 +208,7 @@ describe("approvalChannels", () => {
 
   it("rejects an unknown key at every level and suggests the likely one", () => {
     expect(problem(JSON.stringify({ approvalChannels: { byRisk: { hihg: ["approver"] } } }))).toMatch(
-      /^policy\.json: approvalChannels\.byRisk\.hihg: unknown field \(did you mean "high"\?\); known fields are low, medium, high, critical$/,
+      /^policy\.json: approvalChannels\.byRisk\.hihg: unknown field \(did you mean "high"\?\); accepted fields: low, medium, high, critical$/,
     );
     expect(problem(JSON.stringify({ approvalChannels: { spnd: {} } }))).toMatch(
       /^policy\.json: approvalChannels\.spnd: unknown field \(did you mean "spend"\?\)/,
@@ -261,15 +261,15 @@ describe("approvalChannels", () => {
         },
       }),
     );
-    expect(msg).toContain('approvalChannels.capabilities.http.*: "http.*" is a wildcard');
-    expect(msg).toContain('approvalChannels.spend.policies.Wire: "Wire" is not a spend policy name');
-    expect(msg).toContain('approvalChannels.spend.tools.wire-transfer: "wire-transfer" is not a tool name');
+    expect(msg).toContain('approvalChannels.capabilities: field name "http.*": "http.*" is a wildcard');
+    expect(msg).toContain('approvalChannels.spend.policies: field name "Wire": "Wire" is not a spend policy name');
+    expect(msg).toContain('approvalChannels.spend.tools: field name "wire-transfer": "wire-transfer" is not a tool name');
   });
 
   it("names a section or a list of the wrong type", () => {
-    expect(problem(JSON.stringify({ approvalChannels: ["approver"] }))).toBe("policy.json: approvalChannels: expected object, received array");
+    expect(problem(JSON.stringify({ approvalChannels: ["approver"] }))).toBe("policy.json: approvalChannels: expected object, got array");
     expect(problem(JSON.stringify({ approvalChannels: { byRisk: { high: "approver" } } }))).toBe(
-      "policy.json: approvalChannels.byRisk.high: expected array, received string",
+      "policy.json: approvalChannels.byRisk.high: expected array, got string",
     );
   });
 });

@@ -1,3 +1,4 @@
+import { likelyMeant, zodProblems } from "@chaos-core/kit";
 import { z } from "zod";
 import {
   APPROVAL_CHANNELS,
@@ -88,7 +89,7 @@ export function spendPolicyNameProblem(name: string): string | undefined {
 
 function channelProblem(value: unknown): string {
   if (typeof value !== "string") return `expected one of the channels ${APPROVAL_CHANNELS.join(", ")}`;
-  const closest = closestName(value, APPROVAL_CHANNELS);
+  const closest = likelyMeant(value, APPROVAL_CHANNELS);
   const hint = closest ? ` (did you mean "${closest}"?)` : "";
   return `"${value}" is not an approval channel${hint}; the channels are ${APPROVAL_CHANNELS.join(", ")}`;
 }
@@ -199,15 +200,6 @@ export interface ApprovalChannelsJson {
   };
 }
 
-/** The known keys at each object path, to name the alternatives of an unknown key. */
-const KNOWN_KEYS: Record<string, readonly string[]> = {
-  "": Object.keys(policyDocumentSchema.shape),
-  riskRules: Object.keys(riskRulesSchema.shape),
-  approvalChannels: Object.keys(approvalChannelsSchema.shape),
-  "approvalChannels.byRisk": Object.keys(byRiskSchema.shape),
-  "approvalChannels.spend": Object.keys(spendChannelsSchema.shape),
-};
-
 /** One problem of a document: where (`deniedCapabilities[2]`) and what. */
 export interface PolicyIssue {
   readonly path: string;
@@ -216,7 +208,7 @@ export interface PolicyIssue {
 
 /**
  * A policy document that is not valid. The message names the source (a file, "request") and
- * each bad field, e.g. `policy.json: deniedCapabilities[2]: expected string, received number`.
+ * each bad field, e.g. `policy.json: deniedCapabilities[2]: expected string, got number`.
  */
 export class PolicyDocumentError extends Error {
   override readonly name = "PolicyDocumentError";
@@ -229,82 +221,17 @@ export class PolicyDocumentError extends Error {
   }
 }
 
-function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const key of path) {
-    if (typeof key === "number") out += `[${key}]`;
-    else out += out ? `.${String(key)}` : String(key);
-  }
-  return out;
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diagonal = above;
-    }
-  }
-  return row[b.length]!;
-}
-
-/** The known name `name` is probably a typo of, or undefined when none is close. */
-function closestName(name: string, known: readonly string[]): string | undefined {
-  const closest = [...known].sort((x, y) => editDistance(name, x) - editDistance(name, y))[0];
-  // Close enough to be a typo: a few edits, more for longer names ("denyAbove" → "denyAtOrAbove").
-  return closest && editDistance(name, closest) <= Math.max(2, Math.floor(closest.length / 3)) ? closest : undefined;
-}
-
-function unknownKeyMessage(key: string, known: readonly string[]): string {
-  const closest = closestName(key, known);
-  const hint = closest ? ` (did you mean "${closest}"?)` : "";
-  return `unknown field${hint}; known fields are ${known.join(", ")}`;
-}
-
-function toIssues(error: z.ZodError): PolicyIssue[] {
-  const issues: PolicyIssue[] = [];
-  for (const issue of error.issues) {
-    const at = formatPath(issue.path);
-    switch (issue.code) {
-      case "unrecognized_keys":
-        for (const key of issue.keys) {
-          issues.push({
-            path: at ? `${at}.${key}` : key,
-            message: unknownKeyMessage(key, KNOWN_KEYS[at] ?? []),
-          });
-        }
-        break;
-      case "invalid_key":
-        // A map key (a capability, spend policy or tool name): the key's own check says what is wrong.
-        issues.push({ path: at, message: issue.issues.map((inner) => inner.message).join("; ") });
-        break;
-      case "invalid_value":
-        issues.push({ path: at, message: `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}` });
-        break;
-      case "invalid_type":
-        issues.push({
-          path: at,
-          message: at ? issue.message.replace(/^Invalid input: /, "") : "expected a JSON object with the policy fields",
-        });
-        break;
-      default:
-        issues.push({ path: at, message: issue.message });
-    }
-  }
-  return issues;
-}
-
 /**
  * Validates an already-parsed value as a policy document and applies the defaults.
  * @throws PolicyDocumentError naming `source` and each bad field.
  */
 export function validatePolicyDocument(value: unknown, source: string): PolicyDocumentJson {
-  const result = policyDocumentSchema.safeParse(value);
-  if (!result.success) throw new PolicyDocumentError(source, toIssues(result.error));
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new PolicyDocumentError(source, [{ path: "", message: "expected a JSON object with the policy fields" }]);
+  }
+  const result = policyDocumentSchema.safeParse(value, { reportInput: true });
+  // Unknown fields get a did-you-mean: a misspelt field would otherwise weaken the policy unseen.
+  if (!result.success) throw new PolicyDocumentError(source, zodProblems(result.error, policyDocumentSchema, "", { suggest: true }));
   return canonicalPolicyDocument(result.data);
 }
 

@@ -406,7 +406,7 @@ describe("PolicyService on the standalone file store", () => {
         await new Promise((r) => setTimeout(r, 25));
         got = await client.getPolicy({}, ctx("default"));
       }
-      expect(got.lastError).toContain(`${path}: deniedCapabilities[0]: expected string, received boolean`);
+      expect(got.lastError).toContain(`${path}: deniedCapabilities[0]: expected string, got boolean`);
       expect(got.version).toBe(1n);
       expect(policyDocumentFromProto(got.document!, "got")).toEqual(defaultPolicyDocument());
       const other = await rejectionOf(client.getPolicy({}, ctx("acme")));
