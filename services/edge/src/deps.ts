@@ -4,6 +4,7 @@ import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/le
 import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { OperatorAccess } from "./approvals/channels.js";
 import type { SessionStore } from "./sessions/session-store.js";
 
 /** The typed policy client, whatever transport (gRPC or in-process) is under it. */
@@ -37,6 +38,11 @@ export interface EdgeDeps {
   readonly logger: Logger;
   /** Reported as the server's version at initialize. */
   readonly version: string;
+  /**
+   * Set by standalone (`chaos-core serve` / `stdio`), whose admin endpoint answers approvals as
+   * the operator: approval answers then name the exact `chaos-core approvals` command.
+   */
+  readonly operator?: OperatorAccess;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

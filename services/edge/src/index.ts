@@ -24,6 +24,14 @@ export { LOCAL_IDENTITY } from "./auth/identity.js";
 export type { Identity } from "./auth/identity.js";
 export { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
+export {
+  acceptedChannels,
+  APPROVAL_CHANNEL_NAMES,
+  channelLines,
+  operatorApproveCommand,
+  stepApprovalChannels,
+} from "./approvals/channels.js";
+export type { ApprovalChannelName, ApprovalChannelOption, ChannelPlace, OperatorAccess } from "./approvals/channels.js";
 export { fitsForm, MAX_FORM_MESSAGE_BYTES, renderText } from "./approvals/render-text.js";
 export { argumentRows, ledgerEntryView, stepApprovalView } from "./approvals/view.js";
 export type { ApprovalView, ArgumentRow, StepApprovalSource, ViewFact } from "./approvals/view.js";

@@ -19,7 +19,14 @@ import {
   type ResolveApprovalInput,
   type StoredApproval,
 } from "./approvals.js";
-import { auditCall, type AuditSink, type StepDecisionEvent, type StepOutcomeEvent } from "./audit.js";
+import {
+  auditCall,
+  type ApprovalRefusedEvent,
+  type ApprovalResolutionEvent,
+  type AuditSink,
+  type StepDecisionEvent,
+  type StepOutcomeEvent,
+} from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
@@ -587,6 +594,15 @@ export interface ResolveApprovalDeps {
   readonly receipts?: StepReceipts;
 }
 
+/** Records an answer's event; an audit log that cannot hold it fails the call (`unavailable`). */
+async function recordAnswer(deps: ResolveApprovalDeps, event: ApprovalResolutionEvent | ApprovalRefusedEvent, what: string): Promise<void> {
+  try {
+    await deps.audit.record(event);
+  } catch (err) {
+    throw new ChaosError("unavailable", `the audit log could not record ${what} (${ChaosError.from(err).message})`);
+  }
+}
+
 /**
  * Records a human's answer to a pending approval, once. The resolver is the verified caller
  * (`input.by`), and the channel must be one policy accepts for this approval, then meet its own
@@ -600,45 +616,30 @@ export async function resolveApproval(approvalId: string, input: ResolveApproval
   const tenant = input.by.tenant;
   const found = await deps.approvals.get(tenant, approvalId);
   if (!found) throw approvalNotFound(approvalId);
+  // What every record of an answer says: which approval, through which channel, by whom.
+  const answer = {
+    call: auditCall(input.by),
+    approvalId,
+    capability: found.capability,
+    argsHash: found.argsHash,
+    channel: input.channel,
+    principal: input.by.principal,
+  };
   const refusal = resolverRefusal(found, input);
   if (refusal) {
     // Recorded before it is returned, like every denial: an agent trying to answer for a person
     // leaves a trace.
-    try {
-      await deps.audit.record({
-        type: "approval.refused",
-        call: auditCall(input.by),
-        approvalId,
-        capability: found.capability,
-        argsHash: found.argsHash,
-        channel: input.channel,
-        principal: input.by.principal,
-        code: refusal.code,
-        allowed: channelsOf(found),
-      });
-    } catch (err) {
-      throw new ChaosError("unavailable", `the audit log could not record the refused answer (${ChaosError.from(err).message})`);
-    }
+    await recordAnswer(deps, { type: "approval.refused", ...answer, code: refusal.code, allowed: channelsOf(found) }, "the refused answer");
     throw new ChaosError("permission_denied", refusal.message);
   }
   if (found.status !== "pending") {
     throw wrongState(approvalId, found.status, "resolve");
   }
-  try {
-    await deps.audit.record({
-      type: "approval.resolution",
-      call: auditCall(input.by),
-      approvalId,
-      capability: found.capability,
-      argsHash: found.argsHash,
-      approved: input.approve,
-      channel: input.channel,
-      principal: input.by.principal,
-      resolvedBy: resolvedByOf(input.channel, input.by),
-    });
-  } catch (err) {
-    throw new ChaosError("unavailable", `the audit log could not record the answer, so it was not applied (${ChaosError.from(err).message})`);
-  }
+  await recordAnswer(
+    deps,
+    { type: "approval.resolution", ...answer, approved: input.approve, resolvedBy: resolvedByOf(input.channel, input.by) },
+    "the answer, so it was not applied",
+  );
   // An approving answer gets its signed receipt before it is stored: an approval without one
   // could never run once a ledger is wired.
   const receipt = input.approve && deps.receipts ? await deps.receipts.issue(found, input) : undefined;
