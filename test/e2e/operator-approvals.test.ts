@@ -2,6 +2,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { autoAcceptingClient } from "../support/elicitation.js";
 import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
 
 type Structured = Record<string, unknown>;
@@ -79,7 +80,7 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
 
     const approved = await approvals("approve", id);
     expect(approved.code, approved.stderr).toBe(0);
-    expect(approved.stdout).toMatch(new RegExp(`Approved ${id} \\(recorded as operator \\(approver\\)\\)`));
+    expect(approved.stdout).toMatch(new RegExp(`Approved ${id} \\(recorded as operator \\(operator\\)\\)`));
     expect((await approvals("list")).stdout).toMatch(/No pending approvals/);
     // Answered once.
     const again = await approvals("reject", id);
@@ -88,7 +89,7 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
 
     const ran = structured(await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
     expect((ran.results as Structured[])[0]).toMatchObject({ status: "executed", ran: true });
-    expect(ran.approval).toMatchObject({ approval_id: id, status: "approved", resolved_by: "operator (approver)" });
+    expect(ran.approval).toMatchObject({ approval_id: id, status: "approved", resolved_by: "operator (operator)" });
 
     // Used once: a second run is refused and runs nothing.
     const second = await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } });
@@ -110,7 +111,7 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
     const id = ((pending.results as Structured[])[0]!.approval as { approval_id: string }).approval_id;
     const rejected = await approvals("reject", id, "--json");
     expect(rejected.code).toBe(0);
-    expect(JSON.parse(rejected.stdout)).toMatchObject({ approval_id: id, status: "rejected", resolved_by: "operator (approver)" });
+    expect(JSON.parse(rejected.stdout)).toMatchObject({ approval_id: id, status: "rejected", resolved_by: "operator (operator)" });
     const run = await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } });
     const text = run.isError ? errorText(run) : JSON.stringify(run.structuredContent);
     expect(text).toMatch(/rejected/);
@@ -213,5 +214,73 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
     const none = await approvals("list");
     expect(none.code).toBe(1);
     expect(none.stderr).toMatch(/no chaos-core server is running on/);
+  });
+});
+
+/**
+ * The operator channel closes the loop for a client that answers every form itself. No
+ * built-in capability is high risk, so policy.json gives memory.remember the channels the default
+ * gives high risk (services/edge/src/tools/approvals.test.ts shows the default itself, with a
+ * high-risk test capability): the real binary must not ask the client, must list the operator's
+ * exact command, and must record in the ledger both the refused attempt and the operator's answer.
+ */
+describe("the operator channel against chaos-core stdio with a client that auto-accepts every form", () => {
+  const dir = tempDir("chaos-core-operator-channel-");
+  const env = { CHAOS_CORE_DATA_DIR: dir };
+  const asked: string[] = [];
+  let client: Client;
+
+  beforeAll(async () => {
+    writeFileSync(
+      join(dir, "policy.json"),
+      JSON.stringify({
+        requireConfirmationFor: ["memory.remember"],
+        approvalChannels: { capabilities: { "memory.remember": ["approver", "operator", "console"] } },
+      }),
+    );
+    ({ client } = await stdioClient(env, undefined, autoAcceptingClient(asked)));
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    removeDir(dir);
+  });
+
+  it("is not asked, gets the exact operator command, and the ledger records the attempt and the operator's answer", async () => {
+    const pending = structured(
+      await client.callTool({
+        name: "chaoscore_execute",
+        arguments: { steps: [{ id: "s1", capability: "memory.remember", input: { key: "payout", value: "ACME Ltd 25000" } }] },
+      }),
+    );
+    const approval = (pending.results as Structured[])[0]!.approval as { approval_id: string; channels: Array<{ channel: string; command?: string }> };
+    const id = approval.approval_id;
+    const command = `chaos-core approvals approve ${id} --data-dir ${dir}`;
+    expect(approval.channels.map((c) => c.channel)).toEqual(["approver", "operator"]);
+    expect(approval.channels[1]!.command).toBe(command);
+
+    const refused = errorText(await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
+    expect(refused).toMatch(/has not been answered, and policy does not accept an answer from this client/);
+    expect(refused).toContain(`- operator: The operator of this Chaos Core runs ${command} on its machine`);
+    expect(asked).toEqual([]);
+
+    // The exact command the answer named, as the operator would paste it.
+    const approved = await runToExit(command.split(" ").slice(1), {}, 30_000);
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stdout).toContain(`Approved ${id} (recorded as operator (operator))`);
+
+    const ran = structured(await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
+    expect((ran.results as Structured[])[0]).toMatchObject({ status: "executed", ran: true });
+    expect(ran.approval).toMatchObject({ status: "approved", resolved_by: "operator (operator)" });
+    expect(asked).toEqual([]);
+
+    const audit = structured(await client.callTool({ name: "inspect_audit_ledger", arguments: { limit: 50 } }));
+    const events = (audit.entries as Array<{ principal: string; event: Structured }>).filter((e) => e.event.approvalId === id || e.event.type === "receipt.issued");
+    expect(events.find((e) => e.event.type === "step.outcome" && e.event.errorCode === "approval_required")).toMatchObject({ principal: "local" });
+    expect(events.find((e) => e.event.type === "approval.resolution")).toMatchObject({
+      principal: "operator",
+      event: { channel: "operator", principal: "operator", approved: true },
+    });
+    expect(events.find((e) => e.event.type === "receipt.issued")).toMatchObject({ event: { channel: "operator", actor: "operator", requester: "local" } });
   });
 });

@@ -6,6 +6,7 @@ import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 
 export const ROOT = new URL("../../", import.meta.url).pathname;
 export const CLI = join(ROOT, "services/standalone/bin/chaos-core.js");
@@ -106,15 +107,31 @@ export async function stopProcess(proc: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
+/** What an e2e client declares, and the request handlers it sets before it connects (elicitation). */
+export interface ClientOptions {
+  readonly capabilities?: ClientCapabilities;
+  readonly setup?: (client: Client) => void;
+}
+
+function newClient(options: ClientOptions): Client {
+  const client = new Client({ name: "chaos-core-e2e", version: "0.0.0" }, { capabilities: options.capabilities ?? {} });
+  options.setup?.(client);
+  return client;
+}
+
 /** An SDK client connected over Streamable HTTP. */
-export async function httpClient(url: string, headers?: Record<string, string>): Promise<Client> {
-  const client = new Client({ name: "chaos-core-e2e", version: "0.0.0" });
+export async function httpClient(url: string, headers?: Record<string, string>, options: ClientOptions = {}): Promise<Client> {
+  const client = newClient(options);
   await client.connect(new StreamableHTTPClientTransport(new URL(url), headers ? { requestInit: { headers } } : undefined));
   return client;
 }
 
 /** An SDK client that starts `chaos-core stdio` as its subprocess (in `cwd`, as a host would). */
-export async function stdioClient(env: Record<string, string | undefined>, cwd = ROOT): Promise<{ client: Client; stderr: () => string }> {
+export async function stdioClient(
+  env: Record<string, string | undefined>,
+  cwd = ROOT,
+  options: ClientOptions = {},
+): Promise<{ client: Client; stderr: () => string }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [CLI, "stdio"],
@@ -124,7 +141,7 @@ export async function stdioClient(env: Record<string, string | undefined>, cwd =
   });
   let err = "";
   transport.stderr?.on("data", (d: Buffer) => (err += d.toString()));
-  const client = new Client({ name: "chaos-core-e2e", version: "0.0.0" });
+  const client = newClient(options);
   await client.connect(transport);
   return { client, stderr: () => err };
 }

@@ -44,6 +44,7 @@ export { createInMemoryAuditSink } from "./executor/audit.js";
 export { createLedgerAuditSink, createLedgerStepReceipts } from "./executor/ledger.js";
 export type { LedgerClient, StepReceipts } from "./executor/ledger.js";
 export type {
+  ApprovalRefusedEvent,
   ApprovalResolutionEvent,
   AuditCall,
   AuditEvent,
@@ -53,12 +54,17 @@ export type {
   StepOutcomeEvent,
 } from "./executor/audit.js";
 export {
+  APPROVAL_CHANNELS,
+  channelsOf,
   checkResolver,
   createMemoryApprovalStore,
   DEFAULT_APPROVAL_TTL_SECONDS,
   DEFAULT_MEMORY_MAX_APPROVALS,
   DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT,
   isApprovalId,
+  LEGACY_CHANNELS,
+  OPERATOR_PRINCIPAL,
+  resolverRefusal,
 } from "./executor/approvals.js";
 export type {
   ApprovalChannel,
@@ -71,6 +77,7 @@ export type {
   MemoryApprovalStoreOptions,
   PendingApproval,
   ResolveApprovalInput,
+  ResolverRefusal,
   StoredApproval,
 } from "./executor/approvals.js";
 export { createRedisApprovalStore } from "./executor/redis-approval-store.js";

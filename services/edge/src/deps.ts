@@ -4,6 +4,7 @@ import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/le
 import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { OperatorAccess } from "./approvals/channels.js";
 import type { SessionStore } from "./sessions/session-store.js";
 
 /** The typed policy client, whatever transport (gRPC or in-process) is under it. */
@@ -38,17 +39,10 @@ export interface EdgeDeps {
   /** Reported as the server's version at initialize. */
   readonly version: string;
   /**
-   * Set where this process runs the operator's local admin endpoint (standalone), so answers
-   * that wait for a person can name the exact `chaos-core approvals` command; absent elsewhere,
-   * where no operator channel exists.
+   * Set by standalone (`chaos-core serve` / `stdio`), whose admin endpoint answers approvals as
+   * the operator: approval answers then name the exact `chaos-core approvals` command.
    */
   readonly operator?: OperatorAccess;
-}
-
-/** How the operator's `chaos-core approvals` reaches this process. */
-export interface OperatorAccess {
-  /** The data directory to name with `--data-dir`; unset when the command finds it by default. */
-  readonly dataDir?: string;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

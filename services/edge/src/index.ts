@@ -24,6 +24,14 @@ export { LOCAL_IDENTITY } from "./auth/identity.js";
 export type { Identity } from "./auth/identity.js";
 export { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
+export {
+  acceptedChannels,
+  APPROVAL_CHANNEL_NAMES,
+  channelLines,
+  operatorApproveCommand,
+  stepApprovalChannels,
+} from "./approvals/channels.js";
+export type { ApprovalChannelName, ApprovalChannelOption, ChannelPlace, OperatorAccess } from "./approvals/channels.js";
 export { fitsForm, MAX_FORM_MESSAGE_BYTES, renderText } from "./approvals/render-text.js";
 export { argumentRows, ledgerEntryView, spendRequestView, stepApprovalView } from "./approvals/view.js";
 export type { ApprovalView, ArgumentRow, StepApprovalSource, ViewFact } from "./approvals/view.js";
@@ -32,4 +40,4 @@ export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/de
 export { PROMPT_DEFINITIONS } from "./prompts/index.js";
 export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
 export type { PromptContext, PromptDefinition } from "./prompts/define.js";
-export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, OperatorAccess, PolicyClient } from "./deps.js";
+export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";

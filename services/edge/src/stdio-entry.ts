@@ -5,7 +5,8 @@
  */
 export { loadEdgeConfig } from "./config.js";
 export type { EdgeConfig } from "./config.js";
-export type { EdgeDeps, OperatorAccess } from "./deps.js";
+export type { EdgeDeps } from "./deps.js";
+export type { OperatorAccess } from "./approvals/channels.js";
 export { createMemorySessionStore } from "./sessions/memory-store.js";
 export type { SessionStore } from "./sessions/session-store.js";
 export { runStdioTransport } from "./transport/stdio.js";

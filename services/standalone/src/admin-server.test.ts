@@ -157,7 +157,7 @@ describe("the operator's admin endpoint", () => {
     expect((await send("GET", "/v1/approvals?tenant=acme")).body.approvals).toEqual([]);
 
     const approved = await send("POST", "/v1/approvals/resolve", { body: JSON.stringify({ approval_id: first, approve: true }) });
-    expect(approved).toMatchObject({ status: 200, body: { approval_id: first, status: "approved", resolved_by: "operator (approver)" } });
+    expect(approved).toMatchObject({ status: 200, body: { approval_id: first, status: "approved", resolved_by: "operator (operator)" } });
     const again = await send("POST", "/v1/approvals/resolve", { body: JSON.stringify({ approval_id: first, approve: false }) });
     expect(again.status).toBe(409);
     const rejected = await send("POST", "/v1/approvals/resolve", { body: JSON.stringify({ approval_id: second, approve: false }) });

@@ -249,7 +249,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       case "POST /v1/approvals/resolve": {
         const body = parse(resolveBody, await readJson(req), "body");
         const resolved = await cognition.resolveApproval(
-          { approvalId: body.approval_id, approve: body.approve, channel: ApprovalChannel.APPROVER },
+          { approvalId: body.approval_id, approve: body.approve, channel: ApprovalChannel.OPERATOR },
           { ctx: operator(body.tenant) },
         );
         logger.info({ approvalId: body.approval_id, tenant: body.tenant, status: resolved.status }, "operator answered an approval");

@@ -61,6 +61,9 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   const unlock = await lockDataDir(config.dataDir);
   // The in-process session store answers at once; a Redis one opens with the other stores.
   const sessions = config.redisUrl ? undefined : createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
+  // Approval answers name the operator's exact command only where its endpoint runs, with
+  // --data-dir only when the command would not find this directory by itself.
+  const operator = options.admin ? { operator: config.dataDirChosen ? { dataDir: config.dataDir } : {} } : {};
 
   const ready = (async () => {
     // One turn of the event loop first: a transport started right after this call reads and
@@ -74,12 +77,13 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
       throw err;
     }
     // From here the runtime owns the lock: it releases it when it fails or closes.
-    return runtime.createRuntime(config, logger, {
+    const created = await runtime.createRuntime(config, logger, {
       ...options,
       admin: false,
       dataDirLock: unlock,
       ...(sessions ? { sessions } : {}),
     });
+    return { ...created, deps: { ...created.deps, ...operator } };
   })().catch((err: unknown) => {
     const cause = err instanceof Error ? err.message : String(err);
     throw new ChaosError("unavailable", `chaos-core could not open its stores: ${cause}`, { cause: err });
@@ -100,6 +104,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
     logger,
     version: options.version,
+    ...operator,
   };
   const closeRuntime = async () => {
     const runtime = await ready.catch(() => undefined);

@@ -24,12 +24,15 @@ function pending(overrides: Partial<PendingApproval> = {}): PendingApproval {
     policyVersion: 3,
     matchedRule: "requireConfirmationFor",
     reason: "needs a human",
+    // The operator opted this capability in to the client's own answer, so every channel counts.
+    channels: ["client_elicitation", "approver", "operator", "console"],
+    channelsRule: "approvalChannels.capabilities.test.echo",
     call: { tenant: "acme", principal: "agent", sessionId: "session-1" },
     ...overrides,
   };
 }
 
-const elicited = { approve: true, channel: "elicitation" as const, by: REQUESTER };
+const elicited = { approve: true, channel: "client_elicitation" as const, by: REQUESTER };
 const byApprover = (approve = true) => ({ approve, channel: "approver" as const, by: { tenant: "acme", principal: "alice", sessionId: "admin-1" } });
 
 /** The behaviour every ApprovalStore has, whatever holds the approvals. */
@@ -68,7 +71,7 @@ export function describeApprovalStoreContract(name: string, harness: ApprovalSto
       const resolved = await store.resolve("acme", approval.approvalId, elicited);
       expect(resolved).toMatchObject({
         status: "approved",
-        resolution: { approved: true, channel: "elicitation", resolvedBy: "human via elicitation in session session-1", principal: "agent" },
+        resolution: { approved: true, channel: "client_elicitation", resolvedBy: "human via elicitation in session session-1", principal: "agent" },
       });
       await expectChaosError(store.resolve("acme", approval.approvalId, elicited), "failed_precondition");
       await expectChaosError(store.resolve("acme", approval.approvalId, byApprover(false)), "failed_precondition");
@@ -78,6 +81,41 @@ export function describeApprovalStoreContract(name: string, harness: ApprovalSto
       const again = await expectChaosError(store.consume("acme", approval.approvalId), "failed_precondition");
       expect(again.message).toMatch(/already used/);
       expect(await store.get("acme", approval.approvalId)).toMatchObject({ status: "consumed", resolution: { approved: true } });
+    });
+
+    it("keeps the channels policy chose, and refuses an answer through any other", async () => {
+      const store = harness.makeStore();
+      const approval = pending({ channels: ["approver", "console"], channelsRule: "approvalChannels.byRisk.high" });
+      await store.create(approval);
+      expect(await store.get("acme", approval.approvalId)).toMatchObject({ channels: ["approver", "console"], channelsRule: "approvalChannels.byRisk.high" });
+      const elicitedAnswer = await expectChaosError(store.resolve("acme", approval.approvalId, elicited), "permission_denied");
+      expect(elicitedAnswer.message).toMatch(/^channel_not_allowed: policy accepts approver, console/);
+      const operator = { approve: true, channel: "operator" as const, by: { tenant: "acme", principal: "operator" } };
+      await expectChaosError(store.resolve("acme", approval.approvalId, operator), "permission_denied");
+      expect((await store.get("acme", approval.approvalId))?.status).toBe("pending");
+      expect(await store.resolve("acme", approval.approvalId, byApprover())).toMatchObject({ status: "approved", resolution: { channel: "approver" } });
+    });
+
+    it("treats an approval stored without channels as accepting approver, operator and console only", async () => {
+      const store = harness.makeStore();
+      const { channels: _c, channelsRule: _r, ...legacy } = pending();
+      await store.create(legacy);
+      const refused = await expectChaosError(store.resolve("acme", legacy.approvalId, elicited), "permission_denied");
+      expect(refused.message).toMatch(/^channel_not_allowed: policy accepts approver, operator, console/);
+      const resolved = await store.resolve("acme", legacy.approvalId, { approve: true, channel: "operator", by: { tenant: "acme", principal: "operator" } });
+      expect(resolved.resolution).toMatchObject({ channel: "operator", resolvedBy: "operator (operator)", principal: "operator" });
+    });
+
+    it("takes an operator answer only from the principal operator", async () => {
+      const store = harness.makeStore();
+      const approval = pending();
+      await store.create(approval);
+      const asAlice = await expectChaosError(
+        store.resolve("acme", approval.approvalId, { approve: true, channel: "operator", by: { tenant: "acme", principal: "alice" } }),
+        "permission_denied",
+      );
+      expect(asAlice.message).toMatch(/^not_operator: /);
+      expect((await store.get("acme", approval.approvalId))?.status).toBe("pending");
     });
 
     it("refuses an elicitation answer from another session, and a session-less one", async () => {

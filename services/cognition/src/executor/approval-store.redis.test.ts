@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { useRedisReplicas } from "../../../../test/support/redis.js";
 import { expectChaosError } from "../test-support/expect-error.js";
-import type { PendingApproval } from "./approvals.js";
+import { channelsOf, type PendingApproval } from "./approvals.js";
 import { describeApprovalStoreContract } from "./approval-store.contract.js";
 import { createRedisApprovalStore } from "./redis-approval-store.js";
 
@@ -44,6 +44,20 @@ describe("Redis approval store", () => {
     expect(await replicas.a.pttl(key)).toBeGreaterThan((24 * 3600 - 10) * 1000);
     const [first, second] = await Promise.allSettled([a.consume("acme", made.approvalId), b.consume("acme", made.approvalId)]);
     expect([first.status, second.status].sort()).toEqual(["fulfilled", "rejected"]);
+  });
+
+  it("reads an approval stored before channels existed: no channels, and an answer recorded as elicitation", async () => {
+    const store = createRedisApprovalStore(replicas.a, { prefix });
+    const made = approval();
+    await store.create(made);
+    const key = `${prefix}acme:approval:${made.approvalId}`;
+    // The hash exactly as the previous build wrote it: no channels in the record, the old channel name.
+    const resolution = { approved: true, channel: "elicitation", resolvedBy: "human via elicitation in session s", principal: "agent", sessionId: "s", resolvedAt: new Date().toISOString() };
+    await replicas.a.hset(key, "status", "approved", "resolution", JSON.stringify(resolution));
+    const read = await store.get("acme", made.approvalId);
+    expect(read?.channels).toBeUndefined();
+    expect(read?.resolution).toMatchObject({ channel: "client_elicitation", resolvedBy: "human via elicitation in session s" });
+    expect(channelsOf(read!)).toEqual(["approver", "operator", "console"]);
   });
 
   it("reports a value that is not an approval for its key as internal, never as an approval", async () => {

@@ -24,6 +24,14 @@ export interface PendingApproval {
   readonly policyVersion: number;
   readonly matchedRule: string;
   readonly reason: string;
+  /**
+   * The channels policy accepts for this approval, in {@link APPROVAL_CHANNELS} order; an answer
+   * through another is refused. Absent on approvals stored before channels existed: those
+   * accept {@link LEGACY_CHANNELS} (see {@link channelsOf}).
+   */
+  readonly channels?: readonly ApprovalChannel[];
+  /** The `approvalChannels` rule that chose them (`approvalChannels.byRisk.high`). */
+  readonly channelsRule?: string;
   /** Who asked: the approver must be a different principal (no self-approval). */
   readonly call: AuditCall;
 }
@@ -34,18 +42,38 @@ export interface ApprovalSink {
 }
 
 /**
- * How a human answered: `elicitation` (the user of the requesting session, asked by the edge
- * through MCP elicitation) or `approver` (a principal the edge vouches holds the approver role).
+ * How an answer was given (docs/approvals.md §1): `client_elicitation` (the client of the
+ * requesting session answered a form; its own host can answer it, so it proves nothing about a
+ * person), `approver` (a principal the edge vouches holds the approver role), `operator` (the
+ * standalone admin endpoint, as {@link OPERATOR_PRINCIPAL}), `console` (the approval page).
  */
-export type ApprovalChannel = "elicitation" | "approver";
+export type ApprovalChannel = "client_elicitation" | "approver" | "operator" | "console";
+
+/** Every channel, in the order policy lists them. */
+export const APPROVAL_CHANNELS: readonly ApprovalChannel[] = Object.freeze(["client_elicitation", "approver", "operator", "console"]);
+
+/**
+ * What an approval stored before channels existed accepts: every channel but the client's own
+ * answer, policy's default at high risk, so an old approval never accepts more than a new one would.
+ */
+export const LEGACY_CHANNELS: readonly ApprovalChannel[] = Object.freeze(["approver", "operator", "console"]);
+
+/** The only principal the `operator` channel answers as (the standalone admin endpoint's). */
+export const OPERATOR_PRINCIPAL = "operator";
+
+/** The channels an approval accepts: its own, or {@link LEGACY_CHANNELS} when it was stored without any. */
+export function channelsOf(approval: Pick<PendingApproval, "channels">): readonly ApprovalChannel[] {
+  return approval.channels && approval.channels.length > 0 ? approval.channels : LEGACY_CHANNELS;
+}
 
 /** `pending` → `approved` | `rejected` (once) ; `approved` → `consumed` (once). */
 export type ApprovalStatus = "pending" | "approved" | "rejected" | "consumed";
 
 export interface ApprovalResolution {
   readonly approved: boolean;
+  /** A resolution stored as `"elicitation"` (before channels existed) reads `client_elicitation`. */
   readonly channel: ApprovalChannel;
-  /** As recorded: `"<principal> (approver)"` or `"human via elicitation in session <id>"`. */
+  /** As recorded: `"<principal> (<channel>)"` or `"human via elicitation in session <id>"`. */
   readonly resolvedBy: string;
   readonly principal: string;
   readonly sessionId?: string;
@@ -81,7 +109,7 @@ export interface ResolveApprovalInput {
  */
 export interface ApprovalStore extends ApprovalSink {
   get(tenant: string, approvalId: string): Promise<StoredApproval | undefined>;
-  /** Records the answer, after {@link checkResolver}'s rules (same session / another principal). */
+  /** Records the answer, after {@link checkResolver}'s rules (an accepted channel, then that channel's own rule). */
   resolve(tenant: string, approvalId: string, input: ResolveApprovalInput): Promise<StoredApproval>;
   /** `approved` → `consumed`, atomically; anything else is refused (`failed_precondition`). */
   consume(tenant: string, approvalId: string): Promise<StoredApproval>;
@@ -131,33 +159,60 @@ export function approvalNotFound(approvalId: string): ChaosError {
 
 /** Who resolved, as recorded. */
 export function resolvedByOf(channel: ApprovalChannel, by: CallContext): string {
-  return channel === "approver" ? `${by.principal} (approver)` : `human via elicitation in session ${by.sessionId ?? ""}`;
+  return channel === "client_elicitation" ? `human via elicitation in session ${by.sessionId ?? ""}` : `${by.principal} (${channel})`;
+}
+
+/** Why a resolver was refused, with a stable code (the first word of the error message). */
+export interface ResolverRefusal {
+  readonly code: "channel_not_allowed" | "wrong_session" | "not_operator" | "self_approval";
+  readonly message: string;
 }
 
 /**
- * The rules a resolver must meet, whatever the store: an elicitation answer counts only from the
- * session that requested the approval (the edge asked that session's human); an approver must be
- * another principal than the requester (no self-approval). Throws `permission_denied`.
+ * The rules a resolver must meet, whatever the store. The channel must be one the approval
+ * accepts (policy chose them when it asked for approval); then each channel's own rule: a
+ * `client_elicitation` answer counts only from the session that requested the approval (the
+ * edge asked that session's client); `operator` only as {@link OPERATOR_PRINCIPAL}; every other
+ * channel's principal must differ from the requester (no self-approval). Undefined when the
+ * resolver may answer.
  */
-export function checkResolver(approval: PendingApproval, input: ResolveApprovalInput): void {
+export function resolverRefusal(approval: PendingApproval, input: ResolveApprovalInput): ResolverRefusal | undefined {
   const { channel, by } = input;
-  if (channel === "elicitation") {
+  if (!(APPROVAL_CHANNELS as readonly string[]).includes(channel)) {
+    throw new ChaosError("invalid_argument", `channel must be one of ${APPROVAL_CHANNELS.join(", ")}`);
+  }
+  const allowed = channelsOf(approval);
+  if (!allowed.includes(channel)) {
+    return {
+      code: "channel_not_allowed",
+      message:
+        `channel_not_allowed: policy accepts ${allowed.join(", ")} for approval ${approval.approvalId} ` +
+        `(${approval.capability}, risk ${approval.risk}${approval.channelsRule ? `, rule ${approval.channelsRule}` : ""}), not ${channel}`,
+    };
+  }
+  if (channel === "client_elicitation") {
     const session = approval.call.sessionId;
     if (session === undefined || session === "" || by.sessionId !== session) {
-      throw new ChaosError(
-        "permission_denied",
-        "an elicitation answer counts only from the session that requested the approval; use an approver for another session",
-      );
+      return {
+        code: "wrong_session",
+        message: "wrong_session: an elicitation answer counts only from the session that requested the approval; use an approver for another session",
+      };
     }
-    return;
+    return undefined;
   }
-  if (channel === "approver") {
-    if (by.principal === approval.call.principal) {
-      throw new ChaosError("permission_denied", `no self-approval: ${by.principal} requested this step and cannot approve it`);
-    }
-    return;
+  if (channel === "operator" && by.principal !== OPERATOR_PRINCIPAL) {
+    return { code: "not_operator", message: `not_operator: the operator channel answers only as the principal ${OPERATOR_PRINCIPAL}, not ${by.principal}` };
   }
-  throw new ChaosError("invalid_argument", "channel must be elicitation or approver");
+  if (by.principal === approval.call.principal) {
+    return { code: "self_approval", message: `self_approval: no self-approval: ${by.principal} requested this step and cannot approve it` };
+  }
+  return undefined;
+}
+
+/** {@link resolverRefusal} as a check: throws `permission_denied` with the refusal's message. */
+export function checkResolver(approval: PendingApproval, input: ResolveApprovalInput): void {
+  const refusal = resolverRefusal(approval, input);
+  if (refusal) throw new ChaosError("permission_denied", refusal.message);
 }
 
 export function resolutionOf(input: ResolveApprovalInput, at: number): ApprovalResolution {
@@ -210,13 +265,18 @@ const pendingSchema = z.object({
   policyVersion: z.number(),
   matchedRule: z.string(),
   reason: z.string(),
+  channels: z.array(z.enum(APPROVAL_CHANNELS as [ApprovalChannel, ...ApprovalChannel[]])).optional(),
+  channelsRule: z.string().optional(),
   call: auditCallSchema,
   createdAt: z.string(),
   expiresAt: z.string(),
 });
 const resolutionSchema = z.object({
   approved: z.boolean(),
-  channel: z.enum(["elicitation", "approver"]),
+  // "elicitation" is how resolutions were stored before channels had canonical names.
+  channel: z
+    .enum(["elicitation", ...APPROVAL_CHANNELS])
+    .transform((c): ApprovalChannel => (c === "elicitation" ? "client_elicitation" : (c as ApprovalChannel))),
   resolvedBy: z.string(),
   principal: z.string(),
   sessionId: z.string().optional(),

@@ -1,5 +1,6 @@
 import type { CallContext } from "@chaos-core/kit";
 import type { CapabilityRisk } from "../capabilities/capability.js";
+import type { ApprovalChannel } from "./approvals.js";
 import type { PolicyVerdict, StepStatus } from "./types.js";
 
 /** Who a recorded step was for; the ledger keeps one chain per tenant. */
@@ -37,8 +38,30 @@ export interface ApprovalResolutionEvent {
   readonly capability: string;
   readonly argsHash: string;
   readonly approved: boolean;
-  readonly channel: "elicitation" | "approver";
+  /** The canonical channel name (`client_elicitation`, not the old `elicitation`). */
+  readonly channel: ApprovalChannel;
+  /** The resolver's principal (also the entry's own). */
+  readonly principal: string;
   readonly resolvedBy: string;
+}
+
+/**
+ * An answer refused before anything was applied (docs/approvals.md §1.2): the channel is not one
+ * policy accepts for this approval (`channel_not_allowed`), or the channel's own rule failed
+ * (`wrong_session`, `not_operator`, `self_approval`). Recorded before the refusal is returned;
+ * `call` is the would-be resolver's context.
+ */
+export interface ApprovalRefusedEvent {
+  readonly type: "approval.refused";
+  readonly call: AuditCall;
+  readonly approvalId: string;
+  readonly capability: string;
+  readonly argsHash: string;
+  readonly channel: ApprovalChannel;
+  readonly principal: string;
+  readonly code: string;
+  /** The channels the approval accepts. */
+  readonly allowed: readonly ApprovalChannel[];
 }
 
 /**
@@ -59,7 +82,7 @@ export interface StepOutcomeEvent {
   readonly errorCode?: string;
 }
 
-export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | ApprovalResolutionEvent;
+export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | ApprovalResolutionEvent | ApprovalRefusedEvent;
 
 /**
  * Where every decision and outcome goes (the ledger issue wires it to the ledger service). A

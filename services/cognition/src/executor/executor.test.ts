@@ -138,7 +138,9 @@ function summary(events: readonly AuditEvent[]): string[] {
       ? `${e.stepId} decision ${e.verdict.decision}`
       : e.type === "step.outcome"
         ? `${e.stepId} outcome ${e.status}`
-        : `${e.approvalId} ${e.approved ? "approved" : "rejected"} by ${e.resolvedBy}`,
+        : e.type === "approval.refused"
+          ? `${e.approvalId} refused ${e.channel} from ${e.principal}: ${e.code}`
+          : `${e.approvalId} ${e.approved ? "approved" : "rejected"} by ${e.resolvedBy}`,
   );
 }
 
@@ -416,7 +418,7 @@ describe("resuming an approved step", () => {
     return { ...h, version, approvalId: result.approval!.approvalId };
   }
   const elicitation = (tenant: string, sessionId = "session-1") =>
-    ({ approve: true, channel: "elicitation", by: { tenant, principal: "agent", sessionId } }) as const;
+    ({ approve: true, channel: "client_elicitation", by: { tenant, principal: "agent", sessionId } }) as const;
 
   it("runs the step once after an elicitation answer from the same session, auditing each decision", async () => {
     const tenant = uniqueTenant();
@@ -555,5 +557,108 @@ describe("resuming an approved step", () => {
     const next = await pendingEcho(tenant, "again");
     await expectChaosError(resolveApproval(next.approvalId, elicitation(tenant), { ...next.deps, audit: broken }), "unavailable");
     expect((await next.deps.approvals.get(tenant, next.approvalId))?.status).toBe("pending");
+  });
+});
+
+describe("approval channels", () => {
+  /** Policy's channels in a policy document, protobuf JSON. */
+  const channelSet = (...names: string[]) => ({ channels: names.map((n) => `APPROVAL_CHANNEL_${n.toUpperCase()}`) });
+  /** A pending approval for the high-risk test.risky, under `document`, requested by agent in session-1. */
+  async function pendingRisky(tenant: string, document: Record<string, unknown> = {}) {
+    await putPolicy(tenant, document);
+    const h = harness(tenant);
+    const result = await executeStep({ id: "s1", capability: "test.risky", input: { text: "wire it" } }, h.deps);
+    expect(result.status).toBe("pending_approval");
+    return { ...h, result, approvalId: result.approval!.approvalId };
+  }
+  const clientAnswer = (tenant: string) => ({ approve: true, channel: "client_elicitation", by: { tenant, principal: "agent", sessionId: "session-1" } }) as const;
+
+  it("refuses the client's own answer for a high-risk step under the default policy, and records the refused attempt", async () => {
+    const tenant = uniqueTenant();
+    const { deps, audit, result, approvalId } = await pendingRisky(tenant);
+    expect(result.verdict).toMatchObject({ approvalChannels: ["approver", "operator", "console"], channelsRule: "approvalChannels.byRisk.high" });
+    expect(await deps.approvals.get(tenant, approvalId)).toMatchObject({ channels: ["approver", "operator", "console"], channelsRule: "approvalChannels.byRisk.high" });
+
+    const refused = await expectChaosError(resolveApproval(approvalId, clientAnswer(tenant), deps), "permission_denied");
+    expect(refused.message).toMatch(/^channel_not_allowed: policy accepts approver, operator, console for approval .* \(test\.risky, risk high, rule approvalChannels\.byRisk\.high\), not client_elicitation$/);
+    expect(audit.events().at(-1)).toEqual({
+      type: "approval.refused",
+      call: { tenant, principal: "agent", sessionId: "session-1" },
+      approvalId,
+      capability: "test.risky",
+      argsHash: result.approval!.argsHash,
+      channel: "client_elicitation",
+      principal: "agent",
+      code: "channel_not_allowed",
+      allowed: ["approver", "operator", "console"],
+    });
+    expect((await deps.approvals.get(tenant, approvalId))?.status).toBe("pending");
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "failed", ran: false, error: { code: "approval_required" } });
+    expect(calls).toEqual([]);
+    expect(summary(audit.events())).toEqual([
+      "s1 decision REQUIRE_APPROVAL",
+      "s1 outcome pending_approval",
+      `${approvalId} refused client_elicitation from agent: channel_not_allowed`,
+      "s1 outcome failed",
+    ]);
+  });
+
+  it("counts the client's answer when the operator opted high risk in, recorded as client_elicitation", async () => {
+    const tenant = uniqueTenant();
+    const { deps, audit, approvalId } = await pendingRisky(tenant, { approvalChannels: { high: channelSet("client_elicitation", "approver") } });
+    expect(await deps.approvals.get(tenant, approvalId)).toMatchObject({ channels: ["client_elicitation", "approver"] });
+    const resolved = await resolveApproval(approvalId, clientAnswer(tenant), deps);
+    expect(resolved.resolution).toMatchObject({ channel: "client_elicitation", resolvedBy: "human via elicitation in session session-1" });
+    expect(audit.events().find((e) => e.type === "approval.resolution")).toMatchObject({ channel: "client_elicitation", principal: "agent" });
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "executed", ran: true });
+    expect(calls).toEqual([{ capability: "test.risky", input: { text: "wire it" } }]);
+  });
+
+  it("takes an operator answer only as the principal operator, and records the channel", async () => {
+    const tenant = uniqueTenant();
+    const { deps, audit, approvalId } = await pendingRisky(tenant);
+    const asAlice = { approve: true, channel: "operator", by: { tenant, principal: "alice" } } as const;
+    expect((await expectChaosError(resolveApproval(approvalId, asAlice, deps), "permission_denied")).message).toMatch(/^not_operator: /);
+    expect(audit.events().at(-1)).toMatchObject({ type: "approval.refused", channel: "operator", principal: "alice", code: "not_operator" });
+
+    const resolved = await resolveApproval(approvalId, { ...asAlice, by: { tenant, principal: "operator" } }, deps);
+    expect(resolved.resolution).toMatchObject({ channel: "operator", principal: "operator", resolvedBy: "operator (operator)" });
+    expect(audit.events().at(-1)).toMatchObject({ type: "approval.resolution", channel: "operator", principal: "operator", resolvedBy: "operator (operator)" });
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "executed" });
+  });
+
+  it("refuses an answer through a channel policy does not list, even from an approver", async () => {
+    const tenant = uniqueTenant();
+    const { deps, audit, approvalId } = await pendingRisky(tenant, { approvalChannels: { capabilities: { "test.risky": channelSet("operator") } } });
+    const byAlice = { approve: true, channel: "approver", by: { tenant, principal: "alice" } } as const;
+    expect((await expectChaosError(resolveApproval(approvalId, byAlice, deps), "permission_denied")).message).toMatch(/^channel_not_allowed: policy accepts operator /);
+    expect(audit.events().at(-1)).toMatchObject({ type: "approval.refused", code: "channel_not_allowed", allowed: ["operator"] });
+    expect((await deps.approvals.get(tenant, approvalId))?.status).toBe("pending");
+  });
+
+  it("lets only the requesting principal run an approved step", async () => {
+    const tenant = uniqueTenant();
+    const { deps, approvalId } = await pendingRisky(tenant);
+    await resolveApproval(approvalId, { approve: true, channel: "approver", by: { tenant, principal: "alice" } }, deps);
+    const bob = await executeApproved(approvalId, { ...deps, call: { tenant, principal: "bob", sessionId: "session-1" } });
+    expect(bob).toMatchObject({ status: "failed", ran: false, error: { code: "permission_denied" } });
+    expect(bob.error?.message).toMatch(/^not_requester: /);
+    expect(calls).toEqual([]);
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "executed" });
+  });
+
+  it("does not run an answer whose channel the fresh verdict no longer accepts", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.shifty"] });
+    // The same capability, re-registered at a higher risk between the answer and the run.
+    const before = harness(tenant, { registry: createCapabilityRegistry([echo("test.shifty", "medium")]) });
+    const pendingResult = await executeStep({ id: "s1", capability: "test.shifty", input: { text: "x" } }, before.deps);
+    const approvalId = pendingResult.approval!.approvalId;
+    await resolveApproval(approvalId, clientAnswer(tenant), before.deps);
+    const after = { ...before.deps, registry: createCapabilityRegistry([echo("test.shifty", "high")]) };
+    const result = await executeApproved(approvalId, after);
+    expect(result).toMatchObject({ status: "denied", ran: false, error: { code: "permission_denied" } });
+    expect(result.error?.message).toMatch(/^channel_not_allowed: .* answered through client_elicitation, which policy no longer accepts/);
+    expect(calls).toEqual([]);
   });
 });

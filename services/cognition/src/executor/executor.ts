@@ -2,12 +2,31 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { ATTR, ChaosError, withSpan, type CallContext, type ErrorCode, type ServiceClient } from "@chaos-core/kit";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
-import { Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { ApprovalChannel as PolicyChannel, Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { Capability, CapabilityFacts, CapabilityRisk } from "../capabilities/capability.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 import type { AIProvider } from "../providers/ai-provider.js";
-import { approvalNotFound, checkResolver, resolvedByOf, wrongState, type ApprovalStore, type PendingApproval, type ResolveApprovalInput, type StoredApproval } from "./approvals.js";
-import { auditCall, type AuditSink, type StepDecisionEvent, type StepOutcomeEvent } from "./audit.js";
+import {
+  approvalNotFound,
+  channelsOf,
+  LEGACY_CHANNELS,
+  resolvedByOf,
+  resolverRefusal,
+  wrongState,
+  type ApprovalChannel,
+  type ApprovalStore,
+  type PendingApproval,
+  type ResolveApprovalInput,
+  type StoredApproval,
+} from "./approvals.js";
+import {
+  auditCall,
+  type ApprovalRefusedEvent,
+  type ApprovalResolutionEvent,
+  type AuditSink,
+  type StepDecisionEvent,
+  type StepOutcomeEvent,
+} from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
@@ -49,6 +68,23 @@ const VERDICT: Partial<Record<Decision, PolicyVerdict["decision"]>> = {
   [Decision.DENY]: "DENY",
   [Decision.REQUIRE_APPROVAL]: "REQUIRE_APPROVAL",
 };
+
+const CHANNEL: Partial<Record<PolicyChannel, ApprovalChannel>> = {
+  [PolicyChannel.CLIENT_ELICITATION]: "client_elicitation",
+  [PolicyChannel.APPROVER]: "approver",
+  [PolicyChannel.OPERATOR]: "operator",
+  [PolicyChannel.CONSOLE]: "console",
+};
+
+/**
+ * Policy's channels for a REQUIRE_APPROVAL, as names. A channel this build cannot read is
+ * dropped (it could not be answered through anyway); a list that ends up empty (a policy service
+ * older than channels) takes {@link LEGACY_CHANNELS}: never the client's own answer by default.
+ */
+function channelsFrom(channels: readonly PolicyChannel[]): readonly ApprovalChannel[] {
+  const named = [...new Set(channels.map((c) => CHANNEL[c]).filter((c): c is ApprovalChannel => c !== undefined))];
+  return named.length > 0 ? named : LEGACY_CHANNELS;
+}
 
 const checksSchema = z.array(stepCheckSchema).max(32);
 
@@ -115,7 +151,9 @@ async function askPolicy(
   const decision = VERDICT[res.decision];
   // An answer this build cannot read is not permission: fail closed.
   if (!decision) throw new ChaosError("internal", `policy answered an unknown decision (${res.decision})`);
-  return { decision, matchedRule: res.matchedRule, reason: res.reason, policyVersion: Number(res.policyVersion) };
+  const verdict = { decision, matchedRule: res.matchedRule, reason: res.reason, policyVersion: Number(res.policyVersion) };
+  if (decision !== "REQUIRE_APPROVAL") return verdict;
+  return { ...verdict, approvalChannels: channelsFrom(res.approvalChannels), channelsRule: res.channelsRule };
 }
 
 type Finish = (result: StepResult, hash?: string) => Promise<StepResult>;
@@ -302,6 +340,8 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
       policyVersion: verdict.policyVersion,
       matchedRule: verdict.matchedRule,
       reason: verdict.reason,
+      channels: verdict.approvalChannels ?? LEGACY_CHANNELS,
+      ...(verdict.channelsRule ? { channelsRule: verdict.channelsRule } : {}),
       call,
     };
     try {
@@ -396,6 +436,13 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
   };
   const finish = finisher(step, deps, approvalId);
 
+  // The approval is the requester's: another principal of the tenant cannot spend it.
+  if (deps.call.principal !== approval.call.principal) {
+    return finish(
+      refused(step, "failed", "permission_denied", `not_requester: approval ${approvalId} was requested by ${approval.call.principal}; only that principal may run its step`),
+      approval.argsHash,
+    );
+  }
   if (approval.status !== "approved") {
     if (approval.status === "rejected") {
       return finish(refused(step, "denied", "permission_denied", `approval ${approvalId} was rejected by ${approval.resolution?.resolvedBy ?? "its approver"}; the step never runs`), approval.argsHash);
@@ -406,8 +453,8 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
         : `approval ${approvalId} was already used; an approval runs its step once`;
     return finish(refused(step, "failed", approval.status === "pending" ? "approval_required" : "failed_precondition", message), approval.argsHash);
   }
-  // An elicitation answer is that session's human's: only that session may use it.
-  if (approval.resolution?.channel === "elicitation" && deps.call.sessionId !== approval.call.sessionId) {
+  // An elicitation answer is that session's client's: only that session may use it.
+  if (approval.resolution?.channel === "client_elicitation" && deps.call.sessionId !== approval.call.sessionId) {
     return finish(
       refused(step, "failed", "permission_denied", `approval ${approvalId} was given by elicitation in another session; only that session may run it`),
       approval.argsHash,
@@ -466,6 +513,23 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
     );
   }
 
+  // The answer's channel must still be one policy accepts. The policy version is unchanged, so
+  // this differs from the stored list only when the capability's registered risk changed.
+  const answeredVia = approval.resolution?.channel;
+  const accepted = verdict.decision === "REQUIRE_APPROVAL" ? (verdict.approvalChannels ?? LEGACY_CHANNELS) : channelsOf(approval);
+  if (answeredVia === undefined || !accepted.includes(answeredVia)) {
+    return finish(
+      refused(
+        step,
+        "denied",
+        "permission_denied",
+        `channel_not_allowed: approval ${approvalId} was answered through ${answeredVia ?? "no channel"}, which policy no longer accepts for ${capability.name} (it accepts ${accepted.join(", ")}); ask for a new approval`,
+        { verdict },
+      ),
+      hash,
+    );
+  }
+
   // With a ledger, the receipt is the authority: its nonce burns once, in the ledger's own
   // transaction, whatever replica or restart comes between approval and run.
   if (deps.receipts) {
@@ -499,11 +563,13 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
 
 /**
  * Runs the step of an approved approval, at most once. In order: the approval must exist in the
- * caller's tenant (else `not_found`, thrown), be `approved` (a rejected one is `denied` and never
- * runs; a pending or used one is refused), and, when given by elicitation, be resumed from the
- * session that requested it; the stored input is validated again and its `argsHash` recomputed
- * and compared; policy is asked again, its decision recorded, and it must neither DENY nor have
- * changed version since the approval (`failed_precondition` naming both); then the approval is
+ * caller's tenant (else `not_found`, thrown), be run by the principal that requested it
+ * (`not_requester`), be `approved` (a rejected one is `denied` and never runs; a pending or used
+ * one is refused), and, when given by client elicitation, be resumed from the session that
+ * requested it; the stored input is validated again and its `argsHash` recomputed and compared;
+ * policy is asked again, its decision recorded, and it must neither DENY nor have changed
+ * version since the approval (`failed_precondition` naming both), and the channel that answered
+ * must be one the fresh verdict accepts (`channel_not_allowed`); then the approval is
  * consumed atomically BEFORE the handler runs (concurrent resumes: one runs, the rest are
  * refused), and the handler runs under the step deadline and is evaluated, as in
  * {@link executeStep}. Every refusal and outcome is audited.
@@ -528,10 +594,21 @@ export interface ResolveApprovalDeps {
   readonly receipts?: StepReceipts;
 }
 
+/** Records an answer's event; an audit log that cannot hold it fails the call (`unavailable`). */
+async function recordAnswer(deps: ResolveApprovalDeps, event: ApprovalResolutionEvent | ApprovalRefusedEvent, what: string): Promise<void> {
+  try {
+    await deps.audit.record(event);
+  } catch (err) {
+    throw new ChaosError("unavailable", `the audit log could not record ${what} (${ChaosError.from(err).message})`);
+  }
+}
+
 /**
  * Records a human's answer to a pending approval, once. The resolver is the verified caller
- * (`input.by`): an `elicitation` answer counts only from the requesting session, an `approver`
- * must be another principal than the requester. The answer is audited before the store applies
+ * (`input.by`), and the channel must be one policy accepts for this approval, then meet its own
+ * rule ({@link resolverRefusal}): a refusal is recorded as `approval.refused` and thrown as
+ * `permission_denied` whose message starts with its code (`channel_not_allowed`,
+ * `wrong_session`, `not_operator`, `self_approval`). The answer is audited before the store applies
  * it (an audit failure refuses the answer); the store's transition is atomic, so a second answer
  * is `failed_precondition`. Another tenant's or an unknown approval is `not_found`.
  */
@@ -539,24 +616,30 @@ export async function resolveApproval(approvalId: string, input: ResolveApproval
   const tenant = input.by.tenant;
   const found = await deps.approvals.get(tenant, approvalId);
   if (!found) throw approvalNotFound(approvalId);
-  checkResolver(found, input);
+  // What every record of an answer says: which approval, through which channel, by whom.
+  const answer = {
+    call: auditCall(input.by),
+    approvalId,
+    capability: found.capability,
+    argsHash: found.argsHash,
+    channel: input.channel,
+    principal: input.by.principal,
+  };
+  const refusal = resolverRefusal(found, input);
+  if (refusal) {
+    // Recorded before it is returned, like every denial: an agent trying to answer for a person
+    // leaves a trace.
+    await recordAnswer(deps, { type: "approval.refused", ...answer, code: refusal.code, allowed: channelsOf(found) }, "the refused answer");
+    throw new ChaosError("permission_denied", refusal.message);
+  }
   if (found.status !== "pending") {
     throw wrongState(approvalId, found.status, "resolve");
   }
-  try {
-    await deps.audit.record({
-      type: "approval.resolution",
-      call: auditCall(input.by),
-      approvalId,
-      capability: found.capability,
-      argsHash: found.argsHash,
-      approved: input.approve,
-      channel: input.channel,
-      resolvedBy: resolvedByOf(input.channel, input.by),
-    });
-  } catch (err) {
-    throw new ChaosError("unavailable", `the audit log could not record the answer, so it was not applied (${ChaosError.from(err).message})`);
-  }
+  await recordAnswer(
+    deps,
+    { type: "approval.resolution", ...answer, approved: input.approve, resolvedBy: resolvedByOf(input.channel, input.by) },
+    "the answer, so it was not applied",
+  );
   // An approving answer gets its signed receipt before it is stored: an approval without one
   // could never run once a ledger is wired.
   const receipt = input.approve && deps.receipts ? await deps.receipts.issue(found, input) : undefined;

@@ -112,6 +112,37 @@ describe("cognition with the ledger", () => {
     expect(authorizations.filter((e) => e.code !== "AUTHORIZED").every((e) => e.code === "replayed_receipt")).toBe(true);
   });
 
+  it("names the channel in the ledger: operator and console receipts run once; a refused channel is an entry too", async () => {
+    for (const [channel, principal, actor] of [
+      [ApprovalChannel.OPERATOR, "operator", "operator"],
+      [ApprovalChannel.CONSOLE, "alice", "console:alice"],
+    ] as const) {
+      const tenant = freshTenant();
+      const approvalId = await pendingApproval(tenant);
+      await client.resolveApproval({ approvalId, approve: true, channel }, as(tenant, principal, ""));
+      const ran = await client.execute({ target: { case: "approvalId", value: approvalId } }, as(tenant));
+      expect(ran.results[0]?.status).toBe("executed");
+      const events = await allEvents(ledger.client, as(tenant));
+      const name = channel === ApprovalChannel.OPERATOR ? "operator" : "console";
+      expect(events.find((e) => e.type === "approval.resolution")).toMatchObject({ approvalId, channel: name, principal, approved: true });
+      expect(events.find((e) => e.type === "receipt.issued")).toMatchObject({ channel: name, actor, requester: "agent" });
+    }
+
+    const tenant = freshTenant();
+    await services.putPolicy(tenant, {
+      requireConfirmationFor: ["test.echo"],
+      approvalChannels: { capabilities: { "test.echo": { channels: ["APPROVAL_CHANNEL_OPERATOR"] } } },
+    });
+    const res = await client.execute({ target: { case: "steps", value: { steps: [STEP] } } }, as(tenant));
+    const approvalId = res.results[0]!.approval!.approvalId;
+    await expect(client.resolveApproval({ approvalId, approve: true, channel: ApprovalChannel.ELICITATION }, as(tenant))).rejects.toMatchObject({
+      code: "permission_denied",
+    });
+    const events = await allEvents(ledger.client, as(tenant));
+    expect(events.at(-1)).toMatchObject({ type: "approval.refused", approvalId, channel: "client_elicitation", code: "channel_not_allowed", allowed: ["operator"] });
+    expect(events.some((e) => e.type === "receipt.issued")).toBe(false);
+  });
+
   it("refuses to issue a receipt for an approver approving their own step", async () => {
     const tenant = freshTenant();
     const approvalId = await pendingApproval(tenant);

@@ -1,7 +1,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { ChaosError, type CallContext, type ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { PendingApproval, ResolveApprovalInput, StoredApproval } from "./approvals.js";
+import type { ApprovalChannel, PendingApproval, ResolveApprovalInput, StoredApproval } from "./approvals.js";
 import type { AuditCall, AuditEvent, AuditSink } from "./audit.js";
 
 /** The typed ledger client, whatever transport is under it. */
@@ -44,6 +44,14 @@ export interface StepReceipts {
   authorize(approval: StoredApproval, receipt: Record<string, unknown>, policyVersion: number, call: CallContext): Promise<{ authorized: boolean; code: string }>;
 }
 
+/** The ledger's `approved_via` for each channel (ledger.proto `IssueReceiptRequest`). */
+const APPROVED_VIA: Record<ApprovalChannel, string> = {
+  client_elicitation: "elicitation",
+  approver: "approver_role",
+  operator: "operator",
+  console: "console",
+};
+
 /** The receipt's call: the capability on the tenant with the step's validated input. */
 function stepCall(approval: PendingApproval) {
   const input = approval.step.input;
@@ -60,7 +68,7 @@ export function createLedgerStepReceipts(ledger: LedgerClient): StepReceipts {
         {
           call: stepCall(approval),
           decision: input.approve ? "allow" : "deny",
-          approvedVia: input.channel === "approver" ? "approver_role" : "elicitation",
+          approvedVia: APPROVED_VIA[input.channel],
           step: { policyVersion: String(approval.policyVersion), risk: approval.risk, requester: approval.call.principal },
           reason: `approval ${approval.approvalId}`,
         },

@@ -1,5 +1,5 @@
 import type { ErrorCode } from "@chaos-core/kit";
-import type { PendingApproval } from "./approvals.js";
+import type { ApprovalChannel, PendingApproval } from "./approvals.js";
 import type { Evaluation, StepCheck } from "./evaluate.js";
 
 /**
@@ -30,6 +30,10 @@ export interface PolicyVerdict {
   readonly matchedRule: string;
   readonly reason: string;
   readonly policyVersion: number;
+  /** With REQUIRE_APPROVAL only: the channels that may give the approval, in policy's order. */
+  readonly approvalChannels?: readonly ApprovalChannel[];
+  /** With REQUIRE_APPROVAL only: the `approvalChannels` rule that chose them. */
+  readonly channelsRule?: string;
 }
 
 /** What happened to one step. */

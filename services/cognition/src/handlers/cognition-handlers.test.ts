@@ -274,6 +274,27 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
       await expectChaosError(client().getApproval({ approvalId }, approver(uniqueTenant(), "alice")), "not_found");
     });
 
+    it("names the channels policy accepts in the step result, GetApproval and ListApprovals, and the channel that answered", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      const view = await client().getApproval({ approvalId }, approver(tenant, "alice"));
+      // test.echo is low risk: the default accepts every channel.
+      expect(view).toMatchObject({ channels: ["client_elicitation", "approver", "operator", "console"], channelsRule: "approvalChannels.byRisk.low", resolutionChannel: "" });
+      expect(view.createdAt).toBeDefined();
+      const listed = await client().listApprovals({ limit: 10 }, approver(tenant, "alice"));
+      expect(listed.approvals[0]?.channels).toEqual(["client_elicitation", "approver", "operator", "console"]);
+      const operator = await client().resolveApproval({ approvalId, approve: true, channel: ApprovalChannel.OPERATOR }, approver(tenant, "operator", ""));
+      expect(operator).toMatchObject({ status: "approved", resolvedBy: "operator (operator)", channel: "operator" });
+      expect(await client().getApproval({ approvalId }, approver(tenant, "alice"))).toMatchObject({ resolutionChannel: "operator" });
+
+      const narrow = uniqueTenant();
+      await services.putPolicy(narrow, {
+        requireConfirmationFor: ["test.echo"],
+        approvalChannels: { capabilities: { "test.echo": { channels: ["APPROVAL_CHANNEL_APPROVER"] } } },
+      });
+      const res = await client().execute({ target: { case: "steps", value: { steps: [ECHO] } } }, as(narrow, "session-a"));
+      expect(res.results[0]?.approval?.channels).toEqual(["approver"]);
+    });
+
     it("refuses self-approval and accepts another principal's", async () => {
       const { tenant, approvalId } = await pendingEcho();
       const self = await expectChaosError(client().resolveApproval(byApprover(approvalId), approver(tenant, "agent")), "permission_denied");

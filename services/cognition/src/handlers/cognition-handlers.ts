@@ -50,8 +50,10 @@ const DEFAULT_LIST_APPROVALS = 100;
 type AchieveEvent = MessageInitShape<typeof AchieveResponseSchema>;
 
 const CHANNELS: Partial<Record<ApprovalChannel, DomainApprovalChannel>> = {
-  [ApprovalChannel.ELICITATION]: "elicitation",
+  [ApprovalChannel.ELICITATION]: "client_elicitation",
   [ApprovalChannel.APPROVER]: "approver",
+  [ApprovalChannel.OPERATOR]: "operator",
+  [ApprovalChannel.CONSOLE]: "console",
 };
 
 /** The session a plan is bound to; plans cannot exist outside one. */
@@ -206,12 +208,12 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
 
     async resolveApproval(req, ctx) {
       const channel = CHANNELS[req.channel];
-      if (!channel) throw new ChaosError("invalid_argument", "channel must be ELICITATION or APPROVER");
+      if (!channel) throw new ChaosError("invalid_argument", "channel must be ELICITATION, APPROVER, OPERATOR or CONSOLE");
       if (req.approvalId === "") throw new ChaosError("invalid_argument", "approval_id is required");
       // The resolver is the verified caller; the edge vouches for the approver role, cognition
-      // enforces the session (elicitation) and the distinct principal (approver).
+      // enforces the channels policy accepts and each channel's rule (session, operator, no self-approval).
       const resolved = await resolveApproval(req.approvalId, { approve: req.approve, channel, by: ctx.call }, deps);
-      return { status: resolved.status, resolvedBy: resolved.resolution?.resolvedBy ?? "" };
+      return { status: resolved.status, resolvedBy: resolved.resolution?.resolvedBy ?? "", channel: resolved.resolution?.channel ?? channel };
     },
 
     async getApproval(req, ctx) {

@@ -22,7 +22,7 @@ import type { CognitiveTrace } from "../brain/brain.js";
 import type { Intent } from "../brain/intent.js";
 import type { Plan } from "../brain/planner.js";
 import type { Capability, CapabilityRisk } from "../capabilities/capability.js";
-import type { StoredApproval } from "../executor/approvals.js";
+import { channelsOf, type StoredApproval } from "../executor/approvals.js";
 import type { ExecutableStep, StepResult } from "../executor/types.js";
 import type { PlanStep, StoredPlan } from "../plans/plan.js";
 
@@ -120,6 +120,7 @@ export function stepResultToProto(result: StepResult): MessageInitShape<typeof S
             matchedRule: result.approval.matchedRule,
             reason: result.approval.reason,
             risk: result.approval.risk,
+            channels: [...channelsOf(result.approval)],
           },
         }
       : {}),
@@ -170,16 +171,24 @@ function approvalBase(a: StoredApproval) {
     risk: a.risk,
     requestedBy: a.call.principal,
     requestedInSession: a.call.sessionId ?? "",
+    createdAt: timestampFromDate(new Date(a.createdAt)),
     expiresAt: timestampFromDate(new Date(a.expiresAt)),
+    channels: [...channelsOf(a)],
   };
 }
 
 /** A pending approval as ListApprovals shows it: what runs, who asked, and its lifetime. */
 export function approvalSummaryToProto(a: StoredApproval): MessageInitShape<typeof ApprovalSummarySchema> {
-  return { ...approvalBase(a), createdAt: timestampFromDate(new Date(a.createdAt)) };
+  return approvalBase(a);
 }
 
 /** A stored approval as a person will be shown it: the exact input the step would run with. */
 export function approvalToProto(a: StoredApproval): MessageInitShape<typeof GetApprovalResponseSchema> {
-  return { ...approvalBase(a), status: a.status, resolvedBy: a.resolution?.resolvedBy ?? "" };
+  return {
+    ...approvalBase(a),
+    status: a.status,
+    resolvedBy: a.resolution?.resolvedBy ?? "",
+    resolutionChannel: a.resolution?.channel ?? "",
+    channelsRule: a.channelsRule ?? "",
+  };
 }

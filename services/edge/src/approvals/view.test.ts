@@ -158,6 +158,11 @@ describe("views and their text", () => {
     ]);
   });
 
+  it("names the channels policy accepts for a step, and the rule that chose them", () => {
+    const view = stepApprovalView({ ...step({ amount: 1 }), channels: ["approver", "operator", "console"], channelsRule: "approvalChannels.byRisk.high" });
+    expect(renderText(view).split("\n")).toContain("Who may approve it (policy's channels): approver, operator, console (rule approvalChannels.byRisk.high)");
+  });
+
   it("shows every field of a recorded ledger event", () => {
     const entry = create(EntrySchema, {
       seq: 7n,

@@ -115,7 +115,7 @@ function fact(label: string, value: string): ViewFact {
 
 /**
  * What a step view is built from: cognition's `GetApprovalResponse`, or an `ApprovalSummary`
- * from `ListApprovals` (which carries `createdAt` and no `status`).
+ * from `ListApprovals` (which carries `createdAt` and no `status` nor `channelsRule`).
  */
 export type StepApprovalSource = Pick<
   GetApprovalResponse,
@@ -130,7 +130,8 @@ export type StepApprovalSource = Pick<
   | "requestedBy"
   | "requestedInSession"
   | "expiresAt"
-> & { readonly status?: string; readonly createdAt?: Timestamp | undefined };
+  | "channels"
+> & { readonly status?: string; readonly createdAt?: Timestamp | undefined; readonly channelsRule?: string };
 
 /**
  * A step approval as cognition stored it: the exact validated input the step would run with,
@@ -149,6 +150,9 @@ export function stepApprovalView(a: StepApprovalSource): ApprovalView {
     rows: argumentRows(a.input ?? {}),
     facts: [
       fact("Why approval is needed", `policy rule ${a.matchedRule || "(none)"}: ${a.reason} (policy version ${a.policyVersion})`),
+      ...(a.channels.length > 0
+        ? [fact("Who may approve it (policy's channels)", `${a.channels.join(", ")}${a.channelsRule ? ` (rule ${a.channelsRule})` : ""}`)]
+        : []),
       fact("Requested by", `${a.requestedBy}${a.requestedInSession ? ` in session ${a.requestedInSession}` : ""}`),
       fact("Approval", `${a.approvalId}${when ? ` (${when})` : ""}`),
     ],

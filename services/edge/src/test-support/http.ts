@@ -1,6 +1,7 @@
 import { request } from "node:http";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { ConnectOptions } from "./in-memory.js";
 
 export {
   initializeBody,
@@ -17,16 +18,20 @@ export function toolCall(id: number, name: string, args: Record<string, unknown>
   return { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } };
 }
 
-/** A real SDK client over Streamable HTTP; with `sessionId` it joins an existing session. */
+/**
+ * A real SDK client over Streamable HTTP; with `sessionId` it joins an existing session. Like
+ * the in-memory client, it can declare capabilities and set request handlers before it connects.
+ */
 export async function httpClient(
   url: string,
-  options: { headers?: Record<string, string>; sessionId?: string } = {},
+  options: { headers?: Record<string, string>; sessionId?: string } & ConnectOptions = {},
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     ...(options.headers ? { requestInit: { headers: options.headers } } : {}),
     ...(options.sessionId ? { sessionId: options.sessionId } : {}),
   });
-  const client = new Client({ name: "edge-http-test", version: "1.0.0" });
+  const client = new Client({ name: "edge-http-test", version: "1.0.0" }, { capabilities: options.capabilities ?? {} });
+  options.setup?.(client);
   await client.connect(transport);
   return { client, transport };
 }

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { Trace } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import { nextStepForPending } from "./approval.js";
+import type { ChannelPlace } from "../approvals/channels.js";
+import { channelPlace, nextStepForPending } from "./approval.js";
 import { defineTool } from "./define.js";
 import {
   intentOutput,
@@ -27,9 +28,9 @@ const output = z.object({
   next_step: z.string().optional().describe("What to do next, in plain words, when a step waits for approval"),
 });
 
-function traceToOutput(t: Trace, canElicit: boolean): z.output<typeof output> {
-  const results = t.results.map(stepResultToOutput);
-  const next = t.status === "pending_approval" ? nextStepForPending(results, canElicit) : undefined;
+function traceToOutput(t: Trace, place: ChannelPlace): z.output<typeof output> {
+  const results = t.results.map((r) => stepResultToOutput(r, place));
+  const next = t.status === "pending_approval" ? nextStepForPending(results) : undefined;
   return {
     status: t.status as z.output<typeof output>["status"],
     objective: t.objective,
@@ -89,6 +90,6 @@ export const achieveTool = defineTool({
       }
     }
     if (!trace) throw new ChaosError("internal", "cognition ended the run without a trace");
-    return traceToOutput(trace, ctx.canElicit());
+    return traceToOutput(trace, channelPlace(ctx));
   },
 });

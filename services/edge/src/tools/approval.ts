@@ -1,44 +1,39 @@
 import type { z } from "zod";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { channelLines, stepApprovalChannels, type ChannelPlace } from "../approvals/channels.js";
 import { renderText } from "../approvals/render-text.js";
 import { stepApprovalView } from "../approvals/view.js";
 import type { stepResultOutput } from "./cognition-shapes.js";
+import type { ToolContext } from "./define.js";
 
 type StepOutput = z.output<typeof stepResultOutput>;
 
-/** How to call `chaoscore_execute` for an approval, as an agent would type it. */
-export function executeCall(approvalId: string): string {
-  return `chaoscore_execute {"approval_id": "${approvalId}"}`;
-}
-
-/** How a person with the approver role answers an approval. */
-export function approveCall(approvalId: string): string {
-  return `chaoscore_approve {"approval_id": "${approvalId}", "approve": true}`;
+/** What this call offers for approving (docs/approvals.md §4): this client's form, the operator in standalone. */
+export function channelPlace(ctx: ToolContext): ChannelPlace {
+  return { tenant: ctx.call.tenant, canElicit: ctx.canElicit(), ...(ctx.deps.operator ? { operator: ctx.deps.operator } : {}) };
 }
 
 /**
- * How a pending approval gets answered and its step run, in plain words: the agent's call, and
- * who decides (the user through elicitation, or an approver when the client cannot elicit).
+ * How a pending approval gets answered and its step run, in plain words: every channel policy
+ * accepts for it that exists here, one per line, with the exact call or command.
  */
-export function howToRunApproved(approvalId: string, canElicit: boolean): string {
-  return canElicit
-    ? `Call ${executeCall(approvalId)}: your user will be shown the request and asked to approve it; it runs only if they do.`
-    : `This client cannot ask its user (it did not declare elicitation), so a person holding the approver role in this tenant must first call ${approveCall(approvalId)} from their own session; then call ${executeCall(approvalId)} to run it.`;
+export function howToRunApproved(approvalId: string, channels: readonly string[], place: ChannelPlace): string {
+  return channelLines(approvalId, stepApprovalChannels(approvalId, channels, place), channels);
 }
 
 /** What the agent cannot do about a pending approval. */
 export const APPROVAL_LIMITS = "You cannot approve it yourself, and changing its arguments needs a new approval.";
 
 /**
- * The next step, in plain words, when a run stopped at a step that waits for approval: what
- * the agent calls, and who decides. Undefined when nothing waits.
+ * The next step, in plain words, when a run stopped at a step that waits for approval: who can
+ * approve it here and how, and what the agent calls then. Undefined when nothing waits.
  */
-export function nextStepForPending(results: readonly StepOutput[], canElicit: boolean): string | undefined {
+export function nextStepForPending(results: readonly StepOutput[]): string | undefined {
   const pending = results.find((r) => r.status === "pending_approval" && r.approval);
   if (!pending?.approval) return undefined;
   const id = pending.approval.approval_id;
   const stopped = `Step ${pending.step_id} (${pending.capability}) did not run: policy requires a person to approve it (approval ${id}).`;
-  return `${stopped} ${howToRunApproved(id, canElicit)} Steps after it did not run either. ${APPROVAL_LIMITS}`;
+  return `${stopped} ${channelLines(id, pending.approval.channels, pending.approval.policy_channels)}\nSteps after it did not run either. ${APPROVAL_LIMITS}`;
 }
 
 /**

@@ -8,7 +8,9 @@ import { hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient } from "../test-support/http.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
-import { startTestServices, type TestServices } from "../test-support/services.js";
+import { startTestServices, TEST_PAYOUT, type TestServices } from "../test-support/services.js";
+import { connectStdio } from "../test-support/stdio.js";
+import { autoAcceptingClient } from "../../../../test/support/elicitation.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
 import type { EdgeDeps } from "../deps.js";
 
@@ -68,9 +70,9 @@ const rememberStep = (value: string) => ({
 });
 
 /** A client whose user answers every elicitation with `answer`, recording the questions. */
-async function connectWithUser(tenant: string, answer: ElicitResult | undefined, asked: string[] = []): Promise<Connected> {
+async function connectWithUser(tenant: string, answer: ElicitResult | undefined, asked: string[] = [], edgeDeps: EdgeDeps = deps): Promise<Connected> {
   const c = await connectInMemory(
-    deps,
+    edgeDeps,
     { tenant, principal: "agent" },
     answer
       ? {
@@ -94,7 +96,7 @@ async function pendingApproval(c: Connected, value = "friday"): Promise<{ id: st
 }
 
 beforeAll(async () => {
-  services = await startTestServices("approvals");
+  services = await startTestServices("approvals", { highRisk: true });
   deps = services.deps(createMemorySessionStore());
 });
 
@@ -182,14 +184,15 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
     const tenant = uniqueTenant("approve-too-long");
     await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
     const asked: string[] = [];
-    const c = await connectWithUser(tenant, { action: "accept", content: { approve: true } }, asked);
+    // As in standalone, whose operator answers through chaos-core approvals.
+    const c = await connectWithUser(tenant, { action: "accept", content: { approve: true } }, asked, { ...deps, operator: { dataDir: "/srv/chaos core" } });
     const { id } = await pendingApproval(c, "y".repeat(20 * 1024));
 
     const error = refused(await c.call("chaoscore_execute", { approval_id: id }));
     expect(error.code).toBe("approval_required");
     expect(error.message).toMatch(/too long to show in a form \(20\.\d KiB; a form carries at most 16 KiB\) and is never shown cut/);
     expect(error.message).toContain(`chaoscore_approve {"approval_id": "${id}", "approve": true}`);
-    expect(error.message).toContain(`chaos-core approvals approve ${id}`);
+    expect(error.message).toContain(`chaos-core approvals approve ${id} --tenant ${tenant} --data-dir '/srv/chaos core'`);
     expect(asked).toEqual([]);
     expect(await stored(tenant, "deploy-window")).toBeUndefined();
   });
@@ -251,6 +254,27 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
     const error = refused(await c.call("chaoscore_execute", { approval_id: id }));
     expect(error.code).toBe("approval_required");
     expect(error.message).toContain("chaoscore_approve");
+    expect(await stored(tenant, "deploy-window")).toBeUndefined();
+  });
+
+  it("names in chaoscore_remember's approval_required every channel policy accepts here, with the exact command", async () => {
+    const tenant = uniqueTenant("remember-channels");
+    await services.putPolicy(tenant, {
+      requireConfirmationFor: ["memory.remember"],
+      approvalChannels: { capabilities: { "memory.remember": { channels: ["APPROVAL_CHANNEL_OPERATOR", "APPROVAL_CHANNEL_CONSOLE"] } } },
+    });
+    // The edge run alone has no operator endpoint and no console yet: nothing here can approve it.
+    const alone = await connectWithUser(tenant, { action: "accept", content: { approve: true } });
+    const none = refused(await alone.call("chaoscore_remember", { key: "deploy-window", value: "friday" }));
+    expect(none.code).toBe("approval_required");
+    expect(none.message).toContain("No way to approve it is available here: policy accepts only operator, console for it.");
+    expect(none.message).not.toContain("chaoscore_approve");
+
+    const standalone = await connectWithUser(tenant, { action: "accept", content: { approve: true } }, [], { ...deps, operator: { dataDir: "/srv/cc" } });
+    const error = refused(await standalone.call("chaoscore_remember", { key: "deploy-window", value: "friday" }));
+    const id = /approval ([0-9a-f-]{36}) waits/.exec(error.message)![1]!;
+    expect(error.message).toContain(`\n- operator: The operator of this Chaos Core runs chaos-core approvals approve ${id} --tenant ${tenant} --data-dir /srv/cc on its machine`);
+    expect(error.message).not.toMatch(/client_elicitation|chaoscore_approve/);
     expect(await stored(tenant, "deploy-window")).toBeUndefined();
   });
 
@@ -365,4 +389,117 @@ describe("chaoscore_approve over HTTP with API keys", () => {
     const id = out.results[0]!.approval!.approval_id;
     expect(refused(await call(alice, "chaoscore_approve", { approval_id: id, approve: true })).code).toBe("permission_denied");
   });
+});
+
+describe("a client that auto-accepts every elicitation, holding no approver role", () => {
+  // The client's host answers every form with "accept, approve" by itself: no person, no role.
+  // Under the default policy that answer counts below high risk only, so a high-risk step
+  // (TEST_PAYOUT: no built-in capability is high risk) must never run on it, on any transport.
+  const channelSet = (...names: string[]) => ({ channels: names.map((n) => `APPROVAL_CHANNEL_${n.toUpperCase()}`) });
+  const optIn = { approvalChannels: { high: channelSet("client_elicitation", "approver") } };
+  const apiKey = randomBytes(24).toString("base64url");
+  const httpTenant = `auto-${randomBytes(3).toString("hex")}`;
+  let edge: RunningHttpTransport;
+  const closers: Array<() => Promise<void>> = [];
+
+  beforeAll(async () => {
+    edge = await startHttpTransport(services.deps(createMemorySessionStore()), {
+      port: 0,
+      apiKeys: [{ tenant: httpTenant, principal: "agent", sha256: hashApiKey(apiKey) }],
+    });
+  });
+  afterAll(async () => {
+    for (const close of closers) await close();
+    await edge?.close();
+  });
+
+  interface Agent {
+    readonly tenant: string;
+    call(name: string, args: Record<string, unknown>): Promise<CallToolResult>;
+  }
+  const transports: Array<[string, (asked: string[]) => Promise<Agent>]> = [
+    [
+      "in-memory",
+      async (asked) => {
+        const tenant = uniqueTenant("auto-accept");
+        const c = await connectInMemory(deps, { tenant, principal: "agent" }, autoAcceptingClient(asked));
+        open.push(c);
+        return { tenant, call: c.call };
+      },
+    ],
+    [
+      "stdio",
+      async (asked) => {
+        const c = await connectStdio(deps, autoAcceptingClient(asked));
+        closers.push(c.close);
+        return { tenant: "default", call: c.call };
+      },
+    ],
+    [
+      "HTTP",
+      async (asked) => {
+        const { client } = await httpClient(edge.url, { headers: { authorization: `Bearer ${apiKey}` }, ...autoAcceptingClient(asked) });
+        closers.push(() => client.close());
+        return { tenant: httpTenant, call: async (name, args) => (await client.callTool({ name, arguments: args })) as CallToolResult };
+      },
+    ],
+  ];
+
+  const payoutStep = (beneficiary: string) => ({ id: "p1", capability: TEST_PAYOUT, input: { beneficiary, amount: 25_000 }, rationale: "hand-written" });
+  const paidTo = (beneficiary: string) => services.payouts.filter((p) => (p as { beneficiary: string }).beneficiary === beneficiary).length;
+
+  for (const [transport, connect] of transports) {
+    it(`${transport}: never runs a high-risk step on the client's own answer, records the refused attempt, and lists who can approve`, async () => {
+      const asked: string[] = [];
+      const agent = await connect(asked);
+      await services.putPolicy(agent.tenant, {});
+      const beneficiary = `refused-${transport}`;
+      const out = ok(await agent.call("chaoscore_execute", { steps: [payoutStep(beneficiary)] }));
+      const pending = out.results[0]! as StepResult & { approval: { approval_id: string; policy_channels: string[]; channels: Array<{ channel: string; call?: string }> } };
+      expect(pending).toMatchObject({ status: "pending_approval", ran: false });
+      const id = pending.approval.approval_id;
+      expect(pending.approval.policy_channels).toEqual(["approver", "operator", "console"]);
+      expect(pending.approval.channels).toEqual([
+        expect.objectContaining({ channel: "approver", call: `chaoscore_approve {"approval_id": "${id}", "approve": true}` }),
+      ]);
+      expect(out.next_step).not.toMatch(/your user will be shown/);
+
+      const error = refused(await agent.call("chaoscore_execute", { approval_id: id }));
+      expect(error.code).toBe("approval_required");
+      expect(error.message).toContain(`approval ${id} has not been answered, and policy does not accept an answer from this client for it (${TEST_PAYOUT}, risk high, rule approvalChannels.byRisk.high)`);
+      expect(error.message).toContain(`\n- approver: A person holding the approver role in this tenant calls chaoscore_approve {"approval_id": "${id}", "approve": true}`);
+      expect(error.message).not.toContain("client_elicitation");
+      // The form was never put to the client, and nothing ran.
+      expect(asked).toEqual([]);
+      expect(paidTo(beneficiary)).toBe(0);
+      // The attempt reached cognition, which recorded it; no answer was recorded.
+      const mine = services.audit.events().filter((e) => "approvalId" in e && e.approvalId === id);
+      expect(mine.map((e) => e.type)).toEqual(["step.outcome", "step.outcome"]);
+      expect(mine[1]).toMatchObject({ status: "failed", ran: false, errorCode: "approval_required", call: { tenant: agent.tenant } });
+      // Without the role, chaoscore_approve is no way around it either.
+      expect(refused(await agent.call("chaoscore_approve", { approval_id: id, approve: true })).code).toBe("permission_denied");
+      expect(paidTo(beneficiary)).toBe(0);
+    });
+
+    it(`${transport}: runs it with the operator's opt-in, recorded as client_elicitation`, async () => {
+      const asked: string[] = [];
+      const agent = await connect(asked);
+      await services.putPolicy(agent.tenant, optIn);
+      const beneficiary = `opted-in-${transport}`;
+      const out = ok(await agent.call("chaoscore_execute", { steps: [payoutStep(beneficiary)] }));
+      const id = out.results[0]!.approval!.approval_id;
+      expect(out.next_step).toMatch(/your user will be shown the request/);
+
+      const ran = ok(await agent.call("chaoscore_execute", { approval_id: id }));
+      expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
+      expect(ran.approval).toMatchObject({ approval_id: id, status: "approved" });
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toContain(`beneficiary = "${beneficiary}"`);
+      expect(paidTo(beneficiary)).toBe(1);
+      expect(services.audit.events().find((e) => e.type === "approval.resolution" && e.approvalId === id)).toMatchObject({
+        channel: "client_elicitation",
+        resolvedBy: expect.stringMatching(/^human via elicitation in session /) as unknown as string,
+      });
+    });
+  }
 });

@@ -1,13 +1,15 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import { executeCall } from "./approval.js";
+import { executeCall } from "../approvals/channels.js";
 import { defineTool } from "./define.js";
 
 /**
  * `chaoscore_approve`: a person holding the approver role answers a pending approval of their
- * tenant. The role comes from the request's verified API key only; cognition refuses an
- * approver answering their own request, and an approval of another tenant is not found.
+ * tenant (channel `approver`). The role comes from the request's verified API key only;
+ * cognition refuses an approver answering their own request and an approval whose policy does
+ * not accept the approver channel (`channel_not_allowed`), and an approval of another tenant is
+ * not found.
  */
 export const approveTool = defineTool({
   name: "chaoscore_approve",
@@ -40,7 +42,7 @@ export const approveTool = defineTool({
       throw new ChaosError(
         "permission_denied",
         "chaoscore_approve needs the approver role, which the operator grants to an API key; this credential does not hold it. " +
-          `A person with the role must answer, or the requesting session's user can be asked with ${executeCall(args.approval_id)}.`,
+          `A person with the role must answer, or the operator; ${executeCall(args.approval_id)} lists every way to approve it here.`,
       );
     }
     const res = await ctx.deps.cognition.resolveApproval(

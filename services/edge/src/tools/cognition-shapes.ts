@@ -7,6 +7,7 @@ import type {
   PlanStep,
   StepResult,
 } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { acceptedChannels, approvalChannelOutput, stepApprovalChannels, type ChannelPlace } from "../approvals/channels.js";
 import { isoTime } from "./memory-item.js";
 
 // Limits checked by the schema, so a bad argument is refused naming the field before any call
@@ -111,6 +112,8 @@ export const stepResultOutput = z.object({
       matched_rule: z.string(),
       reason: z.string(),
       risk: z.string(),
+      policy_channels: z.array(z.string()).describe("Every channel policy accepts for this approval, wherever it is served"),
+      channels: z.array(approvalChannelOutput).describe("The ways to approve it that exist here, each with its exact call or command"),
     })
     .optional()
     .describe("Only on pending_approval: the step did not run and waits for a human"),
@@ -171,7 +174,8 @@ export function planToOutput(plan: PlanResponse): z.output<typeof tracePlanOutpu
   };
 }
 
-export function stepResultToOutput(r: StepResult): z.output<typeof stepResultOutput> {
+/** A step result as the tools show it; a pending approval lists the ways to approve it in `place`. */
+export function stepResultToOutput(r: StepResult, place: ChannelPlace): z.output<typeof stepResultOutput> {
   return {
     step_id: r.stepId,
     capability: r.capability,
@@ -199,6 +203,8 @@ export function stepResultToOutput(r: StepResult): z.output<typeof stepResultOut
             matched_rule: r.approval.matchedRule,
             reason: r.approval.reason,
             risk: r.approval.risk,
+            policy_channels: [...acceptedChannels(r.approval.channels)],
+            channels: stepApprovalChannels(r.approval.approvalId, r.approval.channels, place),
           },
         }
       : {}),

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
-import { ApprovalChannel, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { ApprovalChannel, type GetApprovalResponse, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { acceptedChannels, executeCall } from "../approvals/channels.js";
 import { fitsForm, tooLongForForm } from "../approvals/render-text.js";
 import { defineTool, type ToolContext } from "./define.js";
-import { approvalQuestion, approveCall, executeCall, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
+import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
 
 const output = z.object({
@@ -34,8 +35,9 @@ function approvalSchema() {
 }
 
 function withNextStep(results: StepResult[], ctx: ToolContext): Output {
-  const out = results.map(stepResultToOutput);
-  const next = nextStepForPending(out, ctx.canElicit());
+  const place = channelPlace(ctx);
+  const out = results.map((r) => stepResultToOutput(r, place));
+  const next = nextStepForPending(out);
   return { results: out, ...(next ? { next_step: next } : {}) };
 }
 
@@ -48,44 +50,66 @@ async function runApproval(approvalId: string, ctx: ToolContext): Promise<StepRe
   return res.results;
 }
 
+/** The answer for an approval already answered (or used): cognition's executor decides what happens. */
+function answeredOutput(approvalId: string, status: string, resolvedBy: string, results: StepResult[], ctx: ToolContext): Output {
+  const out = withNextStep(results, ctx);
+  const next =
+    nextStepAfterFailedRun(approvalId, out.results) ??
+    (out.results.some((r) => r.status === "executed") ? undefined : `Approval ${approvalId} is ${status}: the step did not run now. Do not retry it.`);
+  return {
+    ...out,
+    ...(status === "approved" || status === "rejected"
+      ? { approval: { approval_id: approvalId, status, ...(resolvedBy ? { resolved_by: resolvedBy } : {}) } }
+      : {}),
+    ...(next ? { next_step: next } : {}),
+  };
+}
+
+/**
+ * Why this call does not ask its user through a form, or undefined when it may: policy must
+ * accept the client's own answer for this approval (by default not at high risk and above: the
+ * client's host can answer a form itself), the client must have declared form elicitation, and
+ * the whole question must fit a form.
+ */
+function whyNotAsked(view: GetApprovalResponse, question: string, ctx: ToolContext): string | undefined {
+  if (!acceptedChannels(view.channels).includes("client_elicitation")) {
+    const rule = view.channelsRule ? `rule ${view.channelsRule}` : "an approval stored before channels existed";
+    return (
+      `policy does not accept an answer from this client for it (${view.capability}, risk ${view.risk || "unspecified"}, ${rule}): ` +
+      "a form the client answers proves nothing about a person, so your user was not asked."
+    );
+  }
+  if (!ctx.canElicit()) return "this client cannot ask its user (it did not declare elicitation).";
+  if (!fitsForm(question)) return tooLongForForm(question);
+  return undefined;
+}
+
 /**
  * `{approval_id}`: runs the step once it is approved. Still pending: the user of this session is
  * shown every argument of the call (from cognition, never from the agent's arguments) and asked,
- * when the client can elicit and the question fits a form (16 KiB; it is never cut); otherwise
- * an approver or the operator must answer first. Answered already (by an approver,
- * or rejected, or used): cognition's executor says what happens.
+ * when policy accepts the client's answer for it, the client can elicit, and the question fits a
+ * form (16 KiB; it is never cut). Otherwise the client is not asked: the attempt still goes to
+ * cognition, which records it, and the answer lists every channel that can approve it here.
+ * Answered already (by an approver, the operator, or rejected, or used): cognition's executor
+ * says what happens.
  */
 async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Output> {
   const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
-  if (view.status !== "pending") {
-    const out = withNextStep(await runApproval(approvalId, ctx), ctx);
-    const next =
-      nextStepAfterFailedRun(approvalId, out.results) ??
-      (out.results.some((r) => r.status === "executed") ? undefined : `Approval ${approvalId} is ${view.status}: the step did not run now. Do not retry it.`);
-    return {
-      ...out,
-      ...(view.status === "approved" || view.status === "rejected"
-        ? { approval: { approval_id: approvalId, status: view.status, ...(view.resolvedBy ? { resolved_by: view.resolvedBy } : {}) } }
-        : {}),
-      ...(next ? { next_step: next } : {}),
-    };
-  }
-  if (!ctx.canElicit()) {
-    throw new ChaosError(
-      "approval_required",
-      `approval ${approvalId} has not been answered, and this client cannot ask its user (it did not declare elicitation). ` +
-        `A person holding the approver role in this tenant must call ${approveCall(approvalId)} from their own session; ` +
-        `then call ${executeCall(approvalId)} again. Nothing ran.`,
-    );
-  }
+  if (view.status !== "pending") return answeredOutput(approvalId, view.status, view.resolvedBy, await runApproval(approvalId, ctx), ctx);
   const question = approvalQuestion(view);
-  if (!fitsForm(question)) {
+  const why = whyNotAsked(view, question, ctx);
+  if (why) {
+    // Cognition records the refused attempt (and runs the step if it was approved meanwhile).
+    const results = await runApproval(approvalId, ctx);
+    const stillPending = results.length === 1 && !results[0]!.ran && results[0]!.errorCode === "approval_required";
+    if (!stillPending) {
+      const now = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
+      return answeredOutput(approvalId, now.status, now.resolvedBy, results, ctx);
+    }
+    const place = { ...channelPlace(ctx), canElicit: false };
     throw new ChaosError(
       "approval_required",
-      `approval ${approvalId}: ${tooLongForForm(question)} A person holding the approver role in this tenant must call ` +
-        `${approveCall(approvalId)} from their own session, or, where Chaos Core runs as chaos-core serve or stdio, the ` +
-        `operator runs chaos-core approvals approve ${approvalId} (chaos-core approvals list shows the whole call); ` +
-        `then call ${executeCall(approvalId)} again. Nothing ran.`,
+      `approval ${approvalId} has not been answered, and ${why}\n${howToRunApproved(approvalId, view.channels, place)}\nNothing ran.`,
     );
   }
   const answer = await ctx.elicit({ message: question, requestedSchema: approvalSchema() });
@@ -129,10 +153,11 @@ export const executeTool = defineTool({
   description:
     "Run a plan from chaoscore_plan ({plan_id}, this session's only), an explicit list of steps ({steps}), or the step " +
     "of a pending approval ({approval_id}). Every step goes through policy first: a denied step never runs (status " +
-    "denied), a step that needs approval stops the run (status pending_approval, with next_step), and the steps after " +
-    "a failure, denial or approval stop are skipped. With {approval_id} the step runs once, after a person approved " +
-    "it: your user is asked when this client supports elicitation, otherwise an approver must call chaoscore_approve " +
-    "first. Success is decided by code: the handler returned and its output matches the capability's output schema.",
+    "denied), a step that needs approval stops the run (status pending_approval, with the ways to approve it and " +
+    "next_step), and the steps after a failure, denial or approval stop are skipped. With {approval_id} the step runs " +
+    "once, after a person approved it: your user is asked when policy accepts your client's answer for it and this " +
+    "client supports elicitation; otherwise an approver (chaoscore_approve) or the operator must answer first. " +
+    "Success is decided by code: the handler returned and its output matches the capability's output schema.",
   input: z
     .object({
       plan_id: z.string().min(1).max(64).optional().describe("A plan id from chaoscore_plan in this session"),

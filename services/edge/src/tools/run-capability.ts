@@ -4,7 +4,7 @@ import { ChaosError, ERROR_CODES, type ErrorCode } from "@chaos-core/kit";
 import type { StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { z } from "zod";
 import type { ToolContext } from "./define.js";
-import { APPROVAL_LIMITS, howToRunApproved } from "./approval.js";
+import { APPROVAL_LIMITS, channelPlace, howToRunApproved } from "./approval.js";
 import { RUN_TIMEOUT_MS } from "./cognition-shapes.js";
 
 /** The id of the one step a capability tool sends; the audit ledger records it with the step. */
@@ -38,7 +38,8 @@ function ruleOf(r: StepResult): string {
  * the handler, evaluation) and returns its output checked against `output`. Anything other than
  * an executed step is thrown as the typed error a client branches on: `policy_denied` naming the
  * capability, rule and reason; `approval_required` with the approval id and how to run it; a
- * failed step's own code and message.
+ * failed step's own code and message. The approval's message lists every channel that can approve
+ * it here (policy's list, filtered to this call), one per line.
  */
 export async function runCapability<O extends z.ZodType>(
   ctx: ToolContext,
@@ -71,7 +72,7 @@ export async function runCapability<O extends z.ZodType>(
       throw new ChaosError(
         "approval_required",
         `${capability} needs a human approval under policy (${ruleOf(r)}): ${r.verdict?.reason ?? ""}. ` +
-          `Nothing ran: approval ${id} waits for a person. ${howToRunApproved(id, ctx.canElicit())} ${APPROVAL_LIMITS}`,
+          `Nothing ran: approval ${id} waits for a person.\n${howToRunApproved(id, r.approval?.channels ?? [], channelPlace(ctx))}\n${APPROVAL_LIMITS}`,
       );
     }
     case "failed":

@@ -15,10 +15,11 @@ export const APPROVER_ROLE = "approver";
 
 /**
  * How the decision reached us: `approver` (a verified principal holding the approver role, never
- * the requester) or `human_elicitation` (the person at the requesting client, asked by the edge
- * through MCP elicitation; that person is the requester's user, so no role is needed).
+ * the requester), `console` (the same, signed in to the approval page; the actor reads
+ * `console:<principal>`) or `human_elicitation` (the person at the requesting client, asked by
+ * the edge through MCP elicitation; that person is the requester's user, so no role is needed).
  */
-export type ActorKind = "approver" | "human_elicitation";
+export type ActorKind = "approver" | "console" | "human_elicitation";
 
 /** The verified principal that decided. Roles come from the operator's credentials, never from a request. */
 export interface DecidingActor {
@@ -83,14 +84,14 @@ export function issueReceipt(input: IssueReceiptInput, keyring: Keyring): IssueR
   if (!inspected.ok) return refuse(inspected.code, inspected.problem);
 
   let actor: string;
-  if (input.actorKind === "approver") {
+  if (input.actorKind === "approver" || input.actorKind === "console") {
     if (!input.actor.roles.includes(APPROVER_ROLE)) {
       return refuse("not_an_approver", `${input.actor.principal} does not hold the ${APPROVER_ROLE} role`);
     }
     if (input.actor.principal === input.requester) {
       return refuse("self_approval", `${input.actor.principal} requested this call and cannot decide on it`);
     }
-    actor = input.actor.principal;
+    actor = input.actorKind === "console" ? `console:${input.actor.principal}` : input.actor.principal;
   } else {
     // Marked in the receipt, so an audit reader can tell the client's human from an approver.
     actor = `elicitation:${input.actor.principal}`;

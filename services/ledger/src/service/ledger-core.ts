@@ -86,6 +86,26 @@ export function approvedVia(via: string): ApprovedVia {
   throw new ChaosError("invalid_argument", `approved_via: must be "approver_role" or "elicitation", got "${via}"`);
 }
 
+/**
+ * How an answer to a cognition step reached the ledger: also the standalone `operator` and the
+ * approval `console` (cognition checked the channel against policy and its own rule first).
+ */
+export type StepApprovedVia = ApprovedVia | "operator" | "console";
+
+/** The canonical channel name of each `approved_via` (docs/approvals.md §1), as entries record it. */
+const CHANNEL_OF: Record<StepApprovedVia, string> = {
+  approver_role: "approver",
+  elicitation: "client_elicitation",
+  operator: "operator",
+  console: "console",
+};
+
+function stepApprovedVia(via: string): StepApprovedVia {
+  if (via === "operator" || via === "console") return via;
+  if (via === "approver_role" || via === "elicitation") return via;
+  throw new ChaosError("invalid_argument", `approved_via: must be "approver_role", "elicitation", "operator" or "console", got "${via}"`);
+}
+
 function asRisk(risk: string): Risk {
   if ((RISKS as readonly string[]).includes(risk)) return risk as Risk;
   throw new ChaosError("invalid_argument", `step.risk: must be one of ${RISKS.join(", ")}`);
@@ -215,7 +235,9 @@ export class LedgerCore {
       step?: StepBinding;
     },
   ) {
-    const via = approvedVia(input.approvedVia);
+    // Operator and console answers come from cognition's steps only, until the ledger checks
+    // spend and tool-receipt channels itself (docs/approvals.md §9, increment 5).
+    const via = input.step ? stepApprovedVia(input.approvedVia) : approvedVia(input.approvedVia);
     if (input.decision !== "allow" && input.decision !== "deny") {
       throw new ChaosError("invalid_argument", `decision: must be "allow" or "deny", got "${input.decision}"`);
     }
@@ -257,9 +279,9 @@ export class LedgerCore {
         call: input.toolCall,
         policy: this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step),
         decision: input.decision,
-        actor: { principal: call.principal, roles: via === "approver_role" ? ["approver"] : [] },
+        actor: { principal: call.principal, roles: via === "elicitation" ? [] : ["approver"] },
         requester,
-        actorKind: via === "approver_role" ? "approver" : "human_elicitation",
+        actorKind: via === "elicitation" ? "human_elicitation" : via === "console" ? "console" : "approver",
         ttlSeconds: receiptTtl(input.ttlSeconds),
         now,
         tenant: call.tenant,
@@ -288,6 +310,7 @@ export class LedgerCore {
       risk: r.risk,
       actor: r.actor,
       requester,
+      ...(input.step ? { channel: CHANNEL_OF[via] } : {}),
       decision: r.decision,
       nonce: r.nonce,
       expiry: r.expiry,

@@ -1160,7 +1160,8 @@ export type IssueReceiptRequest = Message<"chaoscore.ledger.v1.IssueReceiptReque
   ttlSeconds: number;
 
   /**
-   * "approver_role" or "elicitation".
+   * "approver_role" or "elicitation"; with a step binding also "operator" (the standalone admin
+   * endpoint) or "console" (the approval page; the receipt's actor reads console:<principal>).
    *
    * @generated from field: string approved_via = 4;
    */

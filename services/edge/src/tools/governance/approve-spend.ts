@@ -6,7 +6,8 @@ import { gateOutput, toGateOutput } from "./gate-result.js";
 import { askHuman, type HumanQuestion } from "./human-approval.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { jsonObjectOutput, requestSeq, ttlSeconds } from "./shapes.js";
-import { approveSpendCall, SPEND_CHANNELS, spendApprovalNextStep } from "./spend-approval-channels.js";
+import { APPROVAL_CHANNEL_NAMES, type ApprovalChannelName } from "../../approvals/channels.js";
+import { approveSpendCall, spendApprovalNextStep } from "./spend-approval-channels.js";
 import { describeSpendRequest } from "./spend-request-text.js";
 
 /** Who answered and how; shared by the tools that need a person. */
@@ -30,7 +31,7 @@ const VIA_OF_CHANNEL: Readonly<Record<string, z.output<typeof humanOutput>["via"
 const output = gateOutput.partial().extend({
   human: humanOutput,
   approved_by: z.string().optional().describe("Who approved, as the ledger recorded it (alice, console:alice, operator, elicitation:<you>)"),
-  channel: z.enum(SPEND_CHANNELS).optional().describe("The channel the approval came through"),
+  channel: z.enum(APPROVAL_CHANNEL_NAMES).optional().describe("The channel the approval came through"),
   receipt: jsonObjectOutput
     .optional()
     .describe("For an approved finance tool request, handed to its requester: the signed receipt, to pass back whole to that tool"),
@@ -124,7 +125,7 @@ async function collect(ctx: ToolContext, request: SpendRequest, ttl: number | un
     ...gate,
     human: { answer: "confirmed" as const, via },
     approved_by: res.approvedBy,
-    ...((SPEND_CHANNELS as readonly string[]).includes(res.channel) ? { channel: res.channel as (typeof SPEND_CHANNELS)[number] } : {}),
+    ...((APPROVAL_CHANNEL_NAMES as readonly string[]).includes(res.channel) ? { channel: res.channel as ApprovalChannelName } : {}),
     ...(res.receipt ? { receipt: res.receipt } : {}),
     collect_seq: seqNumber(res.ledgerSeq),
     next_step: `${handedOverNextStep(request, `${res.channel}, by ${res.approvedBy}`, gate.ledger_seq, res.receipt)} Collected in ledger entry ${seqNumber(res.ledgerSeq)}.`,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { approvalChannelOutput, operatorCommand, type ApprovalChannelOption } from "../../approvals/channels.js";
 import type { ToolContext } from "../define.js";
 
 /** How to call approve_spend for a recorded request, as an agent would type it. */
@@ -6,39 +7,8 @@ export function approveSpendCall(requestSeq: number): string {
   return `approve_spend {"request_seq": ${requestSeq}}`;
 }
 
-/** The ways a person can approve (docs/approvals.md §1), by their canonical names. */
-export const SPEND_CHANNELS = ["approver", "operator", "console", "client_elicitation"] as const;
-export type SpendChannel = (typeof SPEND_CHANNELS)[number];
-
-/** One way to approve a held spend here. */
-export interface SpendApprovalChannel {
-  readonly channel: SpendChannel;
-  /** Who does what, in words. */
-  readonly how: string;
-  /** The MCP call that answers through this channel, when it is a call. */
-  readonly call?: string;
-  /** The exact command line, when it is one. */
-  readonly command?: string;
-}
-
-/** `approval_channels` in a tool's output. */
-export const approvalChannelsOutput = z
-  .array(
-    z.object({
-      channel: z.enum(SPEND_CHANNELS),
-      how: z.string(),
-      call: z.string().optional(),
-      command: z.string().optional(),
-    }),
-  )
-  .describe("Every way a person can approve it here; none of them is you");
-
-/** The tenant stdio and unauthenticated loopback serve, which `chaos-core approvals` assumes. */
-const DEFAULT_TENANT = "default";
-
-function shellWord(word: string): string {
-  return /^[A-Za-z0-9_./:@%+=-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
-}
+/** `approval_channels` in a tool's output: the same shape as a step approval's channel list. */
+export const approvalChannelsOutput = z.array(approvalChannelOutput).describe("Every way a person can approve it here; none of them is you");
 
 /**
  * The operator's command line for a spend request, exact for this process: the tenant and the
@@ -46,10 +16,7 @@ function shellWord(word: string): string {
  */
 export function operatorSpendCommand(ctx: ToolContext, verb: "approve-spend" | "reject-spend", requestSeq: number): string | undefined {
   const operator = ctx.deps.operator;
-  if (!operator) return undefined;
-  const tenant = ctx.call.tenant === DEFAULT_TENANT ? "" : ` --tenant ${shellWord(ctx.call.tenant)}`;
-  const dataDir = operator.dataDir ? ` --data-dir ${shellWord(operator.dataDir)}` : "";
-  return `chaos-core approvals ${verb} ${requestSeq}${tenant}${dataDir}`;
+  return operator ? operatorCommand(verb, requestSeq, ctx.call.tenant, operator) : undefined;
 }
 
 /**
@@ -58,9 +25,9 @@ export function operatorSpendCommand(ctx: ToolContext, verb: "approve-spend" | "
  * added here: an approver's own key; the operator's command where this process has the local
  * admin endpoint (standalone); the client's user when this client can be asked.
  */
-export function spendApprovalChannels(ctx: ToolContext, requestSeq: number): SpendApprovalChannel[] {
+export function spendApprovalChannels(ctx: ToolContext, requestSeq: number): ApprovalChannelOption[] {
   const call = approveSpendCall(requestSeq);
-  const channels: SpendApprovalChannel[] = [
+  const channels: ApprovalChannelOption[] = [
     { channel: "approver", how: `someone holding the approver role calls ${call} with their own API key`, call },
   ];
   const command = operatorSpendCommand(ctx, "approve-spend", requestSeq);
