@@ -121,17 +121,18 @@ describe("the cognition tools with the heuristic provider", () => {
     }
   });
 
-  it("inspect lists four capabilities and the heuristic provider, without a secret", async () => {
+  it("inspect lists four plannable capabilities and the internal memory.episode, and the heuristic provider, without a secret", async () => {
     for (const [name, client] of clients()) {
-      const caps = ok<{ capabilities: Array<{ name: string }> }>(
+      const caps = ok<{ capabilities: Array<{ name: string; internal?: boolean }> }>(
         await client.callTool({ name: "chaoscore_inspect", arguments: { what: "capabilities" } }),
       );
-      expect(caps.capabilities.map((c) => c.name).sort(), name).toEqual([
+      expect(caps.capabilities.filter((c) => !c.internal).map((c) => c.name).sort(), name).toEqual([
         "cognition.generate_text",
         "http.request",
         "memory.recall",
         "memory.remember",
       ]);
+      expect(caps.capabilities.filter((c) => c.internal).map((c) => c.name), name).toEqual(["memory.episode"]);
       const res = ok<{ provider: { id: string; model: string; configured: boolean } }>(
         await client.callTool({ name: "chaoscore_inspect", arguments: { what: "providers" } }),
       );
@@ -150,6 +151,49 @@ describe("the cognition tools under a policy denying memory.remember", () => {
       expect(trace.status, name).toBe("denied");
       expect(trace.results[0], name).toMatchObject({ capability: "memory.remember", status: "denied", decision: "DENY", ran: false });
       expect(await recall(client, trace.plans[0]!.steps[0]!.input.key as string), name).toEqual([]);
+    }
+  });
+
+  it("achieve stores no episode or procedure, says so, and the audit ledger shows the DENY, on both transports", async () => {
+    for (const [name, client] of clients()) {
+      const res = ok<Trace & { episode_key?: string; notes: string[]; bookkeeping: Array<Record<string, unknown>> }>(
+        await client.callTool({ name: "chaoscore_achieve", arguments: { objective: "recall what I stored about the deploy window" } }),
+      );
+      // The run (memory.recall) is allowed; only its bookkeeping is a memory.remember write.
+      expect(res.status, name).toBe("succeeded");
+      expect(res.episode_key, name).toBeUndefined();
+      expect(res.bookkeeping.map((w) => [w.kind, w.stored, w.decision, w.matched_rule]), name).toEqual([
+        ["episode", false, "DENY", "memory.remember: deniedCapabilities"],
+        ["procedure", false, "DENY", "memory.remember: deniedCapabilities"],
+      ]);
+      expect(res.notes, name).toContain("The episode was not stored: policy denied memory.remember (deniedCapabilities)");
+      for (const query of ["episode:", "procedure:"]) {
+        const found = ok<{ items: unknown[] }>(await client.callTool({ name: "chaoscore_recall", arguments: { query } }));
+        expect(found.items, `${name} ${query}`).toEqual([]);
+      }
+      const audit = ok<{ entries: Array<{ event: Record<string, unknown> }> }>(
+        await client.callTool({ name: "inspect_audit_ledger", arguments: { limit: 50 } }),
+      );
+      const denials = audit.entries.filter((e) => e.event.type === "step.decision" && e.event.capability === "memory.episode");
+      expect(denials.length, name).toBeGreaterThanOrEqual(2);
+      expect(denials[0]!.event, name).toMatchObject({
+        verdict: {
+          decision: "DENY",
+          matchedRule: "memory.remember: deniedCapabilities",
+          implied: [{ capability: "memory.remember", verdict: { decision: "DENY", matchedRule: "deniedCapabilities" } }],
+        },
+      });
+    }
+  });
+
+  it("execute refuses a hand-written memory.episode step as internal, on both transports", async () => {
+    for (const [name, client] of clients()) {
+      const res = (await client.callTool({
+        name: "chaoscore_execute",
+        arguments: { steps: [{ id: "s1", capability: "memory.episode", input: { key: "episode:forged", value: 1, tags: [], ttl_seconds: 60 } }] },
+      })) as CallToolResult;
+      expect(res.isError, name).toBe(true);
+      expect(JSON.stringify(res.content), name).toMatch(/invalid_argument: .*memory\.episode\\" is an internal capability/);
     }
   });
 

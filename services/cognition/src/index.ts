@@ -28,15 +28,16 @@ export type {
   CapabilityRisk,
 } from "./capabilities/capability.js";
 export { defineCapability } from "./capabilities/capability.js";
-export { CAPABILITY_NAME_RE, createCapabilityRegistry } from "./capabilities/registry.js";
+export { CAPABILITY_NAME_RE, createCapabilityRegistry, offeredCapability } from "./capabilities/registry.js";
 export type { CapabilityInfo, CapabilityRegistry } from "./capabilities/registry.js";
 export { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 export { generateTextCapability } from "./capabilities/generate-text.js";
 export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
+export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
 export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
-export type { ExecutorDeps, ResolveApprovalDeps } from "./executor/executor.js";
-export type { ExecutableStep, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
+export type { ExecuteStepOptions, ExecutorDeps, ResolveApprovalDeps } from "./executor/executor.js";
+export type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
 export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";
 export { argsHash, canonicalJson } from "./executor/canonical-json.js";
@@ -109,7 +110,7 @@ export { DEFAULT_MAX_REPLANS, MAX_REPLANS_LIMIT, runCognitiveCore } from "./brai
 export type { BrainContext, BrainDeps, BrainStage, BrainStatus, CognitiveRequest, CognitiveTrace, StageListener } from "./brain/brain.js";
 export { keyWords, objectiveSignature } from "./brain/signature.js";
 export { EPISODE_TAG, PROCEDURE_TAG, procedureKey, signatureTag } from "./brain/memory-records.js";
-export type { PastEpisode, RecalledMemory } from "./brain/memory-records.js";
+export type { BookkeepingWrite, PastEpisode, RecalledMemory } from "./brain/memory-records.js";
 export { createCognitionHandlers } from "./handlers/cognition-handlers.js";
 export type { CognitionDeps } from "./handlers/cognition-handlers.js";
 export { loadCognitionConfig } from "./config.js";

@@ -19,7 +19,8 @@ import { OpenAICompatibleProvider } from "../providers/openai-compatible.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 import { chatReply, startOpenAIStandIn } from "../test-support/openai-stand-in.js";
 import { runCognitiveCore, type BrainDeps, type BrainStage } from "./brain.js";
-import { EPISODE_TAG, PROCEDURE_TAG, procedureKey, signatureTag } from "./memory-records.js";
+import { memoryEpisodeCapability } from "../capabilities/memory-episode.js";
+import { EPISODE_TAG, episodeValue, PROCEDURE_TAG, procedureKey, signatureTag } from "./memory-records.js";
 import { objectiveSignature } from "./signature.js";
 
 let services: RealServices;
@@ -134,6 +135,10 @@ describe("runCognitiveCore", () => {
     expect(JSON.stringify((episode?.value as { steps: unknown }).steps)).not.toContain("ci-7");
     const procedure = await recallValue(tenant, procedureKey(signature));
     expect(procedure).toMatchObject({ tags: [PROCEDURE_TAG, signatureTag(signature)], value: { capabilities: sequence } });
+    expect(first.bookkeeping).toEqual([
+      expect.objectContaining({ kind: "episode", stored: true, key: first.episodeKey, decision: "ALLOW" }),
+      expect.objectContaining({ kind: "procedure", stored: true, key: procedureKey(signature), decision: "ALLOW" }),
+    ]);
 
     const second = await runCognitiveCore({ objective: "the build server is ci-7: remember that!" }, deps);
     expect(second.context.procedure).toEqual(sequence);
@@ -200,6 +205,102 @@ describe("runCognitiveCore", () => {
   });
 });
 
+/** Every bookkeeping item the tenant's memory holds: episodes and procedures. */
+async function bookkeepingItems(tenant: string): Promise<string[]> {
+  const res = await memory.search({ query: "", tags: [], limit: 100, cursor: "" }, { ctx: { tenant, principal: "agent" } });
+  return res.items.map((i) => i.key).filter((k) => k.startsWith("episode:") || k.startsWith("procedure:"));
+}
+
+describe("the brain's own writes, under policy", () => {
+  const OBJECTIVE = "frobnicate the widgets";
+
+  it("stores no episode or procedure while memory.remember is denied, and the trace and the audit say which rule held", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { deniedCapabilities: ["memory.remember"] });
+    const { deps, audit } = harness(tenant);
+    const trace = await runCognitiveCore({ objective: OBJECTIVE }, deps);
+
+    // The run itself is not memory.remember: it succeeds; only its record is refused.
+    expect(trace.status).toBe("succeeded");
+    expect(calls).toEqual(["test.frobnicate"]);
+    expect(await bookkeepingItems(tenant)).toEqual([]);
+    expect(trace.episodeKey).toBeUndefined();
+    const held = { stored: false, decision: "DENY", matchedRule: "memory.remember: deniedCapabilities" };
+    expect(trace.bookkeeping).toEqual([expect.objectContaining({ kind: "episode", ...held }), expect.objectContaining({ kind: "procedure", ...held })]);
+    expect(trace.bookkeeping.every((w) => w.key === undefined)).toBe(true);
+    expect(trace.notes).toContain("The episode was not stored: policy denied memory.remember (deniedCapabilities)");
+    expect(trace.notes).toContain("The procedure was not stored: policy denied memory.remember (deniedCapabilities)");
+
+    const decisions = audit.events().filter((e) => e.type === "step.decision" && e.capability === "memory.episode");
+    expect(decisions).toHaveLength(2);
+    expect(decisions[0]).toMatchObject({
+      verdict: {
+        decision: "DENY",
+        matchedRule: "memory.remember: deniedCapabilities",
+        decidedBy: "memory.remember",
+        implied: [{ capability: "memory.remember", risk: "low", verdict: { decision: "DENY", matchedRule: "deniedCapabilities" } }],
+      },
+    });
+    const outcomes = audit.events().filter((e) => e.type === "step.outcome" && e.capability === "memory.episode");
+    expect(outcomes.map((e) => e.type === "step.outcome" && [e.status, e.ran])).toEqual([["denied", false], ["denied", false]]);
+    // The ledger gets hashes, never the episode's text.
+    expect(JSON.stringify(audit.events())).not.toContain("widgets");
+  });
+
+  it("stores nothing while memory.episode itself is denied, naming that rule", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { deniedCapabilities: ["memory.episode"] });
+    const trace = await runCognitiveCore({ objective: OBJECTIVE }, harness(tenant).deps);
+    expect(trace.status).toBe("succeeded");
+    expect(await bookkeepingItems(tenant)).toEqual([]);
+    expect(trace.bookkeeping[0]).toMatchObject({ kind: "episode", stored: false, decision: "DENY", matchedRule: "deniedCapabilities" });
+    expect(trace.notes).toContain("The episode was not stored: policy denied memory.episode (deniedCapabilities)");
+  });
+
+  it("never asks a person for its bookkeeping: a REQUIRE_APPROVAL skips the write and creates no approval", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
+    const { deps, audit } = harness(tenant);
+    const trace = await runCognitiveCore({ objective: OBJECTIVE }, deps);
+    expect(trace.status).toBe("succeeded");
+    expect(await bookkeepingItems(tenant)).toEqual([]);
+    expect(await deps.approvals.listPending(tenant, 100)).toEqual([]);
+    expect(trace.bookkeeping[0]).toMatchObject({
+      kind: "episode",
+      stored: false,
+      decision: "REQUIRE_APPROVAL",
+      matchedRule: "memory.remember: requireConfirmationFor",
+    });
+    expect(trace.notes).toContain(
+      "The episode was not stored: policy requires a person's approval for memory.remember (requireConfirmationFor), and bookkeeping never waits for one",
+    );
+    const outcome = audit.events().find((e) => e.type === "step.outcome" && e.capability === "memory.episode");
+    expect(outcome).toMatchObject({ status: "denied", ran: false, errorCode: "approval_required" });
+    expect(outcome).not.toHaveProperty("approvalId");
+  });
+});
+
+describe("an episode's value", () => {
+  it("keeps a long run's record within memory.episode's bound, step by step, dropping problems and shapes", () => {
+    const problem = "p".repeat(200);
+    const results = Array.from({ length: 300 }, (_, i) => ({
+      stepId: `p${Math.floor(i / 50) + 1}-s${(i % 50) + 1}`,
+      capability: "test.calibrate",
+      status: "failed" as const,
+      ran: true,
+      evaluation: { succeeded: false, problems: [problem, problem, problem, problem, problem] },
+    }));
+    const episode = { objective: "calibrate", signature: "s", status: "failed", replans: 5, provider: "heuristic", model: "none", results };
+    const value = episodeValue(episode, new Date(0));
+    expect(value).toMatchObject({ compact: true, status: "failed" });
+    expect((value.steps as unknown[])[299]).toEqual({ id: "p6-s50", capability: "test.calibrate", status: "failed", ran: true });
+    const input = { key: "episode:s:x", value, tags: [EPISODE_TAG], ttl_seconds: 60 };
+    expect(memoryEpisodeCapability.inputSchema.safeParse(input).success).toBe(true);
+    // A short run is kept whole.
+    expect(episodeValue({ ...episode, results: results.slice(0, 2) }, new Date(0))).not.toHaveProperty("compact");
+  });
+});
+
 describe("runCognitiveCore with a model provider (stand-in server)", () => {
   const intentReply = chatReply(
     JSON.stringify({ goal: "calibrate", constraints: [], successCriteria: [], ambiguities: [], risk: "low", candidateCapabilities: ["test.calibrate"] }),
@@ -217,6 +318,23 @@ describe("runCognitiveCore with a model provider (stand-in server)", () => {
       expect(trace.status).toBe("failed");
       expect(trace.results[0]).toMatchObject({ status: "failed", ran: true });
       expect(calls).toEqual(["test.calibrate"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("refuses a model's plan naming the internal memory.episode, twice, and runs and records nothing", async () => {
+    const server = await startOpenAIStandIn();
+    try {
+      const episodeStep = { capability: "memory.episode", input: { key: "episode:x", value: {}, tags: ["chaoscore.episode"], ttl_seconds: 60 }, rationale: "" };
+      server.script(intentReply, chatReply(JSON.stringify({ steps: [episodeStep] })), chatReply(JSON.stringify({ steps: [episodeStep] })));
+      const provider = new OpenAICompatibleProvider({ baseURL: server.baseURL, model: "m", maxRetries: 0 });
+      const tenant = uniqueTenant();
+      const { deps, audit } = harness(tenant, provider);
+      const err = await expectChaosError(runCognitiveCore({ objective: "calibrate the gizmos" }, deps), "internal");
+      expect(err.message).toContain('"memory.episode" is internal');
+      expect(audit.events()).toEqual([]);
+      expect(await bookkeepingItems(tenant)).toEqual([]);
     } finally {
       await server.close();
     }

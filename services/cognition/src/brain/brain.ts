@@ -5,7 +5,8 @@
  * `chaoscore.procedure`, 90 days, latest success wins) — where the signature is the first 32 hex
  * digits of the SHA-256 of the objective's sorted distinct stemmed lowercase key words
  * (signature.ts). Episodes hold step statuses, problems and output shapes, never inputs or output
- * values.
+ * values. Both are written as the internal capability memory.episode through the executor, so
+ * policy governs them like any step.
  */
 import { ChaosError, withSpan } from "@chaos-core/kit";
 import { executeSteps, type ExecutorDeps } from "../executor/executor.js";
@@ -17,6 +18,7 @@ import {
   recallRelevant,
   recordEpisode,
   recordProcedure,
+  type BookkeepingWrite,
   type PastEpisode,
   type RecalledMemory,
 } from "./memory-records.js";
@@ -69,10 +71,12 @@ export interface CognitiveTrace {
   readonly results: readonly StepResult[];
   readonly status: BrainStatus;
   readonly replans: number;
-  /** The episode's memory key; undefined when it could not be recorded (see `notes`). */
+  /** The episode's memory key; undefined when it was not stored (see `bookkeeping` and `notes`). */
   readonly episodeKey: string | undefined;
-  /** Why the run ended as it did, and anything that went wrong recording it. */
+  /** Why the run ended as it did, and why a bookkeeping write was not stored. */
   readonly notes: readonly string[];
+  /** The brain's own writes (the episode, and on success the procedure): each stored or not, and why. */
+  readonly bookkeeping: readonly BookkeepingWrite[];
 }
 
 const SELF_SPANNED = new Set<BrainStage>(["reason", "plan", "replan"]);
@@ -97,7 +101,9 @@ function contextText(ctx: BrainContext): string | undefined {
  * Runs the whole loop for one objective: context (relevant memories, past episodes of the same
  * signature, a remembered procedure) → reason → plan → execute (policy first, through the
  * executor only) → evaluate (deterministic) → on a failed step re-plan the remainder, at most
- * `maxReplans` times → record the episode, and on success the procedure. Stops at once on a
+ * `maxReplans` times → record the episode, and on success the procedure (each a `memory.episode`
+ * bookkeeping step: policy decides, a denial or an approval requirement skips the write and the
+ * trace's `bookkeeping` and `notes` say so). Stops at once on a
  * pending approval or a denial (no re-plan: a denied capability is not worked around). Throws
  * only before anything ran (bad request, memory unreadable, a model that cannot produce a valid
  * plan); once steps ran, failures are in the trace. `onStage` hears each stage as it finishes,
@@ -189,27 +195,28 @@ export async function runCognitiveCore(request: CognitiveRequest, deps: BrainDep
     plans.push(current);
   }
 
-  let episodeKey: string | undefined;
-  await stage(
+  // The writes run as bookkeeping steps (policy first, in the ledger) and never throw: the steps
+  // already ran, so the trace must reach the caller whatever became of its record.
+  const bookkeeping = await stage(
     "remember",
     async () => {
-      try {
-        episodeKey = await recordEpisode(
+      const writes = [
+        await recordEpisode(
           { objective, signature: context.signature, status, replans, provider: intent.provider, model: intent.model, results },
           now(),
           deps,
-        );
-        if (status === "succeeded") {
-          const sequence = results.filter((r) => r.status === "executed").map((r) => r.capability);
-          await recordProcedure(context.signature, sequence, now(), deps);
-        }
-      } catch (err) {
-        // The steps already ran: the trace must still reach the caller, so this is a note, not a throw.
-        notes.push(`The episode could not be fully recorded in memory: ${ChaosError.from(err).message}`);
+        ),
+      ];
+      if (status === "succeeded") {
+        const sequence = results.filter((r) => r.status === "executed").map((r) => r.capability);
+        writes.push(await recordProcedure(context.signature, sequence, now(), deps));
       }
+      for (const w of writes) if (w.note) notes.push(w.note);
+      return writes.map((w) => w.write);
     },
-    () => (episodeKey ? `episode ${episodeKey}${status === "succeeded" ? " and its procedure" : ""}` : "episode not recorded"),
+    (writes) => writes.map((w) => (w.stored ? `${w.kind} ${w.key ?? ""}` : `${w.kind} not stored (${w.decision ?? "failed"})`)).join("; "),
   );
+  const episodeKey = bookkeeping.find((w) => w.kind === "episode" && w.stored)?.key;
 
-  return { objective, context, intent, plans, results, status, replans, episodeKey, notes };
+  return { objective, context, intent, plans, results, status, replans, episodeKey, notes, bookkeeping };
 }

@@ -24,11 +24,11 @@ function inputJsonSchema(schema: z.ZodType): unknown {
 
 /**
  * The registry as a model planner sees it: name, description, risk and the JSON Schema of each
- * capability's input. Never a handler.
+ * offered capability's input (internal ones are never offered). Never a handler.
  */
 export function capabilityCatalog(registry: CapabilityRegistry): string {
   return JSON.stringify(
-    registry.list().map((c) => ({ name: c.name, description: c.description, risk: c.risk, input: inputJsonSchema(c.inputSchema) })),
+    registry.offered().map((c) => ({ name: c.name, description: c.description, risk: c.risk, input: inputJsonSchema(c.inputSchema) })),
   );
 }
 

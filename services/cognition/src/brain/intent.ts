@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ChaosError, withSpan } from "@chaos-core/kit";
 import type { CapabilityRisk } from "../capabilities/capability.js";
-import type { CapabilityRegistry } from "../capabilities/registry.js";
+import { offeredCapability, type CapabilityRegistry } from "../capabilities/registry.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import { NO_MODEL, rankCapabilities } from "../providers/heuristic.js";
 import { generateValidated } from "../providers/validated-json.js";
@@ -100,12 +100,13 @@ async function modelIntent(objective: string, context: string | undefined, deps:
     ...(deps.signal ? { signal: deps.signal } : {}),
   });
   const v = answer.value;
-  // A model never introduces a capability: unregistered names are dropped, and said to be.
-  const registered = [...new Set(v.candidateCapabilities.filter((n) => deps.registry.get(n) !== undefined))];
-  const dropped = [...new Set(v.candidateCapabilities.filter((n) => deps.registry.get(n) === undefined))];
+  // A model never introduces a capability: unregistered (or internal) names are dropped, and said to be.
+  const offered = (name: string) => offeredCapability(deps.registry, name) !== undefined;
+  const registered = [...new Set(v.candidateCapabilities.filter(offered))];
+  const dropped = [...new Set(v.candidateCapabilities.filter((n) => !offered(n)))];
   const ambiguities = [...v.ambiguities];
   if (dropped.length > 0) {
-    ambiguities.push(`The model named capabilities that are not registered, dropped: ${dropped.map((n) => truncate(n, 80)).join(", ")}.`);
+    ambiguities.push(`The model named capabilities that are not registered for plans, dropped: ${dropped.map((n) => truncate(n, 80)).join(", ")}.`);
   }
   return {
     goal: v.goal,

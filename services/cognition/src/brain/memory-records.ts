@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
-import { jsonToValue } from "../capabilities/memory-item.js";
-import type { ExecutorDeps } from "../executor/executor.js";
-import type { StepResult } from "../executor/types.js";
+import { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "../capabilities/memory-episode.js";
+import { executeStep, type ExecutorDeps } from "../executor/executor.js";
+import type { PolicyVerdict, StepResult } from "../executor/types.js";
 import { truncate } from "./catalog.js";
 
 /*
@@ -22,8 +22,11 @@ import { truncate } from "./catalog.js";
  *   `{capabilities: string[], succeededAt}`.
  *
  * These are items like any other: `chaoscore_recall` shows them and the user can forget them.
- * The brain's own reads and writes do not go through policy: they are the core's bookkeeping,
- * not a capability a plan calls.
+ * Every write runs as the internal capability `memory.episode` through the executor (policy
+ * first, for it and for `memory.remember`, which it implies; decision and outcome in the ledger,
+ * the value only as its argsHash), so a DENY on either holds, and a REQUIRE_APPROVAL skips the
+ * write rather than waiting for a person. The context stage's reads do not go through policy
+ * yet (docs/approvals.md, Known limits).
  */
 
 export const EPISODE_TAG = "chaoscore.episode";
@@ -123,16 +126,77 @@ export interface EpisodeRecord {
   readonly results: readonly StepResult[];
 }
 
-/** Stores one episode; returns its key. */
-export async function recordEpisode(episode: EpisodeRecord, now: Date, deps: MemoryDeps): Promise<string> {
-  const key = `episode:${episode.signature}:${now.toISOString()}:${randomUUID().slice(0, 8)}`;
-  const value = {
+/** One of the brain's own writes, as the trace reports it. */
+export interface BookkeepingWrite {
+  readonly kind: "episode" | "procedure";
+  readonly stored: boolean;
+  /** The memory key written; only when stored. */
+  readonly key?: string;
+  /** Policy's decision that held (the strictest over memory.episode and memory.remember); absent when policy was not reached. */
+  readonly decision?: PolicyVerdict["decision"];
+  /** The rule that decided; an implied capability's is prefixed with its name (`memory.remember: deniedCapabilities`). */
+  readonly matchedRule?: string;
+  /** Policy's reason, or why the write failed. */
+  readonly reason: string;
+}
+
+/** A write's report, and the trace note saying why it was not stored (undefined when it was). */
+export interface RecordedWrite {
+  readonly write: BookkeepingWrite;
+  readonly note?: string;
+}
+
+interface BookkeepingInput {
+  readonly key: string;
+  readonly value: unknown;
+  readonly tags: readonly string[];
+  readonly ttl_seconds: number;
+}
+
+/** Why a write was not stored, in words: which capability's policy, which rule. */
+function notStoredNote(kind: BookkeepingWrite["kind"], result: StepResult): string {
+  const v = result.verdict;
+  const head = `The ${kind} was not stored`;
+  if (result.status === "failed" || !v) return `${head}: ${result.error?.message ?? result.evaluation.problems.join("; ")}`;
+  // The implied capability whose decision held, named with its own rule.
+  const by = v.implied?.find((i) => i.capability === v.decidedBy);
+  const who = by?.capability ?? result.capability;
+  const rule = by?.verdict.matchedRule ?? v.matchedRule;
+  return v.decision === "REQUIRE_APPROVAL"
+    ? `${head}: policy requires a person's approval for ${who} (${rule}), and bookkeeping never waits for one`
+    : `${head}: policy denied ${who} (${rule})`;
+}
+
+/** Runs one write as a `memory.episode` bookkeeping step and reports what became of it. */
+async function writeBookkeeping(kind: BookkeepingWrite["kind"], input: BookkeepingInput, deps: ExecutorDeps): Promise<RecordedWrite> {
+  const result = await executeStep({ id: `bookkeeping-${kind}`, capability: memoryEpisodeCapability.name, input }, deps, { bookkeeping: true });
+  const v = result.verdict;
+  const stored = result.status === "executed";
+  const write: BookkeepingWrite = {
+    kind,
+    stored,
+    ...(stored ? { key: input.key } : {}),
+    ...(v ? { decision: v.decision, matchedRule: v.matchedRule } : {}),
+    reason: result.status === "failed" || !v ? (result.error?.message ?? result.evaluation.problems.join("; ")) : v.reason,
+  };
+  return stored ? { write } : { write, note: notStoredNote(kind, result) };
+}
+
+/**
+ * An episode's value, within `memory.episode`'s bound: a run too long for it keeps each step's
+ * id, capability, status and `ran` only (`compact: true`), which is what past episodes are read for.
+ */
+export function episodeValue(episode: EpisodeRecord, now: Date): Record<string, unknown> {
+  const head = {
     objective: truncate(episode.objective, 500),
     status: episode.status,
     replans: episode.replans,
     provider: episode.provider,
     model: episode.model,
     at: now.toISOString(),
+  };
+  const full = {
+    ...head,
     steps: episode.results.map((r) => ({
       id: r.stepId,
       capability: r.capability,
@@ -142,22 +206,34 @@ export async function recordEpisode(episode: EpisodeRecord, now: Date, deps: Mem
       ...(outputShape(r.output) ? { output: outputShape(r.output) } : {}),
     })),
   };
-  await deps.memory.remember(
-    { key, value: jsonToValue(value), tags: [EPISODE_TAG, signatureTag(episode.signature)], ttlSeconds: EPISODE_TTL_SECONDS },
-    opts(deps),
-  );
-  return key;
+  if (Buffer.byteLength(JSON.stringify(full), "utf8") <= MAX_BOOKKEEPING_VALUE_BYTES) return full;
+  return { ...head, compact: true, steps: episode.results.map((r) => ({ id: r.stepId, capability: r.capability, status: r.status, ran: r.ran })) };
 }
 
-/** Stores the capability sequence that succeeded for this signature, replacing the previous one. */
-export async function recordProcedure(signature: string, capabilities: readonly string[], now: Date, deps: MemoryDeps): Promise<void> {
-  await deps.memory.remember(
+/** Stores one episode through the executor (as `memory.episode`); the report has its key when stored. */
+export async function recordEpisode(episode: EpisodeRecord, now: Date, deps: ExecutorDeps): Promise<RecordedWrite> {
+  return writeBookkeeping(
+    "episode",
+    {
+      key: `episode:${episode.signature}:${now.toISOString()}:${randomUUID().slice(0, 8)}`,
+      value: episodeValue(episode, now),
+      tags: [EPISODE_TAG, signatureTag(episode.signature)],
+      ttl_seconds: EPISODE_TTL_SECONDS,
+    },
+    deps,
+  );
+}
+
+/** Stores the capability sequence that succeeded for this signature, replacing the previous one, through the executor. */
+export async function recordProcedure(signature: string, capabilities: readonly string[], now: Date, deps: ExecutorDeps): Promise<RecordedWrite> {
+  return writeBookkeeping(
+    "procedure",
     {
       key: procedureKey(signature),
-      value: jsonToValue({ capabilities: [...capabilities], succeededAt: now.toISOString() }),
+      value: { capabilities: [...capabilities], succeededAt: now.toISOString() },
       tags: [PROCEDURE_TAG, signatureTag(signature)],
-      ttlSeconds: PROCEDURE_TTL_SECONDS,
+      ttl_seconds: PROCEDURE_TTL_SECONDS,
     },
-    opts(deps),
+    deps,
   );
 }

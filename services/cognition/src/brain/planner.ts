@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ChaosError, withSpan } from "@chaos-core/kit";
 import type { Capability } from "../capabilities/capability.js";
-import type { CapabilityRegistry } from "../capabilities/registry.js";
+import { offeredCapability, type CapabilityRegistry } from "../capabilities/registry.js";
 import { describeIssues } from "../executor/evaluate.js";
 import type { JsonObject, PlanStep } from "../plans/plan.js";
 import { MAX_PLAN_STEPS } from "../plans/plan-store.js";
@@ -78,7 +78,8 @@ function procedureSteps(objective: string, procedure: readonly string[], registr
   if (procedure.length === 0) return undefined;
   const steps: Omit<PlanStep, "id">[] = [];
   for (const name of procedure) {
-    const capability = registry.get(name);
+    // A procedure is a memory item anyone can overwrite: it never plans an internal capability.
+    const capability = offeredCapability(registry, name);
     const input = capability ? hookInput(capability, objective) : undefined;
     // A remembered sequence is used whole or not at all: half of it is not what worked.
     if (!capability || !input) return undefined;
@@ -100,7 +101,7 @@ function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps):
   const steps: Omit<PlanStep, "id">[] = [];
   for (const { name, score } of ranked) {
     if (score < best * HEURISTIC_RELATIVE_SCORE || done.has(name)) continue;
-    const capability = deps.registry.get(name);
+    const capability = offeredCapability(deps.registry, name);
     const input = capability ? hookInput(capability, objective) : undefined;
     if (!input) continue;
     steps.push({
@@ -114,7 +115,7 @@ function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps):
 
 /** The shape a model must answer; steps naming an unknown capability or invalid input fail it. */
 function modelPlanSchema(registry: CapabilityRegistry) {
-  const known = registry.list().map((c) => c.name).join(", ");
+  const known = registry.offered().map((c) => c.name).join(", ");
   return z.object({
     steps: z
       .array(
@@ -127,12 +128,14 @@ function modelPlanSchema(registry: CapabilityRegistry) {
       .max(MAX_PLAN_STEPS),
   }).superRefine((plan, ctx) => {
     plan.steps.forEach((step, i) => {
-      const capability = registry.get(step.capability);
+      const capability = offeredCapability(registry, step.capability);
       if (!capability) {
         ctx.addIssue({
           code: "custom",
           path: ["steps", i, "capability"],
-          message: `"${truncate(step.capability, 80)}" is not a registered capability; use one of: ${known}`,
+          message: registry.get(step.capability)
+            ? `"${step.capability}" is internal (the cognitive core's own bookkeeping) and cannot be planned; use one of: ${known}`
+            : `"${truncate(step.capability, 80)}" is not a registered capability; use one of: ${known}`,
         });
         return;
       }

@@ -47,6 +47,19 @@ export interface Capability<I extends z.ZodType = z.ZodType, O extends z.ZodType
   readonly inputSchema: I;
   readonly outputSchema: O;
   readonly annotations: CapabilityAnnotations;
+  /**
+   * Capabilities whose policy also governs this one (`memory.episode` implies `memory.remember`):
+   * the executor evaluates this capability and each one named here, at its own registered risk,
+   * and the strictest decision holds. So a DENY on what a capability does underneath cannot be
+   * stepped around by calling it under another name. Each must be registered and imply nothing.
+   */
+  readonly implies?: readonly string[];
+  /**
+   * The cognitive core's own bookkeeping, run by the brain only (`memory.episode`): listed by
+   * ListCapabilities, never offered to planners, and refused with `invalid_argument` in a plan or
+   * an explicit step.
+   */
+  readonly internal?: boolean;
   /** Facts policy needs before the handler may run (e.g. the target host). */
   facts?(input: z.output<I>): CapabilityFacts;
   /**

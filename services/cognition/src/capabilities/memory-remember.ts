@@ -1,9 +1,6 @@
 import { z } from "zod";
-import { ChaosError } from "@chaos-core/kit";
 import { defineCapability } from "./capability.js";
-import { jsonToValue, keySchema, memoryItemOutput, memoryItemToOutput, tagsSchema } from "./memory-item.js";
-
-const MAX_TTL_SECONDS = 2 ** 32 - 1;
+import { keySchema, memoryItemOutput, storeItem, tagsSchema, ttlSecondsSchema } from "./memory-item.js";
 
 // "remember [that] <fact>", and a fact of the form "<subject> is|are|=|: <value>".
 const REMEMBER = /\bremember\s+(?:that\s+)?(.+)$/isu;
@@ -27,11 +24,7 @@ export const memoryRememberCapability = defineCapability({
     key: keySchema.describe("The key to store under (1-512 characters); an existing item with this key is replaced"),
     value: z.json().describe("Any JSON value, at most 1 MiB as JSON text"),
     tags: tagsSchema.optional().describe("Up to 32 tags (1-64 characters each) to filter recall by"),
-    ttl_seconds: z
-      .number()
-      .int()
-      .min(1)
-      .max(MAX_TTL_SECONDS)
+    ttl_seconds: ttlSecondsSchema
       .optional()
       .describe("Seconds until the item expires; omit to keep it until it is replaced"),
   }),
@@ -51,12 +44,5 @@ export const memoryRememberCapability = defineCapability({
     if (subject === "") return undefined;
     return { key: `note:${subject}`, value: fact?.[2]?.trim() ?? said, tags: ["note"] };
   },
-  async handler(input, ctx) {
-    const res = await ctx.memory.remember(
-      { key: input.key, value: jsonToValue(input.value), tags: input.tags ?? [], ttlSeconds: input.ttl_seconds ?? 0 },
-      { ctx: ctx.call, signal: ctx.signal },
-    );
-    if (!res.item) throw new ChaosError("internal", "memory stored the item but returned none");
-    return { item: memoryItemToOutput(res.item) };
-  },
+  handler: storeItem,
 });

@@ -65,6 +65,25 @@ describe("capability registry", () => {
     expect(registry.get("cognition.generate_text")?.annotations.openWorldHint).toBe(true);
   });
 
+  it("refuses an implies entry that is itself, unregistered, or implies others in turn", () => {
+    const implying = (name: string, implies: string[]) => ({ ...named(name), implies });
+    expect(refusal(() => createCapabilityRegistry([implying("a.b", ["a.b"])])).message).toContain('"a.b" implies itself');
+    expect(refusal(() => createCapabilityRegistry([implying("a.b", ["c.d"])])).message).toContain('implies "c.d", which is not registered');
+    expect(
+      refusal(() => createCapabilityRegistry([named("e.f"), implying("c.d", ["e.f"]), implying("a.b", ["c.d"])])).message,
+    ).toContain('"a.b" implies "c.d", which implies others in turn');
+  });
+
+  it("lists memory.episode, internal and implying memory.remember, but never offers it to planners", () => {
+    const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
+    expect(registry.get("memory.episode")).toMatchObject({ internal: true, implies: ["memory.remember"], risk: "low" });
+    expect(registry.list().map((c) => c.name)).toContain("memory.episode");
+    expect(registry.offered().map((c) => c.name)).not.toContain("memory.episode");
+    expect(new HeuristicProvider().rank("record the episode of this run in memory", registry.descriptors(), 5).map((r) => r.name)).not.toContain(
+      "memory.episode",
+    );
+  });
+
   it("feeds the heuristic ranking, which puts memory.recall first for a recall objective", () => {
     const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
     const ranked = new HeuristicProvider().rank("recall what I stored about the database", registry.descriptors(), 3);

@@ -23,16 +23,32 @@ export interface CapabilityInfo {
 export interface CapabilityRegistry {
   /** The capability registered under exactly this name, or undefined (never a near match). */
   get(name: string): Capability | undefined;
-  /** Every capability, in registration order. */
+  /** Every capability, in registration order, internal ones included (ListCapabilities flags them). */
   list(): readonly Capability[];
-  /** Name, description, risk and annotations of every capability, in registration order. */
+  /** The capabilities planners may use, in registration order: every one but the internal ones. */
+  offered(): readonly Capability[];
+  /** Name, description, risk and annotations of every offered capability, in registration order. */
   descriptors(): readonly CapabilityInfo[];
+}
+
+/** Why a capability's `implies` list cannot be honoured, or undefined when it can. */
+function impliesProblem(capability: Capability, byName: ReadonlyMap<string, Capability>): string | undefined {
+  for (const name of capability.implies ?? []) {
+    if (name === capability.name) return "implies itself";
+    const implied = byName.get(name);
+    if (!implied) return `implies "${name}", which is not registered, so its policy could not be asked`;
+    // One level only: the executor asks policy for exactly the names listed, so a chain would
+    // silently leave its far end unasked.
+    if ((implied.implies ?? []).length > 0) return `implies "${name}", which implies others in turn; list every capability directly`;
+  }
+  return undefined;
 }
 
 /**
  * Builds a registry from a list of capabilities. Refuses (with `invalid_argument`, naming the
- * capability) a malformed name, a name listed twice, or an empty description, because a
- * registry that guesses which of two capabilities a name means is not one policy can reason about.
+ * capability) a malformed name, a name listed twice, an empty description, or an `implies` entry
+ * that is not a registered capability implying nothing itself, because a registry that guesses
+ * which of two capabilities a name means is not one policy can reason about.
  */
 export function createCapabilityRegistry(capabilities: readonly Capability[]): CapabilityRegistry {
   const byName = new Map<string, Capability>();
@@ -50,9 +66,14 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
     }
     byName.set(name, capability);
   }
+  for (const capability of byName.values()) {
+    const problem = impliesProblem(capability, byName);
+    if (problem) throw new ChaosError("invalid_argument", `capability "${capability.name}" ${problem}`);
+  }
   const list = Object.freeze([...byName.values()]);
+  const offered = Object.freeze(list.filter((c) => c.internal !== true));
   const descriptors = Object.freeze(
-    list.map((c): CapabilityInfo => ({
+    offered.map((c): CapabilityInfo => ({
       name: c.name,
       description: c.description,
       risk: c.risk,
@@ -63,6 +84,13 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
     // Object.hasOwn-style lookup through a Map, so "constructor" or "__proto__" never resolve.
     get: (name) => byName.get(name),
     list: () => list,
+    offered: () => offered,
     descriptors: () => descriptors,
   };
+}
+
+/** The capability registered under exactly this name when planners may use it (not internal), else undefined. */
+export function offeredCapability(registry: CapabilityRegistry, name: string): Capability | undefined {
+  const capability = registry.get(name);
+  return capability?.internal === true ? undefined : capability;
 }

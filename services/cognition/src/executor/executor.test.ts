@@ -662,3 +662,126 @@ describe("approval channels", () => {
     expect(calls).toEqual([]);
   });
 });
+
+describe("a capability that implies others", () => {
+  const outer = { ...echo("test.outer", "low"), implies: ["test.inner"] };
+  const upward = { ...echo("test.upward", "low"), implies: ["test.inner_high"] };
+  const books = { ...echo("test.books", "low"), implies: ["test.inner"], internal: true };
+  const implying = createCapabilityRegistry([echo("test.inner", "low"), echo("test.inner_high", "high"), outer, upward, books]);
+  const run = (h: Harness, capability: string, options?: { bookkeeping?: boolean }) =>
+    executeStep({ id: "s1", capability, input: { text: "x" } }, h.deps, options);
+  const channelSet = (...names: string[]) => ({ channels: names.map((n) => `APPROVAL_CHANNEL_${n.toUpperCase()}`) });
+
+  it("is denied when what it implies is denied, naming that capability's rule, with every decision in the recorded step.decision", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { deniedCapabilities: ["test.inner"] });
+    const h = harness(tenant, { registry: implying });
+    const result = await run(h, "test.outer");
+    expect(calls).toEqual([]);
+    expect(result).toMatchObject({ status: "denied", ran: false, verdict: { decision: "DENY", matchedRule: "test.inner: deniedCapabilities", decidedBy: "test.inner" } });
+    expect(h.audit.events()[0]).toMatchObject({
+      type: "step.decision",
+      capability: "test.outer",
+      verdict: { decision: "DENY", implied: [{ capability: "test.inner", risk: "low", verdict: { decision: "DENY", matchedRule: "deniedCapabilities" } }] },
+    });
+
+    // Its own DENY holds as well, under its own rule name.
+    const own = uniqueTenant();
+    await putPolicy(own, { deniedCapabilities: ["test.outer"] });
+    const denied = await run(harness(own, { registry: implying }), "test.outer");
+    expect(denied.verdict).toMatchObject({ decision: "DENY", matchedRule: "deniedCapabilities" });
+    expect(denied.verdict?.decidedBy).toBeUndefined();
+
+    // Allowed on both counts, it runs.
+    const allowed = await run(harness(uniqueTenant(), { registry: implying }), "test.outer");
+    expect(allowed).toMatchObject({ status: "executed", verdict: { decision: "ALLOW", matchedRule: "default", implied: [{ verdict: { decision: "ALLOW" } }] } });
+    expect(calls).toEqual([{ capability: "test.outer", input: { text: "x" } }]);
+  });
+
+  it("asks policy about the implied capability at that capability's registered risk", async () => {
+    const h = harness(uniqueTenant(), { registry: implying });
+    const result = await run(h, "test.upward");
+    expect(result).toMatchObject({
+      status: "pending_approval",
+      verdict: { decision: "REQUIRE_APPROVAL", matchedRule: "test.inner_high: riskRules.requireApprovalAtOrAbove" },
+    });
+    // Low risk's channels would let the client answer; the implied high risk's do not.
+    expect(result.approval?.channels).toEqual(["approver", "operator", "console"]);
+  });
+
+  it("counts only channels every decision accepts, and fails closed when they share none", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, {
+      requireConfirmationFor: ["test.outer", "test.inner"],
+      approvalChannels: { capabilities: { "test.outer": channelSet("approver", "console"), "test.inner": channelSet("operator", "console") } },
+    });
+    const result = await run(harness(tenant, { registry: implying }), "test.outer");
+    expect(result.approval?.channels).toEqual(["console"]);
+
+    const apart = uniqueTenant();
+    await putPolicy(apart, {
+      requireConfirmationFor: ["test.outer", "test.inner"],
+      approvalChannels: { capabilities: { "test.outer": channelSet("approver"), "test.inner": channelSet("operator") } },
+    });
+    const h = harness(apart, { registry: implying });
+    const none = await run(h, "test.outer");
+    expect(none).toMatchObject({ status: "failed", ran: false, error: { code: "failed_precondition" } });
+    expect(h.approvals.pending()).toEqual([]);
+  });
+
+  it("fails closed when policy changes between its decisions", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, {});
+    let evaluations = 0;
+    // The real policy service, with a new version stored right after the first decision.
+    const racing: ExecutorDeps["policy"] = {
+      ...policy,
+      async evaluate(req, opts) {
+        const res = await policy.evaluate(req, opts);
+        if (++evaluations === 1) await putPolicy(tenant, { requireConfirmationFor: ["test.other"] });
+        return res;
+      },
+    };
+    const h = harness(tenant, { registry: implying, policy: racing });
+    const result = await run(h, "test.outer");
+    expect(result).toMatchObject({ status: "failed", ran: false, error: { code: "conflict" } });
+    expect(result.error?.message).toMatch(/policy changed while test\.outer was being decided/);
+    expect(calls).toEqual([]);
+  });
+
+  it("refuses an internal capability as a plan step or an explicit step, and leaves it out of the names offered", async () => {
+    const h = harness(uniqueTenant(), { registry: implying });
+    const err = await expectChaosError(
+      executeSteps([{ id: "s1", capability: "test.echo_missing", input: {} }, { id: "s2", capability: "test.books", input: { text: "x" } }], h.deps),
+      "invalid_argument",
+    );
+    expect(err.message).toContain('step s2: "test.books" is an internal capability');
+    expect(h.audit.events()).toEqual([]);
+
+    const single = await run(h, "test.books");
+    expect(single).toMatchObject({ status: "failed", ran: false, error: { code: "invalid_argument" } });
+    expect(summary(h.audit.events())).toEqual(["s1 outcome failed"]);
+    const unknown = await executeStep({ id: "s3", capability: "test.nope", input: {} }, h.deps);
+    expect(unknown.error?.message).not.toContain("test.books");
+    expect(calls).toEqual([]);
+  });
+
+  it("as bookkeeping, records a REQUIRE_APPROVAL and skips the write: no approval is created", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.inner"] });
+    const h = harness(tenant, { registry: implying });
+    const result = await run(h, "test.books", { bookkeeping: true });
+    expect(result).toMatchObject({
+      status: "denied",
+      ran: false,
+      verdict: { decision: "REQUIRE_APPROVAL", matchedRule: "test.inner: requireConfirmationFor" },
+      error: { code: "approval_required" },
+    });
+    expect(result.approval).toBeUndefined();
+    expect(h.approvals.pending()).toEqual([]);
+    expect(summary(h.audit.events())).toEqual(["s1 decision REQUIRE_APPROVAL", "s1 outcome denied"]);
+    expect(calls).toEqual([]);
+
+    expect(await run(harness(uniqueTenant(), { registry: implying }), "test.books", { bookkeeping: true })).toMatchObject({ status: "executed" });
+  });
+});

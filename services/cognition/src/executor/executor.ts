@@ -30,7 +30,7 @@ import {
 import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
-import type { ExecutableStep, PolicyVerdict, StepResult } from "./types.js";
+import type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult } from "./types.js";
 
 /** How long a handler may run when the deps name no deadline. */
 export const DEFAULT_STEP_TIMEOUT_MS = 30_000;
@@ -135,15 +135,12 @@ async function runWithDeadline<T>(
   }
 }
 
-async function askPolicy(
-  capability: Capability,
-  facts: CapabilityFacts,
-  deps: ExecutorDeps,
-): Promise<PolicyVerdict> {
+/** Policy's decision for one capability name at one risk. */
+async function evaluate(name: string, risk: CapabilityRisk, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
   const res = await deps.policy.evaluate(
     {
-      capability: capability.name,
-      risk: RISK[capability.risk],
+      capability: name,
+      risk: RISK[risk],
       facts: { httpHost: facts.httpHost ?? "", attributes: { ...facts.attributes } },
     },
     { ctx: deps.call, ...(deps.signal ? { signal: deps.signal } : {}) },
@@ -154,6 +151,69 @@ async function askPolicy(
   const verdict = { decision, matchedRule: res.matchedRule, reason: res.reason, policyVersion: Number(res.policyVersion) };
   if (decision !== "REQUIRE_APPROVAL") return verdict;
   return { ...verdict, approvalChannels: channelsFrom(res.approvalChannels), channelsRule: res.channelsRule };
+}
+
+const STRICTNESS: Record<PolicyVerdict["decision"], number> = { ALLOW: 0, REQUIRE_APPROVAL: 1, DENY: 2 };
+
+/**
+ * The strictest of a capability's own verdict and its implied ones (the capability's own wins a
+ * tie). Verdicts under different policy versions fail closed: they were not one decision. When
+ * several require approval, only channels every one of them accepts count.
+ */
+function strictest(capability: Capability, own: PolicyVerdict, implied: readonly ImpliedDecision[]): PolicyVerdict {
+  for (const i of implied) {
+    if (i.verdict.policyVersion !== own.policyVersion) {
+      throw new ChaosError(
+        "conflict",
+        `policy changed while ${capability.name} was being decided (version ${own.policyVersion} for it, ` +
+          `${i.verdict.policyVersion} for ${i.capability}, which it implies); nothing ran, retry`,
+      );
+    }
+  }
+  const top = implied.reduce<ImpliedDecision | undefined>(
+    (best, i) => (STRICTNESS[i.verdict.decision] > STRICTNESS[(best?.verdict ?? own).decision] ? i : best),
+    undefined,
+  );
+  const held = top?.verdict ?? own;
+  const base: PolicyVerdict = {
+    decision: held.decision,
+    matchedRule: top ? `${top.capability}: ${held.matchedRule}` : held.matchedRule,
+    reason: held.reason,
+    policyVersion: own.policyVersion,
+    implied,
+    ...(top ? { decidedBy: top.capability } : {}),
+  };
+  if (held.decision !== "REQUIRE_APPROVAL") return base;
+  const asking = [own, ...implied.map((i) => i.verdict)].filter((v) => v.decision === "REQUIRE_APPROVAL");
+  const channels = (held.approvalChannels ?? LEGACY_CHANNELS).filter((c) =>
+    asking.every((v) => (v.approvalChannels ?? LEGACY_CHANNELS).includes(c)),
+  );
+  if (channels.length === 0) {
+    throw new ChaosError(
+      "failed_precondition",
+      `policy's approval channels for ${capability.name} and what it implies (${implied.map((i) => i.capability).join(", ")}) ` +
+        "have none in common, so no approval could satisfy them all; nothing ran",
+    );
+  }
+  return { ...base, approvalChannels: channels, ...(held.channelsRule ? { channelsRule: held.channelsRule } : {}) };
+}
+
+/**
+ * Policy's verdict for a call: the capability's own decision, and for one that implies others,
+ * the strictest of its own and theirs, each implied capability evaluated at its registered risk
+ * with the same facts (docs/approvals.md §7).
+ */
+async function askPolicy(capability: Capability, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
+  const own = await evaluate(capability.name, capability.risk, facts, deps);
+  if (!capability.implies || capability.implies.length === 0) return own;
+  const implied: ImpliedDecision[] = [];
+  for (const name of capability.implies) {
+    const target = deps.registry.get(name);
+    // The registry refuses this at build time; a registry built some other way still fails closed.
+    if (!target) throw new ChaosError("failed_precondition", `${capability.name} implies "${name}", which is not registered; nothing ran`);
+    implied.push({ capability: name, risk: target.risk, verdict: await evaluate(name, target.risk, facts, deps) });
+  }
+  return strictest(capability, own, implied);
 }
 
 type Finish = (result: StepResult, hash?: string) => Promise<StepResult>;
@@ -266,14 +326,33 @@ async function runHandler(
   );
 }
 
+/** How a step is run. */
+export interface ExecuteStepOptions {
+  /**
+   * The cognitive core's own bookkeeping (the brain's episode and procedure writes): the only
+   * way an internal capability runs, and a REQUIRE_APPROVAL is recorded and the write skipped
+   * (outcome `denied`, error `approval_required`), never turned into a pending approval, because
+   * bookkeeping never waits for a person. Set by the brain only; nothing on the wire sets it.
+   */
+  readonly bookkeeping?: boolean;
+}
+
+/** The refusal of an internal capability named by a plan or an explicit step. */
+function internalRefusal(stepId: string, capability: string): ChaosError {
+  return new ChaosError(
+    "invalid_argument",
+    `step ${stepId}: "${capability}" is an internal capability (the cognitive core's own bookkeeping); plans and explicit steps cannot call it`,
+  );
+}
+
 /** One step through its stages, in order; each audit record must succeed before the next action. */
-async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepResult> {
+async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: ExecuteStepOptions): Promise<StepResult> {
   const call = auditCall(deps.call);
   const finish = finisher(step, deps);
 
   const capability = deps.registry.get(step.capability);
   if (!capability) {
-    const known = deps.registry.list().map((c) => c.name).join(", ");
+    const known = deps.registry.offered().map((c) => c.name).join(", ");
     return finish(
       failure(
         step,
@@ -281,6 +360,9 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
         `capability: "${step.capability}" is not registered`,
       ),
     );
+  }
+  if (capability.internal === true && options.bookkeeping !== true) {
+    return finish(failure(step, internalRefusal(step.id, capability.name), `capability: "${capability.name}" is internal`));
   }
 
   const parsedInput = capability.inputSchema.safeParse(step.input);
@@ -330,6 +412,19 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
     return finish(notRun(step, "denied", failed(`policy: ${verdict.reason}`), { verdict }), hash);
   }
 
+  if (verdict.decision === "REQUIRE_APPROVAL" && options.bookkeeping === true) {
+    return finish(
+      notRun(step, "denied", failed(`policy: ${verdict.reason}`, "bookkeeping never waits for a person: the write was skipped"), {
+        verdict,
+        error: {
+          code: "approval_required",
+          message: `policy requires a person's approval for ${capability.name} (${verdict.matchedRule}); bookkeeping never waits for one, so nothing was written`,
+        },
+      }),
+      hash,
+    );
+  }
+
   if (verdict.decision === "REQUIRE_APPROVAL") {
     const approval: PendingApproval = {
       approvalId: randomUUID(),
@@ -357,19 +452,22 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepRe
 
 /**
  * Runs one plan step: the only path from a step to a capability handler. In order: the
- * capability must be registered (never guessed); the input must pass its schema (nothing runs
- * otherwise); policy decides, and its decision is recorded in the audit sink before anything
- * acts on it (a failed record fails the step closed); DENY never runs; REQUIRE_APPROVAL creates
- * a pending approval and stops; ALLOW runs the handler under the step deadline and evaluates
- * the result deterministically. The outcome is recorded too. Nothing in the input (such as
- * `confirmed: true`) can stand in for an approval. Never throws: every failure is a result.
+ * capability must be registered (never guessed) and, unless this is bookkeeping, not internal
+ * (`invalid_argument`); the input must pass its schema (nothing runs otherwise); policy decides
+ * (for a capability that implies others, the strictest of its decisions and theirs), and its
+ * decision is recorded in the audit sink before anything acts on it (a failed record fails the
+ * step closed); DENY never runs; REQUIRE_APPROVAL creates a pending approval and stops (for
+ * bookkeeping: the step is `denied` with `approval_required`, no approval is created); ALLOW
+ * runs the handler under the step deadline and evaluates the result deterministically. The
+ * outcome is recorded too. Nothing in the input (such as `confirmed: true`) can stand in for an
+ * approval. Never throws: every failure is a result.
  */
-export async function executeStep(step: ExecutableStep, deps: ExecutorDeps): Promise<StepResult> {
+export async function executeStep(step: ExecutableStep, deps: ExecutorDeps, options: ExecuteStepOptions = {}): Promise<StepResult> {
   return withSpan(
     "chaoscore.cognition.step",
     { [ATTR.capability]: step.capability, [ATTR.tenant]: deps.call.tenant },
     async (span) => {
-      const result = await runStep(step, deps);
+      const result = await runStep(step, deps, options);
       span.setAttributes({
         [ATTR.outcome]: result.status,
         ...(result.verdict
@@ -385,13 +483,15 @@ export async function executeStep(step: ExecutableStep, deps: ExecutorDeps): Pro
 /**
  * Runs steps in order. Stops at the first `pending_approval` (the loop resumes only after a human
  * approved); after a `denied` or `failed` step the rest are `skipped`, for the brain to re-plan.
- * Skipped steps are not audited: no decision was made and nothing ran. Step ids must be unique.
+ * Skipped steps are not audited: no decision was made and nothing ran. Step ids must be unique,
+ * and no step may name an internal capability (`invalid_argument` before anything runs).
  */
 export async function executeSteps(steps: readonly ExecutableStep[], deps: ExecutorDeps): Promise<StepResult[]> {
   const seen = new Set<string>();
   for (const step of steps) {
     if (seen.has(step.id)) throw new ChaosError("invalid_argument", `step id "${step.id}" appears twice in the plan`);
     seen.add(step.id);
+    if (deps.registry.get(step.capability)?.internal === true) throw internalRefusal(step.id, step.capability);
   }
   const results: StepResult[] = [];
   let stoppedBy: StepResult | undefined;

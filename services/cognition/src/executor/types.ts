@@ -1,4 +1,5 @@
 import type { ErrorCode } from "@chaos-core/kit";
+import type { CapabilityRisk } from "../capabilities/capability.js";
 import type { ApprovalChannel, PendingApproval } from "./approvals.js";
 import type { Evaluation, StepCheck } from "./evaluate.js";
 
@@ -34,6 +35,24 @@ export interface PolicyVerdict {
   readonly approvalChannels?: readonly ApprovalChannel[];
   /** With REQUIRE_APPROVAL only: the `approvalChannels` rule that chose them. */
   readonly channelsRule?: string;
+  /**
+   * For a capability that implies others (`memory.episode` implies `memory.remember`): policy's
+   * own decision for each implied capability, at its registered risk. The verdict above is the
+   * strictest of all of them (DENY over REQUIRE_APPROVAL over ALLOW).
+   */
+  readonly implied?: readonly ImpliedDecision[];
+  /**
+   * Set when an implied capability's decision is the one that holds: its name. `matchedRule` then
+   * reads `<name>: <rule>` (`memory.remember: deniedCapabilities`).
+   */
+  readonly decidedBy?: string;
+}
+
+/** Policy's decision for a capability another one implies. */
+export interface ImpliedDecision {
+  readonly capability: string;
+  readonly risk: CapabilityRisk;
+  readonly verdict: PolicyVerdict;
 }
 
 /** What happened to one step. */

@@ -379,6 +379,18 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     expect(last.value.plans[0]?.planId).toBe("");
     expect(last.value.results.map((r) => r.status)).toEqual(["executed"]);
     expect(last.value.episodeKey).toMatch(/^episode:/);
+    expect(last.value.bookkeeping).toEqual([
+      expect.objectContaining({ kind: "episode", stored: true, key: last.value.episodeKey, decision: "ALLOW", matchedRule: "default" }),
+      expect.objectContaining({ kind: "procedure", stored: true, key: expect.stringMatching(/^procedure:/) as string, decision: "ALLOW" }),
+    ]);
+  });
+
+  it("refuses an explicit step naming the internal memory.episode, writing nothing", async () => {
+    const tenant = uniqueTenant();
+    const step = { id: "s1", capability: "memory.episode", input: { key: "episode:forged", value: {}, tags: ["chaoscore.episode"], ttl_seconds: 60 } };
+    const err = await expectChaosError(client().execute({ target: { case: "steps", value: { steps: [step] } } }, as(tenant, "session-a")), "invalid_argument");
+    expect(err.message).toContain('"memory.episode" is an internal capability');
+    expect((await services.memory.recall({ key: "episode:forged" }, as(tenant))).item).toBeUndefined();
   });
 
   it("ends Achieve with the domain error when the objective is refused", async () => {
@@ -412,6 +424,8 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     const http = res.capabilities.find((c) => c.name === "http.request");
     expect(http).toMatchObject({ risk: "medium", annotations: { openWorldHint: true } });
     expect(http?.inputSchema).toMatchObject({ type: "object", properties: { url: expect.any(Object) as object } });
+    expect(remember).toMatchObject({ internal: false, implies: [] });
+    expect(res.capabilities.find((c) => c.name === "memory.episode")).toMatchObject({ risk: "low", internal: true, implies: ["memory.remember"] });
   });
 
   it("describes the provider", async () => {

@@ -137,6 +137,14 @@ export function traceToProto(trace: CognitiveTrace): MessageInitShape<typeof Tra
     replans: trace.replans,
     episodeKey: trace.episodeKey ?? "",
     notes: [...trace.notes],
+    bookkeeping: trace.bookkeeping.map((w) => ({
+      kind: w.kind,
+      stored: w.stored,
+      key: w.key ?? "",
+      decision: w.decision ?? "",
+      matchedRule: w.matchedRule ?? "",
+      reason: w.reason,
+    })),
   };
 }
 
@@ -154,6 +162,8 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
       idempotentHint: capability.annotations.idempotentHint,
       openWorldHint: capability.annotations.openWorldHint,
     },
+    internal: capability.internal === true,
+    implies: [...(capability.implies ?? [])],
   };
 }
 

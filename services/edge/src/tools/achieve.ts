@@ -24,7 +24,22 @@ const output = z.object({
   results: z.array(stepResultOutput).describe("Every step result of every plan, in execution order"),
   replans: z.number(),
   episode_key: z.string().optional().describe("The memory key the run was recorded under, when it was"),
-  notes: z.array(z.string()).describe("Why the run ended as it did"),
+  notes: z.array(z.string()).describe("Why the run ended as it did, and why a bookkeeping write was not stored"),
+  bookkeeping: z
+    .array(
+      z.object({
+        kind: z.enum(["episode", "procedure"]),
+        stored: z.boolean(),
+        key: z.string().optional().describe("The memory key written, when stored"),
+        decision: z.enum(["ALLOW", "DENY", "REQUIRE_APPROVAL"]).optional().describe("Policy's decision that held, when policy was reached"),
+        matched_rule: z.string().optional().describe("The rule that decided; memory.remember's is prefixed with its name"),
+        reason: z.string().describe("Policy's reason, or why the write failed"),
+      }),
+    )
+    .describe(
+      "The run's own memory writes (the episode, and on success the procedure), each run as the internal capability " +
+        "memory.episode through policy (as itself and as memory.remember) and recorded in the audit ledger",
+    ),
   next_step: z.string().optional().describe("What to do next, in plain words, when a step waits for approval"),
 });
 
@@ -40,6 +55,14 @@ function traceToOutput(t: Trace, place: ChannelPlace): z.output<typeof output> {
     replans: t.replans,
     ...(t.episodeKey ? { episode_key: t.episodeKey } : {}),
     notes: [...t.notes],
+    bookkeeping: t.bookkeeping.map((w) => ({
+      kind: w.kind as "episode" | "procedure",
+      stored: w.stored,
+      ...(w.key ? { key: w.key } : {}),
+      ...(w.decision ? { decision: w.decision as "ALLOW" | "DENY" | "REQUIRE_APPROVAL" } : {}),
+      ...(w.matchedRule ? { matched_rule: w.matchedRule } : {}),
+      reason: w.reason,
+    })),
     ...(next ? { next_step: next } : {}),
   };
 }
@@ -52,7 +75,7 @@ export const achieveTool = defineTool({
   description:
     "Run the whole cognitive loop for an objective: gather context from memory, reason, plan, execute every step " +
     "through policy, evaluate, re-plan the rest after a failed step (at most max_replans times) and record the " +
-    "episode. A denial ends the run; a step that needs approval stops it (status pending_approval; next_step says " +
+    "episode (through policy too, as memory.episode and memory.remember; bookkeeping says whether it was stored). A denial ends the run; a step that needs approval stops it (status pending_approval; next_step says " +
     "how to get it approved and run). Sends a progress notification per stage " +
     "when the request carries a progress token (the total is unknown), and returns the trace. May take minutes.",
   input: z.object({

@@ -216,12 +216,20 @@ describe("chaoscore_achieve", () => {
     const tenant = uniqueTenant("achieve-denied");
     await services.putPolicy(tenant, { deniedCapabilities: ["memory.remember"] });
     const c = await connect(tenant);
-    const trace = ok<{ status: string; plans: Plan[]; results: StepResult[] }>(
+    const trace = ok<{ status: string; plans: Plan[]; results: StepResult[]; episode_key?: string; notes: string[]; bookkeeping: unknown[] }>(
       await c.call("chaoscore_achieve", { objective: "remember that the deploy window is friday" }),
     );
     expect(trace.status).toBe("denied");
     expect(trace.results[0]).toMatchObject({ capability: "memory.remember", status: "denied", ran: false });
     expect(await stored(tenant, trace.plans[0]!.steps[0]!.input.key as string)).toBeUndefined();
+    // Nor the run's own record: the episode is a memory.remember write too.
+    const episodes = await services.memory.search({ query: "episode:", tags: [], limit: 10, cursor: "" }, { ctx: { tenant, principal: "test" } });
+    expect(episodes.items).toEqual([]);
+    expect(trace.episode_key).toBeUndefined();
+    expect(trace.bookkeeping).toEqual([
+      { kind: "episode", stored: false, decision: "DENY", matched_rule: "memory.remember: deniedCapabilities", reason: expect.stringContaining("memory.remember") as string },
+    ]);
+    expect(trace.notes).toContain("The episode was not stored: policy denied memory.remember (deniedCapabilities)");
   });
 });
 
@@ -235,10 +243,14 @@ describe("chaoscore_inspect on cognition", () => {
     expect(caps.capabilities.map((x) => x.name).sort()).toEqual([
       "cognition.generate_text",
       "http.request",
+      "memory.episode",
       "memory.recall",
       "memory.remember",
     ]);
     expect(caps.capabilities.find((x) => x.name === "http.request")?.risk).toBe("medium");
+    // The brain's bookkeeping is listed, flagged: plans cannot use it.
+    expect(caps.capabilities.find((x) => x.name === "memory.episode")).toMatchObject({ risk: "low", internal: true, implies: ["memory.remember"] });
+    expect(caps.capabilities.find((x) => x.name === "memory.remember")).not.toHaveProperty("internal");
     const prov = ok<{ provider: Record<string, unknown> }>(await c.call("chaoscore_inspect", { what: "providers" }));
     expect(prov.provider).toEqual({ id: "heuristic", display_name: expect.any(String), model: "none", configured: true });
   });
@@ -259,6 +271,7 @@ describe("bad arguments to the cognition tools", () => {
       ["chaoscore_execute", { steps: Array.from({ length: 51 }, (_, i) => step(i)) }, /steps/],
       ["chaoscore_execute", { steps: [step(1), step(1)] }, /step id "s1" is used twice/],
       ["chaoscore_execute", { steps: [{ id: "s1", input: {} }] }, /capability/],
+      ["chaoscore_execute", { steps: [{ id: "s1", capability: "memory.episode", input: {} }] }, /"memory\.episode" is an internal capability/],
       ["chaoscore_achieve", { objective: "ok", max_replans: 6 }, /max_replans/],
       ["chaoscore_achieve", { objective: "ok", max_replans: 1.5 }, /max_replans/],
     ];

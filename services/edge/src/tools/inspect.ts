@@ -75,6 +75,8 @@ const capabilityOutput = z.object({
     open_world_hint: z.boolean(),
   }),
   input_schema: z.record(z.string(), z.unknown()).optional().describe("JSON Schema of the input, when published"),
+  internal: z.boolean().optional().describe("True for the core's own bookkeeping (memory.episode): never planned, refused as a step"),
+  implies: z.array(z.string()).optional().describe("Capabilities whose policy also governs this one; the strictest decision holds"),
 });
 
 const providerOutput = z.object({
@@ -105,7 +107,7 @@ const output = z.object({
   policy: policyOutput.optional(),
   memory: memoryOutput.optional(),
   session: sessionOutput.optional(),
-  capabilities: z.array(capabilityOutput).optional().describe("The registered capabilities plans may use"),
+  capabilities: z.array(capabilityOutput).optional().describe("The registered capabilities: those plans may use, and internal ones flagged"),
   provider: providerOutput.optional().describe("The active AI provider (never a secret)"),
   audit: auditOutput.optional().describe("The tenant's audit ledger at a glance"),
 });
@@ -277,6 +279,8 @@ async function inspectCapabilities(ctx: ToolContext): Promise<InspectOutput> {
         open_world_hint: c.annotations?.openWorldHint ?? false,
       },
       ...(c.inputSchema && Object.keys(c.inputSchema).length > 0 ? { input_schema: c.inputSchema } : {}),
+      ...(c.internal ? { internal: true } : {}),
+      ...(c.implies.length > 0 ? { implies: [...c.implies] } : {}),
     })),
   };
 }

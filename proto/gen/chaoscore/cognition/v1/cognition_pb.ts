@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/cognition/v1/cognition.proto.
  */
 export const file_chaoscore_cognition_v1_cognition: GenFile = /*@__PURE__*/
-  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IrEBCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJ3Cg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SAASFQoLYXBwcm92YWxfaWQYAyABKAlIAEIICgZ0YXJnZXQiXwoNUG9saWN5VmVyZGljdBIQCghkZWNpc2lvbhgBIAEoCRIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEIjEKCkV2YWx1YXRpb24SEQoJc3VjY2VlZGVkGAEgASgIEhAKCHByb2JsZW1zGAIgAygJIpcBCg9QZW5kaW5nQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSEQoJYXJnc19oYXNoGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEEhQKDG1hdGNoZWRfcnVsZRgEIAEoCRIOCgZyZWFzb24YBSABKAkSDAoEcmlzaxgGIAEoCRIQCghjaGFubmVscxgHIAMoCSLMAgoKU3RlcFJlc3VsdBIPCgdzdGVwX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSDgoGc3RhdHVzGAMgASgJEjYKB3ZlcmRpY3QYBCABKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBvbGljeVZlcmRpY3QSCwoDcmFuGAUgASgIEiYKBm91dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRI2CgpldmFsdWF0aW9uGAcgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FdmFsdWF0aW9uEhIKCmVycm9yX2NvZGUYCCABKAkSFQoNZXJyb3JfbWVzc2FnZRgJIAEoCRI5CghhcHByb3ZhbBgKIAEoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGVuZGluZ0FwcHJvdmFsIkYKD0V4ZWN1dGVSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGVwUmVzdWx0Ik0KDkFjaGlldmVSZXF1ZXN0EhEKCW9iamVjdGl2ZRgBIAEoCRIYCgttYXhfcmVwbGFucxgCIAEoDUgAiAEBQg4KDF9tYXhfcmVwbGFucyIrCgpTdGFnZUV2ZW50Eg0KBXN0YWdlGAEgASgJEg4KBmRldGFpbBgCIAEoCSL5AQoFVHJhY2USEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50EjMKBXBsYW5zGAMgAygLMiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USMwoHcmVzdWx0cxgEIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdBIOCgZzdGF0dXMYBSABKAkSDwoHcmVwbGFucxgGIAEoDRITCgtlcGlzb2RlX2tleRgHIAEoCRINCgVub3RlcxgIIAMoCSJ/Cg9BY2hpZXZlUmVzcG9uc2USMwoFc3RhZ2UYASABKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0YWdlRXZlbnRIABIuCgV0cmFjZRgCIAEoCzIdLmNoYW9zY29yZS5jb2duaXRpb24udjEuVHJhY2VIAEIHCgVldmVudCIZChdMaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdCJ7ChVDYXBhYmlsaXR5QW5ub3RhdGlvbnMSFgoOcmVhZF9vbmx5X2hpbnQYASABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgCIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYAyABKAgSFwoPb3Blbl93b3JsZF9oaW50GAQgASgIIrABCgpDYXBhYmlsaXR5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEcmlzaxgDIAEoCRItCgxpbnB1dF9zY2hlbWEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EkIKC2Fubm90YXRpb25zGAUgASgLMi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5DYXBhYmlsaXR5QW5ub3RhdGlvbnMiVAoYTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEjgKDGNhcGFiaWxpdGllcxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eSIZChdEZXNjcmliZVByb3ZpZGVyUmVxdWVzdCJfChhEZXNjcmliZVByb3ZpZGVyUmVzcG9uc2USCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBW1vZGVsGAMgASgJEhIKCmNvbmZpZ3VyZWQYBCABKAgieAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRIPCgdhcHByb3ZlGAIgASgIEjgKB2NoYW5uZWwYAyABKA4yJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFwcHJvdmFsQ2hhbm5lbCJPChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSEwoLcmVzb2x2ZWRfYnkYAiABKAkSDwoHY2hhbm5lbBgEIAEoCSIpChJHZXRBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkiwwMKE0dldEFwcHJvdmFsUmVzcG9uc2USEwoLYXBwcm92YWxfaWQYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJYXJnc19oYXNoGAQgASgJEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhQKDG1hdGNoZWRfcnVsZRgGIAEoCRIOCgZyZWFzb24YByABKAkSDAoEcmlzaxgIIAEoCRIOCgZzdGF0dXMYCSABKAkSFAoMcmVxdWVzdGVkX2J5GAogASgJEhwKFHJlcXVlc3RlZF9pbl9zZXNzaW9uGAsgASgJEi4KCmV4cGlyZXNfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3Jlc29sdmVkX2J5GA0gASgJEhAKCGNoYW5uZWxzGA4gAygJEhoKEnJlc29sdXRpb25fY2hhbm5lbBgPIAEoCRIuCgpjcmVhdGVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1jaGFubmVsc19ydWxlGBIgASgJIiUKFExpc3RBcHByb3ZhbHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgNIucCCg9BcHByb3ZhbFN1bW1hcnkSEwoLYXBwcm92YWxfaWQYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJYXJnc19oYXNoGAQgASgJEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhQKDG1hdGNoZWRfcnVsZRgGIAEoCRIOCgZyZWFzb24YByABKAkSDAoEcmlzaxgIIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYCSABKAkSHAoUcmVxdWVzdGVkX2luX3Nlc3Npb24YCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2hhbm5lbHMYDSADKAkiUwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEjoKCWFwcHJvdmFscxgBIAMoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuQXBwcm92YWxTdW1tYXJ5KrEBCg9BcHByb3ZhbENoYW5uZWwSIAocQVBQUk9WQUxfQ0hBTk5FTF9VTlNQRUNJRklFRBAAEiAKHEFQUFJPVkFMX0NIQU5ORUxfRUxJQ0lUQVRJT04QARIdChlBUFBST1ZBTF9DSEFOTkVMX0FQUFJPVkVSEAISHQoZQVBQUk9WQUxfQ0hBTk5FTF9PUEVSQVRPUhADEhwKGEFQUFJPVkFMX0NIQU5ORUxfQ09OU09MRRAEMrAHChBDb2duaXRpb25TZXJ2aWNlElcKBlJlYXNvbhIlLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVxdWVzdBomLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVhc29uUmVzcG9uc2USUQoEUGxhbhIjLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlcXVlc3QaJC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBsYW5SZXNwb25zZRJaCgdFeGVjdXRlEiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlUmVxdWVzdBonLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXhlY3V0ZVJlc3BvbnNlElwKB0FjaGlldmUSJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFjaGlldmVSZXF1ZXN0GicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BY2hpZXZlUmVzcG9uc2UwARJ1ChBMaXN0Q2FwYWJpbGl0aWVzEi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdBowLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEnUKEERlc2NyaWJlUHJvdmlkZXISLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkRlc2NyaWJlUHJvdmlkZXJSZXF1ZXN0GjAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5EZXNjcmliZVByb3ZpZGVyUmVzcG9uc2UScgoPUmVzb2x2ZUFwcHJvdmFsEi4uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0Gi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZRJmCgtHZXRBcHByb3ZhbBIqLmNoYW9zY29yZS5jb2duaXRpb24udjEuR2V0QXBwcm92YWxSZXF1ZXN0GisuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5HZXRBcHByb3ZhbFJlc3BvbnNlEmwKDUxpc3RBcHByb3ZhbHMSLC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0Gi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IrEBCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJ3Cg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SAASFQoLYXBwcm92YWxfaWQYAyABKAlIAEIICgZ0YXJnZXQiXwoNUG9saWN5VmVyZGljdBIQCghkZWNpc2lvbhgBIAEoCRIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEIjEKCkV2YWx1YXRpb24SEQoJc3VjY2VlZGVkGAEgASgIEhAKCHByb2JsZW1zGAIgAygJIpcBCg9QZW5kaW5nQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSEQoJYXJnc19oYXNoGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEEhQKDG1hdGNoZWRfcnVsZRgEIAEoCRIOCgZyZWFzb24YBSABKAkSDAoEcmlzaxgGIAEoCRIQCghjaGFubmVscxgHIAMoCSLMAgoKU3RlcFJlc3VsdBIPCgdzdGVwX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSDgoGc3RhdHVzGAMgASgJEjYKB3ZlcmRpY3QYBCABKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBvbGljeVZlcmRpY3QSCwoDcmFuGAUgASgIEiYKBm91dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRI2CgpldmFsdWF0aW9uGAcgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FdmFsdWF0aW9uEhIKCmVycm9yX2NvZGUYCCABKAkSFQoNZXJyb3JfbWVzc2FnZRgJIAEoCRI5CghhcHByb3ZhbBgKIAEoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGVuZGluZ0FwcHJvdmFsIkYKD0V4ZWN1dGVSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGVwUmVzdWx0Ik0KDkFjaGlldmVSZXF1ZXN0EhEKCW9iamVjdGl2ZRgBIAEoCRIYCgttYXhfcmVwbGFucxgCIAEoDUgAiAEBQg4KDF9tYXhfcmVwbGFucyIrCgpTdGFnZUV2ZW50Eg0KBXN0YWdlGAEgASgJEg4KBmRldGFpbBgCIAEoCSK4AgoFVHJhY2USEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50EjMKBXBsYW5zGAMgAygLMiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USMwoHcmVzdWx0cxgEIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdBIOCgZzdGF0dXMYBSABKAkSDwoHcmVwbGFucxgGIAEoDRITCgtlcGlzb2RlX2tleRgHIAEoCRINCgVub3RlcxgIIAMoCRI9Cgtib29ra2VlcGluZxgJIAMoCzIoLmNoYW9zY29yZS5jb2duaXRpb24udjEuQm9va2tlZXBpbmdXcml0ZSJ1ChBCb29ra2VlcGluZ1dyaXRlEgwKBGtpbmQYASABKAkSDgoGc3RvcmVkGAIgASgIEgsKA2tleRgDIAEoCRIQCghkZWNpc2lvbhgEIAEoCRIUCgxtYXRjaGVkX3J1bGUYBSABKAkSDgoGcmVhc29uGAYgASgJIn8KD0FjaGlldmVSZXNwb25zZRIzCgVzdGFnZRgBIAEoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RhZ2VFdmVudEgAEi4KBXRyYWNlGAIgASgLMh0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5UcmFjZUgAQgcKBWV2ZW50IhkKF0xpc3RDYXBhYmlsaXRpZXNSZXF1ZXN0InsKFUNhcGFiaWxpdHlBbm5vdGF0aW9ucxIWCg5yZWFkX29ubHlfaGludBgBIAEoCBIYChBkZXN0cnVjdGl2ZV9oaW50GAIgASgIEhcKD2lkZW1wb3RlbnRfaGludBgDIAEoCBIXCg9vcGVuX3dvcmxkX2hpbnQYBCABKAgi0wEKCkNhcGFiaWxpdHkSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIMCgRyaXNrGAMgASgJEi0KDGlucHV0X3NjaGVtYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSQgoLYW5ub3RhdGlvbnMYBSABKAsyLS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkNhcGFiaWxpdHlBbm5vdGF0aW9ucxIQCghpbnRlcm5hbBgGIAEoCBIPCgdpbXBsaWVzGAcgAygJIlQKGExpc3RDYXBhYmlsaXRpZXNSZXNwb25zZRI4CgxjYXBhYmlsaXRpZXMYASADKAsyIi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkNhcGFiaWxpdHkiGQoXRGVzY3JpYmVQcm92aWRlclJlcXVlc3QiXwoYRGVzY3JpYmVQcm92aWRlclJlc3BvbnNlEgoKAmlkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVtb2RlbBgDIAEoCRISCgpjb25maWd1cmVkGAQgASgIIngKFlJlc29sdmVBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkSDwoHYXBwcm92ZRgCIAEoCBI4CgdjaGFubmVsGAMgASgOMicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BcHByb3ZhbENoYW5uZWwiTwoXUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJEhMKC3Jlc29sdmVkX2J5GAIgASgJEg8KB2NoYW5uZWwYBCABKAkiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIsMDChNHZXRBcHByb3ZhbFJlc3BvbnNlEhMKC2FwcHJvdmFsX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSJgoFaW5wdXQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhEKCWFyZ3NfaGFzaBgEIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgFIAEoBBIUCgxtYXRjaGVkX3J1bGUYBiABKAkSDgoGcmVhc29uGAcgASgJEgwKBHJpc2sYCCABKAkSDgoGc3RhdHVzGAkgASgJEhQKDHJlcXVlc3RlZF9ieRgKIAEoCRIcChRyZXF1ZXN0ZWRfaW5fc2Vzc2lvbhgLIAEoCRIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtyZXNvbHZlZF9ieRgNIAEoCRIQCghjaGFubmVscxgOIAMoCRIaChJyZXNvbHV0aW9uX2NoYW5uZWwYDyABKAkSLgoKY3JlYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY2hhbm5lbHNfcnVsZRgSIAEoCSIlChRMaXN0QXBwcm92YWxzUmVxdWVzdBINCgVsaW1pdBgBIAEoDSLnAgoPQXBwcm92YWxTdW1tYXJ5EhMKC2FwcHJvdmFsX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSJgoFaW5wdXQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhEKCWFyZ3NfaGFzaBgEIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgFIAEoBBIUCgxtYXRjaGVkX3J1bGUYBiABKAkSDgoGcmVhc29uGAcgASgJEgwKBHJpc2sYCCABKAkSFAoMcmVxdWVzdGVkX2J5GAkgASgJEhwKFHJlcXVlc3RlZF9pbl9zZXNzaW9uGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGNoYW5uZWxzGA0gAygJIlMKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRI6CglhcHByb3ZhbHMYASADKAsyJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFwcHJvdmFsU3VtbWFyeSqxAQoPQXBwcm92YWxDaGFubmVsEiAKHEFQUFJPVkFMX0NIQU5ORUxfVU5TUEVDSUZJRUQQABIgChxBUFBST1ZBTF9DSEFOTkVMX0VMSUNJVEFUSU9OEAESHQoZQVBQUk9WQUxfQ0hBTk5FTF9BUFBST1ZFUhACEh0KGUFQUFJPVkFMX0NIQU5ORUxfT1BFUkFUT1IQAxIcChhBUFBST1ZBTF9DSEFOTkVMX0NPTlNPTEUQBDKwBwoQQ29nbml0aW9uU2VydmljZRJXCgZSZWFzb24SJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlJlYXNvblJlcXVlc3QaJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlJlYXNvblJlc3BvbnNlElEKBFBsYW4SIy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBsYW5SZXF1ZXN0GiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USWgoHRXhlY3V0ZRImLmNoYW9zY29yZS5jb2duaXRpb24udjEuRXhlY3V0ZVJlcXVlc3QaJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVSZXNwb25zZRJcCgdBY2hpZXZlEiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BY2hpZXZlUmVxdWVzdBonLmNoYW9zY29yZS5jb2duaXRpb24udjEuQWNoaWV2ZVJlc3BvbnNlMAESdQoQTGlzdENhcGFiaWxpdGllcxIvLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1JlcXVlc3QaMC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RDYXBhYmlsaXRpZXNSZXNwb25zZRJ1ChBEZXNjcmliZVByb3ZpZGVyEi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5EZXNjcmliZVByb3ZpZGVyUmVxdWVzdBowLmNoYW9zY29yZS5jb2duaXRpb24udjEuRGVzY3JpYmVQcm92aWRlclJlc3BvbnNlEnIKD1Jlc29sdmVBcHByb3ZhbBIuLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBovLmNoYW9zY29yZS5jb2duaXRpb24udjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USZgoLR2V0QXBwcm92YWwSKi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkdldEFwcHJvdmFsUmVxdWVzdBorLmNoYW9zY29yZS5jb2duaXRpb24udjEuR2V0QXBwcm92YWxSZXNwb25zZRJsCg1MaXN0QXBwcm92YWxzEiwuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBotLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Intent is what the core understood of an objective.
@@ -571,6 +571,8 @@ export type Trace = Message<"chaoscore.cognition.v1.Trace"> & {
   replans: number;
 
   /**
+   * Empty when the episode was not stored (bookkeeping says why).
+   *
    * @generated from field: string episode_key = 7;
    */
   episodeKey: string;
@@ -579,6 +581,14 @@ export type Trace = Message<"chaoscore.cognition.v1.Trace"> & {
    * @generated from field: repeated string notes = 8;
    */
   notes: string[];
+
+  /**
+   * The brain's own writes (the episode, and on success the procedure), each run as the internal
+   * capability memory.episode through the executor: policy first, decision and outcome in the ledger.
+   *
+   * @generated from field: repeated chaoscore.cognition.v1.BookkeepingWrite bookkeeping = 9;
+   */
+  bookkeeping: BookkeepingWrite[];
 };
 
 /**
@@ -587,6 +597,62 @@ export type Trace = Message<"chaoscore.cognition.v1.Trace"> & {
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
   messageDesc(file_chaoscore_cognition_v1_cognition, 15);
+
+/**
+ * BookkeepingWrite says whether one of the brain's own memory writes was stored, and why not.
+ *
+ * @generated from message chaoscore.cognition.v1.BookkeepingWrite
+ */
+export type BookkeepingWrite = Message<"chaoscore.cognition.v1.BookkeepingWrite"> & {
+  /**
+   * episode or procedure.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: bool stored = 2;
+   */
+  stored: boolean;
+
+  /**
+   * The memory key written; empty when nothing was stored.
+   *
+   * @generated from field: string key = 3;
+   */
+  key: string;
+
+  /**
+   * Policy's strictest decision over memory.episode and what it implies (ALLOW, DENY or
+   * REQUIRE_APPROVAL); empty when policy was not reached.
+   *
+   * @generated from field: string decision = 4;
+   */
+  decision: string;
+
+  /**
+   * The rule that decided; an implied capability's rule is prefixed with its name
+   * (`memory.remember: deniedCapabilities`).
+   *
+   * @generated from field: string matched_rule = 5;
+   */
+  matchedRule: string;
+
+  /**
+   * Policy's reason, or why the write failed.
+   *
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.BookkeepingWrite.
+ * Use `create(BookkeepingWriteSchema)` to create a new message.
+ */
+export const BookkeepingWriteSchema: GenMessage<BookkeepingWrite> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 16);
 
 /**
  * @generated from message chaoscore.cognition.v1.AchieveResponse
@@ -617,7 +683,7 @@ export type AchieveResponse = Message<"chaoscore.cognition.v1.AchieveResponse"> 
  * Use `create(AchieveResponseSchema)` to create a new message.
  */
 export const AchieveResponseSchema: GenMessage<AchieveResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 16);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 17);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListCapabilitiesRequest
@@ -630,7 +696,7 @@ export type ListCapabilitiesRequest = Message<"chaoscore.cognition.v1.ListCapabi
  * Use `create(ListCapabilitiesRequestSchema)` to create a new message.
  */
 export const ListCapabilitiesRequestSchema: GenMessage<ListCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 17);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 18);
 
 /**
  * CapabilityAnnotations are honest hints about what a capability does.
@@ -664,7 +730,7 @@ export type CapabilityAnnotations = Message<"chaoscore.cognition.v1.CapabilityAn
  * Use `create(CapabilityAnnotationsSchema)` to create a new message.
  */
 export const CapabilityAnnotationsSchema: GenMessage<CapabilityAnnotations> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 18);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 19);
 
 /**
  * Capability describes one registered capability.
@@ -700,6 +766,22 @@ export type Capability = Message<"chaoscore.cognition.v1.Capability"> & {
    * @generated from field: chaoscore.cognition.v1.CapabilityAnnotations annotations = 5;
    */
   annotations?: CapabilityAnnotations | undefined;
+
+  /**
+   * The cognitive core's own bookkeeping: never offered to planners; a plan or an explicit step
+   * naming it fails with invalid_argument.
+   *
+   * @generated from field: bool internal = 6;
+   */
+  internal: boolean;
+
+  /**
+   * Capabilities whose policy also governs this one: each is evaluated at its registered risk and
+   * the strictest decision holds.
+   *
+   * @generated from field: repeated string implies = 7;
+   */
+  implies: string[];
 };
 
 /**
@@ -707,7 +789,7 @@ export type Capability = Message<"chaoscore.cognition.v1.Capability"> & {
  * Use `create(CapabilitySchema)` to create a new message.
  */
 export const CapabilitySchema: GenMessage<Capability> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 19);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 20);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListCapabilitiesResponse
@@ -724,7 +806,7 @@ export type ListCapabilitiesResponse = Message<"chaoscore.cognition.v1.ListCapab
  * Use `create(ListCapabilitiesResponseSchema)` to create a new message.
  */
 export const ListCapabilitiesResponseSchema: GenMessage<ListCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 20);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 21);
 
 /**
  * @generated from message chaoscore.cognition.v1.DescribeProviderRequest
@@ -737,7 +819,7 @@ export type DescribeProviderRequest = Message<"chaoscore.cognition.v1.DescribePr
  * Use `create(DescribeProviderRequestSchema)` to create a new message.
  */
 export const DescribeProviderRequestSchema: GenMessage<DescribeProviderRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 21);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 22);
 
 /**
  * @generated from message chaoscore.cognition.v1.DescribeProviderResponse
@@ -771,7 +853,7 @@ export type DescribeProviderResponse = Message<"chaoscore.cognition.v1.DescribeP
  * Use `create(DescribeProviderResponseSchema)` to create a new message.
  */
 export const DescribeProviderResponseSchema: GenMessage<DescribeProviderResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 22);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 23);
 
 /**
  * @generated from message chaoscore.cognition.v1.ResolveApprovalRequest
@@ -798,7 +880,7 @@ export type ResolveApprovalRequest = Message<"chaoscore.cognition.v1.ResolveAppr
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 23);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 24);
 
 /**
  * @generated from message chaoscore.cognition.v1.ResolveApprovalResponse
@@ -831,7 +913,7 @@ export type ResolveApprovalResponse = Message<"chaoscore.cognition.v1.ResolveApp
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 24);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 25);
 
 /**
  * @generated from message chaoscore.cognition.v1.GetApprovalRequest
@@ -848,7 +930,7 @@ export type GetApprovalRequest = Message<"chaoscore.cognition.v1.GetApprovalRequ
  * Use `create(GetApprovalRequestSchema)` to create a new message.
  */
 export const GetApprovalRequestSchema: GenMessage<GetApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 25);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 26);
 
 /**
  * @generated from message chaoscore.cognition.v1.GetApprovalResponse
@@ -961,7 +1043,7 @@ export type GetApprovalResponse = Message<"chaoscore.cognition.v1.GetApprovalRes
  * Use `create(GetApprovalResponseSchema)` to create a new message.
  */
 export const GetApprovalResponseSchema: GenMessage<GetApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 26);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 27);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListApprovalsRequest
@@ -980,7 +1062,7 @@ export type ListApprovalsRequest = Message<"chaoscore.cognition.v1.ListApprovals
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 27);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 28);
 
 /**
  * ApprovalSummary is one pending approval as a person reviewing it sees it.
@@ -1065,7 +1147,7 @@ export type ApprovalSummary = Message<"chaoscore.cognition.v1.ApprovalSummary"> 
  * Use `create(ApprovalSummarySchema)` to create a new message.
  */
 export const ApprovalSummarySchema: GenMessage<ApprovalSummary> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 28);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 29);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListApprovalsResponse
@@ -1084,7 +1166,7 @@ export type ListApprovalsResponse = Message<"chaoscore.cognition.v1.ListApproval
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 29);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 30);
 
 /**
  * ApprovalChannel says how an approval was given. Policy says which channels an approval
