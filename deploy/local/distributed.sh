@@ -25,8 +25,9 @@ if [ -z "${CHAOS_CORE_LEDGER_KEYS_FILE:-}" ]; then
   fi
 fi
 export CHAOS_CORE_LEDGER_KEYS_FILE
-PORT=50054 node "${preload[@]}" services/ledger/dist/main.js & pids+=($!)
+# The ledger asks the policy service which approval channels may answer a spend or a receipt.
 export POLICY_ADDR=127.0.0.1:50051 MEMORY_ADDR=127.0.0.1:50052 LEDGER_ADDR=127.0.0.1:50054
+PORT=50054 node "${preload[@]}" services/ledger/dist/main.js & pids+=($!)
 PORT=50053 node "${preload[@]}" services/cognition/dist/main.js & pids+=($!)
 PORT=50055 node "${preload[@]}" services/council/dist/main.js & pids+=($!)
 COGNITION_ADDR=127.0.0.1:50053 COUNCIL_ADDR=127.0.0.1:50055 PORT="${PORT:-3000}" \

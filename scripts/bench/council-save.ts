@@ -133,7 +133,7 @@ try {
     const policy = await start("policy", common);
     const memory = await start("memory", common);
     const council = await start("council", common);
-    const ledger = await start("ledger", { ...common, ...keys.env });
+    const ledger = await start("ledger", { ...common, ...keys.env, POLICY_ADDR: policy });
     const addrs = { CHAOS_CORE_CONTEXT_KEY: common.CHAOS_CORE_CONTEXT_KEY, POLICY_ADDR: policy, MEMORY_ADDR: memory, LEDGER_ADDR: ledger };
     const cognition = await start("cognition", { ...addrs, CHAOS_CORE_PROVIDER: "heuristic" });
     distributedUrl = await start("edge", { ...addrs, COGNITION_ADDR: cognition, COUNCIL_ADDR: council });

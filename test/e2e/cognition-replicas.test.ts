@@ -32,7 +32,7 @@ describe("two cognition replicas sharing plans through Redis", () => {
     const memory = await startServiceMain("memory", common);
     procs.push(memory.proc);
     keys = await createLedgerKeys();
-    const ledger = await startServiceMain("ledger", { ...common, ...keys.env, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: uniquePrefix("ledger-replicas") });
+    const ledger = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: uniquePrefix("ledger-replicas") });
     procs.push(ledger.proc);
     const replicaEnv = {
       CHAOS_CORE_CONTEXT_KEY: key,

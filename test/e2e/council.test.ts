@@ -182,7 +182,7 @@ describe("the council run alone on Postgres, behind an edge with two tenants", (
     const memory = await startServiceMain("memory", common);
     const council = await startServiceMain("council", common);
     ledgerKeys = await createLedgerKeys();
-    const ledger = await startServiceMain("ledger", { ...common, ...ledgerKeys.env });
+    const ledger = await startServiceMain("ledger", { ...common, ...ledgerKeys.env, POLICY_ADDR: policy.address });
     procs.push(policy.proc, memory.proc, ledger.proc);
     councilProc = council.proc;
     councilPort = council.address.split(":")[1]!;

@@ -27,7 +27,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     const m = await startServiceMain("memory", common);
     const k = await startServiceMain("council", common);
     keys = await createLedgerKeys();
-    const l = await startServiceMain("ledger", { ...common, ...keys.env });
+    const l = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: p.address });
     procs.push(p.proc, m.proc, k.proc, l.proc);
     ledger = l.address;
     policy = p.address;

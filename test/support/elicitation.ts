@@ -2,7 +2,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ElicitRequestSchema, type ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 
 /**
- * A client whose host answers every form elicitation with "accept, approve" by itself: no person
+ * A client whose host answers every form elicitation with "accept" by itself, ticking every
+ * yes/no field of the form (`approve` for a step, `confirm` for a spend or a receipt): no person
  * sees it. What a client declares and sets up before it connects; the questions go to `asked`.
  */
 export function autoAcceptingClient(asked: string[]): { capabilities: ClientCapabilities; setup: (client: Client) => void } {
@@ -11,7 +12,9 @@ export function autoAcceptingClient(asked: string[]): { capabilities: ClientCapa
     setup: (client) =>
       client.setRequestHandler(ElicitRequestSchema, (req) => {
         asked.push(req.params.message);
-        return { action: "accept", content: { approve: true } };
+        const properties = "requestedSchema" in req.params ? req.params.requestedSchema.properties : {};
+        const yes = Object.entries(properties).filter(([, p]) => p.type === "boolean").map(([name]) => [name, true]);
+        return { action: "accept", content: Object.fromEntries(yes) };
       }),
   };
 }

@@ -19,10 +19,7 @@ export interface CognitionConfig {
 }
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
-const serviceAddr = (service: string) =>
-  z
-    .string({ error: `is required when cognition runs alone: host:port of the ${service} service` })
-    .regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-f:]+\]:\d{1,5}$/i, "must be host:port");
+const serviceAddr = (service: string) => envVars.serviceAddr("cognition", service);
 
 const schema = z.object({
   HOST: envVars.host(),

@@ -27,14 +27,18 @@ export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export {
   acceptedChannels,
   APPROVAL_CHANNEL_NAMES,
+  approvalChannelOptions,
+  approveSpendCall,
   channelLines,
   operatorApproveCommand,
   stepApprovalChannels,
+  wayLines,
+  whyClientNotAsked,
 } from "./approvals/channels.js";
-export type { ApprovalChannelName, ApprovalChannelOption, ChannelPlace, OperatorAccess } from "./approvals/channels.js";
+export type { ApprovalChannelName, ApprovalChannelOption, ApprovalSubject, ChannelPlace, OperatorAccess } from "./approvals/channels.js";
 export { fitsForm, MAX_FORM_MESSAGE_BYTES, renderText } from "./approvals/render-text.js";
-export { argumentRows, ledgerEntryView, spendRequestView, stepApprovalView } from "./approvals/view.js";
-export type { ApprovalView, ArgumentRow, StepApprovalSource, ViewFact } from "./approvals/view.js";
+export { argumentRows, ledgerEntryView, spendRequestView, stepApprovalView, toolCallView } from "./approvals/view.js";
+export type { ApprovalView, ArgumentRow, BoundToolCall, StepApprovalSource, ViewFact } from "./approvals/view.js";
 export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
 export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";
 export { PROMPT_DEFINITIONS } from "./prompts/index.js";

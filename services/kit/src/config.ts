@@ -64,6 +64,14 @@ export const envVars = {
       .string({ error: "is required: the shared key that signs and verifies call contexts" })
       .min(32, "must be at least 32 characters"),
   logLevel: () => z.enum(LOG_LEVELS).default("info"),
+  /**
+   * `host:port` of another service, required: a service run alone reaches its peers over gRPC.
+   * `who` names the service that needs it, `service` the one it reaches.
+   */
+  serviceAddr: (who: string, service: string) =>
+    z
+      .string({ error: `is required when ${who} runs alone: host:port of the ${service} service` })
+      .regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-f:]+\]:\d{1,5}$/i, "must be host:port"),
 };
 
 /**

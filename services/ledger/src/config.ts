@@ -14,6 +14,8 @@ export interface LedgerConfig {
   readonly contextKey: string;
   /** The Ed25519 keyring file (operator configuration); there is no default key. */
   readonly keysFile: string;
+  /** The policy service, which says which approval channels may answer a spend or a tool receipt. */
+  readonly policyAddr: string;
   /** The operator's spend and tool-approval policies; unset = the reference policies. */
   readonly policyFile?: string;
   /** Prefix of each tenant's checkpoint origin: `<origin>/<tenant>`. */
@@ -30,6 +32,7 @@ const schema = z
     REDIS_URL: envVars.redisUrl(),
     CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    POLICY_ADDR: envVars.serviceAddr("the ledger", "policy"),
     CHAOS_CORE_LEDGER_KEYS_FILE: z.string({
       error: "is required: the Ed25519 keyring file that signs receipts and checkpoints (there is no default key)",
     }),
@@ -49,7 +52,7 @@ export function originVar() {
 
 /**
  * Reads the ledger service's configuration (`process.env` unless given). `DATABASE_URL` wins
- * over `CHAOS_CORE_DATA_DIR`; `CHAOS_CORE_LEDGER_KEYS_FILE` is required. Throws `ConfigError`
+ * over `CHAOS_CORE_DATA_DIR`; `CHAOS_CORE_LEDGER_KEYS_FILE` and `POLICY_ADDR` are required. Throws `ConfigError`
  * naming every bad variable.
  */
 export function loadLedgerConfig(env: Env = process.env): LedgerConfig {
@@ -61,6 +64,7 @@ export function loadLedgerConfig(env: Env = process.env): LedgerConfig {
     nonces: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
     keysFile: e.CHAOS_CORE_LEDGER_KEYS_FILE,
+    policyAddr: e.POLICY_ADDR,
     ...(e.CHAOS_CORE_LEDGER_POLICY_FILE ? { policyFile: e.CHAOS_CORE_LEDGER_POLICY_FILE } : {}),
     origin: e.CHAOS_CORE_LEDGER_ORIGIN,
     logLevel: e.LOG_LEVEL,

@@ -6,7 +6,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { credentials, makeClientConstructor, type Client, type ServiceDefinition } from "@grpc/grpc-js";
-import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { ChaosError, ContextSigner, createGrpcClient, createLogger, createPostgresDb, type Db, type RunningGrpcServer } from "@chaos-core/kit";
+import { createPolicyServer, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { service as healthService } from "grpc-health-check";
 import { Redis } from "ioredis";
@@ -97,6 +98,10 @@ describe("ledger main, run alone", () => {
   let policyFile: string;
   let redis: Redis;
   const prefix = uniquePrefix("ledger-main");
+  // The policy service the ledger asks for approval channels, over gRPC as in Kubernetes.
+  let policyDb: Db;
+  let policyStore: PolicyStore;
+  let policy: RunningGrpcServer;
 
   beforeAll(async () => {
     if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npx tsc -b services/ledger\` first`);
@@ -107,8 +112,21 @@ describe("ledger main, run alone", () => {
     policyFile = join(cwd, "ledger-policy.json");
     await writeFile(policyFile, JSON.stringify({ defaults: { tool_approval: TOOL_POLICY } }));
     redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    policyDb = createPostgresDb({ connectionString: database.url });
+    await migratePolicy(policyDb);
+    policyStore = createSqlPolicyStore(policyDb);
+    policy = await createPolicyServer({
+      host: "127.0.0.1",
+      port: 0,
+      signer: new ContextSigner(KEY),
+      store: policyStore,
+      logger: createLogger("policy-test", "silent"),
+    }).start();
   });
   afterAll(async () => {
+    await policy?.shutdown(0);
+    await policyStore?.close();
+    await policyDb?.close();
     if (redis) {
       const keys = await redis.keys(`${prefix}*`);
       if (keys.length > 0) await redis.del(...keys);
@@ -124,6 +142,7 @@ describe("ledger main, run alone", () => {
     CHAOS_CORE_REDIS_PREFIX: prefix,
     CHAOS_CORE_LEDGER_KEYS_FILE: keysFile,
     CHAOS_CORE_LEDGER_POLICY_FILE: policyFile,
+    POLICY_ADDR: `127.0.0.1:${policy.port}`,
   });
 
   it("serves over gRPC: health SERVING, one of 64 concurrent authorizations wins; after a restart with Redis flushed the receipt is still spent", async () => {
@@ -142,6 +161,12 @@ describe("ledger main, run alone", () => {
         expect(JSON.stringify(info.info)).not.toMatch(/PRIVATE/);
         ({ receipt } = await requestAndIssue(client, { tenant: TENANT, requester: "agent@acme", approver: "approver@acme", call: DELETE }));
         expect(receipt.kid).toBe(kid);
+        // The policy service, asked over gRPC, does not let the requesting client's own form answer at high risk.
+        const byForm = await requestAndIssue(client, { tenant: TENANT, requester: "agent@acme", approver: "agent@acme", call: DELETE, approvedVia: "elicitation" }).catch(
+          (e: unknown) => e,
+        );
+        expect(byForm).toBeInstanceOf(ChaosError);
+        expect((byForm as ChaosError).message).toMatch(/^channel_not_allowed: policy allows approver, operator, console .*by rule approvalChannels\.byRisk\.high/);
         const results = await Promise.all(Array.from({ length: 64 }, () => client.authorize({ call: DELETE, receipt }, as(TENANT, "agent@acme"))));
         expect(results.filter((r) => r.code === "AUTHORIZED")).toHaveLength(1);
         expect(results.filter((r) => r.code === "replayed_receipt")).toHaveLength(63);
@@ -168,16 +193,25 @@ describe("ledger main, run alone", () => {
         const replay = await client.authorize({ call: DELETE, receipt: receipt! }, as(TENANT, "agent@acme"));
         expect(replay).toMatchObject({ authorized: false, code: "replayed_receipt" });
         const listed = await client.listEntries({ limit: 1000 }, as(TENANT, "agent@acme"));
-        expect(listed.size).toBe(2n + 64n + 1n);
+        // request, receipt; the form's request and its refusal; 64 authorizations; the replay.
+        expect(listed.size).toBe(2n + 2n + 64n + 1n);
         expect(listed.entries.filter((e) => e.event?.authorized === true)).toHaveLength(1);
         const chain = await client.verifyChain({}, as(TENANT, "agent@acme"));
-        expect(chain).toMatchObject({ ok: true, entries: 67n });
+        expect(chain).toMatchObject({ ok: true, entries: 69n });
       } finally {
         close();
       }
     } finally {
       expect(await stop(again)).toBe(0);
     }
+  });
+
+  it("refuses to start without the policy service's address, naming the variable", async () => {
+    const { POLICY_ADDR: _unset, ...noPolicy } = env();
+    const missing = await runMain({ ...noPolicy, CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "0" }, cwd);
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toBe("");
+    expect(missing.stderr).toMatch(/POLICY_ADDR: is required when the ledger runs alone: host:port of the policy service/);
   });
 
   it("refuses to start without a keys file, naming the variable", async () => {

@@ -1,6 +1,6 @@
 /**
  * The ledger service run alone as a gRPC server, the way Kubernetes runs it:
- * telemetry → config → keyring and policies → database → migrations → core → server → signals.
+ * telemetry → config → keyring and policies → policy client → database → migrations → core → server → signals.
  * Prints nothing on stdout; logs are JSON on stderr.
  */
 import type { Db, Logger } from "@chaos-core/kit";
@@ -10,7 +10,8 @@ import type { Redis as RedisClient } from "ioredis";
 // ioredis and grpc-js are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
-const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
 const { loadKeyring } = await import("./keys/keyring.js");
@@ -26,6 +27,7 @@ const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.
 let logger: Logger = createLogger("ledger");
 let db: Db | undefined;
 let redis: RedisClient | undefined;
+let policy: { close(): void } | undefined;
 try {
   const config = loadLedgerConfig();
   logger = createLogger("ledger", config.logLevel);
@@ -35,6 +37,10 @@ try {
     throw new Error(`CHAOS_CORE_LEDGER_KEYS_FILE: ${(err as Error).message}`, { cause: err });
   });
   const policies = await loadOperatorPolicies(config.policyFile);
+  const signer = new ContextSigner(config.contextKey);
+  // Policy says which approval channels count for a spend or a tool receipt; the ledger enforces.
+  const policyClient = createGrpcClient(PolicyService, config.policyAddr, signer);
+  policy = policyClient;
   db = await openLedgerDb(config.storage);
   const applied = await migrateLedger(db);
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
@@ -45,19 +51,21 @@ try {
   } else {
     nonces = createMemoryNonceCache();
   }
-  const core = createLedgerCore({ db, keyring, policies, nonces, logger, version: VERSION, origin: config.origin });
-  const server = await startLedgerServer({ host: config.host, port: config.port, signer: new ContextSigner(config.contextKey), core, logger });
-  logger.info({ kid: keyring.active.kid, policies: policies.source, nonces: config.nonces.kind }, "ledger ready");
+  const core = createLedgerCore({ db, keyring, policies, nonces, policy: policyClient.client, logger, version: VERSION, origin: config.origin });
+  const server = await startLedgerServer({ host: config.host, port: config.port, signer, core, logger });
+  logger.info({ kid: keyring.active.kid, policies: policies.source, nonces: config.nonces.kind, policy: config.policyAddr }, "ledger ready");
   const opened = db;
   const openedRedis = redis;
   onShutdown(logger, async () => {
     await server.shutdown();
+    policyClient.close();
     await core.store.drain();
     if (openedRedis) await closeRedis(openedRedis);
     await opened.close();
   });
 } catch (err) {
   logger.fatal({ err }, (err as Error).message ?? "failed to start");
+  policy?.close();
   await redis?.quit().catch(() => undefined);
   await db?.close().catch(() => undefined);
   process.exit(1);

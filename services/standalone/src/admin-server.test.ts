@@ -207,6 +207,8 @@ describe("the operator's admin endpoint", () => {
     expect(spends).toEqual([
       expect.objectContaining({ request_seq: seq, kind: "finance", tool: "wire_treasury_transfer", arguments: wire, requested_by: "local", state: "PENDING", arguments_verified: true }),
     ]);
+    // Who may answer it, as policy chose when it was made (the operator's own command among them).
+    expect(spends[0]).toMatchObject({ channels: ["approver", "operator", "console"], channels_rule: "approvalChannels.spend.default" });
     // The text a person reads carries every argument, exactly.
     expect(spends[0]!.text).toContain('beneficiary = "Umbrella Payments AG"');
     expect(spends[0]!.text).toContain('memo = "retainer <b>May</b>"');

@@ -228,6 +228,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
             state: r.state,
             gate: r.gate ?? {},
             content_hash: r.contentHash,
+            channels: [...r.channels],
+            channels_rule: r.channelsRule,
             text: describeSpendRequest(r),
           })),
           approvals: listed.approvals.map((a) => ({

@@ -193,6 +193,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       keyring,
       policies: ledgerPolicies,
       nonces,
+      // Policy chooses which approval channels count for spends and tool receipts too.
+      policy,
       logger: logger.child({ service: "ledger" }),
       version: options.version,
       origin: config.ledgerOrigin,

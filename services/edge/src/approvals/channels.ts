@@ -81,64 +81,124 @@ export function acceptedChannels(channels: readonly string[]): readonly Approval
   return named.length > 0 ? named : LEGACY_CHANNELS;
 }
 
+/** How to call approve_spend for a recorded spend request, as an agent would type it. */
+export function approveSpendCall(requestSeq: number): string {
+  return `approve_spend {"request_seq": ${requestSeq}}`;
+}
+
 /**
- * Every channel that can approve this step approval here: policy's list (`channels`, from
- * cognition), filtered to what exists in this call (the client's own form only when it can be
- * asked, the operator only in standalone), each with the exact way to use it. The one place
- * the list is built, so every answer names the same channels (the console joins it here).
+ * What an approval is about: a cognition step (`approval_id`), a spend or finance request the
+ * ledger stored (`request_seq`), or a tool-approval receipt request (`call`: the exact
+ * `issue_approval_receipt` call that answers it). Each is answered through its own tool and
+ * operator command.
  */
-export function stepApprovalChannels(approvalId: string, channels: readonly string[], place: ChannelPlace): ApprovalChannelOption[] {
+export type ApprovalSubject =
+  | { readonly kind: "step"; readonly approvalId: string }
+  | { readonly kind: "spend"; readonly requestSeq: number }
+  | { readonly kind: "receipt"; readonly call: string };
+
+/** The requester's and an approver's calls that answer `subject`. */
+function answerCalls(subject: ApprovalSubject): { readonly requester: string; readonly approver: string } {
+  switch (subject.kind) {
+    case "step":
+      return { requester: executeCall(subject.approvalId), approver: approveCall(subject.approvalId) };
+    case "spend":
+      return { requester: approveSpendCall(subject.requestSeq), approver: approveSpendCall(subject.requestSeq) };
+    case "receipt":
+      return { requester: subject.call, approver: subject.call };
+  }
+}
+
+/** How `channel` answers `subject` here, with the exact call or command; undefined where it cannot. */
+function wayOf(subject: ApprovalSubject, channel: ApprovalChannelName, place: ChannelPlace): Omit<ApprovalChannelOption, "channel"> | undefined {
+  const calls = answerCalls(subject);
+  const step = subject.kind === "step";
+  switch (channel) {
+    case "client_elicitation":
+      if (!place.canElicit) return undefined;
+      return step
+        ? { how: `Call ${calls.requester}: your user will be shown the request and asked to approve it; it runs only if they do.`, call: calls.requester }
+        : { how: `you call ${calls.requester} and this client's user confirms when asked`, call: calls.requester };
+    case "approver":
+      return step
+        ? { how: `A person holding the approver role in this tenant calls ${calls.approver} with their own API key, from their own session.`, call: calls.approver }
+        : { how: `someone holding the approver role calls ${calls.approver} with their own API key`, call: calls.approver };
+    case "operator": {
+      // No operator command answers a tool-receipt request: its receipt goes to whoever issues it.
+      if (!place.operator || subject.kind === "receipt") return undefined;
+      if (subject.kind === "step") {
+        const command = operatorApproveCommand(subject.approvalId, place, place.operator);
+        return { how: `The operator of this Chaos Core runs ${command} on its machine (chaos-core approvals list shows the whole call).`, command };
+      }
+      const command = operatorCommand("approve-spend", subject.requestSeq, place.tenant, place.operator);
+      return { how: `the operator of this server runs ${command}`, command };
+    }
+    case "console":
+      // Served with the approval console (docs/approvals.md §2); not offered until it exists.
+      return undefined;
+  }
+}
+
+/**
+ * Every channel that can approve `subject` here: policy's list (`channels`: cognition's for a
+ * step, the ledger's for a spend, policy's own for a receipt), filtered to what exists in this
+ * call (the client's own form only when it can be asked, the operator only in standalone), each
+ * with the exact way to use it, in the channels' fixed order. The one place the list is built,
+ * so every answer names the same channels (the console joins it here).
+ */
+export function approvalChannelOptions(subject: ApprovalSubject, channels: readonly string[], place: ChannelPlace): ApprovalChannelOption[] {
   const options: ApprovalChannelOption[] = [];
   for (const channel of acceptedChannels(channels)) {
-    switch (channel) {
-      case "client_elicitation":
-        if (place.canElicit) {
-          options.push({
-            channel,
-            how: `Call ${executeCall(approvalId)}: your user will be shown the request and asked to approve it; it runs only if they do.`,
-            call: executeCall(approvalId),
-          });
-        }
-        break;
-      case "approver":
-        options.push({
-          channel,
-          how: `A person holding the approver role in this tenant calls ${approveCall(approvalId)} with their own API key, from their own session.`,
-          call: approveCall(approvalId),
-        });
-        break;
-      case "operator":
-        if (place.operator) {
-          const command = operatorApproveCommand(approvalId, place, place.operator);
-          options.push({
-            channel,
-            how: `The operator of this Chaos Core runs ${command} on its machine (chaos-core approvals list shows the whole call).`,
-            command,
-          });
-        }
-        break;
-      case "console":
-        // Served with the approval console (docs/approvals.md §2); not offered until it exists.
-        break;
-    }
+    const way = wayOf(subject, channel, place);
+    if (way) options.push({ channel, ...way });
   }
   return options;
 }
 
+/** Every channel that can approve this step approval here ({@link approvalChannelOptions}). */
+export function stepApprovalChannels(approvalId: string, channels: readonly string[], place: ChannelPlace): ApprovalChannelOption[] {
+  return approvalChannelOptions({ kind: "step", approvalId }, channels, place);
+}
+
 /**
- * The channel list as lines for a message or a `next_step`: each way to approve, then how the
- * agent runs the step. When none exists here, says which channels policy accepts, so an
- * operator can see what to enable.
+ * Why this call does not ask its user through a form, or undefined when it may: policy must
+ * accept the client's own answer (`channels`; by default not at high risk and above, nor for any
+ * spend: the client's host can answer a form itself), and the client must have declared form
+ * elicitation. `about` names what is approved, `rule` the policy entry that chose the channels.
  */
-export function channelLines(approvalId: string, options: readonly ApprovalChannelOption[], channels: readonly string[]): string {
+export function whyClientNotAsked(channels: readonly string[], about: string, rule: string, canElicit: boolean): string | undefined {
+  if (!acceptedChannels(channels).includes("client_elicitation")) {
+    return (
+      `policy does not accept an answer from this client for it (${about}, ${rule ? `rule ${rule}` : "an approval stored before channels existed"}): ` +
+      "a form the client answers proves nothing about a person, so your user was not asked."
+    );
+  }
+  if (!canElicit) return "this client cannot ask its user (it did not declare elicitation).";
+  return undefined;
+}
+
+/**
+ * The ways to approve as `- channel: how` lines; when none exists here, which channels policy
+ * accepts, so an operator can see what to enable.
+ */
+export function wayLines(options: readonly ApprovalChannelOption[], channels: readonly string[]): string {
   if (options.length === 0) {
     return (
       `No way to approve it is available here: policy accepts only ${acceptedChannels(channels).join(", ")} for it. ` +
       "Ask the operator of this Chaos Core."
     );
   }
+  return options.map((o) => `- ${o.channel}: ${o.how}`).join("\n");
+}
+
+/**
+ * The channel list of a step approval as lines for a message or a `next_step`: each way to
+ * approve, then how the agent runs the step ({@link wayLines}).
+ */
+export function channelLines(approvalId: string, options: readonly ApprovalChannelOption[], channels: readonly string[]): string {
+  if (options.length === 0) return wayLines(options, channels);
   const elicit = options.length === 1 && options[0]!.channel === "client_elicitation";
-  const ways = options.map((o) => `- ${o.channel}: ${o.how}`).join("\n");
+  const ways = wayLines(options, channels);
   return elicit
     ? `Who can approve it:\n${ways}`
     : `Who can approve it here:\n${ways}\nOnce approved, call ${executeCall(approvalId)} to run it, once.`;

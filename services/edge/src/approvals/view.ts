@@ -39,9 +39,10 @@ export interface ViewFact {
 export interface ApprovalView {
   /**
    * `step`: a cognition approval; `spend_request`: a held spend the ledger stored with its
-   * arguments; `ledger_entry`: a request the audit ledger recorded (a receipt request).
+   * arguments; `ledger_entry`: a request the audit ledger recorded (a receipt request);
+   * `tool_call`: the call a tool-approval receipt binds.
    */
-  readonly kind: "step" | "spend_request" | "ledger_entry";
+  readonly kind: "step" | "spend_request" | "ledger_entry" | "tool_call";
   /** The approval id, or the ledger entry's seq. */
   readonly id: string;
   /** One line naming what is asked, e.g. `Capability: http.request (risk high)`. */
@@ -193,6 +194,9 @@ export function spendRequestView(request: SpendRequest): ApprovalView {
       fact("Requested by", `${request.requestedBy}${request.requestedInSession ? ` in session ${request.requestedInSession}` : ""} at ${request.createdAt}`),
       fact("Can be answered until", request.expiresAt),
       ...(reason ? [fact("Why a person must answer", `the spend gate held it: ${reason}`)] : []),
+      ...(request.channels.length > 0
+        ? [fact("Who may approve it (policy's channels)", `${request.channels.join(", ")}${request.channelsRule ? ` (rule ${request.channelsRule})` : ""}`)]
+        : []),
       fact(
         "Arguments check",
         request.argumentsVerified
@@ -202,5 +206,35 @@ export function spendRequestView(request: SpendRequest): ApprovalView {
       fact("content_hash of the ledger entry", request.contentHash),
     ],
     hash: { label: "args_hash", value: request.argsHash },
+  };
+}
+
+/** A tool call as a receipt binds it: the tool, its resource, and its arguments. */
+export interface BoundToolCall {
+  readonly tool: string;
+  readonly resource: string;
+  readonly arguments?: unknown;
+}
+
+/**
+ * The call a tool-approval receipt will bind, every argument of it as it will run, beside the
+ * request the ledger recorded for it (`request`: its `tool_approval.evaluated` entry, whose
+ * args_hash the ledger checks the call against before it signs).
+ */
+export function toolCallView(call: BoundToolCall, request: Entry): ApprovalView {
+  const recorded = request.event ?? {};
+  const risk = typeof recorded["risk"] === "string" ? recorded["risk"] : "unspecified";
+  return {
+    kind: "tool_call",
+    id: String(request.seq),
+    title: visibleText(`Tool call ${call.tool} on ${call.resource} (risk ${risk}), requested in ledger entry ${request.seq}`).text,
+    rowsTitle: "Every argument of the call, exactly as the receipt binds it",
+    rows: argumentRows(call.arguments ?? {}),
+    facts: [
+      fact("Tool", call.tool),
+      fact("Resource", call.resource),
+      fact("Requested by", `${request.principal}${request.session ? ` in session ${request.session}` : ""} at ${request.ts}`),
+    ],
+    hash: { label: "args_hash the ledger recorded for the request", value: typeof recorded["args_hash"] === "string" ? recorded["args_hash"] : "" },
   };
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import { ApprovalChannel, type GetApprovalResponse, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import { acceptedChannels, executeCall } from "../approvals/channels.js";
+import { executeCall, whyClientNotAsked } from "../approvals/channels.js";
 import { fitsForm, tooLongForForm } from "../approvals/render-text.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
@@ -72,16 +72,8 @@ function answeredOutput(approvalId: string, status: string, resolvedBy: string, 
  * the whole question must fit a form.
  */
 function whyNotAsked(view: GetApprovalResponse, question: string, ctx: ToolContext): string | undefined {
-  if (!acceptedChannels(view.channels).includes("client_elicitation")) {
-    const rule = view.channelsRule ? `rule ${view.channelsRule}` : "an approval stored before channels existed";
-    return (
-      `policy does not accept an answer from this client for it (${view.capability}, risk ${view.risk || "unspecified"}, ${rule}): ` +
-      "a form the client answers proves nothing about a person, so your user was not asked."
-    );
-  }
-  if (!ctx.canElicit()) return "this client cannot ask its user (it did not declare elicitation).";
-  if (!fitsForm(question)) return tooLongForForm(question);
-  return undefined;
+  const about = `${view.capability}, risk ${view.risk || "unspecified"}`;
+  return whyClientNotAsked(view.channels, about, view.channelsRule, ctx.canElicit()) ?? (fitsForm(question) ? undefined : tooLongForForm(question));
 }
 
 /**

@@ -1,12 +1,12 @@
 import { z } from "zod";
 import {
-  ApprovalChannel,
   Decision,
   Risk,
   type ApprovalChannelRules,
   type ChannelSet,
   type PolicyDocument,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { evaluateChannels, policyChannelNames, policyRisk } from "../approvals/policy-channels.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { isoTime } from "./memory-item.js";
 
@@ -39,6 +39,16 @@ const policyOutput = z.object({
     .optional()
     .describe("Choices in the document that weaken a default, e.g. client_elicitation opted in for high risk"),
   decision: decisionOutput.optional().describe("The decision for `capability`, when one was given"),
+  spend_decision: z
+    .object({
+      spend_policy: z.string(),
+      tool: z.string().optional(),
+      approval_channels: z.array(z.string()).describe("The channels that may approve a spend under it (client_elicitation, approver, operator, console)"),
+      matched_rule: z.string().describe("The approvalChannels entry that chose them, e.g. approvalChannels.spend.policies.wire"),
+      policy_version: z.number(),
+    })
+    .optional()
+    .describe("Who may approve a spend under `spend_policy` (by `tool`, when given), when one was given"),
 });
 
 const memoryOutput = z.object({
@@ -119,27 +129,22 @@ function thresholdName(risk: Risk): string {
   return risk === Risk.UNSPECIFIED ? "never" : Risk[risk].toLowerCase();
 }
 
-/** Channels as policy.json names them (`APPROVAL_CHANNEL_CLIENT_ELICITATION` → `client_elicitation`). */
-function channelNames(channels: readonly ApprovalChannel[]): string[] {
-  return channels.map((c) => (ApprovalChannel[c] ?? String(c)).toLowerCase());
-}
-
 function channelMapView(map: Readonly<Record<string, ChannelSet>>): Record<string, string[]> {
-  return Object.fromEntries(Object.entries(map).map(([key, set]) => [key, channelNames(set.channels)]));
+  return Object.fromEntries(Object.entries(map).map(([key, set]) => [key, policyChannelNames(set.channels)]));
 }
 
 /** The approvalChannels section as policy.json writes it; the policy service fills in every default. */
 function approvalChannelsView(rules: ApprovalChannelRules): Record<string, unknown> {
   return {
     byRisk: {
-      low: channelNames(rules.low?.channels ?? []),
-      medium: channelNames(rules.medium?.channels ?? []),
-      high: channelNames(rules.high?.channels ?? []),
-      critical: channelNames(rules.critical?.channels ?? []),
+      low: policyChannelNames(rules.low?.channels ?? []),
+      medium: policyChannelNames(rules.medium?.channels ?? []),
+      high: policyChannelNames(rules.high?.channels ?? []),
+      critical: policyChannelNames(rules.critical?.channels ?? []),
     },
     capabilities: channelMapView(rules.capabilities),
     spend: {
-      default: channelNames(rules.spendDefault?.channels ?? []),
+      default: policyChannelNames(rules.spendDefault?.channels ?? []),
       policies: channelMapView(rules.spendPolicies),
       tools: channelMapView(rules.spendTools),
     },
@@ -165,23 +170,16 @@ function documentView(doc: PolicyDocument): Record<string, unknown> {
   };
 }
 
-const RISK_BY_NAME: Readonly<Record<string, Risk>> = {
-  low: Risk.LOW,
-  medium: Risk.MEDIUM,
-  high: Risk.HIGH,
-  critical: Risk.CRITICAL,
-};
-
 /** The risk the capability registry gives a capability (the source of risk), or undefined. */
 async function registeredRisk(ctx: ToolContext, capability: string): Promise<Risk | undefined> {
   const res = await ctx.deps.cognition.listCapabilities({}, { ctx: ctx.call, signal: ctx.signal });
   const found = res.capabilities.find((c) => c.name === capability);
-  return found ? RISK_BY_NAME[found.risk] : undefined;
+  return found ? policyRisk(found.risk) : undefined;
 }
 
-async function inspectPolicy(ctx: ToolContext, capability: string | undefined): Promise<InspectOutput> {
+async function inspectPolicy(ctx: ToolContext, capability: string | undefined, spend?: { policy: string; tool?: string | undefined }): Promise<InspectOutput> {
   const opts = { ctx: ctx.call, signal: ctx.signal };
-  const total = capability ? 2 : 1;
+  const total = 1 + (capability ? 1 : 0) + (spend ? 1 : 0);
   const res = await ctx.deps.policy.getPolicy({}, opts);
   await ctx.progress(1, total, "read the policy document");
   const updated = isoTime(res.updatedAt);
@@ -205,7 +203,7 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
       reason: decision.reason,
       policy_version: Number(decision.policyVersion),
       ...(decision.decision === Decision.REQUIRE_APPROVAL
-        ? { approval_channels: channelNames(decision.approvalChannels), channels_rule: decision.channelsRule }
+        ? { approval_channels: policyChannelNames(decision.approvalChannels), channels_rule: decision.channelsRule }
         : {}),
       ...(risk === undefined
         ? {
@@ -214,6 +212,17 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined): 
               "risk UNSPECIFIED; risk rules did not apply.",
           }
         : {}),
+    };
+  }
+  if (spend) {
+    const channels = await evaluateChannels(ctx, { kind: "spend", spendPolicy: spend.policy, tool: spend.tool });
+    await ctx.progress(total, total, "evaluated the spend's approval channels");
+    policy.spend_decision = {
+      spend_policy: spend.policy,
+      ...(spend.tool ? { tool: spend.tool } : {}),
+      approval_channels: channels.channels,
+      matched_rule: channels.matchedRule,
+      policy_version: channels.policyVersion,
     };
   }
   return { what: "policy", available: true, policy };
@@ -330,7 +339,7 @@ export const inspectTool = defineTool({
   description:
     "Look at the live control plane: `policy` (the tenant's policy document and version, with the approval " +
     "channels; with `capability`, also the decision policy makes for it and, when it needs approval, the channels " +
-    "that may give it), `memory` (statistics), `sessions` (this session's metadata), " +
+    "that may give it; with `spend_policy` (and `tool`), the channels that may approve a spend under it), `memory` (statistics), `sessions` (this session's metadata), " +
     "`capabilities` (the registered capabilities with risk and hints), `providers` (the active AI provider and " +
     "model, never a secret), `audit` (the tenant's audit ledger: size, chain verification, the latest signed " +
     "checkpoint and the newest entries).",
@@ -338,10 +347,26 @@ export const inspectTool = defineTool({
     .object({
       what: z.enum(SUBJECTS).describe("What to inspect"),
       capability: z.string().min(1).max(256).optional().describe("With what=policy: the capability to evaluate"),
+      spend_policy: z
+        .string()
+        .regex(/^[a-z][a-z0-9_-]{0,62}$/, "must be a spend policy name such as equity, wire or rebalance")
+        .optional()
+        .describe("With what=policy: a spend policy (equity, wire, rebalance, ...): who may approve a spend under it"),
+      tool: z
+        .string()
+        .regex(/^[a-z][a-z0-9_]*$/, "must be a finance tool name such as wire_treasury_transfer")
+        .max(64)
+        .optional()
+        .describe("With spend_policy: the finance tool that asks (wire_treasury_transfer), whose own entry comes first"),
     })
     .superRefine((args, issue) => {
-      if (args.capability !== undefined && args.what !== "policy") {
-        issue.addIssue({ code: "custom", path: ["capability"], message: "capability is only used with what=policy" });
+      for (const field of ["capability", "spend_policy"] as const) {
+        if (args[field] !== undefined && args.what !== "policy") {
+          issue.addIssue({ code: "custom", path: [field], message: `${field} is only used with what=policy` });
+        }
+      }
+      if (args.tool !== undefined && args.spend_policy === undefined) {
+        issue.addIssue({ code: "custom", path: ["tool"], message: "tool is only used with spend_policy" });
       }
     }),
   output,
@@ -349,7 +374,7 @@ export const inspectTool = defineTool({
   async run(args, ctx) {
     switch (args.what) {
       case "policy":
-        return inspectPolicy(ctx, args.capability);
+        return inspectPolicy(ctx, args.capability, args.spend_policy ? { policy: args.spend_policy, tool: args.tool } : undefined);
       case "memory":
         return inspectMemory(ctx);
       case "sessions":

@@ -262,6 +262,33 @@ describe("chaoscore_inspect", () => {
     expect(allowed.policy.decision).not.toHaveProperty("approval_channels");
   });
 
+  it("shows who may approve a spend: spend_policy (and tool) give the spend decision's channels and rule", async () => {
+    const tenant = uniqueTenant("spend-channels");
+    const every = { channels: ["CLIENT_ELICITATION", "APPROVER", "OPERATOR", "CONSOLE"].map((c) => `APPROVAL_CHANNEL_${c}`) };
+    await services.putPolicy(tenant, { approvalChannels: { spendPolicies: { wire: every } } });
+    const c = await connect(tenant);
+    type SpendDecision = { policy: { spend_decision: Record<string, unknown>; version: number } };
+    const wire = ok(await c.call("chaoscore_inspect", { what: "policy", spend_policy: "wire" })) as SpendDecision;
+    expect(wire.policy.spend_decision).toEqual({
+      spend_policy: "wire",
+      approval_channels: ["client_elicitation", "approver", "operator", "console"],
+      matched_rule: "approvalChannels.spend.policies.wire",
+      policy_version: wire.policy.version,
+    });
+    const equity = ok(await c.call("chaoscore_inspect", { what: "policy", spend_policy: "equity", tool: "place_equity_order" })) as SpendDecision;
+    expect(equity.policy.spend_decision).toMatchObject({
+      spend_policy: "equity",
+      tool: "place_equity_order",
+      approval_channels: ["approver", "operator", "console"],
+      matched_rule: "approvalChannels.spend.default",
+    });
+    const misplaced = await c.call("chaoscore_inspect", { what: "memory", spend_policy: "wire" });
+    expect(misplaced.isError).toBe(true);
+    expect(JSON.stringify(misplaced.content)).toMatch(/spend_policy is only used with what=policy/);
+    const toolAlone = await c.call("chaoscore_inspect", { what: "policy", tool: "wire_treasury_transfer" });
+    expect(JSON.stringify(toolAlone.content)).toMatch(/tool is only used with spend_policy/);
+  });
+
   it("evaluates a capability at the risk the capability registry gives it", async () => {
     const c = await connect();
     const { policy } = ok(await c.call("chaoscore_inspect", { what: "policy", capability: "http.request" })) as {

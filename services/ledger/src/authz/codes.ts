@@ -63,6 +63,11 @@ export const ISSUE_REFUSAL_CODES = [
  * the caller as `<code>: <problem>`.
  */
 export const ANSWER_REFUSAL_CODES = [
+  {
+    code: "channel_not_allowed",
+    meaning:
+      "the answer came through a channel the policy service does not allow for this spend or tool receipt (approvalChannels; by default never the requesting client's own form for a spend or at high risk)",
+  },
   { code: "self_approval", meaning: "the approver is the principal that made the request" },
   { code: "wrong_session", meaning: "an elicitation answer came from another session than the request's" },
   { code: "already_answered", meaning: "the request was answered before; a request is answered once" },

@@ -78,7 +78,8 @@ function spendRequestToProto(v: SpendRequestView) {
     createdAt: r.createdAt.toISOString(),
     expiresAt: v.expiresAt.toISOString(),
     state: v.state,
-    channels: [],
+    channels: [...v.channels.channels],
+    channelsRule: v.channels.rule,
     answeredBy: v.answer?.answeredBy ?? "",
     answerChannel: v.answer?.channel ?? "",
     answerSeq: BigInt(r.answer?.seq ?? 0),
@@ -160,7 +161,13 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         action: actionOf(req.action),
         ...(req.agentPolicy !== undefined ? { agentPolicy: req.agentPolicy } : {}),
       });
-      return { result: struct(r.result), state: r.state, contentHash: r.contentHash, ledgerSeq: BigInt(r.entry.seq) };
+      return {
+        result: struct(r.result),
+        state: r.state,
+        contentHash: r.contentHash,
+        ledgerSeq: BigInt(r.entry.seq),
+        approvalChannels: [...(r.channels ?? [])],
+      };
     },
 
     async approveSpend(req, ctx) {
@@ -260,6 +267,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         gate: struct(r.gate),
         ledgerSeq: BigInt(r.entry.seq),
         approvalRequestSeq: BigInt(r.approvalRequestSeq ?? 0),
+        approvalChannels: [...(r.channels ?? [])],
       };
     },
 
@@ -277,6 +285,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         ledgerSeq: BigInt(r.entry.seq),
         problem: r.executed ? "" : (r.problem ?? ""),
         approvalRequestSeq: BigInt(r.approvalRequestSeq ?? 0),
+        approvalChannels: [...(r.approvalChannels ?? [])],
       };
     },
 

@@ -235,19 +235,62 @@ describe("Authorize: each denial has its code and is recorded before the respons
 
   it("an elicitation answer from another session than the request's → refused wrong_session, and recorded", async () => {
     const tenant = newTenant();
-    const evaluated = await fx.client.evaluateToolApproval({ call: DELETE }, as(tenant, AGENT, "sess-a"));
+    // Medium risk: the client's own form may answer it (below high risk, by default).
+    const evaluated = await fx.client.evaluateToolApproval({ call: SEARCH }, as(tenant, AGENT, "sess-a"));
     const err = await fx.client
-      .issueReceipt({ call: DELETE, decision: "allow", approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq }, as(tenant, AGENT, "sess-b"))
+      .issueReceipt({ call: SEARCH, decision: "allow", approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq }, as(tenant, AGENT, "sess-b"))
       .catch((e: unknown) => e);
     expect((err as ChaosError).code).toBe("permission_denied");
     expect((err as ChaosError).message).toMatch(/^wrong_session: /);
     expect((await allEvents(fx.client, as(tenant, AGENT))).at(-1)).toMatchObject({ type: "receipt.refused", code: "wrong_session" });
     // From the requesting session, the person at the client may answer.
     const ok = await fx.client.issueReceipt(
-      { call: DELETE, decision: "allow", approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq },
+      { call: SEARCH, decision: "allow", approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq },
       as(tenant, AGENT, "sess-a"),
     );
     expect(ok.receipt?.actor).toBe(`elicitation:${AGENT}`);
+    expect((await allEvents(fx.client, as(tenant, AGENT))).at(-1)).toMatchObject({
+      type: "receipt.issued",
+      channel: "client_elicitation",
+      channels_rule: "approvalChannels.byRisk.medium",
+    });
+  });
+
+  it("at high risk the requesting client's own form answer → refused channel_not_allowed and recorded, allow or deny; with the operator's opt-in it is issued", async () => {
+    const tenant = newTenant();
+    const evaluated = await fx.client.evaluateToolApproval({ call: DELETE }, as(tenant, AGENT, "sess-a"));
+    for (const decision of ["allow", "deny"]) {
+      const err = await fx.client
+        .issueReceipt({ call: DELETE, decision, approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq }, as(tenant, AGENT, "sess-a"))
+        .catch((e: unknown) => e);
+      expect((err as ChaosError).code).toBe("permission_denied");
+      expect((err as ChaosError).message).toMatch(
+        /^channel_not_allowed: policy allows approver, operator, console for a receipt for reports\.delete at risk high, by rule approvalChannels\.byRisk\.high, not client_elicitation/,
+      );
+      expect((await allEvents(fx.client, as(tenant, AGENT))).at(-1)).toMatchObject({
+        type: "receipt.refused",
+        code: "channel_not_allowed",
+        channel: "client_elicitation",
+        allowed: ["approver", "operator", "console"],
+        channels_rule: "approvalChannels.byRisk.high",
+        request_seq: Number(evaluated.ledgerSeq),
+        requester: AGENT,
+      });
+    }
+    // An approver's own key answers it.
+    const byApprover = await fx.client.issueReceipt(
+      { call: DELETE, decision: "allow", approvedVia: "approver_role", requestSeq: evaluated.ledgerSeq },
+      as(tenant, APPROVER),
+    );
+    expect(byApprover.receipt?.actor).toBe(APPROVER);
+
+    await fx.putPolicy(tenant, { approvalChannels: { byRisk: { high: ["client_elicitation", "approver"] } } });
+    const optedIn = await fx.client.issueReceipt(
+      { call: DELETE, decision: "allow", approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq },
+      as(tenant, AGENT, "sess-a"),
+    );
+    expect(optedIn.receipt).toMatchObject({ actor: `elicitation:${AGENT}`, risk: "high" });
+    expect((await allEvents(fx.client, as(tenant, AGENT))).at(-1)).toMatchObject({ type: "receipt.issued", channel: "client_elicitation" });
   });
 
   it("a receipt signed by a key rotated out of the keyring → unknown_key", async () => {

@@ -1,4 +1,6 @@
-import type { Db, Logger } from "@chaos-core/kit";
+import type { Db, Logger, ServiceClient } from "@chaos-core/kit";
+import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { createPolicyChannelSource } from "../adapters/approval-channels.js";
 import type { NonceCache } from "../adapters/nonce-cache.js";
 import type { Keyring } from "../keys/keyring.js";
 import { createLedgerStore } from "../log/ledger-store.js";
@@ -11,6 +13,11 @@ export interface LedgerCoreOptions {
   readonly keyring: Keyring;
   readonly policies: OperatorPolicies;
   readonly nonces: NonceCache;
+  /**
+   * The policy service (gRPC when the ledger runs alone, in-process in standalone): it says which
+   * approval channels may answer a spend or a tool receipt.
+   */
+  readonly policy: ServiceClient<typeof PolicyService>;
   readonly logger: Logger;
   readonly version: string;
   /** Checkpoint origin prefix; each tenant's log is `<origin>/<tenant>`. */
@@ -20,7 +27,8 @@ export interface LedgerCoreOptions {
 
 /**
  * The ledger core on a database: the store signs checkpoints with the keyring's active key
- * (the same operator key that signs receipts), under one origin per tenant.
+ * (the same operator key that signs receipts), under one origin per tenant, and the policy
+ * service chooses the approval channels.
  */
 export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
   const { db, keyring, policies, nonces, logger, version } = options;
@@ -32,5 +40,6 @@ export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
     },
     ...(options.now ? { now: options.now } : {}),
   });
-  return new LedgerCore({ store, db, keyring, policies, nonces, logger, version, ...(options.now ? { now: options.now } : {}) });
+  const channels = createPolicyChannelSource(options.policy);
+  return new LedgerCore({ store, db, keyring, policies, nonces, channels, logger, version, ...(options.now ? { now: options.now } : {}) });
 }

@@ -17,8 +17,10 @@ import type { AppendedEntry, LedgerStore } from "../log/ledger-store.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { rawEd25519PublicKey } from "../log/checkpoint.js";
 import type { NonceCache } from "../adapters/nonce-cache.js";
+import { channelRefusal, type ApprovalChannelSource, type ChannelDecision, type ChannelSubject } from "../adapters/approval-channels.js";
 import type { OperatorPolicies } from "./operator-policies.js";
 import { toPlainJson } from "./plain-json.js";
+import { CHANNEL_OF_VIA } from "./spend-requests.js";
 
 /** The receipt window when a caller asks for none. */
 export const DEFAULT_RECEIPT_TTL_SECONDS = 300;
@@ -34,6 +36,8 @@ export interface LedgerCoreDeps {
   readonly keyring: Keyring;
   readonly policies: OperatorPolicies;
   readonly nonces: NonceCache;
+  /** The policy service's approval channels: which ways of answering count for a spend or a tool receipt. */
+  readonly channels: ApprovalChannelSource;
   readonly logger: Logger;
   /** Reported by GetInfo. */
   readonly version: string;
@@ -92,14 +96,6 @@ export function approvedVia(via: string): ApprovedVia {
  */
 export type StepApprovedVia = ApprovedVia | "operator" | "console";
 
-/** The canonical channel name of each `approved_via` (docs/approvals.md §1), as entries record it. */
-const CHANNEL_OF: Record<StepApprovedVia, string> = {
-  approver_role: "approver",
-  elicitation: "client_elicitation",
-  operator: "operator",
-  console: "console",
-};
-
 function stepApprovedVia(via: string): StepApprovedVia {
   if (via === "operator" || via === "console") return via;
   if (via === "approver_role" || via === "elicitation") return via;
@@ -138,6 +134,14 @@ export class LedgerCore {
 
   now(): Date {
     return this.#now();
+  }
+
+  /**
+   * Which channels policy allows now for `subject` in the caller's tenant. Policy decides; the
+   * ledger only enforces. `unavailable` when policy cannot say: nothing is answered on a guess.
+   */
+  approvalChannels(call: CallContext, subject: ChannelSubject): Promise<ChannelDecision> {
+    return this.#deps.channels.channelsFor(call, subject);
   }
 
   /** Runs a read in the caller's tenant (row-level security applies), outside the append path. */
@@ -235,8 +239,8 @@ export class LedgerCore {
       step?: StepBinding;
     },
   ) {
-    // Operator and console answers come from cognition's steps only, until the ledger checks
-    // spend and tool-receipt channels itself (docs/approvals.md §9, increment 5).
+    // Operator and console answers come from cognition's steps only: no operator command or
+    // console page answers a tool-receipt request (docs/approvals.md, Known limits).
     const via = input.step ? stepApprovedVia(input.approvedVia) : approvedVia(input.approvedVia);
     if (input.decision !== "allow" && input.decision !== "deny") {
       throw new ChaosError("invalid_argument", `decision: must be "allow" or "deny", got "${input.decision}"`);
@@ -262,6 +266,28 @@ export class LedgerCore {
       requester = request.principal;
       requestSession = request.session;
     }
+    const policy = this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
+    // A step's channels were checked by cognition against its policy decision; any other
+    // receipt's here, at the risk its tool-approval rule gives it. A call the rules refuse is
+    // refused below, whoever answers.
+    let channels: ChannelDecision | undefined;
+    const evaluated = input.step ? undefined : evaluateToolApproval(input.toolCall, policy);
+    if (evaluated?.status === "RECEIPT_REQUIRED") {
+      const tool = String((input.toolCall as { tool?: unknown }).tool);
+      channels = await this.approvalChannels(call, { kind: "tool", tool, risk: evaluated.risk });
+      const refusal = channelRefusal(CHANNEL_OF_VIA[via], channels, `a receipt for ${tool} at risk ${evaluated.risk}`);
+      if (refusal) {
+        const entry = await this.record(call, {
+          type: "receipt.refused",
+          code: "channel_not_allowed",
+          problem: refusal.problem,
+          request_seq: input.requestSeq ?? null,
+          requester,
+          ...refusal.recorded,
+        });
+        return { issued: false as const, code: "channel_not_allowed", problem: refusal.problem, entry };
+      }
+    }
     if (via === "elicitation" && requestSession !== undefined && requestSession !== sessionOf(call)) {
       const problem = "an elicitation answer counts only from the session that made the request";
       const entry = await this.record(call, {
@@ -277,7 +303,7 @@ export class LedgerCore {
     const issued = issueReceipt(
       {
         call: input.toolCall,
-        policy: this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step),
+        policy,
         decision: input.decision,
         actor: { principal: call.principal, roles: via === "elicitation" ? [] : ["approver"] },
         requester,
@@ -310,7 +336,8 @@ export class LedgerCore {
       risk: r.risk,
       actor: r.actor,
       requester,
-      ...(input.step ? { channel: CHANNEL_OF[via] } : {}),
+      channel: CHANNEL_OF_VIA[via],
+      ...(channels ? { channels_rule: channels.matchedRule } : {}),
       decision: r.decision,
       nonce: r.nonce,
       expiry: r.expiry,

@@ -4,6 +4,8 @@
  * the HITL threshold once and never a hard rule, and a receipt executes exactly one call.
  */
 import type { JsonObject } from "@bufbuild/protobuf";
+import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerFixture, type LedgerFixture } from "../test-support/ledger-fixture.js";
@@ -124,10 +126,11 @@ describe("ApproveSpend", () => {
     const self = await failure(fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, AGENT)));
     expect(self.code).toBe("permission_denied");
     expect(self.message).toMatch(/^self_approval: /);
-    const otherSession = await failure(
-      fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-2")),
+    // The requester's own client cannot answer either: policy allows no form for a spend by default.
+    const ownForm = await failure(
+      fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1")),
     );
-    expect(otherSession.message).toMatch(/^wrong_session: /);
+    expect(ownForm.message).toMatch(/^channel_not_allowed: /);
 
     const approved = await fx.client.approveSpend({ requestSeq: request.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER));
     expect(approved.state).toBe("LOCKED");
@@ -153,7 +156,7 @@ describe("ApproveSpend", () => {
     expect(next.result).toMatchObject({ committed_today: 300 });
 
     const refusals = (await allEvents(fx.client, as(tenant, AGENT))).filter((e) => e.type === "spend.approval_refused");
-    expect(refusals.map((e) => e.code)).toEqual(["self_approval", "wrong_session", "already_answered"]);
+    expect(refusals.map((e) => e.code)).toEqual(["self_approval", "channel_not_allowed", "already_answered"]);
     expect(await committedInDb(admin, tenant, "equity")).toBe(310);
   });
 
@@ -176,6 +179,116 @@ describe("ApproveSpend", () => {
     expect(notWaiting.message).toMatch(/^not_awaiting_approval: /);
     const events = await allEvents(fx.client, as(tenant, AGENT));
     expect(events.at(-1)).toMatchObject({ type: "spend.approval_refused", code: "not_awaiting_approval", request_seq: Number(blocked.ledgerSeq) });
+  });
+});
+
+describe("approval channels: policy says which answers count", () => {
+  const wire = { beneficiary: "ACME Supplies GmbH", amount: 1200, currency: "EUR", memo: "invoice 42", confidence: 0.9 };
+  const ALL = ["client_elicitation", "approver", "operator", "console"];
+  const heldWire = async (tenant: string, args: JsonObject = wire) => {
+    const held = await fx.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: args }, as(tenant, AGENT, "sess-1"));
+    expect(held.status).toBe("HITL_REQUIRED");
+    return held;
+  };
+
+  it("by default the requesting client's own form neither approves nor declines a spend; each refusal is recorded with what policy allows, and a person still can", async () => {
+    const tenant = newTenant();
+    const held = await fx.client.evaluateSpendGate({ policyName: "equity", action: buy(300, 0.9) }, as(tenant, AGENT, "sess-1"));
+    expect(held.approvalChannels).toEqual(["approver", "operator", "console"]);
+    const stored = (await fx.client.getSpendRequest({ requestSeq: held.ledgerSeq }, as(tenant, AGENT))).request!;
+    expect(stored).toMatchObject({ channels: ["approver", "operator", "console"], channelsRule: "approvalChannels.spend.default" });
+
+    const approve = await failure(fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1")));
+    expect(approve.code).toBe("permission_denied");
+    expect(approve.message).toMatch(
+      /^channel_not_allowed: policy allows approver, operator, console for spend request \d+ \(spend policy equity\), by rule approvalChannels\.spend\.default, not client_elicitation/,
+    );
+    const decline = await failure(fx.client.declineSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1")));
+    expect(decline.message).toMatch(/^channel_not_allowed: /);
+    const refused = (await allEvents(fx.client, as(tenant, AGENT))).slice(-2);
+    const recorded = { code: "channel_not_allowed", channel: "client_elicitation", allowed: ["approver", "operator", "console"], channels_rule: "approvalChannels.spend.default" };
+    expect(refused).toMatchObject([
+      { type: "spend.approval_refused", request_seq: Number(held.ledgerSeq), ...recorded },
+      { type: "spend.decline_refused", request_seq: Number(held.ledgerSeq), ...recorded },
+    ]);
+
+    // Neither refusal answered the request: a person with a credential of their own still can.
+    expect((await fx.client.getSpendRequest({ requestSeq: held.ledgerSeq }, as(tenant, AGENT))).request?.state).toBe("PENDING");
+    const approved = await fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER));
+    expect(await eventAt(fx.client, as(tenant, APPROVER), approved.ledgerSeq)).toMatchObject({
+      type: "spend.approved",
+      channel: "approver",
+      channels_rule: "approvalChannels.spend.default",
+    });
+  });
+
+  it("with the operator's opt-in for wire (spend.policies.wire) the client's form approves a wire, recorded as client_elicitation; the tool's own entry wins, and only the requesting session counts", async () => {
+    const tenant = newTenant();
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { policies: { wire: ALL } } } });
+    const held = await heldWire(tenant);
+    expect(held.approvalChannels).toEqual(ALL);
+    expect((await fx.client.getSpendRequest({ requestSeq: held.ledgerSeq }, as(tenant, AGENT))).request).toMatchObject({
+      channels: ALL,
+      channelsRule: "approvalChannels.spend.policies.wire",
+    });
+    const otherSession = await failure(fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-2")));
+    expect(otherSession.message).toMatch(/^wrong_session: /);
+    const approved = await fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1"));
+    expect(approved).toMatchObject({ state: "LOCKED", channel: "client_elicitation", receiptPending: false });
+    expect(approved.receipt).toMatchObject({ actor: `elicitation:${AGENT}`, tool: "wire_treasury_transfer" });
+    expect(await eventAt(fx.client, as(tenant, AGENT), approved.ledgerSeq)).toMatchObject({
+      type: "spend.approved",
+      approver: `elicitation:${AGENT}`,
+      channel: "client_elicitation",
+      channels_rule: "approvalChannels.spend.policies.wire",
+    });
+
+    // spend.tools.wire_treasury_transfer is looked up first: the operator can take the form away from the wire tool alone.
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { policies: { wire: ALL }, tools: { wire_treasury_transfer: ["approver"] } } } });
+    const next = await heldWire(tenant, { ...wire, amount: 1300 });
+    expect(next.approvalChannels).toEqual(["approver"]);
+    const refused = await failure(fx.client.approveSpend({ requestSeq: next.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1")));
+    expect(refused.message).toMatch(/by rule approvalChannels\.spend\.tools\.wire_treasury_transfer, not client_elicitation/);
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { tools: { wire_treasury_transfer: ALL } } } });
+    const viaTool = await fx.client.approveSpend({ requestSeq: next.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1"));
+    expect(viaTool).toMatchObject({ state: "LOCKED", channel: "client_elicitation" });
+  });
+
+  it("an answer is checked against policy when it is given: a channel the operator removed no longer answers a request made before", async () => {
+    const tenant = newTenant();
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { policies: { wire: ALL } } } });
+    const held = await heldWire(tenant);
+    await fx.putPolicy(tenant, {});
+    const refused = await failure(fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1")));
+    expect(refused.message).toMatch(/^channel_not_allowed: .*by rule approvalChannels\.spend\.default/);
+    // The operator channel answers only where policy lists it too.
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { default: ["approver", "console"] } } });
+    const operator = await failure(fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "operator" }, as(tenant, "operator")));
+    expect(operator.message).toMatch(/^channel_not_allowed: policy allows approver, console .* not operator \(refusal recorded/);
+  });
+
+  it("with the policy service down nothing is approved or declined, and the request waits for it", async () => {
+    const tenant = newTenant();
+    const held = await heldWire(tenant);
+    // A real gRPC client on a port nothing listens on: the policy service is down.
+    const down = createGrpcClient(PolicyService, "127.0.0.1:1", new ContextSigner("ledger-test-key-0123456789abcdefghijkl"), { timeoutMs: 2000 });
+    const restarted = await fx.restart({ policy: down.client });
+    try {
+      const before = (await allEvents(restarted.client, as(tenant, AGENT))).length;
+      const approve = await failure(restarted.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER)));
+      expect(approve.code).toBe("unavailable");
+      expect(approve.message).toMatch(/^the policy service did not say which approval channels may answer, so nothing was approved/);
+      expect((await failure(restarted.client.declineSpend({ requestSeq: held.ledgerSeq, approvedVia: "approver_role" }, as(tenant, APPROVER)))).code).toBe("unavailable");
+      // A wire always needs a person, so even asking for one needs policy's channels.
+      expect((await failure(restarted.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: { ...wire, amount: 7 } }, as(tenant, AGENT)))).code).toBe(
+        "unavailable",
+      );
+      expect((await allEvents(restarted.client, as(tenant, AGENT))).length).toBe(before);
+      expect((await restarted.client.getSpendRequest({ requestSeq: held.ledgerSeq }, as(tenant, AGENT))).request?.state).toBe("PENDING");
+    } finally {
+      await restarted.close();
+      down.close();
+    }
   });
 });
 

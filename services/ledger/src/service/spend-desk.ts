@@ -1,4 +1,5 @@
 import { ChaosError, chpFloat, contentHash, isChpFloat, type CallContext, type Queryable } from "@chaos-core/kit";
+import { channelRefusal, type ChannelDecision } from "../adapters/approval-channels.js";
 import { ALREADY_COLLECTED, APPROVAL_DECLINED, APPROVAL_PENDING, DAILY_CAP_EXCEEDED, financeCode, type CollectRefusalCode } from "../authz/codes.js";
 import { MAX_RECEIPT_TTL_SECONDS, MIN_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { newNonce, signReceipt, type Receipt } from "../authz/receipt.js";
@@ -18,6 +19,7 @@ import {
   insertSpendRequest,
   OPERATOR_PRINCIPAL,
   readSpendRequests,
+  requestChannels,
   SPEND_REQUEST_WINDOW_MS,
   spendRequestState,
   type SpendAnswerVia,
@@ -88,6 +90,14 @@ async function insertMarker(tx: Queryable, tenant: string, marker: string, seq: 
   return res.rows.length > 0;
 }
 
+/**
+ * What a request entry records about who may answer it: the channels policy allowed when it was
+ * made and the rule that chose them (an answer is checked again when it is given).
+ */
+function requestedChannels(d: ChannelDecision): Record<string, unknown> {
+  return { approval_channels: [...d.channels], channels_rule: d.matchedRule, channels_policy_version: d.policyVersion };
+}
+
 /** The marker of a request's one answer (approval or decline). */
 const answerMarker = (seq: number) => `request-${seq}`;
 /** The marker of an approval's one collection. */
@@ -100,6 +110,8 @@ export interface GateReply {
   readonly result: Record<string, unknown>;
   readonly entry: LedgerEntry;
   readonly receipt?: Receipt;
+  /** HITL_REQUIRED: the channels policy allows for the request, as stored with it. */
+  readonly channels?: readonly string[];
 }
 
 /** ApproveSpend's answer: the gate's, and who collects it. */
@@ -117,6 +129,8 @@ export interface SpendRequestView {
   readonly expiresAt: Date;
   readonly argumentsVerified: boolean;
   readonly answer?: { readonly answeredBy: string; readonly channel: string; readonly reason: string };
+  /** The channels policy allowed when it was made, and the rule; empty for an older request. */
+  readonly channels: { readonly channels: readonly string[]; readonly rule: string };
 }
 
 /** A collected approval. */
@@ -143,6 +157,8 @@ export interface FinanceOutcome {
   readonly entry: LedgerEntry;
   /** The stored request whose approval ran it, or that holds it (pending, declined). */
   readonly approvalRequestSeq?: number;
+  /** With a request still waiting: the channels that may approve it. */
+  readonly approvalChannels?: readonly string[];
 }
 
 /** Why a HITL_REQUIRED entry without a stored request cannot be answered. */
@@ -219,8 +235,9 @@ export class SpendDesk {
       }
     }
     // Validates the action before anything is recorded: bad input is not a decision.
-    evaluateGate(input.action, gatePolicy(policy), 0);
+    const held = evaluateGate(input.action, gatePolicy(policy), 0).state === "HITL_REQUIRED";
     await this.#requireConfidence(call, { policy: input.policyName, version: policy.version }, missingConfidence(policy, input.action.confidence, "action.confidence"));
+    const channels = held ? await this.#core.approvalChannels(call, { kind: "spend", spendPolicy: input.policyName }) : undefined;
     const now = this.#core.now();
     const day = utcDay(now);
     let gate: GateResult | undefined;
@@ -252,10 +269,11 @@ export class SpendDesk {
         committed_today: chpFloat(committed),
         day,
         ...gateFields(gate),
-        ...(argsHash ? { args_hash: argsHash } : {}),
+        ...(argsHash ? { args_hash: argsHash, ...requestedChannels(channels!) } : {}),
       };
     });
-    return this.#reply(entry, gate!, committed, policy);
+    const reply = this.#reply(entry, gate!, committed, policy);
+    return gate!.state === "HITL_REQUIRED" ? { ...reply, channels: channels!.channels } : reply;
   }
 
   /**
@@ -301,16 +319,28 @@ export class SpendDesk {
 
   /**
    * The checks every answer to a stored request passes before its transaction: a HITL_REQUIRED
-   * request whose stored arguments hash to what its entry recorded, answered by someone the
-   * channel allows (never the requester through a key, the console or the operator endpoint;
-   * elicitation only from the requesting session; `operator` only as the operator), within
-   * 24 h. Each refusal is recorded as `refusalType`.
+   * request whose stored arguments hash to what its entry recorded, answered through a channel
+   * policy allows for it now (`channel_not_allowed` otherwise: by default never the requesting
+   * client's own form) by someone that channel allows (never the requester through a key, the
+   * console or the operator endpoint; elicitation only from the requesting session; `operator`
+   * only as the operator), within 24 h. Each refusal is recorded as `refusalType`. Returns the
+   * request and policy's channel decision.
    */
-  async #answerable(call: CallContext, requestSeq: number, via: SpendAnswerVia, refusalType: string): Promise<StoredSpendRequest> {
+  async #answerable(
+    call: CallContext,
+    requestSeq: number,
+    via: SpendAnswerVia,
+    refusalType: string,
+  ): Promise<{ request: StoredSpendRequest; channels: ChannelDecision }> {
     const entry = await this.#core.entryAt(call, requestSeq);
     const ev = entry.event;
-    const refuse = async (code: string, problem: string, errorCode: Refusal["errorCode"] = "permission_denied"): Promise<never> => {
-      const refused = await this.#core.record(call, { type: refusalType, request_seq: requestSeq, code, problem });
+    const refuse = async (
+      code: string,
+      problem: string,
+      errorCode: Refusal["errorCode"] = "permission_denied",
+      recorded: Record<string, unknown> = {},
+    ): Promise<never> => {
+      const refused = await this.#core.record(call, { type: refusalType, request_seq: requestSeq, code, problem, ...recorded });
       throw refusalError({ code, problem, errorCode }, refused.seq);
     };
     if (ev.type !== "spend_gate.evaluated" && ev.type !== "reference.requested") {
@@ -325,6 +355,13 @@ export class SpendDesk {
     if (!argumentsVerified(request)) {
       await refuse("arguments_mismatch", `the stored arguments of request ${requestSeq} do not hash to the args_hash its ledger entry recorded; nothing can be approved on them`, "failed_precondition");
     }
+    // Policy's channels now, not those stored with the request: an operator who removes a
+    // channel removes it from the requests still waiting too.
+    const tool = request.tool ?? undefined;
+    const channels = await this.#core.approvalChannels(call, { kind: "spend", spendPolicy: request.policy, tool });
+    const about = `spend request ${requestSeq} (${tool ? `${tool}, ` : ""}spend policy ${request.policy})`;
+    const notAllowed = channelRefusal(CHANNEL_OF_VIA[via], channels, about);
+    if (notAllowed) await refuse("channel_not_allowed", notAllowed.problem, "permission_denied", notAllowed.recorded);
     if (via !== "elicitation" && call.principal === request.principal) {
       await refuse("self_approval", `${call.principal} made request ${requestSeq} and cannot approve it`);
     }
@@ -337,7 +374,7 @@ export class SpendDesk {
     if (this.#core.now().getTime() >= expiresAt(request).getTime()) {
       await refuse("request_expired", `request ${requestSeq} was made at ${request.createdAt.toISOString()} and could be answered for 24 hours: ask again`, "failed_precondition");
     }
-    return request;
+    return { request, channels };
   }
 
   /** An `authorization` receipt for a finance call, signed now. */
@@ -373,7 +410,7 @@ export class SpendDesk {
   async approveSpend(call: CallContext, input: { requestSeq: number; approvedVia: SpendAnswerVia; ttlSeconds?: number }): Promise<ApproveReply> {
     const via = input.approvedVia;
     const ttl = ttlOf(input.ttlSeconds);
-    const request = await this.#answerable(call, input.requestSeq, via, "spend.approval_refused");
+    const { request, channels } = await this.#answerable(call, input.requestSeq, via, "spend.approval_refused");
     const ev = request.entry.event;
     const policyName = request.policy;
     const policy = this.#policy(call, policyName);
@@ -423,6 +460,7 @@ export class SpendDesk {
         approver,
         approved_via: via,
         channel,
+        channels_rule: channels.matchedRule,
         requester: request.principal,
         policy: policyName,
         policy_version: policy.version,
@@ -454,7 +492,7 @@ export class SpendDesk {
     const reason = input.reason ?? "";
     if (reason.length > 500) throw new ChaosError("invalid_argument", "reason: at most 500 characters");
     const via = input.approvedVia;
-    const request = await this.#answerable(call, input.requestSeq, via, "spend.decline_refused");
+    const { request, channels } = await this.#answerable(call, input.requestSeq, via, "spend.decline_refused");
     const declinedBy = answerActor(via, call.principal);
     const channel = CHANNEL_OF_VIA[via];
     let alreadyAnswered = false;
@@ -469,6 +507,7 @@ export class SpendDesk {
         declined_by: declinedBy,
         approved_via: via,
         channel,
+        channels_rule: channels.matchedRule,
         requester: request.principal,
         policy: request.policy,
         ...(request.tool ? { tool: request.tool } : {}),
@@ -489,6 +528,7 @@ export class SpendDesk {
       expiresAt: expiresAt(request),
       argumentsVerified: argumentsVerified(request),
       ...(answer ? { answer } : {}),
+      channels: requestChannels(request),
     };
   }
 
@@ -651,7 +691,7 @@ export class SpendDesk {
     const { approved } = await this.#requestsFor(call, tool.name, argsHash);
     if (approved) {
       const collected = await this.collectSpendApproval(call, { requestSeq: approved.requestSeq, ...(input.ttlSeconds !== undefined ? { ttlSeconds: input.ttlSeconds } : {}) });
-      return { status: "AUTHORIZED", code: "AUTHORIZED", receipt: collected.receipt, gate: collected.result, entry: collected.entry, approvalRequestSeq: approved.requestSeq };
+      return { status: "AUTHORIZED", code: "AUTHORIZED", receipt: collected.receipt, gate: collected.result, entry: collected.entry, approvalRequestSeq: approved.requestSeq, channels: undefined };
     }
     const action = tool.toAction(args);
     await this.#requireConfidence(
@@ -659,6 +699,9 @@ export class SpendDesk {
       { policy: tool.spendPolicy, version: policy.version, tool: tool.name },
       missingConfidence(policy, action.confidence, "args.confidence"),
     );
+    // Asked before the transaction (the day's total can only block a spend, never hold it).
+    const held = evaluateGate(action, gatePolicy(policy), 0).state === "HITL_REQUIRED";
+    const channels = held ? await this.#core.approvalChannels(call, { kind: "spend", spendPolicy: tool.spendPolicy, tool: tool.name }) : undefined;
     const now = this.#core.now();
     const day = utcDay(now);
     let gate: GateResult | undefined;
@@ -694,13 +737,22 @@ export class SpendDesk {
         committed_today: chpFloat(committed),
         status: gate.state === "LOCKED" ? "AUTHORIZED" : gate.state === "HITL_REQUIRED" ? "HITL_REQUIRED" : "DENIED",
         ...gateFields(gate),
+        ...(gate.state === "HITL_REQUIRED" ? requestedChannels(channels!) : {}),
         ...(receipt ? { receipt_nonce: receipt.nonce, receipt_kid: receipt.kid, expiry: receipt.expiry } : {}),
       };
     });
     const g = gate!;
     const status = g.state === "LOCKED" ? "AUTHORIZED" : g.state === "HITL_REQUIRED" ? "HITL_REQUIRED" : "DENIED";
     const reply = this.#reply(entry, g, committed, policy);
-    return { status, code: g.state === "BLOCKED" ? "policy_deny" : status, receipt, gate: reply.result, entry, approvalRequestSeq: undefined };
+    return {
+      status,
+      code: g.state === "BLOCKED" ? "policy_deny" : status,
+      receipt,
+      gate: reply.result,
+      entry,
+      approvalRequestSeq: undefined,
+      channels: g.state === "HITL_REQUIRED" ? channels!.channels : undefined,
+    };
   }
 
   /**
@@ -746,7 +798,15 @@ export class SpendDesk {
           approval_request_seq: waiting.requestSeq,
           problem,
         });
-        return { executed: false, code: financeCode(code), detailCode: code, problem, entry, approvalRequestSeq: waiting.requestSeq };
+        return {
+          executed: false,
+          code: financeCode(code),
+          detailCode: code,
+          problem,
+          entry,
+          approvalRequestSeq: waiting.requestSeq,
+          ...(code === APPROVAL_PENDING ? { approvalChannels: requestChannels(waiting).channels } : {}),
+        };
       }
     }
     return this.#execute(call, tool, args, policy, input.receipt);

@@ -182,6 +182,8 @@ describe("whoever approves, the requester collects", () => {
 
   it("an answer from the requesting session (elicitation) is collected at once: the receipt comes back, a later collect is already_collected", async () => {
     const tenant = newTenant();
+    // The client's own form counts for a wire only with the operator's opt-in.
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { policies: { wire: ["client_elicitation", "approver", "operator", "console"] } } } });
     const seq = await heldWire(tenant);
     const approved = await fx.client.approveSpend({ requestSeq: seq, approvedVia: "elicitation", ttlSeconds: 90 }, as(tenant, AGENT, "sess-1"));
     expect(approved).toMatchObject({ receiptPending: false, channel: "client_elicitation" });

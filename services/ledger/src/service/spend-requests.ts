@@ -1,4 +1,5 @@
 import { ChaosError, canonicalJson, contentHash, type Queryable } from "@chaos-core/kit";
+import type { ApprovalChannel } from "../adapters/approval-channels.js";
 import { parseCanonicalJson, parseEvent } from "../log/entry.js";
 
 /** How long a spend request can be answered and its approval collected (docs/approvals.md §4). */
@@ -9,7 +10,7 @@ export const SPEND_ANSWER_VIAS = ["approver_role", "elicitation", "operator", "c
 export type SpendAnswerVia = (typeof SPEND_ANSWER_VIAS)[number];
 
 /** The canonical channel name (docs/approvals.md §1) of each `approved_via`. */
-export const CHANNEL_OF_VIA: Readonly<Record<SpendAnswerVia, string>> = {
+export const CHANNEL_OF_VIA: Readonly<Record<SpendAnswerVia, ApprovalChannel>> = {
   approver_role: "approver",
   elicitation: "client_elicitation",
   operator: "operator",
@@ -213,4 +214,15 @@ export function answerOf(r: StoredSpendRequest): { answeredBy: string; channel: 
     channel: typeof ev.channel === "string" ? ev.channel : CHANNEL_OF_VIA[ev.approved_via === "elicitation" ? "elicitation" : "approver_role"],
     reason: typeof ev.reason === "string" ? ev.reason : "",
   };
+}
+
+/**
+ * The channels policy allowed for a request when it was made, as its entry recorded them, and
+ * the rule that chose them; none for a request recorded before channels were stored. Shown to
+ * the people who may answer; an answer is checked against policy's channels when it is given.
+ */
+export function requestChannels(r: StoredSpendRequest): { channels: string[]; rule: string } {
+  const ev = r.entry.event;
+  const listed = Array.isArray(ev.approval_channels) ? ev.approval_channels.filter((c): c is string => typeof c === "string") : [];
+  return { channels: listed, rule: typeof ev.channels_rule === "string" ? ev.channels_rule : "" };
 }

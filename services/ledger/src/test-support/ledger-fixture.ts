@@ -1,7 +1,9 @@
 /**
  * A real ledger for tests: a migrated database on the test Postgres, a generated Ed25519
- * keyring, operator policies, a nonce cache (Redis by default) and the LedgerService handlers
- * behind an in-process client. No fakes: the same core the ledger main serves.
+ * keyring, operator policies, a nonce cache (Redis by default), the policy service that chooses
+ * approval channels (its real handlers on the same database, unless a test passes its own) and
+ * the LedgerService handlers behind an in-process client. No fakes: the same core the ledger
+ * main serves.
  *
  * ```ts
  * const ledger = await createLedgerFixture({ policies: { defaults: { tool_approval: myPolicy } } });
@@ -16,7 +18,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { createInProcessClient, createLogger, createPostgresDb, type Db, type ServiceClient } from "@chaos-core/kit";
+import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, policyDocumentToProto, validatePolicyDocument } from "@chaos-core/policy";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { Redis } from "ioredis";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
 import { TEST_REDIS_URL } from "../../../../test/support/redis.js";
@@ -57,6 +61,11 @@ export interface LedgerFixtureOptions {
   readonly db?: Db;
   /** Redis key prefix (default unique per fixture); a restart keeps it. */
   readonly redisPrefix?: string;
+  /**
+   * The policy service the ledger asks for approval channels; default its real handlers on this
+   * fixture's database (every tenant starts on the default policy document). A restart keeps it.
+   */
+  readonly policy?: ServiceClient<typeof PolicyService>;
 }
 
 /** A running ledger core with its client; `close` releases everything it opened. */
@@ -74,6 +83,13 @@ export interface LedgerFixture {
   readonly redis: Redis | undefined;
   /** The Redis key prefix of the nonce cache. */
   readonly redisPrefix: string;
+  /** The policy service the ledger asks for approval channels. */
+  readonly policy: ServiceClient<typeof PolicyService>;
+  /**
+   * Stores a capability policy document for a tenant, as an operator does, in policy.json's
+   * vocabulary (e.g. `{approvalChannels: {spend: {policies: {wire: [...]}}}}`); returns its version.
+   */
+  putPolicy(tenant: string, document: Record<string, unknown>): Promise<number>;
   /**
    * New core, store, Db pool and nonce cache on the same database and keyring, as after a
    * restart of every process; `overrides` change the configuration of the new one. With
@@ -116,8 +132,17 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
   const db = options.db ?? createPostgresDb({ connectionString: database.url, applicationName: "chaos-core-ledger-test" });
   const redisPrefix = options.redisPrefix ?? `test:ledger:${randomBytes(4).toString("hex")}:`;
   let redis: Redis | undefined;
+  let closePolicy = async () => {};
   try {
     await migrateLedger(db);
+    let policy = options.policy;
+    if (!policy) {
+      await migratePolicy(db);
+      const store = createSqlPolicyStore(db);
+      closePolicy = () => store.close();
+      policy = createInProcessClient(PolicyService, createPolicyHandlers(store));
+    }
+    const policyClient = policy;
     const keyring = options.keyring ?? createKeyring(generateSigningKey());
     const policies = policiesOf(options.policies);
     const choice = options.nonces ?? "redis";
@@ -132,7 +157,7 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
       nonces = choice;
     }
     const logger = createLogger("ledger-test", "silent");
-    const core = createLedgerCore({ db, keyring, policies, nonces, logger, version: "test", ...(options.now ? { now: options.now } : {}) });
+    const core = createLedgerCore({ db, keyring, policies, nonces, policy, logger, version: "test", ...(options.now ? { now: options.now } : {}) });
     const client = createInProcessClient(LedgerService, createLedgerHandlers(core));
     const opened = redis;
 
@@ -146,6 +171,14 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
       nonces,
       redis: opened,
       redisPrefix,
+      policy,
+      async putPolicy(tenant, document) {
+        const res = await policyClient.putPolicy(
+          { document: policyDocumentToProto(validatePolicyDocument(document, "test policy")) },
+          { ctx: { tenant, principal: "operator" } },
+        );
+        return Number(res.version);
+      },
       async flushNonceCache() {
         if (opened) return deleteByPrefix(opened, redisPrefix);
         const r = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
@@ -162,6 +195,7 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
           keyring,
           policies,
           redisPrefix,
+          policy,
           ...(options.now ? { now: options.now } : {}),
           ...(typeof choice === "object" ? {} : { nonces: choice }),
           ...rest,
@@ -170,6 +204,7 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
       },
       async close() {
         await core.store.drain().catch(() => undefined);
+        await closePolicy();
         if (opened) {
           if (ownsDatabase) await deleteByPrefix(opened, redisPrefix).catch(() => undefined);
           opened.disconnect();
@@ -180,6 +215,7 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
     };
     return fixture;
   } catch (err) {
+    await closePolicy().catch(() => undefined);
     redis?.disconnect();
     if (ownsDb) await db.close().catch(() => undefined);
     if (ownsDatabase) await database.drop().catch(() => undefined);

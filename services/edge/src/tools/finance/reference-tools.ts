@@ -12,13 +12,23 @@ const MAX_ECHOED_ARGS = 1000;
 /** Detail codes of a receipt that was presented but cannot be verified: to the seed's table, no receipt. */
 const UNVERIFIABLE_RECEIPT = new Set(["malformed_receipt", "unknown_key", "bad_signature"]);
 
-/** What the call's stored spend request says about the next step, when it had one. */
-function approvalNextStep(ctx: ToolContext, name: ReferenceToolName, detail: string, recorded: number, approvalSeq: number): string | undefined {
+/**
+ * What the call's stored spend request says about the next step, when it had one; `channels`
+ * are policy's for a request still waiting.
+ */
+function approvalNextStep(
+  ctx: ToolContext,
+  name: ReferenceToolName,
+  detail: string,
+  recorded: number,
+  approvalSeq: number,
+  channels: readonly string[],
+): string | undefined {
   switch (detail) {
     case "AUTHORIZED":
       return `Executed, synthetically: no real venue or bank was reached. A person's approval of spend request ${approvalSeq} was used by this call, once. Recorded in ledger entry ${recorded}.`;
     case "approval_pending":
-      return `Not executed: no person has approved spend request ${approvalSeq} for this exact call yet. Recorded in ledger entry ${recorded}.\n${spendApprovalNextStep(ctx, approvalSeq, name)}`;
+      return `Not executed: no person has approved spend request ${approvalSeq} for this exact call yet. Recorded in ledger entry ${recorded}.\n${spendApprovalNextStep(ctx, approvalSeq, channels, name)}`;
     case "approval_declined":
       return `Not executed: a person declined spend request ${approvalSeq} for this exact call, so it never runs. Recorded in ledger entry ${recorded}. Do not retry it; tell the user or change the plan.`;
     case "already_collected":
@@ -125,7 +135,7 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
         ...(approvalSeq > 0 ? { approval_request_seq: approvalSeq } : {}),
         synthetic: true as const,
         next_step:
-          (approvalSeq > 0 ? approvalNextStep(ctx, name, res.detailCode, seq, approvalSeq) : undefined) ??
+          (approvalSeq > 0 ? approvalNextStep(ctx, name, res.detailCode, seq, approvalSeq, res.approvalChannels) : undefined) ??
           nextStep(name, res.code, res.detailCode, res.problem, seq, toolArgs),
       };
     },

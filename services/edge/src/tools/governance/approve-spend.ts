@@ -6,8 +6,9 @@ import { gateOutput, toGateOutput } from "./gate-result.js";
 import { askHuman, type HumanQuestion } from "./human-approval.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { jsonObjectOutput, requestSeq, ttlSeconds } from "./shapes.js";
-import { APPROVAL_CHANNEL_NAMES, type ApprovalChannelName } from "../../approvals/channels.js";
-import { approveSpendCall, spendApprovalNextStep } from "./spend-approval-channels.js";
+import { APPROVAL_CHANNEL_NAMES, approvalChannelOptions, approveSpendCall, wayLines, whyClientNotAsked, type ApprovalChannelName } from "../../approvals/channels.js";
+import { channelPlace } from "../approval.js";
+import { spendApprovalNextStep } from "./spend-approval-channels.js";
 import { describeSpendRequest } from "./spend-request-text.js";
 
 /** Who answered and how; shared by the tools that need a person. */
@@ -69,9 +70,11 @@ export const approveSpendTool = defineTool({
     "evaluate_spend_gate or request_authorization returned. Someone holding the approver role (granted by the operator " +
     "to an API key) approves another principal's request by calling it; the operator can approve it with chaos-core " +
     "approvals approve-spend. The requester calls it to receive the approval, once (for a finance tool request, the " +
-    "signed receipt that tool needs); while no person has answered, a client that supports elicitation has its user " +
-    "shown the stored request, every argument included, and asked to confirm. No argument can approve. An approval " +
-    "never overrides a hard rule.",
+    "signed receipt that tool needs); while no person has answered and policy accepts this client's own answer for " +
+    "the spend (by default it never does: the operator opts a spend policy or tool in), a client that supports " +
+    "elicitation has its user shown the stored request, every argument included, and asked to confirm; otherwise " +
+    "approval_required lists every way a person can approve it. No argument can approve. An approval never overrides a " +
+    "hard rule.",
   input: z.strictObject({
     request_seq: requestSeq.describe("The ledger_seq of the HITL_REQUIRED evaluation or request_authorization"),
     ttl_seconds: ttlSeconds,
@@ -132,11 +135,34 @@ async function collect(ctx: ToolContext, request: SpendRequest, ttl: number | un
   };
 }
 
+/**
+ * The client is not asked: the call still asks the ledger for the approval, so the attempt is
+ * recorded (`spend.collect_refused`, `approval_pending`) and one another channel gave meanwhile
+ * is handed over; otherwise `approval_required` says why and names every other way.
+ */
+async function notAsked(ctx: ToolContext, request: SpendRequest, ttl: number | undefined, why: string) {
+  const seq = seqNumber(request.requestSeq);
+  try {
+    return await collect(ctx, request, ttl);
+  } catch (err) {
+    const e = ChaosError.from(err);
+    if (!e.message.startsWith("approval_pending:")) throw err;
+    const recorded = /recorded as ledger entry (\d+)/.exec(e.message)?.[1];
+    const place = { ...channelPlace(ctx), canElicit: false };
+    throw new ChaosError(
+      "approval_required",
+      `Nothing was approved: no person has answered spend request ${seq} yet, and ${why}${recorded ? ` This attempt is recorded in ledger entry ${recorded}.` : ""}\n` +
+        spendApprovalNextStep(ctx, seq, request.channels, request.tool || undefined, place),
+      { cause: err },
+    );
+  }
+}
+
 async function askTheClientUser(ctx: ToolContext, request: SpendRequest, ttl: number | undefined) {
   const seq = seqNumber(request.requestSeq);
-  if (!ctx.canElicit()) {
-    throw new ChaosError("approval_required", `Nothing was approved: no person has answered spend request ${seq} yet.\n${spendApprovalNextStep(ctx, seq, request.tool || undefined)}`);
-  }
+  const about = `${request.tool ? `${request.tool}, ` : ""}spend policy ${request.policy}`;
+  const why = whyClientNotAsked(request.channels, about, request.channelsRule, ctx.canElicit());
+  if (why) return notAsked(ctx, request, ttl, why);
   if (!request.argumentsVerified) {
     throw new ChaosError("failed_precondition", `the stored arguments of spend request ${seq} do not hash to what its ledger entry recorded, so no person is asked to approve them`);
   }
@@ -145,6 +171,7 @@ async function askTheClientUser(ctx: ToolContext, request: SpendRequest, ttl: nu
     requestSeq: seq,
     retryCall: approveSpendCall(seq),
     confirmTitle: "Approve this spend?",
+    otherWays: wayLines(approvalChannelOptions({ kind: "spend", requestSeq: seq }, request.channels, { ...channelPlace(ctx), canElicit: false }), request.channels),
     question: () =>
       Promise.resolve(
         [

@@ -90,8 +90,8 @@ export const evaluateSpendGateTool = defineTool({
     const gate = toGateOutput(res, seqNumber(res.ledgerSeq));
     return {
       ...gate,
-      ...(gate.state === "HITL_REQUIRED" ? { approval_channels: spendApprovalChannels(ctx, gate.ledger_seq) } : {}),
-      next_step: gateNextStep(gate, ctx),
+      ...(gate.state === "HITL_REQUIRED" ? { approval_channels: spendApprovalChannels(ctx, gate.ledger_seq, res.approvalChannels) } : {}),
+      next_step: gateNextStep(gate, ctx, res.approvalChannels),
     };
   },
 });

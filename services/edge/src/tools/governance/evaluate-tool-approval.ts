@@ -1,6 +1,10 @@
 import { z } from "zod";
+import { approvalChannelOptions, wayLines } from "../../approvals/channels.js";
+import { evaluateChannels } from "../../approvals/policy-channels.js";
+import { channelPlace } from "../approval.js";
 import { defineTool } from "../define.js";
 import { ledgerCall, ledgerOf, oneOf, seqNumber } from "./ledger-access.js";
+import { approvalChannelsOutput } from "./spend-approval-channels.js";
 import { toolCallInput, toProtoCall } from "./shapes.js";
 
 /** How to ask for a receipt for a recorded request, as an agent would type it. */
@@ -28,6 +32,7 @@ export const evaluateToolApprovalTool = defineTool({
     risk: z.string(),
     request_seq: z.number().int().describe("The ledger entry that records this request"),
     message: z.string().optional().describe("Only when DENIED: what is wrong, in words"),
+    approval_channels: approvalChannelsOutput.optional().describe("RECEIPT_REQUIRED: every way a person can issue the receipt here, at this risk"),
     next_step: z.string(),
   }),
   annotations: {
@@ -41,20 +46,24 @@ export const evaluateToolApprovalTool = defineTool({
     const res = await ledgerOf(ctx).evaluateToolApproval({ call: toProtoCall(args.call) }, ledgerCall(ctx));
     const seq = seqNumber(res.ledgerSeq);
     const status = oneOf(res.status, ["RECEIPT_REQUIRED", "DENIED"], "status");
+    const recorded = { status, code: res.code, args_hash: res.argsHash, policy_version: res.policyVersion, risk: res.risk, request_seq: seq };
+    if (status === "DENIED") {
+      return {
+        ...recorded,
+        ...(res.problem ? { message: res.problem } : {}),
+        next_step: `Denied (${res.code})${res.problem ? `: ${res.problem}` : ""}. Recorded in ledger entry ${seq}. No receipt can be issued for this call as it stands.`,
+      };
+    }
+    // Who may issue it is policy's choice, by the risk the tool-approval rule gives the call.
+    const allowed = await evaluateChannels(ctx, { kind: "tool", tool: args.call.tool, risk: res.risk });
+    const options = approvalChannelOptions({ kind: "receipt", call: issueReceiptCall(seq) }, allowed.channels, channelPlace(ctx));
     return {
-      status,
-      code: res.code,
-      args_hash: res.argsHash,
-      policy_version: res.policyVersion,
-      risk: res.risk,
-      request_seq: seq,
-      ...(res.problem ? { message: res.problem } : {}),
+      ...recorded,
+      approval_channels: options,
       next_step:
-        status === "RECEIPT_REQUIRED"
-          ? `An allowlist is not an authorization. A person issues a receipt for exactly this call with ${issueReceiptCall(seq)} ` +
-            "(someone holding the approver role, or your user through elicitation); then pass it whole to " +
-            'authorize_tool_call {"call": <the same call>, "receipt": <the receipt>}.'
-          : `Denied (${res.code})${res.problem ? `: ${res.problem}` : ""}. Recorded in ledger entry ${seq}. No receipt can be issued for this call as it stands.`,
+        `An allowlist is not an authorization. A person issues a receipt for exactly this call (recorded in ledger entry ${seq}); ` +
+        `you cannot issue it yourself. Who can here:\n${wayLines(options, allowed.channels)}\nThen pass it whole to ` +
+        'authorize_tool_call {"call": <the same call>, "receipt": <the receipt>}.',
     };
   },
 });

@@ -54,11 +54,14 @@ export function toGateOutput(res: { result?: JsonObject; state: string; contentH
   };
 }
 
-/** The next step after a gate decision, in plain words; a held spend names every way to approve it here. */
-export function gateNextStep(gate: GateOutput, ctx: ToolContext): string {
+/**
+ * The next step after a gate decision, in plain words; a held spend names every way to approve
+ * it here among `channels`, the ones policy allows for it.
+ */
+export function gateNextStep(gate: GateOutput, ctx: ToolContext, channels: readonly string[]): string {
   switch (gate.state) {
     case "HITL_REQUIRED":
-      return `${spendApprovalNextStep(ctx, gate.ledger_seq)}\nThe approval reads the action from ledger entry ${gate.ledger_seq}, so it is exactly this one.`;
+      return `${spendApprovalNextStep(ctx, gate.ledger_seq, channels)}\nThe approval reads the action from ledger entry ${gate.ledger_seq}, so it is exactly this one.`;
     case "BLOCKED":
       return `Blocked by the policy's hard rules (${gate.reason}); recorded as policy_deny in ledger entry ${gate.ledger_seq}. No approval can override a blocked spend: change the action or ask the operator.`;
     case "LOCKED":

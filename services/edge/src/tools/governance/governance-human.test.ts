@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { ChaosError } from "@chaos-core/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -15,12 +16,20 @@ import { startHttpTransport, type RunningHttpTransport } from "../../transport/h
 // (its decisions are tested against the real ledger): who counts as the human, what the person
 // is shown, that nothing is sent when nobody approved, and that an argument never approves.
 
+// The entry at request_seq 7 for issue_approval_receipt: a tool-approval request at medium risk,
+// where policy accepts the client's own answer by default.
 const RECORDED_EVENT = {
-  type: "spend.evaluated",
-  policy: "equity",
-  action: { action: "BUY", asset: "AAPL", notional: 300, confidence: 0.9 },
-  state: "HITL_REQUIRED",
+  type: "tool_approval.evaluated",
+  tool: "stripe.create_charge",
+  resource: "acct_live_acme",
+  status: "RECEIPT_REQUIRED",
+  args_hash: "b".repeat(64),
+  policy_version: "tap-1",
+  risk: "medium",
 };
+
+/** Every channel: the operator opted the client's own form in for this spend. */
+const ALL_CHANNELS = ["client_elicitation", "approver", "operator", "console"];
 
 // The stored spend request at request_seq 7: a wire with every argument, as the ledger keeps it.
 const STORED_WIRE = {
@@ -49,19 +58,29 @@ function storedRequest(overrides: Record<string, unknown> = {}) {
     gate: { state: "HITL_REQUIRED", reason: "human approval required: 300.0 >= HITL threshold 0.0" },
     contentHash: "c".repeat(64),
     argumentsVerified: true,
+    channels: ALL_CHANNELS,
+    channelsRule: "approvalChannels.spend.policies.wire",
     ...overrides,
   };
 }
 
-/** A ledger that answers with fixed messages and records every request. */
-function recordingLedger(request: Record<string, unknown> = storedRequest()): RecordingLedger {
+/**
+ * A ledger that answers with fixed messages and records every request: `request` is the stored
+ * spend request at 7, `event` the entry at 7.
+ */
+function recordingLedger(request: Record<string, unknown> = storedRequest(), event: JsonObject = RECORDED_EVENT): RecordingLedger {
   return createRecordingLedger({
     getSpendRequest: async (req) => {
       if (req.requestSeq !== 7n) throw new ChaosError("not_found", `no ledger entry ${req.requestSeq} in this tenant`);
       return { request };
     },
     declineSpend: async () => ({ ledgerSeq: 9n, declinedBy: "elicitation:agent", channel: "client_elicitation" }),
-    collectSpendApproval: async () => ({
+    // As the ledger does: nothing to collect while no person answered (and the attempt is recorded).
+    collectSpendApproval: async () => {
+      if (request.state === "PENDING") {
+        throw new ChaosError("failed_precondition", "approval_pending: no person has answered request 7 yet (refusal recorded as ledger entry 9)");
+      }
+      return {
       state: "LOCKED",
       result: { reason: "human-approved by operator", claims: [{ rule: "human-approval", passed: true, detail: "approved by operator" }] },
       receipt: { kind: "authorization", tool: "wire_treasury_transfer", expiry: "2025-06-01T12:05:00.000Z" },
@@ -70,7 +89,8 @@ function recordingLedger(request: Record<string, unknown> = storedRequest()): Re
       approvedBy: "operator",
       channel: "operator",
       approvalSeq: 8n,
-    }),
+      };
+    },
     // The entry at request_seq 7 is the recorded request; there is no other.
     listEntries: async (req) =>
       req.afterSeq === 6n
@@ -82,7 +102,7 @@ function recordingLedger(request: Record<string, unknown> = storedRequest()): Re
                 tenant: "t",
                 session: "s-1",
                 principal: "agent",
-                event: RECORDED_EVENT,
+                event,
                 contentHash: "c".repeat(64),
               },
             ],
@@ -120,9 +140,12 @@ function refused(res: CallToolResult): { code: string; message: string } {
   return (res.structuredContent as { error: { code: string; message: string } }).error;
 }
 
-/** A client whose user answers every elicitation with `answer` (recording the questions), or one that cannot elicit. */
-async function connectWithUser(ledger: RecordingLedger, answer?: ElicitResult, asked: string[] = []): Promise<Connected> {
-  const deps: EdgeDeps = { ...services.deps(), ledger: ledger.client };
+/**
+ * A client whose user answers every elicitation with `answer` (recording the questions), or one
+ * that cannot elicit; `operator` makes the edge standalone's, with the operator's command.
+ */
+async function connectWithUser(ledger: RecordingLedger, answer?: ElicitResult, asked: string[] = [], operator?: EdgeDeps["operator"]): Promise<Connected> {
+  const deps: EdgeDeps = { ...services.deps(), ledger: ledger.client, ...(operator ? { operator } : {}) };
   const c = await connectInMemory(
     deps,
     { tenant: uniqueTenant("gov-human"), principal: "agent" },
@@ -168,6 +191,7 @@ describe("approve_spend through elicitation", () => {
     expect(asked[0]).toContain("\n  amount = 300\n");
     expect(asked[0]).toContain('\n  currency = "EUR"\n');
     expect(asked[0]).toContain(`args_hash: ${"d".repeat(64)}`);
+    expect(asked[0]).toContain("Who may approve it (policy's channels): client_elicitation, approver, operator, console (rule approvalChannels.spend.policies.wire)");
     expect(asked[0]).not.toMatch(/cut/);
     expect(ledger.requests("getSpendRequest")[0]).toMatchObject({ requestSeq: 7n });
     const sent = ledger.requests("approveSpend");
@@ -180,12 +204,13 @@ describe("approve_spend through elicitation", () => {
   it("does not ask through a form when the stored request is too long for one, and names who can answer", async () => {
     const tooLong = recordingLedger(storedRequest({ arguments: { ...STORED_WIRE, memo: "wire for INV-104 ".repeat(1200) } }));
     const notAsked: string[] = [];
-    const d = await connectWithUser(tooLong, { action: "accept", content: { confirm: true } }, notAsked);
+    // In standalone, where the operator's command is one of the ways.
+    const d = await connectWithUser(tooLong, { action: "accept", content: { confirm: true } }, notAsked, { dataDir: "/srv/cc" });
     const error = refused(await d.call("approve_spend", { request_seq: 7 }));
     expect(error.code).toBe("approval_required");
     expect(error.message).toMatch(/too long to show in a form .* and is never shown cut/);
     expect(error.message).toContain('approve_spend {"request_seq": 7}');
-    expect(error.message).toContain("chaos-core approvals approve-spend 7");
+    expect(error.message).toMatch(/- operator: the operator of this server runs chaos-core approvals approve-spend 7 --tenant gov-human-\S+ --data-dir \/srv\/cc\n/);
     expect(notAsked).toEqual([]);
     expect(tooLong.requests("approveSpend")).toEqual([]);
   });
@@ -261,7 +286,9 @@ describe("without a role or elicitation", () => {
     // This server runs no operator endpoint and this client cannot be asked: neither is offered.
     expect(error.message).not.toMatch(/- operator|- client_elicitation/);
     expect(error.message).toContain('your next approve_spend {"request_seq": 7} (or wire_treasury_transfer with exactly the same arguments) receives the receipt');
-    expect(ledger.calls.map((x) => x.method)).toEqual(["getSpendRequest"]);
+    // The attempt still reaches the ledger, which records it (and would hand over an approval given meanwhile).
+    expect(ledger.calls.map((x) => x.method)).toEqual(["getSpendRequest", "collectSpendApproval"]);
+    expect(error.message).toContain("This attempt is recorded in ledger entry 9.");
   });
 
   it("where the operator's endpoint runs, the exact command is one of the ways", async () => {
@@ -273,19 +300,20 @@ describe("without a role or elicitation", () => {
     expect(error.message).toContain("- operator: the operator of this server runs chaos-core approvals approve-spend 7 --tenant acme --data-dir '/srv/chaos core'");
   });
 
-  it("refuses issue_approval_receipt, explaining both ways, and sends nothing", async () => {
+  it("answers issue_approval_receipt approval_required, naming who can decide it here, and issues nothing", async () => {
     const ledger = recordingLedger();
     const c = await connectWithUser(ledger);
-    for (const [name, args] of [
-      ["issue_approval_receipt", { request_seq: 7, call, decision: "allow" }],
-      ["issue_approval_receipt", { request_seq: 7, call, decision: "deny" }],
-    ] as const) {
-      const error = refused(await c.call(name, args));
-      expect(error.code, name).toBe("permission_denied");
-      expect(error.message, name).toMatch(/approver role/);
-      expect(error.message, name).toMatch(/elicitation/);
+    for (const decision of ["allow", "deny"]) {
+      const error = refused(await c.call("issue_approval_receipt", { request_seq: 7, call, decision }));
+      expect(error.code, decision).toBe("approval_required");
+      expect(error.message, decision).toMatch(/this client cannot ask its user \(it did not declare elicitation\)/);
+      expect(error.message, decision).toContain(
+        `- approver: someone holding the approver role calls issue_approval_receipt {"request_seq": 7, "call": <the same call>, "decision": "${decision}"} with their own API key`,
+      );
     }
-    expect(ledger.calls).toEqual([]);
+    // Only the recorded request was read.
+    expect(ledger.requests("issueReceipt")).toEqual([]);
+    expect(ledger.requests("append")).toEqual([]);
   });
 
   it("does not let an argument stand in for a person", async () => {
@@ -309,8 +337,9 @@ describe("issue_approval_receipt through elicitation", () => {
     expect(out.receipt).toEqual({ kind: "chaoscore.tool_approval_receipt" });
     expect(out.next_step).toMatch(/authorize_tool_call/);
     expect(asked[0]).toContain("ALLOW one tool call");
-    expect(asked[0]).toContain('"resource": "acct_live_acme"');
-    expect(asked[0]).toContain('"amount": 2500');
+    expect(asked[0]).toContain("Tool call stripe.create_charge on acct_live_acme (risk medium), requested in ledger entry 7");
+    expect(asked[0]).toContain("\n  amount = 2500\n");
+    expect(asked[0]).toContain('\n  currency = "usd"\n');
     expect(asked[0]).toContain("Ledger entry 7");
     expect(asked[0]).toContain("valid for 60 seconds");
     const [sent] = ledger.requests("issueReceipt");
@@ -323,6 +352,54 @@ describe("issue_approval_receipt through elicitation", () => {
       reason: "invoice INV-104",
     });
     expect(sent!.step).toBeUndefined();
+  });
+
+  it("shows a long call whole, every argument by its path, never cut", async () => {
+    const ledger = recordingLedger();
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, { action: "accept", content: { confirm: true } }, asked);
+    const description = `invoice INV-104 ${"x".repeat(4500)} END-OF-DESCRIPTION`;
+    ok(await c.call("issue_approval_receipt", { request_seq: 7, call: { ...call, arguments: { ...call.arguments, description } }, decision: "allow" }));
+    expect(asked[0]).toContain(`\n  description = ${JSON.stringify(description)}\n`);
+    expect(asked[0]).not.toMatch(/cut/);
+  });
+});
+
+describe("where policy does not accept the client's own answer", () => {
+  const autoAccept: ElicitResult = { action: "accept", content: { confirm: true } };
+
+  it("approve_spend does not ask a client that would auto-accept, records the attempt and names only the channels policy allows", async () => {
+    const ledger = recordingLedger(storedRequest({ channels: ["approver", "operator", "console"], channelsRule: "approvalChannels.spend.default" }));
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, autoAccept, asked, { dataDir: "/srv/cc" });
+    const error = refused(await c.call("approve_spend", { request_seq: 7 }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toContain(
+      "no person has answered spend request 7 yet, and policy does not accept an answer from this client for it " +
+        "(wire_treasury_transfer, spend policy wire, rule approvalChannels.spend.default)",
+    );
+    expect(error.message).toContain('- approver: someone holding the approver role calls approve_spend {"request_seq": 7}');
+    expect(error.message).toMatch(/- operator: the operator of this server runs chaos-core approvals approve-spend 7 --tenant gov-human-\S+ --data-dir \/srv\/cc\n/);
+    expect(error.message).not.toMatch(/- client_elicitation/);
+    expect(asked).toEqual([]);
+    expect(ledger.calls.map((x) => x.method)).toEqual(["getSpendRequest", "collectSpendApproval"]);
+    expect(ledger.requests("approveSpend")).toEqual([]);
+    expect(ledger.requests("declineSpend")).toEqual([]);
+  });
+
+  it("issue_approval_receipt at high risk does not ask a client that would auto-accept, and names the approver", async () => {
+    const ledger = recordingLedger(storedRequest(), { ...RECORDED_EVENT, risk: "high" });
+    const asked: string[] = [];
+    const c = await connectWithUser(ledger, autoAccept, asked);
+    const error = refused(await c.call("issue_approval_receipt", { request_seq: 7, call, decision: "allow" }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toContain(
+      "policy does not accept an answer from this client for it (a receipt for stripe.create_charge at risk high, rule approvalChannels.byRisk.high)",
+    );
+    expect(error.message).toContain('- approver: someone holding the approver role calls issue_approval_receipt {"request_seq": 7');
+    expect(error.message).not.toMatch(/- client_elicitation|- operator/);
+    expect(asked).toEqual([]);
+    expect(ledger.requests("issueReceipt")).toEqual([]);
   });
 });
 

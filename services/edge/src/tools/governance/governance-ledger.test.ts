@@ -86,6 +86,17 @@ async function connect(answer?: ElicitResult, asked: string[] = [], tenant = uni
 }
 
 const yes: ElicitResult = { action: "accept", content: { confirm: true } };
+
+/**
+ * A session whose user answers every elicitation with `answer`, in a tenant whose operator lets
+ * the client's own form answer spends and high-risk receipts (by default it answers neither).
+ */
+async function connectOptedIn(answer: ElicitResult, asked: string[] = []): Promise<Connected> {
+  const tenant = uniqueTenant("gov-optin");
+  const every = { channels: ["CLIENT_ELICITATION", "APPROVER", "OPERATOR", "CONSOLE"].map((c) => `APPROVAL_CHANNEL_${c}`) };
+  await services.putPolicy(tenant, { approvalChannels: { high: every, spendDefault: every } });
+  return connect(answer, asked, tenant);
+}
 const gate = (notional: number, extra: Record<string, unknown> = {}) => ({
   policy: "equity",
   action: { action: "BUY", asset: "AAPL", notional, confidence: 0.9 },
@@ -94,10 +105,14 @@ const gate = (notional: number, extra: Record<string, unknown> = {}) => ({
 
 beforeAll(async () => {
   services = await startTestServices("governance_ledger");
-  ledger = await startTestLedger("governance_ledger", {
-    defaults: { tool_approval: TOOL_POLICY },
-    tenants: { [STRICT_TENANT]: { spend_policies: { equity: STRICT_EQUITY } } },
-  });
+  ledger = await startTestLedger(
+    "governance_ledger",
+    {
+      defaults: { tool_approval: TOOL_POLICY },
+      tenants: { [STRICT_TENANT]: { spend_policies: { equity: STRICT_EQUITY } } },
+    },
+    services.policy,
+  );
   deps = { ...services.deps(), ledger: ledger.client };
 });
 
@@ -158,7 +173,7 @@ describe("a spend policy that requires confidence", () => {
 describe("approve_spend", () => {
   it("locks a held spend once the person confirms, exactly once", async () => {
     const asked: string[] = [];
-    const c = await connect(yes, asked);
+    const c = await connectOptedIn(yes, asked);
     const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
     const approved = ok<Gate & { human: unknown }>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
     expect(approved).toMatchObject({ state: "LOCKED", reason: "human-approved by elicitation:agent", human: { answer: "confirmed", via: "elicitation" } });
@@ -173,7 +188,7 @@ describe("approve_spend", () => {
   });
 
   it("records a person's decline in the audit ledger as the request's answer, and approves nothing, ever", async () => {
-    const c = await connect({ action: "decline" });
+    const c = await connectOptedIn({ action: "decline" });
     const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
     const out = ok<{ human: unknown; decline_seq: number; state?: string }>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
     expect(out).toMatchObject({ human: { answer: "declined" }, decline_seq: held.ledger_seq + 1 });
@@ -186,6 +201,20 @@ describe("approve_spend", () => {
     expect(again.message).toMatch(/^declined: request \d+ was declined by elicitation:agent/);
   });
 
+  it("by default does not ask a client that auto-accepts: the attempt is recorded, nothing is approved, and only a person's channels are named", async () => {
+    const asked: string[] = [];
+    const c = await connect(yes, asked);
+    const held = ok<Gate & { approval_channels: Array<{ channel: string }> }>(await c.call("evaluate_spend_gate", gate(300)));
+    expect(held.approval_channels.map((x) => x.channel)).toEqual(["approver"]);
+    expect(held.next_step).not.toMatch(/client_elicitation/);
+    const refusal = refused(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(refusal.code).toBe("approval_required");
+    expect(refusal.message).toMatch(/policy does not accept an answer from this client for it \(spend policy equity, rule approvalChannels\.spend\.default\)/);
+    expect(asked).toEqual([]);
+    const audit = ok<{ entries: Array<{ event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", { limit: 1 }));
+    expect(audit.entries[0]!.event).toMatchObject({ type: "spend.collect_refused", code: "approval_pending", request_seq: held.ledger_seq });
+  });
+
   it("cannot approve a blocked spend", async () => {
     const c = await connect(yes);
     const blocked = ok<Gate>(await c.call("evaluate_spend_gate", gate(900)));
@@ -195,7 +224,7 @@ describe("approve_spend", () => {
 
 describe("tool approval receipts", () => {
   it("an allowlist is not an authorization: receipt required, then authorized once, then replay", async () => {
-    const c = await connect(yes);
+    const c = await connectOptedIn(yes);
     const evaluated = ok<{ status: string; code: string; args_hash: string; policy_version: string; risk: string; request_seq: number }>(
       await c.call("evaluate_tool_approval", { call: charge }),
     );
@@ -222,7 +251,7 @@ describe("tool approval receipts", () => {
   });
 
   it("records a person's deny as a signed refusal", async () => {
-    const c = await connect(yes);
+    const c = await connectOptedIn(yes);
     const { request_seq } = ok<{ request_seq: number }>(await c.call("evaluate_tool_approval", { call: charge }));
     const issued = ok<{ receipt: Record<string, unknown> }>(await c.call("issue_approval_receipt", { request_seq, call: charge, decision: "deny" }));
     expect(ok(await c.call("authorize_tool_call", { call: charge, receipt: issued.receipt }))).toMatchObject({ code: "human_denied" });
@@ -305,7 +334,7 @@ describe("the finance reference tools", () => {
   });
 
   it("always needs a person for a wire; the approval returns the receipt", async () => {
-    const c = await connect(yes);
+    const c = await connectOptedIn(yes);
     const wire = { beneficiary: "ACME Ltd", amount: 1200, currency: "USD", confidence: 0.9 };
     const held = ok<{ status: string; request_seq: number; next_step: string }>(
       await c.call("request_authorization", { tool: "wire_treasury_transfer", args: wire }),

@@ -28,6 +28,11 @@ export interface HumanQuestion {
   /** The confirm checkbox's title. */
   readonly confirmTitle: string;
   /**
+   * Who else can answer when this client's user cannot be asked, as lines (the channels policy
+   * allows that exist here, without this client's form).
+   */
+  readonly otherWays: string;
+  /**
    * The question. Built only when a person is asked, from what the ledger recorded (and will
    * act on), never from the agent's description: an agent could describe a harmless request
    * while asking for another one.
@@ -36,31 +41,26 @@ export interface HumanQuestion {
 }
 
 /**
- * Gets a person's answer, the two ways DESIGN allows and no other: the caller's verified API
- * key holds the `approver` role (the ledger still refuses a self-approval), or the client
- * declared elicitation and its user confirms with an explicit checkbox. A flag in the tool's
- * arguments is never an answer. Neither path open → `permission_denied` naming both.
+ * Gets a person's answer, the two ways a tool may and no other: the caller's verified API key
+ * holds the `approver` role (the ledger still checks that policy lets an approver answer, and
+ * refuses a self-approval), or the client's user confirms with an explicit checkbox. The caller
+ * asks the client only where policy accepts the client's own answer (`whyClientNotAsked`); the
+ * ledger refuses it anywhere else. A flag in the tool's arguments is never an answer. A client
+ * that cannot be asked, or a question too long for a form, → `approval_required` naming
+ * {@link HumanQuestion.otherWays}.
  */
 export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<HumanAnswer> {
   if (ctx.roles.has("approver")) return { answer: "confirmed", via: "approver_role" };
   if (!ctx.canElicit()) {
     throw new ChaosError(
-      "permission_denied",
-      `${q.tool} needs a person's decision, and neither way to get one is open here. Either someone holding the ` +
-        `approver role (granted by the operator to an API key, never by an argument) calls ${q.retryCall} from their own ` +
-        "session, or the user of a client that supports MCP elicitation confirms it when asked. This client did not " +
-        "declare elicitation and this credential holds no approver role. Nothing was approved or issued.",
+      "approval_required",
+      `${q.tool} needs a person's decision, and this client cannot ask its user (it did not declare elicitation); this ` +
+        `credential holds no approver role. Who can answer it here:\n${q.otherWays}\nNothing was approved or issued.`,
     );
   }
   const message = await q.question();
   if (!fitsForm(message)) {
-    const operator =
-      q.tool === "approve_spend" ? `, or the operator runs chaos-core approvals approve-spend ${q.requestSeq} (chaos-core serve or stdio)` : "";
-    throw new ChaosError(
-      "approval_required",
-      `${tooLongForForm(message)} Someone holding the approver role must call ${q.retryCall} from their own session${operator}. ` +
-        "Nothing was approved or issued.",
-    );
+    throw new ChaosError("approval_required", `${tooLongForForm(message)} Who can answer it here:\n${q.otherWays}\nNothing was approved or issued.`);
   }
   let result: ElicitResult;
   try {

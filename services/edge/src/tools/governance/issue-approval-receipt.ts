@@ -1,13 +1,29 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
+import { ChaosError } from "@chaos-core/kit";
+import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { approvalChannelOptions, wayLines, whyClientNotAsked } from "../../approvals/channels.js";
+import { evaluateChannels, type PolicyChannels } from "../../approvals/policy-channels.js";
+import { renderText } from "../../approvals/render-text.js";
+import { toolCallView } from "../../approvals/view.js";
+import { channelPlace } from "../approval.js";
+import { defineTool, type ToolContext } from "../define.js";
 import { humanOutput } from "./approve-spend.js";
 import { issueReceiptCall } from "./evaluate-tool-approval.js";
 import { askHuman, describeEntry, readEntry, recordDecline, type HumanQuestion } from "./human-approval.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { jsonObjectOutput, requestSeq, toolCallInput, toProtoCall, ttlSeconds } from "./shapes.js";
 
-/** Longest call shown in a question; a longer one is cut, and the question says so. */
-const MAX_SHOWN_CALL = 4000;
+/**
+ * The channels policy allows for a receipt for the recorded request, at the risk its entry
+ * recorded (the tool-approval rule's; none counts as critical). The ledger checks the answer
+ * against policy again when it issues.
+ */
+function receiptChannels(ctx: ToolContext, request: Entry): Promise<PolicyChannels> {
+  const ev = request.event ?? {};
+  const tool = typeof ev["tool"] === "string" ? ev["tool"] : "";
+  const risk = typeof ev["risk"] === "string" ? ev["risk"] : "unspecified";
+  return evaluateChannels(ctx, { kind: "tool", tool: tool || "unknown", risk });
+}
 
 /**
  * `issue_approval_receipt`: a person's signed allow or deny for one recorded call. The ledger
@@ -22,7 +38,8 @@ export const issueApprovalReceiptTool = defineTool({
   description:
     "Have a person sign an allow or deny receipt for a call that evaluate_tool_approval recorded as RECEIPT_REQUIRED " +
     "(give its request_seq and the same call). Someone holding the approver role issues it by calling this; otherwise, " +
-    "when this client supports elicitation, its user is shown the call and the recorded request and asked to confirm. " +
+    "when policy accepts this client's own answer at the call's risk (by default below high) and this client supports " +
+    "elicitation, its user is shown the call and the recorded request and asked to confirm. " +
     "No argument can approve. The receipt is bound to tool, resource, argument hash, policy version and risk, expires, " +
     "and works once: pass it whole to authorize_tool_call.",
   input: z.strictObject({
@@ -50,20 +67,39 @@ export const issueApprovalReceiptTool = defineTool({
   async run(args, ctx) {
     const seq = args.request_seq;
     const retry = issueReceiptCall(seq, args.decision);
+    let otherWays = "";
+    let request: Entry | undefined;
+    if (!ctx.roles.has("approver")) {
+      // Only a person's answer counts: this client's user is asked only where policy accepts the
+      // client's own answer for this receipt (by default not at high risk and above).
+      request = await readEntry(ctx, seq);
+      const allowed = await receiptChannels(ctx, request);
+      const place = { ...channelPlace(ctx), canElicit: false };
+      otherWays = wayLines(approvalChannelOptions({ kind: "receipt", call: retry }, allowed.channels, place), allowed.channels);
+      const ev = request.event ?? {};
+      const about = `a receipt for ${String(ev["tool"] ?? "the call")} at risk ${String(ev["risk"] ?? "unspecified")}`;
+      const why = whyClientNotAsked(allowed.channels, about, allowed.matchedRule, ctx.canElicit());
+      if (why) {
+        throw new ChaosError(
+          "approval_required",
+          `No receipt was issued: ledger entry ${seq} needs a person's decision, and ${why}\nWho can decide it here:\n${otherWays}\nNothing was approved or issued.`,
+        );
+      }
+    }
     const question: HumanQuestion = {
       tool: "issue_approval_receipt",
       requestSeq: seq,
       retryCall: retry,
       confirmTitle: args.decision === "allow" ? "Allow this exact call, once?" : "Sign a refusal (deny) for this call?",
+      otherWays,
       question: async () => {
-        let call = JSON.stringify(args.call, null, 2);
-        if (call.length > MAX_SHOWN_CALL) call = `${call.slice(0, MAX_SHOWN_CALL)}\n… (cut: the full call is ${call.length} characters)`;
+        const recorded = request ?? (await readEntry(ctx, seq));
         return [
           args.decision === "allow"
             ? "An AI agent asks you to ALLOW one tool call. Policy lists the tool, but an allowlist is not an authorization."
             : "An AI agent asks you to sign a DENY for one tool call: it will be refused with human_denied.",
-          `The call the receipt binds (the ledger checks it is the recorded request's call):\n${call}`,
-          `The request as the audit ledger recorded it:\n${describeEntry(await readEntry(ctx, seq))}`,
+          `The call the receipt binds (the ledger checks it is the recorded request's call):\n${renderText(toolCallView(args.call, recorded))}`,
+          `The request as the audit ledger recorded it:\n${describeEntry(recorded)}`,
           `The receipt is valid for ${args.ttl_seconds ?? 300} seconds and works once, only with exactly these arguments.` +
             (args.reason ? `\nReason given: ${args.reason}` : ""),
         ].join("\n\n");

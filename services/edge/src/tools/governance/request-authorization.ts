@@ -74,7 +74,7 @@ export const requestAuthorizationTool = defineTool({
         approvalSeq > 0
           ? `A person approved your request ${approvalSeq} for this exact call; its receipt is handed over now (collected in ledger entry ${seq}). ${use}`
           : `Authorized under the approval threshold (ledger entry ${seq}). ${use}`,
-      HITL_REQUIRED: spendApprovalNextStep(ctx, seq, spec.name),
+      HITL_REQUIRED: spendApprovalNextStep(ctx, seq, res.approvalChannels, spec.name),
       DENIED: `Denied (${res.code}), recorded in ledger entry ${seq}. Do not call ${spec.name}; no approval can override this.`,
     }[status];
     return {
@@ -84,7 +84,7 @@ export const requestAuthorizationTool = defineTool({
       ...(res.gate ? { gate: res.gate } : {}),
       request_seq: approvalSeq > 0 ? approvalSeq : seq,
       ...(approvalSeq > 0 ? { approval_request_seq: approvalSeq } : {}),
-      ...(status === "HITL_REQUIRED" ? { approval_channels: spendApprovalChannels(ctx, seq) } : {}),
+      ...(status === "HITL_REQUIRED" ? { approval_channels: spendApprovalChannels(ctx, seq, res.approvalChannels) } : {}),
       next_step: nextStep,
     };
   },
