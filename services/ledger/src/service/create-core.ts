@@ -50,8 +50,8 @@ export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
       ? {
           batches: {
             inTransaction: (q, tenant, entries) => outbox.enqueue(q, tenant, entries),
-            committed: (_tenant, entries) => {
-              if (entries.some((e) => notifies(e.event))) dispatcher?.wake();
+            committed: (tenant, entries) => {
+              if (entries.some((e) => notifies(e.event))) dispatcher?.wake(tenant);
             },
           },
         }

@@ -291,6 +291,30 @@ describe.each(BACKENDS)("approval webhooks on $name", (backend) => {
     }
   });
 
+  it("two dispatchers on one store (two replicas) send each row once", async () => {
+    const tenant = newTenant("replicas");
+    const second = await fx.restart({ ...(db ? { db } : {}) });
+    const ids: string[] = [];
+    try {
+      // Appended through both cores, so both dispatchers are woken for the tenant each time.
+      for (let i = 0; i < 10; i++) {
+        const core = i % 2 === 0 ? fx : second;
+        const appended = await core.client.append({ event: pendingStep(`4444444${i}-2222-4333-8444-555555555555`) }, as(tenant, AGENT));
+        ids.push(`msg_${tenant}_${appended.entry!.seq}`);
+      }
+      await receiver.waitFor("all ten events", () => ids.every((id) => receiver.byId(id).length > 0));
+      let rows = await outbox.list(tenant);
+      for (let i = 0; i < 200 && rows.some((r) => !r.deliveredAt); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        rows = await outbox.list(tenant);
+      }
+    } finally {
+      await second.close();
+    }
+    expect(ids.map((id) => receiver.byId(id).length)).toEqual(ids.map(() => 1));
+    expect((await outbox.list(tenant)).map((r) => r.attempts)).toEqual(ids.map(() => 1));
+  });
+
   // Last: it stops this fixture's dispatcher.
   it("an undelivered row survives a restart: the new core on the same store sends it, with the same webhook-id", async () => {
     await fx.core.close();

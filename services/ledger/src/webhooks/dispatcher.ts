@@ -12,8 +12,11 @@ export const WEBHOOK_BATCH = 20;
 
 /** Sends the outbox's events; see {@link createWebhookDispatcher}. */
 export interface WebhookDispatcher {
-  /** Looks for due rows now (after a commit that wrote some); coalesced with a pass already running. */
-  wake(): void;
+  /**
+   * Looks for due rows now: of `tenant` (after its commit wrote some), or of every tenant. Wakes
+   * that come while a pass runs are coalesced into the next pass.
+   */
+  wake(tenant?: string): void;
   /** Starts the periodic pass. */
   start(): void;
   /** Stops: aborts attempts in flight and gives their rows back, then resolves. */
@@ -38,10 +41,11 @@ function failureOf(err: unknown, timeoutMs: number): string {
 }
 
 /**
- * The dispatcher: woken after each commit that wrote outbox rows, when a retry it scheduled is
- * due, and every {@link WEBHOOK_POLL_MS} (rows other replicas scheduled), it leases up to {@link WEBHOOK_BATCH} due rows per tenant for
- * {@link WEBHOOK_LEASE_SECONDS} (two replicas never send the same row at once) and POSTs each,
- * in ledger order, signed for this attempt. A 2xx delivers it; anything else (another status, a
+ * The dispatcher: woken for a tenant after its commit wrote outbox rows or when a retry it
+ * scheduled there is due, and for every tenant each {@link WEBHOOK_POLL_MS} (rows other
+ * replicas wrote, or a restart found), it leases up to {@link WEBHOOK_BATCH} due rows per tenant
+ * for {@link WEBHOOK_LEASE_SECONDS} (two replicas never send the same row at once) and POSTs
+ * them one at a time, in ledger order, each signed for this attempt. A 2xx delivers it; anything else (another status, a
  * redirect, a timeout, a refused connection) schedules the next attempt after the configured
  * wait, and once the last has failed the row is marked failed and logged at error with its
  * `webhook-id`. Delivery is at least once: a receiver dedupes by `webhook-id`.
@@ -52,10 +56,11 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
-  let again = false;
-  // The soonest retry this dispatcher scheduled: it wakes then instead of at the next poll.
-  let soon: NodeJS.Timeout | undefined;
-  let soonAt = Infinity;
+  // What the next pass looks at: every tenant, or only those whose commits wrote rows.
+  let everyTenant = false;
+  const woken = new Set<string>();
+  // Per tenant, the soonest retry this dispatcher scheduled: it wakes then, not at the next poll.
+  const soon = new Map<string, { timer: NodeJS.Timeout; at: number }>();
   // A lease must outlive the attempt that starts near its end.
   const budgetMs = WEBHOOK_LEASE_SECONDS * 1000 - config.timeoutMs - 2000;
 
@@ -98,7 +103,7 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
     }
     await outbox.retry(tenant, row.entrySeq, wait, problem);
     // A little after the row is due by the database's clock, which set it.
-    wakeIn(wait * 1000 + 50);
+    wakeIn(tenant, wait * 1000 + 50);
     logger.warn({ webhookId: id, tenant, attempt: made, receiver, problem, retryInSeconds: wait }, "webhook delivery failed; will retry");
   }
 
@@ -115,12 +120,17 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
   }
 
   async function pass(): Promise<void> {
-    let tenants: string[];
-    try {
-      tenants = await outbox.tenants();
-    } catch (err) {
-      logger.warn({ err }, "the webhook outbox could not be read; trying again later");
-      return;
+    let tenants = [...woken];
+    const all = everyTenant;
+    woken.clear();
+    everyTenant = false;
+    if (all) {
+      try {
+        tenants = await outbox.tenants();
+      } catch (err) {
+        logger.warn({ err }, "the webhook outbox could not be read; trying again later");
+        return;
+      }
     }
     for (const tenant of tenants) {
       if (stopping.signal.aborted) return;
@@ -132,31 +142,33 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
     }
   }
 
-  function wakeIn(ms: number): void {
+  function wakeIn(tenant: string, ms: number): void {
     const at = performance.now() + ms;
-    if (stopping.signal.aborted || (soon && soonAt <= at)) return;
-    if (soon) clearTimeout(soon);
-    soonAt = at;
-    soon = setTimeout(() => {
-      soon = undefined;
-      soonAt = Infinity;
-      wake();
+    const set = soon.get(tenant);
+    if (stopping.signal.aborted || (set && set.at <= at)) return;
+    if (set) clearTimeout(set.timer);
+    const timer = setTimeout(() => {
+      soon.delete(tenant);
+      wake(tenant);
     }, ms);
-    soon.unref();
+    timer.unref();
+    soon.set(tenant, { timer, at });
   }
 
-  function wake(): void {
-    if (stopping.signal.aborted) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    again = false;
+  function run(): void {
+    if (running || stopping.signal.aborted || (!everyTenant && woken.size === 0)) return;
     running = pass().finally(() => {
       running = undefined;
-      // A wake that came while this pass was finishing must not be lost.
-      if (again) wake();
+      // Wakes that came during this pass, even while it was finishing, are not lost.
+      run();
     });
+  }
+
+  function wake(tenant?: string): void {
+    if (stopping.signal.aborted) return;
+    if (tenant === undefined) everyTenant = true;
+    else woken.add(tenant);
+    run();
   }
 
   return {
@@ -164,15 +176,15 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
     start() {
       if (timer || stopping.signal.aborted) return;
       logger.info({ receiver, retries: config.retrySeconds.length, timeoutMs: config.timeoutMs }, "webhook notifications on");
-      timer = setInterval(wake, options.pollMs ?? WEBHOOK_POLL_MS);
+      timer = setInterval(() => wake(), options.pollMs ?? WEBHOOK_POLL_MS);
       timer.unref();
       wake();
     },
     async stop() {
       if (timer) clearInterval(timer);
-      if (soon) clearTimeout(soon);
+      for (const { timer: t } of soon.values()) clearTimeout(t);
+      soon.clear();
       timer = undefined;
-      soon = undefined;
       stopping.abort();
       await running;
     },
