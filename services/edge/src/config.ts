@@ -1,6 +1,5 @@
-import { isIP } from "node:net";
 import { z } from "zod";
-import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { envVars, isLoopbackHost, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import type { HttpTransportOptions } from "./transport/http.js";
 
 /** The largest request body the edge ever accepts; CHAOS_CORE_MAX_BODY_BYTES may only lower it. */
@@ -27,12 +26,8 @@ export const MAX_JSON_DEPTH = 64;
  */
 export const MAX_ARGUMENT_VALUES = 100_000;
 
-/** Whether a host name or address only reaches this machine. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  if (h === "localhost" || h === "::1") return true;
-  return isIP(h) === 4 && h.startsWith("127.");
-}
+// Kit's, since the ledger checks webhook URLs with it too; still exported here for the edge's callers.
+export { isLoopbackHost };
 
 const list = z.string().transform((s) =>
   s

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { describe, expect, it } from "vitest";
-import { ConfigError, parseEnv } from "./config.js";
+import { ConfigError, envVars, isLoopbackHost, parseEnv } from "./config.js";
 
 const schema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -19,6 +19,29 @@ describe("parseEnv", () => {
     } catch (e) {
       expect((e as Error).message).toMatch(/PORT:/);
       expect((e as Error).message).toMatch(/DATABASE_URL:/);
+    }
+  });
+});
+
+describe("isLoopbackHost", () => {
+  it("knows loopback from everything else", () => {
+    for (const h of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) expect(isLoopbackHost(h), h).toBe(true);
+    for (const h of ["0.0.0.0", "::", "10.0.0.1", "example.com", "127.0.0.1.example.com"]) expect(isLoopbackHost(h), h).toBe(false);
+  });
+});
+
+describe("envVars.publicUrl", () => {
+  const publicUrl = z.object({ CHAOS_CORE_PUBLIC_URL: envVars.publicUrl() });
+
+  it("reads an http(s) URL without its trailing slash, and is optional", () => {
+    expect(parseEnv(publicUrl, { CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com/" })).toEqual({ CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com" });
+    expect(parseEnv(publicUrl, { CHAOS_CORE_PUBLIC_URL: "http://127.0.0.1:8080/cc" })).toEqual({ CHAOS_CORE_PUBLIC_URL: "http://127.0.0.1:8080/cc" });
+    expect(parseEnv(publicUrl, {})).toEqual({});
+  });
+
+  it("refuses other schemes, credentials, a query or a fragment, naming the variable", () => {
+    for (const bad of ["ftp://x", "chaos.example.com", "https://u:p@x.example", "https://x.example/?a=1", "https://x.example/#a"]) {
+      expect(() => parseEnv(publicUrl, { CHAOS_CORE_PUBLIC_URL: bad }), bad).toThrow(/CHAOS_CORE_PUBLIC_URL: must be an http:\/\/ or https:\/\/ URL/);
     }
   });
 });

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 import { LOG_LEVELS } from "./logger.js";
 
@@ -40,6 +41,13 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: Env): z.output<S> 
 }
 
 
+/** Whether a host name or address only reaches this machine (`localhost`, `::1`, `127.0.0.0/8`). */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost" || h === "::1") return true;
+  return isIP(h) === 4 && h.startsWith("127.");
+}
+
 /**
  * The variables every service shares, defined once so they parse and fail alike everywhere.
  * Each is a function so a service can set its own default.
@@ -64,6 +72,25 @@ export const envVars = {
       .string({ error: "is required: the shared key that signs and verifies call contexts" })
       .min(32, "must be at least 32 characters"),
   logLevel: () => z.enum(LOG_LEVELS).default("info"),
+  /**
+   * `CHAOS_CORE_PUBLIC_URL`: the address people reach Chaos Core at (behind an Ingress), from
+   * which links to the approval console are built. An http(s) origin with an optional path,
+   * without credentials, query or fragment; read without its trailing slash.
+   */
+  publicUrl: () =>
+    z
+      .string()
+      .refine((v) => {
+        let u: URL;
+        try {
+          u = new URL(v);
+        } catch {
+          return false;
+        }
+        return (u.protocol === "https:" || u.protocol === "http:") && !u.username && !u.password && !u.search && !u.hash;
+      }, "must be an http:// or https:// URL without credentials, query or fragment (e.g. https://chaos.example.com)")
+      .transform((v) => v.replace(/\/+$/, ""))
+      .optional(),
   /**
    * `host:port` of another service, required: a service run alone reaches its peers over gRPC.
    * `who` names the service that needs it, `service` the one it reaches.

@@ -2,7 +2,7 @@ export { ChaosError, ERROR_CODES, toGrpcError, toMcpErrorResult } from "./errors
 export type { ErrorCode, McpErrorResult } from "./errors.js";
 export { assertTenantId, ContextSigner, CONTEXT_HEADER, CONTEXT_SIG_HEADER } from "./context.js";
 export type { CallContext } from "./context.js";
-export { ConfigError, envVars, parseEnv, requireStorage } from "./config.js";
+export { ConfigError, envVars, isLoopbackHost, parseEnv, requireStorage } from "./config.js";
 export type { ConfigIssue, Env } from "./config.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
 export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";

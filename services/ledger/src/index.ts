@@ -82,6 +82,7 @@ export type {
   AppendedEntry,
   AppendHook,
   AppendInput,
+  BatchListener,
   ChainStatus,
   ConsistencyProof,
   InclusionProof,
@@ -145,8 +146,24 @@ export type { OperatorPolicies, TenantPolicies } from "./service/operator-polici
 export { createMemoryNonceCache, createRedisNonceCache } from "./adapters/nonce-cache.js";
 export type { NonceCache } from "./adapters/nonce-cache.js";
 export { openLedgerDb } from "./adapters/open-db.js";
-export { loadLedgerConfig, originVar } from "./config.js";
-export type { LedgerConfig, LedgerStorageConfig } from "./config.js";
+export {
+  DEFAULT_WEBHOOK_RETRY_SECONDS,
+  loadLedgerConfig,
+  MAX_WEBHOOK_TIMEOUT_MS,
+  originVar,
+  requireWebhookSecret,
+  WEBHOOK_ENV,
+  webhookConfigOf,
+} from "./config.js";
+export type { LedgerConfig, LedgerStorageConfig, WebhookConfig } from "./config.js";
+export { notifies, spendRequestSeqOf, WEBHOOK_EVENT_TYPES, webhookEventOf } from "./webhooks/events.js";
+export type { SpendRequestFacts, WebhookEvent, WebhookEventContext, WebhookEventData, WebhookEventType, WebhookOutcome } from "./webhooks/events.js";
+export { signatureOf, signWebhook, webhookId } from "./webhooks/signature.js";
+export type { WebhookHeaders } from "./webhooks/signature.js";
+export { createWebhookOutbox } from "./webhooks/outbox.js";
+export type { LeasedWebhook, StoredWebhook, WebhookOutbox } from "./webhooks/outbox.js";
+export { createWebhookDispatcher, WEBHOOK_BATCH, WEBHOOK_LEASE_SECONDS, WEBHOOK_POLL_MS } from "./webhooks/dispatcher.js";
+export type { WebhookDispatcher, WebhookDispatcherOptions } from "./webhooks/dispatcher.js";
 export { startLedgerServer } from "./server.js";
 export type { LedgerServerOptions } from "./server.js";
 export { REFERENCE_TOOL_NAMES, referenceTool } from "./domain/reference-tools.js";

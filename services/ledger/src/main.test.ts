@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -14,6 +15,8 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../test/support/redis.js";
+import { startWebhookReceiver } from "../../../test/support/webhook-receiver.js";
+import { Webhook } from "standardwebhooks";
 import { generateKeyringFile } from "./keys/keyring.js";
 import { as, requestAndIssue, type FixtureToolCall } from "./test-support/flows.js";
 
@@ -204,6 +207,47 @@ describe("ledger main, run alone", () => {
     } finally {
       expect(await stop(again)).toBe(0);
     }
+  });
+
+  it("sends signed approval notifications when CHAOS_CORE_WEBHOOK_URL is set, logging only the receiver's origin", async () => {
+    const receiver = await startWebhookReceiver();
+    const secret = `whsec_${randomBytes(32).toString("base64")}`;
+    // Chat webhooks carry their credential in the path: it must never reach a log line.
+    const url = receiver.url.replace("/hook", "/hooks/T0k3nInThePath");
+    const running = await startMain(
+      { ...env(), CHAOS_CORE_WEBHOOK_URL: url, CHAOS_CORE_WEBHOOK_SECRET: secret, CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com" },
+      cwd,
+    );
+    try {
+      const { client, close } = createGrpcClient(LedgerService, running.address, new ContextSigner(KEY));
+      try {
+        const tenant = `wh-main-${randomBytes(3).toString("hex")}`;
+        const held = await client.evaluateSpendGate({ policyName: "equity", action: { action: "BUY", asset: "AAPL", notional: 300, confidence: 0.9 } }, as(tenant, "agent@acme"));
+        expect(held.state).toBe("HITL_REQUIRED");
+        const id = `msg_${tenant}_${held.ledgerSeq}`;
+        await receiver.waitFor("the pending spend", () => receiver.byId(id).length > 0);
+        const [got] = receiver.byId(id);
+        expect(new Webhook(secret).verify(got!.body, got!.headers)).toMatchObject({
+          type: "approval.pending",
+          data: { tenant, kind: "spend", request_seq: Number(held.ledgerSeq), console_url: `https://chaos.example.com/approvals/spend/${held.ledgerSeq}` },
+        });
+        expect(got!.headers["user-agent"]).toMatch(/^chaos-core\//);
+      } finally {
+        close();
+      }
+    } finally {
+      expect(await stop(running)).toBe(0);
+      await receiver.close();
+    }
+    expect(running.stderr()).toMatch(/"msg":"webhook notifications on"/);
+    expect(running.stderr()).not.toContain("T0k3nInThePath");
+    expect(running.stderr()).not.toContain(secret.slice(6));
+  });
+
+  it("refuses to start with a webhook URL and no secret, naming the variable", async () => {
+    const failed = await runMain({ ...env(), CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "0", CHAOS_CORE_WEBHOOK_URL: "https://hooks.example.com/x" }, cwd);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/CHAOS_CORE_WEBHOOK_SECRET: is required with CHAOS_CORE_WEBHOOK_URL/);
   });
 
   it("refuses to start without the policy service's address, naming the variable", async () => {

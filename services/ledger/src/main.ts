@@ -1,6 +1,7 @@
 /**
  * The ledger service run alone as a gRPC server, the way Kubernetes runs it:
- * telemetry → config → keyring and policies → policy client → database → migrations → core → server → signals.
+ * telemetry → config → keyring and policies → policy client → database → migrations → core (and its
+ * webhook dispatcher, when configured) → server → signals.
  * Prints nothing on stdout; logs are JSON on stderr.
  */
 import type { Db, Logger } from "@chaos-core/kit";
@@ -51,14 +52,28 @@ try {
   } else {
     nonces = createMemoryNonceCache();
   }
-  const core = createLedgerCore({ db, keyring, policies, nonces, policy: policyClient.client, logger, version: VERSION, origin: config.origin });
+  const core = createLedgerCore({
+    db,
+    keyring,
+    policies,
+    nonces,
+    policy: policyClient.client,
+    logger,
+    version: VERSION,
+    origin: config.origin,
+    ...(config.webhooks ? { webhooks: config.webhooks } : {}),
+  });
   const server = await startLedgerServer({ host: config.host, port: config.port, signer, core, logger });
-  logger.info({ kid: keyring.active.kid, policies: policies.source, nonces: config.nonces.kind, policy: config.policyAddr }, "ledger ready");
+  logger.info(
+    { kid: keyring.active.kid, policies: policies.source, nonces: config.nonces.kind, policy: config.policyAddr, webhooks: config.webhooks ? new URL(config.webhooks.url).origin : "off" },
+    "ledger ready",
+  );
   const opened = db;
   const openedRedis = redis;
   onShutdown(logger, async () => {
     await server.shutdown();
     policyClient.close();
+    await core.close();
     await core.store.drain();
     if (openedRedis) await closeRedis(openedRedis);
     await opened.close();

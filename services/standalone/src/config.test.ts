@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "@chaos-core/kit";
-import { resolveDataDir, userDataDir } from "./config.js";
+import { loadStandaloneConfig, resolveDataDir, userDataDir } from "./config.js";
 
 const noHome = () => "";
 
@@ -24,5 +24,30 @@ describe("the data directory every chaos-core command defaults to", () => {
   it("without a home directory, says to set CHAOS_CORE_DATA_DIR", () => {
     expect(() => userDataDir({}, "linux", noHome)).toThrow(ConfigError);
     expect(() => userDataDir({}, "linux", noHome)).toThrow(/CHAOS_CORE_DATA_DIR/);
+  });
+});
+
+describe("standalone's webhook configuration", () => {
+  const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+
+  it("is the ledger's: off by default, on with a URL and a secret", () => {
+    expect(loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: "/tmp/cc" }).webhooks).toBeUndefined();
+    const on = loadStandaloneConfig({
+      CHAOS_CORE_DATA_DIR: "/tmp/cc",
+      CHAOS_CORE_WEBHOOK_URL: "http://127.0.0.1:9000/hook",
+      CHAOS_CORE_WEBHOOK_SECRET: secret,
+      CHAOS_CORE_WEBHOOK_RETRY_SECONDS: "1,2",
+      CHAOS_CORE_PUBLIC_URL: "http://127.0.0.1:8080",
+    });
+    expect(on.webhooks).toEqual({ url: "http://127.0.0.1:9000/hook", keys: [Buffer.alloc(32, 7)], timeoutMs: 5000, retrySeconds: [1, 2], publicUrl: "http://127.0.0.1:8080" });
+  });
+
+  it("refuses a URL without a secret, and plain http off this machine, naming the variable", () => {
+    expect(() => loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: "/tmp/cc", CHAOS_CORE_WEBHOOK_URL: "https://hooks.example.com" })).toThrow(
+      /CHAOS_CORE_WEBHOOK_SECRET: is required with CHAOS_CORE_WEBHOOK_URL/,
+    );
+    expect(() => loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: "/tmp/cc", CHAOS_CORE_WEBHOOK_URL: "http://hooks.example.com", CHAOS_CORE_WEBHOOK_SECRET: secret })).toThrow(
+      /CHAOS_CORE_WEBHOOK_URL: must be https:\/\//,
+    );
   });
 });

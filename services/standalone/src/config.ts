@@ -5,7 +5,7 @@ import { ConfigError, envVars, parseEnv, type Env, type LOG_LEVELS } from "@chao
 // The configuration modules alone, not the services: `chaos-core stdio` reads its configuration
 // before it answers initialize, and loads the services after.
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition/provider-config";
-import { originVar } from "@chaos-core/ledger/config";
+import { originVar, requireWebhookSecret, WEBHOOK_ENV, webhookConfigOf, type WebhookConfig } from "@chaos-core/ledger/config";
 
 const schema = z.object({
   CHAOS_CORE_DATA_DIR: z.string().optional(),
@@ -15,7 +15,9 @@ const schema = z.object({
   CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
   CHAOS_CORE_LEDGER_POLICY_FILE: z.string().optional(),
   CHAOS_CORE_LEDGER_ORIGIN: originVar(),
-});
+  // The ledger's approval notifications, read as the ledger run alone reads them.
+  ...WEBHOOK_ENV,
+}).superRefine(requireWebhookSecret);
 
 /** What the standalone process needs beyond the edge's own configuration. */
 export interface StandaloneConfig {
@@ -39,6 +41,8 @@ export interface StandaloneConfig {
   ledgerPolicyFile: string | undefined;
   /** Checkpoint origin prefix of the audit ledger. */
   ledgerOrigin: string;
+  /** Signed approval notifications (`CHAOS_CORE_WEBHOOK_*`); unset = off. Holds keys: never log it. */
+  webhooks: WebhookConfig | undefined;
 }
 
 /** The folder, inside the per-user data directory of the platform, that Chaos Core owns. */
@@ -115,5 +119,6 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
     ledgerKeysFile: c.CHAOS_CORE_LEDGER_KEYS_FILE ? resolve(cwd, c.CHAOS_CORE_LEDGER_KEYS_FILE) : undefined,
     ledgerPolicyFile: c.CHAOS_CORE_LEDGER_POLICY_FILE ? resolve(cwd, c.CHAOS_CORE_LEDGER_POLICY_FILE) : undefined,
     ledgerOrigin: c.CHAOS_CORE_LEDGER_ORIGIN,
+    webhooks: webhookConfigOf(c),
   };
 }

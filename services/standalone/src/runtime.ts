@@ -62,6 +62,8 @@ export interface Runtime {
     provider: string;
     ledgerKey: string;
     ledgerPolicies: string;
+    /** The webhook receiver's origin (never its path, which may be a credential), or "off". */
+    webhooks: string;
   };
   /** The operator's loopback admin endpoint (`chaos-core approvals`), when started. */
   readonly admin?: RunningAdminServer;
@@ -198,9 +200,12 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       logger: logger.child({ service: "ledger" }),
       version: options.version,
       origin: config.ledgerOrigin,
+      ...(config.webhooks ? { webhooks: config.webhooks } : {}),
     });
     // Appends still queued when the process stops are written before the database closes.
     closers.push(() => ledgerCore.store.drain());
+    // First of the two: the webhook dispatcher stops (rows in flight are given back) before the drain.
+    closers.push(() => ledgerCore.close());
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
     const cognition = createInProcessClient(
       CognitionService,
@@ -253,6 +258,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         provider: describeProviderChoice(config.provider),
         ledgerKey: `${keyring.active.kid} (${config.ledgerKeysFile ?? "generated in the data directory"})`,
         ledgerPolicies: ledgerPolicies.source,
+        webhooks: config.webhooks ? new URL(config.webhooks.url).origin : "off",
       },
       close,
     };

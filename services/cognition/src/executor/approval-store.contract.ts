@@ -41,9 +41,11 @@ export function describeApprovalStoreContract(name: string, harness: ApprovalSto
     it("gives back a created approval as pending, with its lifetime", async () => {
       const store = harness.makeStore();
       const approval = pending();
-      await store.create(approval);
+      const created = await store.create(approval);
       const read = await store.get("acme", approval.approvalId);
       expect(read).toMatchObject({ ...approval, status: "pending" });
+      // create answers with the record as stored, its expiry included (the pending outcome records it).
+      expect(created).toEqual(read);
       expect(read?.resolution).toBeUndefined();
       expect(Date.parse(read!.expiresAt) - Date.parse(read!.createdAt)).toBe(24 * 3600 * 1000);
     });

@@ -38,7 +38,8 @@ export interface PendingApproval {
 
 /** Where pending approvals are created. A `create` that rejects means none exists, and the step fails. */
 export interface ApprovalSink {
-  create(approval: PendingApproval): Promise<void>;
+  /** Stores a new pending approval; resolves to it as stored (its `createdAt` and `expiresAt`). */
+  create(approval: PendingApproval): Promise<StoredApproval>;
 }
 
 /**
@@ -381,14 +382,15 @@ export function createMemoryApprovalStore(options: MemoryApprovalStoreOptions = 
         const at = now();
         own = tenants.get(tenant);
         if (!own) tenants.set(tenant, (own = new Map()));
-        own.set(approval.approvalId, {
+        const stored: StoredApproval = {
           ...structuredClone(approval),
           status: "pending",
           createdAt: new Date(at).toISOString(),
           expiresAt: new Date(at + ttlMs).toISOString(),
-        });
+        };
+        own.set(approval.approvalId, stored);
         total += 1;
-        return Promise.resolve();
+        return Promise.resolve(copy(stored));
       } catch (err) {
         return Promise.reject(err as Error);
       }

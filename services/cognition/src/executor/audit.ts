@@ -80,6 +80,14 @@ export interface StepOutcomeEvent {
   readonly argsHash?: string;
   readonly approvalId?: string;
   readonly errorCode?: string;
+  /**
+   * On the outcome that created a pending approval only (status `pending_approval`), so the
+   * ledger can notify a person without asking cognition: the step's risk, when the approval
+   * expires and the channels that may answer it (docs/approvals.md §6).
+   */
+  readonly risk?: CapabilityRisk;
+  readonly approvalExpiresAt?: string;
+  readonly approvalChannels?: readonly ApprovalChannel[];
 }
 
 export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | ApprovalResolutionEvent | ApprovalRefusedEvent;

@@ -204,7 +204,15 @@ describe("policy first", () => {
     expect(approvals.pending()).toHaveLength(1);
     expect(results[1]).toMatchObject({ status: "skipped", ran: false, error: { code: "approval_required" } });
     expect(summary(audit.events())).toEqual(["s1 decision REQUIRE_APPROVAL", "s1 outcome pending_approval"]);
-    expect(audit.events()[1]).toMatchObject({ approvalId: approval!.approvalId, argsHash: approval!.argsHash });
+    const stored = await approvals.get(tenant, approval!.approvalId);
+    // What the ledger needs to notify a person (docs/approvals.md §6): risk, expiry, channels.
+    expect(audit.events()[1]).toMatchObject({
+      approvalId: approval!.approvalId,
+      argsHash: approval!.argsHash,
+      risk: "low",
+      approvalExpiresAt: stored!.expiresAt,
+      approvalChannels: [...approval!.channels!],
+    });
   });
 
   it("stops a high-risk capability under the default policy's risk rule", async () => {

@@ -216,12 +216,13 @@ async function askPolicy(capability: Capability, facts: CapabilityFacts, deps: E
   return strictest(capability, own, implied);
 }
 
-type Finish = (result: StepResult, hash?: string) => Promise<StepResult>;
+/** Finishes a step: records its outcome (with the stored approval it created, if any) and returns it. */
+type Finish = (result: StepResult, hash?: string, created?: StoredApproval) => Promise<StepResult>;
 
 /** Records a step's outcome; a result that cannot be recorded is not returned as a success. */
 function finisher(step: { readonly id: string; readonly capability: string }, deps: ExecutorDeps, approvalId?: string): Finish {
   const call = auditCall(deps.call);
-  const outcome = (result: StepResult, hash?: string): StepOutcomeEvent => ({
+  const outcome = (result: StepResult, hash?: string, created?: StoredApproval): StepOutcomeEvent => ({
     type: "step.outcome",
     call,
     stepId: step.id,
@@ -232,10 +233,11 @@ function finisher(step: { readonly id: string; readonly capability: string }, de
     ...(hash !== undefined ? { argsHash: hash } : {}),
     ...(result.approval ? { approvalId: result.approval.approvalId } : approvalId !== undefined ? { approvalId } : {}),
     ...(result.error ? { errorCode: result.error.code } : {}),
+    ...(created ? { risk: created.risk, approvalExpiresAt: created.expiresAt, approvalChannels: [...channelsOf(created)] } : {}),
   });
-  return async (result, hash) => {
+  return async (result, hash, created) => {
     try {
-      await deps.audit.record(outcome(result, hash));
+      await deps.audit.record(outcome(result, hash, created));
       return result;
     } catch (err) {
       const e = ChaosError.from(err);
@@ -439,12 +441,13 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
       ...(verdict.channelsRule ? { channelsRule: verdict.channelsRule } : {}),
       call,
     };
+    let created: StoredApproval;
     try {
-      await deps.approvals.create(approval);
+      created = await deps.approvals.create(approval);
     } catch (err) {
       return finish(failure(step, err, "approval: the pending approval could not be created, so nothing ran", { verdict }), hash);
     }
-    return finish(notRun(step, "pending_approval", failed(`policy: ${verdict.reason}`), { verdict, approval }), hash);
+    return finish(notRun(step, "pending_approval", failed(`policy: ${verdict.reason}`), { verdict, approval }), hash, created);
   }
 
   return runHandler(step, capability, input, parsedChecks.data, verdict, hash, deps, finish);

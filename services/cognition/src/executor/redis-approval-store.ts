@@ -118,6 +118,7 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
         approval.approvalId,
       );
       if (created !== 1) throw new ChaosError("already_exists", "an approval with this id exists");
+      return { ...structuredClone(approval), status: "pending", createdAt: record.createdAt, expiresAt: record.expiresAt };
     },
 
     get: read,

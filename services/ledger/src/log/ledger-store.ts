@@ -60,9 +60,22 @@ export interface LedgerSigningKey {
   publicKey: KeyObject;
 }
 
+/**
+ * Told of every batch a store writes (the webhook outbox): `inTransaction` runs in the flush
+ * transaction after the entries are written, so what it writes commits or rolls back with them
+ * (a throw fails the whole batch: its appends reject, nothing is written); `committed` runs once
+ * the transaction has committed.
+ */
+export interface BatchListener {
+  inTransaction(q: Queryable, tenant: string, entries: readonly LedgerEntry[]): Promise<void>;
+  committed(tenant: string, entries: readonly LedgerEntry[]): void;
+}
+
 /** Options of {@link createLedgerStore}. */
 export interface LedgerStoreOptions {
   key: LedgerSigningKey;
+  /** Sees each batch inside its transaction and after its commit. */
+  batches?: BatchListener;
   /** At most this many appends per transaction (default 1000). */
   maxBatch?: number;
   /** The clock of entry timestamps; tests pin it. */
@@ -505,7 +518,8 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
   signCheckpoint({ origin: originOf("t"), size: 0, root: foldRange([]) }, signerOf("t"));
 
   async function writeBatch(tenant: string, items: QueuedAppend[]): Promise<Settled<AppendedEntry>[]> {
-    return db.tenantTx(tenant, async (q) => {
+    let committed: readonly LedgerEntry[] = [];
+    const outcomes = await db.tenantTx(tenant, async (q) => {
       // Re-read the head every time: another replica may have appended, and a failed batch
       // must leave nothing behind in memory.
       const head = await lockHead(q, tenant);
@@ -582,8 +596,12 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
         throw new ChaosError("internal", `the ledger head of ${tenant} moved under its lock`);
       }
       for (const o of outcomes) if (o.ok) o.value.treeSize = size;
+      await options.batches?.inTransaction(q, tenant, written);
+      committed = written;
       return outcomes;
     });
+    if (committed.length > 0) options.batches?.committed(tenant, committed);
+    return outcomes;
   }
 
   const sequencer = new Sequencer<QueuedAppend, AppendedEntry>(writeBatch, { maxBatch: options.maxBatch ?? 1000 });

@@ -49,6 +49,12 @@ const APPEND_ONLY = (table: string): string => `
  *   what a person approves is shown whole, and re-hashed against the entry before anyone may
  *   answer. Append-only too; a request's answer and collection are marker rows in `nonces`
  *   (`request-<seq>`, `collect-<seq>`) committed with the entries that record them.
+ * - `webhook_outbox` (0003) is delivery state, not audit: one row per entry that notifies a
+ *   person's approval (docs/approvals.md §6), written in the flush transaction of that entry,
+ *   then updated as attempts are made (${APP_ROLE}: SELECT, INSERT, UPDATE; no trigger; never
+ *   deleted). `webhook_tenants` lists the tenants that ever had a row, ids only, so a dispatcher
+ *   finds them without reading any tenant's rows: every tenant may read it, each inserts only
+ *   itself.
  */
 export const LEDGER_MIGRATIONS: Migration[] = [
   {
@@ -142,6 +148,39 @@ export const LEDGER_MIGRATIONS: Migration[] = [
       CREATE INDEX spend_requests_by_call ON ledger.spend_requests (tenant_id, principal, tool, args_hash);
       ${TENANT_POLICY("spend_requests")}
       ${APPEND_ONLY("spend_requests")}
+    `,
+  },
+  {
+    id: "0003_webhooks",
+    sql: `
+      CREATE TABLE ledger.webhook_outbox (
+        tenant_id       text NOT NULL,
+        entry_seq       bigint NOT NULL CHECK (entry_seq >= 1),
+        payload         json NOT NULL,
+        attempts        integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+        next_attempt_at timestamptz NOT NULL DEFAULT now(),
+        lease_until     timestamptz,
+        delivered_at    timestamptz,
+        failed_at       timestamptz,
+        last_error      text,
+        PRIMARY KEY (tenant_id, entry_seq)
+      );
+      -- What a dispatcher looks for: rows of one tenant still to send, soonest first.
+      CREATE INDEX webhook_outbox_due ON ledger.webhook_outbox (tenant_id, next_attempt_at)
+        WHERE delivered_at IS NULL AND failed_at IS NULL;
+      ${TENANT_POLICY("webhook_outbox")}
+      GRANT SELECT, INSERT, UPDATE ON ledger.webhook_outbox TO ${APP_ROLE};
+
+      CREATE TABLE ledger.webhook_tenants (
+        tenant_id  text PRIMARY KEY,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      ALTER TABLE ledger.webhook_tenants ENABLE ROW LEVEL SECURITY;
+      ALTER TABLE ledger.webhook_tenants FORCE ROW LEVEL SECURITY;
+      CREATE POLICY webhook_tenants_listed ON ledger.webhook_tenants FOR SELECT USING (true);
+      CREATE POLICY webhook_tenants_own_insert ON ledger.webhook_tenants FOR INSERT
+        WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
+      GRANT SELECT, INSERT ON ledger.webhook_tenants TO ${APP_ROLE};
     `,
   },
 ];

@@ -2,8 +2,12 @@ import type { Db, Logger, ServiceClient } from "@chaos-core/kit";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createPolicyChannelSource } from "../adapters/approval-channels.js";
 import type { NonceCache } from "../adapters/nonce-cache.js";
+import type { WebhookConfig } from "../config.js";
 import type { Keyring } from "../keys/keyring.js";
 import { createLedgerStore } from "../log/ledger-store.js";
+import { createWebhookDispatcher, type WebhookDispatcher } from "../webhooks/dispatcher.js";
+import { notifies } from "../webhooks/events.js";
+import { createWebhookOutbox } from "../webhooks/outbox.js";
 import { LedgerCore } from "./ledger-core.js";
 import type { OperatorPolicies } from "./operator-policies.js";
 
@@ -22,6 +26,12 @@ export interface LedgerCoreOptions {
   readonly version: string;
   /** Checkpoint origin prefix; each tenant's log is `<origin>/<tenant>`. */
   readonly origin?: string;
+  /**
+   * Signed approval notifications (docs/approvals.md §6): with it, the entries that notify write
+   * an outbox row in their flush transaction and a dispatcher sends them (started here, stopped
+   * by `LedgerCore.close`). Without it nothing is written or sent.
+   */
+  readonly webhooks?: WebhookConfig;
   readonly now?: () => Date;
 }
 
@@ -32,7 +42,20 @@ export interface LedgerCoreOptions {
  */
 export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
   const { db, keyring, policies, nonces, logger, version } = options;
+  const webhooks = options.webhooks;
+  const outbox = webhooks ? createWebhookOutbox(db, webhooks.publicUrl !== undefined ? { publicUrl: webhooks.publicUrl } : {}) : undefined;
+  let dispatcher: WebhookDispatcher | undefined;
   const store = createLedgerStore(db, {
+    ...(outbox
+      ? {
+          batches: {
+            inTransaction: (q, tenant, entries) => outbox.enqueue(q, tenant, entries),
+            committed: (tenant, entries) => {
+              if (entries.some((e) => notifies(e.event))) dispatcher?.wake(tenant);
+            },
+          },
+        }
+      : {}),
     key: {
       name: `${options.origin ?? "chaos-core/ledger"}/{tenant}`,
       privateKey: keyring.active.privateKey,
@@ -41,5 +64,20 @@ export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
     ...(options.now ? { now: options.now } : {}),
   });
   const channels = createPolicyChannelSource(options.policy);
-  return new LedgerCore({ store, db, keyring, policies, nonces, channels, logger, version, ...(options.now ? { now: options.now } : {}) });
+  if (outbox && webhooks) {
+    dispatcher = createWebhookDispatcher({ outbox, config: webhooks, logger: logger.child({ component: "webhooks" }), version });
+    dispatcher.start();
+  }
+  return new LedgerCore({
+    store,
+    db,
+    keyring,
+    policies,
+    nonces,
+    channels,
+    logger,
+    version,
+    ...(dispatcher ? { webhooks: dispatcher } : {}),
+    ...(options.now ? { now: options.now } : {}),
+  });
 }

@@ -21,6 +21,7 @@ import { channelRefusal, type ApprovalChannelSource, type ChannelDecision, type 
 import type { OperatorPolicies } from "./operator-policies.js";
 import { toPlainJson } from "./plain-json.js";
 import { CHANNEL_OF_VIA } from "./spend-requests.js";
+import type { WebhookDispatcher } from "../webhooks/dispatcher.js";
 
 /** The receipt window when a caller asks for none. */
 export const DEFAULT_RECEIPT_TTL_SECONDS = 300;
@@ -41,6 +42,8 @@ export interface LedgerCoreDeps {
   readonly logger: Logger;
   /** Reported by GetInfo. */
   readonly version: string;
+  /** Sends the approval notifications the store's outbox holds, when webhooks are configured. */
+  readonly webhooks?: WebhookDispatcher;
   readonly now?: () => Date;
 }
 
@@ -134,6 +137,14 @@ export class LedgerCore {
 
   now(): Date {
     return this.#now();
+  }
+
+  /**
+   * Stops what runs beside the calls (the webhook dispatcher: attempts in flight are aborted and
+   * their rows given back for the next start). Appends still queued are the store's: `drain` it.
+   */
+  async close(): Promise<void> {
+    await this.#deps.webhooks?.stop();
   }
 
   /**

@@ -17,7 +17,7 @@
  * Excluded from the build (test-only: it imports `test/support`).
  */
 import { randomBytes } from "node:crypto";
-import { createInProcessClient, createLogger, createPostgresDb, type Db, type ServiceClient } from "@chaos-core/kit";
+import { createInProcessClient, createLogger, createPostgresDb, type Db, type Logger, type ServiceClient } from "@chaos-core/kit";
 import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, policyDocumentToProto, validatePolicyDocument } from "@chaos-core/policy";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
@@ -25,6 +25,7 @@ import { Redis } from "ioredis";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
 import { TEST_REDIS_URL } from "../../../../test/support/redis.js";
 import { createMemoryNonceCache, createRedisNonceCache, type NonceCache } from "../adapters/nonce-cache.js";
+import type { WebhookConfig } from "../config.js";
 import { createLedgerHandlers } from "../handlers/ledger-handlers.js";
 import { createKeyring, generateSigningKey, type Keyring } from "../keys/keyring.js";
 import { migrateLedger } from "../log/migrations.js";
@@ -66,6 +67,10 @@ export interface LedgerFixtureOptions {
    * fixture's database (every tenant starts on the default policy document). A restart keeps it.
    */
   readonly policy?: ServiceClient<typeof PolicyService>;
+  /** Signed approval notifications, as `CHAOS_CORE_WEBHOOK_*` configure them; default off. A restart keeps them. */
+  readonly webhooks?: WebhookConfig;
+  /** The core's logger; default a silent one. */
+  readonly logger?: Logger;
 }
 
 /** A running ledger core with its client; `close` releases everything it opened. */
@@ -156,8 +161,18 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
     } else {
       nonces = choice;
     }
-    const logger = createLogger("ledger-test", "silent");
-    const core = createLedgerCore({ db, keyring, policies, nonces, policy, logger, version: "test", ...(options.now ? { now: options.now } : {}) });
+    const logger = options.logger ?? createLogger("ledger-test", "silent");
+    const core = createLedgerCore({
+      db,
+      keyring,
+      policies,
+      nonces,
+      policy,
+      logger,
+      version: "test",
+      ...(options.webhooks ? { webhooks: options.webhooks } : {}),
+      ...(options.now ? { now: options.now } : {}),
+    });
     const client = createInProcessClient(LedgerService, createLedgerHandlers(core));
     const opened = redis;
 
@@ -197,12 +212,14 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
           redisPrefix,
           policy,
           ...(options.now ? { now: options.now } : {}),
+          ...(options.webhooks ? { webhooks: options.webhooks } : {}),
           ...(typeof choice === "object" ? {} : { nonces: choice }),
           ...rest,
           database,
         });
       },
       async close() {
+        await core.close().catch(() => undefined);
         await core.store.drain().catch(() => undefined);
         await closePolicy();
         if (opened) {
