@@ -1,5 +1,5 @@
 import type { Request, RequestHandler } from "express";
-import { html } from "./html.js";
+import { html } from "../console/html.js";
 
 /** What the page says about this server. */
 export interface HomePageOptions {
