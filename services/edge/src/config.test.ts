@@ -5,7 +5,7 @@ import { isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } f
 describe("loadEdgeConfig", () => {
   it("defaults to loopback, port 3000, a 4 MiB body limit and 100 sessions per API key", () => {
     const config = loadEdgeConfig({});
-    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024, maxSessionsPerKey: 100 });
+    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024, maxSessionsPerKey: 100, console: {} });
     expect(config.logLevel).toBe("info");
     expect(config.redisUrl).toBeUndefined();
     // The approval console is on by default; stdio's listener takes a free port.
@@ -15,6 +15,7 @@ describe("loadEdgeConfig", () => {
 
   it("turns the console off, and takes stdio's console port", () => {
     expect(loadEdgeConfig({ CHAOS_CORE_CONSOLE: "off" }).console).toBeUndefined();
+    expect(loadEdgeConfig({ CHAOS_CORE_CONSOLE: "off" }).http.console).toBeUndefined();
     expect(loadEdgeConfig({ CHAOS_CORE_CONSOLE: "on", CHAOS_CORE_CONSOLE_PORT: "4100" }).console).toEqual({ listenerPort: 4100 });
   });
 
@@ -23,6 +24,7 @@ describe("loadEdgeConfig", () => {
     const loopback = loadEdgeConfig({ CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com/team-a/" });
     expect(loopback.publicUrl).toBe("https://chaos.example.com/team-a");
     expect(loopback.console).toEqual({ publicUrl: "https://chaos.example.com/team-a", listenerPort: 0 });
+    expect(loopback.http.console).toEqual({ publicUrl: "https://chaos.example.com/team-a" });
     expect(loopback.http.allowedHosts).toEqual(["localhost", "127.0.0.1", "[::1]", "chaos.example.com"]);
     expect(loopback.http.allowedOrigins).toEqual(["https://chaos.example.com"]);
     const listed = loadEdgeConfig({
@@ -67,6 +69,7 @@ describe("loadEdgeConfig", () => {
         allowedHosts: ["mcp.example.com", "edge.internal"],
         allowedOrigins: ["https://app.example.com", "http://localhost:5173"],
         apiKeysFile: "/etc/chaos-core/keys.json",
+        console: {},
       },
       redisUrl: "redis://redis:6379/0",
       policyAddr: "policy:50051",

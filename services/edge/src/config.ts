@@ -221,6 +221,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
       maxSessionsPerKey: e.CHAOS_CORE_MAX_SESSIONS_PER_KEY,
       ...allowLists(e),
       ...(e.CHAOS_CORE_API_KEYS_FILE ? { apiKeysFile: e.CHAOS_CORE_API_KEYS_FILE } : {}),
+      ...(consoleOn ? { console: { ...publicUrl } } : {}),
     },
     ...publicUrl,
     ...(consoleOn ? { console: { ...publicUrl, listenerPort: e.CHAOS_CORE_CONSOLE_PORT } } : {}),
