@@ -7,7 +7,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { API_KEYS_RECHECK_MS, hashApiKey } from "../auth/api-keys.js";
 import type { EdgeDeps } from "../deps.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { ConsoleBrowser } from "../test-support/console-client.js";
+import { ConsoleBrowser } from "../../../../test/support/console-client.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";

@@ -329,7 +329,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     "/",
     ...(hostCheck ? [hostCheck] : []),
     originValidation(options.allowedOrigins ?? []),
-    homePage({ version: deps.version, apiKeys: verifier !== undefined }),
+    homePage({ version: deps.version, apiKeys: verifier !== undefined, console: serveConsole }),
   );
   if (serveConsole && options.console) {
     app.use(
