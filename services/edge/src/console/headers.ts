@@ -7,11 +7,17 @@ import type { Response } from "express";
 export const CONSOLE_CSP =
   "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/** Headers every console response carries (docs/approvals.md §2, "Headers"; every route is `no-store`). */
+/**
+ * Headers every console response carries (docs/approvals.md §2, "Headers"; every route is
+ * `no-store`). The referrer policy is `same-origin`, not `no-referrer`: under `no-referrer` a
+ * browser sends `Origin: null` with the console's own form posts (Fetch, "serializing a request
+ * origin"), which the Origin check must refuse. `same-origin` still sends no URL (the sign-in
+ * link's token included) to any other origin.
+ */
 export const CONSOLE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   "Content-Security-Policy": CONSOLE_CSP,
   "X-Content-Type-Options": "nosniff",
-  "Referrer-Policy": "no-referrer",
+  "Referrer-Policy": "same-origin",
   "X-Frame-Options": "DENY",
   "Cache-Control": "no-store",
 });

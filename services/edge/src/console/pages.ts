@@ -41,7 +41,6 @@ export function page(frame: PageFrame, title: string, body: SafeHtml): SafeHtml 
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
 <title>${title} · Chaos Core approvals</title>
 <link rel="stylesheet" href="${frame.base}/console.css">
 </head>

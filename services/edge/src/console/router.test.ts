@@ -243,7 +243,7 @@ describe("the approval console: Origin, Host, body", () => {
 });
 
 describe("the approval console: headers", () => {
-  it("sends the exact CSP, nosniff, no-referrer, DENY and no-store on every page", async () => {
+  it("sends the exact CSP, nosniff, same-origin referrers, DENY and no-store on every page", async () => {
     const b = new ConsoleBrowser(base);
     await b.signIn(keys.alice);
     const id = await pendingStep(acme, { key: "headers", value: "v" });
@@ -254,7 +254,7 @@ describe("the approval console: headers", () => {
         "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
       );
       expect(r.headers["x-content-type-options"], path).toBe("nosniff");
-      expect(r.headers["referrer-policy"], path).toBe("no-referrer");
+      expect(r.headers["referrer-policy"], path).toBe("same-origin");
       expect(r.headers["x-frame-options"], path).toBe("DENY");
       expect(r.headers["cache-control"], path).toBe("no-store");
       if (path !== "/approvals/console.css") {
