@@ -87,10 +87,17 @@ export class ConsoleBrowser {
     return reply;
   }
 
-  /** Signs in with an API key through the sign-in form, as a person would. */
+  /** Every hidden field of the page's forms, as a browser would send them. */
+  static hiddenFields(body: string): Record<string, string> {
+    const fields: Record<string, string> = {};
+    for (const m of body.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) fields[m[1]!] ??= m[2]!;
+    return fields;
+  }
+
+  /** Signs in with an API key through the sign-in form (`path` shows it), as a person would. */
   async signIn(apiKey: string, path = "/approvals/sign-in"): Promise<ConsoleReply> {
     const page = await this.get(path);
-    return this.post(path, { form: { csrf: ConsoleBrowser.field(page.body, "csrf"), api_key: apiKey } });
+    return this.post("/approvals/sign-in", { form: { ...ConsoleBrowser.hiddenFields(page.body), api_key: apiKey } });
   }
 
   /** The CSRF token of the signed-in session, read from a page that shows it (every signed-in page). */

@@ -70,6 +70,8 @@ export interface SignInOptions {
   readonly apiKeys: boolean;
   /** Whether the standalone operator's one-time links are served here. */
   readonly operatorLinks: boolean;
+  /** The approval page (`/step/<id>`, `/spend/<seq>`) to go on to once signed in. */
+  readonly next?: string;
   /** Why the person is here again (a session ended), or what went wrong with the last try. */
   readonly notice?: string;
   readonly error?: string;
@@ -84,6 +86,7 @@ export function signInPage(frame: PageFrame, o: SignInOptions): SafeHtml {
   const form = o.apiKeys
     ? html`<form class="sign-in" method="post" action="${frame.base}/sign-in">
 <input type="hidden" name="csrf" value="${o.csrf}">
+${o.next ? html`<input type="hidden" name="next" value="${o.next}">` : ""}
 <label for="api_key">Approver API key</label>
 <input id="api_key" name="api_key" type="password" autocomplete="off" required>
 <button type="submit">Sign in</button>

@@ -121,6 +121,25 @@ describe("the approval console: sign-in", () => {
     expect(list.body).toContain(`Signed in as <strong>alice</strong> in tenant <strong>${acme}</strong>`);
   });
 
+  it("goes on to the approval a link opened once signed in, and nowhere else", async () => {
+    const id = await pendingStep(acme, { key: "next-page", value: "v" });
+    const b = new ConsoleBrowser(base);
+    const opened = await b.get(`/approvals/step/${id}`);
+    expect(opened.status).toBe(303);
+    expect(opened.headers.location).toBe(`/approvals/sign-in?next=${encodeURIComponent(`/step/${id}`)}`);
+    const signedIn = await b.signIn(keys.alice, opened.headers.location);
+    expect(signedIn.headers.location).toBe(`/approvals/step/${id}`);
+    expect((await b.get(`/approvals/step/${id}`)).body).toContain("<pre>&quot;next-page&quot;</pre>");
+    // Anything but an approval's page is dropped: no open redirect.
+    for (const next of ["https://evil.example/", "//evil.example", "/sign-out", `/step/${id}/../../x`]) {
+      const other = new ConsoleBrowser(base);
+      const page = await other.get(`/approvals/sign-in?next=${encodeURIComponent(next)}`);
+      expect(page.body, next).not.toContain('name="next"');
+      const form = { ...ConsoleBrowser.hiddenFields(page.body), next, api_key: keys.alice };
+      expect((await other.post("/approvals/sign-in", { form })).headers.location, next).toBe("/approvals");
+    }
+  });
+
   it("refuses the agent's own key: it holds no approver role", async () => {
     const b = new ConsoleBrowser(base);
     const refused = await b.signIn(keys.agent);

@@ -103,6 +103,16 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const REQUEST_SEQ = /^[1-9][0-9]{0,15}$/;
 
+/**
+ * Where sign-in may send a person on (the page a link opened before they were signed in): an
+ * approval's own page, nothing else, so `next` cannot become an open redirect.
+ */
+const NEXT_PAGE = /^\/(step\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|spend\/[1-9][0-9]{0,15})$/;
+
+function nextPage(value: unknown): string | undefined {
+  return typeof value === "string" && NEXT_PAGE.test(value) ? value : undefined;
+}
+
 /** One field of a parsed form, when it is one string (a repeated field is no answer). */
 function field(req: Request, name: string): string | undefined {
   const value = (req.body as Record<string, unknown> | undefined)?.[name];
@@ -151,17 +161,24 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
   /** The sign-in page, with a fresh pre-session cookie and the matching form token. */
   const showSignIn = (req: Request, res: Response, status: number, extra: Pick<SignInOptions, "notice" | "error"> = {}) => {
     const p = place(req);
+    const next = nextPage(req.method === "POST" ? field(req, "next") : req.query["next"]);
     const nonce = newCsrfToken();
     res.append("Set-Cookie", cookie(cookieNames(p.secure).signIn, nonce, { secure: p.secure, maxAgeSeconds: SIGN_IN_COOKIE_SECONDS }));
     send(
       res,
       status,
-      signInPage(frame(req, res), { csrf: signInToken(signingKey, nonce), apiKeys: keys !== undefined, operatorLinks: signInLinks !== undefined, ...extra }),
+      signInPage(frame(req, res), {
+        csrf: signInToken(signingKey, nonce),
+        apiKeys: keys !== undefined,
+        operatorLinks: signInLinks !== undefined,
+        ...(next ? { next } : {}),
+        ...extra,
+      }),
     );
   };
 
   /** Signs `session` in: the session cookie set, the pre-session one cleared, on to the list. */
-  const startSession = async (req: Request, res: Response, session: Omit<ConsoleSession, "csrf" | "createdAt" | "lastSeenAt">) => {
+  const startSession = async (req: Request, res: Response, session: Omit<ConsoleSession, "csrf" | "createdAt" | "lastSeenAt">, next?: string) => {
     const p = place(req);
     const id = newSessionId(session.tenant);
     await sessions.create(id, { ...session, csrf: newCsrfToken() });
@@ -169,7 +186,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     res.append("Set-Cookie", cookie(names.session, id, { secure: p.secure, maxAgeSeconds: CONSOLE_MAX_AGE_SECONDS }));
     res.append("Set-Cookie", cookie(names.signIn, "", { secure: p.secure, maxAgeSeconds: 0 }));
     deps.logger.info({ tenant: session.tenant, principal: session.principal, via: session.keySha256 === OPERATOR_LINK ? "operator link" : "API key" }, "console sign-in");
-    res.redirect(303, p.base);
+    res.redirect(303, `${p.base}${next ?? ""}`);
   };
 
   const remoteAddress = (req: Request) => req.socket.remoteAddress ?? "unknown";
@@ -219,7 +236,11 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     const id = readCookie(req.headers.cookie, cookieNames(place(req).secure).session);
     const session = id ? await sessions.get(id) : undefined;
     if (!id || !session) {
-      if (req.method === "GET") return res.redirect(303, `${place(req).base}/sign-in`);
+      if (req.method === "GET") {
+        // Back to this page once signed in, when it is an approval's (the link an answer gave).
+        const next = nextPage(req.path);
+        return res.redirect(303, `${place(req).base}/sign-in${next ? `?next=${encodeURIComponent(next)}` : ""}`);
+      }
       return refuse(req, res, 403, "Not signed in", "You are not signed in (or your session ended): sign in again, then repeat what you did.");
     }
     // The credential is read again on every request: a removed key, or a key that lost the
@@ -292,7 +313,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       deps.logger.warn({ tenant: identity.tenant, principal: identity.principal }, "console sign-in refused: the key holds no approver role");
       return showSignIn(req, res, 403, { error: NOT_AN_APPROVER });
     }
-    await startSession(req, res, { tenant: identity.tenant, principal: identity.principal, keySha256: hashApiKey(apiKey) });
+    await startSession(req, res, { tenant: identity.tenant, principal: identity.principal, keySha256: hashApiKey(apiKey) }, nextPage(field(req, "next")));
   });
 
   const linkGone = (req: Request, res: Response) =>
