@@ -2,6 +2,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConsoleBrowser } from "../support/console-client.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
 
@@ -197,6 +198,48 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
     expect((await approvals("approve-spend", String(seq))).code).toBe(1);
   });
 
+  it("serves the approval console on loopback: admin.json names it, and approvals console prints a one-time operator link", async () => {
+    const file = join(dir, "admin.json");
+    const consoleUrl = () => (JSON.parse(readFileSync(file, "utf8")) as { console_url?: string }).console_url;
+    // The listener starts beside the stores; wait for admin.json to name it.
+    for (let i = 0; i < 100 && !consoleUrl(); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(consoleUrl()).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/approvals$/);
+
+    const pending = structured(
+      await client.callTool({
+        name: "chaoscore_execute",
+        arguments: { steps: [{ id: "s1", capability: "memory.remember", input: { key: "console-review", value: "shown whole" } }] },
+      }),
+    );
+    const id = ((pending.results as Structured[])[0]!.approval as { approval_id: string }).approval_id;
+    expect(pending.next_step).toContain(`${consoleUrl()}/step/${id}`);
+
+    const printed = await approvals("console");
+    expect(printed.code, printed.stderr).toBe(0);
+    const link = /(http:\/\/127\.0\.0\.1:\d+\/approvals\/sign-in\/link\?t=[A-Za-z0-9_-]{43})/.exec(printed.stdout)?.[1];
+    expect(link, printed.stdout).toBeDefined();
+    expect(printed.stdout).toMatch(/within 120 seconds .* as the operator of tenant default; it works once/);
+    expect(stderr()).not.toContain(new URL(link!).searchParams.get("t")!);
+
+    const browser = new ConsoleBrowser(new URL(link!).origin);
+    const page = await browser.get(link!);
+    expect(page.status).toBe(200);
+    const signedIn = await browser.post("/approvals/sign-in/link", {
+      form: { t: ConsoleBrowser.field(page.body, "t"), csrf: ConsoleBrowser.field(page.body, "csrf") },
+    });
+    expect(signedIn.status).toBe(303);
+    const list = await browser.get("/approvals");
+    expect(list.body).toContain("Signed in as <strong>operator</strong> in tenant <strong>default</strong>");
+    expect(list.body).toContain(`/approvals/step/${id}`);
+    const detail = await browser.get(`/approvals/step/${id}`);
+    expect(detail.body).toContain("<pre>&quot;shown whole&quot;</pre>");
+    // The operator's own command, exact, among the ways to answer it.
+    expect(detail.body).toContain(`chaos-core approvals approve ${id}`);
+    expect((await approvals("reject", id)).code).toBe(0);
+    // The link was single use.
+    expect((await new ConsoleBrowser(new URL(link!).origin).get(link!)).status).toBe(404);
+  });
+
   it("refuses a bad command line with exit 2", async () => {
     expect((await approvals()).code).toBe(2);
     expect((await approvals("approve")).code).toBe(2);
@@ -204,6 +247,7 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
     expect((await approvals("reject-spend")).code).toBe(2);
     expect((await approvals("approve-spend", "3", "--reason", "x")).code).toBe(2);
     expect((await approvals("frobnicate")).code).toBe(2);
+    expect((await approvals("console", "extra")).code).toBe(2);
     expect((await approvals("list", "--tenant", "Bad Tenant")).code).toBe(2);
   });
 
@@ -256,8 +300,10 @@ describe("the operator channel against chaos-core stdio with a client that auto-
     const approval = (pending.results as Structured[])[0]!.approval as { approval_id: string; channels: Array<{ channel: string; command?: string }> };
     const id = approval.approval_id;
     const command = `chaos-core approvals approve ${id} --data-dir ${dir}`;
-    expect(approval.channels.map((c) => c.channel)).toEqual(["approver", "operator"]);
+    // stdio serves the approval console on a loopback listener of its own: it is a channel here too.
+    expect(approval.channels.map((c) => c.channel)).toEqual(["approver", "operator", "console"]);
     expect(approval.channels[1]!.command).toBe(command);
+    expect((approval.channels[2] as { url?: string }).url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/approvals/step/${id}$`));
 
     const refused = errorText(await client.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
     expect(refused).toMatch(/has not been answered, and policy does not accept an answer from this client/);

@@ -5,9 +5,41 @@ import { loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js
 describe("loadEdgeConfig", () => {
   it("defaults to loopback, port 3000, a 4 MiB body limit and 100 sessions per API key", () => {
     const config = loadEdgeConfig({});
-    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024, maxSessionsPerKey: 100 });
+    expect(config.http).toEqual({ host: "127.0.0.1", port: 3000, maxBodyBytes: 4 * 1024 * 1024, maxSessionsPerKey: 100, console: {} });
     expect(config.logLevel).toBe("info");
     expect(config.redisUrl).toBeUndefined();
+    // The approval console is on by default; stdio's listener takes a free port.
+    expect(config.console).toEqual({ listenerPort: 0 });
+    expect(config.publicUrl).toBeUndefined();
+  });
+
+  it("turns the console off, and takes stdio's console port", () => {
+    expect(loadEdgeConfig({ CHAOS_CORE_CONSOLE: "off" }).console).toBeUndefined();
+    expect(loadEdgeConfig({ CHAOS_CORE_CONSOLE: "off" }).http.console).toBeUndefined();
+    expect(loadEdgeConfig({ CHAOS_CORE_CONSOLE: "on", CHAOS_CORE_CONSOLE_PORT: "4100" }).console).toEqual({ listenerPort: 4100 });
+  });
+
+  it("adds CHAOS_CORE_PUBLIC_URL's host and origin to the Host and Origin lists", () => {
+    // A loopback bind checks the loopback names: the public host joins them.
+    const loopback = loadEdgeConfig({ CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com/team-a/" });
+    expect(loopback.publicUrl).toBe("https://chaos.example.com/team-a");
+    expect(loopback.console).toEqual({ publicUrl: "https://chaos.example.com/team-a", listenerPort: 0 });
+    expect(loopback.http.console).toEqual({ publicUrl: "https://chaos.example.com/team-a" });
+    expect(loopback.http.allowedHosts).toEqual(["localhost", "127.0.0.1", "[::1]", "chaos.example.com"]);
+    expect(loopback.http.allowedOrigins).toEqual(["https://chaos.example.com"]);
+    const listed = loadEdgeConfig({
+      HOST: "0.0.0.0",
+      CHAOS_CORE_API_KEYS_FILE: "/k.json",
+      MCP_ALLOWED_HOSTS: "edge.internal",
+      MCP_ALLOWED_ORIGINS: "https://app.example.com",
+      CHAOS_CORE_PUBLIC_URL: "http://chaos.example.com:8080",
+    });
+    expect(listed.http.allowedHosts).toEqual(["edge.internal", "chaos.example.com"]);
+    expect(listed.http.allowedOrigins).toEqual(["https://app.example.com", "http://chaos.example.com:8080"]);
+    // Without a Host list on a non-loopback bind (API keys guard it) there is no list to add to.
+    const unlisted = loadEdgeConfig({ HOST: "0.0.0.0", CHAOS_CORE_API_KEYS_FILE: "/k.json", CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com" });
+    expect(unlisted.http.allowedHosts).toBeUndefined();
+    expect(unlisted.http.allowedOrigins).toEqual(["https://chaos.example.com"]);
   });
 
   it("reads every variable it knows", () => {
@@ -37,6 +69,7 @@ describe("loadEdgeConfig", () => {
         allowedHosts: ["mcp.example.com", "edge.internal"],
         allowedOrigins: ["https://app.example.com", "http://localhost:5173"],
         apiKeysFile: "/etc/chaos-core/keys.json",
+        console: {},
       },
       redisUrl: "redis://redis:6379/0",
       policyAddr: "policy:50051",
@@ -46,6 +79,7 @@ describe("loadEdgeConfig", () => {
       contextKey: "k".repeat(32),
       sessionTtlSeconds: 600,
       logLevel: "debug",
+      console: { listenerPort: 0 },
     });
   });
 
@@ -57,6 +91,12 @@ describe("loadEdgeConfig", () => {
       [{ MCP_ALLOWED_ORIGINS: "https://app.example.com/path" }, /MCP_ALLOWED_ORIGINS/],
       [{ LOG_LEVEL: "loud" }, /LOG_LEVEL/],
       [{ CHAOS_CORE_MAX_SESSIONS_PER_KEY: "0" }, /CHAOS_CORE_MAX_SESSIONS_PER_KEY/],
+      [{ CHAOS_CORE_CONSOLE: "yes" }, /CHAOS_CORE_CONSOLE: must be "on" or "off"/],
+      [{ CHAOS_CORE_CONSOLE_PORT: "70000" }, /CHAOS_CORE_CONSOLE_PORT: must be between 0 and 65535/],
+      [{ CHAOS_CORE_PUBLIC_URL: "chaos.example.com" }, /CHAOS_CORE_PUBLIC_URL: must be an absolute URL/],
+      [{ CHAOS_CORE_PUBLIC_URL: "ftp://chaos.example.com" }, /CHAOS_CORE_PUBLIC_URL: must be an http or https URL, got ftp:/],
+      [{ CHAOS_CORE_PUBLIC_URL: "https://chaos.example.com/?a=1" }, /CHAOS_CORE_PUBLIC_URL: must not carry a query or a fragment/],
+      [{ CHAOS_CORE_PUBLIC_URL: "https://u:p@chaos.example.com" }, /CHAOS_CORE_PUBLIC_URL: must not carry a user name or password/],
     ];
     for (const [env, message] of cases) {
       expect(() => loadEdgeConfig(env), JSON.stringify(env)).toThrow(ConfigError);

@@ -67,6 +67,9 @@ const EdgeEnvSchema = z
     CHAOS_CORE_API_KEYS_FILE: z.string().min(1).optional(),
     CHAOS_CORE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3600),
     CHAOS_CORE_MAX_SESSIONS_PER_KEY: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_SESSIONS_PER_KEY),
+    CHAOS_CORE_CONSOLE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
+    CHAOS_CORE_PUBLIC_URL: envVars.publicUrl(),
+    CHAOS_CORE_CONSOLE_PORT: envVars.port(0),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
@@ -99,6 +102,17 @@ export interface EdgeConfig {
   readonly contextKey?: string;
   readonly sessionTtlSeconds: number;
   readonly logLevel: (typeof LOG_LEVELS)[number];
+  /**
+   * `CHAOS_CORE_PUBLIC_URL` without a trailing slash: where people reach this server from
+   * outside. Its host and origin are in `http.allowedHosts` / `http.allowedOrigins` already.
+   */
+  readonly publicUrl?: string;
+  /**
+   * The approval console (`CHAOS_CORE_CONSOLE`, on by default); absent when off. Served at
+   * `/approvals` on the MCP listener (`http.console`), and by `chaos-core stdio` on a loopback
+   * listener of its own at `listenerPort` (`CHAOS_CORE_CONSOLE_PORT`; 0 picks a free port).
+   */
+  readonly console?: { readonly publicUrl?: string; readonly listenerPort: number };
 }
 
 /** The configuration of the edge alone, which reaches its services over gRPC. */
@@ -140,17 +154,42 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
   };
 }
 
+/** The Host names a loopback bind accepts without a list (the SDK's `localhostHostValidation`). */
+const LOOPBACK_HOST_NAMES = ["localhost", "127.0.0.1", "[::1]"];
+
+/**
+ * The Host and Origin lists with CHAOS_CORE_PUBLIC_URL's host and origin added. A loopback bind
+ * without MCP_ALLOWED_HOSTS checks the loopback names: the public host joins them. A non-loopback
+ * bind without a list checks no Host (API keys guard it): there is no list to add to.
+ */
+function allowLists(e: z.output<typeof EdgeEnvSchema>): { allowedHosts?: string[]; allowedOrigins?: string[] } {
+  let hosts = e.MCP_ALLOWED_HOSTS?.length ? [...e.MCP_ALLOWED_HOSTS] : undefined;
+  let origins = e.MCP_ALLOWED_ORIGINS?.length ? [...e.MCP_ALLOWED_ORIGINS] : undefined;
+  if (e.CHAOS_CORE_PUBLIC_URL) {
+    const url = new URL(e.CHAOS_CORE_PUBLIC_URL);
+    if (!hosts && isLoopbackHost(e.HOST)) hosts = [...LOOPBACK_HOST_NAMES];
+    if (hosts && !hosts.includes(url.hostname)) hosts.push(url.hostname);
+    origins = origins ?? [];
+    if (!origins.includes(url.origin)) origins.push(url.origin);
+  }
+  return { ...(hosts ? { allowedHosts: hosts } : {}), ...(origins ? { allowedOrigins: origins } : {}) };
+}
+
 function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
+  const publicUrl = e.CHAOS_CORE_PUBLIC_URL ? { publicUrl: e.CHAOS_CORE_PUBLIC_URL } : {};
+  const consoleOn = e.CHAOS_CORE_CONSOLE === "on";
   return {
     http: {
       host: e.HOST,
       port: e.PORT,
       maxBodyBytes: e.CHAOS_CORE_MAX_BODY_BYTES,
       maxSessionsPerKey: e.CHAOS_CORE_MAX_SESSIONS_PER_KEY,
-      ...(e.MCP_ALLOWED_HOSTS?.length ? { allowedHosts: e.MCP_ALLOWED_HOSTS } : {}),
-      ...(e.MCP_ALLOWED_ORIGINS?.length ? { allowedOrigins: e.MCP_ALLOWED_ORIGINS } : {}),
+      ...allowLists(e),
       ...(e.CHAOS_CORE_API_KEYS_FILE ? { apiKeysFile: e.CHAOS_CORE_API_KEYS_FILE } : {}),
+      ...(consoleOn ? { console: { ...publicUrl } } : {}),
     },
+    ...publicUrl,
+    ...(consoleOn ? { console: { ...publicUrl, listenerPort: e.CHAOS_CORE_CONSOLE_PORT } } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),
     ...(e.MEMORY_ADDR ? { memoryAddr: e.MEMORY_ADDR } : {}),

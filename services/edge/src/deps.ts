@@ -5,6 +5,7 @@ import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { OperatorAccess } from "./approvals/channels.js";
+import type { ConsoleLinks } from "./console/links.js";
 import type { SessionStore } from "./sessions/session-store.js";
 
 /** The typed policy client, whatever transport (gRPC or in-process) is under it. */
@@ -43,6 +44,12 @@ export interface EdgeDeps {
    * the operator: approval answers then name the exact `chaos-core approvals` command.
    */
   readonly operator?: OperatorAccess;
+  /**
+   * Where the approval console is reached, set by whatever serves it (the HTTP transport that
+   * mounts it, `chaos-core stdio`'s loopback listener); absent when the console is off. Approval
+   * answers then link to it (`ToolContext.consoleUrl`).
+   */
+  readonly console?: ConsoleLinks;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

@@ -21,6 +21,9 @@ const { loadEdgeAloneConfig } = await import("./config.js");
 const { createMemorySessionStore } = await import("./sessions/memory-store.js");
 const { createRedisSessionStore } = await import("./sessions/redis-store.js");
 const { startHttpTransport } = await import("./transport/http.js");
+const { consoleSigningKey } = await import("./console/csrf.js");
+const { createMemoryConsoleSessionStore } = await import("./console/sessions.js");
+const { createRedisConsoleSessionStore } = await import("./console/redis-sessions.js");
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
@@ -55,7 +58,20 @@ try {
       logger,
       version: VERSION,
     },
-    config.http,
+    {
+      ...config.http,
+      // The console's sessions live where the MCP sessions do, and its sign-in forms are signed
+      // with a key derived from the context key: every replica serves every console session.
+      ...(config.http.console
+        ? {
+            console: {
+              ...config.http.console,
+              sessions: redis ? createRedisConsoleSessionStore(redis, { prefix: "chaoscore:" }) : createMemoryConsoleSessionStore(),
+              signingKey: consoleSigningKey(config.contextKey),
+            },
+          }
+        : {}),
+    },
   );
   logger.info(
     {
@@ -66,6 +82,7 @@ try {
       council: config.councilAddr,
       ledger: config.ledgerAddr ?? "not configured",
       sessions: redis ? "redis" : "in-process",
+      console: http.consoleUrl ?? "off",
     },
     "edge listening",
   );

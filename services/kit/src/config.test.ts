@@ -40,8 +40,15 @@ describe("envVars.publicUrl", () => {
   });
 
   it("refuses other schemes, credentials, a query or a fragment, naming the variable", () => {
-    for (const bad of ["ftp://x", "chaos.example.com", "https://u:p@x.example", "https://x.example/?a=1", "https://x.example/#a"]) {
-      expect(() => parseEnv(publicUrl, { CHAOS_CORE_PUBLIC_URL: bad }), bad).toThrow(/CHAOS_CORE_PUBLIC_URL: must be an http:\/\/ or https:\/\/ URL/);
+    const cases: Array<[string, RegExp]> = [
+      ["ftp://x", /must be an http or https URL, got ftp:/],
+      ["chaos.example.com", /must be an absolute URL/],
+      ["https://u:p@x.example", /must not carry a user name or password/],
+      ["https://x.example/?a=1", /must not carry a query or a fragment/],
+      ["https://x.example/#a", /must not carry a query or a fragment/],
+    ];
+    for (const [bad, problem] of cases) {
+      expect(() => parseEnv(publicUrl, { CHAOS_CORE_PUBLIC_URL: bad }), bad).toThrow(new RegExp(`CHAOS_CORE_PUBLIC_URL: ${problem.source}`));
     }
   });
 });

@@ -80,16 +80,28 @@ export const envVars = {
   publicUrl: () =>
     z
       .string()
-      .refine((v) => {
-        let u: URL;
+      .transform((s, ctx) => {
+        let url: URL;
         try {
-          u = new URL(v);
+          url = new URL(s);
         } catch {
-          return false;
+          ctx.addIssue({ code: "custom", message: "must be an absolute URL such as https://chaos.example.com" });
+          return z.NEVER;
         }
-        return (u.protocol === "https:" || u.protocol === "http:") && !u.username && !u.password && !u.search && !u.hash;
-      }, "must be an http:// or https:// URL without credentials, query or fragment (e.g. https://chaos.example.com)")
-      .transform((v) => v.replace(/\/+$/, ""))
+        const problem =
+          url.protocol !== "http:" && url.protocol !== "https:"
+            ? `must be an http or https URL, got ${url.protocol}`
+            : url.username || url.password
+              ? "must not carry a user name or password"
+              : url.search || url.hash || s.includes("?") || s.includes("#")
+                ? "must not carry a query or a fragment"
+                : undefined;
+        if (problem) {
+          ctx.addIssue({ code: "custom", message: problem });
+          return z.NEVER;
+        }
+        return `${url.origin}${url.pathname}`.replace(/\/+$/, "");
+      })
       .optional(),
   /**
    * `host:port` of another service, required: a service run alone reaches its peers over gRPC.

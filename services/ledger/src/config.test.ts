@@ -84,6 +84,6 @@ describe("the ledger's webhook configuration", () => {
     for (const bad of ["5,,300", "0", "-1", "5,x", "999999999"]) {
       expect(problem({ ...on, CHAOS_CORE_WEBHOOK_RETRY_SECONDS: bad }), bad).toMatch(/CHAOS_CORE_WEBHOOK_RETRY_SECONDS: must be 1 to 20 comma-separated waits/);
     }
-    expect(problem({ ...on, CHAOS_CORE_PUBLIC_URL: "chaos.example.com" })).toMatch(/CHAOS_CORE_PUBLIC_URL: must be an http:\/\/ or https:\/\/ URL/);
+    expect(problem({ ...on, CHAOS_CORE_PUBLIC_URL: "chaos.example.com" })).toMatch(/CHAOS_CORE_PUBLIC_URL: must be an absolute URL/);
   });
 });

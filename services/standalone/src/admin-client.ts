@@ -13,6 +13,8 @@ export interface AdminFile {
   readonly token: string;
   /** The server's process id. */
   readonly pid: number;
+  /** The approval console a person opens (`http://127.0.0.1:<port>/approvals`), once it serves. */
+  readonly console_url?: string;
 }
 
 /** `admin.json` as a reader checks it. */
@@ -20,6 +22,7 @@ export const adminFileSchema = z.object({
   url: z.string().regex(/^http:\/\/127\.0\.0\.1:\d+$/, "must be http://127.0.0.1:<port>"),
   token: z.string().min(32),
   pid: z.number().int().positive(),
+  console_url: z.string().regex(/^https?:\/\/\S+\/approvals$/, "must be the console's URL, ending in /approvals").optional(),
 });
 
 /**

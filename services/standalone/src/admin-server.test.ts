@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createLogger, type CallContext } from "@chaos-core/kit";
+import { createSignInLinks } from "@chaos-core/edge";
 import { loadStandaloneConfig } from "./config.js";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 import { createRuntime, type Runtime } from "./runtime.js";
@@ -15,12 +16,13 @@ const AGENT: CallContext = { tenant: "default", principal: "local", sessionId: "
 let dir: string;
 let runtime: Runtime;
 let admin: AdminFile;
+const signInLinks = createSignInLinks();
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "chaos-core-admin-"));
   writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.remember", "http.request"] }));
   const config = loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: dir, LOG_LEVEL: "silent" });
-  runtime = await createRuntime(config, createLogger("admin-test", "silent"), { version: "0.0.0", sessionTtlSeconds: 600, admin: true });
+  runtime = await createRuntime(config, createLogger("admin-test", "silent"), { version: "0.0.0", sessionTtlSeconds: 600, admin: true, signInLinks });
   admin = JSON.parse(readFileSync(join(dir, ADMIN_FILE), "utf8")) as AdminFile;
 });
 
@@ -220,6 +222,33 @@ describe("the operator's admin endpoint", () => {
     const again = await send("POST", "/v1/spend/decline", { body: JSON.stringify({ request_seq: seq }) });
     expect(again.status).toBe(409);
     expect(errorOf(again.body).message).toMatch(/^already_answered: /);
+  });
+
+  it("issues one-time console sign-in links for a tenant once the console serves, and names it in admin.json", async () => {
+    const before = await send("POST", "/v1/console/sign-in-link", { body: "{}" });
+    expect(before.status).toBe(409);
+    expect(errorOf(before.body).message).toMatch(/does not serve the approval console/);
+    expect(admin.console_url).toBeUndefined();
+
+    await runtime.admin!.setConsoleUrl("http://127.0.0.1:4100/approvals");
+    const file = JSON.parse(readFileSync(join(dir, ADMIN_FILE), "utf8")) as AdminFile;
+    expect(file).toEqual({ ...admin, console_url: "http://127.0.0.1:4100/approvals" });
+    expect(statSync(join(dir, ADMIN_FILE)).mode & 0o777).toBe(0o600);
+
+    const issued = await send("POST", "/v1/console/sign-in-link", { body: JSON.stringify({ tenant: "acme" }) });
+    expect(issued.status).toBe(200);
+    const url = issued.body.url as string;
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:4100\/approvals\/sign-in\/link\?t=[A-Za-z0-9_-]{43}$/);
+    expect(issued.body).toMatchObject({ tenant: "acme", expires_at: expect.stringMatching(/Z$/) as string });
+    const token = new URL(url).searchParams.get("t")!;
+    // The token is the console's to consume, once, for the tenant it was issued for.
+    expect(signInLinks.consume(token)).toEqual({ tenant: "acme" });
+    expect(signInLinks.consume(token)).toBeUndefined();
+    expect((await send("POST", "/v1/console/sign-in-link", { body: JSON.stringify({}) })).body.tenant).toBe("default");
+    const bad = await send("POST", "/v1/console/sign-in-link", { body: JSON.stringify({ tenant: "Not A Tenant" }) });
+    expect(bad.status).toBe(400);
+    expect(errorOf(bad.body).message).toMatch(/^tenant: must be a tenant id/);
+    expect((await send("POST", "/v1/console/sign-in-link", { token: null, body: "{}" })).status).toBe(401);
   });
 
   it("removes admin.json when it closes", async () => {

@@ -10,6 +10,7 @@ import { ChaosError, type CallContext, type ErrorCode, type Logger, type Service
 import { ApprovalChannel, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { SignInLinks } from "@chaos-core/edge/stdio";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 
 /** The policy package, loaded on the first policy request: the endpoint starts before the services load. */
@@ -33,6 +34,11 @@ export interface AdminServerOptions {
    */
   readonly exportLedger: (tenant: string) => AsyncIterable<string>;
   readonly logger: Logger;
+  /**
+   * The approval console's one-time sign-in links, shared with the console this process serves
+   * (`chaos-core approvals console`); absent when the console is off.
+   */
+  readonly signInLinks?: SignInLinks;
 }
 
 export interface RunningAdminServer {
@@ -40,6 +46,12 @@ export interface RunningAdminServer {
   readonly token: string;
   /** The path of the `admin.json` written. */
   readonly file: string;
+  /**
+   * Names the approval console once it serves (`chaos-core serve`: on the MCP listener; `stdio`:
+   * on its own loopback listener): sign-in links are built from it and `admin.json` gains
+   * `console_url`.
+   */
+  setConsoleUrl(url: string): Promise<void>;
   /** Stops listening and removes `admin.json` (if it is still this server's). */
   close(): Promise<void>;
 }
@@ -75,6 +87,8 @@ const declineBody = z.strictObject({
 });
 
 const tenantQuery = z.strictObject({ tenant: tenantField });
+
+const signInLinkBody = z.strictObject({ tenant: tenantField });
 
 const policyBody = z.strictObject({
   tenant: tenantField,
@@ -183,6 +197,8 @@ const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestam
  * - `PUT  /v1/policy {document, tenant?, expected_version?}` → `{tenant, version}`: the document
  *   is validated exactly as `policy.json` is (a bad field is a 400 naming it) and stored as the
  *   next version
+ * - `POST /v1/console/sign-in-link {tenant?}` → `{tenant, url, expires_at}`: a one-time link that
+ *   signs its opener in to the approval console as `operator` of the tenant (single use, 120 s)
  */
 export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
   const { cognition, ledger, policy, exportLedger, logger } = options;
@@ -190,6 +206,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
   const tokenDigest = digest(token);
   const operator = (tenant: string): CallContext => ({ tenant, principal: OPERATOR_PRINCIPAL });
   let port = 0;
+  let consoleUrl: string | undefined;
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // Bound to 127.0.0.1 only; this check stands even if that ever changed.
@@ -339,6 +356,20 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
         logger.info({ tenant: body.tenant, version: Number(put.version) }, "operator stored a policy");
         return send(res, 200, { tenant: body.tenant, version: Number(put.version) });
       }
+      case "POST /v1/console/sign-in-link": {
+        const body = parse(signInLinkBody, await readJson(req), "body");
+        if (!options.signInLinks || !consoleUrl) {
+          throw new HttpError(409, "failed_precondition", "this server does not serve the approval console (CHAOS_CORE_CONSOLE=off, or it did not start)");
+        }
+        const link = options.signInLinks.issue(body.tenant);
+        // The token is the link: it goes to the operator's terminal only, never to a log.
+        logger.info({ tenant: body.tenant, expiresAt: link.expiresAt.toISOString() }, "operator asked for a console sign-in link");
+        return send(res, 200, {
+          tenant: body.tenant,
+          url: `${consoleUrl}/sign-in/link?t=${link.token}`,
+          expires_at: link.expiresAt.toISOString(),
+        });
+      }
       default:
         throw new HttpError(404, "not_found", `no endpoint ${endpoint}`);
     }
@@ -379,13 +410,16 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       server.closeAllConnections();
     });
 
-  try {
-    // Written under a fresh name with mode 0600, then renamed: the token is never readable by others.
+  // Written under a fresh name with mode 0600, then renamed: the token is never readable by others.
+  const writeAdminFile = async () => {
     const tmp = `${file}.${process.pid}.tmp`;
-    const content: AdminFile = { url, token, pid: process.pid };
+    const content: AdminFile = { url, token, pid: process.pid, ...(consoleUrl ? { console_url: consoleUrl } : {}) };
     await writeFile(tmp, `${JSON.stringify(content)}\n`, { mode: 0o600, flag: "w" });
     await chmod(tmp, 0o600);
     await rename(tmp, file);
+  };
+  try {
+    await writeAdminFile();
   } catch (err) {
     await closeServer();
     throw err;
@@ -396,6 +430,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     url,
     token,
     file,
+    async setConsoleUrl(next) {
+      consoleUrl = next;
+      if (!closed) await writeAdminFile();
+    },
     async close() {
       if (closed) return;
       closed = true;

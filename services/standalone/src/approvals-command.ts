@@ -32,6 +32,9 @@ Commands (answer as the operator, over the running server's loopback admin endpo
                                 call with the same arguments) receives the approval, once
   reject-spend <request_seq>    Decline a HITL_REQUIRED spend; it never runs
                                 [--reason TEXT: why, shown to the agent]
+  console                       Print a one-time link that signs you in to the approval
+                                console as the operator of the tenant: open it within 120
+                                seconds; it works once
 
 The tenant defaults to "default" (the stdio and unauthenticated loopback tenant). The server
 must be running (chaos-core serve or stdio) on the same data directory (--data-dir, else
@@ -178,6 +181,15 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
         const admin = await readAdminFile(dataDir());
         answer = await call(admin, "POST", "/v1/spend/decline", { request_seq: Number(seqText), ...withTenant, ...(reason !== undefined ? { reason } : {}) });
         text = `Declined spend request ${seqText} (recorded in ledger entry ${String(answer.ledger_seq)} as ${String(answer.declined_by)}). It will never run.\n`;
+        break;
+      }
+      case "console": {
+        if (positionals.length > 0) throw new UsageError("console takes no arguments");
+        const admin = await readAdminFile(dataDir());
+        answer = await call(admin, "POST", "/v1/console/sign-in-link", withTenant);
+        text =
+          `Open this link within 120 seconds (until ${String(answer.expires_at)}) to sign in to the approval console ` +
+          `as the operator of tenant ${String(answer.tenant)}; it works once, and only for you: do not share it.\n${String(answer.url)}\n`;
         break;
       }
       default:

@@ -29,9 +29,9 @@ Commands:
             {"op", "args"} per line (ops and their args: chaos-core chp-conformance --help)
   ledger    verify | export a tenant's audit ledger (chaos-core ledger help)
   policy    show | set the capability policy of a tenant (chaos-core policy help)
-  approvals list | approve | reject | approve-spend | reject-spend: answer pending approvals
-            as the operator, through the running server's loopback admin endpoint
-            (chaos-core approvals help)
+  approvals list | approve | reject | approve-spend | reject-spend | console: answer pending
+            approvals as the operator, through the running server's loopback admin endpoint,
+            or sign in to the approval console (chaos-core approvals help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores in the data directory, or on
@@ -178,11 +178,17 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     let stopping = false;
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
+    // stdio's console listener and its keys file watcher, once started.
+    const consoleClosers: Array<() => Promise<void> | void> = [];
+    const closeConsole = async () => {
+      for (const close of consoleClosers.splice(0)) await Promise.resolve(close()).catch((err: unknown) => logger.warn({ err }, "console close failed"));
+    };
     const stop = async (reason: string) => {
       if (stopping) return;
       stopping = true;
       logger.info({ reason }, "chaos-core stopping");
       await transport?.close().catch((err: unknown) => logger.warn({ err }, "transport close failed"));
+      await closeConsole();
       await rt.close();
       resolveStopped();
     };
@@ -194,15 +200,37 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       const { startHttpTransport } = await import("@chaos-core/edge");
       const runtime = await rt.ready;
       announce(runtime);
-      const http = await startHttpTransport(runtime.deps, edgeConfig.http);
+      // The console on the MCP listener; the operator's one-time links sign in there too.
+      const consoleOptions = edgeConfig.http.console && { ...edgeConfig.http.console, ...(rt.signInLinks ? { signInLinks: rt.signInLinks } : {}) };
+      const http = await startHttpTransport(runtime.deps, { ...edgeConfig.http, ...(consoleOptions ? { console: consoleOptions } : {}) });
       transport = http;
+      if (http.consoleUrl) {
+        await rt.publishConsole(http.consoleUrl);
+        logger.info({ console: http.consoleUrl }, "approval console served");
+      }
       // The one line on stdout a person (or a script) looks for.
       process.stdout.write(`Chaos Core MCP endpoint: ${http.url}\n`);
     } else {
       // A host waits for the answer to initialize: it comes now, while the stores open.
       logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; opening the stores");
-      const stdio = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      // The console gets a loopback listener of its own (stdio has no HTTP one); answers link to
+      // it once it listens.
+      let consoleOrigin: string | undefined;
+      const stdioDeps = edgeConfig.console ? { ...rt.deps, console: { listenerUrl: () => consoleOrigin } } : rt.deps;
+      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed") });
       transport = stdio;
+      if (edgeConfig.console) {
+        const { listenerPort } = edgeConfig.console;
+        // After a turn of the event loop: the request already waiting on stdin is answered first.
+        setImmediate(() => {
+          startStdioConsole(rt, edgeConfig.http.apiKeysFile, listenerPort, logger, consoleClosers).then(
+            // Stopped meanwhile: what started after stop closed the rest is closed now.
+            (origin) => (stopping ? void closeConsole() : void (consoleOrigin = origin)),
+            (err: unknown) =>
+              logger.error({ err: err instanceof Error ? err.message : String(err), port: listenerPort }, "the approval console did not start; answers will not link to it"),
+          );
+        });
+      }
       rt.ready.then(announce, async (err: unknown) => {
         // Calls waiting for the stores answer `unavailable` with this cause; once the client has
         // read them the process ends, so a host shows the server as failed, not as hanging.
@@ -221,6 +249,33 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     logger.debug({ err }, "start-up failed");
     return 1;
   }
+}
+
+/**
+ * Starts `chaos-core stdio`'s approval console on 127.0.0.1 (`CHAOS_CORE_CONSOLE_PORT`, else a
+ * free port), over the runtime's services (its calls wait for the stores like the tools' do),
+ * and names it in `admin.json`. Resolves with the listener's origin, for links.
+ */
+async function startStdioConsole(
+  rt: StartingRuntime,
+  apiKeysFile: string | undefined,
+  port: number,
+  logger: Logger,
+  closers: Array<() => Promise<void> | void>,
+): Promise<string> {
+  const { startConsoleListener, watchApiKeysFile } = await import("@chaos-core/edge");
+  // stdio's MCP needs no key, but an approver holding one may sign in to its console with it.
+  const keys = apiKeysFile ? await watchApiKeysFile(apiKeysFile, { logger }) : undefined;
+  if (keys) closers.push(() => keys.close());
+  const listener = await startConsoleListener(rt.deps, {
+    port,
+    ...(keys ? { keys } : {}),
+    ...(rt.signInLinks ? { signInLinks: rt.signInLinks } : {}),
+  });
+  closers.unshift(() => listener.close());
+  await rt.publishConsole(listener.url);
+  logger.info({ console: listener.url }, "approval console served");
+  return listener.origin;
 }
 
 /** What a person reads: the cause itself, not the `unavailable` wrapper the calls answer with. */

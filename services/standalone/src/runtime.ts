@@ -43,7 +43,7 @@ import {
   type PlanStore,
   type ProviderConfig,
 } from "@chaos-core/cognition";
-import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge";
+import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps, type SessionStore, type SignInLinks } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
@@ -95,6 +95,8 @@ export interface RuntimeOptions {
    * record at initialize, which it answers before the stores are open.
    */
   sessions?: SessionStore;
+  /** The approval console's one-time sign-in links the admin endpoint issues (with `admin`). */
+  signInLinks?: SignInLinks;
   /** Awaited just before the database opens: tests hold the start-up there to see what answers meanwhile. */
   beforeDatabase?: () => Promise<void>;
 }
@@ -232,6 +234,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         policy,
         exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),
         logger: logger.child({ service: "admin" }),
+        ...(options.signInLinks ? { signInLinks: options.signInLinks } : {}),
       });
       closers.push(() => started.close());
       admin = started;

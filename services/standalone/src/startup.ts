@@ -4,7 +4,7 @@ import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/counc
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createMemorySessionStore, type EdgeDeps, type SessionStore } from "@chaos-core/edge/stdio";
+import { createMemorySessionStore, createSignInLinks, type EdgeDeps, type SessionStore, type SignInLinks } from "@chaos-core/edge/stdio";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import type { StandaloneConfig } from "./config.js";
 import type * as runtimeModule from "./runtime.js";
@@ -26,6 +26,14 @@ export interface StartingRuntime {
    * edge's.
    */
   readonly admin?: RunningAdminServer;
+  /**
+   * The approval console's one-time sign-in links, shared by the admin endpoint (which issues
+   * them, `chaos-core approvals console`) and the console (which consumes them); with the admin
+   * endpoint only.
+   */
+  readonly signInLinks?: SignInLinks;
+  /** Names the console once it serves: the admin endpoint's links point there and `admin.json` says `console_url`. */
+  publishConsole(url: string): Promise<void>;
   /** Waits for the start-up to settle, then closes whatever it opened and releases the directory. */
   close(): Promise<void>;
 }
@@ -112,9 +120,11 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   };
 
   let admin: RunningAdminServer | undefined;
+  const signInLinks = options.admin ? createSignInLinks() : undefined;
   if (options.admin) {
     try {
       admin = await startAdminServer({
+        ...(signInLinks ? { signInLinks } : {}),
         dataDir: config.dataDir,
         cognition: deps.cognition,
         ledger: ledgerClient,
@@ -132,6 +142,10 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     deps,
     ready,
     ...(running ? { admin: running } : {}),
+    ...(signInLinks ? { signInLinks } : {}),
+    async publishConsole(url) {
+      await running?.setConsoleUrl(url);
+    },
     async close() {
       // The admin endpoint first: nothing reaches the stores once they start to close.
       await running?.close();

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { spendPath, stepPath } from "../console/links.js";
 
 /**
  * The ways an approval can be given (docs/approvals.md §1), as policy and cognition name them.
@@ -29,6 +30,11 @@ export interface ChannelPlace {
   readonly canElicit: boolean;
   /** Set only in standalone, where `chaos-core approvals` reaches the admin endpoint. */
   readonly operator?: OperatorAccess;
+  /**
+   * The approval console's URL of a path under `/approvals` as a person reaches it from this
+   * call (`ToolContext.consoleUrl`); absent, or undefined for the path, when the console is off.
+   */
+  readonly consoleUrl?: (path: string) => string | undefined;
 }
 
 /** One way a person can approve, with the exact call or command. */
@@ -109,6 +115,30 @@ function answerCalls(subject: ApprovalSubject): { readonly requester: string; re
   }
 }
 
+/**
+ * What a person does on the console. The link carries no credential (the MCP elicitation spec's
+ * "Safe URL Handling"): they sign in with their own approver key, or, in standalone, the
+ * operator with a one-time link from `chaos-core approvals console`. Approving on the page comes
+ * with the console's answer forms (docs/approvals.md §9, 7b): until then the page shows the
+ * whole request and the person answers through another way listed.
+ */
+function consoleHow(url: string, place: ChannelPlace): string {
+  const operator = place.operator
+    ? ` (or the operator of this Chaos Core, after ${operatorConsoleCommand(place.tenant, place.operator)} prints a one-time sign-in link)`
+    : "";
+  return (
+    `A person holding the approver role opens ${url} and signs in with their own API key${operator}; ` +
+    "the page shows the whole request. Answering on the page is not served yet: they approve through one of the other ways listed."
+  );
+}
+
+/** The operator's command that prints a one-time console sign-in link for the tenant. */
+export function operatorConsoleCommand(tenant: string, operator: OperatorAccess): string {
+  const t = tenant === "default" ? "" : ` --tenant ${shellWord(tenant)}`;
+  const dataDir = operator.dataDir ? ` --data-dir ${shellWord(operator.dataDir)}` : "";
+  return `chaos-core approvals console${t}${dataDir}`;
+}
+
 /** How `channel` answers `subject` here, with the exact call or command; undefined where it cannot. */
 function wayOf(subject: ApprovalSubject, channel: ApprovalChannelName, place: ChannelPlace): Omit<ApprovalChannelOption, "channel"> | undefined {
   const calls = answerCalls(subject);
@@ -133,9 +163,13 @@ function wayOf(subject: ApprovalSubject, channel: ApprovalChannelName, place: Ch
       const command = operatorCommand("approve-spend", subject.requestSeq, place.tenant, place.operator);
       return { how: `the operator of this server runs ${command}`, command };
     }
-    case "console":
-      // Served with the approval console (docs/approvals.md §2); not offered until it exists.
-      return undefined;
+    case "console": {
+      // The console reviews steps and spends; a tool-receipt request is answered by its issuer.
+      if (subject.kind === "receipt") return undefined;
+      const url = place.consoleUrl?.(subject.kind === "step" ? stepPath(subject.approvalId) : spendPath(subject.requestSeq));
+      if (!url) return undefined;
+      return { how: consoleHow(url, place), url };
+    }
   }
 }
 

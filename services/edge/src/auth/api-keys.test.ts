@@ -42,6 +42,25 @@ describe("API keys", () => {
     await expect(loadApiKeysFile(join(dir, "missing.json"))).rejects.toThrow(/CHAOS_CORE_API_KEYS_FILE/);
   });
 
+  it("refuse keys issued to the reserved principals operator and local", async () => {
+    for (const principal of ["operator", "local"]) {
+      await expect(loadApiKeysFile(file([{ tenant: "acme", principal, sha256: hashApiKey("x"), roles: ["approver"] }]))).rejects.toThrow(
+        new RegExp(`\\[0\\]\\.principal: "${principal}" is reserved`),
+      );
+      expect(() => createApiKeyVerifier([{ tenant: "acme", principal, sha256: hashApiKey("x") }])).toThrow(/is reserved/);
+    }
+    // Other names that merely contain them are fine.
+    expect(createApiKeyVerifier([{ tenant: "acme", principal: "operator-2", sha256: hashApiKey("x") }]).verify("x")?.principal).toBe("operator-2");
+  });
+
+  it("resolve a key's SHA-256 to its identity, as a console session re-reads it", () => {
+    const verifier = createApiKeyVerifier([{ tenant: "acme", principal: "alice", sha256: hashApiKey("alice-key").toUpperCase(), roles: ["approver"] }]);
+    expect(verifier.identityOfDigest(hashApiKey("alice-key"))).toEqual({ tenant: "acme", principal: "alice", roles: ["approver"] });
+    expect(verifier.identityOfDigest(hashApiKey("other"))).toBeUndefined();
+    expect(verifier.identityOfDigest("not-a-digest")).toBeUndefined();
+    expect(verifier.identityOfDigest("")).toBeUndefined();
+  });
+
   it("carry the roles the operator granted, and only known ones", async () => {
     const verifier = await loadApiKeysFile(
       file([

@@ -6,6 +6,13 @@ import { ROLES, type Identity } from "./identity.js";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
+/**
+ * Principals no API key may be issued to: `operator` answers as the standalone operator
+ * (admin endpoint, console sign-in link) and `local` is stdio's and unauthenticated loopback's
+ * user; cognition and the ledger tell channels and self-approval apart by these names.
+ */
+const RESERVED_PRINCIPALS: readonly string[] = ["operator", "local"];
+
 const ApiKeyEntrySchema = z.object({
   tenant: z.string().superRefine((tenant, ctx) => {
     try {
@@ -14,7 +21,19 @@ const ApiKeyEntrySchema = z.object({
       ctx.addIssue({ code: "custom", message: (err as Error).message });
     }
   }),
-  principal: z.string().min(1).max(256),
+  principal: z
+    .string()
+    .min(1)
+    .max(256)
+    .superRefine((p, ctx) => {
+      if (!RESERVED_PRINCIPALS.includes(p)) return;
+      ctx.addIssue({
+        code: "custom",
+        message:
+          `"${p}" is reserved: "operator" is the standalone operator's principal and "local" the one of stdio and ` +
+          "unauthenticated loopback, so an API key under either name would blur who answered an approval; pick another name",
+      });
+    }),
   sha256: z
     .string()
     .transform((s) => s.toLowerCase())
@@ -39,6 +58,12 @@ export type ApiKeyEntry = z.infer<typeof ApiKeyEntrySchema>;
 export interface ApiKeyVerifier {
   /** The identity of `key`, or undefined when no entry matches. */
   verify(key: string): Identity | undefined;
+  /**
+   * The identity of the key in force whose SHA-256 (as the file stores it, lowercase hex) is
+   * `sha256`, if any: how a console session, which keeps only the digest, re-reads its key on
+   * every request, so a key removed (or its role withdrawn) ends the session at once.
+   */
+  identityOfDigest(sha256: string): Identity | undefined;
 }
 
 /** The SHA-256 an API keys file stores for a key (lowercase hex). */
@@ -61,15 +86,16 @@ export function createApiKeyVerifier(entries: readonly ApiKeyEntry[]): ApiKeyVer
 /** {@link createApiKeyVerifier} over entries already parsed, possibly none. */
 function verifierOf(entries: readonly ApiKeyEntry[]): ApiKeyVerifier {
   const hashes = entries.map((e) => ({ hash: Buffer.from(e.sha256, "hex"), identity: identityOf(e) }));
+  const find = (given: Buffer): Identity | undefined => {
+    let found: Identity | undefined;
+    for (const entry of hashes) {
+      if (timingSafeEqual(entry.hash, given) && !found) found = entry.identity;
+    }
+    return found;
+  };
   return {
-    verify(key) {
-      const given = createHash("sha256").update(key, "utf8").digest();
-      let found: Identity | undefined;
-      for (const entry of hashes) {
-        if (timingSafeEqual(entry.hash, given) && !found) found = entry.identity;
-      }
-      return found;
-    },
+    verify: (key) => find(createHash("sha256").update(key, "utf8").digest()),
+    identityOfDigest: (sha256) => (SHA256_HEX.test(sha256) ? find(Buffer.from(sha256, "hex")) : undefined),
   };
 }
 
@@ -132,8 +158,6 @@ export interface WatchedApiKeys extends ApiKeyVerifier {
   unreadable(): boolean;
   /** Whether some key in force still resolves to this tenant and principal. */
   holdsIdentity(tenant: string, principal: string): boolean;
-  /** The identity of the key in force whose SHA-256 (as the file stores it) is `sha256`, if any. */
-  identityOfDigest(sha256: string): Identity | undefined;
   /** Called after each edit that was taken in force, one that leaves no keys included. */
   onChange(listener: () => void): void;
   close(): void;
@@ -245,13 +269,10 @@ export async function watchApiKeysFile(path: string, options: WatchApiKeysOption
 
   return {
     verify: (key) => current.verify(key),
+    identityOfDigest: (sha256) => current.identityOfDigest(sha256),
     refresh,
     unreadable: () => problem !== undefined,
     holdsIdentity: (tenant, principal) => entries.some((e) => e.tenant === tenant && e.principal === principal),
-    identityOfDigest: (sha256) => {
-      const entry = entries.find((e) => e.sha256 === sha256);
-      return entry && identityOf(entry);
-    },
     onChange: (listener) => void listeners.push(listener),
     close: () => watch.close(),
   };

@@ -10,6 +10,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
+import { consoleLink } from "../console/links.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
@@ -83,7 +84,14 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
         signal: extra.signal,
         timeout: ELICIT_TIMEOUT_MS,
       }),
+    // The Host of this call's HTTP request (none over stdio); the transport that serves the
+    // console says, in deps.console, whether that Host was validated.
+    consoleUrl: (path) => consoleLink(deps.console, path, headerValue(extra.requestInfo?.headers.host)),
   };
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }
 
 /**

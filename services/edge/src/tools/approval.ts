@@ -8,9 +8,14 @@ import type { ToolContext } from "./define.js";
 
 type StepOutput = z.output<typeof stepResultOutput>;
 
-/** What this call offers for approving (docs/approvals.md §4): this client's form, the operator in standalone. */
+/** What this call offers for approving (docs/approvals.md §4): this client's form, the operator in standalone, the console. */
 export function channelPlace(ctx: ToolContext): ChannelPlace {
-  return { tenant: ctx.call.tenant, canElicit: ctx.canElicit(), ...(ctx.deps.operator ? { operator: ctx.deps.operator } : {}) };
+  return {
+    tenant: ctx.call.tenant,
+    canElicit: ctx.canElicit(),
+    ...(ctx.deps.operator ? { operator: ctx.deps.operator } : {}),
+    consoleUrl: (path) => ctx.consoleUrl(path),
+  };
 }
 
 /**

@@ -36,6 +36,14 @@ export interface ToolContext {
    * answer's content is the client's: validate it before acting on it.
    */
   elicit(params: Omit<ElicitRequestFormParams, "mode">): Promise<ElicitResult>;
+  /**
+   * The approval console's URL of `path` (under `/approvals`: `/step/<approval_id>`,
+   * `/spend/<request_seq>`, `""` for the list), as a person reaches it from where this call came
+   * in: `${CHAOS_CORE_PUBLIC_URL}/approvals/...` when set, else the MCP request's own validated
+   * origin (`http://` + Host), else (stdio) the console listener's URL. Undefined when the
+   * console is off. Never carries a credential: a person signs in on the page.
+   */
+  consoleUrl(path: string): string | undefined;
 }
 
 /** The four hints every tool states; "honest" means what the tool really does. */

@@ -3,7 +3,7 @@ import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../auth/api-keys.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import { html } from "./html.js";
+import { html } from "../console/html.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
 
 let services: TestServices;

@@ -1,5 +1,5 @@
 import type { Request, RequestHandler } from "express";
-import { html } from "./html.js";
+import { html } from "../console/html.js";
 
 /** What the page says about this server. */
 export interface HomePageOptions {
@@ -7,6 +7,8 @@ export interface HomePageOptions {
   readonly version: string;
   /** Whether /mcp needs `Authorization: Bearer <API key>`. */
   readonly apiKeys: boolean;
+  /** Whether the approval console is served at /approvals. */
+  readonly console?: boolean;
 }
 
 /** The endpoint as the browser reached this server: the same Host works for an MCP client. */
@@ -51,7 +53,15 @@ transport &ldquo;Streamable HTTP&rdquo; and enter <code>${url}</code>${
 <li>Any other MCP client: add <code>${url}</code> as a Streamable HTTP (remote) server.</li>
 </ul>
 
-<h2>Health</h2>
+${
+    options.console
+      ? html`<h2>Approval console</h2>
+<p><a href="/approvals">/approvals</a>: the approvals waiting for a person in your tenant, each shown whole. Sign in with an
+approver's API key, or, at this machine, with the one-time link <code>chaos-core approvals console</code> prints.</p>
+
+`
+      : ""
+  }<h2>Health</h2>
 <dl>
 <dt><a href="/healthz">/healthz</a></dt>
 <dd>Liveness: <code>200 {"status":"ok"}</code> while the process serves HTTP.</dd>

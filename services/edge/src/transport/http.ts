@@ -19,6 +19,10 @@ import {
 } from "../auth/api-keys.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
+import { consoleSigningKey } from "../console/csrf.js";
+import { CONSOLE_PATH, type ConsoleLinks } from "../console/links.js";
+import { createConsoleRouter, type ConsoleServeOptions } from "../console/router.js";
+import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
 import { homePage } from "./home-page.js";
@@ -51,6 +55,11 @@ export interface HttpTransportOptions {
   readonly maxSessionsPerKey?: number;
   /** How often idle local sessions are swept (default: half the session TTL, at most a minute). */
   readonly sweepIntervalMs?: number;
+  /**
+   * Serves the approval console at `/approvals` (docs/approvals.md §2) behind the same Host and
+   * Origin checks as `/mcp`, signing in with the same API keys; absent: no console.
+   */
+  readonly console?: ConsoleServeOptions;
 }
 
 /** A running HTTP transport. */
@@ -58,6 +67,11 @@ export interface RunningHttpTransport {
   /** The MCP endpoint, e.g. `http://127.0.0.1:3000/mcp`. */
   readonly url: string;
   readonly port: number;
+  /**
+   * The approval console's URL as the operator at this machine opens it
+   * (`CHAOS_CORE_PUBLIC_URL/approvals`, else this listener's); undefined when it is not served.
+   */
+  readonly consoleUrl?: string;
   /** How many sessions this replica holds in memory (metrics, tests). */
   localSessionCount(): number;
   /** Stops listening and closes this replica's sessions; their records stay for other replicas. */
@@ -171,7 +185,8 @@ function isLoopbackOrigin(origin: string): boolean {
   }
 }
 
-function originValidation(allowed: readonly string[]): RequestHandler {
+/** The Origin check of `/mcp`: loopback origins and the listed ones pass, as does a request without one. */
+export function originValidation(allowed: readonly string[]): RequestHandler {
   return (req, res, next) => {
     const origin = req.headers.origin;
     if (origin === undefined || isLoopbackOrigin(origin) || allowed.includes(origin)) return next();
@@ -179,7 +194,8 @@ function originValidation(allowed: readonly string[]): RequestHandler {
   };
 }
 
-function hostValidation(host: string, allowedHosts: readonly string[] | undefined): RequestHandler | undefined {
+/** The Host check of `/mcp` for a listener bound to `host`; undefined where API keys alone guard it. */
+export function hostValidation(host: string, allowedHosts: readonly string[] | undefined): RequestHandler | undefined {
   if (allowedHosts && allowedHosts.length > 0) return hostHeaderValidation([...allowedHosts]);
   if (isLoopbackHost(host)) return localhostHostValidation();
   // A non-loopback bind without a Host list: bearer keys (required there) stop DNS rebinding.
@@ -255,7 +271,28 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     );
   }
 
-  const sessions = new HttpSessionTable(deps, {
+  // The console's Host names: /mcp's list, or the loopback names a loopback bind checks, plus
+  // CHAOS_CORE_PUBLIC_URL's host. A non-loopback bind without a list checks no Host for /mcp
+  // (bearer keys guard it); a page with cookies needs a check, so the console is then served
+  // only under the public URL's host, or not at all.
+  const publicHost = options.console?.publicUrl ? new URL(options.console.publicUrl).hostname : undefined;
+  const baseHosts = options.allowedHosts?.length ? options.allowedHosts : isLoopbackHost(host) ? ["localhost", "127.0.0.1", "[::1]"] : [];
+  const consoleHosts = [...new Set([...baseHosts, ...(publicHost ? [publicHost] : [])])];
+  const serveConsole = options.console !== undefined && consoleHosts.length > 0;
+  if (options.console && !serveConsole) {
+    deps.logger.warn(
+      { host },
+      "the approval console is not served: on a non-loopback bind it needs MCP_ALLOWED_HOSTS or CHAOS_CORE_PUBLIC_URL (set CHAOS_CORE_CONSOLE=off to silence this)",
+    );
+  }
+  // The answers agents get link to the console only where it is served; from an MCP request's
+  // own Host only when /mcp checked that Host.
+  const consoleLinks: ConsoleLinks | undefined = serveConsole
+    ? { ...(options.console?.publicUrl ? { publicUrl: options.console.publicUrl } : {}), fromRequestHost: hostValidation(host, options.allowedHosts) !== undefined }
+    : undefined;
+  const sessionDeps: EdgeDeps = consoleLinks ? { ...deps, console: consoleLinks } : deps;
+
+  const sessions = new HttpSessionTable(sessionDeps, {
     maxBodyBytes,
     maxSessionsPerKey,
     ...(options.sweepIntervalMs ? { sweepIntervalMs: options.sweepIntervalMs } : {}),
@@ -292,8 +329,23 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     "/",
     ...(hostCheck ? [hostCheck] : []),
     originValidation(options.allowedOrigins ?? []),
-    homePage({ version: deps.version, apiKeys: verifier !== undefined }),
+    homePage({ version: deps.version, apiKeys: verifier !== undefined, console: serveConsole }),
   );
+  if (serveConsole && options.console) {
+    app.use(
+      CONSOLE_PATH,
+      hostHeaderValidation(consoleHosts),
+      originValidation(options.allowedOrigins ?? []),
+      createConsoleRouter({
+        deps,
+        sessions: options.console.sessions ?? createMemoryConsoleSessionStore(),
+        ...(verifier ? { keys: verifier } : {}),
+        ...(options.console.signInLinks ? { signInLinks: options.console.signInLinks } : {}),
+        ...(options.console.publicUrl ? { publicUrl: options.console.publicUrl } : {}),
+        signingKey: options.console.signingKey ?? consoleSigningKey(),
+      }),
+    );
+  }
 
   const handleMcp = async (req: Request, res: Response) => {
     const identity = (res.locals as Locals).identity;
@@ -364,6 +416,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   return {
     url: `http://${urlHost}:${port}/mcp`,
     port,
+    ...(serveConsole ? { consoleUrl: `${options.console?.publicUrl ?? `http://${urlHost}:${port}`}${CONSOLE_PATH}` } : {}),
     localSessionCount: () => sessions.size,
     async close() {
       watchedKeys?.close();

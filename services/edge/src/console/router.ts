@@ -1,0 +1,418 @@
+import { createHash } from "node:crypto";
+import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
+import { ChaosError, type CallContext, type ErrorCode } from "@chaos-core/kit";
+import { approvalChannelOptions, type ApprovalChannelOption, type ApprovalSubject, type ChannelPlace } from "../approvals/channels.js";
+import { spendRequestView, stepApprovalView } from "../approvals/view.js";
+import { hashApiKey, type ApiKeyVerifier } from "../auth/api-keys.js";
+import type { EdgeDeps } from "../deps.js";
+import { CONSOLE_CSS } from "./console-css.js";
+import { newCsrfToken, sameToken, signInToken, signInTokenMatches } from "./csrf.js";
+import { cookie, cookieNames, readCookie, setConsoleHeaders } from "./headers.js";
+import { spendPath, stepPath } from "./links.js";
+import { approvalPage, linkSignInPage, listPage, messagePage, signInPage, type PageFrame, type SignInOptions } from "./pages.js";
+import {
+  CONSOLE_MAX_AGE_SECONDS,
+  newSessionId,
+  OPERATOR_LINK,
+  SIGN_IN_FAILURE_LIMIT,
+  SIGN_IN_FAILURE_WINDOW_SECONDS,
+  type ConsoleSession,
+  type ConsoleSessionStore,
+} from "./sessions.js";
+import type { SignInLinks } from "./sign-in-links.js";
+
+/** The largest form body the console reads (413 above it). */
+export const MAX_FORM_BYTES = 8 * 1024;
+/** How long the sign-in form's pre-session cookie lives. */
+const SIGN_IN_COOKIE_SECONDS = 10 * 60;
+/** How many pending approvals, and spend requests, the list shows. */
+const LIST_LIMIT = 100;
+
+/** The refusal an agent's key gets at sign-in (docs/approvals.md §2): no agent approves its own request. */
+export const NOT_AN_APPROVER = "this key does not hold the approver role: an agent's key cannot sign in here";
+
+/** The API keys the console checks: the same verifier as `/mcp`, watched or fixed. */
+export interface ConsoleKeys extends ApiKeyVerifier {
+  /** Takes in an edit of the keys file before a check (a watched file). */
+  refresh?(): Promise<void>;
+  /** Whether the keys file on disk cannot be read (every key is refused then). */
+  unreadable?(): boolean;
+}
+
+/** What the console router is built from. */
+export interface ConsoleRouterOptions {
+  /** The services the console reads (and answers through, with its answer forms). */
+  readonly deps: Pick<EdgeDeps, "cognition" | "ledger" | "logger" | "operator">;
+  readonly sessions: ConsoleSessionStore;
+  /** The server's API keys; absent when it has none (then only an operator link signs in). */
+  readonly keys?: ConsoleKeys;
+  /** The standalone operator's one-time links; absent outside standalone. */
+  readonly signInLinks?: SignInLinks;
+  /** `CHAOS_CORE_PUBLIC_URL`: requests under its host are on its origin, path prefix and scheme. */
+  readonly publicUrl?: string;
+  /** Signs the sign-in forms' tokens ({@link consoleSigningKey}). */
+  readonly signingKey: Uint8Array;
+}
+
+/**
+ * How a listener serves the console (`HttpTransportOptions.console`, `startConsoleListener`):
+ * what the composer chooses; the keys and the services come from the listener itself.
+ */
+export interface ConsoleServeOptions {
+  /** `CHAOS_CORE_PUBLIC_URL`, when set. */
+  readonly publicUrl?: string;
+  /** Where sessions live: Redis when the edge has it (every replica serves them), in-process by default. */
+  readonly sessions?: ConsoleSessionStore;
+  /** The standalone operator's one-time links (`chaos-core approvals console`). */
+  readonly signInLinks?: SignInLinks;
+  /** Signs the sign-in forms' tokens; random for this process by default ({@link consoleSigningKey}). */
+  readonly signingKey?: Uint8Array;
+}
+
+/** A signed-in request's session, as the handlers after the `signedIn` middleware read it. */
+export interface SignedInLocals {
+  readonly consoleSession: ConsoleSession;
+  /** The cookie's value (the session's id). */
+  readonly consoleSessionId: string;
+  /** The call context every service call of this request uses. */
+  readonly consoleCall: CallContext;
+}
+
+/** How a request reached the console: which origin it is on, under which path, over https or not. */
+interface Place {
+  /** Origins a form of this console may be posted from. */
+  readonly origins: readonly string[];
+  /** The console's path as the browser sees it. */
+  readonly base: string;
+  /** https: the cookies are `__Host-` and `Secure`. */
+  readonly secure: boolean;
+}
+
+const STATUS: Partial<Record<ErrorCode, number>> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  failed_precondition: 409,
+  conflict: 409,
+  resource_exhausted: 429,
+  unavailable: 503,
+  deadline_exceeded: 504,
+};
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const REQUEST_SEQ = /^[1-9][0-9]{0,15}$/;
+
+/**
+ * Where sign-in may send a person on (the page a link opened before they were signed in): an
+ * approval's own page, nothing else, so `next` cannot become an open redirect.
+ */
+const NEXT_PAGE = /^\/(step\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|spend\/[1-9][0-9]{0,15})$/;
+
+function nextPage(value: unknown): string | undefined {
+  return typeof value === "string" && NEXT_PAGE.test(value) ? value : undefined;
+}
+
+/** One field of a parsed form, when it is one string (a repeated field is no answer). */
+function field(req: Request, name: string): string | undefined {
+  const value = (req.body as Record<string, unknown> | undefined)?.[name];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** The session id cognition and the ledger record for this console session: never the cookie itself. */
+function consoleSessionId(id: string): string {
+  return `console-${createHash("sha256").update(id, "utf8").digest("hex").slice(0, 12)}`;
+}
+
+/**
+ * The approval console (docs/approvals.md §2) as an express Router, mounted at `/approvals`
+ * behind the same Host and Origin checks as `/mcp` (by `transport/http.ts` on the MCP listener,
+ * by `listener.ts` for `chaos-core stdio`). Server-rendered pages, no script; every route
+ * `no-store` with a strict CSP; every POST checked for its Origin, its type and size, and its
+ * CSRF token. A session is signed in by an approver's API key (never an agent's: the key must
+ * hold the approver role) or by the standalone operator's one-time link, and reads only its
+ * own tenant's approvals. It lists and shows; answering on the page comes with the answer forms.
+ */
+export function createConsoleRouter(options: ConsoleRouterOptions): Router {
+  const { deps, sessions, keys, signInLinks, signingKey } = options;
+  const pub = options.publicUrl ? new URL(options.publicUrl) : undefined;
+  const router = Router();
+
+  const place = (req: Request): Place => {
+    const host = req.headers.host ?? "";
+    const viaPublic = pub !== undefined && host.toLowerCase() === pub.host.toLowerCase();
+    const base = `${viaPublic ? pub.pathname.replace(/\/$/, "") : ""}${req.baseUrl}`;
+    if (viaPublic) return { origins: [pub.origin], base, secure: pub.protocol === "https:" };
+    // Another allowed Host (loopback, an internal name); behind a proxy that rewrites Host the
+    // browser's Origin is still the public one.
+    return { origins: [`http://${host}`, ...(pub ? [pub.origin] : [])], base, secure: false };
+  };
+  const frame = (req: Request, res: Response): PageFrame => {
+    const locals = res.locals as Partial<SignedInLocals>;
+    const s = locals.consoleSession;
+    return { base: place(req).base, ...(s ? { signedIn: { tenant: s.tenant, principal: s.principal, csrf: s.csrf } } : {}) };
+  };
+  const send = (res: Response, status: number, body: { text: string }) => {
+    res.status(status).type("text/html; charset=utf-8").send(body.text);
+  };
+  const refuse = (req: Request, res: Response, status: number, title: string, message: string) =>
+    send(res, status, messagePage(frame(req, res), title, message, { href: place(req).base, label: "Back to the approvals" }));
+
+  /** The sign-in page, with a fresh pre-session cookie and the matching form token. */
+  const showSignIn = (req: Request, res: Response, status: number, extra: Pick<SignInOptions, "notice" | "error"> = {}) => {
+    const p = place(req);
+    const next = nextPage(req.method === "POST" ? field(req, "next") : req.query["next"]);
+    const nonce = newCsrfToken();
+    res.append("Set-Cookie", cookie(cookieNames(p.secure).signIn, nonce, { secure: p.secure, maxAgeSeconds: SIGN_IN_COOKIE_SECONDS }));
+    send(
+      res,
+      status,
+      signInPage(frame(req, res), {
+        csrf: signInToken(signingKey, nonce),
+        apiKeys: keys !== undefined,
+        operatorLinks: signInLinks !== undefined,
+        ...(next ? { next } : {}),
+        ...extra,
+      }),
+    );
+  };
+
+  /** Signs `session` in: the session cookie set, the pre-session one cleared, on to the list. */
+  const startSession = async (req: Request, res: Response, session: Omit<ConsoleSession, "csrf" | "createdAt" | "lastSeenAt">, next?: string) => {
+    const p = place(req);
+    const id = newSessionId(session.tenant);
+    await sessions.create(id, { ...session, csrf: newCsrfToken() });
+    const names = cookieNames(p.secure);
+    res.append("Set-Cookie", cookie(names.session, id, { secure: p.secure, maxAgeSeconds: CONSOLE_MAX_AGE_SECONDS }));
+    res.append("Set-Cookie", cookie(names.signIn, "", { secure: p.secure, maxAgeSeconds: 0 }));
+    deps.logger.info({ tenant: session.tenant, principal: session.principal, via: session.keySha256 === OPERATOR_LINK ? "operator link" : "API key" }, "console sign-in");
+    res.redirect(303, `${p.base}${next ?? ""}`);
+  };
+
+  const remoteAddress = (req: Request) => req.socket.remoteAddress ?? "unknown";
+
+  /** A sign-in attempt from an address past its failures is refused before its credential is read. */
+  const tooManyFailures = async (req: Request, res: Response): Promise<boolean> => {
+    if ((await sessions.failedSignIns(remoteAddress(req))) < SIGN_IN_FAILURE_LIMIT) return false;
+    res.set("Retry-After", String(SIGN_IN_FAILURE_WINDOW_SECONDS));
+    refuse(
+      req,
+      res,
+      429,
+      "Too many failed sign-ins",
+      `${SIGN_IN_FAILURE_LIMIT} sign-ins from this address failed within ${SIGN_IN_FAILURE_WINDOW_SECONDS / 60} minutes; try again later.`,
+    );
+    return true;
+  };
+
+  const signInFormValid = (req: Request) => signInTokenMatches(signingKey, readCookie(req.headers.cookie, cookieNames(place(req).secure).signIn), field(req, "csrf"));
+
+  // The parts every POST is built from, in this order: formPost (Origin, type, size, then the
+  // url-encoded body), signedIn (a live session whose credential still holds), csrfChecked (the
+  // session's token in the form). The answer forms (approve / reject a step or a spend, POST on
+  // the approval's own path) are routes of the same three.
+  const formPost: RequestHandler[] = [
+    (req, res, next) => {
+      const origin = req.headers.origin;
+      if (origin === undefined || !place(req).origins.includes(origin)) {
+        const why = origin === undefined ? "it carries no Origin header" : `it comes from ${origin}`;
+        return refuse(req, res, 403, "Refused", `This form was refused: ${why}, and a console form must be sent from the console's own page.`);
+      }
+      if (!req.is("application/x-www-form-urlencoded")) {
+        return refuse(req, res, 415, "Refused", "This form was refused: send it as application/x-www-form-urlencoded.");
+      }
+      next();
+    },
+    express.urlencoded({ extended: false, limit: MAX_FORM_BYTES, parameterLimit: 20, type: "application/x-www-form-urlencoded" }),
+  ];
+
+  const endSession = async (req: Request, res: Response, id: string) => {
+    await sessions.delete(id);
+    const p = place(req);
+    res.append("Set-Cookie", cookie(cookieNames(p.secure).session, "", { secure: p.secure, maxAgeSeconds: 0 }));
+  };
+
+  const signedIn: RequestHandler = async (req, res, next) => {
+    const id = readCookie(req.headers.cookie, cookieNames(place(req).secure).session);
+    const session = id ? await sessions.get(id) : undefined;
+    if (!id || !session) {
+      if (req.method === "GET") {
+        // Back to this page once signed in, when it is an approval's (the link an answer gave).
+        const next = nextPage(req.path);
+        return res.redirect(303, `${place(req).base}/sign-in${next ? `?next=${encodeURIComponent(next)}` : ""}`);
+      }
+      return refuse(req, res, 403, "Not signed in", "You are not signed in (or your session ended): sign in again, then repeat what you did.");
+    }
+    // The credential is read again on every request: a removed key, or a key that lost the
+    // approver role, ends the session now, not when the cookie expires.
+    let holds: boolean;
+    if (session.keySha256 === OPERATOR_LINK) {
+      holds = signInLinks !== undefined && session.principal === "operator";
+    } else {
+      await keys?.refresh?.();
+      const identity = keys?.identityOfDigest(session.keySha256);
+      holds = identity !== undefined && identity.tenant === session.tenant && identity.principal === session.principal && (identity.roles ?? []).includes("approver");
+    }
+    if (!holds) {
+      await endSession(req, res, id);
+      deps.logger.info({ tenant: session.tenant, principal: session.principal }, "console session ended: its API key was removed or lost the approver role");
+      return showSignIn(req, res, 401, {
+        notice: "Your session ended: the API key you signed in with was removed, or no longer holds the approver role.",
+      });
+    }
+    const locals: SignedInLocals = {
+      consoleSession: session,
+      consoleSessionId: id,
+      consoleCall: { tenant: session.tenant, principal: session.principal, sessionId: consoleSessionId(id) },
+    };
+    Object.assign(res.locals, locals);
+    next();
+  };
+
+  const csrfChecked: RequestHandler = (req, res, next) => {
+    const { consoleSession } = res.locals as SignedInLocals;
+    if (!sameToken(field(req, "csrf"), consoleSession.csrf)) {
+      return refuse(req, res, 403, "Refused", "This form was refused: its CSRF token is missing or not this session's. Reload the page and try again.");
+    }
+    next();
+  };
+
+  /** The ways to answer `subject` that exist besides this page, with their exact calls and commands. */
+  const otherWays = (call: CallContext, subject: ApprovalSubject, channels: readonly string[]): ApprovalChannelOption[] => {
+    const where: ChannelPlace = { tenant: call.tenant, canElicit: false, ...(deps.operator ? { operator: deps.operator } : {}) };
+    return approvalChannelOptions(subject, channels, where);
+  };
+
+  router.use((_req, res, next) => {
+    setConsoleHeaders(res);
+    next();
+  });
+
+  router.get("/console.css", (_req, res) => {
+    res.type("text/css; charset=utf-8").send(CONSOLE_CSS);
+  });
+
+  router.get("/sign-in", (req, res) => showSignIn(req, res, 200));
+
+  router.post("/sign-in", ...formPost, async (req, res) => {
+    if (!signInFormValid(req)) return showSignIn(req, res, 403, { error: "The sign-in form had expired or did not come from this page; sign in again." });
+    if (await tooManyFailures(req, res)) return;
+    if (!keys) return showSignIn(req, res, 403, { error: "This server has no API keys, so nobody signs in with one." });
+    const apiKey = field(req, "api_key") ?? "";
+    await keys.refresh?.();
+    const identity = apiKey ? keys.verify(apiKey) : undefined;
+    if (!identity) {
+      await sessions.recordFailedSignIn(remoteAddress(req));
+      const error = keys.unreadable?.()
+        ? "The server's API key list cannot be read; no key is accepted until an operator fixes it."
+        : "The API key is not valid.";
+      return showSignIn(req, res, 401, { error });
+    }
+    if (!(identity.roles ?? []).includes("approver")) {
+      await sessions.recordFailedSignIn(remoteAddress(req));
+      deps.logger.warn({ tenant: identity.tenant, principal: identity.principal }, "console sign-in refused: the key holds no approver role");
+      return showSignIn(req, res, 403, { error: NOT_AN_APPROVER });
+    }
+    await startSession(req, res, { tenant: identity.tenant, principal: identity.principal, keySha256: hashApiKey(apiKey) }, nextPage(field(req, "next")));
+  });
+
+  const linkGone = (req: Request, res: Response) =>
+    refuse(
+      req,
+      res,
+      404,
+      "Sign-in link not valid",
+      "This sign-in link cannot be used: it was used already, it expired (a link lasts 120 seconds), or it was never issued. " +
+        "Run chaos-core approvals console for a new one.",
+    );
+
+  router.get("/sign-in/link", (req, res) => {
+    const token = typeof req.query["t"] === "string" ? req.query["t"] : "";
+    const link = signInLinks?.peek(token);
+    if (!link) return linkGone(req, res);
+    const p = place(req);
+    const nonce = newCsrfToken();
+    res.append("Set-Cookie", cookie(cookieNames(p.secure).signIn, nonce, { secure: p.secure, maxAgeSeconds: SIGN_IN_COOKIE_SECONDS }));
+    send(res, 200, linkSignInPage(frame(req, res), { token, csrf: signInToken(signingKey, nonce), tenant: link.tenant, expiresAt: link.expiresAt }));
+  });
+
+  router.post("/sign-in/link", ...formPost, async (req, res) => {
+    if (!signInFormValid(req)) return refuse(req, res, 403, "Refused", "The sign-in form had expired or did not come from this page; open the link again.");
+    if (await tooManyFailures(req, res)) return;
+    const link = signInLinks?.consume(field(req, "t") ?? "");
+    if (!link) {
+      await sessions.recordFailedSignIn(remoteAddress(req));
+      return linkGone(req, res);
+    }
+    await startSession(req, res, { tenant: link.tenant, principal: "operator", keySha256: OPERATOR_LINK });
+  });
+
+  router.post("/sign-out", ...formPost, signedIn, csrfChecked, async (req, res) => {
+    const { consoleSessionId: id, consoleSession: s } = res.locals as SignedInLocals;
+    await endSession(req, res, id);
+    deps.logger.info({ tenant: s.tenant, principal: s.principal }, "console sign-out");
+    res.redirect(303, `${place(req).base}/sign-in`);
+  });
+
+  router.get("/", signedIn, async (req, res) => {
+    const { consoleCall: ctx } = res.locals as SignedInLocals;
+    const [steps, spends] = await Promise.all([
+      deps.cognition.listApprovals({ limit: LIST_LIMIT }, { ctx }),
+      deps.ledger?.listSpendRequests({ limit: LIST_LIMIT }, { ctx }),
+    ]);
+    send(res, 200, listPage(frame(req, res), { steps: steps.approvals, ...(spends ? { spends: spends.requests } : {}) }));
+  });
+
+  router.get("/step/:approvalId", signedIn, async (req, res) => {
+    const { consoleCall: ctx } = res.locals as SignedInLocals;
+    const id = String(req.params["approvalId"]);
+    if (!UUID.test(id)) return refuse(req, res, 404, "Not found", "There is no approval with this id (an approval id is a UUID).");
+    const a = await deps.cognition.getApproval({ approvalId: id }, { ctx });
+    send(
+      res,
+      200,
+      approvalPage(frame(req, res), stepApprovalView(a), {
+        path: stepPath(id),
+        status: a.status,
+        ways: otherWays(ctx, { kind: "step", approvalId: id }, a.channels),
+        ownRequest: a.requestedBy === ctx.principal,
+      }),
+    );
+  });
+
+  router.get("/spend/:requestSeq", signedIn, async (req, res) => {
+    const { consoleCall: ctx } = res.locals as SignedInLocals;
+    const seq = String(req.params["requestSeq"]);
+    if (!REQUEST_SEQ.test(seq)) return refuse(req, res, 404, "Not found", "There is no spend request with this number (a request_seq is a ledger sequence number).");
+    if (!deps.ledger) return refuse(req, res, 503, "No ledger", "This server has no audit ledger configured: spend requests cannot be shown.");
+    const { request } = await deps.ledger.getSpendRequest({ requestSeq: BigInt(seq) }, { ctx });
+    if (!request) return refuse(req, res, 404, "Not found", `There is no spend request ${seq} in this tenant.`);
+    send(
+      res,
+      200,
+      approvalPage(frame(req, res), spendRequestView(request), {
+        path: spendPath(request.requestSeq),
+        status: request.state,
+        ways: otherWays(ctx, { kind: "spend", requestSeq: Number(request.requestSeq) }, request.channels),
+        ownRequest: request.requestedBy === ctx.principal,
+      }),
+    );
+  });
+
+  router.use((req, res) => refuse(req, res, 404, "Not found", "The console has no such page."));
+
+  const onError: ErrorRequestHandler = (err: { type?: string; status?: number }, req, res, next) => {
+    if (res.headersSent) return next(err);
+    if (err.type === "entity.too.large") return refuse(req, res, 413, "Refused", `This form was refused: it is larger than ${MAX_FORM_BYTES} bytes.`);
+    if (typeof err.status === "number" && err.status >= 400 && err.status < 500) {
+      return refuse(req, res, err.status, "Refused", "This request could not be read as a form.");
+    }
+    const e = ChaosError.from(err);
+    const status = STATUS[e.code] ?? 500;
+    if (status === 500) deps.logger.error({ err }, "console request failed");
+    const message = status === 500 ? "Something went wrong on the server; the operator's log says what." : e.message;
+    refuse(req, res, status, status === 404 ? "Not found" : status === 503 ? "Unavailable" : "Refused", message);
+  };
+  router.use(onError);
+  return router;
+}
