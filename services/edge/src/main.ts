@@ -54,6 +54,7 @@ try {
       sessions,
       logger,
       version: VERSION,
+      approvalWaitSeconds: config.approvalWaitSeconds,
     },
     config.http,
   );

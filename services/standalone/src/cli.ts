@@ -194,14 +194,14 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       const { startHttpTransport } = await import("@chaos-core/edge");
       const runtime = await rt.ready;
       announce(runtime);
-      const http = await startHttpTransport(runtime.deps, edgeConfig.http);
+      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds }, edgeConfig.http);
       transport = http;
       // The one line on stdout a person (or a script) looks for.
       process.stdout.write(`Chaos Core MCP endpoint: ${http.url}\n`);
     } else {
       // A host waits for the answer to initialize: it comes now, while the stores open.
       logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; opening the stores");
-      const stdio = await runStdioTransport(rt.deps, { onClose: () => void stop("stdin closed") });
+      const stdio = await runStdioTransport({ ...rt.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds }, { onClose: () => void stop("stdin closed") });
       transport = stdio;
       rt.ready.then(announce, async (err: unknown) => {
         // Calls waiting for the stores answer `unavailable` with this cause; once the client has
