@@ -58,6 +58,7 @@ describe("loadEdgeConfig", () => {
       CHAOS_CORE_API_KEYS_FILE: "/etc/chaos-core/keys.json",
       CHAOS_CORE_SESSION_TTL_SECONDS: "600",
       CHAOS_CORE_MAX_SESSIONS_PER_KEY: "20",
+      CHAOS_CORE_APPROVAL_WAIT_SECONDS: "90",
       LOG_LEVEL: "debug",
     });
     expect(config).toEqual({
@@ -80,6 +81,7 @@ describe("loadEdgeConfig", () => {
       sessionTtlSeconds: 600,
       logLevel: "debug",
       console: { listenerPort: 0 },
+      approvalWaitSeconds: 90,
     });
   });
 
@@ -101,6 +103,19 @@ describe("loadEdgeConfig", () => {
     for (const [env, message] of cases) {
       expect(() => loadEdgeConfig(env), JSON.stringify(env)).toThrow(ConfigError);
       expect(() => loadEdgeConfig(env)).toThrow(message);
+    }
+  });
+
+  it("waits 300 s for a person on the console by default, and at most an hour", () => {
+    expect(loadEdgeConfig({}).approvalWaitSeconds).toBe(300);
+    expect(loadEdgeConfig({ CHAOS_CORE_APPROVAL_WAIT_SECONDS: "3600" }).approvalWaitSeconds).toBe(3600);
+    for (const [value, message] of [
+      ["3601", /CHAOS_CORE_APPROVAL_WAIT_SECONDS: must be at most 3600 seconds \(an hour\)/],
+      ["0", /CHAOS_CORE_APPROVAL_WAIT_SECONDS: must be at least 1 second/],
+      ["1.5", /CHAOS_CORE_APPROVAL_WAIT_SECONDS: must be a whole number of seconds/],
+      ["soon", /CHAOS_CORE_APPROVAL_WAIT_SECONDS: must be a whole number of seconds/],
+    ] as const) {
+      expect(() => loadEdgeConfig({ CHAOS_CORE_APPROVAL_WAIT_SECONDS: value }), value).toThrow(message);
     }
   });
 

@@ -29,6 +29,13 @@ export const MAX_ARGUMENT_VALUES = 100_000;
 // Kit's, since the ledger checks webhook URLs with it too; still exported here for the edge's callers.
 export { isLoopbackHost };
 
+/**
+ * How long a tool call that asked its client's user to open the approval console waits for a
+ * person's answer there (`CHAOS_CORE_APPROVAL_WAIT_SECONDS`), by default and at most.
+ */
+export const DEFAULT_APPROVAL_WAIT_SECONDS = 300;
+export const MAX_APPROVAL_WAIT_SECONDS = 3600;
+
 const list = z.string().transform((s) =>
   s
     .split(",")
@@ -70,6 +77,12 @@ const EdgeEnvSchema = z
     CHAOS_CORE_CONSOLE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
     CHAOS_CORE_PUBLIC_URL: envVars.publicUrl(),
     CHAOS_CORE_CONSOLE_PORT: envVars.port(0),
+    CHAOS_CORE_APPROVAL_WAIT_SECONDS: z.coerce
+      .number({ error: "must be a whole number of seconds" })
+      .int("must be a whole number of seconds")
+      .min(1, "must be at least 1 second")
+      .max(MAX_APPROVAL_WAIT_SECONDS, `must be at most ${MAX_APPROVAL_WAIT_SECONDS} seconds (an hour)`)
+      .default(DEFAULT_APPROVAL_WAIT_SECONDS),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
@@ -113,6 +126,12 @@ export interface EdgeConfig {
    * listener of its own at `listenerPort` (`CHAOS_CORE_CONSOLE_PORT`; 0 picks a free port).
    */
   readonly console?: { readonly publicUrl?: string; readonly listenerPort: number };
+  /**
+   * `CHAOS_CORE_APPROVAL_WAIT_SECONDS` (1..3600, default 300): how long a call that sent its
+   * client's user to the console (URL-mode elicitation) waits for the answer, never past the
+   * approval's expiry. Composition roots put it in `EdgeDeps.approvalWaitSeconds`.
+   */
+  readonly approvalWaitSeconds: number;
 }
 
 /** The configuration of the edge alone, which reaches its services over gRPC. */
@@ -189,6 +208,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
       ...(consoleOn ? { console: { ...publicUrl } } : {}),
     },
     ...publicUrl,
+    approvalWaitSeconds: e.CHAOS_CORE_APPROVAL_WAIT_SECONDS,
     ...(consoleOn ? { console: { ...publicUrl, listenerPort: e.CHAOS_CORE_CONSOLE_PORT } } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),

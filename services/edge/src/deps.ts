@@ -50,6 +50,11 @@ export interface EdgeDeps {
    * answers then link to it (`ToolContext.consoleUrl`).
    */
   readonly console?: ConsoleLinks;
+  /**
+   * How long a call that asked its client's user to open the console (URL-mode elicitation)
+   * waits for a person's answer, in seconds (`CHAOS_CORE_APPROVAL_WAIT_SECONDS`); 300 when unset.
+   */
+  readonly approvalWaitSeconds?: number;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

@@ -57,6 +57,7 @@ try {
       sessions,
       logger,
       version: VERSION,
+      approvalWaitSeconds: config.approvalWaitSeconds,
     },
     {
       ...config.http,

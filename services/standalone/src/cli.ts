@@ -202,7 +202,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       announce(runtime);
       // The console on the MCP listener; the operator's one-time links sign in there too.
       const consoleOptions = edgeConfig.http.console && { ...edgeConfig.http.console, ...(rt.signInLinks ? { signInLinks: rt.signInLinks } : {}) };
-      const http = await startHttpTransport(runtime.deps, { ...edgeConfig.http, ...(consoleOptions ? { console: consoleOptions } : {}) });
+      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds }, { ...edgeConfig.http, ...(consoleOptions ? { console: consoleOptions } : {}) });
       transport = http;
       if (http.consoleUrl) {
         await rt.publishConsole(http.consoleUrl);
@@ -216,7 +216,8 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       // The console gets a loopback listener of its own (stdio has no HTTP one); answers link to
       // it once it listens.
       let consoleOrigin: string | undefined;
-      const stdioDeps = edgeConfig.console ? { ...rt.deps, console: { listenerUrl: () => consoleOrigin } } : rt.deps;
+      const edgeDeps = { ...rt.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds };
+      const stdioDeps = edgeConfig.console ? { ...edgeDeps, console: { listenerUrl: () => consoleOrigin } } : edgeDeps;
       const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed") });
       transport = stdio;
       if (edgeConfig.console) {

@@ -4,6 +4,7 @@ import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/proto
 import {
   ElicitResultSchema,
   type CallToolResult,
+  type ClientCapabilities,
   type LoggingLevel,
   type ServerNotification,
   type ServerRequest,
@@ -12,7 +13,7 @@ import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSp
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
-import type { ToolContext, ToolDefinition } from "../tools/define.js";
+import type { ElicitModes, ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
 import { argumentsSchema } from "./tool-arguments.js";
 
@@ -76,7 +77,7 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
       });
     },
     roles: rolesOf(extra.authInfo, session),
-    canElicit: () => server.server.getClientCapabilities()?.elicitation?.form !== undefined,
+    elicitModes: () => elicitModes(server.server.getClientCapabilities()),
     // Through the request's own channel (over HTTP, the POST's event stream), not the session's
     // standalone stream, which the client may never have opened.
     elicit: (params) =>
@@ -84,10 +85,31 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
         signal: extra.signal,
         timeout: ELICIT_TIMEOUT_MS,
       }),
+    elicitUrl: (params, timeoutMs) =>
+      extra.sendRequest({ method: "elicitation/create", params: { mode: "url", ...params } }, ElicitResultSchema, {
+        signal: extra.signal,
+        timeout: Math.max(1, Math.min(timeoutMs ?? ELICIT_TIMEOUT_MS, ELICIT_TIMEOUT_MS)),
+      }),
+    // The SDK refuses it for a client that did not declare URL mode (it would not know the id).
+    notifyElicitationComplete: (elicitationId) =>
+      extra.sendNotification({ method: "notifications/elicitation/complete", params: { elicitationId } }),
     // The Host of this call's HTTP request (none over stdio); the transport that serves the
     // console says, in deps.console, whether that Host was validated.
     consoleUrl: (path) => consoleLink(deps.console, path, headerValue(extra.requestInfo?.headers.host)),
   };
+}
+
+/**
+ * The elicitation modes a client declared (`capabilities.elicitation`): none without the
+ * capability; an empty object is form mode (the spec's backwards-compatible reading, which the
+ * SDK applies at initialize too); otherwise each mode it names.
+ */
+export function elicitModes(capabilities: ClientCapabilities | undefined): ElicitModes {
+  const e = capabilities?.elicitation;
+  if (!e) return { form: false, url: false };
+  const form = e.form !== undefined;
+  const url = e.url !== undefined;
+  return { form: form || !url, url };
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {

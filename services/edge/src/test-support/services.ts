@@ -31,6 +31,8 @@ export const TEST_PAYOUT = "test.payout";
 export interface TestServicesOptions {
   /** Registers {@link TEST_PAYOUT}, risk high: what the default policy holds for a person. */
   readonly highRisk?: boolean;
+  /** How long cognition's approvals can be answered (its store's TTL; a day when unset). */
+  readonly approvalTtlSeconds?: number;
 }
 
 /** A high-risk capability whose handler only notes that it ran, with what. */
@@ -80,7 +82,7 @@ export async function startTestServices(name: string, options: TestServicesOptio
       memory,
       plans: createMemoryPlanStore(),
       audit,
-      approvals: createMemoryApprovalStore(),
+      approvals: createMemoryApprovalStore(options.approvalTtlSeconds ? { ttlSeconds: options.approvalTtlSeconds } : {}),
       logger,
     }),
   );

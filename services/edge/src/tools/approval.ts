@@ -12,7 +12,7 @@ type StepOutput = z.output<typeof stepResultOutput>;
 export function channelPlace(ctx: ToolContext): ChannelPlace {
   return {
     tenant: ctx.call.tenant,
-    canElicit: ctx.canElicit(),
+    canElicit: ctx.elicitModes().form,
     ...(ctx.deps.operator ? { operator: ctx.deps.operator } : {}),
     consoleUrl: (path) => ctx.consoleUrl(path),
   };

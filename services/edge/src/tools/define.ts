@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { CallContext } from "@chaos-core/kit";
-import type { ElicitRequestFormParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import type { ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import type { Role } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps.js";
 
@@ -29,13 +29,29 @@ export interface ToolContext {
    * stdio and unauthenticated loopback HTTP.
    */
   readonly roles: ReadonlySet<Role>;
-  /** Whether the client declared form elicitation at initialize, so a person can be asked. */
-  canElicit(): boolean;
+  /**
+   * The elicitation modes the client declared at initialize: `form` (a question it answers,
+   * which its host can answer by itself) and `url` (MCP 2025-11-25: it asks its user to open a
+   * page, whose answer comes from the page). An empty `elicitation: {}` means form, as the spec says.
+   */
+  elicitModes(): ElicitModes;
   /**
    * Asks the person at the client (MCP elicitation, form mode) as part of this request. The
    * answer's content is the client's: validate it before acting on it.
    */
   elicit(params: Omit<ElicitRequestFormParams, "mode">): Promise<ElicitResult>;
+  /**
+   * Asks the client to have its user open `url` (MCP elicitation, URL mode) as part of this
+   * request, on its own stream. `accept` only means the user agreed to open it: what happens on
+   * the page is never the client's answer. `timeoutMs` bounds the wait for that reply (at most,
+   * and by default, the form's ten minutes).
+   */
+  elicitUrl(params: Omit<ElicitRequestURLParams, "mode">, timeoutMs?: number): Promise<ElicitResult>;
+  /**
+   * Tells the client that the out-of-band interaction of a URL elicitation finished
+   * (`notifications/elicitation/complete {elicitationId}`), on this request's stream.
+   */
+  notifyElicitationComplete(elicitationId: string): Promise<void>;
   /**
    * The approval console's URL of `path` (under `/approvals`: `/step/<approval_id>`,
    * `/spend/<request_seq>`, `""` for the list), as a person reaches it from where this call came
@@ -44,6 +60,12 @@ export interface ToolContext {
    * console is off. Never carries a credential: a person signs in on the page.
    */
   consoleUrl(path: string): string | undefined;
+}
+
+/** What {@link ToolContext.elicitModes} answers. */
+export interface ElicitModes {
+  readonly form: boolean;
+  readonly url: boolean;
 }
 
 /** The four hints every tool states; "honest" means what the tool really does. */

@@ -3,6 +3,7 @@ import { ChaosError } from "@chaos-core/kit";
 import { ApprovalChannel, type GetApprovalResponse, type StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { executeCall, whyClientNotAsked } from "../approvals/channels.js";
 import { fitsForm, tooLongForForm } from "../approvals/render-text.js";
+import { consolePageFor, waitForStepAnswer } from "../approvals/url-elicitation.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
@@ -73,12 +74,61 @@ function answeredOutput(approvalId: string, status: string, resolvedBy: string, 
  */
 function whyNotAsked(view: GetApprovalResponse, question: string, ctx: ToolContext): string | undefined {
   const about = `${view.capability}, risk ${view.risk || "unspecified"}`;
-  return whyClientNotAsked(view.channels, about, view.channelsRule, ctx.canElicit()) ?? (fitsForm(question) ? undefined : tooLongForForm(question));
+  return whyClientNotAsked(view.channels, about, view.channelsRule, ctx.elicitModes().form) ?? (fitsForm(question) ? undefined : tooLongForForm(question));
 }
 
 /**
- * `{approval_id}`: runs the step once it is approved. Still pending: the user of this session is
- * shown every argument of the call (from cognition, never from the agent's arguments) and asked,
+ * Nobody answered in this call (`why`, a clause after "has not been answered, and"). The attempt
+ * still goes to cognition, which records it and runs the step if a person approved it meanwhile;
+ * still pending → `approval_required` listing every channel that can approve it here. A call the
+ * client cancelled sends nothing more.
+ */
+async function notAnswered(approvalId: string, view: GetApprovalResponse, why: string, ctx: ToolContext, cancelled = false): Promise<Output> {
+  const place = { ...channelPlace(ctx), canElicit: false };
+  const refusal = () =>
+    new ChaosError(
+      "approval_required",
+      `approval ${approvalId} has not been answered, and ${why}\n${howToRunApproved(approvalId, view.channels, place)}\nNothing ran.`,
+    );
+  if (cancelled) throw refusal();
+  // Cognition records the refused attempt (and runs the step if it was approved meanwhile).
+  const results = await runApproval(approvalId, ctx);
+  const stillPending = results.length === 1 && !results[0]!.ran && results[0]!.errorCode === "approval_required";
+  if (!stillPending) {
+    const now = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
+    return answeredOutput(approvalId, now.status, now.resolvedBy, results, ctx);
+  }
+  throw refusal();
+}
+
+/**
+ * URL mode (docs/approvals.md §3): the client's user is asked to open the approval's console
+ * page, and the call waits for a person's answer there (or through any other channel). Approved →
+ * the executor runs the step, once; rejected → the rejection; nobody answered in time, the user
+ * declined or dismissed it, or the client cancelled → {@link notAnswered}.
+ */
+async function askThroughConsole(approvalId: string, view: GetApprovalResponse, url: string, ctx: ToolContext): Promise<Output> {
+  const waited = await waitForStepAnswer(ctx, view, url);
+  if (!waited.answered) return notAnswered(approvalId, view, waited.why, ctx, waited.cancelled);
+  const now = waited.value;
+  if (now.status === "rejected") {
+    return {
+      results: [],
+      approval: { approval_id: approvalId, status: "rejected", ...(now.resolvedBy ? { resolved_by: now.resolvedBy } : {}) },
+      next_step:
+        `${now.resolvedBy || "A person"} rejected approval ${approvalId}: the step did not run and will not. ` +
+        "Do not retry it; tell the user or choose another way.",
+    };
+  }
+  // Approved (or consumed by a concurrent call of the requester): the executor decides, and runs it at most once.
+  return answeredOutput(approvalId, now.status, now.resolvedBy, await runApproval(approvalId, ctx), ctx);
+}
+
+/**
+ * `{approval_id}`: runs the step once it is approved. Still pending: where policy accepts the
+ * console and the client declared URL-mode elicitation, its user is sent to the approval's
+ * console page and the call waits for a person's answer ({@link askThroughConsole}). Otherwise
+ * the user of this session is shown every argument of the call (from cognition, never from the agent's arguments) and asked,
  * when policy accepts the client's answer for it, the client can elicit, and the question fits a
  * form (16 KiB; it is never cut). Otherwise the client is not asked: the attempt still goes to
  * cognition, which records it, and the answer lists every channel that can approve it here.
@@ -88,22 +138,12 @@ function whyNotAsked(view: GetApprovalResponse, question: string, ctx: ToolConte
 async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Output> {
   const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
   if (view.status !== "pending") return answeredOutput(approvalId, view.status, view.resolvedBy, await runApproval(approvalId, ctx), ctx);
+  // The console first: its answer comes from a person on the page, never from the client.
+  const url = consolePageFor(ctx, { kind: "step", approvalId }, view.channels);
+  if (url) return askThroughConsole(approvalId, view, url, ctx);
   const question = approvalQuestion(view);
   const why = whyNotAsked(view, question, ctx);
-  if (why) {
-    // Cognition records the refused attempt (and runs the step if it was approved meanwhile).
-    const results = await runApproval(approvalId, ctx);
-    const stillPending = results.length === 1 && !results[0]!.ran && results[0]!.errorCode === "approval_required";
-    if (!stillPending) {
-      const now = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
-      return answeredOutput(approvalId, now.status, now.resolvedBy, results, ctx);
-    }
-    const place = { ...channelPlace(ctx), canElicit: false };
-    throw new ChaosError(
-      "approval_required",
-      `approval ${approvalId} has not been answered, and ${why}\n${howToRunApproved(approvalId, view.channels, place)}\nNothing ran.`,
-    );
-  }
+  if (why) return notAnswered(approvalId, view, why, ctx);
   const answer = await ctx.elicit({ message: question, requestedSchema: approvalSchema() });
   if (answer.action === "cancel") {
     throw new ChaosError(
@@ -147,8 +187,10 @@ export const executeTool = defineTool({
     "of a pending approval ({approval_id}). Every step goes through policy first: a denied step never runs (status " +
     "denied), a step that needs approval stops the run (status pending_approval, with the ways to approve it and " +
     "next_step), and the steps after a failure, denial or approval stop are skipped. With {approval_id} the step runs " +
-    "once, after a person approved it: your user is asked when policy accepts your client's answer for it and this " +
-    "client supports elicitation; otherwise an approver (chaoscore_approve) or the operator must answer first. " +
+    "once, after a person approved it: a client that supports URL-mode elicitation has its user sent to the approval " +
+    "console's page for it and the call waits for the answer given there; otherwise your user is asked when policy " +
+    "accepts your client's answer for it and this client supports elicitation; otherwise an approver " +
+    "(chaoscore_approve), the operator or the console must answer first. " +
     "Success is decided by code: the handler returned and its output matches the capability's output schema.",
   input: z
     .object({

@@ -25,7 +25,9 @@ export const recallTool = defineTool({
     "(case-insensitive substring of key or value), `tags` (all must match), `limit` (1-100, default 20) and " +
     "`cursor` (from a previous `next_cursor`). Expired items are never returned. Runs as capability " +
     "memory.recall through the executor: policy decides first and the decision is recorded in the audit ledger; " +
-    "when policy requires a person's approval, the error gives the approval_id to run it with chaoscore_execute.",
+    "when policy requires a person's approval, a client that supports URL-mode elicitation has its user sent to the " +
+    "approval's console page and the call waits for the answer given there; otherwise (or when no one answers in " +
+    "time) the error gives the approval_id to run it with chaoscore_execute.",
   input: z
     .object({
       key: keySchema.optional().describe("Exact key to recall; cannot be combined with the search fields"),

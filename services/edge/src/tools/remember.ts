@@ -21,7 +21,9 @@ export const rememberTool = defineTool({
     "Store a JSON value under a key in durable memory (per tenant), with optional tags and a time to live. " +
     "Storing under an existing key replaces its value, tags and expiry. Runs as capability memory.remember " +
     "through the executor: policy decides first and the decision is recorded in the audit ledger; when policy " +
-    "requires a person's approval, the error gives the approval_id to run it with chaoscore_execute.",
+    "requires a person's approval, a client that supports URL-mode elicitation has its user sent to the approval's " +
+    "console page and the call waits for the answer given there; otherwise (or when no one answers in time) the error " +
+    "gives the approval_id to run it with chaoscore_execute.",
   input: z.object({
     key: keySchema.describe("The key to store under (1-512 characters); an existing item with this key is replaced"),
     value: z.unknown().describe("Any JSON value, at most 1 MiB as JSON text"),

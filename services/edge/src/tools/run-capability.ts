@@ -6,6 +6,7 @@ import type { z } from "zod";
 import type { ToolContext } from "./define.js";
 import { APPROVAL_LIMITS, channelPlace, howToRunApproved } from "./approval.js";
 import { RUN_TIMEOUT_MS } from "./cognition-shapes.js";
+import { consolePageFor, waitForStepAnswer } from "../approvals/url-elicitation.js";
 
 /** The id of the one step a capability tool sends; the audit ledger records it with the step. */
 const STEP_ID = "s1";
@@ -39,7 +40,10 @@ function ruleOf(r: StepResult): string {
  * an executed step is thrown as the typed error a client branches on: `policy_denied` naming the
  * capability, rule and reason; `approval_required` with the approval id and how to run it; a
  * failed step's own code and message. The approval's message lists every channel that can approve
- * it here (policy's list, filtered to this call), one per line.
+ * it here (policy's list, filtered to this call), one per line. Where the approval accepts the
+ * console and the client declared URL-mode elicitation, the call first sends the client's user to
+ * the approval's console page and waits for a person's answer (docs/approvals.md §3): approved,
+ * the step runs and this call returns its output.
  */
 export async function runCapability<O extends z.ZodType>(
   ctx: ToolContext,
@@ -51,11 +55,64 @@ export async function runCapability<O extends z.ZodType>(
     { target: { case: "steps", value: { steps: [{ id: STEP_ID, capability, input }] } } },
     { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
   );
-  const r = res.results[0];
-  if (res.results.length !== 1 || !r) {
-    throw new ChaosError("internal", `cognition answered ${res.results.length} step results for one ${capability} step`);
-  }
+  const r = oneResult(res.results, capability);
   await logVerdict(ctx, capability, r);
+  if (r.status === "pending_approval") {
+    const id = r.approval?.approvalId;
+    if (!id) throw new ChaosError("internal", `${capability} waits for approval, but cognition gave no approval id`);
+    const channels = r.approval?.channels ?? [];
+    const url = consolePageFor(ctx, { kind: "step", approvalId: id }, channels);
+    const pending = (why: string) =>
+      new ChaosError(
+        "approval_required",
+        `${capability} needs a human approval under policy (${ruleOf(r)}): ${r.verdict?.reason ?? ""}. ` +
+          `Nothing ran: approval ${id} waits for a person${why}.\n${howToRunApproved(id, channels, url ? { ...channelPlace(ctx), canElicit: false } : channelPlace(ctx))}\n${APPROVAL_LIMITS}`,
+      );
+    if (!url) throw pending("");
+    return outputOf(capability, await approvedThroughConsole(ctx, capability, id, url, pending), output);
+  }
+  return outputOf(capability, r, output);
+}
+
+function oneResult(results: readonly StepResult[], capability: string): StepResult {
+  const r = results[0];
+  if (results.length !== 1 || !r) {
+    throw new ChaosError("internal", `cognition answered ${results.length} step results for one ${capability} step`);
+  }
+  return r;
+}
+
+/**
+ * URL mode (docs/approvals.md §3) for the approval this call just created: the client's user is
+ * sent to its console page and the call waits for a person's answer. Approved → the executor
+ * runs the step (once) and its result is this call's; rejected → `permission_denied`; nobody
+ * answered in this call → `approval_required` (`pending`, with why), the approval still pending.
+ */
+async function approvedThroughConsole(
+  ctx: ToolContext,
+  capability: string,
+  approvalId: string,
+  url: string,
+  pending: (why: string) => ChaosError,
+): Promise<StepResult> {
+  const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
+  const waited = await waitForStepAnswer(ctx, view, url);
+  if (!waited.answered) throw pending(`: it has not been answered, and ${waited.why.replace(/\.$/, "")}`);
+  if (waited.value.status === "rejected") {
+    throw new ChaosError(
+      "permission_denied",
+      `${waited.value.resolvedBy || "a person"} rejected approval ${approvalId}: ${capability} did not run and will not. Do not retry it; tell the user or choose another way.`,
+    );
+  }
+  const res = await ctx.deps.cognition.execute(
+    { target: { case: "approvalId", value: approvalId } },
+    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
+  );
+  return oneResult(res.results, capability);
+}
+
+/** The output of a step that ran, or the typed error a client branches on. */
+function outputOf<O extends z.ZodType>(capability: string, r: StepResult, output: O): z.input<O> {
   switch (r.status) {
     case "executed": {
       const parsed = output.safeParse(r.output ? toJson(ValueSchema, r.output) : undefined);
@@ -66,15 +123,6 @@ export async function runCapability<O extends z.ZodType>(
     }
     case "denied":
       throw new ChaosError("policy_denied", `${capability} is denied by policy (${ruleOf(r)}): ${r.verdict?.reason ?? ""}`);
-    case "pending_approval": {
-      const id = r.approval?.approvalId;
-      if (!id) throw new ChaosError("internal", `${capability} waits for approval, but cognition gave no approval id`);
-      throw new ChaosError(
-        "approval_required",
-        `${capability} needs a human approval under policy (${ruleOf(r)}): ${r.verdict?.reason ?? ""}. ` +
-          `Nothing ran: approval ${id} waits for a person.\n${howToRunApproved(id, r.approval?.channels ?? [], channelPlace(ctx))}\n${APPROVAL_LIMITS}`,
-      );
-    }
     case "failed":
       throw new ChaosError(errorCode(r.errorCode), r.errorMessage || `${capability} failed: ${r.evaluation?.problems.join("; ") ?? ""}`);
     default:

@@ -10,6 +10,7 @@ import { APPROVAL_CHANNEL_NAMES, approvalChannelOptions, approveSpendCall, wayLi
 import { channelPlace } from "../approval.js";
 import { spendApprovalNextStep } from "./spend-approval-channels.js";
 import { describeSpendRequest } from "./spend-request-text.js";
+import { consolePageFor, waitForSpendAnswer } from "../../approvals/url-elicitation.js";
 
 /** Who answered and how; shared by the tools that need a person. */
 export const humanOutput = z
@@ -58,8 +59,9 @@ function handedOverNextStep(request: SpendRequest, via: string, seq: number, rec
  * receive it. The action and arguments are read by the ledger from the stored request
  * (request_seq), never restated by the agent. An approver (not the requester) approves by
  * calling it; the requester's call collects an approval any channel gave (an approver key, the
- * operator's command, the console) once, and while none has, asks the client's user when the
- * client can elicit, or answers `approval_required` naming every way a person can approve it.
+ * operator's command, the console) once, and while none has, sends the client's user to the
+ * console page (URL mode) or asks them through a form, in docs/approvals.md §3's order, or
+ * answers `approval_required` naming every way a person can approve it.
  */
 export const approveSpendTool = defineTool({
   name: "approve_spend",
@@ -70,7 +72,9 @@ export const approveSpendTool = defineTool({
     "evaluate_spend_gate or request_authorization returned. Someone holding the approver role (granted by the operator " +
     "to an API key) approves another principal's request by calling it; the operator can approve it with chaos-core " +
     "approvals approve-spend. The requester calls it to receive the approval, once (for a finance tool request, the " +
-    "signed receipt that tool needs); while no person has answered and policy accepts this client's own answer for " +
+    "signed receipt that tool needs); while no person has answered, a client that supports URL-mode elicitation has " +
+    "its user sent to the request's page on the approval console (where policy accepts the console) and the call " +
+    "waits for the answer a person gives there; otherwise, where policy accepts this client's own answer for " +
     "the spend (by default it never does: the operator opts a spend policy or tool in), a client that supports " +
     "elicitation has its user shown the stored request, every argument included, and asked to confirm; otherwise " +
     "approval_required lists every way a person can approve it. No argument can approve. An approval never overrides a " +
@@ -140,32 +144,66 @@ async function collect(ctx: ToolContext, request: SpendRequest, ttl: number | un
  * recorded (`spend.collect_refused`, `approval_pending`) and one another channel gave meanwhile
  * is handed over; otherwise `approval_required` says why and names every other way.
  */
-async function notAsked(ctx: ToolContext, request: SpendRequest, ttl: number | undefined, why: string) {
+async function notAsked(ctx: ToolContext, request: SpendRequest, ttl: number | undefined, why: string, cancelled = false) {
   const seq = seqNumber(request.requestSeq);
+  const refusal = (recorded: string | undefined, cause?: unknown) =>
+    new ChaosError(
+      "approval_required",
+      `Nothing was approved: no person has answered spend request ${seq} yet, and ${why}${recorded ? ` This attempt is recorded in ledger entry ${recorded}.` : ""}\n` +
+        spendApprovalNextStep(ctx, seq, request.channels, request.tool || undefined, { ...channelPlace(ctx), canElicit: false }),
+      cause === undefined ? undefined : { cause },
+    );
+  // The client cancelled the call: nothing more is asked of the ledger for it.
+  if (cancelled) throw refusal(undefined);
   try {
     return await collect(ctx, request, ttl);
   } catch (err) {
     const e = ChaosError.from(err);
     if (!e.message.startsWith("approval_pending:")) throw err;
-    const recorded = /recorded as ledger entry (\d+)/.exec(e.message)?.[1];
-    const place = { ...channelPlace(ctx), canElicit: false };
-    throw new ChaosError(
-      "approval_required",
-      `Nothing was approved: no person has answered spend request ${seq} yet, and ${why}${recorded ? ` This attempt is recorded in ledger entry ${recorded}.` : ""}\n` +
-        spendApprovalNextStep(ctx, seq, request.channels, request.tool || undefined, place),
-      { cause: err },
-    );
+    throw refusal(/recorded as ledger entry (\d+)/.exec(e.message)?.[1], err);
   }
+}
+
+/**
+ * URL mode (docs/approvals.md §3): the client's user is asked to open the request's console page
+ * and the call waits for a person's answer there (or through any other channel). Approved →
+ * collected here, once (the receipt for a finance request); declined → the decline as recorded;
+ * nobody answered in this call → {@link notAsked}.
+ */
+async function askThroughConsole(ctx: ToolContext, request: SpendRequest, url: string, ttl: number | undefined) {
+  const waited = await waitForSpendAnswer(ctx, request, url);
+  if (!waited.answered) return notAsked(ctx, request, ttl, waited.why, waited.cancelled);
+  const now = waited.value;
+  if (now.state === "DECLINED") {
+    const seq = seqNumber(now.requestSeq);
+    const declineSeq = seqNumber(now.answerSeq);
+    return {
+      human: { answer: "declined" as const, via: VIA_OF_CHANNEL[now.answerChannel] ?? ("approver_role" as const) },
+      ...((APPROVAL_CHANNEL_NAMES as readonly string[]).includes(now.answerChannel) ? { channel: now.answerChannel as ApprovalChannelName } : {}),
+      decline_seq: declineSeq,
+      next_step:
+        `${now.answeredBy || "A person"} declined spend request ${seq} (via ${now.answerChannel || "a person's channel"}): nothing was approved or issued, ` +
+        `and the request will never run (recorded in ledger entry ${declineSeq}). Do not retry it; tell the user or change the plan.`,
+    };
+  }
+  // Approved (or answered otherwise): the ledger hands it over once, or says why not.
+  return collect(ctx, now, ttl);
 }
 
 async function askTheClientUser(ctx: ToolContext, request: SpendRequest, ttl: number | undefined) {
   const seq = seqNumber(request.requestSeq);
   const about = `${request.tool ? `${request.tool}, ` : ""}spend policy ${request.policy}`;
-  const why = whyClientNotAsked(request.channels, about, request.channelsRule, ctx.canElicit());
-  if (why) return notAsked(ctx, request, ttl, why);
-  if (!request.argumentsVerified) {
-    throw new ChaosError("failed_precondition", `the stored arguments of spend request ${seq} do not hash to what its ledger entry recorded, so no person is asked to approve them`);
+  const unverified = () =>
+    new ChaosError("failed_precondition", `the stored arguments of spend request ${seq} do not hash to what its ledger entry recorded, so no person is asked to approve them`);
+  // The console first: its answer comes from a person on the page, never from the client.
+  const url = consolePageFor(ctx, { kind: "spend", requestSeq: seq }, request.channels);
+  if (url) {
+    if (!request.argumentsVerified) throw unverified();
+    return askThroughConsole(ctx, request, url, ttl);
   }
+  const why = whyClientNotAsked(request.channels, about, request.channelsRule, ctx.elicitModes().form);
+  if (why) return notAsked(ctx, request, ttl, why);
+  if (!request.argumentsVerified) throw unverified();
   const question: HumanQuestion = {
     tool: "approve_spend",
     requestSeq: seq,

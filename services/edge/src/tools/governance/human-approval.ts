@@ -51,7 +51,7 @@ export interface HumanQuestion {
  */
 export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<HumanAnswer> {
   if (ctx.roles.has("approver")) return { answer: "confirmed", via: "approver_role" };
-  if (!ctx.canElicit()) {
+  if (!ctx.elicitModes().form) {
     throw new ChaosError(
       "approval_required",
       `${q.tool} needs a person's decision, and this client cannot ask its user (it did not declare elicitation); this ` +
