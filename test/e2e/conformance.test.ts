@@ -1,11 +1,21 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
-/** The scenarios the foundation issue requires, run by the official suite (pinned 0.1.13). */
-const SCENARIOS = [
+/**
+ * The official MCP conformance suite (@modelcontextprotocol/conformance 0.2.0-alpha.12, on the
+ * Node 22 that scripts/ci/conformance.sh caches in .cache/) against `chaos-core serve` at
+ * protocol revision 2025-11-25, one scenario per run of the script (docs/protocol.md §12).
+ */
+const REVISION = "2025-11-25";
+const SCRIPT = join(ROOT, "scripts/ci/conformance.sh");
+
+/** The 2025-11-25 scenarios issue 11 names that pass today; later steps add resources-list. */
+const REQUIRED_PROTOCOL_SCENARIOS = [
   "server-initialize",
+  "server-session-lifecycle",
   "ping",
   "logging-set-level",
   "tools-list",
@@ -13,20 +23,41 @@ const SCENARIOS = [
   "dns-rebinding-protection",
 ];
 
-function runScenario(url: string, scenario: string): Promise<{ code: number | null; output: string }> {
-  const bin = join(ROOT, "node_modules/.bin/conformance");
-  const proc = spawn(bin, ["server", "--url", url, "--scenario", scenario], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+function listed(path: string): string[] {
+  return readFileSync(join(ROOT, path), "utf8")
+    .split("\n")
+    .map((line) => line.replace(/#.*/, "").trim())
+    .filter((line) => line !== "");
+}
+
+/** `scenario:check` per entry of the baseline's `server:` list (the script reads it the same way). */
+function baselineEntries(path: string): string[] {
+  return readFileSync(join(ROOT, path), "utf8")
+    .split("\n")
+    .flatMap((line) => /^ {2}- ([^ #]+)/.exec(line)?.[1] ?? []);
+}
+
+const PROTOCOL = listed(`test/conformance/scenarios.${REVISION}.txt`);
+const BASELINE = baselineEntries(`test/conformance/expected-failures.${REVISION}.yaml`);
+const FIXTURE = [...new Set(BASELINE.map((entry) => entry.split(":")[0]!))];
+
+function runScript(args: string[]): Promise<{ code: number | null; output: string }> {
+  const proc = spawn("bash", [SCRIPT, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
   return new Promise((resolve) => proc.once("exit", (code) => resolve({ code, output })));
 }
 
-describe("MCP conformance suite against chaos-core serve", () => {
+describe(`official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos-core serve, ${REVISION}`, () => {
   const dir = tempDir();
   let serve: ServeProcess;
 
   beforeAll(async () => {
+    // Fails every test below with the script's own message (which names the command to run)
+    // when .cache/ does not hold Node 22 and the suite at the pinned versions.
+    const ready = await runScript(["--check"]);
+    if (ready.code !== 0) throw new Error(ready.output.trim());
     serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
   });
 
@@ -35,9 +66,31 @@ describe("MCP conformance suite against chaos-core serve", () => {
     removeDir(dir);
   });
 
-  it.each(SCENARIOS)("passes %s", async (scenario) => {
-    const { code, output } = await runScenario(serve.url, scenario);
+  it("lists the issue's 2025-11-25 protocol scenarios, and none of them in the expected failures", () => {
+    expect(PROTOCOL).toEqual(expect.arrayContaining(REQUIRED_PROTOCOL_SCENARIOS));
+    expect(FIXTURE.filter((scenario) => PROTOCOL.includes(scenario))).toEqual([]);
+    expect(FIXTURE.length).toBeGreaterThan(0);
+  });
+
+  it.concurrent.each(PROTOCOL)("protocol scenario %s: every check passes", async (scenario) => {
+    const { code, output } = await runScript(["--url", serve.url, "--scenario", scenario]);
     expect(code, output).toBe(0);
-    expect(output).toMatch(/Passed: (\d+)\/\1, 0 failed/);
+    expect(output, output).toMatch(/^Passed: ([1-9]\d*)\/\1, 0 failed, 0 warnings$/m);
+    expect(output).toContain(`::: ${scenario}: ok`);
+  });
+
+  it.concurrent.each(FIXTURE)("fixture scenario %s: only the checks needing the suite's fixture fail", async (scenario) => {
+    const { code, output } = await runScript(["--url", serve.url, "--scenario", scenario]);
+    expect(code, output).toBe(0);
+    for (const entry of BASELINE.filter((e) => e.startsWith(`${scenario}:`))) expect(output, output).toContain(`  ~ ${entry}`);
+    expect(output, output).not.toContain("Unexpected failures");
+    expect(output).toContain(`::: ${scenario}: ok`);
+  });
+
+  it("fails a protocol scenario the server does not pass (the endpoint path answers 404)", async () => {
+    const { code, output } = await runScript(["--url", serve.url.replace(/\/mcp$/, "/not-mcp"), "--scenario", "ping"]);
+    expect(code, output).not.toBe(0);
+    expect(output).toContain("::: ping: FAILED");
+    expect(output).toContain("Unexpected failures");
   });
 });
