@@ -162,11 +162,24 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     await expectChaosError(client().execute({ target: { case: "planId", value: "bogus" } }, as(tenant, "session-a")), "not_found");
   });
 
-  it("refuses Plan and Execute by id without a session in the call context", async () => {
+  it("binds a plan made without a session to its principal: another principal of the tenant gets the unknown id's answer", async () => {
     const tenant = uniqueTenant();
-    const err = await expectChaosError(client().plan({ objective: OBJECTIVE }, as(tenant)), "failed_precondition");
-    expect(err.message).toMatch(/session/);
-    await expectChaosError(client().execute({ target: { case: "planId", value: "x".repeat(22) } }, as(tenant)), "failed_precondition");
+    const alice = { ctx: { tenant, principal: "alice", requestRef: "AAECAwQFBgcICQoLDA0ODw" } };
+    const planned = await client().plan({ objective: OBJECTIVE }, alice);
+    expect(planned.planId).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const target = { target: { case: "planId" as const, value: planned.planId } };
+    // Another request of the same principal (no session, another request ref) runs it.
+    const executed = await client().execute(target, { ctx: { tenant, principal: "alice", requestRef: "BBECAwQFBgcICQoLDA0ODw" } });
+    expect(executed.results.map((r) => r.status)).toEqual(["executed"]);
+    const bob = await expectChaosError(client().execute(target, { ctx: { tenant, principal: "bob" } }), "not_found");
+    const unknownId = "AAAAAAAAAAAAAAAAAAAAAA";
+    const unknown = await expectChaosError(client().execute({ target: { case: "planId", value: unknownId } }, { ctx: { tenant, principal: "alice" } }), "not_found");
+    expect(bob.message).toBe(`no plan ${planned.planId} for bob (plans expire, and belong to the principal that made them)`);
+    expect(bob.message.replace(planned.planId, "ID").replace("bob", "P")).toBe(unknown.message.replace(unknownId, "ID").replace("alice", "P"));
+    // A session of the same principal does not see it, nor does the principal see a session's plan.
+    await expectChaosError(client().execute(target, { ctx: { tenant, principal: "alice", sessionId: "session-a" } }), "not_found");
+    const inSession = await client().plan({ objective: OBJECTIVE }, { ctx: { tenant, principal: "alice", sessionId: "session-a" } });
+    await expectChaosError(client().execute({ target: { case: "planId", value: inSession.planId } }, { ctx: { tenant, principal: "alice" } }), "not_found");
     await expectChaosError(client().execute({}, as(tenant, "s")), "invalid_argument");
   });
 
