@@ -7,7 +7,12 @@ import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/
 import { reason } from "../brain/intent.js";
 import { plan } from "../brain/planner.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
-import { approvalNotFound, type ApprovalChannel as DomainApprovalChannel, type ApprovalStore } from "../executor/approvals.js";
+import {
+  approvalNotFound,
+  OPERATOR_PRINCIPAL,
+  type ApprovalChannel as DomainApprovalChannel,
+  type ApprovalStore,
+} from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import type { StepReceipts } from "../executor/ledger.js";
 import { executeApproved, executeSteps, resolveApproval } from "../executor/executor.js";
@@ -55,6 +60,16 @@ const CHANNELS: Partial<Record<ApprovalChannel, DomainApprovalChannel>> = {
   [ApprovalChannel.OPERATOR]: "operator",
   [ApprovalChannel.CONSOLE]: "console",
 };
+
+/**
+ * Whether a GetApproval caller reads as a reviewer: a person who may answer approvals (APPROVER,
+ * CONSOLE: the edge vouches for the role, as on ResolveApproval) or the operator (OPERATOR, as
+ * the principal operator only). Anyone else reads only the approvals it requested.
+ */
+function isReviewer(channel: ApprovalChannel, ctx: HandlerContext): boolean {
+  if (channel === ApprovalChannel.APPROVER || channel === ApprovalChannel.CONSOLE) return true;
+  return channel === ApprovalChannel.OPERATOR && ctx.call.principal === OPERATOR_PRINCIPAL;
+}
 
 /** Why a plan id finds nothing: expired, never made, or another scope's or tenant's — one answer, so ids reveal nothing. */
 function planNotFound(id: string, ctx: HandlerContext): ChaosError {
@@ -215,9 +230,12 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
 
     async getApproval(req, ctx) {
       if (req.approvalId === "") throw new ChaosError("invalid_argument", "approval_id is required");
-      // Tenant-bound like every approval call: another tenant's id is simply not found.
+      // Tenant-bound like every approval call: another tenant's id is simply not found. The
+      // requester reads its own approval; another principal only as a reviewer (docs/protocol.md §5).
       const approval = await deps.approvals.get(ctx.call.tenant, req.approvalId);
-      if (!approval) throw approvalNotFound(req.approvalId);
+      if (!approval || (!isReviewer(req.channel, ctx) && approval.call.principal !== ctx.call.principal)) {
+        throw approvalNotFound(req.approvalId);
+      }
       return approvalToProto(approval);
     },
 
