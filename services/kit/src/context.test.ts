@@ -1,8 +1,10 @@
+import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { ContextSigner } from "./context.js";
+import { askerOfLabel, contextLabel, ContextSigner, sameAsker, type CallContext } from "./context.js";
 import type { ChaosError } from "./errors.js";
 
-const signer = new ContextSigner("a".repeat(32));
+const KEY = "a".repeat(32);
+const signer = new ContextSigner(KEY);
 
 function code(fn: () => unknown): string | undefined {
   try {
@@ -37,5 +39,92 @@ describe("ContextSigner", () => {
 
   it("has no usable short key", () => {
     expect(() => new ContextSigner("short")).toThrow(/at least 32/);
+  });
+
+  const REF = "AAECAwQFBgcICQoLDA0ODw";
+
+  it("round-trips a request ref, signed as r", () => {
+    const { context, signature } = signer.sign({ tenant: "acme", principal: "p", requestRef: REF });
+    expect(JSON.parse(Buffer.from(context, "base64url").toString("utf8"))).toMatchObject({ t: "acme", p: "p", r: REF });
+    expect(signer.verify(context, signature)).toEqual({ tenant: "acme", principal: "p", requestRef: REF });
+  });
+
+  it("refuses a context whose request ref was changed or added after signing", () => {
+    const { context, signature } = signer.sign({ tenant: "acme", principal: "p", requestRef: REF });
+    const wire = JSON.parse(Buffer.from(context, "base64url").toString("utf8")) as Record<string, unknown>;
+    const reencode = (w: Record<string, unknown>) => Buffer.from(JSON.stringify(w), "utf8").toString("base64url");
+    expect(code(() => signer.verify(reencode({ ...wire, r: "BBECAwQFBgcICQoLDA0ODw" }), signature))).toBe("unauthenticated");
+    const plain = signer.sign({ tenant: "acme", principal: "p" });
+    const withRef = reencode({ ...(JSON.parse(Buffer.from(plain.context, "base64url").toString("utf8")) as object), r: REF });
+    expect(code(() => signer.verify(withRef, plain.signature))).toBe("unauthenticated");
+  });
+
+  it("refuses a malformed request ref, or one beside a session, before signing", () => {
+    for (const requestRef of ["short", "has space in it ok?", "x".repeat(129), "request:AAECAwQFBgcICQoLDA0ODw"]) {
+      expect(() => signer.sign({ tenant: "acme", principal: "p", requestRef })).toThrow(/requestRef must be 16 to 128 base64url/);
+    }
+    expect(() => signer.sign({ tenant: "acme", principal: "p", sessionId: "s", requestRef: REF })).toThrow(/never both/);
+  });
+
+  it("refuses a signed context holding a malformed request ref (a signer of another version)", () => {
+    const bad = (r: unknown, s?: string) => {
+      const context = Buffer.from(JSON.stringify({ t: "acme", p: "p", r, ...(s ? { s } : {}), iat: Date.now() }), "utf8").toString("base64url");
+      const signature = createHmac("sha256", Buffer.from(KEY, "utf8")).update(context).digest("hex");
+      return code(() => signer.verify(context, signature));
+    };
+    expect(bad(42)).toBe("unauthenticated");
+    expect(bad("no")).toBe("unauthenticated");
+    expect(bad(REF, "s")).toBe("unauthenticated");
+    expect(bad(REF)).toBeUndefined();
+  });
+});
+
+describe("contextLabel", () => {
+  it("is the session, request:<ref>, or empty", () => {
+    expect(contextLabel({ sessionId: "s-1" })).toBe("s-1");
+    expect(contextLabel({ requestRef: "AAECAwQFBgcICQoLDA0ODw" })).toBe("request:AAECAwQFBgcICQoLDA0ODw");
+    expect(contextLabel({})).toBe("");
+  });
+
+  it("reads back as the asker it was recorded for", () => {
+    expect(askerOfLabel("acme", "p", "s-1")).toEqual({ tenant: "acme", principal: "p", sessionId: "s-1" });
+    expect(askerOfLabel("acme", "p", "request:AAECAwQFBgcICQoLDA0ODw")).toEqual({ tenant: "acme", principal: "p" });
+    expect(askerOfLabel("acme", "p", "")).toEqual({ tenant: "acme", principal: "p" });
+  });
+});
+
+describe("sameAsker", () => {
+  const REF = "AAECAwQFBgcICQoLDA0ODw";
+  const verdict = (asked: Parameters<typeof sameAsker>[0], by: CallContext) => {
+    const v = sameAsker(asked, by);
+    return v.same ? "same" : v.code;
+  };
+
+  it("holds a request made in a session to that session", () => {
+    const asked = { tenant: "acme", principal: "p", sessionId: "s-1" };
+    expect(verdict(asked, { tenant: "acme", principal: "p", sessionId: "s-1" })).toBe("same");
+    expect(verdict(asked, { tenant: "acme", principal: "p", sessionId: "s-2" })).toBe("wrong_session");
+    // The same principal without the session (a request of the other revision) is not that session.
+    expect(verdict(asked, { tenant: "acme", principal: "p", requestRef: REF })).toBe("wrong_session");
+    expect(verdict(asked, { tenant: "acme", principal: "p" })).toBe("wrong_session");
+    expect(verdict(asked, { tenant: "globex", principal: "p", sessionId: "s-1" })).toBe("wrong_session");
+  });
+
+  it("holds a request made without a session to its principal's own requests", () => {
+    const asked = { tenant: "acme", principal: "p" };
+    expect(verdict(asked, { tenant: "acme", principal: "p", requestRef: REF })).toBe("same");
+    expect(verdict(asked, { tenant: "acme", principal: "p", requestRef: "BBECAwQFBgcICQoLDA0ODw" })).toBe("same");
+    expect(verdict(asked, { tenant: "acme", principal: "q", requestRef: REF })).toBe("not_requester");
+    expect(verdict(asked, { tenant: "globex", principal: "p", requestRef: REF })).toBe("not_requester");
+    // Neither a call without a request ref (the operator endpoint) nor a session answers for it.
+    expect(verdict(asked, { tenant: "acme", principal: "p" })).toBe("not_requester");
+    expect(verdict(asked, { tenant: "acme", principal: "p", sessionId: "s-1" })).toBe("not_requester");
+    expect(verdict({ ...asked, sessionId: "" }, { tenant: "acme", principal: "p", sessionId: "" })).toBe("not_requester");
+  });
+
+  it("says why in a message that starts from the rule", () => {
+    const v = sameAsker({ tenant: "acme", principal: "p" }, { tenant: "acme", principal: "q", requestRef: REF });
+    expect(v).toMatchObject({ same: false, code: "not_requester" });
+    expect(!v.same && v.problem).toContain("p's own request");
   });
 });

@@ -8,8 +8,83 @@ import { ChaosError } from "./errors.js";
 export interface CallContext {
   readonly tenant: string;
   readonly principal: string;
-  /** The MCP session the call belongs to, when there is one. */
+  /** The MCP session the call belongs to (2025-11-25), when there is one. */
   readonly sessionId?: string;
+  /**
+   * The edge's handle for a call without a session (2026-07-28): 128 random bits, base64url,
+   * one per request, or the flow id of a multi-round-trip flow on its every round
+   * (docs/protocol.md §5). A call carries a session or a request ref, never both.
+   */
+  readonly requestRef?: string;
+}
+
+/** What a request ref looks like: base64url, at least 96 bits, bounded so it stays a small label. */
+const REQUEST_REF_RE = /^[A-Za-z0-9_-]{16,128}$/;
+
+/** Checks a call context's request ref, naming the field; a bad one never reaches a label or a key. */
+export function assertRequestRef(requestRef: string): void {
+  if (!REQUEST_REF_RE.test(requestRef)) {
+    throw new ChaosError("invalid_argument", "requestRef must be 16 to 128 base64url characters (A-Z, a-z, 0-9, - and _)");
+  }
+}
+
+/** The prefix of a ledger context label for a call without a session: `request:<requestRef>`. */
+export const REQUEST_LABEL_PREFIX = "request:";
+
+/**
+ * The context label a record of this call carries (the ledger's `session` field,
+ * docs/ledger.md): the MCP session id, `request:<requestRef>` for a call without a session,
+ * `""` for a call with neither (the operator endpoint, cognition's own work).
+ */
+export function contextLabel(call: Pick<CallContext, "sessionId" | "requestRef">): string {
+  if (call.sessionId) return call.sessionId;
+  return call.requestRef ? `${REQUEST_LABEL_PREFIX}${call.requestRef}` : "";
+}
+
+/** Who made a request or an approval, as far as an elicitation answer to it is concerned. */
+export interface Asker {
+  readonly tenant: string;
+  readonly principal: string;
+  /** The MCP session it was made in; absent (or "") when it was made without one. */
+  readonly sessionId?: string;
+}
+
+/**
+ * The asker a stored context label stands for: a label that is neither `""` nor
+ * `request:<ref>` is the MCP session the request was made in. MCP session ids are minted by
+ * the server (UUIDs; the console's `console-<hex>`), so none starts with `request:`.
+ */
+export function askerOfLabel(tenant: string, principal: string, label: string): Asker {
+  const inSession = label !== "" && !label.startsWith(REQUEST_LABEL_PREFIX);
+  return { tenant, principal, ...(inSession ? { sessionId: label } : {}) };
+}
+
+/** Whether an elicitation answer comes from whoever asked, and if not, why (a stable code first). */
+export type SameAsker =
+  | { readonly same: true }
+  | { readonly same: false; readonly code: "wrong_session" | "not_requester"; readonly problem: string };
+
+/**
+ * The one rule for an answer given through the client's own elicitation (docs/protocol.md §5),
+ * for both protocol revisions: a request made **in a session** is answered only from that
+ * session (`wrong_session`); one made **without a session** only by the same tenant and
+ * principal, through a call that carries a request ref — the edge resolves through elicitation
+ * there only after it opened a sealed multi-round-trip state naming that request
+ * (`not_requester`).
+ */
+export function sameAsker(asked: Asker, by: CallContext): SameAsker {
+  if (asked.sessionId) {
+    return by.tenant === asked.tenant && by.sessionId === asked.sessionId
+      ? { same: true }
+      : { same: false, code: "wrong_session", problem: "an elicitation answer counts only from the session that made the request" };
+  }
+  return by.tenant === asked.tenant && by.principal === asked.principal && !by.sessionId && !!by.requestRef
+    ? { same: true }
+    : {
+        same: false,
+        code: "not_requester",
+        problem: `it was made without a session, so an elicitation answer counts only from ${asked.principal}'s own request (a call that carries a request ref)`,
+      };
 }
 
 const TENANT_RE = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -35,6 +110,7 @@ interface WireContext {
   t: string;
   p: string;
   s?: string;
+  r?: string;
   iat: number;
 }
 
@@ -58,6 +134,13 @@ export class ContextSigner {
   sign(ctx: CallContext, now = Date.now()): { context: string; signature: string } {
     const wire: WireContext = { t: ctx.tenant, p: ctx.principal, iat: now };
     if (ctx.sessionId) wire.s = ctx.sessionId;
+    if (ctx.requestRef) {
+      if (ctx.sessionId) {
+        throw new ChaosError("invalid_argument", "a call context carries a sessionId (2025-11-25) or a requestRef (2026-07-28), never both");
+      }
+      assertRequestRef(ctx.requestRef);
+      wire.r = ctx.requestRef;
+    }
     const context = Buffer.from(JSON.stringify(wire), "utf8").toString("base64url");
     return { context, signature: this.mac(context) };
   }
@@ -81,7 +164,10 @@ export class ContextSigner {
       throw new ChaosError("unauthenticated", "the call context has expired");
     }
     assertTenantId(wire.t);
-    return { tenant: wire.t, principal: wire.p, ...(wire.s ? { sessionId: wire.s } : {}) };
+    if (wire.r !== undefined && (typeof wire.r !== "string" || !REQUEST_REF_RE.test(wire.r) || wire.s)) {
+      throw new ChaosError("unauthenticated", "the call context's request ref is not valid");
+    }
+    return { tenant: wire.t, principal: wire.p, ...(wire.s ? { sessionId: wire.s } : {}), ...(wire.r ? { requestRef: wire.r } : {}) };
   }
 
   private mac(data: string): string {

@@ -1,7 +1,17 @@
 export { ChaosError, ERROR_CODES, toGrpcError, toMcpErrorResult } from "./errors.js";
 export type { ErrorCode, McpErrorResult } from "./errors.js";
-export { assertTenantId, ContextSigner, CONTEXT_HEADER, CONTEXT_SIG_HEADER } from "./context.js";
-export type { CallContext } from "./context.js";
+export {
+  askerOfLabel,
+  assertRequestRef,
+  assertTenantId,
+  contextLabel,
+  ContextSigner,
+  CONTEXT_HEADER,
+  CONTEXT_SIG_HEADER,
+  REQUEST_LABEL_PREFIX,
+  sameAsker,
+} from "./context.js";
+export type { Asker, CallContext, SameAsker } from "./context.js";
 export { ConfigError, envVars, isLoopbackHost, parseEnv, requireStorage } from "./config.js";
 export type { ConfigIssue, Env } from "./config.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";

@@ -129,6 +129,32 @@ export function describeApprovalStoreContract(name: string, harness: ApprovalSto
       expect((await store.get("acme", approval.approvalId))?.status).toBe("pending");
     });
 
+    it("keeps an approval requested without a session for its principal: an elicitation answer only from that principal's own request", async () => {
+      const store = harness.makeStore();
+      const call = { tenant: "acme", principal: "agent", requestRef: "AAECAwQFBgcICQoLDA0ODw" };
+      const approval = pending({ call });
+      await store.create(approval);
+      expect((await store.get("acme", approval.approvalId))?.call).toEqual(call);
+      for (const by of [
+        { tenant: "acme", principal: "bob", requestRef: "BBECAwQFBgcICQoLDA0ODw" },
+        { tenant: "acme", principal: "agent", sessionId: "session-1" },
+        { tenant: "acme", principal: "agent" },
+      ]) {
+        const err = await expectChaosError(store.resolve("acme", approval.approvalId, { ...elicited, by }), "permission_denied");
+        expect(err.message).toMatch(/^not_requester: /);
+      }
+      expect((await store.get("acme", approval.approvalId))?.status).toBe("pending");
+      const by = { tenant: "acme", principal: "agent", requestRef: "BBECAwQFBgcICQoLDA0ODw" };
+      const resolved = await store.resolve("acme", approval.approvalId, { ...elicited, by });
+      expect(resolved.resolution).toMatchObject({
+        channel: "client_elicitation",
+        resolvedBy: "human via elicitation in request BBECAwQFBgcICQoLDA0ODw",
+        principal: "agent",
+        requestRef: "BBECAwQFBgcICQoLDA0ODw",
+      });
+      expect(await store.get("acme", approval.approvalId)).toMatchObject({ status: "approved", resolution: resolved.resolution });
+    });
+
     it("refuses self-approval, and records another principal's answer as the approver's", async () => {
       const store = harness.makeStore();
       const approval = pending();

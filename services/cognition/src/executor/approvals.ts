@@ -1,4 +1,4 @@
-import { assertTenantId, ChaosError, type CallContext } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, sameAsker, type CallContext } from "@chaos-core/kit";
 import { z } from "zod";
 import type { CapabilityRisk } from "../capabilities/capability.js";
 import type { AuditCall } from "./audit.js";
@@ -44,7 +44,7 @@ export interface ApprovalSink {
 
 /**
  * How an answer was given (docs/approvals.md §1): `client_elicitation` (the client of the
- * requesting session answered a form; its own host can answer it, so it proves nothing about a
+ * requesting session, or of the requester's own request without one, answered a form; its own host can answer it, so it proves nothing about a
  * person), `approver` (a principal the edge vouches holds the approver role), `operator` (the
  * standalone admin endpoint, as {@link OPERATOR_PRINCIPAL}), `console` (the approval page).
  */
@@ -74,10 +74,11 @@ export interface ApprovalResolution {
   readonly approved: boolean;
   /** A resolution stored as `"elicitation"` (before channels existed) reads `client_elicitation`. */
   readonly channel: ApprovalChannel;
-  /** As recorded: `"<principal> (<channel>)"` or `"human via elicitation in session <id>"`. */
+  /** As recorded: `"<principal> (<channel>)"`, or `"human via elicitation in session <id>"` (`in request <ref>`). */
   readonly resolvedBy: string;
   readonly principal: string;
   readonly sessionId?: string;
+  readonly requestRef?: string;
   readonly resolvedAt: string;
   /** The ledger's signed receipt for an approving answer, when a ledger is wired; presented once to run the step. */
   readonly receipt?: Record<string, unknown>;
@@ -160,20 +161,23 @@ export function approvalNotFound(approvalId: string): ChaosError {
 
 /** Who resolved, as recorded. */
 export function resolvedByOf(channel: ApprovalChannel, by: CallContext): string {
-  return channel === "client_elicitation" ? `human via elicitation in session ${by.sessionId ?? ""}` : `${by.principal} (${channel})`;
+  if (channel !== "client_elicitation") return `${by.principal} (${channel})`;
+  if (by.sessionId) return `human via elicitation in session ${by.sessionId}`;
+  return by.requestRef ? `human via elicitation in request ${by.requestRef}` : "human via elicitation";
 }
 
 /** Why a resolver was refused, with a stable code (the first word of the error message). */
 export interface ResolverRefusal {
-  readonly code: "channel_not_allowed" | "wrong_session" | "not_operator" | "self_approval";
+  readonly code: "channel_not_allowed" | "wrong_session" | "not_requester" | "not_operator" | "self_approval";
   readonly message: string;
 }
 
 /**
  * The rules a resolver must meet, whatever the store. The channel must be one the approval
  * accepts (policy chose them when it asked for approval); then each channel's own rule: a
- * `client_elicitation` answer counts only from the session that requested the approval (the
- * edge asked that session's client); `operator` only as {@link OPERATOR_PRINCIPAL}; every other
+ * `client_elicitation` answer counts only from whoever asked (kit's `sameAsker`: the session
+ * that requested the approval, whose client the edge asked; without a session, the requester's
+ * own request); `operator` only as {@link OPERATOR_PRINCIPAL}; every other
  * channel's principal must differ from the requester (no self-approval). Undefined when the
  * resolver may answer.
  */
@@ -192,14 +196,19 @@ export function resolverRefusal(approval: PendingApproval, input: ResolveApprova
     };
   }
   if (channel === "client_elicitation") {
-    const session = approval.call.sessionId;
-    if (session === undefined || session === "" || by.sessionId !== session) {
-      return {
-        code: "wrong_session",
-        message: "wrong_session: an elicitation answer counts only from the session that requested the approval; use an approver for another session",
-      };
-    }
-    return undefined;
+    const same = sameAsker(approval.call, by);
+    if (same.same) return undefined;
+    return same.code === "wrong_session"
+      ? {
+          code: "wrong_session",
+          message: "wrong_session: an elicitation answer counts only from the session that requested the approval; use an approver for another session",
+        }
+      : {
+          code: "not_requester",
+          message:
+            `not_requester: approval ${approval.approvalId} was requested without a session by ${approval.call.principal}; ` +
+            "an elicitation answer counts only from that principal's own request; use an approver for anyone else",
+        };
   }
   if (channel === "operator" && by.principal !== OPERATOR_PRINCIPAL) {
     return { code: "not_operator", message: `not_operator: the operator channel answers only as the principal ${OPERATOR_PRINCIPAL}, not ${by.principal}` };
@@ -223,6 +232,7 @@ export function resolutionOf(input: ResolveApprovalInput, at: number): ApprovalR
     resolvedBy: resolvedByOf(input.channel, input.by),
     principal: input.by.principal,
     ...(input.by.sessionId !== undefined ? { sessionId: input.by.sessionId } : {}),
+    ...(input.by.requestRef !== undefined ? { requestRef: input.by.requestRef } : {}),
     resolvedAt: new Date(at).toISOString(),
     ...(input.receipt ? { receipt: input.receipt } : {}),
   };
@@ -256,7 +266,7 @@ export function wrongState(approvalId: string, status: string, wanted: "resolve"
   return new ChaosError("failed_precondition", `approval ${approvalId} ${why}`);
 }
 
-const auditCallSchema = z.object({ tenant: z.string(), principal: z.string(), sessionId: z.string().optional() });
+const auditCallSchema = z.object({ tenant: z.string(), principal: z.string(), sessionId: z.string().optional(), requestRef: z.string().optional() });
 const pendingSchema = z.object({
   approvalId: z.string(),
   step: z.object({ id: z.string(), capability: z.string(), input: z.unknown(), checks: z.array(stepCheckSchema).optional() }),
@@ -281,6 +291,7 @@ const resolutionSchema = z.object({
   resolvedBy: z.string(),
   principal: z.string(),
   sessionId: z.string().optional(),
+  requestRef: z.string().optional(),
   resolvedAt: z.string(),
   receipt: z.record(z.string(), z.unknown()).optional(),
 });

@@ -8,6 +8,8 @@ export interface AuditCall {
   readonly tenant: string;
   readonly principal: string;
   readonly sessionId?: string;
+  /** The edge's handle of a call without a session (kit `CallContext.requestRef`). */
+  readonly requestRef?: string;
 }
 
 /**
@@ -117,11 +119,12 @@ export function createInMemoryAuditSink(): InMemoryAuditSink {
   };
 }
 
-/** The audit part of a call context: the session only when there is one. */
+/** The audit part of a call context: the session or the request ref only when there is one. */
 export function auditCall(call: CallContext): AuditCall {
   return {
     tenant: call.tenant,
     principal: call.principal,
     ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
+    ...(call.requestRef !== undefined ? { requestRef: call.requestRef } : {}),
   };
 }

@@ -482,6 +482,68 @@ describe("resuming an approved step", () => {
     expect((await executeApproved(approvalId, deps)).status).toBe("executed");
   });
 
+  describe("an approval requested without a session (a 2026-07-28 request)", () => {
+    const REF_1 = "AAECAwQFBgcICQoLDA0ODw";
+    const REF_2 = "BBECAwQFBgcICQoLDA0ODw";
+    const ref = (tenant: string, requestRef: string, principal = "agent"): CallContext => ({ tenant, principal, requestRef });
+    async function sessionless(tenant: string) {
+      const h = await pendingEcho(tenant);
+      const { deps } = harness(tenant, { call: ref(tenant, REF_1), approvals: h.approvals });
+      const result = await executeStep({ id: "s1", capability: "test.echo", input: { text: "ship it" } }, { ...deps, audit: h.audit });
+      expect(result.status).toBe("pending_approval");
+      const approvalId = result.approval!.approvalId;
+      expect((await h.approvals.get(tenant, approvalId))?.call).toEqual({ tenant, principal: "agent", requestRef: REF_1 });
+      return { ...h, deps: { ...deps, audit: h.audit }, approvalId };
+    }
+    const answer = (by: CallContext) => ({ approve: true, channel: "client_elicitation", by }) as const;
+
+    it("takes the requester's elicitation answer from any of its own requests, and runs the step from one", async () => {
+      const tenant = uniqueTenant();
+      const { deps, audit, approvalId } = await sessionless(tenant);
+      const resolved = await resolveApproval(approvalId, answer(ref(tenant, REF_2)), deps);
+      expect(resolved.resolution).toMatchObject({ channel: "client_elicitation", resolvedBy: `human via elicitation in request ${REF_2}`, requestRef: REF_2 });
+      expect(audit.events().at(-1)).toMatchObject({ type: "approval.resolution", call: { tenant, principal: "agent", requestRef: REF_2 } });
+      const result = await executeApproved(approvalId, { ...deps, call: ref(tenant, "CCECAwQFBgcICQoLDA0ODw") });
+      expect(result).toMatchObject({ status: "executed", ran: true, output: { echo: "ship it" } });
+      expect(calls).toHaveLength(1);
+    });
+
+    it("refuses an elicitation answer from another principal, a session or a call without a request ref as not_requester, recorded", async () => {
+      const tenant = uniqueTenant();
+      const { deps, audit, approvalId } = await sessionless(tenant);
+      for (const by of [ref(tenant, REF_2, "bob"), { tenant, principal: "agent", sessionId: "session-1" }, { tenant, principal: "agent" }]) {
+        const err = await expectChaosError(resolveApproval(approvalId, answer(by), deps), "permission_denied");
+        expect(err.message).toMatch(new RegExp(`^not_requester: approval ${approvalId} was requested without a session by agent;`));
+        expect(audit.events().at(-1)).toMatchObject({ type: "approval.refused", code: "not_requester", principal: by.principal });
+      }
+      expect((await deps.approvals.get(tenant, approvalId))?.status).toBe("pending");
+    });
+
+    it("runs a step approved by elicitation only from the requester's own request, not from a session", async () => {
+      const tenant = uniqueTenant();
+      const { deps, approvalId } = await sessionless(tenant);
+      await resolveApproval(approvalId, answer(ref(tenant, REF_1)), deps);
+      const inSession = await executeApproved(approvalId, { ...deps, call: { tenant, principal: "agent", sessionId: "session-1" } });
+      expect(inSession).toMatchObject({ status: "failed", ran: false, error: { code: "permission_denied" } });
+      expect(inSession.error?.message).toMatch(/not_requester: .* only agent's own request may run it/);
+      const other = await executeApproved(approvalId, { ...deps, call: ref(tenant, REF_1, "bob") });
+      expect(other.error?.message).toMatch(/^not_requester: approval .* was requested by agent; only that principal may run its step/);
+      expect(calls).toEqual([]);
+      expect((await executeApproved(approvalId, deps)).status).toBe("executed");
+    });
+
+    it("keeps a session's approval with its session: the same principal's request without it is wrong_session", async () => {
+      const tenant = uniqueTenant();
+      const { deps, approvalId } = await pendingEcho(tenant);
+      const err = await expectChaosError(resolveApproval(approvalId, answer(ref(tenant, REF_1)), deps), "permission_denied");
+      expect(err.message).toMatch(/^wrong_session: /);
+      await resolveApproval(approvalId, elicitation(tenant), deps);
+      const elsewhere = await executeApproved(approvalId, { ...deps, call: ref(tenant, REF_1) });
+      expect(elsewhere.error?.message).toMatch(/given by elicitation in another session/);
+      expect(calls).toEqual([]);
+    });
+  });
+
   it("never runs a rejected step, and says who rejected it", async () => {
     const tenant = uniqueTenant();
     const { deps, approvalId } = await pendingEcho(tenant);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { ATTR, ChaosError, withSpan, type CallContext, type ErrorCode, type ServiceClient } from "@chaos-core/kit";
+import { ATTR, ChaosError, sameAsker, withSpan, type CallContext, type ErrorCode, type ServiceClient } from "@chaos-core/kit";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { ApprovalChannel as PolicyChannel, Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { Capability, CapabilityFacts, CapabilityRisk } from "../capabilities/capability.js";
@@ -556,12 +556,14 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
         : `approval ${approvalId} was already used; an approval runs its step once`;
     return finish(refused(step, "failed", approval.status === "pending" ? "approval_required" : "failed_precondition", message), approval.argsHash);
   }
-  // An elicitation answer is that session's client's: only that session may use it.
-  if (approval.resolution?.channel === "client_elicitation" && deps.call.sessionId !== approval.call.sessionId) {
-    return finish(
-      refused(step, "failed", "permission_denied", `approval ${approvalId} was given by elicitation in another session; only that session may run it`),
-      approval.argsHash,
-    );
+  // An elicitation answer is the asker's client's: only whoever asked may use it (kit sameAsker).
+  const asker = approval.resolution?.channel === "client_elicitation" ? sameAsker(approval.call, deps.call) : { same: true as const };
+  if (!asker.same) {
+    const message =
+      asker.code === "wrong_session"
+        ? `approval ${approvalId} was given by elicitation in another session; only that session may run it`
+        : `not_requester: approval ${approvalId} was given by elicitation to a request without a session; only ${approval.call.principal}'s own request may run it`;
+    return finish(refused(step, "failed", "permission_denied", message), approval.argsHash);
   }
 
   const capability = deps.registry.get(approval.capability);
@@ -668,8 +670,8 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
  * Runs the step of an approved approval, at most once. In order: the approval must exist in the
  * caller's tenant (else `not_found`, thrown), be run by the principal that requested it
  * (`not_requester`), be `approved` (a rejected one is `denied` and never runs; a pending or used
- * one is refused), and, when given by client elicitation, be resumed from the session that
- * requested it; the stored input is validated again and its `argsHash` recomputed and compared;
+ * one is refused), and, when given by client elicitation, be resumed by whoever asked
+ * (kit's `sameAsker`: the requesting session, or the requester's own request without one); the stored input is validated again and its `argsHash` recomputed and compared;
  * policy is asked again, its decision recorded, and it must neither DENY nor have changed
  * version since the approval (`failed_precondition` naming both), and the channel that answered
  * must be one the fresh verdict accepts (`channel_not_allowed`); then the approval is
@@ -711,7 +713,7 @@ async function recordAnswer(deps: ResolveApprovalDeps, event: ApprovalResolution
  * (`input.by`), and the channel must be one policy accepts for this approval, then meet its own
  * rule ({@link resolverRefusal}): a refusal is recorded as `approval.refused` and thrown as
  * `permission_denied` whose message starts with its code (`channel_not_allowed`,
- * `wrong_session`, `not_operator`, `self_approval`). The answer is audited before the store applies
+ * `wrong_session`, `not_requester`, `not_operator`, `self_approval`). The answer is audited before the store applies
  * it (an audit failure refuses the answer); the store's transition is atomic, so a second answer
  * is `failed_precondition`. Another tenant's or an unknown approval is `not_found`.
  */

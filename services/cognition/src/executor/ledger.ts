@@ -7,8 +7,14 @@ import type { AuditCall, AuditEvent, AuditSink } from "./audit.js";
 /** The typed ledger client, whatever transport is under it. */
 export type LedgerClient = ServiceClient<typeof LedgerService>;
 
+// The entry's context label is the call's: its session, or request:<ref> (docs/ledger.md).
 function contextOf(call: AuditCall): CallContext {
-  return { tenant: call.tenant, principal: call.principal, ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}) };
+  return {
+    tenant: call.tenant,
+    principal: call.principal,
+    ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
+    ...(call.requestRef !== undefined ? { requestRef: call.requestRef } : {}),
+  };
 }
 
 /** An event as a Struct: plain JSON, without the `call` the entry already carries. */

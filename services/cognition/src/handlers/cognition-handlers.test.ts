@@ -162,11 +162,24 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     await expectChaosError(client().execute({ target: { case: "planId", value: "bogus" } }, as(tenant, "session-a")), "not_found");
   });
 
-  it("refuses Plan and Execute by id without a session in the call context", async () => {
+  it("binds a plan made without a session to its principal: another principal of the tenant gets the unknown id's answer", async () => {
     const tenant = uniqueTenant();
-    const err = await expectChaosError(client().plan({ objective: OBJECTIVE }, as(tenant)), "failed_precondition");
-    expect(err.message).toMatch(/session/);
-    await expectChaosError(client().execute({ target: { case: "planId", value: "x".repeat(22) } }, as(tenant)), "failed_precondition");
+    const alice = { ctx: { tenant, principal: "alice", requestRef: "AAECAwQFBgcICQoLDA0ODw" } };
+    const planned = await client().plan({ objective: OBJECTIVE }, alice);
+    expect(planned.planId).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const target = { target: { case: "planId" as const, value: planned.planId } };
+    // Another request of the same principal (no session, another request ref) runs it.
+    const executed = await client().execute(target, { ctx: { tenant, principal: "alice", requestRef: "BBECAwQFBgcICQoLDA0ODw" } });
+    expect(executed.results.map((r) => r.status)).toEqual(["executed"]);
+    const bob = await expectChaosError(client().execute(target, { ctx: { tenant, principal: "bob" } }), "not_found");
+    const unknownId = "AAAAAAAAAAAAAAAAAAAAAA";
+    const unknown = await expectChaosError(client().execute({ target: { case: "planId", value: unknownId } }, { ctx: { tenant, principal: "alice" } }), "not_found");
+    expect(bob.message).toBe(`no plan ${planned.planId} for bob (plans expire, and belong to the principal that made them)`);
+    expect(bob.message.replace(planned.planId, "ID").replace("bob", "P")).toBe(unknown.message.replace(unknownId, "ID").replace("alice", "P"));
+    // A session of the same principal does not see it, nor does the principal see a session's plan.
+    await expectChaosError(client().execute(target, { ctx: { tenant, principal: "alice", sessionId: "session-a" } }), "not_found");
+    const inSession = await client().plan({ objective: OBJECTIVE }, { ctx: { tenant, principal: "alice", sessionId: "session-a" } });
+    await expectChaosError(client().execute({ target: { case: "planId", value: inSession.planId } }, { ctx: { tenant, principal: "alice" } }), "not_found");
     await expectChaosError(client().execute({}, as(tenant, "s")), "invalid_argument");
   });
 
@@ -252,7 +265,7 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
 
     it("shows the approval as it will run: the validated input, hash, policy and who asked", async () => {
       const { tenant, approvalId, version } = await pendingEcho();
-      const view = await client().getApproval({ approvalId }, approver(tenant, "alice"));
+      const view = await client().getApproval({ approvalId, channel: ApprovalChannel.APPROVER }, approver(tenant, "alice"));
       expect(view).toMatchObject({
         approvalId,
         capability: "test.echo",
@@ -267,16 +280,61 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
         resolvedBy: "",
       });
       await client().resolveApproval(byApprover(approvalId), approver(tenant, "alice"));
-      expect(await client().getApproval({ approvalId }, approver(tenant, "alice"))).toMatchObject({
+      expect(await client().getApproval({ approvalId, channel: ApprovalChannel.APPROVER }, approver(tenant, "alice"))).toMatchObject({
         status: "approved",
         resolvedBy: "alice (approver)",
       });
-      await expectChaosError(client().getApproval({ approvalId }, approver(uniqueTenant(), "alice")), "not_found");
+      await expectChaosError(client().getApproval({ approvalId, channel: ApprovalChannel.APPROVER }, approver(uniqueTenant(), "alice")), "not_found");
+    });
+
+    it("shows an approval to its requester, and to another principal only as a reviewer: otherwise an unknown id's answer", async () => {
+      const { tenant, approvalId } = await pendingEcho();
+      const unknown = "00000000-0000-4000-8000-000000000000";
+      // The requester, from any session or none (chaoscore_execute {approval_id}, the console link's wait).
+      for (const ctx of [as(tenant, "session-a"), as(tenant, "session-b"), as(tenant)]) {
+        expect(await client().getApproval({ approvalId }, ctx)).toMatchObject({ approvalId, requestedBy: "agent", requestedInSession: "session-a" });
+      }
+      const bob = { ctx: { tenant, principal: "bob", requestRef: "AAECAwQFBgcICQoLDA0ODw" } };
+      const notRequester = await expectChaosError(client().getApproval({ approvalId }, bob), "not_found");
+      const never = await expectChaosError(client().getApproval({ approvalId: unknown }, bob), "not_found");
+      expect(notRequester.message.replace(approvalId, "ID")).toBe(never.message.replace(unknown, "ID"));
+      await expectChaosError(client().getApproval({ approvalId, channel: ApprovalChannel.ELICITATION }, bob), "not_found");
+      // OPERATOR reads as the operator only; APPROVER and CONSOLE are vouched for by the edge.
+      await expectChaosError(client().getApproval({ approvalId, channel: ApprovalChannel.OPERATOR }, bob), "not_found");
+      expect(await client().getApproval({ approvalId, channel: ApprovalChannel.OPERATOR }, approver(tenant, "operator", ""))).toMatchObject({ approvalId });
+      for (const channel of [ApprovalChannel.APPROVER, ApprovalChannel.CONSOLE]) {
+        expect(await client().getApproval({ approvalId, channel }, bob)).toMatchObject({ approvalId, status: "pending" });
+      }
+      // A reviewer is still bound to its tenant.
+      await expectChaosError(client().getApproval({ approvalId, channel: ApprovalChannel.CONSOLE }, approver(uniqueTenant(), "alice")), "not_found");
+    });
+
+    it("labels an approval requested without a session with its request ref, and takes the requester's elicitation answer from its own request", async () => {
+      const tenant = uniqueTenant();
+      await services.putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+      const request = (requestRef: string, principal = "agent") => ({ ctx: { tenant, principal, requestRef } });
+      const res = await client().execute({ target: { case: "steps", value: { steps: [ECHO] } } }, request("AAECAwQFBgcICQoLDA0ODw"));
+      const approvalId = res.results[0]!.approval!.approvalId;
+      expect(await client().getApproval({ approvalId }, request("BBECAwQFBgcICQoLDA0ODw"))).toMatchObject({
+        requestedBy: "agent",
+        requestedInSession: "request:AAECAwQFBgcICQoLDA0ODw",
+      });
+      const listed = await client().listApprovals({ limit: 10 }, approver(tenant, "alice"));
+      expect(listed.approvals[0]).toMatchObject({ approvalId, requestedInSession: "request:AAECAwQFBgcICQoLDA0ODw" });
+      const bob = await expectChaosError(client().resolveApproval(elicited(approvalId), request("BBECAwQFBgcICQoLDA0ODw", "bob")), "permission_denied");
+      expect(bob.message).toMatch(/^not_requester: /);
+      await expectChaosError(client().resolveApproval(elicited(approvalId), as(tenant, "session-a")), "permission_denied");
+      expect(await client().resolveApproval(elicited(approvalId), request("BBECAwQFBgcICQoLDA0ODw"))).toMatchObject({
+        status: "approved",
+        resolvedBy: "human via elicitation in request BBECAwQFBgcICQoLDA0ODw",
+      });
+      const ran = await client().execute(resume(approvalId), request("CCECAwQFBgcICQoLDA0ODw"));
+      expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
     });
 
     it("names the channels policy accepts in the step result, GetApproval and ListApprovals, and the channel that answered", async () => {
       const { tenant, approvalId } = await pendingEcho();
-      const view = await client().getApproval({ approvalId }, approver(tenant, "alice"));
+      const view = await client().getApproval({ approvalId, channel: ApprovalChannel.APPROVER }, approver(tenant, "alice"));
       // test.echo is low risk: the default accepts every channel.
       expect(view).toMatchObject({ channels: ["client_elicitation", "approver", "operator", "console"], channelsRule: "approvalChannels.byRisk.low", resolutionChannel: "" });
       expect(view.createdAt).toBeDefined();
@@ -284,7 +342,7 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
       expect(listed.approvals[0]?.channels).toEqual(["client_elicitation", "approver", "operator", "console"]);
       const operator = await client().resolveApproval({ approvalId, approve: true, channel: ApprovalChannel.OPERATOR }, approver(tenant, "operator", ""));
       expect(operator).toMatchObject({ status: "approved", resolvedBy: "operator (operator)", channel: "operator" });
-      expect(await client().getApproval({ approvalId }, approver(tenant, "alice"))).toMatchObject({ resolutionChannel: "operator" });
+      expect(await client().getApproval({ approvalId, channel: ApprovalChannel.APPROVER }, approver(tenant, "alice"))).toMatchObject({ resolutionChannel: "operator" });
 
       const narrow = uniqueTenant();
       await services.putPolicy(narrow, {

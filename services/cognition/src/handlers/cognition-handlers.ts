@@ -7,12 +7,17 @@ import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/
 import { reason } from "../brain/intent.js";
 import { plan } from "../brain/planner.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
-import { approvalNotFound, type ApprovalChannel as DomainApprovalChannel, type ApprovalStore } from "../executor/approvals.js";
+import {
+  approvalNotFound,
+  OPERATOR_PRINCIPAL,
+  type ApprovalChannel as DomainApprovalChannel,
+  type ApprovalStore,
+} from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import type { StepReceipts } from "../executor/ledger.js";
 import { executeApproved, executeSteps, resolveApproval } from "../executor/executor.js";
 import type { ExecutableStep } from "../executor/types.js";
-import { MAX_PLAN_STEPS, type PlanStore } from "../plans/plan-store.js";
+import { MAX_PLAN_STEPS, planScopeOf, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import {
@@ -56,16 +61,24 @@ const CHANNELS: Partial<Record<ApprovalChannel, DomainApprovalChannel>> = {
   [ApprovalChannel.CONSOLE]: "console",
 };
 
-/** The session a plan is bound to; plans cannot exist outside one. */
-function sessionOf(ctx: HandlerContext, rpc: string): string {
-  const session = ctx.call.sessionId;
-  if (session === undefined || session === "") {
-    throw new ChaosError(
-      "failed_precondition",
-      `${rpc} needs a session: plans are bound to the caller's tenant and session, and this call context carries no session id`,
-    );
-  }
-  return session;
+/**
+ * Whether a GetApproval caller reads as a reviewer: a person who may answer approvals (APPROVER,
+ * CONSOLE: the edge vouches for the role, as on ResolveApproval) or the operator (OPERATOR, as
+ * the principal operator only). Anyone else reads only the approvals it requested.
+ */
+function isReviewer(channel: ApprovalChannel, ctx: HandlerContext): boolean {
+  if (channel === ApprovalChannel.APPROVER || channel === ApprovalChannel.CONSOLE) return true;
+  return channel === ApprovalChannel.OPERATOR && ctx.call.principal === OPERATOR_PRINCIPAL;
+}
+
+/** Why a plan id finds nothing: expired, never made, or another scope's or tenant's — one answer, so ids reveal nothing. */
+function planNotFound(id: string, ctx: HandlerContext): ChaosError {
+  return new ChaosError(
+    "not_found",
+    ctx.call.sessionId
+      ? `no plan ${id} in this session (plans expire, and belong to the session that made them)`
+      : `no plan ${id} for ${ctx.call.principal} (plans expire, and belong to the principal that made them)`,
+  );
 }
 
 /** The executor's deps for one call: the verified caller and its cancellation. */
@@ -105,12 +118,13 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
     },
 
     async plan(req, ctx) {
-      const session = sessionOf(ctx, "Plan");
+      // The session's when the call has one (2025-11-25), else the principal's (docs/protocol.md §5).
+      const scope = planScopeOf(ctx.call);
       const intent = req.intent ? intentFromProto(req.intent) : undefined;
       const made = await plan(req.objective, intent, { provider: deps.provider, registry: deps.registry, signal: ctx.signal });
       const stored = await deps.plans.put({
         tenant: ctx.call.tenant,
-        sessionId: session,
+        scope,
         objective: req.objective.trim(),
         steps: made.steps,
         provider: made.provider,
@@ -123,11 +137,9 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       let steps: readonly ExecutableStep[];
       switch (req.target.case) {
         case "planId": {
-          const session = sessionOf(ctx, "Execute");
           const id = req.target.value;
-          const stored = await deps.plans.get(ctx.call.tenant, session, id);
-          // Expired, never made, or another session's or tenant's: the same answer, so ids reveal nothing.
-          if (!stored) throw new ChaosError("not_found", `no plan ${id} in this session (plans expire, and belong to the session that made them)`);
+          const stored = await deps.plans.get(ctx.call.tenant, planScopeOf(ctx.call), id);
+          if (!stored) throw planNotFound(id, ctx);
           steps = stored.steps;
           break;
         }
@@ -146,7 +158,7 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
           return { results: [stepResultToProto(result)] };
         }
         default:
-          throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session), steps, or approval_id");
+          throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session, or by this principal without one), steps, or approval_id");
       }
       const results = await executeSteps(steps, brainDeps(deps, ctx));
       return { results: results.map(stepResultToProto) };
@@ -218,9 +230,12 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
 
     async getApproval(req, ctx) {
       if (req.approvalId === "") throw new ChaosError("invalid_argument", "approval_id is required");
-      // Tenant-bound like every approval call: another tenant's id is simply not found.
+      // Tenant-bound like every approval call: another tenant's id is simply not found. The
+      // requester reads its own approval; another principal only as a reviewer (docs/protocol.md §5).
       const approval = await deps.approvals.get(ctx.call.tenant, req.approvalId);
-      if (!approval) throw approvalNotFound(req.approvalId);
+      if (!approval || (!isReviewer(req.channel, ctx) && approval.call.principal !== ctx.call.principal)) {
+        throw approvalNotFound(req.approvalId);
+      }
       return approvalToProto(approval);
     },
 

@@ -4,7 +4,7 @@
  */
 import { fromJson, type JsonObject as ProtoJsonObject, type JsonValue as ProtoJsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, contextLabel } from "@chaos-core/kit";
 import type {
   ApprovalSummarySchema,
   CapabilitySchema,
@@ -180,7 +180,8 @@ function approvalBase(a: StoredApproval) {
     reason: a.reason,
     risk: a.risk,
     requestedBy: a.call.principal,
-    requestedInSession: a.call.sessionId ?? "",
+    // The context label, as the ledger records it: the session, or request:<ref> without one.
+    requestedInSession: contextLabel(a.call),
     createdAt: timestampFromDate(new Date(a.createdAt)),
     expiresAt: timestampFromDate(new Date(a.expiresAt)),
     channels: [...channelsOf(a)],

@@ -25,7 +25,7 @@ interface Entry {
   readonly expiresAtMs: number;
 }
 
-/** One tenant's plans, keyed by session and plan id. */
+/** One tenant's plans, keyed by scope and plan id. */
 interface TenantPlans {
   readonly entries: Map<string, Entry>;
   bytes: number;
@@ -52,8 +52,8 @@ export function createMemoryPlanStore(options: MemoryPlanStoreOptions = {}): Pla
   const tenants = new Map<string, TenantPlans>();
   let totalBytes = 0;
 
-  // A tuple encoding keeps the key injective whatever characters a session id holds.
-  const keyOf = (sessionId: string, planId: string) => JSON.stringify([sessionId, planId]);
+  // A tuple encoding keeps the key injective whatever characters a scope holds.
+  const keyOf = (scope: string, planId: string) => JSON.stringify([scope, planId]);
 
   const remove = (tenant: string, own: TenantPlans, key: string, entry: Entry) => {
     own.entries.delete(key);
@@ -85,11 +85,11 @@ export function createMemoryPlanStore(options: MemoryPlanStoreOptions = {}): Pla
     }
   }
 
-  function live(tenant: string, sessionId: string, planId: string): [TenantPlans, string, Entry] | undefined {
-    assertPlanOwner(tenant, sessionId);
+  function live(tenant: string, scope: string, planId: string): [TenantPlans, string, Entry] | undefined {
+    assertPlanOwner(tenant, scope);
     if (!isPlanId(planId)) return undefined;
     const own = tenants.get(tenant);
-    const key = keyOf(sessionId, planId);
+    const key = keyOf(scope, planId);
     const entry = own?.entries.get(key);
     if (!own || !entry) return undefined;
     if (entry.expiresAtMs <= now()) {
@@ -106,20 +106,20 @@ export function createMemoryPlanStore(options: MemoryPlanStoreOptions = {}): Pla
       makeRoom(plan.tenant, bytes);
       let own = tenants.get(plan.tenant);
       if (!own) tenants.set(plan.tenant, (own = { entries: new Map(), bytes: 0 }));
-      own.entries.set(keyOf(plan.sessionId, plan.id), { plan, bytes, expiresAtMs: Date.parse(plan.expiresAt) });
+      own.entries.set(keyOf(plan.scope, plan.id), { plan, bytes, expiresAtMs: Date.parse(plan.expiresAt) });
       own.bytes += bytes;
       totalBytes += bytes;
       return structuredClone(plan);
     },
 
-    async get(tenant, sessionId, planId) {
-      const found = live(tenant, sessionId, planId);
+    async get(tenant, scope, planId) {
+      const found = live(tenant, scope, planId);
       // A copy, so a caller editing what it got cannot change the stored plan.
       return found ? structuredClone(found[2].plan) : undefined;
     },
 
-    async delete(tenant, sessionId, planId) {
-      const found = live(tenant, sessionId, planId);
+    async delete(tenant, scope, planId) {
+      const found = live(tenant, scope, planId);
       if (!found) return false;
       remove(tenant, ...found);
       return true;

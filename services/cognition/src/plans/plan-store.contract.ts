@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { expectChaosError } from "../test-support/expect-error.js";
 import type { NewPlan, PlanStep } from "./plan.js";
-import { DEFAULT_PLAN_TTL_SECONDS, MAX_PLAN_BYTES, MAX_PLAN_STEPS, MAX_PLAN_TTL_SECONDS, type PlanStore } from "./plan-store.js";
+import {
+  DEFAULT_PLAN_TTL_SECONDS,
+  MAX_PLAN_BYTES,
+  MAX_PLAN_STEPS,
+  MAX_PLAN_TTL_SECONDS,
+  planScopeOf,
+  type PlanStore,
+} from "./plan-store.js";
 
 /** What the contract needs from a backend. */
 export interface PlanStoreHarness {
@@ -18,7 +25,7 @@ function step(id: string, input: PlanStep["input"] = { url: "https://example.com
 function newPlan(overrides: Partial<NewPlan> = {}): NewPlan {
   return {
     tenant: "acme",
-    sessionId: "session-1",
+    scope: "session-1",
     objective: "fetch the example page",
     steps: [step("s1"), step("s2", { query: { q: "chaos", page: 2, exact: true, tags: ["a", null] } })],
     ...overrides,
@@ -93,7 +100,7 @@ export function describePlanStoreContract(name: string, harness: PlanStoreHarnes
 
       it("cannot reach a plan by moving part of the session id into the plan id", async () => {
         const store = harness.makeStore();
-        const stored = await store.put(newPlan({ sessionId: "team:alpha" }));
+        const stored = await store.put(newPlan({ scope: "team:alpha" }));
         expect(await store.get("acme", "team", `alpha:${stored.id}`)).toBeUndefined();
         expect(await store.get("acme", "team:alpha", stored.id)).toStrictEqual(stored);
       });
@@ -101,9 +108,45 @@ export function describePlanStoreContract(name: string, harness: PlanStoreHarnes
       it("refuses an invalid tenant or session id as invalid_argument", async () => {
         const store = harness.makeStore();
         await expectChaosError(store.put(newPlan({ tenant: "Acme Corp" })), "invalid_argument");
-        await expectChaosError(store.put(newPlan({ sessionId: "" })), "invalid_argument");
-        await expectChaosError(store.put(newPlan({ sessionId: "has space" })), "invalid_argument");
+        await expectChaosError(store.put(newPlan({ scope: "" })), "invalid_argument");
+        await expectChaosError(store.put(newPlan({ scope: "has space" })), "invalid_argument");
         await expectChaosError(store.get("../acme", "session-1", "x"), "invalid_argument");
+      });
+
+      it("keeps the session id beside a session scope, for replicas of the previous version", async () => {
+        const store = harness.makeStore();
+        const stored = await store.put(newPlan());
+        expect(stored).toMatchObject({ scope: "session-1", sessionId: "session-1" });
+      });
+    });
+
+    describe("binding to a principal (a call without a session)", () => {
+      const alice = planScopeOf({ principal: "alice" });
+      const bob = planScopeOf({ principal: "bob" });
+
+      it("finds a plan made without a session only for the principal that made it, exactly like an unknown id", async () => {
+        const store = harness.makeStore();
+        const stored = await store.put(newPlan({ scope: alice }));
+        expect(stored.scope).toBe(alice);
+        expect(Object.keys(stored)).not.toContain("sessionId");
+        expect(await store.get("acme", alice, stored.id)).toStrictEqual(stored);
+        // Another principal of the same tenant: the answer an id that never existed gets.
+        const unknown = "AAAAAAAAAAAAAAAAAAAAAA";
+        expect(await store.get("acme", bob, stored.id)).toBeUndefined();
+        expect(await store.get("acme", alice, unknown)).toBeUndefined();
+        expect(await store.delete("acme", bob, stored.id)).toBe(false);
+        expect(await store.delete("acme", alice, unknown)).toBe(false);
+        expect(await store.get("globex", alice, stored.id)).toBeUndefined();
+        expect(await store.get("acme", alice, stored.id)).toStrictEqual(stored);
+        expect(await store.delete("acme", alice, stored.id)).toBe(true);
+      });
+
+      it("never lets a session and a principal see each other's plans", async () => {
+        const store = harness.makeStore();
+        const inSession = await store.put(newPlan());
+        const sessionless = await store.put(newPlan({ scope: alice }));
+        expect(await store.get("acme", alice, inSession.id)).toBeUndefined();
+        expect(await store.get("acme", "session-1", sessionless.id)).toBeUndefined();
       });
     });
 

@@ -23,7 +23,7 @@ describePlanStoreContract("in-process", {
 });
 
 describe("in-process plan store", () => {
-  const plan = (objective: string): NewPlan => ({ tenant: "default", sessionId: "s", objective, steps: [] });
+  const plan = (objective: string): NewPlan => ({ tenant: "default", scope: "s", objective, steps: [] });
 
   function setup(options: MemoryPlanStoreOptions) {
     const c = fakeClock();

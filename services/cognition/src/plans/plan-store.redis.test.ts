@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { uniquePrefix, useRedisReplicas } from "../../../../test/support/redis.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 import type { NewPlan } from "./plan.js";
-import { DEFAULT_PLAN_TTL_SECONDS } from "./plan-store.js";
+import { DEFAULT_PLAN_TTL_SECONDS, planScopeOf } from "./plan-store.js";
 import { describePlanStoreContract } from "./plan-store.contract.js";
 import { createRedisPlanStore } from "./redis-plan-store.js";
 
@@ -20,7 +20,7 @@ describePlanStoreContract("Redis", {
 describe("Redis plan store", () => {
   const plan: NewPlan = {
     tenant: "acme",
-    sessionId: "session-1",
+    scope: "session-1",
     objective: "fetch the example page",
     steps: [{ id: "s1", capability: "http.request", input: { url: "https://example.com/" }, rationale: "it was asked" }],
   };
@@ -48,6 +48,36 @@ describe("Redis plan store", () => {
     expect(await replicas.a.pttl(`${prefix}acme:plan:session-1:${shortLived.id}`)).toBeLessThanOrEqual(90_000);
   });
 
+  it("keys a plan made without a session by the hex SHA-256 of its principal", async () => {
+    const store = createRedisPlanStore(replicas.a, { prefix });
+    const scope = planScopeOf({ principal: "agent with spaces: and colons" });
+    expect(scope).toMatch(/^principal:[0-9a-f]{64}$/);
+    const stored = await store.put({ ...plan, scope });
+    const key = `${prefix}acme:plan:${scope}:${stored.id}`;
+    expect(JSON.parse((await replicas.a.get(key))!)).toStrictEqual(stored);
+    expect(await createRedisPlanStore(replicas.b, { prefix }).get("acme", scope, stored.id)).toStrictEqual(stored);
+  });
+
+  it("reads a plan written before scopes existed (only its sessionId), under the same key", async () => {
+    const store = createRedisPlanStore(replicas.a, { prefix });
+    const id = "BBBBBBBBBBBBBBBBBBBBBB";
+    const legacy = {
+      id,
+      tenant: "acme",
+      sessionId: "session-1",
+      objective: "fetch the example page",
+      steps: plan.steps,
+      createdAt: new Date().toISOString(),
+      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+      provider: "heuristic",
+    };
+    await replicas.a.set(`${prefix}acme:plan:session-1:${id}`, JSON.stringify(legacy), "EX", 60);
+    expect(await store.get("acme", "session-1", id)).toStrictEqual({ ...legacy, scope: "session-1" });
+    expect(await store.get("acme", "session-2", id)).toBeUndefined();
+    expect(await store.get("acme", planScopeOf({ principal: "session-1" }), id)).toBeUndefined();
+    expect(await store.delete("acme", "session-1", id)).toBe(true);
+  });
+
   it("does not see plans under another prefix", async () => {
     const stored = await createRedisPlanStore(replicas.a, { prefix }).put(plan);
     const elsewhere = createRedisPlanStore(replicas.a, { prefix: uniquePrefix("plans-other") });
@@ -65,6 +95,8 @@ describe("Redis plan store", () => {
       // A well-formed plan of another owner, copied under this key.
       JSON.stringify({ ...stored, tenant: "globex" }),
       JSON.stringify({ ...stored, sessionId: "session-2" }),
+      JSON.stringify({ ...stored, scope: "session-2", sessionId: "session-2" }),
+      JSON.stringify({ ...stored, scope: undefined, sessionId: undefined }),
       JSON.stringify({ ...stored, id: "AAAAAAAAAAAAAAAAAAAAAA" }),
     ];
     for (const value of corrupt) {

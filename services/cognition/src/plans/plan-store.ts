@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto";
-import { assertTenantId, ChaosError } from "@chaos-core/kit";
+import { createHash, randomBytes } from "node:crypto";
+import { assertTenantId, ChaosError, type CallContext } from "@chaos-core/kit";
 import { type NewPlan, type StoredPlan, storedPlanSchema } from "./plan.js";
 
 /** How long a plan lives when the caller does not say: long enough to review and execute it. */
@@ -13,8 +13,9 @@ export const MAX_PLAN_BYTES = 256 * 1024;
 
 /**
  * Where plans live between `chaoscore_plan` and `chaoscore_execute`, possibly on different
- * replicas. A plan is bound to its tenant and session: any other pair finds nothing, exactly as
- * if the id did not exist.
+ * replicas. A plan is bound to its tenant and scope ({@link planScopeOf}: the session, or the
+ * principal of a call without one): any other pair finds nothing, exactly as if the id did not
+ * exist.
  */
 export interface PlanStore {
   /**
@@ -22,10 +23,10 @@ export interface PlanStore {
    * @throws ChaosError `invalid_argument` naming the limit or rule that was broken.
    */
   put(plan: NewPlan, ttlSeconds?: number): Promise<StoredPlan>;
-  /** The plan, or `undefined` when it does not exist, has expired or belongs to another session or tenant. */
-  get(tenant: string, sessionId: string, planId: string): Promise<StoredPlan | undefined>;
-  /** Removes the plan; `false` when there was nothing this tenant and session could see. */
-  delete(tenant: string, sessionId: string, planId: string): Promise<boolean>;
+  /** The plan, or `undefined` when it does not exist, has expired or belongs to another scope or tenant. */
+  get(tenant: string, scope: string, planId: string): Promise<StoredPlan | undefined>;
+  /** Removes the plan; `false` when there was nothing this tenant and scope could see. */
+  delete(tenant: string, scope: string, planId: string): Promise<boolean>;
 }
 
 /** Settings both implementations share. */
@@ -46,7 +47,32 @@ export interface PreparedPlan {
 const PLAN_ID_BYTES = 16;
 const PLAN_ID_RE = /^[A-Za-z0-9_-]{22}$/;
 // MCP session ids are visible ASCII; the bound keeps keys small.
-const SESSION_ID_RE = /^[\x21-\x7e]{1,256}$/;
+const SCOPE_RE = /^[\x21-\x7e]{1,256}$/;
+
+/** How the scope of a plan made without a session starts. */
+export const PRINCIPAL_SCOPE_PREFIX = "principal:";
+
+/**
+ * The scope a call's plans are bound to (docs/protocol.md §5): its MCP session when it has one
+ * (2025-11-25 keeps session scoping), else `principal:` + the hex SHA-256 of the principal — a
+ * fixed-size, visible-ASCII key part whatever characters a principal holds, and another for
+ * every principal, so another principal of the tenant finds nothing.
+ */
+export function planScopeOf(call: Pick<CallContext, "principal" | "sessionId">): string {
+  if (call.sessionId) {
+    // Session ids are minted by the edge (UUIDs); one shaped like a principal scope would alias it.
+    if (call.sessionId.startsWith(PRINCIPAL_SCOPE_PREFIX)) {
+      throw new ChaosError("invalid_argument", `a session id cannot start with "${PRINCIPAL_SCOPE_PREFIX}"`);
+    }
+    return call.sessionId;
+  }
+  return PRINCIPAL_SCOPE_PREFIX + createHash("sha256").update(call.principal, "utf8").digest("hex");
+}
+
+/** Whether a scope is a session's (as opposed to a principal's). */
+export function isSessionScope(scope: string): boolean {
+  return !scope.startsWith(PRINCIPAL_SCOPE_PREFIX);
+}
 
 /** A fresh plan id: 128 random bits, base64url. */
 export function newPlanId(): string {
@@ -55,17 +81,17 @@ export function newPlanId(): string {
 
 /**
  * Whether `id` could be a plan id. Anything else is simply not found, and never reaches a key,
- * so an id like `x:<id>` cannot reach into another session's key space.
+ * so an id like `x:<id>` cannot reach into another scope's key space.
  */
 export function isPlanId(id: string): boolean {
   return PLAN_ID_RE.test(id);
 }
 
-/** Checks the tenant and session a plan is bound to; both come from the call context. */
-export function assertPlanOwner(tenant: string, sessionId: string): void {
+/** Checks the tenant and scope a plan is bound to; both come from the call context. */
+export function assertPlanOwner(tenant: string, scope: string): void {
   assertTenantId(tenant);
-  if (typeof sessionId !== "string" || !SESSION_ID_RE.test(sessionId)) {
-    throw new ChaosError("invalid_argument", "session id must be 1 to 256 visible ASCII characters");
+  if (typeof scope !== "string" || !SCOPE_RE.test(scope)) {
+    throw new ChaosError("invalid_argument", "plan scope (the session id) must be 1 to 256 visible ASCII characters");
   }
 }
 
@@ -88,7 +114,7 @@ function resolveTtl(ttlSeconds: number | undefined, defaultTtl: number, maxTtl: 
  * later changes to the caller's objects do not reach it.
  */
 export function preparePlan(input: NewPlan, ttlSeconds: number | undefined, options: PlanStoreOptions): PreparedPlan {
-  assertPlanOwner(input.tenant, input.sessionId);
+  assertPlanOwner(input.tenant, input.scope);
   const ttl = resolveTtl(
     ttlSeconds,
     options.defaultTtlSeconds ?? DEFAULT_PLAN_TTL_SECONDS,
@@ -103,7 +129,8 @@ export function preparePlan(input: NewPlan, ttlSeconds: number | undefined, opti
   const candidate: StoredPlan = {
     id: newPlanId(),
     tenant: input.tenant,
-    sessionId: input.sessionId,
+    scope: input.scope,
+    ...(isSessionScope(input.scope) ? { sessionId: input.scope } : {}),
     objective: input.objective,
     steps: input.steps,
     createdAt: new Date(nowMs).toISOString(),
@@ -150,9 +177,10 @@ function checkShape(candidate: StoredPlan): ReturnType<typeof storedPlanSchema.s
 
 /**
  * Reads a plan from its stored JSON, trusting nothing: a value that is not a plan, or that names
- * another owner or id than the one it was stored under, is `internal` (the caller logs it).
+ * another owner or id than the one it was stored under, is `internal` (the caller logs it). A
+ * plan written before scopes existed names only its `sessionId`, which is its scope.
  */
-export function parseStoredPlan(json: string, tenant: string, sessionId: string, planId: string): StoredPlan {
+export function parseStoredPlan(json: string, tenant: string, scope: string, planId: string): StoredPlan {
   let value: unknown;
   try {
     value = JSON.parse(json);
@@ -163,8 +191,10 @@ export function parseStoredPlan(json: string, tenant: string, sessionId: string,
   if (!parsed.success) {
     throw new ChaosError("internal", "a stored plan could not be read", { cause: parsed.error });
   }
-  const plan = parsed.data as StoredPlan;
-  if (plan.tenant !== tenant || plan.sessionId !== sessionId || plan.id !== planId) {
+  const stored = parsed.data;
+  const sessionAgrees = stored.sessionId === undefined || stored.scope === undefined || stored.sessionId === stored.scope;
+  const plan = { ...stored, scope: stored.scope ?? stored.sessionId } as StoredPlan;
+  if (plan.tenant !== tenant || plan.scope !== scope || !sessionAgrees || plan.id !== planId) {
     throw new ChaosError("internal", "a stored plan could not be read", {
       cause: new Error("the stored plan names another owner or id than its key"),
     });

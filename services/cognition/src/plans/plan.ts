@@ -18,14 +18,26 @@ export interface PlanStep {
 }
 
 /**
- * A plan as the store keeps it. It belongs to one tenant and one MCP session: only that pair
- * can read it back, so a plan id that leaks to another session is useless there.
+ * A plan as the store keeps it. It belongs to one tenant and one scope inside it (the MCP
+ * session that made it, or the principal that made it without a session): only that pair can
+ * read it back, so a plan id that leaks to another session or principal is useless there.
  */
 export interface StoredPlan {
   /** Random, URL-safe, 128 bits. */
   readonly id: string;
   readonly tenant: string;
-  readonly sessionId: string;
+  /**
+   * What the plan is bound to inside its tenant ({@link planScopeOf}): the MCP session id
+   * (2025-11-25), or `principal:` + the hex SHA-256 of the principal for a call without a
+   * session (docs/protocol.md §5).
+   */
+  readonly scope: string;
+  /**
+   * The same session id again, written for a session scope only so that a replica of an older
+   * version still reads the plan during a rolling upgrade; a plan written before scopes existed
+   * has only this, and reads with it as its scope.
+   */
+  readonly sessionId?: string;
   readonly objective: string;
   readonly steps: readonly PlanStep[];
   /** ISO 8601, UTC. */
@@ -38,7 +50,7 @@ export interface StoredPlan {
 }
 
 /** What a caller hands to {@link PlanStore.put}; the store assigns id and timestamps. */
-export type NewPlan = Omit<StoredPlan, "id" | "createdAt" | "expiresAt">;
+export type NewPlan = Omit<StoredPlan, "id" | "createdAt" | "expiresAt" | "sessionId">;
 
 const planStepSchema = z.object({
   id: z.string().min(1),
@@ -54,7 +66,8 @@ const planStepSchema = z.object({
 export const storedPlanSchema = z.object({
   id: z.string(),
   tenant: z.string(),
-  sessionId: z.string(),
+  scope: z.string().optional(),
+  sessionId: z.string().optional(),
   objective: z.string(),
   steps: z.array(planStepSchema).refine((steps) => new Set(steps.map((s) => s.id)).size === steps.length, {
     message: "step ids must be unique within a plan",

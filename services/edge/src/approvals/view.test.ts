@@ -184,6 +184,19 @@ describe("views and their text", () => {
     ]);
   });
 
+  it("says where a request was made from its context label: a session, a request without one, or nothing", () => {
+    const requestedBy = (label: string) => renderText(stepApprovalView({ ...step({ amount: 1 }), requestedInSession: label })).split("\n").find((l) => l.startsWith("Requested by"));
+    expect(requestedBy("s-1")).toBe("Requested by: agent in session s-1");
+    expect(requestedBy("request:AAECAwQFBgcICQoLDA0ODw")).toBe("Requested by: agent in request AAECAwQFBgcICQoLDA0ODw");
+    expect(requestedBy("")).toBe("Requested by: agent");
+    const recorded = (session: string) =>
+      renderText(ledgerEntryView(create(EntrySchema, { seq: 1n, ts: "2030-01-01T00:00:00.000Z", principal: "agent", session, event: { type: "x" } })))
+        .split("\n")
+        .find((l) => l.startsWith("Recorded"));
+    expect(recorded("request:AAECAwQFBgcICQoLDA0ODw")).toBe("Recorded: 2030-01-01T00:00:00.000Z for agent in request AAECAwQFBgcICQoLDA0ODw");
+    expect(recorded("")).toBe("Recorded: 2030-01-01T00:00:00.000Z for agent");
+  });
+
   it("fits a form up to 16 KiB of UTF-8, counted in bytes", () => {
     expect(MAX_FORM_MESSAGE_BYTES).toBe(16 * 1024);
     expect(fitsForm("a".repeat(MAX_FORM_MESSAGE_BYTES))).toBe(true);

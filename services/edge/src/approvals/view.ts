@@ -1,5 +1,5 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { canonicalJson } from "@chaos-core/kit";
+import { canonicalJson, REQUEST_LABEL_PREFIX } from "@chaos-core/kit";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Entry, SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { isoTime } from "../tools/memory-item.js";
@@ -135,6 +135,15 @@ export type StepApprovalSource = Pick<
 > & { readonly status?: string; readonly createdAt?: Timestamp | undefined; readonly channelsRule?: string };
 
 /**
+ * Where a request was made, from its context label (docs/ledger.md): ` in session <id>` for an
+ * MCP session, ` in request <ref>` for a request without one (`request:<ref>`), nothing without either.
+ */
+function inContext(label: string): string {
+  if (label === "") return "";
+  return label.startsWith(REQUEST_LABEL_PREFIX) ? ` in request ${label.slice(REQUEST_LABEL_PREFIX.length)}` : ` in session ${label}`;
+}
+
+/**
  * A step approval as cognition stored it: the exact validated input the step would run with,
  * its hash, the policy decision and who asked. The executor re-checks the hash and policy
  * version before it runs anything.
@@ -154,7 +163,7 @@ export function stepApprovalView(a: StepApprovalSource): ApprovalView {
       ...(a.channels.length > 0
         ? [fact("Who may approve it (policy's channels)", `${a.channels.join(", ")}${a.channelsRule ? ` (rule ${a.channelsRule})` : ""}`)]
         : []),
-      fact("Requested by", `${a.requestedBy}${a.requestedInSession ? ` in session ${a.requestedInSession}` : ""}`),
+      fact("Requested by", `${a.requestedBy}${inContext(a.requestedInSession)}`),
       fact("Approval", `${a.approvalId}${when ? ` (${when})` : ""}`),
     ],
     hash: { label: "SHA-256 of the canonical input", value: a.argsHash },
@@ -170,7 +179,7 @@ export function ledgerEntryView(entry: Entry): ApprovalView {
     title: `Ledger entry ${entry.seq}${type}`,
     rowsTitle: "The event, exactly as recorded",
     rows: argumentRows(entry.event ?? {}),
-    facts: [fact("Recorded", `${entry.ts} for ${entry.principal}${entry.session ? ` in session ${entry.session}` : ""}`)],
+    facts: [fact("Recorded", `${entry.ts} for ${entry.principal}${inContext(entry.session)}`)],
     hash: { label: "content_hash of the event", value: entry.contentHash },
   };
 }
@@ -191,7 +200,7 @@ export function spendRequestView(request: SpendRequest): ApprovalView {
     rowsTitle: "Every argument of the call, exactly as it will run",
     rows: argumentRows(request.arguments ?? {}),
     facts: [
-      fact("Requested by", `${request.requestedBy}${request.requestedInSession ? ` in session ${request.requestedInSession}` : ""} at ${request.createdAt}`),
+      fact("Requested by", `${request.requestedBy}${inContext(request.requestedInSession)} at ${request.createdAt}`),
       fact("Can be answered until", request.expiresAt),
       ...(reason ? [fact("Why a person must answer", `the spend gate held it: ${reason}`)] : []),
       ...(request.channels.length > 0
@@ -233,7 +242,7 @@ export function toolCallView(call: BoundToolCall, request: Entry): ApprovalView 
     facts: [
       fact("Tool", call.tool),
       fact("Resource", call.resource),
-      fact("Requested by", `${request.principal}${request.session ? ` in session ${request.session}` : ""} at ${request.ts}`),
+      fact("Requested by", `${request.principal}${inContext(request.session)} at ${request.ts}`),
     ],
     hash: { label: "args_hash the ledger recorded for the request", value: typeof recorded["args_hash"] === "string" ? recorded["args_hash"] : "" },
   };

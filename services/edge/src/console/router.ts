@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
 import { ChaosError, type CallContext, type ErrorCode } from "@chaos-core/kit";
+import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { approvalChannelOptions, type ApprovalChannelOption, type ApprovalSubject, type ChannelPlace } from "../approvals/channels.js";
 import { spendRequestView, stepApprovalView } from "../approvals/view.js";
 import { hashApiKey, type ApiKeyVerifier } from "../auth/api-keys.js";
@@ -367,7 +368,8 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     const { consoleCall: ctx } = res.locals as SignedInLocals;
     const id = String(req.params["approvalId"]);
     if (!UUID.test(id)) return refuse(req, res, 404, "Not found", "There is no approval with this id (an approval id is a UUID).");
-    const a = await deps.cognition.getApproval({ approvalId: id }, { ctx });
+    // As a reviewer: every console session holds the approver role (or is the operator's link).
+    const a = await deps.cognition.getApproval({ approvalId: id, channel: ApprovalChannel.CONSOLE }, { ctx });
     send(
       res,
       200,

@@ -4,7 +4,7 @@
  * one in the ledger before the caller sees it.
  */
 import type { JsonObject } from "@bufbuild/protobuf";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, type CallContext } from "@chaos-core/kit";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeyring, generateSigningKey } from "../keys/keyring.js";
@@ -254,6 +254,36 @@ describe("Authorize: each denial has its code and is recorded before the respons
       channel: "client_elicitation",
       channels_rule: "approvalChannels.byRisk.medium",
     });
+  });
+
+  it("a request made without a session is labelled request:<ref>; only the requester's own request answers it by elicitation, else not_requester, recorded", async () => {
+    const tenant = newTenant();
+    const ref = (requestRef: string, principal = AGENT): { ctx: CallContext } => ({ ctx: { tenant, principal, requestRef } });
+    const entry = async (seq: bigint) => (await fx.client.listEntries({ afterSeq: seq - 1n, limit: 1 }, as(tenant, AGENT))).entries[0]!;
+    const evaluated = await fx.client.evaluateToolApproval({ call: SEARCH }, ref("AAECAwQFBgcICQoLDA0ODw"));
+    expect(evaluated.status).toBe("RECEIPT_REQUIRED");
+    expect((await entry(evaluated.ledgerSeq)).session).toBe("request:AAECAwQFBgcICQoLDA0ODw");
+    const issue = (opts: { ctx: CallContext }) =>
+      fx.client.issueReceipt({ call: SEARCH, decision: "allow", approvedVia: "elicitation", requestSeq: evaluated.ledgerSeq }, opts).catch((e: unknown) => e as ChaosError);
+    for (const opts of [ref("BBECAwQFBgcICQoLDA0ODw", APPROVER), as(tenant, AGENT, "sess-a"), as(tenant, AGENT)]) {
+      const err = (await issue(opts)) as ChaosError;
+      expect(err.code).toBe("permission_denied");
+      expect(err.message).toMatch(/^not_requester: it was made without a session/);
+      const refused = (await fx.client.listEntries({ afterSeq: 0n, limit: 1000 }, as(tenant, AGENT))).entries.at(-1)!;
+      expect(refused.event).toMatchObject({ type: "receipt.refused", code: "not_requester", requester: AGENT });
+      expect(refused.session).toBe(opts.ctx.sessionId ?? (opts.ctx.requestRef ? `request:${opts.ctx.requestRef}` : ""));
+    }
+    const ok = await issue(ref("BBECAwQFBgcICQoLDA0ODw"));
+    expect(ok).not.toBeInstanceOf(Error);
+    expect((ok as { receipt?: JsonObject }).receipt?.actor).toBe(`elicitation:${AGENT}`);
+    expect((await entry((ok as { ledgerSeq: bigint }).ledgerSeq)).session).toBe("request:BBECAwQFBgcICQoLDA0ODw");
+
+    // A session's request stays with its session: the same principal's request without it is wrong_session.
+    const inSession = await fx.client.evaluateToolApproval({ call: SEARCH }, as(tenant, AGENT, "sess-a"));
+    const err = await fx.client
+      .issueReceipt({ call: SEARCH, decision: "allow", approvedVia: "elicitation", requestSeq: inSession.ledgerSeq }, ref("CCECAwQFBgcICQoLDA0ODw"))
+      .catch((e: unknown) => e as ChaosError);
+    expect((err as ChaosError).message).toMatch(/^wrong_session: /);
   });
 
   it("at high risk the requesting client's own form answer → refused channel_not_allowed and recorded, allow or deny; with the operator's opt-in it is issued", async () => {

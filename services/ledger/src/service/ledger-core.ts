@@ -1,4 +1,4 @@
-import { ChaosError, assertTenantId, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
+import { ChaosError, askerOfLabel, assertTenantId, contextLabel, sameAsker, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
 import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
 import {
   ANSWER_REFUSAL_CODES,
@@ -74,9 +74,13 @@ export type AfterAuthorize = (
   ctx: { seq: number },
 ) => Promise<{ deny?: { code: string; problem: string }; extra?: Record<string, unknown> }>;
 
-/** The session label of an entry: the MCP session, or "" for a call without one. */
+/**
+ * The context label an entry's `session` field holds (docs/ledger.md): the MCP session id
+ * (2025-11-25), `request:<requestRef>` for a call without a session (2026-07-28), `""` for a
+ * call with neither (the operator endpoint). The field keeps its name so existing chains verify.
+ */
 export function sessionOf(call: CallContext): string {
-  return call.sessionId ?? "";
+  return contextLabel(call);
 }
 
 /**
@@ -257,7 +261,8 @@ export class LedgerCore {
       throw new ChaosError("invalid_argument", `decision: must be "allow" or "deny", got "${input.decision}"`);
     }
     let requester: string;
-    let requestSession: string | undefined;
+    // The context label of the request an edge caller answers (none for a step binding: cognition checked its asker).
+    let requestLabel: string | undefined;
     if (input.step) {
       if (!input.step.requester) throw new ChaosError("invalid_argument", "step.requester: required with a step binding");
       requester = input.step.requester;
@@ -275,7 +280,7 @@ export class LedgerCore {
         throw new ChaosError("failed_precondition", `the call is not the one requested in ledger entry ${input.requestSeq} (tool or resource differ)`);
       }
       requester = request.principal;
-      requestSession = request.session;
+      requestLabel = request.session;
     }
     const policy = this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
     // A step's channels were checked by cognition against its policy decision; any other
@@ -299,16 +304,18 @@ export class LedgerCore {
         return { issued: false as const, code: "channel_not_allowed", problem: refusal.problem, entry };
       }
     }
-    if (via === "elicitation" && requestSession !== undefined && requestSession !== sessionOf(call)) {
-      const problem = "an elicitation answer counts only from the session that made the request";
+    // The client's own answer counts only from whoever asked (kit sameAsker: the requesting
+    // session; without one, the requester's own request).
+    const asker = via === "elicitation" && requestLabel !== undefined ? sameAsker(askerOfLabel(call.tenant, requester, requestLabel), call) : undefined;
+    if (asker && !asker.same) {
       const entry = await this.record(call, {
         type: "receipt.refused",
-        code: "wrong_session",
-        problem,
+        code: asker.code,
+        problem: asker.problem,
         request_seq: input.requestSeq ?? null,
         requester,
       });
-      return { issued: false as const, code: "wrong_session", problem, entry };
+      return { issued: false as const, code: asker.code, problem: asker.problem, entry };
     }
     const now = this.#now();
     const issued = issueReceipt(

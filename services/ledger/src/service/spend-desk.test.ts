@@ -254,6 +254,44 @@ describe("approval channels: policy says which answers count", () => {
     expect(viaTool).toMatchObject({ state: "LOCKED", channel: "client_elicitation" });
   });
 
+  it("a wire held for a request without a session is labelled request:<ref>, and the client's form answers it only through the requester's own request (not_requester otherwise, recorded)", async () => {
+    const tenant = newTenant();
+    await fx.putPolicy(tenant, { approvalChannels: { spend: { policies: { wire: ALL } } } });
+    const ref = (requestRef: string, principal = AGENT) => ({ ctx: { tenant, principal, requestRef } });
+    const held = await fx.client.requestAuthorization({ tool: "wire_treasury_transfer", arguments: wire }, ref("AAECAwQFBgcICQoLDA0ODw"));
+    expect(held.status).toBe("HITL_REQUIRED");
+    const entry = async (seq: bigint) => (await fx.client.listEntries({ afterSeq: seq - 1n, limit: 1 }, as(tenant, AGENT))).entries[0]!;
+    expect((await entry(held.ledgerSeq)).session).toBe("request:AAECAwQFBgcICQoLDA0ODw");
+    expect((await fx.client.getSpendRequest({ requestSeq: held.ledgerSeq }, as(tenant, AGENT))).request).toMatchObject({
+      requestedBy: AGENT,
+      requestedInSession: "request:AAECAwQFBgcICQoLDA0ODw",
+    });
+    const { rows } = await admin.query("SELECT session FROM ledger.spend_requests WHERE tenant_id = $1 AND request_seq = $2", [tenant, Number(held.ledgerSeq)]);
+    expect(rows).toEqual([{ session: "request:AAECAwQFBgcICQoLDA0ODw" }]);
+
+    for (const [who, opts] of [
+      ["another principal's request", ref("BBECAwQFBgcICQoLDA0ODw", APPROVER)],
+      ["a session of the requester", as(tenant, AGENT, "sess-1")],
+      ["the requester without a request ref", as(tenant, AGENT)],
+    ] as const) {
+      const refused = await failure(fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, opts));
+      expect(refused.code, who).toBe("permission_denied");
+      expect(refused.message, who).toMatch(/^not_requester: it was made without a session/);
+      expect((await allEvents(fx.client, as(tenant, AGENT))).at(-1), who).toMatchObject({ type: "spend.approval_refused", code: "not_requester" });
+    }
+    const declined = await failure(fx.client.declineSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, as(tenant, AGENT, "sess-1")));
+    expect(declined.message).toMatch(/^not_requester: /);
+
+    const approved = await fx.client.approveSpend({ requestSeq: held.ledgerSeq, approvedVia: "elicitation" }, ref("BBECAwQFBgcICQoLDA0ODw"));
+    expect(approved).toMatchObject({ state: "LOCKED", channel: "client_elicitation", receiptPending: false });
+    expect((await entry(approved.ledgerSeq)).session).toBe("request:BBECAwQFBgcICQoLDA0ODw");
+
+    // And the other way round: a session's request is not answered from a request of the same principal.
+    const inSession = await heldWire(tenant, { ...wire, amount: 1300 });
+    const fromRequest = await failure(fx.client.approveSpend({ requestSeq: inSession.ledgerSeq, approvedVia: "elicitation" }, ref("CCECAwQFBgcICQoLDA0ODw")));
+    expect(fromRequest.message).toMatch(/^wrong_session: /);
+  });
+
   it("an answer is checked against policy when it is given: a channel the operator removed no longer answers a request made before", async () => {
     const tenant = newTenant();
     await fx.putPolicy(tenant, { approvalChannels: { spend: { policies: { wire: ALL } } } });

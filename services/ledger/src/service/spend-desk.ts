@@ -1,4 +1,4 @@
-import { ChaosError, chpFloat, contentHash, isChpFloat, type CallContext, type Queryable } from "@chaos-core/kit";
+import { ChaosError, askerOfLabel, chpFloat, contentHash, isChpFloat, sameAsker, type CallContext, type Queryable } from "@chaos-core/kit";
 import { channelRefusal, type ChannelDecision } from "../adapters/approval-channels.js";
 import { ALREADY_COLLECTED, APPROVAL_DECLINED, APPROVAL_PENDING, DAILY_CAP_EXCEEDED, financeCode, type CollectRefusalCode } from "../authz/codes.js";
 import { MAX_RECEIPT_TTL_SECONDS, MIN_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
@@ -322,7 +322,8 @@ export class SpendDesk {
    * request whose stored arguments hash to what its entry recorded, answered through a channel
    * policy allows for it now (`channel_not_allowed` otherwise: by default never the requesting
    * client's own form) by someone that channel allows (never the requester through a key, the
-   * console or the operator endpoint; elicitation only from the requesting session; `operator`
+   * console or the operator endpoint; elicitation only from the requesting session, or without one
+ * from the requester's own request; `operator`
    * only as the operator), within 24 h. Each refusal is recorded as `refusalType`. Returns the
    * request and policy's channel decision.
    */
@@ -365,8 +366,10 @@ export class SpendDesk {
     if (via !== "elicitation" && call.principal === request.principal) {
       await refuse("self_approval", `${call.principal} made request ${requestSeq} and cannot approve it`);
     }
-    if (via === "elicitation" && request.session !== sessionOf(call)) {
-      await refuse("wrong_session", "an elicitation answer counts only from the session that made the request");
+    if (via === "elicitation") {
+      // Whoever asked (kit sameAsker): the requesting session; without one, the requester's own request.
+      const asker = sameAsker(askerOfLabel(call.tenant, request.principal, request.session), call);
+      if (!asker.same) await refuse(asker.code, asker.problem);
     }
     if (via === "operator" && call.principal !== OPERATOR_PRINCIPAL) {
       await refuse("not_operator", `approved_via "operator" is the local admin endpoint's; ${call.principal} is not the operator`);
