@@ -118,9 +118,8 @@ function answerCalls(subject: ApprovalSubject): { readonly requester: string; re
 /**
  * What a person does on the console. The link carries no credential (the MCP elicitation spec's
  * "Safe URL Handling"): they sign in with their own approver key, or, in standalone, the
- * operator with a one-time link from `chaos-core approvals console`. Approving on the page comes
- * with the console's answer forms (docs/approvals.md §9, 7b): until then the page shows the
- * whole request and the person answers through another way listed.
+ * operator with a one-time link from `chaos-core approvals console`, review the whole request and
+ * approve or reject it on the page.
  */
 function consoleHow(url: string, place: ChannelPlace): string {
   const operator = place.operator
@@ -128,7 +127,7 @@ function consoleHow(url: string, place: ChannelPlace): string {
     : "";
   return (
     `A person holding the approver role opens ${url} and signs in with their own API key${operator}; ` +
-    "the page shows the whole request. Answering on the page is not served yet: they approve through one of the other ways listed."
+    "the page shows the whole request, and they approve or reject it there."
   );
 }
 
