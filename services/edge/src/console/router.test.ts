@@ -416,7 +416,7 @@ describe("the approval console: answering", () => {
     const done = await answer(b, `/approvals/step/${id}`, "approve");
     expect(done.status).toBe(200);
     expect(done.body).toContain("<h1 class=\"result\">Approved as alice (console)</h1>");
-    expect(done.body).toContain(`It runs when agent calls chaoscore_execute {&quot;approval_id&quot;: &quot;${id}&quot;}, once`);
+    expect(done.body).toContain(`It runs when its requester, agent, calls chaoscore_execute {&quot;approval_id&quot;: &quot;${id}&quot;}, once`);
     expect(done.body).toMatch(/<th scope="row">seq<\/th><td class="value"><code>\d+<\/code>/);
     expect(done.body).toMatch(/<th scope="row">ts<\/th><td class="value"><code>\d{4}-\d\d-\d\dT[\d:.]+Z<\/code>/);
     expect(done.body).toContain('<th scope="row">type</th><td class="value"><code>approval.resolution</code>');
@@ -554,7 +554,7 @@ describe("the approval console: answering", () => {
     const done = await answer(b, `/approvals/spend/${seq}`, "approve");
     expect(done.status).toBe(200);
     expect(done.body).toContain("<h1 class=\"result\">Approved as alice (console)</h1>");
-    expect(done.body).toContain(`agent receives the approval with their next approve_spend {&quot;request_seq&quot;: ${seq}}, once.`);
+    expect(done.body).toContain(`The requester, agent, receives the approval with their next approve_spend {&quot;request_seq&quot;: ${seq}}, once.`);
     expect(shownEvent(done.body)).toMatchObject({ type: "spend.approved", request_seq: seq, approver: "console:alice", approved_via: "console", channel: "console", requester: "agent" });
     const answered = await b.get(`/approvals/spend/${seq}`);
     expect(answered.body).toMatch(/This approval is <strong>APPROVED<\/strong>, answered by <strong>[^<]*alice<\/strong> through <strong>console<\/strong> in ledger entry \d+/);

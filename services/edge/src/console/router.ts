@@ -493,7 +493,8 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     deps.logger.info({ tenant: ctx.tenant, principal: ctx.principal, approvalId: id, status: answered.status }, "console answered a step approval");
     const entry = await ledgerEntry(ctx, answered.ledgerSeq);
     const a = await deps.cognition.getApproval({ approvalId: id, channel: ApprovalChannel.CONSOLE }, { ctx }).catch(() => undefined);
-    const requester = a?.requestedBy ?? "the requester";
+    const requester = a ? `its requester, ${a.requestedBy},` : "its requester";
+    const requesters = a ? `Its requester's (${a.requestedBy}'s)` : "Its requester's";
     send(
       res,
       200,
@@ -504,7 +505,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
               `Approval ${id}${a ? ` (${a.capability})` : ""} is approved. It runs when ${requester} calls ${executeCall(id)}, once: ` +
                 "a second call is refused, and it runs only if policy still allows it then.",
             ]
-          : [`Approval ${id}${a ? ` (${a.capability})` : ""} is rejected: it never runs. ${requester}'s next ${executeCall(id)} is told so.`],
+          : [`Approval ${id}${a ? ` (${a.capability})` : ""} is rejected: it never runs. ${requesters} next ${executeCall(id)} is told so.`],
         ...(entry ? { entry } : {}),
         path: stepPath(id),
       }),
@@ -569,8 +570,8 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
             ? [
                 `Spend request ${seq} (${about}) is approved: the spend gate, run again under the current policy, locked it.`,
                 request.kind === "finance"
-                  ? `${requester} receives the receipt with their next ${approveSpendCall(requestSeq)}, or the ${request.tool} call itself picks the approval up and runs once.`
-                  : `${requester} receives the approval with their next ${approveSpendCall(requestSeq)}, once.`,
+                  ? `The requester, ${requester}, receives the receipt with their next ${approveSpendCall(requestSeq)}, or the ${request.tool} call itself picks the approval up and runs once.`
+                  : `The requester, ${requester}, receives the approval with their next ${approveSpendCall(requestSeq)}, once.`,
               ]
             : [`The answer is recorded, but the spend gate, run again under the current policy, left it ${r.state}${gateReason ? `: ${gateReason}` : ""}. Nothing runs on it.`];
       } else {
@@ -579,7 +580,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
         headline = `Rejected as ${ctx.principal} (${r.channel || "console"})`;
         lines = [
           `Spend request ${seq} (${about}) is declined: it never runs.${reason ? ` Your reason, shown to ${requester}: ${reason}` : ""}`,
-          `${requester}'s next ${approveSpendCall(requestSeq)}${request.tool ? ` or ${request.tool} call` : ""} is told so.`,
+          `The requester's (${requester}'s) next ${approveSpendCall(requestSeq)}${request.tool ? ` or ${request.tool} call` : ""} is told so.`,
         ];
       }
     } catch (err) {
