@@ -229,6 +229,8 @@ describe.skipIf(SKIP_BROWSER_TESTS)("the approval console in a browser", () => {
     const unanswered = errorText(await call(agent, "chaoscore_execute", { approval_id: id }));
     expect(unanswered).toContain(`- console: A person holding the approver role opens ${base}/approvals/step/${id} and signs in with their own API key`);
     expect(unanswered).toContain("they approve or reject it there");
+    // This client declared no URL-mode elicitation: it is not told its call would send anyone to the page.
+    expect(unanswered).not.toContain("URL-mode");
 
     const page = await newPage();
     await signIn(page, approverKey);
