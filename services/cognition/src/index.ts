@@ -36,7 +36,7 @@ export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
 export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
 export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
-export type { ExecuteStepOptions, ExecutorDeps, ResolveApprovalDeps } from "./executor/executor.js";
+export type { ExecuteStepOptions, ExecutorDeps, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";
 export type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
 export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";

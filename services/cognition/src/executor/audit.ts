@@ -99,7 +99,11 @@ export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | ApprovalResoluti
  * `record` that rejects means the event was not durably kept, and the executor fails closed.
  */
 export interface AuditSink {
-  record(event: AuditEvent): Promise<void>;
+  /**
+   * Keeps `event`; resolves with the seq of the ledger entry that holds it when the sink is the
+   * ledger (what the console's result page shows), undefined for a sink without one.
+   */
+  record(event: AuditEvent): Promise<bigint | undefined>;
 }
 
 /** An audit sink that keeps events in memory, for tests and for a process without a ledger. */
@@ -113,7 +117,7 @@ export function createInMemoryAuditSink(): InMemoryAuditSink {
   return {
     record(event) {
       events.push(structuredClone(event));
-      return Promise.resolve();
+      return Promise.resolve(undefined);
     },
     events: () => [...events],
   };

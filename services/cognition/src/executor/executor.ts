@@ -699,13 +699,19 @@ export interface ResolveApprovalDeps {
   readonly receipts?: StepReceipts;
 }
 
-/** Records an answer's event; an audit log that cannot hold it fails the call (`unavailable`). */
-async function recordAnswer(deps: ResolveApprovalDeps, event: ApprovalResolutionEvent | ApprovalRefusedEvent, what: string): Promise<void> {
+/** Records an answer's event (resolving with its ledger seq, when there is a ledger); an audit log that cannot hold it fails the call (`unavailable`). */
+async function recordAnswer(deps: ResolveApprovalDeps, event: ApprovalResolutionEvent | ApprovalRefusedEvent, what: string): Promise<bigint | undefined> {
   try {
-    await deps.audit.record(event);
+    return await deps.audit.record(event);
   } catch (err) {
     throw new ChaosError("unavailable", `the audit log could not record ${what} (${ChaosError.from(err).message})`);
   }
+}
+
+/** An answered approval as {@link resolveApproval} stored it, with the ledger entry that records the answer. */
+export interface ResolvedApproval extends StoredApproval {
+  /** The `approval.resolution` entry's seq; absent when the audit sink is not the ledger. */
+  readonly ledgerSeq?: bigint;
 }
 
 /**
@@ -717,7 +723,7 @@ async function recordAnswer(deps: ResolveApprovalDeps, event: ApprovalResolution
  * it (an audit failure refuses the answer); the store's transition is atomic, so a second answer
  * is `failed_precondition`. Another tenant's or an unknown approval is `not_found`.
  */
-export async function resolveApproval(approvalId: string, input: ResolveApprovalInput, deps: ResolveApprovalDeps): Promise<StoredApproval> {
+export async function resolveApproval(approvalId: string, input: ResolveApprovalInput, deps: ResolveApprovalDeps): Promise<ResolvedApproval> {
   const tenant = input.by.tenant;
   const found = await deps.approvals.get(tenant, approvalId);
   if (!found) throw approvalNotFound(approvalId);
@@ -740,7 +746,7 @@ export async function resolveApproval(approvalId: string, input: ResolveApproval
   if (found.status !== "pending") {
     throw wrongState(approvalId, found.status, "resolve");
   }
-  await recordAnswer(
+  const ledgerSeq = await recordAnswer(
     deps,
     { type: "approval.resolution", ...answer, approved: input.approve, resolvedBy: resolvedByOf(input.channel, input.by) },
     "the answer, so it was not applied",
@@ -748,5 +754,6 @@ export async function resolveApproval(approvalId: string, input: ResolveApproval
   // An approving answer gets its signed receipt before it is stored: an approval without one
   // could never run once a ledger is wired.
   const receipt = input.approve && deps.receipts ? await deps.receipts.issue(found, input) : undefined;
-  return deps.approvals.resolve(tenant, approvalId, receipt ? { ...input, receipt } : input);
+  const stored = await deps.approvals.resolve(tenant, approvalId, receipt ? { ...input, receipt } : input);
+  return ledgerSeq !== undefined ? { ...stored, ledgerSeq } : stored;
 }

@@ -119,12 +119,16 @@ describe("cognition with the ledger", () => {
     ] as const) {
       const tenant = freshTenant();
       const approvalId = await pendingApproval(tenant);
-      await client.resolveApproval({ approvalId, approve: true, channel }, as(tenant, principal, ""));
+      const answered = await client.resolveApproval({ approvalId, approve: true, channel }, as(tenant, principal, ""));
       const ran = await client.execute({ target: { case: "approvalId", value: approvalId } }, as(tenant));
       expect(ran.results[0]?.status).toBe("executed");
       const events = await allEvents(ledger.client, as(tenant));
       const name = channel === ApprovalChannel.OPERATOR ? "operator" : "console";
       expect(events.find((e) => e.type === "approval.resolution")).toMatchObject({ approvalId, channel: name, principal, approved: true });
+      // The answer names the entry that records it (what the console's result page shows).
+      const { entries } = await ledger.client.listEntries({ afterSeq: answered.ledgerSeq - 1n, limit: 1 }, as(tenant));
+      expect(entries[0]?.seq).toBe(answered.ledgerSeq);
+      expect(entries[0]?.event).toMatchObject({ type: "approval.resolution", approvalId, channel: name });
       expect(events.find((e) => e.type === "receipt.issued")).toMatchObject({ channel: name, actor, requester: "agent" });
     }
 

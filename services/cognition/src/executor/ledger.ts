@@ -31,7 +31,8 @@ function eventStruct(event: AuditEvent): JsonObject {
 export function createLedgerAuditSink(ledger: LedgerClient): AuditSink {
   return {
     async record(event) {
-      await ledger.append({ event: eventStruct(event) }, { ctx: contextOf(event.call) });
+      const { entry } = await ledger.append({ event: eventStruct(event) }, { ctx: contextOf(event.call) });
+      return entry?.seq;
     },
   };
 }

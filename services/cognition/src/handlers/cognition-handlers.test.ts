@@ -251,6 +251,8 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
       expect(await client().resolveApproval(elicited(approvalId), as(tenant, "session-a"))).toMatchObject({
         status: "approved",
         resolvedBy: "human via elicitation in session session-a",
+        // No ledger here: the answer is in the in-process audit only.
+        ledgerSeq: 0n,
       });
       await expectChaosError(client().resolveApproval(elicited(approvalId), as(tenant, "session-a")), "failed_precondition");
       const res = await client().execute(resume(approvalId), as(tenant, "session-a"));

@@ -225,7 +225,12 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       // The resolver is the verified caller; the edge vouches for the approver role, cognition
       // enforces the channels policy accepts and each channel's rule (session, operator, no self-approval).
       const resolved = await resolveApproval(req.approvalId, { approve: req.approve, channel, by: ctx.call }, deps);
-      return { status: resolved.status, resolvedBy: resolved.resolution?.resolvedBy ?? "", channel: resolved.resolution?.channel ?? channel };
+      return {
+        status: resolved.status,
+        resolvedBy: resolved.resolution?.resolvedBy ?? "",
+        channel: resolved.resolution?.channel ?? channel,
+        ledgerSeq: resolved.ledgerSeq ?? 0n,
+      };
     },
 
     async getApproval(req, ctx) {

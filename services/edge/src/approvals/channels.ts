@@ -35,6 +35,11 @@ export interface ChannelPlace {
    * call (`ToolContext.consoleUrl`); absent, or undefined for the path, when the console is off.
    */
   readonly consoleUrl?: (path: string) => string | undefined;
+  /**
+   * Whether this client declared URL-mode elicitation: its next call for the approval sends its
+   * user to the console page and waits there for the answer (docs/approvals.md §3).
+   */
+  readonly urlElicitation?: boolean;
 }
 
 /** One way a person can approve, with the exact call or command. */
@@ -118,17 +123,19 @@ function answerCalls(subject: ApprovalSubject): { readonly requester: string; re
 /**
  * What a person does on the console. The link carries no credential (the MCP elicitation spec's
  * "Safe URL Handling"): they sign in with their own approver key, or, in standalone, the
- * operator with a one-time link from `chaos-core approvals console`. Approving on the page comes
- * with the console's answer forms (docs/approvals.md §9, 7b): until then the page shows the
- * whole request and the person answers through another way listed.
+ * operator with a one-time link from `chaos-core approvals console`, review the whole request and
+ * approve or reject it on the page.
  */
-function consoleHow(url: string, place: ChannelPlace): string {
+function consoleHow(url: string, place: ChannelPlace, requesterCall: string): string {
   const operator = place.operator
     ? ` (or the operator of this Chaos Core, after ${operatorConsoleCommand(place.tenant, place.operator)} prints a one-time sign-in link)`
     : "";
+  const sent = place.urlElicitation
+    ? ` Your client supports URL-mode elicitation: your next ${requesterCall} sends your user to this page and waits for the answer given there.`
+    : "";
   return (
     `A person holding the approver role opens ${url} and signs in with their own API key${operator}; ` +
-    "the page shows the whole request. Answering on the page is not served yet: they approve through one of the other ways listed."
+    `the page shows the whole request, and they approve or reject it there.${sent}`
   );
 }
 
@@ -168,7 +175,7 @@ function wayOf(subject: ApprovalSubject, channel: ApprovalChannelName, place: Ch
       if (subject.kind === "receipt") return undefined;
       const url = place.consoleUrl?.(subject.kind === "step" ? stepPath(subject.approvalId) : spendPath(subject.requestSeq));
       if (!url) return undefined;
-      return { how: consoleHow(url, place), url };
+      return { how: consoleHow(url, place, calls.requester), url };
     }
   }
 }

@@ -275,6 +275,10 @@ describe("chaoscore_execute {approval_id} through URL-mode elicitation", () => {
       expect(error.message).toContain(`approval ${approvalId} has not been answered, and your user ${action === "decline" ? "declined to open" : "dismissed the request to open"} the approval page (${page})`);
       expect(error.message).toContain(`\n- approver: A person holding the approver role in this tenant calls chaoscore_approve {"approval_id": "${approvalId}", "approve": true}`);
       expect(error.message).toContain(`\n- console: A person holding the approver role opens ${page} and signs in with their own API key`);
+      // This client is told its next call sends its user to the page again.
+      expect(error.message).toContain(
+        `Your client supports URL-mode elicitation: your next chaoscore_execute {"approval_id": "${approvalId}"} sends your user to this page and waits for the answer given there.`,
+      );
       expect(error.message).not.toContain("client_elicitation");
       expect(c.side.waiting).toEqual([]);
       expect(c.side.completed).toEqual([]);

@@ -1,6 +1,6 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ApprovalSummary } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import type { SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { Entry, SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { ApprovalChannelOption } from "../approvals/channels.js";
 import type { ApprovalView } from "../approvals/view.js";
 import { visibleText } from "../approvals/visible-text.js";
@@ -183,16 +183,84 @@ function hiddenNote(escaped: readonly string[]): SafeHtml | string {
   return escaped.length > 0 ? html`<p class="escaped">Hidden characters, written above as escapes: ${escaped.join(", ")}</p>` : "";
 }
 
+/** How an approval that is no longer pending was answered, as its page names it. */
+export interface ApprovalAnswered {
+  /** Who answered, as recorded (`alice (console)`, `operator`). */
+  readonly by: string;
+  /** The channel that answered, canonical name. */
+  readonly channel?: string;
+  /** The ledger entry of the answer, when known. */
+  readonly ledgerSeq?: bigint;
+}
+
 /** What an approval's page says besides the view itself. */
 export interface ApprovalPageOptions {
-  /** The page's own path under the console (`/step/<id>`, `/spend/<seq>`), for its Refresh link. */
+  /** The page's own path under the console (`/step/<id>`, `/spend/<seq>`): its answer form posts there. */
   readonly path: string;
-  /** The approval's own status, when it is not pending any more. */
+  /** Whether it still waits for an answer. */
+  readonly pending: boolean;
+  /** Its status as its service names it (`approved`, `DECLINED`), for an approval no longer pending. */
   readonly status: string;
+  /** Who answered it, once answered. */
+  readonly answered?: ApprovalAnswered;
+  /** The channels policy accepts for it (canonical names) and the rule that chose them. */
+  readonly channels: readonly string[];
+  readonly channelsRule?: string;
   /** The ways to answer it that exist here other than this page. */
   readonly ways: readonly ApprovalChannelOption[];
   /** Whether the signed-in principal is the one who asked: another person must answer. */
   readonly ownRequest: boolean;
+  /** False when the stored arguments do not hash to what was recorded (a spend): nothing can be approved on them. */
+  readonly argumentsVerified?: boolean;
+  /** Whether a rejection takes a reason (a spend's decline is shown to the requester). */
+  readonly rejectReason?: boolean;
+}
+
+/** The other ways to answer, with each exact call or command. */
+function waysList(ways: readonly ApprovalChannelOption[]): SafeHtml {
+  return ways.length > 0
+    ? html`<ul class="ways">${ways.map((w) => html`<li><strong>${w.channel}</strong>: ${w.how}${w.command ? html` <pre>${w.command}</pre>` : ""}</li>`)}</ul>`
+    : html`<p>No other way to answer it exists on this server.</p>`;
+}
+
+/** The page's Approve / Reject form: posted to the approval's own path with the session's CSRF token. */
+function answerForm(frame: PageFrame, o: ApprovalPageOptions): SafeHtml {
+  return html`<form class="answer" method="post" action="${frame.base}${o.path}">
+<input type="hidden" name="csrf" value="${frame.signedIn?.csrf ?? ""}">
+${
+  o.rejectReason
+    ? html`<label for="reason">Reason, if you reject (at most 500 characters; the requester is shown it)</label>
+<input id="reason" name="reason" type="text" maxlength="500" autocomplete="off">`
+    : ""
+}
+<p class="muted">You answer as <strong>${text(frame.signedIn?.principal ?? "")}</strong> through the console; the answer is recorded in the audit ledger and is final.</p>
+<button type="submit" name="decision" value="approve" class="approve">Approve</button>
+<button type="submit" name="decision" value="reject" class="reject">Reject</button>
+</form>`;
+}
+
+/** Why no answer form is shown (or the form), then the other ways. */
+function answerSection(frame: PageFrame, o: ApprovalPageOptions): SafeHtml {
+  if (!o.pending) {
+    const a = o.answered;
+    const by = a ? html`, answered by <strong>${text(a.by)}</strong>${a.channel ? html` through <strong>${a.channel}</strong>` : ""}${a.ledgerSeq ? html` in ledger entry ${a.ledgerSeq}` : ""}` : "";
+    return html`<p>This approval is <strong>${o.status}</strong>${by}: nothing is left to answer.</p>`;
+  }
+  const ways = html`<p>Other ways to answer it here:</p>
+${waysList(o.ways)}`;
+  if (o.ownRequest) {
+    return html`<p class="warning">You asked for this; another approver must answer.</p>
+${ways}`;
+  }
+  if (!o.channels.includes("console")) {
+    return html`<p class="warning">Policy does not accept an answer on this page for it: it accepts ${o.channels.join(", ")}${o.channelsRule ? ` (rule ${o.channelsRule})` : ""}.</p>
+${ways}`;
+  }
+  if (o.argumentsVerified === false) {
+    return html`<p class="error" role="alert">The stored arguments do not hash to the args_hash the ledger entry recorded: nothing can be approved on them.</p>`;
+  }
+  return html`${answerForm(frame, o)}
+${ways}`;
 }
 
 /**
@@ -211,16 +279,6 @@ export function approvalPage(frame: PageFrame, view: ApprovalView, o: ApprovalPa
     (r) => html`<tr><th scope="row"><code>${r.path === "" ? "(the whole value)" : r.path}</code></th><td class="value"><pre>${r.value}</pre>${hiddenNote(r.escaped)}</td></tr>`,
   );
   const facts = view.facts.map((f) => html`<tr><th scope="row">${f.label}</th><td class="value">${f.value}${hiddenNote(f.escaped)}</td></tr>`);
-  const answer =
-    o.status !== "pending" && o.status !== "PENDING"
-      ? html`<p>This approval is <strong>${o.status}</strong>: nothing is left to answer.</p>`
-      : html`${o.ownRequest ? html`<p class="warning">You asked for this; another approver must answer.</p>` : ""}
-<p>Answering on this page is not served yet. Who can answer it, and how:</p>
-${
-  o.ways.length > 0
-    ? html`<ul class="ways">${o.ways.map((w) => html`<li><strong>${w.channel}</strong>: ${w.how}${w.command ? html` <pre>${w.command}</pre>` : ""}</li>`)}</ul>`
-    : html`<p>No other way to answer it exists on this server.</p>`
-}`;
   return page(
     frame,
     view.kind === "step" ? `Approval ${view.id}` : `Spend request ${view.id}`,
@@ -240,7 +298,85 @@ ${facts}
 </tbody>
 </table>
 <h2>Answer</h2>
-${answer}
+${answerSection(frame, o)}
 <p><a href="${frame.base}${o.path}">Refresh</a> · <a href="${frame.base}">All pending approvals</a></p>`,
+  );
+}
+
+/** What an answer given on the console did. */
+export interface AnswerResult {
+  /** `Approved as alice (console)`, `Rejected as alice (console)`. */
+  readonly headline: string;
+  /** What follows from it, each its own paragraph (who collects it, what runs). */
+  readonly lines: readonly string[];
+  /** The ledger entry that records the answer; absent without a ledger. */
+  readonly entry?: Entry;
+  /** The approval's page. */
+  readonly path: string;
+}
+
+/**
+ * An event as indented JSON, each line's hidden characters written as escapes (JSON itself
+ * escapes control characters inside strings, so its line breaks are all its own).
+ */
+function eventText(event: unknown): string {
+  return JSON.stringify(event, null, 2)
+    .split("\n")
+    .map((line) => text(line))
+    .join("\n");
+}
+
+/** The ledger entry as the result page shows it: seq, ts, type, who, content_hash and the event itself. */
+function entryTable(e: Entry): SafeHtml {
+  const event = e.event ?? {};
+  const type = typeof event["type"] === "string" ? event["type"] : "";
+  return html`<table class="entry">
+<tbody>
+<tr><th scope="row">seq</th><td class="value"><code>${e.seq}</code></td></tr>
+<tr><th scope="row">ts</th><td class="value"><code>${e.ts}</code></td></tr>
+<tr><th scope="row">type</th><td class="value"><code>${text(type)}</code></td></tr>
+<tr><th scope="row">principal</th><td class="value"><code>${text(e.principal)}</code></td></tr>
+<tr><th scope="row">session</th><td class="value"><code>${text(e.session)}</code></td></tr>
+<tr><th scope="row">content_hash</th><td class="value"><code>${e.contentHash}</code></td></tr>
+<tr><th scope="row">event</th><td class="value"><pre>${eventText(event)}</pre></td></tr>
+</tbody>
+</table>`;
+}
+
+/** The page a POST answer ends on: what happened, and the ledger entry that records it. */
+export function answerResultPage(frame: PageFrame, o: AnswerResult): SafeHtml {
+  return page(
+    frame,
+    o.headline,
+    html`<h1 class="result">${o.headline}</h1>
+${o.lines.map((l) => html`<p>${l}</p>`)}
+<h2>The ledger entry that records it</h2>
+${o.entry ? entryTable(o.entry) : html`<p class="muted">This server keeps no audit ledger: the answer is in the in-process audit only.</p>`}
+<p><a href="${frame.base}${o.path}">This approval</a> · <a href="${frame.base}">All pending approvals</a></p>`,
+  );
+}
+
+/** What a refused answer's page says. */
+export interface AnswerRefusal {
+  /** What the refusal means for the person, in plain words. */
+  readonly headline: string;
+  /** The refusing service's own message (its code first), as it recorded it. */
+  readonly message: string;
+  /** The ways to answer that exist here, when someone else (or another channel) can still answer. */
+  readonly ways?: readonly ApprovalChannelOption[];
+  readonly path: string;
+}
+
+/** A refused answer: nothing was approved or rejected. */
+export function answerRefusedPage(frame: PageFrame, o: AnswerRefusal): SafeHtml {
+  return page(
+    frame,
+    "Answer refused",
+    html`<h1>Answer refused</h1>
+<p class="error" role="alert">${o.headline}</p>
+<p class="muted">${o.message}</p>
+${o.ways ? html`<p>Who can answer it, and how:</p>
+${waysList(o.ways)}` : ""}
+<p><a href="${frame.base}${o.path}">This approval</a> · <a href="${frame.base}">All pending approvals</a></p>`,
   );
 }

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { API_KEYS_RECHECK_MS, hashApiKey } from "../auth/api-keys.js";
 import type { EdgeDeps } from "../deps.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
@@ -23,12 +24,15 @@ import { createSignInLinks, SIGN_IN_LINK_TTL_SECONDS, type SignInLinks } from ".
 const newKey = () => randomBytes(24).toString("base64url");
 const acme = uniqueTenant("acme");
 const globex = uniqueTenant("globex");
-const keys = { alice: newKey(), agent: newKey(), bob: newKey(), carol: newKey() };
+/** A tenant whose policy accepts no console answer for memory.remember. */
+const initech = uniqueTenant("initech");
+const keys = { alice: newKey(), agent: newKey(), bob: newKey(), carol: newKey(), dave: newKey() };
 const entries = {
   alice: { tenant: acme, principal: "alice", sha256: hashApiKey(keys.alice), roles: ["approver"] },
   agent: { tenant: acme, principal: "agent", sha256: hashApiKey(keys.agent) },
   bob: { tenant: globex, principal: "bob", sha256: hashApiKey(keys.bob), roles: ["approver"] },
   carol: { tenant: acme, principal: "carol", sha256: hashApiKey(keys.carol), roles: ["approver"] },
+  dave: { tenant: initech, principal: "dave", sha256: hashApiKey(keys.dave), roles: ["approver"] },
 };
 
 const dir = mkdtempSync(join(tmpdir(), "edge-console-"));
@@ -65,6 +69,39 @@ async function pendingStep(tenant: string, input: Record<string, unknown>): Prom
   return out.results[0]!.approval!.approval_id;
 }
 
+/** An agent of `tenant` (principal `principal`) whose step waits for approval, and its connection. */
+async function agentWithStep(tenant: string, input: Record<string, unknown>, principal = "agent"): Promise<{ agent: Connected; id: string }> {
+  const agent = await connectInMemory(deps, { tenant, principal });
+  open.push(agent);
+  const out = ok<{ results: Array<{ status: string; approval?: { approval_id: string } }> }>(
+    await agent.call("chaoscore_execute", { steps: [{ id: "s1", capability: "memory.remember", input }] }),
+  );
+  expect(out.results[0]!.status).toBe("pending_approval");
+  return { agent, id: out.results[0]!.approval!.approval_id };
+}
+
+/** An agent of `tenant` whose spend (evaluate_spend_gate, equity) waits for a person, and its connection. */
+async function agentWithSpend(tenant: string): Promise<{ agent: Connected; seq: number }> {
+  const agent = await connectInMemory(deps, { tenant, principal: "agent" });
+  open.push(agent);
+  const gate = ok<{ state: string; ledger_seq: number }>(
+    await agent.call("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 300, confidence: 0.9 } }),
+  );
+  expect(gate.state).toBe("HITL_REQUIRED");
+  return { agent, seq: gate.ledger_seq };
+}
+
+/** A POST of the approval's answer form, as the page sends it. */
+async function answer(b: ConsoleBrowser, path: string, decision: string, extra: Record<string, string> = {}) {
+  const csrf = ConsoleBrowser.field((await b.get(path)).body, "csrf");
+  return b.post(path, { form: { csrf, decision, ...extra } });
+}
+
+/** Whether a step approval still waits, as cognition says. */
+async function stepStatus(tenant: string, id: string): Promise<string> {
+  return (await deps.cognition.getApproval({ approvalId: id, channel: ApprovalChannel.CONSOLE }, { ctx: { tenant, principal: "alice" } })).status;
+}
+
 async function pendingSpend(tenant: string): Promise<number> {
   const c = await connectInMemory(deps, { tenant, principal: "agent" });
   open.push(c);
@@ -76,10 +113,15 @@ async function pendingSpend(tenant: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  services = await startTestServices("console_router");
+  // Cognition's audit goes to the ledger too, as in chaos-core serve: an answer's entry is shown.
+  services = await startTestServices("console_router", { auditLedger: () => ledger?.client });
   ledger = await startTestLedger("console_router", undefined, services.policy);
   deps = { ...services.deps(createMemorySessionStore()), ledger: ledger.client };
   for (const t of [acme, globex]) await services.putPolicy(t, { requireConfirmationFor: ["memory.remember"] });
+  await services.putPolicy(initech, {
+    requireConfirmationFor: ["memory.remember"],
+    approvalChannels: { capabilities: { "memory.remember": { channels: ["APPROVAL_CHANNEL_APPROVER", "APPROVAL_CHANNEL_OPERATOR"] } } },
+  });
   writeFileSync(keysFile, JSON.stringify(Object.values(entries)));
   links = createSignInLinks({ now: () => linkClock });
   edge = await startHttpTransport(deps, { host: "127.0.0.1", port: 0, apiKeysFile: keysFile, console: { signInLinks: links } });
@@ -333,9 +375,10 @@ describe("the approval console: what a person sees", () => {
     expect(page.body).toContain("Requested by</th><td class=\"value\">agent in session ");
     expect(page.body).toMatch(/Who may approve it \(policy&#39;s channels\)<\/th><td class="value">client_elicitation, approver, operator, console \(rule approvalChannels\.byRisk\.low\)/);
     expect(page.body).toMatch(/created \d{4}-\d\d-\d\dT[\d:.]+Z, expires \d{4}-\d\d-\d\dT[\d:.]+Z/);
-    // No answer buttons yet: the page names the other ways, with the approver's exact call.
-    expect(page.body).toContain("Answering on this page is not served yet.");
-    expect(page.body).not.toMatch(/name="decision"/);
+    // Approve and Reject post to the page itself with the session's token; the other ways are named too.
+    expect(page.body).toContain(`<form class="answer" method="post" action="/approvals/step/${id}">`);
+    expect(page.body).toContain('<button type="submit" name="decision" value="approve" class="approve">Approve</button>');
+    expect(page.body).toContain('<button type="submit" name="decision" value="reject" class="reject">Reject</button>');
     expect(page.body).toContain(`chaoscore_approve {&quot;approval_id&quot;: &quot;${id}&quot;, &quot;approve&quot;: true}`);
   });
 
@@ -354,6 +397,190 @@ describe("the approval console: what a person sees", () => {
     expect((await b.get("/approvals/spend/999999")).status).toBeGreaterThanOrEqual(404);
     expect((await b.get("/approvals/spend/0")).status).toBe(404);
     expect((await b.get("/approvals/step/not-a-uuid")).status).toBe(404);
+  });
+});
+
+/** The JSON text of the ledger event the result page shows, parsed back. */
+function shownEvent(body: string): Record<string, unknown> {
+  const m = /<th scope="row">event<\/th><td class="value"><pre>([\s\S]*?)<\/pre>/.exec(body);
+  if (!m) throw new Error(`no ledger event on the page:\n${body}`);
+  const text = m[1]!.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+describe("the approval console: answering", () => {
+  it("approves a step as the signed-in approver: the result page and its ledger entry; the agent's execute runs it once", async () => {
+    const { agent, id } = await agentWithStep(acme, { key: "console-approved", value: "ship" });
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.alice);
+    const done = await answer(b, `/approvals/step/${id}`, "approve");
+    expect(done.status).toBe(200);
+    expect(done.body).toContain("<h1 class=\"result\">Approved as alice (console)</h1>");
+    expect(done.body).toContain(`It runs when its requester, agent, calls chaoscore_execute {&quot;approval_id&quot;: &quot;${id}&quot;}, once`);
+    expect(done.body).toMatch(/<th scope="row">seq<\/th><td class="value"><code>\d+<\/code>/);
+    expect(done.body).toMatch(/<th scope="row">ts<\/th><td class="value"><code>\d{4}-\d\d-\d\dT[\d:.]+Z<\/code>/);
+    expect(done.body).toContain('<th scope="row">type</th><td class="value"><code>approval.resolution</code>');
+    expect(done.body).toContain('<th scope="row">principal</th><td class="value"><code>alice</code>');
+    expect(done.body).toMatch(/<th scope="row">session<\/th><td class="value"><code>console-[0-9a-f]{12}<\/code>/);
+    expect(done.body).toMatch(/<th scope="row">content_hash<\/th><td class="value"><code>[0-9a-f]{64}<\/code>/);
+    expect(shownEvent(done.body)).toMatchObject({ type: "approval.resolution", approvalId: id, approved: true, channel: "console", principal: "alice", resolvedBy: "alice (console)" });
+    // The page now says who answered, and offers no form.
+    const after = await b.get(`/approvals/step/${id}`);
+    expect(after.body).toContain("This approval is <strong>approved</strong>, answered by <strong>alice (console)</strong> through <strong>console</strong>");
+    expect(after.body).not.toContain('name="decision"');
+
+    const ran = ok<{ results: Array<{ status: string }> }>(await agent.call("chaoscore_execute", { approval_id: id }));
+    expect(ran.results[0]!.status).toBe("executed");
+    const again = ok<{ results: Array<{ status: string; error?: { message: string } }> }>(await agent.call("chaoscore_execute", { approval_id: id }));
+    expect(again.results[0]).toMatchObject({ status: "failed", error: { message: expect.stringContaining("was already used; an approval runs its step once") } });
+  });
+
+  it("rejects a step: it never runs", async () => {
+    const { agent, id } = await agentWithStep(acme, { key: "console-rejected", value: "no" });
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.alice);
+    const done = await answer(b, `/approvals/step/${id}`, "reject");
+    expect(done.status).toBe(200);
+    expect(done.body).toContain("<h1 class=\"result\">Rejected as alice (console)</h1>");
+    expect(shownEvent(done.body)).toMatchObject({ type: "approval.resolution", approvalId: id, approved: false, channel: "console" });
+    const run = await agent.call("chaoscore_execute", { approval_id: id });
+    expect(JSON.stringify(run)).toContain("rejected");
+    expect(await stepStatus(acme, id)).toBe("rejected");
+  });
+
+  it("refuses an answer without the session's CSRF token, with another token, from a foreign Origin or with no decision", async () => {
+    const id = await pendingStep(acme, { key: "console-forged", value: "v" });
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.alice);
+    const path = `/approvals/step/${id}`;
+    const missing = await b.post(path, { form: { decision: "approve" } });
+    expect(missing.status).toBe(403);
+    expect(missing.body).toContain("its CSRF token is missing or not this session&#39;s");
+    expect((await b.post(path, { form: { decision: "approve", csrf: "x".repeat(43) } })).status).toBe(403);
+    // Another signed-in session's token is not this one's.
+    const other = new ConsoleBrowser(base);
+    await other.signIn(keys.carol);
+    expect((await b.post(path, { form: { decision: "approve", csrf: await other.sessionCsrf() } })).status).toBe(403);
+    const csrf = await b.sessionCsrf();
+    const foreign = await b.post(path, { origin: "https://evil.example", form: { decision: "approve", csrf } });
+    expect(foreign.status).toBe(403);
+    expect((await b.post(path, { origin: null, form: { decision: "approve", csrf } })).status).toBe(403);
+    // Not signed in: refused, not sent to the sign-in page.
+    expect((await new ConsoleBrowser(base).post(path, { form: { decision: "approve", csrf } })).status).toBe(403);
+    const none = await b.post(path, { form: { csrf } });
+    expect(none.status).toBe(400);
+    expect(none.body).toContain("decision must be approve or reject");
+    expect((await b.post(path, { form: { csrf, decision: "APPROVE" } })).status).toBe(400);
+    expect(await stepStatus(acme, id)).toBe("pending");
+  });
+
+  it("does not let the requester approve their own step: no buttons, and a forged answer is refused and recorded", async () => {
+    const { id } = await agentWithStep(acme, { key: "console-self", value: "v" }, "alice");
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.alice);
+    const page = await b.get(`/approvals/step/${id}`);
+    expect(page.body).toContain("You asked for this; another approver must answer.");
+    expect(page.body).not.toContain('name="decision"');
+    const forged = await b.post(`/approvals/step/${id}`, { form: { csrf: await b.sessionCsrf(), decision: "approve" } });
+    expect(forged.status).toBe(403);
+    expect(forged.body).toContain("You asked for this; another approver must answer.");
+    expect(forged.body).toContain("self_approval: no self-approval: alice requested this step and cannot approve it");
+    // Who else can: an approver's call and the page for another person.
+    expect(forged.body).toContain(`chaoscore_approve {&quot;approval_id&quot;: &quot;${id}&quot;, &quot;approve&quot;: true}`);
+    expect(services.audit.events().filter((e) => e.type === "approval.refused" && e.approvalId === id)).toEqual([
+      expect.objectContaining({ channel: "console", principal: "alice", code: "self_approval" }),
+    ]);
+    expect(await stepStatus(acme, id)).toBe("pending");
+  });
+
+  it("answers another tenant's approval with 404, and leaves it pending", async () => {
+    const id = await pendingStep(acme, { key: "console-cross-tenant", value: "v" });
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.bob);
+    const refused = await answer(b, `/approvals/step/${id}`, "approve");
+    expect(refused.status).toBe(404);
+    expect(refused.body).not.toContain("console-cross-tenant");
+    expect(await stepStatus(acme, id)).toBe("pending");
+  });
+
+  it("refuses a second answer, whichever it is", async () => {
+    const id = await pendingStep(acme, { key: "console-twice", value: "v" });
+    const alice = new ConsoleBrowser(base);
+    await alice.signIn(keys.alice);
+    const carol = new ConsoleBrowser(base);
+    await carol.signIn(keys.carol);
+    const csrf = await carol.sessionCsrf();
+    expect((await answer(alice, `/approvals/step/${id}`, "approve")).status).toBe(200);
+    const second = await carol.post(`/approvals/step/${id}`, { form: { csrf, decision: "reject" } });
+    expect(second.status).toBe(409);
+    expect(second.body).toContain("This approval was already answered: an answer is given once.");
+    expect(await stepStatus(acme, id)).toBe("approved");
+  });
+
+  it("names the channels policy accepts when the console is not one of them, with the operator's way; a forged answer is refused", async () => {
+    const id = await pendingStep(initech, { key: "console-not-allowed", value: "v" });
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.dave);
+    const page = await b.get(`/approvals/step/${id}`);
+    expect(page.body).toContain("Policy does not accept an answer on this page for it: it accepts approver, operator (rule approvalChannels.capabilities.memory.remember).");
+    expect(page.body).not.toContain('name="decision"');
+    expect(page.body).toContain(`chaoscore_approve {&quot;approval_id&quot;: &quot;${id}&quot;, &quot;approve&quot;: true}`);
+    const forged = await b.post(`/approvals/step/${id}`, { form: { csrf: await b.sessionCsrf(), decision: "approve" } });
+    expect(forged.status).toBe(403);
+    expect(forged.body).toContain("Policy does not accept an answer on the console for this approval: it accepts approver, operator (the ways below).");
+    expect(forged.body).toContain("channel_not_allowed: policy accepts approver, operator for approval");
+    expect(await stepStatus(initech, id)).toBe("pending");
+  });
+
+  it("answers as the operator through a one-time link: recorded as principal operator, channel console", async () => {
+    const id = await pendingStep(acme, { key: "console-operator", value: "v" });
+    const link = links.issue(acme);
+    const b = new ConsoleBrowser(base);
+    const path = `/approvals/sign-in/link?t=${link.token}`;
+    const csrf = ConsoleBrowser.field((await b.get(path)).body, "csrf");
+    expect((await b.post("/approvals/sign-in/link", { form: { t: link.token, csrf } })).status).toBe(303);
+    const done = await answer(b, `/approvals/step/${id}`, "approve");
+    expect(done.body).toContain("<h1 class=\"result\">Approved as operator (console)</h1>");
+    expect(shownEvent(done.body)).toMatchObject({ type: "approval.resolution", channel: "console", principal: "operator" });
+  });
+
+  it("approves a spend on the page: the agent's approve_spend then receives it, once", async () => {
+    const { agent, seq } = await agentWithSpend(acme);
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.alice);
+    const page = await b.get(`/approvals/spend/${seq}`);
+    expect(page.body).toContain(`<form class="answer" method="post" action="/approvals/spend/${seq}">`);
+    expect(page.body).toContain('<input id="reason" name="reason" type="text" maxlength="500" autocomplete="off">');
+    const done = await answer(b, `/approvals/spend/${seq}`, "approve");
+    expect(done.status).toBe(200);
+    expect(done.body).toContain("<h1 class=\"result\">Approved as alice (console)</h1>");
+    expect(done.body).toContain(`The requester, agent, receives the approval with their next approve_spend {&quot;request_seq&quot;: ${seq}}, once.`);
+    expect(shownEvent(done.body)).toMatchObject({ type: "spend.approved", request_seq: seq, approver: "console:alice", approved_via: "console", channel: "console", requester: "agent" });
+    const answered = await b.get(`/approvals/spend/${seq}`);
+    expect(answered.body).toMatch(/This approval is <strong>APPROVED<\/strong>, answered by <strong>[^<]*alice<\/strong> through <strong>console<\/strong> in ledger entry \d+/);
+
+    const collected = ok<{ human: { answer: string; via: string }; approved_by: string; channel: string }>(await agent.call("approve_spend", { request_seq: seq }));
+    expect(collected).toMatchObject({ human: { answer: "confirmed", via: "console" }, channel: "console" });
+    expect(collected.approved_by).toContain("alice");
+    expect(JSON.stringify(await agent.call("approve_spend", { request_seq: seq }))).toContain("already_collected");
+    const second = await answer(b, `/approvals/spend/${seq}`, "reject");
+    expect(second.status).toBe(409);
+    expect(second.body).toContain("This spend request was already answered: an answer is given once.");
+  });
+
+  it("declines a spend with a reason: the agent is told, nothing is approved", async () => {
+    const { agent, seq } = await agentWithSpend(acme);
+    const b = new ConsoleBrowser(base);
+    await b.signIn(keys.alice);
+    const done = await answer(b, `/approvals/spend/${seq}`, "reject", { reason: "not this quarter" });
+    expect(done.status).toBe(200);
+    expect(done.body).toContain("<h1 class=\"result\">Rejected as alice (console)</h1>");
+    expect(done.body).toContain("Your reason, shown to agent: not this quarter");
+    expect(shownEvent(done.body)).toMatchObject({ type: "spend.declined", request_seq: seq, approved_via: "console", channel: "console", reason: "not this quarter" });
+    expect(JSON.stringify(await agent.call("approve_spend", { request_seq: seq }))).toContain("declined");
+    const tooLong = await b.post(`/approvals/spend/${seq}`, { form: { csrf: await b.sessionCsrf(), decision: "reject", reason: "x".repeat(501) } });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body).toContain("reason is 501 characters, at most 500");
   });
 });
 

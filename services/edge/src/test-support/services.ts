@@ -14,9 +14,12 @@ import {
   createCognitionHandlers,
   createMemoryApprovalStore,
   createInMemoryAuditSink,
+  createLedgerAuditSink,
   createMemoryPlanStore,
   createProvider,
+  type AuditSink,
   type InMemoryAuditSink,
+  type LedgerClient,
 } from "@chaos-core/cognition";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { startRealServices } from "../../../../test/support/real-services.js";
@@ -33,6 +36,23 @@ export interface TestServicesOptions {
   readonly highRisk?: boolean;
   /** How long cognition's approvals can be answered (its store's TTL; a day when unset). */
   readonly approvalTtlSeconds?: number;
+  /**
+   * The ledger cognition's audit also goes to, once it is started (it needs these services'
+   * policy first): each event is appended there too, as `chaos-core serve` records it, and the
+   * answer's entry seq is what `ResolveApproval` returns.
+   */
+  readonly auditLedger?: () => LedgerClient | undefined;
+}
+
+/** The in-memory sink, and the ledger's when there is one. */
+function teeAudit(memory: InMemoryAuditSink, ledger: () => LedgerClient | undefined): AuditSink {
+  return {
+    async record(event) {
+      await memory.record(event);
+      const client = ledger();
+      return client ? createLedgerAuditSink(client).record(event) : undefined;
+    },
+  };
 }
 
 /** A high-risk capability whose handler only notes that it ran, with what. */
@@ -81,7 +101,7 @@ export async function startTestServices(name: string, options: TestServicesOptio
       policy,
       memory,
       plans: createMemoryPlanStore(),
-      audit,
+      audit: options.auditLedger ? teeAudit(audit, options.auditLedger) : audit,
       approvals: createMemoryApprovalStore(options.approvalTtlSeconds ? { ttlSeconds: options.approvalTtlSeconds } : {}),
       logger,
     }),

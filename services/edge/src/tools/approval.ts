@@ -15,6 +15,7 @@ export function channelPlace(ctx: ToolContext): ChannelPlace {
     canElicit: ctx.elicitModes().form,
     ...(ctx.deps.operator ? { operator: ctx.deps.operator } : {}),
     consoleUrl: (path) => ctx.consoleUrl(path),
+    urlElicitation: ctx.elicitModes().url,
   };
 }
 
