@@ -25,6 +25,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { MIGRATION_OUTPUTS, MIGRATION_TASK } from "../../services/council/src/domain/examples.js";
 import { createLedgerKeys } from "../../test/support/ledger.js";
+import { createMrtrKeys } from "../../test/support/mrtr-keys.js";
 import { createTestDatabase } from "../../test/support/postgres.js";
 import { startServiceMain, stopProcess } from "../../test/support/processes.js";
 import { percentile } from "./mcp-load.js";
@@ -108,6 +109,7 @@ const database = await createTestDatabase("chaoscore_bench_council");
 const dataDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-council-"));
 const procs: ChildProcess[] = [];
 const keys = DISTRIBUTED ? await createLedgerKeys() : undefined;
+const mrtrKeys = DISTRIBUTED ? await createMrtrKeys() : undefined;
 try {
   const bare = await startServer(["--import", "tsx", "scripts/bench/bare-server.ts"], {});
   procs.push(bare.proc);
@@ -122,7 +124,7 @@ try {
   procs.push(serve.proc);
 
   let distributedUrl: string | undefined;
-  if (DISTRIBUTED && keys) {
+  if (DISTRIBUTED && keys && mrtrKeys) {
     // The services run alone, the Kubernetes shape (at LOG_LEVEL info, startServiceMain's default).
     const common = { DATABASE_URL: database.url, CHAOS_CORE_CONTEXT_KEY: randomBytes(32).toString("hex") };
     const start = async (name: string, env: Record<string, string>) => {
@@ -136,7 +138,7 @@ try {
     const ledger = await start("ledger", { ...common, ...keys.env, POLICY_ADDR: policy });
     const addrs = { CHAOS_CORE_CONTEXT_KEY: common.CHAOS_CORE_CONTEXT_KEY, POLICY_ADDR: policy, MEMORY_ADDR: memory, LEDGER_ADDR: ledger };
     const cognition = await start("cognition", { ...addrs, CHAOS_CORE_PROVIDER: "heuristic" });
-    distributedUrl = await start("edge", { ...addrs, COGNITION_ADDR: cognition, COUNCIL_ADDR: council });
+    distributedUrl = await start("edge", { ...addrs, ...mrtrKeys.env, COGNITION_ADDR: cognition, COUNCIL_ADDR: council });
   }
 
   const bareClient = await connect(bare.url);
@@ -198,6 +200,7 @@ try {
   for (const p of procs.reverse()) await stopProcess(p);
   rmSync(dataDir, { recursive: true, force: true });
   await keys?.remove();
+  await mrtrKeys?.remove();
   await database.drop();
 }
 process.exit(0);

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { hashApiKey } from "@chaos-core/edge";
+import { generateMrtrKeyringFile, hashApiKey } from "@chaos-core/edge";
 import { MIGRATION_OUTPUTS, MIGRATION_TASK, SEED_STYLE_OUTPUTS } from "../../services/council/src/domain/examples.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
@@ -194,7 +194,10 @@ describe("the council run alone on Postgres, behind an edge with two tenants", (
       CHAOS_CORE_PROVIDER: "heuristic",
     });
     procs.push(cognition.proc);
+    const mrtrKeysFile = join(dir, "mrtr-keyring.json");
+    await generateMrtrKeyringFile(mrtrKeysFile);
     const edge = await startServiceMain("edge", {
+      CHAOS_CORE_MRTR_KEYS_FILE: mrtrKeysFile,
       CHAOS_CORE_CONTEXT_KEY: common.CHAOS_CORE_CONTEXT_KEY!,
       POLICY_ADDR: policy.address,
       MEMORY_ADDR: memory.address,

@@ -5,6 +5,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { checkGrpcHealth } from "@chaos-core/kit";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
+import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { httpClient, startServiceMain, stopProcess } from "../support/processes.js";
 
 describe("the services as separate processes (the Kubernetes shape)", () => {
@@ -16,6 +17,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
   let council: string;
   let ledger: string;
   let keys: LedgerKeys;
+  let mrtrKeys: MrtrKeys;
   let edgeUrl: string;
   let client: Client;
 
@@ -42,7 +44,9 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     });
     procs.push(c.proc);
     cognition = c.address;
+    mrtrKeys = await createMrtrKeys();
     const e = await startServiceMain("edge", {
+      ...mrtrKeys.env,
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: policy,
       MEMORY_ADDR: memory,
@@ -60,6 +64,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     for (const p of procs.reverse()) await stopProcess(p);
     await db?.drop();
     await keys?.remove();
+    await mrtrKeys?.remove();
   });
 
   it("answers gRPC health SERVING from each service run alone", async () => {

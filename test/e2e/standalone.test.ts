@@ -125,6 +125,8 @@ describe("the per-user data directory", () => {
     try {
       expect((await client.callTool({ name: "chp_version", arguments: {} })).isError).toBeFalsy();
       expect(existsSync(join(dataDir, "ledger-keyring.json"))).toBe(true);
+      // The key that seals multi-round-trip requestState, owner-only, like the ledger's.
+      expect(statSync(join(dataDir, "mrtr-keyring.json")).mode & 0o777).toBe(0o600);
       expect(readdirSync(hostCwd)).toEqual([]);
       expect(stderr()).toContain(`"dataDir":"${dataDir}"`);
 

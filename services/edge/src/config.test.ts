@@ -59,6 +59,8 @@ describe("loadEdgeConfig", () => {
       CHAOS_CORE_SESSION_TTL_SECONDS: "600",
       CHAOS_CORE_MAX_SESSIONS_PER_KEY: "20",
       CHAOS_CORE_APPROVAL_WAIT_SECONDS: "90",
+      CHAOS_CORE_MRTR_KEYS_FILE: "/etc/chaos-core/mrtr-keyring.json",
+      CHAOS_CORE_MRTR_TTL_SECONDS: "300",
       LOG_LEVEL: "debug",
     });
     expect(config).toEqual({
@@ -82,6 +84,8 @@ describe("loadEdgeConfig", () => {
       logLevel: "debug",
       console: { listenerPort: 0 },
       approvalWaitSeconds: 90,
+      mrtrKeysFile: "/etc/chaos-core/mrtr-keyring.json",
+      mrtrTtlSeconds: 300,
     });
   });
 
@@ -128,6 +132,33 @@ describe("loadEdgeConfig", () => {
     expect(() => loadEdgeAloneConfig({})).toThrow(
       /POLICY_ADDR: required[\s\S]*MEMORY_ADDR: required[\s\S]*COGNITION_ADDR: required[\s\S]*COUNCIL_ADDR: required[\s\S]*CHAOS_CORE_CONTEXT_KEY: required/,
     );
+  });
+
+  it("seals requestState for 600 s by default, at most an hour; the edge alone needs a keyring, standalone does not", () => {
+    const standalone = loadEdgeConfig({});
+    expect(standalone.mrtrTtlSeconds).toBe(600);
+    expect(standalone.mrtrKeysFile).toBeUndefined();
+    expect(loadEdgeConfig({ CHAOS_CORE_MRTR_TTL_SECONDS: "3600" }).mrtrTtlSeconds).toBe(3600);
+    for (const [value, message] of [
+      ["3601", /CHAOS_CORE_MRTR_TTL_SECONDS: must be at most 3600 seconds \(an hour\)/],
+      ["0", /CHAOS_CORE_MRTR_TTL_SECONDS: must be at least 1 second/],
+      ["2.5", /CHAOS_CORE_MRTR_TTL_SECONDS: must be a whole number of seconds/],
+      ["soon", /CHAOS_CORE_MRTR_TTL_SECONDS: must be a whole number of seconds/],
+    ] as const) {
+      expect(() => loadEdgeConfig({ CHAOS_CORE_MRTR_TTL_SECONDS: value }), value).toThrow(message);
+    }
+    const alone = {
+      POLICY_ADDR: "policy:50051",
+      MEMORY_ADDR: "memory:50052",
+      COGNITION_ADDR: "cognition:50053",
+      COUNCIL_ADDR: "council:50055",
+      CHAOS_CORE_CONTEXT_KEY: "k".repeat(32),
+    };
+    expect(() => loadEdgeAloneConfig(alone)).toThrow(ConfigError);
+    expect(() => loadEdgeAloneConfig(alone)).toThrow(
+      /^invalid configuration:\n {2}CHAOS_CORE_MRTR_KEYS_FILE: required when the edge runs alone: the keyring that seals multi-round-trip requestState \(there is no default key; every edge replica mounts the same file\)$/,
+    );
+    expect(loadEdgeAloneConfig({ ...alone, CHAOS_CORE_MRTR_KEYS_FILE: "/k/mrtr.json" }).mrtrKeysFile).toBe("/k/mrtr.json");
   });
 
   it("never echoes the context key", () => {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { envVars, isLoopbackHost, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import type { HttpTransportOptions } from "./transport/http.js";
+import { DEFAULT_REQUEST_STATE_TTL_SECONDS, MAX_REQUEST_STATE_TTL_SECONDS } from "./mrtr/sealed-state.js";
 
 /** The largest request body the edge ever accepts; CHAOS_CORE_MAX_BODY_BYTES may only lower it. */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -83,6 +84,13 @@ const EdgeEnvSchema = z
       .min(1, "must be at least 1 second")
       .max(MAX_APPROVAL_WAIT_SECONDS, `must be at most ${MAX_APPROVAL_WAIT_SECONDS} seconds (an hour)`)
       .default(DEFAULT_APPROVAL_WAIT_SECONDS),
+    CHAOS_CORE_MRTR_KEYS_FILE: z.string().min(1, "must name the keyring file").optional(),
+    CHAOS_CORE_MRTR_TTL_SECONDS: z.coerce
+      .number({ error: "must be a whole number of seconds" })
+      .int("must be a whole number of seconds")
+      .min(1, "must be at least 1 second")
+      .max(MAX_REQUEST_STATE_TTL_SECONDS, `must be at most ${MAX_REQUEST_STATE_TTL_SECONDS} seconds (an hour)`)
+      .default(DEFAULT_REQUEST_STATE_TTL_SECONDS),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
@@ -132,6 +140,14 @@ export interface EdgeConfig {
    * approval's expiry. Composition roots put it in `EdgeDeps.approvalWaitSeconds`.
    */
   readonly approvalWaitSeconds: number;
+  /**
+   * `CHAOS_CORE_MRTR_KEYS_FILE`: the keyring that seals multi-round-trip `requestState`
+   * (docs/protocol.md §7). Required by the edge alone; standalone generates
+   * `<data dir>/mrtr-keyring.json` when unset. There is no default key.
+   */
+  readonly mrtrKeysFile?: string;
+  /** `CHAOS_CORE_MRTR_TTL_SECONDS` (1..3600, default 600): how long a sealed state opens. */
+  readonly mrtrTtlSeconds: number;
 }
 
 /** The configuration of the edge alone, which reaches its services over gRPC. */
@@ -141,6 +157,7 @@ export interface EdgeAloneConfig extends EdgeConfig {
   readonly cognitionAddr: string;
   readonly councilAddr: string;
   readonly contextKey: string;
+  readonly mrtrKeysFile: string;
 }
 
 /**
@@ -154,12 +171,22 @@ export function loadEdgeConfig(env: Env = process.env): EdgeConfig {
 
 /**
  * Reads the configuration of the edge alone (`main.ts`): POLICY_ADDR, MEMORY_ADDR,
- * COGNITION_ADDR, COUNCIL_ADDR and CHAOS_CORE_CONTEXT_KEY are required as well.
+ * COGNITION_ADDR, COUNCIL_ADDR, CHAOS_CORE_CONTEXT_KEY and CHAOS_CORE_MRTR_KEYS_FILE are
+ * required as well.
  */
 export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
   const schema = EdgeEnvSchema.superRefine((e, ctx) => {
     for (const name of ["POLICY_ADDR", "MEMORY_ADDR", "COGNITION_ADDR", "COUNCIL_ADDR", "CHAOS_CORE_CONTEXT_KEY"] as const) {
       if (!e[name]) ctx.addIssue({ code: "custom", path: [name], message: "required when the edge runs alone" });
+    }
+    if (!e.CHAOS_CORE_MRTR_KEYS_FILE) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["CHAOS_CORE_MRTR_KEYS_FILE"],
+        message:
+          "required when the edge runs alone: the keyring that seals multi-round-trip requestState (there is no default key; " +
+          "every edge replica mounts the same file)",
+      });
     }
   });
   const e = parseEnv(schema, env);
@@ -170,6 +197,7 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
     cognitionAddr: e.COGNITION_ADDR!,
     councilAddr: e.COUNCIL_ADDR!,
     contextKey: e.CHAOS_CORE_CONTEXT_KEY!,
+    mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE!,
   };
 }
 
@@ -209,6 +237,8 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
     },
     ...publicUrl,
     approvalWaitSeconds: e.CHAOS_CORE_APPROVAL_WAIT_SECONDS,
+    ...(e.CHAOS_CORE_MRTR_KEYS_FILE ? { mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE } : {}),
+    mrtrTtlSeconds: e.CHAOS_CORE_MRTR_TTL_SECONDS,
     ...(consoleOn ? { console: { ...publicUrl, listenerPort: e.CHAOS_CORE_CONSOLE_PORT } } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),

@@ -6,6 +6,7 @@ import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/me
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { OperatorAccess } from "./approvals/channels.js";
 import type { ConsoleLinks } from "./console/links.js";
+import type { MrtrKeyring } from "./mrtr/keyring.js";
 import type { SessionStore } from "./sessions/session-store.js";
 
 /** The typed policy client, whatever transport (gRPC or in-process) is under it. */
@@ -55,6 +56,15 @@ export interface EdgeDeps {
    * waits for a person's answer, in seconds (`CHAOS_CORE_APPROVAL_WAIT_SECONDS`); 300 when unset.
    */
   readonly approvalWaitSeconds?: number;
+  /**
+   * The keyring that seals and opens multi-round-trip `requestState` (docs/protocol.md §7): the
+   * edge alone loads `CHAOS_CORE_MRTR_KEYS_FILE`, standalone generates one into its data
+   * directory. Nothing reads it yet (issue 11 step 8 wires `requestState.verify`); without it no
+   * state is sealed, so no client is asked through multi-round-trip.
+   */
+  readonly mrtrKeyring?: MrtrKeyring;
+  /** How long a sealed state opens, in seconds (`CHAOS_CORE_MRTR_TTL_SECONDS`); 600 when unset. */
+  readonly mrtrTtlSeconds?: number;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

@@ -58,3 +58,21 @@ export { PROMPT_DEFINITIONS } from "./prompts/index.js";
 export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
 export type { PromptContext, PromptDefinition } from "./prompts/define.js";
 export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";
+export {
+  generateMrtrKeyringFile,
+  loadMrtrKeyring,
+  loadOrCreateMrtrKeyring,
+  MRTR_KEYRING_FILE,
+  newMrtrKeyringFile,
+  parseMrtrKeyring,
+} from "./mrtr/keyring.js";
+export type { MrtrKeyring, MrtrKeyringFile } from "./mrtr/keyring.js";
+export {
+  argumentsDigest,
+  DEFAULT_REQUEST_STATE_TTL_SECONDS,
+  MAX_REQUEST_STATE_TTL_SECONDS,
+  openRequestState,
+  REQUEST_STATE_REFUSAL_REASONS,
+  sealRequestState,
+} from "./mrtr/sealed-state.js";
+export type { OpenResult, RequestStatePayload, RequestStateRefusal, RequestStateRefusalReason, SealInput } from "./mrtr/sealed-state.js";

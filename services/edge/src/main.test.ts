@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,6 +33,7 @@ import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/counc
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
+import { createMrtrKeys, type MrtrKeys } from "../../../test/support/mrtr-keys.js";
 
 // The edge alone, as its own process, in front of policy, memory, cognition and council served over real gRPC.
 
@@ -42,6 +45,7 @@ let database: TestDatabase;
 let db: Db;
 let policyStore: PolicyStore;
 let grpc: RunningGrpcServer;
+let mrtrKeys: MrtrKeys;
 
 /** Only what the test sets: no DATABASE_URL, REDIS_URL or HOST leaking in from the shell. */
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -73,6 +77,7 @@ function listening(proc: ChildProcess, stderr: () => string): Promise<string> {
 }
 
 beforeAll(async () => {
+  mrtrKeys = await createMrtrKeys();
   database = await createTestDatabase("chaoscore_edge_main");
   db = createPostgresDb({ connectionString: database.url });
   await migrateMemory(db);
@@ -111,13 +116,16 @@ afterAll(async () => {
   await policyStore?.close();
   await db?.close();
   await database?.drop();
+  await mrtrKeys?.remove();
 });
 
 describe("the edge main", () => {
   it("serves MCP over HTTP against services reached over gRPC, and writes nothing to stdout", async () => {
     const addr = `127.0.0.1:${grpc.port}`;
-    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, COUNCIL_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY });
+    const edge = runMain({ PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, COUNCIL_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY, ...mrtrKeys.env });
     const url = await listening(edge.proc, edge.stderr);
+    // The requestState key's kid is named, never its secret.
+    expect(edge.stderr()).toContain(`"mrtrKey":"${mrtrKeys.kid}"`);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
 
     const client = new Client({ name: "edge-main-test", version: "1" });
@@ -154,6 +162,21 @@ describe("the edge main", () => {
     expect(edge.stderr()).toMatch(/POLICY_ADDR: required when the edge runs alone/);
     expect(edge.stderr()).toMatch(/COGNITION_ADDR: required when the edge runs alone/);
     expect(edge.stderr()).toMatch(/COUNCIL_ADDR: required when the edge runs alone/);
+    expect(edge.stderr()).toMatch(/CHAOS_CORE_MRTR_KEYS_FILE: required when the edge runs alone: the keyring that seals multi-round-trip requestState \(there is no default key/);
     expect(edge.stdout()).toBe("");
+  });
+
+  it("refuses to start with a keyring file it cannot use, naming the file and the field", async () => {
+    const addr = `127.0.0.1:${grpc.port}`;
+    const env = { PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, COUNCIL_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY };
+    const missing = runMain({ ...env, CHAOS_CORE_MRTR_KEYS_FILE: `${mrtrKeys.env.CHAOS_CORE_MRTR_KEYS_FILE}.gone` });
+    expect(await missing.exited).toBe(1);
+    expect(missing.stderr()).toMatch(/mrtr keyring .*mrtr-keyring\.json\.gone: file not found/);
+    const short = join(dirname(mrtrKeys.env.CHAOS_CORE_MRTR_KEYS_FILE), "short.json");
+    writeFileSync(short, JSON.stringify({ active: "k1", keys: { k1: { secret: "c2hvcnQ" } } }));
+    const weak = runMain({ ...env, CHAOS_CORE_MRTR_KEYS_FILE: short });
+    expect(await weak.exited).toBe(1);
+    expect(weak.stderr()).toMatch(/mrtr keyring .*short\.json: keys\.k1\.secret: must decode to at least 32 bytes/);
+    expect(weak.stderr()).not.toContain("c2hvcnQ");
   });
 });

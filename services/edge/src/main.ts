@@ -18,6 +18,7 @@ const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadEdgeAloneConfig } = await import("./config.js");
+const { loadMrtrKeyring } = await import("./mrtr/keyring.js");
 const { createMemorySessionStore } = await import("./sessions/memory-store.js");
 const { createRedisSessionStore } = await import("./sessions/redis-store.js");
 const { startHttpTransport } = await import("./transport/http.js");
@@ -31,6 +32,8 @@ const bootLogger = createLogger("edge");
 try {
   const config = loadEdgeAloneConfig();
   const logger = createLogger("edge", config.logLevel);
+  // Read before anything connects: a missing or malformed keyring stops the start, naming the file and field.
+  const mrtrKeyring = await loadMrtrKeyring(config.mrtrKeysFile);
 
   const signer = new ContextSigner(config.contextKey);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
@@ -58,6 +61,8 @@ try {
       logger,
       version: VERSION,
       approvalWaitSeconds: config.approvalWaitSeconds,
+      mrtrKeyring,
+      mrtrTtlSeconds: config.mrtrTtlSeconds,
     },
     {
       ...config.http,
@@ -84,6 +89,7 @@ try {
       ledger: config.ledgerAddr ?? "not configured",
       sessions: redis ? "redis" : "in-process",
       console: http.consoleUrl ?? "off",
+      mrtrKey: mrtrKeyring.activeKid,
     },
     "edge listening",
   );

@@ -15,3 +15,5 @@ export type { SessionStore } from "./sessions/session-store.js";
 export { runStdioTransport } from "./transport/stdio.js";
 export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
 export type { RunningStdioTransport, StdioTransportOptions } from "./transport/stdio.js";
+export { loadMrtrKeyring, loadOrCreateMrtrKeyring, MRTR_KEYRING_FILE } from "./mrtr/keyring.js";
+export type { MrtrKeyring } from "./mrtr/keyring.js";

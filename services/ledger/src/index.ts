@@ -35,9 +35,10 @@ export {
   financeReason,
   ANSWER_REFUSAL_CODES,
   ISSUE_REFUSAL_CODES,
+  REQUEST_STATE_REFUSAL_REASONS,
   stepOf,
 } from "./authz/codes.js";
-export type { AuthorizationCode, AuthorizationStep, DenyCode, FinanceReason, IssueRefusalCode } from "./authz/codes.js";
+export type { AuthorizationCode, AuthorizationStep, DenyCode, FinanceReason, IssueRefusalCode, RequestStateRefusalReason } from "./authz/codes.js";
 export { checkAuthorization, MAX_CLOCK_SKEW_MS, settleNonce } from "./authz/authorize.js";
 export type {
   AuthorizationCheck,
@@ -141,6 +142,8 @@ export type { AfterAuthorize, ApprovedVia, AuthorizationOutcome, LedgerCoreDeps,
 export { createLedgerCore } from "./service/create-core.js";
 export type { LedgerCoreOptions } from "./service/create-core.js";
 export { SpendDesk } from "./service/spend-desk.js";
+export { REQUEST_STATE_NONCE_PREFIX, RequestStates } from "./service/request-states.js";
+export type { ConsumeRequestStateInput, ConsumeRequestStateOutcome, RequestStateRefusalInput } from "./service/request-states.js";
 export { loadOperatorPolicies, parseOperatorPolicies, referenceOperatorPolicies } from "./service/operator-policies.js";
 export type { OperatorPolicies, TenantPolicies } from "./service/operator-policies.js";
 export { createMemoryNonceCache, createRedisNonceCache } from "./adapters/nonce-cache.js";

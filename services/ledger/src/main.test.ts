@@ -149,6 +149,7 @@ describe("ledger main, run alone", () => {
   });
 
   it("serves over gRPC: health SERVING, one of 64 concurrent authorizations wins; after a restart with Redis flushed the receipt is still spent", async () => {
+    const mrtrState = { jti: randomBytes(16).toString("base64url"), flow: randomBytes(16).toString("base64url"), tool: "chaoscore_execute", expiresAtMs: BigInt(Date.now() + 600_000) };
     const first = await startMain(env(), cwd);
     let receipt: JsonObject | undefined;
     let kid: string;
@@ -173,6 +174,9 @@ describe("ledger main, run alone", () => {
         const results = await Promise.all(Array.from({ length: 64 }, () => client.authorize({ call: DELETE, receipt }, as(TENANT, "agent@acme"))));
         expect(results.filter((r) => r.code === "AUTHORIZED")).toHaveLength(1);
         expect(results.filter((r) => r.code === "replayed_receipt")).toHaveLength(63);
+        // A sealed MCP requestState is used once the same way, under mrtr: in the nonce path.
+        const consumed = await client.consumeRequestState(mrtrState, as(TENANT, "agent@acme"));
+        expect(consumed).toMatchObject({ consumed: true, code: "consumed" });
       } finally {
         close();
       }
@@ -187,6 +191,7 @@ describe("ledger main, run alone", () => {
     // Only Postgres remembers now.
     const keys = await redis.keys(`${prefix}*`);
     expect(keys).toContain(`${prefix}${TENANT}:nonce:${receipt!.nonce as string}`);
+    expect(keys).toContain(`${prefix}${TENANT}:nonce:mrtr:${mrtrState.jti}`);
     await redis.del(...keys);
 
     const again = await startMain(env(), cwd);
@@ -195,12 +200,14 @@ describe("ledger main, run alone", () => {
       try {
         const replay = await client.authorize({ call: DELETE, receipt: receipt! }, as(TENANT, "agent@acme"));
         expect(replay).toMatchObject({ authorized: false, code: "replayed_receipt" });
+        expect(await client.consumeRequestState(mrtrState, as(TENANT, "agent@acme"))).toMatchObject({ consumed: false, code: "already_consumed" });
         const listed = await client.listEntries({ limit: 1000 }, as(TENANT, "agent@acme"));
-        // request, receipt; the form's request and its refusal; 64 authorizations; the replay.
-        expect(listed.size).toBe(2n + 2n + 64n + 1n);
+        // request, receipt; the form's request and its refusal; 64 authorizations; the replay;
+        // the requestState consumed, and refused after the restart.
+        expect(listed.size).toBe(2n + 2n + 64n + 1n + 2n);
         expect(listed.entries.filter((e) => e.event?.authorized === true)).toHaveLength(1);
         const chain = await client.verifyChain({}, as(TENANT, "agent@acme"));
-        expect(chain).toMatchObject({ ok: true, entries: 69n });
+        expect(chain).toMatchObject({ ok: true, entries: 71n });
       } finally {
         close();
       }

@@ -167,6 +167,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     starting = await startRuntime(config, logger, {
       version: VERSION,
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
+      mrtr: { ttlSeconds: edgeConfig.mrtrTtlSeconds, ...(edgeConfig.mrtrKeysFile ? { keysFile: edgeConfig.mrtrKeysFile } : {}) },
       admin: true,
     });
     const rt = starting;

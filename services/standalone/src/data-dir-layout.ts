@@ -5,7 +5,8 @@ import { createPgliteDb, type Db } from "@chaos-core/kit";
 // What the standalone runtime keeps in its data directory, named once for the runtime and the
 // operator commands that open the same stores while no server runs. The other entries belong to
 // their owners: the lock to kit's `lockDataDir`, `admin.json` to admin-client.ts (ADMIN_FILE),
-// the generated ledger keyring to the ledger (STANDALONE_KEYRING_FILE).
+// the generated ledger keyring to the ledger (STANDALONE_KEYRING_FILE), the generated keyring that
+// seals multi-round-trip requestState (`mrtr-keyring.json`) to the edge (MRTR_KEYRING_FILE).
 
 /** The directory of the embedded database (PGlite) inside a data directory. */
 const EMBEDDED_DB_DIR = "pg";

@@ -64,6 +64,8 @@ export interface Runtime {
     ledgerPolicies: string;
     /** The webhook receiver's origin (never its path, which may be a credential), or "off". */
     webhooks: string;
+    /** The kid that seals multi-round-trip requestState, and where its keyring is (set by `startRuntime`). */
+    mrtrKey?: string;
   };
   /** The operator's loopback admin endpoint (`chaos-core approvals`), when started. */
   readonly admin?: RunningAdminServer;
@@ -99,6 +101,12 @@ export interface RuntimeOptions {
   signInLinks?: SignInLinks;
   /** Awaited just before the database opens: tests hold the start-up there to see what answers meanwhile. */
   beforeDatabase?: () => Promise<void>;
+  /**
+   * Multi-round-trip requestState (`startRuntime` only): the operator's keyring file
+   * (`CHAOS_CORE_MRTR_KEYS_FILE`; unset = `<dataDir>/mrtr-keyring.json`, generated on first run)
+   * and the lifetime of a sealed state (`CHAOS_CORE_MRTR_TTL_SECONDS`).
+   */
+  mrtr?: { keysFile?: string; ttlSeconds: number };
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */

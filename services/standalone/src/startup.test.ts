@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { createLogger } from "@chaos-core/kit";
-import { runStdioTransport, TOOL_DEFINITIONS, type EdgeDeps } from "@chaos-core/edge";
+import { MRTR_KEYRING_FILE, newMrtrKeyringFile, runStdioTransport, TOOL_DEFINITIONS, type EdgeDeps } from "@chaos-core/edge";
 import { loadStandaloneConfig } from "./config.js";
 import { startRuntime, type StartingRuntime } from "./startup.js";
 
@@ -28,12 +28,13 @@ function latch() {
   return { wait: () => opened, release };
 }
 
-async function start(dir: string, beforeDatabase?: () => Promise<void>): Promise<StartingRuntime> {
+async function start(dir: string, beforeDatabase?: () => Promise<void>, mrtr?: { keysFile?: string; ttlSeconds: number }): Promise<StartingRuntime> {
   const config = loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: dir, LOG_LEVEL: "silent" });
   return startRuntime(config, createLogger("startup-test", "silent"), {
     version: "0.0.0",
     sessionTtlSeconds: 600,
     ...(beforeDatabase ? { beforeDatabase } : {}),
+    ...(mrtr ? { mrtr } : {}),
   });
 }
 
@@ -119,5 +120,57 @@ describe("a stdio server whose stores are still opening", () => {
       await close();
       await starting.close();
     }
+  });
+});
+
+describe("the key that seals multi-round-trip requestState", () => {
+  it("is generated into <data dir>/mrtr-keyring.json (0600) on first run, before the stores open, and reused on restart", async () => {
+    const dir = dataDir();
+    const path = join(dir, MRTR_KEYRING_FILE);
+    const hold = latch();
+    const first = await start(dir, hold.wait, { ttlSeconds: 900 });
+    let kid: string;
+    try {
+      // There before anything answers, with the database still held shut.
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+      kid = first.deps.mrtrKeyring!.activeKid;
+      expect((JSON.parse(readFileSync(path, "utf8")) as { active: string }).active).toBe(kid);
+      expect(first.deps.mrtrTtlSeconds).toBe(900);
+      hold.release();
+      const runtime = await first.ready;
+      // serve hands the ready runtime's deps to the HTTP transport: the same keyring.
+      expect(runtime.deps.mrtrKeyring).toBe(first.deps.mrtrKeyring);
+      expect(runtime.stores.mrtrKey).toBe(`${kid} (generated in the data directory)`);
+    } finally {
+      await first.close();
+    }
+    const before = readFileSync(path, "utf8");
+    const again = await start(dir);
+    try {
+      expect(again.deps.mrtrKeyring!.activeKid).toBe(kid);
+      expect(readFileSync(path, "utf8")).toBe(before);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it("is the operator's file when CHAOS_CORE_MRTR_KEYS_FILE names one; a bad one stops the start, naming it, and frees the directory", async () => {
+    const dir = dataDir();
+    const keysFile = join(dataDir(), "operator-mrtr.json");
+    writeFileSync(keysFile, JSON.stringify(newMrtrKeyringFile("ops-1")));
+    const starting = await start(dir, undefined, { keysFile, ttlSeconds: 600 });
+    try {
+      expect(starting.deps.mrtrKeyring!.activeKid).toBe("ops-1");
+      expect(existsSync(join(dir, MRTR_KEYRING_FILE))).toBe(false);
+      expect((await starting.ready).stores.mrtrKey).toBe(`ops-1 (${keysFile})`);
+    } finally {
+      await starting.close();
+    }
+    writeFileSync(keysFile, JSON.stringify({ active: "ops-1", keys: { "ops-1": { secret: "dG9vIHNob3J0" } } }));
+    await expect(start(dir, undefined, { keysFile, ttlSeconds: 600 })).rejects.toThrow(/mrtr keyring .*operator-mrtr\.json: keys\.ops-1\.secret: must decode to at least 32 bytes/);
+    // The lock was given back: the next start takes the directory.
+    const next = await start(dir);
+    await next.close();
+    expect(existsSync(join(dir, MRTR_KEYRING_FILE))).toBe(true);
   });
 });

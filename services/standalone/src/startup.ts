@@ -4,7 +4,16 @@ import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/counc
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { createMemorySessionStore, createSignInLinks, type EdgeDeps, type SessionStore, type SignInLinks } from "@chaos-core/edge/stdio";
+import {
+  createMemorySessionStore,
+  createSignInLinks,
+  loadMrtrKeyring,
+  loadOrCreateMrtrKeyring,
+  type EdgeDeps,
+  type MrtrKeyring,
+  type SessionStore,
+  type SignInLinks,
+} from "@chaos-core/edge/stdio";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import type { StandaloneConfig } from "./config.js";
 import type * as runtimeModule from "./runtime.js";
@@ -67,6 +76,17 @@ async function* exportOnceReady(ready: Promise<Runtime>, tenant: string): AsyncI
  */
 export async function startRuntime(config: StandaloneConfig, logger: Logger, options: RuntimeOptions): Promise<StartingRuntime> {
   const unlock = await lockDataDir(config.dataDir);
+  // The key that seals multi-round-trip requestState: the operator's file, else one generated into
+  // the data directory on first run (a file read, before anything answers). Never a built-in key.
+  let mrtrKeyring: MrtrKeyring;
+  try {
+    mrtrKeyring = options.mrtr?.keysFile ? await loadMrtrKeyring(options.mrtr.keysFile) : await loadOrCreateMrtrKeyring(config.dataDir, logger);
+  } catch (err) {
+    await unlock();
+    throw err;
+  }
+  const mrtr = { mrtrKeyring, ...(options.mrtr ? { mrtrTtlSeconds: options.mrtr.ttlSeconds } : {}) };
+  const mrtrKey = `${mrtrKeyring.activeKid} (${options.mrtr?.keysFile ?? "generated in the data directory"})`;
   // The in-process session store answers at once; a Redis one opens with the other stores.
   const sessions = config.redisUrl ? undefined : createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
   // Approval answers name the operator's exact command only where its endpoint runs, with
@@ -91,7 +111,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
       dataDirLock: unlock,
       ...(sessions ? { sessions } : {}),
     });
-    return { ...created, deps: { ...created.deps, ...operator } };
+    return { ...created, deps: { ...created.deps, ...operator, ...mrtr }, stores: { ...created.stores, mrtrKey } };
   })().catch((err: unknown) => {
     const cause = err instanceof Error ? err.message : String(err);
     throw new ChaosError("unavailable", `chaos-core could not open its stores: ${cause}`, { cause: err });
@@ -113,6 +133,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     logger,
     version: options.version,
     ...operator,
+    ...mrtr,
   };
   const closeRuntime = async () => {
     const runtime = await ready.catch(() => undefined);

@@ -14,11 +14,14 @@ export interface NonceCache {
   release(tenant: string, nonce: string): Promise<void>;
 }
 
-/** Nonces are base64url; anything else never reaches a key. */
-const NONCE_RE = /^[A-Za-z0-9_-]{22,128}$/;
+/**
+ * Nonces are base64url; anything else never reaches a key. A sealed requestState's jti is kept
+ * under `mrtr:` (REQUEST_STATE_NONCE_PREFIX), which no receipt nonce can start with.
+ */
+const NONCE_RE = /^(?:mrtr:)?[A-Za-z0-9_-]{22,128}$/;
 
 function assertNonce(nonce: string): void {
-  if (!NONCE_RE.test(nonce)) throw new ChaosError("invalid_argument", "receipt nonce: must be base64url (22 to 128 characters)");
+  if (!NONCE_RE.test(nonce)) throw new ChaosError("invalid_argument", "nonce: must be base64url (22 to 128 characters), a requestState's behind mrtr:");
 }
 
 /** Keys read `<prefix><tenant>:nonce:<nonce>`; `SET NX PX` makes the claim atomic on any replica. */

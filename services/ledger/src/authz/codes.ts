@@ -106,6 +106,29 @@ export const SPEND_REFUSAL_CODES = [
   { code: "confidence_required", meaning: "the operator's spend policy requires a confidence and the action has none; the gate did not run" },
 ] as const;
 
+/**
+ * Why a sealed MCP `requestState` (multi round-trip, docs/protocol.md §7) was refused, recorded
+ * as `mrtr.state_refused {reason}`. `by` says who decides it: the edge opens and checks the
+ * state and records its refusals (RecordRequestStateRefusal); the ledger refuses a state used
+ * before, or one past its expiry (ConsumeRequestState).
+ */
+export const REQUEST_STATE_REFUSAL_REASONS = [
+  { reason: "malformed", by: "edge", meaning: "not a sealed state (cc1.<kid>.<base64url>), too long or too short, or a payload without its fields" },
+  { reason: "unknown_kid", by: "edge", meaning: "sealed with a kid the edge's keyring does not hold (never was, or rotated out)" },
+  { reason: "tag", by: "edge", meaning: "the AES-GCM tag does not verify: changed, truncated, or sealed with another key" },
+  { reason: "version", by: "edge", meaning: "a payload version the edge does not read" },
+  { reason: "tenant", by: "edge", meaning: "sealed for another tenant than the caller's" },
+  { reason: "principal", by: "edge", meaning: "sealed for another principal than the caller" },
+  { reason: "expired", by: "edge, ledger", meaning: "past its expiry (CHAOS_CORE_MRTR_TTL_SECONDS after it was sealed)" },
+  { reason: "method", by: "edge", meaning: "sealed for another MCP method" },
+  { reason: "name", by: "edge", meaning: "sealed for another tool, prompt or resource" },
+  { reason: "digest", by: "edge", meaning: "sealed for the same tool with other arguments" },
+  { reason: "already_consumed", by: "ledger", meaning: "consumed before: a state is used once, on any replica" },
+] as const;
+
+/** A reason a requestState was refused. */
+export type RequestStateRefusalReason = (typeof REQUEST_STATE_REFUSAL_REASONS)[number]["reason"];
+
 /** A reason a receipt was not issued. */
 export type IssueRefusalCode = (typeof ISSUE_REFUSAL_CODES)[number]["code"];
 

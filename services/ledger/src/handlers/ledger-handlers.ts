@@ -6,6 +6,7 @@ import type { LedgerEntry } from "../log/entry.js";
 import { verifyStoredLedger } from "../log/verify.js";
 import type { LedgerCore, StepBinding } from "../service/ledger-core.js";
 import { toPlainJson } from "../service/plain-json.js";
+import { RequestStates } from "../service/request-states.js";
 import { SpendDesk, type SpendRequestView } from "../service/spend-desk.js";
 import { spendAnswerVia } from "../service/spend-requests.js";
 
@@ -94,6 +95,7 @@ function spendRequestToProto(v: SpendRequestView) {
 /** The gRPC surface of the ledger service over a {@link LedgerCore}. */
 export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof LedgerService> {
   const desk = new SpendDesk(core);
+  const states = new RequestStates(core);
   const store = core.store;
   return {
     async append(req, ctx) {
@@ -287,6 +289,17 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         approvalRequestSeq: BigInt(r.approvalRequestSeq ?? 0),
         approvalChannels: [...(r.approvalChannels ?? [])],
       };
+    },
+
+    async consumeRequestState(req, ctx) {
+      if (req.expiresAtMs > BigInt(Number.MAX_SAFE_INTEGER) || req.expiresAtMs < 0n) throw new ChaosError("invalid_argument", "expires_at_ms: out of range");
+      const r = await states.consume(ctx.call, { jti: req.jti, flow: req.flow, tool: req.tool, expiresAtMs: Number(req.expiresAtMs) });
+      return { consumed: r.consumed, entrySeq: BigInt(r.entry.seq), code: r.code };
+    },
+
+    async recordRequestStateRefusal(req, ctx) {
+      const entry = await states.refuse(ctx.call, { reason: req.reason, kid: req.kid, jti: req.jti, flow: req.flow, tool: req.tool });
+      return { entrySeq: BigInt(entry.seq) };
     },
 
     getInfo(_req, ctx) {

@@ -7,6 +7,7 @@ import {
   FINANCE_DETAIL_CODES,
   FINANCE_REASONS,
   ISSUE_REFUSAL_CODES,
+  REQUEST_STATE_REFUSAL_REASONS,
   SPEND_REFUSAL_CODES,
 } from "../authz/codes.js";
 import { evaluateToolApproval, issueReceipt, MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
@@ -137,6 +138,11 @@ export class LedgerCore {
 
   get policies(): OperatorPolicies {
     return this.#deps.policies;
+  }
+
+  /** The nonce fast path (Redis or in-process) in front of `ledger.nonces`. */
+  get nonces(): NonceCache {
+    return this.#deps.nonces;
   }
 
   now(): Date {
@@ -491,6 +497,7 @@ export class LedgerCore {
       collect_refusal_codes: COLLECT_REFUSAL_CODES.map((c) => ({ ...c })),
       finance_reason_codes: [...FINANCE_REASONS],
       finance_detail_codes: FINANCE_DETAIL_CODES.map((c) => ({ ...c })),
+      request_state_refusal_reasons: REQUEST_STATE_REFUSAL_REASONS.map((c) => ({ ...c })),
       keys: keyring.kids().map((kid) => {
         const key = keyring.verificationKey(kid);
         return { kid, alg: "Ed25519", public_key: key ? rawEd25519PublicKey(key).toString("base64") : null, active: kid === keyring.active.kid };
