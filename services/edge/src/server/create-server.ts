@@ -1,7 +1,5 @@
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { ServerOptions } from "@modelcontextprotocol/sdk/server/index.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, SetLevelRequestSchema, type Implementation } from "@modelcontextprotocol/sdk/types.js";
+import { McpServer, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
+import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -60,9 +58,9 @@ export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, opti
   // The SDK keeps the level a client sets in a map inside this process; another replica serving
   // the same session would not see it. The level goes to the session store instead, which the
   // tools read when they log.
-  server.server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+  server.server.setRequestHandler("logging/setLevel", async (request) => {
     const updated = await deps.sessions.update(session.tenant, session.id, { logLevel: request.params.level });
-    if (!updated) throw new McpError(ErrorCode.InvalidRequest, "this session has expired; initialize a new one");
+    if (!updated) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, "this session has expired; initialize a new one");
     return {};
   });
   return server;

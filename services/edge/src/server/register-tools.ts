@@ -1,14 +1,5 @@
 import { z } from "zod";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import {
-  ElicitResultSchema,
-  type CallToolResult,
-  type ClientCapabilities,
-  type LoggingLevel,
-  type ServerNotification,
-  type ServerRequest,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { McpServer, CallToolResult, ClientCapabilities, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
@@ -17,7 +8,7 @@ import type { ElicitModes, ToolContext, ToolDefinition } from "../tools/define.j
 import { logAtMcpLevel, reachesClient } from "./logging.js";
 import { argumentsSchema } from "./tool-arguments.js";
 
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+type Extra = ServerContext;
 
 const toolErrorOutput = z.object({ code: z.enum(ERROR_CODES), message: z.string() });
 
@@ -59,43 +50,43 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
   return {
     call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
     deps,
-    signal: extra.signal,
+    signal: extra.mcpReq.signal,
     async log(level, message, data = {}) {
       logAtMcpLevel(log, level, data, message);
       if (!reachesClient(level, await clientLevel())) return;
-      await extra.sendNotification({
+      await extra.mcpReq.notify({
         method: "notifications/message",
         params: { level, logger: "chaos-core", data: { message, ...data } },
       });
     },
     async progress(progress, total, message) {
-      const progressToken = extra._meta?.progressToken;
+      const progressToken = extra.mcpReq._meta?.progressToken;
       if (progressToken === undefined) return;
-      await extra.sendNotification({
+      await extra.mcpReq.notify({
         method: "notifications/progress",
         params: { progressToken, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
       });
     },
-    roles: rolesOf(extra.authInfo, session),
+    roles: rolesOf(extra.http?.authInfo, session),
     elicitModes: () => elicitModes(server.server.getClientCapabilities()),
     // Through the request's own channel (over HTTP, the POST's event stream), not the session's
     // standalone stream, which the client may never have opened.
     elicit: (params) =>
-      extra.sendRequest({ method: "elicitation/create", params: { mode: "form", ...params } }, ElicitResultSchema, {
-        signal: extra.signal,
+      extra.mcpReq.send({ method: "elicitation/create", params: { mode: "form", ...params } }, {
+        signal: extra.mcpReq.signal,
         timeout: ELICIT_TIMEOUT_MS,
       }),
     elicitUrl: (params, timeoutMs) =>
-      extra.sendRequest({ method: "elicitation/create", params: { mode: "url", ...params } }, ElicitResultSchema, {
-        signal: extra.signal,
+      extra.mcpReq.send({ method: "elicitation/create", params: { mode: "url", ...params } }, {
+        signal: extra.mcpReq.signal,
         timeout: Math.max(1, Math.min(timeoutMs ?? ELICIT_TIMEOUT_MS, ELICIT_TIMEOUT_MS)),
       }),
     // The SDK refuses it for a client that did not declare URL mode (it would not know the id).
     notifyElicitationComplete: (elicitationId) =>
-      extra.sendNotification({ method: "notifications/elicitation/complete", params: { elicitationId } }),
+      extra.mcpReq.notify({ method: "notifications/elicitation/complete", params: { elicitationId } }),
     // The Host of this call's HTTP request (none over stdio); the transport that serves the
     // console says, in deps.console, whether that Host was validated.
-    consoleUrl: (path) => consoleLink(deps.console, path, headerValue(extra.requestInfo?.headers.host)),
+    consoleUrl: (path) => consoleLink(deps.console, path, extra.http?.req?.headers.get("host") ?? undefined),
   };
 }
 
@@ -110,10 +101,6 @@ export function elicitModes(capabilities: ClientCapabilities | undefined): Elici
   const form = e.form !== undefined;
   const url = e.url !== undefined;
   return { form: form || !url, url };
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 /**
@@ -171,7 +158,7 @@ export function registerTools(
               recordToolCall(tool.name, outcome, performance.now() - started);
             }
           },
-          { carrier: extra._meta },
+          { carrier: extra.mcpReq._meta },
         ),
     );
   }

@@ -11,8 +11,8 @@
  * depth must be refused before it runs.
  */
 import { z } from "zod";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { isJSONRPCRequest, ProtocolErrorCode } from "@modelcontextprotocol/server";
+import type { Transport, JSONRPCMessage } from "@modelcontextprotocol/server";
 import { ChaosError, describeZodIssues, formatIssuePath, toMcpErrorResult } from "@chaos-core/kit";
 import { MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH } from "../config.js";
 import type { ToolDefinition } from "../tools/define.js";
@@ -136,7 +136,7 @@ export function toolCallRefusal(
   const invalidParams = (text: string): JSONRPCMessage => ({
     jsonrpc: "2.0",
     id: message.id,
-    error: { code: ErrorCode.InvalidParams, message: text },
+    error: { code: ProtocolErrorCode.InvalidParams, message: text },
   });
   const params = message.params as Record<string, unknown> | undefined;
   const name = params?.name;

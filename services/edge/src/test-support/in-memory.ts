@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { InitializeRequest } from "@modelcontextprotocol/server";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -35,7 +36,8 @@ export async function connectInMemory(deps: EdgeDeps, identity: Identity, option
   await deps.sessions.create(
     sessionRecordFromInitialize(session, "stdio", {
       protocolVersion: "2025-11-25",
-      capabilities: options.capabilities ?? {},
+      // The v1 client's capability type is looser than v2's (JSON values only); what a test declares fits both.
+      capabilities: (options.capabilities ?? {}) as InitializeRequest["params"]["capabilities"],
       clientInfo: { name: "edge-test", version: "1.0.0" },
     }),
   );

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node";
+import type { McpServer, InitializeRequest } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import type { WatchedApiKeys } from "../auth/api-keys.js";
 import type { Identity } from "../auth/identity.js";
@@ -15,7 +14,7 @@ import { replayInitialize } from "./sdk-internals.js";
 export interface LocalSession {
   readonly session: EdgeSession;
   readonly server: McpServer;
-  readonly transport: StreamableHTTPServerTransport;
+  readonly transport: NodeStreamableHTTPServerTransport;
   /** The SHA-256 of the API key that opened it (see {@link SessionRecord.keySha256}). */
   readonly keySha256: string | undefined;
   lastUsed: number;
@@ -82,7 +81,7 @@ export class HttpSessionTable {
     identity: Identity,
     keySha256: string | undefined,
     params: InitializeRequest["params"],
-    serve: (transport: StreamableHTTPServerTransport) => Promise<void>,
+    serve: (transport: NodeStreamableHTTPServerTransport) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
     const record = sessionRecordFromInitialize(session, "http", params);
@@ -214,7 +213,7 @@ export class HttpSessionTable {
     onInitialized?: () => void,
   ): Promise<LocalSession> {
     const server = createChaosCoreServer(this.deps, session);
-    const transport = new StreamableHTTPServerTransport({
+    const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,
       maxRequestBodySize: this.options.maxBodyBytes,
       ...(onInitialized ? { onsessioninitialized: onInitialized } : {}),

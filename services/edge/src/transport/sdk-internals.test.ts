@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import type { SessionRecord } from "../sessions/session-store.js";
@@ -35,7 +35,7 @@ function storedRecord(id: string): SessionRecord {
 }
 
 /** A tools/list sent to the transport the way the HTTP layer would pass it on. */
-async function listToolsThrough(transport: StreamableHTTPServerTransport, sessionId: string): Promise<Response> {
+async function listToolsThrough(transport: NodeStreamableHTTPServerTransport, sessionId: string): Promise<Response> {
   const inner = (transport as unknown as { _webStandardTransport: { handleRequest(r: Request): Promise<Response> } })
     ._webStandardTransport;
   return inner.handleRequest(
@@ -55,7 +55,7 @@ async function listToolsThrough(transport: StreamableHTTPServerTransport, sessio
 function fresh(record: SessionRecord) {
   const deps = services.deps(createMemorySessionStore());
   const server = createChaosCoreServer(deps, { id: record.id, tenant: record.tenant, principal: record.principal });
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => record.id });
+  const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => record.id });
   return { server, transport };
 }
 
@@ -92,7 +92,7 @@ describe("rehydrating a session from its stored record", () => {
     const record = storedRecord(randomUUID());
     const { server } = fresh(record);
     // A transport whose generator does not produce the stored id cannot serve this session.
-    const wrong = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "another-id" });
+    const wrong = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: () => "another-id" });
     await server.connect(wrong);
     await expect(replayInitialize(server, wrong, record)).rejects.toThrow(/sdk-internals\.ts/);
     await server.close();

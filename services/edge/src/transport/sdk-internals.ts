@@ -13,15 +13,13 @@
  *
  * `sdk-internals.test.ts` fails loudly if an SDK upgrade changes any of this.
  */
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node";
+import type { McpServer, WebStandardStreamableHTTPServerTransport, InitializeRequest } from "@modelcontextprotocol/server";
 import type { SessionRecord } from "../sessions/session-store.js";
 
 const REPLAY_ID = "chaoscore-rehydrate";
 
-function webTransport(transport: StreamableHTTPServerTransport): WebStandardStreamableHTTPServerTransport {
+function webTransport(transport: NodeStreamableHTTPServerTransport): WebStandardStreamableHTTPServerTransport {
   const inner = (transport as unknown as { _webStandardTransport?: WebStandardStreamableHTTPServerTransport })
     ._webStandardTransport;
   if (!inner || typeof inner.handleRequest !== "function") {
@@ -40,7 +38,7 @@ function webTransport(transport: StreamableHTTPServerTransport): WebStandardStre
  */
 export async function replayInitialize(
   server: McpServer,
-  transport: StreamableHTTPServerTransport,
+  transport: NodeStreamableHTTPServerTransport,
   record: SessionRecord,
 ): Promise<void> {
   const message: InitializeRequest & { jsonrpc: "2.0"; id: string } = {
