@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { NodeStreamableHTTPServerTransport } from "@modelcontextprotocol/node";
-import type { McpServer, InitializeRequest } from "@modelcontextprotocol/server";
+import { toNodeHandler, type NodeMcpRequestHandler, type NodeServerResponseLike } from "@modelcontextprotocol/node";
+import { WebStandardStreamableHTTPServerTransport, type InitializeRequest, type McpServer } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import type { WatchedApiKeys } from "../auth/api-keys.js";
 import type { Identity } from "../auth/identity.js";
@@ -14,7 +14,13 @@ import { replayInitialize } from "./sdk-internals.js";
 export interface LocalSession {
   readonly session: EdgeSession;
   readonly server: McpServer;
-  readonly transport: NodeStreamableHTTPServerTransport;
+  readonly transport: WebStandardStreamableHTTPServerTransport;
+  /**
+   * Serves one HTTP request of this session: the SDK's Node adapter (`toNodeHandler`) in front of
+   * the web-standard transport. The request's `auth` (set by authentication) reaches the tools as
+   * `ctx.http.authInfo`; `parsedBody` is the body express already parsed and screened.
+   */
+  readonly serve: NodeMcpRequestHandler;
   /** The SHA-256 of the API key that opened it (see {@link SessionRecord.keySha256}). */
   readonly keySha256: string | undefined;
   lastUsed: number;
@@ -22,6 +28,44 @@ export interface LocalSession {
 
 /** What a session was opened by: its owner and, with API keys, the SHA-256 of the key used. */
 type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
+
+/**
+ * `res` with the headers of an event stream sent at once, as the v1 transport (Hono's Node
+ * adapter) sent them: the SDK's `toNodeHandler` writes the status and headers and then waits for
+ * the first event, so a client opening a GET stream would otherwise hear nothing until the
+ * first notification or keep-alive comment (15 s).
+ */
+function eventStreamsFlushed<R extends NodeServerResponseLike>(res: R): NodeServerResponseLike {
+  return {
+    writeHead(status, headers) {
+      const written = res.writeHead(status, headers);
+      const type = headers ? Object.entries(headers).find(([name]) => name.toLowerCase() === "content-type")?.[1] : undefined;
+      const flushable = res as unknown as { flushHeaders?: () => void; writable?: boolean };
+      if (type?.startsWith("text/event-stream") && flushable.writable !== false) flushable.flushHeaders?.();
+      return written;
+    },
+    write: (chunk) => res.write(chunk),
+    end: (chunk) => res.end(chunk),
+    on: (event, listener) => res.on(event, listener),
+    get destroyed() {
+      return res.destroyed;
+    },
+  };
+}
+
+/**
+ * `response` with its body cancelled as soon as the client goes away. `toNodeHandler` aborts
+ * `request.signal` when the connection closes but looks at it only when the next chunk is due,
+ * so an idle event stream (a session's GET stream) would stay registered, refusing the client's
+ * reconnect with 409, until the next notification or keep-alive. Cancelling the body runs the
+ * transport's own clean-up at once, as the v1 transport's adapter did.
+ */
+function endsWithClient(request: Request, response: Response): Response {
+  if (!response.body) return response;
+  const body = response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), { signal: request.signal });
+  // The pipe's rejection is the abort itself; the body already ended for the reader.
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
 
 /** How often deletes the store could not take are tried again. */
 const RETRY_DELETE_MS = 1_000;
@@ -81,7 +125,7 @@ export class HttpSessionTable {
     identity: Identity,
     keySha256: string | undefined,
     params: InitializeRequest["params"],
-    serve: (transport: NodeStreamableHTTPServerTransport) => Promise<void>,
+    serve: (local: LocalSession) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
     const record = sessionRecordFromInitialize(session, "http", params);
@@ -93,7 +137,7 @@ export class HttpSessionTable {
       this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
     });
     try {
-      await serve(local.transport);
+      await serve(local);
     } finally {
       if (local.transport.sessionId === undefined) {
         await this.deps.sessions.delete(session.tenant, session.id);
@@ -213,7 +257,7 @@ export class HttpSessionTable {
     onInitialized?: () => void,
   ): Promise<LocalSession> {
     const server = createChaosCoreServer(this.deps, session);
-    const transport = new NodeStreamableHTTPServerTransport({
+    const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,
       maxRequestBodySize: this.options.maxBodyBytes,
       ...(onInitialized ? { onsessioninitialized: onInitialized } : {}),
@@ -228,7 +272,14 @@ export class HttpSessionTable {
         this.deps.logger.info({ tenant: session.tenant, session: session.id }, "session ended by the client");
       },
     });
-    const local: LocalSession = { session, server, transport, keySha256, lastUsed: Date.now() };
+    const onerror = (err: Error) =>
+      this.deps.logger.warn({ err, tenant: session.tenant, session: session.id }, "serving an MCP request failed");
+    const handle = toNodeHandler(
+      { fetch: async (request, options) => endsWithClient(request, await transport.handleRequest(request, options)) },
+      { maxRequestBodySize: this.options.maxBodyBytes, onerror },
+    );
+    const serve: NodeMcpRequestHandler = (req, res, parsedBody) => handle(req, eventStreamsFlushed(res), parsedBody);
+    const local: LocalSession = { session, server, transport, serve, keySha256, lastUsed: Date.now() };
     transport.onclose = () => {
       if (this.live.get(session.id) === local) this.live.delete(session.id);
     };

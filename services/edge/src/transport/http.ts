@@ -356,13 +356,13 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       const problem = headerProblem(req, false);
       if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
       const { keySha256 } = res.locals as Locals;
-      return sessions.initialize(identity, keySha256, params, (transport) => transport.handleRequest(req, res, req.body));
+      return sessions.initialize(identity, keySha256, params, (local) => local.serve(req, res, req.body));
     }
     const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
     const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
     if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
-    return local.transport.handleRequest(req, res, req.body);
+    return local.serve(req, res, req.body);
   };
 
   app.post("/mcp", keepBodyHead(maxBodyBytes), express.json({ limit: maxBodyBytes, verify: screenBody }), jsonRpcEnvelope, handleMcp);
