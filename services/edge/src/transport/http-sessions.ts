@@ -30,6 +30,29 @@ export interface LocalSession {
 type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
 
 /**
+ * The body express parsed (and incoming.ts screened), on its way through `toNodeHandler` to the
+ * transport unchanged. The adapter serializes a parsed body again for the web `Request` it builds
+ * (which the transport, given `parsedBody`, never reads); `JSON.stringify` recurses, so a value
+ * nested 10 000 deep, which the tool-argument check refuses naming the field, would end as a
+ * 500 there. This serializes to nothing, and keeps the request's id for the adapter's own 500.
+ */
+class ParsedBody {
+  constructor(readonly value: unknown) {}
+
+  get method(): unknown {
+    return (this.value as { method?: unknown } | null)?.method;
+  }
+
+  get id(): unknown {
+    return (this.value as { id?: unknown } | null)?.id;
+  }
+
+  toJSON(): undefined {
+    return undefined;
+  }
+}
+
+/**
  * `res` with the headers of an event stream sent at once, as the v1 transport (Hono's Node
  * adapter) sent them: the SDK's `toNodeHandler` writes the status and headers and then waits for
  * the first event, so a client opening a GET stream would otherwise hear nothing until the
@@ -275,10 +298,16 @@ export class HttpSessionTable {
     const onerror = (err: Error) =>
       this.deps.logger.warn({ err, tenant: session.tenant, session: session.id }, "serving an MCP request failed");
     const handle = toNodeHandler(
-      { fetch: async (request, options) => endsWithClient(request, await transport.handleRequest(request, options)) },
+      {
+        fetch: async (request, options) => {
+          const parsedBody = options?.parsedBody instanceof ParsedBody ? options.parsedBody.value : options?.parsedBody;
+          return endsWithClient(request, await transport.handleRequest(request, { ...options, parsedBody }));
+        },
+      },
       { maxRequestBodySize: this.options.maxBodyBytes, onerror },
     );
-    const serve: NodeMcpRequestHandler = (req, res, parsedBody) => handle(req, eventStreamsFlushed(res), parsedBody);
+    const serve: NodeMcpRequestHandler = (req, res, parsedBody) =>
+      handle(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
     const local: LocalSession = { session, server, transport, serve, keySha256, lastUsed: Date.now() };
     transport.onclose = () => {
       if (this.live.get(session.id) === local) this.live.delete(session.id);
