@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
@@ -45,10 +46,11 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
         },
         { carrier: extra.mcpReq._meta },
       );
-    // Always with an argument schema (empty for none): the SDK's typings only describe that form.
+    // Always with an argument schema (empty for none), a zod object of our own zod (SDK v2's
+    // raw-shape form is deprecated and wraps with the SDK's copy of zod).
     server.registerPrompt(
       prompt.name,
-      { title: prompt.title, description: prompt.description, argsSchema: prompt.args ?? {} },
+      { title: prompt.title, description: prompt.description, argsSchema: z.object(prompt.args ?? {}) },
       (args, ctx) => render(args as Record<string, string>, ctx),
     );
   }

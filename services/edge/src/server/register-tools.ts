@@ -6,7 +6,7 @@ import { consoleLink } from "../console/links.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { ElicitModes, ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
-import { argumentsSchema } from "./tool-arguments.js";
+import { checkToolArguments, publishedArguments, publishedResult, type ArgumentScreen } from "./tool-arguments.js";
 
 type Extra = ServerContext;
 
@@ -107,13 +107,15 @@ export function elicitModes(capabilities: ClientCapabilities | undefined): Elici
  * Registers every tool of `tools` on `server`: the one place a definition becomes an MCP tool.
  * Results carry `structuredContent` and the same JSON as text; errors are mapped once, by kit's
  * `toMcpErrorResult`, to `isError` results with a stable code. Arguments reach `run` only after
- * `tool-arguments.ts` accepted them (unknown fields are refused: the published schema says so).
+ * `tool-arguments.ts` accepted them (unknown fields are refused: the published schema says so);
+ * `screen` holds what the connection's guard found in the raw arguments.
  */
 export function registerTools(
   server: McpServer,
   tools: readonly ToolDefinition[],
   deps: EdgeDeps,
   session: EdgeSession,
+  screen: ArgumentScreen,
 ): void {
   for (const tool of tools) {
     const log = deps.logger.child({
@@ -122,20 +124,31 @@ export function registerTools(
       session: session.id,
       tool: tool.name,
     });
-    server.registerTool(
+    const registered = server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        // Arguments were already checked against this schema, in tool-arguments.ts, before the SDK sees the call.
-        inputSchema: argumentsSchema(tool.input),
-        outputSchema: withErrorAlternative(tool.output),
+        // Published strict; checked below, in the handler (the SDK's own check accepts anything).
+        inputSchema: publishedArguments(tool.input),
+        outputSchema: publishedResult(withErrorAlternative(tool.output)),
         annotations: { title: tool.title, ...tool.annotations },
       },
-      // One span per call, joined to the client's trace when its request carries a W3C
-      // traceparent in _meta; service calls made by the tool become its children.
-      (args: unknown, extra: Extra): Promise<CallToolResult> =>
-        withSpan(
+      async (raw: unknown, extra: Extra): Promise<CallToolResult> => {
+        let checked: ReturnType<typeof checkToolArguments>;
+        try {
+          checked = checkToolArguments(tool, raw, screen.take(extra.mcpReq.id));
+        } catch (err) {
+          // A check that cannot run must not wave the call through.
+          log.error({ err }, "checking a tool call's arguments failed");
+          return toMcpErrorResult(new ChaosError("internal", "the arguments could not be checked"));
+        }
+        // Refused arguments never reached a tool: no span, no tool-call log line, as before the check moved here.
+        if ("refusal" in checked) return checked.refusal;
+        const { args } = checked;
+        // One span per call, joined to the client's trace when its request carries a W3C
+        // traceparent in _meta; service calls made by the tool become its children.
+        return withSpan(
           `chaoscore.tool ${tool.name}`,
           { [ATTR.tool]: tool.name, [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
           async (span) => {
@@ -159,7 +172,11 @@ export function registerTools(
             }
           },
           { carrier: extra.mcpReq._meta },
-        ),
+        );
+      },
     );
+    // What SDK v1 listed for every tool (tasks are not served); v2 has no tasks and lists none,
+    // so it is set here to keep tools/list as it was. SDK v2's 2026-07-28 codec leaves it out.
+    registered.execution = { taskSupport: "forbidden" };
   }
 }
