@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
-import type { InitializeRequest } from "@modelcontextprotocol/server";
+import { InMemoryTransport, type InitializeRequest } from "@modelcontextprotocol/server";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -22,8 +21,10 @@ export interface ConnectOptions {
 }
 
 /**
- * A real SDK client connected to {@link createChaosCoreServer} through the SDK's in-memory
- * transport, with the session record a transport would store at initialize.
+ * A real SDK client (v1's `Client`, the one the issue keeps for tests) connected to
+ * {@link createChaosCoreServer} through the server package's in-memory transport (both halves
+ * of a pair must come from one package; the client only needs the `Transport` contract, which
+ * v1 and v2 share), with the session record a transport would store at initialize.
  */
 export async function connectInMemory(deps: EdgeDeps, identity: Identity, options: ConnectOptions = {}): Promise<Connected> {
   const session: EdgeSession = { id: randomUUID(), ...identity };
