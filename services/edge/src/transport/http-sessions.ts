@@ -58,7 +58,7 @@ class ParsedBody {
  * the first event, so a client opening a GET stream would otherwise hear nothing until the
  * first notification or keep-alive comment (15 s).
  */
-function eventStreamsFlushed<R extends NodeServerResponseLike>(res: R): NodeServerResponseLike {
+function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResponseLike {
   return {
     writeHead(status, headers) {
       const written = res.writeHead(status, headers);
