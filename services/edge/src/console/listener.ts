@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express from "express";
-import { localhostHostValidation } from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
+import { localhostHostValidation } from "@modelcontextprotocol/express";
 import type { EdgeDeps } from "../deps.js";
 import { originValidation } from "../transport/http.js";
 import { consoleSigningKey } from "./csrf.js";

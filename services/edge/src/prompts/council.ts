@@ -1,4 +1,4 @@
-import type { GetPromptResult } from "@modelcontextprotocol/sdk/types.js";
+import type { GetPromptResult } from "@modelcontextprotocol/server";
 import type { PersonaBrief } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { ChaosError } from "@chaos-core/kit";
 import { COUNCIL_PHASES, sessionIdSchema } from "../tools/council-shapes.js";

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { CallContext } from "@chaos-core/kit";
-import type { GetPromptResult } from "@modelcontextprotocol/sdk/types.js";
+import type { GetPromptResult } from "@modelcontextprotocol/server";
 import type { EdgeDeps } from "../deps.js";
 
 /** What a prompt may use while it is rendered; like a tool, it holds no session state. */

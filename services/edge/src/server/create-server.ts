@@ -1,7 +1,5 @@
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { ServerOptions } from "@modelcontextprotocol/sdk/server/index.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, SetLevelRequestSchema, type Implementation } from "@modelcontextprotocol/sdk/types.js";
+import { McpServer, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
+import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -9,7 +7,7 @@ import type { ToolDefinition } from "../tools/define.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { registerPrompts } from "./register-prompts.js";
 import { registerTools } from "./register-tools.js";
-import { guardToolCalls } from "./tool-arguments.js";
+import { ArgumentScreen, guardToolCalls } from "./tool-arguments.js";
 
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
@@ -26,8 +24,14 @@ export interface CreateServerOptions {
   readonly prompts?: readonly PromptDefinition[];
 }
 
-/** An McpServer whose every transport checks tool arguments in our one place before the SDK dispatches. */
+/**
+ * An McpServer whose every transport screens tool calls in our one place before the SDK
+ * dispatches them; what the screen finds in a call's raw arguments waits in `screen` for the
+ * tool's handler (server/tool-arguments.ts).
+ */
 class ChaosCoreMcpServer extends McpServer {
+  readonly screen = new ArgumentScreen();
+
   constructor(
     info: Implementation,
     options: ServerOptions,
@@ -38,7 +42,7 @@ class ChaosCoreMcpServer extends McpServer {
 
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
-    guardToolCalls(transport, this.toolsByName);
+    guardToolCalls(transport, this.toolsByName, this.screen);
   }
 }
 
@@ -51,18 +55,20 @@ export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, opti
   const tools = options.tools ?? TOOL_DEFINITIONS;
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
-    { capabilities: { logging: {}, tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+    // What SDK v1 advertised (its registerTool raised tools.listChanged to true; registerPrompt
+    // sets prompts.listChanged, in v1 and v2 alike), so initialize answers as it did.
+    { capabilities: { logging: {}, tools: { listChanged: true } }, instructions: INSTRUCTIONS },
     new Map(tools.map((t) => [t.name, t])),
   );
-  registerTools(server, tools, deps, session);
+  registerTools(server, tools, deps, session, server.screen);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, session);
 
   // The SDK keeps the level a client sets in a map inside this process; another replica serving
   // the same session would not see it. The level goes to the session store instead, which the
   // tools read when they log.
-  server.server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+  server.server.setRequestHandler("logging/setLevel", async (request) => {
     const updated = await deps.sessions.update(session.tenant, session.id, { logLevel: request.params.level });
-    if (!updated) throw new McpError(ErrorCode.InvalidRequest, "this session has expired; initialize a new one");
+    if (!updated) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, "this session has expired; initialize a new one");
     return {};
   });
   return server;

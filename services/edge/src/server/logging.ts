@@ -1,4 +1,4 @@
-import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import type { LoggingLevel } from "@modelcontextprotocol/server";
 import type { Logger } from "@chaos-core/kit";
 
 /** MCP log levels from least to most severe (RFC 5424 order, as the spec lists them). */

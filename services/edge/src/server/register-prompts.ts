@@ -1,21 +1,21 @@
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { ErrorCode, McpError, type GetPromptResult, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
+import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { PromptContext, PromptDefinition } from "../prompts/define.js";
 
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+type Extra = ServerContext;
 
 /**
  * A prompt has no `isError` result: a failure is a JSON-RPC error. Bad arguments and an unknown
  * session are the caller's to fix (invalid params); anything else is an internal error whose
  * message is kit's normalised one, so unexpected details never leave the process.
  */
-function toMcpError(err: unknown): McpError {
+function toMcpError(err: unknown): ProtocolError {
   const e = ChaosError.from(err);
-  const code = e.code === "invalid_argument" || e.code === "not_found" ? ErrorCode.InvalidParams : ErrorCode.InternalError;
-  return new McpError(code, `${e.code}: ${e.message}`, { code: e.code });
+  const code = e.code === "invalid_argument" || e.code === "not_found" ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError;
+  return new ProtocolError(code, `${e.code}: ${e.message}`, { code: e.code });
 }
 
 /**
@@ -33,24 +33,25 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
           const ctx: PromptContext = {
             call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
             deps,
-            signal: extra.signal,
+            signal: extra.mcpReq.signal,
           };
           try {
             return await prompt.get(args as never, ctx);
           } catch (err) {
             const mapped = toMcpError(err);
-            if (mapped.code === ErrorCode.InternalError) log.error({ err }, "prompt failed");
+            if (mapped.code === ProtocolErrorCode.InternalError) log.error({ err }, "prompt failed");
             else log.info({ outcome: ChaosError.from(err).code }, "prompt refused");
             throw mapped;
           }
         },
-        { carrier: extra._meta },
+        { carrier: extra.mcpReq._meta },
       );
-    // Always with an argument schema (empty for none): the SDK's typings only describe that form.
+    // Always with an argument schema (empty for none), a zod object of our own zod (SDK v2's
+    // raw-shape form is deprecated and wraps with the SDK's copy of zod).
     server.registerPrompt(
       prompt.name,
-      { title: prompt.title, description: prompt.description, argsSchema: prompt.args ?? {} },
-      (args, extra) => render(args as Record<string, string>, extra),
+      { title: prompt.title, description: prompt.description, argsSchema: z.object(prompt.args ?? {}) },
+      (args, ctx) => render(args as Record<string, string>, ctx),
     );
   }
 }

@@ -1,23 +1,14 @@
 import { z } from "zod";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import {
-  ElicitResultSchema,
-  type CallToolResult,
-  type ClientCapabilities,
-  type LoggingLevel,
-  type ServerNotification,
-  type ServerRequest,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { McpServer, CallToolResult, ClientCapabilities, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { ElicitModes, ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
-import { argumentsSchema } from "./tool-arguments.js";
+import { checkToolArguments, publishedArguments, publishedResult, type ArgumentScreen } from "./tool-arguments.js";
 
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+type Extra = ServerContext;
 
 const toolErrorOutput = z.object({ code: z.enum(ERROR_CODES), message: z.string() });
 
@@ -59,43 +50,43 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
   return {
     call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
     deps,
-    signal: extra.signal,
+    signal: extra.mcpReq.signal,
     async log(level, message, data = {}) {
       logAtMcpLevel(log, level, data, message);
       if (!reachesClient(level, await clientLevel())) return;
-      await extra.sendNotification({
+      await extra.mcpReq.notify({
         method: "notifications/message",
         params: { level, logger: "chaos-core", data: { message, ...data } },
       });
     },
     async progress(progress, total, message) {
-      const progressToken = extra._meta?.progressToken;
+      const progressToken = extra.mcpReq._meta?.progressToken;
       if (progressToken === undefined) return;
-      await extra.sendNotification({
+      await extra.mcpReq.notify({
         method: "notifications/progress",
         params: { progressToken, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
       });
     },
-    roles: rolesOf(extra.authInfo, session),
+    roles: rolesOf(extra.http?.authInfo, session),
     elicitModes: () => elicitModes(server.server.getClientCapabilities()),
     // Through the request's own channel (over HTTP, the POST's event stream), not the session's
     // standalone stream, which the client may never have opened.
     elicit: (params) =>
-      extra.sendRequest({ method: "elicitation/create", params: { mode: "form", ...params } }, ElicitResultSchema, {
-        signal: extra.signal,
+      extra.mcpReq.send({ method: "elicitation/create", params: { mode: "form", ...params } }, {
+        signal: extra.mcpReq.signal,
         timeout: ELICIT_TIMEOUT_MS,
       }),
     elicitUrl: (params, timeoutMs) =>
-      extra.sendRequest({ method: "elicitation/create", params: { mode: "url", ...params } }, ElicitResultSchema, {
-        signal: extra.signal,
+      extra.mcpReq.send({ method: "elicitation/create", params: { mode: "url", ...params } }, {
+        signal: extra.mcpReq.signal,
         timeout: Math.max(1, Math.min(timeoutMs ?? ELICIT_TIMEOUT_MS, ELICIT_TIMEOUT_MS)),
       }),
     // The SDK refuses it for a client that did not declare URL mode (it would not know the id).
     notifyElicitationComplete: (elicitationId) =>
-      extra.sendNotification({ method: "notifications/elicitation/complete", params: { elicitationId } }),
+      extra.mcpReq.notify({ method: "notifications/elicitation/complete", params: { elicitationId } }),
     // The Host of this call's HTTP request (none over stdio); the transport that serves the
     // console says, in deps.console, whether that Host was validated.
-    consoleUrl: (path) => consoleLink(deps.console, path, headerValue(extra.requestInfo?.headers.host)),
+    consoleUrl: (path) => consoleLink(deps.console, path, extra.http?.req?.headers.get("host") ?? undefined),
   };
 }
 
@@ -112,21 +103,19 @@ export function elicitModes(capabilities: ClientCapabilities | undefined): Elici
   return { form: form || !url, url };
 }
 
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
 /**
  * Registers every tool of `tools` on `server`: the one place a definition becomes an MCP tool.
  * Results carry `structuredContent` and the same JSON as text; errors are mapped once, by kit's
  * `toMcpErrorResult`, to `isError` results with a stable code. Arguments reach `run` only after
- * `tool-arguments.ts` accepted them (unknown fields are refused: the published schema says so).
+ * `tool-arguments.ts` accepted them (unknown fields are refused: the published schema says so);
+ * `screen` holds what the connection's guard found in the raw arguments.
  */
 export function registerTools(
   server: McpServer,
   tools: readonly ToolDefinition[],
   deps: EdgeDeps,
   session: EdgeSession,
+  screen: ArgumentScreen,
 ): void {
   for (const tool of tools) {
     const log = deps.logger.child({
@@ -135,20 +124,31 @@ export function registerTools(
       session: session.id,
       tool: tool.name,
     });
-    server.registerTool(
+    const registered = server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        // Arguments were already checked against this schema, in tool-arguments.ts, before the SDK sees the call.
-        inputSchema: argumentsSchema(tool.input),
-        outputSchema: withErrorAlternative(tool.output),
+        // Published strict; checked below, in the handler (the SDK's own check accepts anything).
+        inputSchema: publishedArguments(tool.input),
+        outputSchema: publishedResult(withErrorAlternative(tool.output)),
         annotations: { title: tool.title, ...tool.annotations },
       },
-      // One span per call, joined to the client's trace when its request carries a W3C
-      // traceparent in _meta; service calls made by the tool become its children.
-      (args: unknown, extra: Extra): Promise<CallToolResult> =>
-        withSpan(
+      async (raw: unknown, extra: Extra): Promise<CallToolResult> => {
+        let checked: ReturnType<typeof checkToolArguments>;
+        try {
+          checked = checkToolArguments(tool, raw, screen.take(extra.mcpReq.id));
+        } catch (err) {
+          // A check that cannot run must not wave the call through.
+          log.error({ err }, "checking a tool call's arguments failed");
+          return toMcpErrorResult(new ChaosError("internal", "the arguments could not be checked"));
+        }
+        // Refused arguments never reached a tool: no span, no tool-call log line, as before the check moved here.
+        if ("refusal" in checked) return checked.refusal;
+        const { args } = checked;
+        // One span per call, joined to the client's trace when its request carries a W3C
+        // traceparent in _meta; service calls made by the tool become its children.
+        return withSpan(
           `chaoscore.tool ${tool.name}`,
           { [ATTR.tool]: tool.name, [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
           async (span) => {
@@ -171,8 +171,12 @@ export function registerTools(
               recordToolCall(tool.name, outcome, performance.now() - started);
             }
           },
-          { carrier: extra._meta },
-        ),
+          { carrier: extra.mcpReq._meta },
+        );
+      },
     );
+    // What SDK v1 listed for every tool (tasks are not served); v2 has no tasks and lists none,
+    // so it is set here to keep tools/list as it was. SDK v2's 2026-07-28 codec leaves it out.
+    registered.execution = { taskSupport: "forbidden" };
   }
 }

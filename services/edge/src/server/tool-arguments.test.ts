@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import type { JSONRPCMessage } from "@modelcontextprotocol/server";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
-import { argumentsSchema, structuralProblems, toolCallRefusal } from "./tool-arguments.js";
+import { argumentsSchema, checkToolArguments, publishedArguments, structuralProblems, toolCallRefusal } from "./tool-arguments.js";
 
 const tools = new Map(TOOL_DEFINITIONS.map((t) => [t.name, t]));
 
@@ -9,12 +10,21 @@ function call(params: unknown, id: string | number = 1): JSONRPCMessage {
   return { jsonrpc: "2.0", id, method: "tools/call", params } as JSONRPCMessage;
 }
 
-/** The isError message of a refused call, or the JSON-RPC error. */
-function refusal(params: unknown) {
-  const reply = toolCallRefusal(call(params), tools) as
-    | { id: unknown; error?: { code: number; message: string }; result?: { isError: boolean; structuredContent: { error: { code: string; message: string } } } }
-    | undefined;
-  return reply;
+type Refused = { isError: boolean; structuredContent: { error: { code: string; message: string } } };
+
+/**
+ * What a call gets: the guard's JSON-RPC error (`error`), or, for a call the guard lets through,
+ * the handler's refusal (`result`) from the guard's structural findings and the tool's schema;
+ * undefined when the tool runs.
+ */
+function refusal(params: unknown): { error?: { code: number; message: string }; result?: Refused; id?: unknown; jsonrpc?: string } | undefined {
+  const screened = toolCallRefusal(call(params), tools);
+  if (screened.refusal) return screened.refusal as never;
+  const p = params as { name: string; arguments?: unknown };
+  const tool = tools.get(p.name);
+  if (!tool) return undefined;
+  const checked = checkToolArguments(tool, p.arguments ?? {}, screened.structural);
+  return "refusal" in checked ? { result: checked.refusal as Refused } : undefined;
 }
 
 function problem(name: string, args: unknown): string | undefined {
@@ -33,8 +43,8 @@ const nest = (n: number): unknown => {
 
 describe("toolCallRefusal", () => {
   it("lets through what is not a tools/call, and a call its tool can take", () => {
-    expect(toolCallRefusal({ jsonrpc: "2.0", id: 1, method: "ping" }, tools)).toBeUndefined();
-    expect(toolCallRefusal({ jsonrpc: "2.0", method: "notifications/initialized" }, tools)).toBeUndefined();
+    expect(toolCallRefusal({ jsonrpc: "2.0", id: 1, method: "ping" }, tools)).toEqual({});
+    expect(toolCallRefusal({ jsonrpc: "2.0", method: "notifications/initialized" }, tools)).toEqual({});
     expect(refusal({ name: "chaoscore_remember", arguments: { key: "k", value: { nested: [1, "two"] } } })).toBeUndefined();
     expect(refusal({ name: "chp_version" })).toBeUndefined();
   });
@@ -123,6 +133,17 @@ describe("argumentsSchema", () => {
     for (const tool of TOOL_DEFINITIONS) {
       expect(argumentsSchema(tool.input).safeParse({ zz_unknown: 1 }).success, tool.name).toBe(false);
       expect(argumentsSchema(tool.input)).toBe(argumentsSchema(tool.input));
+    }
+  });
+
+  it("is what the SDK publishes, as draft-07, while the SDK's own check lets every call through to the handler", async () => {
+    for (const tool of TOOL_DEFINITIONS) {
+      const published = publishedArguments(tool.input)["~standard"];
+      expect(published.jsonSchema.input({ target: "draft-2020-12" }), tool.name).toEqual(
+        z.toJSONSchema(argumentsSchema(tool.input), { target: "draft-7", io: "input" }),
+      );
+      expect(published.jsonSchema.input({ target: "draft-2020-12" })).toMatchObject({ additionalProperties: false });
+      expect(await published.validate({ zz_unknown: 1 })).toEqual({ value: { zz_unknown: 1 } });
     }
   });
 });

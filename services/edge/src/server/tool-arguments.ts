@@ -3,16 +3,31 @@
  * SEP-1303): a `tools/call` that cannot name a tool or whose `arguments` is not an object is a
  * JSON-RPC `-32602 Invalid params`; a well-formed call whose arguments the tool cannot take is
  * a tool result with `isError: true`, code `invalid_argument` and one short line per field, so
- * a model can correct itself. Only calls that pass reach the SDK and the tool.
+ * a model can correct itself. Only calls that pass reach the tool.
  *
- * It sits in front of the SDK's own dispatch (see {@link guardToolCalls}) because the SDK answers
- * a non-object `arguments` with `-32603` and zod's raw issue dump, an unknown tool with a tool
- * result, and a schema failure in its own words; and because zod validation is recursive, so
- * depth must be refused before it runs.
+ * Two places, one set of answers:
+ * - In front of the SDK's own dispatch ({@link guardToolCalls}), on the message as it arrived:
+ *   the protocol refusals (the SDK would answer a non-object `arguments` with zod's raw issue
+ *   dump and an unknown tool with its own words) and the structural screen of the raw arguments
+ *   ({@link structuralProblems}): zod validation is recursive, so depth must be refused before
+ *   any schema runs, and the SDK's own parse of the request (a zod record) drops a top-level
+ *   `__proto__` key, so it must be seen before that parse. What the screen finds waits in the
+ *   connection's {@link ArgumentScreen} for the call's handler.
+ * - In the tool's handler ({@link checkToolArguments}): the screen's findings, then the tool's
+ *   strict schema. The SDK is given a pass-through schema ({@link publishedArguments}): it
+ *   publishes the strict schema and accepts anything, so the SDK never answers with its own
+ *   `Input validation error:` text, and the refusal is an ordinary result of the handler.
  */
 import { z } from "zod";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import {
+  isJSONRPCRequest,
+  ProtocolErrorCode,
+  type CallToolResult,
+  type JSONRPCMessage,
+  type RequestId,
+  type StandardSchemaWithJSON,
+  type Transport,
+} from "@modelcontextprotocol/server";
 import { ChaosError, describeZodIssues, formatIssuePath, toMcpErrorResult } from "@chaos-core/kit";
 import { MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH } from "../config.js";
 import type { ToolDefinition } from "../tools/define.js";
@@ -32,6 +47,59 @@ export function argumentsSchema(input: z.ZodObject): z.ZodObject {
     strict.set(input, schema);
   }
   return schema;
+}
+
+/**
+ * The JSON Schema a zod object is published as: draft-07, as SDK v1 converted it (`z.toJSONSchema`
+ * with `target: "draft-7"`), whatever target the SDK asks for, so `tools/list` is byte for byte
+ * what clients saw before the move to SDK v2 (which would ask zod for draft 2020-12). Built once.
+ */
+function draft07(schema: z.ZodObject, io: "input" | "output"): () => Record<string, unknown> {
+  let json: Record<string, unknown> | undefined;
+  return () => (json ??= z.toJSONSchema(schema, { target: "draft-7", io }) as Record<string, unknown>);
+}
+
+const publishedInputs = new WeakMap<z.ZodObject, StandardSchemaWithJSON>();
+
+/**
+ * What a tool's `inputSchema` is registered as: {@link argumentsSchema} for `tools/list`, and a
+ * validation that accepts anything, because {@link checkToolArguments} checks in the handler.
+ */
+export function publishedArguments(input: z.ZodObject): StandardSchemaWithJSON {
+  let published = publishedInputs.get(input);
+  if (!published) {
+    const json = draft07(argumentsSchema(input), "input");
+    published = {
+      "~standard": {
+        version: 1,
+        vendor: "chaos-core",
+        validate: (value: unknown) => ({ value }),
+        jsonSchema: { input: json, output: json },
+      },
+    };
+    publishedInputs.set(input, published);
+  }
+  return published;
+}
+
+const publishedOutputs = new WeakMap<z.ZodObject, StandardSchemaWithJSON>();
+
+/** What a tool's `outputSchema` is registered as: `output` itself, published as {@link draft07}. */
+export function publishedResult(output: z.ZodObject): StandardSchemaWithJSON {
+  let published = publishedOutputs.get(output);
+  if (!published) {
+    const zod = output["~standard"];
+    published = {
+      "~standard": {
+        version: 1,
+        vendor: zod.vendor,
+        validate: (value: unknown, options) => zod.validate(value, options),
+        jsonSchema: { input: draft07(output, "input"), output: draft07(output, "output") },
+      },
+    };
+    publishedOutputs.set(output, published);
+  }
+  return published;
 }
 
 const shortPath = (path: readonly PropertyKey[]) => formatIssuePath(path, "arguments", 8);
@@ -103,13 +171,27 @@ export function structuralProblems(args: Record<string, unknown>): string[] {
   return problems;
 }
 
-/** The problems of `args` for `tool`, one line each; empty when the tool can take them. */
-export function argumentProblems(tool: ToolDefinition, args: Record<string, unknown>): string[] {
-  const structural = structuralProblems(args);
-  if (structural.length > 0) return structural;
+/** The result that refuses a call's arguments: `invalid_argument`, one `field: problem` per line, joined by `; `. */
+function invalidArguments(problems: readonly string[]): CallToolResult {
+  return toMcpErrorResult(new ChaosError("invalid_argument", problems.join("; ")));
+}
+
+/**
+ * The arguments `tool` runs with (its strict schema's output: defaults applied), or the result
+ * that refuses them: the problems the guard's structural screen found in the raw message
+ * (`structural`), else those of the schema. `args` is what the SDK hands the handler (`{}` for
+ * absent arguments, as it reads them).
+ */
+export function checkToolArguments(
+  tool: ToolDefinition,
+  args: unknown,
+  structural: readonly string[] | undefined,
+): { readonly args: Record<string, unknown> } | { readonly refusal: CallToolResult } {
+  if (structural && structural.length > 0) return { refusal: invalidArguments(structural) };
   const schema = argumentsSchema(tool.input);
   const parsed = schema.safeParse(args, { reportInput: true });
-  return parsed.success ? [] : describeZodIssues(parsed.error, schema, "arguments");
+  if (parsed.success) return { args: parsed.data };
+  return { refusal: invalidArguments(describeZodIssues(parsed.error, schema, "arguments")) };
 }
 
 function typeOf(value: unknown): string {
@@ -120,23 +202,25 @@ function quotedName(name: string): string {
   return name.length > 100 ? `${name.slice(0, 100)}…` : name;
 }
 
+/** What {@link toolCallRefusal} makes of a `tools/call`: an answer instead of the call, or the raw arguments' problems. */
+export interface ToolCallScreening {
+  /** The JSON-RPC error that answers the call instead of the SDK: a protocol problem. */
+  readonly refusal?: JSONRPCMessage;
+  /** Problems of the raw arguments the tool's handler must answer with (see {@link structuralProblems}). */
+  readonly structural?: readonly string[];
+}
+
 /**
- * The reply that takes the place of a `tools/call` request its tool must not see, or undefined
- * when the call may go on. Protocol problems are JSON-RPC errors (`-32602`): params without a
- * tool name, an unknown tool (`Unknown tool: NAME`, as the MCP specification words it), and
- * `arguments` that is not an object (`Invalid params: arguments: expected object, got null`).
- * Argument problems are a tool result with `isError: true` and code `invalid_argument`, its
- * message one `field: problem` line per problem joined by `; `.
+ * Screens a message before the SDK dispatches it. Protocol problems of a `tools/call` are
+ * answered here as JSON-RPC errors (`-32602`): params without a tool name, an unknown tool
+ * (`Unknown tool: NAME`, as the MCP specification words it), and `arguments` that is not an
+ * object (`Invalid params: arguments: expected object, got null`). The raw arguments' structural
+ * problems are returned for the handler, which answers them as an `invalid_argument` result.
  */
-export function toolCallRefusal(
-  message: JSONRPCMessage,
-  tools: ReadonlyMap<string, ToolDefinition>,
-): JSONRPCMessage | undefined {
-  if (!isJSONRPCRequest(message) || message.method !== "tools/call") return undefined;
-  const invalidParams = (text: string): JSONRPCMessage => ({
-    jsonrpc: "2.0",
-    id: message.id,
-    error: { code: ErrorCode.InvalidParams, message: text },
+export function toolCallRefusal(message: JSONRPCMessage, tools: ReadonlyMap<string, ToolDefinition>): ToolCallScreening {
+  if (!isJSONRPCRequest(message) || message.method !== "tools/call") return {};
+  const invalidParams = (text: string): ToolCallScreening => ({
+    refusal: { jsonrpc: "2.0", id: message.id, error: { code: ProtocolErrorCode.InvalidParams, message: text } },
   });
   const params = message.params as Record<string, unknown> | undefined;
   const name = params?.name;
@@ -149,33 +233,51 @@ export function toolCallRefusal(
   if (args === null || typeof args !== "object" || Array.isArray(args)) {
     return invalidParams(`Invalid params: arguments: expected object, got ${typeOf(args)}`);
   }
-  const problems = argumentProblems(tool, args as Record<string, unknown>);
-  if (problems.length === 0) return undefined;
-  return {
-    jsonrpc: "2.0",
-    id: message.id,
-    result: toMcpErrorResult(new ChaosError("invalid_argument", problems.join("; "))),
-  };
+  const structural = structuralProblems(args as Record<string, unknown>);
+  return structural.length > 0 ? { structural } : {};
 }
 
 /**
- * Makes every message `transport` delivers pass {@link toolCallRefusal} first: a refused call
- * is answered on the same transport and never dispatched. Call it once the server is connected
- * (connecting sets the `onmessage` this wraps).
+ * What the guard of one connection found in the raw arguments of calls its handlers have not
+ * answered yet, by JSON-RPC id (ids are unique among a connection's requests in flight).
  */
-export function guardToolCalls(transport: Transport, tools: ReadonlyMap<string, ToolDefinition>): void {
+export class ArgumentScreen {
+  private readonly found = new Map<RequestId, readonly string[]>();
+
+  note(id: RequestId, problems: readonly string[]): void {
+    this.found.set(id, problems);
+  }
+
+  /** The problems noted for `id`, forgotten as they are handed out. */
+  take(id: RequestId): readonly string[] | undefined {
+    const problems = this.found.get(id);
+    if (problems) this.found.delete(id);
+    return problems;
+  }
+}
+
+/**
+ * Makes every message `transport` delivers pass {@link toolCallRefusal} first: a call refused for
+ * a protocol problem is answered on the same transport and never dispatched; the structural
+ * problems of a call's raw arguments go to `screen` for its handler. Call it once the server is
+ * connected (connecting sets the `onmessage` this wraps).
+ */
+export function guardToolCalls(transport: Transport, tools: ReadonlyMap<string, ToolDefinition>, screen: ArgumentScreen): void {
   const dispatch = transport.onmessage;
   transport.onmessage = (message, extra) => {
-    let refusal: JSONRPCMessage | undefined;
+    let screened: ToolCallScreening;
     try {
-      refusal = toolCallRefusal(message, tools);
+      screened = toolCallRefusal(message, tools);
     } catch (err) {
       // A check that cannot run must not wave the call through to the SDK's own (raw) check.
       transport.onerror?.(err instanceof Error ? err : new Error(String(err)));
       if (!isJSONRPCRequest(message)) return;
-      refusal = { jsonrpc: "2.0", id: message.id, result: toMcpErrorResult(new ChaosError("internal", "the arguments could not be checked")) };
+      screened = {
+        refusal: { jsonrpc: "2.0", id: message.id, result: toMcpErrorResult(new ChaosError("internal", "the arguments could not be checked")) },
+      };
     }
-    if (!refusal) return dispatch?.(message, extra);
-    transport.send(refusal).catch((err: unknown) => transport.onerror?.(err instanceof Error ? err : new Error(String(err))));
+    if (screened.structural && isJSONRPCRequest(message)) screen.note(message.id, screened.structural);
+    if (!screened.refusal) return dispatch?.(message, extra);
+    transport.send(screened.refusal).catch((err: unknown) => transport.onerror?.(err instanceof Error ? err : new Error(String(err))));
   };
 }

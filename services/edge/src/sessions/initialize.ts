@@ -1,8 +1,5 @@
-import {
-  LATEST_PROTOCOL_VERSION,
-  SUPPORTED_PROTOCOL_VERSIONS,
-  type InitializeRequest,
-} from "@modelcontextprotocol/sdk/types.js";
+import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
+import type { InitializeRequest } from "@modelcontextprotocol/server";
 import type { EdgeSession } from "../deps.js";
 import type { NewSessionRecord, SessionTransport } from "./session-store.js";
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
-import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import type { LoggingLevel } from "@modelcontextprotocol/server";
 import { assertTenantId, failClosedOnRedisOutage } from "@chaos-core/kit";
 import {
   DEFAULT_SESSION_TTL_SECONDS,

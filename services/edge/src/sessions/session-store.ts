@@ -1,4 +1,4 @@
-import type { LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import type { LoggingLevel } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 
 /** Which transport a session arrived on; kept for operators, never used to branch tool code. */

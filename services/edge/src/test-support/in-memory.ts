@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import { InMemoryTransport, type InitializeRequest } from "@modelcontextprotocol/server";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -21,8 +21,10 @@ export interface ConnectOptions {
 }
 
 /**
- * A real SDK client connected to {@link createChaosCoreServer} through the SDK's in-memory
- * transport, with the session record a transport would store at initialize.
+ * A real SDK client (v1's `Client`, the one the issue keeps for tests) connected to
+ * {@link createChaosCoreServer} through the server package's in-memory transport (both halves
+ * of a pair must come from one package; the client only needs the `Transport` contract, which
+ * v1 and v2 share), with the session record a transport would store at initialize.
  */
 export async function connectInMemory(deps: EdgeDeps, identity: Identity, options: ConnectOptions = {}): Promise<Connected> {
   const session: EdgeSession = { id: randomUUID(), ...identity };
@@ -35,7 +37,8 @@ export async function connectInMemory(deps: EdgeDeps, identity: Identity, option
   await deps.sessions.create(
     sessionRecordFromInitialize(session, "stdio", {
       protocolVersion: "2025-11-25",
-      capabilities: options.capabilities ?? {},
+      // The v1 client's capability type is looser than v2's (JSON values only); what a test declares fits both.
+      capabilities: (options.capabilities ?? {}) as InitializeRequest["params"]["capabilities"],
       clientInfo: { name: "edge-test", version: "1.0.0" },
     }),
   );

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { CallContext } from "@chaos-core/kit";
-import type { ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
+import type { ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/server";
 import type { Role } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps.js";
 

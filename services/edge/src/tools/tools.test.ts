@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LoggingMessageNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ListToolsResultSchema, LoggingMessageNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
@@ -87,6 +87,17 @@ describe("the tool list", () => {
       expect(tool.outputSchema?.properties).toHaveProperty("error");
       expect((tool.outputSchema as { anyOf?: unknown[] }).anyOf).toContainEqual({ required: ["error"] });
     }
+  });
+
+  it("lists every tool as SDK v1 did: draft-07 schemas, unknown arguments refused, no task support", async () => {
+    const c = await connect();
+    const { tools } = await c.client.request({ method: "tools/list" }, ListToolsResultSchema);
+    for (const tool of tools) {
+      expect(tool.inputSchema, tool.name).toMatchObject({ $schema: "http://json-schema.org/draft-07/schema#", additionalProperties: false });
+      expect(tool.outputSchema, tool.name).toMatchObject({ $schema: "http://json-schema.org/draft-07/schema#" });
+      expect(tool.execution, tool.name).toEqual({ taskSupport: "forbidden" });
+    }
+    expect(c.client.getServerCapabilities()?.tools).toEqual({ listChanged: true });
   });
 
   it("declares the logging capability", async () => {

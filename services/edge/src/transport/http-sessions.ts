@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { toNodeHandler, type NodeMcpRequestHandler, type NodeServerResponseLike } from "@modelcontextprotocol/node";
+import { WebStandardStreamableHTTPServerTransport, type InitializeRequest, type McpServer } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import type { WatchedApiKeys } from "../auth/api-keys.js";
 import type { Identity } from "../auth/identity.js";
@@ -15,7 +14,13 @@ import { replayInitialize } from "./sdk-internals.js";
 export interface LocalSession {
   readonly session: EdgeSession;
   readonly server: McpServer;
-  readonly transport: StreamableHTTPServerTransport;
+  readonly transport: WebStandardStreamableHTTPServerTransport;
+  /**
+   * Serves one HTTP request of this session: the SDK's Node adapter (`toNodeHandler`) in front of
+   * the web-standard transport. The request's `auth` (set by authentication) reaches the tools as
+   * `ctx.http.authInfo`; `parsedBody` is the body express already parsed and screened.
+   */
+  readonly serve: NodeMcpRequestHandler;
   /** The SHA-256 of the API key that opened it (see {@link SessionRecord.keySha256}). */
   readonly keySha256: string | undefined;
   lastUsed: number;
@@ -23,6 +28,67 @@ export interface LocalSession {
 
 /** What a session was opened by: its owner and, with API keys, the SHA-256 of the key used. */
 type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
+
+/**
+ * The body express parsed (and incoming.ts screened), on its way through `toNodeHandler` to the
+ * transport unchanged. The adapter serializes a parsed body again for the web `Request` it builds
+ * (which the transport, given `parsedBody`, never reads); `JSON.stringify` recurses, so a value
+ * nested 10 000 deep, which the tool-argument check refuses naming the field, would end as a
+ * 500 there. This serializes to nothing, and keeps the request's id for the adapter's own 500.
+ */
+class ParsedBody {
+  constructor(readonly value: unknown) {}
+
+  get method(): unknown {
+    return (this.value as { method?: unknown } | null)?.method;
+  }
+
+  get id(): unknown {
+    return (this.value as { id?: unknown } | null)?.id;
+  }
+
+  toJSON(): undefined {
+    return undefined;
+  }
+}
+
+/**
+ * `res` with the headers of an event stream sent at once, as the v1 transport (Hono's Node
+ * adapter) sent them: the SDK's `toNodeHandler` writes the status and headers and then waits for
+ * the first event, so a client opening a GET stream would otherwise hear nothing until the
+ * first notification or keep-alive comment (15 s).
+ */
+function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResponseLike {
+  return {
+    writeHead(status, headers) {
+      const written = res.writeHead(status, headers);
+      const type = headers ? Object.entries(headers).find(([name]) => name.toLowerCase() === "content-type")?.[1] : undefined;
+      const flushable = res as unknown as { flushHeaders?: () => void; writable?: boolean };
+      if (type?.startsWith("text/event-stream") && flushable.writable !== false) flushable.flushHeaders?.();
+      return written;
+    },
+    write: (chunk) => res.write(chunk),
+    end: (chunk) => res.end(chunk),
+    on: (event, listener) => res.on(event, listener),
+    get destroyed() {
+      return res.destroyed;
+    },
+  };
+}
+
+/**
+ * `response` with its body cancelled as soon as the client goes away. `toNodeHandler` aborts
+ * `request.signal` when the connection closes but looks at it only when the next chunk is due,
+ * so an idle event stream (a session's GET stream) would stay registered, refusing the client's
+ * reconnect with 409, until the next notification or keep-alive. Cancelling the body runs the
+ * transport's own clean-up at once, as the v1 transport's adapter did.
+ */
+function endsWithClient(request: Request, response: Response): Response {
+  if (!response.body) return response;
+  const body = response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), { signal: request.signal });
+  // The pipe's rejection is the abort itself; the body already ended for the reader.
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
 
 /** How often deletes the store could not take are tried again. */
 const RETRY_DELETE_MS = 1_000;
@@ -82,7 +148,7 @@ export class HttpSessionTable {
     identity: Identity,
     keySha256: string | undefined,
     params: InitializeRequest["params"],
-    serve: (transport: StreamableHTTPServerTransport) => Promise<void>,
+    serve: (local: LocalSession) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
     const record = sessionRecordFromInitialize(session, "http", params);
@@ -94,7 +160,7 @@ export class HttpSessionTable {
       this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
     });
     try {
-      await serve(local.transport);
+      await serve(local);
     } finally {
       if (local.transport.sessionId === undefined) {
         await this.deps.sessions.delete(session.tenant, session.id);
@@ -214,7 +280,7 @@ export class HttpSessionTable {
     onInitialized?: () => void,
   ): Promise<LocalSession> {
     const server = createChaosCoreServer(this.deps, session);
-    const transport = new StreamableHTTPServerTransport({
+    const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,
       maxRequestBodySize: this.options.maxBodyBytes,
       ...(onInitialized ? { onsessioninitialized: onInitialized } : {}),
@@ -229,7 +295,20 @@ export class HttpSessionTable {
         this.deps.logger.info({ tenant: session.tenant, session: session.id }, "session ended by the client");
       },
     });
-    const local: LocalSession = { session, server, transport, keySha256, lastUsed: Date.now() };
+    const onerror = (err: Error) =>
+      this.deps.logger.warn({ err, tenant: session.tenant, session: session.id }, "serving an MCP request failed");
+    const handle = toNodeHandler(
+      {
+        fetch: async (request, options) => {
+          const parsedBody = options?.parsedBody instanceof ParsedBody ? options.parsedBody.value : options?.parsedBody;
+          return endsWithClient(request, await transport.handleRequest(request, { ...options, parsedBody }));
+        },
+      },
+      { maxRequestBodySize: this.options.maxBodyBytes, onerror },
+    );
+    const serve: NodeMcpRequestHandler = (req, res, parsedBody) =>
+      handle(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
+    const local: LocalSession = { session, server, transport, serve, keySha256, lastUsed: Date.now() };
     transport.onclose = () => {
       if (this.live.get(session.id) === local) this.live.delete(session.id);
     };

@@ -344,4 +344,34 @@ describe("protocol details", () => {
       await edge.close();
     }
   });
+
+  // The SDK's keep-alive comment comes every 15 s: both waits below end well before it, so
+  // neither can pass by waiting for it (the Node adapter alone sends headers, and notices a
+  // client that left, only when something is written).
+  it("answers a GET stream's headers before any event, and lets a client that dropped it open it again", async () => {
+    const edge = await startHttpTransport(services.deps(), { port: 0 });
+    try {
+      const session = await openSession(edge.url);
+      const headers = { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": PROTOCOL_VERSION };
+      const open = async () => {
+        const dropped = new AbortController();
+        const res = await fetch(edge.url, { headers, signal: AbortSignal.any([dropped.signal, AbortSignal.timeout(5_000)]) });
+        return { status: res.status, type: res.headers.get("content-type"), drop: () => dropped.abort() };
+      };
+      const first = await open();
+      expect(first).toMatchObject({ status: 200, type: "text/event-stream" });
+      first.drop();
+      // One stream per session: until the server has seen the drop, a new GET is refused with 409.
+      const deadline = Date.now() + 5_000;
+      let again = await open();
+      while (again.status === 409 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+        again = await open();
+      }
+      expect(again).toMatchObject({ status: 200, type: "text/event-stream" });
+      again.drop();
+    } finally {
+      await edge.close();
+    }
+  });
 });

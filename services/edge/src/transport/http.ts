@@ -1,13 +1,9 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
-import {
-  hostHeaderValidation,
-  localhostHostValidation,
-} from "@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js";
-import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
-import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
+import type { AuthInfo, InitializeRequest } from "@modelcontextprotocol/server";
+import { hostHeaderValidation, localhostHostValidation } from "@modelcontextprotocol/express";
 import { ChaosError } from "@chaos-core/kit";
 import {
   createApiKeyVerifier,
@@ -27,7 +23,7 @@ import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
 import { homePage } from "./home-page.js";
 import { HttpSessionTable } from "./http-sessions.js";
-import { envelopeRefusal, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
+import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
 
 /** How the Streamable HTTP transport listens and whom it lets in. */
 export interface HttpTransportOptions {
@@ -360,13 +356,13 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       const problem = headerProblem(req, false);
       if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
       const { keySha256 } = res.locals as Locals;
-      return sessions.initialize(identity, keySha256, params, (transport) => transport.handleRequest(req, res, req.body));
+      return sessions.initialize(identity, keySha256, params, (local) => local.serve(req, res, req.body));
     }
     const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
     const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
     if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
-    return local.transport.handleRequest(req, res, req.body);
+    return local.serve(req, res, req.body);
   };
 
   app.post("/mcp", keepBodyHead(maxBodyBytes), express.json({ limit: maxBodyBytes, verify: screenBody }), jsonRpcEnvelope, handleMcp);
@@ -381,7 +377,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       const id = idInBodyHead(res);
       if (id !== undefined) (res.locals as Locals).requestId = id;
       // The rest of the body is not read: the connection cannot carry another request after it.
-      return jsonRpcError(res, 413, -32000, requestBodyTooLargeMessage(maxBodyBytes), { Connection: "close" });
+      return jsonRpcError(res, 413, -32000, payloadTooLargeMessage(maxBodyBytes), { Connection: "close" });
     }
     if (err.type === "entity.parse.failed") return jsonRpcError(res, 400, -32700, "Parse error: Invalid JSON");
     if (err.type === "encoding.unsupported" || err.type === "charset.unsupported") {

@@ -10,7 +10,7 @@
  * does before that recurses into arguments.
  */
 import { isUtf8 } from "node:buffer";
-import { JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { JSONRPCMessageSchema } from "@modelcontextprotocol/core";
 import { formatIssuePath, scanJsonText, type JsonPath } from "@chaos-core/kit";
 import { MAX_JSON_DEPTH } from "../config.js";
 
@@ -33,6 +33,14 @@ export interface Refusal {
 export interface Screened {
   readonly id: RequestId | undefined;
   readonly refusal?: Refusal;
+}
+
+/**
+ * The message a body (HTTP) or line (stdio) over `maxBytes` is refused with: the SDK's own words
+ * (its `requestBodyTooLargeMessage`, which v2 no longer exports), so clients see what they saw.
+ */
+export function payloadTooLargeMessage(maxBytes: number): string {
+  return `Payload Too Large: Request body must not exceed ${maxBytes} bytes`;
 }
 
 /** The JSON-RPC error response that answers a refusal. */

@@ -1,14 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import type { SessionRecord } from "../sessions/session-store.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { replayInitialize } from "./sdk-internals.js";
 
-// This file guards the SDK internals session rehydration relies on. If it fails after an SDK
-// upgrade, sessions can no longer move between edge replicas: fix sdk-internals.ts first.
+// This file guards what session rehydration relies on: that replaying a stored initialize through
+// the transport's public handleRequest restores the session. If it fails after an SDK upgrade,
+// sessions can no longer move between edge replicas: fix sdk-internals.ts first.
 
 let services: TestServices;
 
@@ -35,10 +36,8 @@ function storedRecord(id: string): SessionRecord {
 }
 
 /** A tools/list sent to the transport the way the HTTP layer would pass it on. */
-async function listToolsThrough(transport: StreamableHTTPServerTransport, sessionId: string): Promise<Response> {
-  const inner = (transport as unknown as { _webStandardTransport: { handleRequest(r: Request): Promise<Response> } })
-    ._webStandardTransport;
-  return inner.handleRequest(
+async function listToolsThrough(transport: WebStandardStreamableHTTPServerTransport, sessionId: string): Promise<Response> {
+  return transport.handleRequest(
     new Request("http://127.0.0.1/mcp", {
       method: "POST",
       headers: {
@@ -55,7 +54,7 @@ async function listToolsThrough(transport: StreamableHTTPServerTransport, sessio
 function fresh(record: SessionRecord) {
   const deps = services.deps(createMemorySessionStore());
   const server = createChaosCoreServer(deps, { id: record.id, tenant: record.tenant, principal: record.principal });
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => record.id });
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => record.id });
   return { server, transport };
 }
 
@@ -92,7 +91,7 @@ describe("rehydrating a session from its stored record", () => {
     const record = storedRecord(randomUUID());
     const { server } = fresh(record);
     // A transport whose generator does not produce the stored id cannot serve this session.
-    const wrong = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "another-id" });
+    const wrong = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => "another-id" });
     await server.connect(wrong);
     await expect(replayInitialize(server, wrong, record)).rejects.toThrow(/sdk-internals\.ts/);
     await server.close();

@@ -1,5 +1,5 @@
 /**
- * The one place the edge reaches into @modelcontextprotocol/sdk internals.
+ * The one place the edge depends on how the SDK restores a session's state from its `initialize`.
  *
  * Why: the SDK's Streamable HTTP transport keeps a session in memory (typescript-sdk issues
  * #330, #843), so a replica that did not see a session's `initialize` answers 404 for it.
@@ -7,31 +7,17 @@
  * transport for the stored session and replays the client's original `initialize` into them,
  * locally. The SDK's own code then sets everything initialize sets (the transport's session id
  * and initialized flag, the server's client capabilities and client info), so nothing is
- * copied field by field. The only private member used is `_webStandardTransport`, the
- * web-standard transport the Node wrapper delegates to: it accepts a `Request` built here,
- * where the wrapper would need a real socket.
+ * copied field by field. With SDK v2 the edge holds the web-standard transport itself, so the
+ * replay goes through its public `handleRequest(Request, { parsedBody })`: no private member is
+ * read any more (v1 needed the Node wrapper's `_webStandardTransport`). What stays SDK-specific
+ * is the expectation that the replay leaves exactly that state; the checks below say so.
  *
  * `sdk-internals.test.ts` fails loudly if an SDK upgrade changes any of this.
  */
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import type { InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { InitializeRequest, McpServer, WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
 import type { SessionRecord } from "../sessions/session-store.js";
 
 const REPLAY_ID = "chaoscore-rehydrate";
-
-function webTransport(transport: StreamableHTTPServerTransport): WebStandardStreamableHTTPServerTransport {
-  const inner = (transport as unknown as { _webStandardTransport?: WebStandardStreamableHTTPServerTransport })
-    ._webStandardTransport;
-  if (!inner || typeof inner.handleRequest !== "function") {
-    throw new Error(
-      "@modelcontextprotocol/sdk changed: StreamableHTTPServerTransport no longer delegates to " +
-        "_webStandardTransport; update services/edge/src/transport/sdk-internals.ts",
-    );
-  }
-  return inner;
-}
 
 /**
  * Makes `transport` (connected to `server`, built with a session id generator that returns
@@ -40,7 +26,7 @@ function webTransport(transport: StreamableHTTPServerTransport): WebStandardStre
  */
 export async function replayInitialize(
   server: McpServer,
-  transport: StreamableHTTPServerTransport,
+  transport: WebStandardStreamableHTTPServerTransport,
   record: SessionRecord,
 ): Promise<void> {
   const message: InitializeRequest & { jsonrpc: "2.0"; id: string } = {
@@ -49,7 +35,8 @@ export async function replayInitialize(
     method: "initialize",
     params: {
       protocolVersion: record.protocolVersion,
-      capabilities: { ...record.clientCapabilities },
+      // The record holds what the client declared, as JSON: exactly what the SDK parsed from it.
+      capabilities: { ...record.clientCapabilities } as InitializeRequest["params"]["capabilities"],
       clientInfo: { ...record.clientInfo },
     },
   };
@@ -58,7 +45,7 @@ export async function replayInitialize(
     headers: { accept: "application/json, text/event-stream", "content-type": "application/json" },
     body: JSON.stringify(message),
   });
-  const response = await webTransport(transport).handleRequest(request, { parsedBody: message });
+  const response = await transport.handleRequest(request, { parsedBody: message });
   // The body ends once the server has answered the replayed initialize; the answer is discarded.
   const body = await response.text();
   if (response.status !== 200 || !body.includes(`"id":"${REPLAY_ID}"`) || !body.includes('"result"')) {
@@ -66,13 +53,13 @@ export async function replayInitialize(
   }
   if (transport.sessionId !== record.id) {
     throw new Error(
-      `@modelcontextprotocol/sdk changed: a replayed initialize left session id ${String(transport.sessionId)}, ` +
+      `@modelcontextprotocol/server changed: a replayed initialize left session id ${String(transport.sessionId)}, ` +
         `not ${record.id}; update services/edge/src/transport/sdk-internals.ts`,
     );
   }
   if (server.server.getClientVersion()?.name !== record.clientInfo.name) {
     throw new Error(
-      "@modelcontextprotocol/sdk changed: a replayed initialize did not restore the client info; " +
+      "@modelcontextprotocol/server changed: a replayed initialize did not restore the client info; " +
         "update services/edge/src/transport/sdk-internals.ts",
     );
   }

@@ -1,16 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { PassThrough, type Readable, type Writable } from "node:stream";
-import { requestBodyTooLargeMessage } from "@modelcontextprotocol/sdk/server/requestBody.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js";
-import { isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE, isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest } from "@modelcontextprotocol/server";
+import type { JSONRPCMessage } from "@modelcontextprotocol/server";
+import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { ChaosError } from "@chaos-core/kit";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";
-import { envelopeRefusal, refusalResponse, screenMessage, type Refusal } from "./incoming.js";
+import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal } from "./incoming.js";
 
 /** Where the stdio transport reads and writes, and whom it tells when the session ends. */
 export interface StdioTransportOptions {
@@ -59,7 +58,7 @@ function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { l
   let pending: Buffer[] = [];
   let size = 0;
   let skipping = false;
-  const tooLarge: Refusal = { id: null, error: { code: -32000, message: requestBodyTooLargeMessage(MAX_LINE_BYTES) } };
+  const tooLarge: Refusal = { id: null, error: { code: -32000, message: payloadTooLargeMessage(MAX_LINE_BYTES) } };
   const onData = (chunk: Buffer) => {
     for (let start = 0; start < chunk.length; ) {
       const newline = chunk.indexOf(0x0a, start);

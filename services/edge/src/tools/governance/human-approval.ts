@@ -1,5 +1,5 @@
 import { ChaosError } from "@chaos-core/kit";
-import type { ElicitResult } from "@modelcontextprotocol/sdk/types.js";
+import type { ElicitResult } from "@modelcontextprotocol/server";
 import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { fitsForm, renderText, tooLongForForm } from "../../approvals/render-text.js";
 import { ledgerEntryView } from "../../approvals/view.js";
