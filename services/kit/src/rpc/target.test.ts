@@ -10,6 +10,7 @@ describe("parseGrpcTarget", () => {
     ["[::1]:50051", "host-port"],
     ["cognition-headless.chaos.svc.cluster.local:50053", "host-port"],
     ["dns:///cognition-headless.chaos.svc.cluster.local:50053", "dns"],
+    ["dns:///cognition-headless.chaos.svc.cluster.local.:50053", "dns"],
     ["dns:///127.0.0.1:50053", "dns"],
     ["dns:///[::1]:50053", "dns"],
     ["ipv4:127.0.0.1:50053", "ipv4"],
