@@ -6,6 +6,7 @@
  * two-process version of the spread, kill and restart is test/e2e/load-balancing.test.ts.
  */
 import dns from "node:dns";
+import net from "node:net";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { ContextSigner, type CallContext } from "../context.js";
@@ -116,6 +117,45 @@ describe("a dns:/// name whose answer grows (a headless Service scaled out)", ()
     // Both replicas now share the calls.
     const before = { a: a.counter.calls, b: b.counter.calls };
     await callUntil(call, () => a.counter.calls > before.a && b.counter.calls > before.b);
+  }, 60_000);
+});
+
+describe("connection ageing", () => {
+  it("closes aged connections under concurrent calls without failing one", async () => {
+    const r = replica("aged");
+    // Far shorter than the default two minutes, so the test sees many connections come and go.
+    const server = await serve("127.0.0.1", 0, r.impl, 100);
+    // A TCP relay in front of the server counts the connections the client opens.
+    let connections = 0;
+    const relay = net.createServer((downstream) => {
+      connections++;
+      const upstream = net.connect(server.port, "127.0.0.1");
+      downstream.pipe(upstream).pipe(downstream);
+      const end = () => (downstream.destroy(), upstream.destroy());
+      downstream.on("error", end).on("close", end);
+      upstream.on("error", end).on("close", end);
+    });
+    await new Promise<void>((res) => relay.listen(0, "127.0.0.1", res));
+    const policy = client(`127.0.0.1:${(relay.address() as net.AddressInfo).port}`);
+    const failures: string[] = [];
+    let calls = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 60; i++) {
+          await policy.getPolicy({}, { ctx }).then(
+            () => calls++,
+            (e: unknown) => failures.push(`${(e as ChaosError).code}: ${(e as ChaosError).message}`),
+          );
+          await new Promise((res) => setTimeout(res, 10));
+        }
+      }),
+    );
+    relay.close();
+    expect(failures).toEqual([]);
+    expect(calls).toBe(480);
+    expect(r.counter.calls).toBe(480);
+    // The calls ran over several connections: each aged out and the client opened the next.
+    expect(connections).toBeGreaterThan(1);
   }, 60_000);
 });
 
