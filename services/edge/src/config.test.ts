@@ -134,6 +134,24 @@ describe("loadEdgeConfig", () => {
     );
   });
 
+  it("takes a headless Service's dns:/// name or an address list for a service, and names the variable of a bad one", () => {
+    const alone = {
+      POLICY_ADDR: "policy:50051",
+      MEMORY_ADDR: "memory:50052",
+      COGNITION_ADDR: "dns:///cognition-headless.chaos.svc.cluster.local:50053",
+      COUNCIL_ADDR: "ipv4:10.0.0.7:50055,10.0.0.8:50055",
+      CHAOS_CORE_CONTEXT_KEY: "k".repeat(32),
+      CHAOS_CORE_MRTR_KEYS_FILE: "/k/mrtr.json",
+    };
+    const config = loadEdgeAloneConfig(alone);
+    expect(config.cognitionAddr).toBe("dns:///cognition-headless.chaos.svc.cluster.local:50053");
+    expect(config.councilAddr).toBe("ipv4:10.0.0.7:50055,10.0.0.8:50055");
+    expect(() => loadEdgeAloneConfig({ ...alone, COGNITION_ADDR: "dns://cognition:50053" })).toThrow(
+      /COGNITION_ADDR: "dns:\/\/cognition:50053": write dns:\/\/\/host:port \(three slashes\); must be host:port, dns:\/\/\/host:port/,
+    );
+    expect(() => loadEdgeConfig({ LEDGER_ADDR: "http://ledger:50054" })).toThrow(/LEDGER_ADDR: "http:\/\/ledger:50054" has the scheme http:/);
+  });
+
   it("seals requestState for 600 s by default, at most an hour; the edge alone needs a keyring, standalone does not", () => {
     const standalone = loadEdgeConfig({});
     expect(standalone.mrtrTtlSeconds).toBe(600);

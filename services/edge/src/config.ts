@@ -44,8 +44,6 @@ const list = z.string().transform((s) =>
     .filter(Boolean),
 );
 
-const hostPort = z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-f:]+\]:\d{1,5}$/i, "must be host:port");
-
 const originList = list.pipe(
   z.array(
     z.string().refine((o) => {
@@ -63,11 +61,11 @@ const EdgeEnvSchema = z
     HOST: envVars.host(),
     PORT: envVars.port(3000),
     REDIS_URL: envVars.redisUrl(),
-    POLICY_ADDR: hostPort.optional(),
-    MEMORY_ADDR: hostPort.optional(),
-    COGNITION_ADDR: hostPort.optional(),
-    COUNCIL_ADDR: hostPort.optional(),
-    LEDGER_ADDR: hostPort.optional(),
+    POLICY_ADDR: envVars.optionalServiceAddr(),
+    MEMORY_ADDR: envVars.optionalServiceAddr(),
+    COGNITION_ADDR: envVars.optionalServiceAddr(),
+    COUNCIL_ADDR: envVars.optionalServiceAddr(),
+    LEDGER_ADDR: envVars.optionalServiceAddr(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey().optional(),
     MCP_ALLOWED_HOSTS: list.optional(),
     MCP_ALLOWED_ORIGINS: originList.optional(),

@@ -1,6 +1,15 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { LOG_LEVELS } from "./logger.js";
+import { GRPC_TARGET_FORMS, parseGrpcTarget } from "./rpc/target.js";
+
+/** A peer service's address in any form grpc-js balances over (see `parseGrpcTarget`). */
+function grpcTarget(required?: string) {
+  return z.string(required === undefined ? undefined : { error: required }).superRefine((v, ctx) => {
+    const parsed = parseGrpcTarget(v);
+    if (!parsed.ok) ctx.addIssue({ code: "custom", message: parsed.error });
+  });
+}
 
 /** An environment record, as `process.env` is; tests pass their own. */
 export type Env = Record<string, string | undefined>;
@@ -104,13 +113,14 @@ export const envVars = {
       })
       .optional(),
   /**
-   * `host:port` of another service, required: a service run alone reaches its peers over gRPC.
-   * `who` names the service that needs it, `service` the one it reaches.
+   * The address of another service, required: a service run alone reaches its peers over gRPC.
+   * `who` names the service that needs it, `service` the one it reaches. Any of
+   * {@link GRPC_TARGET_FORMS}; `dns:///` for a headless Service with several replicas.
    */
   serviceAddr: (who: string, service: string) =>
-    z
-      .string({ error: `is required when ${who} runs alone: host:port of the ${service} service` })
-      .regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-f:]+\]:\d{1,5}$/i, "must be host:port"),
+    grpcTarget(`is required when ${who} runs alone: the address of the ${service} service (${GRPC_TARGET_FORMS})`),
+  /** The address of another service where it is optional (the edge's, which standalone wires in process). */
+  optionalServiceAddr: () => grpcTarget().optional(),
 };
 
 /**

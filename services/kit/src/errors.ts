@@ -58,7 +58,7 @@ const FROM_GRPC: Partial<Record<GrpcStatus, ErrorCode>> = {
 };
 
 /** Trailer that carries the stable code across a gRPC hop. */
-const CODE_TRAILER = "chaoscore-error-code";
+export const CODE_TRAILER = "chaoscore-error-code";
 
 function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === "string" && (ERROR_CODES as readonly string[]).includes(value);

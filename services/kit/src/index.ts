@@ -31,6 +31,17 @@ export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
 export type { GrpcClient, GrpcClientOptions } from "./rpc/grpc.js";
 export { register, startGrpcServer } from "./rpc/server.js";
+export {
+  CLIENT_KEEPALIVE_MS,
+  defaultChannelOptions,
+  DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS,
+  GRPC_SERVER_CONNECTION_AGE_MS,
+  GRPC_SERVICE_CONFIG,
+  GRPC_TARGET_FORMS,
+  parseGrpcTarget,
+  RECONNECT_BACKOFF_MS,
+} from "./rpc/target.js";
+export type { GrpcTargetKind, ParsedGrpcTarget } from "./rpc/target.js";
 export type { Registration, RunningGrpcServer } from "./rpc/server.js";
 export { DEFAULT_TIMEOUT_MS } from "./rpc/types.js";
 export type { AnyService, CallOptions, HandlerContext, ServiceClient, ServiceImpl } from "./rpc/types.js";

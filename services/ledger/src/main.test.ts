@@ -262,7 +262,7 @@ describe("ledger main, run alone", () => {
     const missing = await runMain({ ...noPolicy, CHAOS_CORE_CONTEXT_KEY: KEY, PORT: "0" }, cwd);
     expect(missing.code).toBe(1);
     expect(missing.stdout).toBe("");
-    expect(missing.stderr).toMatch(/POLICY_ADDR: is required when the ledger runs alone: host:port of the policy service/);
+    expect(missing.stderr).toMatch(/POLICY_ADDR: is required when the ledger runs alone: the address of the policy service \(host:port, dns:\/\/\/host:port/);
   });
 
   it("refuses to start without a keys file, naming the variable", async () => {

@@ -14,9 +14,10 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { once } from "node:events";
-import { ChaosError, toGrpcError } from "../errors.js";
+import { ChaosError, CODE_TRAILER, toGrpcError } from "../errors.js";
 import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, type ContextSigner } from "../context.js";
 import { extractTrace, injectTrace, instrument } from "./instrument.js";
+import { defaultChannelOptions } from "./target.js";
 import {
   DEFAULT_TIMEOUT_MS,
   supportedMethods,
@@ -153,7 +154,38 @@ export function addGrpcService<S extends AnyService>(
 export interface GrpcClientOptions {
   /** Default deadline of every call. */
   timeoutMs?: number;
+  /** Merged over {@link defaultChannelOptions} (round robin, re-resolution, keepalive). */
   channelOptions?: ChannelOptions;
+}
+
+/** "chaoscore.memory.v1.MemoryService" → "the memory service". */
+function serviceLabel(service: AnyService): string {
+  const parts = service.typeName.split(".");
+  return parts.length >= 3 && parts[0] === "chaoscore" ? `the ${parts[1]} service` : service.typeName;
+}
+
+/**
+ * A call's error. A failure of the connection itself (`unavailable` that no server sent: nothing
+ * listens there, the connection dropped, the name does not resolve) says which service could
+ * not be reached; an error a server sent passes through unchanged.
+ */
+function callError(err: unknown, service: AnyService): ChaosError {
+  const e = ChaosError.from(err);
+  const fromServer = err instanceof Error && (err as Partial<ServiceError>).metadata?.get(CODE_TRAILER).length;
+  if (e.code !== "unavailable" || fromServer) return e;
+  return new ChaosError("unavailable", `${serviceLabel(service)} is unreachable: ${transportReason(e.message)}`, { cause: err });
+}
+
+/**
+ * grpc-js's reason without its nesting: "round_robin: No connection established. Last error: No
+ * connection established. Last error: Error: connect ECONNREFUSED 10.0.0.7:50052. Resolution
+ * note: " becomes "connect ECONNREFUSED 10.0.0.7:50052". The whole text stays in the cause.
+ */
+function transportReason(details: string): string {
+  let reason = details.replace(/^round_robin: /, "");
+  while (reason.startsWith("No connection established. Last error: ")) reason = reason.slice("No connection established. Last error: ".length);
+  reason = reason.replace(/^Error: /, "").replace(/\. Resolution note: $/, "");
+  return reason || details;
 }
 
 /** A typed client plus the channel it owns. */
@@ -163,9 +195,13 @@ export interface GrpcClient<S extends AnyService> {
 }
 
 /**
- * A typed gRPC client for a service at `address` (host:port, plaintext inside the cluster;
- * TLS is the service mesh's job). Every call is signed with the call context, carries the
- * W3C trace context and a deadline.
+ * A typed gRPC client for a service at `address` (plaintext inside the cluster; TLS is the
+ * service mesh's job). `address` is any form {@link parseGrpcTarget} accepts: `host:port`,
+ * `dns:///host:port` (a headless Service: every pod), or an `ipv4:`/`ipv6:` address list. The
+ * channel balances calls round robin over every address the target resolves to, looks the
+ * name up again when a connection is lost, and reconnects to a restarted service by itself
+ * ({@link defaultChannelOptions}). Every call is signed with the call context, carries the W3C
+ * trace context and a deadline.
  */
 export function createGrpcClient<S extends AnyService>(
   service: S,
@@ -173,7 +209,7 @@ export function createGrpcClient<S extends AnyService>(
   signer: ContextSigner,
   options: GrpcClientOptions = {},
 ): GrpcClient<S> {
-  const channel = new Client(address, credentials.createInsecure(), options.channelOptions);
+  const channel = new Client(address, credentials.createInsecure(), { ...defaultChannelOptions(), ...options.channelOptions });
   const defaultTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const client: Record<string, unknown> = {};
 
@@ -201,7 +237,7 @@ export function createGrpcClient<S extends AnyService>(
             const onAbort = () => call.cancel();
             const call = channel.makeUnaryRequest(path(method), ser, de, create(input, req as never), md, { deadline }, (err, res) => {
               opts.signal?.removeEventListener("abort", onAbort);
-              if (err) reject(ChaosError.from(err));
+              if (err) reject(callError(err, service));
               else resolve(res);
             });
             opts.signal?.addEventListener("abort", onAbort, { once: true });
@@ -224,7 +260,7 @@ export function createGrpcClient<S extends AnyService>(
           try {
             for await (const msg of call) yield msg;
           } catch (err) {
-            throw ChaosError.from(err);
+            throw callError(err, service);
           } finally {
             opts.signal?.removeEventListener("abort", onAbort);
             call.cancel();

@@ -6,6 +6,7 @@ import { HealthImplementation } from "grpc-health-check";
 import type { ContextSigner } from "../context.js";
 import type { Logger } from "../logger.js";
 import { addGrpcService } from "./grpc.js";
+import { GRPC_SERVER_CONNECTION_AGE_MS } from "./target.js";
 import type { AnyService, ServiceImpl } from "./types.js";
 
 /** One service to serve: its descriptor and its implementation. */
@@ -47,7 +48,10 @@ function reflectionFor(registrations: Registration[]): ReflectionService {
 
 /**
  * Starts a gRPC server with the given services plus `grpc.health.v1` and server reflection.
- * Health reports SERVING for "" and for each service name once the port is bound.
+ * Health reports SERVING for "" and for each service name once the port is bound. Each client
+ * connection is closed gracefully after about `maxConnectionAgeMs` (default
+ * {@link GRPC_SERVER_CONNECTION_AGE_MS}), so callers look the service's name up again and spread
+ * onto replicas added since.
  */
 export async function startGrpcServer(options: {
   host: string;
@@ -55,9 +59,16 @@ export async function startGrpcServer(options: {
   signer: ContextSigner;
   registrations: Registration[];
   logger: Logger;
+  /** How long a client connection lives before the server asks it to reconnect (GOAWAY). */
+  maxConnectionAgeMs?: number;
+  /** How long the calls on an aged connection may still run before it is closed. */
+  maxConnectionAgeGraceMs?: number;
 }): Promise<RunningGrpcServer> {
   const { host, port, signer, registrations, logger } = options;
-  const server = new Server();
+  const server = new Server({
+    "grpc.max_connection_age_ms": options.maxConnectionAgeMs ?? GRPC_SERVER_CONNECTION_AGE_MS.maxAge,
+    "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs ?? GRPC_SERVER_CONNECTION_AGE_MS.grace,
+  });
   for (const { service, impl } of registrations) addGrpcService(server, service, impl, signer);
   const health = new HealthImplementation({ "": "NOT_SERVING" });
   health.addToServer(server);
