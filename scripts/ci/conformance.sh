@@ -40,7 +40,7 @@ die() {
 }
 
 # Node 22 (NODE22_VERSION, NODE22_DIR, NODE22, node22_ready, prepare_node22), shared with image.sh.
-# shellcheck source=scripts/ci/node22.sh
+# shellcheck source=scripts/ci/node22.sh disable=SC1091
 source "$ROOT/scripts/ci/node22.sh"
 
 usage() {
