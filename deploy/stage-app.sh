@@ -48,6 +48,8 @@ cp "$src/node_modules/.package-lock.json" "$dest/node_modules/"
 # Tool caches kept in node_modules (.vite, .cache) are not dependencies.
 find "$dest/node_modules" -mindepth 1 -maxdepth 1 -name '.*' ! -name .bin ! -name .package-lock.json -exec rm -rf {} +
 (cd "$dest" && npm prune --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+# The scope folders prune emptied (@eslint, @vitest, ...).
+find "$dest/node_modules" -mindepth 1 -maxdepth 1 -type d -empty -delete
 # The workspaces resolve through node_modules/@chaos-core/* links into DEST itself.
 for link in "$dest"/node_modules/@chaos-core/*; do
   [ -e "$link" ] || {
