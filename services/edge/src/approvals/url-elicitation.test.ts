@@ -25,6 +25,9 @@ import { connectInMemory, uniqueTenant, type Connected } from "../test-support/i
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, TEST_PAYOUT, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
+import { ok as okOf, refused, type ExecuteOutput } from "../test-support/results.js";
+
+const ok = <T = ExecuteOutput>(res: CallToolResult): T => okOf<T>(res);
 
 // URL-mode elicitation to the approval console (docs/approvals.md §3), end to end against the
 // real cognition, policy, memory and ledger services through real SDK clients: the client's user
@@ -35,34 +38,13 @@ import { startHttpTransport, type RunningHttpTransport } from "../transport/http
 
 const PUBLIC_URL = "https://chaos.example.test/team-a";
 
-interface StepOut {
-  step_id: string;
-  capability: string;
-  status: string;
-  ran: boolean;
-  error?: { code: string; message: string };
-  approval?: { approval_id: string };
-}
-interface ExecuteOut {
-  results: StepOut[];
-  approval?: { approval_id: string; status: string; resolved_by?: string };
-  next_step?: string;
-}
 
 let services: TestServices;
 let ledger: TestLedger;
 let deps: EdgeDeps;
 const open: Connected[] = [];
 
-function ok<T = ExecuteOut>(res: CallToolResult): T {
-  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
-  return res.structuredContent as T;
-}
 
-function refused(res: CallToolResult): { code: string; message: string } {
-  expect(res.isError, JSON.stringify(res.content)).toBe(true);
-  return (res.structuredContent as { error: { code: string; message: string } }).error;
-}
 
 /** What the client's side saw: URL elicitations, forms, completions and the "waiting" lines. */
 interface UserSide {

@@ -13,37 +13,19 @@ import { connectStdio } from "../test-support/stdio.js";
 import { autoAcceptingClient } from "../../../../test/support/elicitation.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
 import type { EdgeDeps } from "../deps.js";
+import { ok as okOf, refused, type ExecuteOutput, type StepResult } from "../test-support/results.js";
+
+const ok = <T = ExecuteOutput>(res: CallToolResult): T => okOf<T>(res);
 
 // The approval path end to end against the real cognition, policy and memory services: a step
 // policy holds for approval is run once a person approves it, through elicitation or an approver.
 
-interface StepResult {
-  step_id: string;
-  capability: string;
-  status: string;
-  ran: boolean;
-  error?: { code: string; message: string };
-  approval?: { approval_id: string };
-}
-interface ExecuteOutput {
-  results: StepResult[];
-  approval?: { approval_id: string; status: string; resolved_by?: string };
-  next_step?: string;
-}
 
 let services: TestServices;
 let deps: EdgeDeps;
 const open: Connected[] = [];
 
-function ok<T = ExecuteOutput>(res: CallToolResult): T {
-  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
-  return res.structuredContent as T;
-}
 
-function refused(res: CallToolResult): { code: string; message: string } {
-  expect(res.isError, JSON.stringify(res.content)).toBe(true);
-  return (res.structuredContent as { error: { code: string; message: string } }).error;
-}
 
 async function stored(tenant: string, key: string): Promise<unknown> {
   const res = await services.memory.recall({ key }, { ctx: { tenant, principal: "test" } });

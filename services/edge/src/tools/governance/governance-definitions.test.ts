@@ -1,6 +1,5 @@
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { EdgeDeps } from "../../deps.js";
@@ -8,6 +7,7 @@ import { connectInMemory, uniqueTenant, type Connected } from "../../test-suppor
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import type { ToolDefinition } from "../define.js";
 import { TOOL_DEFINITIONS, TOOLSETS } from "../index.js";
+import { ok, refused } from "../../test-support/results.js";
 
 // The governance and finance-reference tools as definitions: where they are listed, what they
 // admit, what they promise, and that they fail closed without a ledger.
@@ -173,16 +173,6 @@ describe("through an MCP client", () => {
     const c = await connectInMemory(withDeps, { tenant: uniqueTenant("gov-def"), principal: "agent" });
     open.push(c);
     return c;
-  }
-
-  function ok<T>(res: CallToolResult): T {
-    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
-    return res.structuredContent as T;
-  }
-
-  function refused(res: CallToolResult): { code: string; message: string } {
-    expect(res.isError, JSON.stringify(res.content)).toBe(true);
-    return (res.structuredContent as { error: { code: string; message: string } }).error;
   }
 
   beforeAll(async () => {

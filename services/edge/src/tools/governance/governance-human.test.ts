@@ -11,6 +11,7 @@ import { connectInMemory, uniqueTenant, type Connected } from "../../test-suppor
 import { createRecordingLedger, type RecordingLedger } from "../../test-support/recording-ledger.js";
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
+import { ok, refused } from "../../test-support/results.js";
 
 // The edge's own duties on the human path, against a ledger that only records what it is sent
 // (its decisions are tested against the real ledger): who counts as the human, what the person
@@ -130,15 +131,7 @@ const call = { tool: "stripe.create_charge", resource: "acct_live_acme", argumen
 let services: TestServices;
 const open: Connected[] = [];
 
-function ok<T = Record<string, unknown>>(res: CallToolResult): T {
-  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
-  return res.structuredContent as T;
-}
 
-function refused(res: CallToolResult): { code: string; message: string } {
-  expect(res.isError, JSON.stringify(res.content)).toBe(true);
-  return (res.structuredContent as { error: { code: string; message: string } }).error;
-}
 
 /**
  * A client whose user answers every elicitation with `answer` (recording the questions), or one

@@ -10,6 +10,7 @@ import { connectInMemory, uniqueTenant, type Connected } from "../../test-suppor
 import { startTestLedger, type TestLedger } from "../../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
+import { ok, refused } from "../../test-support/results.js";
 
 // The governance and finance-reference tools end to end against the real ledger handlers on
 // Postgres: the spend gate, the human path, receipts, authorization, the synthetic finance
@@ -55,15 +56,7 @@ interface Gate {
   next_step: string;
 }
 
-function ok<T = Record<string, unknown>>(res: CallToolResult): T {
-  expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
-  return res.structuredContent as T;
-}
 
-function refused(res: CallToolResult): { code: string; message: string } {
-  expect(res.isError, JSON.stringify(res.content)).toBe(true);
-  return (res.structuredContent as { error: { code: string; message: string } }).error;
-}
 
 /** A session of a fresh tenant whose user answers every elicitation with `answer`, or cannot be asked. */
 async function connect(answer?: ElicitResult, asked: string[] = [], tenant = uniqueTenant("gov")): Promise<Connected> {
