@@ -37,7 +37,7 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateCouncil(db)).toEqual(["0001_sessions"]);
+      expect(await migrateCouncil(db)).toEqual(["0001_sessions", "0002_sessions_recent"]);
     });
     afterAll(async () => {
       await close?.();
