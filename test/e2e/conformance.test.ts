@@ -12,7 +12,7 @@ import { removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../supp
 const REVISION = "2025-11-25";
 const SCRIPT = join(ROOT, "scripts/ci/conformance.sh");
 
-/** The 2025-11-25 scenarios issue 11 names that pass today; later steps add resources-list. */
+/** The 2025-11-25 scenarios issue 11 names that pass today; step 10 adds server-sse-polling. */
 const REQUIRED_PROTOCOL_SCENARIOS = [
   "server-initialize",
   "server-session-lifecycle",
@@ -21,6 +21,9 @@ const REQUIRED_PROTOCOL_SCENARIOS = [
   "tools-list",
   "server-sse-multiple-streams",
   "dns-rebinding-protection",
+  "resources-list",
+  "resources-subscribe",
+  "resources-unsubscribe",
 ];
 
 function listed(path: string): string[] {

@@ -116,6 +116,21 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     expect(res.structuredContent).toMatchObject({ phase: "decompile", persona: "Systems Analyst" });
   });
 
+  it("lists, reads and completes council sessions as resources through edge → gRPC (ListSessions, Recall), and the ledger's checkpoint", async () => {
+    const init = await client.callTool({ name: "council_init", arguments: { task: "Move the billing cron jobs to a queue", title: "Billing queue" } });
+    const id = (init.structuredContent as { sessionId: string }).sessionId;
+    const { resources } = await client.listResources();
+    expect(resources.find((r) => r.uri === `council://sessions/${id}`)).toMatchObject({ title: "Billing queue" });
+    const read = await client.readResource({ uri: `council://sessions/${id}` });
+    expect(JSON.parse((read.contents[0] as { text: string }).text)).toMatchObject({ sessionId: id, activePhase: "decompile" });
+    const done = await client.complete({ ref: { type: "ref/prompt", name: "council_phase_brief" }, argument: { name: "sessionId", value: id.slice(0, 9) } });
+    expect(done.completion.values).toEqual([id]);
+    // A governed call is audited by the ledger: its checkpoint is there, with the key that verifies it.
+    expect((await client.callTool({ name: "chaoscore_remember", arguments: { key: "audited", value: 1 } })).isError).toBeFalsy();
+    const cp = await client.readResource({ uri: "chaoscore://ledger/checkpoint" });
+    expect(JSON.parse((cp.contents[0] as { text: string }).text)).toMatchObject({ size: expect.any(Number), verifier_key: expect.any(String) });
+  });
+
   it("reports the policy that the policy service holds", async () => {
     const res = await client.callTool({ name: "chaoscore_inspect", arguments: { what: "policy", capability: "http.request" } });
     expect(res.isError, JSON.stringify(res.content)).toBeFalsy();

@@ -70,6 +70,9 @@ describe("the tool surface", () => {
       "council_phase_brief",
     ]);
     for (const prompt of a.prompts) expect(prompt.description, `${prompt.name} has a description`).toBeTruthy();
+    expect(a.prompts.find((p) => p.name === "council_phase_brief")?.arguments).toEqual([
+      { name: "sessionId", description: "The sessionId council_init returned", required: true },
+    ]);
     // Getting one renders the same text on both.
     const [x, y] = await Promise.all([
       overStdio.getPrompt({ name: "council_brief_synthesis" }),
@@ -78,10 +81,46 @@ describe("the tool surface", () => {
     expect(y).toEqual(x);
   });
 
+  it("serves the same resources and templates over stdio and Streamable HTTP, each read as the connection's tenant", async () => {
+    const [a, b] = await Promise.all([overStdio.listResources(), overHttp.listResources()]);
+    // Fresh data directories: no council session yet, so just the three static resources.
+    expect(b.resources).toEqual(a.resources);
+    expect(a.resources.map((r) => r.uri)).toEqual(["chaoscore://policy", "chaoscore://capabilities", "chaoscore://ledger/checkpoint"]);
+    const [ta, tb] = await Promise.all([overStdio.listResourceTemplates(), overHttp.listResourceTemplates()]);
+    expect(tb.resourceTemplates).toEqual(ta.resourceTemplates);
+    expect(ta.resourceTemplates.map((t) => t.uriTemplate)).toEqual(["council://sessions/{id}", "council://sessions/{id}/brief"]);
+    const [pa, pb] = await Promise.all([
+      overStdio.readResource({ uri: "chaoscore://capabilities" }),
+      overHttp.readResource({ uri: "chaoscore://capabilities" }),
+    ]);
+    expect(pb).toEqual(pa);
+
+    // A council session started over each transport is listed, read and completed there.
+    for (const client of [overStdio, overHttp]) {
+      const init = await client.callTool({ name: "council_init", arguments: { task: "Choose a cache for the pricing service", title: "Pricing cache" } });
+      const id = (init.structuredContent as { sessionId: string }).sessionId;
+      const listed = await client.listResources();
+      expect(listed.resources.slice(3).map((r) => [r.uri, r.title])).toEqual([[`council://sessions/${id}`, "Pricing cache"]]);
+      const read = await client.readResource({ uri: `council://sessions/${id}/brief` });
+      expect(JSON.parse((read.contents[0] as { text: string }).text)).toMatchObject({ sessionId: id, phase: "decompile" });
+      const done = await client.complete({ ref: { type: "ref/resource", uri: "council://sessions/{id}" }, argument: { name: "id", value: id.slice(0, 8) } });
+      expect(done.completion.values).toEqual([id]);
+      // An id nobody issued is not found, with the URI in the error's data.
+      const missing = "00000000-0000-4000-8000-0000000000ff";
+      await expect(client.readResource({ uri: `council://sessions/${missing}` })).rejects.toMatchObject({
+        code: -32602,
+        data: { uri: `council://sessions/${missing}` },
+      });
+    }
+  });
+
   it("declares the logging capability on both transports", () => {
     expect(overHttp.getServerCapabilities()?.logging).toBeDefined();
     expect(overStdio.getServerCapabilities()?.logging).toBeDefined();
     expect(overHttp.getServerCapabilities()?.prompts).toBeDefined();
     expect(overStdio.getServerCapabilities()?.prompts).toBeDefined();
+    for (const client of [overHttp, overStdio]) {
+      expect(client.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: false }, completions: {} });
+    }
   });
 });

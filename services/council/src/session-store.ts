@@ -11,6 +11,19 @@ export interface StoredSession<S extends SessionState = SessionState> {
   readonly updatedAt: Date;
 }
 
+/** One session as {@link CouncilSessionStore.list} lists it. */
+export interface SessionListing {
+  readonly id: string;
+  /** The state's top-level `title`, "" when it has none. */
+  readonly title: string;
+  /** The state's top-level `currentPhase`, null when it has none (a complete session). */
+  readonly currentPhase: string | null;
+  readonly updatedAt: Date;
+}
+
+/** The most sessions one {@link CouncilSessionStore.list} returns. */
+export const SESSION_LIST_MAX = 100;
+
 /** What a {@link CouncilSessionStore.modify} function returns: the state to store, and its result. */
 export interface Modification<R> {
   readonly state: SessionState;
@@ -35,6 +48,12 @@ export interface CouncilSessionStore {
    * call's. `not_found` (and `fn` is not called) when the tenant has no such session.
    */
   modify<R>(tenant: string, id: string, fn: (state: SessionState, version: number) => Modification<R>): Promise<R>;
+  /**
+   * The tenant's sessions whose id starts with `prefix` (see {@link isSessionIdPrefix}), most
+   * recently updated first, then by id; at most `limit` (1 to {@link SESSION_LIST_MAX}). The only
+   * call that reads inside a state: its top-level `title` and `currentPhase`.
+   */
+  list(tenant: string, query: { prefix: string; limit: number }): Promise<SessionListing[]>;
 }
 
 /** The largest session state the store accepts, as JSON text. */
@@ -45,4 +64,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Whether `id` looks like a session id the service issues (a lowercase UUID). */
 export function isSessionId(id: string): boolean {
   return UUID.test(id);
+}
+
+const ID_PREFIX = /^[0-9a-f-]{0,36}$/;
+
+/** Whether `prefix` can start a session id: lowercase hex digits and hyphens, at most 36 characters. */
+export function isSessionIdPrefix(prefix: string): boolean {
+  return ID_PREFIX.test(prefix);
 }

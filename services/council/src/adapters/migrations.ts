@@ -16,6 +16,7 @@ export const COUNCIL_SCHEMA = "council";
  * - The primary key starts with `tenant_id`, so the same id under two tenants can never
  *   collide, and a collision could not tell one tenant that another holds an id.
  * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.
+ * - `sessions_recent` serves ListSessions' order (newest first, then id) within a tenant.
  */
 export const COUNCIL_MIGRATIONS: Migration[] = [
   {
@@ -39,6 +40,11 @@ export const COUNCIL_MIGRATIONS: Migration[] = [
 
       GRANT SELECT, INSERT, UPDATE ON council.sessions TO ${APP_ROLE};
     `,
+  },
+  {
+    // ListSessions: a tenant's sessions, most recently updated first, then by id.
+    id: "0002_sessions_recent",
+    sql: `CREATE INDEX sessions_recent ON council.sessions (tenant_id, updated_at DESC, id);`,
   },
 ];
 

@@ -1,8 +1,11 @@
 import { ChaosError, type Db } from "@chaos-core/kit";
 import {
   isSessionId,
+  isSessionIdPrefix,
+  SESSION_LIST_MAX,
   SESSION_STATE_MAX_BYTES,
   type CouncilSessionStore,
+  type SessionListing,
   type SessionState,
   type StoredSession,
 } from "../session-store.js";
@@ -90,6 +93,34 @@ export function createSqlCouncilStore(db: Db, options: SqlCouncilStoreOptions = 
       const row = res.rows[0];
       if (!row) throw new ChaosError("already_exists", `session ${id} already exists`);
       return toStored(row);
+    },
+
+    async list(tenant, { prefix, limit }) {
+      // Checked here too, so the prefix can go into LIKE as it is (no % or _ can reach it).
+      if (!isSessionIdPrefix(prefix)) {
+        throw new ChaosError("invalid_argument", "prefix must be the start of a session id: lowercase hex digits and hyphens, at most 36 characters");
+      }
+      if (!Number.isInteger(limit) || limit < 1 || limit > SESSION_LIST_MAX) {
+        throw new ChaosError("invalid_argument", `limit must be an integer from 1 to ${SESSION_LIST_MAX}; got ${limit}`);
+      }
+      const res = await db.tenantTx(tenant, (q) =>
+        q.query<{ id: string; title: string | null; current_phase: string | null; updated_at: Date | string }>(
+          `SELECT id::text AS id, state->>'title' AS title, state->>'currentPhase' AS current_phase, updated_at
+             FROM council.sessions
+            WHERE tenant_id = $1 AND id::text LIKE $2
+            ORDER BY updated_at DESC, id
+            LIMIT $3`,
+          [tenant, `${prefix}%`, limit],
+        ),
+      );
+      return res.rows.map(
+        (row): SessionListing => ({
+          id: row.id,
+          title: row.title ?? "",
+          currentPhase: row.current_phase,
+          updatedAt: toDate(row.updated_at),
+        }),
+      );
     },
 
     async modify(tenant, id, fn) {

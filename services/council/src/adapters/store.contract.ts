@@ -37,7 +37,7 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateCouncil(db)).toEqual(["0001_sessions"]);
+      expect(await migrateCouncil(db)).toEqual(["0001_sessions", "0002_sessions_recent"]);
     });
     afterAll(async () => {
       await close?.();
@@ -48,6 +48,47 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
       tenants += 1;
       return { store: createSqlCouncilStore(db, { now: () => clock.now() }), clock, tenant: `tenant-${tenants}` };
     }
+
+    it("lists a tenant's sessions by id prefix, most recently updated first, with title and phase, at most limit", async () => {
+      const { store, clock, tenant } = fresh();
+      const other = fresh().tenant;
+      const ids = ["0a000000-0000-4000-8000-000000000001", "0a000000-0000-4000-8000-000000000002", "0b000000-0000-4000-8000-000000000003"];
+      await store.create(tenant, ids[0]!, { title: "first", currentPhase: "design" });
+      clock.advance(1);
+      await store.create(tenant, ids[1]!, { title: "second", currentPhase: null });
+      clock.advance(1);
+      await store.create(tenant, ids[2]!, { currentPhase: "verify" });
+      clock.advance(1);
+      // Saving the oldest makes it the newest.
+      await store.modify(tenant, ids[0]!, (state) => ({ state: { ...state, currentPhase: "critique" }, result: undefined }));
+      // Another tenant's session with a matching id is never listed.
+      await store.create(other, "0a000000-0000-4000-8000-000000000009", { title: "other" });
+
+      const all = await store.list(tenant, { prefix: "", limit: 100 });
+      expect(all.map((s) => s.id)).toEqual([ids[0], ids[2], ids[1]]);
+      expect(all[0]).toEqual({ id: ids[0], title: "first", currentPhase: "critique", updatedAt: clock.now() });
+      expect(all[1]).toMatchObject({ title: "", currentPhase: "verify" });
+      expect(all[2]).toMatchObject({ title: "second", currentPhase: null });
+      expect((await store.list(tenant, { prefix: "0a", limit: 100 })).map((s) => s.id)).toEqual([ids[0], ids[1]]);
+      expect((await store.list(tenant, { prefix: ids[1]!, limit: 100 })).map((s) => s.id)).toEqual([ids[1]]);
+      expect(await store.list(tenant, { prefix: "0c", limit: 100 })).toEqual([]);
+      expect((await store.list(tenant, { prefix: "", limit: 2 })).map((s) => s.id)).toEqual([ids[0], ids[2]]);
+      expect((await store.list(other, { prefix: "0a", limit: 100 })).map((s) => s.title)).toEqual(["other"]);
+    });
+
+    it("refuses a list prefix that cannot start an id, and a limit out of range, naming the field", async () => {
+      const { store, tenant } = fresh();
+      for (const prefix of ["%", "0A", "_", "0".repeat(37), "x"]) {
+        const err = await failure(store.list(tenant, { prefix, limit: 10 }));
+        expect(err.code).toBe("invalid_argument");
+        expect(err.message).toMatch(/^prefix /);
+      }
+      for (const limit of [0, 101, 1.5]) {
+        const err = await failure(store.list(tenant, { prefix: "", limit }));
+        expect(err.code).toBe("invalid_argument");
+        expect(err.message).toMatch(/^limit /);
+      }
+    });
 
     it("migrations are idempotent", async () => {
       expect(await migrateCouncil(db)).toEqual([]);

@@ -269,6 +269,40 @@ describe("council handlers", () => {
     expect((await grpc.client.continue({ sessionId }, owner)).currentPhase).toBe("decompile");
   });
 
+  it("lists the caller's tenant's sessions by id prefix, in process and over gRPC alike, never another tenant's", async () => {
+    for (const client of [inProcess, grpc.client]) {
+      const owner = ctx(freshTenant());
+      const other = ctx(freshTenant());
+      const first = await client.init({ task: MIGRATION_TASK, title: MIGRATION_TITLE }, owner);
+      const second = await client.init({ task: "Pick a queue for the billing events" }, owner);
+      await client.save({ sessionId: second.sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile as never }, owner);
+      const theirs = await client.init({ task: MIGRATION_TASK }, other);
+
+      const secondPhase = (await client.continue({ sessionId: second.sessionId }, owner)).currentPhase;
+      expect(secondPhase).not.toBe("decompile");
+      const listed = await client.listSessions({}, owner);
+      // One clock: equal times, so by id.
+      expect(listed.sessions.map((s) => ({ ...s }))).toEqual(
+        [
+          { $typeName: "chaoscore.council.v1.SessionSummary", sessionId: first.sessionId, title: MIGRATION_TITLE, phase: "decompile", updatedAt: NOW.toISOString() },
+          {
+            $typeName: "chaoscore.council.v1.SessionSummary",
+            sessionId: second.sessionId,
+            title: expect.any(String) as unknown as string,
+            phase: secondPhase,
+            updatedAt: NOW.toISOString(),
+          },
+        ].sort((a, b) => a.sessionId.localeCompare(b.sessionId)),
+      );
+      expect((await client.listSessions({ prefix: second.sessionId }, owner)).sessions.map((s) => s.sessionId)).toEqual([second.sessionId]);
+      expect((await client.listSessions({ limit: 1 }, owner)).sessions).toHaveLength(1);
+      expect((await client.listSessions({ prefix: theirs.sessionId }, owner)).sessions.map((s) => s.sessionId)).not.toContain(theirs.sessionId);
+      expect((await client.listSessions({}, other)).sessions.map((s) => s.sessionId)).toEqual([theirs.sessionId]);
+      expect((await failure(client.listSessions({ prefix: "%" }, owner))).message).toMatch(/^prefix must be the start of a session id/);
+      expect((await failure(client.listSessions({ limit: 101 }, owner))).message).toMatch(/^limit must be at most 100/);
+    }
+  });
+
   it("refuses bad ids, formats, modes and phases, naming the field", async () => {
     const o = ctx(freshTenant());
     const { sessionId } = await inProcess.init({ task: MIGRATION_TASK }, o);

@@ -16,7 +16,7 @@ import {
   type Phase,
   type PersonaBrief,
 } from "../domain/engine.js";
-import { isSessionId, type CouncilSessionStore, type SessionState } from "../session-store.js";
+import { isSessionId, isSessionIdPrefix, SESSION_LIST_MAX, type CouncilSessionStore, type SessionState } from "../session-store.js";
 
 // Handlers map proto <-> domain, load and store sessions, and nothing else: validation,
 // scoring and every message a model reads live in the domain, so the in-process and gRPC
@@ -220,6 +220,19 @@ export function createCouncilHandlers(
         score: num(result, "overall", "finalScore"),
         verdict: str(result, "overall", "verdict"),
         result: toStruct(result),
+      };
+    },
+
+    async listSessions(req, ctx) {
+      if (!isSessionIdPrefix(req.prefix)) {
+        throw new ChaosError("invalid_argument", "prefix must be the start of a session id: lowercase hex digits and hyphens, at most 36 characters");
+      }
+      if (req.limit > SESSION_LIST_MAX) {
+        throw new ChaosError("invalid_argument", `limit must be at most ${SESSION_LIST_MAX} (0 means ${SESSION_LIST_MAX}); got ${req.limit}`);
+      }
+      const listed = await store.list(ctx.call.tenant, { prefix: req.prefix, limit: req.limit === 0 ? SESSION_LIST_MAX : req.limit });
+      return {
+        sessions: listed.map((s) => ({ sessionId: s.id, title: s.title, phase: s.currentPhase ?? "", updatedAt: s.updatedAt.toISOString() })),
       };
     },
 

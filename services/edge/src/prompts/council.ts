@@ -2,6 +2,7 @@ import type { GetPromptResult } from "@modelcontextprotocol/server";
 import type { PersonaBrief } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { ChaosError } from "@chaos-core/kit";
 import { COUNCIL_PHASES, sessionIdSchema } from "../tools/council-shapes.js";
+import { completeSessionId } from "../resources/session-ids.js";
 import { definePrompt, type PromptContext, type PromptDefinition } from "./define.js";
 
 type CouncilPhase = (typeof COUNCIL_PHASES)[number];
@@ -34,6 +35,14 @@ export function renderBrief(brief: PersonaBrief, session?: { id: string; task: s
     "",
     save,
   ].join("\n");
+}
+
+/** What the brief of a complete session says instead: nothing is left to save. */
+export function completeText(sessionId: string): string {
+  return (
+    `Council session ${sessionId} has completed every phase; nothing is left to save. ` +
+    "Call council_score for its assessment or council_recall for its decisions."
+  );
 }
 
 function message(title: string, text: string): GetPromptResult {
@@ -71,15 +80,10 @@ const activeBriefPrompt = definePrompt({
     "The brief of the persona whose phase is active in a council session, with the session's task: what to " +
     "produce next and what is outside that persona's authority.",
   args: { sessionId: sessionIdSchema },
+  complete: { sessionId: completeSessionId },
   async get(args, ctx) {
     const { brief, task, complete } = await briefOf(ctx, { sessionId: args.sessionId });
-    if (complete) {
-      return message(
-        "Council session complete",
-        `Council session ${args.sessionId} has completed every phase; nothing is left to save. ` +
-          "Call council_score for its assessment or council_recall for its decisions.",
-      );
-    }
+    if (complete) return message("Council session complete", completeText(args.sessionId));
     return message(`${brief.name} (${brief.phase})`, renderBrief(brief, { id: args.sessionId, task }));
   },
 });

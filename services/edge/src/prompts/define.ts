@@ -25,6 +25,8 @@ export interface PromptDefinition<A extends PromptArgs = PromptArgs> {
   readonly title: string;
   readonly description: string;
   readonly args?: A;
+  /** Completions of arguments (`completion/complete` with a `ref/prompt`), as the caller's tenant. */
+  readonly complete?: { readonly [K in keyof A]?: (value: string, ctx: PromptContext) => Promise<string[]> };
   get(args: { [K in keyof A]: z.output<A[K]> }, ctx: PromptContext): Promise<GetPromptResult>;
 }
 

@@ -5,7 +5,9 @@ import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../tools/define.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
+import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import { registerPrompts } from "./register-prompts.js";
+import { registerResources } from "./register-resources.js";
 import { registerTools } from "./register-tools.js";
 import { ArgumentScreen, guardToolCalls } from "./tool-arguments.js";
 
@@ -62,6 +64,7 @@ export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, opti
   );
   registerTools(server, tools, deps, session, server.screen);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, session);
+  registerResources(server, RESOURCE_DEFINITIONS, deps, session);
 
   // The SDK keeps the level a client sets in a map inside this process; another replica serving
   // the same session would not see it. The level goes to the session store instead, which the

@@ -1,9 +1,9 @@
 import { z } from "zod";
-import { ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
+import { completable, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
+import { ATTR, ChaosError, withSpan, type Logger } from "@chaos-core/kit";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
-import type { PromptContext, PromptDefinition } from "../prompts/define.js";
+import type { PromptArgs, PromptContext, PromptDefinition } from "../prompts/define.js";
 
 type Extra = ServerContext;
 
@@ -16,6 +16,34 @@ function toMcpError(err: unknown): ProtocolError {
   const e = ChaosError.from(err);
   const code = e.code === "invalid_argument" || e.code === "not_found" ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError;
   return new ProtocolError(code, `${e.code}: ${e.message}`, { code: e.code });
+}
+
+/**
+ * The prompt's argument schemas, those with a completion made completable for this session.
+ * `completable` marks the schema object itself, so each session gets its own copy (`clone`);
+ * the SDK passes the callback no request context, so the tenant is the session's.
+ */
+function completableArgs(prompt: PromptDefinition, deps: EdgeDeps, session: EdgeSession, log: Logger): PromptArgs {
+  const args: PromptArgs = { ...(prompt.args ?? {}) };
+  for (const [name, complete] of Object.entries(prompt.complete ?? {})) {
+    const schema = args[name];
+    if (!schema || !complete) continue;
+    const ctx: PromptContext = {
+      call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
+      deps,
+      signal: new AbortController().signal,
+    };
+    args[name] = completable(schema.clone(), async (value: string | undefined) => {
+      try {
+        return await complete(value ?? "", ctx);
+      } catch (err) {
+        // A completion is a hint: a failure completes to nothing rather than failing the client's input.
+        log.warn({ err, argument: name }, "completion failed");
+        return [];
+      }
+    }) as typeof schema;
+  }
+  return args;
 }
 
 /**
@@ -50,7 +78,7 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
     // raw-shape form is deprecated and wraps with the SDK's copy of zod).
     server.registerPrompt(
       prompt.name,
-      { title: prompt.title, description: prompt.description, argsSchema: z.object(prompt.args ?? {}) },
+      { title: prompt.title, description: prompt.description, argsSchema: z.object(completableArgs(prompt, deps, session, log)) },
       (args, ctx) => render(args as Record<string, string>, ctx),
     );
   }

@@ -4,8 +4,10 @@ import {
   Risk,
   type ApprovalChannelRules,
   type ChannelSet,
+  type GetPolicyResponse,
   type PolicyDocument,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { ListCapabilitiesResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { evaluateChannels, policyChannelNames, policyRisk } from "../approvals/policy-channels.js";
 import { defineTool, type ToolContext } from "./define.js";
 import { isoTime } from "./memory-item.js";
@@ -170,6 +172,19 @@ function documentView(doc: PolicyDocument): Record<string, unknown> {
   };
 }
 
+/** The tenant's policy as `what=policy` and the `chaoscore://policy` resource show it. */
+export function policyView(res: GetPolicyResponse): z.output<typeof policyOutput> {
+  const updated = isoTime(res.updatedAt);
+  return {
+    document: res.document ? documentView(res.document) : {},
+    version: Number(res.version),
+    ...(updated ? { updated_at: updated } : {}),
+    source: res.source,
+    ...(res.lastError ? { last_error: res.lastError } : {}),
+    ...(res.warnings.length > 0 ? { warnings: [...res.warnings] } : {}),
+  };
+}
+
 /** The risk the capability registry gives a capability (the source of risk), or undefined. */
 async function registeredRisk(ctx: ToolContext, capability: string): Promise<Risk | undefined> {
   const res = await ctx.deps.cognition.listCapabilities({}, { ctx: ctx.call, signal: ctx.signal });
@@ -182,15 +197,7 @@ async function inspectPolicy(ctx: ToolContext, capability: string | undefined, s
   const total = 1 + (capability ? 1 : 0) + (spend ? 1 : 0);
   const res = await ctx.deps.policy.getPolicy({}, opts);
   await ctx.progress(1, total, "read the policy document");
-  const updated = isoTime(res.updatedAt);
-  const policy: z.output<typeof policyOutput> = {
-    document: res.document ? documentView(res.document) : {},
-    version: Number(res.version),
-    ...(updated ? { updated_at: updated } : {}),
-    source: res.source,
-    ...(res.lastError ? { last_error: res.lastError } : {}),
-    ...(res.warnings.length > 0 ? { warnings: [...res.warnings] } : {}),
-  };
+  const policy: z.output<typeof policyOutput> = policyView(res);
   if (capability) {
     const risk = await registeredRisk(ctx, capability);
     const decision = await ctx.deps.policy.evaluate({ capability, risk: risk ?? Risk.UNSPECIFIED }, opts);
@@ -274,10 +281,12 @@ async function inspectSession(ctx: ToolContext): Promise<InspectOutput> {
 
 async function inspectCapabilities(ctx: ToolContext): Promise<InspectOutput> {
   const res = await ctx.deps.cognition.listCapabilities({}, { ctx: ctx.call, signal: ctx.signal });
-  return {
-    what: "capabilities",
-    available: true,
-    capabilities: res.capabilities.map((c) => ({
+  return { what: "capabilities", available: true, capabilities: capabilitiesView(res) };
+}
+
+/** The capability registry as `what=capabilities` and the `chaoscore://capabilities` resource show it. */
+export function capabilitiesView(res: ListCapabilitiesResponse) {
+  return res.capabilities.map((c) => ({
       name: c.name,
       description: c.description,
       risk: c.risk,
@@ -290,8 +299,7 @@ async function inspectCapabilities(ctx: ToolContext): Promise<InspectOutput> {
       ...(c.inputSchema && Object.keys(c.inputSchema).length > 0 ? { input_schema: c.inputSchema } : {}),
       ...(c.internal ? { internal: true } : {}),
       ...(c.implies.length > 0 ? { implies: [...c.implies] } : {}),
-    })),
-  };
+  }));
 }
 
 async function inspectProviders(ctx: ToolContext): Promise<InspectOutput> {

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/council/v1/council.proto.
  */
 export const file_chaoscore_council_v1_council: GenFile = /*@__PURE__*/
-  fileDesc("CiJjaGFvc2NvcmUvY291bmNpbC92MS9jb3VuY2lsLnByb3RvEhRjaGFvc2NvcmUuY291bmNpbC52MSI7CgtJbml0UmVxdWVzdBIMCgR0YXNrGAEgASgJEg0KBXRpdGxlGAIgASgJEg8KB2NvbnRleHQYAyABKAkirwEKDEluaXRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBoYXNlGAIgASgJEg8KB3BlcnNvbmEYAyABKAkSGAoQY29tcGxleGl0eV9sZXZlbBgEIAEoCRIWCg5waXBlbGluZV9kZXB0aBgFIAEoCRIQCghwaXBlbGluZRgGIAMoCRInCgZyZXN1bHQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKC1NhdmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSJwoGb3V0cHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCK9AQoMU2F2ZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSDQoFc2NvcmUYAyABKAESDwoHdmVyZGljdBgEIAEoCRITCgtjYW5fcHJvY2VlZBgFIAEoCBISCgpuZXh0X3BoYXNlGAYgASgJEhgKEHNlc3Npb25fY29tcGxldGUYByABKAgSJwoGcmVzdWx0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIzCg1SZWNhbGxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGZm9ybWF0GAIgASgJInQKDlJlY2FsbFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhUKDWN1cnJlbnRfcGhhc2UYAyABKAkSJwoGcmVzdWx0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCgVDbGFpbRIMCgR0ZXh0GAEgASgJEg4KBnNvdXJjZRgCIAEoCSJeCg1WZXJpZnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoGY2xhaW1zGAIgAygLMhsuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ2xhaW0SDAoEbW9kZRgDIAEoCSJ8Cg5WZXJpZnlSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEg4KBnBhc3NlZBgDIAEoDRIOCgZmYWlsZWQYBCABKA0SJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAQoQQ29udGludWVSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIVCg1jdXJyZW50X3BoYXNlGAMgASgJEg8KB3BlcnNvbmEYBCABKAkSJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIiCgxTY29yZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJsCg1TY29yZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFc2NvcmUYAiABKAESDwoHdmVyZGljdBgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Io4BCgxQZXJzb25hQnJpZWYSDQoFcGhhc2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIRCglhdXRob3JpdHkYBCADKAkSFQoNbm90X2F1dGhvcml0eRgFIAMoCRIPCgdoYW5kb2ZmGAYgASgJEhQKDGluc3RydWN0aW9ucxgHIAEoCSI0Cg9HZXRCcmllZlJlcXVlc3QSDQoFcGhhc2UYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSKBAQoQR2V0QnJpZWZSZXNwb25zZRIxCgVicmllZhgBIAEoCzIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlBlcnNvbmFCcmllZhISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHRhc2sYAyABKAkSGAoQc2Vzc2lvbl9jb21wbGV0ZRgEIAEoCDLgBAoOQ291bmNpbFNlcnZpY2USTQoESW5pdBIhLmNoYW9zY29yZS5jb3VuY2lsLnYxLkluaXRSZXF1ZXN0GiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuSW5pdFJlc3BvbnNlEk0KBFNhdmUSIS5jaGFvc2NvcmUuY291bmNpbC52MS5TYXZlUmVxdWVzdBoiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNhdmVSZXNwb25zZRJTCgZSZWNhbGwSIy5jaGFvc2NvcmUuY291bmNpbC52MS5SZWNhbGxSZXF1ZXN0GiQuY2hhb3Njb3JlLmNvdW5jaWwudjEuUmVjYWxsUmVzcG9uc2USUwoGVmVyaWZ5EiMuY2hhb3Njb3JlLmNvdW5jaWwudjEuVmVyaWZ5UmVxdWVzdBokLmNoYW9zY29yZS5jb3VuY2lsLnYxLlZlcmlmeVJlc3BvbnNlElkKCENvbnRpbnVlEiUuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXF1ZXN0GiYuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXNwb25zZRJQCgVTY29yZRIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVxdWVzdBojLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVzcG9uc2USWQoIR2V0QnJpZWYSJS5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlcXVlc3QaJi5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("CiJjaGFvc2NvcmUvY291bmNpbC92MS9jb3VuY2lsLnByb3RvEhRjaGFvc2NvcmUuY291bmNpbC52MSI7CgtJbml0UmVxdWVzdBIMCgR0YXNrGAEgASgJEg0KBXRpdGxlGAIgASgJEg8KB2NvbnRleHQYAyABKAkirwEKDEluaXRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBoYXNlGAIgASgJEg8KB3BlcnNvbmEYAyABKAkSGAoQY29tcGxleGl0eV9sZXZlbBgEIAEoCRIWCg5waXBlbGluZV9kZXB0aBgFIAEoCRIQCghwaXBlbGluZRgGIAMoCRInCgZyZXN1bHQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKC1NhdmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSJwoGb3V0cHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCK9AQoMU2F2ZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSDQoFc2NvcmUYAyABKAESDwoHdmVyZGljdBgEIAEoCRITCgtjYW5fcHJvY2VlZBgFIAEoCBISCgpuZXh0X3BoYXNlGAYgASgJEhgKEHNlc3Npb25fY29tcGxldGUYByABKAgSJwoGcmVzdWx0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIzCg1SZWNhbGxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGZm9ybWF0GAIgASgJInQKDlJlY2FsbFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhUKDWN1cnJlbnRfcGhhc2UYAyABKAkSJwoGcmVzdWx0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCgVDbGFpbRIMCgR0ZXh0GAEgASgJEg4KBnNvdXJjZRgCIAEoCSJeCg1WZXJpZnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoGY2xhaW1zGAIgAygLMhsuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ2xhaW0SDAoEbW9kZRgDIAEoCSJ8Cg5WZXJpZnlSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEg4KBnBhc3NlZBgDIAEoDRIOCgZmYWlsZWQYBCABKA0SJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAQoQQ29udGludWVSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIVCg1jdXJyZW50X3BoYXNlGAMgASgJEg8KB3BlcnNvbmEYBCABKAkSJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIiCgxTY29yZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJsCg1TY29yZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFc2NvcmUYAiABKAESDwoHdmVyZGljdBgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Io4BCgxQZXJzb25hQnJpZWYSDQoFcGhhc2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIRCglhdXRob3JpdHkYBCADKAkSFQoNbm90X2F1dGhvcml0eRgFIAMoCRIPCgdoYW5kb2ZmGAYgASgJEhQKDGluc3RydWN0aW9ucxgHIAEoCSI0Cg9HZXRCcmllZlJlcXVlc3QSDQoFcGhhc2UYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSKBAQoQR2V0QnJpZWZSZXNwb25zZRIxCgVicmllZhgBIAEoCzIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlBlcnNvbmFCcmllZhISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHRhc2sYAyABKAkSGAoQc2Vzc2lvbl9jb21wbGV0ZRgEIAEoCCI0ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRINCgVsaW1pdBgCIAEoDSJWCg5TZXNzaW9uU3VtbWFyeRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJEg0KBXBoYXNlGAMgASgJEhIKCnVwZGF0ZWRfYXQYBCABKAkiTgoUTGlzdFNlc3Npb25zUmVzcG9uc2USNgoIc2Vzc2lvbnMYASADKAsyJC5jaGFvc2NvcmUuY291bmNpbC52MS5TZXNzaW9uU3VtbWFyeTLHBQoOQ291bmNpbFNlcnZpY2USTQoESW5pdBIhLmNoYW9zY29yZS5jb3VuY2lsLnYxLkluaXRSZXF1ZXN0GiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuSW5pdFJlc3BvbnNlEk0KBFNhdmUSIS5jaGFvc2NvcmUuY291bmNpbC52MS5TYXZlUmVxdWVzdBoiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNhdmVSZXNwb25zZRJTCgZSZWNhbGwSIy5jaGFvc2NvcmUuY291bmNpbC52MS5SZWNhbGxSZXF1ZXN0GiQuY2hhb3Njb3JlLmNvdW5jaWwudjEuUmVjYWxsUmVzcG9uc2USUwoGVmVyaWZ5EiMuY2hhb3Njb3JlLmNvdW5jaWwudjEuVmVyaWZ5UmVxdWVzdBokLmNoYW9zY29yZS5jb3VuY2lsLnYxLlZlcmlmeVJlc3BvbnNlElkKCENvbnRpbnVlEiUuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXF1ZXN0GiYuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXNwb25zZRJQCgVTY29yZRIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVxdWVzdBojLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVzcG9uc2USWQoIR2V0QnJpZWYSJS5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlcXVlc3QaJi5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlc3BvbnNlEmUKDExpc3RTZXNzaW9ucxIpLmNoYW9zY29yZS5jb3VuY2lsLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaKi5jaGFvc2NvcmUuY291bmNpbC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message chaoscore.council.v1.InitRequest
@@ -592,6 +592,91 @@ export const GetBriefResponseSchema: GenMessage<GetBriefResponse> = /*@__PURE__*
   messageDesc(file_chaoscore_council_v1_council, 15);
 
 /**
+ * @generated from message chaoscore.council.v1.ListSessionsRequest
+ */
+export type ListSessionsRequest = Message<"chaoscore.council.v1.ListSessionsRequest"> & {
+  /**
+   * Lowercase hex digits and hyphens, at most 36 characters; empty lists every session.
+   *
+   * @generated from field: string prefix = 1;
+   */
+  prefix: string;
+
+  /**
+   * At most 100; 0 means 100.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.ListSessionsRequest.
+ * Use `create(ListSessionsRequestSchema)` to create a new message.
+ */
+export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 16);
+
+/**
+ * SessionSummary is what a listing says about one session.
+ *
+ * @generated from message chaoscore.council.v1.SessionSummary
+ */
+export type SessionSummary = Message<"chaoscore.council.v1.SessionSummary"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The title given at Init (the task's first words when none was given).
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * The active phase; empty when the session is complete.
+   *
+   * @generated from field: string phase = 3;
+   */
+  phase: string;
+
+  /**
+   * RFC 3339 time of the session's last save (or of its Init).
+   *
+   * @generated from field: string updated_at = 4;
+   */
+  updatedAt: string;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.SessionSummary.
+ * Use `create(SessionSummarySchema)` to create a new message.
+ */
+export const SessionSummarySchema: GenMessage<SessionSummary> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 17);
+
+/**
+ * @generated from message chaoscore.council.v1.ListSessionsResponse
+ */
+export type ListSessionsResponse = Message<"chaoscore.council.v1.ListSessionsResponse"> & {
+  /**
+   * Most recently updated first, then by id.
+   *
+   * @generated from field: repeated chaoscore.council.v1.SessionSummary sessions = 1;
+   */
+  sessions: SessionSummary[];
+};
+
+/**
+ * Describes the message chaoscore.council.v1.ListSessionsResponse.
+ * Use `create(ListSessionsResponseSchema)` to create a new message.
+ */
+export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 18);
+
+/**
  * CouncilService is the five-phase reasoning scaffold (decompile -> design -> critique ->
  * synthesis -> verify) with deterministic scoring and no model calls. Sessions belong to the
  * tenant of the call context, never to a request field; another tenant's session id is
@@ -675,6 +760,17 @@ export const CouncilService: GenService<{
     methodKind: "unary";
     input: typeof GetBriefRequestSchema;
     output: typeof GetBriefResponseSchema;
+  },
+  /**
+   * ListSessions lists the tenant's sessions whose id starts with a prefix, most recently
+   * updated first: what MCP resources/list and completion/complete offer a client.
+   *
+   * @generated from rpc chaoscore.council.v1.CouncilService.ListSessions
+   */
+  listSessions: {
+    methodKind: "unary";
+    input: typeof ListSessionsRequestSchema;
+    output: typeof ListSessionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_council_v1_council, 0);

@@ -1,0 +1,96 @@
+import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate } from "@modelcontextprotocol/server";
+import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
+import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
+import type { EdgeDeps, EdgeSession } from "../deps.js";
+import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition } from "../resources/define.js";
+
+/** The context of a completion: the SDK gives its callbacks no request context, so nothing can abort them. */
+const NEVER = new AbortController().signal;
+
+/**
+ * Registers every resource of `resources` on `server`: the one place a definition becomes an MCP
+ * resource or resource template, identical on every transport. Reads, lists and completions go
+ * to the services as the session's tenant and principal. A document that is not there (a
+ * checkpoint of an empty log; a council session the tenant does not have, which includes every
+ * other tenant's, or an id that is no session id) is `ResourceNotFoundError` — `-32602` with
+ * `data: { uri }`, as the SDK answers an unknown URI; any other failure is an internal error
+ * with kit's normalised message.
+ *
+ * Legacy `resources/subscribe` and `resources/unsubscribe` accept any URI and answer `{}`; no
+ * `resources/updated` is sent yet (issue 11 §13 step 10).
+ */
+export function registerResources(server: McpServer, resources: readonly ResourceDefinition[], deps: EdgeDeps, session: EdgeSession): void {
+  const log = deps.logger.child({ tenant: session.tenant, principal: session.principal, session: session.id });
+  const contextOf = (signal: AbortSignal): ResourceContext => ({
+    call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
+    deps,
+    signal,
+  });
+
+  const read = (def: ResourceDefinition, uri: URL, extra: ServerContext, run: (ctx: ResourceContext) => Promise<unknown>) =>
+    withSpan(
+      `chaoscore.resource ${def.name}`,
+      { [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
+      async (): Promise<ReadResourceResult> => {
+        let doc: unknown;
+        try {
+          doc = await run(contextOf(extra.mcpReq.signal));
+        } catch (err) {
+          const e = ChaosError.from(err);
+          if (e.code === "not_found" || e.code === "invalid_argument") doc = undefined;
+          else {
+            log.error({ err, resource: def.name }, "resource read failed");
+            throw new ProtocolError(ProtocolErrorCode.InternalError, `${e.code}: ${e.message}`, { code: e.code, uri: uri.href });
+          }
+        }
+        if (doc === undefined) throw new ResourceNotFoundError(uri.href);
+        return { contents: [{ uri: uri.href, mimeType: RESOURCE_MIME_TYPE, text: JSON.stringify(doc, null, 2) }] };
+      },
+      { carrier: extra.mcpReq._meta },
+    );
+
+  const completing = (complete: (value: string, ctx: ResourceContext) => Promise<string[]>) => async (value: string) => {
+    try {
+      return await complete(value, contextOf(NEVER));
+    } catch (err) {
+      // A completion is a hint: a failure completes to nothing rather than failing the client's input.
+      log.warn({ err }, "completion failed");
+      return [];
+    }
+  };
+
+  for (const def of resources) {
+    const metadata = { title: def.title, description: def.description, mimeType: RESOURCE_MIME_TYPE, cacheHint: def.cacheHint };
+    if (def.kind === "static") {
+      server.registerResource(def.name, def.uri, metadata, (uri, extra) => read(def, uri, extra, (ctx) => def.read(ctx)));
+      continue;
+    }
+    const list = def.list;
+    const template = new ResourceTemplate(def.uriTemplate, {
+      list: list
+        ? async (extra) => {
+            try {
+              return { resources: (await list(contextOf(extra.mcpReq.signal))).map((r) => ({ ...r, mimeType: RESOURCE_MIME_TYPE })) };
+            } catch (err) {
+              const e = ChaosError.from(err);
+              log.error({ err, resource: def.name }, "resource listing failed");
+              throw new ProtocolError(ProtocolErrorCode.InternalError, `${e.code}: ${e.message}`, { code: e.code });
+            }
+          }
+        : undefined,
+      ...(def.complete
+        ? { complete: Object.fromEntries(Object.entries(def.complete).map(([variable, fn]) => [variable, completing(fn)])) }
+        : {}),
+    });
+    server.registerResource(def.name, template, metadata, (uri, variables, extra) =>
+      read(def, uri, extra, (ctx) =>
+        def.read(Object.fromEntries(Object.entries(variables).map(([k, v]) => [k, Array.isArray(v) ? v.join(",") : v])), ctx),
+      ),
+    );
+  }
+
+  // Legacy subscriptions (2025-11-25): accepted for any URI, ours or not; the capability says so.
+  server.server.registerCapabilities({ resources: { subscribe: true, listChanged: false } });
+  server.server.setRequestHandler("resources/subscribe", () => ({}));
+  server.server.setRequestHandler("resources/unsubscribe", () => ({}));
+}
