@@ -2,7 +2,8 @@ import { z } from "zod";
 import { ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import { isModernScope, type EdgeDeps, type EdgeSession, type ServerScope } from "../deps.js";
+import { mintRequestRef } from "./register-tools.js";
 import type { PromptContext, PromptDefinition } from "../prompts/define.js";
 
 type Extra = ServerContext;
@@ -22,16 +23,19 @@ function toMcpError(err: unknown): ProtocolError {
  * Registers every prompt of `prompts` on `server`: the one place a definition becomes an MCP
  * prompt. Identical on every transport, like the tools.
  */
-export function registerPrompts(server: McpServer, prompts: readonly PromptDefinition[], deps: EdgeDeps, session: EdgeSession): void {
+export function registerPrompts(server: McpServer, prompts: readonly PromptDefinition[], deps: EdgeDeps, scope: ServerScope): void {
+  const sessionId = isModernScope(scope) ? undefined : (scope as EdgeSession).id;
   for (const prompt of prompts) {
-    const log = deps.logger.child({ tenant: session.tenant, principal: session.principal, session: session.id, prompt: prompt.name });
-    const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> =>
-      withSpan(
+    const log = deps.logger.child({ tenant: scope.tenant, principal: scope.principal, ...(sessionId ? { session: sessionId } : {}), prompt: prompt.name });
+    const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> => {
+      // 2026-07-28: no session; each request its own ref (docs/protocol.md §5).
+      const scoped: { sessionId: string } | { requestRef: string } = sessionId !== undefined ? { sessionId } : { requestRef: mintRequestRef() };
+      return withSpan(
         `chaoscore.prompt ${prompt.name}`,
-        { [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
+        { [ATTR.tenant]: scope.tenant, ...("sessionId" in scoped ? { [ATTR.session]: scoped.sessionId } : { [ATTR.requestRef]: scoped.requestRef }) },
         async () => {
           const ctx: PromptContext = {
-            call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
+            call: { tenant: scope.tenant, principal: scope.principal, ...scoped },
             deps,
             signal: extra.mcpReq.signal,
           };
@@ -46,6 +50,7 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
         },
         { carrier: extra.mcpReq._meta },
       );
+    };
     // Always with an argument schema (empty for none), a zod object of our own zod (SDK v2's
     // raw-shape form is deprecated and wraps with the SDK's copy of zod).
     server.registerPrompt(
