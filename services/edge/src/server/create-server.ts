@@ -77,7 +77,9 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     // What SDK v1 advertised (its registerTool raised tools.listChanged to true; registerPrompt
     // sets prompts.listChanged, in v1 and v2 alike), so initialize answers as it did.
     {
-      capabilities: { logging: {}, tools: { listChanged: true } },
+      // 2026-07-28 clients hear of list changes only on a subscriptions/listen stream, and nothing
+      // publishes there yet (issue 11 step 10): they are told so, and not to wait for one.
+      capabilities: { logging: {}, tools: { listChanged: !modern } },
       instructions: INSTRUCTIONS,
       // A 2026-07-28 server also answers server/discover (the SDK installs it when a modern
       // revision is listed); a session's server stays exactly as it was.
@@ -87,7 +89,11 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   );
   registerTools(server, tools, deps, scope, server.screen);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, scope);
-  if (isModernScope(scope)) return server;
+  if (isModernScope(scope)) {
+    // registerPrompt raised prompts.listChanged; the prompt list never changes while serving.
+    server.server.registerCapabilities({ prompts: { listChanged: false } });
+    return server;
+  }
   const session = scope;
 
   // The SDK keeps the level a client sets in a map inside this process; another replica serving

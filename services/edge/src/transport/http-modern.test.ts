@@ -63,7 +63,8 @@ describe("2026-07-28 on /mcp beside 2025-11-25", () => {
     expect(result["supportedVersions"]).toEqual([MODERN]);
     expect(result["resultType"]).toBe("complete");
     expect(result).toMatchObject({ ttlMs: CACHE_HINTS["server/discover"].ttlMs, cacheScope: "public" });
-    expect(result["capabilities"]).toMatchObject({ tools: {}, prompts: {}, logging: {} });
+    // Nothing publishes list changes to subscriptions/listen streams yet: not promised.
+    expect(result["capabilities"]).toMatchObject({ tools: { listChanged: false }, prompts: { listChanged: false }, logging: {} });
     expect(String(result["instructions"])).toContain("governed control plane");
     expect((result["_meta"] as Record<string, unknown>)["io.modelcontextprotocol/serverInfo"]).toMatchObject({ name: "chaos-core" });
   });
