@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../auth/api-keys.js";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { httpClient, MCP_HEADERS, openSession, readJsonRpc } from "../test-support/http.js";
+import { httpClient, MCP_HEADERS, openSession, postWithHost, readJsonRpc } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { EdgeDeps } from "../deps.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -188,6 +188,33 @@ describe("2026-07-28 on /mcp beside 2025-11-25", () => {
     expect(await call(envelope({ "io.modelcontextprotocol/logLevel": "debug" }))).toContain("notifications/message");
     expect(await call(envelope())).not.toContain("notifications/message");
     expect(await call(envelope({ "io.modelcontextprotocol/logLevel": "warning" }))).not.toContain("notifications/message");
+  });
+});
+
+describe("2026-07-28 behind the same checks as 2025-11-25", () => {
+  const body = (args: unknown) =>
+    `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"chaoscore_recall","arguments":${args},"_meta":${JSON.stringify(envelope())}}}`;
+  const headers = { ...MCP_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "chaoscore_recall" };
+
+  it("refuses a foreign Host before the request is classified", async () => {
+    const status = await postWithHost(edge.url, "evil.example", headers, JSON.parse(body('{"key":"k"}')));
+    expect(status).toBe(403);
+  });
+
+  it("screens the body first: a NaN literal is refused with the request's id, an unknown tool as on 2025-11-25", async () => {
+    const nan = await fetch(edge.url, { method: "POST", headers, body: body('{"key":NaN}') });
+    expect(nan.status).toBe(400);
+    expect(await nan.json()).toMatchObject({ id: 11, error: { code: -32700 } });
+    const deep = await fetch(edge.url, { method: "POST", headers, body: body(`{"key":"k","tags":${"[".repeat(200)}${"]".repeat(200)}}`) });
+    // The structural screen found it before dispatch; the handler answers it, with resultType.
+    const refused = (await readJsonRpc(deep))?.["result"] as { isError: boolean; resultType: string; structuredContent: { error: { code: string; message: string } } };
+    expect(refused).toMatchObject({ isError: true, resultType: "complete", structuredContent: { error: { code: "invalid_argument" } } });
+    expect(refused.structuredContent.error.message).toContain("nests deeper than 64 levels");
+    expect(deep.headers.get("mcp-session-id")).toBeNull();
+    // Our guard's protocol refusal: HTTP 200 on this leg (docs/protocol.md §14 feared a 400).
+    const unknown = await modernPost("tools/call", { name: "no_such_tool", arguments: {} });
+    expect(unknown.status).toBe(200);
+    expect(unknown.message?.["error"]).toMatchObject({ code: -32602, message: "Unknown tool: no_such_tool" });
   });
 });
 
