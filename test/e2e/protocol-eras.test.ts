@@ -149,6 +149,17 @@ describe("2025-11-25 and 2026-07-28 on one endpoint of chaos-core serve", () => 
     expect(modernAsked).toEqual([]);
     // Nothing was approved: the wire does not run.
     expect(ok(await call(pinned, "wire_treasury_transfer", { ...wire, memo: "eras 2" }))).toMatchObject({ executed: false });
+
+    // The ledger labels each entry with where it came from: the 2025 session, or the 2026 request's ref.
+    type Entry = { principal: string; session: string; event: Structured };
+    const entries = ok(await call(v1, "inspect_audit_ledger", { limit: 100 })).entries as Entry[];
+    const legacySession = (ok(await call(v1, "chaoscore_inspect", { what: "sessions" })).session as { id: string }).id;
+    const of = (seq: unknown) => entries.filter((e) => e.event.request_seq === seq);
+    expect(of(legacyHeld.request_seq).length).toBeGreaterThan(0);
+    for (const e of of(legacyHeld.request_seq)) expect(e).toMatchObject({ principal: "agent", session: legacySession });
+    const modernLabels = of(modernHeld.request_seq).map((e) => e.session);
+    expect(modernLabels.length).toBeGreaterThan(0);
+    for (const label of modernLabels) expect(label).toMatch(/^request:[A-Za-z0-9_-]{22}$/);
   });
 
   it("keeps a 2026-07-28 plan to its principal: another principal of the tenant finds nothing", async () => {
