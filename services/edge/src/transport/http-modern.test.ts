@@ -1,6 +1,10 @@
 import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../auth/api-keys.js";
+import { authInfoOf, LOCAL_IDENTITY } from "../auth/identity.js";
+import { ModernHandlers } from "./http-modern.js";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient, MCP_HEADERS, openSession, postWithHost, readJsonRpc } from "../test-support/http.js";
@@ -264,5 +268,76 @@ describe("2026-07-28 with API keys: tenant and principal from the key only", () 
     // Each tenant kept its own value: acme's was not overwritten by globex's.
     expect(await inspect(keyA)).toMatchObject({ items: [{ key: "whose", value: "a" }] });
     expect(keyed.modernTenantCount()).toBe(2);
+  });
+});
+
+describe("per-tenant 2026-07-28 handlers are let go when idle", () => {
+  const IDLE_MS = 60_000;
+  let handlers: ModernHandlers;
+  let server: Server;
+  let url: string;
+  /** When set, the server sweeps as of this time right after handing each request over. */
+  let sweepWhileServing: number | undefined;
+  const sweptWhileServing: number[] = [];
+
+  beforeAll(async () => {
+    handlers = new ModernHandlers(deps, { maxBodyBytes: 1 << 20, idleMs: IDLE_MS });
+    // The leg alone, behind what http.ts puts in front of it: a parsed body and a verified identity.
+    server = createServer((req: IncomingMessage & { auth?: ReturnType<typeof authInfoOf> }, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        req.auth = authInfoOf(LOCAL_IDENTITY);
+        void handlers.serve(req, res, JSON.parse(Buffer.concat(chunks).toString("utf8")));
+        if (sweepWhileServing !== undefined) sweptWhileServing.push(handlers.sweepIdle(sweepWhileServing));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+  });
+
+  afterAll(async () => {
+    await handlers?.closeAll();
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => server?.close(() => resolve()));
+  });
+
+  const post = (method: string, params: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    fetch(url, {
+      method: "POST",
+      headers: { ...MCP_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": method, ...headers },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 3, method, params: { ...params, _meta: envelope() } }),
+    });
+
+  it("keeps a used handler, closes it once idle, and makes a new one on the next request", async () => {
+    const first = await post("server/discover", {});
+    expect(first.status).toBe(200);
+    await first.text();
+    expect(handlers.size).toBe(1);
+    expect(handlers.sweepIdle(Date.now())).toBe(0);
+    expect(handlers.size).toBe(1);
+    // The server counts the request answered once its response closed, just after the client read it.
+    await expect.poll(() => (handlers.sweepIdle(Date.now() + IDLE_MS + 1), handlers.size)).toBe(0);
+    const again = await post("tools/list", {});
+    expect(again.status).toBe(200);
+    expect((await readJsonRpc(again))?.["result"]).toMatchObject({ tools: expect.any(Array) });
+    expect(handlers.size).toBe(1);
+  });
+
+  it("never closes a handler while one of its requests is being answered", async () => {
+    const later = Date.now() + 10 * IDLE_MS;
+    sweepWhileServing = later;
+    try {
+      const res = await post("tools/call", { name: "chaoscore_recall", arguments: { key: "nothing-here" } }, { "mcp-name": "chaoscore_recall" });
+      expect(res.status).toBe(200);
+      expect((await readJsonRpc(res))?.["result"]).toMatchObject({ structuredContent: { items: [] } });
+    } finally {
+      sweepWhileServing = undefined;
+    }
+    // Swept the moment the request was handed over, far past the idle time: nothing closed.
+    expect(sweptWhileServing).toEqual([0]);
+    expect(handlers.size).toBe(1);
+    // Once it was answered, the same sweep closes it.
+    await expect.poll(() => (handlers.sweepIdle(later), handlers.size)).toBe(0);
   });
 });

@@ -32,7 +32,13 @@ export function factoryFor(deps: EdgeDeps, tenant: string): McpServerFactory {
 interface TenantHandler {
   readonly handler: McpHttpHandler;
   readonly serve: NodeMcpRequestHandler;
+  /** Requests being answered now (an open event stream counts until it ends). */
+  inflight: number;
+  lastUsed: number;
 }
+
+/** How long a tenant's handler is kept without a request (docs/protocol.md §14). */
+export const MODERN_HANDLER_IDLE_MS = 10 * 60_000;
 
 /**
  * The 2026-07-28 leg of `/mcp` (docs/protocol.md §3): one SDK `createMcpHandler` per tenant,
@@ -43,11 +49,18 @@ interface TenantHandler {
  */
 export class ModernHandlers {
   private readonly tenants = new Map<string, TenantHandler>();
+  private readonly sweeper: NodeJS.Timeout;
+  private readonly idleMs: number;
 
   constructor(
     private readonly deps: EdgeDeps,
-    private readonly options: { maxBodyBytes: number },
-  ) {}
+    private readonly options: { maxBodyBytes: number; idleMs?: number },
+  ) {
+    this.idleMs = options.idleMs ?? MODERN_HANDLER_IDLE_MS;
+    // A handler holds its bus and its per-request bookkeeping: one a tenant no longer uses goes.
+    this.sweeper = setInterval(() => void this.sweepIdle(), Math.min(60_000, Math.max(1_000, this.idleMs / 2)));
+    this.sweeper.unref();
+  }
 
   /** How many tenants have a handler on this replica. */
   get size(): number {
@@ -58,8 +71,32 @@ export class ModernHandlers {
   readonly serve: NodeMcpRequestHandler = (req, res, parsedBody) => {
     const tenant = req.auth?.extra?.["tenant"];
     if (typeof tenant !== "string") throw new ChaosError("unauthenticated", "a 2026-07-28 request without a verified identity");
-    return this.for(tenant).serve(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
+    const entry = this.for(tenant);
+    entry.inflight += 1;
+    entry.lastUsed = Date.now();
+    let ended = false;
+    // 'close' comes once the answer is written or the client went away, whichever is first.
+    res.on("close", () => {
+      if (ended) return;
+      ended = true;
+      entry.inflight -= 1;
+      entry.lastUsed = Date.now();
+    });
+    return entry.serve(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
   };
+
+  /**
+   * Closes the handlers of tenants with no request in flight and none for the idle time, as of
+   * `now`; a later request of that tenant makes a new one. Answers how many were closed.
+   */
+  sweepIdle(now = Date.now()): number {
+    const idle = [...this.tenants].filter(([, t]) => t.inflight === 0 && now - t.lastUsed >= this.idleMs);
+    for (const [tenant, t] of idle) {
+      this.tenants.delete(tenant);
+      t.handler.close().catch((err: unknown) => this.deps.logger.warn({ err, tenant }, "closing an idle 2026-07-28 handler failed"));
+    }
+    return idle.length;
+  }
 
   private for(tenant: string): TenantHandler {
     let entry = this.tenants.get(tenant);
@@ -80,13 +117,14 @@ export class ModernHandlers {
       },
       { maxRequestBodySize: this.options.maxBodyBytes, onerror },
     );
-    entry = { handler, serve };
+    entry = { handler, serve, inflight: 0, lastUsed: Date.now() };
     this.tenants.set(tenant, entry);
     return entry;
   }
 
   /** Ends every request in flight and forgets the handlers. */
   async closeAll(): Promise<void> {
+    clearInterval(this.sweeper);
     const all = [...this.tenants.values()];
     this.tenants.clear();
     await Promise.all(all.map((t) => t.handler.close().catch((err: unknown) => this.deps.logger.warn({ err }, "closing a 2026-07-28 handler failed"))));
