@@ -1,35 +1,35 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, pinned below) against
-# `chaos-core serve` at protocol revision 2025-11-25 (docs/protocol.md §12). The suite needs
+# `chaos-core serve` at protocol revisions 2025-11-25 and 2026-07-28, both served on its one /mcp
+# endpoint (docs/protocol.md §12). The suite needs
 # Node 22 while the project stays on Node >= 20, so a Node 22 binary comes from the npm registry
 # (node-linux-<arch>) into .cache/node22 and the suite into its own scratch folder,
 # .cache/conformance; both are fetched once and reused while their versions match.
 #
 #   bash scripts/ci/conformance.sh             prepare, start `chaos-core serve` (the built CLI) on a
 #                                              free port with a temporary data directory, run every
-#                                              listed scenario, stop the server
+#                                              listed scenario of both revisions, stop the server
 #   bash scripts/ci/conformance.sh --prepare   only fetch and install into .cache/ (skipped when there)
 #   bash scripts/ci/conformance.sh --check     exit 0 when .cache/ holds both at these versions
-#   bash scripts/ci/conformance.sh --url URL [--scenario NAME]
+#   bash scripts/ci/conformance.sh --url URL [--spec-version REV] [--scenario NAME]
 #                                              run against a server already listening at URL: every
-#                                              listed scenario, or NAME (needs --prepare first)
+#                                              listed scenario of REV (2025-11-25 by default), or
+#                                              NAME (needs --prepare first)
 #
-# The scenarios: those in test/conformance/scenarios.2025-11-25.txt are protocol scenarios, where
-# every check must pass without a warning; those named in
-# test/conformance/expected-failures.2025-11-25.yaml need the suite's own fixtures, and there only
+# The scenarios, per revision REV: those in test/conformance/scenarios.REV.txt are protocol
+# scenarios, where every check must pass without a warning; those named in
+# test/conformance/expected-failures.REV.yaml need the suite's own fixtures, and there only
 # the listed checks may fail (the runner also fails on a listed check that passes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
 CONFORMANCE_VERSION=0.2.0-alpha.12
-SPEC=2025-11-25
+SPECS=(2025-11-25 2026-07-28)
 
 CACHE=$ROOT/.cache
 CONFORMANCE_DIR=$CACHE/conformance
 SUITE=$CONFORMANCE_DIR/node_modules/@modelcontextprotocol/conformance
-PROTOCOL_LIST=test/conformance/scenarios.$SPEC.txt
-BASELINE=test/conformance/expected-failures.$SPEC.yaml
 PREPARE_HINT="run 'bash scripts/ci/conformance.sh --prepare'"
 # Node 22 keeps the suite's compiled code here: each scenario is a fresh process.
 export NODE_COMPILE_CACHE=$CACHE/compile-cache
@@ -44,8 +44,16 @@ die() {
 source "$ROOT/scripts/ci/node22.sh"
 
 usage() {
-  sed -n '8,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '9,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit "${1:-2}"
+}
+
+# Selects the revision the lists and the runs below are for.
+use_spec() {
+  member "$1" "${SPECS[@]}" || die "unknown --spec-version '$1' (one of: ${SPECS[*]})"
+  SPEC=$1
+  PROTOCOL_LIST=test/conformance/scenarios.$SPEC.txt
+  BASELINE=test/conformance/expected-failures.$SPEC.yaml
 }
 
 # Read without starting a node: the test runs the script once per scenario.
@@ -200,19 +208,22 @@ start_serve() {
   SERVE_URL=$url
 }
 
-mode=serve url='' scenario=''
+mode=serve url='' scenario='' spec=2025-11-25 spec_given=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --prepare) mode=prepare ;;
     --check) mode=check ;;
     --url) [ -n "${2:-}" ] || usage; mode=url url=$2; shift ;;
     --scenario) [ -n "${2:-}" ] || usage; scenario=$2; shift ;;
+    --spec-version) [ -n "${2:-}" ] || usage; spec=$2; spec_given=1; shift ;;
     -h | --help) usage 0 ;;
     *) echo "conformance: unknown argument '$1'" >&2; usage ;;
   esac
   shift
 done
 [ -z "$scenario" ] || [ "$mode" = url ] || die "--scenario needs --url"
+[ -z "$spec_given" ] || [ "$mode" = url ] || die "--spec-version needs --url"
+use_spec "$spec"
 
 case "$mode" in
   prepare)
@@ -234,8 +245,13 @@ case "$mode" in
   serve)
     prepare_node22 conformance
     prepare_suite
-    read_lists
     start_serve
-    run_all "$SERVE_URL"
+    failed=0
+    for spec in "${SPECS[@]}"; do
+      use_spec "$spec"
+      read_lists
+      run_all "$SERVE_URL" || failed=1
+    done
+    [ "$failed" -eq 0 ]
     ;;
 esac

@@ -7,24 +7,40 @@ import { removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../supp
 /**
  * The official MCP conformance suite (@modelcontextprotocol/conformance 0.2.0-alpha.12, on the
  * Node 22 that scripts/ci/conformance.sh caches in .cache/) against `chaos-core serve` at
- * protocol revision 2025-11-25, one scenario per run of the script (docs/protocol.md §12).
+ * protocol revisions 2025-11-25 and 2026-07-28, both on its one /mcp endpoint, one scenario per
+ * run of the script (docs/protocol.md §12).
  */
-const REVISION = "2025-11-25";
 const SCRIPT = join(ROOT, "scripts/ci/conformance.sh");
 
-/** The 2025-11-25 scenarios issue 11 names that pass today; step 10 adds server-sse-polling. */
-const REQUIRED_PROTOCOL_SCENARIOS = [
-  "server-initialize",
-  "server-session-lifecycle",
-  "ping",
-  "logging-set-level",
-  "tools-list",
-  "server-sse-multiple-streams",
-  "dns-rebinding-protection",
-  "resources-list",
-  "resources-subscribe",
-  "resources-unsubscribe",
-];
+/**
+ * The scenarios issue 11 names that pass today, per revision; step 10 adds server-sse-polling
+ * (2025-11-25).
+ */
+const REQUIRED_PROTOCOL_SCENARIOS: Record<string, string[]> = {
+  "2025-11-25": [
+    "server-initialize",
+    "server-session-lifecycle",
+    "ping",
+    "logging-set-level",
+    "tools-list",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+    "resources-list",
+    "resources-subscribe",
+    "resources-unsubscribe",
+  ],
+  // server-stateless runs as a fixture scenario: every check passes but the four its baseline names.
+  "2026-07-28": [
+    "http-header-validation",
+    "caching",
+    "sep-2164-resource-not-found",
+    "dns-rebinding-protection",
+    "tools-list",
+    "prompts-list",
+    "resources-list",
+    "server-sse-multiple-streams",
+  ],
+};
 
 function listed(path: string): string[] {
   return readFileSync(join(ROOT, path), "utf8")
@@ -40,10 +56,6 @@ function baselineEntries(path: string): string[] {
     .flatMap((line) => /^ {2}- ([^ #]+)/.exec(line)?.[1] ?? []);
 }
 
-const PROTOCOL = listed(`test/conformance/scenarios.${REVISION}.txt`);
-const BASELINE = baselineEntries(`test/conformance/expected-failures.${REVISION}.yaml`);
-const FIXTURE = [...new Set(BASELINE.map((entry) => entry.split(":")[0]!))];
-
 function runScript(args: string[]): Promise<{ code: number | null; output: string }> {
   const proc = spawn("bash", [SCRIPT, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
@@ -52,7 +64,7 @@ function runScript(args: string[]): Promise<{ code: number | null; output: strin
   return new Promise((resolve) => proc.once("exit", (code) => resolve({ code, output })));
 }
 
-describe(`official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos-core serve, ${REVISION}`, () => {
+describe("official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos-core serve", () => {
   const dir = tempDir();
   let serve: ServeProcess;
 
@@ -69,31 +81,37 @@ describe(`official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos
     removeDir(dir);
   });
 
-  it("lists the issue's 2025-11-25 protocol scenarios, and none of them in the expected failures", () => {
-    expect(PROTOCOL).toEqual(expect.arrayContaining(REQUIRED_PROTOCOL_SCENARIOS));
-    expect(FIXTURE.filter((scenario) => PROTOCOL.includes(scenario))).toEqual([]);
-    expect(FIXTURE.length).toBeGreaterThan(0);
-  });
+  describe.each(Object.keys(REQUIRED_PROTOCOL_SCENARIOS))("at revision %s", (revision) => {
+    const PROTOCOL = listed(`test/conformance/scenarios.${revision}.txt`);
+    const BASELINE = baselineEntries(`test/conformance/expected-failures.${revision}.yaml`);
+    const FIXTURE = [...new Set(BASELINE.map((entry) => entry.split(":")[0]!))];
+    const run = (scenario: string, url = serve.url) => runScript(["--url", url, "--spec-version", revision, "--scenario", scenario]);
 
-  it.concurrent.each(PROTOCOL)("protocol scenario %s: every check passes", async (scenario) => {
-    const { code, output } = await runScript(["--url", serve.url, "--scenario", scenario]);
-    expect(code, output).toBe(0);
-    expect(output, output).toMatch(/^Passed: ([1-9]\d*)\/\1, 0 failed, 0 warnings$/m);
-    expect(output).toContain(`::: ${scenario}: ok`);
-  });
+    it("lists the issue's protocol scenarios, and none of them in the expected failures", () => {
+      expect(PROTOCOL).toEqual(expect.arrayContaining(REQUIRED_PROTOCOL_SCENARIOS[revision]!));
+      expect(FIXTURE.filter((scenario) => PROTOCOL.includes(scenario))).toEqual([]);
+      expect(FIXTURE.length).toBeGreaterThan(0);
+    });
 
-  it.concurrent.each(FIXTURE)("fixture scenario %s: only the checks needing the suite's fixture fail", async (scenario) => {
-    const { code, output } = await runScript(["--url", serve.url, "--scenario", scenario]);
-    expect(code, output).toBe(0);
-    for (const entry of BASELINE.filter((e) => e.startsWith(`${scenario}:`))) expect(output, output).toContain(`  ~ ${entry}`);
-    expect(output, output).not.toContain("Unexpected failures");
-    expect(output).toContain(`::: ${scenario}: ok`);
-  });
+    it.concurrent.each(PROTOCOL)("protocol scenario %s: every check passes", async (scenario) => {
+      const { code, output } = await run(scenario);
+      expect(code, output).toBe(0);
+      expect(output, output).toMatch(/^Passed: ([1-9]\d*)\/\1, 0 failed, 0 warnings$/m);
+      expect(output).toContain(`::: ${scenario}: ok`);
+    });
 
-  it("fails a protocol scenario the server does not pass (the endpoint path answers 404)", async () => {
-    const { code, output } = await runScript(["--url", serve.url.replace(/\/mcp$/, "/not-mcp"), "--scenario", "ping"]);
-    expect(code, output).not.toBe(0);
-    expect(output).toContain("::: ping: FAILED");
-    expect(output).toContain("Unexpected failures");
+    it.concurrent.each(FIXTURE)("fixture scenario %s: only the checks needing the suite's fixture fail", async (scenario) => {
+      const { code, output } = await run(scenario);
+      expect(code, output).toBe(0);
+      for (const entry of BASELINE.filter((e) => e.startsWith(`${scenario}:`))) expect(output, output).toContain(`  ~ ${entry}`);
+      expect(output, output).not.toContain("Unexpected failures");
+      expect(output).toContain(`::: ${scenario}: ok`);
+    });
+
+    it("fails a protocol scenario the server does not pass (the endpoint path answers 404)", async () => {
+      const { code, output } = await run("tools-list", serve.url.replace(/\/mcp$/, "/not-mcp"));
+      expect(code, output).not.toBe(0);
+      expect(output).toContain("::: tools-list: FAILED");
+    });
   });
 });

@@ -73,3 +73,21 @@ export interface EdgeSession {
   readonly tenant: string;
   readonly principal: string;
 }
+
+/**
+ * Who a 2026-07-28 (stateless) request's server serves: the credential's tenant and principal,
+ * no session (docs/protocol.md §5). Each request mints its own `requestRef` for the call context.
+ */
+export interface ModernScope {
+  readonly era: "modern";
+  readonly tenant: string;
+  readonly principal: string;
+}
+
+/** What a server is built for: one 2025-11-25 session, or one 2026-07-28 request. */
+export type ServerScope = EdgeSession | ModernScope;
+
+/** Whether `scope` is a 2026-07-28 request's (no session). */
+export function isModernScope(scope: ServerScope): scope is ModernScope {
+  return "era" in scope && scope.era === "modern";
+}

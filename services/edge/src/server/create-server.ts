@@ -1,6 +1,6 @@
-import { McpServer, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
+import { McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../tools/define.js";
@@ -10,6 +10,23 @@ import { registerPrompts } from "./register-prompts.js";
 import { registerResources } from "./register-resources.js";
 import { registerTools } from "./register-tools.js";
 import { ArgumentScreen, guardToolCalls } from "./tool-arguments.js";
+
+/** The stateless revision served beside 2025-11-25 (docs/protocol.md §1). */
+export const MODERN_PROTOCOL_VERSION = "2026-07-28";
+
+/**
+ * How long a 2026-07-28 client may keep each cacheable result (SEP-2549, docs/protocol.md §9):
+ * `tools/list` is private (toolsets are per tenant), the prompts and discover are the same for
+ * everyone; the resource lists change with the tenant's data. `resources/read` takes each
+ * resource's own hint. 2025-11-25 answers carry none (the SDK adds them on the 2026 codec only).
+ */
+export const CACHE_HINTS = {
+  "server/discover": { ttlMs: 300_000, cacheScope: "public" },
+  "tools/list": { ttlMs: 60_000, cacheScope: "private" },
+  "prompts/list": { ttlMs: 300_000, cacheScope: "public" },
+  "resources/list": { ttlMs: 0, cacheScope: "private" },
+  "resources/templates/list": { ttlMs: 300_000, cacheScope: "public" },
+} as const satisfies ServerOptions["cacheHints"];
 
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
@@ -49,22 +66,38 @@ class ChaosCoreMcpServer extends McpServer {
 }
 
 /**
- * Builds the MCP server of one session: the whole tool surface from one list, the prompts from
- * another, the logging capability, and nothing that knows which transport carries it. Both transports (stdio and
- * Streamable HTTP) call this, once per MCP session.
+ * Builds the MCP server of one 2025-11-25 session or of one 2026-07-28 request: the whole tool
+ * surface from one list, the prompts from another, the logging capability, and nothing that
+ * knows which transport carries it. Both transports (stdio and Streamable HTTP) call this, once
+ * per MCP session, and the HTTP transport's 2026-07-28 handler once per request.
  */
-export function createChaosCoreServer(deps: EdgeDeps, session: EdgeSession, options: CreateServerOptions = {}): McpServer {
+export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
   const tools = options.tools ?? TOOL_DEFINITIONS;
+  const modern = isModernScope(scope);
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
     // What SDK v1 advertised (its registerTool raised tools.listChanged to true; registerPrompt
     // sets prompts.listChanged, in v1 and v2 alike), so initialize answers as it did.
-    { capabilities: { logging: {}, tools: { listChanged: true } }, instructions: INSTRUCTIONS },
+    {
+      // 2026-07-28 clients hear of list changes only on a subscriptions/listen stream, and nothing
+      // publishes there yet (issue 11 step 10): they are told so, and not to wait for one.
+      capabilities: { logging: {}, tools: { listChanged: !modern } },
+      instructions: INSTRUCTIONS,
+      // A 2026-07-28 server also answers server/discover (the SDK installs it when a modern
+      // revision is listed); a session's server stays exactly as it was.
+      ...(modern ? { supportedProtocolVersions: [MODERN_PROTOCOL_VERSION, ...SUPPORTED_PROTOCOL_VERSIONS], cacheHints: CACHE_HINTS } : {}),
+    },
     new Map(tools.map((t) => [t.name, t])),
   );
-  registerTools(server, tools, deps, session, server.screen);
-  registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, session);
-  registerResources(server, RESOURCE_DEFINITIONS, deps, session);
+  registerTools(server, tools, deps, scope, server.screen);
+  registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, scope);
+  registerResources(server, RESOURCE_DEFINITIONS, deps, scope);
+  if (isModernScope(scope)) {
+    // registerPrompt raised prompts.listChanged; the prompt list never changes while serving.
+    server.server.registerCapabilities({ prompts: { listChanged: false } });
+    return server;
+  }
+  const session = scope;
 
   // The SDK keeps the level a client sets in a map inside this process; another replica serving
   // the same session would not see it. The level goes to the session store instead, which the

@@ -2,8 +2,9 @@ import { z } from "zod";
 import { completable, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, withSpan, type Logger } from "@chaos-core/kit";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { EdgeDeps, ServerScope } from "../deps.js";
 import type { PromptArgs, PromptContext, PromptDefinition } from "../prompts/define.js";
+import { scopedCall, scopeLogFields } from "./scope.js";
 
 type Extra = ServerContext;
 
@@ -19,21 +20,17 @@ function toMcpError(err: unknown): ProtocolError {
 }
 
 /**
- * The prompt's argument schemas, those with a completion made completable for this session.
- * `completable` marks the schema object itself, so each session gets its own copy (`clone`);
- * the SDK passes the callback no request context, so the tenant is the session's.
+ * The prompt's argument schemas, those with a completion made completable for this server.
+ * `completable` marks the schema object itself, so each server gets its own copy (`clone`);
+ * the SDK passes the callback no request context, so the tenant is the server's scope's.
  */
-function completableArgs(prompt: PromptDefinition, deps: EdgeDeps, session: EdgeSession, log: Logger): PromptArgs {
+function completableArgs(prompt: PromptDefinition, deps: EdgeDeps, scope: ServerScope, log: Logger): PromptArgs {
   const args: PromptArgs = { ...(prompt.args ?? {}) };
   for (const [name, complete] of Object.entries(prompt.complete ?? {})) {
     const schema = args[name];
     if (!schema || !complete) continue;
-    const ctx: PromptContext = {
-      call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
-      deps,
-      signal: new AbortController().signal,
-    };
     args[name] = completable(schema.clone(), async (value: string | undefined) => {
+      const ctx: PromptContext = { call: scopedCall(scope).call, deps, signal: new AbortController().signal };
       try {
         return await complete(value ?? "", ctx);
       } catch (err) {
@@ -50,19 +47,17 @@ function completableArgs(prompt: PromptDefinition, deps: EdgeDeps, session: Edge
  * Registers every prompt of `prompts` on `server`: the one place a definition becomes an MCP
  * prompt. Identical on every transport, like the tools.
  */
-export function registerPrompts(server: McpServer, prompts: readonly PromptDefinition[], deps: EdgeDeps, session: EdgeSession): void {
+export function registerPrompts(server: McpServer, prompts: readonly PromptDefinition[], deps: EdgeDeps, scope: ServerScope): void {
   for (const prompt of prompts) {
-    const log = deps.logger.child({ tenant: session.tenant, principal: session.principal, session: session.id, prompt: prompt.name });
-    const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> =>
-      withSpan(
+    const log = deps.logger.child({ ...scopeLogFields(scope), prompt: prompt.name });
+    const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> => {
+      // 2026-07-28: no session; each request its own ref (docs/protocol.md §5).
+      const { call, spanAttrs } = scopedCall(scope);
+      return withSpan(
         `chaoscore.prompt ${prompt.name}`,
-        { [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
+        { [ATTR.tenant]: scope.tenant, ...spanAttrs },
         async () => {
-          const ctx: PromptContext = {
-            call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
-            deps,
-            signal: extra.mcpReq.signal,
-          };
+          const ctx: PromptContext = { call, deps, signal: extra.mcpReq.signal };
           try {
             return await prompt.get(args as never, ctx);
           } catch (err) {
@@ -74,11 +69,12 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
         },
         { carrier: extra.mcpReq._meta },
       );
+    };
     // Always with an argument schema (empty for none), a zod object of our own zod (SDK v2's
     // raw-shape form is deprecated and wraps with the SDK's copy of zod).
     server.registerPrompt(
       prompt.name,
-      { title: prompt.title, description: prompt.description, argsSchema: z.object(completableArgs(prompt, deps, session, log)) },
+      { title: prompt.title, description: prompt.description, argsSchema: z.object(completableArgs(prompt, deps, scope, log)) },
       (args, ctx) => render(args as Record<string, string>, ctx),
     );
   }

@@ -1,8 +1,9 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate } from "@modelcontextprotocol/server";
 import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
 import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition } from "../resources/define.js";
+import { scopedCall, scopeLogFields } from "./scope.js";
 
 /** The context of a completion: the SDK gives its callbacks no request context, so nothing can abort them. */
 const NEVER = new AbortController().signal;
@@ -10,31 +11,29 @@ const NEVER = new AbortController().signal;
 /**
  * Registers every resource of `resources` on `server`: the one place a definition becomes an MCP
  * resource or resource template, identical on every transport. Reads, lists and completions go
- * to the services as the session's tenant and principal. A document that is not there (a
+ * to the services as the scope's tenant and principal (a 2025-11-25 session, or a 2026-07-28
+ * request with its own ref). A document that is not there (a
  * checkpoint of an empty log; a council session the tenant does not have, which includes every
  * other tenant's, or an id that is no session id) is `ResourceNotFoundError` — `-32602` with
  * `data: { uri }`, as the SDK answers an unknown URI; any other failure is an internal error
  * with kit's normalised message.
  *
- * Legacy `resources/subscribe` and `resources/unsubscribe` accept any URI and answer `{}`; no
- * `resources/updated` is sent yet (issue 11 §13 step 10).
+ * Legacy (2025-11-25) `resources/subscribe` and `resources/unsubscribe` accept any URI and answer
+ * `{}`; no `resources/updated` is sent yet (issue 11 §13 step 10). 2026-07-28 has neither method.
  */
-export function registerResources(server: McpServer, resources: readonly ResourceDefinition[], deps: EdgeDeps, session: EdgeSession): void {
-  const log = deps.logger.child({ tenant: session.tenant, principal: session.principal, session: session.id });
-  const contextOf = (signal: AbortSignal): ResourceContext => ({
-    call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
-    deps,
-    signal,
-  });
+export function registerResources(server: McpServer, resources: readonly ResourceDefinition[], deps: EdgeDeps, scope: ServerScope): void {
+  const log = deps.logger.child(scopeLogFields(scope));
+  const contextOf = (signal: AbortSignal): ResourceContext => ({ call: scopedCall(scope).call, deps, signal });
 
-  const read = (def: ResourceDefinition, uri: URL, extra: ServerContext, run: (ctx: ResourceContext) => Promise<unknown>) =>
-    withSpan(
+  const read = (def: ResourceDefinition, uri: URL, extra: ServerContext, run: (ctx: ResourceContext) => Promise<unknown>) => {
+    const { call, spanAttrs } = scopedCall(scope);
+    return withSpan(
       `chaoscore.resource ${def.name}`,
-      { [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
+      { [ATTR.tenant]: scope.tenant, ...spanAttrs },
       async (): Promise<ReadResourceResult> => {
         let doc: unknown;
         try {
-          doc = await run(contextOf(extra.mcpReq.signal));
+          doc = await run({ call, deps, signal: extra.mcpReq.signal });
         } catch (err) {
           const e = ChaosError.from(err);
           if (e.code === "not_found" || e.code === "invalid_argument") doc = undefined;
@@ -48,6 +47,7 @@ export function registerResources(server: McpServer, resources: readonly Resourc
       },
       { carrier: extra.mcpReq._meta },
     );
+  };
 
   const completing = (complete: (value: string, ctx: ResourceContext) => Promise<string[]>) => async (value: string) => {
     try {
@@ -90,6 +90,11 @@ export function registerResources(server: McpServer, resources: readonly Resourc
   }
 
   // Legacy subscriptions (2025-11-25): accepted for any URI, ours or not; the capability says so.
+  // 2026-07-28 replaced them by subscriptions/listen (step 10).
+  if (isModernScope(scope)) {
+    server.server.registerCapabilities({ resources: { listChanged: false } });
+    return;
+  }
   server.server.registerCapabilities({ resources: { subscribe: true, listChanged: false } });
   server.server.setRequestHandler("resources/subscribe", () => ({}));
   server.server.setRequestHandler("resources/unsubscribe", () => ({}));

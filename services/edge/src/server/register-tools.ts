@@ -1,12 +1,13 @@
 import { z } from "zod";
 import type { McpServer, CallToolResult, ClientCapabilities, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type Logger } from "@chaos-core/kit";
+import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
-import type { ElicitModes, ToolContext, ToolDefinition } from "../tools/define.js";
+import { isModernScope, type EdgeDeps, type EdgeSession, type ServerScope } from "../deps.js";
+import type { ElicitModes, ModernRequest, ToolContext, ToolDefinition } from "../tools/define.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
 import { checkToolArguments, publishedArguments, publishedResult, type ArgumentScreen } from "./tool-arguments.js";
+import { mintRequestRef } from "./scope.js";
 
 type Extra = ServerContext;
 
@@ -38,22 +39,61 @@ const widened = new WeakMap<z.ZodObject, z.ZodObject>();
 /** How long a person has to answer an elicitation before the call gives up. */
 const ELICIT_TIMEOUT_MS = 10 * 60_000;
 
-function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, log: Logger, extra: Extra): ToolContext {
+const LOG_LEVELS: ReadonlySet<string> = new Set(["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]);
+
+/**
+ * What a 2026-07-28 request's own `_meta` envelope says about its client (the SDK validated its
+ * shape): servers "MUST NOT infer capabilities from prior requests", so nothing else counts.
+ */
+export function modernRequestOf(extra: Extra, requestRef: string): ModernRequest {
+  // The SDK's published type of the envelope is empty; its ladder checked the fields' shapes.
+  const envelope = (extra.mcpReq.envelope ?? {}) as Record<string, unknown>;
+  const level = envelope["io.modelcontextprotocol/logLevel"];
+  const version = envelope["io.modelcontextprotocol/protocolVersion"];
+  const record = (v: unknown): Record<string, unknown> => (v !== null && typeof v === "object" && !Array.isArray(v) ? { ...v } : {});
+  return {
+    requestRef,
+    protocolVersion: typeof version === "string" ? version : "2026-07-28",
+    clientInfo: record(envelope["io.modelcontextprotocol/clientInfo"]),
+    clientCapabilities: record(envelope["io.modelcontextprotocol/clientCapabilities"]),
+    ...(typeof level === "string" && LOG_LEVELS.has(level) ? { logLevel: level as LoggingLevel } : {}),
+  };
+}
+
+/** The signed call context of one call: the session's (2025-11-25) or a fresh request ref (2026-07-28). */
+function callOf(scope: ServerScope, modern: ModernRequest | undefined): CallContext {
+  if (modern) return { tenant: scope.tenant, principal: scope.principal, requestRef: modern.requestRef };
+  return { tenant: scope.tenant, principal: scope.principal, sessionId: (scope as EdgeSession).id };
+}
+
+function toolContext(
+  server: McpServer,
+  deps: EdgeDeps,
+  scope: ServerScope,
+  log: Logger,
+  extra: Extra,
+  modern: ModernRequest | undefined,
+): ToolContext {
   let minimum: Promise<LoggingLevel | undefined> | undefined;
-  // The level lives in the session store, not in this process: the client may have set it
-  // through another replica. Read once per call, and only when something is logged.
+  // 2025-11-25: the level lives in the session store, not in this process: the client may have
+  // set it through another replica. Read once per call, and only when something is logged.
   const clientLevel = () =>
-    (minimum ??= deps.sessions.get(session.tenant, session.id).then(
+    (minimum ??= deps.sessions.get(scope.tenant, (scope as EdgeSession).id).then(
       (r) => r?.logLevel,
       () => undefined,
     ));
+  // 2026-07-28: the request's envelope names the level; without one the server "MUST NOT send
+  // any notifications/message".
+  const sendsAt = async (level: LoggingLevel) =>
+    modern ? modern.logLevel !== undefined && reachesClient(level, modern.logLevel) : reachesClient(level, await clientLevel());
   return {
-    call: { tenant: session.tenant, principal: session.principal, sessionId: session.id },
+    call: callOf(scope, modern),
     deps,
     signal: extra.mcpReq.signal,
+    ...(modern ? { modern } : {}),
     async log(level, message, data = {}) {
       logAtMcpLevel(log, level, data, message);
-      if (!reachesClient(level, await clientLevel())) return;
+      if (!(await sendsAt(level))) return;
       await extra.mcpReq.notify({
         method: "notifications/message",
         params: { level, logger: "chaos-core", data: { message, ...data } },
@@ -67,8 +107,11 @@ function toolContext(server: McpServer, deps: EdgeDeps, session: EdgeSession, lo
         params: { progressToken, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
       });
     },
-    roles: rolesOf(extra.http?.authInfo, session),
-    elicitModes: () => elicitModes(server.server.getClientCapabilities()),
+    roles: rolesOf(extra.http?.authInfo, scope),
+    // A 2026-07-28 client is asked only through multi-round-trip results (issue 11 step 8), never
+    // by a server→client request (there is none without a session): until then it is never asked,
+    // whatever its envelope declares, and the answer names the channels that can approve.
+    elicitModes: () => (modern ? { form: false, url: false } : elicitModes(server.server.getClientCapabilities())),
     // Through the request's own channel (over HTTP, the POST's event stream), not the session's
     // standalone stream, which the client may never have opened.
     elicit: (params) =>
@@ -114,14 +157,15 @@ export function registerTools(
   server: McpServer,
   tools: readonly ToolDefinition[],
   deps: EdgeDeps,
-  session: EdgeSession,
+  scope: ServerScope,
   screen: ArgumentScreen,
 ): void {
+  const modernScope = isModernScope(scope);
   for (const tool of tools) {
     const log = deps.logger.child({
-      tenant: session.tenant,
-      principal: session.principal,
-      session: session.id,
+      tenant: scope.tenant,
+      principal: scope.principal,
+      ...(modernScope ? {} : { session: (scope as EdgeSession).id }),
       tool: tool.name,
     });
     const registered = server.registerTool(
@@ -146,25 +190,33 @@ export function registerTools(
         // Refused arguments never reached a tool: no span, no tool-call log line, as before the check moved here.
         if ("refusal" in checked) return checked.refusal;
         const { args } = checked;
+        // 2026-07-28: every call is its own request, with its own ref (step 8: an MRTR retry
+        // carries its flow's ref from the sealed state instead).
+        const modern = modernScope ? modernRequestOf(extra, mintRequestRef()) : undefined;
+        const callLog = modern ? log.child({ request_ref: modern.requestRef }) : log;
         // One span per call, joined to the client's trace when its request carries a W3C
         // traceparent in _meta; service calls made by the tool become its children.
         return withSpan(
           `chaoscore.tool ${tool.name}`,
-          { [ATTR.tool]: tool.name, [ATTR.tenant]: session.tenant, [ATTR.session]: session.id },
+          {
+            [ATTR.tool]: tool.name,
+            [ATTR.tenant]: scope.tenant,
+            ...(modern ? { [ATTR.requestRef]: modern.requestRef } : { [ATTR.session]: (scope as EdgeSession).id }),
+          },
           async (span) => {
             const started = performance.now();
-            const ctx = toolContext(server, deps, session, log, extra);
+            const ctx = toolContext(server, deps, scope, callLog, extra, modern);
             let outcome = "ok";
             try {
               const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;
-              log.info({ outcome, ms: Math.round(performance.now() - started) }, "tool call");
+              callLog.info({ outcome, ms: Math.round(performance.now() - started) }, "tool call");
               return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
             } catch (err) {
               const e = ChaosError.from(err);
               outcome = e.code;
               const fields = { outcome, ms: Math.round(performance.now() - started) };
-              if (e.code === "internal") log.error({ ...fields, err }, "tool call failed");
-              else log.info(fields, "tool call refused");
+              if (e.code === "internal") callLog.error({ ...fields, err }, "tool call failed");
+              else callLog.info(fields, "tool call refused");
               return toMcpErrorResult(e);
             } finally {
               span.setAttributes({ [ATTR.outcome]: outcome });

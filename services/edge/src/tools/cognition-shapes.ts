@@ -78,7 +78,7 @@ export const planStepInput = z.strictObject({
 });
 
 export const planOutput = z.object({
-  plan_id: z.string().describe("Pass to chaoscore_execute in this session; other sessions cannot see it"),
+  plan_id: z.string().describe("Pass to chaoscore_execute in this session (2026-07-28: as this principal); other sessions and principals cannot see it"),
   steps: z.array(planStepOutput),
   source: z.string().describe("procedure (a sequence that succeeded before), heuristic or model"),
   provider: z.string(),

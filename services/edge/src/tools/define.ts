@@ -12,8 +12,13 @@ export type Toolset = "core" | "council" | "governance" | "finance-reference";
  * and later the stateless protocol revision, can run them): who is calling comes in `call`.
  */
 export interface ToolContext {
-  /** Tenant and principal from the verified credential, and the MCP session id. */
+  /**
+   * Tenant and principal from the verified credential, and the MCP session id (2025-11-25) or
+   * this request's ref (2026-07-28).
+   */
   readonly call: CallContext;
+  /** Set on a 2026-07-28 (stateless) request only: what its own `_meta` envelope says. */
+  readonly modern?: ModernRequest;
   readonly deps: EdgeDeps;
   /** Aborted when the client cancels the request. */
   readonly signal: AbortSignal;
@@ -60,6 +65,17 @@ export interface ToolContext {
    * console is off. Never carries a credential: a person signs in on the page.
    */
   consoleUrl(path: string): string | undefined;
+}
+
+/** A 2026-07-28 request as its `_meta` envelope describes it (docs/protocol.md §1, §5). */
+export interface ModernRequest {
+  /** Minted by the edge for this request: 128 random bits, base64url; in the signed call context. */
+  readonly requestRef: string;
+  readonly protocolVersion: string;
+  readonly clientInfo: Record<string, unknown>;
+  readonly clientCapabilities: Record<string, unknown>;
+  /** `io.modelcontextprotocol/logLevel`; absent: no `notifications/message` is sent. */
+  readonly logLevel?: LoggingLevel;
 }
 
 /** What {@link ToolContext.elicitModes} answers. */

@@ -183,7 +183,7 @@ export const executeTool = defineTool({
   toolset: "core",
   title: "Execute",
   description:
-    "Run a plan from chaoscore_plan ({plan_id}, this session's only), an explicit list of steps ({steps}), or the step " +
+    "Run a plan from chaoscore_plan ({plan_id}, this session's only; on 2026-07-28 this principal's), an explicit list of steps ({steps}), or the step " +
     "of a pending approval ({approval_id}). Every step goes through policy first: a denied step never runs (status " +
     "denied), a step that needs approval stops the run (status pending_approval, with the ways to approve it and " +
     "next_step), and the steps after a failure, denial or approval stop are skipped. With {approval_id} the step runs " +
@@ -194,7 +194,7 @@ export const executeTool = defineTool({
     "Success is decided by code: the handler returned and its output matches the capability's output schema.",
   input: z
     .object({
-      plan_id: z.string().min(1).max(64).optional().describe("A plan id from chaoscore_plan in this session"),
+      plan_id: z.string().min(1).max(64).optional().describe("A plan id from chaoscore_plan in this session (2026-07-28: made by this principal)"),
       steps: z
         .array(planStepInput)
         .min(1, "steps must hold at least one step")
@@ -206,7 +206,7 @@ export const executeTool = defineTool({
         .min(1)
         .max(64)
         .optional()
-        .describe("The approval_id of a pending_approval result from this session: runs that one step once it is approved"),
+        .describe("The approval_id of a pending_approval result from this session (2026-07-28: one this principal requested): runs that one step once it is approved"),
     })
     .superRefine((args, issue) => {
       const given = [args.plan_id, args.steps, args.approval_id].filter((v) => v !== undefined).length;

@@ -76,6 +76,14 @@ const sessionOutput = z.object({
   idle_ttl_seconds: z.number(),
 });
 
+const requestOutput = z.object({
+  request_ref: z.string().describe("This request's ref (128 random bits); the audit ledger records it as request:<ref>"),
+  protocol_version: z.string(),
+  client_info: z.record(z.string(), z.unknown()),
+  client_capabilities: z.record(z.string(), z.unknown()).describe("What this request's envelope declared (nothing carries over between requests)"),
+  log_level: z.string().optional().describe("The level this request asked log notifications at; none are sent without one"),
+});
+
 const capabilityOutput = z.object({
   name: z.string(),
   description: z.string(),
@@ -119,6 +127,7 @@ const output = z.object({
   policy: policyOutput.optional(),
   memory: memoryOutput.optional(),
   session: sessionOutput.optional(),
+  request: requestOutput.optional().describe("2026-07-28 calls: there is no session; what this request carried"),
   capabilities: z.array(capabilityOutput).optional().describe("The registered capabilities: those plans may use, and internal ones flagged"),
   provider: providerOutput.optional().describe("The active AI provider (never a secret)"),
   audit: auditOutput.optional().describe("The tenant's audit ledger at a glance"),
@@ -254,6 +263,21 @@ async function inspectMemory(ctx: ToolContext): Promise<InspectOutput> {
 }
 
 async function inspectSession(ctx: ToolContext): Promise<InspectOutput> {
+  if (ctx.modern) {
+    // 2026-07-28 has no sessions: each request stands alone, and says who it is in its envelope.
+    const m = ctx.modern;
+    return {
+      what: "sessions",
+      available: true,
+      request: {
+        request_ref: m.requestRef,
+        protocol_version: m.protocolVersion,
+        client_info: m.clientInfo,
+        client_capabilities: m.clientCapabilities,
+        ...(m.logLevel ? { log_level: m.logLevel } : {}),
+      },
+    };
+  }
   const id = ctx.call.sessionId;
   // Only the caller's own session, looked up under the caller's own tenant: never a list.
   const record = id ? await ctx.deps.sessions.get(ctx.call.tenant, id) : undefined;
@@ -347,7 +371,7 @@ export const inspectTool = defineTool({
   description:
     "Look at the live control plane: `policy` (the tenant's policy document and version, with the approval " +
     "channels; with `capability`, also the decision policy makes for it and, when it needs approval, the channels " +
-    "that may give it; with `spend_policy` (and `tool`), the channels that may approve a spend under it), `memory` (statistics), `sessions` (this session's metadata), " +
+    "that may give it; with `spend_policy` (and `tool`), the channels that may approve a spend under it), `memory` (statistics), `sessions` (this session's metadata; on 2026-07-28, which has no sessions, this request's), " +
     "`capabilities` (the registered capabilities with risk and hints), `providers` (the active AI provider and " +
     "model, never a secret), `audit` (the tenant's audit ledger: size, chain verification, the latest signed " +
     "checkpoint and the newest entries).",

@@ -17,7 +17,7 @@ export const planTool = defineTool({
   title: "Plan",
   description:
     "Turn an objective into steps, each a call of a registered capability with its input and a rationale. " +
-    "Nothing runs: the plan is stored for this session only (it expires; see expires_at) and run with " +
+    "Nothing runs: the plan is stored for this session only (on 2026-07-28, which has no sessions, for your principal only; it expires, see expires_at) and run with " +
     "chaoscore_execute {plan_id}. A capability sequence that succeeded for a similar objective is offered first " +
     "(source: procedure). Pass the intent from chaoscore_reason, or omit it and the planner reasons itself.",
   input: z.object({

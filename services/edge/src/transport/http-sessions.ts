@@ -36,7 +36,7 @@ type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
  * nested 10 000 deep, which the tool-argument check refuses naming the field, would end as a
  * 500 there. This serializes to nothing, and keeps the request's id for the adapter's own 500.
  */
-class ParsedBody {
+export class ParsedBody {
   constructor(readonly value: unknown) {}
 
   get method(): unknown {
@@ -58,7 +58,7 @@ class ParsedBody {
  * the first event, so a client opening a GET stream would otherwise hear nothing until the
  * first notification or keep-alive comment (15 s).
  */
-function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResponseLike {
+export function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResponseLike {
   return {
     writeHead(status, headers) {
       const written = res.writeHead(status, headers);
@@ -83,7 +83,7 @@ function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResponseLik
  * reconnect with 409, until the next notification or keep-alive. Cancelling the body runs the
  * transport's own clean-up at once, as the v1 transport's adapter did.
  */
-function endsWithClient(request: Request, response: Response): Response {
+export function endsWithClient(request: Request, response: Response): Response {
   if (!response.body) return response;
   const body = response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), { signal: request.signal });
   // The pipe's rejection is the abort itself; the body already ended for the reader.

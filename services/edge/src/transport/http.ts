@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
-import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
+import { classifyInboundRequest, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { AuthInfo, InitializeRequest } from "@modelcontextprotocol/server";
 import { hostHeaderValidation, localhostHostValidation } from "@modelcontextprotocol/express";
 import { ChaosError } from "@chaos-core/kit";
@@ -22,6 +22,7 @@ import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps.js";
 import { checkReadiness } from "../server/readiness.js";
 import { homePage } from "./home-page.js";
+import { ModernHandlers } from "./http-modern.js";
 import { HttpSessionTable } from "./http-sessions.js";
 import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
 
@@ -70,6 +71,8 @@ export interface RunningHttpTransport {
   readonly consoleUrl?: string;
   /** How many sessions this replica holds in memory (metrics, tests). */
   localSessionCount(): number;
+  /** How many tenants have a 2026-07-28 handler on this replica (tests). */
+  modernTenantCount(): number;
   /** Stops listening and closes this replica's sessions; their records stay for other replicas. */
   close(): Promise<void>;
 }
@@ -238,6 +241,12 @@ function initializeParams(body: unknown): InitializeRequest["params"] | undefine
   return init ? (init as InitializeRequest).params : undefined;
 }
 
+/** A header for the SDK's classifier: the first value, left out when absent. */
+function optionalHeader<K extends string>(key: K, value: string | string[] | undefined): Partial<Record<K, string>> {
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined ? {} : ({ [key]: first } as Partial<Record<K, string>>);
+}
+
 /** Mcp-Session-Id is visible ASCII (spec); anything else cannot name a session. */
 const SESSION_ID_RE = /^[\x21-\x7e]{1,128}$/;
 
@@ -294,6 +303,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     ...(options.sweepIntervalMs ? { sweepIntervalMs: options.sweepIntervalMs } : {}),
     ...(watchedKeys ? { keys: watchedKeys } : {}),
   });
+  const modern = new ModernHandlers(sessionDeps, { maxBodyBytes });
   // A key removed from the file also ends the sessions it opened here (an SSE stream would
   // otherwise outlive it); other replicas do the same when they see the edit.
   watchedKeys?.onChange(() => {
@@ -345,6 +355,25 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
 
   const handleMcp = async (req: Request, res: Response) => {
     const identity = (res.locals as Locals).identity;
+    // The SDK's own classifier decides the era (docs/protocol.md §3): everything not 2025-11-25
+    // (a request with the 2026-07-28 envelope, and every ladder rejection) goes to the tenant's
+    // 2026-07-28 handler, which never opens a session.
+    const route = classifyInboundRequest({
+      httpMethod: req.method,
+      ...optionalHeader("protocolVersionHeader", req.headers["mcp-protocol-version"]),
+      ...optionalHeader("mcpMethodHeader", req.headers["mcp-method"]),
+      ...optionalHeader("mcpNameHeader", req.headers["mcp-name"]),
+      body: req.body,
+    });
+    if (route.kind !== "legacy") {
+      if (req.method === "POST" && !req.is("application/json")) {
+        return jsonRpcError(res, 415, -32000, "Unsupported Media Type: Content-Type must be application/json");
+      }
+      // The principal comes from the credential only: the key's, or the local identity's.
+      const withAuth = req as Request & { auth?: AuthInfo };
+      withAuth.auth ??= authInfoOf(identity);
+      return modern.serve(withAuth, res, req.body);
+    }
     const header = req.headers["mcp-session-id"];
     const sessionId = Array.isArray(header) ? header[0] : header;
     if (sessionId === undefined) {
@@ -414,9 +443,10 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     port,
     ...(serveConsole ? { consoleUrl: `${options.console?.publicUrl ?? `http://${urlHost}:${port}`}${CONSOLE_PATH}` } : {}),
     localSessionCount: () => sessions.size,
+    modernTenantCount: () => modern.size,
     async close() {
       watchedKeys?.close();
-      await sessions.closeAll();
+      await Promise.all([sessions.closeAll(), modern.closeAll()]);
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

@@ -3,6 +3,8 @@ export const ATTR = {
   tenant: "chaoscore.tenant",
   principal: "chaoscore.principal",
   session: "chaoscore.session",
+  /** A 2026-07-28 request's ref (docs/protocol.md §5): what `session` is for 2025-11-25. */
+  requestRef: "chaoscore.request.ref",
   tool: "chaoscore.tool",
   capability: "chaoscore.capability",
   decision: "chaoscore.policy.decision",
