@@ -95,7 +95,7 @@ spec:
         - name: {{ kebabcase $f.secret }}
           secret:
             secretName: {{ $ref.existingSecret }}
-            defaultMode: 0440
+            defaultMode: 288 # 0440 in octal: readable by the owner and fsGroup 1000 (decimal, so every YAML parser reads it alike)
             items:
               - key: {{ $ref.key }}
                 path: {{ $ref.key }}
