@@ -17,7 +17,7 @@ import { Deployment } from "kubernetes-models/apps/v1";
 import { Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
-import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
+import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { loadEdgeAloneConfig } from "@chaos-core/edge";
 import { loadCognitionConfig } from "@chaos-core/cognition";
 import { loadPolicyConfig } from "@chaos-core/policy";
@@ -126,6 +126,7 @@ const MODELS: Record<string, { new (data: never): { validate(): void } }> = {
   "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler as never,
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget as never,
   "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy as never,
+  "networking.k8s.io/v1/Ingress": Ingress as never,
 };
 
 const byKind = (objs: K8sObject[], kind: string) => objs.filter((o) => o.kind === kind);
@@ -170,7 +171,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   it("has the scenarios the tests rely on", () => {
-    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production"]));
+    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only"]));
   });
 
   describe.each(SCENARIOS)("scenario %s", (scenario) => {
@@ -212,7 +213,7 @@ describe("helm chart helm/chaos-core", () => {
         }
       }
       for (const comp of COMPONENTS) expect(container(named(all, "Deployment", `${FULL}-${comp}`)).args).toEqual([comp]);
-      expect(named(all, "ServiceAccount", FULL).automountServiceAccountToken).toBe(false);
+      for (const sa of byKind(all, "ServiceAccount")) expect(sa.automountServiceAccountToken).toBe(false);
     });
 
     it("probes the edge over HTTP and every other service with the kubelet's gRPC probe on its port", () => {
@@ -321,6 +322,63 @@ describe("helm chart helm/chaos-core", () => {
     const ledger = named(all, "NetworkPolicy", `${FULL}-ledger`);
     expect(ledger.spec.egress).toContainEqual({ ports: [{ port: 5432, protocol: "TCP" }], to: [{ ipBlock: { cidr: "10.20.0.0/16" } }] });
     expect(ledger.spec.egress).toContainEqual({ ports: [{ port: 6380, protocol: "TCP" }], to: [{ ipBlock: { cidr: "10.30.0.0/16" } }] });
+  });
+
+  it("existing secrets: every reference is the operator's Secret and key, the pods run as the operator's ServiceAccount", () => {
+    const all = render([valuesFile("existing-secrets")]);
+    expect(byKind(all, "ServiceAccount")).toEqual([]);
+    const refs = new Set<string>();
+    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
+      const pod = d.spec.template.spec;
+      if (d.kind === "Deployment") expect(pod.serviceAccountName).toBe("chaos-core-workload");
+      for (const e of container(d).env) if (e.valueFrom) refs.add(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
+      for (const v of pod.volumes) if (v.secret) for (const item of v.secret.items) refs.add(`${v.secret.secretName}/${item.key}`);
+    }
+    expect([...refs].sort()).toEqual(
+      ["platform-chaos/CONTEXT_KEY", "platform-chaos/POSTGRES_URL", "platform-chaos/REDIS_URL", "platform-chaos-files/keys.json", "platform-chaos-files/request-state.json", "platform-chaos-ledger/ed25519.json"].sort(),
+    );
+    const ledger = named(all, "Deployment", `${FULL}-ledger`);
+    expect(envOf(ledger).CHAOS_CORE_LEDGER_KEYS_FILE).toBe("/etc/chaos-core/ledger/ed25519.json");
+    expect(envOf(named(all, "Deployment", `${FULL}-cognition`))).toMatchObject({ OPENAI_BASE_URL: "http://vllm.models.svc.cluster.local:8000/v1", OPENAI_MODEL: "qwen3-8b" });
+  });
+
+  it("tracing: every component and the migrate Job export to the collector, and may reach it", () => {
+    const all = render([valuesFile("tracing")]);
+    const endpoint = "http://otel-collector.observability.svc.cluster.local:4318";
+    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
+      const env = Object.fromEntries(container(d).env.map((e: { name: string; value?: string }) => [e.name, e.value]));
+      expect(env.OTEL_EXPORTER_OTLP_ENDPOINT, d.metadata.name).toBe(endpoint);
+      expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
+    }
+    for (const np of byKind(all, "NetworkPolicy").filter((n) => !n.metadata.name.endsWith("-migrate"))) {
+      expect(np.spec.egress, np.metadata.name).toContainEqual({
+        ports: [{ port: 4318, protocol: "TCP" }],
+        to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "opentelemetry-collector" } } }],
+      });
+    }
+    // Without an endpoint nothing is exported and no OTLP egress is opened.
+    const plain = render([valuesFile("defaults")]);
+    for (const d of byKind(plain, "Deployment")) expect(envOf(d).OTEL_EXPORTER_OTLP_ENDPOINT).toBeUndefined();
+    for (const np of byKind(plain, "NetworkPolicy")) expect(JSON.stringify(np.spec.egress)).not.toContain("4318");
+  });
+
+  it("edge-only exposure: the Ingress reaches the edge's Service only, and the edge admits only the ingress controller", () => {
+    const all = render([valuesFile("edge-only")]);
+    const ingresses = byKind(all, "Ingress");
+    expect(ingresses).toHaveLength(1);
+    const ing = ingresses[0]!;
+    expect(ing.spec.tls).toEqual([{ hosts: ["chaos.example.com"], secretName: "chaos-core-tls" }]);
+    expect(ing.spec.rules[0].http.paths[0].backend.service).toEqual({ name: `${FULL}-edge`, port: { name: "http" } });
+    expect(named(all, "Service", `${FULL}-edge`).spec.type).toBe("ClusterIP");
+    for (const s of byKind(all, "Service")) expect(s.spec.type ?? "ClusterIP", s.metadata.name).toBe("ClusterIP");
+    expect(named(all, "NetworkPolicy", `${FULL}-edge`).spec.ingress[0].from).toEqual([
+      { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "ingress-nginx" } } },
+    ]);
+    // No other component admits anything but pods of this release.
+    for (const np of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-edge`)) {
+      for (const rule of np.spec.ingress) for (const peer of rule.from ?? []) expect(Object.keys(peer), np.metadata.name).toEqual(["podSelector"]);
+    }
+    expect(renderError([valuesFile("edge-only")], ["--set", "ingress.host="])).toContain("ingress.host is required with ingress.enabled");
   });
 
   it("refuses an unknown value with the schema's message naming it", () => {

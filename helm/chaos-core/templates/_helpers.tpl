@@ -245,6 +245,9 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- fail (printf "secrets.redis.existingSecret is required when components.%s can run more than one replica (replicas > 1 or hpa.enabled): its replicas share %s through Redis" $n (ternary "MCP sessions" "plans" (eq $n "edge"))) -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.ingress.enabled (not $v.ingress.host) -}}
+{{- fail "ingress.host is required with ingress.enabled: the host name clients reach the edge at" -}}
+{{- end -}}
 {{- if and $v.config.ledger.webhookUrl (not $v.secrets.webhookSecret.existingSecret) -}}
 {{- fail "secrets.webhookSecret.existingSecret is required with config.ledger.webhookUrl: the whsec_ secret that signs every notification" -}}
 {{- end -}}
