@@ -8,7 +8,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
@@ -177,6 +177,19 @@ describe("helm chart helm/chaos-core", () => {
   describe.each(SCENARIOS)("scenario %s", (scenario) => {
     const objs = () => render([valuesFile(scenario)]);
 
+    it("renders what its golden file in ci/golden/ shows (UPDATE_GOLDEN=1 rewrites it)", () => {
+      // As Grafana Mimir's chart does: a review sees what a change does to the manifests.
+      const r = helm(["template", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario)]);
+      expect(r.status, r.stderr).toBe(0);
+      const golden = join(CHART, "ci", "golden", `${scenario}.yaml`);
+      if (process.env.UPDATE_GOLDEN === "1") {
+        mkdirSync(join(CHART, "ci", "golden"), { recursive: true });
+        writeFileSync(golden, r.stdout);
+      }
+      if (!existsSync(golden)) throw new Error(`no ${golden}: run UPDATE_GOLDEN=1 npx vitest run test/helm and review the file`);
+      expect(r.stdout, `helm template differs from ci/golden/${scenario}.yaml (UPDATE_GOLDEN=1 rewrites it; review the diff)`).toBe(readFileSync(golden, "utf8"));
+    });
+
     it("lints", () => {
       const r = helm(["lint", "--strict", CHART, "-f", valuesFile(scenario)]);
       expect(r.status, r.stdout + r.stderr).toBe(0);
@@ -297,8 +310,18 @@ describe("helm chart helm/chaos-core", () => {
     it("migrates in a pre-install,pre-upgrade hook Job before anything else", () => {
       const job = named(objs(), "Job", `${FULL}-migrate`);
       expect(job.metadata.annotations?.["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
+      // Its NetworkPolicy (with policies on) is an earlier hook of the same events, so the Job can reach Postgres.
+      const np = objs().find((o) => o.kind === "NetworkPolicy" && o.metadata.name === `${FULL}-migrate`);
+      if (np) {
+        expect(np.metadata.annotations?.["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
+        expect(Number(np.metadata.annotations?.["helm.sh/hook-weight"])).toBeLessThan(Number(job.metadata.annotations?.["helm.sh/hook-weight"]));
+        expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(job.spec.template.metadata.labels["app.kubernetes.io/component"]);
+        expect(np.spec.egress.flatMap((e: { ports: { port: number }[] }) => e.ports.map((p) => p.port)).sort()).toEqual([53, 53, 5432]);
+      }
       const c = container(job);
       expect(c.args).toEqual(["migrate"]);
+      // `chaos-core migrate` reads DATABASE_URL only (the entrypoint preloads no telemetry for it).
+      expect(c.env.map((e: { name: string }) => e.name)).toEqual(["DATABASE_URL"]);
       expect(c.env.find((e: { name: string }) => e.name === "DATABASE_URL").valueFrom.secretKeyRef.name).toBeTruthy();
     });
   });
@@ -342,10 +365,10 @@ describe("helm chart helm/chaos-core", () => {
     expect(envOf(named(all, "Deployment", `${FULL}-cognition`))).toMatchObject({ OPENAI_BASE_URL: "http://vllm.models.svc.cluster.local:8000/v1", OPENAI_MODEL: "qwen3-8b" });
   });
 
-  it("tracing: every component and the migrate Job export to the collector, and may reach it", () => {
+  it("tracing: every component exports to the collector, and may reach it", () => {
     const all = render([valuesFile("tracing")]);
     const endpoint = "http://otel-collector.observability.svc.cluster.local:4318";
-    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
+    for (const d of byKind(all, "Deployment")) {
       const env = Object.fromEntries(container(d).env.map((e: { name: string; value?: string }) => [e.name, e.value]));
       expect(env.OTEL_EXPORTER_OTLP_ENDPOINT, d.metadata.name).toBe(endpoint);
       expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
