@@ -404,6 +404,29 @@ describe("helm chart helm/chaos-core", () => {
     expect(renderError([valuesFile("edge-only")], ["--set", "ingress.host="])).toContain("ingress.host is required with ingress.enabled");
   });
 
+  it("closes every object in values.schema.json (additionalProperties false or typed)", () => {
+    // Affinity's terms are deep Kubernetes types left to the API server; nothing else is open.
+    const OPEN = new Set(["nodeAffinity", "podAffinity", "podAntiAffinity"].flatMap((k) => ["edge", "cognition", "policy", "ledger", "memory", "council"].map((c) => `/components/${c}/affinity/${k}`)));
+    const open: string[] = [];
+    const walk = (node: Record<string, unknown>, path: string) => {
+      const types = ([] as unknown[]).concat(node.type ?? []);
+      if (types.includes("object") && node.additionalProperties !== false && typeof node.additionalProperties !== "object" && !OPEN.has(path)) open.push(path || "/");
+      for (const [k, v] of Object.entries((node.properties ?? {}) as Record<string, Record<string, unknown>>)) walk(v, `${path}/${k}`);
+      if (node.items && typeof node.items === "object") walk(node.items as Record<string, unknown>, `${path}[]`);
+      if (typeof node.additionalProperties === "object") walk(node.additionalProperties as Record<string, unknown>, `${path}/*`);
+    };
+    walk(JSON.parse(readFileSync(join(CHART, "values.schema.json"), "utf8")) as Record<string, unknown>, "");
+    expect(open).toEqual([]);
+  });
+
+  it("refuses a misspelt or weakened security context", () => {
+    expect(renderError([valuesFile("defaults")], ["--set", "containerSecurityContext.readOnlyRootFileSystem=true"])).toContain(
+      "at '/containerSecurityContext': additional properties 'readOnlyRootFileSystem' not allowed",
+    );
+    expect(renderError([valuesFile("defaults")], ["--set", "containerSecurityContext.readOnlyRootFilesystem=false"])).toContain("/containerSecurityContext/readOnlyRootFilesystem");
+    expect(renderError([valuesFile("defaults")], ["--set", "podSecurityContext.runAsNonRoot=false"])).toContain("/podSecurityContext/runAsNonRoot");
+  });
+
   it("refuses an unknown value with the schema's message naming it", () => {
     const stderr = renderError([valuesFile("defaults")], ["--set", "components.cognition.replica=3"]);
     expect(stderr).toContain("values don't meet the specifications of the schema");
