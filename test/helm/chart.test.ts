@@ -304,6 +304,12 @@ describe("helm chart helm/chaos-core", () => {
         const ports = egress.flatMap((e) => e.ports.map((p) => p.port));
         expect(ports.includes(5432), `${comp} Postgres egress`).toBe("DATABASE_URL" in env);
         if ("OTEL_EXPORTER_OTLP_ENDPOINT" in env) expect(ports).toContain(4318);
+        // A remote AI provider (cognition) and a webhook receiver (ledger) are reached out of the cluster.
+        const remote = comp === "cognition" && (env.CHAOS_CORE_PROVIDER ? env.CHAOS_CORE_PROVIDER !== "heuristic" : Boolean(env.OPENAI_BASE_URL ?? env.OPENAI_API_KEY));
+        const provider = (values as { networkPolicy?: { provider?: { port: number } } }).networkPolicy?.provider?.port ?? 443;
+        if (remote) expect(ports, "cognition's provider egress").toContain(provider);
+        if (comp === "ledger" && env.CHAOS_CORE_WEBHOOK_URL) expect(ports, "the ledger's webhook egress").toContain(443);
+        if (comp !== "edge" && !remote && !(comp === "ledger" && env.CHAOS_CORE_WEBHOOK_URL)) expect(ports.filter((p) => p === 443)).toEqual([]);
       }
     });
 

@@ -51,6 +51,13 @@ LEDGER_ADDR; cognition: POLICY_ADDR, MEMORY_ADDR, LEDGER_ADDR; ledger: POLICY_AD
 {{- has . (list "policy" "memory" "ledger" "council" "migrate") -}}
 {{- end -}}
 
+{{/* Whether cognition calls a remote AI provider (the same inference as its providers/config.ts: explicit provider, else base URL, else API key). */}}
+{{- define "chaos-core.remoteProvider" -}}
+{{- $c := .Values.config.cognition -}}
+{{- if $c.provider -}}{{- if ne $c.provider "heuristic" -}}true{{- end -}}
+{{- else if or $c.openaiBaseUrl .Values.secrets.openaiApiKey.existingSecret -}}true{{- end -}}
+{{- end -}}
+
 {{/* Components that read REDIS_URL. */}}
 {{- define "chaos-core.usesRedis" -}}
 {{- has . (list "edge" "cognition" "ledger") -}}

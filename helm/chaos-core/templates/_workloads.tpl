@@ -299,4 +299,10 @@ spec:
     {{- if $v.telemetry.otlpEndpoint }}
     {{- include "chaos-core.egressRule" $np.otlp | nindent 4 }}
     {{- end }}
+    {{- if and (eq $name "cognition") (include "chaos-core.remoteProvider" $root) }}
+    {{- include "chaos-core.egressRule" $np.provider | nindent 4 }}
+    {{- end }}
+    {{- if and (eq $name "ledger") $v.config.ledger.webhookUrl }}
+    {{- include "chaos-core.egressRule" $np.webhook | nindent 4 }}
+    {{- end }}
 {{ end -}}
