@@ -433,6 +433,16 @@ describe("helm chart helm/chaos-core", () => {
     expect(renderError([valuesFile("defaults")], ["--set", "podSecurityContext.runAsNonRoot=false"])).toContain("/podSecurityContext/runAsNonRoot");
   });
 
+  it("NOTES.txt says how to connect, through the Ingress when there is one", () => {
+    // `helm template` drops NOTES; a client-side dry-run install renders it (no cluster is contacted).
+    const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile("edge-only")]);
+    expect(r.status, r.stderr).toBe(0);
+    const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+    expect(notes).toContain(`kubectl -n ${NAMESPACE} port-forward svc/${FULL}-edge 3000:3000`);
+    expect(notes).toContain("https://chaos.example.com/mcp");
+    expect(notes).toContain("config.edge.allowedHosts is set");
+  });
+
   it("refuses an unknown value with the schema's message naming it", () => {
     const stderr = renderError([valuesFile("defaults")], ["--set", "components.cognition.replica=3"]);
     expect(stderr).toContain("values don't meet the specifications of the schema");
