@@ -12,8 +12,8 @@ export {
   sameAsker,
 } from "./context.js";
 export type { Asker, CallContext, SameAsker } from "./context.js";
-export { ConfigError, envVars, isLoopbackHost, parseEnv, requireStorage } from "./config.js";
-export type { ConfigIssue, Env } from "./config.js";
+export { ConfigError, DEFAULT_SHUTDOWN_GRACE_SECONDS, envVars, isLoopbackHost, loadLifecycleConfig, parseEnv, requireStorage } from "./config.js";
+export type { ConfigIssue, Env, LifecycleConfig } from "./config.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
 export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
 export { scanJsonText } from "./json-text.js";

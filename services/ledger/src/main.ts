@@ -11,7 +11,7 @@ import type { Redis as RedisClient } from "ioredis";
 // ioredis and grpc-js are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
-const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
@@ -31,6 +31,7 @@ let redis: RedisClient | undefined;
 let policy: { close(): void } | undefined;
 try {
   const config = loadLedgerConfig();
+  const lifecycle = loadLifecycleConfig();
   logger = createLogger("ledger", config.logLevel);
   // Keys and policies first: a missing key or a malformed policy fails before anything opens.
   const keyring = await loadKeyring(config.keysFile).catch((err: unknown) => {
@@ -70,14 +71,14 @@ try {
   );
   const opened = db;
   const openedRedis = redis;
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  onShutdown(logger, async (graceMs) => {
+    await server.shutdown(graceMs);
     policyClient.close();
     await core.close();
     await core.store.drain();
     if (openedRedis) await closeRedis(openedRedis);
     await opened.close();
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   logger.fatal({ err }, (err as Error).message ?? "failed to start");
   policy?.close();

@@ -8,7 +8,7 @@ import type { Db, Logger } from "@chaos-core/kit";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before pg and grpc-js are imported,
 // which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
 const { loadMemoryConfig } = await import("./config.js");
 const { openMemoryDb } = await import("./adapters/open-db.js");
 const { migrateMemory } = await import("./adapters/migrations.js");
@@ -19,6 +19,7 @@ let logger: Logger = createLogger("memory");
 let db: Db | undefined;
 try {
   const config = loadMemoryConfig();
+  const lifecycle = loadLifecycleConfig();
   logger = createLogger("memory", config.logLevel);
   db = await openMemoryDb(config.storage);
   const applied = await migrateMemory(db);
@@ -31,10 +32,10 @@ try {
     logger,
   });
   const opened = db;
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  onShutdown(logger, async (graceMs) => {
+    await server.shutdown(graceMs);
     await opened.close();
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   logger.fatal({ err }, (err as Error).message ?? "failed to start");
   await db?.close().catch(() => undefined);

@@ -7,7 +7,7 @@
 // spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
-const { ContextSigner, createLogger, createPostgresDb, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, createPostgresDb, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
 const { loadPolicyConfig } = await import("./config.js");
 const { createSqlPolicyStore, migratePolicy } = await import("./adapters/sql-store.js");
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
@@ -16,6 +16,7 @@ const { createPolicyServer } = await import("./server.js");
 const bootLogger = createLogger("policy");
 try {
   const config = loadPolicyConfig();
+  const lifecycle = loadLifecycleConfig();
   const logger = createLogger("policy", config.logLevel);
   const signer = new ContextSigner(config.contextKey);
 
@@ -32,11 +33,11 @@ try {
   }
 
   const server = await createPolicyServer({ host: config.host, port: config.port, signer, store, logger }).start();
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  onShutdown(logger, async (graceMs) => {
+    await server.shutdown(graceMs);
     await store.close();
     await closeDb();
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   // The message names what is wrong (a variable, a file and field); the stack adds nothing.
   bootLogger.fatal({ err: err instanceof Error ? err.message : String(err) }, "policy service failed to start");

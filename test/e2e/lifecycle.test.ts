@@ -1,0 +1,128 @@
+/**
+ * Lifecycle of the services run as their own processes (issue 12 item 7): SIGTERM during a
+ * burst of calls drains them — every accepted call completes or fails with a clear error, nothing
+ * acknowledged is lost, and the process exits 0 within its grace.
+ */
+import type { ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { ChaosError, ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
+import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
+
+const TENANT = "acme";
+const CTX = { ctx: { tenant: TENANT, principal: "burst@acme" } };
+
+type Outcome = { n: number; seq: bigint } | { n: number; error: ChaosError };
+
+function exitOf(proc: ChildProcess): Promise<number | null> {
+  if (proc.exitCode !== null) return Promise.resolve(proc.exitCode);
+  return new Promise((resolve) => proc.once("exit", (code) => resolve(code)));
+}
+
+describe("SIGTERM during a burst of ledger appends", () => {
+  let db: TestDatabase;
+  let keys: LedgerKeys;
+  let key: string;
+  let policy: ServiceMain;
+  const procs: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase("chaoscore_lifecycle");
+    key = randomBytes(32).toString("hex");
+    keys = await createLedgerKeys();
+    policy = await startServiceMain("policy", { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key });
+    procs.push(policy.proc);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const p of procs) await stopProcess(p);
+    await keys?.remove();
+    await db?.drop();
+  });
+
+  const ledgerEnv = () => ({
+    DATABASE_URL: db.url,
+    CHAOS_CORE_CONTEXT_KEY: key,
+    POLICY_ADDR: policy.address,
+    CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: "20",
+    ...keys.env,
+  });
+
+  it("completes or clearly refuses every call, keeps every acknowledged entry, verifies, and exits 0", async () => {
+    const ledger = await startServiceMain("ledger", ledgerEnv());
+    procs.push(ledger.proc);
+    const exited = exitOf(ledger.proc);
+    const { client, close } = createGrpcClient(LedgerService, ledger.address, new ContextSigner(key));
+    const outcomes: Outcome[] = [];
+    let next = 0;
+    let onAcked: () => void = () => undefined;
+    const enoughAcked = new Promise<void>((resolve) => (onAcked = resolve));
+    // Sixteen callers append back to back; each stops at its first error, which must come after SIGTERM.
+    const worker = async () => {
+      for (let i = 0; i < 500; i++) {
+        const n = next++;
+        try {
+          const res = await client.append({ event: { type: "test.burst", n } }, CTX);
+          outcomes.push({ n, seq: res.entry!.seq });
+          if (outcomes.length >= 60) onAcked();
+        } catch (err) {
+          outcomes.push({ n, error: err instanceof ChaosError ? err : ChaosError.from(err) });
+          return;
+        }
+      }
+    };
+    let code: number | null;
+    try {
+      const workers = Array.from({ length: 16 }, worker);
+      await enoughAcked;
+      ledger.proc.kill("SIGTERM");
+      await Promise.all(workers);
+      code = await exited;
+    } finally {
+      close();
+    }
+    expect(code).toBe(0);
+    expect(ledger.log()).toMatch(/"msg":"draining"/);
+    expect(ledger.log()).toMatch(/"msg":"stopped"/);
+
+    const acked = outcomes.filter((o): o is { n: number; seq: bigint } => "seq" in o);
+    const failed = outcomes.filter((o): o is { n: number; error: ChaosError } => "error" in o);
+    expect(acked.length).toBeGreaterThanOrEqual(60);
+    // Every caller ran into the shutdown, and each was told so plainly: the ledger was no longer
+    // there to take the call. A call the ledger had accepted and then cut (no drain: grace 0)
+    // fails "Call cancelled" instead, and fails this.
+    expect(failed).toHaveLength(16);
+    for (const { error } of failed) {
+      expect(error.code, error.message).toBe("unavailable");
+      expect(error.message).toMatch(/^the ledger service is unreachable: /);
+    }
+
+    // A new ledger process on the same database has every acknowledged entry, and the chain verifies.
+    const again = await startServiceMain("ledger", ledgerEnv());
+    procs.push(again.proc);
+    const reader = createGrpcClient(LedgerService, again.address, new ContextSigner(key));
+    try {
+      const stored = new Map<bigint, number>();
+      let after = 0n;
+      for (;;) {
+        const page = await reader.client.listEntries({ afterSeq: after, limit: 1000 }, CTX);
+        if (page.entries.length === 0) break;
+        for (const e of page.entries) {
+          const event = e.event as { type?: string; n?: number } | undefined;
+          if (event?.type === "test.burst") stored.set(e.seq, event.n!);
+          after = e.seq;
+        }
+      }
+      for (const { n, seq } of acked) expect(stored.get(seq), `acknowledged append #${n} at seq ${seq}`).toBe(n);
+      const verified = await reader.client.verifyChain({}, CTX);
+      expect(verified).toMatchObject({ ok: true, problem: "" });
+      expect(Number(verified.entries)).toBeGreaterThanOrEqual(acked.length);
+    } finally {
+      reader.close();
+      await stopProcess(again.proc);
+    }
+  }, 180_000);
+});
