@@ -1,16 +1,18 @@
 /**
  * Lifecycle of the services run as their own processes (issue 12 item 7): SIGTERM during a
  * burst of calls drains them — every accepted call completes or fails with a clear error, nothing
- * acknowledged is lost, and the process exits 0 within its grace.
+ * acknowledged is lost, and the process exits 0 within its grace. With CHAOS_CORE_MIGRATE=verify a
+ * service applies no migration and reports NOT_SERVING until `chaos-core migrate` has run.
  */
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { ChaosError, ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { ChaosError, checkGrpcHealth, ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
+import { runToExit, startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
 
 const TENANT = "acme";
 const CTX = { ctx: { tenant: TENANT, principal: "burst@acme" } };
@@ -123,6 +125,72 @@ describe("SIGTERM during a burst of ledger appends", () => {
     } finally {
       reader.close();
       await stopProcess(again.proc);
+    }
+  }, 180_000);
+});
+
+/** Polls until `attempt` answers `want` (no timing asserted: the test's own timeout bounds it). */
+async function until(attempt: () => Promise<string>, want: string): Promise<void> {
+  for (;;) {
+    const got = await attempt().catch((err: unknown) => `error: ${(err as Error).message}`);
+    if (got === want) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () => {
+  let db: TestDatabase;
+  let keys: LedgerKeys;
+  const procs: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase("chaoscore_lifecycle_verify");
+    keys = await createLedgerKeys();
+  });
+
+  afterAll(async () => {
+    for (const p of procs) await stopProcess(p);
+    await keys?.remove();
+    await db?.drop();
+  });
+
+  it("reports NOT_SERVING on a database whose migrations are behind, applies none, and serves once chaos-core migrate ran", async () => {
+    const key = randomBytes(32).toString("hex");
+    const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key, CHAOS_CORE_MIGRATE: "verify" };
+    const policy = await startServiceMain("policy", common);
+    procs.push(policy.proc);
+    const services = [
+      { name: "chaoscore.policy.v1.PolicyService", main: policy },
+      { name: "chaoscore.memory.v1.MemoryService", main: await startServiceMain("memory", common) },
+      { name: "chaoscore.council.v1.CouncilService", main: await startServiceMain("council", common) },
+      { name: "chaoscore.ledger.v1.LedgerService", main: await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address }) },
+    ];
+    procs.push(...services.slice(1).map((s) => s.main.proc));
+
+    for (const { name, main } of services) {
+      await until(async () => (main.log().includes("not serving until the migrations are current") ? "logged" : "not yet"), "logged");
+      expect(await checkGrpcHealth(main.address, "")).toBe("NOT_SERVING");
+      expect(await checkGrpcHealth(main.address, name)).toBe("NOT_SERVING");
+      expect(main.log()).toMatch(/migrations pending: \S+.*run chaos-core migrate/);
+      expect(main.log()).not.toMatch(/"msg":"applied migrations"/);
+    }
+    // Nothing was applied: no service created its schema.
+    const migrated = await runToExit(["migrate", "--database-url", db.url], {});
+    expect(migrated.stderr).toBe("");
+    expect(migrated.code).toBe(0);
+    for (const schema of ["memory", "council", "ledger", "policy"]) expect(migrated.stdout).toMatch(new RegExp(`^${schema}: applied `, "m"));
+
+    for (const { name, main } of services) {
+      await until(() => checkGrpcHealth(main.address, name), "SERVING");
+      expect(await checkGrpcHealth(main.address, "")).toBe("SERVING");
+      expect(main.log()).toMatch(/"msg":"migrations are current: serving"/);
+    }
+    const memory = createGrpcClient(MemoryService, services[1]!.main.address, new ContextSigner(key));
+    try {
+      const stats = await memory.client.stats({}, { ctx: { tenant: "acme", principal: "ops@acme" } });
+      expect(stats).toBeDefined();
+    } finally {
+      memory.close();
     }
   }, 180_000);
 });

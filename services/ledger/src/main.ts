@@ -11,14 +11,14 @@ import type { Redis as RedisClient } from "ioredis";
 // ioredis and grpc-js are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
-const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
 const { loadKeyring } = await import("./keys/keyring.js");
 const { loadOperatorPolicies } = await import("./service/operator-policies.js");
 const { openLedgerDb } = await import("./adapters/open-db.js");
-const { migrateLedger } = await import("./log/migrations.js");
+const { migrateLedger, pendingLedgerMigrations } = await import("./log/migrations.js");
 const { createMemoryNonceCache, createRedisNonceCache } = await import("./adapters/nonce-cache.js");
 const { createLedgerCore } = await import("./service/create-core.js");
 const { startLedgerServer } = await import("./server.js");
@@ -44,8 +44,9 @@ try {
   const policyClient = createGrpcClient(PolicyService, config.policyAddr, signer);
   policy = policyClient;
   db = await openLedgerDb(config.storage);
-  const applied = await migrateLedger(db);
-  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
+  const migrating = db;
+  const schema = await schemaGate(lifecycle.migrate, { apply: () => migrateLedger(migrating), pending: () => pendingLedgerMigrations(migrating), logger });
   let nonces;
   if (config.nonces.kind === "redis") {
     redis = await connectRedis(config.nonces.url, { logger, name: "chaos-core-ledger" });
@@ -71,7 +72,9 @@ try {
   );
   const opened = db;
   const openedRedis = redis;
+  schema.hold(server);
   onShutdown(logger, async (graceMs) => {
+    schema.stop();
     await server.shutdown(graceMs);
     policyClient.close();
     await core.close();

@@ -23,6 +23,11 @@ export function register<S extends AnyService>(service: S, impl: ServiceImpl<S>)
 export interface RunningGrpcServer {
   readonly port: number;
   readonly health: HealthImplementation;
+  /**
+   * Sets health (overall and per service) to SERVING or NOT_SERVING, e.g. NOT_SERVING until the
+   * database's migrations are current. Once shutdown has begun it stays NOT_SERVING.
+   */
+  setServing(serving: boolean): void;
   /** Marks every service NOT_SERVING, lets in-flight calls finish, then stops. */
   shutdown(graceMs?: number): Promise<void>;
 }
@@ -83,11 +88,17 @@ export async function startGrpcServer(options: {
   for (const name of names) health.setStatus(name, "SERVING");
   logger.info({ address: `${host}:${bound}`, services: names.slice(1) }, "gRPC server listening");
 
+  let stopping = false;
   return {
     port: bound,
     health,
+    setServing(serving) {
+      if (stopping) return;
+      for (const name of names) health.setStatus(name, serving ? "SERVING" : "NOT_SERVING");
+    },
     shutdown: (graceMs = 10_000) =>
       new Promise<void>((resolve) => {
+        stopping = true;
         for (const name of names) health.setStatus(name, "NOT_SERVING");
         const timer = setTimeout(() => {
           server.forceShutdown();
