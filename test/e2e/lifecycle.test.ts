@@ -12,7 +12,9 @@ import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { runToExit, startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
+import { httpClient, runToExit, startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
 
 const TENANT = "acme";
 const CTX = { ctx: { tenant: TENANT, principal: "burst@acme" } };
@@ -191,6 +193,111 @@ describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () =
       expect(stats).toBeDefined();
     } finally {
       memory.close();
+    }
+  }, 180_000);
+});
+
+describe("SIGTERM to the edge during a burst of chaoscore_remember calls", () => {
+  let db: TestDatabase;
+  let keys: LedgerKeys;
+  let mrtrKeys: MrtrKeys;
+  let edgeEnv: Record<string, string>;
+  const procs: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase("chaoscore_lifecycle_edge");
+    keys = await createLedgerKeys();
+    mrtrKeys = await createMrtrKeys();
+    const key = randomBytes(32).toString("hex");
+    const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
+    const policy = await startServiceMain("policy", common);
+    const memory = await startServiceMain("memory", common);
+    const council = await startServiceMain("council", common);
+    const ledger = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address });
+    const cognition = await startServiceMain("cognition", {
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: policy.address,
+      MEMORY_ADDR: memory.address,
+      LEDGER_ADDR: ledger.address,
+      CHAOS_CORE_PROVIDER: "heuristic",
+    });
+    procs.push(policy.proc, memory.proc, council.proc, ledger.proc, cognition.proc);
+    edgeEnv = {
+      ...mrtrKeys.env,
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: policy.address,
+      MEMORY_ADDR: memory.address,
+      COGNITION_ADDR: cognition.address,
+      COUNCIL_ADDR: council.address,
+      LEDGER_ADDR: ledger.address,
+      CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: "20",
+    };
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const p of procs.reverse()) await stopProcess(p);
+    await keys?.remove();
+    await mrtrKeys?.remove();
+    await db?.drop();
+  });
+
+  it("answers or clearly refuses every call, keeps every acknowledged write, and exits 0", async () => {
+    const edge = await startServiceMain("edge", edgeEnv);
+    procs.push(edge.proc);
+    const exited = exitOf(edge.proc);
+    const clients: Client[] = await Promise.all(Array.from({ length: 8 }, () => httpClient(edge.address)));
+    const acked: string[] = [];
+    const failed: string[] = [];
+    let next = 0;
+    let onAcked: () => void = () => undefined;
+    const enoughAcked = new Promise<void>((resolve) => (onAcked = resolve));
+    const caller = async (client: Client) => {
+      for (let i = 0; i < 500; i++) {
+        const k = `burst-${next++}`;
+        try {
+          const res = await client.callTool({ name: "chaoscore_remember", arguments: { key: k, value: { k } } });
+          if (res.isError) {
+            failed.push(`tool error: ${JSON.stringify(res.content)}`);
+            return;
+          }
+          acked.push(k);
+          if (acked.length >= 40) onAcked();
+        } catch (err) {
+          // fetch's own message is "fetch failed"; what happened is in its cause.
+          const cause = (err as { cause?: { code?: string } }).cause?.code;
+          failed.push(`${(err as Error).message}${cause ? ` (${cause})` : ""}`);
+          return;
+        }
+      }
+    };
+    const callers = clients.map(caller);
+    await enoughAcked;
+    edge.proc.kill("SIGTERM");
+    await Promise.all(callers);
+    expect(await exited).toBe(0);
+    expect(edge.log()).toMatch(/"msg":"stopped"/);
+    for (const c of clients) await c.close().catch(() => undefined);
+
+    expect(acked.length).toBeGreaterThanOrEqual(40);
+    expect(failed).toHaveLength(8);
+    // Refused by the draining edge (503, saying so); or never taken: the connection refused once it
+    // stopped listening, or a keep-alive connection it closed at the end of the drain while the
+    // next request was on the wire (every request it had read by then was answered). A request it
+    // accepted and then cut (no drain: grace 0) times out instead, and fails this.
+    for (const message of failed) expect(message).toMatch(/the edge is shutting down: retry on another replica|\((ECONNREFUSED|ECONNRESET|UND_ERR_SOCKET)\)$/);
+
+    const again = await startServiceMain("edge", edgeEnv);
+    procs.push(again.proc);
+    const reader = await httpClient(again.address);
+    try {
+      for (const k of acked) {
+        const read = await reader.callTool({ name: "chaoscore_recall", arguments: { key: k } });
+        expect(read.isError, JSON.stringify(read.content)).toBeFalsy();
+        expect((read.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value, k).toEqual({ k });
+      }
+    } finally {
+      await reader.close();
+      await stopProcess(again.proc);
     }
   }, 180_000);
 });
