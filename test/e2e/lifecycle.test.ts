@@ -143,20 +143,23 @@ async function until(attempt: () => Promise<string>, want: string): Promise<void
 describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () => {
   let db: TestDatabase;
   let keys: LedgerKeys;
+  let mrtrKeys: MrtrKeys;
   const procs: ChildProcess[] = [];
 
   beforeAll(async () => {
     db = await createTestDatabase("chaoscore_lifecycle_verify");
     keys = await createLedgerKeys();
+    mrtrKeys = await createMrtrKeys();
   });
 
   afterAll(async () => {
-    for (const p of procs) await stopProcess(p);
+    for (const p of procs.reverse()) await stopProcess(p);
     await keys?.remove();
+    await mrtrKeys?.remove();
     await db?.drop();
   });
 
-  it("reports NOT_SERVING on a database whose migrations are behind, applies none, and serves once chaos-core migrate ran", async () => {
+  it("reports NOT_SERVING (and the edge's /readyz 503) on a database whose migrations are behind, applies none, and serves once chaos-core migrate ran", async () => {
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key, CHAOS_CORE_MIGRATE: "verify" };
     const policy = await startServiceMain("policy", common);
@@ -168,6 +171,26 @@ describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () =
       { name: "chaoscore.ledger.v1.LedgerService", main: await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address }) },
     ];
     procs.push(...services.slice(1).map((s) => s.main.proc));
+    // The edge (no schema of its own) is not ready while the services cannot answer.
+    const cognition = await startServiceMain("cognition", {
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: policy.address,
+      MEMORY_ADDR: services[1]!.main.address,
+      LEDGER_ADDR: services[3]!.main.address,
+      CHAOS_CORE_PROVIDER: "heuristic",
+    });
+    procs.push(cognition.proc);
+    const edge = await startServiceMain("edge", {
+      ...mrtrKeys.env,
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: policy.address,
+      MEMORY_ADDR: services[1]!.main.address,
+      COGNITION_ADDR: cognition.address,
+      COUNCIL_ADDR: services[2]!.main.address,
+      LEDGER_ADDR: services[3]!.main.address,
+    });
+    procs.push(edge.proc);
+    const readyz = new URL("/readyz", edge.address).toString();
 
     for (const { name, main } of services) {
       await until(async () => (main.log().includes("not serving until the migrations are current") ? "logged" : "not yet"), "logged");
@@ -176,6 +199,7 @@ describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () =
       expect(main.log()).toMatch(/migrations pending: \S+.*run chaos-core migrate/);
       expect(main.log()).not.toMatch(/"msg":"applied migrations"/);
     }
+    expect((await fetch(readyz)).status).toBe(503);
     // Nothing was applied: no service created its schema.
     const migrated = await runToExit(["migrate", "--database-url", db.url], {});
     expect(migrated.stderr).toBe("");
@@ -187,6 +211,7 @@ describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () =
       expect(await checkGrpcHealth(main.address, "")).toBe("SERVING");
       expect(main.log()).toMatch(/"msg":"migrations are current: serving"/);
     }
+    await until(async () => String((await fetch(readyz)).status), "200");
     const memory = createGrpcClient(MemoryService, services[1]!.main.address, new ContextSigner(key));
     try {
       const stats = await memory.client.stats({}, { ctx: { tenant: "acme", principal: "ops@acme" } });
