@@ -196,6 +196,7 @@ describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () =
       await until(async () => (main.log().includes("not serving until the migrations are current") ? "logged" : "not yet"), "logged");
       expect(await checkGrpcHealth(main.address, "")).toBe("NOT_SERVING");
       expect(await checkGrpcHealth(main.address, name)).toBe("NOT_SERVING");
+      expect(await checkGrpcHealth(main.address, "liveness")).toBe("SERVING");
       expect(main.log()).toMatch(/migrations pending: \S+.*run chaos-core migrate/);
       expect(main.log()).not.toMatch(/"msg":"applied migrations"/);
     }

@@ -30,7 +30,7 @@ export { createDeferredClient } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
 export type { GrpcClient, GrpcClientOptions } from "./rpc/grpc.js";
-export { register, startGrpcServer } from "./rpc/server.js";
+export { LIVENESS_HEALTH_SERVICE, register, startGrpcServer } from "./rpc/server.js";
 export {
   CLIENT_KEEPALIVE_MS,
   defaultChannelOptions,

@@ -20,6 +20,12 @@ export function register<S extends AnyService>(service: S, impl: ServiceImpl<S>)
   return { service, impl } as unknown as Registration;
 }
 
+/**
+ * The health service name that answers SERVING as long as the process runs (a liveness probe:
+ * `grpc: {port, service: liveness}`); "" and each service's name say whether it is ready.
+ */
+export const LIVENESS_HEALTH_SERVICE = "liveness";
+
 export interface RunningGrpcServer {
   readonly port: number;
   readonly health: HealthImplementation;
@@ -86,6 +92,9 @@ export async function startGrpcServer(options: {
   );
   const names = ["", ...registrations.map((r) => r.service.typeName)];
   for (const name of names) health.setStatus(name, "SERVING");
+  // Liveness apart from readiness: SERVING while the process runs, also while it waits for its
+  // migrations or drains (a liveness probe on "" would restart a pod that only waits).
+  health.setStatus(LIVENESS_HEALTH_SERVICE, "SERVING");
   logger.info({ address: `${host}:${bound}`, services: names.slice(1) }, "gRPC server listening");
 
   let stopping = false;

@@ -1,8 +1,8 @@
-import { checkGrpcHealth, ContextSigner, createLogger, startGrpcServer } from "../index.js";
+import { checkGrpcHealth, ContextSigner, createLogger, LIVENESS_HEALTH_SERVICE, startGrpcServer } from "../index.js";
 import { describe, expect, it } from "vitest";
 
 describe("RunningGrpcServer.setServing", () => {
-  it("turns health NOT_SERVING and back, and stays NOT_SERVING once shutdown has begun", async () => {
+  it("turns health NOT_SERVING and back (liveness staying SERVING), and stays NOT_SERVING once shutdown has begun", async () => {
     const server = await startGrpcServer({
       host: "127.0.0.1",
       port: 0,
@@ -14,6 +14,8 @@ describe("RunningGrpcServer.setServing", () => {
     expect(await checkGrpcHealth(address)).toBe("SERVING");
     server.setServing(false);
     expect(await checkGrpcHealth(address)).toBe("NOT_SERVING");
+    // Not ready is not dead: the liveness name stays SERVING.
+    expect(await checkGrpcHealth(address, LIVENESS_HEALTH_SERVICE)).toBe("SERVING");
     server.setServing(true);
     expect(await checkGrpcHealth(address)).toBe("SERVING");
     const stopping = server.shutdown(5_000);
