@@ -24,6 +24,7 @@ import { loadPolicyConfig } from "@chaos-core/policy";
 import { loadLedgerConfig } from "@chaos-core/ledger";
 import { loadMemoryConfig } from "@chaos-core/memory";
 import { loadCouncilConfig } from "@chaos-core/council";
+import { loadLifecycleConfig } from "@chaos-core/kit";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const CHART = join(ROOT, "helm/chaos-core");
@@ -50,7 +51,8 @@ const OTEL_VARS = readdirSync(join(ROOT, "services/kit/src/telemetry"))
 
 const READS: Record<Component, Set<string>> = Object.fromEntries(
   COMPONENTS.map((c) => {
-    const files = [`services/${c}/src/config.ts`, ...(c === "cognition" ? ["services/cognition/src/providers/config.ts"] : [])];
+    // kit's config.ts: the lifecycle variables every main reads (loadLifecycleConfig).
+    const files = [`services/${c}/src/config.ts`, "services/kit/src/config.ts", ...(c === "cognition" ? ["services/cognition/src/providers/config.ts"] : [])];
     return [c, new Set([...files.flatMap(schemaKeys), ...OTEL_VARS])];
   }),
 ) as Record<Component, Set<string>>;
@@ -241,7 +243,9 @@ describe("helm chart helm/chaos-core", () => {
           expect(c.ports[0].name).toBe("http");
         } else {
           expect(c.readinessProbe.grpc).toEqual({ port });
-          expect(c.livenessProbe.grpc).toEqual({ port });
+          // Liveness asks the "liveness" name, SERVING while the process runs: a pod waiting for
+          // the migration Job (CHAOS_CORE_MIGRATE=verify) or draining is not ready, not dead.
+          expect(c.livenessProbe.grpc).toEqual({ port, service: "liveness" });
         }
       }
     });
@@ -255,6 +259,10 @@ describe("helm chart helm/chaos-core", () => {
         expect(unread, `${comp} sets variables its config.ts does not read`).toEqual([]);
         expect(env.HOST).toBe("0.0.0.0");
         expect(() => LOADERS[comp](env), `${comp}'s loader`).not.toThrow();
+        expect(loadLifecycleConfig(env), `${comp}'s lifecycle settings`).toEqual({
+          shutdownGraceMs: 25_000,
+          migrate: ["policy", "memory", "ledger", "council"].includes(comp) ? "verify" : "auto",
+        });
         // Files the variables name are the mounted Secret files.
         const mounts = (container(d).volumeMounts as { mountPath: string }[]).map((m) => m.mountPath);
         for (const [k, v] of Object.entries(env).filter(([k]) => k.endsWith("_FILE"))) {

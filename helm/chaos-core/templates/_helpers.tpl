@@ -146,6 +146,8 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
   value: {{ $c.port | quote }}
 - name: LOG_LEVEL
   value: {{ $v.config.logLevel | quote }}
+- name: CHAOS_CORE_SHUTDOWN_GRACE_SECONDS
+  value: "25"
 {{ include "chaos-core.secretEnv" (list "CHAOS_CORE_CONTEXT_KEY" $v.secrets.contextKey) }}
 {{- range $callee := index (include "chaos-core.callees" $root | fromJson) $name }}
 - name: {{ upper $callee }}_ADDR
@@ -153,6 +155,10 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- end }}
 {{- if eq (include "chaos-core.usesPostgres" $name) "true" }}
 {{ include "chaos-core.secretEnv" (list "DATABASE_URL" $v.secrets.database) }}
+{{- if $v.migrate.enabled }}
+- name: CHAOS_CORE_MIGRATE
+  value: "verify"
+{{- end }}
 {{- end }}
 {{- if and (eq (include "chaos-core.usesRedis" $name) "true") $v.secrets.redis.existingSecret }}
 {{ include "chaos-core.secretEnv" (list "REDIS_URL" $v.secrets.redis) }}

@@ -39,6 +39,7 @@ spec:
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- /* CHAOS_CORE_SHUTDOWN_GRACE_SECONDS is 25: the drain ends before the kubelet's SIGKILL. */}}
       terminationGracePeriodSeconds: 30
       containers:
         - name: {{ $name }}
@@ -67,7 +68,7 @@ spec:
             periodSeconds: 5
             failureThreshold: 3
           livenessProbe:
-            grpc: {port: {{ $c.port }}}
+            grpc: {port: {{ $c.port }}, service: liveness}
             initialDelaySeconds: 10
             periodSeconds: 10
             failureThreshold: 3

@@ -11,7 +11,7 @@ import type { PlanStore } from "./plans/plan-store.js";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before grpc-js
 // and ioredis are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
@@ -27,6 +27,7 @@ let logger: Logger = createLogger("cognition");
 let redis: RedisClient | undefined;
 try {
   const config = loadCognitionConfig();
+  const lifecycle = loadLifecycleConfig();
   logger = createLogger("cognition", config.logLevel);
   const signer = new ContextSigner(config.contextKey);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
@@ -62,13 +63,13 @@ try {
   const server = await startCognitionServer({ host: config.host, port: config.port, signer, deps });
   logger.info({ policy: config.policyAddr, memory: config.memoryAddr, ledger: config.ledgerAddr, plans: config.plans.kind }, "cognition ready");
   const opened = redis;
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  onShutdown(logger, async (graceMs) => {
+    await server.shutdown(graceMs);
     policy.close();
     memory.close();
     ledger.close();
     if (opened) await closeRedis(opened);
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   // The message names what is wrong (a variable); the stack adds nothing.
   logger.fatal({ err: err instanceof Error ? err.message : String(err) }, "cognition failed to start");

@@ -16,7 +16,7 @@ export { createCouncilHandlers } from "./handlers/council-handlers.js";
 export type { CouncilHandlerOptions } from "./handlers/council-handlers.js";
 export { createSqlCouncilStore } from "./adapters/sql-store.js";
 export type { SqlCouncilStoreOptions } from "./adapters/sql-store.js";
-export { COUNCIL_MIGRATIONS, COUNCIL_SCHEMA, migrateCouncil } from "./adapters/migrations.js";
+export { COUNCIL_MIGRATIONS, COUNCIL_SCHEMA, migrateCouncil, pendingCouncilMigrations } from "./adapters/migrations.js";
 export { openCouncilDb } from "./adapters/open-db.js";
 export { isSessionId, isSessionIdPrefix, SESSION_LIST_MAX, SESSION_STATE_MAX_BYTES } from "./session-store.js";
 export type { CouncilSessionStore, Modification, SessionListing, SessionState, StoredSession } from "./session-store.js";

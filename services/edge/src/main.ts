@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 // or their spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
-const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
 const { CognitionService } = await import("@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js");
 const { CouncilService } = await import("@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
@@ -31,6 +31,7 @@ const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.
 const bootLogger = createLogger("edge");
 try {
   const config = loadEdgeAloneConfig();
+  const lifecycle = loadLifecycleConfig();
   const logger = createLogger("edge", config.logLevel);
   // Read before anything connects: a missing or malformed keyring stops the start, naming the file and field.
   const mrtrKeyring = await loadMrtrKeyring(config.mrtrKeysFile);
@@ -94,15 +95,15 @@ try {
     "edge listening",
   );
 
-  onShutdown(logger, async () => {
-    await http.close();
+  onShutdown(logger, async (graceMs) => {
+    await http.close(graceMs);
     policy.close();
     memory.close();
     cognition.close();
     council.close();
     ledger?.close();
     if (redis) await closeRedis(redis);
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   // The message names what is wrong (a variable, a file and entry); the stack adds nothing.
   bootLogger.fatal({ err: err instanceof Error ? err.message : String(err) }, "edge failed to start");

@@ -139,3 +139,35 @@ export function requireStorage(embedded: string) {
     }
   };
 }
+
+/**
+ * How a service run alone starts and stops, read from the environment:
+ * - `CHAOS_CORE_SHUTDOWN_GRACE_SECONDS` (default 25, 0..3600): on SIGTERM, how long in-flight calls
+ *   may still run before they are cut. Keep it below the pod's `terminationGracePeriodSeconds`
+ *   (Kubernetes' default 30) so the process exits on its own before the kubelet's SIGKILL.
+ * - `CHAOS_CORE_MIGRATE` (`auto` by default, or `verify`): `auto` applies the service's own
+ *   migrations on start (under the advisory lock); `verify` applies nothing — the service reports
+ *   NOT_SERVING until `chaos-core migrate` (a Job) has brought its schema current.
+ */
+export interface LifecycleConfig {
+  readonly shutdownGraceMs: number;
+  readonly migrate: "auto" | "verify";
+}
+
+export const DEFAULT_SHUTDOWN_GRACE_SECONDS = 25;
+
+const lifecycleSchema = z.object({
+  CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: z.coerce
+    .number({ error: "must be a number of seconds" })
+    .int("must be a whole number of seconds")
+    .min(0, "must be between 0 and 3600 seconds")
+    .max(3600, "must be between 0 and 3600 seconds")
+    .default(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+  CHAOS_CORE_MIGRATE: z.enum(["auto", "verify"], { error: 'must be "auto" (apply on start) or "verify" (wait for chaos-core migrate)' }).default("auto"),
+});
+
+/** Reads {@link LifecycleConfig}; a bad value throws a ConfigError naming the variable. */
+export function loadLifecycleConfig(env: Env = process.env): LifecycleConfig {
+  const parsed = parseEnv(lifecycleSchema, env);
+  return { shutdownGraceMs: parsed.CHAOS_CORE_SHUTDOWN_GRACE_SECONDS * 1000, migrate: parsed.CHAOS_CORE_MIGRATE };
+}

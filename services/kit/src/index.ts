@@ -12,8 +12,8 @@ export {
   sameAsker,
 } from "./context.js";
 export type { Asker, CallContext, SameAsker } from "./context.js";
-export { ConfigError, envVars, isLoopbackHost, parseEnv, requireStorage } from "./config.js";
-export type { ConfigIssue, Env } from "./config.js";
+export { ConfigError, DEFAULT_SHUTDOWN_GRACE_SECONDS, envVars, isLoopbackHost, loadLifecycleConfig, parseEnv, requireStorage } from "./config.js";
+export type { ConfigIssue, Env, LifecycleConfig } from "./config.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
 export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
 export { scanJsonText } from "./json-text.js";
@@ -30,7 +30,7 @@ export { createDeferredClient } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
 export type { GrpcClient, GrpcClientOptions } from "./rpc/grpc.js";
-export { register, startGrpcServer } from "./rpc/server.js";
+export { LIVENESS_HEALTH_SERVICE, register, startGrpcServer } from "./rpc/server.js";
 export {
   CLIENT_KEEPALIVE_MS,
   defaultChannelOptions,
@@ -51,8 +51,8 @@ export { createPostgresDb } from "./db/postgres.js";
 export { createPgliteDb } from "./db/pglite.js";
 export { openServiceDb, serviceStorage } from "./db/open.js";
 export type { ServiceStorage } from "./db/open.js";
-export { migrate } from "./db/migrate.js";
-export type { Migration } from "./db/migrate.js";
+export { migrate, pendingMigrations, schemaGate } from "./db/migrate.js";
+export type { Migration, SchemaGate, ServingSwitch } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
 export { isDataDirInUse, lockDataDir } from "./data-dir.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";

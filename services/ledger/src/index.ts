@@ -77,7 +77,7 @@ export {
   tighten,
 } from "./domain/spend-policies.js";
 export type { SpendPolicyConfig } from "./domain/spend-policies.js";
-export { APPEND_ONLY_TABLES, LEDGER_MIGRATIONS, LEDGER_SCHEMA, migrateLedger } from "./log/migrations.js";
+export { APPEND_ONLY_TABLES, LEDGER_MIGRATIONS, LEDGER_SCHEMA, migrateLedger, pendingLedgerMigrations } from "./log/migrations.js";
 export { createLedgerReader, createLedgerStore } from "./log/ledger-store.js";
 export type {
   AppendedEntry,

@@ -11,14 +11,14 @@ import type { Redis as RedisClient } from "ioredis";
 // ioredis and grpc-js are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
-const { ContextSigner, createGrpcClient, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
 const { loadKeyring } = await import("./keys/keyring.js");
 const { loadOperatorPolicies } = await import("./service/operator-policies.js");
 const { openLedgerDb } = await import("./adapters/open-db.js");
-const { migrateLedger } = await import("./log/migrations.js");
+const { migrateLedger, pendingLedgerMigrations } = await import("./log/migrations.js");
 const { createMemoryNonceCache, createRedisNonceCache } = await import("./adapters/nonce-cache.js");
 const { createLedgerCore } = await import("./service/create-core.js");
 const { startLedgerServer } = await import("./server.js");
@@ -31,6 +31,7 @@ let redis: RedisClient | undefined;
 let policy: { close(): void } | undefined;
 try {
   const config = loadLedgerConfig();
+  const lifecycle = loadLifecycleConfig();
   logger = createLogger("ledger", config.logLevel);
   // Keys and policies first: a missing key or a malformed policy fails before anything opens.
   const keyring = await loadKeyring(config.keysFile).catch((err: unknown) => {
@@ -43,8 +44,9 @@ try {
   const policyClient = createGrpcClient(PolicyService, config.policyAddr, signer);
   policy = policyClient;
   db = await openLedgerDb(config.storage);
-  const applied = await migrateLedger(db);
-  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
+  const migrating = db;
+  const schema = await schemaGate(lifecycle.migrate, { apply: () => migrateLedger(migrating), pending: () => pendingLedgerMigrations(migrating), logger });
   let nonces;
   if (config.nonces.kind === "redis") {
     redis = await connectRedis(config.nonces.url, { logger, name: "chaos-core-ledger" });
@@ -70,14 +72,16 @@ try {
   );
   const opened = db;
   const openedRedis = redis;
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  schema.hold(server);
+  onShutdown(logger, async (graceMs) => {
+    schema.stop();
+    await server.shutdown(graceMs);
     policyClient.close();
     await core.close();
     await core.store.drain();
     if (openedRedis) await closeRedis(openedRedis);
     await opened.close();
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   logger.fatal({ err }, (err as Error).message ?? "failed to start");
   policy?.close();

@@ -1,7 +1,7 @@
 export { createMemoryHandlers } from "./handlers/memory-handlers.js";
 export { createSqlMemoryStore } from "./adapters/sql-store.js";
 export type { SqlMemoryStoreOptions } from "./adapters/sql-store.js";
-export { migrateMemory, MEMORY_MIGRATIONS, MEMORY_PG_EXTENSIONS, MEMORY_SCHEMA } from "./adapters/migrations.js";
+export { migrateMemory, pendingMemoryMigrations, MEMORY_MIGRATIONS, MEMORY_PG_EXTENSIONS, MEMORY_SCHEMA } from "./adapters/migrations.js";
 export { openMemoryDb } from "./adapters/open-db.js";
 export { MEMORY_LIMITS } from "./domain/validation.js";
 export type {

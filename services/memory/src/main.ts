@@ -8,10 +8,10 @@ import type { Db, Logger } from "@chaos-core/kit";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before pg and grpc-js are imported,
 // which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createLogger, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
 const { loadMemoryConfig } = await import("./config.js");
 const { openMemoryDb } = await import("./adapters/open-db.js");
-const { migrateMemory } = await import("./adapters/migrations.js");
+const { migrateMemory, pendingMemoryMigrations } = await import("./adapters/migrations.js");
 const { createSqlMemoryStore } = await import("./adapters/sql-store.js");
 const { startMemoryServer } = await import("./server.js");
 
@@ -19,10 +19,12 @@ let logger: Logger = createLogger("memory");
 let db: Db | undefined;
 try {
   const config = loadMemoryConfig();
+  const lifecycle = loadLifecycleConfig();
   logger = createLogger("memory", config.logLevel);
   db = await openMemoryDb(config.storage);
-  const applied = await migrateMemory(db);
-  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
+  const migrating = db;
+  const schema = await schemaGate(lifecycle.migrate, { apply: () => migrateMemory(migrating), pending: () => pendingMemoryMigrations(migrating), logger });
   const server = await startMemoryServer({
     host: config.host,
     port: config.port,
@@ -31,10 +33,12 @@ try {
     logger,
   });
   const opened = db;
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  schema.hold(server);
+  onShutdown(logger, async (graceMs) => {
+    schema.stop();
+    await server.shutdown(graceMs);
     await opened.close();
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   logger.fatal({ err }, (err as Error).message ?? "failed to start");
   await db?.close().catch(() => undefined);

@@ -27,7 +27,7 @@ export type { ApprovalChannelsJson, PolicyDocumentJson, PolicyIssue, RiskRulesJs
 export { effectiveRisk, isAtOrAbove, RISK_LEVELS, RISK_THRESHOLDS } from "./domain/risk.js";
 export type { Risk, RiskLevel, RiskThreshold } from "./domain/risk.js";
 export type { PolicySnapshot, PolicyStore } from "./domain/policy-store.js";
-export { createSqlPolicyStore, migratePolicy } from "./adapters/sql-store.js";
+export { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } from "./adapters/sql-store.js";
 export { createFilePolicyStore, STANDALONE_TENANT } from "./adapters/file-store.js";
 export type { FilePolicyStore, FilePolicyStoreOptions } from "./adapters/file-store.js";
 export { createPolicyHandlers } from "./handlers/policy-handlers.js";

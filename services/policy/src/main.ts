@@ -2,41 +2,46 @@
  * The policy service on its own: telemetry → config → store → gRPC server → signals.
  * Nothing is written to stdout; logs go to stderr as JSON.
  */
+import type { SchemaGate } from "@chaos-core/kit";
 
 // The bootstrap first (.env, then telemetry), before grpc-js or pg are imported, or their
 // spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
-const { ContextSigner, createLogger, createPostgresDb, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, createPostgresDb, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
 const { loadPolicyConfig } = await import("./config.js");
-const { createSqlPolicyStore, migratePolicy } = await import("./adapters/sql-store.js");
+const { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } = await import("./adapters/sql-store.js");
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
 const { createPolicyServer } = await import("./server.js");
 
 const bootLogger = createLogger("policy");
 try {
   const config = loadPolicyConfig();
+  const lifecycle = loadLifecycleConfig();
   const logger = createLogger("policy", config.logLevel);
   const signer = new ContextSigner(config.contextKey);
 
   let closeDb = async (): Promise<void> => undefined;
+  let schema: SchemaGate | undefined;
   let store;
   if (config.store.kind === "postgres") {
     const db = createPostgresDb({ connectionString: config.store.databaseUrl, applicationName: "chaos-core-policy" });
     closeDb = () => db.close();
-    const applied = await migratePolicy(db);
-    if (applied.length > 0) logger.info({ applied }, "policy migrations applied");
+    // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
+    schema = await schemaGate(lifecycle.migrate, { apply: () => migratePolicy(db), pending: () => pendingPolicyMigrations(db), logger });
     store = createSqlPolicyStore(db, { logger });
   } else {
     store = await createFilePolicyStore({ path: config.store.path, logger });
   }
 
   const server = await createPolicyServer({ host: config.host, port: config.port, signer, store, logger }).start();
-  onShutdown(logger, async () => {
-    await server.shutdown();
+  schema?.hold(server);
+  onShutdown(logger, async (graceMs) => {
+    schema?.stop();
+    await server.shutdown(graceMs);
     await store.close();
     await closeDb();
-  });
+  }, lifecycle.shutdownGraceMs);
 } catch (err) {
   // The message names what is wrong (a variable, a file and field); the stack adds nothing.
   bootLogger.fatal({ err: err instanceof Error ? err.message : String(err) }, "policy service failed to start");

@@ -1,4 +1,4 @@
-import { APP_ROLE, migrate, type Db, type Migration } from "@chaos-core/kit";
+import { APP_ROLE, migrate, pendingMigrations, type Db, type Migration } from "@chaos-core/kit";
 
 /** The schema the council service owns. Nothing else reads or writes it. */
 export const COUNCIL_SCHEMA = "council";
@@ -51,4 +51,9 @@ export const COUNCIL_MIGRATIONS: Migration[] = [
 /** Applies the council migrations (idempotent, safe for concurrent replicas); returns the ids applied now. */
 export function migrateCouncil(db: Db): Promise<string[]> {
   return migrate(db, COUNCIL_SCHEMA, COUNCIL_MIGRATIONS);
+}
+
+/** The council migrations not yet applied (applies nothing): what `CHAOS_CORE_MIGRATE=verify` waits on. */
+export function pendingCouncilMigrations(db: Db): Promise<string[]> {
+  return pendingMigrations(db, COUNCIL_SCHEMA, COUNCIL_MIGRATIONS);
 }

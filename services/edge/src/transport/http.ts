@@ -73,8 +73,12 @@ export interface RunningHttpTransport {
   localSessionCount(): number;
   /** How many tenants have a 2026-07-28 handler on this replica (tests). */
   modernTenantCount(): number;
-  /** Stops listening and closes this replica's sessions; their records stay for other replicas. */
-  close(): Promise<void>;
+  /**
+   * Drains, then stops: `/readyz` answers 503 and new `/mcp` requests are refused (503, the edge
+   * is shutting down), requests already in flight get up to `graceMs` (default 10 s) to finish;
+   * then this replica's sessions close (their records stay for other replicas).
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 type Locals = { identity: Identity; keySha256?: string; requestId?: RequestId; bodyHead?: () => Buffer };
@@ -317,6 +321,22 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   const app = express();
   app.disable("x-powered-by");
 
+  // Draining (SIGTERM): readiness fails and new MCP requests are refused, while the POST and
+  // DELETE requests already accepted (an SSE GET stream has no end to wait for) run to the end.
+  const drain = { draining: false, inFlight: 0, idle: [] as (() => void)[] };
+  app.use((req, res, next) => {
+    if (drain.draining && req.path !== "/healthz") {
+      if (req.path === "/readyz") return res.status(503).json({ status: "draining", checks: {} });
+      return jsonRpcError(res, 503, -32000, "the edge is shutting down: retry on another replica", { Connection: "close", "Retry-After": "1" });
+    }
+    if (req.method === "GET") return next();
+    drain.inFlight++;
+    res.once("close", () => {
+      if (--drain.inFlight === 0) for (const done of drain.idle.splice(0)) done();
+    });
+    next();
+  });
+
   // Probes come from the cluster (kubelet) with pod-IP Host headers: they sit before the checks.
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
@@ -444,13 +464,23 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     ...(serveConsole ? { consoleUrl: `${options.console?.publicUrl ?? `http://${urlHost}:${port}`}${CONSOLE_PATH}` } : {}),
     localSessionCount: () => sessions.size,
     modernTenantCount: () => modern.size,
-    async close() {
+    async close(graceMs = 10_000) {
+      drain.draining = true;
       watchedKeys?.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (drain.inFlight > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, graceMs);
+          drain.idle.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
       await Promise.all([sessions.closeAll(), modern.closeAll()]);
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      server.closeAllConnections();
+      await closed;
     },
   };
 }

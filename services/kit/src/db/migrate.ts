@@ -1,3 +1,4 @@
+import type { Logger } from "../logger.js";
 import { APP_ROLE, type Db } from "./db.js";
 
 /** One forward-only migration. Ids sort in the order they apply. */
@@ -41,4 +42,78 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
     }
     return applied;
   });
+}
+
+/**
+ * The ids of `migrations` not yet applied to `schema` (all of them when the schema has none);
+ * applies nothing. What a service started with `CHAOS_CORE_MIGRATE=verify` waits on.
+ */
+export async function pendingMigrations(db: Db, schema: string, migrations: Migration[]): Promise<string[]> {
+  if (!SCHEMA_RE.test(schema)) throw new Error(`invalid schema name "${schema}"`);
+  return db.adminTx(async (q) => {
+    const table = (await q.query<{ t: string | null }>(`SELECT to_regclass('${schema}.schema_migrations')::text AS t`)).rows[0]?.t;
+    const done = new Set(table ? (await q.query<{ id: string }>(`SELECT id FROM ${schema}.schema_migrations`)).rows.map((r) => r.id) : []);
+    return migrations.map((m) => m.id).filter((id) => !done.has(id)).sort((a, b) => a.localeCompare(b));
+  });
+}
+
+/** A gRPC server's readiness switch ({@link RunningGrpcServer.setServing}). */
+export interface ServingSwitch {
+  setServing(serving: boolean): void;
+}
+
+/** How a service run alone brings its schema current: see `CHAOS_CORE_MIGRATE`. */
+export interface SchemaGate {
+  /** `auto`: nothing (already applied). `verify`: NOT_SERVING now, SERVING once nothing is pending. */
+  hold(server: ServingSwitch): void;
+  stop(): void;
+}
+
+/**
+ * `auto` applies the service's migrations now (under the advisory lock) and logs what it applied.
+ * `verify` applies nothing: {@link SchemaGate.hold} keeps the server NOT_SERVING and checks every
+ * `intervalMs` (default 2 s) until no migration is pending (a database out of reach counts as not
+ * current), then marks it SERVING — `chaos-core migrate`, run once from a Job, does the applying.
+ */
+export async function schemaGate(
+  mode: "auto" | "verify",
+  options: { apply: () => Promise<string[]>; pending: () => Promise<string[]>; logger: Logger; intervalMs?: number },
+): Promise<SchemaGate> {
+  const { logger } = options;
+  if (mode === "auto") {
+    const applied = await options.apply();
+    if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+    return { hold: () => undefined, stop: () => undefined };
+  }
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  return {
+    hold(server) {
+      server.setServing(false);
+      let reported = "";
+      const check = async () => {
+        let problem: string;
+        try {
+          const pending = await options.pending();
+          if (pending.length === 0) {
+            if (stopped) return;
+            server.setServing(true);
+            logger.info("migrations are current: serving");
+            return;
+          }
+          problem = `migrations pending: ${pending.join(", ")}; run chaos-core migrate (CHAOS_CORE_MIGRATE=verify applies none)`;
+        } catch (err) {
+          problem = `the database cannot be checked: ${(err as Error).message}`;
+        }
+        if (problem !== reported) logger.warn({ problem }, "not serving until the migrations are current");
+        reported = problem;
+        if (!stopped) timer = setTimeout(() => void check(), options.intervalMs ?? 2_000);
+      };
+      void check();
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }

@@ -20,9 +20,20 @@ export function register<S extends AnyService>(service: S, impl: ServiceImpl<S>)
   return { service, impl } as unknown as Registration;
 }
 
+/**
+ * The health service name that answers SERVING as long as the process runs (a liveness probe:
+ * `grpc: {port, service: liveness}`); "" and each service's name say whether it is ready.
+ */
+export const LIVENESS_HEALTH_SERVICE = "liveness";
+
 export interface RunningGrpcServer {
   readonly port: number;
   readonly health: HealthImplementation;
+  /**
+   * Sets health (overall and per service) to SERVING or NOT_SERVING, e.g. NOT_SERVING until the
+   * database's migrations are current. Once shutdown has begun it stays NOT_SERVING.
+   */
+  setServing(serving: boolean): void;
   /** Marks every service NOT_SERVING, lets in-flight calls finish, then stops. */
   shutdown(graceMs?: number): Promise<void>;
 }
@@ -81,13 +92,22 @@ export async function startGrpcServer(options: {
   );
   const names = ["", ...registrations.map((r) => r.service.typeName)];
   for (const name of names) health.setStatus(name, "SERVING");
+  // Liveness apart from readiness: SERVING while the process runs, also while it waits for its
+  // migrations or drains (a liveness probe on "" would restart a pod that only waits).
+  health.setStatus(LIVENESS_HEALTH_SERVICE, "SERVING");
   logger.info({ address: `${host}:${bound}`, services: names.slice(1) }, "gRPC server listening");
 
+  let stopping = false;
   return {
     port: bound,
     health,
+    setServing(serving) {
+      if (stopping) return;
+      for (const name of names) health.setStatus(name, serving ? "SERVING" : "NOT_SERVING");
+    },
     shutdown: (graceMs = 10_000) =>
       new Promise<void>((resolve) => {
+        stopping = true;
         for (const name of names) health.setStatus(name, "NOT_SERVING");
         const timer = setTimeout(() => {
           server.forceShutdown();

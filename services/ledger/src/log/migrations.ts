@@ -1,4 +1,4 @@
-import { APP_ROLE, migrate, type Db, type Migration } from "@chaos-core/kit";
+import { APP_ROLE, migrate, pendingMigrations, type Db, type Migration } from "@chaos-core/kit";
 
 /** The schema the ledger service owns. Nothing else reads or writes it. */
 export const LEDGER_SCHEMA = "ledger";
@@ -188,4 +188,9 @@ export const LEDGER_MIGRATIONS: Migration[] = [
 /** Applies the ledger migrations (idempotent, safe for concurrent replicas); returns the ids applied now. */
 export function migrateLedger(db: Db): Promise<string[]> {
   return migrate(db, LEDGER_SCHEMA, LEDGER_MIGRATIONS);
+}
+
+/** The ledger migrations not yet applied (applies nothing): what `CHAOS_CORE_MIGRATE=verify` waits on. */
+export function pendingLedgerMigrations(db: Db): Promise<string[]> {
+  return pendingMigrations(db, LEDGER_SCHEMA, LEDGER_MIGRATIONS);
 }

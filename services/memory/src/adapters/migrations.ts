@@ -1,4 +1,4 @@
-import { APP_ROLE, migrate, type Db, type Migration } from "@chaos-core/kit";
+import { APP_ROLE, migrate, pendingMigrations, type Db, type Migration } from "@chaos-core/kit";
 
 /** The schema the memory service owns. Nothing else reads or writes it. */
 export const MEMORY_SCHEMA = "memory";
@@ -99,4 +99,9 @@ export const MEMORY_MIGRATIONS: Migration[] = [
 /** Applies the memory migrations (idempotent, safe for concurrent replicas); returns the ids applied now. */
 export function migrateMemory(db: Db): Promise<string[]> {
   return migrate(db, MEMORY_SCHEMA, MEMORY_MIGRATIONS);
+}
+
+/** The memory migrations not yet applied (applies nothing): what `CHAOS_CORE_MIGRATE=verify` waits on. */
+export function pendingMemoryMigrations(db: Db): Promise<string[]> {
+  return pendingMigrations(db, MEMORY_SCHEMA, MEMORY_MIGRATIONS);
 }

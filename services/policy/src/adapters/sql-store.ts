@@ -1,4 +1,4 @@
-import { APP_ROLE, ChaosError, migrate, type Db, type Logger, type Migration, type Queryable } from "@chaos-core/kit";
+import { APP_ROLE, ChaosError, migrate, pendingMigrations, type Db, type Logger, type Migration, type Queryable } from "@chaos-core/kit";
 import { defaultPolicyDocument, validatePolicyDocument } from "../domain/policy-document.js";
 import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
 import { abortableSleep } from "./abortable-sleep.js";
@@ -37,6 +37,11 @@ const MIGRATIONS: Migration[] = [
 /** Applies the policy schema's migrations (idempotent, advisory-locked). Returns the ids applied now. */
 export function migratePolicy(db: Db): Promise<string[]> {
   return migrate(db, SCHEMA, MIGRATIONS);
+}
+
+/** The policy migrations not yet applied (applies nothing): what `CHAOS_CORE_MIGRATE=verify` waits on. */
+export function pendingPolicyMigrations(db: Db): Promise<string[]> {
+  return pendingMigrations(db, SCHEMA, MIGRATIONS);
 }
 
 interface VersionRow {
