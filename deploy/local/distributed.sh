@@ -7,6 +7,8 @@
 # The edge seals multi-round-trip requestState with the keyring in CHAOS_CORE_MRTR_KEYS_FILE;
 # without one, a keyring is generated once into ./data/mrtr-keyring.json (every edge replica
 # that serves the same clients mounts the same file).
+# As the chart does, the schema is migrated once first (`chaos-core migrate`, the chart's hook Job)
+# and the services only verify it (CHAOS_CORE_MIGRATE=verify); SIGTERM drains within 25 s.
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/chaoscore deploy/local/distributed.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,6 +17,8 @@ npm run build --silent
 export CHAOS_CORE_CONTEXT_KEY
 CHAOS_CORE_CONTEXT_KEY=$(node -e 'console.log(require("crypto").randomBytes(32).toString("hex"))')
 preload=(--import @chaos-core/kit/telemetry)
+node services/standalone/bin/chaos-core.js migrate --database-url "$DATABASE_URL"
+export CHAOS_CORE_MIGRATE=verify CHAOS_CORE_SHUTDOWN_GRACE_SECONDS="${CHAOS_CORE_SHUTDOWN_GRACE_SECONDS:-25}"
 
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
