@@ -5,15 +5,13 @@
  * embedded database) — and every consumption and refusal is an entry in the tenant's ledger.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createPgliteDb, createPostgresDb, type Db } from "@chaos-core/kit";
+import { createPostgresDb, type Db } from "@chaos-core/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryNonceCache } from "../adapters/nonce-cache.js";
 import { REQUEST_STATE_REFUSAL_REASONS } from "../authz/codes.js";
 import { verifyStoredLedger } from "../log/verify.js";
 import { allEvents, as, eventAt, failure } from "../test-support/flows.js";
+import { openTempPglite } from "../test-support/temp-pglite.js";
 import { createLedgerFixture, type FixtureNonces, type LedgerFixture } from "../test-support/ledger-fixture.js";
 
 const AGENT = "agent@acme";
@@ -41,17 +39,7 @@ const BACKENDS: Backend[] = [
   {
     name: "PGlite with the in-process cache",
     nonces: "memory",
-    open: async () => {
-      const dir = await mkdtemp(join(tmpdir(), "chaoscore-mrtr-"));
-      const db = await createPgliteDb({ dataDir: dir });
-      return {
-        db,
-        close: async () => {
-          await db.close();
-          await rm(dir, { recursive: true, force: true });
-        },
-      };
-    },
+    open: () => openTempPglite("chaoscore-mrtr-"),
   },
 ];
 

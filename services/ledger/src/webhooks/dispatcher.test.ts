@@ -5,17 +5,15 @@
  * retries, without secrets in the body, and through a restart.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { createPgliteDb, type Db } from "@chaos-core/kit";
+import type { Db } from "@chaos-core/kit";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordingLogger } from "../../../../test/support/logger.js";
 import { startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from "../../../../test/support/webhook-receiver.js";
 import type { WebhookConfig } from "../config.js";
 import { as } from "../test-support/flows.js";
+import { openTempPglite } from "../test-support/temp-pglite.js";
 import { createLedgerFixture, type LedgerFixture } from "../test-support/ledger-fixture.js";
 import type { WebhookEvent } from "./events.js";
 import { createWebhookOutbox, type WebhookOutbox } from "./outbox.js";
@@ -58,17 +56,7 @@ const newTenant = (what: string) => `wh-${what}-${++tenantCounter}-${randomBytes
 const BACKENDS: Array<{ name: string; open: () => Promise<{ db?: Db; close: () => Promise<void> }> }> = [
   {
     name: "PGlite",
-    open: async () => {
-      const dir = await mkdtemp(join(tmpdir(), "chaoscore-webhooks-"));
-      const db = await createPgliteDb({ dataDir: dir });
-      return {
-        db,
-        close: async () => {
-          await db.close();
-          await rm(dir, { recursive: true, force: true });
-        },
-      };
-    },
+    open: () => openTempPglite("chaoscore-webhooks-"),
   },
   { name: "Postgres", open: () => Promise.resolve({ close: () => Promise.resolve() }) },
 ];
