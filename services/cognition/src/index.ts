@@ -34,6 +34,7 @@ export { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 export { generateTextCapability } from "./capabilities/generate-text.js";
 export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
+export { memoryForgetCapability } from "./capabilities/memory-forget.js";
 export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
 export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
 export type { ExecuteStepOptions, ExecutorDeps, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";

@@ -143,7 +143,7 @@ describe("runCognitiveCore", () => {
     const second = await runCognitiveCore({ objective: "the build server is ci-7: remember that!" }, deps);
     expect(second.context.procedure).toEqual(sequence);
     expect(second.context.episodes).toHaveLength(1);
-    expect(second.context.memories.map((m) => m.key)).toContain("note:build-server");
+    expect(second.context.memories.map((m) => m.key)).toContain("build-server");
     expect(second.context.memories.every((m) => !m.key.startsWith("episode:") && !m.key.startsWith("procedure:"))).toBe(true);
     expect(second.plans[0]?.source).toBe("procedure");
     expect(second.plans[0]?.steps.map((s) => s.capability)).toEqual(sequence);

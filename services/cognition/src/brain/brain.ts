@@ -24,6 +24,7 @@ import {
 } from "./memory-records.js";
 import { plan, type Plan } from "./planner.js";
 import { keyWords, objectiveSignature } from "./signature.js";
+import { summarizeRun } from "./summary.js";
 
 /** The stages of the loop, in the order they first occur. */
 export type BrainStage = "context" | "reason" | "plan" | "execute" | "evaluate" | "replan" | "remember";
@@ -77,6 +78,8 @@ export interface CognitiveTrace {
   readonly notes: readonly string[];
   /** The brain's own writes (the episode, and on success the procedure): each stored or not, and why. */
   readonly bookkeeping: readonly BookkeepingWrite[];
+  /** The run's answer in words (what a recall found or that nothing matched, what changed); see summary.ts. */
+  readonly summary: string;
 }
 
 const SELF_SPANNED = new Set<BrainStage>(["reason", "plan", "replan"]);
@@ -152,11 +155,15 @@ export async function runCognitiveCore(request: CognitiveRequest, deps: BrainDep
   let replans = 0;
   for (;;) {
     if (current.steps.length === 0) {
+      notes.push(...current.notes);
       notes.push("No step over a registered capability serves the objective; nothing was planned to run.");
       status = "failed";
       break;
     }
-    const stepResults = await stage("execute", () => executeSteps(current.steps, deps), (rs) =>
+    notes.push(...current.notes);
+    // A re-plan's steps may refer to outputs of steps an earlier plan executed.
+    const earlier = new Map(results.filter((r) => r.status === "executed").map((r) => [r.stepId, r.output]));
+    const stepResults = await stage("execute", () => executeSteps(current.steps, deps, earlier), (rs) =>
       rs.map((r) => `${r.stepId} ${r.capability}: ${r.status}`).join("; "),
     );
     results.push(...stepResults);
@@ -218,5 +225,6 @@ export async function runCognitiveCore(request: CognitiveRequest, deps: BrainDep
   );
   const episodeKey = bookkeeping.find((w) => w.kind === "episode" && w.stored)?.key;
 
-  return { objective, context, intent, plans, results, status, replans, episodeKey, notes, bookkeeping };
+  const summary = summarizeRun(results, plans.flatMap((p) => p.steps));
+  return { objective, context, intent, plans, results, status, replans, episodeKey, notes, bookkeeping, summary };
 }

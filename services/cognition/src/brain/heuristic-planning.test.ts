@@ -62,7 +62,7 @@ describe("heuristic reason and plan", () => {
     expect(remember.steps[0]).toMatchObject({
       id: "s1",
       capability: "memory.remember",
-      input: { key: "note:build-server", value: "ci-7", tags: ["note"] },
+      input: { key: "build-server", value: "ci-7", tags: ["note"] },
     });
     const fetch = await plan("request the page https://docs.example.org/guide.", undefined, deps);
     expect(fetch.steps.find((s) => s.capability === "http.request")?.input).toEqual({ url: "https://docs.example.org/guide" });

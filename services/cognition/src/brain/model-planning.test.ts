@@ -56,6 +56,7 @@ describe("model plan", () => {
       source: "model",
       provider: "openai-compatible",
       model: "llama-stand-in",
+      notes: [],
       steps: [{ id: "s1", capability: "memory.remember", input: { key: "build-server", value: "ci-7" }, rationale: "store it" }],
     });
     expect(server.requests).toHaveLength(2);
@@ -72,11 +73,35 @@ describe("model plan", () => {
     expect(systemMessage(1)).toContain("steps.0.input.method");
   });
 
-  it("fails with a clear error after two malformed answers", async () => {
+  it("fails with a clear error after two malformed answers when the offline parser reads nothing either", async () => {
     server.script(chatReply("Sure! Here is the plan: step one…"), chatReply(JSON.stringify({ steps: [{ capability: "nope.nope", input: {}, rationale: "" }] })));
-    const err = await expectChaosError(plan("Remember that the build server is ci-7", undefined, deps), "internal");
+    const err = await expectChaosError(plan("frobnicate the gizmos", undefined, deps), "internal");
     expect(err.message).toContain("after 2 attempts");
     expect(err.message).toContain('"nope.nope" is not a registered capability');
     expect(server.requests).toHaveLength(2);
+  });
+
+  it("offers the offline reading as a hint, and plans with it when the model's answer fails validation twice", async () => {
+    server.script(chatReply("Sure! Here is the plan: step one…"), chatReply(JSON.stringify({ steps: [{ capability: "nope.nope", input: {}, rationale: "" }] })));
+    const result = await plan("Remember that the build server is ci-7", undefined, deps);
+    const input = JSON.parse((server.requests[0]?.body.messages as Array<{ role: string; content: string }>).find((m) => m.role === "user")?.content ?? "{}") as {
+      offlineReading: unknown;
+    };
+    expect(input.offlineReading).toEqual([{ capability: "memory.remember", input: { key: "build-server", value: "ci-7", tags: ["note"] } }]);
+    expect(result).toMatchObject({
+      source: "heuristic",
+      model: "none",
+      steps: [{ id: "s1", capability: "memory.remember", input: { key: "build-server", value: "ci-7", tags: ["note"] } }],
+    });
+    expect(result.notes.join(" ")).toMatch(/failed validation twice.*offline parser.s reading was used instead/s);
+  });
+
+  it("does not hint when the parser reads nothing", async () => {
+    server.script(chatReply(JSON.stringify({ steps: [] })));
+    await plan("frobnicate the gizmos", undefined, deps);
+    const input = JSON.parse((server.requests[0]?.body.messages as Array<{ role: string; content: string }>).find((m) => m.role === "user")?.content ?? "{}") as {
+      offlineReading: unknown;
+    };
+    expect(input.offlineReading).toBeNull();
   });
 });

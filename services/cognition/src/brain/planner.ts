@@ -7,6 +7,8 @@ import type { JsonObject, PlanStep } from "../plans/plan.js";
 import { MAX_PLAN_STEPS } from "../plans/plan-store.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import { NO_MODEL, rankCapabilities } from "../providers/heuristic.js";
+import { parseObjective, type ParsedObjective } from "../providers/objective-parser.js";
+import { findReferences, renameReferences } from "../plans/step-reference.js";
 import { generateValidated } from "../providers/validated-json.js";
 import { capabilityCatalog, truncate } from "./catalog.js";
 import { checkObjective, usesModel, type Intent } from "./intent.js";
@@ -41,6 +43,12 @@ export type PlanSource = "procedure" | "heuristic" | "model";
 /** A plan: steps over registered capabilities only, each input valid for its capability. */
 export interface Plan {
   readonly steps: readonly PlanStep[];
+  /**
+   * What a person should know about the plan, in words: above all why it is empty ("… needs a
+   * language model; none is configured"), or that the model's answer was replaced by the offline
+   * reading. Empty when there is nothing to say.
+   */
+  readonly notes: readonly string[];
   readonly source: PlanSource;
   readonly provider: string;
   /** `none` when no model was used. */
@@ -71,8 +79,41 @@ function hookInput(capability: Capability, objective: string): JsonObject | unde
 }
 
 function withIds(steps: ReadonlyArray<Omit<PlanStep, "id">>, prefix: string): PlanStep[] {
-  return steps.map((s, i) => ({ id: `${prefix}${i + 1}`, ...s }));
+  // Step references are written against `s1`, `s2`…; they follow the steps' real ids.
+  const rename = (id: string) => (/^s[1-9][0-9]*$/.test(id) ? `${prefix}${id.slice(1)}` : id);
+  return steps.map((s, i) => ({ id: `${prefix}${i + 1}`, ...s, input: prefix === "s" ? s.input : renameReferences(s.input, rename) }));
 }
+
+/**
+ * Whether a planned input is valid for its capability once its step references are resolved:
+ * the schema's complaints about a place a reference stands are left for the executor, which
+ * validates the resolved value before anything else.
+ */
+export function validPlannedInput(capability: Capability, input: JsonObject): boolean {
+  const parsed = capability.inputSchema.safeParse(input);
+  if (parsed.success) return true;
+  const refs = findReferences(input).map((r) => r.at.map(String).join("."));
+  if (refs.length === 0) return false;
+  return parsed.error.issues.every((issue) => {
+    const at = issue.path.map(String).join(".");
+    return refs.some((r) => at === r || at.startsWith(`${r}.`));
+  });
+}
+
+/** The offline parser's steps when every one names an offered capability with a valid input; else undefined. */
+function parsedSteps(parsed: ParsedObjective, registry: CapabilityRegistry): Omit<PlanStep, "id">[] | undefined {
+  if (parsed.kind !== "steps") return undefined;
+  const steps: Omit<PlanStep, "id">[] = [];
+  for (const step of parsed.steps) {
+    const capability = offeredCapability(registry, step.capability);
+    const input = jsonObject(step.input);
+    if (!capability || !input || !validPlannedInput(capability, input)) return undefined;
+    steps.push({ capability: step.capability, input, rationale: step.rationale });
+  }
+  return steps;
+}
+
+const PROCEDURE_RATIONALE = "procedural memory: this capability sequence succeeded before for this objective";
 
 function procedureSteps(objective: string, procedure: readonly string[], registry: CapabilityRegistry): Omit<PlanStep, "id">[] | undefined {
   if (procedure.length === 0) return undefined;
@@ -83,7 +124,7 @@ function procedureSteps(objective: string, procedure: readonly string[], registr
     const input = capability ? hookInput(capability, objective) : undefined;
     // A remembered sequence is used whole or not at all: half of it is not what worked.
     if (!capability || !input) return undefined;
-    steps.push({ capability: name, input, rationale: "procedural memory: this capability sequence succeeded before for this objective" });
+    steps.push({ capability: name, input, rationale: PROCEDURE_RATIONALE });
   }
   return steps;
 }
@@ -91,12 +132,29 @@ function procedureSteps(objective: string, procedure: readonly string[], registr
 function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps): Plan {
   const prefix = options.idPrefix ?? "s";
   const base = { provider: deps.provider.id, model: NO_MODEL };
+  const parsed = parseObjective(objective);
+  const read = parsedSteps(parsed, deps.registry);
   if (options.procedure && !options.replan) {
-    const remembered = procedureSteps(objective, options.procedure, deps.registry);
-    if (remembered) return { ...base, source: "procedure", steps: withIds(remembered, prefix) };
+    // The offline reading of the same sequence that worked: its inputs, the procedure's authority.
+    const same = read && read.length === options.procedure.length && read.every((s, i) => s.capability === options.procedure?.[i]);
+    const remembered = same
+      ? read.map((s) => ({ ...s, rationale: `${PROCEDURE_RATIONALE}; ${s.rationale}` }))
+      : procedureSteps(objective, options.procedure, deps.registry);
+    if (remembered) return { ...base, source: "procedure", notes: [], steps: withIds(remembered, prefix) };
   }
   const done = new Set(options.replan?.executed ?? []);
-  const ranked = rankCapabilities(objective, deps.registry.descriptors(), HEURISTIC_RANK_K);
+  if (read) {
+    return { ...base, source: "heuristic", notes: [], steps: withIds(read.filter((s) => !done.has(s.capability)), prefix) };
+  }
+  if (parsed.kind === "needs_model") return { ...base, source: "heuristic", notes: [parsed.note], steps: [] };
+
+  // Not an everyday objective the parser reads: rank the capabilities' descriptions instead.
+  // Text generation is left out, because offline it would only answer that no model was used.
+  const ranked = rankCapabilities(
+    objective,
+    deps.registry.descriptors().filter((d) => d.name !== "cognition.generate_text"),
+    HEURISTIC_RANK_K,
+  );
   const best = ranked[0]?.score ?? 0;
   const steps: Omit<PlanStep, "id">[] = [];
   for (const { name, score } of ranked) {
@@ -110,7 +168,7 @@ function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps):
       rationale: `heuristic (no model): "${name}" matches the objective's words (BM25 ${score.toFixed(2)}) and its input was derived from the objective`,
     });
   }
-  return { ...base, source: "heuristic", steps: withIds(steps, prefix) };
+  return { ...base, source: "heuristic", notes: steps.length === 0 ? [parsed.kind === "steps" ? "The offline reading names a capability that is not registered here." : parsed.note] : [], steps: withIds(steps, prefix) };
 }
 
 /** The shape a model must answer; steps naming an unknown capability or invalid input fail it. */
@@ -140,7 +198,7 @@ function modelPlanSchema(registry: CapabilityRegistry) {
         return;
       }
       const parsed = capability.inputSchema.safeParse(step.input);
-      if (!parsed.success) {
+      if (!parsed.success && !validPlannedInput(capability, step.input as JsonObject)) {
         for (const problem of describeIssues(`steps.${i}.input`, parsed.error)) {
           ctx.addIssue({ code: "custom", path: ["steps", i, "input"], message: `${capability.name}: ${problem}` });
         }
@@ -152,17 +210,50 @@ function modelPlanSchema(registry: CapabilityRegistry) {
 const PLAN_SHAPE =
   '{"steps": [{"capability": string (a name from the capability list), "input": object (valid for that capability\'s input schema), "rationale": string}]}';
 
+/** The offline reading as a model sees it: capability and input per step, or null when there is none. */
+function offlineHint(read: readonly Omit<PlanStep, "id">[] | undefined): unknown {
+  return read ? read.map((s) => ({ capability: s.capability, input: s.input })) : null;
+}
+
 async function modelPlan(objective: string, intent: Intent | undefined, options: PlanOptions, deps: PlanDeps): Promise<Plan> {
+  const read = options.replan ? undefined : parsedSteps(parseObjective(objective), deps.registry);
+  try {
+    return await askModelPlan(objective, intent, options, deps, read);
+  } catch (err) {
+    // A model whose answer failed validation twice: the offline reading, when there is one, is
+    // what the objective plainly says, so it plans instead of the call failing.
+    const e = ChaosError.from(err);
+    if (e.code !== "internal" || !read || read.length === 0) throw err;
+    return {
+      source: "heuristic",
+      provider: deps.provider.id,
+      model: NO_MODEL,
+      notes: [`The model's plan failed validation twice (${truncate(e.message, 300)}); the offline parser's reading was used instead.`],
+      steps: withIds(read, options.idPrefix ?? "s"),
+    };
+  }
+}
+
+async function askModelPlan(
+  objective: string,
+  intent: Intent | undefined,
+  options: PlanOptions,
+  deps: PlanDeps,
+  read: readonly Omit<PlanStep, "id">[] | undefined,
+): Promise<Plan> {
   const answer = await generateValidated(deps.provider, modelPlanSchema(deps.registry), {
     instructions:
       "You plan how an automation system reaches an objective, as an ordered list of capability calls. Use only capabilities " +
       "from the list, with inputs valid for their JSON Schema. Keep the plan as short as the objective allows. When a " +
       "remembered procedure is given, prefer it if it fits. When re-planning, plan only the remainder: what already " +
-      "executed must not be repeated, and the failed step must be fixed or replaced.",
+      "executed must not be repeated, and the failed step must be fixed or replaced. offlineReading is what a " +
+      "deterministic parser read in the objective (null when it read nothing); use it when it is right. A later step " +
+      'can take an earlier step\'s output as input with {"$step": "s1", "path": "/json/pointer"} in place of a value.',
     input: JSON.stringify({
       objective,
       intent: intent ?? null,
       rememberedProcedure: options.procedure ?? null,
+      offlineReading: offlineHint(read),
       replan: options.replan ?? null,
       capabilities: JSON.parse(capabilityCatalog(deps.registry)) as unknown,
     }),
@@ -170,7 +261,7 @@ async function modelPlan(objective: string, intent: Intent | undefined, options:
     ...(deps.signal ? { signal: deps.signal } : {}),
   });
   const steps = answer.value.steps.map((s) => ({ capability: s.capability, input: s.input as JsonObject, rationale: s.rationale }));
-  return { source: "model", provider: answer.providerId, model: answer.model, steps: withIds(steps, options.idPrefix ?? "s") };
+  return { source: "model", provider: answer.providerId, model: answer.model, notes: [], steps: withIds(steps, options.idPrefix ?? "s") };
 }
 
 /**

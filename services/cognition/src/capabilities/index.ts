@@ -2,6 +2,7 @@ import type { Capability } from "./capability.js";
 import { generateTextCapability } from "./generate-text.js";
 import { httpRequestCapability } from "./http-request.js";
 import { memoryEpisodeCapability } from "./memory-episode.js";
+import { memoryForgetCapability } from "./memory-forget.js";
 import { memoryRecallCapability } from "./memory-recall.js";
 import { memoryRememberCapability } from "./memory-remember.js";
 
@@ -14,6 +15,7 @@ export const BUILT_IN_CAPABILITIES: readonly Capability[] = Object.freeze([
   generateTextCapability,
   memoryRememberCapability,
   memoryRecallCapability,
+  memoryForgetCapability,
   httpRequestCapability,
   memoryEpisodeCapability,
 ]);

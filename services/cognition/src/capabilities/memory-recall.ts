@@ -4,6 +4,11 @@ import { keySchema, memoryItemOutput, memoryItemToOutput, tagsSchema } from "./m
 
 const SEARCH_FIELDS = ["query", "tags", "limit", "cursor"] as const;
 
+/** Keys of the cognitive core's own bookkeeping items (brain/memory-records.ts). */
+function isBookkeepingKey(key: string): boolean {
+  return key.startsWith("episode:") || key.startsWith("procedure:");
+}
+
 // Words of an objective that say "look in memory" rather than what to look for.
 const RECALL_NOISE = new Set(
   "about all and any anything are did does everything find for from have know look memory memories recall remember remembered search show store stored tell that the there this what when where which who with you your"
@@ -15,8 +20,10 @@ export const memoryRecallCapability = defineCapability({
   name: "memory.recall",
   description:
     "Recall what was stored earlier in durable memory (per tenant): pass `key` for the one item stored under " +
-    "it, or search with `query` (case-insensitive substring of key or value), `tags` (all must match), " +
-    "`limit` (1-100, default 20) and `cursor`. Expired items are never returned.",
+    "it, or search with `query` (case-insensitive substring of key or value; several words separated by spaces or " +
+    "\"-\" also find items holding every word), `tags` (all must match), `limit` (1-100, default 20) and `cursor`. " +
+    "An item stored under exactly the query comes first. Expired items, and the core's own episodes and procedures " +
+    "(unless asked for by their chaoscore.* tags), are never returned.",
   risk: "low",
   inputSchema: z
     .object({
@@ -59,13 +66,41 @@ export const memoryRecallCapability = defineCapability({
       const res = await ctx.memory.recall({ key: input.key }, opts);
       return { items: res.item ? [memoryItemToOutput(res.item)] : [] };
     }
-    const res = await ctx.memory.search(
-      { query: input.query ?? "", tags: input.tags ?? [], limit: input.limit ?? 0, cursor: input.cursor ?? "" },
-      opts,
-    );
-    return {
-      items: res.items.map(memoryItemToOutput),
-      ...(res.nextCursor ? { next_cursor: res.nextCursor } : {}),
-    };
+    const query = input.query ?? "";
+    const tags = input.tags ?? [];
+    const search = (q: string, limit: number, cursor: string) => ctx.memory.search({ query: q, tags: [...tags], limit, cursor }, opts);
+    const res = await search(query, input.limit ?? 0, input.cursor ?? "");
+    let items = res.items.map(memoryItemToOutput);
+    let nextCursor = res.nextCursor;
+    // Several words ("on-call-week", "deploy keys") that are not one substring: items holding
+    // every word, in key or value, found through the longest word.
+    const words = [...new Set(query.toLowerCase().split(/[\s-]+/).filter((w) => w.length >= 2))];
+    if (items.length === 0 && !input.cursor && words.length > 1) {
+      const longest = words.reduce((a, b) => (b.length > a.length ? b : a));
+      const wide = await search(longest, 100, "");
+      items = wide.items
+        .map(memoryItemToOutput)
+        .filter((item) => {
+          const text = `${item.key} ${JSON.stringify(item.value)}`.toLowerCase();
+          return words.every((w) => text.includes(w));
+        })
+        .slice(0, input.limit ?? 20);
+      nextCursor = "";
+    }
+    // The item stored under exactly the words asked for comes first, even beyond this page.
+    if (query !== "" && !input.cursor && keySchema.safeParse(query).success) {
+      const exact = items.find((i) => i.key === query);
+      if (exact) {
+        items = [exact, ...items.filter((i) => i !== exact)];
+      } else {
+        const byKey = await ctx.memory.recall({ key: query }, opts);
+        const item = byKey.item ? memoryItemToOutput(byKey.item) : undefined;
+        if (item && tags.every((t) => item.tags.includes(t))) items = [item, ...items];
+      }
+    }
+    // The brain's own bookkeeping (episodes, procedures) is not what a person searches for; it
+    // shows when asked for by its tags or key.
+    if (!tags.some((t) => t.startsWith("chaoscore."))) items = items.filter((i) => !isBookkeepingKey(i.key));
+    return { items, ...(nextCursor ? { next_cursor: nextCursor } : {}) };
   },
 });

@@ -1,17 +1,11 @@
 import { z } from "zod";
 import { defineCapability } from "./capability.js";
+import { keyFromPhrase } from "../providers/objective-parser.js";
 import { keySchema, memoryItemOutput, storeItem, tagsSchema, ttlSecondsSchema } from "./memory-item.js";
 
 // "remember [that] <fact>", and a fact of the form "<subject> is|are|=|: <value>".
 const REMEMBER = /\bremember\s+(?:that\s+)?(.+)$/isu;
 const FACT = /^(.+?)\s*(?:\s(?:is|are)\s|=|:)\s*(.+)$/isu;
-const ARTICLES = new Set(["a", "an", "the", "my", "our", "your"]);
-
-/** A memory key from a phrase: its lowercase words (articles dropped) joined by "-". */
-function slug(phrase: string): string {
-  const words = phrase.toLowerCase().split(/[^\p{L}\p{N}_.]+/u).filter((w) => w !== "" && !ARTICLES.has(w));
-  return words.join("-").slice(0, 200);
-}
 
 /** `memory.remember`: stores a JSON value under a key in the tenant's durable memory. */
 export const memoryRememberCapability = defineCapability({
@@ -40,9 +34,10 @@ export const memoryRememberCapability = defineCapability({
     const said = REMEMBER.exec(objective.trim())?.[1]?.trim().replace(/[.!]+$/, "");
     if (!said) return undefined;
     const fact = FACT.exec(said);
-    const subject = slug(fact?.[1] ?? said);
+    // The same key the offline parser gives ("the build server" → build-server).
+    const subject = keyFromPhrase(fact?.[1] ?? said);
     if (subject === "") return undefined;
-    return { key: `note:${subject}`, value: fact?.[2]?.trim() ?? said, tags: ["note"] };
+    return { key: subject, value: fact?.[2]?.trim() ?? said, tags: ["note"] };
   },
   handler: storeItem,
 });

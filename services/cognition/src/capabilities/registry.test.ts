@@ -57,7 +57,7 @@ describe("capability registry", () => {
 
   it("builds from the built-ins, whose descriptors carry no handler", () => {
     const registry = createCapabilityRegistry(BUILT_IN_CAPABILITIES);
-    expect(registry.descriptors().map((d) => d.name)).toEqual(["cognition.generate_text", "memory.remember", "memory.recall", "http.request"]);
+    expect(registry.descriptors().map((d) => d.name)).toEqual(["cognition.generate_text", "memory.remember", "memory.recall", "memory.forget", "http.request"]);
     for (const d of registry.descriptors()) expect(Object.keys(d).sort()).toEqual(["annotations", "description", "name", "risk"]);
     expect(registry.get("memory.recall")?.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
     expect(registry.get("memory.remember")?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });

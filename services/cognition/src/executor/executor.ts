@@ -29,6 +29,7 @@ import {
 } from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
+import { resolveReferences } from "../plans/step-reference.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
 import type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult } from "./types.js";
 
@@ -337,6 +338,12 @@ export interface ExecuteStepOptions {
    * bookkeeping never waits for a person. Set by the brain only; nothing on the wire sets it.
    */
   readonly bookkeeping?: boolean;
+  /**
+   * Outputs of the steps that executed earlier in the same run, by step id: what step references
+   * (`{"$step": id, "path": pointer}`, plans/step-reference.ts) in the input resolve against.
+   * Without it a reference fails the step with `invalid_argument`.
+   */
+  readonly outputs?: ReadonlyMap<string, unknown>;
 }
 
 /** The refusal of an internal capability named by a plan or an explicit step. */
@@ -367,7 +374,16 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
     return finish(failure(step, internalRefusal(step.id, capability.name), `capability: "${capability.name}" is internal`));
   }
 
-  const parsedInput = capability.inputSchema.safeParse(step.input);
+  // References are resolved first: schema, hash, policy and any approval all see the real value.
+  let resolved: unknown;
+  try {
+    resolved = resolveReferences(step.input, options.outputs ?? new Map());
+  } catch (err) {
+    const e = ChaosError.from(err);
+    return finish(notRun(step, "failed", failed(e.message), { error: { code: e.code, message: e.message } }));
+  }
+
+  const parsedInput = capability.inputSchema.safeParse(resolved);
   const parsedChecks = checksSchema.safeParse(step.checks ?? []);
   if (!parsedInput.success || !parsedChecks.success) {
     const problems = [
@@ -484,12 +500,18 @@ export async function executeStep(step: ExecutableStep, deps: ExecutorDeps, opti
 }
 
 /**
- * Runs steps in order. Stops at the first `pending_approval` (the loop resumes only after a human
+ * Runs steps in order; a step's references (`{"$step": id, "path": pointer}`) resolve against the
+ * outputs of steps that executed before it in this call, or in `earlier` (step id → output, for a
+ * re-plan continuing a run). Stops at the first `pending_approval` (the loop resumes only after a human
  * approved); after a `denied` or `failed` step the rest are `skipped`, for the brain to re-plan.
  * Skipped steps are not audited: no decision was made and nothing ran. Step ids must be unique,
  * and no step may name an internal capability (`invalid_argument` before anything runs).
  */
-export async function executeSteps(steps: readonly ExecutableStep[], deps: ExecutorDeps): Promise<StepResult[]> {
+export async function executeSteps(
+  steps: readonly ExecutableStep[],
+  deps: ExecutorDeps,
+  earlier: ReadonlyMap<string, unknown> = new Map(),
+): Promise<StepResult[]> {
   const seen = new Set<string>();
   for (const step of steps) {
     if (seen.has(step.id)) throw new ChaosError("invalid_argument", `step id "${step.id}" appears twice in the plan`);
@@ -497,6 +519,7 @@ export async function executeSteps(steps: readonly ExecutableStep[], deps: Execu
     if (deps.registry.get(step.capability)?.internal === true) throw internalRefusal(step.id, step.capability);
   }
   const results: StepResult[] = [];
+  const outputs = new Map(earlier);
   let stoppedBy: StepResult | undefined;
   for (const step of steps) {
     if (stoppedBy) {
@@ -514,8 +537,9 @@ export async function executeSteps(steps: readonly ExecutableStep[], deps: Execu
       });
       continue;
     }
-    const result = await executeStep(step, deps);
+    const result = await executeStep(step, deps, { outputs });
     results.push(result);
+    if (result.status === "executed") outputs.set(step.id, result.output);
     if (result.status !== "executed") stoppedBy = result;
   }
   return results;

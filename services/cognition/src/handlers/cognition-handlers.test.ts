@@ -45,7 +45,7 @@ import { createCognitionHandlers, type CognitionDeps } from "./cognition-handler
 type Client = ServiceClient<typeof CognitionService>;
 
 const KEY = "cognition-handlers-test-key-0123456789abcdef";
-const BUILT_IN_NAMES = ["cognition.generate_text", "memory.remember", "memory.recall", "http.request"];
+const BUILT_IN_NAMES = ["cognition.generate_text", "memory.remember", "memory.recall", "memory.forget", "http.request"];
 
 let services: RealServices;
 let server: RunningGrpcServer;

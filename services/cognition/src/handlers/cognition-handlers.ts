@@ -5,7 +5,9 @@ import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/me
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/brain.js";
 import { reason } from "../brain/intent.js";
+import { recallProcedure, recordProcedure } from "../brain/memory-records.js";
 import { plan } from "../brain/planner.js";
+import { objectiveSignature } from "../brain/signature.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 import {
   approvalNotFound,
@@ -121,7 +123,23 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       // The session's when the call has one (2025-11-25), else the principal's (docs/protocol.md §5).
       const scope = planScopeOf(ctx.call);
       const intent = req.intent ? intentFromProto(req.intent) : undefined;
-      const made = await plan(req.objective, intent, { provider: deps.provider, registry: deps.registry, signal: ctx.signal });
+      // A sequence that succeeded before for this objective (its signature) is offered first, as
+      // for Achieve; the plan says so (source: procedure).
+      let procedure: string[] | undefined;
+      if (req.objective.trim() !== "") {
+        try {
+          procedure = await recallProcedure(objectiveSignature(req.objective), brainDeps(deps, ctx));
+        } catch (err) {
+          // Planning reads memory only for this hint: without it the plan is made from the objective.
+          deps.logger.warn({ err }, "procedural memory could not be read; planning without it");
+        }
+      }
+      const made = await plan(
+        req.objective,
+        intent,
+        { provider: deps.provider, registry: deps.registry, signal: ctx.signal },
+        procedure ? { procedure } : {},
+      );
       const stored = await deps.plans.put({
         tenant: ctx.call.tenant,
         scope,
@@ -135,12 +153,14 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
 
     async execute(req, ctx) {
       let steps: readonly ExecutableStep[];
+      let objective: string | undefined;
       switch (req.target.case) {
         case "planId": {
           const id = req.target.value;
           const stored = await deps.plans.get(ctx.call.tenant, planScopeOf(ctx.call), id);
           if (!stored) throw planNotFound(id, ctx);
           steps = stored.steps;
+          objective = stored.objective;
           break;
         }
         case "steps": {
@@ -160,7 +180,14 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
         default:
           throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session, or by this principal without one), steps, or approval_id");
       }
-      const results = await executeSteps(steps, brainDeps(deps, ctx));
+      const run = brainDeps(deps, ctx);
+      const results = await executeSteps(steps, run);
+      // A stored plan that ran through is a procedure for its objective, as an Achieve run's is:
+      // the next Plan of the same objective starts from it. Written as bookkeeping (policy first,
+      // in the ledger); a write policy refuses is simply not made.
+      if (objective !== undefined && results.length > 0 && results.every((r) => r.status === "executed")) {
+        await recordProcedure(objectiveSignature(objective), results.map((r) => r.capability), new Date(), run);
+      }
       return { results: results.map(stepResultToProto) };
     },
 

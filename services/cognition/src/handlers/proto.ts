@@ -86,6 +86,7 @@ export function planToProto(plan: Plan, stored?: StoredPlan): MessageInitShape<t
     source: plan.source,
     provider: plan.provider,
     model: plan.model,
+    notes: [...plan.notes],
     ...(stored ? { planId: stored.id, expiresAt: timestampFromDate(new Date(stored.expiresAt)) } : {}),
   };
 }
@@ -145,6 +146,7 @@ export function traceToProto(trace: CognitiveTrace): MessageInitShape<typeof Tra
       matchedRule: w.matchedRule ?? "",
       reason: w.reason,
     })),
+    summary: trace.summary,
   };
 }
 
