@@ -49,7 +49,7 @@ describe("2025-11-25 and 2026-07-28 on one endpoint of chaos-core serve", () => 
   const v2 = async (key: string, mode: "auto" | { pin: string }, name: string) => {
     const client = new V2Client(
       { name, version: "1.0.0" },
-      // Declares form elicitation and would accept anything: a 2026-07-28 client is still never asked (until step 8).
+      // Declares form elicitation and accepts anything: asked through input_required results, auto-fulfilled.
       { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode } },
     );
     client.setRequestHandler("elicitation/create", async (req) => {
@@ -147,7 +147,7 @@ describe("2025-11-25 and 2026-07-28 on one endpoint of chaos-core serve", () => 
     expect((brief.messages[0]?.content as { text: string }).text).toContain("decompile");
   });
 
-  it("governs a spend the same on both revisions; a 2026-07-28 client is never asked and is told the other channels", async () => {
+  it("governs a spend the same on both revisions: the 2025 session is asked by elicitation, the 2026-07-28 client through multi-round-trip results", async () => {
     const wire = { beneficiary: "ACME Supplies GmbH", amount: 2500, currency: "EUR", memo: "eras" };
     const legacyHeld = ok(await call(v1, "request_authorization", { tool: "wire_treasury_transfer", args: wire }));
     const approved = ok(await call(v1, "approve_spend", { request_seq: legacyHeld.request_seq }));
@@ -158,13 +158,11 @@ describe("2025-11-25 and 2026-07-28 on one endpoint of chaos-core serve", () => 
     expect((modernHeld.approval_channels as Array<{ channel: string }>).map((c) => c.channel)).toEqual(
       expect.arrayContaining(["approver", "operator"]),
     );
-    const refused = errorText(await call(pinned, "approve_spend", { request_seq: modernHeld.request_seq }));
-    expect(refused).toContain(`spend request ${modernHeld.request_seq}`);
-    expect(refused).toMatch(/- approver/);
-    expect(refused).toMatch(/- operator/);
-    expect(modernAsked).toEqual([]);
-    // Nothing was approved: the wire does not run.
-    expect(ok(await call(pinned, "wire_treasury_transfer", { ...wire, memo: "eras 2" }))).toMatchObject({ executed: false });
+    const modernApproved = ok(await call(pinned, "approve_spend", { request_seq: modernHeld.request_seq }));
+    expect(modernApproved).toMatchObject({ state: "LOCKED", channel: "client_elicitation", human: { answer: "confirmed", via: "elicitation" } });
+    expect(modernAsked).toHaveLength(1);
+    expect(modernAsked[0]).toContain(`Spend request at ledger entry ${modernHeld.request_seq}`);
+    expect(modernAsked[0]).toContain('memo = "eras 2"');
 
     // The ledger labels each entry with where it came from: the 2025 session, or the 2026 request's ref.
     type Entry = { principal: string; session: string; event: Structured };

@@ -59,8 +59,9 @@ export interface EdgeDeps {
   /**
    * The keyring that seals and opens multi-round-trip `requestState` (docs/protocol.md §7): the
    * edge alone loads `CHAOS_CORE_MRTR_KEYS_FILE`, standalone generates one into its data
-   * directory. Nothing reads it yet (issue 11 step 8 wires `requestState.verify`); without it no
-   * state is sealed, so no client is asked through multi-round-trip.
+   * directory. A 2026-07-28 request's `requestState.verify` opens states with it and `ask` seals
+   * them (server/mrtr-round.ts); without it no state is sealed, so no 2026-07-28 client is asked
+   * (its elicitation is reported as absent) and every echoed state is refused.
    */
   readonly mrtrKeyring?: MrtrKeyring;
   /** How long a sealed state opens, in seconds (`CHAOS_CORE_MRTR_TTL_SECONDS`); 600 when unset. */

@@ -25,7 +25,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { spendPath, stepPath } from "../console/links.js";
-import type { ToolContext } from "../tools/define.js";
+import { isInputRequired, type ToolContext } from "../tools/define.js";
 import { ledgerCall, ledgerOf } from "../tools/governance/ledger-access.js";
 import { acceptedChannels, operatorConsoleCommand } from "./channels.js";
 
@@ -56,7 +56,7 @@ export type ConsoleSubject = { readonly kind: "step"; readonly approvalId: strin
  */
 export function consolePageFor(ctx: ToolContext, subject: ConsoleSubject, channels: readonly string[]): string | undefined {
   if (!acceptedChannels(channels).includes("console")) return undefined;
-  if (!ctx.elicitModes().url) return undefined;
+  if (!ctx.client.urlElicitation) return undefined;
   return ctx.consoleUrl(subject.kind === "step" ? stepPath(subject.approvalId) : spendPath(subject.requestSeq));
 }
 
@@ -119,8 +119,10 @@ export async function waitForConsoleAnswer<T>(ctx: ToolContext, ask: ConsoleAsk<
   const elicitationId = randomUUID();
   let reply;
   try {
-    reply = await ctx.elicitUrl({ elicitationId, url: ask.url, message: ask.message }, deadline - started);
+    reply = await ctx.ask({ mode: "url", key: "console", elicitationId, url: ask.url, message: ask.message, timeoutMs: deadline - started });
   } catch (err) {
+    // A 2026-07-28 round that asks ends here; the client's retry (its user's consent) waits below.
+    if (isInputRequired(err)) throw err;
     if (ctx.signal.aborted) return cancelled(ask.url);
     const detail = err instanceof Error ? err.message : String(err);
     return {

@@ -8,6 +8,7 @@ import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import { registerPrompts } from "./register-prompts.js";
 import { registerResources } from "./register-resources.js";
+import { requestStateVerifier } from "./mrtr-round.js";
 import { registerTools } from "./register-tools.js";
 import { ArgumentScreen, guardToolCalls } from "./tool-arguments.js";
 
@@ -86,6 +87,12 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
       // A 2026-07-28 server also answers server/discover (the SDK installs it when a modern
       // revision is listed); a session's server stays exactly as it was.
       ...(modern ? { supportedProtocolVersions: [MODERN_PROTOCOL_VERSION, ...SUPPORTED_PROTOCOL_VERSIONS], cacheHints: CACHE_HINTS } : {}),
+      // Every echoed requestState is opened with the operator's keyring and bound to this
+      // credential before any handler runs (docs/protocol.md §7). A 2025-11-25 session is asked
+      // over its own stream and is never handed a state, so it has no hook.
+      ...(isModernScope(scope)
+        ? { requestState: { verify: requestStateVerifier(deps, scope, deps.logger.child({ tenant: scope.tenant, principal: scope.principal })) } }
+        : {}),
     },
     new Map(tools.map((t) => [t.name, t])),
   );

@@ -1,10 +1,11 @@
 import { z } from "zod";
-import type { McpServer, CallToolResult, ClientCapabilities, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
+import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
-import { isModernScope, type EdgeDeps, type EdgeSession, type ServerScope } from "../deps.js";
-import type { ElicitModes, ModernRequest, ToolContext, ToolDefinition } from "../tools/define.js";
+import { isModernScope, type EdgeDeps, type EdgeSession, type ModernScope, type ServerScope } from "../deps.js";
+import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../tools/define.js";
+import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
 import { checkToolArguments, publishedArguments, publishedResult, type ArgumentScreen } from "./tool-arguments.js";
 import { mintRequestRef } from "./scope.js";
@@ -73,6 +74,7 @@ function toolContext(
   log: Logger,
   extra: Extra,
   modern: ModernRequest | undefined,
+  resumed: ResumedRound | undefined,
 ): ToolContext {
   let minimum: Promise<LoggingLevel | undefined> | undefined;
   // 2025-11-25: the level lives in the session store, not in this process: the client may have
@@ -108,29 +110,32 @@ function toolContext(
       });
     },
     roles: rolesOf(extra.http?.authInfo, scope),
-    // A 2026-07-28 client is asked only through multi-round-trip results (issue 11 step 8), never
-    // by a server→client request (there is none without a session): until then it is never asked,
-    // whatever its envelope declares, and the answer names the channels that can approve.
-    elicitModes: () => (modern ? { form: false, url: false } : elicitModes(server.server.getClientCapabilities())),
-    // Through the request's own channel (over HTTP, the POST's event stream), not the session's
-    // standalone stream, which the client may never have opened.
-    elicit: (params) =>
-      extra.mcpReq.send({ method: "elicitation/create", params: { mode: "form", ...params } }, {
-        signal: extra.mcpReq.signal,
-        timeout: ELICIT_TIMEOUT_MS,
-      }),
-    elicitUrl: (params, timeoutMs) =>
-      extra.mcpReq.send({ method: "elicitation/create", params: { mode: "url", ...params } }, {
-        signal: extra.mcpReq.signal,
-        timeout: Math.max(1, Math.min(timeoutMs ?? ELICIT_TIMEOUT_MS, ELICIT_TIMEOUT_MS)),
-      }),
-    // The SDK refuses it for a client that did not declare URL mode (it would not know the id).
+    client: modern ? modernElicitation(deps, modern) : legacyElicitation(server.server.getClientCapabilities()),
+    resumed,
+    answer: (key) => answerOf(extra, resumed, key),
+    ask: async (question) => {
+      if (!modern) return askInSession(extra, question);
+      // 2026-07-28: an answer counts only in the round that resumed this exact question.
+      const digest = questionDigest(question);
+      if (resumed && resumed.key === question.key && resumed.question === digest) {
+        const answer = answerOf(extra, resumed, question.key);
+        if (answer.kind !== "missing") return { action: answer.kind, ...(answer.content ? { content: answer.content as ElicitResult["content"] } : {}) };
+      }
+      throw new InputRequiredSignal(question, digest);
+    },
+    // 2026-07-28 has no elicitation id: the retried call's result ends the interaction.
     notifyElicitationComplete: (elicitationId) =>
-      extra.mcpReq.notify({ method: "notifications/elicitation/complete", params: { elicitationId } }),
+      modern ? Promise.resolve() : extra.mcpReq.notify({ method: "notifications/elicitation/complete", params: { elicitationId } }),
     // The Host of this call's HTTP request (none over stdio); the transport that serves the
     // console says, in deps.console, whether that Host was validated.
     consoleUrl: (path) => consoleLink(deps.console, path, extra.http?.req?.headers.get("host") ?? undefined),
   };
+}
+
+/** The elicitation modes a client declared. */
+export interface ElicitModes {
+  readonly form: boolean;
+  readonly url: boolean;
 }
 
 /**
@@ -144,6 +149,40 @@ export function elicitModes(capabilities: ClientCapabilities | undefined): Elici
   const form = e.form !== undefined;
   const url = e.url !== undefined;
   return { form: form || !url, url };
+}
+
+/** The elicitation modes of a 2025-11-25 session: what its client declared at initialize. */
+function legacyElicitation(capabilities: ClientCapabilities | undefined): ClientElicitation {
+  const modes = elicitModes(capabilities);
+  return { formElicitation: modes.form, urlElicitation: modes.url };
+}
+
+/**
+ * The elicitation modes of a 2026-07-28 request: what its own envelope declares, asked through
+ * multi-round-trip results, which need a keyring to seal their state (none → never asked).
+ */
+function modernElicitation(deps: EdgeDeps, modern: ModernRequest): ClientElicitation {
+  if (!deps.mrtrKeyring) return { formElicitation: false, urlElicitation: false };
+  const modes = elicitModes(modern.clientCapabilities as ClientCapabilities);
+  return { formElicitation: modes.form, urlElicitation: modes.url };
+}
+
+/**
+ * 2025-11-25: asks through an `elicitation/create` request on the call's own channel (over HTTP,
+ * the POST's event stream), not the session's standalone stream, which the client may never
+ * have opened.
+ */
+function askInSession(extra: Extra, q: HumanAsk): Promise<ElicitResult> {
+  if (q.mode === "form") {
+    return extra.mcpReq.send(
+      { method: "elicitation/create", params: { mode: "form", message: q.message, requestedSchema: q.requestedSchema } },
+      { signal: extra.mcpReq.signal, timeout: ELICIT_TIMEOUT_MS },
+    );
+  }
+  return extra.mcpReq.send(
+    { method: "elicitation/create", params: { mode: "url", elicitationId: q.elicitationId, url: q.url, message: q.message } },
+    { signal: extra.mcpReq.signal, timeout: Math.max(1, Math.min(q.timeoutMs ?? ELICIT_TIMEOUT_MS, ELICIT_TIMEOUT_MS)) },
+  );
 }
 
 /**
@@ -178,7 +217,7 @@ export function registerTools(
         outputSchema: publishedResult(withErrorAlternative(tool.output)),
         annotations: { title: tool.title, ...tool.annotations },
       },
-      async (raw: unknown, extra: Extra): Promise<CallToolResult> => {
+      async (raw: unknown, extra: Extra): Promise<CallToolResult | InputRequiredResult> => {
         let checked: ReturnType<typeof checkToolArguments>;
         try {
           checked = checkToolArguments(tool, raw, screen.take(extra.mcpReq.id));
@@ -190,9 +229,12 @@ export function registerTools(
         // Refused arguments never reached a tool: no span, no tool-call log line, as before the check moved here.
         if ("refusal" in checked) return checked.refusal;
         const { args } = checked;
-        // 2026-07-28: every call is its own request, with its own ref (step 8: an MRTR retry
-        // carries its flow's ref from the sealed state instead).
-        const modern = modernScope ? modernRequestOf(extra, mintRequestRef()) : undefined;
+        // 2026-07-28: a retried round's state is bound to this tool and these arguments, and
+        // consumed once, before anything runs (docs/protocol.md §7); the retry carries its flow's ref.
+        const start = modernScope ? await resumeRound(deps, scope as ModernScope, extra, tool.name, raw, log) : ({ kind: "fresh" } as const);
+        if (start.kind === "refused") return start.result;
+        const resumed = start.kind === "resumed" ? start.resumed : undefined;
+        const modern = modernScope ? modernRequestOf(extra, resumed?.flow ?? mintRequestRef()) : undefined;
         const callLog = modern ? log.child({ request_ref: modern.requestRef }) : log;
         // One span per call, joined to the client's trace when its request carries a W3C
         // traceparent in _meta; service calls made by the tool become its children.
@@ -205,13 +247,25 @@ export function registerTools(
           },
           async (span) => {
             const started = performance.now();
-            const ctx = toolContext(server, deps, scope, callLog, extra, modern);
+            const ctx = toolContext(server, deps, scope, callLog, extra, modern, resumed);
             let outcome = "ok";
             try {
               const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;
-              callLog.info({ outcome, ms: Math.round(performance.now() - started) }, "tool call");
+              callLog.info({ outcome, ms: Math.round(performance.now() - started), ...(resumed ? { resumed: true } : {}) }, "tool call");
               return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
-            } catch (err) {
+            } catch (thrown) {
+              let err = thrown;
+              if (modern && isInputRequired(thrown)) {
+                outcome = "input_required";
+                try {
+                  const asked = askResult(deps, scope as ModernScope, tool.name, raw, modern.requestRef, thrown);
+                  callLog.info({ outcome, ms: Math.round(performance.now() - started), key: thrown.question.key }, "tool call asks the client's user");
+                  return asked;
+                } catch (sealErr) {
+                  // A state that cannot be sealed is a failed call, never an unsealed question.
+                  err = sealErr;
+                }
+              }
               const e = ChaosError.from(err);
               outcome = e.code;
               const fields = { outcome, ms: Math.round(performance.now() - started) };

@@ -12,10 +12,10 @@ type StepOutput = z.output<typeof stepResultOutput>;
 export function channelPlace(ctx: ToolContext): ChannelPlace {
   return {
     tenant: ctx.call.tenant,
-    canElicit: ctx.elicitModes().form,
+    canElicit: ctx.client.formElicitation,
     ...(ctx.deps.operator ? { operator: ctx.deps.operator } : {}),
     consoleUrl: (path) => ctx.consoleUrl(path),
-    urlElicitation: ctx.elicitModes().url,
+    urlElicitation: ctx.client.urlElicitation,
   };
 }
 

@@ -14,6 +14,10 @@ import { autoAcceptingClient } from "../../../../test/support/elicitation.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
 import type { EdgeDeps } from "../deps.js";
 import { ok as okOf, refused, type ExecuteOutput, type StepResult } from "../test-support/results.js";
+import type { Client as V2Client } from "@modelcontextprotocol/client";
+import { newMrtrKeyringFile, parseMrtrKeyring } from "../mrtr/keyring.js";
+import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
+import { modernClient, retryParams, type WireResult } from "../../../../test/support/mrtr.js";
 
 const ok = <T = ExecuteOutput>(res: CallToolResult): T => okOf<T>(res);
 
@@ -484,4 +488,125 @@ describe("a client that auto-accepts every elicitation, holding no approver role
       });
     });
   }
+});
+
+describe("chaoscore_execute {approval_id} on 2026-07-28: the user is asked through multi-round-trip results", () => {
+  const key = randomBytes(24).toString("base64url");
+  const tenant = `appr-mrtr-${randomBytes(3).toString("hex")}`;
+  const headers = { authorization: `Bearer ${key}` };
+  let ledger: TestLedger;
+  let edge: RunningHttpTransport;
+  const clients: V2Client[] = [];
+
+  beforeAll(async () => {
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
+    ledger = await startTestLedger("approvals_mrtr", undefined, services.policy);
+    edge = await startHttpTransport(
+      { ...services.deps(createMemorySessionStore()), ledger: ledger.client, mrtrKeyring: parseMrtrKeyring(newMrtrKeyringFile(), "test") },
+      { host: "127.0.0.1", port: 0, apiKeys: [{ tenant, principal: "agent", sha256: hashApiKey(key) }] },
+    );
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await edge?.close();
+    await ledger?.close();
+  });
+
+  async function client(options: Parameters<typeof modernClient>[1] = {}): Promise<V2Client> {
+    const c = await modernClient(edge.url, { headers, ...options });
+    clients.push(c);
+    return c;
+  }
+  const call = async (c: V2Client, name: string, args: Record<string, unknown>) => (await c.callTool({ name, arguments: args })) as CallToolResult;
+  const pendingOn = async (c: V2Client, value: string) => {
+    const out = ok(await call(c, "chaoscore_execute", { steps: [rememberStep(value)] }));
+    expect(out.results[0]).toMatchObject({ status: "pending_approval", ran: false });
+    return out.results[0]!.approval!.approval_id;
+  };
+  const mrtrEntries = async () => {
+    const res = await ledger.client.listEntries({ afterSeq: 0n, limit: 1000 }, { ctx: { tenant, principal: "test" } });
+    return res.entries.map((e) => e.event as Record<string, unknown>).filter((e) => String(e["type"]).startsWith("mrtr."));
+  };
+
+  it("auto-fulfilled by the v2 Client: asks once, runs the step once when the user approves, and refuses a second run", async () => {
+    const asked: string[] = [];
+    const c = await client({ answer: { action: "accept", content: { approve: true } }, asked });
+    const id = await pendingOn(c, "tuesday");
+    const ran = ok(await call(c, "chaoscore_execute", { approval_id: id }));
+    expect(ran.results[0]).toMatchObject({ capability: "memory.remember", status: "executed", ran: true });
+    expect(ran.approval).toMatchObject({ approval_id: id, status: "approved" });
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain(id);
+    expect(asked[0]).toContain('\n  value = "tuesday"\n');
+    expect(await stored(tenant, "deploy-window")).toBe("tuesday");
+    // The state was consumed once, in the ledger.
+    expect((await mrtrEntries()).filter((e) => e["type"] === "mrtr.state_consumed" && e["tool"] === "chaoscore_execute")).toHaveLength(1);
+
+    const again = ok(await call(c, "chaoscore_execute", { approval_id: id }));
+    expect(again.results[0]).toMatchObject({ status: "failed", ran: false, error: { code: "failed_precondition" } });
+    expect(asked).toHaveLength(1);
+  });
+
+  it("writes nothing when the user rejects through the form, and the rejection is final", async () => {
+    const c = await client({ answer: { action: "accept", content: { approve: false } } });
+    const id = await pendingOn(c, "never");
+    const res = ok(await call(c, "chaoscore_execute", { approval_id: id }));
+    expect(res.results).toEqual([]);
+    expect(res.approval).toMatchObject({ approval_id: id, status: "rejected" });
+    expect(await stored(tenant, "deploy-window")).not.toBe("never");
+  });
+
+  it("manual retries (allowInputRequired): input_required with a sealed state, the retry runs it once, a replay and another call's state run nothing", async () => {
+    const c = await client({ answer: { action: "accept", content: { approve: true } }, autoFulfill: false });
+    const id = await pendingOn(c, "wednesday");
+    const other = await pendingOn(c, "thursday");
+    const first = (await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    expect(first.requestState).toMatch(/^cc1\./);
+    expect(first.requestState).not.toContain(id);
+    const question = first.inputRequests!["approve"]!;
+    expect(question.method).toBe("elicitation/create");
+    expect(String(question.params["message"])).toContain(id);
+    expect(await stored(tenant, "deploy-window")).not.toBe("wednesday");
+
+    const answer = { approve: { action: "accept", content: { approve: true } } };
+    // The state is bound to its call: with another approval's id it runs nothing.
+    const elsewhere = (await c.callTool(retryParams("chaoscore_execute", { approval_id: other }, { inputResponses: answer, requestState: first.requestState }), {
+      allowInputRequired: true,
+    })) as CallToolResult;
+    expect(refused(elsewhere).message).toMatch(/belongs to another call \(other arguments\): nothing ran/);
+
+    const retry = retryParams("chaoscore_execute", { approval_id: id }, { inputResponses: answer, requestState: first.requestState });
+    const ran = ok((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult);
+    expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
+    expect(await stored(tenant, "deploy-window")).toBe("wednesday");
+
+    const replay = refused((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult);
+    expect(replay.code).toBe("failed_precondition");
+    expect(replay.message).toMatch(/already used .*nothing ran/);
+    expect(executedRemembers(tenant)).toBe(2);
+    const refusals = (await mrtrEntries()).filter((e) => e["type"] === "mrtr.state_refused").map((e) => e["reason"]);
+    expect(refusals).toEqual(expect.arrayContaining(["digest", "already_consumed"]));
+    // The other approval is still pending: nothing ran for it.
+    expect(await stored(tenant, "deploy-window")).toBe("wednesday");
+  });
+
+  it("answers a retry without a state by asking again, and never counts an answer without one", async () => {
+    const c = await client({ answer: { action: "accept", content: { approve: true } }, autoFulfill: false });
+    const id = await pendingOn(c, "saturday");
+    const forged = (await c.callTool(retryParams("chaoscore_execute", { approval_id: id }, { inputResponses: { approve: { action: "accept", content: { approve: true } } } }), {
+      allowInputRequired: true,
+    })) as unknown as WireResult;
+    expect(forged.resultType).toBe("input_required");
+    expect(await stored(tenant, "deploy-window")).not.toBe("saturday");
+  });
+
+  it("does not ask a 2026-07-28 client that declared no elicitation: approval_required names an approver", async () => {
+    const c = await client();
+    const id = await pendingOn(c, "sunday");
+    const error = refused(await call(c, "chaoscore_execute", { approval_id: id }));
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toContain("chaoscore_approve");
+  });
 });

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { CallContext } from "@chaos-core/kit";
-import type { ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/server";
+import type { ElicitRequestFormParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/server";
 import type { Role } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps.js";
 
@@ -35,26 +35,37 @@ export interface ToolContext {
    */
   readonly roles: ReadonlySet<Role>;
   /**
-   * The elicitation modes the client declared at initialize: `form` (a question it answers,
-   * which its host can answer by itself) and `url` (MCP 2025-11-25: it asks its user to open a
-   * page, whose answer comes from the page). An empty `elicitation: {}` means form, as the spec says.
+   * What this request's client declared it can do for its user: the 2026-07-28 request's own
+   * `_meta` envelope, or the 2025-11-25 session's `initialize`. `formElicitation`: a question it
+   * answers (which its host can answer by itself); `urlElicitation`: it asks its user to open a
+   * page, whose answer comes from the page. An empty `elicitation: {}` means form, as the spec says.
+   * On 2026-07-28 both are false when this edge has no MRTR keyring (it could not seal the state).
    */
-  elicitModes(): ElicitModes;
+  readonly client: ClientElicitation;
   /**
-   * Asks the person at the client (MCP elicitation, form mode) as part of this request. The
-   * answer's content is the client's: validate it before acting on it.
+   * Asks the person at the client and resolves with the answer; the answer's content is the
+   * client's: validate it before acting on it. Where the answer comes from is the edge's
+   * business, not the tool's: on 2025-11-25 an `elicitation/create` request on this call's own
+   * stream; on 2026-07-28 the first round ends here (this throws an {@link InputRequiredSignal},
+   * which the edge turns into an `input_required` result with a sealed `requestState`) and the
+   * client's retry, once the edge verified, bound and consumed that state, runs the tool again
+   * from the start: the same `ask` then resolves with the client's answer, only if the question
+   * is exactly the one the state was sealed for (otherwise the person is asked again).
+   * URL mode: `accept` only means the user agreed to open the page; what happens on the page is
+   * never the client's answer.
    */
-  elicit(params: Omit<ElicitRequestFormParams, "mode">): Promise<ElicitResult>;
+  ask(question: HumanAsk): Promise<ElicitResult>;
   /**
-   * Asks the client to have its user open `url` (MCP elicitation, URL mode) as part of this
-   * request, on its own stream. `accept` only means the user agreed to open it: what happens on
-   * the page is never the client's answer. `timeoutMs` bounds the wait for that reply (at most,
-   * and by default, the form's ten minutes).
+   * The verified, bound and already consumed state of the round that asked (2026-07-28 retries
+   * only); undefined on a first round and on 2025-11-25.
    */
-  elicitUrl(params: Omit<ElicitRequestURLParams, "mode">, timeoutMs?: number): Promise<ElicitResult>;
+  readonly resumed: ResumedRound | undefined;
+  /** The client's answer to `key` in this round: `missing` unless {@link resumed} is set and asked `key`. */
+  answer(key: string): HumanAnswerView;
   /**
    * Tells the client that the out-of-band interaction of a URL elicitation finished
-   * (`notifications/elicitation/complete {elicitationId}`), on this request's stream.
+   * (`notifications/elicitation/complete {elicitationId}`), on this request's stream. Nothing
+   * to send on 2026-07-28: the call's result ends the interaction.
    */
   notifyElicitationComplete(elicitationId: string): Promise<void>;
   /**
@@ -78,10 +89,66 @@ export interface ModernRequest {
   readonly logLevel?: LoggingLevel;
 }
 
-/** What {@link ToolContext.elicitModes} answers. */
-export interface ElicitModes {
-  readonly form: boolean;
-  readonly url: boolean;
+/** What {@link ToolContext.client} says the client can do for its user. */
+export interface ClientElicitation {
+  readonly formElicitation: boolean;
+  readonly urlElicitation: boolean;
+}
+
+/** One question for the person at the client ({@link ToolContext.ask}). */
+export type HumanAsk =
+  | {
+      readonly mode: "form";
+      /** Names the question in `inputRequests` and in the sealed state; one per tool. */
+      readonly key: string;
+      readonly message: string;
+      readonly requestedSchema: ElicitRequestFormParams["requestedSchema"];
+    }
+  | {
+      readonly mode: "url";
+      readonly key: string;
+      readonly message: string;
+      readonly url: string;
+      /** The 2025-11-25 correlation id (`notifications/elicitation/complete`); 2026-07-28 has none. */
+      readonly elicitationId: string;
+      /** Bounds the 2025-11-25 wait for the reply (at most, and by default, ten minutes). */
+      readonly timeoutMs?: number;
+    };
+
+/** A retried round's state, as the edge verified it (docs/protocol.md §7). */
+export interface ResumedRound {
+  /** The flow id: the request ref of the round that asked, this call's ref too. */
+  readonly flow: string;
+  /** The question's key (`HumanAsk.key`). */
+  readonly key: string;
+  /** Hex SHA-256 of the question the person was shown. */
+  readonly question: string;
+}
+
+/** The client's answer to one question of a retried round. */
+export type HumanAnswerView =
+  | { readonly kind: "missing" }
+  | { readonly kind: "accept" | "decline" | "cancel"; readonly content?: Record<string, unknown> };
+
+/**
+ * Thrown by {@link ToolContext.ask} on a 2026-07-28 round that has no answer yet: the edge ends the
+ * call with an `input_required` result asking `question`. Tool code lets it pass (a catch-all must
+ * rethrow it: {@link isInputRequired}).
+ */
+export class InputRequiredSignal extends Error {
+  constructor(
+    readonly question: HumanAsk,
+    /** Hex SHA-256 of the question ({@link questionDigest}), sealed into the state. */
+    readonly digest: string,
+  ) {
+    super(`the client's user is asked (${question.key}); the client retries the call with the answer`);
+    this.name = "InputRequiredSignal";
+  }
+}
+
+/** Whether `err` is the signal that ends a round to ask the client's user. */
+export function isInputRequired(err: unknown): err is InputRequiredSignal {
+  return err instanceof InputRequiredSignal;
 }
 
 /** The four hints every tool states; "honest" means what the tool really does. */

@@ -74,7 +74,7 @@ function answeredOutput(approvalId: string, status: string, resolvedBy: string, 
  */
 function whyNotAsked(view: GetApprovalResponse, question: string, ctx: ToolContext): string | undefined {
   const about = `${view.capability}, risk ${view.risk || "unspecified"}`;
-  return whyClientNotAsked(view.channels, about, view.channelsRule, ctx.elicitModes().form) ?? (fitsForm(question) ? undefined : tooLongForForm(question));
+  return whyClientNotAsked(view.channels, about, view.channelsRule, ctx.client.formElicitation) ?? (fitsForm(question) ? undefined : tooLongForForm(question));
 }
 
 /**
@@ -144,7 +144,7 @@ async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Ou
   const question = approvalQuestion(view);
   const why = whyNotAsked(view, question, ctx);
   if (why) return notAnswered(approvalId, view, why, ctx);
-  const answer = await ctx.elicit({ message: question, requestedSchema: approvalSchema() });
+  const answer = await ctx.ask({ mode: "form", key: "approve", message: question, requestedSchema: approvalSchema() });
   if (answer.action === "cancel") {
     throw new ChaosError(
       "approval_required",

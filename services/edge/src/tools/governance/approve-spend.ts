@@ -201,7 +201,7 @@ async function askTheClientUser(ctx: ToolContext, request: SpendRequest, ttl: nu
     if (!request.argumentsVerified) throw unverified();
     return askThroughConsole(ctx, request, url, ttl);
   }
-  const why = whyClientNotAsked(request.channels, about, request.channelsRule, ctx.elicitModes().form);
+  const why = whyClientNotAsked(request.channels, about, request.channelsRule, ctx.client.formElicitation);
   if (why) return notAsked(ctx, request, ttl, why);
   if (!request.argumentsVerified) throw unverified();
   const question: HumanQuestion = {

@@ -12,6 +12,10 @@ import { createRecordingLedger, type RecordingLedger } from "../../test-support/
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
 import { ok, refused } from "../../test-support/results.js";
+import type { Client as V2Client } from "@modelcontextprotocol/client";
+import { newMrtrKeyringFile, parseMrtrKeyring } from "../../mrtr/keyring.js";
+import { modernClient, retryParams, type WireResult } from "../../../../../test/support/mrtr.js";
+
 
 // The edge's own duties on the human path, against a ledger that only records what it is sent
 // (its decisions are tested against the real ledger): who counts as the human, what the person
@@ -69,8 +73,13 @@ function storedRequest(overrides: Record<string, unknown> = {}) {
  * A ledger that answers with fixed messages and records every request: `request` is the stored
  * spend request at 7, `event` the entry at 7.
  */
-function recordingLedger(request: Record<string, unknown> = storedRequest(), event: JsonObject = RECORDED_EVENT): RecordingLedger {
+function recordingLedger(
+  request: Record<string, unknown> = storedRequest(),
+  event: JsonObject = RECORDED_EVENT,
+  more: Parameters<typeof createRecordingLedger>[0] = {},
+): RecordingLedger {
   return createRecordingLedger({
+    ...more,
     getSpendRequest: async (req) => {
       if (req.requestSeq !== 7n) throw new ChaosError("not_found", `no ledger entry ${req.requestSeq} in this tenant`);
       return { request };
@@ -472,5 +481,118 @@ describe("over HTTP with API keys", () => {
 
     ok(await callTool(alice, "issue_approval_receipt", { request_seq: 7, call, decision: "deny" }));
     expect(ledger.requests("issueReceipt").at(-1)).toMatchObject({ decision: "deny", approvedVia: "approver_role" });
+  });
+});
+
+describe("on 2026-07-28: the client's user is asked through multi-round-trip results", () => {
+  const key = randomBytes(24).toString("base64url");
+  const tenant = `gov-mrtr-${randomBytes(3).toString("hex")}`;
+  const headers = { authorization: `Bearer ${key}` };
+  const keyring = parseMrtrKeyring(newMrtrKeyringFile(), "test");
+  const edges: RunningHttpTransport[] = [];
+  const clients: V2Client[] = [];
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    for (const e of edges) await e.close();
+  });
+
+  /** The recording ledger with the single use the real one enforces (each jti once), and refusals recorded. */
+  function mrtrLedger(request: Record<string, unknown> = storedRequest()): RecordingLedger {
+    const seen = new Set<string>();
+    // The same fixed answers as the 2025 tests, plus the two MRTR RPCs.
+    return recordingLedger(request, RECORDED_EVENT, {
+      consumeRequestState: async (req) => {
+        const first = !seen.has(req.jti);
+        seen.add(req.jti);
+        return { consumed: first, code: first ? "consumed" : "already_consumed", entrySeq: 20n };
+      },
+      recordRequestStateRefusal: async () => ({ entrySeq: 21n }),
+    });
+  }
+
+  async function edgeWith(ledger: RecordingLedger, options: Parameters<typeof modernClient>[1]): Promise<V2Client> {
+    const edge = await startHttpTransport(
+      { ...services.deps(), ledger: ledger.client, mrtrKeyring: keyring },
+      { host: "127.0.0.1", port: 0, apiKeys: [{ tenant, principal: "agent", sha256: hashApiKey(key) }] },
+    );
+    edges.push(edge);
+    const c = await modernClient(edge.url, { headers, ...options });
+    clients.push(c);
+    return c;
+  }
+  const callTool = async (c: V2Client, name: string, args: Record<string, unknown>) => (await c.callTool({ name, arguments: args })) as CallToolResult;
+
+  it("approve_spend, auto-fulfilled: shows the stored request, consumes the state once, then sends approved_via elicitation from the flow's request", async () => {
+    const ledger = mrtrLedger();
+    const asked: string[] = [];
+    const c = await edgeWith(ledger, { answer: { action: "accept", content: { confirm: true } }, asked });
+    const out = ok<{ human: unknown; state: string; channel: string }>(await callTool(c, "approve_spend", { request_seq: 7, ttl_seconds: 120 }));
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "elicitation" }, state: "LOCKED", channel: "client_elicitation" });
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain(`\n  memo = ${JSON.stringify(STORED_WIRE.memo)}\n`);
+    expect(ledger.requests("consumeRequestState")).toEqual([expect.objectContaining({ tool: "approve_spend" })]);
+    expect(ledger.requests("approveSpend")).toEqual([expect.objectContaining({ requestSeq: 7n, approvedVia: "elicitation", ttlSeconds: 120 })]);
+    // Both rounds carry the flow's ref, the one the state was consumed under; there is no session.
+    const consumedUnder = ledger.calls.find((x) => x.method === "consumeRequestState")!.call;
+    const approvedUnder = ledger.calls.find((x) => x.method === "approveSpend")!.call;
+    expect(approvedUnder.sessionId).toBeUndefined();
+    expect(approvedUnder.requestRef).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(approvedUnder.requestRef).toBe(consumedUnder.requestRef);
+    expect(ledger.requests("consumeRequestState")[0]).toMatchObject({ flow: approvedUnder.requestRef });
+  });
+
+  it("approve_spend, manual: the first round approves nothing; a decline in the retry declines for good; a replay runs nothing", async () => {
+    const ledger = mrtrLedger();
+    const c = await edgeWith(ledger, { answer: { action: "decline" }, autoFulfill: false });
+    const first = (await c.callTool({ name: "approve_spend", arguments: { request_seq: 7 } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    expect(Object.keys(first.inputRequests!)).toEqual(["confirm"]);
+    expect(String(first.inputRequests!["confirm"]!.params["message"])).toContain("Spend request at ledger entry 7");
+    expect(ledger.requests("approveSpend")).toEqual([]);
+    expect(ledger.requests("declineSpend")).toEqual([]);
+
+    const retry = retryParams("approve_spend", { request_seq: 7 }, { inputResponses: { confirm: { action: "decline" } }, requestState: first.requestState });
+    const out = ok<{ human: unknown; decline_seq: number }>((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult);
+    expect(out).toMatchObject({ human: { answer: "declined", via: "elicitation" }, decline_seq: 9 });
+    expect(ledger.requests("declineSpend")).toHaveLength(1);
+
+    const replay = refused((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult);
+    expect(replay.message).toMatch(/already used/);
+    expect(ledger.requests("declineSpend")).toHaveLength(1);
+    expect(ledger.requests("approveSpend")).toEqual([]);
+  });
+
+  it("issue_approval_receipt, auto-fulfilled: shows the call and the recorded request, then issues with approved_via elicitation", async () => {
+    const ledger = mrtrLedger();
+    const asked: string[] = [];
+    const c = await edgeWith(ledger, { answer: { action: "accept", content: { confirm: true } }, asked });
+    const out = ok<{ human: unknown; ledger_seq: number }>(await callTool(c, "issue_approval_receipt", { request_seq: 7, call, decision: "allow", ttl_seconds: 60 }));
+    expect(out).toMatchObject({ human: { answer: "confirmed", via: "elicitation" }, ledger_seq: 10 });
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain("ALLOW one tool call");
+    expect(asked[0]).toContain("\n  amount = 2500\n");
+    expect(ledger.requests("issueReceipt")).toEqual([expect.objectContaining({ decision: "allow", approvedVia: "elicitation", requestSeq: 7n })]);
+    expect(ledger.requests("consumeRequestState")).toEqual([expect.objectContaining({ tool: "issue_approval_receipt" })]);
+  });
+
+  it("issue_approval_receipt with other arguments in the retry: the state is refused and recorded, nothing is issued", async () => {
+    const ledger = mrtrLedger();
+    const c = await edgeWith(ledger, { answer: { action: "accept", content: { confirm: true } }, autoFulfill: false });
+    const args = { request_seq: 7, call, decision: "allow" };
+    const first = (await c.callTool({ name: "issue_approval_receipt", arguments: args }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    const other = { ...args, call: { ...call, arguments: { ...call.arguments, amount: 250_000 } } };
+    const res = refused(
+      (await c.callTool(
+        retryParams("issue_approval_receipt", other, { inputResponses: { confirm: { action: "accept", content: { confirm: true } } }, requestState: first.requestState }),
+        { allowInputRequired: true },
+      )) as CallToolResult,
+    );
+    expect(res.code).toBe("failed_precondition");
+    expect(res.message).toMatch(/belongs to another call \(other arguments\): nothing ran/);
+    expect(ledger.requests("recordRequestStateRefusal")).toEqual([expect.objectContaining({ reason: "digest", tool: "issue_approval_receipt" })]);
+    expect(ledger.requests("consumeRequestState")).toEqual([]);
+    expect(ledger.requests("issueReceipt")).toEqual([]);
   });
 });

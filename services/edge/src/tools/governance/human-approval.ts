@@ -3,7 +3,7 @@ import type { ElicitResult } from "@modelcontextprotocol/server";
 import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { fitsForm, renderText, tooLongForForm } from "../../approvals/render-text.js";
 import { ledgerEntryView } from "../../approvals/view.js";
-import type { ToolContext } from "../define.js";
+import { isInputRequired, type ToolContext } from "../define.js";
 import { ledgerCall, ledgerOf } from "./ledger-access.js";
 
 /** How a person's answer reached the ledger (`approved_via` in the ledger contract). */
@@ -51,7 +51,7 @@ export interface HumanQuestion {
  */
 export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<HumanAnswer> {
   if (ctx.roles.has("approver")) return { answer: "confirmed", via: "approver_role" };
-  if (!ctx.elicitModes().form) {
+  if (!ctx.client.formElicitation) {
     throw new ChaosError(
       "approval_required",
       `${q.tool} needs a person's decision, and this client cannot ask its user (it did not declare elicitation); this ` +
@@ -64,7 +64,9 @@ export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<Huma
   }
   let result: ElicitResult;
   try {
-    result = await ctx.elicit({
+    result = await ctx.ask({
+      mode: "form",
+      key: "confirm",
       message,
       requestedSchema: {
         type: "object",
@@ -80,7 +82,8 @@ export async function askHuman(ctx: ToolContext, q: HumanQuestion): Promise<Huma
       },
     });
   } catch (err) {
-    if (err instanceof ChaosError) throw err;
+    // A 2026-07-28 round that asks ends here; the client's retry brings the answer.
+    if (err instanceof ChaosError || isInputRequired(err)) throw err;
     throw new ChaosError(
       "approval_required",
       `the person could not be asked (the client did not answer the approval request): nothing was approved or issued. Call ${q.retryCall} to ask again.`,

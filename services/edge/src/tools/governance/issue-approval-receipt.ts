@@ -78,7 +78,7 @@ export const issueApprovalReceiptTool = defineTool({
       otherWays = wayLines(approvalChannelOptions({ kind: "receipt", call: retry }, allowed.channels, place), allowed.channels);
       const ev = request.event ?? {};
       const about = `a receipt for ${String(ev["tool"] ?? "the call")} at risk ${String(ev["risk"] ?? "unspecified")}`;
-      const why = whyClientNotAsked(allowed.channels, about, allowed.matchedRule, ctx.elicitModes().form);
+      const why = whyClientNotAsked(allowed.channels, about, allowed.matchedRule, ctx.client.formElicitation);
       if (why) {
         throw new ChaosError(
           "approval_required",
