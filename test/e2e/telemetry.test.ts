@@ -1,76 +1,271 @@
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpClient, removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
+import { MCP_DURATION_BUCKETS } from "@chaos-core/kit";
+import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
+import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
+import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { startServiceMain, stopProcess } from "../support/processes.js";
+import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 
-/** A stand-in OpenTelemetry collector: it keeps every OTLP/HTTP body it is sent, by path. */
-function startCollector(): Promise<{ server: Server; url: string; bodies: Map<string, Buffer[]> }> {
-  const bodies = new Map<string, Buffer[]>();
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const list = bodies.get(req.url ?? "") ?? [];
-      list.push(Buffer.concat(chunks));
-      bodies.set(req.url ?? "", list);
-      res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
-    });
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () =>
-      resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies }),
-    ),
-  );
+/**
+ * One trace across the loop (issue 12 item 6, docs/operations.md "Tracing and metrics"): every
+ * service its own process (the Kubernetes shape) on real Postgres and Redis, each exporting
+ * OTLP/HTTP to a receiver in this test. A tool call whose request carries the client's W3C
+ * `traceparent` in `_meta` yields one trace, rooted in the client's span, with spans from every
+ * process it touched, the cognitive stages, each ledger append, Postgres and Redis; the edge's
+ * request span follows the MCP semantic conventions per protocol revision.
+ */
+
+const SERVICES = ["edge", "cognition", "policy", "ledger", "memory", "council"] as const;
+const service = (name: string) => `chaos-core-${name}`;
+
+/** A client-side span context: what an instrumented MCP client would put in `_meta`. */
+function clientSpan(traceId = randomBytes(16).toString("hex")) {
+  const spanId = randomBytes(8).toString("hex");
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
 }
 
-describe("OpenTelemetry export", () => {
-  const dir = tempDir();
-  let collector: Awaited<ReturnType<typeof startCollector>>;
-  let serve: ServeProcess;
+describe("OpenTelemetry: one trace per tool call across the distributed topology", () => {
+  let db: TestDatabase;
+  let receiver: OtlpReceiver;
+  let ledgerKeys: LedgerKeys;
+  let mrtrKeys: MrtrKeys;
+  const procs: ChildProcess[] = [];
+  const logs: Array<() => string> = [];
+  let edgeUrl: string;
+  let legacy: Client;
+  let legacyTransport: StreamableHTTPClientTransport;
+  let modern: V2Client;
+  // The traceparent an instrumented HTTP client would send in the request's header (its own span).
+  let headerTraceparent: string | undefined;
 
   beforeAll(async () => {
-    collector = await startCollector();
-    serve = await startServe({
-      CHAOS_CORE_DATA_DIR: dir,
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      OTEL_SERVICE_NAME: "chaos-core-e2e",
+    receiver = await startOtlpReceiver();
+    db = await createTestDatabase();
+    ledgerKeys = await createLedgerKeys();
+    mrtrKeys = await createMrtrKeys();
+    const otel = (name: string) => ({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_SERVICE_NAME: service(name),
       OTEL_BSP_SCHEDULE_DELAY: "100",
-      OTEL_METRICS_EXPORTER: "none",
+      OTEL_METRIC_EXPORT_INTERVAL: "500",
       OTEL_LOGS_EXPORTER: "none",
     });
-  });
+    const key = randomBytes(32).toString("hex");
+    const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
+    const redis = (name: string) => ({ REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: uniquePrefix(`telemetry-${name}`) });
+    const start = async (name: string, env: Record<string, string>) => {
+      const s = await startServiceMain(name, { ...env, ...otel(name) });
+      procs.push(s.proc);
+      logs.push(s.log);
+      return s.address;
+    };
+    const [policy, memory, council] = await Promise.all([start("policy", common), start("memory", common), start("council", common)]);
+    const ledger = await start("ledger", { ...common, ...ledgerKeys.env, ...redis("ledger"), POLICY_ADDR: policy });
+    const cognition = await start("cognition", {
+      CHAOS_CORE_CONTEXT_KEY: key,
+      ...redis("cognition"),
+      POLICY_ADDR: policy,
+      MEMORY_ADDR: memory,
+      LEDGER_ADDR: ledger,
+      CHAOS_CORE_PROVIDER: "heuristic",
+    });
+    edgeUrl = await start("edge", {
+      ...mrtrKeys.env,
+      CHAOS_CORE_CONTEXT_KEY: key,
+      REDIS_URL: TEST_REDIS_URL,
+      POLICY_ADDR: policy,
+      MEMORY_ADDR: memory,
+      COGNITION_ADDR: cognition,
+      COUNCIL_ADDR: council,
+      LEDGER_ADDR: ledger,
+    });
+
+    legacy = new Client({ name: "telemetry-e2e", version: "0.0.0" });
+    legacyTransport = new StreamableHTTPClientTransport(new URL(edgeUrl), {
+      fetch: (url, init) => {
+        const headers = new Headers(init?.headers);
+        if (headerTraceparent) headers.set("traceparent", headerTraceparent);
+        return fetch(url, { ...init, headers });
+      },
+    });
+    await legacy.connect(legacyTransport);
+    modern = new V2Client({ name: "telemetry-e2e-modern", version: "0.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await modern.connect(new V2Http(new URL(edgeUrl)));
+  }, 120_000);
 
   afterAll(async () => {
-    await serve?.stop();
-    collector?.server.close();
-    removeDir(dir);
+    await legacy?.close();
+    await modern?.close();
+    for (const p of procs.reverse()) await stopProcess(p);
+    await receiver?.close();
+    await db?.drop();
+    await ledgerKeys?.remove();
+    await mrtrKeys?.remove();
   });
 
-  it("exports the spans of a tool call, joined to the client's trace, when an endpoint is set", async () => {
-    // The client's own trace: a tool call that carries it in _meta joins it.
-    const traceId = randomBytes(16).toString("hex");
-    const traceparent = `00-${traceId}-${randomBytes(8).toString("hex")}-01`;
-    const client = await httpClient(serve.url);
-    const res = await client.callTool({ name: "chaoscore_recall", arguments: { key: "traced" }, _meta: { traceparent } });
-    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
-    await client.close();
-
-    const wanted = [
-      "chaos-core-e2e",
-      "chaoscore.tool chaoscore_recall",
-      "chaoscore.policy.decide",
-      "chaoscore.memory.v1.MemoryService/Recall",
-      "POST",
-      // OTLP/protobuf carries trace ids as 16 raw bytes.
-      Buffer.from(traceId, "hex").toString("latin1"),
-    ];
-    let text = "";
-    for (let i = 0; i < 100; i++) {
-      text = (collector.bodies.get("/v1/traces") ?? []).map((b) => b.toString("latin1")).join("\n");
-      if (wanted.every((w) => text.includes(w))) break;
+  /** Waits until the trace holds everything `complete` wants (exports arrive in batches), then returns it. */
+  async function traceOf(traceId: string, complete: (spans: ReceivedSpan[]) => boolean): Promise<ReceivedSpan[]> {
+    for (let i = 0; i < 300; i++) {
+      const spans = receiver.spans.filter((s) => s.traceId === traceId);
+      if (complete(spans)) return spans;
       await new Promise((r) => setTimeout(r, 100));
     }
-    for (const w of wanted) expect(text, `exported spans mention ${JSON.stringify(w)}`).toContain(w);
+    return receiver.spans.filter((s) => s.traceId === traceId);
+  }
+
+  /** Every span's parent is in the trace or is one of the client's own spans: one tree, nothing detached. */
+  function expectOneTree(spans: ReceivedSpan[], clientSpanIds: string[]) {
+    const ids = new Set(spans.map((s) => s.spanId));
+    const detached = spans.filter((s) => !ids.has(s.parentSpanId) && !clientSpanIds.includes(s.parentSpanId));
+    expect(detached.map((s) => `${s.service}: ${s.name} (parent ${s.parentSpanId || "none"})`)).toEqual([]);
+  }
+
+  const names = (spans: ReceivedSpan[]) => new Set(spans.map((s) => s.name));
+  const services = (spans: ReceivedSpan[]) => new Set(spans.map((s) => s.service));
+  const isPg = (s: ReceivedSpan) => s.attributes["db.system"] === "postgresql" || s.attributes["db.system.name"] === "postgresql";
+  const isRedis = (s: ReceivedSpan) => s.attributes["db.system"] === "redis" || s.attributes["db.system.name"] === "redis";
+
+  it("traces chaoscore_achieve (2025-11-25) as one trace under the client's span: every process, the stages, ledger appends, Postgres, Redis", async () => {
+    const mcp = clientSpan();
+    const http = clientSpan(mcp.traceId);
+    headerTraceparent = http.traceparent;
+    const res = await legacy.callTool({
+      name: "chaoscore_achieve",
+      arguments: { objective: "remember that the deploy window is friday" },
+      _meta: { traceparent: mcp.traceparent },
+    });
+    headerTraceparent = undefined;
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+
+    const stages = ["context", "reason", "plan", "policy", "execute", "evaluate", "remember"].map((s) => `chaoscore.cognition.${s}`);
+    const wantedServices = ["edge", "cognition", "policy", "ledger", "memory"].map(service);
+    const spans = await traceOf(
+      mcp.traceId,
+      (t) =>
+        wantedServices.every((s) => services(t).has(s)) &&
+        stages.every((s) => names(t).has(s)) &&
+        names(t).has("chaoscore.ledger.append") &&
+        t.some(isPg) &&
+        t.some(isRedis) &&
+        names(t).has("tools/call chaoscore_achieve") &&
+        t.filter((s) => s.name === "chaoscore.cognition.v1.CognitionService/Achieve").length === 2,
+    );
+    expect(receiver.rejected).toEqual([]);
+    for (const s of wantedServices) expect([...services(spans)], `a span from ${s}`).toContain(s);
+    for (const s of stages) expect([...names(spans)], `the stage span ${s}`).toContain(s);
+    expect([...names(spans)]).toContain("chaoscore.ledger.append");
+    expect([...names(spans)]).toContain("chaoscore.policy.decide");
+    const achieveRpc = spans.filter((s) => s.name === "chaoscore.cognition.v1.CognitionService/Achieve");
+    expect(achieveRpc.map((s) => `${s.service} ${s.kind}`).sort(), [...names(spans)].join(", ")).toEqual([`${service("cognition")} 2`, `${service("edge")} 3`]);
+    expect(spans.some(isPg), "a Postgres span").toBe(true);
+    expect(spans.some(isRedis), "a Redis span").toBe(true);
+
+    // The edge's request span, as the MCP semantic conventions name and attribute it.
+    const request = spans.find((s) => s.name === "tools/call chaoscore_achieve");
+    expect(request, [...names(spans)].join(", ")).toBeDefined();
+    expect(request).toMatchObject({ service: service("edge"), kind: 2, parentSpanId: mcp.spanId, status: 0 });
+    expect(request!.attributes).toMatchObject({
+      "mcp.method.name": "tools/call",
+      "gen_ai.tool.name": "chaoscore_achieve",
+      "gen_ai.operation.name": "execute_tool",
+      "mcp.protocol.version": "2025-11-25",
+      "mcp.session.id": legacyTransport.sessionId,
+      "jsonrpc.request.id": expect.any(String),
+      "network.transport": "tcp",
+      "chaoscore.mcp.era": "legacy",
+      "chaoscore.tenant": "default",
+    });
+    expect(request!.attributes["error.type"]).toBeUndefined();
+    // The cognition call is the request's child: the tool's work hangs under the MCP span.
+    const achieveClient = spans.find((s) => s.name === "chaoscore.cognition.v1.CognitionService/Achieve" && s.service === service("edge"));
+    expect(achieveClient?.parentSpanId).toBe(request!.spanId);
+    // The HTTP request joined the client's HTTP span (its header), the MCP request its MCP span (_meta).
+    expect(spans.find((s) => s.service === service("edge") && s.kind === 2 && s.name.startsWith("POST"))?.parentSpanId).toBe(http.spanId);
+    expectOneTree(spans, [mcp.spanId, http.spanId]);
+  });
+
+  it("traces a governed chaoscore_recall in both revisions: mcp.session.id only for 2025-11-25", async () => {
+    await legacy.callTool({ name: "chaoscore_remember", arguments: { key: "traced", value: { ok: true } } });
+    const wantedServices = ["edge", "cognition", "policy", "ledger", "memory"].map(service);
+    const governed = (t: ReceivedSpan[]) =>
+      wantedServices.every((s) => services(t).has(s)) && names(t).has("chaoscore.cognition.policy") && names(t).has("chaoscore.ledger.append") && t.some(isPg) && names(t).has("tools/call chaoscore_recall");
+
+    const old = clientSpan();
+    const legacyRes = await legacy.callTool({ name: "chaoscore_recall", arguments: { key: "traced" }, _meta: { traceparent: old.traceparent } });
+    expect(legacyRes.isError, JSON.stringify(legacyRes.content)).toBeFalsy();
+    const now = clientSpan();
+    const modernRes = (await modern.callTool({ name: "chaoscore_recall", arguments: { key: "traced" }, _meta: { traceparent: now.traceparent } })) as {
+      isError?: boolean;
+      content: unknown;
+    };
+    expect(modernRes.isError, JSON.stringify(modernRes.content)).toBeFalsy();
+
+    for (const [client, era, version] of [
+      [old, "legacy", "2025-11-25"],
+      [now, "modern", "2026-07-28"],
+    ] as const) {
+      const spans = await traceOf(client.traceId, governed);
+      for (const s of wantedServices) expect([...services(spans)], `${era}: a span from ${s}`).toContain(s);
+      expect([...names(spans)]).toEqual(expect.arrayContaining(["chaoscore.cognition.policy", "chaoscore.policy.decide", "chaoscore.ledger.append"]));
+      expect(spans.some(isPg), `${era}: a Postgres span`).toBe(true);
+      const request = spans.find((s) => s.name === "tools/call chaoscore_recall");
+      expect(request, [...names(spans)].join(", ")).toMatchObject({ service: service("edge"), kind: 2, parentSpanId: client.spanId });
+      expect(request!.attributes).toMatchObject({
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "chaoscore_recall",
+        "gen_ai.operation.name": "execute_tool",
+        "mcp.protocol.version": version,
+        "chaoscore.mcp.era": era,
+      });
+      if (era === "legacy") expect(request!.attributes["mcp.session.id"]).toBe(legacyTransport.sessionId);
+      else {
+        expect(request!.attributes).not.toHaveProperty("mcp.session.id");
+        expect(request!.attributes["chaoscore.request.ref"]).toEqual(expect.any(String));
+      }
+      expectOneTree(spans, [client.spanId]);
+    }
+  });
+
+  it("marks a refused call with error.type: tool_error for an isError result, the JSON-RPC code for a protocol error", async () => {
+    const bad = clientSpan();
+    const refused = await legacy.callTool({ name: "chaoscore_recall", arguments: { key: "x", query: "y" }, _meta: { traceparent: bad.traceparent } });
+    expect(refused.isError).toBe(true);
+    const unknown = clientSpan();
+    await expect(legacy.callTool({ name: "no_such_tool", arguments: {}, _meta: { traceparent: unknown.traceparent } })).rejects.toThrow();
+
+    const [toolError] = await traceOf(bad.traceId, (t) => t.some((s) => s.name === "tools/call chaoscore_recall"));
+    expect(toolError).toMatchObject({ name: "tools/call chaoscore_recall", status: 2, attributes: expect.objectContaining({ "error.type": "tool_error" }) });
+    const [protocolError] = await traceOf(unknown.traceId, (t) => t.some((s) => s.name === "tools/call no_such_tool"));
+    expect(protocolError).toMatchObject({ name: "tools/call no_such_tool", status: 2 });
+    expect(protocolError!.attributes["error.type"]).toMatch(/^-32\d{3}$/);
+    expect(protocolError!.attributes["rpc.response.status_code"]).toBe(protocolError!.attributes["error.type"]);
+  });
+
+  it("exports mcp.server.operation.duration (seconds, the conventions' buckets) and the RED histograms per tool and per RPC", async () => {
+    const wanted = (metric: string, where: (a: Record<string, unknown>) => boolean) => () =>
+      receiver.histograms.find((p) => p.metric === metric && p.count > 0 && where(p.attributes));
+    const mcpPoint = wanted("mcp.server.operation.duration", (a) => a["gen_ai.tool.name"] === "chaoscore_achieve");
+    const toolPoint = wanted("chaoscore.tool.duration", (a) => a["chaoscore.tool"] === "chaoscore_achieve");
+    const rpcPoint = wanted("chaoscore.rpc.duration", (a) => a["rpc.method"] === "chaoscore.memory.v1.MemoryService/Recall");
+    for (let i = 0; i < 200 && !(mcpPoint() && toolPoint() && rpcPoint()); i++) await new Promise((r) => setTimeout(r, 100));
+
+    expect(mcpPoint()).toMatchObject({
+      service: service("edge"),
+      unit: "s",
+      explicitBounds: [...MCP_DURATION_BUCKETS],
+      attributes: expect.objectContaining({ "mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool", "mcp.protocol.version": "2025-11-25" }),
+    });
+    expect(toolPoint()).toMatchObject({ service: service("edge"), attributes: expect.objectContaining({ "chaoscore.outcome": "ok" }) });
+    expect(rpcPoint()).toBeDefined();
+    expect(SERVICES.filter((s) => receiver.histograms.some((p) => p.service === service(s) && p.metric === "chaoscore.rpc.duration"))).toEqual(
+      expect.arrayContaining(["edge", "cognition", "policy", "ledger", "memory"]),
+    );
   });
 });

@@ -21,8 +21,10 @@ export type { JsonPath, JsonTextScan, JsonTextScanOptions } from "./json-text.js
 export { createLogger, LOG_LEVELS } from "./logger.js";
 export type { Logger } from "./logger.js";
 export { onShutdown } from "./lifecycle.js";
-export { ATTR } from "./telemetry/attributes.js";
-export { recordToolCall, withSpan } from "./telemetry/spans.js";
+export { ATTR, MCP_DURATION_BUCKETS, SEMCONV } from "./telemetry/attributes.js";
+export { inRequestSpan, recordToolCall, withSpan } from "./telemetry/spans.js";
+export { startMcpServerSpan } from "./telemetry/mcp.js";
+export type { McpMessageInfo, McpOutcome, McpServerSpan } from "./telemetry/mcp.js";
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
 export { raceSignal } from "./rpc/abort.js";

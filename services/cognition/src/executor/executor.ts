@@ -204,7 +204,16 @@ function strictest(capability: Capability, own: PolicyVerdict, implied: readonly
  * the strictest of its own and theirs, each implied capability evaluated at its registered risk
  * with the same facts (docs/approvals.md §7).
  */
-async function askPolicy(capability: Capability, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
+function askPolicy(capability: Capability, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
+  // The loop's policy stage: its own span, whichever step (plan, explicit, bookkeeping) asks.
+  return withSpan("chaoscore.cognition.policy", { [ATTR.capability]: capability.name }, async (span) => {
+    const verdict = await decideStrictest(capability, facts, deps);
+    span.setAttributes({ [ATTR.decision]: verdict.decision, [ATTR.policyVersion]: verdict.policyVersion });
+    return verdict;
+  });
+}
+
+async function decideStrictest(capability: Capability, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
   const own = await evaluate(capability.name, capability.risk, facts, deps);
   if (!capability.implies || capability.implies.length === 0) return own;
   const implied: ImpliedDecision[] = [];

@@ -10,6 +10,7 @@ import { registerPrompts } from "./register-prompts.js";
 import { registerResources } from "./register-resources.js";
 import { requestStateVerifier } from "./mrtr-round.js";
 import { registerTools } from "./register-tools.js";
+import { traceMcpMessages } from "./telemetry.js";
 import { ArgumentScreen, guardToolCalls } from "./tool-arguments.js";
 
 /** The stateless revision served beside 2025-11-25 (docs/protocol.md §1). */
@@ -56,6 +57,7 @@ class ChaosCoreMcpServer extends McpServer {
     info: Implementation,
     options: ServerOptions,
     private readonly toolsByName: ReadonlyMap<string, ToolDefinition>,
+    private readonly scope: ServerScope,
   ) {
     super(info, options);
   }
@@ -63,6 +65,8 @@ class ChaosCoreMcpServer extends McpServer {
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
     guardToolCalls(transport, this.toolsByName, this.screen);
+    // Outermost, so a refusal the guard sends still ends the request's span.
+    traceMcpMessages(transport, this.scope);
   }
 }
 
@@ -95,6 +99,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
         : {}),
     },
     new Map(tools.map((t) => [t.name, t])),
+    scope,
   );
   registerTools(server, tools, deps, scope, server.screen);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, scope);

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { completable, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, withSpan, type Logger } from "@chaos-core/kit";
+import { ChaosError, inRequestSpan, type Logger } from "@chaos-core/kit";
 import type { EdgeDeps, ServerScope } from "../deps.js";
 import type { PromptArgs, PromptContext, PromptDefinition } from "../prompts/define.js";
 import { scopedCall, scopeLogFields } from "./scope.js";
@@ -53,9 +53,8 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
     const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> => {
       // 2026-07-28: no session; each request its own ref (docs/protocol.md §5).
       const { call, spanAttrs } = scopedCall(scope);
-      return withSpan(
-        `chaoscore.prompt ${prompt.name}`,
-        { [ATTR.tenant]: scope.tenant, ...spanAttrs },
+      return inRequestSpan(
+        spanAttrs,
         async () => {
           const ctx: PromptContext = { call, deps, signal: extra.mcpReq.signal };
           try {
@@ -67,7 +66,6 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
             throw mapped;
           }
         },
-        { carrier: extra.mcpReq._meta },
       );
     };
     // Always with an argument schema (empty for none), a zod object of our own zod (SDK v2's

@@ -1,6 +1,6 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate } from "@modelcontextprotocol/server";
 import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
+import { ChaosError, inRequestSpan } from "@chaos-core/kit";
 import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
 import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition } from "../resources/define.js";
 import { scopedCall, scopeLogFields } from "./scope.js";
@@ -27,9 +27,8 @@ export function registerResources(server: McpServer, resources: readonly Resourc
 
   const read = (def: ResourceDefinition, uri: URL, extra: ServerContext, run: (ctx: ResourceContext) => Promise<unknown>) => {
     const { call, spanAttrs } = scopedCall(scope);
-    return withSpan(
-      `chaoscore.resource ${def.name}`,
-      { [ATTR.tenant]: scope.tenant, ...spanAttrs },
+    return inRequestSpan(
+      spanAttrs,
       async (): Promise<ReadResourceResult> => {
         let doc: unknown;
         try {
@@ -45,7 +44,6 @@ export function registerResources(server: McpServer, resources: readonly Resourc
         if (doc === undefined) throw new ResourceNotFoundError(uri.href);
         return { contents: [{ uri: uri.href, mimeType: RESOURCE_MIME_TYPE, text: JSON.stringify(doc, null, 2) }] };
       },
-      { carrier: extra.mcpReq._meta },
     );
   };
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, ERROR_CODES, recordToolCall, toMcpErrorResult, withSpan, type CallContext, type Logger } from "@chaos-core/kit";
+import { ATTR, ChaosError, ERROR_CODES, inRequestSpan, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
 import { isModernScope, type EdgeDeps, type EdgeSession, type ModernScope, type ServerScope } from "../deps.js";
@@ -236,15 +236,10 @@ export function registerTools(
         const resumed = start.kind === "resumed" ? start.resumed : undefined;
         const modern = modernScope ? modernRequestOf(extra, resumed?.flow ?? mintRequestRef()) : undefined;
         const callLog = modern ? log.child({ request_ref: modern.requestRef }) : log;
-        // One span per call, joined to the client's trace when its request carries a W3C
-        // traceparent in _meta; service calls made by the tool become its children.
-        return withSpan(
-          `chaoscore.tool ${tool.name}`,
-          {
-            [ATTR.tool]: tool.name,
-            [ATTR.tenant]: scope.tenant,
-            ...(modern ? { [ATTR.requestRef]: modern.requestRef } : { [ATTR.session]: (scope as EdgeSession).id }),
-          },
+        // The call is part of its request's span (server/telemetry.ts: `tools/call <tool>`, joined
+        // to the client's trace from _meta); service calls made by the tool become its children.
+        return inRequestSpan(
+          modern ? { [ATTR.requestRef]: modern.requestRef } : {},
           async (span) => {
             const started = performance.now();
             const ctx = toolContext(server, deps, scope, callLog, extra, modern, resumed);
@@ -277,7 +272,6 @@ export function registerTools(
               recordToolCall(tool.name, outcome, performance.now() - started);
             }
           },
-          { carrier: extra.mcpReq._meta },
         );
       },
     );

@@ -9,14 +9,15 @@ export function mintRequestRef(): string {
 
 /**
  * The call context of one request a server built for `scope` serves, with the span attribute
- * that names it: a 2025-11-25 session's id, or (2026-07-28, no session) a fresh request ref.
+ * that names it: (2026-07-28, no session) a fresh request ref; a 2025-11-25 session is named by
+ * the request span's own `mcp.session.id`.
  */
 export function scopedCall(scope: ServerScope): { call: CallContext; spanAttrs: Record<string, string> } {
   if (isModernScope(scope)) {
     const requestRef = mintRequestRef();
     return { call: { tenant: scope.tenant, principal: scope.principal, requestRef }, spanAttrs: { [ATTR.requestRef]: requestRef } };
   }
-  return { call: { tenant: scope.tenant, principal: scope.principal, sessionId: scope.id }, spanAttrs: { [ATTR.session]: scope.id } };
+  return { call: { tenant: scope.tenant, principal: scope.principal, sessionId: scope.id }, spanAttrs: {} };
 }
 
 /** The fields that name a scope in log lines. */

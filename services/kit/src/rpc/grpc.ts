@@ -16,7 +16,7 @@ import {
 import { once } from "node:events";
 import { ChaosError, CODE_TRAILER, toGrpcError } from "../errors.js";
 import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, type ContextSigner } from "../context.js";
-import { extractTrace, injectTrace, instrument } from "./instrument.js";
+import { extractTrace, injectTrace, instrument, instrumentStream } from "./instrument.js";
 import { defaultChannelOptions } from "./target.js";
 import {
   DEFAULT_TIMEOUT_MS,
@@ -245,7 +245,7 @@ export function createGrpcClient<S extends AnyService>(
         });
     } else {
       client[method.localName] = (req: object, opts: CallOptions) =>
-        (async function* () {
+        instrumentStream("client", method, opts.ctx.tenant, async function* () {
           const { md, deadline } = prepare(opts);
           const call: ClientReadableStream<unknown> = channel.makeServerStreamRequest(
             path(method),
@@ -265,7 +265,7 @@ export function createGrpcClient<S extends AnyService>(
             opts.signal?.removeEventListener("abort", onAbort);
             call.cancel();
           }
-        })();
+        });
     }
   }
   return { client: client as ServiceClient<S>, close: () => channel.close() };

@@ -1,7 +1,7 @@
 import { create, type DescMessage } from "@bufbuild/protobuf";
 import { assertTenantId } from "../context.js";
 import { callSignal, raceAbort } from "./abort.js";
-import { instrument } from "./instrument.js";
+import { instrument, instrumentStream } from "./instrument.js";
 import {
   DEFAULT_TIMEOUT_MS,
   supportedMethods,
@@ -48,7 +48,7 @@ export function createInProcessClient<S extends AnyService>(
     } else {
       const fn = handler as UntypedStream;
       client[method.localName] = (req: object, opts: CallOptions) =>
-        (async function* () {
+        instrumentStream("client", method, opts.ctx.tenant, async function* () {
           const hctx = handlerContext(opts);
           const it = fn.call(impl, create(input, req as never), hctx)[Symbol.asyncIterator]();
           try {
@@ -60,7 +60,7 @@ export function createInProcessClient<S extends AnyService>(
           } finally {
             await it.return?.();
           }
-        })();
+        });
     }
   }
   return client as ServiceClient<S>;

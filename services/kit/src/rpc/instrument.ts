@@ -75,6 +75,59 @@ export async function instrument<T>(
   }
 }
 
+/**
+ * {@link instrument} for a server-streaming call: the span is open from the first message asked
+ * for until the stream ends, and `open` runs (and each message is pulled) with it active, so the
+ * trace context a transport injects when the call starts is this span's.
+ */
+export async function* instrumentStream<T>(
+  side: Side,
+  method: DescMethod,
+  tenant: string,
+  open: () => AsyncIterable<T>,
+): AsyncGenerator<T> {
+  const start = performance.now();
+  const parent = context.active();
+  const span = tracer.startSpan(
+    spanName(method),
+    {
+      kind: side === "client" ? SpanKind.CLIENT : SpanKind.SERVER,
+      attributes: {
+        "rpc.system": "grpc",
+        "rpc.service": method.parent.typeName,
+        "rpc.method": method.name,
+        [ATTR.tenant]: tenant,
+      },
+    },
+    parent,
+  );
+  const active = trace.setSpan(parent, span);
+  let outcome = "ok";
+  try {
+    const it = context.with(active, () => open()[Symbol.asyncIterator]());
+    try {
+      for (;;) {
+        const next = await context.with(active, () => it.next());
+        if (next.done) return;
+        yield next.value;
+      }
+    } finally {
+      await context.with(active, async () => it.return?.());
+    }
+  } catch (err) {
+    outcome = ChaosError.from(err).code;
+    recordError(span, err);
+    throw err;
+  } finally {
+    span.end();
+    duration.record(performance.now() - start, {
+      "rpc.method": spanName(method),
+      [ATTR.rpcSide]: side,
+      [ATTR.outcome]: outcome,
+    });
+  }
+}
+
 /** Writes the active W3C trace context into a carrier (gRPC metadata, via a setter). */
 export function injectTrace(set: (key: string, value: string) => void): void {
   propagation.inject(context.active(), undefined, { set: (_c, k, v) => set(k, v) });

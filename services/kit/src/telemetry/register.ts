@@ -7,20 +7,20 @@
  * A `.env` in the working directory is loaded here, before anything reads the environment, so
  * OTEL_* set there take effect too (variables already set win over the file).
  *
- * Configured only by the standard OTEL_* variables. Without OTEL_EXPORTER_OTLP_ENDPOINT (or
- * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) nothing is started and nothing is printed; the
- * OpenTelemetry API then stays a no-op.
+ * Configured by the standard OTEL_* variables, plus `CHAOS_CORE_METRICS_PROMETHEUS_PORT` for a
+ * Prometheus scrape endpoint (settings.ts). With neither an OTLP endpoint nor that port, nothing
+ * is started and nothing is printed; the OpenTelemetry API then stays a no-op.
  */
 import { existsSync } from "node:fs";
 import { register } from "node:module";
+import { telemetrySettings } from "./settings.js";
 
 if (existsSync(".env")) process.loadEnvFile(".env");
 
-const env = process.env;
-const endpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+const settings = telemetrySettings(process.env);
 
-if (endpoint && env.OTEL_SDK_DISABLED !== "true") {
+if (settings.otlp || settings.prometheus) {
   register("@opentelemetry/instrumentation/hook.mjs", import.meta.url);
   const { startTelemetry } = await import("./sdk.js");
-  await startTelemetry();
+  await startTelemetry(settings, process.env);
 }

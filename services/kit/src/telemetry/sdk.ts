@@ -1,18 +1,59 @@
 import { NodeSDK } from "@opentelemetry/sdk-node";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
+import { OTLPMetricExporter as OtlpHttpJsonMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
+import { OTLPMetricExporter as OtlpProtoMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
+import { PeriodicExportingMetricReader, type MetricReader } from "@opentelemetry/sdk-metrics";
 import { HttpInstrumentation } from "@opentelemetry/instrumentation-http";
 import { PgInstrumentation } from "@opentelemetry/instrumentation-pg";
 import { IORedisInstrumentation } from "@opentelemetry/instrumentation-ioredis";
+import type { TelemetrySettings } from "./settings.js";
 
 /**
- * Starts the Node SDK with an OTLP trace exporter. gRPC spans come from kit's RPC adapter
- * (one place for both transports), so the gRPC instrumentation is not loaded; HTTP, pg and
- * ioredis are. Service name and resource come from OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES.
+ * Serves `GET /metrics` for Prometheus on `host:port`; resolves once it listens, and rejects
+ * (naming the variables) when it cannot, so a process never runs without the endpoint it was
+ * asked for.
  */
-export async function startTelemetry(): Promise<void> {
+export async function startPrometheusReader(host: string, port: number): Promise<PrometheusExporter> {
+  const reader = new PrometheusExporter({ host, port, preventServerStart: true });
+  try {
+    await reader.startServer();
+  } catch (err) {
+    throw new Error(
+      `CHAOS_CORE_METRICS_PROMETHEUS_PORT=${port} (CHAOS_CORE_METRICS_PROMETHEUS_HOST=${host}): cannot serve Prometheus metrics: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+  return reader;
+}
+
+/** The OTLP metric reader NodeSDK would build from OTEL_* (it builds none once readers are given). */
+function otlpMetricReader(env: Record<string, string | undefined>): MetricReader | undefined {
+  const exporters = (env.OTEL_METRICS_EXPORTER ?? "otlp").split(",").map((s) => s.trim());
+  if (!exporters.includes("otlp") || exporters.includes("none")) return undefined;
+  const protocol = (env.OTEL_EXPORTER_OTLP_METRICS_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf").trim();
+  const exporter = protocol === "http/json" ? new OtlpHttpJsonMetricExporter() : new OtlpProtoMetricExporter();
+  const interval = Number(env.OTEL_METRIC_EXPORT_INTERVAL) || 60_000;
+  return new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: interval, exportTimeoutMillis: Math.min(interval, 30_000) });
+}
+
+/**
+ * Starts the Node SDK. Traces and metrics go to OTLP as the standard OTEL_* variables say
+ * (endpoint, `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, …);
+ * with a Prometheus port set, metrics are also served for scraping. gRPC spans come from kit's
+ * RPC adapter (one place for both transports, in-process calls included), so the gRPC
+ * instrumentation is not loaded; HTTP, pg and ioredis are. Service name and resource come from
+ * OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES.
+ */
+export async function startTelemetry(settings: TelemetrySettings, env: Record<string, string | undefined>): Promise<void> {
+  const readers: MetricReader[] = [];
+  if (settings.prometheus) readers.push(await startPrometheusReader(settings.prometheus.host, settings.prometheus.port));
+  const otlpMetrics = settings.otlp ? otlpMetricReader(env) : undefined;
+  if (otlpMetrics) readers.push(otlpMetrics);
   const sdk = new NodeSDK({
-    traceExporter: new OTLPTraceExporter(),
     instrumentations: [new HttpInstrumentation(), new PgInstrumentation(), new IORedisInstrumentation()],
+    // Without an OTLP endpoint nothing is exported but the scrape endpoint's metrics: no spans, no logs.
+    ...(settings.otlp ? {} : { spanProcessors: [], logRecordProcessors: [] }),
+    ...(settings.prometheus ? { metricReaders: readers } : {}),
   });
   sdk.start();
   const stop = () => void sdk.shutdown().catch(() => undefined);

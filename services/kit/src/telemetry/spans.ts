@@ -43,6 +43,22 @@ export async function withSpan<T>(
   });
 }
 
+/**
+ * Runs an MCP handler's work as part of the request's own span (the SERVER span the edge opened
+ * when the message arrived, kit's `startMcpServerSpan`), adding `attributes` to it, instead of
+ * opening a span of its own: one span per MCP request, whose children are the service calls.
+ * How the request ended (`error.type`) is set when its response is sent. A no-op when telemetry
+ * is off.
+ */
+export async function inRequestSpan<T>(
+  attributes: Record<string, string | number | boolean>,
+  fn: (span: StepSpan) => Promise<T> | T,
+): Promise<T> {
+  const span = trace.getActiveSpan();
+  span?.setAttributes(attributes);
+  return fn({ setAttributes: (a) => span?.setAttributes(a) });
+}
+
 const toolDuration = metrics.getMeter("chaoscore.edge").createHistogram("chaoscore.tool.duration", {
   description: "Duration of MCP tool calls, by tool and outcome",
   unit: "ms",

@@ -1,4 +1,4 @@
-import { ChaosError, askerOfLabel, assertTenantId, contextLabel, sameAsker, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
+import { ATTR, ChaosError, askerOfLabel, assertTenantId, contextLabel, sameAsker, withSpan, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
 import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
 import {
   ANSWER_REFUSAL_CODES,
@@ -185,11 +185,17 @@ export class LedgerCore {
   ): Promise<AppendedEntry> {
     assertTenantId(call.tenant);
     try {
-      return await this.#deps.store.append(call.tenant, {
-        session: sessionOf(call),
-        principal: call.principal,
-        event,
-        ...(hook ? { hook } : {}),
+      // Each append is a named span (its Postgres statements are children), with the seq it got.
+      const eventType = typeof event.type === "string" ? event.type : "unknown";
+      return await withSpan("chaoscore.ledger.append", { [ATTR.tenant]: call.tenant, [ATTR.ledgerEvent]: eventType }, async (span) => {
+        const entry = await this.#deps.store.append(call.tenant, {
+          session: sessionOf(call),
+          principal: call.principal,
+          event,
+          ...(hook ? { hook } : {}),
+        });
+        span.setAttributes({ [ATTR.ledgerSeq]: entry.seq });
+        return entry;
       });
     } catch (err) {
       const e = ChaosError.from(err);
