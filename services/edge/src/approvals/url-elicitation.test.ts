@@ -26,6 +26,9 @@ import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, TEST_PAYOUT, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
 import { ok as okOf, refused, type ExecuteOutput } from "../test-support/results.js";
+import type { Client as V2Client } from "@modelcontextprotocol/client";
+import { newMrtrKeyringFile, parseMrtrKeyring } from "../mrtr/keyring.js";
+import { modernClient, retryParams, type WireResult } from "../../../../test/support/mrtr.js";
 
 const ok = <T = ExecuteOutput>(res: CallToolResult): T => okOf<T>(res);
 
@@ -579,5 +582,78 @@ describe("an approval that expires before the wait would end", () => {
     expect(error.message).toMatch(
       new RegExp(`no person answered it at ${PUBLIC_URL}/approvals/step/${approvalId} before it expires \\(at \\d{4}-\\d\\d-\\d\\dT[^)]+\\); it stays pending until then\\.`),
     );
+  });
+});
+
+describe("on 2026-07-28: the console link through multi-round-trip results", () => {
+  const key = randomBytes(24).toString("base64url");
+  const tenant = `url-mrtr-${randomBytes(3).toString("hex")}`;
+  let edge: RunningHttpTransport;
+  const clients: V2Client[] = [];
+
+  beforeAll(async () => {
+    await services.putPolicy(tenant, {});
+    edge = await startHttpTransport(
+      { ...deps, mrtrKeyring: parseMrtrKeyring(newMrtrKeyringFile(), "test") },
+      { host: "127.0.0.1", port: 0, apiKeys: [{ tenant, principal: "agent", sha256: hashApiKey(key) }] },
+    );
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await edge?.close();
+  });
+
+  async function client(): Promise<V2Client> {
+    // Declares URL mode; in manual mode its handler is never called.
+    const c = await modernClient(edge.url, { headers: { authorization: `Bearer ${key}` }, answer: { action: "accept", content: {} }, url_mode: true, autoFulfill: false });
+    clients.push(c);
+    return c;
+  }
+  const pendingOn = async (c: V2Client, beneficiary: string) => {
+    const out = ok((await c.callTool({ name: "chaoscore_execute", arguments: { steps: [payoutStep(beneficiary)] } })) as CallToolResult);
+    expect(out.results[0]).toMatchObject({ status: "pending_approval", ran: false });
+    return out.results[0]!.approval!.approval_id;
+  };
+  const round1 = async (c: V2Client, approvalId: string) => {
+    const first = (await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: approvalId } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    return first;
+  };
+
+  it("asks the client to send its user to the console page (no token, no elicitationId); a decline in the retry resolves nothing", async () => {
+    const c = await client();
+    const id = await pendingOn(c, "mrtr-decline");
+    const first = await round1(c, id);
+    const request = first.inputRequests!["console"]!;
+    expect(request.method).toBe("elicitation/create");
+    expect(request.params).toMatchObject({ mode: "url", url: `${PUBLIC_URL}/approvals/step/${id}` });
+    expect(request.params["elicitationId"]).toBeUndefined();
+    expect(String(request.params["message"])).toContain(`Approval ${id} waits for a person`);
+
+    const declined = refused(
+      (await c.callTool(retryParams("chaoscore_execute", { approval_id: id }, { inputResponses: { console: { action: "decline" } }, requestState: first.requestState }), {
+        allowInputRequired: true,
+      })) as CallToolResult,
+    );
+    expect(declined.code).toBe("approval_required");
+    expect(declined.message).toMatch(/your user declined to open the approval page/);
+    expect(await status(tenant, id)).toBe("pending");
+    expect(paidTo("mrtr-decline")).toBe(0);
+  });
+
+  it("on the retry (the user's consent) waits for a person's answer on the console, then runs the step once", async () => {
+    const c = await client();
+    const id = await pendingOn(c, "mrtr-console");
+    const first = await round1(c, id);
+    const retry = c.callTool(retryParams("chaoscore_execute", { approval_id: id }, { inputResponses: { console: { action: "accept" } }, requestState: first.requestState }), {
+      allowInputRequired: true,
+    });
+    // A person answers on the page while (or before) the retry waits: either way it runs once.
+    await answerOnConsole(tenant, id, true);
+    const ran = ok((await retry) as CallToolResult);
+    expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
+    expect(paidTo("mrtr-console")).toBe(1);
+    expect(outcomes(id).filter((e) => e.type === "step.outcome" && e.status === "executed")).toHaveLength(1);
   });
 });

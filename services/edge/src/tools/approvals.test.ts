@@ -17,7 +17,7 @@ import { ok as okOf, refused, type ExecuteOutput, type StepResult } from "../tes
 import type { Client as V2Client } from "@modelcontextprotocol/client";
 import { newMrtrKeyringFile, parseMrtrKeyring } from "../mrtr/keyring.js";
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
-import { modernClient, retryParams, type WireResult } from "../../../../test/support/mrtr.js";
+import { modernClient, rawToolCall, retryParams, type WireResult } from "../../../../test/support/mrtr.js";
 
 const ok = <T = ExecuteOutput>(res: CallToolResult): T => okOf<T>(res);
 
@@ -600,6 +600,44 @@ describe("chaoscore_execute {approval_id} on 2026-07-28: the user is asked throu
     })) as unknown as WireResult;
     expect(forged.resultType).toBe("input_required");
     expect(await stored(tenant, "deploy-window")).not.toBe("saturday");
+  });
+
+  it("refuses a tampered state before any handler with the frozen -32602, and records why in the ledger", async () => {
+    const c = await client({ answer: { action: "accept", content: { approve: true } }, autoFulfill: false });
+    const id = await pendingOn(c, "tampered");
+    const first = (await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }, { allowInputRequired: true })) as unknown as WireResult;
+    const state = first.requestState!;
+    const at = state.length - 10;
+    const tampered = `${state.slice(0, at)}${state[at] === "A" ? "B" : "A"}${state.slice(at + 1)}`;
+    const before = (await mrtrEntries()).length;
+    const answer = await rawToolCall(edge.url, "chaoscore_execute", { approval_id: id }, { headers, requestState: tampered, inputResponses: { approve: { action: "accept", content: { approve: true } } } });
+    expect(answer).toMatchObject({ error: { code: -32602, message: "Invalid or expired requestState" } });
+    expect((await mrtrEntries()).slice(before)).toEqual([expect.objectContaining({ type: "mrtr.state_refused", reason: "tag" })]);
+    expect(await stored(tenant, "deploy-window")).not.toBe("tampered");
+  });
+
+  it("fails closed without a ledger: the retry cannot be used once, so nothing runs", async () => {
+    const noLedger = await startHttpTransport(
+      { ...services.deps(createMemorySessionStore()), mrtrKeyring: parseMrtrKeyring(newMrtrKeyringFile(), "test") },
+      { host: "127.0.0.1", port: 0, apiKeys: [{ tenant, principal: "agent", sha256: hashApiKey(key) }] },
+    );
+    try {
+      const c = await modernClient(noLedger.url, { headers, answer: { action: "accept", content: { approve: true } }, autoFulfill: false });
+      clients.push(c);
+      const id = await pendingOn(c, "no-ledger");
+      const first = (await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }, { allowInputRequired: true })) as unknown as WireResult;
+      expect(first.resultType).toBe("input_required");
+      const res = refused(
+        (await c.callTool(retryParams("chaoscore_execute", { approval_id: id }, { inputResponses: { approve: { action: "accept", content: { approve: true } } }, requestState: first.requestState }), {
+          allowInputRequired: true,
+        })) as CallToolResult,
+      );
+      expect(res.code).toBe("unavailable");
+      expect(res.message).toMatch(/could not be used once .*nothing ran/);
+      expect(await stored(tenant, "deploy-window")).not.toBe("no-ledger");
+    } finally {
+      await noLedger.close();
+    }
   });
 
   it("does not ask a 2026-07-28 client that declared no elicitation: approval_required names an approver", async () => {
