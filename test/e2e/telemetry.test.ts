@@ -9,7 +9,7 @@ import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { startServiceMain, stopProcess } from "../support/processes.js";
+import { removeDir, startServiceMain, stdioClient, stopProcess, tempDir } from "../support/processes.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 
 /**
@@ -267,5 +267,57 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
     expect(SERVICES.filter((s) => receiver.histograms.some((p) => p.service === service(s) && p.metric === "chaoscore.rpc.duration"))).toEqual(
       expect.arrayContaining(["edge", "cognition", "policy", "ledger", "memory"]),
     );
+  });
+});
+
+describe("OpenTelemetry over stdio, standalone (every service in one process, in-process calls)", () => {
+  const dir = tempDir("chaos-core-telemetry-stdio-");
+  let receiver: OtlpReceiver;
+  let client: Client;
+
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    ({ client } = await stdioClient({
+      CHAOS_CORE_DATA_DIR: dir,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_SERVICE_NAME: "chaos-core-stdio",
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+      OTEL_METRICS_EXPORTER: "none",
+      OTEL_LOGS_EXPORTER: "none",
+    }));
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    await receiver?.close();
+    removeDir(dir);
+  });
+
+  it("names the request span the same way, with network.transport pipe, the negotiated version and no mcp.session.id; in-process calls are its children", async () => {
+    const mcp = clientSpan();
+    const res = await client.callTool({ name: "chaoscore_recall", arguments: { key: "nothing-here" }, _meta: { traceparent: mcp.traceparent } });
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+    let spans: ReceivedSpan[] = [];
+    for (let i = 0; i < 300; i++) {
+      spans = receiver.spans.filter((s) => s.traceId === mcp.traceId);
+      if (spans.some((s) => s.name === "tools/call chaoscore_recall") && spans.some((s) => s.name === "chaoscore.ledger.append")) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const request = spans.find((s) => s.name === "tools/call chaoscore_recall");
+    expect(request, spans.map((s) => s.name).join(", ")).toMatchObject({ kind: 2, parentSpanId: mcp.spanId });
+    expect(request!.attributes).toMatchObject({
+      "mcp.method.name": "tools/call",
+      "gen_ai.tool.name": "chaoscore_recall",
+      "mcp.protocol.version": "2025-11-25",
+      "network.transport": "pipe",
+      "chaoscore.mcp.era": "legacy",
+    });
+    expect(request!.attributes).not.toHaveProperty("mcp.session.id");
+    expect(spans.map((s) => s.name)).toEqual(
+      expect.arrayContaining(["chaoscore.cognition.v1.CognitionService/Execute", "chaoscore.cognition.policy", "chaoscore.policy.decide", "chaoscore.ledger.append"]),
+    );
+    const ids = new Set(spans.map((s) => s.spanId));
+    expect(spans.filter((s) => !ids.has(s.parentSpanId) && s.parentSpanId !== mcp.spanId).map((s) => s.name)).toEqual([]);
   });
 });

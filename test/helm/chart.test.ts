@@ -18,6 +18,7 @@ import { Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
+import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { loadEdgeAloneConfig } from "@chaos-core/edge";
 import { loadCognitionConfig } from "@chaos-core/cognition";
 import { loadPolicyConfig } from "@chaos-core/policy";
@@ -52,7 +53,7 @@ const OTEL_VARS = readdirSync(join(ROOT, "services/kit/src/telemetry"))
 const READS: Record<Component, Set<string>> = Object.fromEntries(
   COMPONENTS.map((c) => {
     // kit's config.ts: the lifecycle variables every main reads (loadLifecycleConfig).
-    const files = [`services/${c}/src/config.ts`, "services/kit/src/config.ts", ...(c === "cognition" ? ["services/cognition/src/providers/config.ts"] : [])];
+    const files = [`services/${c}/src/config.ts`, "services/kit/src/config.ts", "services/kit/src/telemetry/settings.ts", ...(c === "cognition" ? ["services/cognition/src/providers/config.ts"] : [])];
     return [c, new Set([...files.flatMap(schemaKeys), ...OTEL_VARS])];
   }),
 ) as Record<Component, Set<string>>;
@@ -129,6 +130,7 @@ const MODELS: Record<string, { new (data: never): { validate(): void } }> = {
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget as never,
   "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy as never,
   "networking.k8s.io/v1/Ingress": Ingress as never,
+  "monitoring.coreos.com/v1/ServiceMonitor": ServiceMonitor as never,
 };
 
 const byKind = (objs: K8sObject[], kind: string) => objs.filter((o) => o.kind === kind);
@@ -297,7 +299,8 @@ describe("helm chart helm/chaos-core", () => {
         const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
         expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(comp);
         expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
-        expect(np.spec.ingress).toHaveLength(1);
+        // The service's port, and with Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
+        expect(np.spec.ingress).toHaveLength(env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 2 : 1);
         const ingress = np.spec.ingress[0];
         expect(ingress.ports).toEqual([{ port: Number(env.PORT), protocol: "TCP" }]);
         if (comp === "edge") {
@@ -397,6 +400,53 @@ describe("helm chart helm/chaos-core", () => {
     const plain = render([valuesFile("defaults")]);
     for (const d of byKind(plain, "Deployment")) expect(envOf(d).OTEL_EXPORTER_OTLP_ENDPOINT).toBeUndefined();
     for (const np of byKind(plain, "NetworkPolicy")) expect(JSON.stringify(np.spec.egress)).not.toContain("4318");
+  });
+
+  it("Prometheus metrics: each component serves its metrics port on the pod address, its Service names it, the ServiceMonitor scrapes it", () => {
+    const all = render([valuesFile("production")]);
+    for (const comp of COMPONENTS) {
+      const d = named(all, "Deployment", `${FULL}-${comp}`);
+      expect(envOf(d), comp).toMatchObject({ CHAOS_CORE_METRICS_PROMETHEUS_PORT: "9464", CHAOS_CORE_METRICS_PROMETHEUS_HOST: "0.0.0.0" });
+      expect(container(d).ports, comp).toContainEqual({ name: "metrics", containerPort: 9464, protocol: "TCP" });
+      expect(named(all, "Service", `${FULL}-${comp}`).spec.ports, comp).toContainEqual({ name: "metrics", port: 9464, targetPort: "metrics", protocol: "TCP" });
+      // Only the scraper may reach the metrics port.
+      expect(named(all, "NetworkPolicy", `${FULL}-${comp}`).spec.ingress, comp).toContainEqual({
+        ports: [{ port: 9464, protocol: "TCP" }],
+        from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } } }],
+      });
+    }
+    // Headless Services carry no metrics port, so the ServiceMonitor scrapes each pod once.
+    for (const svc of byKind(all, "Service").filter((x) => x.metadata.name.endsWith("-headless"))) {
+      expect(svc.spec.ports.map((p: { name: string }) => p.name), svc.metadata.name).toEqual(["grpc"]);
+    }
+    const [sm, ...more] = byKind(all, "ServiceMonitor");
+    expect(more).toEqual([]);
+    expect(sm!.metadata.labels).toMatchObject({ release: "kube-prometheus-stack" });
+    expect(sm!.spec).toEqual({
+      selector: {
+        matchLabels: { "app.kubernetes.io/name": "chaos-core", "app.kubernetes.io/instance": RELEASE },
+        matchExpressions: [{ key: "app.kubernetes.io/component", operator: "In", values: [...COMPONENTS] }],
+      },
+      namespaceSelector: { matchNames: [NAMESPACE] },
+      endpoints: [{ port: "metrics", path: "/metrics", interval: "15s", scheme: "http" }],
+    });
+    // Off by default: no port, no variable, no ServiceMonitor.
+    const plain = render([valuesFile("defaults")]);
+    expect(byKind(plain, "ServiceMonitor")).toEqual([]);
+    for (const d of byKind(plain, "Deployment")) {
+      expect(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBeUndefined();
+      expect(container(d).ports.map((p: { name: string }) => p.name)).not.toContain("metrics");
+    }
+  });
+
+  it("refuses a ServiceMonitor without the metrics port, and a metrics port a component already uses, naming the values", () => {
+    expect(renderError([valuesFile("defaults")], ["--set", "metrics.serviceMonitor.enabled=true"])).toMatch(
+      /metrics\.serviceMonitor\.enabled needs metrics\.prometheus\.enabled/,
+    );
+    const port = "50051"; // policy's
+    expect(renderError([valuesFile("defaults")], ["--set", "metrics.prometheus.enabled=true", "--set", `metrics.prometheus.port=${port}`])).toMatch(
+      new RegExp(`metrics\\.prometheus\\.port \\(${port}\\) is components\\.\\w+\\.port too`),
+    );
   });
 
   it("edge-only exposure: the Ingress reaches the edge's Service only, and the edge admits only the ingress controller", () => {

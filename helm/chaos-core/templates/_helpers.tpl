@@ -230,6 +230,18 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- end }}
 {{- end }}
 {{- include "chaos-core.otelEnv" (list $root $name) }}
+{{- include "chaos-core.metricsEnv" $root }}
+{{- end -}}
+
+{{/* The Prometheus scrape endpoint, on the pod's address so the ServiceMonitor reaches it (services default to loopback). */}}
+{{- define "chaos-core.metricsEnv" -}}
+{{- $p := .Values.metrics.prometheus -}}
+{{- if $p.enabled }}
+- name: CHAOS_CORE_METRICS_PROMETHEUS_PORT
+  value: {{ $p.port | quote }}
+- name: CHAOS_CORE_METRICS_PROMETHEUS_HOST
+  value: "0.0.0.0"
+{{- end }}
 {{- end -}}
 
 {{- define "chaos-core.otelEnv" -}}
@@ -269,6 +281,14 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- end -}}
 {{- if and (eq $v.config.cognition.provider "openai-compatible") (or (not $v.config.cognition.openaiBaseUrl) (not $v.config.cognition.openaiModel)) -}}
 {{- fail "config.cognition.provider openai-compatible needs config.cognition.openaiBaseUrl and config.cognition.openaiModel" -}}
+{{- end -}}
+{{- if and $v.metrics.serviceMonitor.enabled (not $v.metrics.prometheus.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.prometheus.enabled: the ServiceMonitor scrapes the metrics port that setting opens" -}}
+{{- end -}}
+{{- range $n, $c := $v.components -}}
+{{- if and $v.metrics.prometheus.enabled (eq (int $c.port) (int $v.metrics.prometheus.port)) -}}
+{{- fail (printf "metrics.prometheus.port (%v) is components.%s.port too: pick another" $v.metrics.prometheus.port $n) -}}
+{{- end -}}
 {{- end -}}
 {{- range $n, $c := $v.components -}}
 {{- if and (hasKey $c "hpa") $c.hpa.enabled (gt (int $c.hpa.minReplicas) (int $c.hpa.maxReplicas)) -}}

@@ -50,6 +50,11 @@ spec:
             - name: {{ ternary "http" "grpc" (eq $name "edge") }}
               containerPort: {{ $c.port }}
               protocol: TCP
+            {{- if $v.metrics.prometheus.enabled }}
+            - name: metrics
+              containerPort: {{ $v.metrics.prometheus.port }}
+              protocol: TCP
+            {{- end }}
           env:
             {{- include "chaos-core.env" (list $root $name) | nindent 12 }}
           {{- if eq $name "edge" }}
@@ -141,6 +146,12 @@ spec:
       {{- if ne $name "edge" }}
       appProtocol: grpc
       {{- end }}
+    {{- if $root.Values.metrics.prometheus.enabled }}
+    - name: metrics
+      port: {{ $root.Values.metrics.prometheus.port }}
+      targetPort: metrics
+      protocol: TCP
+    {{- end }}
 {{- if and (ne $name "edge") (include "chaos-core.multi" (list $root $name)) }}
 ---
 apiVersion: v1
@@ -280,6 +291,15 @@ spec:
               {{- include "chaos-core.selectorLabels" (list $root $caller) | nindent 14 }}
         {{- end }}
       {{- end }}
+    {{- if $v.metrics.prometheus.enabled }}
+    - ports:
+        - port: {{ $v.metrics.prometheus.port }}
+          protocol: TCP
+      {{- with $v.metrics.prometheus.from }}
+      from:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    {{- end }}
   egress:
     {{- include "chaos-core.dnsEgress" $root | nindent 4 }}
     {{- range $callee := $callees }}
