@@ -423,6 +423,44 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     });
   });
 
+  it("plans a recurring objective from its procedure the second time (source: procedure), after the first plan ran", async () => {
+    const tenant = uniqueTenant();
+    const objective = "remember that the deploy window is friday";
+    const first = await client().plan({ objective }, as(tenant, "session-a"));
+    expect(first).toMatchObject({ source: "heuristic", notes: [] });
+    const ran = await client().execute({ target: { case: "planId", value: first.planId } }, as(tenant, "session-a"));
+    expect(ran.results.map((r) => r.status)).toEqual(["executed"]);
+    const second = await client().plan({ objective: "Remember that the deploy window is friday." }, as(tenant, "session-a"));
+    expect(second.source).toBe("procedure");
+    expect(second.steps.map((s) => s.capability)).toEqual(["memory.remember"]);
+    expect(second.steps[0]?.rationale).toMatch(/^procedural memory/);
+    // Another tenant has no such procedure.
+    expect((await client().plan({ objective }, as(uniqueTenant(), "session-a"))).source).toBe("heuristic");
+  });
+
+  it("says in the plan when an objective needs a language model", async () => {
+    const planned = await client().plan({ objective: "write a haiku about gRPC" }, as(uniqueTenant(), "session-a"));
+    expect(planned.steps).toEqual([]);
+    expect(planned.notes.join(" ")).toContain("needs a language model; none is configured");
+  });
+
+  it("answers a question in the trace's summary, and says when nothing matched", async () => {
+    const tenant = uniqueTenant();
+    const run = async (objective: string) => {
+      let trace: Extract<AchieveResponse["event"], { case: "trace" }>["value"] | undefined;
+      for await (const msg of client().achieve({ objective }, as(tenant, "session-a"))) if (msg.event.case === "trace") trace = msg.event.value;
+      return trace!;
+    };
+    expect((await run("what is the deploy window?")).summary).toBe('Nothing stored matches "deploy-window".');
+    expect((await run("remember that the deploy window is friday")).summary).toBe("Remembered deploy-window: friday.");
+    const asked = await run("what is the deploy window?");
+    expect(asked).toMatchObject({ status: "succeeded", summary: "deploy-window: friday." });
+    expect((await run("forget the deploy window")).summary).toBe("Forgot deploy-window.");
+    expect((await run("what is the deploy window?")).summary).toBe('Nothing stored matches "deploy-window".');
+    // A second identical objective is planned from its procedure.
+    expect(asked.plans[0]?.source).toBe("procedure");
+  });
+
   it("streams each stage of Achieve as it happens, then one trace", async () => {
     const tenant = uniqueTenant();
     const events: AchieveResponse["event"][] = [];
@@ -477,7 +515,7 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
 
   it("lists the built-in capabilities with JSON Schemas of their input", async () => {
     const res = await client().listCapabilities({}, as(uniqueTenant()));
-    expect(res.capabilities.map((c) => c.name).slice(0, 4)).toEqual(BUILT_IN_NAMES);
+    expect(res.capabilities.map((c) => c.name).slice(0, BUILT_IN_NAMES.length)).toEqual(BUILT_IN_NAMES);
     const remember = res.capabilities.find((c) => c.name === "memory.remember");
     expect(remember?.risk).toBe("low");
     expect(remember?.inputSchema).toMatchObject({ type: "object", properties: { key: expect.any(Object) as object } });

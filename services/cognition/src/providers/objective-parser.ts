@@ -308,7 +308,7 @@ function asking(clause: string): Clause {
 }
 
 const FORGET =
-  /^(?:forget|delete|remove|erase|drop|discard|purge|wipe|clear|vergiss|vergessen\s+sie|lösche|löschen\s+sie|entferne|streiche)\s+(?:about\s+|(?:what|everything)\s+(?:i\s+(?:said|told\s+you|stored|saved)|you\s+(?:know|have\s+stored|remember))\s+(?:about|on|regarding)\s+|the\s+(?:note|memory|entry|item|key)\s+(?:about\s+|on\s+|for\s+|called\s+|named\s+)?|my\s+note\s+(?:about|on)\s+|(?:was|alles,?\s+was)\s+(?:ich\s+(?:dir\s+)?)?(?:über|zu)\s+|den\s+eintrag\s+(?:zu|über|für)?\s*|die\s+notiz\s+(?:zu|über)?\s*)?(.+?)(?:\s+(?:from|in)\s+(?:memory|your\s+memory|my\s+notes)|\s+aus\s+(?:dem\s+)?(?:gedächtnis|speicher)|\s+(?:gesagt|erzählt)\s+habe|\s+again)?$/iu;
+  /^(?:forget|delete|remove|erase|drop|discard|purge|wipe|clear|vergiss|vergessen\s+sie|lösche|löschen\s+sie|entferne|streiche)[\s,]+(?:about\s+|(?:what|everything)\s+(?:i\s+(?:said|told\s+you|stored|saved)|you\s+(?:know|have\s+stored|remember))\s+(?:about|on|regarding)\s+|the\s+(?:note|memory|entry|item|key)\s+(?:about\s+|on\s+|for\s+|called\s+|named\s+)?|my\s+note\s+(?:about|on)\s+|(?:was|alles,?\s+was)\s+(?:ich\s+(?:dir\s+)?)?(?:über|zu)\s+|den\s+eintrag\s+(?:zu|über|für)?\s*|die\s+notiz\s+(?:zu|über)?\s*)?(.+?)(?:\s+(?:from|in)\s+(?:memory|your\s+memory|my\s+notes)|\s+aus\s+(?:dem\s+)?(?:gedächtnis|speicher)|\s+(?:gesagt|erzählt)\s+habe|\s+again)?$/iu;
 
 function forgetting(clause: string): Clause {
   const m = FORGET.exec(trimValue(clause));
@@ -352,8 +352,11 @@ function needsModel(clause: string): Clause {
 
 /** One clause on its own, most specific reading first. */
 function readClause(raw: string): Clause {
-  const clause = stripPoliteness(clean(raw));
+  // A clause split off at ";" or a sentence end may still start with its "then".
+  const clause = stripPoliteness(clean(raw).replace(/^(?:and\s+|und\s+)?(?:then|dann|danach|anschließend)\s+/iu, ""));
   if (clause === "") return undefined;
+  // "Tell me a joke" asks for invention, not for what memory holds.
+  if (/^tell\s+me\s+(?:a|an|another)\s+/iu.test(clause)) return "needs_model";
   // A URL after a fetch verb is a fetch, whatever else the clause says.
   if (FETCH_VERB.test(clause) && (urlsIn(clause).length > 0 || bareUrlsIn(clause.replace(FETCH_VERB, "")).length > 0)) {
     return fetching(clause);
@@ -395,7 +398,7 @@ function keepResult(clause: string, previous: ClauseReading, firstId: number): P
   });
 }
 
-const SEPARATORS = /(\s*;\s*|\s*,?\s+(?:and\s+)?then\s+|\s*,?\s+(?:und\s+)?(?:dann|danach|anschließend|anschliessend)\s+|\s*,?\s+(?:and|und)\s+(?=(?:remember|store|save|note|record|write\s+down|keep|forget|delete|remove|fetch|get|download|open|check|look\s+up|find|search|list|show|recall|tell|merke?|merk|speicher|notier|vergiss|lösche|entferne|hole?|lade|öffne|prüfe|finde|suche|zeige?|liste)\b)|(?<=[.!?])\s+(?=\p{Lu}))/iu;
+const SEPARATORS = /(\s*;\s*|\s*,?\s+(?:and\s+)?then\s+|\s*,?\s+(?:und\s+)?(?:dann|danach|anschließend|anschliessend)\s+|\s*,?\s+(?:and|und)\s+(?=(?:remember|store|save|note|record|write\s+down|keep|forget|delete|remove|fetch|get|download|open|check|look\s+up|find|search|list|show|recall|tell|write|compose|draft|summari[sz]e|translate|generate|explain|merke?|merk|speicher(?:e|n)?|notier(?:e|en)?|vergiss|lösche|entferne|hole?|lade|öffne|prüfe|finde|suche|zeige?|liste|schreibe?|fasse|übersetze|erkläre)\b)|(?<=[.!?])\s+(?=\p{Lu}))/iu;
 
 /**
  * Reads an objective. Pure and deterministic: the same text always reads the same, and nothing
