@@ -72,8 +72,20 @@ if (component === "edge" || component === "standalone") {
     fail(`${component}: GET http://${host}:${port}/healthz failed: ${err instanceof Error ? err.message : String(err)}`);
   }
 } else {
-  const { checkGrpcHealth } = await import("@chaos-core/kit");
-  const status = await checkGrpcHealth(`${host}:${port}`, "", 3_000).catch((err) => fail(`${component}: gRPC health at ${host}:${port} failed: ${err.message}`));
-  if (status !== "SERVING") fail(`${component}: gRPC health at ${host}:${port} is ${status}`);
+  const { checkGrpcHealth, createLogger, loadGrpcTransportConfig, openGrpcTls } = await import("@chaos-core/kit");
+  // With gRPC TLS on, ask the plaintext health port when there is one, else the main port over TLS
+  // (the certificate names the service, not 127.0.0.1, hence the server name).
+  let transport;
+  try {
+    transport = loadGrpcTransportConfig(env);
+  } catch (err) {
+    fail(`${component}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const healthPort = transport.healthPort;
+  const target = `${host}:${healthPort ?? port}`;
+  const tls = transport.tls && healthPort === undefined ? openGrpcTls(transport.tls, { logger: createLogger("healthcheck", "silent") }) : undefined;
+  const status = await checkGrpcHealth(target, "", 3_000, tls).catch((err) => fail(`${component}: gRPC health at ${target} failed: ${err.message}`));
+  tls?.close();
+  if (status !== "SERVING") fail(`${component}: gRPC health at ${target} is ${status}`);
 }
 process.stdout.write(`${component} healthy\n`);

@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
-import { Service, ServiceAccount } from "kubernetes-models/v1";
+import { ConfigMap, Service, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
@@ -22,10 +22,11 @@ import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitorin
 import { loadEdgeAloneConfig } from "@chaos-core/edge";
 import { loadCognitionConfig } from "@chaos-core/cognition";
 import { loadPolicyConfig } from "@chaos-core/policy";
-import { loadLedgerConfig } from "@chaos-core/ledger";
+import { loadLedgerConfig, parseOperatorPolicies } from "@chaos-core/ledger";
 import { loadMemoryConfig } from "@chaos-core/memory";
 import { loadCouncilConfig } from "@chaos-core/council";
-import { loadLifecycleConfig } from "@chaos-core/kit";
+import { loadGrpcTransportConfig, loadLifecycleConfig } from "@chaos-core/kit";
+import { unknownFields } from "./strict-fields.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const CHART = join(ROOT, "helm/chaos-core");
@@ -125,6 +126,7 @@ const MODELS: Record<string, { new (data: never): { validate(): void } }> = {
   "apps/v1/Deployment": Deployment as never,
   "v1/Service": Service as never,
   "v1/ServiceAccount": ServiceAccount as never,
+  "v1/ConfigMap": ConfigMap as never,
   "batch/v1/Job": Job as never,
   "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler as never,
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget as never,
@@ -175,7 +177,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   it("has the scenarios the tests rely on", () => {
-    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only"]));
+    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls"]));
   });
 
   describe.each(SCENARIOS)("scenario %s", (scenario) => {
@@ -209,6 +211,8 @@ describe("helm chart helm/chaos-core", () => {
         expect(o.metadata.namespace, `${o.kind} ${o.metadata.name} namespace`).toBe(NAMESPACE);
       }
       expect(byKind(all, "Secret")).toEqual([]);
+      // kubernetes-models' validators let unknown fields through; its types do not (see strict-fields.ts).
+      expect(unknownFields(all, scenario)).toEqual([]);
     });
 
     it("runs every component with its argument, hardened, with /tmp as its only writable path", () => {
@@ -226,7 +230,8 @@ describe("helm chart helm/chaos-core", () => {
         expect(pod.volumes.find((v: { name: string }) => v.name === tmp.name).emptyDir).toBeDefined();
         for (const m of c.volumeMounts.filter((x: { mountPath: string }) => x.mountPath !== "/tmp")) {
           expect(m.readOnly, `${d.metadata.name} mount ${m.mountPath}`).toBe(true);
-          expect(pod.volumes.find((v: { name: string }) => v.name === m.name).secret).toMatchObject({ defaultMode: 0o440 });
+          const vol = pod.volumes.find((v: { name: string }) => v.name === m.name);
+          expect(vol.secret ?? vol.configMap, `${d.metadata.name} volume ${m.name}`).toMatchObject({ defaultMode: 0o440 });
         }
       }
       for (const comp of COMPONENTS) expect(container(named(all, "Deployment", `${FULL}-${comp}`)).args).toEqual([comp]);
@@ -244,10 +249,14 @@ describe("helm chart helm/chaos-core", () => {
           expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
           expect(c.ports[0].name).toBe("http");
         } else {
-          expect(c.readinessProbe.grpc).toEqual({ port });
+          // With gRPC TLS on the kubelet (which speaks no TLS) asks the plaintext health-only port.
+          const health = loadGrpcTransportConfig(envOf(named(all, "Deployment", `${FULL}-${comp}`))).healthPort;
+          const probePort = health ?? port;
+          if (health !== undefined) expect(c.ports).toContainEqual({ name: "health", containerPort: health, protocol: "TCP" });
+          expect(c.readinessProbe.grpc).toEqual({ port: probePort });
           // Liveness asks the "liveness" name, SERVING while the process runs: a pod waiting for
           // the migration Job (CHAOS_CORE_MIGRATE=verify) or draining is not ready, not dead.
-          expect(c.livenessProbe.grpc).toEqual({ port, service: "liveness" });
+          expect(c.livenessProbe.grpc).toEqual({ port: probePort, service: "liveness" });
         }
       }
     });
@@ -261,10 +270,16 @@ describe("helm chart helm/chaos-core", () => {
         expect(unread, `${comp} sets variables its config.ts does not read`).toEqual([]);
         expect(env.HOST).toBe("0.0.0.0");
         expect(() => LOADERS[comp](env), `${comp}'s loader`).not.toThrow();
+        // The drain ends before the kubelet's SIGKILL: grace = terminationGracePeriodSeconds - preStop - 5 s.
+        const pod = d.spec.template.spec;
+        const preStop = Number(container(d).lifecycle?.preStop?.exec?.command?.[1] ?? 0);
+        if (container(d).lifecycle) expect(container(d).lifecycle.preStop.exec.command).toEqual(["sleep", String(preStop)]);
         expect(loadLifecycleConfig(env), `${comp}'s lifecycle settings`).toEqual({
-          shutdownGraceMs: 25_000,
+          shutdownGraceMs: (pod.terminationGracePeriodSeconds - preStop - 5) * 1000,
           migrate: ["policy", "memory", "ledger", "council"].includes(comp) ? "verify" : "auto",
         });
+        // Its gRPC TLS settings parse as the service reads them (all three files or none).
+        expect(() => loadGrpcTransportConfig(env), `${comp}'s gRPC transport`).not.toThrow();
         // Files the variables name are the mounted Secret files.
         const mounts = (container(d).volumeMounts as { mountPath: string }[]).map((m) => m.mountPath);
         for (const [k, v] of Object.entries(env).filter(([k]) => k.endsWith("_FILE"))) {
@@ -468,9 +483,84 @@ describe("helm chart helm/chaos-core", () => {
     expect(renderError([valuesFile("edge-only")], ["--set", "ingress.host="])).toContain("ingress.host is required with ingress.enabled");
   });
 
+  it("finds an unknown field in a rendered object, naming where it is (the strict check can fail)", () => {
+    const all = render([valuesFile("defaults")]);
+    const d = structuredClone(named(all, "Deployment", `${FULL}-policy`));
+    container(d).imagePullPolicyy = "Always";
+    const svc = structuredClone(named(all, "Service", `${FULL}-policy`));
+    svc.spec.publishNotReady = true;
+    const found = unknownFields([named(all, "Deployment", `${FULL}-edge`), d, svc], "mutated");
+    expect(found).toEqual([
+      expect.stringMatching(new RegExp(`^Deployment ${FULL}-policy: .*'"imagePullPolicyy"' does not exist in type 'IContainer'`)),
+      expect.stringMatching(new RegExp(`^Service ${FULL}-policy: .*'"publishNotReady"' does not exist`)),
+    ]);
+  });
+
+  it("grpc-tls: every component mounts the cert-manager Secret and reads its files, mutual TLS, probes on the plaintext health port", () => {
+    const all = render([valuesFile("grpc-tls")]);
+    for (const comp of COMPONENTS) {
+      const d = named(all, "Deployment", `${FULL}-${comp}`);
+      const env = envOf(d);
+      expect(loadGrpcTransportConfig(env)).toEqual({
+        tls: { certFile: "/etc/chaos-core/grpc-tls/tls.crt", keyFile: "/etc/chaos-core/grpc-tls/tls.key", caFile: "/etc/chaos-core/grpc-tls/ca.crt", mutual: true, serverName: "chaos-core.internal" },
+        healthPort: comp === "edge" ? undefined : 8090,
+      });
+      const vol = d.spec.template.spec.volumes.find((v: { name: string }) => v.name === "grpc-tls");
+      expect(vol.secret).toEqual({ secretName: "chaos-core-grpc-tls", defaultMode: 0o440, items: ["tls.crt", "tls.key", "ca.crt"].map((k) => ({ key: k, path: k })) });
+      expect(container(d).volumeMounts).toContainEqual({ name: "grpc-tls", mountPath: "/etc/chaos-core/grpc-tls", readOnly: true });
+      if (comp !== "edge") expect(container(d).readinessProbe.grpc).toEqual({ port: 8090 });
+      // 60 s to terminate, a 10 s preStop delay: 45 s to drain.
+      expect(d.spec.template.spec.terminationGracePeriodSeconds).toBe(60);
+      expect(container(d).lifecycle).toEqual({ preStop: { exec: { command: ["sleep", "10"] } } });
+      expect(env.CHAOS_CORE_SHUTDOWN_GRACE_SECONDS).toBe("45");
+    }
+    // Off by default: no TLS variable, no mount, probes on the service port.
+    for (const d of byKind(render([valuesFile("defaults")]), "Deployment")) {
+      expect(Object.keys(envOf(d)).filter((k) => k.startsWith("CHAOS_CORE_GRPC_"))).toEqual([]);
+      expect(d.spec.template.spec.volumes.map((v: { name: string }) => v.name)).not.toContain("grpc-tls");
+    }
+  });
+
+  it("grpc-tls: the ledger reads its policy file from the chart's ConfigMap, which the ledger's own parser accepts, and rolls when it changes", () => {
+    const all = render([valuesFile("grpc-tls")]);
+    const cm = named(all, "ConfigMap", `${FULL}-ledger-policy`);
+    const document = JSON.parse((cm as unknown as { data: Record<string, string> }).data["ledger-policy.json"]!);
+    expect(() => parseOperatorPolicies(document, "ledger-policy.json")).not.toThrow();
+    const ledger = named(all, "Deployment", `${FULL}-ledger`);
+    expect(envOf(ledger).CHAOS_CORE_LEDGER_POLICY_FILE).toBe("/etc/chaos-core/ledger-policy/ledger-policy.json");
+    expect(ledger.spec.template.spec.volumes).toContainEqual({ name: "ledger-policy", configMap: { name: `${FULL}-ledger-policy`, defaultMode: 0o440, items: [{ key: "ledger-policy.json", path: "ledger-policy.json" }] } });
+    const checksum = ledger.spec.template.metadata.annotations["checksum/ledger-policy"];
+    expect(checksum).toMatch(/^[0-9a-f]{64}$/);
+    const changed = render([valuesFile("grpc-tls")], ["--set", "config.ledger.policy.document.defaults.spend_policies.wire.daily_cap=1"]);
+    expect(named(changed, "Deployment", `${FULL}-ledger`).spec.template.metadata.annotations["checksum/ledger-policy"]).not.toBe(checksum);
+    // An existing ConfigMap instead: mounted, nothing rendered.
+    const existing = render([valuesFile("defaults")], ["--set", "config.ledger.policy.existingConfigMap=team-ledger-policy", "--set", "config.ledger.policy.key=policy.json"]);
+    expect(byKind(existing, "ConfigMap")).toEqual([]);
+    expect(envOf(named(existing, "Deployment", `${FULL}-ledger`)).CHAOS_CORE_LEDGER_POLICY_FILE).toBe("/etc/chaos-core/ledger-policy/policy.json");
+    // Neither: the ledger's reference policies, no variable.
+    expect(envOf(named(render([valuesFile("defaults")]), "Deployment", `${FULL}-ledger`)).CHAOS_CORE_LEDGER_POLICY_FILE).toBeUndefined();
+  });
+
+  it("refuses invalid TLS, policy and lifecycle combinations, naming the values (NOTES.txt and every template)", () => {
+    const d = [valuesFile("defaults")];
+    expect(renderError(d, ["--set", "grpcTls.enabled=true"])).toContain("secrets.grpcTls.existingSecret is required with grpcTls.enabled");
+    expect(renderError(d, ["--set", "grpcTls.mutual=true"])).toContain("grpcTls.mutual and grpcTls.serverName need grpcTls.enabled");
+    expect(renderError([valuesFile("grpc-tls")], ["--set", "grpcTls.healthPort=50051"])).toContain("grpcTls.healthPort (50051) is components.policy.port too");
+    expect(renderError(d, ["--set", "lifecycle.preStopSeconds=25"])).toContain("lifecycle.preStopSeconds (25) leaves no time to drain within lifecycle.terminationGracePeriodSeconds (30)");
+    expect(renderError([valuesFile("grpc-tls")], ["--set", "config.ledger.policy.existingConfigMap=x"])).toContain("config.ledger.policy: set existingConfigMap or document, not both");
+    // A dry-run install (which renders NOTES.txt) refuses the same.
+    const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile("defaults"), "--set", "grpcTls.enabled=true"]);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("secrets.grpcTls.existingSecret is required with grpcTls.enabled");
+  });
+
   it("closes every object in values.schema.json (additionalProperties false or typed)", () => {
     // Affinity's terms are deep Kubernetes types left to the API server; nothing else is open.
-    const OPEN = new Set(["nodeAffinity", "podAffinity", "podAntiAffinity"].flatMap((k) => ["edge", "cognition", "policy", "ledger", "memory", "council"].map((c) => `/components/${c}/affinity/${k}`)));
+    // The ledger's policy document is checked by the ledger's own parser at start (and in the grpc-tls scenario's test).
+    const OPEN = new Set([
+      ...["nodeAffinity", "podAffinity", "podAntiAffinity"].flatMap((k) => ["edge", "cognition", "policy", "ledger", "memory", "council"].map((c) => `/components/${c}/affinity/${k}`)),
+      "/config/ledger/policy/document",
+    ]);
     const open: string[] = [];
     const walk = (node: Record<string, unknown>, path: string) => {
       const types = ([] as unknown[]).concat(node.type ?? []);

@@ -129,6 +129,22 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
       key: {{ (index . 1).key }}
 {{- end -}}
 
+{{/*
+CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: what is left of terminationGracePeriodSeconds after the preStop
+delay and 5 s for the process to exit (the drain then ends before the kubelet's SIGKILL).
+*/}}
+{{- define "chaos-core.shutdownGrace" -}}
+{{- sub (sub (int .Values.lifecycle.terminationGracePeriodSeconds) (int .Values.lifecycle.preStopSeconds)) 5 -}}
+{{- end -}}
+
+{{/* The ConfigMap holding the ledger's policy file, when there is one (existing, or the chart's own from config.ledger.policy.document). */}}
+{{- define "chaos-core.ledgerPolicy" -}}
+{{- $p := .Values.config.ledger.policy -}}
+{{- if $p.existingConfigMap -}}{{- $p.existingConfigMap -}}
+{{- else if $p.document -}}{{- printf "%s-ledger-policy" (include "chaos-core.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Where each Secret file is mounted. */}}
 {{- define "chaos-core.secretFiles" -}}
 {{- dict "edge" (list (dict "var" "CHAOS_CORE_API_KEYS_FILE" "secret" "apiKeys" "dir" "/etc/chaos-core/api-keys") (dict "var" "CHAOS_CORE_MRTR_KEYS_FILE" "secret" "mrtrKeyring" "dir" "/etc/chaos-core/mrtr")) "ledger" (list (dict "var" "CHAOS_CORE_LEDGER_KEYS_FILE" "secret" "ledgerKeyring" "dir" "/etc/chaos-core/ledger")) | toJson -}}
@@ -147,7 +163,25 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 - name: LOG_LEVEL
   value: {{ $v.config.logLevel | quote }}
 - name: CHAOS_CORE_SHUTDOWN_GRACE_SECONDS
-  value: "25"
+  value: {{ include "chaos-core.shutdownGrace" $root | quote }}
+{{- if $v.grpcTls.enabled }}
+- name: CHAOS_CORE_GRPC_TLS_CERT_FILE
+  value: {{ printf "/etc/chaos-core/grpc-tls/%s" $v.secrets.grpcTls.certKey | quote }}
+- name: CHAOS_CORE_GRPC_TLS_KEY_FILE
+  value: {{ printf "/etc/chaos-core/grpc-tls/%s" $v.secrets.grpcTls.keyKey | quote }}
+- name: CHAOS_CORE_GRPC_TLS_CA_FILE
+  value: {{ printf "/etc/chaos-core/grpc-tls/%s" $v.secrets.grpcTls.caKey | quote }}
+- name: CHAOS_CORE_GRPC_TLS_MUTUAL
+  value: {{ $v.grpcTls.mutual | toString | quote }}
+{{- if $v.grpcTls.serverName }}
+- name: CHAOS_CORE_GRPC_TLS_SERVER_NAME
+  value: {{ $v.grpcTls.serverName | quote }}
+{{- end }}
+{{- if ne $name "edge" }}
+- name: CHAOS_CORE_GRPC_HEALTH_PORT
+  value: {{ $v.grpcTls.healthPort | quote }}
+{{- end }}
+{{- end }}
 {{ include "chaos-core.secretEnv" (list "CHAOS_CORE_CONTEXT_KEY" $v.secrets.contextKey) }}
 {{- range $callee := index (include "chaos-core.callees" $root | fromJson) $name }}
 - name: {{ upper $callee }}_ADDR
@@ -219,6 +253,10 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- if eq $name "ledger" }}
 - name: CHAOS_CORE_LEDGER_ORIGIN
   value: {{ $v.config.ledger.origin | quote }}
+{{- if include "chaos-core.ledgerPolicy" $root }}
+- name: CHAOS_CORE_LEDGER_POLICY_FILE
+  value: {{ printf "/etc/chaos-core/ledger-policy/%s" $v.config.ledger.policy.key | quote }}
+{{- end }}
 {{- if $v.config.ledger.webhookUrl }}
 - name: CHAOS_CORE_WEBHOOK_URL
   value: {{ $v.config.ledger.webhookUrl | quote }}
@@ -282,6 +320,18 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- if and (eq $v.config.cognition.provider "openai-compatible") (or (not $v.config.cognition.openaiBaseUrl) (not $v.config.cognition.openaiModel)) -}}
 {{- fail "config.cognition.provider openai-compatible needs config.cognition.openaiBaseUrl and config.cognition.openaiModel" -}}
 {{- end -}}
+{{- if and $v.grpcTls.enabled (not $v.secrets.grpcTls.existingSecret) -}}
+{{- fail "secrets.grpcTls.existingSecret is required with grpcTls.enabled: a Secret with the certificate, its key and the CA (a cert-manager Certificate's Secret: tls.crt, tls.key, ca.crt)" -}}
+{{- end -}}
+{{- if and (not $v.grpcTls.enabled) (or $v.grpcTls.mutual $v.grpcTls.serverName) -}}
+{{- fail "grpcTls.mutual and grpcTls.serverName need grpcTls.enabled: without it the services talk plaintext" -}}
+{{- end -}}
+{{- if and $v.config.ledger.policy.existingConfigMap $v.config.ledger.policy.document -}}
+{{- fail "config.ledger.policy: set existingConfigMap or document, not both" -}}
+{{- end -}}
+{{- if lt (int (include "chaos-core.shutdownGrace" .)) 1 -}}
+{{- fail (printf "lifecycle.preStopSeconds (%v) leaves no time to drain within lifecycle.terminationGracePeriodSeconds (%v): the drain gets terminationGracePeriodSeconds - preStopSeconds - 5 s, at least 1" $v.lifecycle.preStopSeconds $v.lifecycle.terminationGracePeriodSeconds) -}}
+{{- end -}}
 {{- if and $v.metrics.serviceMonitor.enabled (not $v.metrics.prometheus.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.prometheus.enabled: the ServiceMonitor scrapes the metrics port that setting opens" -}}
 {{- end -}}
@@ -291,6 +341,9 @@ Fully qualified with a trailing dot: no search-path lookups. Arguments: (list $ 
 {{- end -}}
 {{- end -}}
 {{- range $n, $c := $v.components -}}
+{{- if and $v.grpcTls.enabled (eq (int $c.port) (int $v.grpcTls.healthPort)) -}}
+{{- fail (printf "grpcTls.healthPort (%v) is components.%s.port too: the plaintext health port needs a port of its own" $v.grpcTls.healthPort $n) -}}
+{{- end -}}
 {{- if and (hasKey $c "hpa") $c.hpa.enabled (gt (int $c.hpa.minReplicas) (int $c.hpa.maxReplicas)) -}}
 {{- fail (printf "components.%s.hpa.minReplicas (%v) is above maxReplicas (%v)" $n $c.hpa.minReplicas $c.hpa.maxReplicas) -}}
 {{- end -}}

@@ -25,7 +25,12 @@ spec:
     metadata:
       labels:
         {{- include "chaos-core.componentLabels" (list $root $name) | nindent 8 }}
-      {{- with $c.podAnnotations }}
+      {{- $annotations := $c.podAnnotations | default dict }}
+      {{- if and (eq $name "ledger") (not $v.config.ledger.policy.existingConfigMap) $v.config.ledger.policy.document }}
+      {{- /* The ledger reads its policy file at start: a changed document rolls its pods. */}}
+      {{- $annotations = merge (dict "checksum/ledger-policy" (toJson $v.config.ledger.policy.document | sha256sum)) $annotations }}
+      {{- end }}
+      {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -39,8 +44,8 @@ spec:
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- /* CHAOS_CORE_SHUTDOWN_GRACE_SECONDS is 25: the drain ends before the kubelet's SIGKILL. */}}
-      terminationGracePeriodSeconds: 30
+      {{- /* CHAOS_CORE_SHUTDOWN_GRACE_SECONDS is derived from it (chaos-core.shutdownGrace): the drain ends before the kubelet's SIGKILL. */}}
+      terminationGracePeriodSeconds: {{ $v.lifecycle.terminationGracePeriodSeconds }}
       containers:
         - name: {{ $name }}
           image: {{ include "chaos-core.image" $root | quote }}
@@ -53,6 +58,11 @@ spec:
             {{- if $v.metrics.prometheus.enabled }}
             - name: metrics
               containerPort: {{ $v.metrics.prometheus.port }}
+              protocol: TCP
+              {{- end }}
+            {{- if and $v.grpcTls.enabled (ne $name "edge") }}
+            - name: health
+              containerPort: {{ $v.grpcTls.healthPort }}
               protocol: TCP
             {{- end }}
           env:
@@ -68,15 +78,24 @@ spec:
             periodSeconds: 10
             failureThreshold: 3
           {{- else }}
+          {{- /* The kubelet's gRPC probe speaks no TLS: with gRPC TLS on it asks the plaintext health-only port. */}}
+          {{- $probePort := ternary $v.grpcTls.healthPort $c.port $v.grpcTls.enabled }}
           readinessProbe:
-            grpc: {port: {{ $c.port }}}
+            grpc: {port: {{ $probePort }}}
             periodSeconds: 5
             failureThreshold: 3
           livenessProbe:
-            grpc: {port: {{ $c.port }}, service: liveness}
+            grpc: {port: {{ $probePort }}, service: liveness}
             initialDelaySeconds: 10
             periodSeconds: 10
             failureThreshold: 3
+          {{- end }}
+          {{- if gt (int $v.lifecycle.preStopSeconds) 0 }}
+          lifecycle:
+            preStop:
+              {{- /* Callers and the Service's endpoints learn the pod is going before SIGTERM stops new calls. */}}
+              exec:
+                command: ["sleep", {{ $v.lifecycle.preStopSeconds | toString | quote }}]
           {{- end }}
           securityContext:
             {{- toYaml $v.containerSecurityContext | nindent 12 }}
@@ -92,6 +111,16 @@ spec:
               mountPath: {{ $f.dir }}
               readOnly: true
             {{- end }}
+            {{- if $v.grpcTls.enabled }}
+            - name: grpc-tls
+              mountPath: /etc/chaos-core/grpc-tls
+              readOnly: true
+            {{- end }}
+            {{- if and (eq $name "ledger") (include "chaos-core.ledgerPolicy" $root) }}
+            - name: ledger-policy
+              mountPath: /etc/chaos-core/ledger-policy
+              readOnly: true
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
@@ -105,6 +134,26 @@ spec:
             items:
               - key: {{ $ref.key }}
                 path: {{ $ref.key }}
+        {{- end }}
+        {{- if $v.grpcTls.enabled }}
+        {{- $t := $v.secrets.grpcTls }}
+        - name: grpc-tls
+          secret:
+            secretName: {{ $t.existingSecret }}
+            defaultMode: 288 # 0440
+            items:
+              - {key: {{ $t.certKey }}, path: {{ $t.certKey }}}
+              - {key: {{ $t.keyKey }}, path: {{ $t.keyKey }}}
+              - {key: {{ $t.caKey }}, path: {{ $t.caKey }}}
+        {{- end }}
+        {{- if and (eq $name "ledger") (include "chaos-core.ledgerPolicy" $root) }}
+        - name: ledger-policy
+          configMap:
+            name: {{ include "chaos-core.ledgerPolicy" $root }}
+            defaultMode: 288 # 0440
+            items:
+              - key: {{ $v.config.ledger.policy.key }}
+                path: {{ $v.config.ledger.policy.key }}
         {{- end }}
       {{- with $c.nodeSelector }}
       nodeSelector:

@@ -11,7 +11,7 @@ import type { PlanStore } from "./plans/plan-store.js";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before grpc-js
 // and ioredis are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, openGrpcTransport } = await import("@chaos-core/kit");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
@@ -29,10 +29,12 @@ try {
   const config = loadCognitionConfig();
   const lifecycle = loadLifecycleConfig();
   logger = createLogger("cognition", config.logLevel);
+  // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
+  const transport = openGrpcTransport(logger);
   const signer = new ContextSigner(config.contextKey);
-  const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
-  const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
-  const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer);
+  const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
+  const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
+  const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls });
   let plans: PlanStore;
   let approvals: ApprovalStore;
   if (config.plans.kind === "redis") {
@@ -60,7 +62,7 @@ try {
     { provider: providerConfig.id, selection: providerConfig.selection, model: deps.provider.model ?? "none" },
     `AI provider ${providerConfig.id} (${providerConfig.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment"})`,
   );
-  const server = await startCognitionServer({ host: config.host, port: config.port, signer, deps });
+  const server = await startCognitionServer({ host: config.host, port: config.port, signer, deps, transport });
   logger.info({ policy: config.policyAddr, memory: config.memoryAddr, ledger: config.ledgerAddr, plans: config.plans.kind }, "cognition ready");
   const opened = redis;
   onShutdown(logger, async (graceMs) => {

@@ -1,4 +1,4 @@
-import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
@@ -17,6 +17,8 @@ export interface CognitionServerOptions {
   port: number;
   signer: ContextSigner;
   deps: CognitionDeps;
+  /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
+  transport?: GrpcTransport | undefined;
 }
 
 /**
@@ -31,6 +33,8 @@ export function startCognitionServer(options: CognitionServerOptions): Promise<R
     signer,
     logger: deps.logger,
     registrations: [register(CognitionService, createCognitionHandlers(deps))],
+    tls: options.transport?.tls,
+    healthPort: options.transport?.healthPort,
   });
 }
 

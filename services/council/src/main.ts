@@ -8,7 +8,7 @@ import type { Db, Logger } from "@chaos-core/kit";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before pg and grpc-js are imported,
 // which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createLogger, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, loadLifecycleConfig, onShutdown, openGrpcTransport, schemaGate } = await import("@chaos-core/kit");
 const { loadCouncilConfig } = await import("./config.js");
 const { openCouncilDb } = await import("./adapters/open-db.js");
 const { migrateCouncil, pendingCouncilMigrations } = await import("./adapters/migrations.js");
@@ -21,6 +21,8 @@ try {
   const config = loadCouncilConfig();
   const lifecycle = loadLifecycleConfig();
   logger = createLogger("council", config.logLevel);
+  // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
+  const transport = openGrpcTransport(logger);
   db = await openCouncilDb(config.storage);
   // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
   const migrating = db;
@@ -31,6 +33,7 @@ try {
     signer: new ContextSigner(config.contextKey),
     store: createSqlCouncilStore(db),
     logger,
+    transport,
   });
   const opened = db;
   schema.hold(server);

@@ -1,4 +1,4 @@
-import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { createCouncilHandlers } from "./handlers/council-handlers.js";
 import type { CouncilSessionStore } from "./session-store.js";
@@ -11,6 +11,8 @@ export interface CouncilServerOptions {
   signer: ContextSigner;
   store: CouncilSessionStore;
   logger: Logger;
+  /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
+  transport?: GrpcTransport | undefined;
 }
 
 /**
@@ -25,5 +27,7 @@ export function startCouncilServer(options: CouncilServerOptions): Promise<Runni
     signer,
     logger,
     registrations: [register(CouncilService, createCouncilHandlers(store))],
+    tls: options.transport?.tls,
+    healthPort: options.transport?.healthPort,
   });
 }

@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 // or their spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
-const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, openGrpcTransport } = await import("@chaos-core/kit");
 const { CognitionService } = await import("@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js");
 const { CouncilService } = await import("@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
@@ -33,17 +33,19 @@ try {
   const config = loadEdgeAloneConfig();
   const lifecycle = loadLifecycleConfig();
   const logger = createLogger("edge", config.logLevel);
+  // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
+  const transport = openGrpcTransport(logger);
   // Read before anything connects: a missing or malformed keyring stops the start, naming the file and field.
   const mrtrKeyring = await loadMrtrKeyring(config.mrtrKeysFile);
 
   const signer = new ContextSigner(config.contextKey);
-  const policy = createGrpcClient(PolicyService, config.policyAddr, signer);
-  const memory = createGrpcClient(MemoryService, config.memoryAddr, signer);
+  const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
+  const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
   // The default deadline stays for quick calls; the tools that wait on a model or run
   // capabilities pass their own (up to five minutes for chaoscore_achieve's stream).
-  const cognition = createGrpcClient(CognitionService, config.cognitionAddr, signer);
-  const council = createGrpcClient(CouncilService, config.councilAddr, signer);
-  const ledger = config.ledgerAddr ? createGrpcClient(LedgerService, config.ledgerAddr, signer) : undefined;
+  const cognition = createGrpcClient(CognitionService, config.cognitionAddr, signer, { tls: transport.tls });
+  const council = createGrpcClient(CouncilService, config.councilAddr, signer, { tls: transport.tls });
+  const ledger = config.ledgerAddr ? createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls }) : undefined;
   if (!ledger) logger.warn("LEDGER_ADDR is not set: the governance and finance-reference tools fail closed (unavailable)");
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, { logger, name: "chaos-core-edge" }) : undefined;
   if (!redis) logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");

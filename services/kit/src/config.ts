@@ -171,3 +171,87 @@ export function loadLifecycleConfig(env: Env = process.env): LifecycleConfig {
   const parsed = parseEnv(lifecycleSchema, env);
   return { shutdownGraceMs: parsed.CHAOS_CORE_SHUTDOWN_GRACE_SECONDS * 1000, migrate: parsed.CHAOS_CORE_MIGRATE };
 }
+
+/**
+ * The gRPC transport settings every service reads (the edge as a client only):
+ * - `CHAOS_CORE_GRPC_TLS_CERT_FILE`, `CHAOS_CORE_GRPC_TLS_KEY_FILE`, `CHAOS_CORE_GRPC_TLS_CA_FILE`:
+ *   TLS between the services, all three or none (a cert-manager Secret's `tls.crt`, `tls.key`,
+ *   `ca.crt`). The certificate and key are what the service's gRPC server presents (and, with
+ *   mutual TLS, what it presents as a client); the CA verifies the peers.
+ * - `CHAOS_CORE_GRPC_TLS_MUTUAL` (`false` by default): servers require a client certificate
+ *   signed by the CA, and clients present theirs.
+ * - `CHAOS_CORE_GRPC_TLS_SERVER_NAME`: the name clients verify in every server's certificate
+ *   instead of the host of the address (one certificate for every service, or `ipv4:` lists).
+ * - `CHAOS_CORE_GRPC_HEALTH_PORT`: a second, plaintext port that serves only `grpc.health.v1`
+ *   (the kubelet's gRPC probe cannot speak TLS); unset, health is served on the main port only.
+ */
+export interface GrpcTransportConfig {
+  readonly tls: GrpcTlsConfig | undefined;
+  readonly healthPort: number | undefined;
+}
+
+/** Files and options of TLS between the services; see {@link GrpcTransportConfig}. */
+export interface GrpcTlsConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+  readonly mutual: boolean;
+  readonly serverName: string | undefined;
+}
+
+export const GRPC_TLS_VARS = {
+  cert: "CHAOS_CORE_GRPC_TLS_CERT_FILE",
+  key: "CHAOS_CORE_GRPC_TLS_KEY_FILE",
+  ca: "CHAOS_CORE_GRPC_TLS_CA_FILE",
+  mutual: "CHAOS_CORE_GRPC_TLS_MUTUAL",
+  serverName: "CHAOS_CORE_GRPC_TLS_SERVER_NAME",
+} as const;
+
+const TLS_FILES = "gRPC TLS needs all three of CHAOS_CORE_GRPC_TLS_CERT_FILE, CHAOS_CORE_GRPC_TLS_KEY_FILE and CHAOS_CORE_GRPC_TLS_CA_FILE (a cert-manager Secret's tls.crt, tls.key and ca.crt), or none of them";
+
+const transportSchema = z
+  .object({
+    CHAOS_CORE_GRPC_TLS_CERT_FILE: z.string().optional(),
+    CHAOS_CORE_GRPC_TLS_KEY_FILE: z.string().optional(),
+    CHAOS_CORE_GRPC_TLS_CA_FILE: z.string().optional(),
+    CHAOS_CORE_GRPC_TLS_MUTUAL: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).default("false"),
+    CHAOS_CORE_GRPC_TLS_SERVER_NAME: z
+      .string()
+      .regex(/^[A-Za-z0-9_*](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$|^[0-9a-fA-F:.]+$/, "must be a DNS name or an IP address, as in the servers' certificates")
+      .optional(),
+    CHAOS_CORE_GRPC_HEALTH_PORT: z.coerce
+      .number({ error: "must be a port number" })
+      .int("must be a whole number")
+      .min(0, "must be between 0 and 65535 (0 picks a free port)")
+      .max(65535, "must be between 0 and 65535 (0 picks a free port)")
+      .optional(),
+  })
+  .superRefine((env, ctx) => {
+    const files = [GRPC_TLS_VARS.cert, GRPC_TLS_VARS.key, GRPC_TLS_VARS.ca] as const;
+    const set = files.filter((k) => env[k] !== undefined);
+    if (set.length > 0 && set.length < files.length) {
+      for (const k of files.filter((f) => env[f] === undefined)) {
+        ctx.addIssue({ code: "custom", path: [k], message: `is required with ${set.join(" and ")}: ${TLS_FILES}` });
+      }
+    }
+    if (set.length === 0) {
+      if (env.CHAOS_CORE_GRPC_TLS_MUTUAL === "true") ctx.addIssue({ code: "custom", path: [GRPC_TLS_VARS.mutual], message: `is true, but TLS is off: ${TLS_FILES}` });
+      if (env.CHAOS_CORE_GRPC_TLS_SERVER_NAME !== undefined) ctx.addIssue({ code: "custom", path: [GRPC_TLS_VARS.serverName], message: `is set, but TLS is off: ${TLS_FILES}` });
+    }
+  });
+
+/** Reads {@link GrpcTransportConfig}; a half-configured TLS throws a ConfigError naming each missing variable. */
+export function loadGrpcTransportConfig(env: Env = process.env): GrpcTransportConfig {
+  const p = parseEnv(transportSchema, env);
+  const tls =
+    p.CHAOS_CORE_GRPC_TLS_CERT_FILE !== undefined && p.CHAOS_CORE_GRPC_TLS_KEY_FILE !== undefined && p.CHAOS_CORE_GRPC_TLS_CA_FILE !== undefined
+      ? {
+          certFile: p.CHAOS_CORE_GRPC_TLS_CERT_FILE,
+          keyFile: p.CHAOS_CORE_GRPC_TLS_KEY_FILE,
+          caFile: p.CHAOS_CORE_GRPC_TLS_CA_FILE,
+          mutual: p.CHAOS_CORE_GRPC_TLS_MUTUAL === "true",
+          serverName: p.CHAOS_CORE_GRPC_TLS_SERVER_NAME,
+        }
+      : undefined;
+  return { tls, healthPort: p.CHAOS_CORE_GRPC_HEALTH_PORT };
+}

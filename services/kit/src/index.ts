@@ -12,8 +12,20 @@ export {
   sameAsker,
 } from "./context.js";
 export type { Asker, CallContext, SameAsker } from "./context.js";
-export { ConfigError, DEFAULT_SHUTDOWN_GRACE_SECONDS, envVars, isLoopbackHost, loadLifecycleConfig, parseEnv, requireStorage } from "./config.js";
-export type { ConfigIssue, Env, LifecycleConfig } from "./config.js";
+export {
+  ConfigError,
+  DEFAULT_SHUTDOWN_GRACE_SECONDS,
+  envVars,
+  GRPC_TLS_VARS,
+  isLoopbackHost,
+  loadGrpcTransportConfig,
+  loadLifecycleConfig,
+  parseEnv,
+  requireStorage,
+} from "./config.js";
+export type { ConfigIssue, Env, GrpcTlsConfig, GrpcTransportConfig, LifecycleConfig } from "./config.js";
+export { GRPC_TLS_REFRESH_MS, openGrpcTls, openGrpcTransport } from "./rpc/tls.js";
+export type { GrpcTls, GrpcTransport } from "./rpc/tls.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
 export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
 export { scanJsonText } from "./json-text.js";

@@ -11,7 +11,7 @@ import type { Redis as RedisClient } from "ioredis";
 // ioredis and grpc-js are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
 const { readFileSync } = await import("node:fs");
-const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, openGrpcTransport, schemaGate } = await import("@chaos-core/kit");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadLedgerConfig } = await import("./config.js");
@@ -33,6 +33,8 @@ try {
   const config = loadLedgerConfig();
   const lifecycle = loadLifecycleConfig();
   logger = createLogger("ledger", config.logLevel);
+  // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
+  const transport = openGrpcTransport(logger);
   // Keys and policies first: a missing key or a malformed policy fails before anything opens.
   const keyring = await loadKeyring(config.keysFile).catch((err: unknown) => {
     // The keyring's message names the file; the operator also needs the variable that chose it.
@@ -41,7 +43,7 @@ try {
   const policies = await loadOperatorPolicies(config.policyFile);
   const signer = new ContextSigner(config.contextKey);
   // Policy says which approval channels count for a spend or a tool receipt; the ledger enforces.
-  const policyClient = createGrpcClient(PolicyService, config.policyAddr, signer);
+  const policyClient = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
   policy = policyClient;
   db = await openLedgerDb(config.storage);
   // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
@@ -65,7 +67,7 @@ try {
     origin: config.origin,
     ...(config.webhooks ? { webhooks: config.webhooks } : {}),
   });
-  const server = await startLedgerServer({ host: config.host, port: config.port, signer, core, logger });
+  const server = await startLedgerServer({ host: config.host, port: config.port, signer, core, logger, transport });
   logger.info(
     { kid: keyring.active.kid, policies: policies.source, nonces: config.nonces.kind, policy: config.policyAddr, webhooks: config.webhooks ? new URL(config.webhooks.url).origin : "off" },
     "ledger ready",

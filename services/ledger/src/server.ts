@@ -1,4 +1,4 @@
-import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { createLedgerHandlers } from "./handlers/ledger-handlers.js";
 import type { LedgerCore } from "./service/ledger-core.js";
@@ -11,6 +11,8 @@ export interface LedgerServerOptions {
   signer: ContextSigner;
   core: LedgerCore;
   logger: Logger;
+  /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
+  transport?: GrpcTransport | undefined;
 }
 
 /**
@@ -18,6 +20,14 @@ export interface LedgerServerOptions {
  * Nothing happens until it is called: importing this module starts nothing.
  */
 export function startLedgerServer(options: LedgerServerOptions): Promise<RunningGrpcServer> {
-  const { host, port, signer, core, logger } = options;
-  return startGrpcServer({ host, port, signer, logger, registrations: [register(LedgerService, createLedgerHandlers(core))] });
+  const { host, port, signer, core, logger, transport } = options;
+  return startGrpcServer({
+    host,
+    port,
+    signer,
+    logger,
+    registrations: [register(LedgerService, createLedgerHandlers(core))],
+    tls: transport?.tls,
+    healthPort: transport?.healthPort,
+  });
 }

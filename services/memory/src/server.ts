@@ -1,4 +1,4 @@
-import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { MemoryStore } from "./domain/memory-store.js";
 import { createMemoryHandlers } from "./handlers/memory-handlers.js";
@@ -11,6 +11,8 @@ export interface MemoryServerOptions {
   signer: ContextSigner;
   store: MemoryStore;
   logger: Logger;
+  /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
+  transport?: GrpcTransport | undefined;
 }
 
 /**
@@ -25,5 +27,7 @@ export function startMemoryServer(options: MemoryServerOptions): Promise<Running
     signer,
     logger,
     registrations: [register(MemoryService, createMemoryHandlers(store))],
+    tls: options.transport?.tls,
+    healthPort: options.transport?.healthPort,
   });
 }

@@ -8,7 +8,7 @@ import type { SchemaGate } from "@chaos-core/kit";
 // spans never appear; so every other module is imported dynamically below.
 await import("@chaos-core/kit/telemetry");
 
-const { ContextSigner, createLogger, createPostgresDb, loadLifecycleConfig, onShutdown, schemaGate } = await import("@chaos-core/kit");
+const { ContextSigner, createLogger, createPostgresDb, loadLifecycleConfig, onShutdown, openGrpcTransport, schemaGate } = await import("@chaos-core/kit");
 const { loadPolicyConfig } = await import("./config.js");
 const { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } = await import("./adapters/sql-store.js");
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
@@ -19,6 +19,8 @@ try {
   const config = loadPolicyConfig();
   const lifecycle = loadLifecycleConfig();
   const logger = createLogger("policy", config.logLevel);
+  // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
+  const transport = openGrpcTransport(logger);
   const signer = new ContextSigner(config.contextKey);
 
   let closeDb = async (): Promise<void> => undefined;
@@ -34,7 +36,7 @@ try {
     store = await createFilePolicyStore({ path: config.store.path, logger });
   }
 
-  const server = await createPolicyServer({ host: config.host, port: config.port, signer, store, logger }).start();
+  const server = await createPolicyServer({ host: config.host, port: config.port, signer, store, logger, transport }).start();
   schema?.hold(server);
   onShutdown(logger, async (graceMs) => {
     schema?.stop();

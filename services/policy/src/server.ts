@@ -1,4 +1,4 @@
-import { register, startGrpcServer, type ContextSigner, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { PolicyStore } from "./domain/policy-store.js";
 import { createPolicyHandlers } from "./handlers/policy-handlers.js";
@@ -10,6 +10,8 @@ export interface PolicyServerOptions {
   readonly signer: ContextSigner;
   readonly store: PolicyStore;
   readonly logger: Logger;
+  /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
+  readonly transport?: GrpcTransport | undefined;
 }
 
 /**
@@ -26,6 +28,8 @@ export function createPolicyServer(options: PolicyServerOptions): { start(): Pro
         signer: options.signer,
         logger: options.logger,
         registrations: [register(PolicyService, handlers)],
+        tls: options.transport?.tls,
+        healthPort: options.transport?.healthPort,
       }),
   };
 }

@@ -18,6 +18,7 @@ import { ChaosError, CODE_TRAILER, toGrpcError } from "../errors.js";
 import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, type ContextSigner } from "../context.js";
 import { extractTrace, injectTrace, instrument, instrumentStream } from "./instrument.js";
 import { defaultChannelOptions } from "./target.js";
+import type { GrpcTls } from "./tls.js";
 import {
   DEFAULT_TIMEOUT_MS,
   supportedMethods,
@@ -156,6 +157,8 @@ export interface GrpcClientOptions {
   timeoutMs?: number;
   /** Merged over {@link defaultChannelOptions} (round robin, re-resolution, keepalive). */
   channelOptions?: ChannelOptions;
+  /** TLS to the server (presenting this service's certificate under mutual TLS); plaintext without. */
+  tls?: GrpcTls | undefined;
 }
 
 /** "chaoscore.memory.v1.MemoryService" → "the memory service". */
@@ -195,8 +198,8 @@ export interface GrpcClient<S extends AnyService> {
 }
 
 /**
- * A typed gRPC client for a service at `address` (plaintext inside the cluster; TLS is the
- * service mesh's job). `address` is any form {@link parseGrpcTarget} accepts: `host:port`,
+ * A typed gRPC client for a service at `address`, over TLS when `options.tls` is given
+ * (`CHAOS_CORE_GRPC_TLS_*`), else plaintext. `address` is any form {@link parseGrpcTarget} accepts: `host:port`,
  * `dns:///host:port` (a headless Service: every pod), or an `ipv4:`/`ipv6:` address list. The
  * channel balances calls round robin over every address the target resolves to, looks the
  * name up again when a connection is lost, and reconnects to a restarted service by itself
@@ -209,7 +212,11 @@ export function createGrpcClient<S extends AnyService>(
   signer: ContextSigner,
   options: GrpcClientOptions = {},
 ): GrpcClient<S> {
-  const channel = new Client(address, credentials.createInsecure(), { ...defaultChannelOptions(), ...options.channelOptions });
+  const channel = new Client(address, options.tls ? options.tls.channelCredentials() : credentials.createInsecure(), {
+    ...defaultChannelOptions(),
+    ...options.tls?.channelOptions(),
+    ...options.channelOptions,
+  });
   const defaultTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const client: Record<string, unknown> = {};
 

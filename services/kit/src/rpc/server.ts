@@ -7,6 +7,7 @@ import type { ContextSigner } from "../context.js";
 import type { Logger } from "../logger.js";
 import { addGrpcService } from "./grpc.js";
 import { GRPC_SERVER_CONNECTION_AGE_MS } from "./target.js";
+import type { GrpcTls } from "./tls.js";
 import type { AnyService, ServiceImpl } from "./types.js";
 
 /** One service to serve: its descriptor and its implementation. */
@@ -28,6 +29,8 @@ export const LIVENESS_HEALTH_SERVICE = "liveness";
 
 export interface RunningGrpcServer {
   readonly port: number;
+  /** The plaintext health-only port, when one was asked for. */
+  readonly healthPort: number | undefined;
   readonly health: HealthImplementation;
   /**
    * Sets health (overall and per service) to SERVING or NOT_SERVING, e.g. NOT_SERVING until the
@@ -74,6 +77,13 @@ export async function startGrpcServer(options: {
   maxConnectionAgeMs?: number;
   /** How long the calls on an aged connection may still run before it is closed. */
   maxConnectionAgeGraceMs?: number;
+  /** TLS (mutual when its config says so); plaintext without. */
+  tls?: GrpcTls | undefined;
+  /**
+   * A second port, plaintext, serving only `grpc.health.v1` (the same statuses): the kubelet's
+   * gRPC probe cannot speak TLS. 0 picks a free port.
+   */
+  healthPort?: number | undefined;
 }): Promise<RunningGrpcServer> {
   const { host, port, signer, registrations, logger } = options;
   const server = new Server({
@@ -85,21 +95,35 @@ export async function startGrpcServer(options: {
   health.addToServer(server);
   reflectionFor(registrations).addToServer(server);
 
-  const bound = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (err, p) =>
-      err ? reject(err) : resolve(p),
-    ),
-  );
+  const bind = (srv: Server, p: number, creds: ServerCredentials) =>
+    new Promise<number>((resolve, reject) => srv.bindAsync(`${host}:${p}`, creds, (err, bp) => (err ? reject(err) : resolve(bp))));
+  const bound = await bind(server, port, options.tls ? options.tls.serverCredentials() : ServerCredentials.createInsecure());
+  let healthServer: Server | undefined;
+  let healthBound: number | undefined;
+  if (options.healthPort !== undefined) {
+    healthServer = new Server();
+    health.addToServer(healthServer);
+    try {
+      healthBound = await bind(healthServer, options.healthPort, ServerCredentials.createInsecure());
+    } catch (err) {
+      server.forceShutdown();
+      throw err;
+    }
+  }
   const names = ["", ...registrations.map((r) => r.service.typeName)];
   for (const name of names) health.setStatus(name, "SERVING");
   // Liveness apart from readiness: SERVING while the process runs, also while it waits for its
   // migrations or drains (a liveness probe on "" would restart a pod that only waits).
   health.setStatus(LIVENESS_HEALTH_SERVICE, "SERVING");
-  logger.info({ address: `${host}:${bound}`, services: names.slice(1) }, "gRPC server listening");
+  logger.info(
+    { address: `${host}:${bound}`, tls: options.tls ? (options.tls.config.mutual ? "mutual" : "server") : "off", healthPort: healthBound, services: names.slice(1) },
+    "gRPC server listening",
+  );
 
   let stopping = false;
   return {
     port: bound,
+    healthPort: healthBound,
     health,
     setServing(serving) {
       if (stopping) return;
@@ -111,10 +135,13 @@ export async function startGrpcServer(options: {
         for (const name of names) health.setStatus(name, "NOT_SERVING");
         const timer = setTimeout(() => {
           server.forceShutdown();
+          healthServer?.forceShutdown();
           resolve();
         }, graceMs);
         server.tryShutdown(() => {
           clearTimeout(timer);
+          // The health port answers NOT_SERVING until the calls have finished, then goes too.
+          healthServer?.forceShutdown();
           resolve();
         });
       }),
