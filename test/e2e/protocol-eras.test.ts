@@ -3,9 +3,11 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
-import type { Client as V1Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport as V2Stdio } from "@modelcontextprotocol/client/stdio";
+import { Client as V1Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport as V1Stdio } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
-import { httpClient, removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { childEnv, CLI, httpClient, removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
  * Both protocol revisions on one `/mcp` endpoint of `chaos-core serve` (docs/protocol.md §3,
@@ -186,4 +188,167 @@ describe("2025-11-25 and 2026-07-28 on one endpoint of chaos-core serve", () => 
     const own = await call(auto, "chaoscore_execute", { plan_id: planId });
     expect(JSON.stringify(own.content)).not.toContain(`no plan ${planId}`);
   });
+});
+
+/** What two clients' listings are compared on. */
+type Listed = { tools: unknown; prompts: unknown; resources: unknown; templates: unknown };
+
+/** The listings of one client, in the shape both revisions must agree on. */
+async function listings(client: {
+  listTools(): Promise<{ tools: Array<{ name: string; description?: string; inputSchema: unknown; outputSchema?: unknown; annotations?: unknown }> }>;
+  listPrompts(): Promise<{ prompts: Array<{ name: string; description?: string; arguments?: unknown }> }>;
+  listResources(): Promise<{ resources: Array<{ uri: string; name: string; mimeType?: string }> }>;
+  listResourceTemplates(): Promise<{ resourceTemplates: Array<{ uriTemplate: string; name: string }> }>;
+}): Promise<Listed> {
+  return {
+    tools: (await client.listTools()).tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema, outputSchema: t.outputSchema, annotations: t.annotations })),
+    prompts: (await client.listPrompts()).prompts.map((x) => ({ name: x.name, description: x.description, arguments: x.arguments })),
+    // The tenant's council sessions are listed too, and the tests below start one in between.
+    resources: (await client.listResources()).resources
+      .filter((x) => !x.uri.startsWith("council://sessions/"))
+      .map((x) => ({ uri: x.uri, name: x.name, mimeType: x.mimeType })),
+    templates: (await client.listResourceTemplates()).resourceTemplates.map((x) => ({ uriTemplate: x.uriTemplate, name: x.name })),
+  };
+}
+
+/** Resolves once the process `pid` is gone (the client's transport spawned it, so it is not ours to wait on). */
+async function gone(pid: number | null): Promise<void> {
+  if (pid === null) return;
+  for (;;) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * Both revisions over `chaos-core stdio` (docs/protocol.md §3 stdio, issue 11 step 6), as hosts
+ * start it: each client spawns its own process on one data directory, one after the other (a
+ * directory belongs to one process). The v1 `Client` opens with `initialize` (2025-11-25, a
+ * session); the v2 `Client` first probes a short-lived sibling with `server/discover`, in
+ * `mode: 'auto'` and pinned, and lands on 2026-07-28. The same surface, the same data, the same
+ * governance.
+ */
+describe("2025-11-25 and 2026-07-28 over chaos-core stdio", () => {
+  const dir = tempDir("chaos-core-protocol-eras-stdio-");
+  const env = () => childEnv({ CHAOS_CORE_DATA_DIR: dir }) as Record<string, string>;
+  const asked: string[] = [];
+  let legacyListing: Listed;
+  let councilSession: string;
+
+  beforeAll(() => {
+    // As over HTTP: a client's own answer may approve a wire, so a 2025-11-25 session is asked.
+    writeFileSync(
+      join(dir, "policy.json"),
+      JSON.stringify({ approvalChannels: { spend: { policies: { wire: ["client_elicitation", "approver", "operator", "console"] } } } }),
+    );
+  });
+  afterAll(() => removeDir(dir));
+
+  /** Runs `fn` with a v1 Client on its own chaos-core stdio, then closes it and waits until the process is gone. */
+  async function withV1<T>(fn: (client: V1Client) => Promise<T>): Promise<T> {
+    const transport = new V1Stdio({ command: process.execPath, args: [CLI, "stdio"], cwd: ROOT, env: env(), stderr: "pipe" });
+    const options = autoAcceptingClient(asked);
+    const client = new V1Client({ name: "v1-stdio", version: "1.0.0" }, { capabilities: options.capabilities });
+    options.setup(client);
+    await client.connect(transport);
+    const pid = transport.pid;
+    try {
+      return await fn(client);
+    } finally {
+      await client.close();
+      await gone(pid);
+    }
+  }
+
+  /**
+   * The same with a v2 Client. It declares no elicitation: what it is told about an approval
+   * does not depend on whether 2026-07-28 asks clients (issue 11 step 8).
+   */
+  async function withV2<T>(mode: "auto" | { pin: string }, name: string, fn: (client: V2Client) => Promise<T>): Promise<T> {
+    const transport = new V2Stdio({ command: process.execPath, args: [CLI, "stdio"], cwd: ROOT, env: env(), stderr: "pipe" });
+    const client = new V2Client({ name, version: "1.0.0" }, { versionNegotiation: { mode } });
+    await client.connect(transport);
+    const pid = transport.pid;
+    try {
+      return await fn(client);
+    } finally {
+      await client.close();
+      await gone(pid);
+    }
+  }
+
+  it("v1 Client: 2025-11-25 with a session; remembers, and a wire it approves when asked", async () => {
+    await withV1(async (v1) => {
+      const inspected = ok(await call(v1, "chaoscore_inspect", { what: "sessions" }));
+      expect(inspected.session).toMatchObject({ transport: "stdio", principal: "local", protocol_version: "2025-11-25", client_info: { name: "v1-stdio" } });
+      ok(await call(v1, "chaoscore_remember", { key: "stdio-eras:legacy", value: "from 2025-11-25" }));
+      legacyListing = await listings(v1);
+      const wire = { beneficiary: "ACME Supplies GmbH", amount: 2500, currency: "EUR", memo: "stdio eras" };
+      const held = ok(await call(v1, "request_authorization", { tool: "wire_treasury_transfer", args: wire }));
+      expect(ok(await call(v1, "approve_spend", { request_seq: held.request_seq }))).toMatchObject({ state: "LOCKED", channel: "client_elicitation" });
+      expect(asked).toHaveLength(1);
+    });
+    expect((legacyListing.tools as unknown[]).length).toBeGreaterThan(10);
+    expect(legacyListing.resources).toEqual(expect.arrayContaining([expect.objectContaining({ uri: "chaoscore://policy" })]));
+    expect(legacyListing.templates).toEqual(expect.arrayContaining([expect.objectContaining({ uriTemplate: "council://sessions/{id}" })]));
+  }, 180_000);
+
+  it("v2 Client in auto mode: lands on 2026-07-28 with no session, lists the same, recalls 2025's memory, runs a council session, a wire is held and not run", async () => {
+    await withV2("auto", "v2-stdio-auto", async (auto) => {
+      expect(auto.getProtocolEra()).toBe("modern");
+      expect(auto.getNegotiatedProtocolVersion()).toBe(MODERN);
+      const inspected = ok(await call(auto, "chaoscore_inspect", { what: "sessions" }));
+      expect(inspected.session).toBeUndefined();
+      expect(inspected.request).toMatchObject({ protocol_version: MODERN, client_info: { name: "v2-stdio-auto" } });
+      expect(await listings(auto)).toEqual(legacyListing);
+      expect(ok(await call(auto, "chaoscore_recall", { key: "stdio-eras:legacy" })).items).toEqual([expect.objectContaining({ value: "from 2025-11-25" })]);
+      ok(await call(auto, "chaoscore_remember", { key: "stdio-eras:modern", value: { from: MODERN } }));
+
+      const init = ok(await call(auto, "council_init", { task: "Decide how to migrate the billing database from MySQL to Postgres with no downtime" }));
+      councilSession = init.sessionId as string;
+      expect(init.phase).toBe("decompile");
+      const brief = await auto.getPrompt({ name: "council_phase_brief", arguments: { sessionId: councilSession } });
+      expect((brief.messages[0]?.content as { text: string }).text).toContain("decompile");
+      const read = await auto.readResource({ uri: `council://sessions/${councilSession}` });
+      expect(read.contents[0]?.uri).toBe(`council://sessions/${councilSession}`);
+
+      const wire = { beneficiary: "ACME Supplies GmbH", amount: 2500, currency: "EUR", memo: "stdio eras 2" };
+      const held = ok(await call(auto, "request_authorization", { tool: "wire_treasury_transfer", args: wire }));
+      expect((held.approval_channels as Array<{ channel: string }>).map((c) => c.channel)).toEqual(expect.arrayContaining(["approver", "operator"]));
+      const refused = errorText(await call(auto, "approve_spend", { request_seq: held.request_seq }));
+      expect(refused).toContain(`spend request ${held.request_seq}`);
+      expect(refused).toMatch(/approver/);
+      expect(ok(await call(auto, "wire_treasury_transfer", wire))).toMatchObject({ executed: false });
+      // The ledger labels this revision's entries with each request's ref, not a session.
+      type Entry = { session: string; event: Structured };
+      const entries = ok(await call(auto, "inspect_audit_ledger", { limit: 100 })).entries as Entry[];
+      const labels = entries.filter((e) => e.event.request_seq === held.request_seq).map((e) => e.session);
+      expect(labels.length).toBeGreaterThan(0);
+      for (const label of labels) expect(label).toMatch(/^request:[A-Za-z0-9_-]{22}$/);
+    });
+    // Only the v1 session was ever asked.
+    expect(asked).toHaveLength(1);
+  }, 180_000);
+
+  it("v2 Client pinned to 2026-07-28: lands modern, lists the same, reads what both revisions wrote", async () => {
+    await withV2({ pin: MODERN }, "v2-stdio-pinned", async (pinned) => {
+      expect(pinned.getProtocolEra()).toBe("modern");
+      expect(await listings(pinned)).toEqual(legacyListing);
+      expect(ok(await call(pinned, "chaoscore_recall", { key: "stdio-eras:modern" })).items).toEqual([expect.objectContaining({ value: { from: MODERN } })]);
+      expect(ok(await call(pinned, "council_recall", { sessionId: councilSession }))).toMatchObject({ sessionId: councilSession });
+      expect((await pinned.listResources()).resources.map((r) => r.uri)).toContain(`council://sessions/${councilSession}`);
+    });
+  }, 180_000);
+
+  it("v1 Client again: recalls what 2026-07-28 wrote and the council session started there", async () => {
+    await withV1(async (v1) => {
+      expect(ok(await call(v1, "chaoscore_recall", { key: "stdio-eras:modern" })).items).toEqual([expect.objectContaining({ value: { from: MODERN } })]);
+      expect(ok(await call(v1, "council_recall", { sessionId: councilSession }))).toMatchObject({ sessionId: councilSession });
+      expect((await v1.listResources()).resources.map((r) => r.uri)).toContain(`council://sessions/${councilSession}`);
+    });
+  }, 180_000);
 });

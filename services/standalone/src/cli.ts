@@ -178,6 +178,9 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
       mrtr: { ttlSeconds: edgeConfig.mrtrTtlSeconds, ...(edgeConfig.mrtrKeysFile ? { keysFile: edgeConfig.mrtrKeysFile } : {}) },
       admin: true,
+      // stdio opens them on the first request that needs them: a 2026-07-28 client's version
+      // probe (a sibling process sent `server/discover` alone, then stopped) never does.
+      openOnDemand: mode === "stdio",
     });
     const rt = starting;
     const announce = (runtime: Runtime) =>
@@ -222,18 +225,21 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       process.stdout.write(`Chaos Core MCP endpoint: ${http.url}\n`);
     } else {
       // A host waits for the answer to initialize: it comes now, while the stores open.
-      logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; opening the stores");
+      logger.info({ dataDir: config.dataDir }, "serving MCP on stdio; the stores open with the first request");
       // The console gets a loopback listener of its own (stdio has no HTTP one); answers link to
       // it once it listens.
       let consoleOrigin: string | undefined;
       const edgeDeps = { ...rt.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds };
       const stdioDeps = edgeConfig.console ? { ...edgeDeps, console: { listenerUrl: () => consoleOrigin } } : edgeDeps;
-      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed") });
-      transport = stdio;
-      if (edgeConfig.console) {
+      // The first request other than `server/discover` opens the stores and starts the console.
+      const onDemand = () => {
+        if (stopping) return;
+        rt.open();
+        if (!edgeConfig.console) return;
         const { listenerPort } = edgeConfig.console;
         // After a turn of the event loop: the request already waiting on stdin is answered first.
         setImmediate(() => {
+          if (stopping) return;
           startStdioConsole(rt, edgeConfig.http.apiKeysFile, listenerPort, logger, consoleClosers).then(
             // Stopped meanwhile: what started after stop closed the rest is closed now.
             (origin) => (stopping ? void closeConsole() : void (consoleOrigin = origin)),
@@ -241,8 +247,12 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
               logger.error({ err: err instanceof Error ? err.message : String(err), port: listenerPort }, "the approval console did not start; answers will not link to it"),
           );
         });
-      }
+      };
+      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed"), onDemand });
+      transport = stdio;
       rt.ready.then(announce, async (err: unknown) => {
+        // Stopped before anything needed the stores (a version probe): nothing failed.
+        if (!rt.opened) return;
         // Calls waiting for the stores answer `unavailable` with this cause; once the client has
         // read them the process ends, so a host shows the server as failed, not as hanging.
         exitCode = 1;

@@ -107,6 +107,12 @@ export interface RuntimeOptions {
    * and the lifetime of a sealed state (`CHAOS_CORE_MRTR_TTL_SECONDS`).
    */
   mrtr?: { keysFile?: string; ttlSeconds: number };
+  /**
+   * `startRuntime` only: open the stores when `StartingRuntime.open` is called, not at once.
+   * `chaos-core stdio` opens them on the first request that is not `server/discover`, so a
+   * 2026-07-28 client's short-lived version probe never touches the database (docs/protocol.md §14).
+   */
+  openOnDemand?: boolean;
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */

@@ -28,13 +28,19 @@ function latch() {
   return { wait: () => opened, release };
 }
 
-async function start(dir: string, beforeDatabase?: () => Promise<void>, mrtr?: { keysFile?: string; ttlSeconds: number }): Promise<StartingRuntime> {
+async function start(
+  dir: string,
+  beforeDatabase?: () => Promise<void>,
+  mrtr?: { keysFile?: string; ttlSeconds: number },
+  openOnDemand = false,
+): Promise<StartingRuntime> {
   const config = loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: dir, LOG_LEVEL: "silent" });
   return startRuntime(config, createLogger("startup-test", "silent"), {
     version: "0.0.0",
     sessionTtlSeconds: 600,
     ...(beforeDatabase ? { beforeDatabase } : {}),
     ...(mrtr ? { mrtr } : {}),
+    ...(openOnDemand ? { openOnDemand } : {}),
   });
 }
 
@@ -120,6 +126,60 @@ describe("a stdio server whose stores are still opening", () => {
       await close();
       await starting.close();
     }
+  });
+});
+
+describe("a runtime that opens its stores on demand (chaos-core stdio)", () => {
+  it("opens nothing until asked, answers server/discover meanwhile, and closed unopened gives the directory back at once", async () => {
+    const dir = dataDir();
+    const starting = await start(dir, undefined, undefined, true);
+    expect(starting.opened).toBe(false);
+    // A version probe's only request: answered, and still nothing opened.
+    const toServer = new PassThrough();
+    const fromServer = new PassThrough();
+    let demanded = 0;
+    const running = await runStdioTransport(starting.deps, { stdin: toServer, stdout: fromServer, onDemand: () => demanded++ });
+    const answer = new Promise<string>((resolve) => fromServer.once("data", (d: Buffer) => resolve(d.toString())));
+    const meta = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": {},
+    };
+    toServer.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "server/discover", params: { _meta: meta } })}\n`);
+    expect(JSON.parse(await answer)).toMatchObject({ id: 1, result: { supportedVersions: ["2026-07-28"] } });
+    expect(demanded).toBe(0);
+    expect(await settled(starting.ready)).toBe(false);
+    await running.close();
+    await starting.close();
+    await expect(starting.ready).rejects.toThrow(/stopped before it opened its stores/);
+    // No database, no policy file: only the keyring, which is read before anything answers.
+    expect(existsSync(join(dir, "pg"))).toBe(false);
+    expect(existsSync(join(dir, "policy.json"))).toBe(false);
+    expect(existsSync(join(dir, ".chaos-core.lock"))).toBe(false);
+    // The directory is free: the next process takes it and opens a fresh database.
+    const next = await start(dir);
+    try {
+      expect(next.opened).toBe(true);
+      const runtime = await next.ready;
+      expect(runtime.stores.database).toContain(join(dir, "pg"));
+    } finally {
+      await next.close();
+    }
+    expect(existsSync(join(dir, "pg", "PG_VERSION"))).toBe(true);
+  });
+
+  it("opens once asked; open() twice opens once, and close waits for the stores it opened", async () => {
+    const dir = dataDir();
+    const starting = await start(dir, undefined, undefined, true);
+    try {
+      starting.open();
+      starting.open();
+      expect(starting.opened).toBe(true);
+      const runtime = await starting.ready;
+      expect(runtime.stores.policy).toBe(join(dir, "policy.json"));
+    } finally {
+      await starting.close();
+    }
+    expect(existsSync(join(dir, ".chaos-core.lock"))).toBe(false);
   });
 });
 

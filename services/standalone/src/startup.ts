@@ -27,8 +27,18 @@ export interface StartingRuntime {
    * `unavailable` naming the cause if the start-up failed.
    */
   readonly deps: EdgeDeps;
-  /** The runtime once every store is open; rejects with `unavailable` naming what failed. */
+  /**
+   * The runtime once every store is open; rejects with `unavailable` naming what failed, or
+   * when the runtime closed before {@link open} was called.
+   */
   readonly ready: Promise<Runtime>;
+  /**
+   * Starts opening the stores (once; later calls do nothing). Called by `startRuntime` itself
+   * unless `openOnDemand` was given.
+   */
+  open(): void;
+  /** Whether {@link open} was called: a runtime closed before that never opened anything. */
+  readonly opened: boolean;
   /**
    * The operator's loopback admin endpoint (`chaos-core approvals`), when asked for: up before
    * anything answers, so `admin.json` is there as soon as the server is; its calls wait like the
@@ -93,7 +103,15 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   // --data-dir only when the command would not find this directory by itself.
   const operator = options.admin ? { operator: config.dataDirChosen ? { dataDir: config.dataDir } : {} } : {};
 
+  // Settles with true when the stores are to open, false when the runtime closed first.
+  let begin!: (open: boolean) => void;
+  const go = new Promise<boolean>((resolve) => (begin = resolve));
+  let opened = false;
   const ready = (async () => {
+    if (!(await go)) {
+      await unlock();
+      throw new ChaosError("unavailable", "chaos-core stopped before it opened its stores");
+    }
     // One turn of the event loop first: a transport started right after this call reads and
     // answers the request already waiting on its input before module loading takes the CPU.
     await new Promise((resolve) => setImmediate(resolve));
@@ -135,7 +153,15 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     ...operator,
     ...mrtr,
   };
+  const open = () => {
+    if (opened) return;
+    opened = true;
+    begin(true);
+  };
+  if (!options.openOnDemand) open();
   const closeRuntime = async () => {
+    // Never opened: nothing to wait for, the directory is released at once.
+    begin(false);
     const runtime = await ready.catch(() => undefined);
     await runtime?.close();
   };
@@ -164,6 +190,10 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     ready,
     ...(running ? { admin: running } : {}),
     ...(signInLinks ? { signInLinks } : {}),
+    open,
+    get opened() {
+      return opened;
+    },
     async publishConsole(url) {
       await running?.setConsoleUrl(url);
     },

@@ -17,7 +17,7 @@ afterAll(async () => {
 });
 
 /** A stdio session over in-memory pipes: lines in, every stdout line collected. */
-async function start(deps: EdgeDeps) {
+async function start(deps: EdgeDeps, onDemand?: () => void) {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const lines: string[] = [];
@@ -28,15 +28,30 @@ async function start(deps: EdgeDeps) {
     if (typeof msg.id === "number") waiters.get(msg.id)?.(msg);
   });
   let closed = 0;
-  const running = await runStdioTransport(deps, { stdin, stdout, onClose: () => closed++ });
+  const running = await runStdioTransport(deps, { stdin, stdout, onClose: () => closed++, ...(onDemand ? { onDemand } : {}) });
   const send = (msg: Record<string, unknown>) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
   const request = (id: number, method: string, params: Record<string, unknown> = {}) =>
     new Promise<Record<string, unknown>>((resolve) => {
       waiters.set(id, resolve);
       send({ id, method, params });
     });
-  return { stdin, lines, send, request, running, closed: () => closed };
+  /** Sends a raw line and waits for the answer with `id`. */
+  const raw = (id: number, line: string) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      waiters.set(id, resolve);
+      stdin.write(`${line}\n`);
+    });
+  return { stdin, lines, send, request, raw, running, closed: () => closed };
 }
+
+const MODERN = "2026-07-28";
+/** The per-request envelope of a 2026-07-28 request (docs/protocol.md §1). */
+const envelope = (extra: Record<string, unknown> = {}) => ({
+  "io.modelcontextprotocol/protocolVersion": MODERN,
+  "io.modelcontextprotocol/clientCapabilities": {},
+  "io.modelcontextprotocol/clientInfo": { name: "stdio-modern", version: "1" },
+  ...extra,
+});
 
 describe("runStdioTransport", () => {
   it("writes only JSON-RPC to stdout, serves the local tenant, and ends when stdin closes", async () => {
@@ -80,6 +95,85 @@ describe("runStdioTransport", () => {
     expect(await deps.sessions.listByTenant("default")).toEqual([]);
     const res = await io.request(2, "tools/call", { name: "chaoscore_inspect", arguments: { what: "sessions" } });
     expect(res.result).toMatchObject({ structuredContent: { available: true, session: { client_info: { name: "idle" } } } });
+    await io.running.close();
+  });
+
+  it("serves 2026-07-28 on the same process: server/discover, enveloped calls, no session record", async () => {
+    const deps = services.deps(createMemorySessionStore());
+    let demanded = 0;
+    const io = await start(deps, () => demanded++);
+    const discovered = await io.request(1, "server/discover", { _meta: envelope() });
+    expect(discovered.result).toMatchObject({ supportedVersions: [MODERN], capabilities: { tools: {}, resources: {} } });
+    expect(discovered.result).toMatchObject({ resultType: "complete", ttlMs: expect.any(Number), cacheScope: expect.any(String) });
+    // A version probe needs no service: the caller's stores stay closed.
+    expect(demanded).toBe(0);
+
+    const tools = await io.request(2, "tools/list", { _meta: envelope() });
+    expect((tools.result as { tools: unknown[] }).tools.length).toBeGreaterThan(10);
+    expect(demanded).toBe(1);
+    const inspect = await io.request(3, "tools/call", { name: "chaoscore_inspect", arguments: { what: "sessions" }, _meta: envelope() });
+    const content = (inspect.result as { structuredContent: Record<string, unknown> }).structuredContent;
+    expect(content.session).toBeUndefined();
+    expect(content.request).toMatchObject({ protocol_version: MODERN, client_info: { name: "stdio-modern" }, request_ref: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/) });
+    const stored = await io.request(4, "tools/call", { name: "chaoscore_remember", arguments: { key: "stdio-modern", value: 1 }, _meta: envelope() });
+    expect(stored.result).toMatchObject({ resultType: "complete" });
+    expect((stored.result as { isError?: boolean }).isError).toBeFalsy();
+    // 2026-07-28 has no session: none is recorded, and initialize is refused on this connection.
+    expect(await deps.sessions.listByTenant("default")).toEqual([]);
+    const init = await io.request(5, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "late", version: "1" } });
+    expect(init.error).toMatchObject({ code: -32022, data: { supported: [MODERN] } });
+    expect(await deps.sessions.listByTenant("default")).toEqual([]);
+    expect(demanded).toBe(1);
+    await io.running.close();
+  });
+
+  it("screens raw lines before the SDK on 2026-07-28 too: NaN with its id, the nesting screen, an unknown tool", async () => {
+    const io = await start(services.deps(createMemorySessionStore()));
+    // An opening that claims a revision this server does not serve is answered with the ones it does
+    // (and pins nothing: the connection stays open for a modern opening).
+    const future = await io.request(9, "tools/list", { _meta: envelope({ "io.modelcontextprotocol/protocolVersion": "2099-01-01" }) });
+    expect(future.error).toMatchObject({ code: -32022, data: { supported: [MODERN], requested: "2099-01-01" } });
+    const meta = JSON.stringify(envelope());
+    const nan = await io.raw(1, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"chaoscore_remember","arguments":{"key":NaN},"_meta":${meta}}}`);
+    expect(nan.error).toMatchObject({ code: -32700 });
+    const deep = await io.raw(
+      2,
+      `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chaoscore_remember","arguments":{"key":"k","tags":${"[".repeat(200)}${"]".repeat(200)}},"_meta":${meta}}}`,
+    );
+    const refused = deep.result as { isError: boolean; resultType: string; structuredContent: { error: { code: string; message: string } } };
+    expect(refused).toMatchObject({ isError: true, resultType: "complete", structuredContent: { error: { code: "invalid_argument" } } });
+    expect(refused.structuredContent.error.message).toContain("nests deeper than 64 levels");
+    const unknown = await io.request(3, "tools/call", { name: "no_such_tool", arguments: {}, _meta: envelope() });
+    expect(unknown.error).toMatchObject({ code: -32602, message: "Unknown tool: no_such_tool" });
+    await io.running.close();
+  });
+
+  it("falls back to 2025-11-25 after a server/discover probe: initialize opens a session with its record", async () => {
+    const deps = services.deps(createMemorySessionStore());
+    const io = await start(deps);
+    await io.request(1, "server/discover", { _meta: envelope() });
+    const init = await io.request(2, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "after-probe", version: "1" } });
+    expect(init.result).toMatchObject({ protocolVersion: "2025-11-25", serverInfo: { name: "chaos-core" } });
+    io.send({ method: "notifications/initialized" });
+    const [record] = await deps.sessions.listByTenant("default");
+    expect(record).toMatchObject({ transport: "stdio", clientInfo: { name: "after-probe" } });
+    const inspect = await io.request(3, "tools/call", { name: "chaoscore_inspect", arguments: { what: "sessions" } });
+    expect(inspect.result).toMatchObject({ structuredContent: { session: { client_info: { name: "after-probe" }, protocol_version: "2025-11-25" } } });
+    await io.running.close();
+    expect(await deps.sessions.listByTenant("default")).toEqual([]);
+  });
+
+  it("counts a request as open until it is answered, whichever revision: idle() waits for it", async () => {
+    const io = await start(services.deps(createMemorySessionStore()));
+    await io.request(1, "server/discover", { _meta: envelope() });
+    await io.running.idle();
+    const answered = io.request(2, "tools/call", { name: "chaoscore_recall", arguments: { key: "nothing-here" }, _meta: envelope() });
+    let idle = false;
+    const waiting = io.running.idle().then(() => (idle = true));
+    expect(idle).toBe(false);
+    await answered;
+    await waiting;
+    expect(idle).toBe(true);
     await io.running.close();
   });
 });

@@ -1,24 +1,31 @@
 import { randomUUID } from "node:crypto";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { STDIO_DEFAULT_MAX_BUFFER_SIZE, isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest } from "@modelcontextprotocol/server";
-import type { JSONRPCMessage } from "@modelcontextprotocol/server";
-import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
+import type { InitializeRequest, JSONRPCMessage, McpServerFactory } from "@modelcontextprotocol/server";
+import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { ChaosError } from "@chaos-core/kit";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { EdgeDeps, EdgeSession, ModernScope } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";
 import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal } from "./incoming.js";
 
-/** Where the stdio transport reads and writes, and whom it tells when the session ends. */
+/** Where the stdio transport reads and writes, and whom it tells when the connection ends. */
 export interface StdioTransportOptions {
   /** Defaults to process.stdin. */
   readonly stdin?: Readable;
   /** Defaults to process.stdout, which then carries JSON-RPC and nothing else. */
   readonly stdout?: Writable;
-  /** Called once when the session ends: stdin closed, stdout failed, or {@link close}. */
+  /** Called once when the connection ends: stdin closed, stdout failed, or {@link close}. */
   readonly onClose?: () => void;
+  /**
+   * Called once, when the first request arrives that the services may have to answer: any
+   * request but `server/discover`. A 2026-07-28 client's version probe (a process that is sent
+   * `server/discover` alone and then stopped) never calls it, so a caller that opens its stores
+   * here never opens them for a probe (docs/protocol.md §14).
+   */
+  readonly onDemand?: () => void;
 }
 
 /** A running stdio transport. */
@@ -28,37 +35,63 @@ export interface RunningStdioTransport {
    * so a process that must stop can first let the client read why its calls failed.
    */
   idle(): Promise<void>;
-  /** Ends the session and removes its record. */
+  /** Ends the connection and removes its session record, if it had one. */
   close(): Promise<void>;
 }
 
+/** A line the SDK may read, parsed, or why it may not. */
+type Screened = { refusal: Refusal } | { message: JSONRPCMessage };
+
 /** Why a line cannot go on to the SDK, which would drop it without an answer (bad JSON) or decode it lossily. */
-function lineRefusal(line: Buffer): Refusal | undefined {
+function screenLine(line: Buffer): Screened {
   const screened = screenMessage(line);
-  if (screened.refusal) return screened.refusal;
+  if (screened.refusal) return { refusal: screened.refusal };
   let value: unknown;
   try {
     value = JSON.parse(line.toString("utf8"));
   } catch {
-    return { id: screened.id ?? null, error: { code: -32700, message: "Parse error: Invalid JSON" } };
+    return { refusal: { id: screened.id ?? null, error: { code: -32700, message: "Parse error: Invalid JSON" } } };
   }
-  return envelopeRefusal(value, screened.id);
+  const refusal = envelopeRefusal(value, screened.id);
+  return refusal ? { refusal } : { message: value as JSONRPCMessage };
 }
 
 /** The longest line served: the SDK's own limit, which used to end the session when a line passed it. */
 const MAX_LINE_BYTES = STDIO_DEFAULT_MAX_BUFFER_SIZE;
 
+/** What {@link screenedLines} asks of its caller for each line. */
+interface LineHooks {
+  /** Answers a refused line; the SDK never sees it. */
+  refuse(refusal: Refusal): void;
+  /** Sees an accepted message as it is read, in order, before anything is answered. */
+  observe(message: JSONRPCMessage): void;
+  /** Runs before the message goes on to the SDK; the next line waits for it. */
+  before(message: JSONRPCMessage): Promise<void>;
+}
+
 /**
  * The lines of `stdin` the SDK may read, each screened on its raw bytes first (see incoming.ts);
  * a refused line is answered through `refuse` and never reaches the SDK. A line longer than
  * {@link MAX_LINE_BYTES} is skipped to its end and refused as HTTP refuses a body too large.
+ * This is the one place that sees every message before the SDK does: `serveStdio` owns the
+ * transport's `onmessage`.
  */
-function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { lines: Readable; stop: () => void } {
+function screenedLines(stdin: Readable, hooks: LineHooks): { lines: Readable; stop: () => void } {
   const lines = new PassThrough();
   let pending: Buffer[] = [];
   let size = 0;
   let skipping = false;
+  // Lines reach the SDK in the order they were read, each after its `before`.
+  let queue: Promise<void> = Promise.resolve();
   const tooLarge: Refusal = { id: null, error: { code: -32000, message: payloadTooLargeMessage(MAX_LINE_BYTES) } };
+  const accept = (line: Buffer) => {
+    const screened = screenLine(line);
+    if ("refusal" in screened) return hooks.refuse(screened.refusal);
+    const { message } = screened;
+    hooks.observe(message);
+    const framed = Buffer.concat([line, Buffer.from("\n")]);
+    queue = queue.then(() => hooks.before(message)).then(() => void lines.write(framed));
+  };
   const onData = (chunk: Buffer) => {
     for (let start = 0; start < chunk.length; ) {
       const newline = chunk.indexOf(0x0a, start);
@@ -69,18 +102,14 @@ function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { l
         if (size > MAX_LINE_BYTES) {
           skipping = true;
           pending = [];
-          refuse(tooLarge);
+          hooks.refuse(tooLarge);
         }
       }
       if (newline === -1) break;
       if (!skipping) {
         const line = Buffer.concat(pending);
         // A blank line is no message: nothing to answer, nothing for the SDK.
-        if (line.toString("latin1").trim() !== "") {
-          const refusal = lineRefusal(line);
-          if (refusal) refuse(refusal);
-          else lines.write(Buffer.concat([line, Buffer.from("\n")]));
-        }
+        if (line.toString("latin1").trim() !== "") accept(line);
       }
       pending = [];
       size = 0;
@@ -88,7 +117,7 @@ function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { l
       start = newline + 1;
     }
   };
-  const onEnd = () => lines.end();
+  const onEnd = () => void queue.then(() => lines.end());
   const onError = (err: Error) => lines.emit("error", err);
   stdin.on("data", onData).once("end", onEnd).on("error", onError);
   return {
@@ -101,44 +130,51 @@ function screenedLines(stdin: Readable, refuse: (refusal: Refusal) => void): { l
 }
 
 /**
- * Serves one MCP session over stdio as the local user (tenant `default`, principal `local`):
- * whoever can start the process already is that user. stdout carries JSON-RPC only; every
- * diagnostic goes through the logger to stderr. The only stdio-aware module.
+ * Serves one MCP connection over stdio as the local user (tenant `default`, principal `local`):
+ * whoever can start the process already is that user. Both revisions, through the SDK's own
+ * `serveStdio` (docs/protocol.md §3): the opening exchange pins the connection's era, `initialize`
+ * to a 2025-11-25 session, `server/discover` or an enveloped request to 2026-07-28 (no session).
+ * stdout carries JSON-RPC only; every diagnostic goes through the logger to stderr. The only
+ * stdio-aware module.
  */
 export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportOptions = {}): Promise<RunningStdioTransport> {
   const stdin = options.stdin ?? process.stdin;
   const stdout = options.stdout ?? process.stdout;
   const session: EdgeSession = { id: randomUUID(), ...LOCAL_IDENTITY };
+  const modern: ModernScope = { era: "modern", tenant: LOCAL_IDENTITY.tenant, principal: LOCAL_IDENTITY.principal };
   const log = deps.logger.child({ tenant: session.tenant, principal: session.principal, session: session.id });
-  const server = createChaosCoreServer(deps, session);
-  const input = screenedLines(stdin, (refusal) => {
-    // JSON-RPC wants `"id": null` when the id could not be read; the SDK's type leaves it out instead.
-    transport.send(refusalResponse(refusal) as unknown as JSONRPCMessage).catch((err: unknown) => log.warn({ err }, "answering a refused message failed"));
-  });
-  // Room for the longest line and its newline: lines are measured (and refused) above.
-  const transport = new StdioServerTransport(input.lines, stdout, { maxBufferSize: MAX_LINE_BYTES + 1 });
-  server.server.onerror = (err) => log.warn({ err }, "MCP protocol error");
 
-  let closed = false;
+  // The session record is kept like an HTTP one (inspect and log levels read it), for a
+  // 2025-11-25 connection only; the process is the session.
+  let initialize: InitializeRequest["params"] | undefined;
   let record: NewSessionRecord | undefined;
-  const end = async (reason: string) => {
-    if (closed) return;
-    closed = true;
-    stdin.off("end", onEnd).off("close", onEnd);
-    input.stop();
-    stdout.off("error", onStdoutError);
-    log.info({ reason }, "stdio session ended");
-    await server.close().catch((err: unknown) => log.warn({ err }, "closing the server failed"));
-    await deps.sessions.delete(session.tenant, session.id).catch((err: unknown) => log.warn({ err }, "removing the session failed"));
-    options.onClose?.();
+  // An outage is logged once when it starts (kit's Redis client logs its end), not per request.
+  let storeDown = false;
+  const storeFailed = (err: unknown) => {
+    const outage = err instanceof ChaosError && err.code === "unavailable";
+    if (!outage) log.warn({ err }, "the session store refused to keep the session record");
+    else if (!storeDown) log.warn({ err }, "session store unavailable: serving this session without its record until it is back");
+    storeDown = outage;
   };
-  const onEnd = () => void end("stdin closed");
-  // A client that went away makes writes fail with EPIPE: that ends the session, it is not a crash.
-  const onStdoutError = (err: Error) => void end(`stdout failed: ${err.message}`);
-  stdin.once("end", onEnd).once("close", onEnd);
-  stdout.on("error", onStdoutError);
+  const stored = (write: Promise<unknown>) =>
+    write.then(
+      () => void (storeDown = false),
+      (err: unknown) => storeFailed(err),
+    );
 
-  await server.connect(transport);
+  // serveStdio builds one server for the connection's era (and one for a `server/discover`
+  // probe, kept if the connection goes on modern). A legacy one exists only once `initialize`
+  // (or a claim-less request) opened the connection: its record is written before the SDK
+  // answers that request, as before.
+  const factory: McpServerFactory = async ({ era }) => {
+    const server = createChaosCoreServer(deps, era === "modern" ? modern : session);
+    server.server.onerror = (err) => log.warn({ err }, "MCP protocol error");
+    if (era === "legacy" && initialize && !record) {
+      record = sessionRecordFromInitialize(session, "stdio", initialize);
+      await stored(deps.sessions.create(record));
+    }
+    return server;
+  };
 
   // Requests received and not yet answered: a response is the message with an id and no method;
   // a request the client cancelled gets none.
@@ -149,41 +185,60 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
     for (const wake of idleWaiters) wake();
     idleWaiters = [];
   };
+  let demanded = false;
+
+  const input = screenedLines(stdin, {
+    refuse: (refusal) => {
+      // JSON-RPC wants `"id": null` when the id could not be read; the SDK's type leaves it out instead.
+      transport.send(refusalResponse(refusal) as unknown as JSONRPCMessage).catch((err: unknown) => log.warn({ err }, "answering a refused message failed"));
+    },
+    observe: (message) => {
+      if (isJSONRPCRequest(message)) {
+        open.add(message.id);
+        if (!demanded && message.method !== "server/discover") {
+          demanded = true;
+          options.onDemand?.();
+        }
+        if (!initialize && isInitializeRequest(message)) initialize = message.params;
+      } else if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") settle(message.params?.requestId);
+    },
+    // A record that expired while the client sat idle is written again.
+    before: async (message) => {
+      if (!record || !isJSONRPCRequest(message)) return;
+      const current = record;
+      await stored(deps.sessions.touch(session.tenant, session.id).then((alive) => (alive ? undefined : deps.sessions.create(current))));
+    },
+  });
+  // Room for the longest line and its newline: lines are measured (and refused) above.
+  const transport = new StdioServerTransport(input.lines, stdout, { maxBufferSize: MAX_LINE_BYTES + 1 });
   const send = transport.send.bind(transport);
   transport.send = async (message: JSONRPCMessage) => {
     await send(message);
     if ("id" in message && !("method" in message)) settle(message.id);
   };
 
-  // The session record is kept like an HTTP one (inspect and log levels read it), but the
-  // process is the session: a record that expired while the client sat idle is written again.
-  const dispatch = transport.onmessage!;
-  let queue: Promise<void> = Promise.resolve();
-  // An outage is logged once when it starts (kit's Redis client logs its end), not per request.
-  let storeDown = false;
-  const storeFailed = (err: unknown) => {
-    const outage = err instanceof ChaosError && err.code === "unavailable";
-    if (!outage) log.warn({ err }, "the session store refused to keep the session record");
-    else if (!storeDown) log.warn({ err }, "session store unavailable: serving this session without its record until it is back");
-    storeDown = outage;
+  let closed = false;
+  const end = async (reason: string) => {
+    if (closed) return;
+    closed = true;
+    stdin.off("end", onEnd).off("close", onEnd);
+    input.stop();
+    stdout.off("error", onStdoutError);
+    log.info({ reason }, "stdio connection ended");
+    await handle.close().catch((err: unknown) => log.warn({ err }, "closing the server failed"));
+    if (record) await deps.sessions.delete(session.tenant, session.id).catch((err: unknown) => log.warn({ err }, "removing the session failed"));
+    options.onClose?.();
   };
-  transport.onmessage = (message: JSONRPCMessage) => {
-    if (isJSONRPCRequest(message)) open.add(message.id);
-    else if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") settle(message.params?.requestId);
-    queue = queue
-      .then(async () => {
-        if (isInitializeRequest(message)) {
-          record = sessionRecordFromInitialize(session, "stdio", message.params);
-          await deps.sessions.create(record);
-        } else if (record && isJSONRPCRequest(message)) {
-          if (!(await deps.sessions.touch(session.tenant, session.id))) await deps.sessions.create(record);
-        }
-        storeDown = false;
-      })
-      .catch(storeFailed)
-      .then(() => dispatch(message));
-  };
-  log.info("stdio session started");
+  const onEnd = () => void end("stdin closed");
+  // A client that went away makes writes fail with EPIPE: that ends the connection, it is not a crash.
+  const onStdoutError = (err: Error) => void end(`stdout failed: ${err.message}`);
+  stdin.once("end", onEnd).once("close", onEnd);
+  stdout.on("error", onStdoutError);
+
+  // Rejections of the opening exchange (a bad envelope, an unsupported revision) are answered on
+  // the wire by the SDK; this only hears of them.
+  const handle = serveStdio(factory, { legacy: "serve", transport, onerror: (err) => log.debug({ err }, "stdio: refused or failed") });
+  log.info("stdio connection started");
 
   return {
     idle: () => (open.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve))),
