@@ -154,6 +154,16 @@ run_scenario() {
         return 1
       fi
     done
+    # The runner lets a warning pass anywhere; here only a listed check may warn (or fail), so a
+    # protocol check inside a fixture scenario (server-sse-polling's priming event) must pass.
+    local check
+    while IFS= read -r check; do
+      [ -n "$check" ] || continue
+      if ! member "$name:$check" "${ENTRIES[@]}"; then
+        echo "::: $name: FAILED (check $check warned or failed, and it is no listed fixture check)"
+        return 1
+      fi
+    done < <(sed -nE 's/^[^[]*\[([A-Za-z0-9_.:-]+) *\] (WARNING|FAILURE) .*/\1/p' <<<"$out")
   fi
   echo "::: $name: ok"
 }

@@ -1,7 +1,10 @@
+import { createHash, randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { openSession, rpc } from "../support/mcp-http.js";
-import { removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { MCP_HEADERS, openSession, PROTOCOL_VERSION, rpc, sseStream } from "../support/mcp-http.js";
+import { removeDir, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
 
 function call(id: number, name: string, args: Record<string, unknown>) {
@@ -46,5 +49,98 @@ describe("one MCP session served by two edge processes sharing Redis", () => {
     expect(del.status).toBe(200);
     expect((await rpc(a.url, session, call(13, "chaoscore_recall", { key: "shared" }))).status).toBe(404);
     expect((await rpc(b.url, session, call(14, "chaoscore_recall", { key: "shared" }))).status).toBe(404);
+  });
+});
+
+describe("change events across two edge processes sharing Redis (docs/protocol.md §9, §10)", () => {
+  // Each process has its own Postgres here, so a policy change is seen by one process's policy
+  // watch only: what the other's clients hear of it crossed Redis. (Sharing one database, both
+  // would see it, and it would be announced once.) A tenant of this test's own keeps other tests'
+  // events on the same Redis out of its streams.
+  const tenant = `streams-${randomBytes(4).toString("hex")}`;
+  const key = randomBytes(24).toString("base64url");
+  const auth = { authorization: `Bearer ${key}` };
+  const dirs = [tempDir(), tempDir(), tempDir()];
+  const dbs: TestDatabase[] = [];
+  let a: ServeProcess;
+  let b: ServeProcess;
+
+  beforeAll(async () => {
+    dbs.push(await createTestDatabase(), await createTestDatabase());
+    const keysFile = join(dirs[0]!, "keys.json");
+    writeFileSync(keysFile, JSON.stringify([{ tenant, principal: "agent", sha256: createHash("sha256").update(key).digest("hex") }]));
+    const env = (i: number) => ({ DATABASE_URL: dbs[i]!.url, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_DATA_DIR: dirs[i], CHAOS_CORE_API_KEYS_FILE: keysFile });
+    [a, b] = await Promise.all([startServe(env(0)), startServe(env(1))]);
+  });
+
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    dirs.forEach(removeDir);
+    for (const db of dbs) await db.drop();
+  });
+
+  /** A 2026-07-28 subscriptions/listen stream on `url`, and its acknowledgement. */
+  async function listen(url: string, id: string) {
+    const res = await fetch(url, {
+      method: "POST",
+      headers: { ...MCP_HEADERS, ...auth, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id,
+        method: "subscriptions/listen",
+        params: {
+          notifications: { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
+          _meta: {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": { name: "listen-test", version: "0" },
+          },
+        },
+      }),
+    });
+    expect(res.status).toBe(200);
+    const stream = sseStream(res);
+    const ack = await stream.next((e) => e.message !== undefined, "the acknowledgement");
+    expect(ack.message).toMatchObject({ method: "notifications/subscriptions/acknowledged" });
+    return stream;
+  }
+
+  const isPolicyUpdate = (e: { message?: Record<string, unknown> }) =>
+    e.message?.["method"] === "notifications/resources/updated" && (e.message["params"] as { uri?: string }).uri === "chaoscore://policy";
+
+  it("a listen stream on A and a 2025-11-25 GET stream on A hear a policy change only B's store saw, and a council session started through B", async () => {
+    const onA = await listen(a.url, "listen-a");
+    // B watches the tenant's policy while it has a listener for the tenant.
+    const onB = await listen(b.url, "listen-b");
+    const session = await openSession(a.url, auth);
+    const subscribed = await rpc(a.url, session, { jsonrpc: "2.0", id: 2, method: "resources/subscribe", params: { uri: "chaoscore://policy" } }, auth);
+    expect(subscribed.message).toMatchObject({ result: {} });
+    const get = await fetch(a.url, { headers: { ...auth, accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": PROTOCOL_VERSION } });
+    expect(get.status).toBe(200);
+    const legacyOnA = sseStream(get);
+    try {
+      // B's own policy store only: A's database never holds this version.
+      const policyFile = join(dirs[1]!, "changed-policy.json");
+      writeFileSync(policyFile, JSON.stringify({ requireConfirmationFor: ["http.request"] }));
+      const set = await runToExit(["policy", "set", policyFile, "--tenant", tenant, "--database-url", dbs[1]!.url], { CHAOS_CORE_DATA_DIR: dirs[2] });
+      expect(set.code, set.stderr).toBe(0);
+
+      const heard = await onA.next(isPolicyUpdate, "resources/updated for chaoscore://policy on A's listen stream", 30_000);
+      expect(heard.message?.["params"]).toMatchObject({ _meta: { "io.modelcontextprotocol/subscriptionId": "listen-a" } });
+      await onB.next(isPolicyUpdate, "resources/updated on B's own listen stream", 30_000);
+      const legacy = await legacyOnA.next(isPolicyUpdate, "resources/updated on A's 2025-11-25 GET stream", 30_000);
+      expect(legacy.message?.["params"]).toEqual({ uri: "chaoscore://policy" });
+
+      // A council session started through B: both of A's streams hear that the resource list changed.
+      const onB2025 = await openSession(b.url, auth);
+      const started = await rpc(b.url, onB2025, call(3, "council_init", { task: "pick a queue for the audit events" }), auth);
+      expect((started.message?.result as { isError?: boolean }).isError).toBeFalsy();
+      const listChanged = (e: { message?: Record<string, unknown> }) => e.message?.["method"] === "notifications/resources/list_changed";
+      await onA.next(listChanged, "resources/list_changed on A's listen stream", 30_000);
+      await legacyOnA.next(listChanged, "resources/list_changed on A's 2025-11-25 GET stream", 30_000);
+    } finally {
+      await Promise.all([onA.cancel(), onB.cancel(), legacyOnA.cancel()]);
+    }
   });
 });

@@ -6,6 +6,7 @@ import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/me
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { OperatorAccess } from "./approvals/channels.js";
 import type { ConsoleLinks } from "./console/links.js";
+import type { EdgeEvents } from "./events/feeds.js";
 import type { MrtrKeyring } from "./mrtr/keyring.js";
 import type { SessionStore } from "./sessions/session-store.js";
 
@@ -66,6 +67,19 @@ export interface EdgeDeps {
   readonly mrtrKeyring?: MrtrKeyring;
   /** How long a sealed state opens, in seconds (`CHAOS_CORE_MRTR_TTL_SECONDS`); 600 when unset. */
   readonly mrtrTtlSeconds?: number;
+  /**
+   * The SSE event store and the per-tenant change-event buses (docs/protocol.md §9, §10): on
+   * Redis where the sessions are (`createRedisEdgeEvents`), so every replica resumes every
+   * stream and hears every change; the HTTP transport makes in-process ones when absent.
+   */
+  readonly events?: EdgeEvents;
+  /**
+   * Set by a transport that sends the tenant's change events to its clients (the HTTP transport:
+   * listen streams and 2025-11-25 GET streams). Only then do its servers advertise
+   * `resources.listChanged` (and, on 2026-07-28, `resources.subscribe`): a capability is promised
+   * only where it is kept. stdio does not deliver them yet.
+   */
+  readonly deliversChangeEvents?: boolean;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

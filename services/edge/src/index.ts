@@ -9,6 +9,8 @@ export type { RunningStdioTransport, StdioTransportOptions } from "./transport/s
 export { createMemorySessionStore } from "./sessions/memory-store.js";
 export { createRedisSessionStore } from "./sessions/redis-store.js";
 export type { RedisSessionStoreOptions } from "./sessions/redis-store.js";
+export { createMemoryEdgeEvents, createRedisEdgeEvents } from "./events/feeds.js";
+export type { EdgeEvents } from "./events/feeds.js";
 export { DEFAULT_SESSION_TTL_SECONDS, sessionLimitReached } from "./sessions/session-store.js";
 export type {
   NewSessionRecord,

@@ -21,6 +21,7 @@ const { loadEdgeAloneConfig } = await import("./config.js");
 const { loadMrtrKeyring } = await import("./mrtr/keyring.js");
 const { createMemorySessionStore } = await import("./sessions/memory-store.js");
 const { createRedisSessionStore } = await import("./sessions/redis-store.js");
+const { createRedisEdgeEvents } = await import("./events/feeds.js");
 const { startHttpTransport } = await import("./transport/http.js");
 const { consoleSigningKey } = await import("./console/csrf.js");
 const { createMemoryConsoleSessionStore } = await import("./console/sessions.js");
@@ -52,6 +53,8 @@ try {
   const sessions = redis
     ? createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds })
     : createMemorySessionStore({ ttlSeconds: config.sessionTtlSeconds });
+  // Resumable SSE streams and change events span the replicas where the sessions do.
+  const events = redis ? await createRedisEdgeEvents(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds, logger }) : undefined;
 
   const http = await startHttpTransport(
     {
@@ -66,6 +69,7 @@ try {
       approvalWaitSeconds: config.approvalWaitSeconds,
       mrtrKeyring,
       mrtrTtlSeconds: config.mrtrTtlSeconds,
+      ...(events ? { events } : {}),
     },
     {
       ...config.http,
@@ -91,6 +95,7 @@ try {
       council: config.councilAddr,
       ledger: config.ledgerAddr ?? "not configured",
       sessions: redis ? "redis" : "in-process",
+      events: events?.kind ?? "in-process",
       console: http.consoleUrl ?? "off",
       mrtrKey: mrtrKeyring.activeKid,
     },
@@ -99,6 +104,7 @@ try {
 
   onShutdown(logger, async (graceMs) => {
     await http.close(graceMs);
+    await events?.close();
     policy.close();
     memory.close();
     cognition.close();

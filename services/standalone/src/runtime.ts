@@ -43,7 +43,7 @@ import {
   type PlanStore,
   type ProviderConfig,
 } from "@chaos-core/cognition";
-import { createMemorySessionStore, createRedisSessionStore, type EdgeDeps, type SessionStore, type SignInLinks } from "@chaos-core/edge";
+import { createMemorySessionStore, createRedisEdgeEvents, createRedisSessionStore, type EdgeDeps, type EdgeEvents, type SessionStore, type SignInLinks } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
@@ -186,6 +186,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const ledgerPolicies = await loadOperatorPolicies(config.ledgerPolicyFile);
 
     let sessions: EdgeDeps["sessions"];
+    let events: EdgeEvents | undefined;
     let nonces: NonceCache;
     let plans: PlanStore;
     let approvals: ApprovalStore;
@@ -193,6 +194,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       const redis = await connectRedis(config.redisUrl, { logger, name: "chaos-core-standalone" });
       closers.push(() => closeRedis(redis));
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
+      // Resumable SSE streams and change events across the processes sharing this Redis.
+      const edgeEvents = await createRedisEdgeEvents(redis, { prefix: "chaoscore:", ttlSeconds: sessions.ttlSeconds, logger });
+      closers.push(() => edgeEvents.close());
+      events = edgeEvents;
       plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
       nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
@@ -264,6 +269,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         council,
         ledger,
         sessions,
+        ...(events ? { events } : {}),
         logger,
         version: options.version,
       },

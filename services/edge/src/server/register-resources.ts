@@ -3,6 +3,7 @@ import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontext
 import { ChaosError, inRequestSpan } from "@chaos-core/kit";
 import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
 import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition } from "../resources/define.js";
+import { MAX_SUBSCRIPTION_URI_LENGTH, MAX_SUBSCRIPTIONS_PER_SESSION } from "../sessions/session-store.js";
 import { scopedCall, scopeLogFields } from "./scope.js";
 
 /** The context of a completion: the SDK gives its callbacks no request context, so nothing can abort them. */
@@ -18,8 +19,10 @@ const NEVER = new AbortController().signal;
  * `data: { uri }`, as the SDK answers an unknown URI; any other failure is an internal error
  * with kit's normalised message.
  *
- * Legacy (2025-11-25) `resources/subscribe` and `resources/unsubscribe` accept any URI and answer
- * `{}`; no `resources/updated` is sent yet (issue 11 §13 step 10). 2026-07-28 has neither method.
+ * Legacy (2025-11-25) `resources/subscribe` and `resources/unsubscribe` accept any URI, keep it in
+ * the session record and answer `{}`; the transport sends `resources/updated` for the subscribed
+ * URIs of ours (transport/http-sessions.ts). 2026-07-28 has neither method: it subscribes on a
+ * `subscriptions/listen` stream, which the SDK serves from the tenant's event bus.
  */
 export function registerResources(server: McpServer, resources: readonly ResourceDefinition[], deps: EdgeDeps, scope: ServerScope): void {
   const log = deps.logger.child(scopeLogFields(scope));
@@ -87,13 +90,39 @@ export function registerResources(server: McpServer, resources: readonly Resourc
     );
   }
 
-  // Legacy subscriptions (2025-11-25): accepted for any URI, ours or not; the capability says so.
-  // 2026-07-28 replaced them by subscriptions/listen (step 10).
+  // Where the transport delivers change events (docs/protocol.md §9: the council publisher
+  // announces new sessions and changed ones, the policy watch the policy), both eras hear them:
+  // 2026-07-28 on a subscriptions/listen stream, 2025-11-25 on its GET stream after
+  // resources/subscribe. Elsewhere nothing is promised but the method 2025-11-25 can call.
+  const delivered = deps.deliversChangeEvents === true;
   if (isModernScope(scope)) {
-    server.server.registerCapabilities({ resources: { listChanged: false } });
+    server.server.registerCapabilities({ resources: delivered ? { subscribe: true, listChanged: true } : { listChanged: false } });
     return;
   }
-  server.server.registerCapabilities({ resources: { subscribe: true, listChanged: false } });
-  server.server.setRequestHandler("resources/subscribe", () => ({}));
-  server.server.setRequestHandler("resources/unsubscribe", () => ({}));
+  server.server.registerCapabilities({ resources: { subscribe: true, listChanged: delivered } });
+  const session = scope;
+  // Any URI is accepted, ours or not (what the capability promises); updates are only ever sent
+  // for ours. The subscription is kept in the session record, so the replica holding the GET
+  // stream sends them, whichever replica took the subscribe.
+  server.server.setRequestHandler("resources/subscribe", async (request) => {
+    const uri = request.params.uri;
+    if (uri.length > MAX_SUBSCRIPTION_URI_LENGTH) {
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `params.uri: longer than ${MAX_SUBSCRIPTION_URI_LENGTH} characters`);
+    }
+    const record = await deps.sessions.get(session.tenant, session.id);
+    if (!record) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, "this session has expired; initialize a new one");
+    const held = record.subscriptions ?? [];
+    if (!held.includes(uri) && held.length >= MAX_SUBSCRIPTIONS_PER_SESSION) {
+      throw new ProtocolError(
+        ProtocolErrorCode.InvalidParams,
+        `params.uri: this session already holds ${MAX_SUBSCRIPTIONS_PER_SESSION} subscriptions, the most one may; unsubscribe from one first`,
+      );
+    }
+    await deps.sessions.update(session.tenant, session.id, { subscribe: uri });
+    return {};
+  });
+  server.server.setRequestHandler("resources/unsubscribe", async (request) => {
+    await deps.sessions.update(session.tenant, session.id, { unsubscribe: request.params.uri });
+    return {};
+  });
 }

@@ -68,7 +68,13 @@ export function createMemorySessionStore(
     async update(tenant, id, patch: SessionPatch) {
       const entry = live(tenant, id);
       if (!entry) return undefined;
-      const record = { ...entry.record, ...patch };
+      const { subscribe, unsubscribe, ...fields } = patch;
+      const subscriptions = new Set(entry.record.subscriptions ?? []);
+      if (subscribe !== undefined) subscriptions.add(subscribe);
+      if (unsubscribe !== undefined) subscriptions.delete(unsubscribe);
+      // As the Redis store reads it back: no field while the session subscribes to nothing.
+      const { subscriptions: _held, ...rest } = entry.record;
+      const record: SessionRecord = { ...rest, ...fields, ...(subscriptions.size > 0 ? { subscriptions: [...subscriptions] } : {}) };
       tenants.get(tenant)!.set(id, { record, expiresAt: entry.expiresAt });
       return record;
     },

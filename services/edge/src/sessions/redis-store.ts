@@ -67,20 +67,31 @@ if principal then redis.call('ZREM', principal, ARGV[1]) end
 return existed
 `;
 
-/** Sets one field of a live session without renewing it. */
+/**
+ * Patches a live session without renewing it: ARGV[1] a field to set ('' for none) and ARGV[2]
+ * its value, ARGV[3] a field to delete ('' for none).
+ */
 const PATCH = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('HDEL', KEYS[1], ARGV[3]) end
 return redis.call('HGETALL', KEYS[1])
 `;
 
+/** A subscription is a field of the session's hash, so a subscribe on one replica never overwrites another's. */
+const SUBSCRIPTION_FIELD = "sub:";
+
 function fromHash(hash: Record<string, string>): SessionRecord | undefined {
   if (!hash.record) return undefined;
-  const fixed = JSON.parse(hash.record) as Omit<SessionRecord, "lastSeenAt" | "logLevel">;
+  const fixed = JSON.parse(hash.record) as Omit<SessionRecord, "lastSeenAt" | "logLevel" | "subscriptions">;
+  const subscriptions = Object.keys(hash)
+    .filter((field) => field.startsWith(SUBSCRIPTION_FIELD))
+    .map((field) => field.slice(SUBSCRIPTION_FIELD.length));
   return {
     ...fixed,
     lastSeenAt: hash.lastSeenAt ?? fixed.createdAt,
     ...(hash.logLevel ? { logLevel: hash.logLevel as LoggingLevel } : {}),
+    ...(subscriptions.length > 0 ? { subscriptions } : {}),
   };
 }
 
@@ -160,8 +171,12 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
     },
 
     async update(tenant, id, patch: SessionPatch) {
-      if (patch.logLevel === undefined) return get(tenant, id);
-      const pairs = await redis.eval(PATCH, 1, keys(tenant, id).session, "logLevel", patch.logLevel);
+      const session = keys(tenant, id).session;
+      let pairs: unknown = undefined;
+      if (patch.logLevel !== undefined) pairs = await redis.eval(PATCH, 1, session, "logLevel", patch.logLevel, "");
+      if (patch.subscribe !== undefined) pairs = await redis.eval(PATCH, 1, session, `${SUBSCRIPTION_FIELD}${patch.subscribe}`, "1", "");
+      if (patch.unsubscribe !== undefined) pairs = await redis.eval(PATCH, 1, session, "", "", `${SUBSCRIPTION_FIELD}${patch.unsubscribe}`);
+      if (patch.logLevel === undefined && patch.subscribe === undefined && patch.unsubscribe === undefined) return get(tenant, id);
       return pairs ? fromHash(pairsToHash(pairs)) : undefined;
     },
 

@@ -41,6 +41,26 @@ function contract(name: string, make: (ttlSeconds: number) => SessionStore) {
       expect(await store.touch("acme", "s1")).toBeUndefined();
     });
 
+    it("keeps a session's resource subscriptions, each added and removed on its own, beside its log level", async () => {
+      const store = make(60);
+      await store.create(record("subs"));
+      expect((await store.get("acme", "subs"))?.subscriptions ?? []).toEqual([]);
+      await store.update("acme", "subs", { subscribe: "chaoscore://policy" });
+      await store.update("acme", "subs", { subscribe: "council://sessions/x" });
+      await store.update("acme", "subs", { subscribe: "chaoscore://policy" });
+      await store.update("acme", "subs", { logLevel: "error" });
+      const read = await store.touch("acme", "subs");
+      expect([...(read?.subscriptions ?? [])].sort()).toEqual(["chaoscore://policy", "council://sessions/x"]);
+      expect(read?.logLevel).toBe("error");
+      const left = await store.update("acme", "subs", { unsubscribe: "chaoscore://policy" });
+      expect(left?.subscriptions).toEqual(["council://sessions/x"]);
+      await store.update("acme", "subs", { unsubscribe: "never-subscribed" });
+      expect((await store.get("acme", "subs"))?.subscriptions).toEqual(["council://sessions/x"]);
+      await store.delete("acme", "subs");
+      expect(await store.update("acme", "subs", { subscribe: "chaoscore://policy" })).toBeUndefined();
+      expect(await store.get("acme", "subs")).toBeUndefined();
+    });
+
     it("keeps the SHA-256 of the API key that opened a session, which ends the session once revoked", async () => {
       const store = make(60);
       const keySha256 = createHash("sha256").update("the key", "utf8").digest("hex");

@@ -29,14 +29,29 @@ export interface SessionRecord {
    * the key): the session ends, on every replica, once that key is no longer in force.
    */
   readonly keySha256?: string;
+  /**
+   * The URIs the client subscribed to with `resources/subscribe` (2025-11-25), in no order: any
+   * replica holding the session's GET stream sends `notifications/resources/updated` for them.
+   */
+  readonly subscriptions?: readonly string[];
 }
 
+/** Most URIs one session may subscribe to; `resources/subscribe` beyond it is refused. */
+export const MAX_SUBSCRIPTIONS_PER_SESSION = 100;
+
+/** The longest URI a session may subscribe to. */
+export const MAX_SUBSCRIPTION_URI_LENGTH = 2048;
+
 /** What a transport knows when a session starts; the store stamps the times. */
-export type NewSessionRecord = Omit<SessionRecord, "createdAt" | "lastSeenAt">;
+export type NewSessionRecord = Omit<SessionRecord, "createdAt" | "lastSeenAt" | "subscriptions">;
 
 /** The fields of a session that may change after initialize. */
 export interface SessionPatch {
   readonly logLevel?: LoggingLevel;
+  /** Adds a URI to {@link SessionRecord.subscriptions}. */
+  readonly subscribe?: string;
+  /** Removes a URI from {@link SessionRecord.subscriptions} (no error when it is not there). */
+  readonly unsubscribe?: string;
 }
 
 /** Limits a new session must fit in, checked in the same atomic step that stores it. */

@@ -10,7 +10,9 @@ export {
   PROTOCOL_VERSION,
   readJsonRpc,
   rpc,
+  sseStream,
 } from "../../../../test/support/mcp-http.js";
+export type { SseEvent } from "../../../../test/support/mcp-http.js";
 
 export const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" } as const;
 
@@ -50,3 +52,4 @@ export function postWithHost(url: string, host: string, headers: Record<string, 
     req.end(JSON.stringify(body));
   });
 }
+

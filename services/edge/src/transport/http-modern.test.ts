@@ -6,8 +6,9 @@ import { hashApiKey } from "../auth/api-keys.js";
 import { authInfoOf, LOCAL_IDENTITY } from "../auth/identity.js";
 import { ModernHandlers } from "./http-modern.js";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
+import { InMemoryServerEventBus } from "@modelcontextprotocol/server";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { httpClient, MCP_HEADERS, openSession, postWithHost, readJsonRpc } from "../test-support/http.js";
+import { httpClient, MCP_HEADERS, openSession, postWithHost, readJsonRpc, sseStream } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { EdgeDeps } from "../deps.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -67,8 +68,14 @@ describe("2026-07-28 on /mcp beside 2025-11-25", () => {
     expect(result["supportedVersions"]).toEqual([MODERN]);
     expect(result["resultType"]).toBe("complete");
     expect(result).toMatchObject({ ttlMs: CACHE_HINTS["server/discover"].ttlMs, cacheScope: "public" });
-    // Nothing publishes list changes to subscriptions/listen streams yet: not promised.
-    expect(result["capabilities"]).toMatchObject({ tools: { listChanged: false }, prompts: { listChanged: false }, logging: {} });
+    // The tool and prompt lists never change while serving: not promised. Resources change (the
+    // policy watch and the council publisher feed the tenant's listen streams).
+    expect(result["capabilities"]).toMatchObject({
+      tools: { listChanged: false },
+      prompts: { listChanged: false },
+      resources: { subscribe: true, listChanged: true },
+      logging: {},
+    });
     expect(String(result["instructions"])).toContain("governed control plane");
     expect((result["_meta"] as Record<string, unknown>)["io.modelcontextprotocol/serverInfo"]).toMatchObject({ name: "chaos-core" });
   });
@@ -195,6 +202,52 @@ describe("2026-07-28 on /mcp beside 2025-11-25", () => {
   });
 });
 
+describe("subscriptions/listen (2026-07-28) fed by the policy watch and the council publisher", () => {
+  it("acknowledges what it honours, then sends resources/updated for a policy change and list changes, stamped with its id", async () => {
+    const res = await fetch(edge.url, {
+      method: "POST",
+      headers: { ...MCP_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: "listen-1",
+        method: "subscriptions/listen",
+        params: {
+          notifications: { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
+          _meta: envelope(),
+        },
+      }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/text\/event-stream/);
+    const stream = sseStream(res);
+    try {
+      const ack = await stream.next((e) => e.message !== undefined, "the acknowledgement");
+      expect(ack.message).toMatchObject({ method: "notifications/subscriptions/acknowledged" });
+      // The tool list never changes: that part of the filter is not honoured.
+      expect((ack.message?.["params"] as { notifications: unknown }).notifications).toEqual({
+        resourcesListChanged: true,
+        resourceSubscriptions: ["chaoscore://policy"],
+      });
+      await services.putPolicy("default", { requireConfirmationFor: ["http.request"] });
+      const updated = await stream.next((e) => e.message?.["method"] === "notifications/resources/updated", "resources/updated");
+      expect(updated.message?.["params"]).toMatchObject({
+        uri: "chaoscore://policy",
+        _meta: { "io.modelcontextprotocol/subscriptionId": "listen-1" },
+      });
+      const started = await modernPost("tools/call", { name: "council_init", arguments: { task: "decide the listen test" } });
+      expect((started.message?.["result"] as { isError?: boolean }).isError).toBeFalsy();
+      const changed = await stream.next((e) => typeof e.message?.["method"] === "string", "a notification");
+      expect(changed.message).toMatchObject({
+        method: "notifications/resources/list_changed",
+        params: { _meta: { "io.modelcontextprotocol/subscriptionId": "listen-1" } },
+      });
+    } finally {
+      await stream.cancel();
+      await services.putPolicy("default", {});
+    }
+  });
+});
+
 describe("2026-07-28 behind the same checks as 2025-11-25", () => {
   const body = (args: unknown) =>
     `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"chaoscore_recall","arguments":${args},"_meta":${JSON.stringify(envelope())}}}`;
@@ -281,7 +334,7 @@ describe("per-tenant 2026-07-28 handlers are let go when idle", () => {
   const sweptWhileServing: number[] = [];
 
   beforeAll(async () => {
-    handlers = new ModernHandlers(deps, { maxBodyBytes: 1 << 20, idleMs: IDLE_MS });
+    handlers = new ModernHandlers(deps, { maxBodyBytes: 1 << 20, idleMs: IDLE_MS, bus: () => new InMemoryServerEventBus() });
     // The leg alone, behind what http.ts puts in front of it: a parsed body and a verified identity.
     server = createServer((req: IncomingMessage & { auth?: ReturnType<typeof authInfoOf> }, res) => {
       const chunks: Buffer[] = [];

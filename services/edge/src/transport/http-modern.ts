@@ -1,5 +1,5 @@
 import { toNodeHandler, type NodeMcpRequestHandler } from "@modelcontextprotocol/node";
-import { createMcpHandler, type AuthInfo, type McpHttpHandler, type McpServerFactory } from "@modelcontextprotocol/server";
+import { createMcpHandler, type AuthInfo, type McpHttpHandler, type McpServerFactory, type ServerEventBus } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import type { EdgeDeps, ModernScope } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -54,7 +54,12 @@ export class ModernHandlers {
 
   constructor(
     private readonly deps: EdgeDeps,
-    private readonly options: { maxBodyBytes: number; idleMs?: number },
+    private readonly options: {
+      maxBodyBytes: number;
+      idleMs?: number;
+      /** The tenant's change-event bus: what its subscriptions/listen streams hear (docs/protocol.md §9). */
+      bus: (tenant: string) => ServerEventBus;
+    },
   ) {
     this.idleMs = options.idleMs ?? MODERN_HANDLER_IDLE_MS;
     // A handler holds its bus and its per-request bookkeeping: one a tenant no longer uses goes.
@@ -105,6 +110,7 @@ export class ModernHandlers {
     const handler = createMcpHandler(factoryFor(this.deps, tenant), {
       legacy: "reject",
       maxRequestBodySize: this.options.maxBodyBytes,
+      bus: this.options.bus(tenant),
       onerror,
     });
     const serve = toNodeHandler(

@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { toNodeHandler, type NodeMcpRequestHandler, type NodeServerResponseLike } from "@modelcontextprotocol/node";
-import { WebStandardStreamableHTTPServerTransport, type InitializeRequest, type McpServer } from "@modelcontextprotocol/server";
+import { WebStandardStreamableHTTPServerTransport, type InitializeRequest, type McpServer, type ServerEvent } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import type { WatchedApiKeys } from "../auth/api-keys.js";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { EdgeEvents } from "../events/feeds.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { SessionRecord } from "../sessions/session-store.js";
@@ -24,7 +25,18 @@ export interface LocalSession {
   /** The SHA-256 of the API key that opened it (see {@link SessionRecord.keySha256}). */
   readonly keySha256: string | undefined;
   lastUsed: number;
+  /**
+   * GET requests of this session open here now: while one is, this replica holds the session's
+   * standalone stream and sends it the tenant's change events (docs/protocol.md §8, last point).
+   */
+  getStreams: number;
 }
+
+/**
+ * The `retry:` an SSE stream's priming event tells the client to wait before it reconnects, in
+ * ms (SEP-1699, docs/protocol.md §10).
+ */
+export const SSE_RETRY_MS = 2_000;
 
 /** What a session was opened by: its owner and, with API keys, the SHA-256 of the key used. */
 type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
@@ -125,6 +137,8 @@ export class HttpSessionTable {
       sweepIntervalMs?: number;
       /** The API keys file in force, when it can change while serving. */
       keys?: Pick<WatchedApiKeys, "identityOfDigest" | "holdsIdentity" | "unreadable">;
+      /** The SSE event store of each session and the tenants' change-event buses. */
+      events: EdgeEvents;
     },
   ) {
     const interval = options.sweepIntervalMs ?? Math.min(60_000, (deps.sessions.ttlSeconds * 1000) / 2);
@@ -283,6 +297,10 @@ export class HttpSessionTable {
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,
       maxRequestBodySize: this.options.maxBodyBytes,
+      // Resumable streams (SEP-1699): each POST stream opens with a priming event and `retry:`, and
+      // a client that reconnects with Last-Event-ID is replayed what followed, on any replica.
+      eventStore: this.options.events.eventStore(session.tenant, session.id),
+      retryInterval: SSE_RETRY_MS,
       ...(onInitialized ? { onsessioninitialized: onInitialized } : {}),
       onsessionclosed: async () => {
         try {
@@ -306,16 +324,51 @@ export class HttpSessionTable {
       },
       { maxRequestBodySize: this.options.maxBodyBytes, onerror },
     );
-    const serve: NodeMcpRequestHandler = (req, res, parsedBody) =>
-      handle(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
-    const local: LocalSession = { session, server, transport, serve, keySha256, lastUsed: Date.now() };
+    const serve: NodeMcpRequestHandler = (req, res, parsedBody) => {
+      if (req.method === "GET") {
+        local.getStreams += 1;
+        res.on("close", () => (local.getStreams -= 1));
+      }
+      return handle(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
+    };
+    const local: LocalSession = { session, server, transport, serve, keySha256, lastUsed: Date.now(), getStreams: 0 };
+    const unsubscribe = this.options.events.buses.bus(session.tenant).subscribe((event) => void this.notify(local, event));
     transport.onclose = () => {
+      unsubscribe();
       if (this.live.get(session.id) === local) this.live.delete(session.id);
     };
     server.server.onerror = (err) =>
       this.deps.logger.debug({ err, tenant: session.tenant, session: session.id }, "MCP protocol error");
     await server.connect(transport);
     return local;
+  }
+
+  /**
+   * Sends one of the tenant's change events to the session's GET stream, when this replica holds
+   * it (the replica holding it sends, so a client hears each event once): `resources/updated` only
+   * for a URI the session subscribed to (the record says, whichever replica took the subscribe).
+   */
+  private async notify(local: LocalSession, event: ServerEvent): Promise<void> {
+    if (local.getStreams === 0) return;
+    const { tenant, id } = local.session;
+    try {
+      switch (event.kind) {
+        case "resource_updated": {
+          const record = await this.deps.sessions.get(tenant, id);
+          if (record?.subscriptions?.includes(event.uri)) await local.server.server.sendResourceUpdated({ uri: event.uri });
+          return;
+        }
+        case "resources_list_changed":
+          return local.server.sendResourceListChanged();
+        case "tools_list_changed":
+          return local.server.sendToolListChanged();
+        case "prompts_list_changed":
+          return local.server.sendPromptListChanged();
+      }
+    } catch (err) {
+      // The stream went away meanwhile, or the store is out of reach: a change hint is lost, no more.
+      this.deps.logger.debug({ err, tenant, session: id, event: event.kind }, "sending a change event to a session failed");
+    }
   }
 
   private async close(local: LocalSession): Promise<void> {

@@ -13,12 +13,14 @@ import {
   PROTOCOL_VERSION,
   readJsonRpc,
   rpc,
+  sseStream,
   toolCall,
 } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { EdgeDeps } from "../deps.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
+import { SSE_RETRY_MS } from "./http-sessions.js";
 
 let services: TestServices;
 
@@ -373,5 +375,99 @@ describe("protocol details", () => {
     } finally {
       await edge.close();
     }
+  });
+});
+
+describe("resumable 2025-11-25 streams and change events (SEP-1699, docs/protocol.md §10)", () => {
+  let edge: RunningHttpTransport;
+
+  beforeAll(async () => {
+    edge = await startHttpTransport(services.deps(), { port: 0 });
+  });
+
+  afterAll(async () => {
+    await edge?.close();
+  });
+
+  const post = (session: string, body: unknown) =>
+    fetch(edge.url, {
+      method: "POST",
+      headers: { ...MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL_VERSION },
+      body: JSON.stringify(body),
+    });
+  const resume = (session: string, lastEventId: string) =>
+    fetch(edge.url, {
+      headers: { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": PROTOCOL_VERSION, "last-event-id": lastEventId },
+    });
+
+  it("opens each POST stream with a priming event carrying retry:, and replays what followed it after Last-Event-ID", async () => {
+    const session = await openSession(edge.url);
+    const events = await sseStream(await post(session, listTools)).all();
+    const [priming, answer] = events;
+    // The priming event: an id, the reconnect delay, and empty data (no message).
+    expect(priming).toMatchObject({ retry: SSE_RETRY_MS, data: "" });
+    expect(priming?.id).toMatch(/^[0-9a-f-]{36}:\d+-\d+$/);
+    expect(answer?.message).toMatchObject({ id: 2, result: { tools: expect.any(Array) } });
+    expect(answer?.id).toBeDefined();
+
+    // A client that lost the stream after the priming event gets the answer again, with its id.
+    const replayed = await resume(session, priming!.id!);
+    expect(replayed.status).toBe(200);
+    const again = await sseStream(replayed).all();
+    expect(again.map((e) => ({ id: e.id, message: e.message }))).toEqual([{ id: answer!.id, message: answer!.message }]);
+    // After the last event there is nothing more to send.
+    expect(await sseStream(await resume(session, answer!.id!)).all()).toEqual([]);
+  });
+
+  it("refuses a Last-Event-ID this store never wrote, and never replays another session's events", async () => {
+    const session = await openSession(edge.url);
+    const other = await openSession(edge.url);
+    const [priming] = await sseStream(await post(session, listTools)).all();
+    const bad = await resume(session, "not-an-event-id");
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toMatch(/Invalid event ID/);
+    // The other session's store has no such stream: nothing of the first session comes back.
+    const foreign = await resume(other, priming!.id!);
+    expect(foreign.status).toBe(200);
+    expect(await sseStream(foreign).all()).toEqual([]);
+  });
+
+  it("sends resources/updated for the policy to a session that subscribed to it, and list changes for a new council session", async () => {
+    const session = await openSession(edge.url);
+    const subscribed = await rpc(edge.url, session, { jsonrpc: "2.0", id: 3, method: "resources/subscribe", params: { uri: "chaoscore://policy" } });
+    expect(subscribed.message).toMatchObject({ id: 3, result: {} });
+    const get = await fetch(edge.url, { headers: { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": PROTOCOL_VERSION } });
+    expect(get.status).toBe(200);
+    const stream = sseStream(get);
+    try {
+      // A policy change is seen by the watch (the SQL store polls it) and published for the tenant.
+      await services.putPolicy("default", { requireConfirmationFor: ["http.request"] });
+      const updated = await stream.next((e) => e.message?.["method"] === "notifications/resources/updated", "resources/updated");
+      expect(updated.message?.["params"]).toEqual({ uri: "chaoscore://policy" });
+      expect(updated.id).toMatch(/^_GET_stream:/);
+
+      const started = await rpc(edge.url, session, toolCall(4, "council_init", { task: "decide the stream test" }));
+      expect((started.message?.["result"] as { isError?: boolean }).isError).toBeFalsy();
+      // The new session changes the resource list; it was not subscribed to, so no update for it.
+      const next = await stream.next((e) => typeof e.message?.["method"] === "string", "a notification");
+      expect(next.message?.["method"]).toBe("notifications/resources/list_changed");
+
+      const left = await rpc(edge.url, session, { jsonrpc: "2.0", id: 5, method: "resources/unsubscribe", params: { uri: "chaoscore://policy" } });
+      expect(left.message).toMatchObject({ id: 5, result: {} });
+      await services.putPolicy("default", {});
+      // Unsubscribed: the next thing on the stream is the list change of another new council session.
+      await rpc(edge.url, session, toolCall(6, "council_init", { task: "another" }));
+      const after = await stream.next((e) => typeof e.message?.["method"] === "string", "a notification");
+      expect(after.message?.["method"]).toBe("notifications/resources/list_changed");
+    } finally {
+      await stream.cancel();
+      await services.putPolicy("default", {});
+    }
+  });
+
+  it("refuses a subscription URI over the limit, naming the field", async () => {
+    const session = await openSession(edge.url);
+    const res = await rpc(edge.url, session, { jsonrpc: "2.0", id: 3, method: "resources/subscribe", params: { uri: `x://${"a".repeat(2100)}` } });
+    expect(res.message?.["error"]).toMatchObject({ code: -32602, message: expect.stringMatching(/params\.uri: longer than 2048/) });
   });
 });

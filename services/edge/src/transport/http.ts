@@ -20,6 +20,7 @@ import { CONSOLE_PATH, type ConsoleLinks } from "../console/links.js";
 import { createConsoleRouter, type ConsoleServeOptions } from "../console/router.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps.js";
+import { createMemoryEdgeEvents, publishingCouncil, startPolicyWatches } from "../events/feeds.js";
 import { checkReadiness } from "../server/readiness.js";
 import { homePage } from "./home-page.js";
 import { ModernHandlers } from "./http-modern.js";
@@ -299,15 +300,28 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   const consoleLinks: ConsoleLinks | undefined = serveConsole
     ? { ...(options.console?.publicUrl ? { publicUrl: options.console.publicUrl } : {}), fromRequestHost: hostValidation(host, options.allowedHosts) !== undefined }
     : undefined;
-  const sessionDeps: EdgeDeps = consoleLinks ? { ...deps, console: consoleLinks } : deps;
+  // Change events (docs/protocol.md §9): the deps' (Redis, every replica) or this process's. The
+  // policy is watched for the tenants with a listener here; council changes made through this
+  // edge's tools are published as they succeed.
+  const ownEvents = deps.events === undefined;
+  const events = deps.events ?? createMemoryEdgeEvents(deps.logger);
+  const policyWatches = startPolicyWatches(deps.policy, events.buses, deps.logger);
+  const sessionDeps: EdgeDeps = {
+    ...deps,
+    events,
+    deliversChangeEvents: true,
+    council: publishingCouncil(deps.council, events.buses, deps.logger),
+    ...(consoleLinks ? { console: consoleLinks } : {}),
+  };
 
   const sessions = new HttpSessionTable(sessionDeps, {
     maxBodyBytes,
     maxSessionsPerKey,
+    events,
     ...(options.sweepIntervalMs ? { sweepIntervalMs: options.sweepIntervalMs } : {}),
     ...(watchedKeys ? { keys: watchedKeys } : {}),
   });
-  const modern = new ModernHandlers(sessionDeps, { maxBodyBytes });
+  const modern = new ModernHandlers(sessionDeps, { maxBodyBytes, bus: (tenant) => events.buses.bus(tenant) });
   // A key removed from the file also ends the sessions it opened here (an SSE stream would
   // otherwise outlive it); other replicas do the same when they see the edit.
   watchedKeys?.onChange(() => {
@@ -479,6 +493,8 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
         });
       }
       await Promise.all([sessions.closeAll(), modern.closeAll()]);
+      policyWatches.close();
+      if (ownEvents) await events.close();
       server.closeAllConnections();
       await closed;
     },
