@@ -72,6 +72,7 @@ export { isDataDirInUse, lockDataDir } from "./data-dir.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
 export { canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";
+export { canonicalJsonRfc8785, sha256Rfc8785 } from "./rfc8785/canonical-json.js";
 export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redis-errors.js";
 export { watchFile } from "./file-watch.js";
 export type { FileWatch, WatchFileOptions } from "./file-watch.js";

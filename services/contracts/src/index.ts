@@ -1,0 +1,38 @@
+export {
+  capabilityContract,
+  CONTRACT_KINDS,
+  contractSet,
+  digestOf,
+  entryDigest,
+  NO_ENTITLEMENTS,
+  NO_GATES,
+  promptContract,
+  resourceContract,
+  sectionDigests,
+  serverDigest,
+  toolContract,
+  violationsOf,
+} from "./contract.js";
+export type {
+  CapabilityContract,
+  CapabilitySource,
+  ContractKind,
+  ContractSet,
+  Entitlements,
+  Gates,
+  PromptContract,
+  PromptSource,
+  ResourceContract,
+  ResourceSource,
+  ToolBehavior,
+  ToolContract,
+  ToolSource,
+  ToolSurface,
+} from "./contract.js";
+export { diffContracts, formatDiff, graver, VERDICT_ORDER } from "./diff.js";
+export type { ContractChange, ContractDiff, Verdict } from "./diff.js";
+export { checkLock, LOCKFILE_NAME, LOCKFILE_VERSION, parseLock, SECTIONS, serializeLock } from "./lockfile.js";
+export type { LockCheck, Lockfile } from "./lockfile.js";
+export { HIGH_FIELD_COUNT, MEDIUM_FIELD_COUNT, tokenEconomics } from "./token-economics.js";
+export type { InflationRisk, TokenEconomics } from "./token-economics.js";
+export type { JsonSchema } from "./json-schema.js";
