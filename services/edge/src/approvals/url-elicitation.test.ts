@@ -592,7 +592,7 @@ describe("on 2026-07-28: the console link through multi-round-trip results", () 
   const clients: V2Client[] = [];
 
   beforeAll(async () => {
-    await services.putPolicy(tenant, {});
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
     edge = await startHttpTransport(
       { ...deps, mrtrKeyring: parseMrtrKeyring(newMrtrKeyringFile(), "test") },
       { host: "127.0.0.1", port: 0, apiKeys: [{ tenant, principal: "agent", sha256: hashApiKey(key) }] },
@@ -654,6 +654,26 @@ describe("on 2026-07-28: the console link through multi-round-trip results", () 
     const ran = ok((await retry) as CallToolResult);
     expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
     expect(paidTo("mrtr-console")).toBe(1);
+    expect(outcomes(id).filter((e) => e.type === "step.outcome" && e.status === "executed")).toHaveLength(1);
+  });
+
+  it("chaoscore_remember: the retry resumes the approval the first round created (never a new one) and returns the stored item", async () => {
+    const c = await client();
+    const first = (await c.callTool({ name: "chaoscore_remember", arguments: { key: "mrtr-window", value: "friday" } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    const url = String(first.inputRequests!["console"]!.params["url"]);
+    const id = url.slice(url.lastIndexOf("/") + 1);
+    expect(await status(tenant, id)).toBe("pending");
+    await answerOnConsole(tenant, id, true);
+    const out = ok<{ item: { key: string } }>(
+      (await c.callTool(retryParams("chaoscore_remember", { key: "mrtr-window", value: "friday" }, { inputResponses: { console: { action: "accept" } }, requestState: first.requestState }), {
+        allowInputRequired: true,
+      })) as CallToolResult,
+    );
+    expect(out.item.key).toBe("mrtr-window");
+    expect(await stored(tenant, "mrtr-window")).toBe("friday");
+    const created = services.audit.events().filter((e) => e.type === "step.outcome" && e.call.tenant === tenant && e.capability === "memory.remember" && e.status === "pending_approval");
+    expect(created).toHaveLength(1);
     expect(outcomes(id).filter((e) => e.type === "step.outcome" && e.status === "executed")).toHaveLength(1);
   });
 });
