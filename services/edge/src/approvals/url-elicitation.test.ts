@@ -657,6 +657,24 @@ describe("on 2026-07-28: the console link through multi-round-trip results", () 
     expect(outcomes(id).filter((e) => e.type === "step.outcome" && e.status === "executed")).toHaveLength(1);
   });
 
+  it("approve_spend: the console page of the spend request, and the retry collects the receipt a person approved there, once", async () => {
+    const c = await client();
+    const wire = { beneficiary: "Northwind Traders", amount: 900, currency: "USD", memo: "PO 7782", confidence: 0.9 };
+    const held = ok<{ status: string; request_seq: number }>((await c.callTool({ name: "request_authorization", arguments: { tool: "wire_treasury_transfer", args: wire } })) as CallToolResult);
+    expect(held.status).toBe("HITL_REQUIRED");
+    const seq = held.request_seq;
+    const first = (await c.callTool({ name: "approve_spend", arguments: { request_seq: seq } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    expect(first.inputRequests!["console"]!.params).toMatchObject({ mode: "url", url: `${PUBLIC_URL}/approvals/spend/${seq}` });
+    await ledger.client.approveSpend({ requestSeq: BigInt(seq), approvedVia: "console", ttlSeconds: 0 }, consolePerson(tenant));
+    const retry = retryParams("approve_spend", { request_seq: seq }, { inputResponses: { console: { action: "accept" } }, requestState: first.requestState });
+    const out = ok<{ state: string; human: unknown; channel: string; receipt: Record<string, unknown> }>((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult);
+    expect(out).toMatchObject({ state: "LOCKED", human: { answer: "confirmed", via: "console" }, channel: "console" });
+    expect(out.receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer" });
+    // The state works once: a replay collects nothing.
+    expect(refused((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult).message).toMatch(/already used/);
+  });
+
   it("chaoscore_remember: the retry resumes the approval the first round created (never a new one) and returns the stored item", async () => {
     const c = await client();
     const first = (await c.callTool({ name: "chaoscore_remember", arguments: { key: "mrtr-window", value: "friday" } }, { allowInputRequired: true })) as unknown as WireResult;
