@@ -592,7 +592,7 @@ describe("on 2026-07-28: the console link through multi-round-trip results", () 
   const clients: V2Client[] = [];
 
   beforeAll(async () => {
-    await services.putPolicy(tenant, {});
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
     edge = await startHttpTransport(
       { ...deps, mrtrKeyring: parseMrtrKeyring(newMrtrKeyringFile(), "test") },
       { host: "127.0.0.1", port: 0, apiKeys: [{ tenant, principal: "agent", sha256: hashApiKey(key) }] },
@@ -654,6 +654,44 @@ describe("on 2026-07-28: the console link through multi-round-trip results", () 
     const ran = ok((await retry) as CallToolResult);
     expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
     expect(paidTo("mrtr-console")).toBe(1);
+    expect(outcomes(id).filter((e) => e.type === "step.outcome" && e.status === "executed")).toHaveLength(1);
+  });
+
+  it("approve_spend: the console page of the spend request, and the retry collects the receipt a person approved there, once", async () => {
+    const c = await client();
+    const wire = { beneficiary: "Northwind Traders", amount: 900, currency: "USD", memo: "PO 7782", confidence: 0.9 };
+    const held = ok<{ status: string; request_seq: number }>((await c.callTool({ name: "request_authorization", arguments: { tool: "wire_treasury_transfer", args: wire } })) as CallToolResult);
+    expect(held.status).toBe("HITL_REQUIRED");
+    const seq = held.request_seq;
+    const first = (await c.callTool({ name: "approve_spend", arguments: { request_seq: seq } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    expect(first.inputRequests!["console"]!.params).toMatchObject({ mode: "url", url: `${PUBLIC_URL}/approvals/spend/${seq}` });
+    await ledger.client.approveSpend({ requestSeq: BigInt(seq), approvedVia: "console", ttlSeconds: 0 }, consolePerson(tenant));
+    const retry = retryParams("approve_spend", { request_seq: seq }, { inputResponses: { console: { action: "accept" } }, requestState: first.requestState });
+    const out = ok<{ state: string; human: unknown; channel: string; receipt: Record<string, unknown> }>((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult);
+    expect(out).toMatchObject({ state: "LOCKED", human: { answer: "confirmed", via: "console" }, channel: "console" });
+    expect(out.receipt).toMatchObject({ kind: "authorization", tool: "wire_treasury_transfer" });
+    // The state works once: a replay collects nothing.
+    expect(refused((await c.callTool(retry, { allowInputRequired: true })) as CallToolResult).message).toMatch(/already used/);
+  });
+
+  it("chaoscore_remember: the retry resumes the approval the first round created (never a new one) and returns the stored item", async () => {
+    const c = await client();
+    const first = (await c.callTool({ name: "chaoscore_remember", arguments: { key: "mrtr-window", value: "friday" } }, { allowInputRequired: true })) as unknown as WireResult;
+    expect(first.resultType).toBe("input_required");
+    const url = String(first.inputRequests!["console"]!.params["url"]);
+    const id = url.slice(url.lastIndexOf("/") + 1);
+    expect(await status(tenant, id)).toBe("pending");
+    await answerOnConsole(tenant, id, true);
+    const out = ok<{ item: { key: string } }>(
+      (await c.callTool(retryParams("chaoscore_remember", { key: "mrtr-window", value: "friday" }, { inputResponses: { console: { action: "accept" } }, requestState: first.requestState }), {
+        allowInputRequired: true,
+      })) as CallToolResult,
+    );
+    expect(out.item.key).toBe("mrtr-window");
+    expect(await stored(tenant, "mrtr-window")).toBe("friday");
+    const created = services.audit.events().filter((e) => e.type === "step.outcome" && e.call.tenant === tenant && e.capability === "memory.remember" && e.status === "pending_approval");
+    expect(created).toHaveLength(1);
     expect(outcomes(id).filter((e) => e.type === "step.outcome" && e.status === "executed")).toHaveLength(1);
   });
 });

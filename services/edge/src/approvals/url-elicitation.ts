@@ -83,6 +83,8 @@ export interface ConsoleAsk<T> {
   readonly fields: Record<string, unknown>;
   /** The answered record once a person answered, undefined while it is pending. */
   poll(): Promise<T | undefined>;
+  /** Sealed into a 2026-07-28 round's state for the retry (`HumanAsk.carry`). */
+  readonly carry?: Readonly<Record<string, string>>;
 }
 
 /** How long this call may wait for a person, in milliseconds. */
@@ -119,7 +121,15 @@ export async function waitForConsoleAnswer<T>(ctx: ToolContext, ask: ConsoleAsk<
   const elicitationId = randomUUID();
   let reply;
   try {
-    reply = await ctx.ask({ mode: "url", key: "console", elicitationId, url: ask.url, message: ask.message, timeoutMs: deadline - started });
+    reply = await ctx.ask({
+      mode: "url",
+      key: "console",
+      elicitationId,
+      url: ask.url,
+      message: ask.message,
+      timeoutMs: deadline - started,
+      ...(ask.carry ? { carry: ask.carry } : {}),
+    });
   } catch (err) {
     // A 2026-07-28 round that asks ends here; the client's retry (its user's consent) waits below.
     if (isInputRequired(err)) throw err;
@@ -224,6 +234,7 @@ export function waitForStepAnswer(ctx: ToolContext, view: GetApprovalResponse, u
     ...(view.expiresAt ? { expiresAt: timestampDate(view.expiresAt) } : {}),
     what: `approval ${view.approvalId}`,
     fields: { approvalId: view.approvalId, capability: view.capability },
+    carry: { approval_id: view.approvalId },
     poll: async () => {
       const now = await ctx.deps.cognition.getApproval({ approvalId: view.approvalId }, { ctx: ctx.call, signal: ctx.signal });
       return now.status === "pending" ? undefined : now;

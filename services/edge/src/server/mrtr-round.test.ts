@@ -96,7 +96,7 @@ describe("questionDigest and answerOf", () => {
 
   it("reads an answer only for the resumed question's key", () => {
     const extra = { mcpReq: { inputResponses: { approve: { action: "accept", content: { approve: true } }, other: { action: "decline" } } } } as unknown as ServerContext;
-    const resumed = { flow, key: "approve", question: questionDigest(form) };
+    const resumed = { flow, key: "approve", question: questionDigest(form), carried: {} };
     expect(answerOf(extra, resumed, "approve")).toEqual({ kind: "accept", content: { approve: true } });
     expect(answerOf(extra, resumed, "other")).toEqual({ kind: "missing" });
     expect(answerOf(extra, undefined, "approve")).toEqual({ kind: "missing" });

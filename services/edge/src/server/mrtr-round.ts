@@ -16,6 +16,9 @@ import { mintRequestRef } from "./scope.js";
 /** `CHAOS_CORE_MRTR_TTL_SECONDS` when the composition root did not set it. */
 export const DEFAULT_MRTR_TTL_SECONDS = 600;
 
+/** Carried fields sit beside the state's own under this prefix, so no name of a tool's can clash with one. */
+const CARRY_PREFIX = "c_";
+
 /** What the verify hook hands the handler through `ctx.mcpReq.requestState()`. */
 export interface VerifiedState {
   readonly verified: true;
@@ -131,7 +134,11 @@ export async function resumeRound(
       ),
     };
   }
-  return { kind: "resumed", resumed: { flow: payload.flow, key: payload.phase, question: String(payload["q"] ?? "") } };
+  const carried: Record<string, string> = {};
+  for (const [field, value] of Object.entries(payload)) {
+    if (field.startsWith(CARRY_PREFIX) && typeof value === "string") carried[field.slice(CARRY_PREFIX.length)] = value;
+  }
+  return { kind: "resumed", resumed: { flow: payload.flow, key: payload.phase, question: String(payload["q"] ?? ""), carried } };
 }
 
 /** The client's answer to `key` in a resumed round ({@link ToolContext.answer}). */
@@ -154,7 +161,7 @@ export function askResult(deps: EdgeDeps, scope: ModernScope, tool: string, rawA
   const q = signal.question;
   const { state } = sealRequestState(
     keyring,
-    { tenant: scope.tenant, principal: scope.principal, method: "tools/call", name: tool, digest: argumentsDigest(rawArguments), flow, phase: q.key, fields: { q: signal.digest } },
+    { tenant: scope.tenant, principal: scope.principal, method: "tools/call", name: tool, digest: argumentsDigest(rawArguments), flow, phase: q.key, fields: { ...Object.fromEntries(Object.entries(q.carry ?? {}).map(([k, v]) => [`${CARRY_PREFIX}${k}`, v])), q: signal.digest } },
     { ttlSeconds: deps.mrtrTtlSeconds ?? DEFAULT_MRTR_TTL_SECONDS },
   );
   const request =

@@ -95,8 +95,13 @@ export interface ClientElicitation {
   readonly urlElicitation: boolean;
 }
 
-/** One question for the person at the client ({@link ToolContext.ask}). */
-export type HumanAsk =
+/**
+ * One question for the person at the client ({@link ToolContext.ask}). `carry` goes into the
+ * sealed state of a 2026-07-28 round (never shown, never readable by the client) and comes back
+ * as {@link ResumedRound.carried} on the retry: what the round that asked made and the retry
+ * needs, e.g. the approval a capability call just created.
+ */
+export type HumanAsk = (
   | {
       readonly mode: "form";
       /** Names the question in `inputRequests` and in the sealed state; one per tool. */
@@ -113,7 +118,8 @@ export type HumanAsk =
       readonly elicitationId: string;
       /** Bounds the 2025-11-25 wait for the reply (at most, and by default, ten minutes). */
       readonly timeoutMs?: number;
-    };
+    }
+) & { readonly carry?: Readonly<Record<string, string>> };
 
 /** A retried round's state, as the edge verified it (docs/protocol.md §7). */
 export interface ResumedRound {
@@ -123,6 +129,8 @@ export interface ResumedRound {
   readonly key: string;
   /** Hex SHA-256 of the question the person was shown. */
   readonly question: string;
+  /** What the asking round carried (`HumanAsk.carry`), as it sealed it. */
+  readonly carried: Readonly<Record<string, string>>;
 }
 
 /** The client's answer to one question of a retried round. */

@@ -51,6 +51,10 @@ export async function runCapability<O extends z.ZodType>(
   input: JsonObject,
   output: O,
 ): Promise<z.input<O>> {
+  // 2026-07-28: the retry of a round that sent the user to the console resumes the approval that
+  // round created (sealed in its state), instead of asking for a new one.
+  const resumedApproval = ctx.resumed?.carried["approval_id"];
+  if (resumedApproval) return outputOf(capability, await resumeThroughConsole(ctx, capability, resumedApproval), output);
   const res = await ctx.deps.cognition.execute(
     { target: { case: "steps", value: { steps: [{ id: STEP_ID, capability, input }] } } },
     { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
@@ -109,6 +113,26 @@ async function approvedThroughConsole(
     { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
   );
   return oneResult(res.results, capability);
+}
+
+/**
+ * The retried round of a URL-mode ask (2026-07-28): the approval the asking round created, read
+ * again (it is the requester's own), and waited on as {@link approvedThroughConsole} does.
+ */
+async function resumeThroughConsole(ctx: ToolContext, capability: string, approvalId: string): Promise<StepResult> {
+  const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
+  if (view.capability !== capability) {
+    throw new ChaosError("internal", `the resumed approval ${approvalId} is for ${view.capability}, not ${capability}: nothing ran`);
+  }
+  const url = consolePageFor(ctx, { kind: "step", approvalId }, view.channels);
+  const pending = (why: string) =>
+    new ChaosError(
+      "approval_required",
+      `${capability} needs a human approval under policy (rule ${view.matchedRule || "(none)"}, policy version ${view.policyVersion}): ${view.reason}. ` +
+        `Nothing ran: approval ${approvalId} waits for a person${why}.\n${howToRunApproved(approvalId, view.channels, { ...channelPlace(ctx), canElicit: false })}\n${APPROVAL_LIMITS}`,
+    );
+  if (!url) throw pending("");
+  return approvedThroughConsole(ctx, capability, approvalId, url, pending);
 }
 
 /** The output of a step that ran, or the typed error a client branches on. */
