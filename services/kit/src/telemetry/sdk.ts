@@ -3,6 +3,7 @@ import { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
 import { OTLPMetricExporter as OtlpHttpJsonMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { OTLPMetricExporter as OtlpProtoMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { PeriodicExportingMetricReader, type MetricReader } from "@opentelemetry/sdk-metrics";
+import { envDetector, hostDetector, processDetector, type ResourceDetector } from "@opentelemetry/resources";
 import { HttpInstrumentation } from "@opentelemetry/instrumentation-http";
 import { PgInstrumentation } from "@opentelemetry/instrumentation-pg";
 import { IORedisInstrumentation } from "@opentelemetry/instrumentation-ioredis";
@@ -25,6 +26,21 @@ export async function startPrometheusReader(host: string, port: number): Promise
   }
   return reader;
 }
+
+/**
+ * The process detector without the command line: a process started with a secret on it (say
+ * `chaos-core migrate --database-url postgres://user:password@…`) must not send it to every
+ * trace backend and scrape. The executable, its path, pid and runtime stay.
+ */
+const processWithoutCommandLine: ResourceDetector = {
+  detect(config) {
+    const detected = processDetector.detect(config);
+    const attributes = { ...detected.attributes };
+    delete attributes["process.command_args"];
+    delete attributes["process.command_line"];
+    return { ...detected, attributes };
+  },
+};
 
 /** The OTLP metric reader NodeSDK would build from OTEL_* (it builds none once readers are given). */
 function otlpMetricReader(env: Record<string, string | undefined>): MetricReader | undefined {
@@ -51,6 +67,8 @@ export async function startTelemetry(settings: TelemetrySettings, env: Record<st
   if (otlpMetrics) readers.push(otlpMetrics);
   const sdk = new NodeSDK({
     instrumentations: [new HttpInstrumentation(), new PgInstrumentation(), new IORedisInstrumentation()],
+    // NodeSDK's default detectors, minus the command line; OTEL_NODE_RESOURCE_DETECTORS still overrides.
+    ...(env.OTEL_NODE_RESOURCE_DETECTORS ? {} : { resourceDetectors: [envDetector, processWithoutCommandLine, hostDetector] }),
     // Without an OTLP endpoint nothing is exported but the scrape endpoint's metrics: no spans, no logs.
     ...(settings.otlp ? {} : { spanProcessors: [], logRecordProcessors: [] }),
     ...(settings.prometheus ? { metricReaders: readers } : {}),
