@@ -42,6 +42,24 @@ const processWithoutCommandLine: ResourceDetector = {
   },
 };
 
+/**
+ * Query parameters whose values never go into `url.query`: the instrumentation's defaults (signed
+ * URL credentials) and the approval console's one-time sign-in link token (`/sign-in/link?t=…`).
+ */
+const REDACTED_QUERY_PARAMS = ["sig", "Signature", "AWSAccessKeyId", "X-Goog-Signature", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "t", "token"];
+
+/**
+ * Redis statements name the command and its key only. The instrumentation's default records
+ * every argument of EVAL/EVALSHA (our stores' Lua scripts take records and plans as arguments).
+ */
+function redisStatement(command: string, args: ReadonlyArray<unknown>): string {
+  const scripted = /^EVAL(SHA)?(_RO)?$/i.test(command);
+  const key = scripted ? args[2] : args[0];
+  const rest = args.length - (scripted ? 3 : 1);
+  if (typeof key !== "string") return command;
+  return rest > 0 ? `${command} ${key} [${rest} other arguments]` : `${command} ${key}`;
+}
+
 /** The OTLP metric reader NodeSDK would build from OTEL_* (it builds none once readers are given). */
 function otlpMetricReader(env: Record<string, string | undefined>): MetricReader | undefined {
   const exporters = (env.OTEL_METRICS_EXPORTER ?? "otlp").split(",").map((s) => s.trim());
@@ -66,7 +84,12 @@ export async function startTelemetry(settings: TelemetrySettings, env: Record<st
   const otlpMetrics = settings.otlp ? otlpMetricReader(env) : undefined;
   if (otlpMetrics) readers.push(otlpMetrics);
   const sdk = new NodeSDK({
-    instrumentations: [new HttpInstrumentation(), new PgInstrumentation(), new IORedisInstrumentation()],
+    instrumentations: [
+      new HttpInstrumentation({ redactedQueryParamsServer: REDACTED_QUERY_PARAMS, redactedQueryParams: REDACTED_QUERY_PARAMS }),
+      // Statement text with $n placeholders only: parameter values are never recorded.
+      new PgInstrumentation({ enhancedDatabaseReporting: false }),
+      new IORedisInstrumentation({ dbStatementSerializer: redisStatement }),
+    ],
     // NodeSDK's default detectors, minus the command line; OTEL_NODE_RESOURCE_DETECTORS still overrides.
     ...(env.OTEL_NODE_RESOURCE_DETECTORS ? {} : { resourceDetectors: [envDetector, processWithoutCommandLine, hostDetector] }),
     // Without an OTLP endpoint nothing is exported but the scrape endpoint's metrics: no spans, no logs.
