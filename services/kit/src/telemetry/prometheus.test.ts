@@ -35,7 +35,8 @@ afterEach(() => {
 function boot(env: Record<string, string>): Promise<{ stderr: () => string }> {
   const clean = { ...process.env };
   for (const k of Object.keys(clean)) if (k.startsWith("OTEL_") || k.startsWith("CHAOS_CORE_METRICS_")) delete clean[k];
-  const child = spawn(process.execPath, ["--input-type=module", "-e", SCRIPT], { cwd: ROOT, env: { ...clean, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  // A secret on the command line (as `chaos-core migrate --database-url …` has one) must not be exported.
+  const child = spawn(process.execPath, ["--input-type=module", "-e", SCRIPT, "--", "--database-url", "postgres://u:hunter2-secret@db/x"], { cwd: ROOT, env: { ...clean, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
   let err = "";
   child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
@@ -54,6 +55,9 @@ describe("the Prometheus scrape endpoint (CHAOS_CORE_METRICS_PROMETHEUS_PORT)", 
     const res = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(res.status).toBe(200);
     const text = await res.text();
+    expect(text).toMatch(/^target_info\{[^}]*process_pid=/m);
+    expect(text).not.toContain("hunter2-secret");
+    expect(text).not.toContain("process_command_args");
     expect(text).toMatch(/^chaoscore_tool_duration_count\{[^}]*chaoscore_tool="chaoscore_recall"[^}]*\} 1$/m);
     expect(text).toMatch(/chaoscore_outcome="ok"/);
     // Seconds, the conventions' buckets, error.type for an isError result.

@@ -3,6 +3,7 @@ import { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
 import { OTLPMetricExporter as OtlpHttpJsonMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
 import { OTLPMetricExporter as OtlpProtoMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { PeriodicExportingMetricReader, type MetricReader } from "@opentelemetry/sdk-metrics";
+import { envDetector, hostDetector, processDetector, type ResourceDetector } from "@opentelemetry/resources";
 import { HttpInstrumentation } from "@opentelemetry/instrumentation-http";
 import { PgInstrumentation } from "@opentelemetry/instrumentation-pg";
 import { IORedisInstrumentation } from "@opentelemetry/instrumentation-ioredis";
@@ -24,6 +25,39 @@ export async function startPrometheusReader(host: string, port: number): Promise
     );
   }
   return reader;
+}
+
+/**
+ * The process detector without the command line: a process started with a secret on it (say
+ * `chaos-core migrate --database-url postgres://user:password@…`) must not send it to every
+ * trace backend and scrape. The executable, its path, pid and runtime stay.
+ */
+const processWithoutCommandLine: ResourceDetector = {
+  detect(config) {
+    const detected = processDetector.detect(config);
+    const attributes = { ...detected.attributes };
+    delete attributes["process.command_args"];
+    delete attributes["process.command_line"];
+    return { ...detected, attributes };
+  },
+};
+
+/**
+ * Query parameters whose values never go into `url.query`: the instrumentation's defaults (signed
+ * URL credentials) and the approval console's one-time sign-in link token (`/sign-in/link?t=…`).
+ */
+const REDACTED_QUERY_PARAMS = ["sig", "Signature", "AWSAccessKeyId", "X-Goog-Signature", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "t", "token"];
+
+/**
+ * Redis statements name the command and its key only. The instrumentation's default records
+ * every argument of EVAL/EVALSHA (our stores' Lua scripts take records and plans as arguments).
+ */
+function redisStatement(command: string, args: ReadonlyArray<unknown>): string {
+  const scripted = /^EVAL(SHA)?(_RO)?$/i.test(command);
+  const key = scripted ? args[2] : args[0];
+  const rest = args.length - (scripted ? 3 : 1);
+  if (typeof key !== "string") return command;
+  return rest > 0 ? `${command} ${key} [${rest} other arguments]` : `${command} ${key}`;
 }
 
 /** The OTLP metric reader NodeSDK would build from OTEL_* (it builds none once readers are given). */
@@ -50,7 +84,14 @@ export async function startTelemetry(settings: TelemetrySettings, env: Record<st
   const otlpMetrics = settings.otlp ? otlpMetricReader(env) : undefined;
   if (otlpMetrics) readers.push(otlpMetrics);
   const sdk = new NodeSDK({
-    instrumentations: [new HttpInstrumentation(), new PgInstrumentation(), new IORedisInstrumentation()],
+    instrumentations: [
+      new HttpInstrumentation({ redactedQueryParamsServer: REDACTED_QUERY_PARAMS, redactedQueryParams: REDACTED_QUERY_PARAMS }),
+      // Statement text with $n placeholders only: parameter values are never recorded.
+      new PgInstrumentation({ enhancedDatabaseReporting: false }),
+      new IORedisInstrumentation({ dbStatementSerializer: redisStatement }),
+    ],
+    // NodeSDK's default detectors, minus the command line; OTEL_NODE_RESOURCE_DETECTORS still overrides.
+    ...(env.OTEL_NODE_RESOURCE_DETECTORS ? {} : { resourceDetectors: [envDetector, processWithoutCommandLine, hostDetector] }),
     // Without an OTLP endpoint nothing is exported but the scrape endpoint's metrics: no spans, no logs.
     ...(settings.otlp ? {} : { spanProcessors: [], logRecordProcessors: [] }),
     ...(settings.prometheus ? { metricReaders: readers } : {}),

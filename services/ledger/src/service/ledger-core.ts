@@ -185,7 +185,8 @@ export class LedgerCore {
   ): Promise<AppendedEntry> {
     assertTenantId(call.tenant);
     try {
-      // Each append is a named span (its Postgres statements are children), with the seq it got.
+      // Each append is a named span, with the seq it got (appends share batched transactions, so
+      // the Postgres statements sit under the append that opened the batch).
       const eventType = typeof event.type === "string" ? event.type : "unknown";
       return await withSpan("chaoscore.ledger.append", { [ATTR.tenant]: call.tenant, [ATTR.ledgerEvent]: eventType }, async (span) => {
         const entry = await this.#deps.store.append(call.tenant, {
