@@ -110,6 +110,8 @@ const TABLE: readonly Case[] = [
   ["find everything about the migration", [["memory.recall", { query: "migration" }]]],
   ["find notes about friday tagged ops", [["memory.recall", { query: "friday", tags: ["ops"] }]]],
   ["look for vpn", [["memory.recall", { query: "vpn" }]]],
+  ["recall what I stored about the deploy window", [["memory.recall", { query: "deploy-window" }]]],
+  ["search for everything you know about postgres", [["memory.recall", { query: "postgres" }]]],
   ["show me notes containing db-1", [["memory.recall", { query: "db-1" }]]],
   ["show everything tagged ops and infra", [["memory.recall", { tags: ["ops", "infra"] }]]],
   ["list all notes", [["memory.recall", { limit: 50 }]]],

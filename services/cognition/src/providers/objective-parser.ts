@@ -275,7 +275,10 @@ function searching(clause: string): Clause {
   const m = SEARCH_START.exec(bare);
   if (!m) return undefined;
   const { rest, tags } = splitTags(m[1] ?? "");
-  let what = rest.trim().replace(SEARCH_NOUNS, "");
+  let what = rest
+    .trim()
+    .replace(/^(?:what|everything|anything|all)\s+(?:(?:i|we|you)\s+)?(?:have\s+|had\s+)?(?:stored|saved|told\s+you|said|know|remember|noted|wrote\s+down)\s*(?:about|on|regarding|concerning|for)?\s*/iu, "")
+    .replace(SEARCH_NOUNS, "");
   what = what.replace(SEARCH_LINK, "").replace(/\s+(?:in|from)\s+(?:memory|my\s+notes|your\s+memory)$/iu, "");
   what = what.replace(/\s+(?:you\s+(?:remember|know|have)|i\s+(?:stored|saved|told\s+you))$/iu, "");
   const query = what === "" || /^(?:everything|all|anything)$/iu.test(what) ? "" : subjectQuery(what);
