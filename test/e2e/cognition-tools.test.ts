@@ -121,7 +121,7 @@ describe("the cognition tools with the heuristic provider", () => {
     }
   });
 
-  it("inspect lists four plannable capabilities and the internal memory.episode, and the heuristic provider, without a secret", async () => {
+  it("inspect lists five plannable capabilities and the internal memory.episode, and the heuristic provider, without a secret", async () => {
     for (const [name, client] of clients()) {
       const caps = ok<{ capabilities: Array<{ name: string; internal?: boolean }> }>(
         await client.callTool({ name: "chaoscore_inspect", arguments: { what: "capabilities" } }),
@@ -129,6 +129,7 @@ describe("the cognition tools with the heuristic provider", () => {
       expect(caps.capabilities.filter((c) => !c.internal).map((c) => c.name).sort(), name).toEqual([
         "cognition.generate_text",
         "http.request",
+        "memory.forget",
         "memory.recall",
         "memory.remember",
       ]);

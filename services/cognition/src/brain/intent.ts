@@ -4,6 +4,7 @@ import type { CapabilityRisk } from "../capabilities/capability.js";
 import { offeredCapability, type CapabilityRegistry } from "../capabilities/registry.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import { NO_MODEL, rankCapabilities } from "../providers/heuristic.js";
+import { parseObjective } from "../providers/objective-parser.js";
 import { generateValidated } from "../providers/validated-json.js";
 import { capabilityCatalog, maxRisk, RISKS, truncate } from "./catalog.js";
 
@@ -38,7 +39,8 @@ export const HEURISTIC_CANDIDATES = 3;
 
 /** The sentence every heuristic intent carries, so nobody mistakes it for a model's reading. */
 export const NO_MODEL_NOTE =
-  "No language model was used: the heuristic provider ranked capability descriptions against the objective's words (BM25); " +
+  "No language model was used: the offline parser read the objective's everyday forms (remember, ask, list, forget, fetch), " +
+  "or else the heuristic provider ranked capability descriptions against its words (BM25); " +
   "the goal is the objective as written, and constraints and success criteria were not interpreted.";
 
 /** Whether a provider answers with a model; the heuristic provider has none. */
@@ -61,9 +63,17 @@ function candidatesRisk(names: readonly string[], registry: CapabilityRegistry):
 }
 
 function heuristicIntent(objective: string, deps: ReasonDeps): Intent {
-  const ranked = rankCapabilities(objective, deps.registry.descriptors(), HEURISTIC_CANDIDATES).map((r) => r.name);
+  // The offline parser's reading first (its capabilities, when every one is offered here); else
+  // the capabilities whose descriptions share the objective's words.
+  const parsed = parseObjective(objective);
+  const read = parsed.kind === "steps" ? [...new Set(parsed.steps.map((s) => s.capability))] : [];
+  const ranked =
+    read.length > 0 && read.every((n) => offeredCapability(deps.registry, n) !== undefined)
+      ? read
+      : rankCapabilities(objective, deps.registry.descriptors(), HEURISTIC_CANDIDATES).map((r) => r.name);
   const ambiguities = [NO_MODEL_NOTE];
-  if (ranked.length === 0) ambiguities.push("No registered capability shares a word with the objective.");
+  if (parsed.kind !== "steps") ambiguities.push(parsed.note);
+  else if (ranked.length === 0) ambiguities.push("No registered capability shares a word with the objective.");
   return {
     goal: objective,
     constraints: [],

@@ -481,7 +481,9 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
 /**
  * Runs one plan step: the only path from a step to a capability handler. In order: the
  * capability must be registered (never guessed) and, unless this is bookkeeping, not internal
- * (`invalid_argument`); the input must pass its schema (nothing runs otherwise); policy decides
+ * (`invalid_argument`); step references in the input are resolved against `options.outputs`
+ * (plans/step-reference.ts; a dangling one fails the step, naming the field); the resolved input
+ * must pass its schema (nothing runs otherwise); policy decides
  * (for a capability that implies others, the strictest of its decisions and theirs), and its
  * decision is recorded in the audit sink before anything acts on it (a failed record fails the
  * step closed); DENY never runs; REQUIRE_APPROVAL creates a pending approval and stops (for

@@ -1,5 +1,6 @@
 import { ChaosError } from "@chaos-core/kit";
 import type { AIProvider, JsonRequest, JsonResult, TextRequest, TextResult } from "./ai-provider.js";
+import { parseObjective, type ParsedObjective } from "./objective-parser.js";
 
 /** What the heuristic provider ranks: a capability as the registry describes it. */
 export interface CapabilityDescriptor {
@@ -101,8 +102,10 @@ export function rankCapabilities(
 }
 
 /**
- * The offline provider: no model, no network, same input → same output. It grounds plans by
- * ranking capability descriptions against the objective ({@link HeuristicProvider.rank}). It does
+ * The offline provider: no model, no network, same input → same output. It reads everyday
+ * objectives with a deterministic parser ({@link HeuristicProvider.parse}: remember, ask, list,
+ * forget, fetch, and compositions of those), and grounds anything else by ranking capability
+ * descriptions against the objective ({@link HeuristicProvider.rank}). It does
  * not pretend to be a model: `generateText` answers that no text was generated, and
  * `generateJson` refuses with `failed_precondition`, because the shapes the planner asks for
  * cannot be produced honestly without one.
@@ -114,6 +117,11 @@ export class HeuristicProvider implements AIProvider {
 
   isConfigured(): boolean {
     return true;
+  }
+
+  /** The offline reading of an everyday objective; see {@link parseObjective}. */
+  parse(objective: string): ParsedObjective {
+    return parseObjective(objective);
   }
 
   /** See {@link rankCapabilities}. */

@@ -149,7 +149,7 @@ interface ClauseReading {
 type Clause = ClauseReading | "needs_model" | undefined;
 
 const STORE_VERB =
-  "(?:remember|store|save|note(?:\\s+down)?|make\\s+a\\s+note(?:\\s+of)?|take\\s+(?:a\\s+)?note(?:\\s+of)?|record|write\\s+down|jot\\s+down|keep\\s+in\\s+mind|memori[sz]e|log|merke?\\s+dir|merk\\s+dir|merken\\s+sie\\s+sich|speicher[en]?|notier[en]?|halte?\\s+fest|schreib(?:e)?(?:\\s+dir)?\\s+auf|behalte?)";
+  "(?:remember|store|save|note(?:\\s+down)?|make\\s+a\\s+note(?:\\s+of)?|take\\s+(?:a\\s+)?note(?:\\s+of)?|record|write\\s+down|jot\\s+down|keep\\s+in\\s+mind|memori[sz]e|log|merke?\\s+dir|merk\\s+dir|merken\\s+sie\\s+sich|(?:dir\\s+|sich\\s+)?merken|dir\\s+notieren|speicher[en]?|notier[en]?|halte?\\s+fest|schreib(?:e)?(?:\\s+dir)?\\s+auf|behalte?)";
 const STORE_START = new RegExp(`^${STORE_VERB}\\b\\s*[:,-]?\\s*`, "iu");
 const STORE_END = /[\s,;.-]+(?:(?:please\s+)?(?:remember|store|save|note)\s+(?:that|this|it)|merke?\s+dir\s+(?:das|dies|es)|merk\s+dir\s+(?:das|dies|es)|speichere?\s+(?:das|dies|es)|bitte\s+merken|bitte\s+speichern)[\s.!]*$/iu;
 const THAT = /^(?:that|the\s+fact\s+that|this|dass|daß|folgendes)\b\s*[:,]?\s*/iu;
@@ -200,9 +200,15 @@ function storing(clause: string): Clause {
   let value: string;
   const asKey = AS_KEY.exec(body);
   const fact = german ?? splitFact(body);
-  if (asKey && !NOT_KEYS.has((asKey[1] ?? "").toLowerCase()) && !fact) {
+  const before = asKey ? trimValue(body.slice(0, asKey.index)) : "";
+  if (asKey && !NOT_KEYS.has((asKey[1] ?? "").toLowerCase()) && !fact && LEAD_IN.test(before)) {
+    // "store the deploy window as friday": a subject with its article, then the value.
+    key = keyFromPhrase(before);
+    value = trimValue(asKey[1] ?? "");
+  } else if (asKey && !NOT_KEYS.has((asKey[1] ?? "").toLowerCase()) && !fact) {
+    // "save friday as deploy-window": the value, then the key it goes under.
     key = keyFromPhrase(asKey[1] ?? "") || (asKey[1] ?? "").toLowerCase();
-    value = trimValue(body.slice(0, asKey.index));
+    value = before;
   } else if (fact) {
     key = keyFromPhrase(fact.subject);
     value = trimValue(fact.value);
@@ -275,7 +281,10 @@ function searching(clause: string): Clause {
   const m = SEARCH_START.exec(bare);
   if (!m) return undefined;
   const { rest, tags } = splitTags(m[1] ?? "");
-  let what = rest.trim().replace(SEARCH_NOUNS, "");
+  let what = rest
+    .trim()
+    .replace(/^(?:what|everything|anything|all)\s+(?:(?:i|we|you)\s+)?(?:have\s+|had\s+)?(?:stored|saved|told\s+you|said|know|remember|noted|wrote\s+down)\s*(?:about|on|regarding|concerning|for)?\s*/iu, "")
+    .replace(SEARCH_NOUNS, "");
   what = what.replace(SEARCH_LINK, "").replace(/\s+(?:in|from)\s+(?:memory|my\s+notes|your\s+memory)$/iu, "");
   what = what.replace(/\s+(?:you\s+(?:remember|know|have)|i\s+(?:stored|saved|told\s+you))$/iu, "");
   const query = what === "" || /^(?:everything|all|anything)$/iu.test(what) ? "" : subjectQuery(what);

@@ -19,6 +19,9 @@ import {
 const output = z.object({
   status: z.enum(["succeeded", "failed", "pending_approval", "denied"]),
   objective: z.string(),
+  summary: z
+    .string()
+    .describe("The answer in words: what a recall found (the value under the exact key first) or that nothing matched, what was stored or forgotten"),
   intent: intentOutput,
   plans: z.array(tracePlanOutput).describe("The first plan, then one per re-plan (re-plans are not stored)"),
   results: z.array(stepResultOutput).describe("Every step result of every plan, in execution order"),
@@ -49,6 +52,7 @@ function traceToOutput(t: Trace, place: ChannelPlace): z.output<typeof output> {
   return {
     status: t.status as z.output<typeof output>["status"],
     objective: t.objective,
+    summary: t.summary,
     intent: intentToOutput(t.intent),
     plans: t.plans.map(planToOutput),
     results,
@@ -77,7 +81,8 @@ export const achieveTool = defineTool({
     "through policy, evaluate, re-plan the rest after a failed step (at most max_replans times) and record the " +
     "episode (through policy too, as memory.episode and memory.remember; bookkeeping says whether it was stored). A denial ends the run; a step that needs approval stops it (status pending_approval; next_step says " +
     "how to get it approved and run). Sends a progress notification per stage " +
-    "when the request carries a progress token (the total is unknown), and returns the trace. May take minutes.",
+    "when the request carries a progress token (the total is unknown), and returns the trace with summary: the answer in " +
+    "words (what a recall found, or that nothing matched). May take minutes.",
   input: z.object({
     objective: objectiveSchema.describe("What to achieve, in plain words (at most 4000 characters)"),
     max_replans: z

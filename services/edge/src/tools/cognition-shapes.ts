@@ -84,6 +84,9 @@ export const planOutput = z.object({
   provider: z.string(),
   model: z.string(),
   expires_at: z.string().describe("ISO 8601; the plan is gone after this"),
+  notes: z
+    .array(z.string())
+    .describe('What to know about the plan, above all why it is empty ("… needs a language model; none is configured")'),
 });
 
 export const stepResultOutput = z.object({
@@ -170,6 +173,7 @@ export function planToOutput(plan: PlanResponse): z.output<typeof tracePlanOutpu
     source: plan.source,
     provider: plan.provider,
     model: plan.model,
+    notes: [...plan.notes],
     ...(expires ? { expires_at: expires } : {}),
   };
 }

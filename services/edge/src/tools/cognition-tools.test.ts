@@ -244,6 +244,7 @@ describe("chaoscore_inspect on cognition", () => {
       "cognition.generate_text",
       "http.request",
       "memory.episode",
+      "memory.forget",
       "memory.recall",
       "memory.remember",
     ]);

@@ -191,6 +191,8 @@ export const executeTool = defineTool({
     "console's page for it and the call waits for the answer given there; otherwise your user is asked when policy " +
     "accepts your client's answer for it and this client supports elicitation; otherwise an approver " +
     "(chaoscore_approve), the operator or the console must answer first. " +
+    'A step\'s input may take an earlier step\'s output: {"$step": "s1", "path": "/status"} (a JSON Pointer into s1\'s output) in ' +
+    "place of a value, resolved before policy, hashing and approval, so an approval shows the real value. " +
     "Success is decided by code: the handler returned and its output matches the capability's output schema.",
   input: z
     .object({
