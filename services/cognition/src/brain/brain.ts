@@ -189,13 +189,15 @@ export async function runCognitiveCore(request: CognitiveRequest, deps: BrainDep
       break;
     }
     replans += 1;
-    const executed = results.filter((r) => r.status === "executed").map((r) => r.capability);
+    const ran = results.filter((r) => r.status === "executed");
+    const executed = ran.map((r) => r.capability);
+    const executedSteps = ran.map((r) => ({ stepId: r.stepId, capability: r.capability }));
     current = await stage(
       "replan",
       () =>
         plan(objective, intent, deps, {
           idPrefix: `p${replans + 1}-s`,
-          replan: { executed, failed: { capability: stop.capability, problems: stop.evaluation.problems } },
+          replan: { executed, executedSteps, failed: { capability: stop.capability, problems: stop.evaluation.problems } },
         }),
       (p) => `re-plan ${replans}/${maxReplans}: ${p.steps.map((s) => s.capability).join(" → ") || "nothing left to try"}`,
     );

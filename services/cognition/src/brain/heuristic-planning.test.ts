@@ -95,6 +95,25 @@ describe("heuristic reason and plan", () => {
     expect(again.steps.every((s) => s.id.startsWith("p2-s"))).toBe(true);
   });
 
+  it("in a re-plan, point a remaining step's reference at the step that already executed", async () => {
+    const again = await plan("fetch https://example.com and remember it as home", undefined, deps, {
+      idPrefix: "p2-s",
+      replan: {
+        executed: ["http.request"],
+        executedSteps: [{ stepId: "p1-s1", capability: "http.request" }],
+        failed: { capability: "memory.remember", problems: ["handler: unavailable"] },
+      },
+    });
+    expect(again.steps).toEqual([
+      expect.objectContaining({ id: "p2-s1", capability: "memory.remember", input: { key: "home", value: { $step: "p1-s1", path: "/body" }, tags: ["note"] } }),
+    ]);
+    const first = await plan("fetch https://example.com and remember it as home", undefined, deps, { idPrefix: "p1-s" });
+    expect(first.steps.map((s) => [s.id, s.input])).toEqual([
+      ["p1-s1", { url: "https://example.com" }],
+      ["p1-s2", { key: "home", value: { $step: "p1-s1", path: "/body" }, tags: ["note"] }],
+    ]);
+  });
+
   it("sign objectives by their key words, not their order, case or plurals", () => {
     expect(objectiveSignature("Remember the build servers")).toBe(objectiveSignature("build server: remember!"));
     expect(objectiveSignature("Remember the build server")).not.toBe(objectiveSignature("Remember the test server"));

@@ -21,7 +21,8 @@ import { truncate } from "./catalog.js";
  *   `chaoscore.sig.<signature>`, TTL 90 days, replaced by the latest success. Value:
  *   `{capabilities: string[], succeededAt}`.
  *
- * These are items like any other: `chaoscore_recall` shows them and the user can forget them.
+ * These are items like any other: `chaoscore_recall` shows them by key or by their tags (a
+ * search without a `chaoscore.*` tag leaves them out, memory-recall.ts), and the user can forget them.
  * Every write runs as the internal capability `memory.episode` through the executor (policy
  * first, for it and for `memory.remember`, which it implies; decision and outcome in the ledger,
  * the value only as its argsHash), so a DENY on either holds, and a REQUIRE_APPROVAL skips the

@@ -24,6 +24,11 @@ export interface PlanDeps {
 export interface ReplanInput {
   /** Capabilities whose steps already executed (in order); they are not planned again. */
   readonly executed: readonly string[];
+  /**
+   * The ids of those executed steps, beside their capabilities, in order: a remaining step's
+   * reference to a step left out is pointed at the one that executed (its output is the run's).
+   */
+  readonly executedSteps?: readonly { readonly stepId: string; readonly capability: string }[];
   /** The step that failed and why (its evaluation's problems). */
   readonly failed: { readonly capability: string; readonly problems: readonly string[] };
 }
@@ -100,6 +105,32 @@ export function validPlannedInput(capability: Capability, input: JsonObject): bo
   });
 }
 
+/**
+ * A re-plan's steps: the reading without the capabilities that already executed, given new ids;
+ * a reference to a step left out points at the step of that capability that executed earlier in
+ * the run (the n-th such step for the n-th left out), so its output is still what is used.
+ */
+function remainder(read: readonly Omit<PlanStep, "id">[], replan: ReplanInput, prefix: string): PlanStep[] {
+  const done = new Set(replan.executed);
+  const ran = replan.executedSteps ?? [];
+  const taken = new Map<string, number>();
+  const renamed = new Map<string, string>();
+  const kept: Omit<PlanStep, "id">[] = [];
+  read.forEach((step, i) => {
+    const own = `s${i + 1}`;
+    if (done.has(step.capability)) {
+      const n = taken.get(step.capability) ?? 0;
+      taken.set(step.capability, n + 1);
+      const earlier = ran.filter((r) => r.capability === step.capability)[n];
+      if (earlier) renamed.set(own, earlier.stepId);
+      return;
+    }
+    kept.push(step);
+    renamed.set(own, `${prefix}${kept.length}`);
+  });
+  return kept.map((s, i) => ({ id: `${prefix}${i + 1}`, ...s, input: renameReferences(s.input, (id) => renamed.get(id) ?? id) }));
+}
+
 /** The offline parser's steps when every one names an offered capability with a valid input; else undefined. */
 function parsedSteps(parsed: ParsedObjective, registry: CapabilityRegistry): Omit<PlanStep, "id">[] | undefined {
   if (parsed.kind !== "steps") return undefined;
@@ -144,7 +175,8 @@ function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps):
   }
   const done = new Set(options.replan?.executed ?? []);
   if (read) {
-    return { ...base, source: "heuristic", notes: [], steps: withIds(read.filter((s) => !done.has(s.capability)), prefix) };
+    const steps = options.replan ? remainder(read, options.replan, prefix) : withIds(read, prefix);
+    return { ...base, source: "heuristic", notes: [], steps };
   }
   if (parsed.kind === "needs_model") return { ...base, source: "heuristic", notes: [parsed.note], steps: [] };
 

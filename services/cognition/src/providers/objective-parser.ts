@@ -72,7 +72,7 @@ function trimValue(text: string): string {
 }
 
 const POLITE_PREFIX =
-  /^(?:please|pls|plz|hey|hi|hello|ok(?:ay)?|so|now|also|bitte|hallo|hey|also|nun|jetzt|can you|could you|would you|will you|would you kindly|i want you to|i'd like you to|i would like you to|i need you to|kannst du(?: mir)?|könntest du(?: mir)?|würdest du(?: mir)?|magst du)[\s,:]+/iu;
+  /^(?:please|pls|plz|hey|hi|hello|ok(?:ay)?|so|now|also|bitte|hallo|nun|jetzt|can you|could you|would you|will you|would you kindly|i want you to|i'd like you to|i would like you to|i need you to|kannst du(?: mir)?|könntest du(?: mir)?|würdest du(?: mir)?|magst du)[\s,:]+/iu;
 const POLITE_SUFFIX = /[\s,]+(?:please|pls|bitte|for me|für mich|thanks|thank you|danke)[\s.!?]*$/iu;
 
 function stripPoliteness(text: string): string {
