@@ -114,9 +114,19 @@ describe("heuristic reason and plan", () => {
     ]);
   });
 
-  it("sign objectives by their key words, not their order, case or plurals", () => {
-    expect(objectiveSignature("Remember the build servers")).toBe(objectiveSignature("build server: remember!"));
-    expect(objectiveSignature("Remember the build server")).not.toBe(objectiveSignature("Remember the test server"));
+  it("sign objectives the parser does not read by their key words, not their order, case or plurals", () => {
+    expect(objectiveSignature("Calibrate the build servers")).toBe(objectiveSignature("build server: calibrate!"));
+    expect(objectiveSignature("Calibrate the build server")).not.toBe(objectiveSignature("Calibrate the test server"));
     expect(objectiveSignature("x")).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it("sign objectives the parser reads by their intent: the steps and inputs, not the wording", () => {
+    const colour = objectiveSignature("Remember that my favourite colour is blue");
+    expect(objectiveSignature("store my favourite colour: blue")).toBe(colour);
+    expect(objectiveSignature("Save: my favourite colour is blue.")).toBe(colour);
+    expect(objectiveSignature("store my favourite colour: red")).not.toBe(colour);
+    // Asking is another intent than storing, on the same subject.
+    expect(objectiveSignature("what is my favourite colour?")).not.toBe(colour);
+    expect(objectiveSignature("what is my favourite colour?")).toBe(objectiveSignature("What's my favourite colour"));
   });
 });
