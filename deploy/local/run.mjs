@@ -8,6 +8,9 @@
 //                        e.g. 100 runs a second topology beside the first
 //   LOCAL_DIR            where the secret files live, default ./data/local-<offset> (kept between runs)
 //   OTEL_EXPORTER_OTLP_ENDPOINT, LOG_LEVEL   passed on as the chart's telemetry and logLevel values
+//   GRPC_TLS_DIR         a folder with tls.crt, tls.key, ca.crt: the chart's grpcTls.enabled
+//   GRPC_TLS_MUTUAL, GRPC_TLS_SERVER_NAME    grpcTls.mutual ("true") and grpcTls.serverName
+//   LEDGER_POLICY_FILE   the chart's config.ledger.policy file
 import { resolve } from "node:path";
 import { startTopology } from "./topology.mjs";
 
@@ -29,6 +32,10 @@ const topology = await startTopology({
   portOffset,
   otlpEndpoint: process.env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined,
   logLevel: process.env.LOG_LEVEL || undefined,
+  grpcTls: process.env.GRPC_TLS_DIR
+    ? { dir: resolve(process.env.GRPC_TLS_DIR), mutual: process.env.GRPC_TLS_MUTUAL === "true", serverName: process.env.GRPC_TLS_SERVER_NAME || undefined }
+    : undefined,
+  ledgerPolicyFile: process.env.LEDGER_POLICY_FILE ? resolve(process.env.LEDGER_POLICY_FILE) : undefined,
   onLine: (c, line) => process.stderr.write(`${c.padEnd(9)} ${line}\n`),
 });
 process.stdout.write(`edge: ${topology.edgeUrl} (Authorization: Bearer <the key in ${dir}/secrets/api-key>)\n`);

@@ -11,6 +11,10 @@ export interface TopologyOptions {
   otlpEndpoint?: string | undefined;
   logLevel?: string | undefined;
   contextKey?: string;
+  /** A folder with tls.crt, tls.key and ca.crt: the chart's grpcTls values. */
+  grpcTls?: { dir: string; mutual?: boolean; serverName?: string } | undefined;
+  /** The chart's config.ledger.policy file. */
+  ledgerPolicyFile?: string | undefined;
 }
 export interface SecretFiles {
   contextKey: string;

@@ -77,7 +77,11 @@ export async function prepareSecrets(dir) {
  * The environment of each component, as the chart renders it for its pod: the same names in the
  * same cases (`test/helm/local-parity.test.ts`), with local values — 127.0.0.1 addresses and
  * binds, the chart's ports plus `portOffset`, the secret files of {@link secretFiles}.
- * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, contextKey?: string }} o
+ * With `grpcTls` (a folder holding `tls.crt`, `tls.key`, `ca.crt`, as the chart's Secret does) the
+ * chart's `grpcTls` values apply; each process's plaintext health port is its gRPC port + 10000
+ * (the chart's single `healthPort` would collide between processes on one machine).
+ * `ledgerPolicyFile` is the chart's `config.ledger.policy` ConfigMap file.
+ * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, contextKey?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string }} o
  */
 export function localEnvironments(o) {
   const offset = o.portOffset ?? 0;
@@ -93,6 +97,14 @@ export function localEnvironments(o) {
       CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: String(CHART_DEFAULTS.shutdownGraceSeconds),
       CHAOS_CORE_CONTEXT_KEY: contextKey,
     };
+    if (o.grpcTls) {
+      env.CHAOS_CORE_GRPC_TLS_CERT_FILE = join(o.grpcTls.dir, "tls.crt");
+      env.CHAOS_CORE_GRPC_TLS_KEY_FILE = join(o.grpcTls.dir, "tls.key");
+      env.CHAOS_CORE_GRPC_TLS_CA_FILE = join(o.grpcTls.dir, "ca.crt");
+      env.CHAOS_CORE_GRPC_TLS_MUTUAL = String(o.grpcTls.mutual ?? false);
+      if (o.grpcTls.serverName) env.CHAOS_CORE_GRPC_TLS_SERVER_NAME = o.grpcTls.serverName;
+      if (c !== "edge") env.CHAOS_CORE_GRPC_HEALTH_PORT = String(port(c) + 10_000);
+    }
     for (const callee of CALLEES[c]) env[`${callee.toUpperCase()}_ADDR`] = `127.0.0.1:${port(callee)}`;
     if (USES_POSTGRES.has(c)) {
       env.DATABASE_URL = o.databaseUrl;
@@ -116,6 +128,7 @@ export function localEnvironments(o) {
     if (c === "ledger") {
       env.CHAOS_CORE_LEDGER_KEYS_FILE = f.ledgerKeyring;
       env.CHAOS_CORE_LEDGER_ORIGIN = CHART_DEFAULTS.ledgerOrigin;
+      if (o.ledgerPolicyFile) env.CHAOS_CORE_LEDGER_POLICY_FILE = o.ledgerPolicyFile;
     }
     if (o.otlpEndpoint) {
       env.OTEL_EXPORTER_OTLP_ENDPOINT = o.otlpEndpoint;
@@ -136,7 +149,7 @@ function baseEnv() {
 /**
  * Migrates once (`chaos-core migrate`, the chart's hook Job), then starts every component in
  * {@link START_ORDER} with {@link localEnvironments}, each resolving when it logs its address.
- * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, onLine?: (component: string, line: string) => void }} o
+ * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string, onLine?: (component: string, line: string) => void }} o
  */
 export async function startTopology(o) {
   const files = await prepareSecrets(o.dir);

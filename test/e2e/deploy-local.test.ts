@@ -1,14 +1,16 @@
 /**
  * deploy/local: the chart's topology on one machine (issue 12 item 5). Two topologies side by
- * side (ports shifted, a database each), every component its own process with the chart's
- * environment, driven through a real MCP client with the API key from the secret files; then one
+ * side (ports shifted, a database each; the second with the chart's mutual gRPC TLS from a
+ * cert-manager-style folder), every component its own process with the chart's environment, driven through a real MCP client with the API key from the secret files; then one
  * non-edge service of a running topology is stopped and started again: calls needing it fail
  * `unavailable` naming it meanwhile, and succeed again, with nothing else restarted.
  */
 import { randomInt } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { checkGrpcHealth } from "@chaos-core/kit";
 import { startTopology, type Topology } from "../../deploy/local/topology.mjs";
+import { createCertAuthority, removeCerts, type CertAuthority } from "../support/certs.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, tempDir } from "../support/processes.js";
 
@@ -21,14 +23,18 @@ describe("deploy/local: two chart topologies side by side", () => {
   const clients: Client[] = [];
   // Ports from 3000+offset and 50051+offset; the second topology 10 above the first.
   const offset = 2_000 + 20 * randomInt(0, 300);
+  let ca: CertAuthority;
 
   beforeAll(async () => {
-    for (const [i, redis] of [[0, `${REDIS}/9`], [10, undefined]] as const) {
+    ca = createCertAuthority("local-ca");
+    // One certificate for every component, as one cert-manager Certificate's Secret in the chart.
+    const tls = { dir: ca.issue("chaos-core").dir, mutual: true };
+    for (const [i, redis, grpcTls] of [[0, `${REDIS}/9`, undefined], [10, undefined, tls]] as const) {
       const db = await createTestDatabase("chaoscore_local");
       dbs.push(db);
       const dir = tempDir("chaos-local-");
       dirs.push(dir);
-      const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info" });
+      const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls });
       topologies.push(t);
       clients.push(await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` }));
     }
@@ -39,6 +45,7 @@ describe("deploy/local: two chart topologies side by side", () => {
     for (const t of topologies) await t.close();
     for (const db of dbs) await db.drop();
     for (const d of dirs) removeDir(d);
+    if (ca) removeCerts(ca);
   });
 
   it("serves each topology through its own edge, on its own ports and database", async () => {
@@ -57,8 +64,12 @@ describe("deploy/local: two chart topologies side by side", () => {
     expect(achieved.structuredContent, JSON.stringify(achieved.content)).toMatchObject({ status: "succeeded" });
     // The edge binds with API keys, as in the chart: no key, no access.
     expect((await fetch(a.edgeUrl, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" })).status).toBe(401);
-    const ready = await fetch(a.edgeUrl.replace(/\/mcp$/, "/readyz"));
-    expect(ready.status).toBe(200);
+    for (const t of [a, b]) expect((await fetch(t.edgeUrl.replace(/\/mcp$/, "/readyz"))).status).toBe(200);
+    // The second runs gRPC under mutual TLS: plaintext health only on the health port, none on the gRPC port.
+    expect(b.envs.policy.CHAOS_CORE_GRPC_TLS_MUTUAL).toBe("true");
+    await expect(checkGrpcHealth(`127.0.0.1:${b.envs.policy.CHAOS_CORE_GRPC_HEALTH_PORT}`)).resolves.toBe("SERVING");
+    await expect(checkGrpcHealth(`127.0.0.1:${b.envs.policy.PORT}`)).rejects.toThrow();
+    expect(b.log("policy")).toContain('"tls":"mutual"');
   });
 
   it("fails calls clearly while memory is stopped, and serves them once it is started again, without restarting the edge", async () => {

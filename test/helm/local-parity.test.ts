@@ -36,14 +36,18 @@ function chartEnvs(scenario: string): Record<Component, EnvVar[]> {
 }
 
 /** Values that differ by design: where things are (binds, addresses, file directories) and what the Secrets hold. */
-const LOCAL_BY_DESIGN = /^(HOST|.*_ADDR|CHAOS_CORE_CONTEXT_KEY|DATABASE_URL|REDIS_URL|OTEL_RESOURCE_ATTRIBUTES)$/;
+const LOCAL_BY_DESIGN = /^(HOST|.*_ADDR|CHAOS_CORE_CONTEXT_KEY|DATABASE_URL|REDIS_URL|OTEL_RESOURCE_ATTRIBUTES|CHAOS_CORE_GRPC_HEALTH_PORT)$/;
+
+/** The grpc-tls scenario's values, as deploy/local takes them (its lifecycle values differ: compared by name only). */
+const GRPC_TLS = { grpcTls: { dir: "/tmp/tls", mutual: true, serverName: "chaos-core.internal" }, ledgerPolicyFile: "/tmp/ledger-policy.json" };
 
 describe.each([
-  ["defaults", undefined],
-  ["tracing", "http://otel-collector.observability.svc.cluster.local:4318"],
-])("deploy/local against the chart's %s render", (scenario, otlpEndpoint) => {
+  ["defaults", {}],
+  ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }],
+  ["grpc-tls", GRPC_TLS],
+])("deploy/local against the chart's %s render", (scenario, extra) => {
   const chart = chartEnvs(scenario);
-  const local = localEnvironments({ dir: "/tmp/unused", databaseUrl: "postgres://postgres@127.0.0.1:5432/x", redisUrl: "redis://127.0.0.1:6379", otlpEndpoint, contextKey: "k".repeat(64) });
+  const local = localEnvironments({ dir: "/tmp/unused", databaseUrl: "postgres://postgres@127.0.0.1:5432/x", redisUrl: "redis://127.0.0.1:6379", contextKey: "k".repeat(64), ...extra });
 
   it("sets exactly the chart's variable names for every component", () => {
     expect(Object.keys(chart).sort()).toEqual(Object.keys(CHART_PORTS).sort());
@@ -55,7 +59,7 @@ describe.each([
   it("gives them the chart's values, the chart's ports, and the same secret file names", () => {
     for (const c of Object.keys(chart) as Component[]) {
       for (const e of chart[c]) {
-        if (LOCAL_BY_DESIGN.test(e.name)) continue;
+        if (LOCAL_BY_DESIGN.test(e.name) || (scenario === "grpc-tls" && e.name === "CHAOS_CORE_SHUTDOWN_GRACE_SECONDS")) continue;
         const mine = local[c][e.name]!;
         if (e.name.endsWith("_FILE")) expect(basename(mine), `${c} ${e.name}`).toBe(basename(e.value!));
         else expect(mine, `${c} ${e.name}`).toBe(e.value);
