@@ -65,7 +65,7 @@ export { createPostgresDb } from "./db/postgres.js";
 export { createPgliteDb } from "./db/pglite.js";
 export { openServiceDb, serviceStorage } from "./db/open.js";
 export type { ServiceStorage } from "./db/open.js";
-export { migrate, pendingMigrations, schemaGate } from "./db/migrate.js";
+export { DATABASE_CHECK_TIMEOUT_MS, DATABASE_WATCH_MS, migrate, pendingMigrations, schemaGate } from "./db/migrate.js";
 export type { Migration, SchemaGate, ServingSwitch } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
 export { isDataDirInUse, lockDataDir } from "./data-dir.js";

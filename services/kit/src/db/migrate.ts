@@ -62,54 +62,84 @@ export interface ServingSwitch {
   setServing(serving: boolean): void;
 }
 
-/** How a service run alone brings its schema current: see `CHAOS_CORE_MIGRATE`. */
+/** How a service run alone brings its schema current (see `CHAOS_CORE_MIGRATE`) and stays ready only while its database answers. */
 export interface SchemaGate {
-  /** `auto`: nothing (already applied). `verify`: NOT_SERVING now, SERVING once nothing is pending. */
+  /**
+   * `verify`: NOT_SERVING now, SERVING once nothing is pending. Both modes: while serving, the
+   * database is checked every `watchMs`; NOT_SERVING while it cannot be reached, SERVING again
+   * once it answers.
+   */
   hold(server: ServingSwitch): void;
   stop(): void;
 }
+
+/** How often a serving service checks that its database still answers (readiness). */
+export const DATABASE_WATCH_MS = 5_000;
+/** How long one such check may take before the database counts as unreachable. */
+export const DATABASE_CHECK_TIMEOUT_MS = 3_000;
 
 /**
  * `auto` applies the service's migrations now (under the advisory lock) and logs what it applied.
  * `verify` applies nothing: {@link SchemaGate.hold} keeps the server NOT_SERVING and checks every
  * `intervalMs` (default 2 s) until no migration is pending (a database out of reach counts as not
  * current), then marks it SERVING — `chaos-core migrate`, run once from a Job, does the applying.
+ * In both modes the check then goes on every `watchMs` (default {@link DATABASE_WATCH_MS}): a
+ * database that stops answering (or takes longer than {@link DATABASE_CHECK_TIMEOUT_MS}) turns
+ * the server NOT_SERVING, so Kubernetes takes the pod out of its Services (and a headless name
+ * stops resolving to it) instead of sending it calls that would fail; it turns SERVING again,
+ * without a restart, once the database answers.
  */
 export async function schemaGate(
   mode: "auto" | "verify",
-  options: { apply: () => Promise<string[]>; pending: () => Promise<string[]>; logger: Logger; intervalMs?: number },
+  options: { apply: () => Promise<string[]>; pending: () => Promise<string[]>; logger: Logger; intervalMs?: number; watchMs?: number },
 ): Promise<SchemaGate> {
   const { logger } = options;
   if (mode === "auto") {
     const applied = await options.apply();
     if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
-    return { hold: () => undefined, stop: () => undefined };
   }
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   return {
     hold(server) {
-      server.setServing(false);
+      // auto: the server is SERVING already (the migrations just ran); verify: not until they are current.
+      let serving = mode === "auto";
+      if (!serving) server.setServing(false);
       let reported = "";
       const check = async () => {
-        let problem: string;
+        let problem: string | undefined;
         try {
-          const pending = await options.pending();
-          if (pending.length === 0) {
-            if (stopped) return;
-            server.setServing(true);
-            logger.info("migrations are current: serving");
-            return;
-          }
-          problem = `migrations pending: ${pending.join(", ")}; run chaos-core migrate (CHAOS_CORE_MIGRATE=verify applies none)`;
+          let timeout: NodeJS.Timeout | undefined;
+          const pending = await Promise.race([
+            options.pending(),
+            new Promise<never>((_, reject) => {
+              timeout = setTimeout(() => reject(new Error(`no answer within ${DATABASE_CHECK_TIMEOUT_MS} ms`)), DATABASE_CHECK_TIMEOUT_MS);
+            }),
+          ]).finally(() => clearTimeout(timeout));
+          if (pending.length > 0) problem = `migrations pending: ${pending.join(", ")}; run chaos-core migrate (CHAOS_CORE_MIGRATE=verify applies none)`;
         } catch (err) {
-          problem = `the database cannot be checked: ${(err as Error).message}`;
+          problem = `the database cannot be reached: ${(err as Error).message}`;
         }
-        if (problem !== reported) logger.warn({ problem }, "not serving until the migrations are current");
-        reported = problem;
-        if (!stopped) timer = setTimeout(() => void check(), options.intervalMs ?? 2_000);
+        if (stopped) return;
+        if (problem === undefined) {
+          if (!serving) {
+            server.setServing(true);
+            logger.info(reported.startsWith("the database cannot be reached") ? "the database answers again: serving" : "migrations are current: serving");
+          }
+          serving = true;
+          reported = "";
+        } else {
+          if (serving) server.setServing(false);
+          serving = false;
+          if (problem !== reported) {
+            logger.warn({ problem }, problem.startsWith("migrations pending") ? "not serving until the migrations are current" : "not serving until the database answers");
+          }
+          reported = problem;
+        }
+        timer = setTimeout(() => void check(), serving ? (options.watchMs ?? DATABASE_WATCH_MS) : (options.intervalMs ?? 2_000));
       };
-      void check();
+      if (serving) timer = setTimeout(() => void check(), options.watchMs ?? DATABASE_WATCH_MS);
+      else void check();
     },
     stop() {
       stopped = true;

@@ -1,0 +1,57 @@
+/* global process */
+// Starts the chart's topology on this machine (deploy/local/topology.mjs) and keeps it running
+// until Ctrl-C or SIGTERM, which stops every process (callers first). Settings, from the
+// environment of this script only (the services get exactly the chart's environment):
+//   DATABASE_URL         required: the Postgres the services share (migrated once first)
+//   REDIS_URL            optional: Redis for the edge, cognition and the ledger
+//   PORT_OFFSET          added to every chart port (edge 3000, policy 50051, … council 50055), default 0;
+//                        e.g. 100 runs a second topology beside the first
+//   LOCAL_DIR            where the secret files live, default ./data/local-<offset> (kept between runs)
+//   OTEL_EXPORTER_OTLP_ENDPOINT, LOG_LEVEL   passed on as the chart's telemetry and logLevel values
+//   GRPC_TLS_DIR         a folder with tls.crt, tls.key, ca.crt: the chart's grpcTls.enabled
+//   GRPC_TLS_MUTUAL, GRPC_TLS_SERVER_NAME    grpcTls.mutual ("true") and grpcTls.serverName
+//   LEDGER_POLICY_FILE   the chart's config.ledger.policy file
+import { resolve } from "node:path";
+import { startTopology } from "./topology.mjs";
+
+const databaseUrl = process.env.DATABASE_URL;
+if (!databaseUrl) {
+  process.stderr.write("deploy/local: set DATABASE_URL to a Postgres database (postgres://postgres@127.0.0.1:5432/chaoscore)\n");
+  process.exit(2);
+}
+const portOffset = Number(process.env.PORT_OFFSET ?? 0);
+if (!Number.isInteger(portOffset) || portOffset < 0 || portOffset + 50055 > 65535) {
+  process.stderr.write(`deploy/local: PORT_OFFSET=${process.env.PORT_OFFSET} must be a whole number from 0 to ${65535 - 50055}\n`);
+  process.exit(2);
+}
+const dir = resolve(process.env.LOCAL_DIR ?? `data/local-${portOffset}`);
+const topology = await startTopology({
+  dir,
+  databaseUrl,
+  redisUrl: process.env.REDIS_URL || undefined,
+  portOffset,
+  otlpEndpoint: process.env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined,
+  logLevel: process.env.LOG_LEVEL || undefined,
+  grpcTls: process.env.GRPC_TLS_DIR
+    ? { dir: resolve(process.env.GRPC_TLS_DIR), mutual: process.env.GRPC_TLS_MUTUAL === "true", serverName: process.env.GRPC_TLS_SERVER_NAME || undefined }
+    : undefined,
+  ledgerPolicyFile: process.env.LEDGER_POLICY_FILE ? resolve(process.env.LEDGER_POLICY_FILE) : undefined,
+  onLine: (c, line) => process.stderr.write(`${c.padEnd(9)} ${line}\n`),
+});
+process.stdout.write(`edge: ${topology.edgeUrl} (Authorization: Bearer <the key in ${dir}/secrets/api-key>)\n`);
+let stopping = false;
+const stop = async (code) => {
+  if (stopping) return;
+  stopping = true;
+  await topology.close();
+  process.exit(code);
+};
+process.on("SIGINT", () => void stop(0));
+process.on("SIGTERM", () => void stop(0));
+for (const [c, proc] of topology.processes) {
+  proc.once("exit", (code) => {
+    if (stopping) return;
+    process.stderr.write(`deploy/local: ${c} exited with ${code}; stopping the others\n`);
+    void stop(1);
+  });
+}

@@ -1,0 +1,39 @@
+import type { ChildProcess } from "node:child_process";
+
+export type Component = "edge" | "policy" | "memory" | "cognition" | "ledger" | "council";
+export declare const CHART_PORTS: Readonly<Record<Component, number>>;
+export declare const START_ORDER: readonly Component[];
+export interface TopologyOptions {
+  dir: string;
+  databaseUrl: string;
+  redisUrl?: string | undefined;
+  portOffset?: number;
+  otlpEndpoint?: string | undefined;
+  logLevel?: string | undefined;
+  contextKey?: string;
+  /** A folder with tls.crt, tls.key and ca.crt: the chart's grpcTls values. */
+  grpcTls?: { dir: string; mutual?: boolean; serverName?: string } | undefined;
+  /** The chart's config.ledger.policy file. */
+  ledgerPolicyFile?: string | undefined;
+}
+export interface SecretFiles {
+  contextKey: string;
+  apiKeys: string;
+  apiKey: string;
+  mrtrKeyring: string;
+  ledgerKeyring: string;
+}
+export declare function secretFiles(dir: string): SecretFiles;
+export declare function prepareSecrets(dir: string): Promise<SecretFiles>;
+export declare function localEnvironments(o: TopologyOptions): Record<Component, Record<string, string>>;
+export interface Topology {
+  edgeUrl: string;
+  apiKey: string;
+  envs: Record<Component, Record<string, string>>;
+  processes: Map<Component, ChildProcess>;
+  log(c: Component): string;
+  stop(c: Component): Promise<void>;
+  start(c: Component): Promise<ChildProcess>;
+  close(): Promise<void>;
+}
+export declare function startTopology(o: TopologyOptions & { onLine?: (c: Component, line: string) => void }): Promise<Topology>;

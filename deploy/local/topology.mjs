@@ -1,0 +1,223 @@
+/* global process, setTimeout, clearTimeout */
+// The Helm chart's topology on one machine (issue 12 item 5): every component as its own process,
+// started the way the image's entrypoint starts it, with exactly the environment the chart gives
+// its pod (the same variable names and values; the chart's ports, shifted by `portOffset` so two
+// topologies run side by side), on this machine's Postgres (and Redis, when given). What the
+// chart takes from Secrets are files here, under `dir/secrets/`, made once: the call-context key,
+// the edge's API keys, the requestState and ledger keyrings. `test/helm/local-parity.test.ts`
+// compares these environments with what `helm template` renders.
+import { spawn } from "node:child_process";
+import { randomBytes, createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { once } from "node:events";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+
+/** The chart's default port of each component (values.yaml `components.<name>.port`). */
+export const CHART_PORTS = Object.freeze({ edge: 3000, policy: 50051, memory: 50052, cognition: 50053, ledger: 50054, council: 50055 });
+
+/** Start order: callees before their callers. */
+export const START_ORDER = Object.freeze(["policy", "memory", "council", "ledger", "cognition", "edge"]);
+
+/** Who calls whom: the `*_ADDR` each component reads (the chart's `chaos-core.callees`). */
+const CALLEES = { edge: ["policy", "memory", "cognition", "council", "ledger"], cognition: ["policy", "memory", "ledger"], ledger: ["policy"], policy: [], memory: [], council: [] };
+const USES_POSTGRES = new Set(["policy", "memory", "ledger", "council"]);
+const USES_REDIS = new Set(["edge", "cognition", "ledger"]);
+
+/** The chart's defaults (values.yaml) for the plain settings. */
+const CHART_DEFAULTS = Object.freeze({
+  logLevel: "info",
+  redisPrefix: "chaoscore:",
+  // lifecycle: terminationGracePeriodSeconds 30 - preStopSeconds 5 - 5.
+  shutdownGraceSeconds: 20,
+  edge: { mrtrTtlSeconds: 600, sessionTtlSeconds: 3600, maxSessionsPerKey: 100, approvalWaitSeconds: 300, console: "on" },
+  ledgerOrigin: "chaos-core/ledger",
+});
+
+/** The files standing in for the chart's Secrets, under `<dir>/secrets/`. */
+export function secretFiles(dir) {
+  const s = join(dir, "secrets");
+  return {
+    contextKey: join(s, "context-key"),
+    apiKeys: join(s, "api-keys.json"),
+    apiKey: join(s, "api-key"),
+    mrtrKeyring: join(s, "mrtr-keyring.json"),
+    ledgerKeyring: join(s, "ledger-keyring.json"),
+  };
+}
+
+/**
+ * Makes the secret files once (0600): a random call-context key, one API key (its SHA-256 in
+ * api-keys.json, the key itself in `api-key` for you to use), the requestState and ledger keyrings.
+ */
+export async function prepareSecrets(dir) {
+  const f = secretFiles(dir);
+  mkdirSync(join(dir, "secrets"), { recursive: true, mode: 0o700 });
+  const write = (file, text) => writeFileSync(file, text, { mode: 0o600 });
+  if (!existsSync(f.contextKey)) write(f.contextKey, randomBytes(32).toString("hex"));
+  if (!existsSync(f.apiKeys)) {
+    const key = `cc_${randomBytes(24).toString("base64url")}`;
+    write(f.apiKey, key);
+    write(f.apiKeys, JSON.stringify([{ tenant: "default", principal: "local-agent", sha256: createHash("sha256").update(key, "utf8").digest("hex") }], null, 2));
+  }
+  if (!existsSync(f.mrtrKeyring)) {
+    const { generateMrtrKeyringFile } = await import("@chaos-core/edge");
+    await generateMrtrKeyringFile(f.mrtrKeyring);
+  }
+  if (!existsSync(f.ledgerKeyring)) {
+    const { generateKeyringFile } = await import("@chaos-core/ledger");
+    await generateKeyringFile(f.ledgerKeyring);
+  }
+  return f;
+}
+
+/**
+ * The environment of each component, as the chart renders it for its pod: the same names in the
+ * same cases (`test/helm/local-parity.test.ts`), with local values — 127.0.0.1 addresses and
+ * binds, the chart's ports plus `portOffset`, the secret files of {@link secretFiles}.
+ * With `grpcTls` (a folder holding `tls.crt`, `tls.key`, `ca.crt`, as the chart's Secret does) the
+ * chart's `grpcTls` values apply; each process's plaintext health port is its gRPC port + 10000
+ * (the chart's single `healthPort` would collide between processes on one machine).
+ * `ledgerPolicyFile` is the chart's `config.ledger.policy` ConfigMap file.
+ * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, contextKey?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string }} o
+ */
+export function localEnvironments(o) {
+  const offset = o.portOffset ?? 0;
+  const port = (c) => CHART_PORTS[c] + offset;
+  const f = secretFiles(o.dir);
+  const contextKey = o.contextKey ?? readFileSync(f.contextKey, "utf8").trim();
+  const envs = {};
+  for (const c of Object.keys(CHART_PORTS)) {
+    const env = {
+      HOST: "127.0.0.1",
+      PORT: String(port(c)),
+      LOG_LEVEL: o.logLevel ?? CHART_DEFAULTS.logLevel,
+      CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: String(CHART_DEFAULTS.shutdownGraceSeconds),
+      CHAOS_CORE_CONTEXT_KEY: contextKey,
+    };
+    if (o.grpcTls) {
+      env.CHAOS_CORE_GRPC_TLS_CERT_FILE = join(o.grpcTls.dir, "tls.crt");
+      env.CHAOS_CORE_GRPC_TLS_KEY_FILE = join(o.grpcTls.dir, "tls.key");
+      env.CHAOS_CORE_GRPC_TLS_CA_FILE = join(o.grpcTls.dir, "ca.crt");
+      env.CHAOS_CORE_GRPC_TLS_MUTUAL = String(o.grpcTls.mutual ?? false);
+      if (o.grpcTls.serverName) env.CHAOS_CORE_GRPC_TLS_SERVER_NAME = o.grpcTls.serverName;
+      if (c !== "edge") env.CHAOS_CORE_GRPC_HEALTH_PORT = String(port(c) + 10_000);
+    }
+    for (const callee of CALLEES[c]) env[`${callee.toUpperCase()}_ADDR`] = `127.0.0.1:${port(callee)}`;
+    if (USES_POSTGRES.has(c)) {
+      env.DATABASE_URL = o.databaseUrl;
+      // The chart's migrate Job runs first; the services only verify (startTopology migrates once).
+      env.CHAOS_CORE_MIGRATE = "verify";
+    }
+    if (USES_REDIS.has(c) && o.redisUrl) {
+      env.REDIS_URL = o.redisUrl;
+      if (c !== "edge") env.CHAOS_CORE_REDIS_PREFIX = CHART_DEFAULTS.redisPrefix;
+    }
+    if (c === "edge") {
+      env.CHAOS_CORE_API_KEYS_FILE = f.apiKeys;
+      env.CHAOS_CORE_MRTR_KEYS_FILE = f.mrtrKeyring;
+      const e = CHART_DEFAULTS.edge;
+      env.CHAOS_CORE_MRTR_TTL_SECONDS = String(e.mrtrTtlSeconds);
+      env.CHAOS_CORE_SESSION_TTL_SECONDS = String(e.sessionTtlSeconds);
+      env.CHAOS_CORE_MAX_SESSIONS_PER_KEY = String(e.maxSessionsPerKey);
+      env.CHAOS_CORE_APPROVAL_WAIT_SECONDS = String(e.approvalWaitSeconds);
+      env.CHAOS_CORE_CONSOLE = e.console;
+    }
+    if (c === "ledger") {
+      env.CHAOS_CORE_LEDGER_KEYS_FILE = f.ledgerKeyring;
+      env.CHAOS_CORE_LEDGER_ORIGIN = CHART_DEFAULTS.ledgerOrigin;
+      if (o.ledgerPolicyFile) env.CHAOS_CORE_LEDGER_POLICY_FILE = o.ledgerPolicyFile;
+    }
+    if (o.otlpEndpoint) {
+      env.OTEL_EXPORTER_OTLP_ENDPOINT = o.otlpEndpoint;
+      env.OTEL_SERVICE_NAME = `chaos-core-${c}`;
+      env.OTEL_RESOURCE_ATTRIBUTES = `service.namespace=local,deployment.environment.name=local-${offset}`;
+    }
+    envs[c] = env;
+  }
+  return envs;
+}
+
+/** What a child gets besides its component environment: only what Node itself needs to run. */
+function baseEnv() {
+  const keep = ["PATH", "HOME", "TMPDIR", "NODE_EXTRA_CA_CERTS"];
+  return Object.fromEntries(keep.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
+}
+
+/**
+ * Migrates once (`chaos-core migrate`, the chart's hook Job), then starts every component in
+ * {@link START_ORDER} with {@link localEnvironments}, each resolving when it logs its address.
+ * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string, onLine?: (component: string, line: string) => void }} o
+ */
+export async function startTopology(o) {
+  const files = await prepareSecrets(o.dir);
+  const migrate = spawn(process.execPath, [join(ROOT, "services/standalone/bin/chaos-core.js"), "migrate", "--database-url", o.databaseUrl], {
+    cwd: ROOT,
+    env: baseEnv(),
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  const [code] = await once(migrate, "exit");
+  if (code !== 0) throw new Error(`chaos-core migrate exited with ${code}`);
+  const envs = localEnvironments(o);
+  const procs = new Map();
+  const logs = new Map();
+
+  const start = (c) =>
+    new Promise((resolveStart, reject) => {
+      const proc = spawn(process.execPath, ["--import", "@chaos-core/kit/telemetry", join(ROOT, `services/${c}/dist/main.js`)], {
+        cwd: ROOT,
+        env: { ...baseEnv(), ...envs[c] },
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      procs.set(c, proc);
+      let log = "";
+      logs.set(c, () => log);
+      const ready = c === "edge" ? /listening|http:\/\/127\.0\.0\.1:\d+/ : /gRPC server listening/;
+      let started = false;
+      createInterface({ input: proc.stderr }).on("line", (line) => {
+        log += `${line}\n`;
+        o.onLine?.(c, line);
+        if (!started && ready.test(line)) {
+          started = true;
+          resolveStart(proc);
+        }
+      });
+      proc.once("exit", (exitCode) => {
+        if (!started) reject(new Error(`${c} exited with ${exitCode} before it was ready:\n${log}`));
+      });
+    });
+
+  const stop = async (c) => {
+    const proc = procs.get(c);
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = once(proc, "exit");
+    proc.kill("SIGTERM");
+    const timer = setTimeout(() => proc.kill("SIGKILL"), (CHART_DEFAULTS.shutdownGraceSeconds + 5) * 1000);
+    await exited;
+    clearTimeout(timer);
+  };
+
+  try {
+    for (const c of START_ORDER) await start(c);
+  } catch (err) {
+    for (const c of [...START_ORDER].reverse()) await stop(c);
+    throw err;
+  }
+  return {
+    edgeUrl: `http://127.0.0.1:${envs.edge.PORT}/mcp`,
+    apiKey: readFileSync(files.apiKey, "utf8").trim(),
+    envs,
+    processes: procs,
+    log: (c) => logs.get(c)?.() ?? "",
+    /** Stops one component (SIGTERM, as the kubelet does). */
+    stop,
+    /** Starts a stopped component again, with the same environment. */
+    start: (c) => start(c),
+    /** Stops everything, callers first. */
+    async close() {
+      for (const c of [...START_ORDER].reverse()) await stop(c);
+    },
+  };
+}
