@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { MCP_HEADERS, openSession, PROTOCOL_VERSION, rpc, sseStream } from "../support/mcp-http.js";
@@ -162,7 +163,11 @@ describe("a 2025-11-25 elicitation answered through the other edge process (the 
     const set = await runToExit(["policy", "set", policyFile, "--tenant", "default", "--database-url", db.url], { CHAOS_CORE_DATA_DIR: dirs[2] });
     expect(set.code, set.stderr).toBe(0);
     const env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL };
-    [a, b] = await Promise.all([startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0] }), startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1] })]);
+    // Debug lines on A: how the cancellation test sees a relayed message arrive.
+    [a, b] = await Promise.all([
+      startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0], LOG_LEVEL: "debug" }),
+      startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1] }),
+    ]);
   });
 
   afterAll(async () => {
@@ -170,6 +175,49 @@ describe("a 2025-11-25 elicitation answered through the other edge process (the 
     await b?.stop();
     dirs.forEach(removeDir);
     await db?.drop();
+  });
+
+  it("passes a notifications/cancelled posted to B to A, where the call runs", async () => {
+    const posted: Record<string, unknown>[] = [];
+    let asked!: () => void;
+    const elicited = new Promise<void>((resolve) => (asked = resolve));
+    const client = new Client({ name: "relay-cancel-test", version: "0" }, { capabilities: { elicitation: { form: {} } } });
+    // The person never answers: the call waits on A until it is cancelled.
+    client.setRequestHandler(ElicitRequestSchema, () => {
+      asked();
+      return new Promise(() => {});
+    });
+    const transport = new StreamableHTTPClientTransport(new URL(a.url), {
+      fetch: async (url: string | URL, init?: RequestInit) => {
+        if (typeof init?.body === "string") posted.push(JSON.parse(init.body) as Record<string, unknown>);
+        return fetch(url, init);
+      },
+    });
+    await client.connect(transport);
+    try {
+      const wire = { beneficiary: "ACME Supplies GmbH", amount: 900, currency: "EUR", memo: "cancel" };
+      const held = (await client.callTool({ name: "request_authorization", arguments: { tool: "wire_treasury_transfer", args: wire } })).structuredContent as {
+        request_seq: number;
+      };
+      void client.callTool({ name: "approve_spend", arguments: { request_seq: held.request_seq } }).catch(() => {});
+      await elicited;
+      const call = posted.find((m) => m["method"] === "tools/call" && JSON.stringify(m).includes("approve_spend"))!;
+      const cancelled = await fetch(b.url, {
+        method: "POST",
+        headers: { ...MCP_HEADERS, "mcp-session-id": transport.sessionId!, "mcp-protocol-version": PROTOCOL_VERSION },
+        body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: call["id"], reason: "the user gave up" } }),
+      });
+      expect(cancelled.status).toBe(202);
+      // Waited for, not timed: the line appears once A has handed the cancellation to the session.
+      const deliveredLine = () =>
+        a.stderr().split("\n").find((l) => l.includes("delivered a relayed message") && l.includes("notifications/cancelled"));
+      const deadline = Date.now() + 15_000;
+      while (!deliveredLine() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(deliveredLine(), "A never got the cancellation posted to B").toBeDefined();
+      expect(JSON.parse(deliveredLine()!)).toMatchObject({ method: "notifications/cancelled", session: transport.sessionId });
+    } finally {
+      await client.close();
+    }
   });
 
   it("sends the v1 client's requests to A and its answers to B, and the wire is approved by that answer, once", async () => {

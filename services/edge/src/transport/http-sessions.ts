@@ -437,7 +437,9 @@ export class HttpSessionTable {
         { parsedBody: relayed.message },
       );
       await res.body?.cancel();
-      if (res.status >= 400) this.deps.logger.warn({ ...log, status: res.status }, "a relayed message was refused by its session");
+      if (res.status >= 400) return this.deps.logger.warn({ ...log, status: res.status }, "a relayed message was refused by its session");
+      const method = "method" in relayed.message ? relayed.message.method : "response";
+      this.deps.logger.debug({ ...log, method }, "delivered a relayed message to its session");
     } catch (err) {
       this.deps.logger.warn({ ...log, err }, "delivering a relayed message failed");
     }
