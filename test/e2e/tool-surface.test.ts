@@ -119,8 +119,8 @@ describe("the tool surface", () => {
     expect(overStdio.getServerCapabilities()?.logging).toBeDefined();
     expect(overHttp.getServerCapabilities()?.prompts).toBeDefined();
     expect(overStdio.getServerCapabilities()?.prompts).toBeDefined();
-    for (const client of [overHttp, overStdio]) {
-      expect(client.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: false }, completions: {} });
-    }
+    // HTTP announces resource changes (docs/protocol.md §10); stdio does not yet, and says so.
+    expect(overHttp.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: true }, completions: {} });
+    expect(overStdio.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: false }, completions: {} });
   });
 });

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { EventId, EventStore, JSONRPCMessage, StreamId } from "@modelcontextprotocol/server";
-import { assertTenantId, failClosedOnRedisOutage } from "@chaos-core/kit";
+import { assertTenantId, failClosedOnRedisOutage, isRedisOutage, type Logger } from "@chaos-core/kit";
 
 /**
  * Resumable 2025-11-25 SSE streams (docs/protocol.md §10): the SDK's `EventStore` for one MCP
@@ -47,12 +47,17 @@ export interface SessionEventStoreOptions {
  * The event store of one session in Redis Streams, shared by every replica: one stream key per
  * SSE stream, `<prefix><tenant>:mcp-events:<sessionId>:<streamId>`, capped at
  * {@link EVENTS_PER_STREAM} and expiring `ttlSeconds` after its last event (the session TTL: a
- * stream outlives no session). While Redis cannot be reached, storing fails (`unavailable`): the
- * SDK then cannot write the event to the stream either, as it stores before it writes.
+ * stream outlives no session).
+ *
+ * While Redis cannot be reached the streams go on unresumable rather than stop (a session a
+ * replica holds is served through an outage, docs/operations.md): an event that cannot be stored
+ * is still sent, with an id made of the time (`<streamId>:<ms>-0`, the shape of a Redis entry id),
+ * so a client resuming from it later is replayed what was stored after that moment, and nothing
+ * twice. A replay while Redis is down fails (`unavailable`; the SDK answers 500).
  */
 export function createRedisEventStore(
   redis: Redis,
-  options: SessionEventStoreOptions & { prefix: string; ttlSeconds: number },
+  options: SessionEventStoreOptions & { prefix: string; ttlSeconds: number; logger?: Logger },
 ): EventStore {
   assertTenantId(options.tenant);
   const key = (streamId: StreamId) => `${options.prefix}${options.tenant}:mcp-events:${options.sessionId}:${streamId}`;
@@ -60,11 +65,19 @@ export function createRedisEventStore(
     {
       async storeEvent(streamId, message) {
         const k = key(streamId);
-        const [[err, position], [expireErr]] = (await redis
-          .multi()
-          .xadd(k, "MAXLEN", "~", String(EVENTS_PER_STREAM), "*", "m", JSON.stringify(message))
-          .expire(k, options.ttlSeconds)
-          .exec()) as [[Error | null, string], [Error | null, unknown]];
+        let stored: [[Error | null, string], [Error | null, unknown]];
+        try {
+          stored = (await redis
+            .multi()
+            .xadd(k, "MAXLEN", "~", String(EVENTS_PER_STREAM), "*", "m", JSON.stringify(message))
+            .expire(k, options.ttlSeconds)
+            .exec()) as typeof stored;
+        } catch (err) {
+          if (!isRedisOutage(err)) throw err;
+          options.logger?.debug({ tenant: options.tenant, session: options.sessionId }, "an SSE event was sent without being stored: Redis is unavailable");
+          return `${streamId}:${Date.now()}-0`;
+        }
+        const [[err, position], [expireErr]] = stored;
         if (err) throw err;
         if (expireErr) throw expireErr;
         return `${streamId}:${position}`;

@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import type { EventStore } from "@modelcontextprotocol/server";
 import { ChaosError, type CallContext, type Logger } from "@chaos-core/kit";
 import type { CouncilClient, PolicyClient } from "../deps.js";
+import { createRedisLegacyRelay, type LegacyRelay } from "../transport/legacy-relay.js";
 import { createMemoryEventBuses, createRedisEventBuses, type TenantEventBuses } from "./bus.js";
 import { createMemoryEventStore, createRedisEventStore } from "./event-store.js";
 
@@ -24,6 +25,11 @@ export interface EdgeEvents {
   readonly kind: "redis" | "in-process";
   /** The event store of one session's SSE streams. */
   eventStore(tenant: string, sessionId: string): EventStore;
+  /**
+   * The 2025-11-25 relay between replicas (docs/protocol.md §8), with Redis only: without it one
+   * process serves every session, and nothing needs relaying.
+   */
+  readonly relay?: LegacyRelay;
   close(): Promise<void>;
 }
 
@@ -39,11 +45,16 @@ export function createMemoryEdgeEvents(logger: Logger): EdgeEvents {
  */
 export async function createRedisEdgeEvents(redis: Redis, options: { prefix: string; ttlSeconds: number; logger: Logger }): Promise<EdgeEvents> {
   const buses = await createRedisEventBuses(redis, { prefix: options.prefix, logger: options.logger });
+  const relay = await createRedisLegacyRelay(redis, { prefix: options.prefix, logger: options.logger });
   return {
     buses,
     kind: "redis",
-    eventStore: (tenant, sessionId) => createRedisEventStore(redis, { tenant, sessionId, prefix: options.prefix, ttlSeconds: options.ttlSeconds }),
-    close: () => buses.close(),
+    eventStore: (tenant, sessionId) =>
+      createRedisEventStore(redis, { tenant, sessionId, prefix: options.prefix, ttlSeconds: options.ttlSeconds, logger: options.logger }),
+    relay,
+    close: async () => {
+      await Promise.all([buses.close(), relay.close()]);
+    },
   };
 }
 

@@ -425,6 +425,12 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
     const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
     if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
+    // An answer to another replica's request, or a cancel of a call running there, goes there
+    // (docs/protocol.md §8); while Redis is down that fails `unavailable`, answered 503 below.
+    const version = req.headers["mcp-protocol-version"];
+    if (req.method === "POST" && (await sessions.relayElsewhere(local, req.body, Array.isArray(version) ? version[0] : version))) {
+      return void res.status(202).end();
+    }
     return local.serve(req, res, req.body);
   };
 

@@ -3,10 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@chaos-core/kit";
 import { connectRedis } from "@chaos-core/kit/redis";
 import { startPrivateRedis, uniquePrefix, type PrivateRedis } from "../../../../test/support/redis.js";
+import { createRedisEdgeEvents, type EdgeEvents } from "../events/feeds.js";
 import { createRedisSessionStore } from "../sessions/redis-store.js";
-import { initializeBody, listTools, MCP_HEADERS, openSession, readJsonRpc, rpc } from "../test-support/http.js";
+import { initializeBody, listTools, MCP_HEADERS, openSession, PROTOCOL_VERSION, readJsonRpc, rpc } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
+import { wireId } from "./legacy-relay.js";
 
 // Two edge replicas on a private redis-server that the tests kill and start again (never the
 // shared one), each with its own client as separate processes would have.
@@ -18,11 +20,16 @@ let services: TestServices;
 let clients: Redis[] = [];
 let a: RunningHttpTransport;
 let b: RunningHttpTransport;
+/** Each replica's SSE event store, change-event bus and relay, on the same Redis, as the edge main makes them. */
+const events: EdgeEvents[] = [];
 
 async function replica(prefix: string): Promise<RunningHttpTransport> {
   const client = await connectRedis(redis.url, { logger, name: "edge-test" });
   clients.push(client);
-  return startHttpTransport(services.deps(createRedisSessionStore(client, { prefix })), { port: 0, sweepIntervalMs: 100 });
+  const sessions = createRedisSessionStore(client, { prefix });
+  const made = await createRedisEdgeEvents(client, { prefix, ttlSeconds: sessions.ttlSeconds, logger });
+  events.push(made);
+  return startHttpTransport({ ...services.deps(sessions), events: made }, { port: 0, sweepIntervalMs: 100 });
 }
 
 async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
@@ -44,6 +51,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
   await b?.close();
+  for (const e of events) await e.close();
   for (const c of clients) c.disconnect();
   clients = [];
   await redis?.close();
@@ -89,5 +97,34 @@ describe("edge replicas through a Redis outage", () => {
     }
     await eventually(async () => (await rpc(a.url, session, listTools)).status === 404, "A to see the DELETE");
     expect((await rpc(b.url, session, listTools)).status).toBe(404);
+  });
+
+  it("answer 503 for a client's answer to another replica's request while Redis is down; the replica that asked takes its own", async () => {
+    const session = await openSession(a.url);
+    // B holds the session too (a POST reached it), so B serves it from its copy during the outage.
+    expect((await rpc(b.url, session, listTools)).status).toBe(200);
+    const answer = { jsonrpc: "2.0", id: wireId(events[0]!.relay!.replica, 0), result: { action: "cancel" } };
+    const post = (url: string) =>
+      fetch(url, {
+        method: "POST",
+        headers: { ...MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": PROTOCOL_VERSION },
+        body: JSON.stringify(answer),
+      });
+    // With Redis up, B passes it to A (which asked nothing with that id: it is dropped there).
+    expect((await post(b.url)).status).toBe(202);
+    await redis.kill();
+    try {
+      const relayed = await post(b.url);
+      expect(relayed.status).toBe(503);
+      expect(relayed.headers.get("retry-after")).toBe("2");
+      expect(((await readJsonRpc(relayed))?.error as { message: string }).message).toMatch(/^Redis is unavailable: the relay between edge replicas/);
+      // A needs no relay for an answer to its own request.
+      expect((await post(a.url)).status).toBe(202);
+      // And the streams of a session A holds go on without the event store: unresumable, not stopped.
+      const onA = await rpc(a.url, session, listTools);
+      expect(onA.status).toBe(200);
+    } finally {
+      await redis.start();
+    }
   });
 });

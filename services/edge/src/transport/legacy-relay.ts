@@ -1,0 +1,128 @@
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import type { JSONRPCMessage } from "@modelcontextprotocol/server";
+import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger } from "@chaos-core/kit";
+
+/**
+ * The 2025-11-25 relay between edge replicas (docs/protocol.md §8). A server→client request
+ * (an elicitation) goes out on the stream of the replica running the call; the client's answer is
+ * a new POST the load balancer may send to any replica. Each replica has an id, every request it
+ * sends a session carries that id in its JSON-RPC id (`<replica>.<n>`), and a replica that gets
+ * an answer naming another replica passes it over Redis pub/sub to that one
+ * (`<prefix>mcp-relay:<replica>`), which hands it to the session's transport as if it had been
+ * posted there. A `notifications/cancelled` for a request running on another replica goes the
+ * same way, found by the request's in-flight key (`<prefix><tenant>:mcp-inflight:<session>:<id>`).
+ * Legacy only: 2026-07-28 has no server→client requests (MRTR).
+ */
+
+/** A message on its way to the replica that holds the session's pending request. */
+export interface RelayedMessage {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly protocolVersion: string;
+  readonly message: JSONRPCMessage;
+}
+
+export interface LegacyRelay {
+  /** This replica's id, `edge-<16 hex>`. */
+  readonly replica: string;
+  /** Where messages relayed to this replica go (one handler: the session table's). */
+  onMessage(handler: (relayed: RelayedMessage) => void): void;
+  /** Passes a message to `owner`; rejects `unavailable` while Redis cannot be reached. */
+  send(owner: string, relayed: RelayedMessage): Promise<void>;
+  /** Notes that a client request of a session runs here (for its `notifications/cancelled`). */
+  markInflight(tenant: string, sessionId: string, requestId: string | number): void;
+  /** Forgets it once answered. */
+  clearInflight(tenant: string, sessionId: string, requestId: string | number): void;
+  /** The replica running a client request of a session, if any is. */
+  inflightOwner(tenant: string, sessionId: string, requestId: string | number): Promise<string | undefined>;
+  close(): Promise<void>;
+}
+
+/** A server→client request id this relay wrote: `<replica>.<n>`. */
+const WIRE_ID_RE = /^(edge-[0-9a-f]{16})\.(\d{1,15})$/;
+
+/** The replica and the SDK's own id in a server→client request id, when a relay wrote it. */
+export function parseWireId(id: unknown): { replica: string; id: number } | undefined {
+  if (typeof id !== "string") return undefined;
+  const match = WIRE_ID_RE.exec(id);
+  return match ? { replica: match[1]!, id: Number(match[2]) } : undefined;
+}
+
+/** The id a server→client request of `replica` goes out with. */
+export function wireId(replica: string, id: string | number): string {
+  return `${replica}.${id}`;
+}
+
+/** How long an in-flight key outlives a request that never answered (the longest tool wait, and some). */
+export const INFLIGHT_TTL_MS = 15 * 60_000;
+
+/** The relay a message arriving on this replica's channel is checked against. */
+function relayedOf(payload: string): RelayedMessage | undefined {
+  try {
+    const parsed = JSON.parse(payload) as Partial<RelayedMessage>;
+    if (typeof parsed.tenant !== "string" || typeof parsed.sessionId !== "string" || typeof parsed.protocolVersion !== "string") return undefined;
+    if (typeof parsed.message !== "object" || parsed.message === null) return undefined;
+    return parsed as RelayedMessage;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The relay over Redis: `redis` publishes and keeps the in-flight keys; a duplicate of it,
+ * connected here, listens on this replica's channel.
+ */
+export async function createRedisLegacyRelay(redis: Redis, options: { prefix: string; logger: Logger }): Promise<LegacyRelay> {
+  const { prefix, logger } = options;
+  const replica = `edge-${randomBytes(8).toString("hex")}`;
+  const channel = (r: string) => `${prefix}mcp-relay:${r}`;
+  const inflightKey = (tenant: string, sessionId: string, requestId: string | number) => {
+    assertTenantId(tenant);
+    return `${prefix}${tenant}:mcp-inflight:${sessionId}:${typeof requestId}:${requestId}`;
+  };
+  const subscriber = redis.duplicate({ connectionName: "chaos-core-edge-relay", lazyConnect: true });
+  subscriber.on("error", () => {});
+  await subscriber.connect();
+  await subscriber.subscribe(channel(replica));
+  let handler: ((relayed: RelayedMessage) => void) | undefined;
+  subscriber.on("message", (_ch: string, payload: string) => {
+    const relayed = relayedOf(payload);
+    if (!relayed) return logger.warn({ replica }, "dropped a relayed message that is none");
+    handler?.(relayed);
+  });
+  const outage = (err: unknown) => (isRedisOutage(err) ? redisUnavailable("the relay between edge replicas", err) : ChaosError.from(err));
+
+  return {
+    replica,
+    onMessage(h) {
+      handler = h;
+    },
+    async send(owner, relayed) {
+      try {
+        await redis.publish(channel(owner), JSON.stringify(relayed));
+      } catch (err) {
+        throw outage(err);
+      }
+    },
+    markInflight(tenant, sessionId, requestId) {
+      redis.set(inflightKey(tenant, sessionId, requestId), replica, "PX", INFLIGHT_TTL_MS).catch((err: unknown) => {
+        // Only a cancellation from another replica needs it; the request itself runs on.
+        logger.debug({ err, tenant, session: sessionId }, "noting an in-flight request failed");
+      });
+    },
+    clearInflight(tenant, sessionId, requestId) {
+      redis.del(inflightKey(tenant, sessionId, requestId)).catch(() => {});
+    },
+    async inflightOwner(tenant, sessionId, requestId) {
+      try {
+        return (await redis.get(inflightKey(tenant, sessionId, requestId))) ?? undefined;
+      } catch (err) {
+        throw outage(err);
+      }
+    },
+    async close() {
+      subscriber.disconnect();
+    },
+  };
+}
