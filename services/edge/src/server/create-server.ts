@@ -84,8 +84,8 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     // What SDK v1 advertised (its registerTool raised tools.listChanged to true; registerPrompt
     // sets prompts.listChanged, in v1 and v2 alike), so initialize answers as it did.
     {
-      // 2026-07-28 clients hear of list changes only on a subscriptions/listen stream, and nothing
-      // publishes there yet (issue 11 step 10): they are told so, and not to wait for one.
+      // The tool list never changes at run time, so no list_changed is ever sent for it: a
+      // 2026-07-28 client is told so; resources' change events go out on subscriptions/listen.
       capabilities: { logging: {}, tools: { listChanged: !modern } },
       instructions: INSTRUCTIONS,
       // A 2026-07-28 server also answers server/discover (the SDK installs it when a modern
@@ -94,7 +94,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
       // Every echoed requestState is opened with the operator's keyring and bound to this
       // credential before any handler runs (docs/protocol.md §7). A 2025-11-25 session is asked
       // over its own stream and is never handed a state, so it has no hook.
-      ...(isModernScope(scope)
+      ...(modern
         ? { requestState: { verify: requestStateVerifier(deps, scope, deps.logger.child({ tenant: scope.tenant, principal: scope.principal })) } }
         : {}),
     },
