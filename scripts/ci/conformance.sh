@@ -11,10 +11,11 @@
 #                                              listed scenario of both revisions, stop the server
 #   bash scripts/ci/conformance.sh --prepare   only fetch and install into .cache/ (skipped when there)
 #   bash scripts/ci/conformance.sh --check     exit 0 when .cache/ holds both at these versions
-#   bash scripts/ci/conformance.sh --url URL [--spec-version REV] [--scenario NAME]
+#   bash scripts/ci/conformance.sh --url URL [--spec-version REV] [--scenario NAME | --requirements]
 #                                              run against a server already listening at URL: every
-#                                              listed scenario of REV (2025-11-25 by default), or
-#                                              NAME (needs --prepare first)
+#                                              listed scenario of REV (2025-11-25 by default) and then
+#                                              REV's requirement set, or NAME alone, or the
+#                                              requirement set alone (needs --prepare first)
 #
 # The scenarios, per revision REV: those in test/conformance/scenarios.REV.txt are protocol
 # scenarios, where every check must pass without a warning; those named in
@@ -44,7 +45,7 @@ die() {
 source "$ROOT/scripts/ci/node22.sh"
 
 usage() {
-  sed -n '9,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '9,18p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit "${1:-2}"
 }
 
@@ -168,12 +169,33 @@ run_scenario() {
   echo "::: $name: ok"
 }
 
+# Runs the revision's requirement set as the suite freezes it at the revision's release
+# (`--requirements REV`: exactly the scenarios REV requires, extensions and pending ones reported
+# but not scored) against the same baseline: every scored failure must be a listed fixture check,
+# and no listed check may pass. It proves that the scenario lists above leave no required
+# scenario out.
+run_requirements() {
+  local url=$1 out code=0
+  echo "=== requirement set $SPEC"
+  out=$("$NODE22" "$SUITE/dist/index.js" server --url "$url" --requirements "$SPEC" \
+    --expected-failures "$BASELINE" 2>&1) || code=$?
+  # shellcheck disable=SC2001 # a regex, which ${out//…} does not take
+  out=$(sed 's/\x1b\[[0-9;]*m//g' <<<"$out")
+  echo "$out"
+  if [ "$code" -ne 0 ] || ! grep -q '^Baseline check passed' <<<"$out"; then
+    echo "::: requirements $SPEC: FAILED (the suite exited $code)"
+    return 1
+  fi
+  echo "::: requirements $SPEC: ok"
+}
+
 run_all() {
   local url=$1 failed=0 name
   for name in "${PROTOCOL[@]}" "${FIXTURE[@]}"; do
     run_scenario "$url" "$name" || failed=$((failed + 1))
   done
   echo "conformance $SPEC: $((${#PROTOCOL[@]} + ${#FIXTURE[@]} - failed)) of $((${#PROTOCOL[@]} + ${#FIXTURE[@]})) scenarios as expected (${#PROTOCOL[@]} protocol, ${#FIXTURE[@]} fixture)"
+  run_requirements "$url" || failed=$((failed + 1))
   [ "$failed" -eq 0 ]
 }
 
@@ -218,13 +240,14 @@ start_serve() {
   SERVE_URL=$url
 }
 
-mode=serve url='' scenario='' spec=2025-11-25 spec_given=''
+mode=serve url='' scenario='' spec=2025-11-25 spec_given='' requirements=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --prepare) mode=prepare ;;
     --check) mode=check ;;
     --url) [ -n "${2:-}" ] || usage; mode=url url=$2; shift ;;
     --scenario) [ -n "${2:-}" ] || usage; scenario=$2; shift ;;
+    --requirements) requirements=1 ;;
     --spec-version) [ -n "${2:-}" ] || usage; spec=$2; spec_given=1; shift ;;
     -h | --help) usage 0 ;;
     *) echo "conformance: unknown argument '$1'" >&2; usage ;;
@@ -232,6 +255,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -z "$scenario" ] || [ "$mode" = url ] || die "--scenario needs --url"
+[ -z "$requirements" ] || [ "$mode" = url ] || die "--requirements needs --url"
+[ -z "$requirements" ] || [ -z "$scenario" ] || die "--requirements and --scenario exclude each other"
 [ -z "$spec_given" ] || [ "$mode" = url ] || die "--spec-version needs --url"
 use_spec "$spec"
 
@@ -248,6 +273,8 @@ case "$mode" in
     read_lists
     if [ -n "$scenario" ]; then
       run_scenario "$url" "$scenario"
+    elif [ -n "$requirements" ]; then
+      run_requirements "$url"
     else
       run_all "$url"
     fi

@@ -108,6 +108,14 @@ describe("official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos
       expect(output).toContain(`::: ${scenario}: ok`);
     });
 
+    it("passes the revision's requirement set, failing only the listed fixture checks", async () => {
+      const { code, output } = await runScript(["--url", serve.url, "--spec-version", revision, "--requirements"]);
+      expect(code, output).toBe(0);
+      expect(output, output).toContain("Baseline check passed: all failures are expected.");
+      expect(output, output).not.toContain("Unexpected failures");
+      expect(output).toContain(`::: requirements ${revision}: ok`);
+    });
+
     it("fails a protocol scenario the server does not pass (the endpoint path answers 404)", async () => {
       const { code, output } = await run("tools-list", serve.url.replace(/\/mcp$/, "/not-mcp"));
       expect(code, output).not.toBe(0);
