@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,4 +27,28 @@ describe("the data directory's layout", () => {
     );
     expect(existsSync(embeddedDbPath(dataDir))).toBe(false);
   });
+
+  it("creates a database whole or not at all: built aside and renamed to pg/, a killed creation's leftovers removed", async () => {
+    const dir = join(dataDir, "created");
+    // What a process SIGKILLed mid-creation leaves: its scratch directory, or (before) an empty pg/.
+    mkdirSync(join(dir, "pg.creating-999999"), { recursive: true });
+    writeFileSync(join(dir, "pg.creating-999999", "PG_VERSION"), "17\n");
+    mkdirSync(join(dir, "pg"));
+    const db = await openEmbeddedDb(dir, { create: true });
+    try {
+      await db.adminTx((q) => q.exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)"));
+    } finally {
+      await db.close();
+    }
+    expect(readdirSync(dir)).toEqual(["pg"]);
+    expect(existsSync(join(dir, "pg", "PG_VERSION"))).toBe(true);
+    // The renamed database opens where it now is, with what was written to it.
+    const again = await openEmbeddedDb(dir, { create: true });
+    try {
+      expect((await again.adminTx((q) => q.query<{ v: number }>("SELECT v FROM kept"))).rows).toEqual([{ v: 42 }]);
+    } finally {
+      await again.close();
+    }
+    expect(readdirSync(dir)).toEqual(["pg"]);
+  }, 120_000);
 });
