@@ -28,12 +28,12 @@ describe("the data directory's layout", () => {
     expect(existsSync(embeddedDbPath(dataDir))).toBe(false);
   });
 
-  it("creates a database whole or not at all: built aside and renamed to pg/, a killed creation's leftovers removed", async () => {
+  it("never uses a half-created database: a creation that did not finish is started again from nothing", async () => {
     const dir = join(dataDir, "created");
-    // What a process SIGKILLed mid-creation leaves: its scratch directory, or (before) an empty pg/.
-    mkdirSync(join(dir, "pg.creating-999999"), { recursive: true });
-    writeFileSync(join(dir, "pg.creating-999999", "PG_VERSION"), "17\n");
-    mkdirSync(join(dir, "pg"));
+    // What a process SIGKILLed mid-creation leaves: the marker, and a pg/ with some of a database.
+    mkdirSync(join(dir, "pg"), { recursive: true });
+    writeFileSync(join(dir, "pg", "PG_VERSION"), "17\n");
+    writeFileSync(join(dir, "pg.creating"), "999999\n");
     const db = await openEmbeddedDb(dir, { create: true });
     try {
       await db.adminTx((q) => q.exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)"));
@@ -41,14 +41,22 @@ describe("the data directory's layout", () => {
       await db.close();
     }
     expect(readdirSync(dir)).toEqual(["pg"]);
-    expect(existsSync(join(dir, "pg", "PG_VERSION"))).toBe(true);
-    // The renamed database opens where it now is, with what was written to it.
+    // Complete now: opened again as it is, with what was written to it.
     const again = await openEmbeddedDb(dir, { create: true });
     try {
       expect((await again.adminTx((q) => q.query<{ v: number }>("SELECT v FROM kept"))).rows).toEqual([{ v: 42 }]);
     } finally {
       await again.close();
     }
+    expect(readdirSync(dir)).toEqual(["pg"]);
+  }, 120_000);
+
+  it("counts an empty pg/ (what a kill left before the marker existed) as no database", async () => {
+    const dir = join(dataDir, "empty");
+    mkdirSync(join(dir, "pg"), { recursive: true });
+    const db = await openEmbeddedDb(dir, { create: true });
+    await db.close();
+    expect(existsSync(join(dir, "pg", "PG_VERSION"))).toBe(true);
     expect(readdirSync(dir)).toEqual(["pg"]);
   }, 120_000);
 });
