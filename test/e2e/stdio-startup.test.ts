@@ -125,7 +125,7 @@ describe("chaos-core stdio as a 2026-07-28 client's version probe", () => {
   }
 
   /** What a probe must not have left in the data directory: a database, the policy file, the lock, the admin endpoint's file. */
-  const leftovers = (dir: string) => readdirSync(dir).filter((name) => ["pg", "policy.json", "policy.state.json", ".chaos-core.lock", "admin.json"].includes(name));
+  const leftovers = (dir: string) => readdirSync(dir).filter((name) => ["pg", "pg.creating", "policy.json", "policy.state.json", ".chaos-core.lock", "admin.json"].includes(name));
 
   it("answers server/discover without opening a store, and exits 0 on the SDK's stdin close and SIGTERM, the lock released", async () => {
     const dir = tempDir();
@@ -166,7 +166,10 @@ describe("chaos-core stdio as a 2026-07-28 client's version probe", () => {
     await client.connect(transport);
     expect(client.getProtocolEra()).toBe("modern");
     expect(client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
-    const stored = (await client.callTool({ name: "chaoscore_remember", arguments: { key: "probe:first-run", value: 1 } })) as { isError?: boolean };
+    // The first call waits for the first run's database: past the SDK's 60 s default on a busy machine.
+    const stored = (await client.callTool({ name: "chaoscore_remember", arguments: { key: "probe:first-run", value: 1 } }, { timeout: 170_000 })) as {
+      isError?: boolean;
+    };
     expect(stored.isError, stderr).toBeFalsy();
     const recalled = (await client.callTool({ name: "chaoscore_recall", arguments: { key: "probe:first-run" } })) as { structuredContent: { items: unknown[] } };
     expect(recalled.structuredContent.items).toEqual([expect.objectContaining({ value: 1 })]);
@@ -176,7 +179,8 @@ describe("chaos-core stdio as a 2026-07-28 client's version probe", () => {
     // The real process leaves by itself once its stdin closed (the stores were open): no signal needed.
     await waitForExit(pid);
     expect(leftovers(dir).sort()).toEqual(["pg", "policy.json", "policy.state.json"]);
-  });
+    // A first run creates the database: seconds, more on a busy machine.
+  }, 180_000);
 });
 
 /** Resolves once the process `pid` is gone (an OS-level wait: it is not this process's child here). */

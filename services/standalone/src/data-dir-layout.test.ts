@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,4 +27,36 @@ describe("the data directory's layout", () => {
     );
     expect(existsSync(embeddedDbPath(dataDir))).toBe(false);
   });
+
+  it("never uses a half-created database: a creation that did not finish is started again from nothing", async () => {
+    const dir = join(dataDir, "created");
+    // What a process SIGKILLed mid-creation leaves: the marker, and a pg/ with some of a database.
+    mkdirSync(join(dir, "pg"), { recursive: true });
+    writeFileSync(join(dir, "pg", "PG_VERSION"), "17\n");
+    writeFileSync(join(dir, "pg.creating"), "999999\n");
+    const db = await openEmbeddedDb(dir, { create: true });
+    try {
+      await db.adminTx((q) => q.exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)"));
+    } finally {
+      await db.close();
+    }
+    expect(readdirSync(dir)).toEqual(["pg"]);
+    // Complete now: opened again as it is, with what was written to it.
+    const again = await openEmbeddedDb(dir, { create: true });
+    try {
+      expect((await again.adminTx((q) => q.query<{ v: number }>("SELECT v FROM kept"))).rows).toEqual([{ v: 42 }]);
+    } finally {
+      await again.close();
+    }
+    expect(readdirSync(dir)).toEqual(["pg"]);
+  }, 120_000);
+
+  it("counts an empty pg/ (what a kill left before the marker existed) as no database", async () => {
+    const dir = join(dataDir, "empty");
+    mkdirSync(join(dir, "pg"), { recursive: true });
+    const db = await openEmbeddedDb(dir, { create: true });
+    await db.close();
+    expect(existsSync(join(dir, "pg", "PG_VERSION"))).toBe(true);
+    expect(readdirSync(dir)).toEqual(["pg"]);
+  }, 120_000);
 });
