@@ -76,3 +76,5 @@ export {
   sealRequestState,
 } from "./mrtr/sealed-state.js";
 export type { OpenResult, RequestStatePayload, RequestStateRefusal, RequestStateRefusalReason, SealInput } from "./mrtr/sealed-state.js";
+export { edgeSurface } from "./contracts/sources.js";
+export type { EdgeSurface } from "./contracts/sources.js";
