@@ -1,6 +1,20 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { checkLock, diffContracts, formatDiff, LOCKFILE_NAME, parseLock, serializeLock } from "@chaos-core/contracts";
+import {
+  checkLock,
+  countersign,
+  diffContracts,
+  formatDiff,
+  LOCKFILE_NAME,
+  parseLock,
+  serializeLock,
+  SIGNATURE_FILE,
+  signAttestation,
+  verifyAttestation,
+} from "@chaos-core/contracts";
+import { edgeSurface } from "@chaos-core/edge";
+import { parseVerifierKey, verifierKey, type NoteSigner } from "@chaos-core/kit";
 import { parseCommandLine, UsageError } from "./command-line.js";
 import { computeContracts, REPO_ROOT } from "./contracts-surface.js";
 
@@ -22,12 +36,23 @@ Commands:
   diff OLD NEW
               Prints the verdict of every change between two lockfiles (BREAKING, RISKY, SAFE,
               COSMETIC), the gravest first line; exits 0
+  keygen --out FILE [--name NAME]
+              Writes a new Ed25519 signing key (PKCS#8 PEM, mode 0600) and prints its verifier
+              key (NAME+hash+key), the public half a client or the edge is given
+  sign --key FILE [--name NAME] [--countersign] [--root DIR]
+              Signs the lock's server digest (recomputed from its entries) as a C2SP signed
+              note into ${SIGNATURE_FILE}; --countersign adds a signature line to the note there
+  verify --key VKEY[,VKEY...] [--root DIR]
+              Verifies ${SIGNATURE_FILE} with the verifier keys alone, that the lock hashes to
+              the signed digest, and that the definitions this build serves match the lock
   help        Show this text
 
-Both refuse (exit 1) a read-only tool whose code writes files, opens sockets or spawns
+NAME defaults to chaos-core-release. lock and --check refuse (exit 1) a read-only tool whose code writes files, opens sockets or spawns
 processes. lock needs the repository's sources and its development install (docs/contracts.md).
 Exits 0 when done or unchanged, 1 on a difference, a violation or an unreadable file, 2 on a usage error.
 `;
+
+const DEFAULT_KEY_NAME = "chaos-core-release";
 
 function usage(io: ContractsCommandIo, problem: string): number {
   io.stderr.write(`chaos-core contracts: ${problem}\n${CONTRACTS_USAGE.split("\n")[0]}\n`);
@@ -55,6 +80,36 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
         const [before, after] = await Promise.all(positionals.map(async (p) => parseLock(await readFile(p!, "utf8"))));
         const diff = diffContracts(before!.contracts, after!.contracts);
         io.stdout.write(diff.changes.length === 0 ? "no changes\n" : `${diff.verdict}\n${formatDiff(diff)}\n`);
+        return 0;
+      }
+      case "keygen": {
+        const { values } = parseCommandLine(rest, { out: { type: "string" }, name: { type: "string" } });
+        if (!values.out) return usage(io, "keygen needs --out FILE");
+        const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+        await writeFile(values.out, privateKey.export({ format: "pem", type: "pkcs8" }), { mode: 0o600, flag: "wx" });
+        io.stdout.write(`${verifierKey(values.name ?? DEFAULT_KEY_NAME, publicKey)}\n`);
+        return 0;
+      }
+      case "sign": {
+        const { values } = parseCommandLine(rest, { key: { type: "string" }, name: { type: "string" }, countersign: { type: "boolean" }, root: { type: "string" } });
+        if (!values.key) return usage(io, "sign needs --key FILE (a PKCS#8 PEM Ed25519 key: chaos-core contracts keygen)");
+        const root = values.root ? resolve(values.root) : REPO_ROOT;
+        const privateKey = createPrivateKey(await readFile(values.key, "utf8"));
+        const signer: NoteSigner = { name: values.name ?? DEFAULT_KEY_NAME, privateKey, publicKey: createPublicKey(privateKey) };
+        const lockText = await readFile(join(root, LOCKFILE_NAME), "utf8");
+        const sigPath = join(root, SIGNATURE_FILE);
+        const note = values.countersign ? countersign(await readFile(sigPath, "utf8"), signer) : signAttestation(lockText, signer);
+        await writeFile(sigPath, note);
+        io.stdout.write(`signed ${parseLock(lockText).integrityDigest} into ${sigPath} as ${verifierKey(signer.name, signer.publicKey)}\n`);
+        return 0;
+      }
+      case "verify": {
+        const { values } = parseCommandLine(rest, { key: { type: "string" }, root: { type: "string" } });
+        if (!values.key) return usage(io, "verify needs --key VKEY[,VKEY...] (verifier keys: NAME+hash+key)");
+        const root = values.root ? resolve(values.root) : REPO_ROOT;
+        const [lockText, note] = await Promise.all([readFile(join(root, LOCKFILE_NAME), "utf8"), readFile(join(root, SIGNATURE_FILE), "utf8")]);
+        const attested = verifyAttestation({ lockText, note, verifiers: values.key.split(",").map((k) => parseVerifierKey(k.trim())), live: edgeSurface() });
+        io.stdout.write(`verified ${attested.serverDigest}, signed by ${attested.keyNames.join(", ")}; the served definitions match the lock\n`);
         return 0;
       }
       default:
