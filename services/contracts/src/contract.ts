@@ -249,13 +249,17 @@ export function serverDigest(set: ContractSet): string {
   return digestOf(Object.fromEntries(CONTRACT_KINDS.map((kind) => [kind, Object.values(set[kind]).map(entryDigest).sort()])));
 }
 
-/** A read-only tool whose own code writes files, opens sockets or spawns processes. */
+/**
+ * A read-only tool whose own code writes files, opens sockets (unless it says it is open-world)
+ * or spawns processes. Calls through the typed service clients are not its own sockets.
+ */
 export function violationsOf(name: string, contract: ToolContract | CapabilityContract): string[] {
   if (!contract.behavior.readOnly) return [];
   const e = contract.entitlements;
   const out: string[] = [];
   if (e.filesystemWrite) out.push(`${name} is marked read-only but its code writes files`);
-  if (e.network) out.push(`${name} is marked read-only but its code opens network connections`);
+  // An open-world read (http.request's GET) says it reaches outside; a closed one may not.
+  if (e.network && !contract.behavior.openWorld) out.push(`${name} is marked read-only and closed-world but its code opens network connections`);
   if (e.subprocess) out.push(`${name} is marked read-only but its code spawns processes`);
   return out;
 }

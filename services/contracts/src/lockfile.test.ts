@@ -64,7 +64,7 @@ describe("violations", () => {
     const c = toolContract(source("r"), { gates: NO_GATES, entitlements: { ...NO_ENTITLEMENTS, filesystemWrite: true, network: true, subprocess: true } });
     expect(violationsOf("r", c)).toEqual([
       "r is marked read-only but its code writes files",
-      "r is marked read-only but its code opens network connections",
+      "r is marked read-only and closed-world but its code opens network connections",
       "r is marked read-only but its code spawns processes",
     ]);
     const reading = toolContract(source("r"), { gates: NO_GATES, entitlements: { ...NO_ENTITLEMENTS, filesystem: true, crypto: true, services: ["memory"] } });

@@ -78,3 +78,7 @@ export {
   sealRequestState,
 } from "./mrtr/sealed-state.js";
 export type { OpenResult, RequestStatePayload, RequestStateRefusal, RequestStateRefusalReason, SealInput } from "./mrtr/sealed-state.js";
+export { edgeSurface } from "./contracts/sources.js";
+export type { EdgeSurface } from "./contracts/sources.js";
+export { attestServedSurface } from "./contracts/attestation.js";
+export type { EdgeAttestation } from "./contracts/attestation.js";

@@ -73,6 +73,20 @@ export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js"
 export { canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";
 export { canonicalJsonRfc8785, sha256Rfc8785 } from "./rfc8785/canonical-json.js";
+export {
+  decodeBase64,
+  ed25519KeyHash,
+  NoteFormatError,
+  NoteVerificationError,
+  noteVerifier,
+  openNote,
+  parseNote,
+  parseVerifierKey,
+  rawEd25519PublicKey,
+  signNote,
+  verifierKey,
+} from "./signed-note.js";
+export type { NoteSigner, NoteVerifier, ParsedNote } from "./signed-note.js";
 export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redis-errors.js";
 export { watchFile } from "./file-watch.js";
 export type { FileWatch, WatchFileOptions } from "./file-watch.js";

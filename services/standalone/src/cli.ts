@@ -34,6 +34,8 @@ Commands:
   approvals list | approve | reject | approve-spend | reject-spend | console: answer pending
             approvals as the operator, through the running server's loopback admin endpoint,
             or sign in to the approval console (chaos-core approvals help)
+  contracts lock | lock --check | diff OLD NEW: pin the tool surface in chaoscore.lock and
+            classify every change (chaos-core contracts help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores in the data directory, or on
@@ -115,6 +117,9 @@ export async function main(argv: string[]): Promise<number> {
           stderr: process.stderr,
           env: process.env,
         });
+      case "contracts":
+        // Loaded here: the scanner (and the TypeScript compiler under it) is for this command only.
+        return await (await import("./contracts-command.js")).runContractsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case "approvals":
         return await runApprovalsCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
       case "chp-conformance": {

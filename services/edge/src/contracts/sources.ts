@@ -1,0 +1,62 @@
+import { withErrorAlternative } from "../server/register-tools.js";
+import { publishedArguments, publishedResult } from "../server/tool-arguments.js";
+import { PROMPT_DEFINITIONS } from "../prompts/index.js";
+import { RESOURCE_DEFINITIONS } from "../resources/index.js";
+import { RESOURCE_MIME_TYPE } from "../resources/define.js";
+import { TOOLSETS } from "../tools/index.js";
+
+/**
+ * The edge's surface as plain data, for the contracts of docs/contracts.md: each tool's JSON
+ * Schemas exactly as `tools/list` publishes them (the same published schemas the SDK converts,
+ * with the SDK's conversion target), prompts' arguments and resources' URIs. Nothing here runs a
+ * tool; the shapes match `@chaos-core/contracts`' sources structurally, so the edge does not
+ * depend on that package for them.
+ */
+export interface EdgeSurface {
+  readonly tools: ReadonlyArray<{
+    name: string;
+    title: string;
+    description: string;
+    toolset: string;
+    inputSchema: Record<string, unknown>;
+    outputSchema: Record<string, unknown>;
+    annotations: { readOnlyHint: boolean; destructiveHint: boolean; idempotentHint: boolean; openWorldHint: boolean };
+  }>;
+  readonly prompts: ReadonlyArray<{ name: string; title: string; description: string; arguments: Array<{ name: string; required: boolean; description: string }> }>;
+  readonly resources: ReadonlyArray<{ name: string; title: string; description: string; uri?: string; uriTemplate?: string; mimeType: string; cacheHint?: unknown }>;
+}
+
+/** The target the SDK asks published schemas for (it passes it to `~standard.jsonSchema`). */
+const SDK_TARGET = "draft-2020-12";
+
+/** Copies through JSON, so the contract holds data only (no zod internals, no undefined). */
+const plain = (v: unknown): Record<string, unknown> => JSON.parse(JSON.stringify(v)) as Record<string, unknown>;
+
+export function edgeSurface(): EdgeSurface {
+  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) =>
+    (defs ?? []).map((def) => ({
+      name: def.name,
+      title: def.title,
+      description: def.description,
+      toolset,
+      inputSchema: plain(publishedArguments(def.input)["~standard"].jsonSchema.input({ target: SDK_TARGET })),
+      outputSchema: plain(publishedResult(withErrorAlternative(def.output))["~standard"].jsonSchema.output({ target: SDK_TARGET })),
+      annotations: { ...def.annotations },
+    })),
+  );
+  const prompts = PROMPT_DEFINITIONS.map((p) => ({
+    name: p.name,
+    title: p.title,
+    description: p.description,
+    arguments: Object.entries(p.args ?? {}).map(([name, schema]) => ({ name, required: !schema.isOptional(), description: schema.description ?? "" })),
+  }));
+  const resources = RESOURCE_DEFINITIONS.map((r) => ({
+    name: r.name,
+    title: r.title,
+    description: r.description,
+    ...(r.kind === "static" ? { uri: r.uri } : { uriTemplate: r.uriTemplate }),
+    mimeType: RESOURCE_MIME_TYPE,
+    cacheHint: plain(r.cacheHint),
+  }));
+  return { tools, prompts, resources };
+}

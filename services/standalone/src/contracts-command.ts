@@ -1,0 +1,154 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import {
+  checkLock,
+  countersign,
+  diffContracts,
+  formatDiff,
+  LOCKFILE_NAME,
+  parseLock,
+  serializeLock,
+  SIGNATURE_FILE,
+  signAttestation,
+  verifyAttestation,
+} from "@chaos-core/contracts";
+import { edgeSurface } from "@chaos-core/edge";
+import { parseVerifierKey, verifierKey, type NoteSigner } from "@chaos-core/kit";
+import { parseCommandLine, UsageError } from "./command-line.js";
+import { computeContracts, REPO_ROOT } from "./contracts-surface.js";
+
+/** Where the command writes; the process streams by default, buffers in tests. */
+export interface ContractsCommandIo {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+}
+
+export const CONTRACTS_USAGE = `Usage: chaos-core contracts <command>
+
+Commands:
+  lock [--check] [--root DIR]
+              Recomputes the contract of every tool, prompt, resource and capability from the
+              code (entitlements and gates from the sources, with the TypeScript compiler) and
+              writes ${LOCKFILE_NAME} at the repository root. With --check, writes nothing:
+              compares the file with the code (never trusting the file's digests), prints each
+              difference with its verdict, and exits 1 on any difference
+  diff OLD NEW
+              Prints the verdict of every change between two lockfiles (BREAKING, RISKY, SAFE,
+              COSMETIC), the gravest first line; exits 0
+  keygen --out FILE [--name NAME]
+              Writes a new Ed25519 signing key (PKCS#8 PEM, mode 0600) and prints its verifier
+              key (NAME+hash+key), the public half a client or the edge is given
+  sign --key FILE [--name NAME] [--countersign] [--root DIR]
+              Signs the lock's server digest (recomputed from its entries) as a C2SP signed
+              note into ${SIGNATURE_FILE}; --countersign adds a signature line to the note there
+  verify --key VKEY[,VKEY...] [--root DIR]
+              Verifies ${SIGNATURE_FILE} with the verifier keys alone, that the lock hashes to
+              the signed digest, and that the definitions this build serves match the lock
+  help        Show this text
+
+NAME defaults to chaos-core-release. lock and --check refuse (exit 1) a read-only tool whose code writes files, opens sockets or spawns
+processes. lock needs the repository's sources and its development install (docs/contracts.md).
+Exits 0 when done or unchanged, 1 on a difference, a violation or an unreadable file, 2 on a usage error.
+`;
+
+const DEFAULT_KEY_NAME = "chaos-core-release";
+
+function usage(io: ContractsCommandIo, problem: string): number {
+  io.stderr.write(`chaos-core contracts: ${problem}\n${CONTRACTS_USAGE.split("\n")[0]}\n`);
+  return 2;
+}
+
+/** Runs `chaos-core contracts …` and resolves with the exit code. */
+export async function runContractsCommand(args: string[], io: ContractsCommandIo): Promise<number> {
+  const [sub, ...rest] = args;
+  try {
+    switch (sub) {
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        io.stdout.write(CONTRACTS_USAGE);
+        return 0;
+      case "lock": {
+        const { values } = parseCommandLine(rest, { check: { type: "boolean" }, root: { type: "string" } });
+        return await lock(io, values.root ? resolve(values.root) : REPO_ROOT, values.check === true);
+      }
+      case "diff": {
+        const { positionals } = parseCommandLine(rest, {}, { positionals: true });
+        if (positionals.length !== 2) return usage(io, "diff takes two lockfiles: OLD NEW");
+        const [before, after] = await Promise.all(positionals.map(async (p) => parseLock(await readFile(p!, "utf8"))));
+        const diff = diffContracts(before!.contracts, after!.contracts);
+        io.stdout.write(diff.changes.length === 0 ? "no changes\n" : `${diff.verdict}\n${formatDiff(diff)}\n`);
+        return 0;
+      }
+      case "keygen": {
+        const { values } = parseCommandLine(rest, { out: { type: "string" }, name: { type: "string" } });
+        if (!values.out) return usage(io, "keygen needs --out FILE");
+        const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+        await writeFile(values.out, privateKey.export({ format: "pem", type: "pkcs8" }), { mode: 0o600, flag: "wx" });
+        io.stdout.write(`${verifierKey(values.name ?? DEFAULT_KEY_NAME, publicKey)}\n`);
+        return 0;
+      }
+      case "sign": {
+        const { values } = parseCommandLine(rest, { key: { type: "string" }, name: { type: "string" }, countersign: { type: "boolean" }, root: { type: "string" } });
+        if (!values.key) return usage(io, "sign needs --key FILE (a PKCS#8 PEM Ed25519 key: chaos-core contracts keygen)");
+        const root = values.root ? resolve(values.root) : REPO_ROOT;
+        const privateKey = createPrivateKey(await readFile(values.key, "utf8"));
+        const signer: NoteSigner = { name: values.name ?? DEFAULT_KEY_NAME, privateKey, publicKey: createPublicKey(privateKey) };
+        const lockText = await readFile(join(root, LOCKFILE_NAME), "utf8");
+        const sigPath = join(root, SIGNATURE_FILE);
+        const note = values.countersign ? countersign(await readFile(sigPath, "utf8"), signer) : signAttestation(lockText, signer);
+        await writeFile(sigPath, note);
+        io.stdout.write(`signed ${parseLock(lockText).integrityDigest} into ${sigPath} as ${verifierKey(signer.name, signer.publicKey)}\n`);
+        return 0;
+      }
+      case "verify": {
+        const { values } = parseCommandLine(rest, { key: { type: "string" }, root: { type: "string" } });
+        if (!values.key) return usage(io, "verify needs --key VKEY[,VKEY...] (verifier keys: NAME+hash+key)");
+        const root = values.root ? resolve(values.root) : REPO_ROOT;
+        const [lockText, note] = await Promise.all([readFile(join(root, LOCKFILE_NAME), "utf8"), readFile(join(root, SIGNATURE_FILE), "utf8")]);
+        const attested = verifyAttestation({ lockText, note, verifiers: values.key.split(",").map((k) => parseVerifierKey(k.trim())), live: edgeSurface() });
+        io.stdout.write(`verified ${attested.serverDigest}, signed by ${attested.keyNames.join(", ")}; the served definitions match the lock\n`);
+        return 0;
+      }
+      default:
+        return usage(io, `unknown command "${sub}"`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) return usage(io, err.message);
+    io.stderr.write(`chaos-core contracts: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+async function lock(io: ContractsCommandIo, root: string, check: boolean): Promise<number> {
+  const { contracts, violations } = await computeContracts(root);
+  for (const v of violations) io.stderr.write(`violation: ${v}\n`);
+  const path = join(root, LOCKFILE_NAME);
+  if (!check) {
+    if (violations.length > 0) {
+      io.stderr.write(`${LOCKFILE_NAME} not written: fix the violations above (or the tool's readOnlyHint)\n`);
+      return 1;
+    }
+    await writeFile(path, serializeLock(contracts));
+    io.stdout.write(`wrote ${path}\n`);
+    return 0;
+  }
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch {
+    io.stderr.write(`${path} is missing: run chaos-core contracts lock\n`);
+    return 1;
+  }
+  const result = checkLock(text, contracts);
+  for (const p of result.problems) io.stderr.write(`${p}\n`);
+  if (result.diff.changes.length > 0) io.stdout.write(`${result.diff.verdict}\n${formatDiff(result.diff)}\n`);
+  if (!result.ok || violations.length > 0) {
+    io.stderr.write(`${LOCKFILE_NAME} does not match the code: review the changes above, then run chaos-core contracts lock\n`);
+    return 1;
+  }
+  io.stdout.write(`${LOCKFILE_NAME} matches the code\n`);
+  return 0;
+}
