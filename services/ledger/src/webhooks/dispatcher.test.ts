@@ -136,7 +136,12 @@ describe.each(BACKENDS)("approval webhooks on $name", (backend) => {
       type: "approval.resolved",
       data: { tenant, kind: "step", approval_id: approvalId, outcome: "approved", channel: "console", resolved_by: ALICE, console_url: `${PUBLIC_URL}/approvals/step/${approvalId}` },
     });
-    const rows = await outbox.list(tenant);
+    // The receiver answers before the dispatcher marks the row delivered: wait for the mark.
+    let rows = await outbox.list(tenant);
+    for (let i = 0; i < 200 && rows.some((r) => !r.deliveredAt); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      rows = await outbox.list(tenant);
+    }
     expect(rows.map((r) => [r.entrySeq, r.attempts, r.deliveredAt !== null, r.failedAt])).toEqual([
       [Number(pending.entry!.seq), 1, true, null],
       [Number(resolution.entry!.seq), 1, true, null],
