@@ -521,6 +521,33 @@ describe("helm chart helm/chaos-core", () => {
     }
   });
 
+  it("grpc-tls: no NetworkPolicy rule opens the plaintext health port — the kubelet probes it from the pod's own node, which policies never block", () => {
+    // Kubernetes: "traffic to and from the node where a Pod is running is always allowed, regardless
+    // of the IP address of the Pod or the node" (Network Policies). The kubelet's probes come from
+    // there, so they reach grpcTls.healthPort with no rule; a rule without `from` would open the
+    // plaintext port to every pod, and the node's address is no pod or namespace a rule could select.
+    for (const [scenario, extra] of [["grpc-tls", []], ["grpc-tls", ["--set", "grpcTls.healthPort=9100"]], ["production", []]] as const) {
+      const all = render([valuesFile(scenario)], [...extra]);
+      const tls = scenario === "grpc-tls";
+      const healthPort = extra.length ? 9100 : 8090;
+      for (const comp of COMPONENTS) {
+        const d = named(all, "Deployment", `${FULL}-${comp}`);
+        const np = named(all, "NetworkPolicy", `${FULL}-${comp}`);
+        const ingress = np.spec.ingress as { ports: { port: number }[]; from?: unknown[] }[];
+        if (tls && comp !== "edge") {
+          expect(container(d).readinessProbe.grpc, comp).toEqual({ port: healthPort });
+          expect(container(d).livenessProbe.grpc.port, comp).toBe(healthPort);
+        }
+        expect(ingress.flatMap((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).not.toContain(healthPort);
+        // Only the service port (and metrics) are admitted: the service port from its callers, metrics from the scraper.
+        expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual(
+          [[Number(envOf(d).PORT)], ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : [])],
+        );
+        if (comp !== "edge") expect(ingress[0]!.from?.length, comp).toBeGreaterThan(0);
+      }
+    }
+  });
+
   it("grpc-tls: the ledger reads its policy file from the chart's ConfigMap, which the ledger's own parser accepts, and rolls when it changes", () => {
     const all = render([valuesFile("grpc-tls")]);
     const cm = named(all, "ConfigMap", `${FULL}-ledger-policy`);
