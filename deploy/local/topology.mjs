@@ -161,8 +161,9 @@ export function localEnvironments(o) {
       env.CHAOS_CORE_LEDGER_ORIGIN = CHART_DEFAULTS.ledgerOrigin;
       if (o.ledgerPolicyFile) env.CHAOS_CORE_LEDGER_POLICY_FILE = o.ledgerPolicyFile;
     }
-    if (o.otlpEndpoint) {
-      env.OTEL_EXPORTER_OTLP_ENDPOINT = o.otlpEndpoint;
+    if (o.otlpEndpoint) env.OTEL_EXPORTER_OTLP_ENDPOINT = o.otlpEndpoint;
+    // As the chart: each process names itself whenever it reports (traces, or the scrape's target_info).
+    if (o.otlpEndpoint || o.metrics) {
       env.OTEL_SERVICE_NAME = `chaos-core-${c}`;
       env.OTEL_RESOURCE_ATTRIBUTES = `service.namespace=local,deployment.environment.name=local-${offset}`;
     }

@@ -81,6 +81,8 @@ describe("deploy/local: two chart topologies side by side", () => {
         const text = await res.text();
         // The memory service served the calls above: its RPC metrics are in its own scrape.
         if (c === "memory") expect(text, c).toContain("chaoscore_rpc_duration");
+        // Each names itself, as in the chart (OTEL_SERVICE_NAME with metrics on).
+        expect(text, c).toContain(`service_name="chaos-core-${c}"`);
       }
     }
     expect(scrapePorts.size).toBe(12);

@@ -445,11 +445,21 @@ describe("helm chart helm/chaos-core", () => {
       namespaceSelector: { matchNames: [NAMESPACE] },
       endpoints: [{ port: "metrics", path: "/metrics", interval: "15s", scheme: "http" }],
     });
-    // Off by default: no port, no variable, no ServiceMonitor.
+    // Metrics without tracing: every component still names itself (target_info's service_name), exports nothing over OTLP.
+    const metricsOnly = render([valuesFile("defaults")], ["--set", "metrics.prometheus.enabled=true"]);
+    for (const d of byKind(metricsOnly, "Deployment")) {
+      const env = envOf(d);
+      expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
+      expect(env.OTEL_RESOURCE_ATTRIBUTES).toBe(`service.namespace=${NAMESPACE},deployment.environment.name=${RELEASE}`);
+      expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBeUndefined();
+    }
+    for (const np of byKind(metricsOnly, "NetworkPolicy")) expect(JSON.stringify(np.spec.egress)).not.toContain("4318");
+    // Off by default: no port, no variable, no ServiceMonitor, no service name.
     const plain = render([valuesFile("defaults")]);
     expect(byKind(plain, "ServiceMonitor")).toEqual([]);
     for (const d of byKind(plain, "Deployment")) {
       expect(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBeUndefined();
+      expect(envOf(d).OTEL_SERVICE_NAME).toBeUndefined();
       expect(container(d).ports.map((p: { name: string }) => p.name)).not.toContain("metrics");
     }
   });

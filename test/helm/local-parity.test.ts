@@ -21,8 +21,8 @@ interface EnvVar {
   valueFrom?: unknown;
 }
 
-function chartEnvs(scenario: string): Record<Component, EnvVar[]> {
-  const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, `helm/chaos-core/ci/${scenario}-values.yaml`)], {
+function chartEnvs(scenario: string, extra: readonly string[] = []): Record<Component, EnvVar[]> {
+  const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, `helm/chaos-core/ci/${scenario}-values.yaml`), ...extra], {
     encoding: "utf8",
     env: { ...process.env, HELM_CACHE_HOME: home, HELM_CONFIG_HOME: home, HELM_DATA_HOME: home },
   });
@@ -53,11 +53,13 @@ function listenPorts(env: Record<string, string>): number[] {
 }
 
 describe.each([
-  ["defaults", {}],
-  ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }],
-  ["grpc-tls", GRPC_TLS],
-])("deploy/local against the chart's %s render", (scenario, extra) => {
-  const chart = chartEnvs(scenario);
+  ["defaults", {}, []],
+  ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }, []],
+  ["grpc-tls", GRPC_TLS, []],
+  // Metrics without tracing: the service names still come, for the scrape's target_info.
+  ["defaults", { metrics: {} }, ["--set", "metrics.prometheus.enabled=true"]],
+] as const)("deploy/local against the chart's %s render %j %j", (scenario, extra, args) => {
+  const chart = chartEnvs(scenario, args);
   const local = localEnvironments({ ...BASE, ...extra });
 
   it("sets exactly the chart's variable names for every component", () => {
