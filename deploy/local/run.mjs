@@ -11,6 +11,11 @@
 //   GRPC_TLS_DIR         a folder with tls.crt, tls.key, ca.crt: the chart's grpcTls.enabled
 //   GRPC_TLS_MUTUAL, GRPC_TLS_SERVER_NAME    grpcTls.mutual ("true") and grpcTls.serverName
 //   LEDGER_POLICY_FILE   the chart's config.ledger.policy file
+//   METRICS_PROMETHEUS_PORT   the chart's metrics.prometheus.enabled with this metrics.prometheus.port
+//                        (e.g. 9464): each process serves /metrics on 127.0.0.1 at that port + its
+//                        index in edge, cognition, policy, ledger, memory, council + PORT_OFFSET
+//   TERMINATION_GRACE_PERIOD_SECONDS, PRESTOP_SECONDS   the chart's lifecycle values (30, 5):
+//                        CHAOS_CORE_SHUTDOWN_GRACE_SECONDS = their difference - 5, as in the chart
 import { resolve } from "node:path";
 import { startTopology } from "./topology.mjs";
 
@@ -24,6 +29,19 @@ if (!Number.isInteger(portOffset) || portOffset < 0 || portOffset + 50055 > 6553
   process.stderr.write(`deploy/local: PORT_OFFSET=${process.env.PORT_OFFSET} must be a whole number from 0 to ${65535 - 50055}\n`);
   process.exit(2);
 }
+/** A whole-number setting of this script, or undefined when unset. */
+function wholeNumber(name, min, max) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    process.stderr.write(`deploy/local: ${name}=${raw} must be a whole number from ${min} to ${max}\n`);
+    process.exit(2);
+  }
+  return n;
+}
+const metricsPort = wholeNumber("METRICS_PROMETHEUS_PORT", 1, 65535 - 5 - portOffset);
+const lifecycle = { terminationGracePeriodSeconds: wholeNumber("TERMINATION_GRACE_PERIOD_SECONDS", 0, 86400), preStopSeconds: wholeNumber("PRESTOP_SECONDS", 0, 86400) };
 const dir = resolve(process.env.LOCAL_DIR ?? `data/local-${portOffset}`);
 const topology = await startTopology({
   dir,
@@ -36,7 +54,12 @@ const topology = await startTopology({
     ? { dir: resolve(process.env.GRPC_TLS_DIR), mutual: process.env.GRPC_TLS_MUTUAL === "true", serverName: process.env.GRPC_TLS_SERVER_NAME || undefined }
     : undefined,
   ledgerPolicyFile: process.env.LEDGER_POLICY_FILE ? resolve(process.env.LEDGER_POLICY_FILE) : undefined,
+  metrics: metricsPort === undefined ? undefined : { port: metricsPort },
+  lifecycle,
   onLine: (c, line) => process.stderr.write(`${c.padEnd(9)} ${line}\n`),
+}).catch((err) => {
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
 });
 process.stdout.write(`edge: ${topology.edgeUrl} (Authorization: Bearer <the key in ${dir}/secrets/api-key>)\n`);
 let stopping = false;

@@ -3,6 +3,7 @@ import type { ChildProcess } from "node:child_process";
 export type Component = "edge" | "policy" | "memory" | "cognition" | "ledger" | "council";
 export declare const CHART_PORTS: Readonly<Record<Component, number>>;
 export declare const START_ORDER: readonly Component[];
+export declare const COMPONENT_ORDER: readonly Component[];
 export interface TopologyOptions {
   dir: string;
   databaseUrl: string;
@@ -15,7 +16,16 @@ export interface TopologyOptions {
   grpcTls?: { dir: string; mutual?: boolean; serverName?: string } | undefined;
   /** The chart's config.ledger.policy file. */
   ledgerPolicyFile?: string | undefined;
+  /** The chart's metrics.prometheus.enabled (port: metrics.prometheus.port, default 9464; each process adds its index in COMPONENT_ORDER). */
+  metrics?: { port?: number } | undefined;
+  /** The chart's lifecycle values (defaults 30 and 5). */
+  lifecycle?: { terminationGracePeriodSeconds?: number; preStopSeconds?: number } | undefined;
 }
+export interface Lifecycle {
+  terminationGracePeriodSeconds?: number;
+  preStopSeconds?: number;
+}
+export declare function shutdownGraceSeconds(lifecycle?: Lifecycle): number;
 export interface SecretFiles {
   contextKey: string;
   apiKeys: string;

@@ -18,6 +18,9 @@ const ROOT = resolve(import.meta.dirname, "../..");
 /** The chart's default port of each component (values.yaml `components.<name>.port`). */
 export const CHART_PORTS = Object.freeze({ edge: 3000, policy: 50051, memory: 50052, cognition: 50053, ledger: 50054, council: 50055 });
 
+/** The chart's component order (`chaos-core.componentNames`): the metrics port of each is the chart's plus its index here. */
+export const COMPONENT_ORDER = Object.freeze(["edge", "cognition", "policy", "ledger", "memory", "council"]);
+
 /** Start order: callees before their callers. */
 export const START_ORDER = Object.freeze(["policy", "memory", "council", "ledger", "cognition", "edge"]);
 
@@ -30,8 +33,11 @@ const USES_REDIS = new Set(["edge", "cognition", "ledger"]);
 const CHART_DEFAULTS = Object.freeze({
   logLevel: "info",
   redisPrefix: "chaoscore:",
-  // lifecycle: terminationGracePeriodSeconds 30 - preStopSeconds 5 - 5.
-  shutdownGraceSeconds: 20,
+  // lifecycle.terminationGracePeriodSeconds and lifecycle.preStopSeconds.
+  terminationGracePeriodSeconds: 30,
+  preStopSeconds: 5,
+  // metrics.prometheus.port.
+  metricsPort: 9464,
   edge: { mrtrTtlSeconds: 600, sessionTtlSeconds: 3600, maxSessionsPerKey: 100, approvalWaitSeconds: 300, console: "on" },
   ledgerOrigin: "chaos-core/ledger",
 });
@@ -74,27 +80,52 @@ export async function prepareSecrets(dir) {
 }
 
 /**
+ * CHAOS_CORE_SHUTDOWN_GRACE_SECONDS as the chart derives it (`chaos-core.shutdownGrace`): what is
+ * left of terminationGracePeriodSeconds after the preStop delay and 5 s for the process to exit;
+ * below 1 is refused, as the chart's install refuses it.
+ * @param {{ terminationGracePeriodSeconds?: number, preStopSeconds?: number }} [lifecycle]
+ */
+export function shutdownGraceSeconds(lifecycle = {}) {
+  const t = lifecycle.terminationGracePeriodSeconds ?? CHART_DEFAULTS.terminationGracePeriodSeconds;
+  const p = lifecycle.preStopSeconds ?? CHART_DEFAULTS.preStopSeconds;
+  for (const [name, v] of [["terminationGracePeriodSeconds", t], ["preStopSeconds", p]]) {
+    if (!Number.isInteger(v) || v < 0) throw new Error(`deploy/local: lifecycle.${name} (${v}) must be a whole number of seconds, 0 or more`);
+  }
+  const grace = t - p - 5;
+  if (grace < 1) {
+    throw new Error(`deploy/local: lifecycle.preStopSeconds (${p}) leaves no time to drain within lifecycle.terminationGracePeriodSeconds (${t}): the drain gets terminationGracePeriodSeconds - preStopSeconds - 5 s, at least 1`);
+  }
+  return grace;
+}
+
+/**
  * The environment of each component, as the chart renders it for its pod: the same names in the
  * same cases (`test/helm/local-parity.test.ts`), with local values — 127.0.0.1 addresses and
  * binds, the chart's ports plus `portOffset`, the secret files of {@link secretFiles}.
  * With `grpcTls` (a folder holding `tls.crt`, `tls.key`, `ca.crt`, as the chart's Secret does) the
  * chart's `grpcTls` values apply; each process's plaintext health port is its gRPC port + 10000
  * (the chart's single `healthPort` would collide between processes on one machine).
- * `ledgerPolicyFile` is the chart's `config.ledger.policy` ConfigMap file.
- * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, contextKey?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string }} o
+ * With `metrics` (the chart's `metrics.prometheus.enabled`) each process serves Prometheus on
+ * 127.0.0.1 at the chart's `metrics.prometheus.port` (default 9464) + its index in
+ * {@link COMPONENT_ORDER} + `portOffset` — the chart's one port per pod would collide here too.
+ * `lifecycle` is the chart's `lifecycle` values (CHAOS_CORE_SHUTDOWN_GRACE_SECONDS, see
+ * {@link shutdownGraceSeconds}). `ledgerPolicyFile` is the chart's `config.ledger.policy` ConfigMap file.
+ * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, contextKey?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string, metrics?: { port?: number }, lifecycle?: { terminationGracePeriodSeconds?: number, preStopSeconds?: number } }} o
  */
 export function localEnvironments(o) {
   const offset = o.portOffset ?? 0;
   const port = (c) => CHART_PORTS[c] + offset;
   const f = secretFiles(o.dir);
   const contextKey = o.contextKey ?? readFileSync(f.contextKey, "utf8").trim();
+  const grace = shutdownGraceSeconds(o.lifecycle);
+  const metricsPort = (c) => (o.metrics?.port ?? CHART_DEFAULTS.metricsPort) + COMPONENT_ORDER.indexOf(c) + offset;
   const envs = {};
   for (const c of Object.keys(CHART_PORTS)) {
     const env = {
       HOST: "127.0.0.1",
       PORT: String(port(c)),
       LOG_LEVEL: o.logLevel ?? CHART_DEFAULTS.logLevel,
-      CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: String(CHART_DEFAULTS.shutdownGraceSeconds),
+      CHAOS_CORE_SHUTDOWN_GRACE_SECONDS: String(grace),
       CHAOS_CORE_CONTEXT_KEY: contextKey,
     };
     if (o.grpcTls) {
@@ -130,10 +161,15 @@ export function localEnvironments(o) {
       env.CHAOS_CORE_LEDGER_ORIGIN = CHART_DEFAULTS.ledgerOrigin;
       if (o.ledgerPolicyFile) env.CHAOS_CORE_LEDGER_POLICY_FILE = o.ledgerPolicyFile;
     }
-    if (o.otlpEndpoint) {
-      env.OTEL_EXPORTER_OTLP_ENDPOINT = o.otlpEndpoint;
+    if (o.otlpEndpoint) env.OTEL_EXPORTER_OTLP_ENDPOINT = o.otlpEndpoint;
+    // As the chart: each process names itself whenever it reports (traces, or the scrape's target_info).
+    if (o.otlpEndpoint || o.metrics) {
       env.OTEL_SERVICE_NAME = `chaos-core-${c}`;
       env.OTEL_RESOURCE_ATTRIBUTES = `service.namespace=local,deployment.environment.name=local-${offset}`;
+    }
+    if (o.metrics) {
+      env.CHAOS_CORE_METRICS_PROMETHEUS_PORT = String(metricsPort(c));
+      env.CHAOS_CORE_METRICS_PROMETHEUS_HOST = "127.0.0.1";
     }
     envs[c] = env;
   }
@@ -149,9 +185,12 @@ function baseEnv() {
 /**
  * Migrates once (`chaos-core migrate`, the chart's hook Job), then starts every component in
  * {@link START_ORDER} with {@link localEnvironments}, each resolving when it logs its address.
- * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string, onLine?: (component: string, line: string) => void }} o
+ * Stopping a component is the kubelet's: SIGTERM, then SIGKILL after terminationGracePeriodSeconds
+ * (no preStop delay: nothing here needs time to take the process out of a Service's endpoints).
+ * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string, metrics?: { port?: number }, lifecycle?: { terminationGracePeriodSeconds?: number, preStopSeconds?: number }, onLine?: (component: string, line: string) => void }} o
  */
 export async function startTopology(o) {
+  shutdownGraceSeconds(o.lifecycle); // refused before anything starts, as the chart's install refuses it
   const files = await prepareSecrets(o.dir);
   const migrate = spawn(process.execPath, [join(ROOT, "services/standalone/bin/chaos-core.js"), "migrate", "--database-url", o.databaseUrl], {
     cwd: ROOT,
@@ -161,6 +200,7 @@ export async function startTopology(o) {
   const [code] = await once(migrate, "exit");
   if (code !== 0) throw new Error(`chaos-core migrate exited with ${code}`);
   const envs = localEnvironments(o);
+  const killAfterSeconds = o.lifecycle?.terminationGracePeriodSeconds ?? CHART_DEFAULTS.terminationGracePeriodSeconds;
   const procs = new Map();
   const logs = new Map();
 
@@ -194,7 +234,7 @@ export async function startTopology(o) {
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
     const exited = once(proc, "exit");
     proc.kill("SIGTERM");
-    const timer = setTimeout(() => proc.kill("SIGKILL"), (CHART_DEFAULTS.shutdownGraceSeconds + 5) * 1000);
+    const timer = setTimeout(() => proc.kill("SIGKILL"), killAfterSeconds * 1000);
     await exited;
     clearTimeout(timer);
   };

@@ -3,7 +3,8 @@
  * side (ports shifted, a database each; the second with the chart's mutual gRPC TLS from a
  * cert-manager-style folder), every component its own process with the chart's environment, driven through a real MCP client with the API key from the secret files; then one
  * non-edge service of a running topology is stopped and started again: calls needing it fail
- * `unavailable` naming it meanwhile, and succeed again, with nothing else restarted.
+ * `unavailable` naming it meanwhile, and succeed again, with nothing else restarted. Both run the
+ * chart's Prometheus metrics: twelve processes, each on a scrape port of its own.
  */
 import { randomInt } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -34,7 +35,7 @@ describe("deploy/local: two chart topologies side by side", () => {
       dbs.push(db);
       const dir = tempDir("chaos-local-");
       dirs.push(dir);
-      const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls });
+      const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls, metrics: {} });
       topologies.push(t);
       clients.push(await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` }));
     }
@@ -70,6 +71,21 @@ describe("deploy/local: two chart topologies side by side", () => {
     await expect(checkGrpcHealth(`127.0.0.1:${b.envs.policy.CHAOS_CORE_GRPC_HEALTH_PORT}`)).resolves.toBe("SERVING");
     await expect(checkGrpcHealth(`127.0.0.1:${b.envs.policy.PORT}`)).rejects.toThrow();
     expect(b.log("policy")).toContain('"tls":"mutual"');
+    // Every process of both serves its own scrape endpoint (a port taken twice would have stopped a start).
+    const scrapePorts = new Set<string>();
+    for (const t of [a, b]) {
+      for (const [c, env] of Object.entries(t.envs)) {
+        scrapePorts.add(env.CHAOS_CORE_METRICS_PROMETHEUS_PORT!);
+        const res = await fetch(`http://127.0.0.1:${env.CHAOS_CORE_METRICS_PROMETHEUS_PORT}/metrics`);
+        expect(res.status, c).toBe(200);
+        const text = await res.text();
+        // The memory service served the calls above: its RPC metrics are in its own scrape.
+        if (c === "memory") expect(text, c).toContain("chaoscore_rpc_duration");
+        // Each names itself, as in the chart (OTEL_SERVICE_NAME with metrics on).
+        expect(text, c).toContain(`service_name="chaos-core-${c}"`);
+      }
+    }
+    expect(scrapePorts.size).toBe(12);
   });
 
   it("fails calls clearly while memory is stopped, and serves them once it is started again, without restarting the edge", async () => {

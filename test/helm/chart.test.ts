@@ -445,11 +445,21 @@ describe("helm chart helm/chaos-core", () => {
       namespaceSelector: { matchNames: [NAMESPACE] },
       endpoints: [{ port: "metrics", path: "/metrics", interval: "15s", scheme: "http" }],
     });
-    // Off by default: no port, no variable, no ServiceMonitor.
+    // Metrics without tracing: every component still names itself (target_info's service_name), exports nothing over OTLP.
+    const metricsOnly = render([valuesFile("defaults")], ["--set", "metrics.prometheus.enabled=true"]);
+    for (const d of byKind(metricsOnly, "Deployment")) {
+      const env = envOf(d);
+      expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
+      expect(env.OTEL_RESOURCE_ATTRIBUTES).toBe(`service.namespace=${NAMESPACE},deployment.environment.name=${RELEASE}`);
+      expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBeUndefined();
+    }
+    for (const np of byKind(metricsOnly, "NetworkPolicy")) expect(JSON.stringify(np.spec.egress)).not.toContain("4318");
+    // Off by default: no port, no variable, no ServiceMonitor, no service name.
     const plain = render([valuesFile("defaults")]);
     expect(byKind(plain, "ServiceMonitor")).toEqual([]);
     for (const d of byKind(plain, "Deployment")) {
       expect(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBeUndefined();
+      expect(envOf(d).OTEL_SERVICE_NAME).toBeUndefined();
       expect(container(d).ports.map((p: { name: string }) => p.name)).not.toContain("metrics");
     }
   });
@@ -518,6 +528,33 @@ describe("helm chart helm/chaos-core", () => {
     for (const d of byKind(render([valuesFile("defaults")]), "Deployment")) {
       expect(Object.keys(envOf(d)).filter((k) => k.startsWith("CHAOS_CORE_GRPC_"))).toEqual([]);
       expect(d.spec.template.spec.volumes.map((v: { name: string }) => v.name)).not.toContain("grpc-tls");
+    }
+  });
+
+  it("grpc-tls: no NetworkPolicy rule opens the plaintext health port — the kubelet probes it from the pod's own node, which policies never block", () => {
+    // Kubernetes: "traffic to and from the node where a Pod is running is always allowed, regardless
+    // of the IP address of the Pod or the node" (Network Policies). The kubelet's probes come from
+    // there, so they reach grpcTls.healthPort with no rule; a rule without `from` would open the
+    // plaintext port to every pod, and the node's address is no pod or namespace a rule could select.
+    for (const [scenario, extra] of [["grpc-tls", []], ["grpc-tls", ["--set", "grpcTls.healthPort=9100"]], ["production", []]] as const) {
+      const all = render([valuesFile(scenario)], [...extra]);
+      const tls = scenario === "grpc-tls";
+      const healthPort = extra.length ? 9100 : 8090;
+      for (const comp of COMPONENTS) {
+        const d = named(all, "Deployment", `${FULL}-${comp}`);
+        const np = named(all, "NetworkPolicy", `${FULL}-${comp}`);
+        const ingress = np.spec.ingress as { ports: { port: number }[]; from?: unknown[] }[];
+        if (tls && comp !== "edge") {
+          expect(container(d).readinessProbe.grpc, comp).toEqual({ port: healthPort });
+          expect(container(d).livenessProbe.grpc.port, comp).toBe(healthPort);
+        }
+        expect(ingress.flatMap((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).not.toContain(healthPort);
+        // Only the service port (and metrics) are admitted: the service port from its callers, metrics from the scraper.
+        expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual(
+          [[Number(envOf(d).PORT)], ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : [])],
+        );
+        if (comp !== "edge") expect(ingress[0]!.from?.length, comp).toBeGreaterThan(0);
+      }
     }
   });
 

@@ -2,13 +2,14 @@
  * deploy/local runs the chart's topology on one machine: each component gets exactly the
  * environment the chart renders for its pod. This compares the two — every variable name per
  * component, and every value that is not an address, a bind, a secret or a file's directory —
- * for the chart's defaults and with tracing on.
+ * for the chart's defaults, with tracing on, with gRPC TLS and its lifecycle values, and for the
+ * production scenario's telemetry: Prometheus metrics (one port per process here) and tracing.
  */
 import { spawnSync } from "node:child_process";
 import { join, basename, resolve } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { describe, expect, it } from "vitest";
-import { CHART_PORTS, localEnvironments, type Component } from "../../deploy/local/topology.mjs";
+import { CHART_PORTS, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const HELM = join(ROOT, ".cache/helm/helm");
@@ -20,8 +21,8 @@ interface EnvVar {
   valueFrom?: unknown;
 }
 
-function chartEnvs(scenario: string): Record<Component, EnvVar[]> {
-  const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, `helm/chaos-core/ci/${scenario}-values.yaml`)], {
+function chartEnvs(scenario: string, extra: readonly string[] = []): Record<Component, EnvVar[]> {
+  const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, `helm/chaos-core/ci/${scenario}-values.yaml`), ...extra], {
     encoding: "utf8",
     env: { ...process.env, HELM_CACHE_HOME: home, HELM_CONFIG_HOME: home, HELM_DATA_HOME: home },
   });
@@ -36,18 +37,30 @@ function chartEnvs(scenario: string): Record<Component, EnvVar[]> {
 }
 
 /** Values that differ by design: where things are (binds, addresses, file directories) and what the Secrets hold. */
-const LOCAL_BY_DESIGN = /^(HOST|.*_ADDR|CHAOS_CORE_CONTEXT_KEY|DATABASE_URL|REDIS_URL|OTEL_RESOURCE_ATTRIBUTES|CHAOS_CORE_GRPC_HEALTH_PORT)$/;
+const LOCAL_BY_DESIGN = /^(HOST|.*_ADDR|CHAOS_CORE_CONTEXT_KEY|DATABASE_URL|REDIS_URL|OTEL_RESOURCE_ATTRIBUTES|CHAOS_CORE_GRPC_HEALTH_PORT|CHAOS_CORE_METRICS_PROMETHEUS_(PORT|HOST))$/;
 
-/** The grpc-tls scenario's values, as deploy/local takes them (its lifecycle values differ: compared by name only). */
-const GRPC_TLS = { grpcTls: { dir: "/tmp/tls", mutual: true, serverName: "chaos-core.internal" }, ledgerPolicyFile: "/tmp/ledger-policy.json" };
+/** The grpc-tls scenario's values, as deploy/local takes them. */
+const GRPC_TLS = {
+  grpcTls: { dir: "/tmp/tls", mutual: true, serverName: "chaos-core.internal" },
+  ledgerPolicyFile: "/tmp/ledger-policy.json",
+  lifecycle: { terminationGracePeriodSeconds: 60, preStopSeconds: 10 },
+};
+const BASE = { dir: "/tmp/unused", databaseUrl: "postgres://postgres@127.0.0.1:5432/x", redisUrl: "redis://127.0.0.1:6379", contextKey: "k".repeat(64) };
+
+/** The ports one topology's processes listen on (service, plaintext health, metrics): six processes, no two alike. */
+function listenPorts(env: Record<string, string>): number[] {
+  return ["PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"].filter((k) => env[k] !== undefined).map((k) => Number(env[k]));
+}
 
 describe.each([
-  ["defaults", {}],
-  ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }],
-  ["grpc-tls", GRPC_TLS],
-])("deploy/local against the chart's %s render", (scenario, extra) => {
-  const chart = chartEnvs(scenario);
-  const local = localEnvironments({ dir: "/tmp/unused", databaseUrl: "postgres://postgres@127.0.0.1:5432/x", redisUrl: "redis://127.0.0.1:6379", contextKey: "k".repeat(64), ...extra });
+  ["defaults", {}, []],
+  ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }, []],
+  ["grpc-tls", GRPC_TLS, []],
+  // Metrics without tracing: the service names still come, for the scrape's target_info.
+  ["defaults", { metrics: {} }, ["--set", "metrics.prometheus.enabled=true"]],
+] as const)("deploy/local against the chart's %s render %j %j", (scenario, extra, args) => {
+  const chart = chartEnvs(scenario, args);
+  const local = localEnvironments({ ...BASE, ...extra });
 
   it("sets exactly the chart's variable names for every component", () => {
     expect(Object.keys(chart).sort()).toEqual(Object.keys(CHART_PORTS).sort());
@@ -59,7 +72,7 @@ describe.each([
   it("gives them the chart's values, the chart's ports, and the same secret file names", () => {
     for (const c of Object.keys(chart) as Component[]) {
       for (const e of chart[c]) {
-        if (LOCAL_BY_DESIGN.test(e.name) || (scenario === "grpc-tls" && e.name === "CHAOS_CORE_SHUTDOWN_GRACE_SECONDS")) continue;
+        if (LOCAL_BY_DESIGN.test(e.name)) continue;
         const mine = local[c][e.name]!;
         if (e.name.endsWith("_FILE")) expect(basename(mine), `${c} ${e.name}`).toBe(basename(e.value!));
         else expect(mine, `${c} ${e.name}`).toBe(e.value);
@@ -71,5 +84,48 @@ describe.each([
     expect(shifted.edge.PORT).toBe("3100");
     expect(shifted.edge.POLICY_ADDR).toBe("127.0.0.1:50151");
     expect(shifted.ledger.POLICY_ADDR).toBe("127.0.0.1:50151");
+  });
+});
+
+describe("deploy/local against the chart's production render: telemetry", () => {
+  const chart = chartEnvs("production");
+  // production-values.yaml: telemetry.otlpEndpoint and metrics.prometheus.enabled (port 9464), default lifecycle.
+  const local = localEnvironments({ ...BASE, otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318", metrics: { port: 9464 } });
+  const TELEMETRY = /^(OTEL_.*|CHAOS_CORE_METRICS_.*|CHAOS_CORE_SHUTDOWN_GRACE_SECONDS)$/;
+
+  it("sets the chart's tracing, metrics and lifecycle variables with the chart's values, each process its own service name", () => {
+    for (const c of COMPONENT_ORDER) {
+      const mine = Object.keys(local[c]).filter((k) => TELEMETRY.test(k)).sort();
+      expect(mine, c).toEqual(chart[c].map((e) => e.name).filter((k) => TELEMETRY.test(k)).sort());
+      expect(mine, c).toEqual(expect.arrayContaining(["OTEL_SERVICE_NAME", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"]));
+      for (const e of chart[c].filter((x) => TELEMETRY.test(x.name) && !LOCAL_BY_DESIGN.test(x.name))) expect(local[c][e.name], `${c} ${e.name}`).toBe(e.value);
+      expect(local[c].OTEL_SERVICE_NAME).toBe(`chaos-core-${c}`);
+      // The chart binds the pod's address for the ServiceMonitor; here loopback, and the chart's port + the component's index.
+      expect(chart[c].find((e) => e.name === "CHAOS_CORE_METRICS_PROMETHEUS_PORT")?.value).toBe("9464");
+      expect(local[c].CHAOS_CORE_METRICS_PROMETHEUS_HOST).toBe("127.0.0.1");
+      expect(local[c].CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBe(String(9464 + COMPONENT_ORDER.indexOf(c)));
+    }
+    expect(new Set(COMPONENT_ORDER.map((c) => local[c].OTEL_SERVICE_NAME)).size).toBe(6);
+  });
+
+  it("gives no two processes the same port, with metrics and gRPC TLS on, and none shared with a second topology at offset 100", () => {
+    const first = localEnvironments({ ...BASE, ...GRPC_TLS, metrics: {} });
+    const second = localEnvironments({ ...BASE, ...GRPC_TLS, metrics: {}, portOffset: 100 });
+    const ports = [first, second].flatMap((t) => COMPONENT_ORDER.flatMap((c) => listenPorts(t[c])));
+    // 6 service ports, 5 health ports (the edge has no gRPC server), 6 metrics ports, twice.
+    expect(ports).toHaveLength(34);
+    expect(new Set(ports).size).toBe(ports.length);
+    expect(first.council.CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBe("9469");
+    expect(second.edge.CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBe("9564");
+  });
+
+  it("derives CHAOS_CORE_SHUTDOWN_GRACE_SECONDS from the lifecycle values as the chart does, and refuses what the chart refuses", () => {
+    expect(shutdownGraceSeconds()).toBe(20);
+    expect(shutdownGraceSeconds({ terminationGracePeriodSeconds: 60, preStopSeconds: 10 })).toBe(45);
+    expect(shutdownGraceSeconds({ terminationGracePeriodSeconds: 30, preStopSeconds: 0 })).toBe(25);
+    expect(() => localEnvironments({ ...BASE, lifecycle: { terminationGracePeriodSeconds: 10, preStopSeconds: 5 } })).toThrow(
+      "deploy/local: lifecycle.preStopSeconds (5) leaves no time to drain within lifecycle.terminationGracePeriodSeconds (10): the drain gets terminationGracePeriodSeconds - preStopSeconds - 5 s, at least 1",
+    );
+    expect(() => shutdownGraceSeconds({ preStopSeconds: -1 })).toThrow("deploy/local: lifecycle.preStopSeconds (-1) must be a whole number of seconds, 0 or more");
   });
 });

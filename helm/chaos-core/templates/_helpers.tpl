@@ -282,12 +282,15 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end }}
 {{- end -}}
 
+{{/* The OTLP endpoint with tracing on; the service name and resource whenever anything reports (traces, or Prometheus's target_info). */}}
 {{- define "chaos-core.otelEnv" -}}
 {{- $root := index . 0 -}}
 {{- $t := $root.Values.telemetry -}}
 {{- if $t.otlpEndpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ $t.otlpEndpoint | quote }}
+{{- end }}
+{{- if or $t.otlpEndpoint $root.Values.metrics.prometheus.enabled }}
 - name: OTEL_SERVICE_NAME
   value: {{ printf "chaos-core-%s" (index . 1) | quote }}
 - name: OTEL_RESOURCE_ATTRIBUTES

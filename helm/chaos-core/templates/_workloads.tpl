@@ -340,6 +340,7 @@ spec:
               {{- include "chaos-core.selectorLabels" (list $root $caller) | nindent 14 }}
         {{- end }}
       {{- end }}
+    {{- /* No rule for grpcTls.healthPort: the kubelet probes it from the pod's own node, and traffic from that node is always allowed (Kubernetes' NetworkPolicy semantics); a rule without peers would open the plaintext port to every pod. helm/README.md. */}}
     {{- if $v.metrics.prometheus.enabled }}
     - ports:
         - port: {{ $v.metrics.prometheus.port }}

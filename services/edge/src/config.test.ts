@@ -179,6 +179,21 @@ describe("loadEdgeConfig", () => {
     expect(loadEdgeAloneConfig({ ...alone, CHAOS_CORE_MRTR_KEYS_FILE: "/k/mrtr.json" }).mrtrKeysFile).toBe("/k/mrtr.json");
   });
 
+  it("refuses CHAOS_CORE_GRPC_HEALTH_PORT: the edge runs no gRPC server, so the port would open nothing (the chart never sets it there)", () => {
+    const alone = {
+      POLICY_ADDR: "policy:50051",
+      MEMORY_ADDR: "memory:50052",
+      COGNITION_ADDR: "cognition:50053",
+      COUNCIL_ADDR: "council:50055",
+      CHAOS_CORE_CONTEXT_KEY: "k".repeat(32),
+      CHAOS_CORE_MRTR_KEYS_FILE: "/k/mrtr.json",
+    };
+    expect(loadEdgeAloneConfig(alone).policyAddr).toBe("policy:50051");
+    expect(() => loadEdgeAloneConfig({ ...alone, CHAOS_CORE_GRPC_HEALTH_PORT: "8090" })).toThrow(
+      /^invalid configuration:\n {2}CHAOS_CORE_GRPC_HEALTH_PORT: is for the gRPC services only: the edge runs no gRPC server \(its probes are HTTP \/readyz and \/healthz\); unset it for the edge$/,
+    );
+  });
+
   it("never echoes the context key", () => {
     const secret = "short-secret-value";
     try {

@@ -186,6 +186,8 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
           "every edge replica mounts the same file)",
       });
     }
+    // The edge serves no gRPC (its probes are HTTP /readyz and /healthz): a health port here would open nothing.
+    if (env.CHAOS_CORE_GRPC_HEALTH_PORT !== undefined) ctx.addIssue({ code: "custom", path: ["CHAOS_CORE_GRPC_HEALTH_PORT"], message: "is for the gRPC services only: the edge runs no gRPC server (its probes are HTTP /readyz and /healthz); unset it for the edge" });
   });
   const e = parseEnv(schema, env);
   return {
