@@ -172,11 +172,14 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
     // without every service in memory. The services themselves load in the background (startup.ts),
     // and the HTTP transport only for serve.
-    const { loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
+    const { checkContractsAtStart, loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
     const { startRuntime } = await import("./startup.js");
     const config = loadStandaloneConfig(env);
     const edgeConfig = loadEdgeConfig(env);
     logger = createLogger("chaos-core", config.logLevel);
+    // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):
+    // drift or a bad signature refuses the start, naming the drifted entries.
+    await checkContractsAtStart(edgeConfig.contracts, logger);
     // The data directory is this process's before anything answers: a second process fails here.
     starting = await startRuntime(config, logger, {
       version: VERSION,
