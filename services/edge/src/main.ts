@@ -73,6 +73,7 @@ try {
       approvalWaitSeconds: config.approvalWaitSeconds,
       mrtrKeyring,
       mrtrTtlSeconds: config.mrtrTtlSeconds,
+      contracts: attestation,
       ...(events ? { events } : {}),
     },
     {
