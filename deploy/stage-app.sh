@@ -1,7 +1,9 @@
 #!/bin/sh
 # Copies what the container image runs from a built checkout (npm ci && npm run build done) into
-# DEST: the manifests, each workspace's dist/ (and the standalone's bin/), the image's entrypoint
-# and health check, and node_modules pruned to production dependencies. Nothing else: no sources,
+# DEST: the manifests, the contracts lock (chaoscore.lock, and its signed note chaoscore.lock.sig
+# when the release signed it: the edge checks what it serves against them at start), each
+# workspace's dist/ (and the standalone's bin/), the image's entrypoint and health check, and
+# node_modules pruned to production dependencies. Nothing else: no sources,
 # tests, .env or data. Both image builds use it: deploy/Dockerfile's build stage, and
 # scripts/ci/image.sh, which stages the tree CI already built (no npm ci inside that build).
 #   deploy/stage-app.sh SRC DEST
@@ -22,7 +24,8 @@ dest=$2
 }
 mkdir -p "$dest/deploy"
 
-cp "$src/package.json" "$src/package-lock.json" "$dest/"
+cp "$src/package.json" "$src/package-lock.json" "$src/chaoscore.lock" "$dest/"
+[ ! -f "$src/chaoscore.lock.sig" ] || cp "$src/chaoscore.lock.sig" "$dest/"
 [ ! -f "$src/LICENSE" ] || cp "$src/LICENSE" "$dest/"
 cp "$src/deploy/entrypoint.sh" "$src/deploy/healthcheck.js" "$dest/deploy/"
 for ws in proto services/*; do

@@ -83,9 +83,9 @@ describe("the tool surface", () => {
 
   it("serves the same resources and templates over stdio and Streamable HTTP, each read as the connection's tenant", async () => {
     const [a, b] = await Promise.all([overStdio.listResources(), overHttp.listResources()]);
-    // Fresh data directories: no council session yet, so just the three static resources.
+    // Fresh data directories: no council session yet, so just the four static resources.
     expect(b.resources).toEqual(a.resources);
-    expect(a.resources.map((r) => r.uri)).toEqual(["chaoscore://policy", "chaoscore://capabilities", "chaoscore://ledger/checkpoint"]);
+    expect(a.resources.map((r) => r.uri)).toEqual(["chaoscore://policy", "chaoscore://capabilities", "chaoscore://ledger/checkpoint", "chaoscore://contracts/attestation"]);
     const [ta, tb] = await Promise.all([overStdio.listResourceTemplates(), overHttp.listResourceTemplates()]);
     expect(tb.resourceTemplates).toEqual(ta.resourceTemplates);
     expect(ta.resourceTemplates.map((t) => t.uriTemplate)).toEqual(["council://sessions/{id}", "council://sessions/{id}/brief"]);
@@ -100,7 +100,7 @@ describe("the tool surface", () => {
       const init = await client.callTool({ name: "council_init", arguments: { task: "Choose a cache for the pricing service", title: "Pricing cache" } });
       const id = (init.structuredContent as { sessionId: string }).sessionId;
       const listed = await client.listResources();
-      expect(listed.resources.slice(3).map((r) => [r.uri, r.title])).toEqual([[`council://sessions/${id}`, "Pricing cache"]]);
+      expect(listed.resources.slice(4).map((r) => [r.uri, r.title])).toEqual([[`council://sessions/${id}`, "Pricing cache"]]);
       const read = await client.readResource({ uri: `council://sessions/${id}/brief` });
       expect(JSON.parse((read.contents[0] as { text: string }).text)).toMatchObject({ sessionId: id, phase: "decompile" });
       const done = await client.complete({ ref: { type: "ref/resource", uri: "council://sessions/{id}" }, argument: { name: "id", value: id.slice(0, 8) } });

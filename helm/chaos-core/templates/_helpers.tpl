@@ -229,6 +229,10 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 - name: MCP_ALLOWED_ORIGINS
   value: {{ join "," .allowedOrigins | quote }}
 {{- end }}
+{{- if .contractKeys }}
+- name: CHAOS_CORE_CONTRACT_KEYS
+  value: {{ join "," .contractKeys | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if eq $name "cognition" }}

@@ -110,6 +110,23 @@ export interface Attestation {
 }
 
 /**
+ * Verifies a contracts note with public keys alone, without the lock: what a client holds when
+ * a server shows it the note (`chaoscore://contracts/attestation`). Resolves with the signed
+ * server digest and the names of the keys that verified; throws {@link AttestationError}.
+ */
+export function verifyAttestationNote(note: string, verifiers: readonly NoteVerifier[]): Attestation {
+  let text: string;
+  try {
+    text = openNote(note, verifiers);
+  } catch (err) {
+    throw new AttestationError(`the contracts signature does not verify: ${(err as Error).message}`);
+  }
+  const parsed = parseNote(note);
+  const keyNames = [...new Set(parsed.signatures.filter((s) => verifiers.some((v) => v.name === s.name && v.keyHash.equals(s.keyHash))).map((s) => s.name))].sort();
+  return { serverDigest: digestOfText(text), keyNames };
+}
+
+/**
  * Checks a signed lockfile: the note verifies with one of `verifiers` (public keys only), its
  * digest is the lock's server digest as recomputed from the lock's entries (never the digest the
  * file states), and, given `live`, the live definitions match the lock. Any failure is an

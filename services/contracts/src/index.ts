@@ -36,5 +36,5 @@ export type { LockCheck, Lockfile } from "./lockfile.js";
 export { HIGH_FIELD_COUNT, MEDIUM_FIELD_COUNT, tokenEconomics } from "./token-economics.js";
 export type { InflationRisk, TokenEconomics } from "./token-economics.js";
 export type { JsonSchema } from "./json-schema.js";
-export { ATTESTATION_ORIGIN, AttestationError, attestationText, countersign, driftFromLock, SIGNATURE_FILE, signAttestation, verifyAttestation } from "./attestation.js";
+export { ATTESTATION_ORIGIN, AttestationError, attestationText, countersign, driftFromLock, SIGNATURE_FILE, signAttestation, verifyAttestation, verifyAttestationNote } from "./attestation.js";
 export type { Attestation, LiveSurface } from "./attestation.js";

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "@chaos-core/kit";
-import { loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+import { existsSync } from "node:fs";
+import { generateKeyPairSync } from "node:crypto";
+import { verifierKey } from "@chaos-core/kit";
+import { DEFAULT_CONTRACT_LOCK_FILE, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 
 describe("loadEdgeConfig", () => {
   it("defaults to loopback, port 3000, a 4 MiB body limit and 100 sessions per API key", () => {
@@ -61,6 +64,7 @@ describe("loadEdgeConfig", () => {
       CHAOS_CORE_APPROVAL_WAIT_SECONDS: "90",
       CHAOS_CORE_MRTR_KEYS_FILE: "/etc/chaos-core/mrtr-keyring.json",
       CHAOS_CORE_MRTR_TTL_SECONDS: "300",
+      CHAOS_CORE_CONTRACT_LOCK_FILE: "/app/chaoscore.lock",
       LOG_LEVEL: "debug",
     });
     expect(config).toEqual({
@@ -86,6 +90,7 @@ describe("loadEdgeConfig", () => {
       approvalWaitSeconds: 90,
       mrtrKeysFile: "/etc/chaos-core/mrtr-keyring.json",
       mrtrTtlSeconds: 300,
+      contracts: { lockFile: "/app/chaoscore.lock", verifierKeys: [] },
     });
   });
 
@@ -192,6 +197,19 @@ describe("loadEdgeConfig", () => {
     expect(() => loadEdgeAloneConfig({ ...alone, CHAOS_CORE_GRPC_HEALTH_PORT: "8090" })).toThrow(
       /^invalid configuration:\n {2}CHAOS_CORE_GRPC_HEALTH_PORT: is for the gRPC services only: the edge runs no gRPC server \(its probes are HTTP \/readyz and \/healthz\); unset it for the edge$/,
     );
+  });
+
+  it("reads the contract keys and lockfile; by default the lock beside the installed app, and no keys", () => {
+    expect(loadEdgeConfig({}).contracts).toEqual({ lockFile: DEFAULT_CONTRACT_LOCK_FILE, verifierKeys: [] });
+    // From src (tests) and dist alike: the repository's chaoscore.lock.
+    expect(existsSync(DEFAULT_CONTRACT_LOCK_FILE)).toBe(true);
+    const a = verifierKey("release", generateKeyPairSync("ed25519").publicKey);
+    const b = verifierKey("operator", generateKeyPairSync("ed25519").publicKey);
+    expect(loadEdgeConfig({ CHAOS_CORE_CONTRACT_KEYS: ` ${a} , ${b}`, CHAOS_CORE_CONTRACT_LOCK_FILE: "/etc/x.lock" }).contracts).toEqual({
+      lockFile: "/etc/x.lock",
+      verifierKeys: [a, b],
+    });
+    expect(() => loadEdgeConfig({ CHAOS_CORE_CONTRACT_KEYS: `${a},${a.slice(0, -4)}` })).toThrow(/CHAOS_CORE_CONTRACT_KEYS: key 2 of the list: /);
   });
 
   it("never echoes the context key", () => {

@@ -1,5 +1,6 @@
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { envVars, isLoopbackHost, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { envVars, isLoopbackHost, parseEnv, parseVerifierKey, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import type { HttpTransportOptions } from "./transport/http.js";
 import { DEFAULT_REQUEST_STATE_TTL_SECONDS, MAX_REQUEST_STATE_TTL_SECONDS } from "./mrtr/sealed-state.js";
 
@@ -56,6 +57,24 @@ const originList = list.pipe(
   ),
 );
 
+/**
+ * Where the edge reads `chaoscore.lock` when CHAOS_CORE_CONTRACT_LOCK_FILE is not set: the root
+ * of the installed app (the repository root in a checkout, `/app` in the image — both
+ * `deploy/stage-app.sh` and the Dockerfile ship it there). Its signature is `<lock>.sig`.
+ */
+export const DEFAULT_CONTRACT_LOCK_FILE = fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url));
+
+/** Verifier keys (`NAME+HASH+BASE64`), each checked now so a bad one names its place in the list. */
+const verifierKeyList = list.superRefine((keys, ctx) => {
+  keys.forEach((key, i) => {
+    try {
+      parseVerifierKey(key);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: `key ${i + 1} of the list: ${err instanceof Error ? err.message : String(err)}` });
+    }
+  });
+});
+
 const EdgeEnvSchema = z
   .object({
     HOST: envVars.host(),
@@ -89,6 +108,8 @@ const EdgeEnvSchema = z
       .min(1, "must be at least 1 second")
       .max(MAX_REQUEST_STATE_TTL_SECONDS, `must be at most ${MAX_REQUEST_STATE_TTL_SECONDS} seconds (an hour)`)
       .default(DEFAULT_REQUEST_STATE_TTL_SECONDS),
+    CHAOS_CORE_CONTRACT_KEYS: verifierKeyList.optional(),
+    CHAOS_CORE_CONTRACT_LOCK_FILE: z.string().min(1, "must name the lockfile").optional(),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
@@ -146,6 +167,13 @@ export interface EdgeConfig {
   readonly mrtrKeysFile?: string;
   /** `CHAOS_CORE_MRTR_TTL_SECONDS` (1..3600, default 600): how long a sealed state opens. */
   readonly mrtrTtlSeconds: number;
+  /**
+   * The start-time contract check (docs/contracts.md §7): `lockFile` is
+   * `CHAOS_CORE_CONTRACT_LOCK_FILE` (default {@link DEFAULT_CONTRACT_LOCK_FILE}), its signed note
+   * `<lockFile>.sig`; `verifierKeys` is `CHAOS_CORE_CONTRACT_KEYS` (public keys only). Without
+   * keys the served definitions are still checked against the lock, but nothing is attested.
+   */
+  readonly contracts: { readonly lockFile: string; readonly verifierKeys: readonly string[] };
 }
 
 /** The configuration of the edge alone, which reaches its services over gRPC. */
@@ -239,6 +267,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
     approvalWaitSeconds: e.CHAOS_CORE_APPROVAL_WAIT_SECONDS,
     ...(e.CHAOS_CORE_MRTR_KEYS_FILE ? { mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE } : {}),
     mrtrTtlSeconds: e.CHAOS_CORE_MRTR_TTL_SECONDS,
+    contracts: { lockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? DEFAULT_CONTRACT_LOCK_FILE, verifierKeys: e.CHAOS_CORE_CONTRACT_KEYS ?? [] },
     ...(consoleOn ? { console: { ...publicUrl, listenerPort: e.CHAOS_CORE_CONSOLE_PORT } } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),

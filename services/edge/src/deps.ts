@@ -1,3 +1,4 @@
+import type { EdgeAttestation } from "./contracts/attestation.js";
 import type { Logger, ServiceClient } from "@chaos-core/kit";
 import type { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
@@ -80,6 +81,13 @@ export interface EdgeDeps {
    * only where it is kept. stdio does not deliver them yet.
    */
   readonly deliversChangeEvents?: boolean;
+  /**
+   * What the start-time contract check found (docs/contracts.md §7): the server digest, whether
+   * the signed note verified and with which keys, and the note itself. Told to clients in
+   * `initialize` / `server/discover` results' `_meta` (`dev.chaoscore/contracts`) and as the
+   * `chaoscore://contracts/attestation` resource. Absent where no check ran (tests composing a server).
+   */
+  readonly contracts?: EdgeAttestation;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

@@ -24,7 +24,7 @@ export { createApiKeyVerifier, hashApiKey, loadApiKeysFile, watchApiKeysFile } f
 export type { ApiKeyEntry, ApiKeyVerifier, WatchApiKeysOptions, WatchedApiKeys } from "./auth/api-keys.js";
 export { LOCAL_IDENTITY } from "./auth/identity.js";
 export type { Identity } from "./auth/identity.js";
-export { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+export { DEFAULT_CONTRACT_LOCK_FILE, DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export {
   acceptedChannels,
@@ -81,4 +81,5 @@ export type { OpenResult, RequestStatePayload, RequestStateRefusal, RequestState
 export { edgeSurface } from "./contracts/sources.js";
 export type { EdgeSurface } from "./contracts/sources.js";
 export { attestServedSurface } from "./contracts/attestation.js";
+export { checkContractsAtStart } from "./contracts/start.js";
 export type { EdgeAttestation } from "./contracts/attestation.js";

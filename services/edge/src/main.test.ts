@@ -34,6 +34,7 @@ import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 import { createMrtrKeys, type MrtrKeys } from "../../../test/support/mrtr-keys.js";
+import { writeSignedLocks } from "../../../test/support/contract-lock.js";
 
 // The edge alone, as its own process, in front of policy, memory, cognition and council served over real gRPC.
 
@@ -178,5 +179,27 @@ describe("the edge main", () => {
     expect(await weak.exited).toBe(1);
     expect(weak.stderr()).toMatch(/mrtr keyring .*short\.json: keys\.k1\.secret: must decode to at least 32 bytes/);
     expect(weak.stderr()).not.toContain("c2hvcnQ");
+  });
+
+  it("refuses to start with a tampered lockfile or a wrong signature, naming what drifted; starts attested with a good one", async () => {
+    const addr = `127.0.0.1:${grpc.port}`;
+    const locks = writeSignedLocks(join(dirname(mrtrKeys.env.CHAOS_CORE_MRTR_KEYS_FILE), "contracts"));
+    const env = { PORT: "0", POLICY_ADDR: addr, MEMORY_ADDR: addr, COGNITION_ADDR: addr, COUNCIL_ADDR: addr, CHAOS_CORE_CONTEXT_KEY: KEY, ...mrtrKeys.env, CHAOS_CORE_CONTRACT_KEYS: locks.vkey };
+
+    const tampered = runMain({ ...env, CHAOS_CORE_CONTRACT_LOCK_FILE: locks.tampered });
+    expect(await tampered.exited).toBe(1);
+    expect(tampered.stderr()).toMatch(/edge failed to start/);
+    expect(tampered.stderr()).toMatch(/the lockfile was edited: tools\/chaoscore_remember \(surface\)/);
+
+    const wrong = runMain({ ...env, CHAOS_CORE_CONTRACT_LOCK_FILE: locks.wrongSignature });
+    expect(await wrong.exited).toBe(1);
+    expect(wrong.stderr()).toMatch(/edge failed to start/);
+    expect(wrong.stderr()).toContain(`${locks.wrongSignature}: the contracts signature does not verify`);
+
+    const good = runMain({ ...env, CHAOS_CORE_CONTRACT_LOCK_FILE: locks.good });
+    await listening(good.proc, good.stderr);
+    expect(good.stderr()).toContain('"contracts":"attested by chaos-core-release"');
+    good.proc.kill("SIGTERM");
+    expect(await good.exited).toBe(0);
   });
 });

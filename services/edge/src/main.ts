@@ -24,6 +24,7 @@ const { createRedisSessionStore } = await import("./sessions/redis-store.js");
 const { createRedisEdgeEvents } = await import("./events/feeds.js");
 const { startHttpTransport } = await import("./transport/http.js");
 const { consoleSigningKey } = await import("./console/csrf.js");
+const { checkContractsAtStart } = await import("./contracts/start.js");
 const { createMemoryConsoleSessionStore } = await import("./console/sessions.js");
 const { createRedisConsoleSessionStore } = await import("./console/redis-sessions.js");
 
@@ -38,6 +39,9 @@ try {
   const transport = openGrpcTransport(logger);
   // Read before anything connects: a missing or malformed keyring stops the start, naming the file and field.
   const mrtrKeyring = await loadMrtrKeyring(config.mrtrKeysFile);
+  // The definitions served against chaoscore.lock and its signed note: drift or a bad signature
+  // stops the start (an AttestationError naming the drifted entries), before anything connects.
+  const attestation = await checkContractsAtStart(config.contracts, logger);
 
   const signer = new ContextSigner(config.contextKey);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
@@ -69,6 +73,7 @@ try {
       approvalWaitSeconds: config.approvalWaitSeconds,
       mrtrKeyring,
       mrtrTtlSeconds: config.mrtrTtlSeconds,
+      contracts: attestation,
       ...(events ? { events } : {}),
     },
     {
@@ -98,6 +103,7 @@ try {
       events: events?.kind ?? "in-process",
       console: http.consoleUrl ?? "off",
       mrtrKey: mrtrKeyring.activeKid,
+      contracts: attestation.attested ? `attested by ${attestation.keyNames.join(", ")}` : "not attested (no CHAOS_CORE_CONTRACT_KEYS)",
     },
     "edge listening",
   );

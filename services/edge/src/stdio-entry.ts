@@ -4,6 +4,8 @@
  * tenth of what a stdio server loads before it can answer `initialize`.
  */
 export { loadEdgeConfig } from "./config.js";
+export { checkContractsAtStart } from "./contracts/start.js";
+export type { EdgeAttestation } from "./contracts/attestation.js";
 export type { EdgeConfig } from "./config.js";
 export type { EdgeDeps } from "./deps.js";
 export type { OperatorAccess } from "./approvals/channels.js";

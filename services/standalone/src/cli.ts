@@ -172,11 +172,14 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
     // without every service in memory. The services themselves load in the background (startup.ts),
     // and the HTTP transport only for serve.
-    const { loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
+    const { checkContractsAtStart, loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
     const { startRuntime } = await import("./startup.js");
     const config = loadStandaloneConfig(env);
     const edgeConfig = loadEdgeConfig(env);
     logger = createLogger("chaos-core", config.logLevel);
+    // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):
+    // drift or a bad signature refuses the start, naming the drifted entries.
+    const contracts = await checkContractsAtStart(edgeConfig.contracts, logger);
     // The data directory is this process's before anything answers: a second process fails here.
     starting = await startRuntime(config, logger, {
       version: VERSION,
@@ -220,7 +223,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       announce(runtime);
       // The console on the MCP listener; the operator's one-time links sign in there too.
       const consoleOptions = edgeConfig.http.console && { ...edgeConfig.http.console, ...(rt.signInLinks ? { signInLinks: rt.signInLinks } : {}) };
-      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds }, { ...edgeConfig.http, ...(consoleOptions ? { console: consoleOptions } : {}) });
+      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds, contracts }, { ...edgeConfig.http, ...(consoleOptions ? { console: consoleOptions } : {}) });
       transport = http;
       if (http.consoleUrl) {
         await rt.publishConsole(http.consoleUrl);
@@ -234,7 +237,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       // The console gets a loopback listener of its own (stdio has no HTTP one); answers link to
       // it once it listens.
       let consoleOrigin: string | undefined;
-      const edgeDeps = { ...rt.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds };
+      const edgeDeps = { ...rt.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds, contracts };
       const stdioDeps = edgeConfig.console ? { ...edgeDeps, console: { listenerUrl: () => consoleOrigin } } : edgeDeps;
       // The first request other than `server/discover` opens the stores and starts the console.
       const onDemand = () => {

@@ -12,6 +12,7 @@ import {
   SIGNATURE_FILE,
   signAttestation,
   verifyAttestation,
+  verifyAttestationNote,
 } from "@chaos-core/contracts";
 import { edgeSurface } from "@chaos-core/edge";
 import { parseVerifierKey, verifierKey, type NoteSigner } from "@chaos-core/kit";
@@ -23,6 +24,9 @@ export interface ContractsCommandIo {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
 }
+
+/** The resource a server shows its attestation in (docs/contracts.md §7). */
+const ATTESTATION_URI = "chaoscore://contracts/attestation";
 
 export const CONTRACTS_USAGE = `Usage: chaos-core contracts <command>
 
@@ -45,6 +49,10 @@ Commands:
   verify --key VKEY[,VKEY...] [--root DIR]
               Verifies ${SIGNATURE_FILE} with the verifier keys alone, that the lock hashes to
               the signed digest, and that the definitions this build serves match the lock
+  verify --key VKEY[,VKEY...] --url URL [--api-key KEY]
+              Connects to a running server's MCP endpoint (an MCP client; KEY is sent as a
+              bearer token), reads ${ATTESTATION_URI} and verifies the signed note it
+              shows with the verifier keys alone, and that it signs the digest the server states
   help        Show this text
 
 NAME defaults to chaos-core-release. lock and --check refuse (exit 1) a read-only tool whose code writes files, opens sockets or spawns
@@ -104,8 +112,13 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
         return 0;
       }
       case "verify": {
-        const { values } = parseCommandLine(rest, { key: { type: "string" }, root: { type: "string" } });
+        const { values } = parseCommandLine(rest, { key: { type: "string" }, root: { type: "string" }, url: { type: "string" }, "api-key": { type: "string" } });
         if (!values.key) return usage(io, "verify needs --key VKEY[,VKEY...] (verifier keys: NAME+hash+key)");
+        if (values.url !== undefined) {
+          if (values.root !== undefined) return usage(io, "verify takes --url or --root, not both");
+          return await verifyServed(io, values.url, values.key, values["api-key"]);
+        }
+        if (values["api-key"] !== undefined) return usage(io, "--api-key goes with --url");
         const root = values.root ? resolve(values.root) : REPO_ROOT;
         const [lockText, note] = await Promise.all([readFile(join(root, LOCKFILE_NAME), "utf8"), readFile(join(root, SIGNATURE_FILE), "utf8")]);
         const attested = verifyAttestation({ lockText, note, verifiers: values.key.split(",").map((k) => parseVerifierKey(k.trim())), live: edgeSurface() });
@@ -120,6 +133,51 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
     io.stderr.write(`chaos-core contracts: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
+}
+
+/** What `chaoscore://contracts/attestation` holds (resources/chaoscore.ts). */
+interface ServedAttestation {
+  server_digest?: unknown;
+  attested?: unknown;
+  key_names?: unknown;
+  note?: unknown;
+}
+
+/**
+ * `verify --url`: reads the attestation a running server shows, over MCP, and verifies its
+ * note with the verifier keys alone. Needs nothing of this build: neither the lock nor the
+ * sources, only the public keys.
+ */
+async function verifyServed(io: ContractsCommandIo, url: string, keys: string, apiKey: string | undefined): Promise<number> {
+  let endpoint: URL;
+  try {
+    endpoint = new URL(url);
+  } catch {
+    return usage(io, `--url: ${JSON.stringify(url)} is not a URL (the MCP endpoint, e.g. http://127.0.0.1:3000/mcp)`);
+  }
+  const verifiers = keys.split(",").map((k) => parseVerifierKey(k.trim()));
+  // Loaded here: the MCP client is for this command only.
+  const { Client, StreamableHTTPClientTransport } = await import("@modelcontextprotocol/client");
+  const client = new Client({ name: "chaos-core-contracts-verify", version: "1" });
+  await client.connect(new StreamableHTTPClientTransport(endpoint, apiKey ? { requestInit: { headers: { authorization: `Bearer ${apiKey}` } } } : undefined));
+  let served: ServedAttestation;
+  try {
+    const read = await client.readResource({ uri: ATTESTATION_URI });
+    const content = read.contents[0];
+    if (!content || !("text" in content)) throw new Error(`${ATTESTATION_URI} at ${url} has no text content`);
+    served = JSON.parse(content.text) as ServedAttestation;
+  } finally {
+    await client.close();
+  }
+  if (typeof served.note !== "string") {
+    throw new Error(`the server at ${url} shows no signed note for its contracts (attested: ${String(served.attested)}; it runs without CHAOS_CORE_CONTRACT_KEYS or ${SIGNATURE_FILE})`);
+  }
+  const verified = verifyAttestationNote(served.note, verifiers);
+  if (verified.serverDigest !== served.server_digest) {
+    throw new Error(`the server at ${url} states the digest ${String(served.server_digest)}, but its note signs ${verified.serverDigest}`);
+  }
+  io.stdout.write(`verified ${verified.serverDigest} served at ${url}, signed by ${verified.keyNames.join(", ")}\n`);
+  return 0;
 }
 
 async function lock(io: ContractsCommandIo, root: string, check: boolean): Promise<number> {

@@ -52,5 +52,27 @@ const checkpointResource: StaticResourceDefinition = {
   },
 };
 
-/** The static resources: policy, capabilities, the ledger checkpoint. */
-export const CHAOSCORE_RESOURCES: readonly StaticResourceDefinition[] = [policyResource, capabilitiesResource, checkpointResource];
+/**
+ * `chaoscore://contracts/attestation`: what the start-time contract check found — the server
+ * digest of the surface served, whether the signed note verified and with which keys, and the
+ * note itself (a C2SP signed note over the digest), so a client verifies it with the release's
+ * public key alone (docs/contracts.md §6). Not found where no check ran.
+ */
+const contractsResource: StaticResourceDefinition = {
+  kind: "static",
+  name: "contracts-attestation",
+  uri: "chaoscore://contracts/attestation",
+  title: "Contracts attestation",
+  description:
+    "The server digest of the tools, prompts, resources and capabilities this server serves (chaoscore.lock), whether its " +
+    "signed note verified at start and with which keys, and the note (a C2SP signed note) to verify with the public key.",
+  cacheHint: { cacheScope: "public", ttlMs: 300000 },
+  async read(ctx) {
+    const a = ctx.deps.contracts;
+    if (!a) return undefined;
+    return { server_digest: a.serverDigest, attested: a.attested, key_names: [...a.keyNames], ...(a.note !== undefined ? { note: a.note } : {}) };
+  },
+};
+
+/** The static resources: policy, capabilities, the ledger checkpoint, the contracts attestation. */
+export const CHAOSCORE_RESOURCES: readonly StaticResourceDefinition[] = [policyResource, capabilitiesResource, checkpointResource, contractsResource];

@@ -74,10 +74,10 @@ describe("resources", () => {
     expect(c.client.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: false }, completions: {} });
   });
 
-  it("lists the three static resources, then the tenant's council sessions newest first, and the two templates", async () => {
+  it("lists the four static resources, then the tenant's council sessions newest first, and the two templates", async () => {
     const c = await connect();
     const empty = await c.client.listResources();
-    expect(empty.resources.map((r) => r.uri)).toEqual(["chaoscore://policy", "chaoscore://capabilities", "chaoscore://ledger/checkpoint"]);
+    expect(empty.resources.map((r) => r.uri)).toEqual(["chaoscore://policy", "chaoscore://capabilities", "chaoscore://ledger/checkpoint", "chaoscore://contracts/attestation"]);
     for (const r of empty.resources) expect(r).toMatchObject({ mimeType: "application/json", title: expect.any(String), description: expect.any(String) });
 
     const first = await newSession(c, "Plan the move of the billing database to a managed service", "Billing move");
@@ -85,7 +85,7 @@ describe("resources", () => {
     // Another tenant's session is never listed.
     await newSession(await connect(), "Someone else's task, with its own words");
     const listed = await c.client.listResources();
-    const sessions = listed.resources.slice(3);
+    const sessions = listed.resources.slice(4);
     expect(sessions.map((r) => r.uri).sort()).toEqual([`council://sessions/${first}`, `council://sessions/${second}`].sort());
     expect(sessions.find((r) => r.uri.endsWith(first))).toMatchObject({
       name: first,
@@ -118,6 +118,8 @@ describe("resources", () => {
     const tenant = uniqueTenant("res-ledger");
     const c = await connect(tenant);
     await expectNotFound(c, "chaoscore://ledger/checkpoint");
+    // No start-time contract check ran for these deps: nothing to show, so not found.
+    await expectNotFound(c, "chaoscore://contracts/attestation");
     const o = { ctx: { tenant, principal: "agent" } };
     await ledger.client.append({ event: { type: "test.resource" } }, o);
     await ledger.client.append({ event: { type: "test.resource" } }, o);

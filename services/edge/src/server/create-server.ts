@@ -1,5 +1,6 @@
 import { McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
+import type { EdgeAttestation } from "../contracts/attestation.js";
 import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -29,6 +30,34 @@ export const CACHE_HINTS = {
   "resources/list": { ttlMs: 0, cacheScope: "private" },
   "resources/templates/list": { ttlMs: 300_000, cacheScope: "public" },
 } as const satisfies ServerOptions["cacheHints"];
+
+/** The `_meta` key of `initialize` and `server/discover` results that carries the contract attestation. */
+export const CONTRACTS_META_KEY = "dev.chaoscore/contracts";
+
+/** What clients are told about the served contracts (docs/contracts.md §7): public data only. */
+export function contractsMeta(a: EdgeAttestation): Record<string, unknown> {
+  return { serverDigest: a.serverDigest, attested: a.attested, keyNames: [...a.keyNames], ...(a.note !== undefined ? { note: a.note } : {}) };
+}
+
+/**
+ * Adds the attestation to the `_meta` of the SDK's own `initialize` and `server/discover`
+ * results. SDK v2 has no option for a result's `_meta` there, and its handlers set private state
+ * (the negotiated version, the client's capabilities), so they are wrapped rather than replaced:
+ * both registrations call these methods through the instance at request time (`initialize` in the
+ * constructor, `server/discover` there or when the HTTP entry installs it for 2026-07-28).
+ */
+function stampContractsMeta(server: McpServer, attestation: EdgeAttestation): void {
+  type Handlers = { _oninitialize(request: unknown): Promise<Record<string, unknown>>; _ondiscover(): Record<string, unknown> };
+  const inner = server.server as unknown as Handlers;
+  const withMeta = (result: Record<string, unknown>) => ({
+    ...result,
+    _meta: { ...(result._meta as Record<string, unknown> | undefined), [CONTRACTS_META_KEY]: contractsMeta(attestation) },
+  });
+  const initialize = inner._oninitialize.bind(inner);
+  const discover = inner._ondiscover.bind(inner);
+  inner._oninitialize = async (request) => withMeta(await initialize(request));
+  inner._ondiscover = () => withMeta(discover());
+}
 
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
@@ -101,6 +130,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     new Map(tools.map((t) => [t.name, t])),
     scope,
   );
+  if (deps.contracts) stampContractsMeta(server, deps.contracts);
   registerTools(server, tools, deps, scope, server.screen);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, scope);
   registerResources(server, RESOURCE_DEFINITIONS, deps, scope);
