@@ -155,7 +155,7 @@ build_image() {
 prune_images() {
   local current=$1 old
   podman images --filter "reference=$IMAGE_REPO:ci-*" --format '{{.Repository}}:{{.Tag}}' --sort created |
-    grep -vxF "$current" | tail -n "+$((KEEP_IMAGES + 1))" |
+    { grep -vxF "$current" || true; } | tail -n "+$((KEEP_IMAGES + 1))" |
     while read -r old; do podman rmi "$old" >/dev/null 2>&1 || true; done
 }
 
