@@ -123,8 +123,11 @@ describe("a dns:/// name whose answer grows (a headless Service scaled out)", ()
 describe("connection ageing", () => {
   it("closes aged connections under concurrent calls without failing one", async () => {
     const r = replica("aged");
-    // Far shorter than the default two minutes, so the test sees many connections come and go.
-    const server = await serve("127.0.0.1", 0, r.impl, 100);
+    // Far shorter than the default two minutes, so the test sees several connections come and go.
+    // A call that meets a closing connection is refused and retried once by grpc-js (transparent
+    // retry); at 100 ms a loaded machine sometimes saw the retry refused too, which two minutes
+    // never come near. 250 ms keeps the ageing frequent and the double refusal out of reach.
+    const server = await serve("127.0.0.1", 0, r.impl, 250);
     // A TCP relay in front of the server counts the connections the client opens.
     let connections = 0;
     const relay = net.createServer((downstream) => {
