@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   "cancelled",
   "unimplemented",
   "internal",
+  // A served definition no longer matches its pinned contract (docs/contracts.md §7).
+  "contract_drift",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -40,6 +42,7 @@ const TO_GRPC: Record<ErrorCode, GrpcStatus> = {
   cancelled: GrpcStatus.CANCELLED,
   unimplemented: GrpcStatus.UNIMPLEMENTED,
   internal: GrpcStatus.INTERNAL,
+  contract_drift: GrpcStatus.FAILED_PRECONDITION,
 };
 
 const FROM_GRPC: Partial<Record<GrpcStatus, ErrorCode>> = {

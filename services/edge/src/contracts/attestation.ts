@@ -1,4 +1,4 @@
-import { AttestationError, driftFromLock, parseLock, serverDigest, verifyAttestation } from "@chaos-core/contracts";
+import { AttestationError, driftFromLock, parseLock, serverDigest, verifyAttestation, type ContractSet } from "@chaos-core/contracts";
 import { parseVerifierKey } from "@chaos-core/kit";
 import { edgeSurface } from "./sources.js";
 
@@ -11,6 +11,8 @@ export interface EdgeAttestation {
   readonly keyNames: readonly string[];
   /** The signed note as shipped, to expose to clients; absent when none was given. */
   readonly note?: string;
+  /** The pinned contracts (the parsed lock), for the run-time guard (`contracts/guard.ts`); never shown to clients. */
+  readonly lock: ContractSet;
 }
 
 /**
@@ -21,13 +23,13 @@ export interface EdgeAttestation {
  */
 export function attestServedSurface(opts: { lockText: string; note?: string; verifierKeys: readonly string[] }): EdgeAttestation {
   const live = edgeSurface();
+  const lock = parseLock(opts.lockText);
   if (opts.verifierKeys.length === 0) {
-    const lock = parseLock(opts.lockText);
     const drifted = driftFromLock(lock.contracts, live);
     if (drifted.length > 0) throw new AttestationError(`the served definitions drifted from the lock: ${drifted.join("; ")}`, drifted);
-    return { attested: false, serverDigest: serverDigest(lock.contracts), keyNames: [], ...(opts.note !== undefined ? { note: opts.note } : {}) };
+    return { attested: false, serverDigest: serverDigest(lock.contracts), keyNames: [], lock: lock.contracts, ...(opts.note !== undefined ? { note: opts.note } : {}) };
   }
   if (opts.note === undefined) throw new AttestationError("verifier keys are configured but no signed note was given for the lock");
   const verified = verifyAttestation({ lockText: opts.lockText, note: opts.note, verifiers: opts.verifierKeys.map(parseVerifierKey), live });
-  return { attested: true, serverDigest: verified.serverDigest, keyNames: verified.keyNames, note: opts.note };
+  return { attested: true, serverDigest: verified.serverDigest, keyNames: verified.keyNames, note: opts.note, lock: lock.contracts };
 }

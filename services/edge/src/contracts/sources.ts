@@ -3,6 +3,7 @@ import { publishedArguments, publishedResult } from "../server/tool-arguments.js
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import { RESOURCE_MIME_TYPE } from "../resources/define.js";
+import type { ToolDefinition } from "../tools/define.js";
 import { TOOLSETS } from "../tools/index.js";
 
 /**
@@ -32,18 +33,21 @@ const SDK_TARGET = "draft-2020-12";
 /** Copies through JSON, so the contract holds data only (no zod internals, no undefined). */
 const plain = (v: unknown): Record<string, unknown> => JSON.parse(JSON.stringify(v)) as Record<string, unknown>;
 
+/** One tool definition as its contract's source: the schemas exactly as `tools/list` publishes them (the costly part). */
+export function toolSource(def: ToolDefinition, toolset: string = def.toolset): EdgeSurface["tools"][number] {
+  return {
+    name: def.name,
+    title: def.title,
+    description: def.description,
+    toolset,
+    inputSchema: plain(publishedArguments(def.input)["~standard"].jsonSchema.input({ target: SDK_TARGET })),
+    outputSchema: plain(publishedResult(withErrorAlternative(def.output))["~standard"].jsonSchema.output({ target: SDK_TARGET })),
+    annotations: { ...def.annotations },
+  };
+}
+
 export function edgeSurface(): EdgeSurface {
-  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) =>
-    (defs ?? []).map((def) => ({
-      name: def.name,
-      title: def.title,
-      description: def.description,
-      toolset,
-      inputSchema: plain(publishedArguments(def.input)["~standard"].jsonSchema.input({ target: SDK_TARGET })),
-      outputSchema: plain(publishedResult(withErrorAlternative(def.output))["~standard"].jsonSchema.output({ target: SDK_TARGET })),
-      annotations: { ...def.annotations },
-    })),
-  );
+  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) => (defs ?? []).map((def) => toolSource(def, toolset)));
   const prompts = PROMPT_DEFINITIONS.map((p) => ({
     name: p.name,
     title: p.title,

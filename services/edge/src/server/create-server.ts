@@ -1,6 +1,7 @@
 import { McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
 import type { EdgeAttestation } from "../contracts/attestation.js";
+import { guardFor } from "../contracts/guard.js";
 import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
@@ -87,13 +88,14 @@ class ChaosCoreMcpServer extends McpServer {
     options: ServerOptions,
     private readonly toolsByName: ReadonlyMap<string, ToolDefinition>,
     private readonly scope: ServerScope,
+    private readonly drift?: (tool: ToolDefinition) => string | undefined,
   ) {
     super(info, options);
   }
 
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
-    guardToolCalls(transport, this.toolsByName, this.screen);
+    guardToolCalls(transport, this.toolsByName, this.screen, this.drift);
     // Outermost, so a refusal the guard sends still ends the request's span.
     traceMcpMessages(transport, this.scope);
   }
@@ -107,6 +109,9 @@ class ChaosCoreMcpServer extends McpServer {
  */
 export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
   const tools = options.tools ?? TOOL_DEFINITIONS;
+  // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock.
+  const guard = deps.contracts ? guardFor(deps.contracts.lock) : undefined;
+  const drift = guard ? (tool: ToolDefinition) => guard.toolDrift(tool) : undefined;
   const modern = isModernScope(scope);
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
@@ -129,9 +134,10 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     },
     new Map(tools.map((t) => [t.name, t])),
     scope,
+    drift,
   );
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
-  registerTools(server, tools, deps, scope, server.screen);
+  registerTools(server, tools, deps, scope, server.screen, drift);
   registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, scope);
   registerResources(server, RESOURCE_DEFINITIONS, deps, scope);
   if (isModernScope(scope)) {

@@ -198,6 +198,7 @@ export function registerTools(
   deps: EdgeDeps,
   scope: ServerScope,
   screen: ArgumentScreen,
+  drift?: (tool: ToolDefinition) => string | undefined,
 ): void {
   const modernScope = isModernScope(scope);
   for (const tool of tools) {
@@ -278,5 +279,19 @@ export function registerTools(
     // What SDK v1 listed for every tool (tasks are not served); v2 has no tasks and lists none,
     // so it is set here to keep tools/list as it was. SDK v2's 2026-07-28 codec leaves it out.
     registered.execution = { taskSupport: "forbidden" };
+    // The run-time rug-pull guard (docs/contracts.md §7): the SDK lists only enabled tools and
+    // reads this at each tools/list, so a definition that drifted from its pinned contract is
+    // left out of the listing from then on (the check is cached per definition object); its
+    // calls are refused with contract_drift before the SDK dispatches them (tool-arguments.ts).
+    if (drift) {
+      let enabled = registered.enabled;
+      Object.defineProperty(registered, "enabled", {
+        configurable: true,
+        get: () => enabled && drift(tool) === undefined,
+        set: (v: boolean) => {
+          enabled = v;
+        },
+      });
+    }
   }
 }

@@ -217,7 +217,11 @@ export interface ToolCallScreening {
  * object (`Invalid params: arguments: expected object, got null`). The raw arguments' structural
  * problems are returned for the handler, which answers them as an `invalid_argument` result.
  */
-export function toolCallRefusal(message: JSONRPCMessage, tools: ReadonlyMap<string, ToolDefinition>): ToolCallScreening {
+export function toolCallRefusal(
+  message: JSONRPCMessage,
+  tools: ReadonlyMap<string, ToolDefinition>,
+  drift?: (tool: ToolDefinition) => string | undefined,
+): ToolCallScreening {
   if (!isJSONRPCRequest(message) || message.method !== "tools/call") return {};
   const invalidParams = (text: string): ToolCallScreening => ({
     refusal: { jsonrpc: "2.0", id: message.id, error: { code: ProtocolErrorCode.InvalidParams, message: text } },
@@ -228,6 +232,18 @@ export function toolCallRefusal(message: JSONRPCMessage, tools: ReadonlyMap<stri
   if (typeof name !== "string") return invalidParams(`Invalid params: name: expected the tool's name (string), got ${typeOf(name)}`);
   const tool = tools.get(name);
   if (!tool) return invalidParams(`Unknown tool: ${quotedName(name)}`);
+  // The run-time rug-pull guard (docs/contracts.md §7): a definition that no longer matches its
+  // pinned contract is not run, whatever its arguments.
+  const drifted = drift?.(tool);
+  if (drifted !== undefined) {
+    return {
+      refusal: {
+        jsonrpc: "2.0",
+        id: message.id,
+        result: toMcpErrorResult(new ChaosError("contract_drift", `${drifted}: this tool no longer matches its pinned contract and is not served`)),
+      },
+    };
+  }
   // Absent arguments are no arguments, as the SDK reads them; null is not.
   const args = params?.arguments === undefined ? {} : params.arguments;
   if (args === null || typeof args !== "object" || Array.isArray(args)) {
@@ -262,12 +278,17 @@ export class ArgumentScreen {
  * problems of a call's raw arguments go to `screen` for its handler. Call it once the server is
  * connected (connecting sets the `onmessage` this wraps).
  */
-export function guardToolCalls(transport: Transport, tools: ReadonlyMap<string, ToolDefinition>, screen: ArgumentScreen): void {
+export function guardToolCalls(
+  transport: Transport,
+  tools: ReadonlyMap<string, ToolDefinition>,
+  screen: ArgumentScreen,
+  drift?: (tool: ToolDefinition) => string | undefined,
+): void {
   const dispatch = transport.onmessage;
   transport.onmessage = (message, extra) => {
     let screened: ToolCallScreening;
     try {
-      screened = toolCallRefusal(message, tools);
+      screened = toolCallRefusal(message, tools, drift);
     } catch (err) {
       // A check that cannot run must not wave the call through to the SDK's own (raw) check.
       transport.onerror?.(err instanceof Error ? err : new Error(String(err)));

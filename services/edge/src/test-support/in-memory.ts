@@ -4,7 +4,7 @@ import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/s
 import { InMemoryTransport, type InitializeRequest } from "@modelcontextprotocol/server";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
-import { createChaosCoreServer } from "../server/create-server.js";
+import { createChaosCoreServer, type CreateServerOptions } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 
 export interface Connected {
@@ -18,6 +18,8 @@ export interface Connected {
 export interface ConnectOptions {
   readonly capabilities?: ClientCapabilities;
   readonly setup?: (client: Client) => void;
+  /** What the server serves, when not the whole surface (an injected definition list). */
+  readonly server?: CreateServerOptions;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface ConnectOptions {
  */
 export async function connectInMemory(deps: EdgeDeps, identity: Identity, options: ConnectOptions = {}): Promise<Connected> {
   const session: EdgeSession = { id: randomUUID(), ...identity };
-  const server = createChaosCoreServer(deps, session);
+  const server = createChaosCoreServer(deps, session, options.server);
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   const client = new Client({ name: "edge-test", version: "1.0.0" }, { capabilities: options.capabilities ?? {} });
