@@ -1,6 +1,7 @@
-import { sectionDigests, toolContract, type ContractSet } from "@chaos-core/contracts";
+import { promptContract, sectionDigests, toolContract, type ContractSet } from "@chaos-core/contracts";
+import type { PromptDefinition } from "../prompts/define.js";
 import type { ToolDefinition } from "../tools/define.js";
-import { toolSource } from "./sources.js";
+import { promptSource, toolSource } from "./sources.js";
 
 /**
  * What a definition's contract depends on, compared by identity or value before anything is
@@ -36,6 +37,19 @@ export class ContractGuard {
     const drift = this.compute(def);
     this.checked.set(def, { input: def.input, output: def.output, key, drift });
     return drift;
+  }
+
+  /**
+   * `prompts/<name> (surface)` when the prompt no longer matches its pinned contract. A prompt's
+   * contract is a few strings, so it is recomputed at each check rather than cached.
+   */
+  promptDrift(def: PromptDefinition): string | undefined {
+    const pinned = this.lock.prompts[def.name];
+    if (!pinned) return `prompts/${def.name} (not in the lock)`;
+    const now = sectionDigests(promptContract(promptSource(def)));
+    const was = sectionDigests(pinned);
+    const bad = Object.keys(now).filter((s) => was[s] !== now[s]);
+    return bad.length > 0 ? `prompts/${def.name} (${bad.join(", ")})` : undefined;
   }
 
   private compute(def: ToolDefinition): string | undefined {

@@ -1,5 +1,6 @@
 import { withErrorAlternative } from "../server/register-tools.js";
 import { publishedArguments, publishedResult } from "../server/tool-arguments.js";
+import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import { RESOURCE_MIME_TYPE } from "../resources/define.js";
@@ -46,14 +47,19 @@ export function toolSource(def: ToolDefinition, toolset: string = def.toolset): 
   };
 }
 
-export function edgeSurface(): EdgeSurface {
-  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) => (defs ?? []).map((def) => toolSource(def, toolset)));
-  const prompts = PROMPT_DEFINITIONS.map((p) => ({
+/** One prompt definition as its contract's source. */
+export function promptSource(p: PromptDefinition): EdgeSurface["prompts"][number] {
+  return {
     name: p.name,
     title: p.title,
     description: p.description,
     arguments: Object.entries(p.args ?? {}).map(([name, schema]) => ({ name, required: !schema.isOptional(), description: schema.description ?? "" })),
-  }));
+  };
+}
+
+export function edgeSurface(): EdgeSurface {
+  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) => (defs ?? []).map((def) => toolSource(def, toolset)));
+  const prompts = PROMPT_DEFINITIONS.map(promptSource);
   const resources = RESOURCE_DEFINITIONS.map((r) => ({
     name: r.name,
     title: r.title,

@@ -1,4 +1,4 @@
-import { McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
+import { isJSONRPCRequest, McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
 import type { EdgeAttestation } from "../contracts/attestation.js";
 import { guardFor } from "../contracts/guard.js";
@@ -76,12 +76,40 @@ export interface CreateServerOptions {
 }
 
 /**
+ * The rug-pull guard's refusal of a `prompts/get` whose prompt drifted from its pinned contract,
+ * in front of the SDK's dispatch (which would answer "Prompt … disabled"): a JSON-RPC
+ * invalid-params error whose message starts with `contract_drift:` and names the section, as
+ * prompt failures are answered (`register-prompts.ts`).
+ */
+function refuseDriftedPromptGets(transport: Transport, drift: (name: string) => string | undefined): void {
+  const dispatch = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if (isJSONRPCRequest(message) && message.method === "prompts/get") {
+      const name = (message.params as Record<string, unknown> | undefined)?.name;
+      const drifted = typeof name === "string" ? drift(name) : undefined;
+      if (drifted !== undefined) {
+        const refusal = {
+          jsonrpc: "2.0" as const,
+          id: message.id,
+          error: { code: ProtocolErrorCode.InvalidParams, message: `contract_drift: ${drifted}: this prompt no longer matches its pinned contract and is not served`, data: { code: "contract_drift" } },
+        };
+        transport.send(refusal).catch((err: unknown) => transport.onerror?.(err instanceof Error ? err : new Error(String(err))));
+        return;
+      }
+    }
+    return dispatch?.(message, extra);
+  };
+}
+
+/**
  * An McpServer whose every transport screens tool calls in our one place before the SDK
  * dispatches them; what the screen finds in a call's raw arguments waits in `screen` for the
  * tool's handler (server/tool-arguments.ts).
  */
 class ChaosCoreMcpServer extends McpServer {
   readonly screen = new ArgumentScreen();
+  /** The run-time guard's answer for a prompt by name (docs/contracts.md §7); unset where no lock was read. */
+  promptDrift?: (name: string) => string | undefined;
 
   constructor(
     info: Implementation,
@@ -96,6 +124,8 @@ class ChaosCoreMcpServer extends McpServer {
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
     guardToolCalls(transport, this.toolsByName, this.screen, this.drift);
+    const promptDrift = this.promptDrift;
+    if (promptDrift) refuseDriftedPromptGets(transport, promptDrift);
     // Outermost, so a refusal the guard sends still ends the request's span.
     traceMcpMessages(transport, this.scope);
   }
@@ -112,6 +142,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock.
   const guard = deps.contracts ? guardFor(deps.contracts.lock) : undefined;
   const drift = guard ? (tool: ToolDefinition) => guard.toolDrift(tool) : undefined;
+  const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const modern = isModernScope(scope);
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
@@ -138,7 +169,11 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   );
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
   registerTools(server, tools, deps, scope, server.screen, drift);
-  registerPrompts(server, options.prompts ?? PROMPT_DEFINITIONS, deps, scope);
+  registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
+  if (guard) server.promptDrift = (name) => {
+    const p = prompts.find((x) => x.name === name);
+    return p ? guard.promptDrift(p) : undefined;
+  };
   registerResources(server, RESOURCE_DEFINITIONS, deps, scope);
   if (isModernScope(scope)) {
     // registerPrompt raised prompts.listChanged; the prompt list never changes while serving.

@@ -47,7 +47,13 @@ function completableArgs(prompt: PromptDefinition, deps: EdgeDeps, scope: Server
  * Registers every prompt of `prompts` on `server`: the one place a definition becomes an MCP
  * prompt. Identical on every transport, like the tools.
  */
-export function registerPrompts(server: McpServer, prompts: readonly PromptDefinition[], deps: EdgeDeps, scope: ServerScope): void {
+export function registerPrompts(
+  server: McpServer,
+  prompts: readonly PromptDefinition[],
+  deps: EdgeDeps,
+  scope: ServerScope,
+  drift?: (prompt: PromptDefinition) => string | undefined,
+): void {
   for (const prompt of prompts) {
     const log = deps.logger.child({ ...scopeLogFields(scope), prompt: prompt.name });
     const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> => {
@@ -70,10 +76,23 @@ export function registerPrompts(server: McpServer, prompts: readonly PromptDefin
     };
     // Always with an argument schema (empty for none), a zod object of our own zod (SDK v2's
     // raw-shape form is deprecated and wraps with the SDK's copy of zod).
-    server.registerPrompt(
+    const registered = server.registerPrompt(
       prompt.name,
       { title: prompt.title, description: prompt.description, argsSchema: z.object(completableArgs(prompt, deps, scope, log)) },
       (args, ctx) => render(args as Record<string, string>, ctx),
     );
+    // The run-time rug-pull guard (docs/contracts.md §7): the SDK lists only enabled prompts and
+    // reads this at each prompts/list, so a drifted prompt is left out; its prompts/get is
+    // refused with contract_drift before the SDK dispatches it (create-server.ts).
+    if (drift) {
+      let enabled = registered.enabled;
+      Object.defineProperty(registered, "enabled", {
+        configurable: true,
+        get: () => enabled && drift(prompt) === undefined,
+        set: (v: boolean) => {
+          enabled = v;
+        },
+      });
+    }
   }
 }
