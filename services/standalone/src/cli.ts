@@ -177,10 +177,8 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     const config = loadStandaloneConfig(env);
     const edgeConfig = loadEdgeConfig(env);
     logger = createLogger("chaos-core", config.logLevel);
-    // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):
-    // drift or a bad signature refuses the start, naming the drifted entries.
-    const contracts = await checkContractsAtStart(edgeConfig.contracts, logger);
-    // The data directory is this process's before anything answers: a second process fails here.
+    // The data directory is this process's before anything answers: a second process fails here,
+    // and a directory that cannot be used is the one line a person reads.
     starting = await startRuntime(config, logger, {
       version: VERSION,
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
@@ -191,6 +189,10 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       openOnDemand: mode === "stdio",
     });
     const rt = starting;
+    // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):
+    // drift or a bad signature refuses the start, naming the drifted entries (the catch below
+    // closes what startRuntime opened).
+    const contracts = await checkContractsAtStart(edgeConfig.contracts, logger);
     const announce = (runtime: Runtime) =>
       logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: rt.admin?.url }, "chaos-core starting");
 

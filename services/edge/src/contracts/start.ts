@@ -38,8 +38,9 @@ export async function checkContractsAtStart(
     throw new AttestationError(`${contracts.lockFile}: ${err instanceof Error ? err.message : String(err)}`);
   }
   if (attestation.attested) logger.info({ serverDigest: attestation.serverDigest, keys: attestation.keyNames }, "served contracts attested");
+  // The default of a checkout or a laptop: said once, not as a warning on every start.
   else
-    logger.warn(
+    logger.info(
       { serverDigest: attestation.serverDigest, lockFile: contracts.lockFile },
       "CHAOS_CORE_CONTRACT_KEYS is not set: the served definitions match the lock, but nothing is attested to clients",
     );
