@@ -45,19 +45,7 @@ export async function instrument<T>(
   parent: Context = context.active(),
 ): Promise<T> {
   const start = performance.now();
-  const span = tracer.startSpan(
-    spanName(method),
-    {
-      kind: side === "client" ? SpanKind.CLIENT : SpanKind.SERVER,
-      attributes: {
-        "rpc.system": "grpc",
-        "rpc.service": method.parent.typeName,
-        "rpc.method": method.name,
-        [ATTR.tenant]: tenant,
-      },
-    },
-    parent,
-  );
+  const span = startRpcSpan(side, method, tenant, parent);
   let outcome = "ok";
   try {
     return await context.with(trace.setSpan(parent, span), () => fn(span));
@@ -66,12 +54,7 @@ export async function instrument<T>(
     recordError(span, err);
     throw err;
   } finally {
-    span.end();
-    duration.record(performance.now() - start, {
-      "rpc.method": spanName(method),
-      [ATTR.rpcSide]: side,
-      [ATTR.outcome]: outcome,
-    });
+    endRpcSpan(span, side, method, outcome, start);
   }
 }
 
@@ -88,19 +71,7 @@ export async function* instrumentStream<T>(
 ): AsyncGenerator<T> {
   const start = performance.now();
   const parent = context.active();
-  const span = tracer.startSpan(
-    spanName(method),
-    {
-      kind: side === "client" ? SpanKind.CLIENT : SpanKind.SERVER,
-      attributes: {
-        "rpc.system": "grpc",
-        "rpc.service": method.parent.typeName,
-        "rpc.method": method.name,
-        [ATTR.tenant]: tenant,
-      },
-    },
-    parent,
-  );
+  const span = startRpcSpan(side, method, tenant, parent);
   const active = trace.setSpan(parent, span);
   let outcome = "ok";
   try {
@@ -119,13 +90,35 @@ export async function* instrumentStream<T>(
     recordError(span, err);
     throw err;
   } finally {
-    span.end();
-    duration.record(performance.now() - start, {
-      "rpc.method": spanName(method),
-      [ATTR.rpcSide]: side,
-      [ATTR.outcome]: outcome,
-    });
+    endRpcSpan(span, side, method, outcome, start);
   }
+}
+
+/** The RPC span both call shapes open: named by the method, on the caller's side or the server's. */
+function startRpcSpan(side: Side, method: DescMethod, tenant: string, parent: Context): Span {
+  return tracer.startSpan(
+    spanName(method),
+    {
+      kind: side === "client" ? SpanKind.CLIENT : SpanKind.SERVER,
+      attributes: {
+        "rpc.system": "grpc",
+        "rpc.service": method.parent.typeName,
+        "rpc.method": method.name,
+        [ATTR.tenant]: tenant,
+      },
+    },
+    parent,
+  );
+}
+
+/** Ends the span and records the call's duration with its outcome. */
+function endRpcSpan(span: Span, side: Side, method: DescMethod, outcome: string, start: number): void {
+  span.end();
+  duration.record(performance.now() - start, {
+    "rpc.method": spanName(method),
+    [ATTR.rpcSide]: side,
+    [ATTR.outcome]: outcome,
+  });
 }
 
 /** Writes the active W3C trace context into a carrier (gRPC metadata, via a setter). */
