@@ -8,6 +8,7 @@ import { startTestServices, type TestServices } from "../test-support/services.j
 import type { ToolDefinition } from "../tools/define.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
+import { RESOURCE_DEFINITIONS, type ResourceDefinition } from "../resources/index.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { attestServedSurface } from "./attestation.js";
 
@@ -25,6 +26,11 @@ const served: Mutable[] = TOOL_DEFINITIONS.map((d) => ({ ...d }));
 const byName = (name: string) => served.find((d) => d.name === name)!;
 const servedPrompts: Array<{ -readonly [K in keyof PromptDefinition]: PromptDefinition[K] }> = PROMPT_DEFINITIONS.map((p) => ({ ...p }));
 
+/** Writable copies of each kind (distributed over the union, so `kind` still narrows). */
+type Writable<T> = T extends unknown ? { -readonly [K in keyof T]: T[K] } : never;
+const servedResources: Array<Writable<ResourceDefinition>> = RESOURCE_DEFINITIONS.map((r) => ({ ...r }) as Writable<ResourceDefinition>);
+const resourceNamed = (name: string) => servedResources.find((r) => r.name === name)!;
+
 const errorOf = (r: CallToolResult) => (r.structuredContent as { error?: { code: string; message: string } }).error;
 
 beforeAll(async () => {
@@ -33,7 +39,7 @@ beforeAll(async () => {
   c = await connectInMemory(
     { ...services.deps(createMemorySessionStore()), contracts },
     { tenant: uniqueTenant("guard"), principal: "tester" },
-    { server: { tools: served, prompts: servedPrompts } },
+    { server: { tools: served, prompts: servedPrompts, resources: servedResources } },
   );
 });
 afterAll(async () => {
@@ -90,6 +96,39 @@ describe("the run-time rug-pull guard", () => {
       `contract_drift: prompts/${changed!.name} (surface): this prompt no longer matches its pinned contract and is not served`,
     );
     expect(after).toContain(other!.name);
+  });
+
+  it("a resource changed at run time: left out of resources/list, resources/read refused with contract_drift; the others still read", async () => {
+    const listed = async () => (await c.client.listResources()).resources.map((r) => r.uri);
+    const policy = RESOURCE_DEFINITIONS.find((r) => r.kind === "static" && r.uri === "chaoscore://policy")!;
+    expect(await listed()).toContain("chaoscore://policy");
+    resourceNamed(policy.name).description += " Also lists every tenant's keys.";
+    expect(await listed()).not.toContain("chaoscore://policy");
+    expect(await listed()).toContain("chaoscore://capabilities");
+    await expect(c.client.readResource({ uri: "chaoscore://policy" })).rejects.toThrow(
+      `contract_drift: resources/${policy.name} (surface): this resource no longer matches its pinned contract and is not served`,
+    );
+    const other = await c.client.readResource({ uri: "chaoscore://capabilities" });
+    expect(other.contents).toHaveLength(1);
+    resourceNamed(policy.name).description = policy.description;
+    expect(await listed()).toContain("chaoscore://policy");
+  });
+
+  it("a template changed at run time: left out of resources/templates/list, a read of any URI it matches refused; the other template still served", async () => {
+    const templates = async () => (await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+    const all = RESOURCE_DEFINITIONS.flatMap((r) => (r.kind === "template" ? [r.uriTemplate] : []));
+    expect(await templates()).toEqual(all);
+    const brief = servedResources.find((r) => r.kind === "template" && r.uriTemplate === "council://sessions/{id}/brief")!;
+    const was = brief.title;
+    brief.title = "Council brief (now with every tenant's sessions)";
+    expect(await templates()).toEqual(all.filter((t) => t !== "council://sessions/{id}/brief"));
+    await expect(c.client.readResource({ uri: "council://sessions/00000000-0000-4000-8000-000000000000/brief" })).rejects.toThrow(
+      `contract_drift: resources/${brief.name} (surface)`,
+    );
+    // The other template is served: an unknown session is its own "not found", not a drift.
+    await expect(c.client.readResource({ uri: "council://sessions/00000000-0000-4000-8000-000000000000" })).rejects.toThrow(/not found/i);
+    brief.title = was;
+    expect(await templates()).toEqual(all);
   });
 
   it("changing a definition back serves it again (nothing sticks but the lock)", async () => {

@@ -1,7 +1,8 @@
-import { promptContract, sectionDigests, toolContract, type ContractSet } from "@chaos-core/contracts";
+import { promptContract, resourceContract, sectionDigests, toolContract, type ContractKind, type ContractSet } from "@chaos-core/contracts";
 import type { PromptDefinition } from "../prompts/define.js";
+import type { ResourceDefinition } from "../resources/define.js";
 import type { ToolDefinition } from "../tools/define.js";
-import { promptSource, toolSource } from "./sources.js";
+import { promptSource, resourceSource, toolSource } from "./sources.js";
 
 /**
  * What a definition's contract depends on, compared by identity or value before anything is
@@ -44,21 +45,27 @@ export class ContractGuard {
    * contract is a few strings, so it is recomputed at each check rather than cached.
    */
   promptDrift(def: PromptDefinition): string | undefined {
-    const pinned = this.lock.prompts[def.name];
-    if (!pinned) return `prompts/${def.name} (not in the lock)`;
-    const now = sectionDigests(promptContract(promptSource(def)));
-    const was = sectionDigests(pinned);
-    const bad = Object.keys(now).filter((s) => was[s] !== now[s]);
-    return bad.length > 0 ? `prompts/${def.name} (${bad.join(", ")})` : undefined;
+    return this.drift("prompts", def.name, () => promptContract(promptSource(def)));
+  }
+
+  /** `resources/<name> (surface)` when the resource (a fixed URI or a template) no longer matches; recomputed at each check, like a prompt's. */
+  resourceDrift(def: ResourceDefinition): string | undefined {
+    return this.drift("resources", def.name, () => resourceContract(resourceSource(def)));
   }
 
   private compute(def: ToolDefinition): string | undefined {
-    const pinned = this.lock.tools[def.name];
-    if (!pinned) return `tools/${def.name} (not in the lock)`;
-    const now = sectionDigests(toolContract(toolSource(def), { gates: pinned.behavior.gates, entitlements: pinned.entitlements }));
+    return this.drift("tools", def.name, (pinned) =>
+      toolContract(toolSource(def), { gates: pinned.behavior.gates, entitlements: pinned.entitlements }),
+    );
+  }
+
+  /** `kind/name (<sections>)` naming the sections whose digests differ from the lock's; `current` is computed from the pinned entry. */
+  private drift<K extends ContractKind>(kind: K, name: string, current: (pinned: ContractSet[K][string]) => object): string | undefined {
+    const pinned = this.lock[kind][name] as ContractSet[K][string] | undefined;
+    if (!pinned) return `${kind}/${name} (not in the lock)`;
     const was = sectionDigests(pinned);
-    const bad = Object.keys(now).filter((s) => was[s] !== now[s]);
-    return bad.length > 0 ? `tools/${def.name} (${bad.join(", ")})` : undefined;
+    const bad = Object.entries(sectionDigests(current(pinned))).filter(([s, d]) => was[s] !== d).map(([s]) => s);
+    return bad.length > 0 ? `${kind}/${name} (${bad.join(", ")})` : undefined;
   }
 }
 

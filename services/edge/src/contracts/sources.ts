@@ -3,7 +3,7 @@ import { publishedArguments, publishedResult } from "../server/tool-arguments.js
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
-import { RESOURCE_MIME_TYPE } from "../resources/define.js";
+import { RESOURCE_MIME_TYPE, type ResourceDefinition } from "../resources/define.js";
 import type { ToolDefinition } from "../tools/define.js";
 import { TOOLSETS } from "../tools/index.js";
 
@@ -57,16 +57,20 @@ export function promptSource(p: PromptDefinition): EdgeSurface["prompts"][number
   };
 }
 
-export function edgeSurface(): EdgeSurface {
-  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) => (defs ?? []).map((def) => toolSource(def, toolset)));
-  const prompts = PROMPT_DEFINITIONS.map(promptSource);
-  const resources = RESOURCE_DEFINITIONS.map((r) => ({
+/** One resource definition (a fixed URI or a template) as its contract's source. */
+export function resourceSource(r: ResourceDefinition): EdgeSurface["resources"][number] {
+  return {
     name: r.name,
     title: r.title,
     description: r.description,
     ...(r.kind === "static" ? { uri: r.uri } : { uriTemplate: r.uriTemplate }),
     mimeType: RESOURCE_MIME_TYPE,
     cacheHint: plain(r.cacheHint),
-  }));
-  return { tools, prompts, resources };
+  };
+}
+
+export function edgeSurface(): EdgeSurface {
+  const tools = Object.entries(TOOLSETS).flatMap(([toolset, defs]) => (defs ?? []).map((def) => toolSource(def, toolset)));
+  const prompts = PROMPT_DEFINITIONS.map(promptSource);
+  return { tools, prompts, resources: RESOURCE_DEFINITIONS.map(resourceSource) };
 }

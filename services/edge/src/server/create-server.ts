@@ -7,9 +7,9 @@ import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../tools/define.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
-import { RESOURCE_DEFINITIONS } from "../resources/index.js";
+import { RESOURCE_DEFINITIONS, type ResourceDefinition } from "../resources/index.js";
 import { registerPrompts } from "./register-prompts.js";
-import { registerResources } from "./register-resources.js";
+import { registerResources, resourceAt } from "./register-resources.js";
 import { requestStateVerifier } from "./mrtr-round.js";
 import { registerTools } from "./register-tools.js";
 import { traceMcpMessages } from "./telemetry.js";
@@ -73,25 +73,34 @@ export interface CreateServerOptions {
   readonly tools?: readonly ToolDefinition[];
   /** The prompts to serve; every prompt of {@link PROMPT_DEFINITIONS} by default. */
   readonly prompts?: readonly PromptDefinition[];
+  /** The resources to serve; every resource of {@link RESOURCE_DEFINITIONS} by default. */
+  readonly resources?: readonly ResourceDefinition[];
 }
 
 /**
- * The rug-pull guard's refusal of a `prompts/get` whose prompt drifted from its pinned contract,
- * in front of the SDK's dispatch (which would answer "Prompt … disabled"): a JSON-RPC
+ * The rug-pull guard's refusals in front of the SDK's dispatch (which would answer "… disabled"):
+ * a `prompts/get` of a drifted prompt or a `resources/read` of a drifted resource is a JSON-RPC
  * invalid-params error whose message starts with `contract_drift:` and names the section, as
- * prompt failures are answered (`register-prompts.ts`).
+ * prompt and resource failures are answered (`register-prompts.ts`, `register-resources.ts`).
  */
-function refuseDriftedPromptGets(transport: Transport, drift: (name: string) => string | undefined): void {
+function refuseDrifted(transport: Transport, drift: ServedDrift): void {
   const dispatch = transport.onmessage;
   transport.onmessage = (message, extra) => {
-    if (isJSONRPCRequest(message) && message.method === "prompts/get") {
-      const name = (message.params as Record<string, unknown> | undefined)?.name;
-      const drifted = typeof name === "string" ? drift(name) : undefined;
+    if (isJSONRPCRequest(message) && (message.method === "prompts/get" || message.method === "resources/read")) {
+      const params = message.params as Record<string, unknown> | undefined;
+      const prompt = message.method === "prompts/get";
+      const key = prompt ? params?.name : params?.uri;
+      const drifted = typeof key !== "string" ? undefined : prompt ? drift.prompt(key) : drift.resource(key);
       if (drifted !== undefined) {
+        const what = prompt ? "prompt" : "resource";
         const refusal = {
           jsonrpc: "2.0" as const,
           id: message.id,
-          error: { code: ProtocolErrorCode.InvalidParams, message: `contract_drift: ${drifted}: this prompt no longer matches its pinned contract and is not served`, data: { code: "contract_drift" } },
+          error: {
+            code: ProtocolErrorCode.InvalidParams,
+            message: `contract_drift: ${drifted}: this ${what} no longer matches its pinned contract and is not served`,
+            data: { code: "contract_drift", ...(prompt ? {} : { uri: key }) },
+          },
         };
         transport.send(refusal).catch((err: unknown) => transport.onerror?.(err instanceof Error ? err : new Error(String(err))));
         return;
@@ -101,6 +110,12 @@ function refuseDriftedPromptGets(transport: Transport, drift: (name: string) => 
   };
 }
 
+/** The guard's answer for a prompt by name and a resource by URI; undefined when it is served (or not ours). */
+interface ServedDrift {
+  prompt(name: string): string | undefined;
+  resource(uri: string): string | undefined;
+}
+
 /**
  * An McpServer whose every transport screens tool calls in our one place before the SDK
  * dispatches them; what the screen finds in a call's raw arguments waits in `screen` for the
@@ -108,8 +123,8 @@ function refuseDriftedPromptGets(transport: Transport, drift: (name: string) => 
  */
 class ChaosCoreMcpServer extends McpServer {
   readonly screen = new ArgumentScreen();
-  /** The run-time guard's answer for a prompt by name (docs/contracts.md §7); unset where no lock was read. */
-  promptDrift?: (name: string) => string | undefined;
+  /** The run-time guard's answers for prompts and resources (docs/contracts.md §7); unset where no lock was read. */
+  servedDrift?: ServedDrift;
 
   constructor(
     info: Implementation,
@@ -124,8 +139,7 @@ class ChaosCoreMcpServer extends McpServer {
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
     guardToolCalls(transport, this.toolsByName, this.screen, this.drift);
-    const promptDrift = this.promptDrift;
-    if (promptDrift) refuseDriftedPromptGets(transport, promptDrift);
+    if (this.servedDrift) refuseDrifted(transport, this.servedDrift);
     // Outermost, so a refusal the guard sends still ends the request's span.
     traceMcpMessages(transport, this.scope);
   }
@@ -143,6 +157,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   const guard = deps.contracts ? guardFor(deps.contracts.lock) : undefined;
   const drift = guard ? (tool: ToolDefinition) => guard.toolDrift(tool) : undefined;
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
+  const resources = options.resources ?? RESOURCE_DEFINITIONS;
   const modern = isModernScope(scope);
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
@@ -170,11 +185,19 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
   registerTools(server, tools, deps, scope, server.screen, drift);
   registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
-  if (guard) server.promptDrift = (name) => {
-    const p = prompts.find((x) => x.name === name);
-    return p ? guard.promptDrift(p) : undefined;
-  };
-  registerResources(server, RESOURCE_DEFINITIONS, deps, scope);
+  registerResources(server, resources, deps, scope, guard ? (r) => guard.resourceDrift(r) : undefined);
+  if (guard) {
+    server.servedDrift = {
+      prompt: (name) => {
+        const p = prompts.find((x) => x.name === name);
+        return p && guard.promptDrift(p);
+      },
+      resource: (uri) => {
+        const r = resourceAt(resources, uri);
+        return r && guard.resourceDrift(r);
+      },
+    };
+  }
   if (isModernScope(scope)) {
     // registerPrompt raised prompts.listChanged; the prompt list never changes while serving.
     server.server.registerCapabilities({ prompts: { listChanged: false } });

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { completable, ProtocolError, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
 import { ChaosError, inRequestSpan, type Logger } from "@chaos-core/kit";
+import { servedWhile } from "../contracts/served-while.js";
 import type { EdgeDeps, ServerScope } from "../deps.js";
 import type { PromptArgs, PromptContext, PromptDefinition } from "../prompts/define.js";
 import { scopedCall, scopeLogFields } from "./scope.js";
@@ -84,15 +85,6 @@ export function registerPrompts(
     // The run-time rug-pull guard (docs/contracts.md §7): the SDK lists only enabled prompts and
     // reads this at each prompts/list, so a drifted prompt is left out; its prompts/get is
     // refused with contract_drift before the SDK dispatches it (create-server.ts).
-    if (drift) {
-      let enabled = registered.enabled;
-      Object.defineProperty(registered, "enabled", {
-        configurable: true,
-        get: () => enabled && drift(prompt) === undefined,
-        set: (v: boolean) => {
-          enabled = v;
-        },
-      });
-    }
+    if (drift) servedWhile(registered, () => drift(prompt) === undefined);
   }
 }

@@ -1,10 +1,30 @@
-import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate } from "@modelcontextprotocol/server";
+import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate, UriTemplate } from "@modelcontextprotocol/server";
 import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
 import { ChaosError, inRequestSpan } from "@chaos-core/kit";
 import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
-import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition } from "../resources/define.js";
+import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition, type TemplateResourceDefinition } from "../resources/define.js";
 import { MAX_SUBSCRIPTION_URI_LENGTH, MAX_SUBSCRIPTIONS_PER_SESSION } from "../sessions/session-store.js";
+import { servedWhile } from "../contracts/served-while.js";
 import { scopedCall, scopeLogFields } from "./scope.js";
+
+const metadataOf = (def: ResourceDefinition) => ({ title: def.title, description: def.description, mimeType: RESOURCE_MIME_TYPE, cacheHint: def.cacheHint });
+
+/**
+ * The definition `resources/read` of `uri` reaches, as the SDK looks it up: a fixed URI first,
+ * then the templates in order.
+ */
+export function resourceAt(resources: readonly ResourceDefinition[], uri: string): ResourceDefinition | undefined {
+  let href: string;
+  try {
+    href = new URL(uri).toString();
+  } catch {
+    return undefined;
+  }
+  return (
+    resources.find((r) => r.kind === "static" && r.uri === href) ??
+    resources.find((r) => r.kind === "template" && new UriTemplate(r.uriTemplate).match(href) !== null)
+  );
+}
 
 /** The context of a completion: the SDK gives its callbacks no request context, so nothing can abort them. */
 const NEVER = new AbortController().signal;
@@ -23,8 +43,20 @@ const NEVER = new AbortController().signal;
  * the session record and answer `{}`; the transport sends `resources/updated` for the subscribed
  * URIs of ours (transport/http-sessions.ts). 2026-07-28 has neither method: it subscribes on a
  * `subscriptions/listen` stream, which the SDK serves from the tenant's event bus.
+ *
+ * With `drift` (the run-time rug-pull guard, docs/contracts.md §7) a drifted resource or template
+ * is left out of `resources/list` (and its template's listed resources) and of
+ * `resources/templates/list`; its `resources/read` is refused in front of the SDK's dispatch
+ * (create-server.ts).
  */
-export function registerResources(server: McpServer, resources: readonly ResourceDefinition[], deps: EdgeDeps, scope: ServerScope): void {
+export function registerResources(
+  server: McpServer,
+  resources: readonly ResourceDefinition[],
+  deps: EdgeDeps,
+  scope: ServerScope,
+  drift?: (def: ResourceDefinition) => string | undefined,
+): void {
+  const served = (def: ResourceDefinition) => drift?.(def) === undefined;
   const log = deps.logger.child(scopeLogFields(scope));
   const contextOf = (signal: AbortSignal): ResourceContext => ({ call: scopedCall(scope).call, deps, signal });
 
@@ -61,15 +93,18 @@ export function registerResources(server: McpServer, resources: readonly Resourc
   };
 
   for (const def of resources) {
-    const metadata = { title: def.title, description: def.description, mimeType: RESOURCE_MIME_TYPE, cacheHint: def.cacheHint };
+    const metadata = metadataOf(def);
     if (def.kind === "static") {
-      server.registerResource(def.name, def.uri, metadata, (uri, extra) => read(def, uri, extra, (ctx) => def.read(ctx)));
+      const registered = server.registerResource(def.name, def.uri, metadata, (uri, extra) => read(def, uri, extra, (ctx) => def.read(ctx)));
+      if (drift) servedWhile(registered, () => served(def));
       continue;
     }
     const list = def.list;
     const template = new ResourceTemplate(def.uriTemplate, {
       list: list
         ? async (extra) => {
+            // The SDK lists a template's resources whether or not the template is enabled.
+            if (!served(def)) return { resources: [] };
             try {
               return { resources: (await list(contextOf(extra.mcpReq.signal))).map((r) => ({ ...r, mimeType: RESOURCE_MIME_TYPE })) };
             } catch (err) {
@@ -83,11 +118,21 @@ export function registerResources(server: McpServer, resources: readonly Resourc
         ? { complete: Object.fromEntries(Object.entries(def.complete).map(([variable, fn]) => [variable, completing(fn)])) }
         : {}),
     });
-    server.registerResource(def.name, template, metadata, (uri, variables, extra) =>
+    const registered = server.registerResource(def.name, template, metadata, (uri, variables, extra) =>
       read(def, uri, extra, (ctx) =>
         def.read(Object.fromEntries(Object.entries(variables).map(([k, v]) => [k, Array.isArray(v) ? v.join(",") : v])), ctx),
       ),
     );
+    if (drift) servedWhile(registered, () => served(def));
+  }
+  if (drift) {
+    // The SDK's resources/templates/list lists every template, enabled or not; this one is the
+    // SDK's answer (name, template, metadata as registered) without the drifted ones.
+    server.server.setRequestHandler("resources/templates/list", async () => ({
+      resourceTemplates: resources
+        .filter((def): def is TemplateResourceDefinition => def.kind === "template" && served(def))
+        .map((def) => ({ name: def.name, uriTemplate: def.uriTemplate, ...metadataOf(def) })),
+    }));
   }
 
   // Where the transport delivers change events (docs/protocol.md §9: the council publisher

@@ -3,6 +3,7 @@ import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, Input
 import { ATTR, ChaosError, ERROR_CODES, inRequestSpan, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
+import { servedWhile } from "../contracts/served-while.js";
 import { isModernScope, type EdgeDeps, type EdgeSession, type ModernScope, type ServerScope } from "../deps.js";
 import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../tools/define.js";
 import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.js";
@@ -283,15 +284,6 @@ export function registerTools(
     // reads this at each tools/list, so a definition that drifted from its pinned contract is
     // left out of the listing from then on (the check is cached per definition object); its
     // calls are refused with contract_drift before the SDK dispatches them (tool-arguments.ts).
-    if (drift) {
-      let enabled = registered.enabled;
-      Object.defineProperty(registered, "enabled", {
-        configurable: true,
-        get: () => enabled && drift(tool) === undefined,
-        set: (v: boolean) => {
-          enabled = v;
-        },
-      });
-    }
+    if (drift) servedWhile(registered, () => drift(tool) === undefined);
   }
 }
