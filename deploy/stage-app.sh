@@ -1,7 +1,8 @@
 #!/bin/sh
 # Copies what the container image runs from a built checkout (npm ci && npm run build done) into
 # DEST: the manifests, the contracts lock (chaoscore.lock, and its signed note chaoscore.lock.sig
-# when the release signed it: the edge checks what it serves against them at start), each
+# when the release signed it: the edge checks what it serves against them at start; its history
+# chaoscore.lock.history when there is one, to explain older pinned digests), each
 # workspace's dist/ (and the standalone's bin/), the image's entrypoint and health check, and
 # node_modules pruned to production dependencies. Nothing else: no sources,
 # tests, .env or data. Both image builds use it: deploy/Dockerfile's build stage, and
@@ -25,7 +26,7 @@ dest=$2
 mkdir -p "$dest/deploy"
 
 cp "$src/package.json" "$src/package-lock.json" "$src/chaoscore.lock" "$dest/"
-[ ! -f "$src/chaoscore.lock.sig" ] || cp "$src/chaoscore.lock.sig" "$dest/"
+for f in chaoscore.lock.sig chaoscore.lock.history; do [ ! -f "$src/$f" ] || cp "$src/$f" "$dest/"; done
 [ ! -f "$src/LICENSE" ] || cp "$src/LICENSE" "$dest/"
 cp "$src/deploy/entrypoint.sh" "$src/deploy/healthcheck.js" "$dest/deploy/"
 for ws in proto services/*; do

@@ -22,6 +22,11 @@ export interface Lockfile {
   readonly statedDigests: ReadonlyMap<string, { digest: string; sections: Record<string, string> }>;
 }
 
+/** The text of a JSON document as the lockfile is written: RFC 8785 member order, two-space indent, a trailing newline. */
+export function deterministicJson(value: unknown): string {
+  return `${pretty(value, "")}\n`;
+}
+
 /** RFC 8785 member order, two-space indent, RFC 8785 number and string forms. */
 function pretty(value: unknown, indent: string): string {
   if (Array.isArray(value)) {
@@ -50,7 +55,7 @@ export function serializeLock(contracts: ContractSet, serverName = "chaos-core")
       Object.entries(contracts[kind]).map(([name, c]) => [name, { digest: entryDigest(c), sections: sectionDigests(c), ...c }]),
     );
   }
-  return `${pretty(doc, "")}\n`;
+  return deterministicJson(doc);
 }
 
 function bad(path: string, what: string): never {

@@ -6,9 +6,11 @@ import {
   countersign,
   diffContracts,
   formatDiff,
+  HISTORY_FILE,
   LOCKFILE_NAME,
+  parseHistory,
   parseLock,
-  serializeLock,
+  relock,
   SIGNATURE_FILE,
   signAttestation,
   verifyAttestation,
@@ -180,17 +182,36 @@ async function verifyServed(io: ContractsCommandIo, url: string, keys: string, a
   return 0;
 }
 
+/** A file's text, undefined when there is none. */
+async function optionalText(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
 async function lock(io: ContractsCommandIo, root: string, check: boolean): Promise<number> {
   const { contracts, violations } = await computeContracts(root);
   for (const v of violations) io.stderr.write(`violation: ${v}\n`);
   const path = join(root, LOCKFILE_NAME);
+  const historyPath = join(root, HISTORY_FILE);
   if (!check) {
     if (violations.length > 0) {
       io.stderr.write(`${LOCKFILE_NAME} not written: fix the violations above (or the tool's readOnlyHint)\n`);
       return 1;
     }
-    await writeFile(path, serializeLock(contracts));
+    // The contracts the lock pinned until now join the history, so a client that pinned one of
+    // their digests can still be told what changed (docs/contracts.md §9).
+    const relocked = relock(contracts, await optionalText(path), await optionalText(historyPath));
+    if (relocked.warning) io.stderr.write(`${relocked.warning}\n`);
+    await writeFile(path, relocked.lockText);
     io.stdout.write(`wrote ${path}\n`);
+    if (relocked.historyText !== undefined) {
+      await writeFile(historyPath, relocked.historyText);
+      io.stdout.write(`wrote ${historyPath} (${relocked.kept} superseded contract${relocked.kept === 1 ? "" : "s"} kept)\n`);
+    }
     return 0;
   }
   let text: string;
@@ -201,9 +222,17 @@ async function lock(io: ContractsCommandIo, root: string, check: boolean): Promi
     return 1;
   }
   const result = checkLock(text, contracts);
-  for (const p of result.problems) io.stderr.write(`${p}\n`);
+  const problems = [...result.problems];
+  // The history is not recomputed (it is what earlier locks pinned), but every entry must still hash to its digest.
+  const historyText = await optionalText(historyPath);
+  try {
+    if (historyText !== undefined) parseHistory(historyText);
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
+  for (const p of problems) io.stderr.write(`${p}\n`);
   if (result.diff.changes.length > 0) io.stdout.write(`${result.diff.verdict}\n${formatDiff(result.diff)}\n`);
-  if (!result.ok || violations.length > 0) {
+  if (!result.ok || problems.length > 0 || violations.length > 0) {
     io.stderr.write(`${LOCKFILE_NAME} does not match the code: review the changes above, then run chaos-core contracts lock\n`);
     return 1;
   }

@@ -25,6 +25,14 @@ describe("the edge's start-time attestation hook", () => {
     expect(() => attestServedSurface({ lockText: tampered, note, verifierKeys: [vkey] })).toThrow(/the lockfile was edited: tools\/chaoscore_remember \(surface\)/);
   });
 
+  it("refuses a history whose entry does not hash to its digest (docs/contracts.md §9)", () => {
+    const digest = `sha256:${"1".repeat(64)}`;
+    const { tools } = JSON.parse(lockText) as { tools: Record<string, Record<string, unknown>> };
+    const { surface, behavior, tokenEconomics, entitlements } = tools.chaoscore_remember!;
+    const historyText = JSON.stringify({ historyVersion: 1, tools: { [digest]: { surface, behavior, tokenEconomics, entitlements } } });
+    expect(() => attestServedSurface({ lockText, verifierKeys: [], historyText })).toThrow(`chaoscore.lock.history: tools.${digest}: the entry hashes to`);
+  });
+
   it("refuses a wrong signature", () => {
     const other = generateKeyPairSync("ed25519").publicKey;
     expect(() => attestServedSurface({ lockText, note, verifierKeys: [verifierKey(release.name, other)] })).toThrow(AttestationError);

@@ -1,4 +1,16 @@
-import { promptContract, resourceContract, sectionDigests, toolContract, type ContractKind, type ContractSet } from "@chaos-core/contracts";
+import {
+  changesSincePinned,
+  EMPTY_HISTORY,
+  entryDigest,
+  promptContract,
+  resourceContract,
+  sectionDigests,
+  toolContract,
+  type ContractHistory,
+  type ContractKind,
+  type ContractSet,
+  type SincePinned,
+} from "@chaos-core/contracts";
 import type { PromptDefinition } from "../prompts/define.js";
 import type { ResourceDefinition } from "../resources/define.js";
 import type { ToolDefinition } from "../tools/define.js";
@@ -28,7 +40,30 @@ const cheapKey = (def: ToolDefinition) => JSON.stringify([def.name, def.title, d
 export class ContractGuard {
   private readonly checked = new WeakMap<ToolDefinition, Checked>();
 
-  constructor(private readonly lock: ContractSet) {}
+  private readonly digests = new Map<string, string | undefined>();
+
+  constructor(
+    private readonly lock: ContractSet,
+    private readonly history: ContractHistory = EMPTY_HISTORY,
+  ) {}
+
+  /** The entry digest the lock pins for a tool (what `tools/list` tells clients to pin), undefined when the lock has none. */
+  pinnedDigest(name: string): string | undefined {
+    if (!this.digests.has(name)) {
+      const pinned = this.lock.tools[name];
+      this.digests.set(name, pinned && entryDigest(pinned));
+    }
+    return this.digests.get(name);
+  }
+
+  /**
+   * What a client's pinned digest of a tool says against the contract served (which the guard
+   * holds to the lock's): current, unknown, or the BREAKING and RISKY changes since (item 8).
+   */
+  sincePinned(name: string, pinned: string): SincePinned | undefined {
+    const served = this.lock.tools[name];
+    return served && changesSincePinned(this.history, served, name, pinned);
+  }
 
   /** `tools/<name> (<sections>)` when the definition no longer matches its pinned contract, else undefined. */
   toolDrift(def: ToolDefinition): string | undefined {
@@ -72,8 +107,8 @@ export class ContractGuard {
 const guards = new WeakMap<ContractSet, ContractGuard>();
 
 /** One guard (and so one cache) per parsed lock. */
-export function guardFor(lock: ContractSet): ContractGuard {
-  let g = guards.get(lock);
-  if (!g) guards.set(lock, (g = new ContractGuard(lock)));
+export function guardFor(pinned: { readonly lock: ContractSet; readonly history: ContractHistory }): ContractGuard {
+  let g = guards.get(pinned.lock);
+  if (!g) guards.set(pinned.lock, (g = new ContractGuard(pinned.lock, pinned.history)));
   return g;
 }

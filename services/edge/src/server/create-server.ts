@@ -154,7 +154,7 @@ class ChaosCoreMcpServer extends McpServer {
 export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
   const tools = options.tools ?? TOOL_DEFINITIONS;
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock.
-  const guard = deps.contracts ? guardFor(deps.contracts.lock) : undefined;
+  const guard = deps.contracts ? guardFor(deps.contracts) : undefined;
   const drift = guard ? (tool: ToolDefinition) => guard.toolDrift(tool) : undefined;
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const resources = options.resources ?? RESOURCE_DEFINITIONS;
@@ -183,7 +183,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     drift,
   );
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
-  registerTools(server, tools, deps, scope, server.screen, drift);
+  registerTools(server, tools, deps, scope, server.screen, guard);
   registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
   registerResources(server, resources, deps, scope, guard ? (r) => guard.resourceDrift(r) : undefined);
   if (guard) {

@@ -3,6 +3,8 @@ import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, Input
 import { ATTR, ChaosError, ERROR_CODES, inRequestSpan, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
+import type { ContractGuard } from "../contracts/guard.js";
+import { explainAgainstPinned, pinnedDigestOf, TOOL_CONTRACT_META_KEY } from "../contracts/pinned.js";
 import { servedWhile } from "../contracts/served-while.js";
 import { isModernScope, type EdgeDeps, type EdgeSession, type ModernScope, type ServerScope } from "../deps.js";
 import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../tools/define.js";
@@ -199,7 +201,7 @@ export function registerTools(
   deps: EdgeDeps,
   scope: ServerScope,
   screen: ArgumentScreen,
-  drift?: (tool: ToolDefinition) => string | undefined,
+  guard?: ContractGuard,
 ): void {
   const modernScope = isModernScope(scope);
   for (const tool of tools) {
@@ -209,6 +211,7 @@ export function registerTools(
       ...(modernScope ? {} : { session: (scope as EdgeSession).id }),
       tool: tool.name,
     });
+    const contractDigest = guard?.pinnedDigest(tool.name);
     const registered = server.registerTool(
       tool.name,
       {
@@ -218,6 +221,8 @@ export function registerTools(
         inputSchema: publishedArguments(tool.input),
         outputSchema: publishedResult(withErrorAlternative(tool.output)),
         annotations: { title: tool.title, ...tool.annotations },
+        // The digest a client pins and may send back with its calls (docs/contracts.md §9).
+        ...(contractDigest ? { _meta: { [TOOL_CONTRACT_META_KEY]: { digest: contractDigest } } } : {}),
       },
       async (raw: unknown, extra: Extra): Promise<CallToolResult | InputRequiredResult> => {
         let checked: ReturnType<typeof checkToolArguments>;
@@ -229,7 +234,12 @@ export function registerTools(
           return toMcpErrorResult(new ChaosError("internal", "the arguments could not be checked"));
         }
         // Refused arguments never reached a tool: no span, no tool-call log line, as before the check moved here.
-        if ("refusal" in checked) return checked.refusal;
+        if ("refusal" in checked) {
+          // Built against an older contract? Then the refusal says what changed since (item 8).
+          const pinned = contractDigest ? pinnedDigestOf(extra.mcpReq._meta as Record<string, unknown> | undefined) : undefined;
+          const since = pinned !== undefined ? guard?.sincePinned(tool.name, pinned) : undefined;
+          return since && pinned && contractDigest ? explainAgainstPinned(checked.refusal, pinned, contractDigest, since) : checked.refusal;
+        }
         const { args } = checked;
         // 2026-07-28: a retried round's state is bound to this tool and these arguments, and
         // consumed once, before anything runs (docs/protocol.md §7); the retry carries its flow's ref.
@@ -284,6 +294,6 @@ export function registerTools(
     // reads this at each tools/list, so a definition that drifted from its pinned contract is
     // left out of the listing from then on (the check is cached per definition object); its
     // calls are refused with contract_drift before the SDK dispatches them (tool-arguments.ts).
-    if (drift) servedWhile(registered, () => drift(tool) === undefined);
+    if (guard) servedWhile(registered, () => guard.toolDrift(tool) === undefined);
   }
 }
