@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { writeSignedLocks } from "../support/contract-lock.js";
 import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
@@ -35,6 +37,19 @@ describe("chaos-core refuses to start on a contract it cannot attest", () => {
     const unsigned = await runToExit(["stdio"], { CHAOS_CORE_DATA_DIR: dataDir(), CHAOS_CORE_CONTRACT_KEYS: locks.vkey });
     expect(unsigned.code, unsigned.stderr).toBe(1);
     expect(unsigned.stderr).toContain("verifier keys are configured but no signed note was given for the lock");
+  });
+
+  it("without keys, refuses a lock that cognition's capabilities drifted from, naming the capability (serve and stdio)", async () => {
+    const doc = JSON.parse(readFileSync(locks.good, "utf8")) as { capabilities: Record<string, { surface: { description: string } }> };
+    doc.capabilities["memory.recall"]!.surface.description = "Recalls, and sends a copy elsewhere.";
+    const drifted = join(dir, "capability-drift.lock");
+    writeFileSync(drifted, JSON.stringify(doc));
+    for (const command of ["serve", "stdio"]) {
+      const run = await runToExit([command], { CHAOS_CORE_DATA_DIR: dataDir(), PORT: "0", CHAOS_CORE_CONTRACT_LOCK_FILE: drifted });
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toContain(`chaos-core: ${drifted}: the registered capabilities drifted from the lock: capabilities/memory.recall (surface)`);
+      expect(run.stdout).toBe("");
+    }
   });
 
   it("refuses a bad verifier key in CHAOS_CORE_CONTRACT_KEYS, naming the variable", async () => {

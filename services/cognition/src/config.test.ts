@@ -1,6 +1,7 @@
 import { ConfigError } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
-import { loadCognitionConfig } from "./config.js";
+import { fileURLToPath } from "node:url";
+import { DEFAULT_CONTRACT_LOCK_FILE, loadCognitionConfig } from "./config.js";
 
 const KEY = "k".repeat(32);
 const BASE = { CHAOS_CORE_CONTEXT_KEY: KEY, POLICY_ADDR: "127.0.0.1:50051", MEMORY_ADDR: "127.0.0.1:50052", LEDGER_ADDR: "127.0.0.1:50054" };
@@ -17,7 +18,11 @@ describe("loadCognitionConfig", () => {
       plans: { kind: "memory" },
       provider: { id: "heuristic", selection: "inferred" },
       logLevel: "info",
+      contractLockFile: DEFAULT_CONTRACT_LOCK_FILE,
     });
+    // The installed app's root: the checkout's chaoscore.lock here.
+    expect(DEFAULT_CONTRACT_LOCK_FILE).toBe(fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url)));
+    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_CONTRACT_LOCK_FILE: "/etc/chaos/chaoscore.lock" }).contractLockFile).toBe("/etc/chaos/chaoscore.lock");
   });
 
   it("keeps plans in Redis under a prefix when REDIS_URL is set", () => {

@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
@@ -16,7 +17,15 @@ export interface CognitionConfig {
   readonly plans: { readonly kind: "redis"; readonly url: string; readonly prefix: string } | { readonly kind: "memory" };
   readonly provider: ProviderConfig;
   readonly logLevel: (typeof LOG_LEVELS)[number];
+  /** The contracts lock the capabilities are pinned to (`CHAOS_CORE_CONTRACT_LOCK_FILE`, docs/contracts.md §7). */
+  readonly contractLockFile: string;
 }
+
+/**
+ * Where cognition reads `chaoscore.lock` when CHAOS_CORE_CONTRACT_LOCK_FILE is not set: the root of
+ * the installed app (the repository root in a checkout, `/app` in the image), as the edge does.
+ */
+export const DEFAULT_CONTRACT_LOCK_FILE = fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url));
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
 const serviceAddr = (service: string) => envVars.serviceAddr("cognition", service);
@@ -31,6 +40,7 @@ const schema = z.object({
   REDIS_URL: envVars.redisUrl(),
   CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
   LOG_LEVEL: envVars.logLevel(),
+  CHAOS_CORE_CONTRACT_LOCK_FILE: z.string().min(1, "must name the lockfile").optional(),
 });
 
 /**
@@ -53,5 +63,6 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     plans: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
     provider,
     logLevel: e.LOG_LEVEL,
+    contractLockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? DEFAULT_CONTRACT_LOCK_FILE,
   };
 }

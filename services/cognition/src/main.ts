@@ -22,6 +22,7 @@ const { createRedisApprovalStore } = await import("./executor/redis-approval-sto
 const { createMemoryPlanStore } = await import("./plans/memory-plan-store.js");
 const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
 const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
+const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
 
 let logger: Logger = createLogger("cognition");
 let redis: RedisClient | undefined;
@@ -58,6 +59,8 @@ try {
     logger,
     provider: providerConfig,
   });
+  // Every capability against chaoscore.lock, before anything is served; held to it from then on.
+  await pinCapabilitiesAtStart(deps.registry, config.contractLockFile);
   logger.info(
     { provider: providerConfig.id, selection: providerConfig.selection, model: deps.provider.model ?? "none" },
     `AI provider ${providerConfig.id} (${providerConfig.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment"})`,

@@ -187,12 +187,16 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       // stdio opens them on the first request that needs them: a 2026-07-28 client's version
       // probe (a sibling process sent `server/discover` alone, then stopped) never does.
       openOnDemand: mode === "stdio",
+      contractLockFile: edgeConfig.contracts.lockFile,
     });
     const rt = starting;
     // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):
     // drift or a bad signature refuses the start, naming the drifted entries (the catch below
     // closes what startRuntime opened).
     const contracts = await checkContractsAtStart(edgeConfig.contracts, logger);
+    // Cognition's capabilities against the same lock, now: stdio builds them only on a first request.
+    const { BUILT_IN_CAPABILITIES, createCapabilityRegistry, pinCapabilitiesAtStart } = await import("@chaos-core/cognition");
+    await pinCapabilitiesAtStart(createCapabilityRegistry(BUILT_IN_CAPABILITIES), edgeConfig.contracts.lockFile);
     const announce = (runtime: Runtime) =>
       logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: rt.admin?.url }, "chaos-core starting");
 

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { BUILT_IN_CAPABILITIES } from "@chaos-core/cognition";
+import { BUILT_IN_CAPABILITIES, capabilitySource } from "@chaos-core/cognition";
 import {
   capabilityContract,
   contractSet,
@@ -12,7 +12,6 @@ import {
 } from "@chaos-core/contracts";
 import { edgeSurface } from "@chaos-core/edge";
 import type * as ScannerExports from "@chaos-core/contracts/scanner";
-import { z } from "zod";
 
 type ScannerModule = typeof ScannerExports;
 
@@ -69,21 +68,7 @@ export async function computeContracts(root = REPO_ROOT): Promise<ComputedContra
   const capabilities = BUILT_IN_CAPABILITIES.map((c) => {
     const scan = capabilityScans.get(c.name);
     if (!scan) throw missing("defineCapability", c.name);
-    const json = (schema: z.ZodType, io: "input" | "output") =>
-      JSON.parse(JSON.stringify(z.toJSONSchema(schema, { io, unrepresentable: "any" }))) as Record<string, unknown>;
-    return capabilityContract(
-      {
-        name: c.name,
-        description: c.description,
-        risk: c.risk,
-        inputSchema: json(c.inputSchema, "input"),
-        outputSchema: json(c.outputSchema, "output"),
-        annotations: c.annotations,
-        implies: c.implies ?? [],
-        internal: c.internal ?? false,
-      },
-      scan.entitlements,
-    );
+    return capabilityContract(capabilitySource(c), scan.entitlements);
   });
   const contracts = contractSet({
     tools,

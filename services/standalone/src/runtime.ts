@@ -35,6 +35,7 @@ import {
 import {
   createCognitionHandlers,
   createDefaultCognitionDeps,
+  pinCapabilitiesAtStart,
   createMemoryApprovalStore,
   createRedisApprovalStore,
   createMemoryPlanStore,
@@ -113,6 +114,12 @@ export interface RuntimeOptions {
    * 2026-07-28 client's short-lived version probe never touches the database (docs/protocol.md §14).
    */
   openOnDemand?: boolean;
+  /**
+   * The contracts lock the capabilities are pinned to (`CHAOS_CORE_CONTRACT_LOCK_FILE`); unset in
+   * tests composing a runtime, where nothing is pinned. `serve` and `stdio` check the lock at start
+   * first (cli.ts), so a drift found here is one that appeared since.
+   */
+  contractLockFile?: string;
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
@@ -228,20 +235,18 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // First of the two: the webhook dispatcher stops (rows in flight are given back) before the drain.
     closers.push(() => ledgerCore.close());
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
-    const cognition = createInProcessClient(
-      CognitionService,
-      createCognitionHandlers(
-        createDefaultCognitionDeps({
-          provider: config.provider,
-          policy,
-          memory,
-          plans,
-          approvals,
-          ledger,
-          logger: logger.child({ service: "cognition" }),
-        }),
-      ),
-    );
+    const cognitionDeps = createDefaultCognitionDeps({
+      provider: config.provider,
+      policy,
+      memory,
+      plans,
+      approvals,
+      ledger,
+      logger: logger.child({ service: "cognition" }),
+    });
+    // The capabilities are held to chaoscore.lock while serving, as the cognition service run alone holds them (docs/contracts.md §7).
+    if (options.contractLockFile) await pinCapabilitiesAtStart(cognitionDeps.registry, options.contractLockFile);
+    const cognition = createInProcessClient(CognitionService, createCognitionHandlers(cognitionDeps));
 
     // Last: the endpoint answers only once everything it calls is up, and closes first.
     let admin: RunningAdminServer | undefined;

@@ -1,5 +1,7 @@
+import type { ContractSet } from "@chaos-core/contracts";
 import { ChaosError } from "@chaos-core/kit";
 import type { Capability, CapabilityAnnotations, CapabilityRisk } from "./capability.js";
+import { CapabilityGuard } from "./contract.js";
 
 /**
  * A capability name: lowercase dotted segments (`http.request`, `memory.recall`). The same rule
@@ -29,6 +31,15 @@ export interface CapabilityRegistry {
   offered(): readonly Capability[];
   /** Name, description, risk and annotations of every offered capability, in registration order. */
   descriptors(): readonly CapabilityInfo[];
+  /**
+   * From now on, holds every capability to the contract `lock` pins (docs/contracts.md §7): one
+   * that no longer matches is left out of `list`, `offered` and `descriptors`, and {@link drift}
+   * names it, so the executor refuses to run it. Returns the capabilities that drift now (the
+   * start check refuses to start on any).
+   */
+  pin(lock: ContractSet): readonly string[];
+  /** `capabilities/<name> (<sections>)` when the pinned capability `name` no longer matches its contract; undefined when it does, or nothing is pinned. */
+  drift(name: string): string | undefined;
 }
 
 /** Why a capability's `implies` list cannot be honoured, or undefined when it can. */
@@ -70,22 +81,26 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
     const problem = impliesProblem(capability, byName);
     if (problem) throw new ChaosError("invalid_argument", `capability "${capability.name}" ${problem}`);
   }
-  const list = Object.freeze([...byName.values()]);
-  const offered = Object.freeze(list.filter((c) => c.internal !== true));
-  const descriptors = Object.freeze(
-    offered.map((c): CapabilityInfo => ({
-      name: c.name,
-      description: c.description,
-      risk: c.risk,
-      annotations: { ...c.annotations },
-    })),
-  );
+  const all = Object.freeze([...byName.values()]);
+  let guard: CapabilityGuard | undefined;
+  const served = (c: Capability) => guard?.drift(c) === undefined;
+  const list = () => (guard ? all.filter(served) : all);
+  const offered = () => list().filter((c) => c.internal !== true);
   return {
     // Object.hasOwn-style lookup through a Map, so "constructor" or "__proto__" never resolve.
     get: (name) => byName.get(name),
-    list: () => list,
-    offered: () => offered,
-    descriptors: () => descriptors,
+    list,
+    offered,
+    descriptors: () =>
+      offered().map((c): CapabilityInfo => ({ name: c.name, description: c.description, risk: c.risk, annotations: { ...c.annotations } })),
+    pin: (lock) => {
+      guard = new CapabilityGuard(lock);
+      return all.flatMap((c) => guard!.drift(c) ?? []);
+    },
+    drift: (name) => {
+      const c = byName.get(name);
+      return c && guard?.drift(c);
+    },
   };
 }
 

@@ -221,6 +221,9 @@ async function decideStrictest(capability: Capability, facts: CapabilityFacts, d
     const target = deps.registry.get(name);
     // The registry refuses this at build time; a registry built some other way still fails closed.
     if (!target) throw new ChaosError("failed_precondition", `${capability.name} implies "${name}", which is not registered; nothing ran`);
+    // Its policy is asked at its registered risk: a definition that drifted from its contract is not one to trust for that.
+    const drifted = driftRefusal(name, deps);
+    if (drifted) throw drifted;
     implied.push({ capability: name, risk: target.risk, verdict: await evaluate(name, target.risk, facts, deps) });
   }
   return strictest(capability, own, implied);
@@ -363,6 +366,15 @@ function internalRefusal(stepId: string, capability: string): ChaosError {
   );
 }
 
+/**
+ * The run-time rug-pull guard's refusal (docs/contracts.md §7): a capability whose definition no
+ * longer matches the contract the lock pins is not run (`contract_drift`, naming the sections).
+ */
+function driftRefusal(name: string, deps: ExecutorDeps): ChaosError | undefined {
+  const drifted = deps.registry.drift(name);
+  return drifted === undefined ? undefined : new ChaosError("contract_drift", `${drifted}: this capability no longer matches its pinned contract and is not run`);
+}
+
 /** One step through its stages, in order; each audit record must succeed before the next action. */
 async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: ExecuteStepOptions): Promise<StepResult> {
   const call = auditCall(deps.call);
@@ -382,6 +394,8 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
   if (capability.internal === true && options.bookkeeping !== true) {
     return finish(failure(step, internalRefusal(step.id, capability.name), `capability: "${capability.name}" is internal`));
   }
+  const drifted = driftRefusal(capability.name, deps);
+  if (drifted) return finish(failure(step, drifted, `capability: ${drifted.message}`));
 
   // References are resolved first: schema, hash, policy and any approval all see the real value.
   let resolved: unknown;
@@ -605,6 +619,9 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
   if (!capability || capability.name !== step.capability) {
     return finish(refused(step, "failed", "failed_precondition", `capability "${approval.capability}" is no longer registered`), approval.argsHash);
   }
+  // What was approved is the capability as pinned; a definition that changed since is not run.
+  const drifted = driftRefusal(capability.name, deps);
+  if (drifted) return finish(refused(step, "failed", "contract_drift", drifted.message), approval.argsHash);
   // The stored input is re-validated and re-hashed: the approval covers exactly this call.
   const parsedInput = capability.inputSchema.safeParse(step.input);
   const parsedChecks = checksSchema.safeParse(step.checks ?? []);
