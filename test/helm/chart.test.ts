@@ -75,6 +75,7 @@ const LOADERS: Record<Component, (env: Record<string, string>) => unknown> = {
 /** Stand-in values for what the Secrets hold, so the rendered environment can be parsed. */
 const SECRET_VALUES: Record<string, string> = {
   CHAOS_CORE_CONTEXT_KEY: randomBytes(32).toString("hex"),
+  CHAOS_CORE_CONTEXT_KEY_ACCEPTED: randomBytes(32).toString("hex"),
   DATABASE_URL: "postgres://chaos@postgres.db:5432/chaoscore?sslmode=verify-full",
   REDIS_URL: "rediss://redis.cache:6380",
   OPENAI_API_KEY: "sk-test",
@@ -390,8 +391,12 @@ describe("helm chart helm/chaos-core", () => {
       for (const v of pod.volumes) if (v.secret) for (const item of v.secret.items) refs.add(`${v.secret.secretName}/${item.key}`);
     }
     expect([...refs].sort()).toEqual(
-      ["platform-chaos/CONTEXT_KEY", "platform-chaos/POSTGRES_URL", "platform-chaos/REDIS_URL", "platform-chaos-files/keys.json", "platform-chaos-files/request-state.json", "platform-chaos-ledger/ed25519.json"].sort(),
+      ["platform-chaos/CONTEXT_KEY", "platform-chaos/CONTEXT_KEY_NEXT", "platform-chaos/POSTGRES_URL", "platform-chaos/REDIS_URL", "platform-chaos-files/keys.json", "platform-chaos-files/request-state.json", "platform-chaos-ledger/ed25519.json"].sort(),
     );
+    // A key rotation under way: every service, the edge included, accepts the second key.
+    for (const d of byKind(all, "Deployment")) {
+      expect(container(d).env, d.metadata.name).toContainEqual({ name: "CHAOS_CORE_CONTEXT_KEY_ACCEPTED", valueFrom: { secretKeyRef: { name: "platform-chaos", key: "CONTEXT_KEY_NEXT" } } });
+    }
     const ledger = named(all, "Deployment", `${FULL}-ledger`);
     expect(envOf(ledger).CHAOS_CORE_LEDGER_KEYS_FILE).toBe("/etc/chaos-core/ledger/ed25519.json");
     expect(envOf(named(all, "Deployment", `${FULL}-cognition`))).toMatchObject({ OPENAI_BASE_URL: "http://vllm.models.svc.cluster.local:8000/v1", OPENAI_MODEL: "qwen3-8b" });

@@ -183,6 +183,9 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end }}
 {{- end }}
 {{ include "chaos-core.secretEnv" (list "CHAOS_CORE_CONTEXT_KEY" $v.secrets.contextKey) }}
+{{- if $v.secrets.contextKey.acceptedKey }}
+{{ include "chaos-core.secretEnv" (list "CHAOS_CORE_CONTEXT_KEY_ACCEPTED" (dict "existingSecret" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.acceptedKey)) }}
+{{- end }}
 {{- range $callee := index (include "chaos-core.callees" $root | fromJson) $name }}
 - name: {{ upper $callee }}_ADDR
   value: {{ include "chaos-core.addr" (list $root $callee) | quote }}

@@ -25,6 +25,11 @@ describe("loadCognitionConfig", () => {
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_CONTRACT_LOCK_FILE: "/etc/chaos/chaoscore.lock" }).contractLockFile).toBe("/etc/chaos/chaoscore.lock");
   });
 
+  it("takes a second accepted call-context key while the key is rotated, and names a short one", () => {
+    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_CONTEXT_KEY_ACCEPTED: "n".repeat(32) }).contextKeyAccepted).toBe("n".repeat(32));
+    expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_CONTEXT_KEY_ACCEPTED: "short" })).toThrow(/CHAOS_CORE_CONTEXT_KEY_ACCEPTED: must be at least 32 characters/);
+  });
+
   it("keeps plans in Redis under a prefix when REDIS_URL is set", () => {
     expect(loadCognitionConfig({ ...BASE, REDIS_URL: "redis://r:6379" }).plans).toEqual({ kind: "redis", url: "redis://r:6379", prefix: "chaoscore:" });
     expect(loadCognitionConfig({ ...BASE, REDIS_URL: "redis://r:6379", CHAOS_CORE_REDIS_PREFIX: "t:1:" }).plans).toMatchObject({ prefix: "t:1:" });

@@ -9,6 +9,8 @@ export interface CognitionConfig {
   readonly port: number;
   /** The HMAC key call contexts are verified and signed with; there is deliberately no default. */
   readonly contextKey: string;
+  /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
+  readonly contextKeyAccepted?: string;
   readonly policyAddr: string;
   readonly memoryAddr: string;
   /** The ledger: every decision is recorded there, and approved steps run on its receipts. */
@@ -34,6 +36,7 @@ const schema = z.object({
   HOST: envVars.host(),
   PORT: envVars.port(50053),
   CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+  CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
   POLICY_ADDR: serviceAddr("policy"),
   MEMORY_ADDR: serviceAddr("memory"),
   LEDGER_ADDR: serviceAddr("ledger"),
@@ -57,6 +60,7 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     host: e.HOST,
     port: e.PORT,
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    ...(e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     policyAddr: e.POLICY_ADDR,
     memoryAddr: e.MEMORY_ADDR,
     ledgerAddr: e.LEDGER_ADDR,

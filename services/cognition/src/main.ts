@@ -32,7 +32,7 @@ try {
   logger = createLogger("cognition", config.logLevel);
   // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
   const transport = openGrpcTransport(logger);
-  const signer = new ContextSigner(config.contextKey);
+  const signer = new ContextSigner(config.contextKey, [config.contextKeyAccepted]);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
   const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls });

@@ -11,6 +11,8 @@ export interface CouncilConfig {
   readonly storage: CouncilStorageConfig;
   /** The HMAC key call contexts are verified with; there is deliberately no default. */
   readonly contextKey: string;
+  /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
+  readonly contextKeyAccepted?: string;
   readonly logLevel: (typeof LOG_LEVELS)[number];
 }
 
@@ -24,6 +26,7 @@ const schema = z
     DATABASE_URL: envVars.postgresUrl(),
     CHAOS_CORE_DATA_DIR: z.string().optional(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine(requireStorage("embedded PGlite"));
@@ -41,6 +44,7 @@ export function loadCouncilConfig(env: Env = process.env): CouncilConfig {
     port: e.PORT,
     storage: serviceStorage(e),
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    ...(e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     logLevel: e.LOG_LEVEL,
   };
 }

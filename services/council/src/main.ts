@@ -30,7 +30,7 @@ try {
   const server = await startCouncilServer({
     host: config.host,
     port: config.port,
-    signer: new ContextSigner(config.contextKey),
+    signer: new ContextSigner(config.contextKey, [config.contextKeyAccepted]),
     store: createSqlCouncilStore(db),
     logger,
     transport,

@@ -86,6 +86,7 @@ const EdgeEnvSchema = z
     COUNCIL_ADDR: envVars.optionalServiceAddr(),
     LEDGER_ADDR: envVars.optionalServiceAddr(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey().optional(),
+    CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
     MCP_ALLOWED_HOSTS: list.optional(),
     MCP_ALLOWED_ORIGINS: originList.optional(),
     CHAOS_CORE_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(MAX_BODY_BYTES).default(MAX_BODY_BYTES),
@@ -183,6 +184,8 @@ export interface EdgeAloneConfig extends EdgeConfig {
   readonly cognitionAddr: string;
   readonly councilAddr: string;
   readonly contextKey: string;
+  /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
+  readonly contextKeyAccepted?: string;
   readonly mrtrKeysFile: string;
 }
 
@@ -225,6 +228,7 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
     cognitionAddr: e.COGNITION_ADDR!,
     councilAddr: e.COUNCIL_ADDR!,
     contextKey: e.CHAOS_CORE_CONTEXT_KEY!,
+    ...(e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE!,
   };
 }

@@ -43,7 +43,7 @@ try {
   // stops the start (an AttestationError naming the drifted entries), before anything connects.
   const attestation = await checkContractsAtStart(config.contracts, logger);
 
-  const signer = new ContextSigner(config.contextKey);
+  const signer = new ContextSigner(config.contextKey, [config.contextKeyAccepted]);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
   // The default deadline stays for quick calls; the tools that wait on a model or run

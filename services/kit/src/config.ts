@@ -80,6 +80,12 @@ export const envVars = {
     z
       .string({ error: "is required: the shared key that signs and verifies call contexts" })
       .min(32, "must be at least 32 characters"),
+  /**
+   * `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: one more call-context key whose signatures are accepted
+   * (never used to sign) while the key is rotated: the next key before it becomes
+   * `CHAOS_CORE_CONTEXT_KEY`, then the previous one until every replica signs with the new.
+   */
+  contextKeyAccepted: () => z.string().min(32, "must be at least 32 characters").optional(),
   logLevel: () => z.enum(LOG_LEVELS).default("info"),
   /**
    * `CHAOS_CORE_PUBLIC_URL`: the address people reach Chaos Core at (behind an Ingress), from

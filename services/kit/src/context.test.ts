@@ -37,8 +37,21 @@ describe("ContextSigner", () => {
     expect(code(() => signer.verify(context, undefined))).toBe("unauthenticated");
   });
 
-  it("has no usable short key", () => {
+  it("has no usable short key, signing or accepted", () => {
     expect(() => new ContextSigner("short")).toThrow(/at least 32/);
+    expect(() => new ContextSigner(KEY, ["short"])).toThrow("the call-context key accepted beside it must be at least 32 characters");
+  });
+
+  it("accepts a context signed with an accepted key, and signs only with its own", () => {
+    const NEXT = "n".repeat(32);
+    const rotating = new ContextSigner(KEY, [NEXT, undefined]);
+    const byNext = new ContextSigner(NEXT).sign({ tenant: "acme", principal: "p" });
+    expect(rotating.verify(byNext.context, byNext.signature)).toEqual({ tenant: "acme", principal: "p" });
+    const own = rotating.sign({ tenant: "acme", principal: "p" });
+    expect(signer.verify(own.context, own.signature)).toEqual({ tenant: "acme", principal: "p" });
+    expect(code(() => new ContextSigner(NEXT).verify(own.context, own.signature))).toBe("unauthenticated");
+    const third = new ContextSigner("t".repeat(32)).sign({ tenant: "acme", principal: "p" });
+    expect(code(() => rotating.verify(third.context, third.signature))).toBe("unauthenticated");
   });
 
   const REF = "AAECAwQFBgcICQoLDA0ODw";

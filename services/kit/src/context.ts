@@ -117,18 +117,29 @@ interface WireContext {
 /**
  * Signs and verifies the call context with a shared HMAC key, so a service only acts for a
  * tenant the edge vouched for. There is no default key: a service without one refuses to start.
+ *
+ * Rotation without downtime (docs/operations.md, "Rotating the call-context key"): `accepted`
+ * keys (`CHAOS_CORE_CONTEXT_KEY_ACCEPTED`) verify but never sign. Every replica first accepts
+ * the new key beside its own, then each signs with the new one and accepts the old, then the old
+ * is dropped; at no step does a replica refuse what another signs.
  */
 export class ContextSigner {
   private readonly key: Buffer;
+  private readonly verifying: readonly Buffer[];
 
-  constructor(key: string) {
-    if (key.length < MIN_KEY_LENGTH) {
-      throw new ChaosError(
-        "failed_precondition",
-        `the call-context key must be at least ${MIN_KEY_LENGTH} characters`,
-      );
+  /** `accepted`: keys that verify too; an undefined entry (an unset variable) is skipped. */
+  constructor(key: string, accepted: ReadonlyArray<string | undefined> = []) {
+    const also = accepted.filter((k): k is string => k !== undefined);
+    for (const k of [key, ...also]) {
+      if (k.length < MIN_KEY_LENGTH) {
+        throw new ChaosError(
+          "failed_precondition",
+          `the call-context key${k === key ? "" : " accepted beside it"} must be at least ${MIN_KEY_LENGTH} characters`,
+        );
+      }
     }
     this.key = Buffer.from(key, "utf8");
+    this.verifying = [this.key, ...also.map((k) => Buffer.from(k, "utf8"))];
   }
 
   sign(ctx: CallContext, now = Date.now()): { context: string; signature: string } {
@@ -149,11 +160,12 @@ export class ContextSigner {
     if (!context || !signature) {
       throw new ChaosError("unauthenticated", "the call carries no signed call context");
     }
-    const expected = Buffer.from(this.mac(context), "hex");
     const given = Buffer.from(signature, "hex");
-    if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
-      throw new ChaosError("unauthenticated", "the call context signature is not valid");
-    }
+    const valid = this.verifying.some((key) => {
+      const expected = Buffer.from(this.mac(context, key), "hex");
+      return expected.length === given.length && timingSafeEqual(expected, given);
+    });
+    if (!valid) throw new ChaosError("unauthenticated", "the call context signature is not valid");
     let wire: WireContext;
     try {
       wire = JSON.parse(Buffer.from(context, "base64url").toString("utf8")) as WireContext;
@@ -170,7 +182,7 @@ export class ContextSigner {
     return { tenant: wire.t, principal: wire.p, ...(wire.s ? { sessionId: wire.s } : {}), ...(wire.r ? { requestRef: wire.r } : {}) };
   }
 
-  private mac(data: string): string {
-    return createHmac("sha256", this.key).update(data).digest("hex");
+  private mac(data: string, key: Buffer = this.key): string {
+    return createHmac("sha256", key).update(data).digest("hex");
   }
 }

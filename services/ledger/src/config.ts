@@ -12,6 +12,8 @@ export interface LedgerConfig {
   /** The receipt nonce fast path: Redis shared by replicas, or this process. Postgres decides either way. */
   readonly nonces: { readonly kind: "redis"; readonly url: string; readonly prefix: string } | { readonly kind: "memory" };
   readonly contextKey: string;
+  /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
+  readonly contextKeyAccepted?: string;
   /** The Ed25519 keyring file (operator configuration); there is no default key. */
   readonly keysFile: string;
   /** The policy service, which says which approval channels may answer a spend or a tool receipt. */
@@ -153,6 +155,7 @@ const schema = z
     REDIS_URL: envVars.redisUrl(),
     CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
     POLICY_ADDR: envVars.serviceAddr("the ledger", "policy"),
     CHAOS_CORE_LEDGER_KEYS_FILE: z.string({
       error: "is required: the Ed25519 keyring file that signs receipts and checkpoints (there is no default key)",
@@ -188,6 +191,7 @@ export function loadLedgerConfig(env: Env = process.env): LedgerConfig {
     storage: serviceStorage(e),
     nonces: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    ...(e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     keysFile: e.CHAOS_CORE_LEDGER_KEYS_FILE,
     policyAddr: e.POLICY_ADDR,
     ...(e.CHAOS_CORE_LEDGER_POLICY_FILE ? { policyFile: e.CHAOS_CORE_LEDGER_POLICY_FILE } : {}),

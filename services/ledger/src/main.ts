@@ -41,7 +41,7 @@ try {
     throw new Error(`CHAOS_CORE_LEDGER_KEYS_FILE: ${(err as Error).message}`, { cause: err });
   });
   const policies = await loadOperatorPolicies(config.policyFile);
-  const signer = new ContextSigner(config.contextKey);
+  const signer = new ContextSigner(config.contextKey, [config.contextKeyAccepted]);
   // Policy says which approval channels count for a spend or a tool receipt; the ledger enforces.
   const policyClient = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
   policy = policyClient;

@@ -11,6 +11,8 @@ export interface MemoryConfig {
   readonly storage: MemoryStorageConfig;
   /** The HMAC key call contexts are verified with; there is deliberately no default. */
   readonly contextKey: string;
+  /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
+  readonly contextKeyAccepted?: string;
   readonly logLevel: (typeof LOG_LEVELS)[number];
 }
 
@@ -21,6 +23,7 @@ const schema = z
     DATABASE_URL: envVars.postgresUrl(),
     CHAOS_CORE_DATA_DIR: z.string().optional(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine(requireStorage("embedded PGlite"));
@@ -38,6 +41,7 @@ export function loadMemoryConfig(env: Env = process.env): MemoryConfig {
     port: e.PORT,
     storage: serviceStorage(e),
     contextKey: e.CHAOS_CORE_CONTEXT_KEY,
+    ...(e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -12,6 +12,8 @@ export interface PolicyConfig {
   readonly host: string;
   readonly port: number;
   readonly contextKey: string;
+  /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
+  readonly contextKeyAccepted?: string;
   readonly logLevel: (typeof LOG_LEVELS)[number];
   readonly store: PolicyStoreConfig;
 }
@@ -23,6 +25,7 @@ const schema = z
     DATABASE_URL: envVars.postgresUrl(),
     CHAOS_CORE_DATA_DIR: z.string().optional(),
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
+    CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine(requireStorage("a policy.json file there"));
@@ -41,6 +44,7 @@ export function loadPolicyConfig(env: Env = process.env): PolicyConfig {
     host: parsed.HOST,
     port: parsed.PORT,
     contextKey: parsed.CHAOS_CORE_CONTEXT_KEY,
+    ...(parsed.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: parsed.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     logLevel: parsed.LOG_LEVEL,
     store:
       parsed.DATABASE_URL !== undefined

@@ -21,7 +21,7 @@ try {
   const logger = createLogger("policy", config.logLevel);
   // CHAOS_CORE_GRPC_TLS_*: the certificate files are read and checked now (a problem stops the start, naming the variable).
   const transport = openGrpcTransport(logger);
-  const signer = new ContextSigner(config.contextKey);
+  const signer = new ContextSigner(config.contextKey, [config.contextKeyAccepted]);
 
   let closeDb = async (): Promise<void> => undefined;
   let schema: SchemaGate | undefined;

@@ -9,7 +9,7 @@ import {
   type EvaluateRequest,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ContextSigner, type CallContext } from "../context.js";
+import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, ContextSigner, type CallContext } from "../context.js";
 import { ChaosError } from "../errors.js";
 import { createLogger } from "../logger.js";
 import { createGrpcClient, grpcServiceDefinition } from "./grpc.js";
@@ -222,6 +222,61 @@ describe("gRPC server", () => {
     );
     raw.close();
     expect(ChaosError.from(err).code).toBe("unauthenticated");
+  });
+
+  it("refuses a context signed with the right key but too long ago (a replayed one)", async () => {
+    const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+    const def = grpcServiceDefinition(PolicyService)["getPolicy"]!;
+    const old = new ContextSigner(KEY).sign(ctx, Date.now() - 6 * 60_000);
+    const md = new Metadata();
+    md.set(CONTEXT_HEADER, old.context);
+    md.set(CONTEXT_SIG_HEADER, old.signature);
+    const err = await new Promise<unknown>((resolve) =>
+      raw.makeUnaryRequest(def.path, def.requestSerialize, def.responseDeserialize, {}, md, (e) => resolve(e)),
+    );
+    raw.close();
+    expect(ChaosError.from(err)).toMatchObject({ code: "unauthenticated", message: expect.stringContaining("the call context has expired") });
+  });
+
+  it("rotates the key without a refused call: accept the next key, sign with it, drop the old", async () => {
+    const OLD = "o".repeat(40);
+    const NEXT = "n".repeat(40);
+    const started: RunningGrpcServer[] = [];
+    const clients: Array<{ close(): void }> = [];
+    // Each step, every pairing a rolling update can meet: a replica of the step before calling one of this step, and back.
+    const steps = [
+      { name: "before", sign: OLD, accepted: [] as string[] },
+      { name: "accept the next", sign: OLD, accepted: [NEXT] },
+      { name: "sign with the next", sign: NEXT, accepted: [OLD] },
+      { name: "after", sign: NEXT, accepted: [] as string[] },
+    ];
+    const replicas = await Promise.all(
+      steps.map(async (step) => {
+        const srv = await startGrpcServer({ host: "127.0.0.1", port: 0, signer: new ContextSigner(step.sign, step.accepted), registrations: [register(PolicyService, impl)], logger });
+        started.push(srv);
+        return { ...step, port: srv.port };
+      }),
+    );
+    const call = async (from: (typeof replicas)[number], to: (typeof replicas)[number]) => {
+      const c = createGrpcClient(PolicyService, `127.0.0.1:${to.port}`, new ContextSigner(from.sign, from.accepted), { timeoutMs: 2_000 });
+      clients.push(c);
+      return c.client.getPolicy({}, { ctx }).then(
+        () => "ok",
+        (e: unknown) => ChaosError.from(e).code,
+      );
+    };
+    try {
+      for (let i = 1; i < replicas.length; i++) {
+        const [a, b] = [replicas[i - 1]!, replicas[i]!];
+        expect([await call(a, b), await call(b, a)], `${a.name} ↔ ${b.name}`).toEqual(["ok", "ok"]);
+      }
+      // Skipping the middle step is what refuses: the first and last share no key.
+      expect(await call(replicas[0]!, replicas[3]!)).toBe("unauthenticated");
+      expect(await call(replicas[3]!, replicas[0]!)).toBe("unauthenticated");
+    } finally {
+      for (const c of clients) c.close();
+      await Promise.all(started.map((srv) => srv.shutdown(0)));
+    }
   });
 
   it("answers grpc.health.v1 SERVING for the server and each service", async () => {
