@@ -88,5 +88,6 @@ export {
 } from "./signed-note.js";
 export type { NoteSigner, NoteVerifier, ParsedNote } from "./signed-note.js";
 export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redis-errors.js";
+export { tenantKeyPrefix } from "./redis-keys.js";
 export { watchFile } from "./file-watch.js";
 export type { FileWatch, WatchFileOptions } from "./file-watch.js";

@@ -190,8 +190,8 @@ describe("ledger main, run alone", () => {
 
     // Only Postgres remembers now.
     const keys = await redis.keys(`${prefix}*`);
-    expect(keys).toContain(`${prefix}${TENANT}:nonce:${receipt!.nonce as string}`);
-    expect(keys).toContain(`${prefix}${TENANT}:nonce:mrtr:${mrtrState.jti}`);
+    expect(keys).toContain(`${prefix}{${TENANT}}:nonce:${receipt!.nonce as string}`);
+    expect(keys).toContain(`${prefix}{${TENANT}}:nonce:mrtr:${mrtrState.jti}`);
     await redis.del(...keys);
 
     const again = await startMain(env(), cwd);

@@ -35,7 +35,7 @@ describe("Redis approval store", () => {
     const b = createRedisApprovalStore(replicas.b, { prefix });
     const made = approval();
     await a.create(made);
-    const key = `${prefix}acme:approval:${made.approvalId}`;
+    const key = `${prefix}{acme}:approval:${made.approvalId}`;
     const pttl = await replicas.a.pttl(key);
     expect(pttl).toBeGreaterThan((24 * 3600 - 10) * 1000);
     expect(pttl).toBeLessThanOrEqual(24 * 3600 * 1000);
@@ -50,7 +50,7 @@ describe("Redis approval store", () => {
     const store = createRedisApprovalStore(replicas.a, { prefix });
     const made = approval();
     await store.create(made);
-    const key = `${prefix}acme:approval:${made.approvalId}`;
+    const key = `${prefix}{acme}:approval:${made.approvalId}`;
     // The hash exactly as the previous build wrote it: no channels in the record, the old channel name.
     const resolution = { approved: true, channel: "elicitation", resolvedBy: "human via elicitation in session s", principal: "agent", sessionId: "s", resolvedAt: new Date().toISOString() };
     await replicas.a.hset(key, "status", "approved", "resolution", JSON.stringify(resolution));
@@ -64,7 +64,7 @@ describe("Redis approval store", () => {
     const store = createRedisApprovalStore(replicas.a, { prefix });
     const made = approval();
     await store.create(made);
-    const key = `${prefix}acme:approval:${made.approvalId}`;
+    const key = `${prefix}{acme}:approval:${made.approvalId}`;
     const record = JSON.parse((await replicas.a.hget(key, "record"))!) as Record<string, unknown>;
     const corrupt: Array<[string, string]> = [
       ["record", "not json {"],

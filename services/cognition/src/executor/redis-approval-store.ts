@@ -1,4 +1,4 @@
-import { assertTenantId, ChaosError, failClosedOnRedisOutage } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, failClosedOnRedisOutage, tenantKeyPrefix } from "@chaos-core/kit";
 import type { Redis } from "ioredis";
 import {
   approvalNotFound,
@@ -65,8 +65,8 @@ export function createRedisApprovalStore(redis: Redis, options: RedisApprovalSto
   const now = options.now ?? Date.now;
   const ttlMs = resolveTtlSeconds(options.ttlSeconds) * 1000;
   // Approval ids are UUIDs (no `:`), checked before they reach a key.
-  const keyOf = (tenant: string, id: string) => `${prefix}${tenant}:approval:${id}`;
-  const indexOf = (tenant: string) => `${prefix}${tenant}:approvals:pending`;
+  const keyOf = (tenant: string, id: string) => `${tenantKeyPrefix(prefix, tenant)}approval:${id}`;
+  const indexOf = (tenant: string) => `${tenantKeyPrefix(prefix, tenant)}approvals:pending`;
 
   async function read(tenant: string, approvalId: string): Promise<StoredApproval | undefined> {
     assertTenantId(tenant);

@@ -38,14 +38,14 @@ describe("Redis plan store", () => {
   it("keys the plan by tenant and session, with Redis expiring it after the TTL", async () => {
     const store = createRedisPlanStore(replicas.a, { prefix });
     const stored = await store.put(plan);
-    const key = `${prefix}acme:plan:session-1:${stored.id}`;
+    const key = `${prefix}{acme}:plan:session-1:${stored.id}`;
     const pttl = await replicas.a.pttl(key);
     expect(pttl).toBeGreaterThan((DEFAULT_PLAN_TTL_SECONDS - 10) * 1000);
     expect(pttl).toBeLessThanOrEqual(DEFAULT_PLAN_TTL_SECONDS * 1000);
     expect(JSON.parse((await replicas.a.get(key))!)).toStrictEqual(stored);
 
     const shortLived = await store.put(plan, 90);
-    expect(await replicas.a.pttl(`${prefix}acme:plan:session-1:${shortLived.id}`)).toBeLessThanOrEqual(90_000);
+    expect(await replicas.a.pttl(`${prefix}{acme}:plan:session-1:${shortLived.id}`)).toBeLessThanOrEqual(90_000);
   });
 
   it("keys a plan made without a session by the hex SHA-256 of its principal", async () => {
@@ -53,7 +53,7 @@ describe("Redis plan store", () => {
     const scope = planScopeOf({ principal: "agent with spaces: and colons" });
     expect(scope).toMatch(/^principal:[0-9a-f]{64}$/);
     const stored = await store.put({ ...plan, scope });
-    const key = `${prefix}acme:plan:${scope}:${stored.id}`;
+    const key = `${prefix}{acme}:plan:${scope}:${stored.id}`;
     expect(JSON.parse((await replicas.a.get(key))!)).toStrictEqual(stored);
     expect(await createRedisPlanStore(replicas.b, { prefix }).get("acme", scope, stored.id)).toStrictEqual(stored);
   });
@@ -71,7 +71,7 @@ describe("Redis plan store", () => {
       expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
       provider: "heuristic",
     };
-    await replicas.a.set(`${prefix}acme:plan:session-1:${id}`, JSON.stringify(legacy), "EX", 60);
+    await replicas.a.set(`${prefix}{acme}:plan:session-1:${id}`, JSON.stringify(legacy), "EX", 60);
     expect(await store.get("acme", "session-1", id)).toStrictEqual({ ...legacy, scope: "session-1" });
     expect(await store.get("acme", "session-2", id)).toBeUndefined();
     expect(await store.get("acme", planScopeOf({ principal: "session-1" }), id)).toBeUndefined();
@@ -87,7 +87,7 @@ describe("Redis plan store", () => {
   it("reports a value that is not a plan for its key as internal, never as a plan", async () => {
     const store = createRedisPlanStore(replicas.a, { prefix });
     const stored = await store.put(plan);
-    const key = `${prefix}acme:plan:session-1:${stored.id}`;
+    const key = `${prefix}{acme}:plan:session-1:${stored.id}`;
     const corrupt = [
       "not json {",
       JSON.stringify({ hello: "world" }),

@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { failClosedOnRedisOutage } from "@chaos-core/kit";
+import { failClosedOnRedisOutage, tenantKeyPrefix } from "@chaos-core/kit";
 import {
   assertPlanOwner,
   isPlanId,
@@ -28,7 +28,7 @@ export function createRedisPlanStore(redis: Redis, options: RedisPlanStoreOption
   // Plan ids never contain `:`, and callers' ids are checked before they reach a key, so the last
   // segment is always the plan id and the key cannot be steered into another scope's space. A
   // plan written before scopes existed sits under its session id, which is its scope: same key.
-  const keyOf = (tenant: string, scope: string, planId: string) => `${prefix}${tenant}:plan:${scope}:${planId}`;
+  const keyOf = (tenant: string, scope: string, planId: string) => `${tenantKeyPrefix(prefix, tenant)}plan:${scope}:${planId}`;
 
   return failClosedOnRedisOutage<PlanStore>({
     async put(input, ttlSeconds) {

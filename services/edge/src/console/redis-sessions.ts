@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
-import { failClosedOnRedisOutage } from "@chaos-core/kit";
+import { failClosedOnRedisOutage, tenantKeyPrefix } from "@chaos-core/kit";
 import {
   SIGN_IN_FAILURE_WINDOW_SECONDS,
   sessionLive,
@@ -62,7 +62,7 @@ export function createRedisConsoleSessionStore(redis: Redis, options: RedisConso
   /** The key of a session; undefined for a value no session id can be (it reaches no key then). */
   const sessionKey = (id: string) => {
     const tenant = tenantOfSessionId(id);
-    return tenant && `${prefix}${tenant}:console:${sha256(id)}`;
+    return tenant && `${tenantKeyPrefix(prefix, tenant)}console:${sha256(id)}`;
   };
   const failureKey = (address: string) => `${prefix}console-sign-in-failures:${sha256(address)}`;
   const windowMs = SIGN_IN_FAILURE_WINDOW_SECONDS * 1000;

@@ -129,10 +129,10 @@ describe("Redis console session store", () => {
     await store.create(id, alice());
     const keys = await redis.a.keys(`${redis.prefix}*console:*`);
     const digest = createHash("sha256").update(id).digest("hex");
-    expect(keys).toContain(`${redis.prefix}acme:console:${digest}`);
-    const stored = await redis.a.get(`${redis.prefix}acme:console:${digest}`);
+    expect(keys).toContain(`${redis.prefix}{acme}:console:${digest}`);
+    const stored = await redis.a.get(`${redis.prefix}{acme}:console:${digest}`);
     expect(stored).not.toContain(id.split(".")[1]);
-    const ttl = await redis.a.pttl(`${redis.prefix}acme:console:${digest}`);
+    const ttl = await redis.a.pttl(`${redis.prefix}{acme}:console:${digest}`);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(CONSOLE_IDLE_SECONDS * 1000);
   });

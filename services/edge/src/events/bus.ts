@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { ServerEvent, ServerEventBus } from "@modelcontextprotocol/server";
-import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger, tenantKeyPrefix } from "@chaos-core/kit";
 
 /**
  * Change events per tenant (docs/protocol.md §9, §13 step 10): what a tenant's open
@@ -145,7 +145,7 @@ export function createMemoryEventBuses(logger: Logger): TenantEventBuses {
 export async function createRedisEventBuses(redis: Redis, options: { prefix: string; logger: Logger }): Promise<TenantEventBuses> {
   const { prefix, logger } = options;
   const listeners = new LocalListeners(logger);
-  const channel = (tenant: string) => `${prefix}${tenant}:mcp-bus`;
+  const channel = (tenant: string) => `${tenantKeyPrefix(prefix, tenant)}mcp-bus`;
   const tenantOf = new Map<string, string>();
   const subscriber = redis.duplicate({ connectionName: "chaos-core-edge-events", lazyConnect: true });
   // The client's own error lines are the command connection's (kit's logger); this one is quiet.
@@ -182,7 +182,7 @@ export async function createRedisEventBuses(redis: Redis, options: { prefix: str
       try {
         if (onceKey !== undefined) {
           const digest = createHash("sha256").update(onceKey, "utf8").digest("hex");
-          const claimed = await redis.set(`${prefix}${tenant}:mcp-bus:once:${digest}`, "1", "PX", ONCE_KEY_TTL_MS, "NX");
+          const claimed = await redis.set(`${tenantKeyPrefix(prefix, tenant)}mcp-bus:once:${digest}`, "1", "PX", ONCE_KEY_TTL_MS, "NX");
           if (claimed === null) return;
         }
         await redis.publish(channel(tenant), JSON.stringify({ v: 1, event }));

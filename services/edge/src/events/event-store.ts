@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { EventId, EventStore, JSONRPCMessage, StreamId } from "@modelcontextprotocol/server";
-import { assertTenantId, failClosedOnRedisOutage, isRedisOutage, type Logger } from "@chaos-core/kit";
+import { assertTenantId, failClosedOnRedisOutage, isRedisOutage, type Logger, tenantKeyPrefix } from "@chaos-core/kit";
 
 /**
  * Resumable 2025-11-25 SSE streams (docs/protocol.md §10): the SDK's `EventStore` for one MCP
@@ -60,7 +60,7 @@ export function createRedisEventStore(
   options: SessionEventStoreOptions & { prefix: string; ttlSeconds: number; logger?: Logger },
 ): EventStore {
   assertTenantId(options.tenant);
-  const key = (streamId: StreamId) => `${options.prefix}${options.tenant}:mcp-events:${options.sessionId}:${streamId}`;
+  const key = (streamId: StreamId) => `${tenantKeyPrefix(options.prefix, options.tenant)}mcp-events:${options.sessionId}:${streamId}`;
   return failClosedOnRedisOutage<EventStore>(
     {
       async storeEvent(streamId, message) {

@@ -58,13 +58,13 @@ describe("the Redis event store", () => {
     const priming = await mine.storeEvent(STREAM, {} as JSONRPCMessage);
     await mine.storeEvent(STREAM, message(1));
     expect((await replay(theirs, priming)).sent).toEqual([]);
-    const key = `${redis.prefix}acme:mcp-events:mine:${STREAM}`;
+    const key = `${redis.prefix}{acme}:mcp-events:mine:${STREAM}`;
     const ttl = await redis.a.ttl(key);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(30);
     for (let i = 0; i < EVENTS_PER_STREAM + 200; i++) await mine.storeEvent("_GET_stream", message(i));
     // MAXLEN ~ trims in whole nodes: a little over the cap at most, never the whole history.
-    const kept = await redis.a.xlen(`${redis.prefix}acme:mcp-events:mine:_GET_stream`);
+    const kept = await redis.a.xlen(`${redis.prefix}{acme}:mcp-events:mine:_GET_stream`);
     expect(kept).toBeGreaterThanOrEqual(EVENTS_PER_STREAM);
     expect(kept).toBeLessThan(EVENTS_PER_STREAM + 200);
   });

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { LoggingLevel } from "@modelcontextprotocol/server";
-import { assertTenantId, failClosedOnRedisOutage } from "@chaos-core/kit";
+import { assertTenantId, failClosedOnRedisOutage, tenantKeyPrefix } from "@chaos-core/kit";
 import {
   DEFAULT_SESSION_TTL_SECONDS,
   sessionLimitReached,
@@ -115,11 +115,11 @@ export function createRedisSessionStore(redis: Redis, options: RedisSessionStore
 
   const keys = (tenant: string, id: string) => {
     assertTenantId(tenant);
-    return { session: `${prefix}${tenant}:mcp-session:${id}`, index: `${prefix}${tenant}:mcp-sessions` };
+    return { session: `${tenantKeyPrefix(prefix, tenant)}mcp-session:${id}`, index: `${tenantKeyPrefix(prefix, tenant)}mcp-sessions` };
   };
   // A principal is any string the operator chose: hashed, it cannot reach outside its tenant's keys.
   const principalIndex = (tenant: string, principal: string) =>
-    `${prefix}${tenant}:mcp-sessions:principal:${createHash("sha256").update(principal, "utf8").digest("hex")}`;
+    `${tenantKeyPrefix(prefix, tenant)}mcp-sessions:principal:${createHash("sha256").update(principal, "utf8").digest("hex")}`;
 
   const get = async (tenant: string, id: string) => fromHash(await redis.hgetall(keys(tenant, id).session));
 

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import calculateSlot from "cluster-key-slot";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
@@ -156,11 +157,15 @@ describe("redis", () => {
     const keys = await redis.keys(`${prefix}*`);
     const principal = createHash("sha256").update("alice").digest("hex");
     expect(keys.sort()).toEqual([
-      `${prefix}acme:mcp-session:k1`,
-      `${prefix}acme:mcp-sessions`,
-      `${prefix}acme:mcp-sessions:principal:${principal}`,
+      `${prefix}{acme}:mcp-session:k1`,
+      `${prefix}{acme}:mcp-sessions`,
+      `${prefix}{acme}:mcp-sessions:principal:${principal}`,
     ]);
     for (const key of keys) expect(await redis.ttl(key)).toBeGreaterThan(0);
+    // The tenant is a hash tag: on a Redis Cluster its keys share one slot (the scripts touch several at once).
+    expect(new Set(keys.map((k) => calculateSlot(k)))).toEqual(new Set([calculateSlot(`{acme}`)]));
+    await store.create(record("k2", "globex"));
+    expect(calculateSlot(`${prefix}{globex}:mcp-session:k2`)).toBe(calculateSlot("globex"));
   });
 
   it("holds a principal's cap across replicas when they open sessions at the same moment", async () => {

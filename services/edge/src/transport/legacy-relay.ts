@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { JSONRPCMessage } from "@modelcontextprotocol/server";
-import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger, tenantKeyPrefix } from "@chaos-core/kit";
 
 /**
  * The 2025-11-25 relay between edge replicas (docs/protocol.md §8). A server→client request
@@ -79,7 +79,7 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
   const channel = (r: string) => `${prefix}mcp-relay:${r}`;
   const inflightKey = (tenant: string, sessionId: string, requestId: string | number) => {
     assertTenantId(tenant);
-    return `${prefix}${tenant}:mcp-inflight:${sessionId}:${typeof requestId}:${requestId}`;
+    return `${tenantKeyPrefix(prefix, tenant)}mcp-inflight:${sessionId}:${typeof requestId}:${requestId}`;
   };
   const subscriber = redis.duplicate({ connectionName: "chaos-core-edge-relay", lazyConnect: true });
   subscriber.on("error", () => {});

@@ -1,4 +1,4 @@
-import { assertTenantId, ChaosError } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, tenantKeyPrefix } from "@chaos-core/kit";
 import type { Redis } from "ioredis";
 
 /**
@@ -27,7 +27,7 @@ function assertNonce(nonce: string): void {
 /** Keys read `<prefix><tenant>:nonce:<nonce>`; `SET NX PX` makes the claim atomic on any replica. */
 export function createRedisNonceCache(redis: Redis, options: { prefix?: string } = {}): NonceCache {
   const prefix = options.prefix ?? "chaoscore:";
-  const keyOf = (tenant: string, nonce: string) => `${prefix}${tenant}:nonce:${nonce}`;
+  const keyOf = (tenant: string, nonce: string) => `${tenantKeyPrefix(prefix, tenant)}nonce:${nonce}`;
   const unavailable = (err: unknown) =>
     new ChaosError("unavailable", `nonce store (Redis) unavailable, authorization refused: ${(err as Error).message}`, {
       cause: err,

@@ -80,11 +80,11 @@ describe("Authorize: a receipt is used once", () => {
 
     // Restart every process: new Db pool, store, core and nonce cache on the same Postgres,
     // with the Redis keys gone, so only Postgres remembers the nonce.
-    const flushedBefore = await fx.redis!.exists(`${fx.redisPrefix}${tenant}:nonce:${nonce}`);
+    const flushedBefore = await fx.redis!.exists(`${fx.redisPrefix}{${tenant}}:nonce:${nonce}`);
     expect(flushedBefore).toBe(1);
     const restarted = await fx.restart({ flushNonceCache: true });
     try {
-      expect(await restarted.redis!.exists(`${fx.redisPrefix}${tenant}:nonce:${nonce}`)).toBe(0);
+      expect(await restarted.redis!.exists(`${fx.redisPrefix}{${tenant}}:nonce:${nonce}`)).toBe(0);
       const again = await authorize(restarted, tenant, DELETE, receipt);
       expect(again.res.authorized).toBe(false);
       expect(again.res.code).toBe("replayed_receipt");
@@ -92,7 +92,7 @@ describe("Authorize: a receipt is used once", () => {
       expect(again.event).toMatchObject({ type: "authorization.decided", code: "replayed_receipt", authorized: false, receipt_nonce: nonce });
       expect(again.event?.fast_path).toBeUndefined();
       // The nonce Postgres holds is claimed in Redis again, so the next replay is refused there.
-      expect(await restarted.redis!.exists(`${fx.redisPrefix}${tenant}:nonce:${nonce}`)).toBe(1);
+      expect(await restarted.redis!.exists(`${fx.redisPrefix}{${tenant}}:nonce:${nonce}`)).toBe(1);
       const third = await authorize(restarted, tenant, DELETE, receipt);
       expect(third.res.code).toBe("replayed_receipt");
       expect(third.event?.fast_path).toBe(true);

@@ -126,7 +126,7 @@ describe("Postgres down", () => {
       expect(err.code, name).toBe("unavailable");
     }
     // The failed authorization gave its fast-path claim back.
-    expect(await fx.redis!.exists(`${fx.redisPrefix}${tenant}:nonce:${second.receipt.nonce as string}`)).toBe(0);
+    expect(await fx.redis!.exists(`${fx.redisPrefix}{${tenant}}:nonce:${second.receipt.nonce as string}`)).toBe(0);
 
     await proxy.up();
     const after = await fx.client.authorize({ call: DELETE, receipt: second.receipt as JsonObject }, ctx);
