@@ -92,6 +92,7 @@ const EdgeEnvSchema = z
     CHAOS_CORE_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(MAX_BODY_BYTES).default(MAX_BODY_BYTES),
     CHAOS_CORE_API_KEYS_FILE: z.string().min(1).optional(),
     CHAOS_CORE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3600),
+    CHAOS_CORE_RATE_LIMITS_FILE: z.string().min(1, "must name the rate limits file").optional(),
     CHAOS_CORE_MAX_SESSIONS_PER_KEY: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_SESSIONS_PER_KEY),
     CHAOS_CORE_CONSOLE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
     CHAOS_CORE_PUBLIC_URL: envVars.publicUrl(),
@@ -141,6 +142,8 @@ export interface EdgeConfig {
   readonly ledgerAddr?: string;
   /** The HMAC key that signs the call context for gRPC services. Never logged. */
   readonly contextKey?: string;
+  /** `CHAOS_CORE_RATE_LIMITS_FILE`: the tenants' rate limits (docs/operations.md "Rate limits"); unset: none. */
+  readonly rateLimitsFile?: string;
   readonly sessionTtlSeconds: number;
   readonly logLevel: (typeof LOG_LEVELS)[number];
   /**
@@ -280,6 +283,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
     ...(e.COUNCIL_ADDR ? { councilAddr: e.COUNCIL_ADDR } : {}),
     ...(e.LEDGER_ADDR ? { ledgerAddr: e.LEDGER_ADDR } : {}),
     ...(e.CHAOS_CORE_CONTEXT_KEY ? { contextKey: e.CHAOS_CORE_CONTEXT_KEY } : {}),
+    ...(e.CHAOS_CORE_RATE_LIMITS_FILE ? { rateLimitsFile: e.CHAOS_CORE_RATE_LIMITS_FILE } : {}),
     sessionTtlSeconds: e.CHAOS_CORE_SESSION_TTL_SECONDS,
     logLevel: e.LOG_LEVEL,
   };

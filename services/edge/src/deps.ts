@@ -1,3 +1,4 @@
+import type { RateLimiter } from "./limits/limiter.js";
 import type { EdgeAttestation } from "./contracts/attestation.js";
 import type { Logger, ServiceClient } from "@chaos-core/kit";
 import type { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
@@ -88,6 +89,8 @@ export interface EdgeDeps {
    * `chaoscore://contracts/attestation` resource. Absent where no check ran (tests composing a server).
    */
   readonly contracts?: EdgeAttestation;
+  /** The quota gate in front of every tool call (`limits/limiter.ts`); no limits when unset. */
+  readonly limiter?: RateLimiter;
 }
 
 /** One MCP session as the server factory sees it: who it belongs to, and its id. */

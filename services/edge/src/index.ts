@@ -83,3 +83,7 @@ export type { EdgeSurface } from "./contracts/sources.js";
 export { attestServedSurface } from "./contracts/attestation.js";
 export { checkContractsAtStart } from "./contracts/start.js";
 export type { EdgeAttestation } from "./contracts/attestation.js";
+export { createMemoryRateLimiter, createRateLimiter, createRedisRateLimiter, RateLimited } from "./limits/limiter.js";
+export type { LimitedCall, RateLimiter } from "./limits/limiter.js";
+export { loadRateLimitsFile, NO_RATE_LIMITS, parseRateLimits } from "./limits/limits-file.js";
+export type { RateLimit, RateLimits, TenantLimits } from "./limits/limits-file.js";

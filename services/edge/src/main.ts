@@ -25,6 +25,8 @@ const { createRedisEdgeEvents } = await import("./events/feeds.js");
 const { startHttpTransport } = await import("./transport/http.js");
 const { consoleSigningKey } = await import("./console/csrf.js");
 const { checkContractsAtStart } = await import("./contracts/start.js");
+const { createRateLimiter } = await import("./limits/limiter.js");
+const { loadRateLimitsFile } = await import("./limits/limits-file.js");
 const { createMemoryConsoleSessionStore } = await import("./console/sessions.js");
 const { createRedisConsoleSessionStore } = await import("./console/redis-sessions.js");
 
@@ -42,6 +44,8 @@ try {
   // The definitions served against chaoscore.lock and its signed note: drift or a bad signature
   // stops the start (an AttestationError naming the drifted entries), before anything connects.
   const attestation = await checkContractsAtStart(config.contracts, logger);
+  // CHAOS_CORE_RATE_LIMITS_FILE: a file that cannot be read or parsed stops the start, naming it.
+  const rateLimits = config.rateLimitsFile ? loadRateLimitsFile(config.rateLimitsFile) : undefined;
 
   const signer = new ContextSigner(config.contextKey, [config.contextKeyAccepted]);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
@@ -75,6 +79,7 @@ try {
       mrtrTtlSeconds: config.mrtrTtlSeconds,
       contracts: attestation,
       ...(events ? { events } : {}),
+      limiter: createRateLimiter(rateLimits, redis, { prefix: "chaoscore:", logger }),
     },
     {
       ...config.http,

@@ -19,3 +19,7 @@ export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
 export type { RunningStdioTransport, StdioTransportOptions } from "./transport/stdio.js";
 export { loadMrtrKeyring, loadOrCreateMrtrKeyring, MRTR_KEYRING_FILE } from "./mrtr/keyring.js";
 export type { MrtrKeyring } from "./mrtr/keyring.js";
+export { createMemoryRateLimiter } from "./limits/limiter.js";
+export type { RateLimiter } from "./limits/limiter.js";
+export { loadRateLimitsFile, parseRateLimits } from "./limits/limits-file.js";
+export type { RateLimits } from "./limits/limits-file.js";

@@ -172,7 +172,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     // Loaded here, not at the top: the other commands (chp-conformance, ledger, approvals) start
     // without every service in memory. The services themselves load in the background (startup.ts),
     // and the HTTP transport only for serve.
-    const { checkContractsAtStart, loadEdgeConfig, runStdioTransport } = await import("@chaos-core/edge/stdio");
+    const { checkContractsAtStart, loadEdgeConfig, loadRateLimitsFile, runStdioTransport } = await import("@chaos-core/edge/stdio");
     const { startRuntime } = await import("./startup.js");
     const config = loadStandaloneConfig(env);
     const edgeConfig = loadEdgeConfig(env);
@@ -188,6 +188,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       // probe (a sibling process sent `server/discover` alone, then stopped) never does.
       openOnDemand: mode === "stdio",
       contractLockFile: edgeConfig.contracts.lockFile,
+      ...(edgeConfig.rateLimitsFile ? { rateLimits: loadRateLimitsFile(edgeConfig.rateLimitsFile) } : {}),
     });
     const rt = starting;
     // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):

@@ -44,7 +44,16 @@ import {
   type PlanStore,
   type ProviderConfig,
 } from "@chaos-core/cognition";
-import { createMemorySessionStore, createRedisEdgeEvents, createRedisSessionStore, type EdgeDeps, type EdgeEvents, type SessionStore, type SignInLinks } from "@chaos-core/edge";
+import {
+  createMemorySessionStore,
+  createRedisEdgeEvents,
+  createRedisSessionStore,
+  type EdgeDeps,
+  type EdgeEvents,
+  type RateLimits,
+  type SessionStore,
+  type SignInLinks,
+} from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
@@ -120,6 +129,8 @@ export interface RuntimeOptions {
    * first (cli.ts), so a drift found here is one that appeared since.
    */
   contractLockFile?: string;
+  /** `startRuntime` only: the tenants' rate limits (`CHAOS_CORE_RATE_LIMITS_FILE`), held in this process. */
+  rateLimits?: RateLimits;
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */

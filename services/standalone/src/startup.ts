@@ -5,6 +5,7 @@ import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import {
+  createMemoryRateLimiter,
   createMemorySessionStore,
   createSignInLinks,
   loadMrtrKeyring,
@@ -150,6 +151,8 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
     logger,
     version: options.version,
+    // One process: its own limits are exact (several `serve` processes each hold their own).
+    ...(options.rateLimits ? { limiter: createMemoryRateLimiter(options.rateLimits) } : {}),
     ...operator,
     ...mrtr,
   };

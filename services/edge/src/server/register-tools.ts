@@ -225,6 +225,15 @@ export function registerTools(
         ...(contractDigest ? { _meta: { [TOOL_CONTRACT_META_KEY]: { digest: contractDigest } } } : {}),
       },
       async (raw: unknown, extra: Extra): Promise<CallToolResult | InputRequiredResult> => {
+        // The tenant's quotas first (issue 13 item 7): a call over its limit, garbage or not, runs nothing.
+        if (deps.limiter) {
+          try {
+            await deps.limiter.admit({ tenant: scope.tenant, principal: scope.principal, tool: tool.name, readOnly: tool.annotations.readOnlyHint });
+          } catch (err) {
+            log.info({ outcome: ChaosError.from(err).code }, "tool call refused before it ran: rate limit");
+            return toMcpErrorResult(err);
+          }
+        }
         let checked: ReturnType<typeof checkToolArguments>;
         try {
           checked = checkToolArguments(tool, raw, screen.take(extra.mcpReq.id));

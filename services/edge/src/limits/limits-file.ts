@@ -1,0 +1,122 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { assertTenantId, ChaosError, describeZodIssues } from "@chaos-core/kit";
+import { z } from "zod";
+
+/**
+ * Rate limits per tenant (issue 13 item 7, docs/operations.md "Rate limits"): one limit for the
+ * whole tenant, one per principal of it, one per tool per principal. Each is a GCRA (a token bucket
+ * without a refill loop): `requests` per `per`, with up to `burst` at once (`requests` by default).
+ */
+export interface RateLimit {
+  readonly requests: number;
+  readonly per: "second" | "minute" | "hour";
+  readonly burst?: number;
+}
+
+export interface TenantLimits {
+  readonly tenant?: RateLimit;
+  readonly principal?: RateLimit;
+  /** Each tool's calls by one principal; `tools` overrides it for a named tool. */
+  readonly tool?: RateLimit;
+  readonly tools?: Readonly<Record<string, RateLimit>>;
+}
+
+/** What `CHAOS_CORE_RATE_LIMITS_FILE` holds: the limits every tenant gets, and per tenant what differs. */
+export interface RateLimits {
+  readonly default: TenantLimits;
+  readonly tenants: Readonly<Record<string, TenantLimits>>;
+}
+
+const PERIOD_MS = { second: 1_000, minute: 60_000, hour: 3_600_000 } as const;
+
+const rateLimit = z
+  .object({
+    requests: z.number().int().min(1).max(1_000_000),
+    per: z.enum(["second", "minute", "hour"]),
+    burst: z.number().int().min(1).max(1_000_000).optional(),
+  })
+  .strict();
+
+const tenantLimits = z
+  .object({ tenant: rateLimit.optional(), principal: rateLimit.optional(), tool: rateLimit.optional(), tools: z.record(z.string().min(1), rateLimit).optional() })
+  .strict();
+
+const schema = z
+  .object({
+    default: tenantLimits.default({}),
+    tenants: z
+      .record(
+        z.string().superRefine((t, ctx) => {
+          try {
+            assertTenantId(t);
+          } catch (err) {
+            ctx.addIssue({ code: "custom", message: (err as Error).message });
+          }
+        }),
+        tenantLimits,
+      )
+      .default({}),
+  })
+  .strict();
+
+/** No limits at all: what runs when no file is configured. */
+export const NO_RATE_LIMITS: RateLimits = { default: {}, tenants: {} };
+
+/** Parses the limits document, naming the field at its depth. */
+export function parseRateLimits(doc: unknown, source = "the rate limits"): RateLimits {
+  const parsed = schema.safeParse(doc);
+  if (!parsed.success) throw new ChaosError("invalid_argument", `${source}: ${describeZodIssues(parsed.error, schema).join("; ")}`);
+  return parsed.data;
+}
+
+/** Reads `CHAOS_CORE_RATE_LIMITS_FILE`; a file that cannot be read or parsed refuses the start, naming it. */
+export function loadRateLimitsFile(path: string): RateLimits {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ChaosError("failed_precondition", `CHAOS_CORE_RATE_LIMITS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw new ChaosError("invalid_argument", `CHAOS_CORE_RATE_LIMITS_FILE: ${path} is not JSON: ${(err as Error).message}`);
+  }
+  return parseRateLimits(doc, `CHAOS_CORE_RATE_LIMITS_FILE ${path}`);
+}
+
+/** One bucket to check: its key suffix and GCRA parameters in milliseconds. */
+export interface Bucket {
+  /** Which limit it is, for the refusal: `tenant`, `principal` or `tool`. */
+  readonly scope: "tenant" | "principal" | "tool";
+  /** The key within the tenant (`rl:t`, `rl:p:<sha256(principal)>`, `rl:x:<sha256(principal)>:<tool>`). */
+  readonly key: string;
+  /** Milliseconds between requests at the sustained rate. */
+  readonly intervalMs: number;
+  /** Requests allowed at once. */
+  readonly burst: number;
+  readonly limit: RateLimit;
+}
+
+const bucket = (scope: Bucket["scope"], key: string, limit: RateLimit | undefined): Bucket[] =>
+  limit ? [{ scope, key, intervalMs: PERIOD_MS[limit.per] / limit.requests, burst: limit.burst ?? limit.requests, limit }] : [];
+
+/** The buckets a call of `tool` by `principal` of `tenant` passes through: the tenant's own limits over the defaults, field by field. */
+export function bucketsFor(limits: RateLimits, tenant: string, principal: string, tool: string): Bucket[] {
+  const own = limits.tenants[tenant] ?? {};
+  const d = limits.default;
+  // The principal is hashed into a fixed-length key part: a principal is any string the credential names.
+  const p = createHash("sha256").update(principal, "utf8").digest("hex").slice(0, 32);
+  return [
+    ...bucket("tenant", "rl:t", own.tenant ?? d.tenant),
+    ...bucket("principal", `rl:p:${p}`, own.principal ?? d.principal),
+    ...bucket("tool", `rl:x:${p}:${tool}`, own.tools?.[tool] ?? own.tool ?? d.tools?.[tool] ?? d.tool),
+  ];
+}
+
+/** How a limit reads in a refusal: `100 per minute (burst 20)`. */
+export function describeLimit(l: RateLimit): string {
+  return `${l.requests} per ${l.per}${l.burst !== undefined && l.burst !== l.requests ? ` (burst ${l.burst})` : ""}`;
+}
