@@ -286,3 +286,33 @@ export function contractSet(entries: {
     capabilities: byName("capabilities", entries.capabilities),
   };
 }
+
+/**
+ * A definition's answer (a drift, a digest), kept per definition object and recomputed only when
+ * one of its `parts` changes: the objects whose conversion is the costly part (schemas) by
+ * identity, and a string of its plain fields by value, so a field changed in place on the same
+ * object is still seen. What the run-time guards of the edge and cognition keep their checks in.
+ */
+export function cachedPerDefinition<D extends object, R>(parts: (d: D) => readonly unknown[], compute: (d: D) => R): (d: D) => R {
+  const seen = new WeakMap<D, { parts: readonly unknown[]; result: R }>();
+  return (d) => {
+    const now = parts(d);
+    const was = seen.get(d);
+    if (was && was.parts.length === now.length && was.parts.every((p, i) => p === now[i])) return was.result;
+    const result = compute(d);
+    seen.set(d, { parts: now, result });
+    return result;
+  };
+}
+
+/**
+ * `kind/name (<sections>)` naming the sections of `current()` whose digests differ from the pinned
+ * contract's, `kind/name (not in the lock)` when nothing is pinned, undefined when all match: the
+ * run-time guards' one compare.
+ */
+export function sectionDrift<P extends object>(kind: ContractKind, name: string, pinned: P | undefined, current: (pinned: P) => object): string | undefined {
+  if (!pinned) return `${kind}/${name} (not in the lock)`;
+  const was = sectionDigests(pinned);
+  const bad = Object.entries(sectionDigests(current(pinned))).filter(([s, d]) => was[s] !== d).map(([s]) => s);
+  return bad.length > 0 ? `${kind}/${name} (${bad.join(", ")})` : undefined;
+}

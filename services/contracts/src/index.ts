@@ -1,4 +1,5 @@
 export {
+  cachedPerDefinition,
   capabilityContract,
   CONTRACT_KINDS,
   contractSet,
@@ -9,6 +10,7 @@ export {
   promptContract,
   resourceContract,
   sectionDigests,
+  sectionDrift,
   serverDigest,
   toolContract,
   violationsOf,

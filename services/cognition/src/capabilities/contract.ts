@@ -1,4 +1,4 @@
-import { capabilityContract, sectionDigests, type CapabilitySource, type ContractSet } from "@chaos-core/contracts";
+import { cachedPerDefinition, capabilityContract, sectionDrift, type CapabilitySource, type ContractSet } from "@chaos-core/contracts";
 import { z } from "zod";
 import type { Capability } from "./capability.js";
 
@@ -23,14 +23,8 @@ export function capabilitySource(c: Capability): CapabilitySource {
   };
 }
 
-interface Checked {
-  readonly input: z.ZodType;
-  readonly output: z.ZodType;
-  readonly key: string;
-  readonly drift: string | undefined;
-}
-
-const cheapKey = (c: Capability) => JSON.stringify([c.name, c.description, c.risk, c.annotations, c.implies ?? [], c.internal ?? false]);
+/** What a capability's contract is recomputed on: its schemas by identity, the rest by value. */
+const capabilityParts = (c: Capability) => [c.inputSchema, c.outputSchema, JSON.stringify([c.name, c.description, c.risk, c.annotations, c.implies ?? [], c.internal ?? false])];
 
 /**
  * The run-time rug-pull guard for capabilities (docs/contracts.md §7): each capability the
@@ -40,26 +34,16 @@ const cheapKey = (c: Capability) => JSON.stringify([c.name, c.description, c.ris
  * plain fields change, so a listing converts no schema twice.
  */
 export class CapabilityGuard {
-  private readonly checked = new WeakMap<Capability, Checked>();
+  private readonly checked = cachedPerDefinition(capabilityParts, (c: Capability) => this.compute(c));
 
   constructor(private readonly lock: ContractSet) {}
 
   /** `capabilities/<name> (<sections>)` when the definition no longer matches its pinned contract, else undefined. */
   drift(c: Capability): string | undefined {
-    const key = cheapKey(c);
-    const seen = this.checked.get(c);
-    if (seen && seen.input === c.inputSchema && seen.output === c.outputSchema && seen.key === key) return seen.drift;
-    const drift = this.compute(c);
-    this.checked.set(c, { input: c.inputSchema, output: c.outputSchema, key, drift });
-    return drift;
+    return this.checked(c);
   }
 
   private compute(c: Capability): string | undefined {
-    const pinned = this.lock.capabilities[c.name];
-    if (!pinned) return `capabilities/${c.name} (not in the lock)`;
-    const now = sectionDigests(capabilityContract(capabilitySource(c), pinned.entitlements));
-    const was = sectionDigests(pinned);
-    const bad = Object.keys(now).filter((s) => was[s] !== now[s]);
-    return bad.length > 0 ? `capabilities/${c.name} (${bad.join(", ")})` : undefined;
+    return sectionDrift("capabilities", c.name, this.lock.capabilities[c.name], (pinned) => capabilityContract(capabilitySource(c), pinned.entitlements));
   }
 }

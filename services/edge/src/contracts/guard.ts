@@ -1,10 +1,11 @@
 import {
+  cachedPerDefinition,
   changesSincePinned,
   EMPTY_HISTORY,
   entryDigest,
   promptContract,
   resourceContract,
-  sectionDigests,
+  sectionDrift,
   toolContract,
   type ContractHistory,
   type ContractKind,
@@ -16,20 +17,8 @@ import type { ResourceDefinition } from "../resources/define.js";
 import type { ToolDefinition } from "../tools/define.js";
 import { promptSource, resourceSource, toolSource } from "./sources.js";
 
-/**
- * What a definition's contract depends on, compared by identity or value before anything is
- * recomputed: the schemas by object (converting them is the costly part), the rest by value, so
- * a description or an annotation changed in place on the same object is still seen.
- */
-interface Checked {
-  readonly input: unknown;
-  readonly output: unknown;
-  readonly key: string;
-  /** The drifted entry and sections, e.g. `tools/x (surface)`; undefined when it matches the lock. */
-  readonly drift: string | undefined;
-}
-
-const cheapKey = (def: ToolDefinition) => JSON.stringify([def.name, def.title, def.description, def.toolset, def.annotations]);
+/** What a tool's contract is recomputed on: its schemas by identity (converting them is the costly part), the rest by value. */
+const toolParts = (def: ToolDefinition) => [def.input, def.output, JSON.stringify([def.name, def.title, def.description, def.toolset, def.annotations])];
 
 /**
  * The run-time rug-pull guard (docs/contracts.md §7): each tool definition the edge is about to
@@ -38,7 +27,7 @@ const cheapKey = (def: ToolDefinition) => JSON.stringify([def.name, def.title, d
  * objects or its plain fields change, so a listing does not convert every schema again.
  */
 export class ContractGuard {
-  private readonly checked = new WeakMap<ToolDefinition, Checked>();
+  private readonly checked = cachedPerDefinition(toolParts, (def: ToolDefinition) => this.compute(def));
 
   private readonly digests = new Map<string, string | undefined>();
 
@@ -67,12 +56,7 @@ export class ContractGuard {
 
   /** `tools/<name> (<sections>)` when the definition no longer matches its pinned contract, else undefined. */
   toolDrift(def: ToolDefinition): string | undefined {
-    const key = cheapKey(def);
-    const seen = this.checked.get(def);
-    if (seen && seen.input === def.input && seen.output === def.output && seen.key === key) return seen.drift;
-    const drift = this.compute(def);
-    this.checked.set(def, { input: def.input, output: def.output, key, drift });
-    return drift;
+    return this.checked(def);
   }
 
   /**
@@ -94,13 +78,8 @@ export class ContractGuard {
     );
   }
 
-  /** `kind/name (<sections>)` naming the sections whose digests differ from the lock's; `current` is computed from the pinned entry. */
   private drift<K extends ContractKind>(kind: K, name: string, current: (pinned: ContractSet[K][string]) => object): string | undefined {
-    const pinned = this.lock[kind][name] as ContractSet[K][string] | undefined;
-    if (!pinned) return `${kind}/${name} (not in the lock)`;
-    const was = sectionDigests(pinned);
-    const bad = Object.entries(sectionDigests(current(pinned))).filter(([s, d]) => was[s] !== d).map(([s]) => s);
-    return bad.length > 0 ? `${kind}/${name} (${bad.join(", ")})` : undefined;
+    return sectionDrift(kind, name, this.lock[kind][name] as ContractSet[K][string] | undefined, current);
   }
 }
 
