@@ -10,6 +10,7 @@ import { originVar, requireWebhookSecret, WEBHOOK_ENV, webhookConfigOf, type Web
 const schema = z.object({
   CHAOS_CORE_DATA_DIR: z.string().optional(),
   DATABASE_URL: envVars.postgresUrl(),
+  CHAOS_CORE_PG_POOL_MAX: z.coerce.number({ error: "must be a number" }).int("must be a whole number").min(1, "must be between 1 and 200").max(200, "must be between 1 and 200").default(10),
   REDIS_URL: envVars.redisUrl(),
   LOG_LEVEL: envVars.logLevel(),
   CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
@@ -30,6 +31,8 @@ export interface StandaloneConfig {
   dataDirChosen: boolean;
   /** Postgres instead of the embedded database, when set. */
   databaseUrl: string | undefined;
+  /** The most Postgres connections the process opens (`CHAOS_CORE_PG_POOL_MAX`, 10). */
+  pgPoolMax: number;
   /** Redis instead of in-process session storage, when set. */
   redisUrl: string | undefined;
   logLevel: (typeof LOG_LEVELS)[number];
@@ -113,6 +116,7 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
     dataDir: resolveDataDir(env, cwd),
     dataDirChosen: Boolean(env.CHAOS_CORE_DATA_DIR),
     databaseUrl: c.DATABASE_URL,
+    pgPoolMax: c.CHAOS_CORE_PG_POOL_MAX,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
     provider,

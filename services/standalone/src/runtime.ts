@@ -171,7 +171,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     let db: Db;
     if (config.databaseUrl) {
       logger.info("connecting to Postgres and applying migrations");
-      db = createPostgresDb({ connectionString: config.databaseUrl, applicationName: "chaos-core-standalone" });
+      db = createPostgresDb({ connectionString: config.databaseUrl, max: config.pgPoolMax, applicationName: "chaos-core-standalone" });
     } else {
       const path = embeddedDbPath(config.dataDir);
       // Seconds on a first run or a busy machine: a person watching stderr sees which step it is.
