@@ -5,7 +5,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { httpClient, removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { httpClient, removeDir, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
 
 // Two tenants on one control plane (issue 13, "What must be shown"): chaos-core serve on Postgres
@@ -36,9 +36,15 @@ beforeAll(async () => {
   writeFileSync(
     keysFile,
     JSON.stringify(
-      [A, B].map((t) => ({ tenant: t.tenant, principal: t.principal, sha256: createHash("sha256").update(t.key).digest("hex") })),
+      // B holds the approver role in its own tenant: what keeps it from A's approvals is the tenant, not the role.
+      [A, B].map((t) => ({ tenant: t.tenant, principal: t.principal, sha256: createHash("sha256").update(t.key).digest("hex"), ...(t === B ? { roles: ["approver"] } : {}) })),
     ),
   );
+  // Tenant A's own capability policy: outbound HTTP needs a person's approval, so A can hold a pending one.
+  const policyFile = join(dir, "policy-a.json");
+  writeFileSync(policyFile, JSON.stringify({ requireConfirmationFor: ["http.request"], httpAllowedDomains: ["example.com"] }));
+  const set = await runToExit(["policy", "set", policyFile, "--tenant", A.tenant, "--database-url", db.url], {});
+  expect(set.code, set.stderr).toBe(0);
   serve = await startServe({
     CHAOS_CORE_DATA_DIR: dir,
     DATABASE_URL: db.url,
@@ -63,6 +69,7 @@ const call = (c: Client, name: string, args: Record<string, unknown>) => c.callT
 describe("two tenants on one control plane", () => {
   let plan: string;
   let council: string;
+  let approval: string;
 
   beforeAll(async () => {
     // What tenant A holds: a memory, a plan, a council session, and the ledger entries they make.
@@ -73,6 +80,12 @@ describe("two tenants on one control plane", () => {
     const init = structured(await call(a, "council_init", { task: `decide about ${A.secret}` }));
     council = (init.sessionId ?? init.session_id) as string;
     expect(council).toEqual(expect.any(String));
+    const pending = structured(
+      await call(a, "chaoscore_execute", { steps: [{ id: "s1", capability: "http.request", input: { url: `https://example.com/${A.secret}` } }] }),
+    );
+    approval = ((pending.results as Structured[] | undefined)?.[0]?.approval as { approval_id: string } | undefined)?.approval_id as string;
+    expect(approval, JSON.stringify(pending)).toEqual(expect.any(String));
+    expect(approval).toEqual(expect.any(String));
   }, 60_000);
 
   it("memory: B recalls nothing of A's by key, by query or by tag, and its own key of the same name is its own", async () => {
@@ -91,6 +104,19 @@ describe("two tenants on one control plane", () => {
     expect((r as CallToolResult).isError).toBe(true);
     expect(errorCode(r)).toBe("not_found");
     expect(JSON.stringify(r)).not.toContain(A.secret);
+  });
+
+  it("approvals: B can neither approve, reject nor run A's pending approval", async () => {
+    for (const [name, args] of [
+      ["chaoscore_approve", { approval_id: approval, approve: true }],
+      ["chaoscore_approve", { approval_id: approval, approve: false }],
+      ["chaoscore_execute", { approval_id: approval }],
+    ] as const) {
+      const r = await call(b, name, args);
+      expect((r as CallToolResult).isError, name).toBe(true);
+      expect(errorCode(r), name).toBe("not_found");
+      expect(JSON.stringify(r), name).not.toContain(A.secret);
+    }
   });
 
   it("council: B cannot recall, continue, score, save to or verify A's session, nor read or list it as a resource", async () => {
