@@ -23,6 +23,7 @@ const { createMemoryPlanStore } = await import("./plans/memory-plan-store.js");
 const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
 const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
 const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
+const { createPolicySnapshots } = await import("./executor/policy-snapshots.js");
 
 let logger: Logger = createLogger("cognition");
 let redis: RedisClient | undefined;
@@ -50,7 +51,9 @@ try {
     approvals = createMemoryApprovalStore();
   }
   const providerConfig = config.provider;
+  const snapshots = config.policySnapshots ? createPolicySnapshots(policy.client, { logger }) : undefined;
   const deps = createDefaultCognitionDeps({
+    ...(snapshots ? { policySnapshots: snapshots } : {}),
     policy: policy.client,
     memory: memory.client,
     plans,
@@ -70,6 +73,7 @@ try {
   const opened = redis;
   onShutdown(logger, async (graceMs) => {
     await server.shutdown(graceMs);
+    snapshots?.close();
     policy.close();
     memory.close();
     ledger.close();

@@ -9,6 +9,7 @@ import { createCognitionHandlers, type CognitionDeps } from "./handlers/cognitio
 import type { PlanStore } from "./plans/plan-store.js";
 import type { ProviderConfig } from "./providers/config.js";
 import { createProvider } from "./providers/index.js";
+import type { PolicySnapshots } from "./executor/policy-snapshots.js";
 
 /** What {@link startCognitionServer} needs; everything is built by the caller. */
 export interface CognitionServerOptions {
@@ -54,6 +55,12 @@ export interface DefaultCognitionDepsOptions {
   /** The AI provider, as `loadProviderConfig` read it from the environment. */
   provider: ProviderConfig;
   stepTimeoutMs?: number;
+  /**
+   * Decide from a policy snapshot beside the executor, fed by the watch stream, instead of asking
+   * the policy service each step (`CHAOS_CORE_POLICY_SNAPSHOTS=on`; docs/cognition.md "Policy
+   * snapshots"). Off by default.
+   */
+  policySnapshots?: PolicySnapshots;
 }
 
 /**
@@ -65,7 +72,7 @@ export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions)
   return {
     registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
     provider: createProvider(options.provider),
-    policy: options.policy,
+    policy: options.policySnapshots?.client ?? options.policy,
     memory: options.memory,
     plans: options.plans,
     audit: options.ledger ? createLedgerAuditSink(options.ledger) : createInMemoryAuditSink(),

@@ -12,6 +12,7 @@ const schema = z.object({
   DATABASE_URL: envVars.postgresUrl(),
   CHAOS_CORE_PG_POOL_MAX: z.coerce.number({ error: "must be a number" }).int("must be a whole number").min(1, "must be between 1 and 200").max(200, "must be between 1 and 200").default(10),
   REDIS_URL: envVars.redisUrl(),
+  CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("off"),
   LOG_LEVEL: envVars.logLevel(),
   CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
   CHAOS_CORE_LEDGER_POLICY_FILE: z.string().optional(),
@@ -33,6 +34,8 @@ export interface StandaloneConfig {
   databaseUrl: string | undefined;
   /** The most Postgres connections the process opens (`CHAOS_CORE_PG_POOL_MAX`, 10). */
   pgPoolMax: number;
+  /** `CHAOS_CORE_POLICY_SNAPSHOTS=on`: cognition decides from a watched policy snapshot. */
+  policySnapshots: boolean;
   /** Redis instead of in-process session storage, when set. */
   redisUrl: string | undefined;
   logLevel: (typeof LOG_LEVELS)[number];
@@ -117,6 +120,7 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
     dataDirChosen: Boolean(env.CHAOS_CORE_DATA_DIR),
     databaseUrl: c.DATABASE_URL,
     pgPoolMax: c.CHAOS_CORE_PG_POOL_MAX,
+    policySnapshots: c.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
     provider,

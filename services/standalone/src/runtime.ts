@@ -35,6 +35,7 @@ import {
 import {
   createCognitionHandlers,
   createDefaultCognitionDeps,
+  createPolicySnapshots,
   pinCapabilitiesAtStart,
   createMemoryApprovalStore,
   createRedisApprovalStore,
@@ -246,7 +247,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // First of the two: the webhook dispatcher stops (rows in flight are given back) before the drain.
     closers.push(() => ledgerCore.close());
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
+    const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }) }) : undefined;
+    if (snapshots) closers.push(async () => snapshots.close());
     const cognitionDeps = createDefaultCognitionDeps({
+      ...(snapshots ? { policySnapshots: snapshots } : {}),
       provider: config.provider,
       policy,
       memory,

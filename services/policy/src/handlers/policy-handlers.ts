@@ -2,8 +2,11 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ATTR, ChaosError, withSpan, type ServiceImpl } from "@chaos-core/kit";
 import type {
   EvaluateApprovalChannelsRequest,
+  EvaluateRequest,
+  EvaluateResponseSchema,
   PolicyService,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { approvalChannelsFor, approvalChannelWarnings, type ApprovalSubject } from "../domain/approval-channels.js";
 import { evaluatePolicy } from "../domain/engine.js";
 import {
@@ -12,9 +15,11 @@ import {
   PolicyDocumentError,
   spendPolicyNameProblem,
 } from "../domain/policy-document.js";
+import type { PolicyDocumentJson } from "../domain/policy-document.js";
 import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
 import {
   approvalChannelsToProto,
+  decisionFromProto,
   decisionToProto,
   policyDocumentFromProto,
   policyDocumentToProto,
@@ -60,6 +65,32 @@ function snapshotToProto(snapshot: PolicySnapshot) {
 }
 
 /**
+ * One Evaluate answer from a document and its version: a pure function, the same whether the
+ * policy service answers it or a snapshot beside the executor does (cognition's
+ * `policy-snapshots.ts`), so both decide alike.
+ */
+export function decide(
+  req: Pick<EvaluateRequest, "capability" | "risk" | "facts">,
+  document: PolicyDocumentJson,
+  version: number,
+): MessageInitShape<typeof EvaluateResponseSchema> {
+  if (req.capability === "") throw new ChaosError("invalid_argument", "capability: required; pass the exact capability name");
+  const result = evaluatePolicy(
+    { capability: req.capability, risk: riskFromProto(req.risk), facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} } },
+    document,
+    version,
+  );
+  return {
+    decision: decisionToProto(result.decision),
+    matchedRule: result.matchedRule,
+    reason: result.reason,
+    policyVersion: BigInt(result.policyVersion),
+    approvalChannels: approvalChannelsToProto(result.approvalChannels ?? []),
+    channelsRule: result.channelsRule ?? "",
+  };
+}
+
+/**
  * The PolicyService handlers over a store: proto ↔ domain mapping only. The tenant always comes
  * from the verified call context, never from the request.
  */
@@ -69,27 +100,11 @@ export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof Pol
       if (req.capability === "") {
         throw new ChaosError("invalid_argument", "capability: required; pass the exact capability name");
       }
-      const capability = req.capability;
-      return withSpan("chaoscore.policy.decide", { [ATTR.capability]: capability }, async (span) => {
+      return withSpan("chaoscore.policy.decide", { [ATTR.capability]: req.capability }, async (span) => {
         const snapshot = await store.get(ctx.call.tenant);
-        const result = evaluatePolicy(
-          {
-            capability,
-            risk: riskFromProto(req.risk),
-            facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} },
-          },
-          snapshot.document,
-          snapshot.version,
-        );
-        span.setAttributes({ [ATTR.decision]: result.decision, [ATTR.policyVersion]: result.policyVersion });
-        return {
-          decision: decisionToProto(result.decision),
-          matchedRule: result.matchedRule,
-          reason: result.reason,
-          policyVersion: BigInt(result.policyVersion),
-          approvalChannels: approvalChannelsToProto(result.approvalChannels ?? []),
-          channelsRule: result.channelsRule ?? "",
-        };
+        const answer = decide(req, snapshot.document, snapshot.version);
+        span.setAttributes({ [ATTR.decision]: decisionFromProto(answer.decision ?? 0), [ATTR.policyVersion]: snapshot.version });
+        return answer;
       });
     },
 

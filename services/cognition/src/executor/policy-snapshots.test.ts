@@ -1,0 +1,116 @@
+/**
+ * Policy snapshots beside the executor (docs/cognition.md "Policy snapshots") against the real
+ * policy service on Postgres: decisions equal the service's, a change reaches a second replica
+ * through the watch stream, and a broken watch makes decisions re-read — or fail closed — once the
+ * bound has passed, never decide from a stale document.
+ */
+import { createLogger, type CallContext, type ServiceClient } from "@chaos-core/kit";
+import { Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
+import { createPolicySnapshots, type PolicySnapshots } from "./policy-snapshots.js";
+
+type PolicyClient = ServiceClient<typeof PolicyService>;
+const logger = createLogger("snapshots-test", "silent");
+
+let services: RealServices;
+const opened: PolicySnapshots[] = [];
+beforeAll(async () => {
+  services = await startRealServices("chaoscore_policy_snapshots");
+});
+afterAll(async () => {
+  for (const s of opened) s.close();
+  await services?.close();
+});
+
+let n = 0;
+const tenantCtx = (): CallContext => ({ tenant: `snap-${process.pid}-${++n}`, principal: "agent" });
+const snapshots = (policy: PolicyClient, options: { boundMs?: number; now?: () => number } = {}) => {
+  const s = createPolicySnapshots(policy, { logger, ...options });
+  opened.push(s);
+  return s;
+};
+
+/** Waits (up to 10 s: a liveness wait, not a timing claim) until `check` holds. */
+async function eventually(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`never: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const ask = (policy: PolicyClient, ctx: CallContext, capability: string, risk = Risk.LOW) =>
+  policy.evaluate({ capability, risk, facts: { httpHost: capability === "http.request" ? "example.com" : "", attributes: {} } }, { ctx });
+
+describe("policy snapshots", () => {
+  it("decide exactly as the policy service does, naming the version", async () => {
+    const ctx = tenantCtx();
+    const version = await services.putPolicy(ctx.tenant, {
+      deniedCapabilities: ["http.request"],
+      requireConfirmationFor: ["memory.remember"],
+      riskRules: { denyAtOrAbove: "RISK_CRITICAL", requireApprovalAtOrAbove: "RISK_HIGH" },
+    });
+    const snap = snapshots(services.policy);
+    for (const [capability, risk] of [
+      ["http.request", Risk.LOW],
+      ["memory.remember", Risk.LOW],
+      ["memory.recall", Risk.LOW],
+      ["memory.recall", Risk.HIGH],
+      ["memory.recall", Risk.CRITICAL],
+    ] as const) {
+      const local = await ask(snap.client, ctx, capability, risk);
+      const remote = await ask(services.policy, ctx, capability, risk);
+      expect({ ...local }, `${capability} at ${risk}`).toEqual({ ...remote });
+      expect(local.policyVersion).toBe(BigInt(version));
+    }
+    await expect(snap.client.evaluate({ capability: "", risk: Risk.LOW }, { ctx })).rejects.toMatchObject({ code: "invalid_argument" });
+  });
+
+  it("a policy change reaches a second replica's decisions through the watch stream", async () => {
+    const ctx = tenantCtx();
+    const v1 = await services.putPolicy(ctx.tenant, {});
+    const [a, b] = [snapshots(services.policy), snapshots(services.policy)];
+    const first = await ask(a.client, ctx, "memory.recall");
+    expect(first.decision, first.reason).toBe(Decision.ALLOW);
+    expect((await ask(b.client, ctx, "memory.recall")).policyVersion).toBe(BigInt(v1));
+    const v2 = await services.putPolicy(ctx.tenant, { deniedCapabilities: ["memory.recall"] });
+    await eventually(() => b.versionOf(ctx.tenant) === v2, "replica b's snapshot reaches the new version");
+    const denied = await ask(b.client, ctx, "memory.recall");
+    expect(denied).toMatchObject({ decision: Decision.DENY, matchedRule: "deniedCapabilities", policyVersion: BigInt(v2) });
+  });
+
+  it("with the watch broken: within the bound the snapshot decides, past it a decision re-reads, and fails closed when it cannot", async () => {
+    const ctx = tenantCtx();
+    const v1 = await services.putPolicy(ctx.tenant, {});
+    // The real service behind a transport that can lose the stream and then the service itself.
+    let watchCut = false;
+    let down = false;
+    const faulty: PolicyClient = {
+      ...services.policy,
+      watchPolicy: (req, opts) =>
+        (async function* () {
+          if (watchCut) throw Object.assign(new Error("stream lost"), { code: "unavailable" });
+          for await (const m of services.policy.watchPolicy(req, opts)) {
+            if (watchCut) throw Object.assign(new Error("stream lost"), { code: "unavailable" });
+            yield m;
+          }
+        })(),
+      getPolicy: (req, opts) => (down ? Promise.reject(Object.assign(new Error("policy is down"), { code: "unavailable" })) : services.policy.getPolicy(req, opts)),
+    };
+    let clock = 1_000_000;
+    const snap = snapshots(faulty, { boundMs: 1_000, now: () => clock });
+    expect((await ask(snap.client, ctx, "memory.recall")).policyVersion).toBe(BigInt(v1));
+    watchCut = true;
+    const v2 = await services.putPolicy(ctx.tenant, { deniedCapabilities: ["memory.recall"] });
+    clock += 500;
+    // Inside the bound: the snapshot (v1) still decides — what the documented bound allows.
+    expect((await ask(snap.client, ctx, "memory.recall")).policyVersion).toBe(BigInt(v1));
+    clock += 600;
+    // Past it, with no word from the watch: the decision re-reads first and sees v2.
+    expect(await ask(snap.client, ctx, "memory.recall")).toMatchObject({ decision: Decision.DENY, policyVersion: BigInt(v2) });
+    down = true;
+    clock += 1_100;
+    await expect(ask(snap.client, ctx, "memory.recall")).rejects.toThrow("policy is down");
+  });
+});

@@ -1,0 +1,114 @@
+import { create } from "@bufbuild/protobuf";
+import { ChaosError, type CallContext, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { decide, policyDocumentFromProto, type PolicyDocumentJson } from "@chaos-core/policy";
+import { EvaluateRequestSchema, EvaluateResponseSchema, type PolicyDocument, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+
+type PolicyClient = ServiceClient<typeof PolicyService>;
+
+/** How stale a snapshot may be before a decision re-reads the policy (docs/cognition.md "Policy snapshots"). */
+export const DEFAULT_SNAPSHOT_BOUND_MS = 1_000;
+/** Tenants whose snapshots are kept (and watched) at once; the least recently used is dropped. */
+const MAX_TENANTS = 1_000;
+const RETRY_MS = [100, 250, 500, 1_000, 2_000, 5_000];
+
+interface Snapshot {
+  document?: PolicyDocumentJson;
+  version: number;
+  /** When the watch last delivered, or a re-read last confirmed, the document in force. */
+  confirmedAt: number;
+  readonly abort: AbortController;
+  retries: number;
+}
+
+export interface PolicySnapshots {
+  /** The policy client, its `evaluate` answered from the tenant's snapshot. */
+  readonly client: PolicyClient;
+  /** The version a tenant's snapshot holds, or undefined (for tests and logs). */
+  versionOf(tenant: string): number | undefined;
+  close(): void;
+}
+
+/**
+ * A policy snapshot beside the executor (issue 14): each tenant's document is kept in this
+ * process, fed by the policy service's WatchPolicy stream, and decisions are made from it with the
+ * service's own pure `decide` — no round trip, no store read per step. The bound: a decision is
+ * made from a snapshot only when the watch delivered, or a re-read confirmed, the document within
+ * the last `boundMs` (1 s); otherwise the decision first re-reads the policy (GetPolicy), and fails
+ * — closed — when it cannot. A watch that breaks is reopened with backoff; while it is broken every
+ * `boundMs` costs one re-read, never a stale decision. Every answer names the version it used.
+ */
+export function createPolicySnapshots(policy: PolicyClient, options: { logger: Logger; boundMs?: number; now?: () => number }): PolicySnapshots {
+  const boundMs = options.boundMs ?? DEFAULT_SNAPSHOT_BOUND_MS;
+  const now = options.now ?? Date.now;
+  const snapshots = new Map<string, Snapshot>();
+  let closed = false;
+
+  const take = (s: Snapshot, document: PolicyDocument | undefined, version: bigint) => {
+    if (!document) throw new ChaosError("internal", "the policy service answered without a document");
+    s.document = policyDocumentFromProto(document, "document");
+    s.version = Number(version);
+    s.confirmedAt = now();
+  };
+
+  const watch = (tenant: string, s: Snapshot) => {
+    const ctx: CallContext = { tenant, principal: "chaos-core/cognition" };
+    void (async () => {
+      try {
+        for await (const msg of policy.watchPolicy({}, { ctx, signal: s.abort.signal })) {
+          take(s, msg.document, msg.version);
+          s.retries = 0;
+        }
+      } catch (err) {
+        if (s.abort.signal.aborted) return;
+        options.logger.warn({ err: err instanceof Error ? err.message : String(err), tenant }, "policy watch broke; decisions re-read the policy until it is back");
+      }
+      if (closed || s.abort.signal.aborted) return;
+      const delay = RETRY_MS[Math.min(s.retries++, RETRY_MS.length - 1)]!;
+      setTimeout(() => {
+        if (!closed && !s.abort.signal.aborted) watch(tenant, s);
+      }, delay).unref();
+    })();
+  };
+
+  const snapshotOf = (tenant: string): Snapshot => {
+    let s = snapshots.get(tenant);
+    if (s) {
+      // Most recently used last, so the first is the one to drop.
+      snapshots.delete(tenant);
+      snapshots.set(tenant, s);
+      return s;
+    }
+    s = { version: 0, confirmedAt: -Infinity, abort: new AbortController(), retries: 0 };
+    snapshots.set(tenant, s);
+    if (snapshots.size > MAX_TENANTS) {
+      const [oldest, dropped] = snapshots.entries().next().value as [string, Snapshot];
+      dropped.abort.abort();
+      snapshots.delete(oldest);
+    }
+    watch(tenant, s);
+    return s;
+  };
+
+  const client: PolicyClient = {
+    ...policy,
+    async evaluate(req, opts) {
+      const s = snapshotOf(opts.ctx.tenant);
+      if (!s.document || now() - s.confirmedAt > boundMs) {
+        // Not confirmed within the bound: read the policy in force before deciding (fails closed when it cannot).
+        const read = await policy.getPolicy({}, opts);
+        take(s, read.document, read.version);
+      }
+      return create(EvaluateResponseSchema, decide(create(EvaluateRequestSchema, req), s.document!, s.version));
+    },
+  };
+
+  return {
+    client,
+    versionOf: (tenant) => (snapshots.get(tenant)?.document ? snapshots.get(tenant)!.version : undefined),
+    close() {
+      closed = true;
+      for (const s of snapshots.values()) s.abort.abort();
+      snapshots.clear();
+    },
+  };
+}
