@@ -19,7 +19,7 @@ beforeAll(async () => {
   // A data directory starts much faster than an in-memory PGlite.
   dataDir = await mkdtemp(join(tmpdir(), "chaoscore-ledger-"));
   db = await createPgliteDb({ dataDir });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate"]);
   expect(await migrateLedger(db)).toEqual([]);
   const { privateKey, publicKey } = generateKeyPairSync("ed25519");
   store = createLedgerStore(db, { key: { name: "standalone/{tenant}", privateKey, publicKey } });

@@ -55,6 +55,15 @@ const APPEND_ONLY = (table: string): string => `
  *   deleted). `webhook_tenants` lists the tenants that ever had a row, ids only, so a dispatcher
  *   finds them without reading any tenant's rows: every tenant may read it, each inserts only
  *   itself.
+ * - `trees` (0004) is the integrated Merkle tree per tenant: its size and right border. Appends
+ *   now only sequence (entry + chain link + `heads`); an integrator adds the nodes and a signed
+ *   checkpoint in batches and moves `trees` (docs/ledger.md §2). A log written before 0004 has
+ *   no row: the integrator makes one from the newest checkpoint and its stored nodes, which the
+ *   old per-commit write always kept in step, so nothing is rewritten on upgrade. From 0004 on
+ *   `heads.frontier` holds the marker `sequenced`, which a replica of the old code refuses as a
+ *   frontier (it fails closed instead of signing a wrong root): stop old replicas before the new
+ *   ones append. `log_tenants` lists tenant ids (ids only, every tenant may read it, each
+ *   inserts only itself) so an integrator finds logs left behind by a replica that died.
  */
 export const LEDGER_MIGRATIONS: Migration[] = [
   {
@@ -181,6 +190,31 @@ export const LEDGER_MIGRATIONS: Migration[] = [
       CREATE POLICY webhook_tenants_own_insert ON ledger.webhook_tenants FOR INSERT
         WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
       GRANT SELECT, INSERT ON ledger.webhook_tenants TO ${APP_ROLE};
+    `,
+  },
+  {
+    id: "0004_sequence_then_integrate",
+    sql: `
+      CREATE TABLE ledger.trees (
+        tenant_id  text PRIMARY KEY,
+        size       bigint NOT NULL CHECK (size >= 0),
+        frontier   text NOT NULL,
+        last_sig   text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+      ${TENANT_POLICY("trees")}
+      GRANT SELECT, INSERT, UPDATE ON ledger.trees TO ${APP_ROLE};
+
+      CREATE TABLE ledger.log_tenants (
+        tenant_id  text PRIMARY KEY,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      ALTER TABLE ledger.log_tenants ENABLE ROW LEVEL SECURITY;
+      ALTER TABLE ledger.log_tenants FORCE ROW LEVEL SECURITY;
+      CREATE POLICY log_tenants_listed ON ledger.log_tenants FOR SELECT USING (true);
+      CREATE POLICY log_tenants_own_insert ON ledger.log_tenants FOR INSERT
+        WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
+      GRANT SELECT, INSERT ON ledger.log_tenants TO ${APP_ROLE};
     `,
   },
 ];
