@@ -70,6 +70,12 @@ export interface LedgerStoreOptions {
   batches?: BatchListener;
   /** At most this many appends per transaction (default 1000). */
   maxBatch?: number;
+  /**
+   * At most this many group-commit transactions of one tenant in flight at once (default 4):
+   * each is chained on the head the one before it will leave and written only if that head is
+   * there, so they commit in order, and a failed one voids the ones after it (re-chained).
+   */
+  pipelineDepth?: number;
   /** The clock of entry timestamps; tests pin it. */
   now?: () => Date;
   /**
@@ -582,24 +588,36 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
     return true;
   }
 
-  async function writeBatch(tenant: string, items: QueuedAppend[]): Promise<Settled<AppendedEntry>[]> {
+  function writeBatch(tenant: string, items: QueuedAppend[]): Promise<Settled<AppendedEntry>[]> {
+    // Chained now, synchronously, on the head the previous batch will leave (it may still be
+    // in flight): the next batch can be cut and sent before this one commits. The write is
+    // conditional on that head, so if the previous batch fails, or another replica appends
+    // first, this one writes nothing and is re-chained under the head lock.
+    const projected = heads.get(tenant);
+    const fast = projected && items.every((i) => i.canonical) ? chainBatch(tenant, projected, items) : undefined;
+    if (fast) {
+      const last = fast.written[fast.written.length - 1]!;
+      heads.set(tenant, { size: last.seq, lastSig: last.sig });
+    } else {
+      heads.delete(tenant);
+    }
+    return writeChained(tenant, items, projected, fast);
+  }
+
+  async function writeChained(
+    tenant: string,
+    items: QueuedAppend[],
+    projected: { size: number; lastSig: string } | undefined,
+    fast: { written: LedgerEntry[]; texts: string[] } | undefined,
+  ): Promise<Settled<AppendedEntry>[]> {
     let committed: readonly LedgerEntry[] = [];
     let newHead: { size: number; lastSig: string } | undefined;
-    const cached = heads.get(tenant);
-    // Forget the hint first: a batch that fails must not leave one behind.
-    heads.delete(tenant);
     try {
       const outcomes = await db.tenantTx(tenant, async (q) => {
-        // The fast path: no hook, a head from the last batch; one statement, which writes
-        // nothing if another replica appended since.
-        if (cached && items.every((i) => i.canonical)) {
-          const { written, texts } = chainBatch(tenant, cached, items);
-          if (await sequence(q, tenant, cached, written, texts)) {
-            await options.batches?.inTransaction(q, tenant, written);
-            committed = written;
-            newHead = { size: written[written.length - 1]!.seq, lastSig: written[written.length - 1]!.sig };
-            return written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
-          }
+        if (fast && (await sequence(q, tenant, projected!, fast.written, fast.texts))) {
+          await options.batches?.inTransaction(q, tenant, fast.written);
+          committed = fast.written;
+          return fast.written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
         }
         // Under the head lock: hooks run here, in seq order, each in a savepoint.
         const head = await lockHead(q, tenant);
@@ -642,8 +660,15 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
         return outcomes.map((o): Settled<AppendedEntry> => o ?? { ok: true, value: written[next++]! });
       });
       listed.add(tenant);
+      // A batch that went the slow way knows the true head; batches cut after it was sent
+      // were chained on nothing (the lane waited), so this is the newest head there is.
       if (newHead) heads.set(tenant, newHead);
+      else if (!fast || committed !== fast.written) heads.delete(tenant);
       return outcomes;
+    } catch (err) {
+      // Whatever was chained on this batch's head is void: the next batch reads the head.
+      heads.delete(tenant);
+      throw err;
     } finally {
       if (committed.length > 0) {
         integrator.notify(tenant, committed.length);
@@ -652,7 +677,13 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
     }
   }
 
-  const sequencer = new Sequencer<QueuedAppend, AppendedEntry>(writeBatch, { maxBatch: options.maxBatch ?? 1000 });
+  const sequencer = new Sequencer<QueuedAppend, AppendedEntry>(writeBatch, {
+    maxBatch: options.maxBatch ?? 1000,
+    depth: options.pipelineDepth ?? 4,
+    // A batch can be chained before the one ahead of it commits when the head it will leave is
+    // known and nothing in it runs a hook (hooks read state under the head lock).
+    overlaps: (tenant, item) => item.canonical !== undefined && heads.has(tenant),
+  });
   if (options.integration?.autoStart !== false) integrator.start();
 
   /** Integrates `tenant` fully (for an export or a verification that should cover everything). */
