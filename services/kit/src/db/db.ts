@@ -34,6 +34,12 @@ export interface Db {
   tenantTx<T>(tenant: string, fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Runs `fn` in a plain transaction as the connecting role (migrations, operator tasks). */
   adminTx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs one statement on its own — it is its own transaction, committed before this resolves,
+   * in one round trip — as the connecting role. Only for a call of a function that scopes itself
+   * to one tenant (sets `app.tenant_id` and runs under row-level security), never for table SQL.
+   */
+  statement<R = Record<string, unknown>>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>>;
   close(): Promise<void>;
 }
 

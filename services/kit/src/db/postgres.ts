@@ -87,6 +87,14 @@ export function createPostgresDb(options: {
     adminTx(fn) {
       return inTx("SELECT 1", fn);
     },
+    async statement<R>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>> {
+      try {
+        const res = await pool.query({ text: sql, values: params ?? [], ...(options?.name ? { name: options.name } : {}) });
+        return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
+      } catch (err) {
+        throw normalise(err);
+      }
+    },
     close: () => pool.end(),
   };
 }

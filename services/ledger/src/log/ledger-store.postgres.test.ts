@@ -159,6 +159,13 @@ describe("ledger store on Postgres", () => {
       await expect(db.tenantTx(tenant, (q) => q.query(sql, [tenant])), sql).rejects.toMatchObject({ code: "42501" });
     }
     await expect(db.tenantTx(tenant, (q) => q.query("TRUNCATE ledger.entries"))).rejects.toMatchObject({ code: "42501" });
+    // The one-round-trip append function scopes itself to the tenant it is given: not callable
+    // by the application role, which could otherwise name another tenant.
+    await expect(
+      db.tenantTx(tenant, (q) =>
+        q.query("SELECT ledger.sequence_batch('other', ARRAY[1]::bigint[], ARRAY['t'], ARRAY['s'], ARRAY['p'], ARRAY['{}'], ARRAY['h'], ARRAY[''], ARRAY['x'], 0, '')"),
+      ),
+    ).rejects.toMatchObject({ code: "42501" });
   });
 
   it("even the owner (a superuser) is stopped by the trigger", async () => {

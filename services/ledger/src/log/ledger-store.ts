@@ -588,6 +588,29 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
     return true;
   }
 
+  async function sequenceAlone(tenant: string, start: { size: number; lastSig: string }, written: LedgerEntry[], texts: string[]): Promise<boolean> {
+    const res = await db.statement<{ n: string | number }>(
+      "SELECT ledger.sequence_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS n",
+      [
+        tenant,
+        written.map((e) => e.seq),
+        written.map((e) => e.ts),
+        written.map((e) => e.session),
+        written.map((e) => e.principal),
+        texts,
+        written.map((e) => e.content_hash),
+        written.map((e) => e.prev_sig),
+        written.map((e) => e.sig),
+        start.size,
+        start.lastSig,
+      ],
+      { name: "ledger_sequence_alone" },
+    );
+    const n = res.rows[0] ? toInt(res.rows[0].n) : 0;
+    if (n !== 0 && n !== written.length) throw new ChaosError("internal", `the ledger head of ${tenant} moved but its entries were not written`);
+    return n === written.length;
+  }
+
   function writeBatch(tenant: string, items: QueuedAppend[]): Promise<Settled<AppendedEntry>[]> {
     // Chained now, synchronously, on the head the previous batch will leave (it may still be
     // in flight): the next batch can be cut and sent before this one commits. The write is
@@ -613,8 +636,15 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
     let committed: readonly LedgerEntry[] = [];
     let newHead: { size: number; lastSig: string } | undefined;
     try {
+      // One round trip when nothing else must share the transaction: the statement is its own
+      // transaction, committed when it answers. If the head moved, it wrote nothing.
+      if (fast && !options.batches && (await sequenceAlone(tenant, projected!, fast.written, fast.texts))) {
+        committed = fast.written;
+        listed.add(tenant);
+        return fast.written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
+      }
       const outcomes = await db.tenantTx(tenant, async (q) => {
-        if (fast && (await sequence(q, tenant, projected!, fast.written, fast.texts))) {
+        if (fast && options.batches && (await sequence(q, tenant, projected!, fast.written, fast.texts))) {
           await options.batches?.inTransaction(q, tenant, fast.written);
           committed = fast.written;
           return fast.written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
