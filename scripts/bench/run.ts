@@ -7,8 +7,11 @@
  *  - memory substring search p50/p99 over 100,000 items on Postgres;
  *  - stdio start-up on an existing data directory (scripts/bench/stdio-startup.ts).
  *
+ *  - with BENCH_LEDGER=1, the ledger append benchmark (scripts/bench/ledger-append.ts) too;
+ *    BENCH_ONLY=ledger runs only that one.
+ *
  * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1,
- *                       BENCH_STARTUP_RUNS, BENCH_SKIP_STARTUP=1)
+ *                       BENCH_STARTUP_RUNS, BENCH_SKIP_STARTUP=1, BENCH_LEDGER=1, BENCH_ONLY=ledger)
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,6 +20,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { benchLedgerAppend, formatLedgerBench, ledgerBenchOptionsFromEnv } from "./ledger-append.js";
 import { runLoad, type LoadResult } from "./mcp-load.js";
 import { benchMemorySearch } from "./memory-search.js";
 import { benchStdioStartup, startupTable } from "./stdio-startup.js";
@@ -56,6 +60,12 @@ function summarise(results: LoadResult[]): Summary {
     p99: median(results.map((r) => r.p99)),
     throughput: median(results.map((r) => r.throughput)),
   };
+}
+
+if (process.env.BENCH_ONLY === "ledger") {
+  const result = await benchLedgerAppend({ ...ledgerBenchOptionsFromEnv(process.env), log: (s) => process.stderr.write(`${s}\n`) });
+  console.log(formatLedgerBench(result));
+  process.exit(result.verify.ok ? 0 : 1);
 }
 
 const dataDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-"));
@@ -111,6 +121,10 @@ if (process.env.BENCH_SKIP_SEARCH !== "1") {
   const s = await benchMemorySearch({});
   console.log("\nmemory substring search over 100,000 items on Postgres");
   console.log(JSON.stringify(s));
+}
+
+if (process.env.BENCH_LEDGER === "1") {
+  console.log(`\n${formatLedgerBench(await benchLedgerAppend({ ...ledgerBenchOptionsFromEnv(process.env), log: (s) => process.stderr.write(`${s}\n`) }))}`);
 }
 
 if (process.env.BENCH_SKIP_STARTUP !== "1") {

@@ -60,7 +60,7 @@ export type { Registration, RunningGrpcServer } from "./rpc/server.js";
 export { DEFAULT_TIMEOUT_MS } from "./rpc/types.js";
 export type { AnyService, CallOptions, HandlerContext, ServiceClient, ServiceImpl } from "./rpc/types.js";
 export { APP_ROLE } from "./db/db.js";
-export type { Db, Queryable, QueryResult } from "./db/db.js";
+export type { Db, QueryOptions, Queryable, QueryResult } from "./db/db.js";
 export { createPostgresDb } from "./db/postgres.js";
 export { createPgliteDb } from "./db/pglite.js";
 export { openServiceDb, serviceStorage } from "./db/open.js";

@@ -80,7 +80,7 @@ try {
     await server.shutdown(graceMs);
     policyClient.close();
     await core.close();
-    await core.store.drain();
+    await core.store.close();
     if (openedRedis) await closeRedis(openedRedis);
     await opened.close();
   }, lifecycle.shutdownGraceMs);

@@ -37,9 +37,12 @@ beforeAll(async () => {
   for (let i = 0; i < 3; i++) {
     await Promise.all(Array.from({ length: 4 }, (_, j) => store.append("acme", { session: "s", principal: "p", event: { i, j } })));
   }
+  // Integrated and signed before the commands read it, so two exports of it are the same bytes.
+  await store.drain();
 });
 
 afterAll(async () => {
+  await store?.close();
   await db?.close();
   await database?.drop();
   if (dir) await rm(dir, { recursive: true, force: true });
@@ -151,7 +154,8 @@ describe("chaos-core ledger on a data directory (the embedded default)", () => {
     const live = await runIn({}, "verify", "--data-dir", dataDir);
     expect(live.err).toBe("");
     expect(live).toMatchObject({ code: 0 });
-    expect(live.out).toContain(`3 entries, 3 signed checkpoints, root_hash ${root} (base64)`);
+    // Checkpoints are signed per integration batch: how many depends on timing, the root does not.
+    expect(live.out).toMatch(new RegExp(`3 entries, [1-3] signed checkpoints, root_hash ${root.replace(/[+/=]/g, "\\$&")} \\(base64\\)`));
     const exported = await runIn({}, "export", "--data-dir", dataDir);
     expect(exported.code).toBe(0);
     expect(exported.out.split("\n").filter((l) => l.startsWith('{"type":"entry"'))).toHaveLength(3);

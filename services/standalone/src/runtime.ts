@@ -242,8 +242,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       origin: config.ledgerOrigin,
       ...(config.webhooks ? { webhooks: config.webhooks } : {}),
     });
-    // Appends still queued when the process stops are written before the database closes.
-    closers.push(() => ledgerCore.store.drain());
+    // Appends still queued when the process stops are written, and integrated, before the database closes.
+    closers.push(() => ledgerCore.store.close());
     // First of the two: the webhook dispatcher stops (rows in flight are given back) before the drain.
     closers.push(() => ledgerCore.close());
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));

@@ -216,6 +216,7 @@ describe("council handlers", () => {
         return db.tenantTx(tenant, fn);
       },
       adminTx: (fn) => db.adminTx(fn),
+      statement: (sql, params, options) => db.statement(sql, params, options),
       close: () => db.close(),
     };
     const client = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(counting), { now: () => NOW }));

@@ -4,9 +4,19 @@ export interface QueryResult<R> {
   rowCount: number;
 }
 
+/** Per-statement options of {@link Queryable.query}. */
+export interface QueryOptions {
+  name?: string;
+}
+
 /** Something SQL can be sent to: a pool, a connection, a transaction. */
 export interface Queryable {
-  query<R = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<R>>;
+  /**
+   * Runs one statement. A `name` makes it a named prepared statement on Postgres (parsed and
+   * planned once per connection, then only bound and executed); the same name must always
+   * carry the same SQL. PGlite ignores it.
+   */
+  query<R = Record<string, unknown>>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>>;
   /** Runs a script of several statements without parameters (migrations). */
   exec(sql: string): Promise<void>;
 }
@@ -24,6 +34,12 @@ export interface Db {
   tenantTx<T>(tenant: string, fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Runs `fn` in a plain transaction as the connecting role (migrations, operator tasks). */
   adminTx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs one statement on its own — it is its own transaction, committed before this resolves,
+   * in one round trip — as the connecting role. Only for a call of a function that scopes itself
+   * to one tenant (sets `app.tenant_id` and runs under row-level security), never for table SQL.
+   */
+  statement<R = Record<string, unknown>>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>>;
   close(): Promise<void>;
 }
 

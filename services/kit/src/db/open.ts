@@ -40,6 +40,7 @@ export async function openServiceDb(storage: ServiceStorage, service: string, op
     kind: db.kind,
     tenantTx: (tenant, fn) => db.tenantTx(tenant, fn),
     adminTx: (fn) => db.adminTx(fn),
+    statement: (sql, params, options) => db.statement(sql, params, options),
     async close() {
       try {
         await db.close();

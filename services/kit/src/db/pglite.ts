@@ -48,6 +48,10 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
     adminTx(fn) {
       return inTx("SELECT 1", fn);
     },
+    async statement<R>(sql: string, params?: unknown[]) {
+      const res = await pglite.query<R>(sql, params);
+      return { rows: res.rows, rowCount: Math.max(res.affectedRows ?? 0, res.rows.length) };
+    },
     close: () => pglite.close(),
   };
 }

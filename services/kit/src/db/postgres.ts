@@ -1,12 +1,12 @@
 import pg from "pg";
 import { assertTenantId } from "../context.js";
 import { ChaosError } from "../errors.js";
-import { tenantPrelude, type Db, type Queryable, type QueryResult } from "./db.js";
+import { tenantPrelude, type Db, type Queryable, type QueryOptions, type QueryResult } from "./db.js";
 
 function wrap(client: pg.PoolClient | pg.Pool): Queryable {
   return {
-    async query<R>(sql: string, params?: unknown[]): Promise<QueryResult<R>> {
-      const res = await client.query(sql, params);
+    async query<R>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>> {
+      const res = options?.name ? await client.query({ text: sql, values: params ?? [], name: options.name }) : await client.query(sql, params);
       return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
     },
     async exec(sql: string): Promise<void> {
@@ -86,6 +86,14 @@ export function createPostgresDb(options: {
     },
     adminTx(fn) {
       return inTx("SELECT 1", fn);
+    },
+    async statement<R>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>> {
+      try {
+        const res = await pool.query({ text: sql, values: params ?? [], ...(options?.name ? { name: options.name } : {}) });
+        return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
+      } catch (err) {
+        throw normalise(err);
+      }
     },
     close: () => pool.end(),
   };

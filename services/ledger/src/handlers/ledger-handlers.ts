@@ -107,8 +107,8 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     async listEntries(req, ctx) {
       const limit = req.limit === 0 ? 50 : req.limit;
       if (limit > 1000) throw new ChaosError("invalid_argument", "limit: at most 1000");
-      const cp = await store.latestCheckpoint(ctx.call.tenant);
-      const size = cp?.size ?? 0;
+      // Every entry in the log, integrated into a checkpoint or not yet.
+      const size = await store.size(ctx.call.tenant);
       const afterSeq = req.newestFirst ? Math.max(0, size - limit) : safeNumber(req.afterSeq, "after_seq");
       const entries = await store.list(ctx.call.tenant, { afterSeq, limit });
       if (req.newestFirst) entries.reverse();
@@ -139,7 +139,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         fromSize: BigInt(p.from),
         toSize: BigInt(p.to),
         hashes: p.proof.map(b64),
-        fromRoot: p.fromCheckpoint ? b64(p.fromCheckpoint.root) : "",
+        fromRoot: p.from === 0 ? "" : b64(p.fromRoot),
         toRoot: b64(p.toCheckpoint.root),
       };
     },

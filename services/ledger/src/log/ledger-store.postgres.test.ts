@@ -23,7 +23,7 @@ const newTenant = (): string => `t${++tenantCounter}-${process.pid}`;
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_ledger");
   db = createPostgresDb({ connectionString: database.url });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate"]);
   expect(await migrateLedger(db)).toEqual([]);
   admin = new pg.Client({ connectionString: database.url });
   await admin.connect();
@@ -159,11 +159,19 @@ describe("ledger store on Postgres", () => {
       await expect(db.tenantTx(tenant, (q) => q.query(sql, [tenant])), sql).rejects.toMatchObject({ code: "42501" });
     }
     await expect(db.tenantTx(tenant, (q) => q.query("TRUNCATE ledger.entries"))).rejects.toMatchObject({ code: "42501" });
+    // The one-round-trip append function scopes itself to the tenant it is given: not callable
+    // by the application role, which could otherwise name another tenant.
+    await expect(
+      db.tenantTx(tenant, (q) =>
+        q.query("SELECT ledger.sequence_batch('other', ARRAY[1]::bigint[], ARRAY['t'], ARRAY['s'], ARRAY['p'], ARRAY['{}'], ARRAY['h'], ARRAY[''], ARRAY['x'], 0, '')"),
+      ),
+    ).rejects.toMatchObject({ code: "42501" });
   });
 
   it("even the owner (a superuser) is stopped by the trigger", async () => {
     const tenant = newTenant();
     await appendMany(tenant, 2);
+    await store.integrate(tenant); // so nodes and checkpoints have rows for the trigger to refuse
     await db.tenantTx(tenant, async (q) => {
       await q.query("INSERT INTO ledger.nonces (tenant_id, nonce) VALUES ($1, 'n1')", [tenant]);
       await q.query(
@@ -220,7 +228,11 @@ describe("ledger store on Postgres", () => {
 
     it("a history rewritten and re-chained fails at the first signed root it no longer matches", async () => {
       const tenant = newTenant();
-      await appendMany(tenant, 10); // one commit, one checkpoint per entry
+      // One commit and one integration (one signed checkpoint) per entry.
+      for (let i = 0; i < 10; i++) {
+        await appendMany(tenant, 1);
+        await store.integrate(tenant);
+      }
       const rows = (await admin.query("SELECT seq, ts, session, principal, event::text AS event, sig FROM ledger.entries WHERE tenant_id = $1 ORDER BY seq", [tenant])).rows as Array<
         Record<string, string>
       >;
@@ -248,6 +260,7 @@ describe("ledger store on Postgres", () => {
     it("entries removed at the tail are missing from the signed size", async () => {
       const tenant = newTenant();
       await appendMany(tenant, 6);
+      await store.integrate(tenant);
       await withTriggerDisabled("entries", () => admin.query("DELETE FROM ledger.entries WHERE tenant_id = $1 AND seq > 4", [tenant]));
       const report = await verifyStoredLedger(store, tenant, store.verifierKey(tenant));
       expect(report.failure).toMatchObject({ seq: 5, check: "missing_entries" });
@@ -256,7 +269,10 @@ describe("ledger store on Postgres", () => {
 
   it("inclusion and consistency proofs from the store verify against signed checkpoints; corrupted ones fail", async () => {
     const tenant = newTenant();
-    for (const n of [1, 2, 5, 1, 8, 3, 13, 4]) await appendMany(tenant, n, true);
+    for (const n of [1, 2, 5, 1, 8, 3, 13, 4]) {
+      await appendMany(tenant, n, true);
+      await store.integrate(tenant);
+    }
     const v = [parseVerifierKey(store.verifierKey(tenant))];
     const sizes: number[] = [];
     for await (const r of store.readLedger(tenant)) if (r.type === "checkpoint") sizes.push(r.checkpoint.size);

@@ -8,23 +8,14 @@ import {
   checkpointLine,
   entryLine,
   headerLine,
-  leafData,
   parseEvent,
   type CanonicalEvent,
   type LedgerEntry,
 } from "./entry.js";
-import {
-  TreeFrontier,
-  assembleProof,
-  consistencyProofPlan,
-  foldRange,
-  hashLeaf,
-  inclusionProofPlan,
-  planNodes,
-  rangeNodes,
-  type NodeId,
-} from "./merkle.js";
+import { Integrator, type IntegratorOptions, type IntegratorStats } from "./integrator.js";
+import { assembleProof, consistencyProofPlan, foldRange, inclusionProofPlan, planNodes, rangeNodes } from "./merkle.js";
 import { Sequencer, type SequencerStats, type Settled } from "./sequencer.js";
+import { nodeGetter, readNodes, toInt } from "./store-rows.js";
 import { verifyChainSegment } from "./verify.js";
 
 /**
@@ -44,10 +35,11 @@ export interface AppendInput {
   hook?: AppendHook;
 }
 
-/** A committed entry and the size of the signed checkpoint that covers it. */
-export interface AppendedEntry extends LedgerEntry {
-  treeSize: number;
-}
+/**
+ * A committed (sequenced) entry. Its chain link is durable when the append resolves; the signed
+ * checkpoint that covers it follows within the integration interval.
+ */
+export type AppendedEntry = LedgerEntry;
 
 /** The signing key of the log (from the keyring; there is no default key). */
 export interface LedgerSigningKey {
@@ -78,8 +70,20 @@ export interface LedgerStoreOptions {
   batches?: BatchListener;
   /** At most this many appends per transaction (default 1000). */
   maxBatch?: number;
+  /**
+   * At most this many group-commit transactions of one tenant in flight at once (default 4):
+   * each is chained on the head the one before it will leave and written only if that head is
+   * there, so they commit in order, and a failed one voids the ones after it (re-chained).
+   */
+  pipelineDepth?: number;
   /** The clock of entry timestamps; tests pin it. */
   now?: () => Date;
+  /**
+   * How the integrator batches (see {@link IntegratorOptions}); `autoStart: false` leaves its
+   * periodic sweep off (marked tenants are still integrated), for tests that want no
+   * background reads of other tenants.
+   */
+  integration?: IntegratorOptions & { autoStart?: boolean };
 }
 
 /** A signed checkpoint as stored. */
@@ -110,6 +114,12 @@ export interface ConsistencyProof {
   from: number;
   to: number;
   proof: string[];
+  /**
+   * The root of the tree of `from` entries, hex: the signed one when a checkpoint was signed at
+   * `from` (`fromCheckpoint`), else computed from the stored tree — checkpoints are signed per
+   * integration batch, not per size, so a client checks it against the root it already holds.
+   */
+  fromRoot: string;
   fromCheckpoint: StoredCheckpoint | null;
   toCheckpoint: StoredCheckpoint;
 }
@@ -144,25 +154,46 @@ export interface LedgerReader {
   inclusionProof(tenant: string, at: { seq: number } | { index: number }, treeSize?: number): Promise<InclusionProof>;
   /** Proof that the tree of `from` entries is a prefix of the tree of `to` (default: newest). */
   consistencyProof(tenant: string, from: number, to?: number): Promise<ConsistencyProof>;
-  /** Entries and checkpoints up to one committed size, in seq order (checkpoint after its last entry). */
-  readLedger(tenant: string, options?: { pageSize?: number }): AsyncIterable<LedgerRecord>;
+  /** Entries in the log (sequenced, integrated or not). */
+  size(tenant: string): Promise<number>;
+  /**
+   * Entries and checkpoints up to one committed size, in seq order (checkpoint after its last
+   * entry). The size is the larger of the newest entry and the newest checkpoint (`bound:
+   * "entries"`, the default: entries not yet integrated are read too, and a verifier reports
+   * them), or the newest checkpoint's (`"checkpoint"`).
+   */
+  readLedger(tenant: string, options?: { pageSize?: number; bound?: ReadBound }): AsyncIterable<LedgerRecord>;
   /** The JSONL export: a header line, then entries and checkpoints as {@link readLedger} orders them. */
-  exportLedger(tenant: string): AsyncIterable<string>;
+  exportLedger(tenant: string, options?: { bound?: ReadBound }): AsyncIterable<string>;
   /** Re-hashes the newest `last` entries (default 1000) and checks the newest checkpoint against the stored tree. */
   chainStatus(tenant: string, options?: { last?: number }): Promise<ChainStatus>;
   /** The checkpoint origin (and key name) of a tenant's log. */
   origin(tenant: string): string;
 }
 
-/** The per-tenant audit log on Postgres (or PGlite): append, read, prove, export. */
+/** Where {@link LedgerReader.readLedger} stops. */
+export type ReadBound = "entries" | "checkpoint";
+
+/**
+ * The per-tenant audit log on Postgres (or PGlite): append, read, prove, export. Unlike the
+ * reader, its `readLedger` and `exportLedger` first integrate what is sequenced and stop at the
+ * checkpoint that covers it, and `inclusionProof` of a sequenced entry waits up to
+ * {@link PROOF_WAIT_MS} for its integration before answering `unavailable`.
+ */
 export interface LedgerStore extends LedgerReader {
-  /** Appends one entry; resolves only after the transaction holding it has committed. */
+  /** Appends one entry; resolves only after the transaction holding it (entry and chain link) has committed. */
   append(tenant: string, input: AppendInput): Promise<AppendedEntry>;
+  /** Integrates every entry sequenced so far into the tree and a signed checkpoint. */
+  integrate(tenant: string): Promise<void>;
+  /** Integrator counters. */
+  integrationStats(): IntegratorStats;
+  /** Waits for appends and their integration, then stops the integrator's timers. */
+  close(): Promise<void>;
   /** The verifier key (`name+hash+key`) for a tenant's checkpoints. */
   verifierKey(tenant: string): string;
   /** Group-commit counters: `batches` counts transactions. */
   stats(): SequencerStats;
-  /** Resolves when every append submitted so far has settled. */
+  /** Resolves when every append submitted so far has settled and been integrated (or its pass failed). */
   drain(): Promise<void>;
 }
 
@@ -175,8 +206,14 @@ interface QueuedAppend {
 interface HeadRow {
   size: string | number;
   last_sig: string;
-  frontier: string;
 }
+
+/**
+ * What `heads.frontier` holds since migration 0004: the tree border lives in `ledger.trees`,
+ * and a replica of the per-commit code refuses this as a border (fails closed) instead of
+ * signing a root over a tree it did not build.
+ */
+const SEQUENCED_MARKER = "sequenced";
 
 interface EntryRow {
   seq: string | number;
@@ -199,39 +236,25 @@ interface CheckpointRow {
 const ENTRY_COLUMNS = "seq, ts, tenant_id, session, principal, event::text AS event_text, content_hash, prev_sig, sig";
 const CHECKPOINT_COLUMNS = "size, encode(root, 'hex') AS root, note";
 
-/** One statement writes a whole batch: entries, new nodes, the checkpoint, and moves the head. */
-const WRITE_BATCH = `
-  WITH new_entries AS (
+/**
+ * One statement sequences a whole batch: it moves the head from the size and last sig the
+ * entries were chained on, and writes the entries only if it did. When another replica moved
+ * the head first, nothing is written (`moved` is 0) and the batch is re-chained under the lock.
+ */
+const SEQUENCE_BATCH = `
+  WITH moved AS (
+    UPDATE ledger.heads SET size = $10, last_sig = $11, frontier = '${SEQUENCED_MARKER}', updated_at = now()
+     WHERE tenant_id = $1 AND size = $12 AND last_sig = $13
+    RETURNING 1
+  ), new_entries AS (
     INSERT INTO ledger.entries (tenant_id, seq, ts, session, principal, event, content_hash, prev_sig, sig)
     SELECT $1, e.seq, e.ts, e.session, e.principal, e.event::json, e.content_hash, e.prev_sig, e.sig
       FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
            AS e(seq, ts, session, principal, event, content_hash, prev_sig, sig)
-    RETURNING 1
-  ), new_nodes AS (
-    INSERT INTO ledger.nodes (tenant_id, level, idx, hash)
-    SELECT $1, n.level, n.idx, decode(n.hash, 'hex')
-      FROM unnest($10::smallint[], $11::bigint[], $12::text[]) AS n(level, idx, hash)
-    RETURNING 1
-  ), new_checkpoint AS (
-    INSERT INTO ledger.checkpoints (tenant_id, size, root, note) VALUES ($1, $13, decode($14, 'hex'), $15)
+     WHERE EXISTS (SELECT 1 FROM moved)
     RETURNING 1
   )
-  UPDATE ledger.heads SET size = $13, last_sig = $16, frontier = $17, updated_at = now()
-   WHERE tenant_id = $1 AND size = $18
-  RETURNING (SELECT count(*) FROM new_entries) AS entries, (SELECT count(*) FROM new_checkpoint) AS checkpoints`;
-
-/** pg returns int8 as text, PGlite as number or bigint. */
-function toInt(v: unknown): number {
-  const n = Number(v);
-  if (!Number.isSafeInteger(n)) throw new ChaosError("internal", `not a safe integer: ${String(v)}`);
-  return n;
-}
-
-function splitFrontier(hex: string): Buffer[] {
-  const out: Buffer[] = [];
-  for (let i = 0; i < hex.length; i += 64) out.push(Buffer.from(hex.slice(i, i + 64), "hex"));
-  return out;
-}
+  SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM new_entries) AS entries`;
 
 function toEntry(row: EntryRow): LedgerEntry {
   return {
@@ -257,12 +280,12 @@ function assertNonNegative(n: number, what: string): void {
 
 /** Locks the tenant's head row, creating it on the tenant's first append. */
 async function lockHead(q: Queryable, tenant: string): Promise<HeadRow> {
-  const select = "SELECT size, last_sig, frontier FROM ledger.heads WHERE tenant_id = $1 FOR UPDATE";
-  let res = await q.query<HeadRow>(select, [tenant]);
+  const select = "SELECT size, last_sig FROM ledger.heads WHERE tenant_id = $1 FOR UPDATE";
+  let res = await q.query<HeadRow>(select, [tenant], { name: "ledger_lock_head" });
   if (res.rows.length === 0) {
     // Two replicas may both get here; the loser of the insert waits on the winner's row lock.
     await q.query(
-      "INSERT INTO ledger.heads (tenant_id, size, last_sig, frontier) VALUES ($1, 0, '', '') ON CONFLICT (tenant_id) DO NOTHING",
+      "INSERT INTO ledger.heads (tenant_id, size, last_sig, frontier) VALUES ($1, 0, '', '${SEQUENCED_MARKER}') ON CONFLICT (tenant_id) DO NOTHING",
       [tenant],
     );
     res = await q.query<HeadRow>(select, [tenant]);
@@ -270,35 +293,6 @@ async function lockHead(q: Queryable, tenant: string): Promise<HeadRow> {
   const head = res.rows[0];
   if (!head) throw new ChaosError("internal", `the ledger head of ${tenant} cannot be locked`);
   return head;
-}
-
-async function readNodes(q: Queryable, tenant: string, ids: NodeId[]): Promise<Map<string, Buffer>> {
-  const map = new Map<string, Buffer>();
-  if (ids.length === 0) return map;
-  const inner = ids.filter((i) => i.level > 0);
-  // Leaves are not stored as nodes: their hash comes from the entry's sig.
-  const leaves = ids.filter((i) => i.level === 0).map((i) => i.index + 1);
-  const res = await q.query<{ level: number; idx: string | number; hash: string }>(
-    `SELECT level, idx, encode(hash, 'hex') AS hash FROM ledger.nodes
-      WHERE tenant_id = $1 AND (level, idx) IN (SELECT * FROM unnest($2::smallint[], $3::bigint[]))
-     UNION ALL
-     SELECT 0::smallint, seq - 1, sig FROM ledger.entries WHERE tenant_id = $1 AND seq = ANY($4::bigint[])`,
-    [tenant, inner.map((i) => i.level), inner.map((i) => i.index), leaves],
-  );
-  for (const r of res.rows) {
-    const hash = r.level === 0 ? hashLeaf(leafData(r.hash)) : Buffer.from(r.hash, "hex");
-    map.set(`${r.level}:${toInt(r.idx)}`, hash);
-  }
-  return map;
-}
-
-function nodeGetter(map: Map<string, Buffer>, tenant: string): (id: NodeId) => Buffer {
-  return (id) => {
-    const h = map.get(`${id.level}:${id.index}`);
-    // A missing node means the tree tables were tampered with or lost: fail, never guess.
-    if (!h) throw new ChaosError("internal", `ledger node ${id.level}:${id.index} of ${tenant} is missing`);
-    return h;
-  };
 }
 
 async function checkpointAt(q: Queryable, tenant: string, size: number): Promise<StoredCheckpoint | null> {
@@ -353,6 +347,13 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
       return db.tenantTx(tenant, (q) => latestCheckpoint(q, tenant));
     },
 
+    size(tenant) {
+      return db.tenantTx(tenant, async (q) => {
+        const res = await q.query<{ size: string | number }>("SELECT size FROM ledger.heads WHERE tenant_id = $1", [tenant]);
+        return res.rows[0] ? toInt(res.rows[0].size) : 0;
+      });
+    },
+
     checkpointAt(tenant, size) {
       assertNonNegative(size, "size");
       return db.tenantTx(tenant, (q) => checkpointAt(q, tenant, size));
@@ -390,11 +391,13 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
         if (!toCheckpoint) throw new ChaosError("not_found", `no signed checkpoint at tree size ${size}`);
         const fromCheckpoint = from === 0 ? null : await checkpointAt(q, tenant, from);
         const plan = consistencyProofPlan(from, size);
-        const map = await readNodes(q, tenant, planNodes(plan));
+        const prefix = rangeNodes(0, from);
+        const get = nodeGetter(await readNodes(q, tenant, [...planNodes(plan), ...(fromCheckpoint ? [] : prefix)]), tenant);
         return {
           from,
           to: size,
-          proof: assembleProof(plan, nodeGetter(map, tenant)).map((h) => h.toString("hex")),
+          proof: assembleProof(plan, get).map((h) => h.toString("hex")),
+          fromRoot: fromCheckpoint ? fromCheckpoint.root : foldRange(prefix.map(get)).toString("hex"),
           fromCheckpoint,
           toCheckpoint,
         };
@@ -403,9 +406,11 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
 
     async *readLedger(tenant, opts = {}) {
       const pageSize = opts.pageSize ?? 2000;
-      // One snapshot fixes the bound: every commit writes its entries and its checkpoint
-      // together, so at that instant the newest entry and the newest checkpoint agree unless
-      // someone wrote around the store. Taking the larger of the two keeps that visible.
+      const onlySigned = opts.bound === "checkpoint";
+      // One snapshot fixes the bound. By entries: the larger of the newest entry and the
+      // newest checkpoint, so entries not yet integrated are read (a verifier reports them) and
+      // a checkpoint beyond the entries (entries lost at the tail) stays visible. By checkpoint:
+      // the newest checkpoint, whose entries must all be there.
       const bound = await db.tenantTx(tenant, async (q) => {
         const res = await q.query<{ max_seq: string | number | null; max_size: string | number | null }>(
           `SELECT (SELECT max(seq) FROM ledger.entries WHERE tenant_id = $1) AS max_seq,
@@ -413,7 +418,8 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
           [tenant],
         );
         const r = res.rows[0];
-        return Math.max(toInt(r?.max_seq ?? 0), toInt(r?.max_size ?? 0));
+        const signed = toInt(r?.max_size ?? 0);
+        return onlySigned ? signed : Math.max(toInt(r?.max_seq ?? 0), signed);
       });
       const checkpoints = await db.tenantTx(tenant, async (q) => {
         const res = await q.query<CheckpointRow>(
@@ -447,13 +453,13 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
       while (c < checkpoints.length) yield { type: "checkpoint", checkpoint: checkpoints[c++]! };
     },
 
-    async *exportLedger(tenant) {
+    async *exportLedger(tenant, opts = {}) {
       assertTenantId(tenant);
       // The origin the log actually signs, which a reader without the writer's configuration
       // (the CLI) cannot know otherwise; verify checks it against the signatures anyway.
       const latest = await reader.latestCheckpoint(tenant);
       yield headerLine(tenant, latest ? latest.note.slice(0, latest.note.indexOf("\n")) : originOf(tenant));
-      for await (const r of reader.readLedger(tenant)) {
+      for await (const r of reader.readLedger(tenant, opts.bound ? { bound: opts.bound } : {})) {
         yield r.type === "entry" ? entryLine(r.entry, r.eventText) : checkpointLine(r.checkpoint.size, r.checkpoint.note);
       }
     },
@@ -463,7 +469,9 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
       if (!Number.isSafeInteger(last) || last < 1) throw new ChaosError("invalid_argument", "last must be a positive integer");
       return db.tenantTx(tenant, async (q) => {
         const checkpoint = await latestCheckpoint(q, tenant);
-        const size = checkpoint?.size ?? 0;
+        // The chain is checked up to the newest entry, integrated or not.
+        const head = await q.query<{ size: string | number }>("SELECT size FROM ledger.heads WHERE tenant_id = $1", [tenant]);
+        const size = Math.max(checkpoint?.size ?? 0, head.rows[0] ? toInt(head.rows[0].size) : 0);
         const firstChecked = Math.max(1, size - last + 1);
         // One entry before the checked ones supplies the first link's prev_sig.
         const rows = (
@@ -498,10 +506,15 @@ export function createLedgerReader(db: Db, options: LedgerReaderOptions = {}): L
   return reader;
 }
 
+/** How long a proof of a sequenced entry waits for its integration before saying so. */
+export const PROOF_WAIT_MS = 250;
+
 /**
- * The ledger store over a {@link Db} already migrated with `migrateLedger`. Appends to one
- * tenant are group-committed: one transaction at a time per tenant in this process, and the
- * head row lock serialises replicas. Every query runs through `tenantTx`, as the application
+ * The ledger store over a {@link Db} already migrated with `migrateLedger`: sequence, then
+ * integrate (docs/ledger.md §2). An append group-commits its entry and chain link (one
+ * transaction per flush and tenant in this process; the head row serialises replicas) and
+ * resolves once that has committed; an {@link Integrator} adds the Merkle nodes and a signed
+ * checkpoint in batches shortly after. Every query runs through `tenantTx`, as the application
  * role under row-level security.
  */
 export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerStore {
@@ -517,61 +530,42 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
   verifierKey(originOf("t"), options.key.publicKey);
   signCheckpoint({ origin: originOf("t"), size: 0, root: foldRange([]) }, signerOf("t"));
 
-  async function writeBatch(tenant: string, items: QueuedAppend[]): Promise<Settled<AppendedEntry>[]> {
-    let committed: readonly LedgerEntry[] = [];
-    const outcomes = await db.tenantTx(tenant, async (q) => {
-      // Re-read the head every time: another replica may have appended, and a failed batch
-      // must leave nothing behind in memory.
-      const head = await lockHead(q, tenant);
-      const startSize = toInt(head.size);
-      const frontier = new TreeFrontier(startSize, splitFrontier(head.frontier));
-      let prevSig = head.last_sig;
-      const outcomes: Settled<AppendedEntry>[] = [];
-      const written: LedgerEntry[] = [];
-      const texts: string[] = [];
-      const nodes = { levels: [] as number[], idxs: [] as number[], hashes: [] as string[] };
+  const integrator = new Integrator(db, (tenant, size, root) => signCheckpoint({ origin: originOf(tenant), size, root }, signerOf(tenant)), options.integration);
+  const reader = createLedgerReader(db, { name: nameTemplate });
+  /**
+   * The head each tenant's last batch in this process left: the next batch chains on it without
+   * reading it first. Only a hint — the write is conditional on the head still being there.
+   */
+  const heads = new Map<string, { size: number; lastSig: string }>();
+  /** Tenants this process has listed in `ledger.log_tenants` (for the integrators' sweep). */
+  const listed = new Set<string>();
 
-      for (const item of items) {
-        const seq = startSize + written.length + 1;
-        let canonical = item.canonical;
-        if (item.input.hook) {
-          await q.query("SAVEPOINT ledger_append_hook");
-          try {
-            canonical = canonicalEvent(await item.input.hook(q, { seq, tenant }));
-            await q.query("RELEASE SAVEPOINT ledger_append_hook");
-          } catch (error) {
-            // If even the rollback fails the transaction is unusable: let it fail the batch.
-            await q.query("ROLLBACK TO SAVEPOINT ledger_append_hook");
-            outcomes.push({ ok: false, error });
-            continue;
-          }
-        }
-        const entry = chainEntry(prevSig, {
-          seq,
-          ts: now().toISOString(),
-          tenant,
-          session: item.input.session,
-          principal: item.input.principal,
-          event: canonical!.event,
-          content_hash: canonical!.hash,
-        });
-        frontier.append(hashLeaf(leafData(entry.sig)), (id, hash) => {
-          if (id.level === 0) return;
-          nodes.levels.push(id.level);
-          nodes.idxs.push(id.index);
-          nodes.hashes.push(hash.toString("hex"));
-        });
-        prevSig = entry.sig;
-        written.push(entry);
-        texts.push(canonical!.text);
-        outcomes.push({ ok: true, value: { ...entry, treeSize: 0 } });
-      }
-      if (written.length === 0) return outcomes;
+  function chainBatch(tenant: string, start: { size: number; lastSig: string }, items: readonly QueuedAppend[]) {
+    let prevSig = start.lastSig;
+    const written: LedgerEntry[] = [];
+    const texts: string[] = [];
+    for (const item of items) {
+      const entry = chainEntry(prevSig, {
+        seq: start.size + written.length + 1,
+        ts: now().toISOString(),
+        tenant,
+        session: item.input.session,
+        principal: item.input.principal,
+        event: item.canonical!.event,
+        content_hash: item.canonical!.hash,
+      });
+      prevSig = entry.sig;
+      written.push(entry);
+      texts.push(item.canonical!.text);
+    }
+    return { written, texts };
+  }
 
-      const size = frontier.size;
-      const root = frontier.root();
-      const note = signCheckpoint({ origin: originOf(tenant), size, root }, signerOf(tenant));
-      const res = await q.query<{ entries: string | number; checkpoints: string | number }>(WRITE_BATCH, [
+  async function sequence(q: Queryable, tenant: string, start: { size: number; lastSig: string }, written: LedgerEntry[], texts: string[]): Promise<boolean> {
+    const last = written[written.length - 1]!;
+    const res = await q.query<{ moved: string | number; entries: string | number }>(
+      SEQUENCE_BATCH,
+      [
         tenant,
         written.map((e) => e.seq),
         written.map((e) => e.ts),
@@ -581,33 +575,181 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
         written.map((e) => e.content_hash),
         written.map((e) => e.prev_sig),
         written.map((e) => e.sig),
-        nodes.levels,
-        nodes.idxs,
-        nodes.hashes,
-        size,
-        root.toString("hex"),
-        note,
-        prevSig,
-        frontier.hashes.map((h) => h.toString("hex")).join(""),
-        startSize,
-      ]);
-      const row = res.rows[0];
-      if (!row || toInt(row.entries) !== written.length || toInt(row.checkpoints) !== 1) {
-        throw new ChaosError("internal", `the ledger head of ${tenant} moved under its lock`);
-      }
-      for (const o of outcomes) if (o.ok) o.value.treeSize = size;
-      await options.batches?.inTransaction(q, tenant, written);
-      committed = written;
-      return outcomes;
-    });
-    if (committed.length > 0) options.batches?.committed(tenant, committed);
-    return outcomes;
+        last.seq,
+        last.sig,
+        start.size,
+        start.lastSig,
+      ],
+      { name: "ledger_sequence_batch" },
+    );
+    const row = res.rows[0];
+    if (!row || toInt(row.moved) === 0) return false;
+    if (toInt(row.entries) !== written.length) throw new ChaosError("internal", `the ledger head of ${tenant} moved but its entries were not written`);
+    return true;
   }
 
-  const sequencer = new Sequencer<QueuedAppend, AppendedEntry>(writeBatch, { maxBatch: options.maxBatch ?? 1000 });
+  async function sequenceAlone(tenant: string, start: { size: number; lastSig: string }, written: LedgerEntry[], texts: string[]): Promise<boolean> {
+    const res = await db.statement<{ n: string | number }>(
+      "SELECT ledger.sequence_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS n",
+      [
+        tenant,
+        written.map((e) => e.seq),
+        written.map((e) => e.ts),
+        written.map((e) => e.session),
+        written.map((e) => e.principal),
+        texts,
+        written.map((e) => e.content_hash),
+        written.map((e) => e.prev_sig),
+        written.map((e) => e.sig),
+        start.size,
+        start.lastSig,
+      ],
+      { name: "ledger_sequence_alone" },
+    );
+    const n = res.rows[0] ? toInt(res.rows[0].n) : 0;
+    if (n !== 0 && n !== written.length) throw new ChaosError("internal", `the ledger head of ${tenant} moved but its entries were not written`);
+    return n === written.length;
+  }
+
+  function writeBatch(tenant: string, items: QueuedAppend[]): Promise<Settled<AppendedEntry>[]> {
+    // Chained now, synchronously, on the head the previous batch will leave (it may still be
+    // in flight): the next batch can be cut and sent before this one commits. The write is
+    // conditional on that head, so if the previous batch fails, or another replica appends
+    // first, this one writes nothing and is re-chained under the head lock.
+    const projected = heads.get(tenant);
+    const fast = projected && items.every((i) => i.canonical) ? chainBatch(tenant, projected, items) : undefined;
+    if (fast) {
+      const last = fast.written[fast.written.length - 1]!;
+      heads.set(tenant, { size: last.seq, lastSig: last.sig });
+    } else {
+      heads.delete(tenant);
+    }
+    return writeChained(tenant, items, projected, fast);
+  }
+
+  async function writeChained(
+    tenant: string,
+    items: QueuedAppend[],
+    projected: { size: number; lastSig: string } | undefined,
+    fast: { written: LedgerEntry[]; texts: string[] } | undefined,
+  ): Promise<Settled<AppendedEntry>[]> {
+    let committed: readonly LedgerEntry[] = [];
+    let newHead: { size: number; lastSig: string } | undefined;
+    try {
+      // One round trip when nothing else must share the transaction: the statement is its own
+      // transaction, committed when it answers. If the head moved, it wrote nothing.
+      if (fast && !options.batches && (await sequenceAlone(tenant, projected!, fast.written, fast.texts))) {
+        committed = fast.written;
+        listed.add(tenant);
+        return fast.written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
+      }
+      const outcomes = await db.tenantTx(tenant, async (q) => {
+        if (fast && options.batches && (await sequence(q, tenant, projected!, fast.written, fast.texts))) {
+          await options.batches?.inTransaction(q, tenant, fast.written);
+          committed = fast.written;
+          return fast.written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
+        }
+        // Under the head lock: hooks run here, in seq order, each in a savepoint.
+        const head = await lockHead(q, tenant);
+        if (!listed.has(tenant)) {
+          await q.query("INSERT INTO ledger.log_tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING", [tenant]);
+        }
+        const start = { size: toInt(head.size), lastSig: head.last_sig };
+        const outcomes: Array<Settled<AppendedEntry> | undefined> = [];
+        const kept: QueuedAppend[] = [];
+        for (const item of items) {
+          if (!item.input.hook) {
+            kept.push(item);
+            outcomes.push(undefined);
+            continue;
+          }
+          await q.query("SAVEPOINT ledger_append_hook");
+          try {
+            const canonical = canonicalEvent(await item.input.hook(q, { seq: start.size + kept.length + 1, tenant }));
+            await q.query("RELEASE SAVEPOINT ledger_append_hook");
+            kept.push({ input: item.input, canonical });
+            outcomes.push(undefined);
+          } catch (error) {
+            // If even the rollback fails the transaction is unusable: let it fail the batch.
+            await q.query("ROLLBACK TO SAVEPOINT ledger_append_hook");
+            outcomes.push({ ok: false, error });
+          }
+        }
+        if (kept.length === 0) {
+          newHead = start;
+          return outcomes.map((o) => o!);
+        }
+        const { written, texts } = chainBatch(tenant, start, kept);
+        if (!(await sequence(q, tenant, start, written, texts))) {
+          throw new ChaosError("internal", `the ledger head of ${tenant} moved under its lock`);
+        }
+        await options.batches?.inTransaction(q, tenant, written);
+        committed = written;
+        newHead = { size: written[written.length - 1]!.seq, lastSig: written[written.length - 1]!.sig };
+        let next = 0;
+        return outcomes.map((o): Settled<AppendedEntry> => o ?? { ok: true, value: written[next++]! });
+      });
+      listed.add(tenant);
+      // A batch that went the slow way knows the true head; batches cut after it was sent
+      // were chained on nothing (the lane waited), so this is the newest head there is.
+      if (newHead) heads.set(tenant, newHead);
+      else if (!fast || committed !== fast.written) heads.delete(tenant);
+      return outcomes;
+    } catch (err) {
+      // Whatever was chained on this batch's head is void: the next batch reads the head.
+      heads.delete(tenant);
+      throw err;
+    } finally {
+      if (committed.length > 0) {
+        integrator.notify(tenant, committed.length);
+        options.batches?.committed(tenant, committed);
+      }
+    }
+  }
+
+  const sequencer = new Sequencer<QueuedAppend, AppendedEntry>(writeBatch, {
+    maxBatch: options.maxBatch ?? 1000,
+    depth: options.pipelineDepth ?? 4,
+    // A batch can be chained before the one ahead of it commits when the head it will leave is
+    // known and nothing in it runs a hook (hooks read state under the head lock).
+    overlaps: (tenant, item) => item.canonical !== undefined && heads.has(tenant),
+  });
+  if (options.integration?.autoStart !== false) integrator.start();
+
+  /** Integrates `tenant` fully (for an export or a verification that should cover everything). */
+  async function integrateAll(tenant: string): Promise<void> {
+    if ((await integrator.catchUp(tenant, 30_000)) === undefined) {
+      throw new ChaosError("unavailable", `another integrator held the ledger tree of ${tenant} for 30 s`);
+    }
+  }
+
+  /**
+   * Read your writes: before "the newest checkpoint" is answered, entries sequenced before the
+   * request are integrated (waiting at most {@link PROOF_WAIT_MS} for another integrator). If
+   * that cannot be done in time, the newest checkpoint there is still is the truthful answer.
+   */
+  async function freshen(tenant: string): Promise<void> {
+    const [cp, size] = await Promise.all([reader.latestCheckpoint(tenant), reader.size(tenant)]);
+    if (size > (cp?.size ?? 0)) await integrator.catchUp(tenant, PROOF_WAIT_MS).catch(() => undefined);
+  }
+
+  /**
+   * Integrates before a read of the whole log, which then stops at the checkpoint covering it.
+   * An integrator refuses a log whose sequenced tail is damaged (a gap, a broken link); then
+   * every entry is read, so a verifier names the first bad one instead of the read failing.
+   */
+  async function boundAfterIntegrating(tenant: string): Promise<ReadBound> {
+    try {
+      await integrateAll(tenant);
+      return "checkpoint";
+    } catch (err) {
+      if (ChaosError.from(err).code === "internal") return "entries";
+      throw err;
+    }
+  }
 
   const store: LedgerStore = {
-    ...createLedgerReader(db, { name: nameTemplate }),
+    ...reader,
 
     append(tenant, input) {
       try {
@@ -624,13 +766,61 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
       }
     },
 
+    async latestCheckpoint(tenant) {
+      await freshen(tenant);
+      return reader.latestCheckpoint(tenant);
+    },
+
+    async consistencyProof(tenant, from, to) {
+      if (to === undefined) await freshen(tenant);
+      return reader.consistencyProof(tenant, from, to);
+    },
+
+    async inclusionProof(tenant, at, treeSize) {
+      if (treeSize === undefined) {
+        const index = "seq" in at ? at.seq - 1 : at.index;
+        assertNonNegative(index, "the leaf index");
+        const cp = await reader.latestCheckpoint(tenant);
+        if (index >= (cp?.size ?? 0) && index < (await reader.size(tenant))) {
+          // Sequenced, not yet integrated: integrate now rather than make the caller poll.
+          const size = await integrator.catchUp(tenant, PROOF_WAIT_MS);
+          if (size === undefined || index >= size) {
+            throw new ChaosError("unavailable", `entry ${index + 1} is sequenced (its chain link is durable) but not yet integrated into a signed checkpoint; retry shortly`);
+          }
+          return reader.inclusionProof(tenant, at, size);
+        }
+      }
+      return reader.inclusionProof(tenant, at, treeSize);
+    },
+
+    async *readLedger(tenant, opts = {}) {
+      assertTenantId(tenant);
+      // Everything appended before this call is integrated and signed first, so what is read
+      // (up to the newest checkpoint) covers it; later appends are simply after the snapshot.
+      yield* reader.readLedger(tenant, { ...opts, bound: await boundAfterIntegrating(tenant) });
+    },
+
+    async *exportLedger(tenant) {
+      assertTenantId(tenant);
+      yield* reader.exportLedger(tenant, { bound: await boundAfterIntegrating(tenant) });
+    },
 
     verifierKey(tenant) {
       return verifierKey(originOf(tenant), options.key.publicKey);
     },
 
+    integrate: integrateAll,
     stats: () => sequencer.stats(),
-    drain: () => sequencer.idle(),
+    integrationStats: () => integrator.stats(),
+    async drain() {
+      await sequencer.idle();
+      await integrator.idle();
+    },
+    async close() {
+      await sequencer.idle();
+      await integrator.idle();
+      await integrator.stop();
+    },
   };
   return store;
 }

@@ -55,6 +55,18 @@ const APPEND_ONLY = (table: string): string => `
  *   deleted). `webhook_tenants` lists the tenants that ever had a row, ids only, so a dispatcher
  *   finds them without reading any tenant's rows: every tenant may read it, each inserts only
  *   itself.
+ * - `trees` (0004) is the integrated Merkle tree per tenant: its size and right border. Appends
+ *   now only sequence (entry + chain link + `heads`); an integrator adds the nodes and a signed
+ *   checkpoint in batches and moves `trees` (docs/ledger.md §2). A log written before 0004 has
+ *   no row: the integrator makes one from the newest checkpoint and its stored nodes, which the
+ *   old per-commit write always kept in step, so nothing is rewritten on upgrade. From 0004 on
+ *   `heads.frontier` holds the marker `sequenced`, which a replica of the old code refuses as a
+ *   frontier (it fails closed instead of signing a wrong root): stop old replicas before the new
+ *   ones append. `sequence_batch(…)` is the append's fast path in one round trip: one
+ *   autocommit statement that scopes itself to the tenant it is given (row-level security stays
+ *   forced) and writes the entries only if the head is where the batch was chained; EXECUTE is
+ *   revoked from PUBLIC, so ${APP_ROLE} cannot call it for another tenant. `log_tenants` lists tenant ids (ids only, every tenant may read it, each
+ *   inserts only itself) so an integrator finds logs left behind by a replica that died.
  */
 export const LEDGER_MIGRATIONS: Migration[] = [
   {
@@ -181,6 +193,57 @@ export const LEDGER_MIGRATIONS: Migration[] = [
       CREATE POLICY webhook_tenants_own_insert ON ledger.webhook_tenants FOR INSERT
         WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
       GRANT SELECT, INSERT ON ledger.webhook_tenants TO ${APP_ROLE};
+    `,
+  },
+  {
+    id: "0004_sequence_then_integrate",
+    sql: `
+      CREATE TABLE ledger.trees (
+        tenant_id  text PRIMARY KEY,
+        size       bigint NOT NULL CHECK (size >= 0),
+        frontier   text NOT NULL,
+        last_sig   text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+      ${TENANT_POLICY("trees")}
+      GRANT SELECT, INSERT, UPDATE ON ledger.trees TO ${APP_ROLE};
+
+      CREATE TABLE ledger.log_tenants (
+        tenant_id  text PRIMARY KEY,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      ALTER TABLE ledger.log_tenants ENABLE ROW LEVEL SECURITY;
+      ALTER TABLE ledger.log_tenants FORCE ROW LEVEL SECURITY;
+      CREATE POLICY log_tenants_listed ON ledger.log_tenants FOR SELECT USING (true);
+      CREATE POLICY log_tenants_own_insert ON ledger.log_tenants FOR INSERT
+        WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
+      GRANT SELECT, INSERT ON ledger.log_tenants TO ${APP_ROLE};
+
+      CREATE FUNCTION ledger.sequence_batch(
+        p_tenant text, p_seq bigint[], p_ts text[], p_session text[], p_principal text[], p_event text[],
+        p_content_hash text[], p_prev_sig text[], p_sig text[], p_from_size bigint, p_from_sig text)
+      RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      DECLARE
+        n bigint := coalesce(cardinality(p_seq), 0);
+      BEGIN
+        IF n = 0 OR p_seq[1] <> p_from_size + 1 OR p_seq[n] <> p_from_size + n THEN
+          RAISE EXCEPTION 'ledger.sequence_batch: seqs must follow the head' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Row-level security stays on (forced for the owner too): the batch sees one tenant.
+        PERFORM set_config('app.tenant_id', p_tenant, true);
+        UPDATE ledger.heads SET size = p_from_size + n, last_sig = p_sig[n], frontier = 'sequenced', updated_at = now()
+         WHERE tenant_id = p_tenant AND size = p_from_size AND last_sig = p_from_sig;
+        IF NOT FOUND THEN
+          RETURN 0;
+        END IF;
+        INSERT INTO ledger.entries (tenant_id, seq, ts, session, principal, event, content_hash, prev_sig, sig)
+        SELECT p_tenant, e.seq, e.ts, e.session, e.principal, e.event::json, e.content_hash, e.prev_sig, e.sig
+          FROM unnest(p_seq, p_ts, p_session, p_principal, p_event, p_content_hash, p_prev_sig, p_sig)
+               AS e(seq, ts, session, principal, event, content_hash, prev_sig, sig);
+        RETURN n;
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION ledger.sequence_batch(text, bigint[], text[], text[], text[], text[], text[], text[], text[], bigint, text) FROM PUBLIC;
     `,
   },
 ];

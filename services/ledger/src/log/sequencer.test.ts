@@ -53,4 +53,39 @@ describe("Sequencer", () => {
     await Promise.all(Array.from({ length: 10 }, (_, i) => seq.submit("k", i)));
     expect(sizes).toEqual([4, 4, 2]);
   });
+
+  it("pipelines up to depth batches of one key that may overlap, and runs one that may not alone", async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const running: number[][] = [];
+    const gates: Array<() => void> = [];
+    const seq = new Sequencer<number, number>(
+      async (_k, items) => {
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        running.push(items);
+        await new Promise<void>((r) => gates.push(r));
+        inFlight--;
+        return items.map((i) => ({ ok: true, value: i }));
+      },
+      { depth: 2, maxBatch: 2, overlaps: (_k, i) => i >= 0 },
+    );
+    const release = async () => {
+      while (gates.length === 0) await new Promise((r) => setImmediate(r));
+      gates.shift()!();
+    };
+    const all = [1, 2, 3, 4, -5, 6].map((i) => seq.submit("k", i));
+    // Batches of two; two in flight at once; the one that may not overlap waits for both (and
+    // may carry items that could have, as a batch of one key always could).
+    while (running.length < 2) await new Promise((r) => setImmediate(r));
+    expect(running).toEqual([[1, 2], [3, 4]]);
+    await release();
+    await release();
+    while (running.length < 3) await new Promise((r) => setImmediate(r));
+    expect(running[2]).toEqual([-5, 6]);
+    await release();
+    expect(await Promise.all(all)).toEqual([1, 2, 3, 4, -5, 6]);
+    expect(maxInFlight).toBe(2);
+    await seq.idle();
+  });
 });

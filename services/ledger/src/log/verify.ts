@@ -57,6 +57,11 @@ export interface VerifyReport {
   /** The largest checkpoint size whose root matched. */
   verifiedSize: number;
   /**
+   * With `pending: "allow"`: entries after the newest checkpoint, checked by their chain only
+   * (sequenced, not yet integrated into a signed checkpoint).
+   */
+  pending?: number;
+  /**
    * The RFC 6962 root of all entries read, in base64: the encoding of the signed checkpoint's
    * root line and of `inspect_audit_ledger`'s `root_hash`.
    */
@@ -73,6 +78,13 @@ export interface VerifyOptions {
   origin?: string;
   /** The tenant every entry must carry; by default the first entry's. */
   tenant?: string;
+  /**
+   * Entries after the newest checkpoint whose chain verifies: `"fail"` (the default) reports
+   * them as `unsigned_entries`; `"allow"` counts them in `pending` instead — a live log whose
+   * integrator has not signed its newest entries yet (or a database read after a crash, before
+   * a ledger restarted and integrated them). They are covered by the chain only.
+   */
+  pending?: "fail" | "allow";
 }
 
 type Verifiers = (note: string) => NoteVerifier[];
@@ -269,6 +281,7 @@ export async function verifyLedger(
   }
 
   let tailFailure: VerifyFailure | undefined;
+  let pendingTail = 0;
   if (next < checkpoints.length) {
     const beyond = checkpoints[checkpoints.length - 1]!;
     tailFailure = {
@@ -277,6 +290,9 @@ export async function verifyLedger(
       message: `a checkpoint signs ${beyond.size} entries but only ${count} are present: entries ${count + 1}..${beyond.size} were removed`,
       range: { from: count + 1, to: beyond.size },
     };
+  } else if (count > verifiedSize && !checkpointFailure && options.pending === "allow" && next === checkpoints.length && !entryFailure && !unreadable) {
+    // Every checkpoint matched and the chain holds through the tail: not yet integrated.
+    pendingTail = count - verifiedSize;
   } else if (count > verifiedSize && !checkpointFailure) {
     tailFailure = {
       seq: verifiedSize + 1,
@@ -294,6 +310,7 @@ export async function verifyLedger(
     verifiedSize,
     root: tree.root().toString("base64"),
   };
+  if (options.pending === "allow") report.pending = pendingTail;
   if (cursor.tenant !== undefined) report.tenant = cursor.tenant;
   if (origin !== undefined) report.origin = origin;
   if (failure) report.failure = failure;
@@ -412,7 +429,9 @@ export interface LedgerSource {
 
 /**
  * Verifies a tenant's live ledger, read through the store up to one committed size (entries
- * appended meanwhile are left for the next run).
+ * appended meanwhile are left for the next run). A `LedgerStore` integrates first and reads up
+ * to the checkpoint that covers everything appended before the call; a keyless `LedgerReader`
+ * reads every entry, so pass `pending: "allow"` to accept a tail not yet integrated.
  */
 export async function verifyStoredLedger(
   source: LedgerSource,

@@ -220,7 +220,7 @@ export async function createLedgerFixture(options: LedgerFixtureOptions = {}): P
       },
       async close() {
         await core.close().catch(() => undefined);
-        await core.store.drain().catch(() => undefined);
+        await core.store.close().catch(() => undefined);
         await closePolicy();
         if (opened) {
           if (ownsDatabase) await deleteByPrefix(opened, redisPrefix).catch(() => undefined);
