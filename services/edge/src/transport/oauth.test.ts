@@ -11,7 +11,7 @@ import { recordingLogger } from "../../../../test/support/logger.js";
 import { hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient, initializeBody, listTools, MCP_HEADERS, openSession, readJsonRpc, rpc, toolCall } from "../test-support/http.js";
-import { startTestIssuer, type TestIssuer } from "../test-support/oauth-issuer.js";
+import { startTestIssuer, type TestIssuer } from "../../../../test/support/oauth-issuer.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
 
