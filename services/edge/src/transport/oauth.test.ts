@@ -201,6 +201,26 @@ describe("an access token from the issuer", () => {
   });
 });
 
+describe("an issuer that cannot be reached", () => {
+  it("answers 503 with Retry-After, not invalid_token, and starts anyway", async () => {
+    // A port nothing listens on any more: the issuer's metadata cannot be fetched.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const gone = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise((resolve) => closed.close(resolve));
+    const down = await startHttpTransport({ ...services.deps(createMemorySessionStore()), logger }, { port: 0, oauth: { issuer: gone, resource: RESOURCE } });
+    try {
+      const token = await issuer.sign(good(), { issuer: gone });
+      const res = await fetch(down.url, { method: "POST", headers: { ...MCP_HEADERS, ...bearer(token) }, body: JSON.stringify(initializeBody()) });
+      expect(res.status).toBe(503);
+      expect(res.headers.get("retry-after")).toBe("5");
+      expect(((await readJsonRpc(res))?.error as { message: string }).message).toMatch(/keys cannot be fetched now/);
+    } finally {
+      await down.close();
+    }
+  });
+});
+
 describe("OAuth and API keys on one edge", () => {
   it("keeps a tenant signed in with OAuth and one with an API key to their own memory and sessions", async () => {
     const token = await issuer.sign(good());
