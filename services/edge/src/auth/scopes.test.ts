@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BearerRefusal } from "./bearer-refusal.js";
+import type { BearerRefusal } from "./bearer-refusal.js";
 import { identityOfClaims, isJwtShaped, protectedResourceMetadataUrl } from "./oauth.js";
 import { rolesOfScopes, scopesOfClaims } from "./scopes.js";
 
