@@ -433,7 +433,12 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     "/",
     ...(hostCheck ? [hostCheck] : []),
     originValidation(options.allowedOrigins ?? []),
-    homePage({ version: deps.version, apiKeys: verifier !== undefined || oauth !== undefined, console: serveConsole }),
+    homePage({
+      version: deps.version,
+      apiKeys: verifier !== undefined,
+      ...(oauth ? { oauthIssuer: oauth.metadata.authorization_servers[0] } : {}),
+      console: serveConsole,
+    }),
   );
   if (serveConsole && options.console) {
     app.use(
