@@ -27,7 +27,8 @@ export interface SignOptions {
 
 /**
  * A real authorization server for tests, on node:http: RFC 8414 metadata, a JWKS it can rotate,
- * and RFC 7662 introspection of the opaque tokens it issued. Keys are made with jose here.
+ * RFC 7662 introspection of the opaque tokens it issued, and a token endpoint granting
+ * client_credentials to its one client (tenant `machines`). Keys are made with jose here.
  */
 export interface TestIssuer {
   readonly issuer: string;
@@ -44,8 +45,10 @@ export interface TestIssuer {
   sign(claims: JWTPayload, options?: SignOptions): Promise<string>;
   /** An opaque token whose introspection answers `claims` (with `active: true` unless they say). */
   issueOpaque(claims: Record<string, unknown>): string;
-  /** How many times the JWKS and the introspection endpoint were asked. */
-  readonly requests: { jwks: number; introspection: number };
+  /** How many times the JWKS, the introspection and the token endpoint were asked. */
+  readonly requests: { jwks: number; introspection: number; token: number };
+  /** The form of each token request (client_credentials), in order. */
+  readonly tokenRequests: ReadonlyArray<Record<string, string>>;
   close(): Promise<void>;
 }
 
@@ -66,14 +69,41 @@ export async function startTestIssuer(audience: string): Promise<TestIssuer> {
   let published: IssuerKey[] = [await makeKey()];
   const opaque = new Map<string, Record<string, unknown>>();
   const client = { id: "chaos-core-edge", secret: randomBytes(16).toString("hex") };
-  const requests = { jwks: 0, introspection: 0 };
+  const requests = { jwks: 0, introspection: 0, token: 0 };
+  const tokenRequests: Array<Record<string, string>> = [];
+  /** The tenant the token endpoint's tokens name. */
+  const clientTenant = "machines";
   let issuer = "";
 
   const server: Server = createServer((req, res) => {
     void (async () => {
       const json = (status: number, value: unknown) => res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(value));
       if (req.method === "GET" && req.url === "/.well-known/oauth-authorization-server") {
-        return json(200, { issuer, jwks_uri: `${issuer}/jwks`, introspection_endpoint: `${issuer}/introspect`, response_types_supported: ["code"] });
+        return json(200, {
+          issuer,
+          jwks_uri: `${issuer}/jwks`,
+          introspection_endpoint: `${issuer}/introspect`,
+          token_endpoint: `${issuer}/token`,
+          // Required by RFC 8414 beside the code response type; never used by these tests.
+          authorization_endpoint: `${issuer}/authorize`,
+          grant_types_supported: ["client_credentials"],
+          token_endpoint_auth_methods_supported: ["client_secret_basic"],
+          response_types_supported: ["code"],
+        });
+      }
+      if (req.method === "POST" && req.url === "/token") {
+        // client_credentials for the registered client: a token for the resource it asks for
+        // (RFC 8707), with the scopes it asks for, as principal = its client id.
+        requests.token++;
+        const expected = `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString("base64")}`;
+        if (req.headers.authorization !== expected) return json(401, { error: "invalid_client" });
+        const form = new URLSearchParams(await body(req));
+        if (form.get("grant_type") !== "client_credentials") return json(400, { error: "unsupported_grant_type" });
+        tokenRequests.push(Object.fromEntries(form));
+        const resource = form.get("resource") ?? audience;
+        const scope = form.get("scope") ?? "chaoscore:agent";
+        const access = await sign({ sub: client.id, tenant: clientTenant, scope }, { audience: resource });
+        return json(200, { access_token: access, token_type: "Bearer", expires_in: 300, scope });
       }
       if (req.method === "GET" && req.url === "/jwks") {
         requests.jwks++;
@@ -90,6 +120,20 @@ export async function startTestIssuer(audience: string): Promise<TestIssuer> {
       json(404, { error: "not_found" });
     })();
   });
+  async function sign(claims: JWTPayload, options: SignOptions = {}): Promise<string> {
+    const key = options.key ?? published[0]!;
+    const now = Math.floor(Date.now() / 1000);
+    const jwt = new SignJWT(claims)
+      .setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid, typ: options.typ ?? "at+jwt" })
+      .setIssuer(options.issuer ?? issuer)
+      .setAudience(options.audience ?? audience)
+      .setIssuedAt(now)
+      .setJti(randomUUID())
+      .setExpirationTime(now + (options.expiresIn ?? 300));
+    if (options.notBefore !== undefined) jwt.setNotBefore(now + options.notBefore);
+    return jwt.sign(key.privateKey);
+  }
+
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
@@ -99,6 +143,7 @@ export async function startTestIssuer(audience: string): Promise<TestIssuer> {
     introspectionUrl: `${issuer}/introspect`,
     client,
     requests,
+    tokenRequests,
     current: () => published[0]!,
     newKey: (alg) => makeKey(alg),
     async rotate() {
@@ -106,19 +151,7 @@ export async function startTestIssuer(audience: string): Promise<TestIssuer> {
       published = [next];
       return next;
     },
-    async sign(claims, options = {}) {
-      const key = options.key ?? published[0]!;
-      const now = Math.floor(Date.now() / 1000);
-      const jwt = new SignJWT(claims)
-        .setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid, typ: options.typ ?? "at+jwt" })
-        .setIssuer(options.issuer ?? issuer)
-        .setAudience(options.audience ?? audience)
-        .setIssuedAt(now)
-        .setJti(randomUUID())
-        .setExpirationTime(now + (options.expiresIn ?? 300));
-      if (options.notBefore !== undefined) jwt.setNotBefore(now + options.notBefore);
-      return jwt.sign(key.privateKey);
-    },
+    sign,
     issueOpaque(claims) {
       const token = randomBytes(24).toString("base64url");
       opaque.set(token, claims);

@@ -4,6 +4,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ClientCredentialsProvider, Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -198,6 +199,48 @@ describe("an access token from the issuer", () => {
     expect(issuer.requests.jwks).toBeGreaterThan(fetched);
     // The retired key is no longer published: its tokens are refused from then on.
     await expectRefused(await initialize(bearer(before)), 401, "invalid_token");
+  });
+});
+
+describe("a client that discovers the issuer itself", () => {
+  it("goes from 401 to the metadata, the issuer, a client_credentials token for this resource, and serves the call", async () => {
+    // The resource must be the URL the client connects to (it checks the metadata against it):
+    // a free port, known before the edge listens on it.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const url = `http://127.0.0.1:${port}/mcp`;
+    const self = await startHttpTransport(services.deps(createMemorySessionStore()), { port, oauth: { issuer: issuer.issuer, resource: url } });
+    const client = new V2Client({ name: "m2m", version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    try {
+      const authProvider = new ClientCredentialsProvider({
+        clientId: issuer.client.id,
+        clientSecret: issuer.client.secret,
+        scope: "chaoscore:agent",
+        expectedIssuer: issuer.issuer,
+      });
+      await client.connect(new V2Http(new URL(url), { authProvider }));
+      const res = (await client.callTool({ name: "chaoscore_inspect", arguments: { what: "sessions" } })) as { isError?: boolean };
+      expect(res.isError).toBeFalsy();
+      // It asked the token endpoint for this resource (RFC 8707), with the scope the challenge named.
+      expect(issuer.tokenRequests.at(-1)).toMatchObject({ grant_type: "client_credentials", resource: url, scope: "chaoscore:agent" });
+      // The calls ran as the token's tenant and principal: what it remembered, that tenant and
+      // principal recall through a token of their own, and another tenant does not.
+      await client.callTool({ name: "chaoscore_remember", arguments: { key: "m2m", value: "machines' note" } });
+      const recall = async (tenant: string) => {
+        const token = await issuer.sign({ sub: issuer.client.id, tenant, scope: "chaoscore:agent" }, { audience: url });
+        const { client: reader } = await httpClient(url, { headers: bearer(token) });
+        const res = JSON.stringify(await reader.callTool({ name: "chaoscore_recall", arguments: { key: "m2m" } }));
+        await reader.close();
+        return res;
+      };
+      expect(await recall("machines")).toContain("machines' note");
+      expect(await recall("globex")).not.toContain("machines' note");
+    } finally {
+      await client.close();
+      await self.close();
+    }
   });
 });
 
