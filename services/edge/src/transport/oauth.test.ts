@@ -264,6 +264,42 @@ describe("an issuer that cannot be reached", () => {
   });
 });
 
+describe("scopes as roles", () => {
+  it("lets a token with chaoscore:approver approve another principal's step, never an agent-only token or the requester itself", async () => {
+    const tenant = "umbrella";
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.remember"] });
+    const as = async (sub: string, scope: string) => {
+      const { client } = await httpClient(edge.url, { headers: bearer(await issuer.sign({ sub, tenant, scope })) });
+      return client;
+    };
+    const call = async (c: Awaited<ReturnType<typeof as>>, name: string, args: Record<string, unknown>) =>
+      (await c.callTool({ name, arguments: args })) as { isError?: boolean; structuredContent?: Record<string, unknown>; content: Array<{ text?: string }> };
+    const step = { id: "s1", capability: "memory.remember", input: { key: "deploy-window", value: "thursday" }, rationale: "hand-written" };
+
+    // The requester holds the approver scope too: it still cannot approve its own request.
+    const agent = await as("agent", "chaoscore:agent chaoscore:approver");
+    const out = (await call(agent, "chaoscore_execute", { steps: [step] })).structuredContent as { results: Array<{ approval?: { approval_id: string } }> };
+    const id = out.results[0]!.approval!.approval_id;
+    const ownAnswer = await call(agent, "chaoscore_approve", { approval_id: id, approve: true });
+    expect(ownAnswer.isError).toBe(true);
+    expect(JSON.stringify(ownAnswer.content)).toMatch(/self_approval/);
+
+    const dave = await as("dave", "chaoscore:agent");
+    const noRole = await call(dave, "chaoscore_approve", { approval_id: id, approve: true });
+    expect(noRole.isError).toBe(true);
+    expect(JSON.stringify(noRole.content)).toMatch(/permission_denied/);
+
+    const carol = await as("carol", "chaoscore:agent chaoscore:approver");
+    const approved = await call(carol, "chaoscore_approve", { approval_id: id, approve: true });
+    expect(approved.structuredContent).toMatchObject({ status: "approved" });
+    expect(String(approved.structuredContent?.["resolved_by"])).toContain("carol");
+
+    const ran = (await call(agent, "chaoscore_execute", { approval_id: id })).structuredContent as { results: unknown[] };
+    expect(ran.results[0]).toMatchObject({ status: "executed", ran: true });
+    for (const c of [agent, dave, carol]) await c.close();
+  });
+});
+
 describe("OAuth and API keys on one edge", () => {
   it("keeps a tenant signed in with OAuth and one with an API key to their own memory and sessions", async () => {
     const token = await issuer.sign(good());
