@@ -32,7 +32,7 @@ export const ALLOWED_OAUTH_ALGORITHMS = [
 /** The claim a token's tenant is read from unless CHAOS_CORE_OAUTH_TENANT_CLAIM names another. */
 export const DEFAULT_TENANT_CLAIM = "tenant";
 
-/** How far `exp`, `nbf` and `iat` may be off this server's clock (clocks drift). */
+/** How far `exp` and `nbf` may be off this server's clock (clocks drift). */
 export const DEFAULT_CLOCK_SKEW_SECONDS = 30;
 
 /**
