@@ -280,6 +280,15 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
     return jwks;
   };
 
+  // While the issuer is down every token would log the same line: once per problem, until keys are fetched again.
+  let lastWarning: string | undefined;
+  const warnOnce = (err: unknown, what: string) => {
+    const line = `${what}: ${(err as Error).message}`;
+    if (line === lastWarning) return;
+    lastWarning = line;
+    logger.warn({ err, issuer: options.issuer }, what);
+  };
+
   const checkTyp = (token: string) => {
     let typ: string | undefined;
     try {
@@ -298,7 +307,7 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
     try {
       keySet = await keys();
     } catch (err) {
-      logger.warn({ err, issuer: options.issuer }, "OAuth: the issuer's metadata cannot be read");
+      warnOnce(err, "OAuth: the issuer's metadata cannot be read; tokens are answered 503 until it can");
       throw new BearerRefusal("unavailable", "the authorization server's keys cannot be fetched now; retry shortly");
     }
     let payload: JWTPayload;
@@ -313,9 +322,10 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
     } catch (err) {
       const e = err as { code?: string; claim?: string; message: string };
       if (e.code && INVALID_TOKEN_CODES.has(e.code)) throw new BearerRefusal("invalid_token", describeJoseError(e));
-      logger.warn({ err, issuer: options.issuer }, "OAuth: the issuer's JWKS cannot be fetched");
+      warnOnce(err, "OAuth: the issuer's JWKS cannot be fetched; tokens are answered 503 until it can");
       throw new BearerRefusal("unavailable", "the authorization server's keys cannot be fetched now; retry shortly");
     }
+    lastWarning = undefined;
     return identityOfClaims(payload, tenantClaim);
   }
 

@@ -258,6 +258,10 @@ describe("an issuer that cannot be reached", () => {
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("5");
       expect(((await readJsonRpc(res))?.error as { message: string }).message).toMatch(/keys cannot be fetched now/);
+      // A second token meets the same outage: the operator's log says so once.
+      const again = await fetch(down.url, { method: "POST", headers: { ...MCP_HEADERS, ...bearer(token) }, body: JSON.stringify(initializeBody()) });
+      expect(again.status).toBe(503);
+      expect(lines.filter((l) => String(l["msg"]).startsWith("OAuth: the issuer's metadata cannot be read"))).toHaveLength(1);
     } finally {
       await down.close();
     }
