@@ -21,7 +21,7 @@ Components:
   chaos-core   the operator command line: chaos-core ledger verify, policy show, approvals ...
 
 Every component binds HOST (default 127.0.0.1). The edge and standalone refuse a non-loopback
-HOST without CHAOS_CORE_API_KEYS_FILE.
+HOST without CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER.
 EOF
 }
 

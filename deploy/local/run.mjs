@@ -56,6 +56,23 @@ const topology = await startTopology({
   ledgerPolicyFile: process.env.LEDGER_POLICY_FILE ? resolve(process.env.LEDGER_POLICY_FILE) : undefined,
   metrics: metricsPort === undefined ? undefined : { port: metricsPort },
   lifecycle,
+  // The edge's OAuth settings, as the chart's config.edge.oauth.* gives them (docs/auth.md).
+  oauth: process.env.CHAOS_CORE_OAUTH_ISSUER
+    ? {
+        issuer: process.env.CHAOS_CORE_OAUTH_ISSUER,
+        resource: process.env.CHAOS_CORE_OAUTH_RESOURCE ?? "",
+        jwksUrl: process.env.CHAOS_CORE_OAUTH_JWKS_URL || undefined,
+        algorithms: process.env.CHAOS_CORE_OAUTH_ALGORITHMS ? process.env.CHAOS_CORE_OAUTH_ALGORITHMS.split(",") : undefined,
+        tenantClaim: process.env.CHAOS_CORE_OAUTH_TENANT_CLAIM || undefined,
+        introspection: process.env.CHAOS_CORE_OAUTH_INTROSPECTION_URL
+          ? {
+              url: process.env.CHAOS_CORE_OAUTH_INTROSPECTION_URL,
+              clientId: process.env.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID ?? "",
+              clientSecretFile: resolve(process.env.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE ?? ""),
+            }
+          : undefined,
+      }
+    : undefined,
   onLine: (c, line) => process.stderr.write(`${c.padEnd(9)} ${line}\n`),
 }).catch((err) => {
   process.stderr.write(`${err.message}\n`);

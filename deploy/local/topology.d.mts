@@ -20,6 +20,18 @@ export interface TopologyOptions {
   metrics?: { port?: number } | undefined;
   /** The chart's lifecycle values (defaults 30 and 5). */
   lifecycle?: { terminationGracePeriodSeconds?: number; preStopSeconds?: number } | undefined;
+  /** The chart's config.edge.oauth (docs/auth.md); the introspection secret is a file, as the chart mounts it. */
+  oauth?: OAuthTopologyOptions | undefined;
+}
+export interface OAuthTopologyOptions {
+  issuer: string;
+  resource: string;
+  jwksUrl?: string;
+  algorithms?: readonly string[];
+  tenantClaim?: string;
+  acceptJwtTyp?: boolean;
+  clockSkewSeconds?: number;
+  introspection?: { url: string; clientId: string; clientSecretFile: string; cacheSeconds?: number };
 }
 export interface Lifecycle {
   terminationGracePeriodSeconds?: number;

@@ -39,8 +39,31 @@ const CHART_DEFAULTS = Object.freeze({
   // metrics.prometheus.port.
   metricsPort: 9464,
   edge: { mrtrTtlSeconds: 600, sessionTtlSeconds: 3600, maxSessionsPerKey: 100, approvalWaitSeconds: 300, console: "on" },
+  // config.edge.oauth's defaults, once an issuer is set.
+  oauth: { tenantClaim: "tenant", acceptJwtTyp: false, clockSkewSeconds: 30, introspectionCacheSeconds: 30 },
   ledgerOrigin: "chaos-core/ledger",
 });
+
+/** The chart's config.edge.oauth as the edge's variables (docs/auth.md), with the chart's defaults. */
+function oauthEnv(oauth) {
+  const d = CHART_DEFAULTS.oauth;
+  const env = {
+    CHAOS_CORE_OAUTH_ISSUER: oauth.issuer,
+    CHAOS_CORE_OAUTH_RESOURCE: oauth.resource,
+    CHAOS_CORE_OAUTH_TENANT_CLAIM: oauth.tenantClaim ?? d.tenantClaim,
+    CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP: String(oauth.acceptJwtTyp ?? d.acceptJwtTyp),
+    CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS: String(oauth.clockSkewSeconds ?? d.clockSkewSeconds),
+  };
+  if (oauth.jwksUrl) env.CHAOS_CORE_OAUTH_JWKS_URL = oauth.jwksUrl;
+  if (oauth.algorithms?.length) env.CHAOS_CORE_OAUTH_ALGORITHMS = oauth.algorithms.join(",");
+  if (oauth.introspection) {
+    env.CHAOS_CORE_OAUTH_INTROSPECTION_URL = oauth.introspection.url;
+    env.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID = oauth.introspection.clientId;
+    env.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE = oauth.introspection.clientSecretFile;
+    env.CHAOS_CORE_OAUTH_INTROSPECTION_CACHE_SECONDS = String(oauth.introspection.cacheSeconds ?? d.introspectionCacheSeconds);
+  }
+  return env;
+}
 
 /** The files standing in for the chart's Secrets, under `<dir>/secrets/`. */
 export function secretFiles(dir) {
@@ -155,6 +178,7 @@ export function localEnvironments(o) {
       env.CHAOS_CORE_MAX_SESSIONS_PER_KEY = String(e.maxSessionsPerKey);
       env.CHAOS_CORE_APPROVAL_WAIT_SECONDS = String(e.approvalWaitSeconds);
       env.CHAOS_CORE_CONSOLE = e.console;
+      if (o.oauth) Object.assign(env, oauthEnv(o.oauth));
     }
     if (c === "ledger") {
       env.CHAOS_CORE_LEDGER_KEYS_FILE = f.ledgerKeyring;

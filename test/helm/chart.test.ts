@@ -498,6 +498,31 @@ describe("helm chart helm/chaos-core", () => {
     expect(renderError([valuesFile("edge-only")], ["--set", "ingress.host="])).toContain("ingress.host is required with ingress.enabled");
   });
 
+  it("sets the edge's OAuth settings from config.edge.oauth, mounts the introspection secret, lets it reach the issuer, and refuses half a configuration", () => {
+    const all = render([valuesFile("production")]);
+    const edge = container(named(all, "Deployment", `${FULL}-edge`));
+    const env = Object.fromEntries((edge.env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({
+      CHAOS_CORE_OAUTH_ISSUER: "https://auth.example.com",
+      CHAOS_CORE_OAUTH_RESOURCE: "https://chaos.example.com/mcp",
+      CHAOS_CORE_OAUTH_ALGORITHMS: "RS256,ES256",
+      CHAOS_CORE_OAUTH_TENANT_CLAIM: "org_id",
+      CHAOS_CORE_OAUTH_INTROSPECTION_URL: "https://auth.example.com/oauth/introspect",
+      CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID: "chaos-core",
+      CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE: "/etc/chaos-core/oauth/introspection-secret",
+    });
+    expect(named(all, "NetworkPolicy", `${FULL}-edge`).spec.egress).toContainEqual({ ports: [{ port: 443, protocol: "TCP" }] });
+    // Off by default: no variable, no mount.
+    const defaults = container(named(render([valuesFile("defaults")]), "Deployment", `${FULL}-edge`));
+    expect((defaults.env as Array<{ name: string }>).filter((e) => e.name.startsWith("CHAOS_CORE_OAUTH_"))).toEqual([]);
+    const d = [valuesFile("defaults")];
+    expect(renderError(d, ["--set", "config.edge.oauth.issuer=https://auth.example.com"])).toContain("config.edge.oauth.resource is required with config.edge.oauth.issuer");
+    expect(renderError(d, ["--set", "config.edge.oauth.resource=https://chaos.example.com/mcp"])).toContain("config.edge.oauth.issuer is required");
+    expect(
+      renderError(d, ["--set", "config.edge.oauth.issuer=https://auth.example.com", "--set", "config.edge.oauth.resource=https://c.example.com/mcp", "--set", "config.edge.oauth.introspection.url=https://auth.example.com/i"]),
+    ).toContain("secrets.oauthIntrospection.existingSecret");
+  });
+
   it("finds an unknown field in a rendered object, naming where it is (the strict check can fail)", () => {
     const all = render([valuesFile("defaults")]);
     const d = structuredClone(named(all, "Deployment", `${FULL}-policy`));

@@ -58,6 +58,26 @@ describe.each([
   ["grpc-tls", GRPC_TLS, []],
   // Metrics without tracing: the service names still come, for the scrape's target_info.
   ["defaults", { metrics: {} }, ["--set", "metrics.prometheus.enabled=true"]],
+  // config.edge.oauth with introspection: the edge's OAuth variables and the secret file's name.
+  [
+    "defaults",
+    {
+      oauth: {
+        issuer: "https://auth.example.com",
+        resource: "https://chaos.example.com/mcp",
+        algorithms: ["ES256"],
+        introspection: { url: "https://auth.example.com/introspect", clientId: "chaos-core", clientSecretFile: "/tmp/unused/secrets/client-secret" },
+      },
+    },
+    [
+      "--set", "config.edge.oauth.issuer=https://auth.example.com",
+      "--set", "config.edge.oauth.resource=https://chaos.example.com/mcp",
+      "--set", "config.edge.oauth.algorithms={ES256}",
+      "--set", "config.edge.oauth.introspection.url=https://auth.example.com/introspect",
+      "--set", "config.edge.oauth.introspection.clientId=chaos-core",
+      "--set", "secrets.oauthIntrospection.existingSecret=cc-oauth",
+    ],
+  ],
 ] as const)("deploy/local against the chart's %s render %j %j", (scenario, extra, args) => {
   const chart = chartEnvs(scenario, args);
   const local = localEnvironments({ ...BASE, ...extra });

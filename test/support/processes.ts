@@ -33,6 +33,8 @@ export function childEnv(extra: Record<string, string | undefined>): NodeJS.Proc
   for (const k of ["DATABASE_URL", "REDIS_URL", "CHAOS_CORE_DATA_DIR", "HOST", "PORT", "CHAOS_CORE_API_KEYS_FILE"]) {
     delete env[k];
   }
+  // Nor an OAuth issuer of the shell the tests run in.
+  for (const k of Object.keys(env)) if (k.startsWith("CHAOS_CORE_OAUTH_")) delete env[k];
   env.HOME = CHILD_HOME;
   env.XDG_DATA_HOME = join(CHILD_HOME, ".local/share");
   env.LOG_LEVEL = "warn";

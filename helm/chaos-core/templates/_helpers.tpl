@@ -147,7 +147,11 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 
 {{/* Where each Secret file is mounted. */}}
 {{- define "chaos-core.secretFiles" -}}
-{{- dict "edge" (list (dict "var" "CHAOS_CORE_API_KEYS_FILE" "secret" "apiKeys" "dir" "/etc/chaos-core/api-keys") (dict "var" "CHAOS_CORE_MRTR_KEYS_FILE" "secret" "mrtrKeyring" "dir" "/etc/chaos-core/mrtr")) "ledger" (list (dict "var" "CHAOS_CORE_LEDGER_KEYS_FILE" "secret" "ledgerKeyring" "dir" "/etc/chaos-core/ledger")) | toJson -}}
+{{- $edge := list (dict "var" "CHAOS_CORE_API_KEYS_FILE" "secret" "apiKeys" "dir" "/etc/chaos-core/api-keys") (dict "var" "CHAOS_CORE_MRTR_KEYS_FILE" "secret" "mrtrKeyring" "dir" "/etc/chaos-core/mrtr") -}}
+{{- if and .Values.config.edge.oauth.issuer .Values.config.edge.oauth.introspection.url -}}
+{{- $edge = append $edge (dict "var" "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE" "secret" "oauthIntrospection" "dir" "/etc/chaos-core/oauth") -}}
+{{- end -}}
+{{- dict "edge" $edge "ledger" (list (dict "var" "CHAOS_CORE_LEDGER_KEYS_FILE" "secret" "ledgerKeyring" "dir" "/etc/chaos-core/ledger")) | toJson -}}
 {{- end -}}
 
 {{/* The environment of one component, exactly the variables its config.ts reads. Arguments: (list $ "edge"). */}}
@@ -236,6 +240,36 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 - name: CHAOS_CORE_CONTRACT_KEYS
   value: {{ join "," .contractKeys | quote }}
 {{- end }}
+{{- with .oauth }}
+{{- if .issuer }}
+- name: CHAOS_CORE_OAUTH_ISSUER
+  value: {{ .issuer | quote }}
+- name: CHAOS_CORE_OAUTH_RESOURCE
+  value: {{ .resource | quote }}
+{{- if .jwksUrl }}
+- name: CHAOS_CORE_OAUTH_JWKS_URL
+  value: {{ .jwksUrl | quote }}
+{{- end }}
+{{- if .algorithms }}
+- name: CHAOS_CORE_OAUTH_ALGORITHMS
+  value: {{ join "," .algorithms | quote }}
+{{- end }}
+- name: CHAOS_CORE_OAUTH_TENANT_CLAIM
+  value: {{ .tenantClaim | quote }}
+- name: CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP
+  value: {{ .acceptJwtTyp | toString | quote }}
+- name: CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS
+  value: {{ .clockSkewSeconds | quote }}
+{{- if .introspection.url }}
+- name: CHAOS_CORE_OAUTH_INTROSPECTION_URL
+  value: {{ .introspection.url | quote }}
+- name: CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID
+  value: {{ .introspection.clientId | quote }}
+- name: CHAOS_CORE_OAUTH_INTROSPECTION_CACHE_SECONDS
+  value: {{ .introspection.cacheSeconds | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if eq $name "cognition" }}
@@ -320,6 +354,17 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end -}}
 {{- if and $v.ingress.enabled (not $v.ingress.host) -}}
 {{- fail "ingress.host is required with ingress.enabled: the host name clients reach the edge at" -}}
+{{- end -}}
+{{- with $v.config.edge.oauth -}}
+{{- if and (not .issuer) (or .resource .jwksUrl .introspection.url) -}}
+{{- fail "config.edge.oauth.issuer is required with config.edge.oauth.resource, jwksUrl or introspection.url: without the issuer OAuth is off and they would do nothing" -}}
+{{- end -}}
+{{- if and .issuer (not .resource) -}}
+{{- fail "config.edge.oauth.resource is required with config.edge.oauth.issuer: the edge's canonical resource URI (the audience of its tokens), e.g. https://mcp.example.com/mcp" -}}
+{{- end -}}
+{{- if and .issuer .introspection.url (or (not .introspection.clientId) (not $v.secrets.oauthIntrospection.existingSecret)) -}}
+{{- fail "config.edge.oauth.introspection.url needs config.edge.oauth.introspection.clientId and secrets.oauthIntrospection.existingSecret (the edge's client secret at the introspection endpoint)" -}}
+{{- end -}}
 {{- end -}}
 {{- if and $v.config.ledger.webhookUrl (not $v.secrets.webhookSecret.existingSecret) -}}
 {{- fail "secrets.webhookSecret.existingSecret is required with config.ledger.webhookUrl: the whsec_ secret that signs every notification" -}}

@@ -376,4 +376,7 @@ spec:
     {{- if and (eq $name "ledger") $v.config.ledger.webhookUrl }}
     {{- include "chaos-core.egressRule" $np.webhook | nindent 4 }}
     {{- end }}
+    {{- if and (eq $name "edge") $v.config.edge.oauth.issuer }}
+    {{- include "chaos-core.egressRule" $np.oauth | nindent 4 }}
+    {{- end }}
 {{ end -}}

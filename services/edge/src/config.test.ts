@@ -222,4 +222,75 @@ describe("loadEdgeConfig", () => {
       expect((err as Error).message).not.toContain(secret);
     }
   });
+
+  describe("OAuth", () => {
+    const base = { CHAOS_CORE_OAUTH_ISSUER: "https://auth.example.com", CHAOS_CORE_OAUTH_RESOURCE: "https://mcp.example.com/mcp" };
+
+    it("is off without an issuer, and on with issuer and resource, with the documented defaults", () => {
+      expect(loadEdgeConfig({}).http.oauth).toBeUndefined();
+      const config = loadEdgeConfig(base);
+      const expected = {
+        issuer: "https://auth.example.com",
+        resource: "https://mcp.example.com/mcp",
+        algorithms: ["RS256", "ES256", "EdDSA"],
+        tenantClaim: "tenant",
+        acceptJwtTyp: false,
+        clockSkewSeconds: 30,
+      };
+      expect(config.http.oauth).toEqual(expected);
+      expect(config.oauth).toEqual(expected);
+    });
+
+    it("lets a non-loopback bind rely on OAuth alone", () => {
+      expect(loadEdgeConfig({ ...base, HOST: "0.0.0.0" }).http.host).toBe("0.0.0.0");
+    });
+
+    it("reads every OAuth variable", () => {
+      const config = loadEdgeConfig({
+        ...base,
+        CHAOS_CORE_OAUTH_JWKS_URL: "https://auth.example.com/keys",
+        CHAOS_CORE_OAUTH_ALGORITHMS: "ES256, PS256",
+        CHAOS_CORE_OAUTH_TENANT_CLAIM: "org_id",
+        CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP: "true",
+        CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS: "5",
+        CHAOS_CORE_OAUTH_INTROSPECTION_URL: "https://auth.example.com/introspect",
+        CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID: "chaos-core",
+        CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE: "/run/secrets/introspection",
+        CHAOS_CORE_OAUTH_INTROSPECTION_CACHE_SECONDS: "10",
+      });
+      expect(config.http.oauth).toEqual({
+        issuer: "https://auth.example.com",
+        resource: "https://mcp.example.com/mcp",
+        jwksUrl: "https://auth.example.com/keys",
+        algorithms: ["ES256", "PS256"],
+        tenantClaim: "org_id",
+        acceptJwtTyp: true,
+        clockSkewSeconds: 5,
+        introspection: {
+          url: "https://auth.example.com/introspect",
+          clientId: "chaos-core",
+          clientSecretFile: "/run/secrets/introspection",
+          cacheSeconds: 10,
+        },
+      });
+    });
+
+    it("names the variable that is wrong", () => {
+      const fails = (env: Record<string, string>, message: RegExp) => expect(() => loadEdgeConfig(env)).toThrow(message);
+      fails({ CHAOS_CORE_OAUTH_ISSUER: "https://auth.example.com" }, /CHAOS_CORE_OAUTH_RESOURCE: is required with CHAOS_CORE_OAUTH_ISSUER/);
+      fails({ CHAOS_CORE_OAUTH_RESOURCE: "https://mcp.example.com/mcp" }, /CHAOS_CORE_OAUTH_RESOURCE: has no effect without CHAOS_CORE_OAUTH_ISSUER/);
+      fails({ ...base, CHAOS_CORE_OAUTH_ISSUER: "http://auth.example.com" }, /CHAOS_CORE_OAUTH_ISSUER: must be an https URL \(http only to a loopback host\)/);
+      fails({ ...base, CHAOS_CORE_OAUTH_RESOURCE: "https://mcp.example.com/mcp#x" }, /CHAOS_CORE_OAUTH_RESOURCE: must not carry a user name, password or fragment/);
+      fails({ ...base, CHAOS_CORE_OAUTH_ALGORITHMS: "RS256,none" }, /CHAOS_CORE_OAUTH_ALGORITHMS: none is not accepted \(an unsigned token proves nothing\)/);
+      fails({ ...base, CHAOS_CORE_OAUTH_ALGORITHMS: "HS256" }, /CHAOS_CORE_OAUTH_ALGORITHMS: HS256 is not accepted \(HMAC keys are shared secrets/);
+      fails({ ...base, CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP: "yes" }, /CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP: must be "true" or "false"/);
+      fails({ ...base, CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS: "600" }, /CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS: must be at most 300 seconds/);
+      fails(
+        { ...base, CHAOS_CORE_OAUTH_INTROSPECTION_URL: "https://auth.example.com/introspect" },
+        /CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID: is required with CHAOS_CORE_OAUTH_INTROSPECTION_URL[\s\S]*CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE: is required/,
+      );
+      // A loopback issuer may be plain http: a local test or development authorization server.
+      expect(loadEdgeConfig({ ...base, CHAOS_CORE_OAUTH_ISSUER: "http://127.0.0.1:9000" }).oauth?.issuer).toBe("http://127.0.0.1:9000");
+    });
+  });
 });

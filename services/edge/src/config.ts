@@ -1,6 +1,8 @@
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { envVars, isLoopbackHost, parseEnv, parseVerifierKey, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { ALLOWED_OAUTH_ALGORITHMS, DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_OAUTH_ALGORITHMS, DEFAULT_TENANT_CLAIM, type OAuthOptions } from "./auth/oauth.js";
+import { DEFAULT_INTROSPECTION_CACHE_SECONDS } from "./auth/introspection.js";
 import type { HttpTransportOptions } from "./transport/http.js";
 import { DEFAULT_REQUEST_STATE_TTL_SECONDS, MAX_REQUEST_STATE_TTL_SECONDS } from "./mrtr/sealed-state.js";
 
@@ -75,6 +77,60 @@ const verifierKeyList = list.superRefine((keys, ctx) => {
   });
 });
 
+/**
+ * An OAuth URL (issuer, resource, JWKS, introspection endpoint): https, or http to a loopback
+ * host only (a local test issuer); no credentials or fragment. Kept as given: an issuer is
+ * compared to `iss` character by character.
+ */
+const oauthUrl = (what: string) =>
+  z.string().superRefine((s, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(s);
+    } catch {
+      return void ctx.addIssue({ code: "custom", message: `must be the absolute URL of ${what}` });
+    }
+    if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
+      ctx.addIssue({ code: "custom", message: `must be an https URL (http only to a loopback host), got ${s}` });
+    } else if (url.username || url.password || url.hash || s.includes("#")) {
+      ctx.addIssue({ code: "custom", message: "must not carry a user name, password or fragment" });
+    }
+  });
+
+const oauthAlgorithms = list.superRefine((algs, ctx) => {
+  if (algs.length === 0) ctx.addIssue({ code: "custom", message: "lists no algorithm" });
+  for (const alg of algs) {
+    if (!(ALLOWED_OAUTH_ALGORITHMS as readonly string[]).includes(alg)) {
+      const why = /^none$/i.test(alg) ? "an unsigned token proves nothing" : /^HS/i.test(alg) ? "HMAC keys are shared secrets, not an issuer's signature" : "unknown algorithm";
+      ctx.addIssue({ code: "custom", message: `${alg} is not accepted (${why}); choose from ${ALLOWED_OAUTH_ALGORITHMS.join(", ")}` });
+    }
+  }
+});
+
+const seconds = (max: number, fallback: number) =>
+  z.coerce
+    .number({ error: "must be a whole number of seconds" })
+    .int("must be a whole number of seconds")
+    .min(0, "must not be negative")
+    .max(max, `must be at most ${max} seconds`)
+    .default(fallback);
+
+/** OAuth variables without a default: set without the issuer they would silently do nothing. */
+const OAUTH_DEPENDENT_VARIABLES = [
+  "CHAOS_CORE_OAUTH_RESOURCE",
+  "CHAOS_CORE_OAUTH_JWKS_URL",
+  "CHAOS_CORE_OAUTH_ALGORITHMS",
+  "CHAOS_CORE_OAUTH_INTROSPECTION_URL",
+  "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID",
+  "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE",
+] as const;
+
+const INTROSPECTION_VARIABLES = [
+  "CHAOS_CORE_OAUTH_INTROSPECTION_URL",
+  "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID",
+  "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE",
+] as const;
+
 const EdgeEnvSchema = z
   .object({
     HOST: envVars.host(),
@@ -91,6 +147,17 @@ const EdgeEnvSchema = z
     MCP_ALLOWED_ORIGINS: originList.optional(),
     CHAOS_CORE_MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(MAX_BODY_BYTES).default(MAX_BODY_BYTES),
     CHAOS_CORE_API_KEYS_FILE: z.string().min(1).optional(),
+    CHAOS_CORE_OAUTH_ISSUER: oauthUrl("the authorization server's issuer (the iss of its tokens)").optional(),
+    CHAOS_CORE_OAUTH_RESOURCE: oauthUrl("this server's MCP endpoint as clients reach it, e.g. https://mcp.example.com/mcp").optional(),
+    CHAOS_CORE_OAUTH_JWKS_URL: oauthUrl("the issuer's JSON Web Key Set").optional(),
+    CHAOS_CORE_OAUTH_ALGORITHMS: oauthAlgorithms.optional(),
+    CHAOS_CORE_OAUTH_TENANT_CLAIM: z.string().min(1).max(256).default(DEFAULT_TENANT_CLAIM),
+    CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).default("false"),
+    CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS: seconds(300, DEFAULT_CLOCK_SKEW_SECONDS),
+    CHAOS_CORE_OAUTH_INTROSPECTION_URL: oauthUrl("the RFC 7662 introspection endpoint").optional(),
+    CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID: z.string().min(1).optional(),
+    CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE: z.string().min(1, "must name the file holding the client secret").optional(),
+    CHAOS_CORE_OAUTH_INTROSPECTION_CACHE_SECONDS: seconds(300, DEFAULT_INTROSPECTION_CACHE_SECONDS),
     CHAOS_CORE_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(7 * 24 * 3600).default(3600),
     CHAOS_CORE_RATE_LIMITS_FILE: z.string().min(1, "must name the rate limits file").optional(),
     CHAOS_CORE_MAX_SESSIONS_PER_KEY: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_SESSIONS_PER_KEY),
@@ -115,14 +182,35 @@ const EdgeEnvSchema = z
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
-    if (!isLoopbackHost(env.HOST) && !env.CHAOS_CORE_API_KEYS_FILE) {
+    if (!isLoopbackHost(env.HOST) && !env.CHAOS_CORE_API_KEYS_FILE && !env.CHAOS_CORE_OAUTH_ISSUER) {
       ctx.addIssue({
         code: "custom",
         path: ["HOST"],
         message:
-          `${env.HOST} is not a loopback address, and without CHAOS_CORE_API_KEYS_FILE anyone who can reach ` +
-          "the port would act as tenant default; set CHAOS_CORE_API_KEYS_FILE or bind HOST=127.0.0.1",
+          `${env.HOST} is not a loopback address, and without CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER anyone who can reach ` +
+          "the port would act as tenant default; set one of them or bind HOST=127.0.0.1",
       });
+    }
+    if (!env.CHAOS_CORE_OAUTH_ISSUER) {
+      for (const name of OAUTH_DEPENDENT_VARIABLES) {
+        if (env[name] !== undefined) {
+          ctx.addIssue({ code: "custom", path: [name], message: "has no effect without CHAOS_CORE_OAUTH_ISSUER: set the issuer too, or unset it" });
+        }
+      }
+      return;
+    }
+    if (!env.CHAOS_CORE_OAUTH_RESOURCE) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["CHAOS_CORE_OAUTH_RESOURCE"],
+        message: "is required with CHAOS_CORE_OAUTH_ISSUER: this server's canonical resource URI (the audience of its tokens), e.g. https://mcp.example.com/mcp",
+      });
+    }
+    const introspection = INTROSPECTION_VARIABLES.filter((name) => env[name] !== undefined);
+    if (introspection.length > 0) {
+      for (const name of INTROSPECTION_VARIABLES) {
+        if (env[name] === undefined) ctx.addIssue({ code: "custom", path: [name], message: `is required with ${introspection[0]}: introspection needs its endpoint and this server's client id and secret` });
+      }
     }
   });
 
@@ -140,6 +228,11 @@ export interface EdgeConfig {
    * without it the governance and finance-reference tools fail closed (`unavailable`).
    */
   readonly ledgerAddr?: string;
+  /**
+   * The OAuth resource server (`CHAOS_CORE_OAUTH_*`, docs/auth.md), also in `http.oauth`; absent
+   * without CHAOS_CORE_OAUTH_ISSUER.
+   */
+  readonly oauth?: OAuthOptions;
   /** The HMAC key that signs the call context for gRPC services. Never logged. */
   readonly contextKey?: string;
   /** `CHAOS_CORE_RATE_LIMITS_FILE`: the tenants' rate limits (docs/operations.md "Rate limits"); unset: none. */
@@ -257,7 +350,33 @@ function allowLists(e: z.output<typeof EdgeEnvSchema>): { allowedHosts?: string[
   return { ...(hosts ? { allowedHosts: hosts } : {}), ...(origins ? { allowedOrigins: origins } : {}) };
 }
 
+/** The OAuth options of the environment, when an issuer is set (the schema checked the rest). */
+function oauthOf(e: z.output<typeof EdgeEnvSchema>): OAuthOptions | undefined {
+  if (!e.CHAOS_CORE_OAUTH_ISSUER || !e.CHAOS_CORE_OAUTH_RESOURCE) return undefined;
+  const secretFile = e.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE;
+  return {
+    issuer: e.CHAOS_CORE_OAUTH_ISSUER,
+    resource: e.CHAOS_CORE_OAUTH_RESOURCE,
+    ...(e.CHAOS_CORE_OAUTH_JWKS_URL ? { jwksUrl: e.CHAOS_CORE_OAUTH_JWKS_URL } : {}),
+    algorithms: e.CHAOS_CORE_OAUTH_ALGORITHMS ?? [...DEFAULT_OAUTH_ALGORITHMS],
+    tenantClaim: e.CHAOS_CORE_OAUTH_TENANT_CLAIM,
+    acceptJwtTyp: e.CHAOS_CORE_OAUTH_ACCEPT_JWT_TYP === "true",
+    clockSkewSeconds: e.CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS,
+    ...(e.CHAOS_CORE_OAUTH_INTROSPECTION_URL && e.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID && secretFile
+      ? {
+          introspection: {
+            url: e.CHAOS_CORE_OAUTH_INTROSPECTION_URL,
+            clientId: e.CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID,
+            clientSecretFile: secretFile,
+            cacheSeconds: e.CHAOS_CORE_OAUTH_INTROSPECTION_CACHE_SECONDS,
+          },
+        }
+      : {}),
+  };
+}
+
 function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
+  const oauth = oauthOf(e);
   const publicUrl = e.CHAOS_CORE_PUBLIC_URL ? { publicUrl: e.CHAOS_CORE_PUBLIC_URL } : {};
   const consoleOn = e.CHAOS_CORE_CONSOLE === "on";
   return {
@@ -268,9 +387,11 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
       maxSessionsPerKey: e.CHAOS_CORE_MAX_SESSIONS_PER_KEY,
       ...allowLists(e),
       ...(e.CHAOS_CORE_API_KEYS_FILE ? { apiKeysFile: e.CHAOS_CORE_API_KEYS_FILE } : {}),
+      ...(oauth ? { oauth } : {}),
       ...(consoleOn ? { console: { ...publicUrl } } : {}),
     },
     ...publicUrl,
+    ...(oauth ? { oauth } : {}),
     approvalWaitSeconds: e.CHAOS_CORE_APPROVAL_WAIT_SECONDS,
     ...(e.CHAOS_CORE_MRTR_KEYS_FILE ? { mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE } : {}),
     mrtrTtlSeconds: e.CHAOS_CORE_MRTR_TTL_SECONDS,

@@ -107,6 +107,8 @@ try {
       sessions: redis ? "redis" : "in-process",
       events: events?.kind ?? "in-process",
       console: http.consoleUrl ?? "off",
+      apiKeys: config.http.apiKeysFile ?? "off",
+      oauth: config.oauth ? `${config.oauth.issuer} for ${config.oauth.resource}` : "off",
       mrtrKey: mrtrKeyring.activeKid,
       contracts: attestation.attested ? `attested by ${attestation.keyNames.join(", ")}` : "not attested (no CHAOS_CORE_CONTRACT_KEYS)",
     },

@@ -11,7 +11,7 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
  * (admin endpoint, console sign-in link) and `local` is stdio's and unauthenticated loopback's
  * user; cognition and the ledger tell channels and self-approval apart by these names.
  */
-const RESERVED_PRINCIPALS: readonly string[] = ["operator", "local"];
+export const RESERVED_PRINCIPALS: readonly string[] = ["operator", "local"];
 
 const ApiKeyEntrySchema = z.object({
   tenant: z.string().superRefine((tenant, ctx) => {

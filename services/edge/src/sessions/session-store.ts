@@ -30,6 +30,11 @@ export interface SessionRecord {
    */
   readonly keySha256?: string;
   /**
+   * Set when an OAuth access token opened the session: no API key's revocation ends it. Every
+   * request still carries a token that is verified then, naming the session's tenant and principal.
+   */
+  readonly oauth?: true;
+  /**
    * The URIs the client subscribed to with `resources/subscribe` (2025-11-25), in no order: any
    * replica holding the session's GET stream sends `notifications/resources/updated` for them.
    */

@@ -87,6 +87,25 @@ describe("GET / when /mcp needs API keys", () => {
   });
 });
 
+describe("the page with OAuth", () => {
+  it("says a token is needed, names the issuer and links the metadata, and asks for no API key", async () => {
+    const edge = await startHttpTransport(services.deps(), {
+      host: "127.0.0.1",
+      port: 0,
+      oauth: { issuer: "https://auth.example.com", resource: "https://mcp.example.com/mcp" },
+    });
+    try {
+      const res = await get(edge.url.replace(/\/mcp$/, "/"));
+      expect(res.body).toContain("Every request needs an OAuth 2.1 access token.");
+      expect(res.body).toContain("<code>https://auth.example.com</code>");
+      expect(res.body).toContain('<a href="/.well-known/oauth-protected-resource">');
+      expect(res.body).not.toContain("YOUR_API_KEY");
+    } finally {
+      await edge.close();
+    }
+  });
+});
+
 describe("html", () => {
   it("escapes every interpolated value, and only markup it made passes as is", () => {
     const hostile = `"><script>alert('x')</script>&`;

@@ -7,6 +7,11 @@ export interface HomePageOptions {
   readonly version: string;
   /** Whether /mcp needs `Authorization: Bearer <API key>`. */
   readonly apiKeys: boolean;
+  /**
+   * The authorization server whose access tokens /mcp also accepts (OAuth clients discover it
+   * from the Protected Resource Metadata); absent without OAuth.
+   */
+  readonly oauthIssuer?: string;
   /** Whether the approval console is served at /approvals. */
   readonly console?: boolean;
 }
@@ -40,7 +45,14 @@ This address is for MCP clients; connect one as below.</p>
 <p>${
     options.apiKeys
       ? html`Every request needs an API key from the operator: <code>${header}</code>.`
-      : html`No API key needed: this server listens on loopback and serves the local user.`
+      : options.oauthIssuer
+        ? html`Every request needs an OAuth 2.1 access token.`
+        : html`No API key needed: this server listens on loopback and serves the local user.`
+  }${
+    options.oauthIssuer
+      ? html` OAuth clients sign in through <code>${options.oauthIssuer}</code> (scope <code>chaoscore:agent</code>)${options.apiKeys ? " instead" : ""};
+they find it in the <a href="/.well-known/oauth-protected-resource">Protected Resource Metadata</a>.`
+      : ""
   }</p>
 
 <h2>Connect a client</h2>

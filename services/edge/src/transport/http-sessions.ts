@@ -35,6 +35,8 @@ export interface LocalSession {
   readonly serve: NodeMcpRequestHandler;
   /** The SHA-256 of the API key that opened it (see {@link SessionRecord.keySha256}). */
   readonly keySha256: string | undefined;
+  /** Whether an OAuth access token opened it (see {@link SessionRecord.oauth}). */
+  readonly oauth: boolean;
   lastUsed: number;
   /**
    * GET requests of this session open here now: while one is, this replica holds the session's
@@ -50,7 +52,15 @@ export interface LocalSession {
 export const SSE_RETRY_MS = 2_000;
 
 /** What a session was opened by: its owner and, with API keys, the SHA-256 of the key used. */
-type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256">;
+type Opener = Pick<SessionRecord, "tenant" | "principal" | "keySha256" | "oauth">;
+
+/** What {@link HttpSessionTable} judges revocation by, of a session held here. */
+function openerOf(local: LocalSession): Opener {
+  return { ...local.session, keySha256: local.keySha256, ...(local.oauth ? { oauth: true as const } : {}) };
+}
+
+/** The credential a session is opened with: an API key (by its SHA-256), an OAuth token, or none (loopback). */
+export type OpenedWith = { readonly keySha256?: string; readonly oauth?: true };
 
 /**
  * The body express parsed (and incoming.ts screened), on its way through `toNodeHandler` to the
@@ -200,21 +210,22 @@ export class HttpSessionTable {
    * Serves an initialize request on a new session. The record is stored before the SDK sees
    * the request, so its answer never names a session another replica cannot find; when the
    * SDK refuses the initialize, record and objects are dropped again. An identity already
-   * holding `maxSessionsPerKey` live sessions is refused (`resource_exhausted`). `keySha256` is
-   * that of the API key of the request; the session lives as long as that key is in force.
+   * holding `maxSessionsPerKey` live sessions is refused (`resource_exhausted`). `openedWith`
+   * says by what: a session opened with an API key lives as long as that key is in force.
    */
   async initialize(
     identity: Identity,
-    keySha256: string | undefined,
+    openedWith: OpenedWith,
     params: InitializeRequest["params"],
     serve: (local: LocalSession) => Promise<void>,
   ): Promise<void> {
     const session: EdgeSession = { id: randomUUID(), tenant: identity.tenant, principal: identity.principal };
     const record = sessionRecordFromInitialize(session, "http", params);
-    await this.deps.sessions.create(keySha256 === undefined ? record : { ...record, keySha256 }, {
+    const { keySha256, oauth } = openedWith;
+    await this.deps.sessions.create({ ...record, ...(keySha256 ? { keySha256 } : {}), ...(oauth ? { oauth } : {}) }, {
       maxPerPrincipal: this.options.maxSessionsPerKey,
     });
-    const local = await this.connect(session, keySha256, () => {
+    const local = await this.connect(session, openedWith, () => {
       this.live.set(session.id, local);
       this.deps.logger.info({ tenant: session.tenant, principal: session.principal, session: session.id }, "session opened");
     });
@@ -246,7 +257,7 @@ export class HttpSessionTable {
       // DELETE made meanwhile on another replica is seen once the store answers again).
       const held = this.live.get(id);
       if (!isUnavailable(err) || !held || !owns(held.session)) throw err;
-      if (this.revoked({ ...held.session, keySha256: held.keySha256 })) {
+      if (this.revoked(openerOf(held))) {
         await this.endRevoked(held.session, held);
         return undefined;
       }
@@ -282,7 +293,7 @@ export class HttpSessionTable {
    */
   async closeRevoked(): Promise<void> {
     for (const local of [...this.live.values()]) {
-      if (this.revoked({ ...local.session, keySha256: local.keySha256 })) await this.endRevoked(local.session, local);
+      if (this.revoked(openerOf(local))) await this.endRevoked(local.session, local);
     }
   }
 
@@ -294,7 +305,7 @@ export class HttpSessionTable {
    */
   private revoked(opener: Opener): boolean {
     const keys = this.options.keys;
-    if (!keys || keys.unreadable()) return false;
+    if (!keys || keys.unreadable() || opener.oauth) return false;
     if (opener.keySha256 === undefined) return !keys.holdsIdentity(opener.tenant, opener.principal);
     const holder = keys.identityOfDigest(opener.keySha256);
     return holder?.tenant !== opener.tenant || holder.principal !== opener.principal;
@@ -321,7 +332,7 @@ export class HttpSessionTable {
 
   private async rehydrate(record: SessionRecord): Promise<LocalSession> {
     const session: EdgeSession = { id: record.id, tenant: record.tenant, principal: record.principal };
-    const local = await this.connect(session, record.keySha256);
+    const local = await this.connect(session, { ...(record.keySha256 ? { keySha256: record.keySha256 } : {}), ...(record.oauth ? { oauth: record.oauth } : {}) });
     try {
       await replayInitialize(local.server, local.transport, record);
     } catch (err) {
@@ -335,7 +346,7 @@ export class HttpSessionTable {
 
   private async connect(
     session: EdgeSession,
-    keySha256: string | undefined,
+    openedWith: OpenedWith,
     onInitialized?: () => void,
   ): Promise<LocalSession> {
     const server = createChaosCoreServer(this.deps, session);
@@ -376,7 +387,16 @@ export class HttpSessionTable {
       }
       return handle(req, eventStreamsFlushed(res), parsedBody === undefined ? undefined : new ParsedBody(parsedBody));
     };
-    const local: LocalSession = { session, server, transport, serve, keySha256, lastUsed: Date.now(), getStreams: 0 };
+    const local: LocalSession = {
+      session,
+      server,
+      transport,
+      serve,
+      keySha256: openedWith.keySha256,
+      oauth: openedWith.oauth === true,
+      lastUsed: Date.now(),
+      getStreams: 0,
+    };
     const unsubscribe = this.options.events.buses.bus(session.tenant).subscribe((event) => void this.notify(local, event));
     transport.onclose = () => {
       unsubscribe();

@@ -235,7 +235,7 @@ describe("idle sessions", () => {
 describe("binding beyond loopback", () => {
   it("refuses to start without API keys, and says why", async () => {
     await expect(startHttpTransport(services.deps(), { host: "0.0.0.0", port: 0 })).rejects.toThrow(
-      /refusing to serve MCP on 0\.0\.0\.0 without API keys: set CHAOS_CORE_API_KEYS_FILE/,
+      /refusing to serve MCP on 0\.0\.0\.0 without API keys or OAuth: set CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER/,
     );
   });
 

@@ -13,7 +13,10 @@ import {
   type ApiKeyVerifier,
   type WatchedApiKeys,
 } from "../auth/api-keys.js";
+import { BearerRefusal } from "../auth/bearer-refusal.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
+import { createOAuthVerifier, protectedResourceMetadataUrl, type OAuthOptions, type OAuthVerifier, type VerifiedToken } from "../auth/oauth.js";
+import { AGENT_SCOPE } from "../auth/scopes.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import { consoleSigningKey } from "../console/csrf.js";
 import { CONSOLE_PATH, type ConsoleLinks } from "../console/links.js";
@@ -46,6 +49,11 @@ export interface HttpTransportOptions {
   readonly apiKeysFile?: string;
   /** The same list, given directly (tests, embedding). */
   readonly apiKeys?: readonly ApiKeyEntry[];
+  /**
+   * OAuth 2.1 resource server (docs/auth.md): `/mcp` also accepts access tokens of this issuer for
+   * this resource, and Protected Resource Metadata is served. API keys keep working beside it.
+   */
+  readonly oauth?: OAuthOptions;
   /**
    * Most live sessions one API key's tenant and principal may hold (on every replica sharing the
    * session store); beyond it `initialize` answers 429. Default {@link DEFAULT_MAX_SESSIONS_PER_KEY}.
@@ -82,7 +90,7 @@ export interface RunningHttpTransport {
   close(graceMs?: number): Promise<void>;
 }
 
-type Locals = { identity: Identity; keySha256?: string; requestId?: RequestId; bodyHead?: () => Buffer };
+type Locals = { identity: Identity; keySha256?: string; oauth?: boolean; requestId?: RequestId; bodyHead?: () => Buffer };
 
 /** Every error this layer writes carries the request's id once the body could be read (null before). */
 function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}) {
@@ -206,37 +214,87 @@ export function hostValidation(host: string, allowedHosts: readonly string[] | u
   return undefined;
 }
 
-function authentication(verifier: ApiKeyVerifier | WatchedApiKeys | undefined): RequestHandler {
+/** `realm` and, with OAuth, where the metadata is: the parameters every challenge of `/mcp` carries. */
+function challenge(oauth: OAuthVerifier | undefined, params: Record<string, string> = {}): Record<string, string> {
+  // RFC 6750 §3: quoted strings; a description never holds a quote or backslash of its own.
+  const quoted = (v: string) => `"${v.replace(/["\\]/g, "'")}"`;
+  const all: Record<string, string> = { realm: "chaos-core", ...(oauth ? { resource_metadata: oauth.metadataUrl } : {}), ...params };
+  return { "WWW-Authenticate": `Bearer ${Object.entries(all).map(([k, v]) => `${k}=${quoted(v)}`).join(", ")}` };
+}
+
+/** RFC 6750 §2.3 is not offered (the MCP authorization spec forbids it): a token in the URL is refused, never used. */
+function hasQueryToken(req: Request): boolean {
+  const query = req.originalUrl.indexOf("?");
+  return query >= 0 && new URLSearchParams(req.originalUrl.slice(query + 1)).has("access_token");
+}
+
+/**
+ * Authenticates a `/mcp` request by its bearer credential: an API key of the file in force,
+ * else (with OAuth) an access token for this resource. The identity comes from the credential
+ * alone; the token goes no further than this function: what the request carries on is the
+ * identity and its roles ({@link authInfoOf}, whose `token` is empty).
+ */
+function authentication(verifier: ApiKeyVerifier | WatchedApiKeys | undefined, oauth: OAuthVerifier | undefined): RequestHandler {
+  const what = oauth ? (verifier ? "an API key or an OAuth access token" : "an OAuth access token") : "<API key>";
+  const scope: Record<string, string> = oauth ? { scope: AGENT_SCOPE } : {};
   return async (req, res, next) => {
-    if (!verifier) {
+    if (!verifier && !oauth) {
       (res.locals as Locals).identity = LOCAL_IDENTITY;
       return next();
     }
+    if (hasQueryToken(req)) {
+      return jsonRpcError(res, 400, -32001, "Bad Request: send the access token in the Authorization header, never in the URL", challenge(oauth, { error: "invalid_request" }));
+    }
     const match = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? "");
-    if (!match) {
-      return jsonRpcError(res, 401, -32001, "Unauthorized: send Authorization: Bearer <API key>", {
-        "WWW-Authenticate": 'Bearer realm="chaos-core"',
-      });
-    }
-    // An edit of the keys file on disk for API_KEYS_RECHECK_MS or longer counts for this request.
-    if ("refresh" in verifier) await verifier.refresh();
+    if (!match) return jsonRpcError(res, 401, -32001, `Unauthorized: send Authorization: Bearer ${what}`, challenge(oauth, scope));
     const key = match[1]!;
-    const identity = verifier.verify(key);
-    if (!identity && "unreadable" in verifier && verifier.unreadable()) {
-      // The operator's log names the file and the problem; the client learns neither.
-      const message = "Unauthorized: the server's API key list cannot be read; no key is accepted until an operator fixes it";
-      return jsonRpcError(res, 401, -32001, message, { "WWW-Authenticate": 'Bearer realm="chaos-core"' });
+    const locals = res.locals as Locals;
+    if (verifier) {
+      // An edit of the keys file on disk for API_KEYS_RECHECK_MS or longer counts for this request.
+      if ("refresh" in verifier) await verifier.refresh();
+      const identity = verifier.verify(key);
+      if (identity) {
+        locals.identity = identity;
+        locals.keySha256 = hashApiKey(key);
+        // Roles reach the tools through the SDK's per-request authInfo, never from the session.
+        (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
+        return next();
+      }
+      if (!oauth && "unreadable" in verifier && verifier.unreadable()) {
+        // The operator's log names the file and the problem; the client learns neither.
+        const message = "Unauthorized: the server's API key list cannot be read; no key is accepted until an operator fixes it";
+        return jsonRpcError(res, 401, -32001, message, challenge(oauth));
+      }
+      if (!oauth) return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", challenge(oauth, { error: "invalid_token" }));
     }
-    if (!identity) {
-      return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", {
-        "WWW-Authenticate": 'Bearer realm="chaos-core", error="invalid_token"',
-      });
+    let verified: VerifiedToken;
+    try {
+      verified = await oauth!.verify(key);
+    } catch (err) {
+      if (!(err instanceof BearerRefusal)) throw err;
+      if (err.error === "unavailable") return jsonRpcError(res, 503, -32000, `Service Unavailable: ${err.message}`, { "Retry-After": "5" });
+      if (err.error === "insufficient_scope") {
+        const needed = { error: "insufficient_scope", scope: err.scope ?? AGENT_SCOPE, error_description: err.message };
+        return jsonRpcError(res, 403, -32001, `Forbidden: ${err.message}`, challenge(oauth, needed));
+      }
+      const message = verifier ? `Unauthorized: not a valid API key, and ${err.message}` : `Unauthorized: ${err.message}`;
+      return jsonRpcError(res, 401, -32001, message, challenge(oauth, { error: "invalid_token", error_description: err.message, ...scope }));
     }
-    (res.locals as Locals).identity = identity;
-    (res.locals as Locals).keySha256 = hashApiKey(key);
-    // Roles reach the tools through the SDK's per-request authInfo, never from the session.
-    (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
+    locals.identity = verified.identity;
+    locals.oauth = true;
+    (req as Request & { auth?: AuthInfo }).auth = authInfoOf(verified.identity);
     next();
+  };
+}
+
+/**
+ * Serves the Protected Resource Metadata (RFC 9728) at the root well-known path and at the
+ * path-inserted form of the resource (`/.well-known/oauth-protected-resource/mcp`): public, so
+ * any origin may read it.
+ */
+function protectedResourceMetadataRoute(oauth: OAuthVerifier): RequestHandler {
+  return (_req, res) => {
+    res.set({ "Access-Control-Allow-Origin": "*", "Cache-Control": "public, max-age=300" }).json(oauth.metadata);
   };
 }
 
@@ -274,10 +332,11 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   let watchedKeys: WatchedApiKeys | undefined;
   if (options.apiKeysFile) verifier = watchedKeys = await watchApiKeysFile(options.apiKeysFile, { logger: deps.logger });
   else if (options.apiKeys) verifier = createApiKeyVerifier(options.apiKeys);
-  if (!verifier && !isLoopbackHost(host)) {
+  const oauth = options.oauth ? await createOAuthVerifier(options.oauth, deps.logger) : undefined;
+  if (!verifier && !oauth && !isLoopbackHost(host)) {
     // Fail closed: without keys anyone who can reach the port would be tenant "default".
     throw new Error(
-      `refusing to serve MCP on ${host} without API keys: set CHAOS_CORE_API_KEYS_FILE, or bind HOST=127.0.0.1 for local use`,
+      `refusing to serve MCP on ${host} without API keys or OAuth: set CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER, or bind HOST=127.0.0.1 for local use`,
     );
   }
 
@@ -362,14 +421,24 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
 
   const hostCheck = hostValidation(host, options.allowedHosts);
   if (hostCheck) app.use("/mcp", hostCheck);
-  app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier));
+  if (oauth) {
+    const metadata = protectedResourceMetadataRoute(oauth);
+    const inserted = new URL(protectedResourceMetadataUrl(oauth.resource)).pathname;
+    for (const path of new Set(["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", inserted])) app.get(path, ...(hostCheck ? [hostCheck] : []), metadata);
+  }
+  app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier, oauth));
   // A page for people, not probes: behind the same Host and Origin checks as /mcp (a rebound
   // DNS name gets nothing), without authentication (it says how to authenticate).
   app.get(
     "/",
     ...(hostCheck ? [hostCheck] : []),
     originValidation(options.allowedOrigins ?? []),
-    homePage({ version: deps.version, apiKeys: verifier !== undefined, console: serveConsole }),
+    homePage({
+      version: deps.version,
+      apiKeys: verifier !== undefined,
+      ...(oauth ? { oauthIssuer: oauth.metadata.authorization_servers[0] } : {}),
+      console: serveConsole,
+    }),
   );
   if (serveConsole && options.console) {
     app.use(
@@ -418,8 +487,8 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       if (!params) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
       const problem = headerProblem(req, false);
       if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
-      const { keySha256 } = res.locals as Locals;
-      return sessions.initialize(identity, keySha256, params, (local) => local.serve(req, res, req.body));
+      const { keySha256, oauth: byToken } = res.locals as Locals;
+      return sessions.initialize(identity, byToken ? { oauth: true } : { ...(keySha256 ? { keySha256 } : {}) }, params, (local) => local.serve(req, res, req.body));
     }
     const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
