@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestIssuer, type TestIssuer } from "../support/oauth-issuer.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
@@ -13,17 +14,20 @@ import { TEST_REDIS_URL } from "../support/redis.js";
 // tries to read, search, recall, verify and inspect it through every tool and resource that takes
 // an id or a query — and the same under churn, many interleaved transactions on the two
 // connections, with both tenants using the very same keys.
-// Not yet here: a tenant signed in through OAuth (the OAuth resource server lands separately).
+// Tenant A signs in through OAuth (a real local issuer), tenant B with an API key.
 
 const tag = `${process.pid}-${randomBytes(3).toString("hex")}`;
-const A = { tenant: `iso-a-${tag}`, principal: "alice", key: `ak_${randomBytes(24).toString("hex")}`, secret: `alpha-secret-${tag}` };
+const A = { tenant: `iso-a-${tag}`, principal: "alice", secret: `alpha-secret-${tag}` };
 const B = { tenant: `iso-b-${tag}`, principal: "bob", key: `bk_${randomBytes(24).toString("hex")}`, secret: `beta-secret-${tag}` };
 
 type Structured = Record<string, unknown>;
 const structured = (r: unknown) => ((r as CallToolResult).structuredContent ?? {}) as Structured;
 const errorCode = (r: unknown) => (structured(r).error as { code?: string } | undefined)?.code;
 
+const RESOURCE = "https://chaos.isolation.test/mcp";
+
 let db: TestDatabase;
+let issuer: TestIssuer;
 let serve: ServeProcess;
 let dir: string;
 let a: Client;
@@ -37,7 +41,7 @@ beforeAll(async () => {
     keysFile,
     JSON.stringify(
       // B holds the approver role in its own tenant: what keeps it from A's approvals is the tenant, not the role.
-      [A, B].map((t) => ({ tenant: t.tenant, principal: t.principal, sha256: createHash("sha256").update(t.key).digest("hex"), ...(t === B ? { roles: ["approver"] } : {}) })),
+      [{ tenant: B.tenant, principal: B.principal, sha256: createHash("sha256").update(B.key).digest("hex"), roles: ["approver"] }],
     ),
   );
   // Tenant A's own capability policy: outbound HTTP needs a person's approval, so A can hold a pending one.
@@ -45,14 +49,19 @@ beforeAll(async () => {
   writeFileSync(policyFile, JSON.stringify({ requireConfirmationFor: ["http.request"], httpAllowedDomains: ["example.com"] }));
   const set = await runToExit(["policy", "set", policyFile, "--tenant", A.tenant, "--database-url", db.url], {});
   expect(set.code, set.stderr).toBe(0);
+  issuer = await startTestIssuer(RESOURCE);
   serve = await startServe({
+    CHAOS_CORE_OAUTH_ISSUER: issuer.issuer,
+    CHAOS_CORE_OAUTH_RESOURCE: RESOURCE,
+    CHAOS_CORE_OAUTH_TENANT_CLAIM: "org_id",
     CHAOS_CORE_DATA_DIR: dir,
     DATABASE_URL: db.url,
     REDIS_URL: TEST_REDIS_URL,
     CHAOS_CORE_API_KEYS_FILE: keysFile,
     CHAOS_CORE_PG_POOL_MAX: "2",
   });
-  a = await httpClient(serve.url, { Authorization: `Bearer ${A.key}` });
+  const token = await issuer.sign({ sub: A.principal, org_id: A.tenant, scope: "chaoscore:agent" });
+  a = await httpClient(serve.url, { Authorization: `Bearer ${token}` });
   b = await httpClient(serve.url, { Authorization: `Bearer ${B.key}` });
 }, 120_000);
 
@@ -60,6 +69,7 @@ afterAll(async () => {
   await a?.close();
   await b?.close();
   await serve?.stop();
+  await issuer?.close();
   await db?.drop();
   if (dir) removeDir(dir);
 });
