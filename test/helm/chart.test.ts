@@ -19,7 +19,7 @@ import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
-import { loadEdgeAloneConfig } from "@chaos-core/edge";
+import { loadEdgeAloneConfig, parseRateLimits } from "@chaos-core/edge";
 import { loadCognitionConfig } from "@chaos-core/cognition";
 import { loadPolicyConfig } from "@chaos-core/policy";
 import { loadLedgerConfig, parseOperatorPolicies } from "@chaos-core/ledger";
@@ -608,6 +608,25 @@ describe("helm chart helm/chaos-core", () => {
     expect(envOf(named(render([valuesFile("defaults")]), "Deployment", `${FULL}-ledger`)).CHAOS_CORE_LEDGER_POLICY_FILE).toBeUndefined();
   });
 
+  it("production: the edge reads its rate limits from the chart's ConfigMap, which the edge's own parser accepts, and rolls when they change; cognition decides from policy snapshots", () => {
+    const all = render([valuesFile("production")]);
+    const cm = named(all, "ConfigMap", `${FULL}-rate-limits`);
+    const document = JSON.parse((cm as unknown as { data: Record<string, string> }).data["rate-limits.json"]!);
+    expect(parseRateLimits(document).tenants.acme?.tools?.chaoscore_remember).toEqual({ requests: 10, per: "second" });
+    const edge = named(all, "Deployment", `${FULL}-edge`);
+    expect(envOf(edge).CHAOS_CORE_RATE_LIMITS_FILE).toBe("/etc/chaos-core/rate-limits/rate-limits.json");
+    expect(edge.spec.template.spec.volumes).toContainEqual({ name: "rate-limits", configMap: { name: `${FULL}-rate-limits`, defaultMode: 0o440, items: [{ key: "rate-limits.json", path: "rate-limits.json" }] } });
+    const checksum = edge.spec.template.metadata.annotations["checksum/rate-limits"];
+    expect(checksum).toMatch(/^[0-9a-f]{64}$/);
+    const changed = render([valuesFile("production")], ["--set", "config.edge.rateLimits.document.default.tool.requests=61"]);
+    expect(named(changed, "Deployment", `${FULL}-edge`).spec.template.metadata.annotations["checksum/rate-limits"]).not.toBe(checksum);
+    expect(envOf(named(all, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBe("on");
+    // Neither set: no limits file, no snapshots.
+    const defaults = render([valuesFile("defaults")]);
+    expect(envOf(named(defaults, "Deployment", `${FULL}-edge`)).CHAOS_CORE_RATE_LIMITS_FILE).toBeUndefined();
+    expect(envOf(named(defaults, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBeUndefined();
+  });
+
   it("refuses invalid TLS, policy and lifecycle combinations, naming the values (NOTES.txt and every template)", () => {
     const d = [valuesFile("defaults")];
     expect(renderError(d, ["--set", "grpcTls.enabled=true"])).toContain("secrets.grpcTls.existingSecret is required with grpcTls.enabled");
@@ -627,6 +646,8 @@ describe("helm chart helm/chaos-core", () => {
     const OPEN = new Set([
       ...["nodeAffinity", "podAffinity", "podAntiAffinity"].flatMap((k) => ["edge", "cognition", "policy", "ledger", "memory", "council"].map((c) => `/components/${c}/affinity/${k}`)),
       "/config/ledger/policy/document",
+      // The edge's rate limits document likewise, by the edge's parser (the production scenario's test).
+      "/config/edge/rateLimits/document",
     ]);
     const open: string[] = [];
     const walk = (node: Record<string, unknown>, path: string) => {

@@ -145,6 +145,14 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end -}}
 {{- end -}}
 
+{{/* The ConfigMap holding the edge's rate limits file, when there is one (existing, or the chart's own from config.edge.rateLimits.document). */}}
+{{- define "chaos-core.rateLimits" -}}
+{{- $p := .Values.config.edge.rateLimits -}}
+{{- if $p.existingConfigMap -}}{{- $p.existingConfigMap -}}
+{{- else if $p.document -}}{{- printf "%s-rate-limits" (include "chaos-core.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Where each Secret file is mounted. */}}
 {{- define "chaos-core.secretFiles" -}}
 {{- $edge := list (dict "var" "CHAOS_CORE_API_KEYS_FILE" "secret" "apiKeys" "dir" "/etc/chaos-core/api-keys") (dict "var" "CHAOS_CORE_MRTR_KEYS_FILE" "secret" "mrtrKeyring" "dir" "/etc/chaos-core/mrtr") -}}
@@ -271,6 +279,10 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if include "chaos-core.rateLimits" $root }}
+- name: CHAOS_CORE_RATE_LIMITS_FILE
+  value: {{ printf "/etc/chaos-core/rate-limits/%s" $v.config.edge.rateLimits.key | quote }}
+{{- end }}
 {{- end }}
 {{- if eq $name "cognition" }}
 {{- with $v.config.cognition }}
@@ -285,6 +297,10 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- if .openaiBaseUrl }}
 - name: OPENAI_BASE_URL
   value: {{ .openaiBaseUrl | quote }}
+{{- end }}
+{{- if .policySnapshots }}
+- name: CHAOS_CORE_POLICY_SNAPSHOTS
+  value: "on"
 {{- end }}
 {{- end }}
 {{- if $v.secrets.openaiApiKey.existingSecret }}

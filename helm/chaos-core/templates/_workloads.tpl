@@ -30,6 +30,10 @@ spec:
       {{- /* The ledger reads its policy file at start: a changed document rolls its pods. */}}
       {{- $annotations = merge (dict "checksum/ledger-policy" (toJson $v.config.ledger.policy.document | sha256sum)) $annotations }}
       {{- end }}
+      {{- if and (eq $name "edge") (not $v.config.edge.rateLimits.existingConfigMap) $v.config.edge.rateLimits.document }}
+      {{- /* The edge reads its rate limits at start: a changed document rolls its pods. */}}
+      {{- $annotations = merge (dict "checksum/rate-limits" (toJson $v.config.edge.rateLimits.document | sha256sum)) $annotations }}
+      {{- end }}
       {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
@@ -121,6 +125,11 @@ spec:
               mountPath: /etc/chaos-core/ledger-policy
               readOnly: true
             {{- end }}
+            {{- if and (eq $name "edge") (include "chaos-core.rateLimits" $root) }}
+            - name: rate-limits
+              mountPath: /etc/chaos-core/rate-limits
+              readOnly: true
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
@@ -154,6 +163,15 @@ spec:
             items:
               - key: {{ $v.config.ledger.policy.key }}
                 path: {{ $v.config.ledger.policy.key }}
+        {{- end }}
+        {{- if and (eq $name "edge") (include "chaos-core.rateLimits" $root) }}
+        - name: rate-limits
+          configMap:
+            name: {{ include "chaos-core.rateLimits" $root }}
+            defaultMode: 288 # 0440
+            items:
+              - key: {{ $v.config.edge.rateLimits.key }}
+                path: {{ $v.config.edge.rateLimits.key }}
         {{- end }}
       {{- with $c.nodeSelector }}
       nodeSelector:
