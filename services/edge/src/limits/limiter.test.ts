@@ -8,7 +8,7 @@ import { startPrivateRedis, TEST_REDIS_URL, uniquePrefix, type PrivateRedis } fr
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import { createMemoryRateLimiter, createRedisRateLimiter, FALLBACK_SHARE, RateLimited, type LimitedCall, type RateLimiter } from "./limiter.js";
+import { createMemoryRateLimiter, createRedisRateLimiter, FALLBACK_SHARE, RateLimited, RETRY_AFTER_META_KEY, type LimitedCall, type RateLimiter } from "./limiter.js";
 import { loadRateLimitsFile, parseRateLimits, type RateLimits } from "./limits-file.js";
 
 const logger = createLogger("limits-test", "silent");
@@ -130,6 +130,9 @@ describe("a tool call over its limit", () => {
       expect(second.structuredContent).toEqual({
         error: { code: "resource_exhausted", message: expect.stringMatching(/^rate limit reached: the tool's limit for this principal \(1 per hour\); retry in \d+ s$/) as string },
       });
+      const retryAfter = second._meta?.[RETRY_AFTER_META_KEY] as number;
+      expect(retryAfter).toBeGreaterThan(3_500_000);
+      expect(retryAfter).toBeLessThanOrEqual(3_600_000);
       // The second write never ran: the first value is still there.
       const recalled = (await c.call("chaoscore_recall", { key: "k" })) as CallToolResult;
       expect(JSON.stringify(recalled.structuredContent)).toContain('"v"');

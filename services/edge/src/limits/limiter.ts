@@ -21,6 +21,9 @@ export interface RateLimiter {
   admit(call: LimitedCall): Promise<void>;
 }
 
+/** The `_meta` key of a refused call's result that says, in milliseconds, when to retry. */
+export const RETRY_AFTER_META_KEY = "dev.chaoscore/retry-after-ms";
+
 /** A refusal: which limit, and when to try again. */
 export class RateLimited extends ChaosError {
   constructor(
@@ -63,6 +66,8 @@ for i, key in ipairs(KEYS) do
 end
 return { 0, -1 }
 `;
+
+const GCRA_COMMAND = "chaoscoreGcra";
 
 /** The same algorithm on this process's clock, for the standalone and for the fallback. */
 export class MemoryBuckets {
@@ -110,6 +115,9 @@ export function createMemoryRateLimiter(limits: RateLimits): RateLimiter {
  */
 export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options: { prefix: string; logger: Logger }): RateLimiter {
   const fallback = new MemoryBuckets();
+  // Sent by its SHA after the first call (EVALSHA, ioredis falls back to EVAL once after a SCRIPT FLUSH).
+  if (!(GCRA_COMMAND in redis)) redis.defineCommand(GCRA_COMMAND, { lua: GCRA_SCRIPT });
+  const gcra = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<[number, number]>>)[GCRA_COMMAND]!.bind(redis);
   return {
     async admit(call) {
       const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool);
@@ -117,7 +125,7 @@ export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options
       const keys = buckets.map((b) => `${tenantKeyPrefix(options.prefix, call.tenant)}${b.key}`);
       let answer: [number, number];
       try {
-        answer = (await redis.eval(GCRA_SCRIPT, keys.length, ...keys, ...buckets.flatMap((b) => [b.intervalMs, b.burst]))) as [number, number];
+        answer = await gcra(keys.length, ...keys, ...buckets.flatMap((b) => [b.intervalMs, b.burst]));
       } catch (err) {
         if (!isRedisOutage(err)) throw err;
         if (!call.readOnly) {

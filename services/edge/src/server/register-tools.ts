@@ -6,6 +6,7 @@ import { consoleLink } from "../console/links.js";
 import type { ContractGuard } from "../contracts/guard.js";
 import { explainAgainstPinned, pinnedDigestOf, TOOL_CONTRACT_META_KEY } from "../contracts/pinned.js";
 import { servedWhile } from "../contracts/served-while.js";
+import { RateLimited, RETRY_AFTER_META_KEY } from "../limits/limiter.js";
 import { isModernScope, type EdgeDeps, type EdgeSession, type ModernScope, type ServerScope } from "../deps.js";
 import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../tools/define.js";
 import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.js";
@@ -231,7 +232,8 @@ export function registerTools(
             await deps.limiter.admit({ tenant: scope.tenant, principal: scope.principal, tool: tool.name, readOnly: tool.annotations.readOnlyHint });
           } catch (err) {
             log.info({ outcome: ChaosError.from(err).code }, "tool call refused before it ran: rate limit");
-            return toMcpErrorResult(err);
+            // When to retry, for a client to act on without reading the message.
+            return err instanceof RateLimited ? { ...toMcpErrorResult(err), _meta: { [RETRY_AFTER_META_KEY]: err.retryAfterMs } } : toMcpErrorResult(err);
           }
         }
         let checked: ReturnType<typeof checkToolArguments>;
