@@ -561,20 +561,27 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
     return { written, texts };
   }
 
+  /** A batch's entries as the column arrays ledger.sequence_batch and SEQUENCE_BATCH take, in their order. */
+  function entryColumns(written: readonly LedgerEntry[], texts: readonly string[]): unknown[] {
+    return [
+      written.map((e) => e.seq),
+      written.map((e) => e.ts),
+      written.map((e) => e.session),
+      written.map((e) => e.principal),
+      texts,
+      written.map((e) => e.content_hash),
+      written.map((e) => e.prev_sig),
+      written.map((e) => e.sig),
+    ];
+  }
+
   async function sequence(q: Queryable, tenant: string, start: { size: number; lastSig: string }, written: LedgerEntry[], texts: string[]): Promise<boolean> {
     const last = written[written.length - 1]!;
     const res = await q.query<{ moved: string | number; entries: string | number }>(
       SEQUENCE_BATCH,
       [
         tenant,
-        written.map((e) => e.seq),
-        written.map((e) => e.ts),
-        written.map((e) => e.session),
-        written.map((e) => e.principal),
-        texts,
-        written.map((e) => e.content_hash),
-        written.map((e) => e.prev_sig),
-        written.map((e) => e.sig),
+        ...entryColumns(written, texts),
         last.seq,
         last.sig,
         start.size,
@@ -593,14 +600,7 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
       "SELECT ledger.sequence_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS n",
       [
         tenant,
-        written.map((e) => e.seq),
-        written.map((e) => e.ts),
-        written.map((e) => e.session),
-        written.map((e) => e.principal),
-        texts,
-        written.map((e) => e.content_hash),
-        written.map((e) => e.prev_sig),
-        written.map((e) => e.sig),
+        ...entryColumns(written, texts),
         start.size,
         start.lastSig,
       ],
