@@ -22,8 +22,9 @@ describe("deploy/local: two chart topologies side by side", () => {
   const dirs: string[] = [];
   const topologies: Topology[] = [];
   const clients: Client[] = [];
-  // Ports from 3000+offset and 50051+offset; the second topology 10 above the first.
-  const offset = 2_000 + 20 * randomInt(0, 300);
+  // Ports from 3000+offset and 50051+offset; the second topology 10 above the first. The gRPC
+  // health ports are 10 000 above (up to 50055 + 10 + offset + 10 000): offset stays ≤ 5 470.
+  const offset = 2_000 + 20 * randomInt(0, 170);
   let ca: CertAuthority;
 
   beforeAll(async () => {
