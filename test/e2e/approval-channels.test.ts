@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { autoAcceptingClient } from "../support/elicitation.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
 
 type Structured = Record<string, unknown>;
@@ -26,6 +27,7 @@ describe.each([["chaos-core stdio"], ["chaos-core serve"]])("spend approval chan
   let client: Client;
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     const env = { CHAOS_CORE_DATA_DIR: dir };
     if (how === "chaos-core stdio") {
       ({ client } = await stdioClient(env, undefined, autoAcceptingClient(asked)));

@@ -5,6 +5,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from "../support/webhook-receiver.js";
 
@@ -45,6 +46,7 @@ describe("approval webhooks from chaos-core serve", () => {
 
   beforeAll(async () => {
     receiver = await startWebhookReceiver();
+    await seedDataDir(dir);
     writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.remember"] }));
     serve = await startServe(env());
     client = await httpClient(serve.url);

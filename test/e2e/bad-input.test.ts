@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "node:http";
 import { MCP_HEADERS, openSession, rpc } from "../support/mcp-http.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" };
@@ -11,6 +12,7 @@ describe("bad input against chaos-core serve", () => {
   let session: string;
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
     session = await openSession(serve.url);
   });

@@ -10,7 +10,7 @@ import { ChaosError, checkGrpcHealth, ContextSigner, createGrpcClient, type Call
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
-import { startServiceMain, stopProcess } from "../support/processes.js";
+import { startServiceMain, startServiceMains, stopProcess } from "../support/processes.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 
 describe("two cognition replicas sharing plans through Redis", () => {
@@ -27,10 +27,10 @@ describe("two cognition replicas sharing plans through Redis", () => {
     db = await createTestDatabase("chaoscore_cognition_replicas");
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const policy = await startServiceMain("policy", common);
-    procs.push(policy.proc);
-    const memory = await startServiceMain("memory", common);
-    procs.push(memory.proc);
+    const [policy, memory] = await startServiceMains(procs, [
+      ["policy", common],
+      ["memory", common],
+    ]);
     keys = await createLedgerKeys();
     const ledger = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: uniquePrefix("ledger-replicas") });
     procs.push(ledger.proc);
@@ -43,11 +43,7 @@ describe("two cognition replicas sharing plans through Redis", () => {
       CHAOS_CORE_REDIS_PREFIX: uniquePrefix("cognition-replicas"),
       CHAOS_CORE_PROVIDER: "heuristic",
     };
-    for (let i = 0; i < 2; i++) {
-      const started = await startServiceMain("cognition", replicaEnv);
-      procs.push(started.proc);
-      cognition.push(started);
-    }
+    cognition.push(...(await startServiceMains(procs, [["cognition", replicaEnv], ["cognition", replicaEnv]])));
     const signer = new ContextSigner(key);
     a = createGrpcClient(CognitionService, cognition[0]!.address, signer);
     b = createGrpcClient(CognitionService, cognition[1]!.address, signer);

@@ -3,7 +3,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import {
+  allStarted,
   httpClient,
   removeDir,
   runToExit,
@@ -58,10 +60,15 @@ function bothTransports(policy?: Record<string, unknown>) {
   const dirs = [tempDir(), tempDir()];
   const state: { serve?: ServeProcess; http?: Client; stdio?: Client } = {};
   beforeAll(async () => {
+    await Promise.all(dirs.map(seedDataDir));
     if (policy) for (const d of dirs) writeFileSync(join(d, "policy.json"), JSON.stringify(policy));
-    state.serve = await startServe({ CHAOS_CORE_DATA_DIR: dirs[0], LOG_LEVEL: "info", ...HEURISTIC });
-    state.http = await httpClient(state.serve.url);
-    state.stdio = (await stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1], ...HEURISTIC })).client;
+    await allStarted([
+      startServe({ CHAOS_CORE_DATA_DIR: dirs[0], LOG_LEVEL: "info", ...HEURISTIC }).then(async (s) => {
+        state.serve = s;
+        state.http = await httpClient(s.url);
+      }),
+      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1], ...HEURISTIC }).then((s) => (state.stdio = s.client)),
+    ]);
   });
   afterAll(async () => {
     await state.http?.close();

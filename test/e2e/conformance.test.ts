@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
@@ -73,6 +74,7 @@ describe("official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos
     // when .cache/ does not hold Node 22 and the suite at the pinned versions.
     const ready = await runScript(["--check"]);
     if (ready.code !== 0) throw new Error(ready.output.trim());
+    await seedDataDir(dir);
     serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
   });
 

@@ -9,7 +9,9 @@ import { generateMrtrKeyringFile, hashApiKey } from "@chaos-core/edge";
 import { MIGRATION_OUTPUTS, MIGRATION_TASK, SEED_STYLE_OUTPUTS } from "../../services/council/src/domain/examples.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import {
+  allStarted,
   httpClient,
   removeDir,
   startServe,
@@ -96,9 +98,14 @@ describe("the council over stdio and Streamable HTTP (chaos-core on embedded sto
   let overStdio: Client;
 
   beforeAll(async () => {
-    serve = await startServe({ CHAOS_CORE_DATA_DIR: dirs[0] });
-    overHttp = await httpClient(serve.url);
-    overStdio = (await stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] })).client;
+    await Promise.all(dirs.map(seedDataDir));
+    await allStarted([
+      startServe({ CHAOS_CORE_DATA_DIR: dirs[0] }).then(async (s) => {
+        serve = s;
+        overHttp = await httpClient(serve.url);
+      }),
+      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] }).then((s) => (overStdio = s.client)),
+    ]);
   });
 
   afterAll(async () => {

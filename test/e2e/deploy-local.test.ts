@@ -22,30 +22,37 @@ describe("deploy/local: two chart topologies side by side", () => {
   const dirs: string[] = [];
   const topologies: Topology[] = [];
   const clients: Client[] = [];
-  // Ports from 3000+offset and 50051+offset; the second topology 10 above the first.
-  const offset = 2_000 + 20 * randomInt(0, 300);
+  // Ports from 3000+offset and 50051+offset; the second topology 10 above the first. The gRPC
+  // health ports are 10 000 above (up to 50055 + 10 + offset + 10 000): offset stays ≤ 5 470.
+  const offset = 2_000 + 20 * randomInt(0, 170);
   let ca: CertAuthority;
 
   beforeAll(async () => {
     ca = createCertAuthority("local-ca");
     // One certificate for every component, as one cert-manager Certificate's Secret in the chart.
     const tls = { dir: ca.issue("chaos-core").dir, mutual: true };
-    for (const [i, redis, grpcTls] of [[0, `${REDIS}/9`, undefined], [10, undefined, tls]] as const) {
-      const db = await createTestDatabase("chaoscore_local");
-      dbs.push(db);
-      const dir = tempDir("chaos-local-");
-      dirs.push(dir);
-      const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls, metrics: {} });
-      topologies.push(t);
-      clients.push(await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` }));
-    }
+    // Side by side: both start at once, and each keeps the index of its row below.
+    const rows = [[0, `${REDIS}/9`, undefined], [10, undefined, tls]] as const;
+    const started = await Promise.allSettled(
+      rows.map(async ([i, redis, grpcTls], row) => {
+        const db = await createTestDatabase("chaoscore_local");
+        dbs[row] = db;
+        const dir = tempDir("chaos-local-");
+        dirs[row] = dir;
+        const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls, metrics: {} });
+        topologies[row] = t;
+        clients[row] = await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` });
+      }),
+    );
+    for (const s of started) if (s.status === "rejected") throw s.reason;
   }, 180_000);
 
   afterAll(async () => {
-    for (const c of clients) await c.close().catch(() => undefined);
-    for (const t of topologies) await t.close();
-    for (const db of dbs) await db.drop();
-    for (const d of dirs) removeDir(d);
+    // A start that failed leaves holes in these.
+    for (const c of clients) await c?.close().catch(() => undefined);
+    for (const t of topologies) await t?.close();
+    for (const db of dbs) await db?.drop();
+    for (const d of dirs) if (d) removeDir(d);
     if (ca) removeCerts(ca);
   });
 

@@ -6,7 +6,7 @@ import { checkGrpcHealth } from "@chaos-core/kit";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
-import { httpClient, startServiceMain, stopProcess } from "../support/processes.js";
+import { httpClient, startServiceMain, startServiceMains, stopProcess } from "../support/processes.js";
 
 describe("the services as separate processes (the Kubernetes shape)", () => {
   let db: TestDatabase;
@@ -25,12 +25,14 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     db = await createTestDatabase();
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const p = await startServiceMain("policy", common);
-    const m = await startServiceMain("memory", common);
-    const k = await startServiceMain("council", common);
     keys = await createLedgerKeys();
+    const [p, m, k] = await startServiceMains(procs, [
+      ["policy", common],
+      ["memory", common],
+      ["council", common],
+    ]);
     const l = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: p.address });
-    procs.push(p.proc, m.proc, k.proc, l.proc);
+    procs.push(l.proc);
     ledger = l.address;
     policy = p.address;
     memory = m.address;

@@ -17,7 +17,7 @@ import { createCertAuthority, removeCerts, type CertAuthority, type IssuedCert }
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { childEnv, httpClient, ROOT, startServiceMain, stopProcess } from "../support/processes.js";
+import { childEnv, httpClient, ROOT, startServiceMain, startServiceMains, stopProcess } from "../support/processes.js";
 
 const tlsEnv = (c: IssuedCert) => ({
   CHAOS_CORE_GRPC_TLS_CERT_FILE: c.certFile,
@@ -48,17 +48,27 @@ describe("mutual TLS between the services run as their own processes", () => {
     keys = await createLedgerKeys();
     mrtrKeys = await createMrtrKeys();
     // One certificate per service, as a cert-manager Certificate per component would issue.
+    const envOf = (name: string, env: Record<string, string>, healthPort = true) => ({
+      ...tlsEnv(ca.issue(name)),
+      CHAOS_CORE_CONTEXT_KEY: key,
+      ...(healthPort ? { CHAOS_CORE_GRPC_HEALTH_PORT: "0" } : {}),
+      ...env,
+    });
     const start = async (name: string, env: Record<string, string>, healthPort = true) => {
-      const s = await startServiceMain(name, { ...tlsEnv(ca.issue(name)), CHAOS_CORE_CONTEXT_KEY: key, ...(healthPort ? { CHAOS_CORE_GRPC_HEALTH_PORT: "0" } : {}), ...env });
+      const s = await startServiceMain(name, envOf(name, env, healthPort));
       procs.push(s.proc);
       return s;
     };
     const common = { DATABASE_URL: db.url };
-    const p = await start("policy", common);
+    const [p, m, k] = await startServiceMains(procs, [
+      ["policy", envOf("policy", common)],
+      ["memory", envOf("memory", common)],
+      ["council", envOf("council", common)],
+    ]);
     policy = p.address;
     policyLog = p.log;
-    const memory = (await start("memory", common)).address;
-    const council = (await start("council", common)).address;
+    const memory = m.address;
+    const council = k.address;
     const ledger = (await start("ledger", { ...common, ...keys.env, POLICY_ADDR: policy })).address;
     const cognition = (await start("cognition", { POLICY_ADDR: policy, MEMORY_ADDR: memory, LEDGER_ADDR: ledger, CHAOS_CORE_PROVIDER: "heuristic" })).address;
     const edge = await start("edge", { ...mrtrKeys.env, POLICY_ADDR: policy, MEMORY_ADDR: memory, COGNITION_ADDR: cognition, COUNCIL_ADDR: council, LEDGER_ADDR: ledger }, false);

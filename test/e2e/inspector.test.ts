@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { childEnv, CLI, removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
@@ -45,6 +46,7 @@ describe.skipIf(!prepared)("the MCP Inspector's CLI against chaos-core", () => {
   let httpListing: Listed;
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
   }, 120_000);
   afterAll(async () => {

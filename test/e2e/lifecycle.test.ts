@@ -14,7 +14,7 @@ import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
-import { httpClient, runToExit, startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
+import { httpClient, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
 
 const TENANT = "acme";
 const CTX = { ctx: { tenant: TENANT, principal: "burst@acme" } };
@@ -162,15 +162,19 @@ describe("CHAOS_CORE_MIGRATE=verify: services wait for chaos-core migrate", () =
   it("reports NOT_SERVING (and the edge's /readyz 503) on a database whose migrations are behind, applies none, and serves once chaos-core migrate ran", async () => {
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key, CHAOS_CORE_MIGRATE: "verify" };
-    const policy = await startServiceMain("policy", common);
-    procs.push(policy.proc);
+    const [policy, memoryMain, councilMain] = await startServiceMains(procs, [
+      ["policy", common],
+      ["memory", common],
+      ["council", common],
+    ]);
+    const ledgerMain = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address });
+    procs.push(ledgerMain.proc);
     const services = [
       { name: "chaoscore.policy.v1.PolicyService", main: policy },
-      { name: "chaoscore.memory.v1.MemoryService", main: await startServiceMain("memory", common) },
-      { name: "chaoscore.council.v1.CouncilService", main: await startServiceMain("council", common) },
-      { name: "chaoscore.ledger.v1.LedgerService", main: await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address }) },
+      { name: "chaoscore.memory.v1.MemoryService", main: memoryMain },
+      { name: "chaoscore.council.v1.CouncilService", main: councilMain },
+      { name: "chaoscore.ledger.v1.LedgerService", main: ledgerMain },
     ];
-    procs.push(...services.slice(1).map((s) => s.main.proc));
     // The edge (no schema of its own) is not ready while the services cannot answer.
     const cognition = await startServiceMain("cognition", {
       CHAOS_CORE_CONTEXT_KEY: key,
@@ -236,10 +240,13 @@ describe("SIGTERM to the edge during a burst of chaoscore_remember calls", () =>
     mrtrKeys = await createMrtrKeys();
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const policy = await startServiceMain("policy", common);
-    const memory = await startServiceMain("memory", common);
-    const council = await startServiceMain("council", common);
+    const [policy, memory, council] = await startServiceMains(procs, [
+      ["policy", common],
+      ["memory", common],
+      ["council", common],
+    ]);
     const ledger = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address });
+    procs.push(ledger.proc);
     const cognition = await startServiceMain("cognition", {
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: policy.address,
@@ -247,7 +254,7 @@ describe("SIGTERM to the edge during a burst of chaoscore_remember calls", () =>
       LEDGER_ADDR: ledger.address,
       CHAOS_CORE_PROVIDER: "heuristic",
     });
-    procs.push(policy.proc, memory.proc, council.proc, ledger.proc, cognition.proc);
+    procs.push(cognition.proc);
     edgeEnv = {
       ...mrtrKeys.env,
       CHAOS_CORE_CONTEXT_KEY: key,

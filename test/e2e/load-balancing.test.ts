@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { httpClient, startServiceMain, stopProcess, type ServiceMain } from "../support/processes.js";
+import { httpClient, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
 
 type ToolResult = Awaited<ReturnType<Client["callTool"]>>;
 
@@ -93,13 +93,15 @@ describe("cognition behind one round-robin target, and a service restarted under
     db = await createTestDatabase("chaoscore_load_balancing");
     key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key };
-    const policy = await startServiceMain("policy", common);
-    procs.push(policy.proc);
-    memory = await startMemory();
-    memoryPort = memory.address.split(":")[1]!;
-    const council = await startServiceMain("council", common);
-    procs.push(council.proc);
     keys = await createLedgerKeys();
+    // As startMemory() starts it: the test restarts it later on the port it took here.
+    const [policy, firstMemory, council] = await startServiceMains(procs, [
+      ["policy", common],
+      ["memory", { ...common, PORT: "0" }],
+      ["council", common],
+    ]);
+    memory = firstMemory;
+    memoryPort = memory.address.split(":")[1]!;
     const ledger = await startServiceMain("ledger", { ...common, ...keys.env, POLICY_ADDR: policy.address });
     procs.push(ledger.proc);
     cognitionEnv = {
@@ -111,9 +113,12 @@ describe("cognition behind one round-robin target, and a service restarted under
       // Never reached: DescribeProvider reports the configuration without calling the model.
       OPENAI_BASE_URL: "http://127.0.0.1:9/v1",
     };
-    replicaA = await startCognition("replica-a");
+    const [a, replicaB] = await startServiceMains(procs, [
+      ["cognition", { ...cognitionEnv, OPENAI_MODEL: "replica-a", PORT: "0" }],
+      ["cognition", { ...cognitionEnv, OPENAI_MODEL: "replica-b", PORT: "0" }],
+    ]);
+    replicaA = a;
     portA = replicaA.address.split(":")[1]!;
-    const replicaB = await startCognition("replica-b");
     mrtrKeys = await createMrtrKeys();
     edge = await startServiceMain("edge", {
       ...mrtrKeys.env,

@@ -9,6 +9,7 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MCP_HEADERS, openSession, PROTOCOL_VERSION, readJsonRpc } from "../support/mcp-http.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { startStdioLines, type StdioLines } from "../support/stdio-lines.js";
 
@@ -348,6 +349,7 @@ let session: string;
 let stdio: StdioLines;
 
 beforeAll(async () => {
+  await Promise.all(dirs.map(seedDataDir));
   stdio = startStdioLines({ CHAOS_CORE_DATA_DIR: dirs[1] });
   stdio.send(
     JSON.stringify({

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, startServe, stdioClient, tempDir } from "../support/processes.js";
 
 interface RecallResult {
@@ -59,6 +60,8 @@ describe("memory on the embedded default", () => {
   afterAll(() => removeDir(dir));
 
   it("is written over stdio and recalled over HTTP after a restart on the same data directory", async () => {
+    // The database as a first run left it (schemas only): this is about what the stores keep.
+    await seedDataDir(dir);
     const stdio = await stdioClient({ CHAOS_CORE_DATA_DIR: dir });
     await remember(stdio.client, "note", "embedded works");
     await stdio.client.close();

@@ -23,7 +23,7 @@ import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { rawToolCall, resultOf, textOf, type RawAnswer, type WireResult } from "../support/mrtr.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { startServiceMain, stopProcess } from "../support/processes.js";
+import { startServiceMain, startServiceMains, stopProcess } from "../support/processes.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 
 const APPROVE = { approve: { action: "accept", content: { approve: true } } };
@@ -49,10 +49,11 @@ describe("MRTR approvals across two edge replicas, no affinity", () => {
     db = await createTestDatabase("chaoscore_mrtr_replicas");
     const contextKey = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: contextKey };
-    const p = await startServiceMain("policy", common);
-    const m = await startServiceMain("memory", common);
-    const k = await startServiceMain("council", common);
-    procs.push(p.proc, m.proc, k.proc);
+    const [p, m, k] = await startServiceMains(procs, [
+      ["policy", common],
+      ["memory", common],
+      ["council", common],
+    ]);
     ledgerKeys = await createLedgerKeys();
     const l = await startServiceMain("ledger", {
       ...common,
@@ -82,21 +83,18 @@ describe("MRTR approvals across two edge replicas, no affinity", () => {
         { tenant, principal: "other-agent", sha256: hashApiKey(otherKey) },
       ]),
     );
-    for (let i = 0; i < 2; i++) {
-      const e = await startServiceMain("edge", {
-        ...mrtrKeys.env,
-        CHAOS_CORE_API_KEYS_FILE: apiKeys,
-        CHAOS_CORE_CONTEXT_KEY: contextKey,
-        POLICY_ADDR: p.address,
-        MEMORY_ADDR: m.address,
-        COGNITION_ADDR: c.address,
-        COUNCIL_ADDR: k.address,
-        LEDGER_ADDR: l.address,
-        REDIS_URL: TEST_REDIS_URL,
-      });
-      procs.push(e.proc);
-      edges.push({ url: e.address, log: e.log });
-    }
+    const edgeEnv = {
+      ...mrtrKeys.env,
+      CHAOS_CORE_API_KEYS_FILE: apiKeys,
+      CHAOS_CORE_CONTEXT_KEY: contextKey,
+      POLICY_ADDR: p.address,
+      MEMORY_ADDR: m.address,
+      COGNITION_ADDR: c.address,
+      COUNCIL_ADDR: k.address,
+      LEDGER_ADDR: l.address,
+      REDIS_URL: TEST_REDIS_URL,
+    };
+    for (const e of await startServiceMains(procs, [["edge", edgeEnv], ["edge", edgeEnv]])) edges.push({ url: e.address, log: e.log });
     const signer = new ContextSigner(contextKey);
     ledger = createGrpcClient(LedgerService, l.address, signer);
     policy = createGrpcClient(PolicyService, p.address, signer);

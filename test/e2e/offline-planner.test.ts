@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
 
 type Structured = Record<string, unknown>;
@@ -24,6 +25,7 @@ describe("everyday objectives, offline, through a real MCP client", () => {
   const plan = async (objective: string) => structured(await client.callTool({ name: "chaoscore_plan", arguments: { objective } }));
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.forget"] }));
     ({ client } = await stdioClient(env));
   });

@@ -4,6 +4,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConsoleBrowser } from "../support/console-client.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
 
 type Structured = Record<string, unknown>;
@@ -30,6 +31,7 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
   const approvals = (...args: string[]) => runToExit(["approvals", ...args], env, 30_000);
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.remember", "http.request"] }));
     // The SDK client declares no capabilities: no elicitation.
     ({ client, stderr } = await stdioClient(env));
@@ -275,6 +277,7 @@ describe("the operator channel against chaos-core stdio with a client that auto-
   let client: Client;
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     writeFileSync(
       join(dir, "policy.json"),
       JSON.stringify({

@@ -2,7 +2,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
+import { seedDataDir } from "../support/data-dir-template.js";
+import { allStarted, httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
 
 const DENY_REMEMBER = { deniedCapabilities: ["memory.remember"], requireConfirmationFor: ["http.request"] };
 
@@ -35,10 +36,15 @@ describe("policy through both transports", () => {
   let overStdio: Client;
 
   beforeAll(async () => {
+    await Promise.all(dirs.map(seedDataDir));
     for (const d of dirs) writeFileSync(join(d, "policy.json"), JSON.stringify(DENY_REMEMBER, null, 2));
-    serve = await startServe({ CHAOS_CORE_DATA_DIR: dirs[0] });
-    overHttp = await httpClient(serve.url);
-    overStdio = (await stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] })).client;
+    await allStarted([
+      startServe({ CHAOS_CORE_DATA_DIR: dirs[0] }).then(async (s) => {
+        serve = s;
+        overHttp = await httpClient(serve.url);
+      }),
+      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] }).then((s) => (overStdio = s.client)),
+    ]);
   });
 
   afterAll(async () => {

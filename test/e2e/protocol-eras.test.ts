@@ -7,6 +7,7 @@ import { StdioClientTransport as V2Stdio } from "@modelcontextprotocol/client/st
 import { Client as V1Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport as V1Stdio } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { childEnv, CLI, httpClient, removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
@@ -64,6 +65,7 @@ describe("2025-11-25 and 2026-07-28 on one endpoint of chaos-core serve", () => 
   };
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     const keysFile = join(dir, "keys.json");
     writeFileSync(
       keysFile,
@@ -239,7 +241,8 @@ describe("2025-11-25 and 2026-07-28 over chaos-core stdio", () => {
   let legacyListing: Listed;
   let councilSession: string;
 
-  beforeAll(() => {
+  beforeAll(async () => {
+    await seedDataDir(dir);
     // As over HTTP: a client's own answer may approve a wire, so a 2025-11-25 session is asked.
     writeFileSync(
       join(dir, "policy.json"),

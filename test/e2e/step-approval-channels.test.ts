@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { autoAcceptingClient } from "../support/elicitation.js";
+import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 type Structured = Record<string, unknown>;
@@ -28,6 +29,7 @@ describe("step approval channels against chaos-core serve, with a client that au
     );
 
   beforeAll(async () => {
+    await seedDataDir(dir);
     policy(["approver", "operator", "console"]);
     serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
     client = await httpClient(serve.url, undefined, autoAcceptingClient(asked));

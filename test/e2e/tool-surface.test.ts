@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
+import { seedDataDir } from "../support/data-dir-template.js";
+import { allStarted, httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
 
 describe("the tool surface", () => {
   const dirs = [tempDir(), tempDir()];
@@ -9,9 +10,14 @@ describe("the tool surface", () => {
   let overStdio: Client;
 
   beforeAll(async () => {
-    serve = await startServe({ CHAOS_CORE_DATA_DIR: dirs[0] });
-    overHttp = await httpClient(serve.url);
-    overStdio = (await stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] })).client;
+    await Promise.all(dirs.map(seedDataDir));
+    await allStarted([
+      startServe({ CHAOS_CORE_DATA_DIR: dirs[0] }).then(async (s) => {
+        serve = s;
+        overHttp = await httpClient(serve.url);
+      }),
+      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] }).then((s) => (overStdio = s.client)),
+    ]);
   });
 
   afterAll(async () => {

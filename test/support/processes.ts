@@ -157,6 +157,42 @@ export interface ServiceMain {
 }
 
 /**
+ * Awaits starts begun together and resolves with their results in order once all have settled:
+ * unlike Promise.all it never rejects while a sibling is still starting, so whatever the caller
+ * records as each one resolves (its afterAll's cleanup) is complete. Throws the first failure.
+ */
+export async function allStarted<const T extends readonly unknown[]>(starts: { readonly [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const settled = await Promise.allSettled(starts as readonly Promise<unknown>[]);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+/**
+ * Starts several service mains at once, as Kubernetes starts a topology's pods, and resolves
+ * with them in the order given once every one has reported its address. Each `env` may name only
+ * addresses already known: start a service that needs another's address in a later call. Every
+ * process that started is pushed onto `procs` (in the order given), so the caller's afterAll stops
+ * it even when another failed to start; the first failure is then thrown.
+ */
+export async function startServiceMains<const T extends ReadonlyArray<readonly [service: string, env: Record<string, string>]>>(
+  procs: ChildProcess[],
+  specs: T,
+  timeoutMs = 60_000,
+): Promise<{ -readonly [K in keyof T]: ServiceMain }> {
+  const settled = await Promise.allSettled(specs.map(([service, env]) => startServiceMain(service, env, timeoutMs)));
+  const started: ServiceMain[] = [];
+  for (const s of settled) {
+    if (s.status !== "fulfilled") continue;
+    procs.push(s.value.proc);
+    started.push(s.value);
+  }
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) throw failed.reason;
+  return started as { -readonly [K in keyof T]: ServiceMain };
+}
+
+/**
  * Starts a service's own built main (`services/<service>/dist/main.js`, the way Kubernetes runs
  * it) on an ephemeral port and resolves with the first address it reports on stderr.
  */
