@@ -29,10 +29,13 @@ export async function runLoad(options: {
   warmupCalls?: number;
 }): Promise<LoadResult> {
   const clients: Client[] = [];
+  const transports: StreamableHTTPClientTransport[] = [];
   for (let i = 0; i < options.concurrency; i++) {
     const client = new Client({ name: "bench", version: "0.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(options.url)));
+    const transport = new StreamableHTTPClientTransport(new URL(options.url));
+    await client.connect(transport);
     clients.push(client);
+    transports.push(transport);
   }
   const call = async (client: Client) => {
     const res = await client.callTool({ name: options.tool, arguments: options.args });
@@ -53,6 +56,9 @@ export async function runLoad(options: {
     }),
   );
   const seconds = (performance.now() - start) / 1000;
+  // End each session (HTTP DELETE), as a well-behaved client does: closing alone leaves it open
+  // until it idles out, and the rounds would reach the sessions-per-key cap.
+  await Promise.all(transports.map((t) => t.terminateSession().catch(() => undefined)));
   await Promise.all(clients.map((c) => c.close()));
   latencies.sort((a, b) => a - b);
   return {

@@ -78,8 +78,10 @@ const chaos = await startServer(process.execPath, ["services/standalone/bin/chao
 
 try {
   const seed = new Client({ name: "bench-seed", version: "0.0.0" });
-  await seed.connect(new StreamableHTTPClientTransport(new URL(chaos.url)));
+  const seedTransport = new StreamableHTTPClientTransport(new URL(chaos.url));
+  await seed.connect(seedTransport);
   await seed.callTool({ name: "chaoscore_remember", arguments: { key: "bench:key", value: { hello: "world" } } });
+  await seedTransport.terminateSession();
   await seed.close();
 
   const series = [
