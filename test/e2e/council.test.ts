@@ -9,18 +9,8 @@ import { generateMrtrKeyringFile, hashApiKey } from "@chaos-core/edge";
 import { MIGRATION_OUTPUTS, MIGRATION_TASK, SEED_STYLE_OUTPUTS } from "../../services/council/src/domain/examples.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { seedDataDir } from "../support/data-dir-template.js";
-import {
-  allStarted,
-  httpClient,
-  removeDir,
-  startServe,
-  startServiceMain,
-  stdioClient,
-  stopProcess,
-  tempDir,
-  type ServeProcess,
-} from "../support/processes.js";
+import { bothTransports } from "../support/both-transports.js";
+import { httpClient, removeDir, startServiceMain, stopProcess, tempDir } from "../support/processes.js";
 
 // The council through real MCP clients against real processes: the standalone command over
 // stdio and Streamable HTTP, and the services run alone (the Kubernetes shape) on Postgres,
@@ -92,31 +82,12 @@ async function seedStyleSession(client: Client) {
 }
 
 describe("the council over stdio and Streamable HTTP (chaos-core on embedded stores)", () => {
-  const dirs = [tempDir(), tempDir()];
-  let serve: ServeProcess;
-  let overHttp: Client;
-  let overStdio: Client;
-
-  beforeAll(async () => {
-    await Promise.all(dirs.map(seedDataDir));
-    await allStarted([
-      startServe({ CHAOS_CORE_DATA_DIR: dirs[0] }).then(async (s) => {
-        serve = s;
-        overHttp = await httpClient(serve.url);
-      }),
-      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] }).then((s) => (overStdio = s.client)),
-    ]);
-  });
-
-  afterAll(async () => {
-    await overHttp?.close();
-    await overStdio?.close();
-    await serve?.stop();
-    dirs.forEach(removeDir);
-  });
+  const both = bothTransports();
+  beforeAll(() => both.start());
+  afterAll(() => both.close());
 
   it("runs the migration session to an excellent score with the same verdicts and handoffs on both", async () => {
-    const [http, stdio] = await Promise.all([wholeSession(overHttp), wholeSession(overStdio)]);
+    const [http, stdio] = await Promise.all([wholeSession(both.overHttp), wholeSession(both.overStdio)]);
     expect(http.trail).toEqual(EXPECTED_TRAIL);
     expect(stdio.trail).toEqual(EXPECTED_TRAIL);
     for (const { score, sessionId } of [http, stdio]) {
@@ -128,7 +99,7 @@ describe("the council over stdio and Streamable HTTP (chaos-core on embedded sto
   });
 
   it("completes all five phases of a session written with the seed's field names, plain-string list items and words", async () => {
-    const runs = await Promise.all([seedStyleSession(overHttp), seedStyleSession(overStdio)]);
+    const runs = await Promise.all([seedStyleSession(both.overHttp), seedStyleSession(both.overStdio)]);
     for (const { sessionId, trail, verified, byDefault, recalled, score } of runs) {
       expect(trail).toEqual(["decompile: → design", "design: → critique", "critique: → synthesis", "synthesis: → verify", "verify: ■ complete"]);
       expect(score).toMatchObject({ sessionId, status: "complete", outcome: "approved", progress: "5/5" });
@@ -147,16 +118,16 @@ describe("the council over stdio and Streamable HTTP (chaos-core on embedded sto
   });
 
   it("serves the persona prompts, identical on both transports", async () => {
-    const [a, b] = await Promise.all([overStdio.listPrompts(), overHttp.listPrompts()]);
+    const [a, b] = await Promise.all([both.overStdio.listPrompts(), both.overHttp.listPrompts()]);
     expect(b.prompts).toEqual(a.prompts);
     expect(a.prompts.map((p) => p.name)).toEqual([...PHASES.map((p) => `council_brief_${p}`), "council_phase_brief"]);
-    const verify = await overStdio.getPrompt({ name: "council_brief_verify" });
+    const verify = await both.overStdio.getPrompt({ name: "council_brief_verify" });
     expect(verify.messages[0]?.role).toBe("user");
     expect((verify.messages[0]?.content as { text: string }).text).toMatch(/you are the Quality Assurance[\s\S]*## Instructions/);
 
-    const { sessionId } = ok(await call(overHttp, "council_init", { task: MIGRATION_TASK })) as { sessionId: string };
-    ok(await call(overHttp, "council_save", { sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile }));
-    const active = await overHttp.getPrompt({ name: "council_phase_brief", arguments: { sessionId } });
+    const { sessionId } = ok(await call(both.overHttp, "council_init", { task: MIGRATION_TASK })) as { sessionId: string };
+    ok(await call(both.overHttp, "council_save", { sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile }));
+    const active = await both.overHttp.getPrompt({ name: "council_phase_brief", arguments: { sessionId } });
     expect((active.messages[0]?.content as { text: string }).text).toMatch(/^# Council phase "design": you are the Solution Architect/);
   });
 });

@@ -2,8 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { seedDataDir } from "../support/data-dir-template.js";
-import { allStarted, httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
+import { bothTransports } from "../support/both-transports.js";
 
 const DENY_REMEMBER = { deniedCapabilities: ["memory.remember"], requireConfirmationFor: ["http.request"] };
 
@@ -30,34 +29,14 @@ async function expectDenied(client: Client) {
 }
 
 describe("policy through both transports", () => {
-  const dirs = [tempDir(), tempDir()];
-  let serve: ServeProcess;
-  let overHttp: Client;
-  let overStdio: Client;
-
-  beforeAll(async () => {
-    await Promise.all(dirs.map(seedDataDir));
-    for (const d of dirs) writeFileSync(join(d, "policy.json"), JSON.stringify(DENY_REMEMBER, null, 2));
-    await allStarted([
-      startServe({ CHAOS_CORE_DATA_DIR: dirs[0] }).then(async (s) => {
-        serve = s;
-        overHttp = await httpClient(serve.url);
-      }),
-      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] }).then((s) => (overStdio = s.client)),
-    ]);
-  });
-
-  afterAll(async () => {
-    await overHttp?.close();
-    await overStdio?.close();
-    await serve?.stop();
-    dirs.forEach(removeDir);
-  });
+  const both = bothTransports();
+  beforeAll(() => both.start((d) => writeFileSync(join(d, "policy.json"), JSON.stringify(DENY_REMEMBER, null, 2))));
+  afterAll(() => both.close());
 
   it("reports a denied capability as denied over stdio and over HTTP", async () => {
-    await expectDenied(overStdio);
-    await expectDenied(overHttp);
-    for (const c of [overStdio, overHttp]) {
+    await expectDenied(both.overStdio);
+    await expectDenied(both.overHttp);
+    for (const c of [both.overStdio, both.overHttp]) {
       const view = await inspectPolicy(c, "memory.remember");
       expect(view.decision?.decision).toMatch(/DENY/);
       // Shown in policy.json's own vocabulary, defaults filled in, so it can be pasted back.
@@ -82,15 +61,15 @@ describe("policy through both transports", () => {
   });
 
   it("picks up an edit of the policy file with a new version", async () => {
-    const before = await inspectPolicy(overHttp);
-    writeFileSync(join(dirs[0]!, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"] }, null, 2));
+    const before = await inspectPolicy(both.overHttp);
+    writeFileSync(join(both.dirs[0], "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"] }, null, 2));
     let after = before;
     for (let i = 0; i < 100 && Number(after.version) === Number(before.version); i++) {
       await new Promise((r) => setTimeout(r, 100));
-      after = await inspectPolicy(overHttp);
+      after = await inspectPolicy(both.overHttp);
     }
     expect(Number(after.version)).toBe(Number(before.version) + 1);
-    const res = await overHttp.callTool({ name: "chaoscore_remember", arguments: { key: "k", value: 1 } });
+    const res = await both.overHttp.callTool({ name: "chaoscore_remember", arguments: { key: "k", value: 1 } });
     expect(res.isError).toBeFalsy();
   });
 });

@@ -1,34 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { seedDataDir } from "../support/data-dir-template.js";
-import { allStarted, httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
+import { bothTransports } from "../support/both-transports.js";
 
 describe("the tool surface", () => {
-  const dirs = [tempDir(), tempDir()];
-  let serve: ServeProcess;
-  let overHttp: Client;
-  let overStdio: Client;
-
-  beforeAll(async () => {
-    await Promise.all(dirs.map(seedDataDir));
-    await allStarted([
-      startServe({ CHAOS_CORE_DATA_DIR: dirs[0] }).then(async (s) => {
-        serve = s;
-        overHttp = await httpClient(serve.url);
-      }),
-      stdioClient({ CHAOS_CORE_DATA_DIR: dirs[1] }).then((s) => (overStdio = s.client)),
-    ]);
-  });
-
-  afterAll(async () => {
-    await overHttp?.close();
-    await overStdio?.close();
-    await serve?.stop();
-    dirs.forEach(removeDir);
-  });
+  const both = bothTransports();
+  beforeAll(() => both.start());
+  afterAll(() => both.close());
 
   it("is identical over stdio and Streamable HTTP", async () => {
-    const [a, b] = await Promise.all([overStdio.listTools(), overHttp.listTools()]);
+    const [a, b] = await Promise.all([both.overStdio.listTools(), both.overHttp.listTools()]);
     expect(b.tools).toEqual(a.tools);
     expect(a.tools.map((t) => t.name).sort()).toEqual([
       "approve_spend",
@@ -65,7 +44,7 @@ describe("the tool surface", () => {
   });
 
   it("serves the same prompts over stdio and Streamable HTTP", async () => {
-    const [a, b] = await Promise.all([overStdio.listPrompts(), overHttp.listPrompts()]);
+    const [a, b] = await Promise.all([both.overStdio.listPrompts(), both.overHttp.listPrompts()]);
     expect(b.prompts).toEqual(a.prompts);
     expect(a.prompts.map((p) => p.name).sort()).toEqual([
       "council_brief_critique",
@@ -81,28 +60,28 @@ describe("the tool surface", () => {
     ]);
     // Getting one renders the same text on both.
     const [x, y] = await Promise.all([
-      overStdio.getPrompt({ name: "council_brief_synthesis" }),
-      overHttp.getPrompt({ name: "council_brief_synthesis" }),
+      both.overStdio.getPrompt({ name: "council_brief_synthesis" }),
+      both.overHttp.getPrompt({ name: "council_brief_synthesis" }),
     ]);
     expect(y).toEqual(x);
   });
 
   it("serves the same resources and templates over stdio and Streamable HTTP, each read as the connection's tenant", async () => {
-    const [a, b] = await Promise.all([overStdio.listResources(), overHttp.listResources()]);
+    const [a, b] = await Promise.all([both.overStdio.listResources(), both.overHttp.listResources()]);
     // Fresh data directories: no council session yet, so just the four static resources.
     expect(b.resources).toEqual(a.resources);
     expect(a.resources.map((r) => r.uri)).toEqual(["chaoscore://policy", "chaoscore://capabilities", "chaoscore://ledger/checkpoint", "chaoscore://contracts/attestation"]);
-    const [ta, tb] = await Promise.all([overStdio.listResourceTemplates(), overHttp.listResourceTemplates()]);
+    const [ta, tb] = await Promise.all([both.overStdio.listResourceTemplates(), both.overHttp.listResourceTemplates()]);
     expect(tb.resourceTemplates).toEqual(ta.resourceTemplates);
     expect(ta.resourceTemplates.map((t) => t.uriTemplate)).toEqual(["council://sessions/{id}", "council://sessions/{id}/brief"]);
     const [pa, pb] = await Promise.all([
-      overStdio.readResource({ uri: "chaoscore://capabilities" }),
-      overHttp.readResource({ uri: "chaoscore://capabilities" }),
+      both.overStdio.readResource({ uri: "chaoscore://capabilities" }),
+      both.overHttp.readResource({ uri: "chaoscore://capabilities" }),
     ]);
     expect(pb).toEqual(pa);
 
     // A council session started over each transport is listed, read and completed there.
-    for (const client of [overStdio, overHttp]) {
+    for (const client of [both.overStdio, both.overHttp]) {
       const init = await client.callTool({ name: "council_init", arguments: { task: "Choose a cache for the pricing service", title: "Pricing cache" } });
       const id = (init.structuredContent as { sessionId: string }).sessionId;
       const listed = await client.listResources();
@@ -121,12 +100,12 @@ describe("the tool surface", () => {
   });
 
   it("declares the logging capability on both transports", () => {
-    expect(overHttp.getServerCapabilities()?.logging).toBeDefined();
-    expect(overStdio.getServerCapabilities()?.logging).toBeDefined();
-    expect(overHttp.getServerCapabilities()?.prompts).toBeDefined();
-    expect(overStdio.getServerCapabilities()?.prompts).toBeDefined();
+    expect(both.overHttp.getServerCapabilities()?.logging).toBeDefined();
+    expect(both.overStdio.getServerCapabilities()?.logging).toBeDefined();
+    expect(both.overHttp.getServerCapabilities()?.prompts).toBeDefined();
+    expect(both.overStdio.getServerCapabilities()?.prompts).toBeDefined();
     // HTTP announces resource changes (docs/protocol.md §10); stdio does not yet, and says so.
-    expect(overHttp.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: true }, completions: {} });
-    expect(overStdio.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: false }, completions: {} });
+    expect(both.overHttp.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: true }, completions: {} });
+    expect(both.overStdio.getServerCapabilities()).toMatchObject({ resources: { subscribe: true, listChanged: false }, completions: {} });
   });
 });
