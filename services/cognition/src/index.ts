@@ -34,7 +34,7 @@ export type {
 export { defineCapability } from "./capabilities/capability.js";
 export { CAPABILITY_NAME_RE, createCapabilityRegistry, offeredCapability } from "./capabilities/registry.js";
 export { CapabilityGuard, capabilitySource } from "./capabilities/contract.js";
-export { pinCapabilitiesAtStart } from "./capabilities/pin.js";
+export { pinCapabilities, pinCapabilitiesAtStart } from "./capabilities/pin.js";
 export { createPolicySnapshots, DEFAULT_SNAPSHOT_BOUND_MS } from "./executor/policy-snapshots.js";
 export type { PolicySnapshots } from "./executor/policy-snapshots.js";
 export type { CapabilityInfo, CapabilityRegistry } from "./capabilities/registry.js";

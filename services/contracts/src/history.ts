@@ -1,7 +1,6 @@
-import { ChaosError } from "@chaos-core/kit";
 import { entryDigest, type ContractSet, type ToolContract } from "./contract.js";
 import { diffContracts, type ContractChange } from "./diff.js";
-import { deterministicJson, LOCKFILE_NAME, parseLock, SECTIONS, serializeLock } from "./lockfile.js";
+import { deterministicJson, isObject, jsonObject, LOCKFILE_NAME, parseLock, refusalIn, SECTIONS, serializeLock, type Refusal } from "./lockfile.js";
 
 /**
  * The file beside the lock that keeps the tool contracts earlier locks pinned, by entry digest
@@ -16,21 +15,11 @@ export type ContractHistory = ReadonlyMap<string, { readonly name: string; reado
 
 export const EMPTY_HISTORY: ContractHistory = new Map();
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
-
-function bad(path: string, what: string): never {
-  throw new ChaosError("invalid_argument", `${HISTORY_FILE}: ${path}: ${what}`);
-}
+const bad: Refusal = refusalIn(HISTORY_FILE);
 
 /** Parses a history file; an entry that does not hash to its key (an edited one) is refused, named. */
 export function parseHistory(text: string): ContractHistory {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch (err) {
-    bad("(file)", `not JSON: ${(err as Error).message}`);
-  }
-  if (!isObject(doc)) bad("(file)", "must be a JSON object");
+  const doc = jsonObject(text, bad);
   if (doc.historyVersion !== HISTORY_VERSION) bad("historyVersion", `must be ${HISTORY_VERSION}, got ${JSON.stringify(doc.historyVersion)}`);
   if (!isObject(doc.tools)) bad("tools", "must be an object of tool contracts by entry digest");
   const out = new Map<string, { name: string; contract: ToolContract }>();

@@ -58,14 +58,22 @@ export function serializeLock(contracts: ContractSet, serverName = "chaos-core")
   return deterministicJson(doc);
 }
 
-function bad(path: string, what: string): never {
-  throw new ChaosError("invalid_argument", `${LOCKFILE_NAME}: ${path}: ${what}`);
+/** Refuses a field, named at its depth (declared with this type so the compiler narrows after it). */
+export type Refusal = (path: string, what: string) => never;
+
+/** A refusal of a field of `file`: `invalid_argument`, `<file>: <path>: <what>`. */
+export function refusalIn(file: string): Refusal {
+  return (path, what) => {
+    throw new ChaosError("invalid_argument", `${file}: ${path}: ${what}`);
+  };
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+const bad: Refusal = refusalIn(LOCKFILE_NAME);
 
-/** Parses a lockfile, refusing a malformed one with the field named at its depth. */
-export function parseLock(text: string): Lockfile {
+export const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** The text as a JSON object, refused through `bad` as `(file)` when it is not JSON or not an object. */
+export function jsonObject(text: string, bad: Refusal): Record<string, unknown> {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -73,6 +81,12 @@ export function parseLock(text: string): Lockfile {
     bad("(file)", `not JSON: ${(err as Error).message}`);
   }
   if (!isObject(doc)) bad("(file)", "must be a JSON object");
+  return doc;
+}
+
+/** Parses a lockfile, refusing a malformed one with the field named at its depth. */
+export function parseLock(text: string): Lockfile {
+  const doc = jsonObject(text, bad);
   if (doc.lockfileVersion !== LOCKFILE_VERSION) bad("lockfileVersion", `must be ${LOCKFILE_VERSION}, got ${JSON.stringify(doc.lockfileVersion)}`);
   if (typeof doc.serverName !== "string" || doc.serverName === "") bad("serverName", "must be a non-empty string");
   if (typeof doc.integrityDigest !== "string" || !/^sha256:[0-9a-f]{64}$/.test(doc.integrityDigest)) bad("integrityDigest", "must be sha256:<64 hex digits>");

@@ -196,8 +196,9 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     // closes what startRuntime opened).
     const contracts = await checkContractsAtStart(edgeConfig.contracts, logger);
     // Cognition's capabilities against the same lock, now: stdio builds them only on a first request.
-    const { BUILT_IN_CAPABILITIES, createCapabilityRegistry, pinCapabilitiesAtStart } = await import("@chaos-core/cognition");
-    await pinCapabilitiesAtStart(createCapabilityRegistry(BUILT_IN_CAPABILITIES), edgeConfig.contracts.lockFile);
+    // The lock the edge's check already read and parsed.
+    const { BUILT_IN_CAPABILITIES, createCapabilityRegistry, pinCapabilities } = await import("@chaos-core/cognition");
+    pinCapabilities(createCapabilityRegistry(BUILT_IN_CAPABILITIES), contracts.lock, edgeConfig.contracts.lockFile);
     const announce = (runtime: Runtime) =>
       logger.info({ mode, dataDir: config.dataDir, ...runtime.stores, admin: rt.admin?.url }, "chaos-core starting");
 

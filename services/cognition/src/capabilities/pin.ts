@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { AttestationError, parseLock } from "@chaos-core/contracts";
+import { AttestationError, parseLock, type ContractSet } from "@chaos-core/contracts";
 import type { CapabilityRegistry } from "./registry.js";
 
 /**
@@ -15,11 +15,17 @@ export async function pinCapabilitiesAtStart(registry: CapabilityRegistry, lockF
   } catch (err) {
     throw new AttestationError(`CHAOS_CORE_CONTRACT_LOCK_FILE: cannot read the contracts lockfile ${lockFile} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
-  let drifted: readonly string[];
+  let lock: ContractSet;
   try {
-    drifted = registry.pin(parseLock(text).contracts);
+    lock = parseLock(text).contracts;
   } catch (err) {
     throw new AttestationError(`${lockFile}: ${err instanceof Error ? err.message : String(err)}`);
   }
+  pinCapabilities(registry, lock, lockFile);
+}
+
+/** Pins the registry to a lock already read from `lockFile`, refusing as {@link pinCapabilitiesAtStart} does when a capability drifted. */
+export function pinCapabilities(registry: CapabilityRegistry, lock: ContractSet, lockFile: string): void {
+  const drifted = registry.pin(lock);
   if (drifted.length > 0) throw new AttestationError(`${lockFile}: the registered capabilities drifted from the lock: ${drifted.join("; ")}`, drifted);
 }
