@@ -45,3 +45,16 @@ export { loadPolicyConfig } from "./config.js";
 export type { PolicyConfig, PolicyStoreConfig } from "./config.js";
 export { createPolicyServer } from "./server.js";
 export type { PolicyServerOptions } from "./server.js";
+export { checkSettings, checkTenantId, DEFAULT_TENANT_SETTINGS, keyStatus, TOOLSETS } from "./domain/tenants.js";
+export type {
+  ApiKeyRecord,
+  KeyStatus,
+  ResolvedKey,
+  TenantRecord,
+  TenantRegistry,
+  TenantSettings,
+  TenantState,
+  TenantStatus,
+} from "./domain/tenants.js";
+export { createSqlTenantRegistry } from "./adapters/tenant-registry.js";
+export { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";

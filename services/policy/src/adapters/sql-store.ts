@@ -3,6 +3,7 @@ import { defaultPolicyDocument, validatePolicyDocument } from "../domain/policy-
 import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
 import { abortableSleep } from "./abortable-sleep.js";
 import { warnOfOptIns } from "./opt-in-log.js";
+import { TENANT_REGISTRY_MIGRATION } from "./tenant-registry.js";
 
 const SCHEMA = "policy";
 const TABLE = `${SCHEMA}.document_versions`;
@@ -32,6 +33,7 @@ const MIGRATIONS: Migration[] = [
       GRANT SELECT, INSERT ON ${TABLE} TO ${APP_ROLE};
     `,
   },
+  TENANT_REGISTRY_MIGRATION,
 ];
 
 /** Applies the policy schema's migrations (idempotent, advisory-locked). Returns the ids applied now. */

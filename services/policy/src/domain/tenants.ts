@@ -1,0 +1,128 @@
+import { assertTenantId, ChaosError, KEY_ROLES, principalProblem, type KeyRole } from "@chaos-core/kit";
+
+/** Whether a tenant is served. `deleted`: its data was removed; it is never served again. */
+export type TenantStatus = "enabled" | "disabled" | "deleted";
+
+/** Toolsets a tenant may have enabled (DESIGN.md, "The MCP surface"). */
+export const TOOLSETS = ["core", "council", "governance", "finance-reference"] as const;
+
+/** Per-tenant choices of the operator. Zero retention keeps data for ever. */
+export interface TenantSettings {
+  readonly councilRetentionDays: number;
+  readonly memoryRetentionDays: number;
+  /** Empty: every toolset. */
+  readonly toolsets: readonly string[];
+}
+
+export const DEFAULT_TENANT_SETTINGS: TenantSettings = Object.freeze({ councilRetentionDays: 0, memoryRetentionDays: 0, toolsets: [] });
+
+/** A registered tenant. */
+export interface TenantRecord {
+  readonly id: string;
+  readonly displayName: string;
+  readonly status: TenantStatus;
+  readonly settings: TenantSettings;
+  /** Grows with every change to the tenant or its keys (docs/tenants.md, "Revocation"). */
+  readonly generation: number;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** An operator-issued API key as the registry keeps it: never the key, only its SHA-256. */
+export interface ApiKeyRecord {
+  readonly keyId: string;
+  readonly tenant: string;
+  readonly principal: string;
+  readonly roles: readonly KeyRole[];
+  readonly createdAt: Date;
+  readonly expiresAt?: Date;
+  readonly revokedAt?: Date;
+  readonly lastUsedAt?: Date;
+}
+
+export type KeyStatus = "active" | "revoked" | "expired";
+
+/** A key's status at `now`: revoked wins over expired. */
+export function keyStatus(key: Pick<ApiKeyRecord, "expiresAt" | "revokedAt">, now = new Date()): KeyStatus {
+  if (key.revokedAt) return "revoked";
+  if (key.expiresAt && key.expiresAt.getTime() <= now.getTime()) return "expired";
+  return "active";
+}
+
+/** What the edge learns from a key's digest. */
+export interface ResolvedKey {
+  readonly key: ApiKeyRecord;
+  readonly status: KeyStatus;
+  readonly tenantStatus: TenantStatus;
+  readonly generation: number;
+}
+
+/** Whether the tenant may be served, as the edge asks on a request it cannot answer from its cache. */
+export interface TenantState {
+  readonly registered: boolean;
+  readonly status: TenantStatus;
+  readonly generation: number;
+}
+
+/**
+ * The tenant registry: tenants, their settings and their API keys (docs/tenants.md). Every
+ * change raises the tenant's generation and publishes it before it commits.
+ */
+export interface TenantRegistry {
+  createTenant(input: { id: string; displayName?: string; settings?: Partial<TenantSettings> }): Promise<TenantRecord>;
+  listTenants(): Promise<TenantRecord[]>;
+  getTenant(id: string): Promise<TenantRecord | undefined>;
+  setStatus(id: string, status: "enabled" | "disabled"): Promise<TenantRecord>;
+  updateSettings(id: string, settings: TenantSettings): Promise<TenantRecord>;
+  /** Marks the tenant deleted and revokes its keys; returns how many were revoked. */
+  markDeleted(id: string): Promise<{ tenant: TenantRecord; revokedKeys: number }>;
+  createKey(input: { tenant: string; principal: string; roles?: readonly string[]; expiresAt?: Date }): Promise<{ key: ApiKeyRecord; secret: string }>;
+  listKeys(tenant: string): Promise<ApiKeyRecord[]>;
+  revokeKey(tenant: string, keyId: string): Promise<ApiKeyRecord>;
+  /** The key with this SHA-256 (lowercase hex) in any tenant; refreshes its last-used time. */
+  resolveKey(sha256: string): Promise<ResolvedKey | undefined>;
+  tenantState(tenant: string): Promise<TenantState>;
+}
+
+/** Throws `invalid_argument` naming `field`. */
+function invalid(field: string, problem: string): never {
+  throw new ChaosError("invalid_argument", `${field}: ${problem}`);
+}
+
+/** Checks a tenant id, naming the field. */
+export function checkTenantId(id: string, field = "id"): void {
+  try {
+    assertTenantId(id);
+  } catch (err) {
+    invalid(field, id === "" ? "required; pass the tenant id" : (err as Error).message);
+  }
+}
+
+/** Checks and normalises settings, naming each field; missing fields take the defaults. */
+export function checkSettings(settings: Partial<TenantSettings> | undefined, field = "settings"): TenantSettings {
+  const s = { ...DEFAULT_TENANT_SETTINGS, ...settings };
+  for (const name of ["councilRetentionDays", "memoryRetentionDays"] as const) {
+    const v = s[name];
+    if (!Number.isInteger(v) || v < 0 || v > 36_500) invalid(`${field}.${name}`, "must be a whole number of days from 0 (keep) to 36500");
+  }
+  const seen = new Set<string>();
+  s.toolsets.forEach((t, i) => {
+    if (!(TOOLSETS as readonly string[]).includes(t)) invalid(`${field}.toolsets[${i}]`, `"${t}" is not a toolset; use ${TOOLSETS.join(", ")}`);
+    if (seen.has(t)) invalid(`${field}.toolsets[${i}]`, `"${t}" is listed twice`);
+    seen.add(t);
+  });
+  return { councilRetentionDays: s.councilRetentionDays, memoryRetentionDays: s.memoryRetentionDays, toolsets: [...s.toolsets] };
+}
+
+/** Checks a new key's principal and roles, naming the field. */
+export function checkKeyInput(input: { principal: string; roles?: readonly string[]; expiresAt?: Date }, now = new Date()): KeyRole[] {
+  const p = principalProblem(input.principal);
+  if (p) invalid("principal", input.principal === "" ? "required; pass who the key is for" : p);
+  const roles = input.roles ?? [];
+  roles.forEach((r, i) => {
+    if (!(KEY_ROLES as readonly string[]).includes(r)) invalid(`roles[${i}]`, `"${r}" is not a role; use ${KEY_ROLES.join(", ")}`);
+    if (roles.indexOf(r) !== i) invalid(`roles[${i}]`, `"${r}" is listed twice`);
+  });
+  if (input.expiresAt && input.expiresAt.getTime() <= now.getTime()) invalid("expires_at", "must be in the future");
+  return roles as KeyRole[];
+}
