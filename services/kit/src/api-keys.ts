@@ -17,7 +17,7 @@ export type KeyRole = (typeof KEY_ROLES)[number];
 /** Why `principal` cannot hold an API key, or undefined when it can. */
 export function principalProblem(principal: string): string | undefined {
   if (principal.length < 1 || principal.length > 256) return "must be 1 to 256 characters";
-  if (/[\u0000-\u001f\u007f]/.test(principal)) return "must not contain control characters";
+  if ([...principal].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f)) return "must not contain control characters";
   if (RESERVED_PRINCIPALS.includes(principal)) {
     return (
       `"${principal}" is reserved: "operator" is the standalone operator's principal and "local" the one of stdio and ` +
