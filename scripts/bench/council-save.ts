@@ -126,7 +126,7 @@ try {
   let distributedUrl: string | undefined;
   if (DISTRIBUTED && keys && mrtrKeys) {
     // The services run alone, the Kubernetes shape (at LOG_LEVEL info, startServiceMain's default).
-    const common = { DATABASE_URL: database.url, CHAOS_CORE_CONTEXT_KEY: randomBytes(32).toString("hex") };
+    const common = { DATABASE_URL: database.url, CHAOS_CORE_CONTEXT_KEY: randomBytes(32).toString("hex"), CHAOS_CORE_ADMIN_PORT: "0" };
     const start = async (name: string, env: Record<string, string>) => {
       const s = await startServiceMain(name, env);
       procs.push(s.proc);

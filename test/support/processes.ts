@@ -199,7 +199,8 @@ export async function startServiceMains<const T extends ReadonlyArray<readonly [
 export function startServiceMain(service: string, env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceMain> {
   const proc = spawn(process.execPath, [join(ROOT, `services/${service}/dist/main.js`)], {
     cwd: ROOT,
-    env: childEnv({ PORT: "0", LOG_LEVEL: "info", ...env }),
+    // CHAOS_CORE_ADMIN_PORT: the policy service's second listener (the tenant admin API), ephemeral too.
+    env: childEnv({ PORT: "0", CHAOS_CORE_ADMIN_PORT: "0", LOG_LEVEL: "info", ...env }),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { credentials, makeClientConstructor, type Client, type ServiceDefinition } from "@grpc/grpc-js";
 import { ChaosError, ContextSigner, createGrpcClient, createLogger, createPostgresDb, type Db, type RunningGrpcServer } from "@chaos-core/kit";
-import { createPolicyServer, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { createPolicyServer, createSqlPolicyStore, migratePolicy, unregisteredTenants, type PolicyStore } from "@chaos-core/policy";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { service as healthService } from "grpc-health-check";
 import { Redis } from "ioredis";
@@ -121,8 +121,10 @@ describe("ledger main, run alone", () => {
     policy = await createPolicyServer({
       host: "127.0.0.1",
       port: 0,
+      adminPort: 0,
       signer: new ContextSigner(KEY),
       store: policyStore,
+      registry: unregisteredTenants(),
       logger: createLogger("policy-test", "silent"),
     }).start();
   });

@@ -12,8 +12,22 @@ describe("loadPolicyConfig", () => {
       port: 50051,
       contextKey: KEY,
       logLevel: "info",
+      adminPort: 50056,
       store: { kind: "file", path: resolve("some/dir", "policy.json") },
     });
+  });
+
+  it("reads the admin port and where tenant generations are published", () => {
+    const config = loadPolicyConfig({
+      DATABASE_URL: "postgres://u@db:5432/chaos",
+      CHAOS_CORE_CONTEXT_KEY: KEY,
+      CHAOS_CORE_ADMIN_PORT: "7000",
+      REDIS_URL: "redis://redis:6379",
+    });
+    expect(config).toMatchObject({ adminPort: 7000, redis: { url: "redis://redis:6379", prefix: "chaoscore:" } });
+    expect(() => loadPolicyConfig({ DATABASE_URL: "postgres://u@db/c", CHAOS_CORE_CONTEXT_KEY: KEY, CHAOS_CORE_ADMIN_PORT: "x" })).toThrow(
+      /CHAOS_CORE_ADMIN_PORT/,
+    );
   });
 
   it("prefers Postgres when DATABASE_URL is set", () => {

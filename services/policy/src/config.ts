@@ -16,6 +16,13 @@ export interface PolicyConfig {
   readonly contextKeyAccepted?: string;
   readonly logLevel: (typeof LOG_LEVELS)[number];
   readonly store: PolicyStoreConfig;
+  /**
+   * `CHAOS_CORE_ADMIN_PORT`: where TenantAdminService listens (a port of its own, so a
+   * NetworkPolicy can admit only the operator's pods to it); 0 picks a free port.
+   */
+  readonly adminPort: number;
+  /** `REDIS_URL`: where tenant generations are published for the edges (docs/tenants.md). */
+  readonly redis?: { readonly url: string; readonly prefix: string };
 }
 
 const schema = z
@@ -27,6 +34,9 @@ const schema = z
     CHAOS_CORE_CONTEXT_KEY: envVars.contextKey(),
     CHAOS_CORE_CONTEXT_KEY_ACCEPTED: envVars.contextKeyAccepted(),
     LOG_LEVEL: envVars.logLevel(),
+    CHAOS_CORE_ADMIN_PORT: envVars.port(50056),
+    REDIS_URL: envVars.redisUrl(),
+    CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
   })
   .superRefine(requireStorage("a policy.json file there"));
 
@@ -34,7 +44,8 @@ const schema = z
  * Reads the policy service's configuration from an environment record (tests pass their own):
  * `HOST` (default 127.0.0.1), `PORT` (default 50051), `DATABASE_URL` for the Postgres store or
  * else `CHAOS_CORE_DATA_DIR` for `<dir>/policy.json`, `CHAOS_CORE_CONTEXT_KEY` (required, at
- * least 32 characters) and `LOG_LEVEL`.
+ * least 32 characters), `LOG_LEVEL`, `CHAOS_CORE_ADMIN_PORT` (default 50056: the tenant admin API)
+ * and `REDIS_URL` (+ `CHAOS_CORE_REDIS_PREFIX`) where tenant generations are published.
  * @param env defaults to `process.env`; this module is the only reader of it.
  * @throws ConfigError naming every bad variable.
  */
@@ -46,6 +57,8 @@ export function loadPolicyConfig(env: Env = process.env): PolicyConfig {
     contextKey: parsed.CHAOS_CORE_CONTEXT_KEY,
     ...(parsed.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: parsed.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     logLevel: parsed.LOG_LEVEL,
+    adminPort: parsed.CHAOS_CORE_ADMIN_PORT,
+    ...(parsed.REDIS_URL ? { redis: { url: parsed.REDIS_URL, prefix: parsed.CHAOS_CORE_REDIS_PREFIX } } : {}),
     store:
       parsed.DATABASE_URL !== undefined
         ? { kind: "postgres", databaseUrl: parsed.DATABASE_URL }

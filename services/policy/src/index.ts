@@ -44,8 +44,8 @@ export {
 export { loadPolicyConfig } from "./config.js";
 export type { PolicyConfig, PolicyStoreConfig } from "./config.js";
 export { createPolicyServer } from "./server.js";
-export type { PolicyServerOptions } from "./server.js";
-export { checkSettings, checkTenantId, DEFAULT_TENANT_SETTINGS, keyStatus, TOOLSETS } from "./domain/tenants.js";
+export type { PolicyServerOptions, RunningPolicyServer } from "./server.js";
+export { checkSettings, checkTenantId, DEFAULT_TENANT_SETTINGS, keyStatus, TOOLSETS, unregisteredTenants } from "./domain/tenants.js";
 export type {
   ApiKeyRecord,
   KeyStatus,

@@ -27,7 +27,7 @@ const dirs: string[] = [];
 
 /** Only what the test gives: an inherited DATABASE_URL or PORT must not change what runs. */
 function env(extra: Record<string, string>): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: "info", PORT: "0", ...extra };
+  return { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: "info", PORT: "0", CHAOS_CORE_ADMIN_PORT: "0", ...extra };
 }
 
 function spawnMain(extra: Record<string, string>): { proc: ChildProcess; out: { stdout: string; stderr: string } } {

@@ -12,6 +12,10 @@ const { ContextSigner, createLogger, createPostgresDb, loadLifecycleConfig, onSh
 const { loadPolicyConfig } = await import("./config.js");
 const { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } = await import("./adapters/sql-store.js");
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
+const { createSqlTenantRegistry } = await import("./adapters/tenant-registry.js");
+const { unregisteredTenants } = await import("./domain/tenants.js");
+const { createMemoryTenantGenerations, createRedisTenantGenerations } = await import("@chaos-core/kit");
+const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { createPolicyServer } = await import("./server.js");
 
 const bootLogger = createLogger("policy");
@@ -26,23 +30,32 @@ try {
   let closeDb = async (): Promise<void> => undefined;
   let schema: SchemaGate | undefined;
   let store;
+  let registry;
+  // Tenant generations reach the edges through Redis; without it, edges sharing no Redis with
+  // this service resolve every request here (docs/tenants.md, "Revocation").
+  const redis = config.redis ? await connectRedis(config.redis.url, { logger, name: "chaos-core-policy" }) : undefined;
+  const generations = redis ? createRedisTenantGenerations(redis, { prefix: config.redis!.prefix }) : createMemoryTenantGenerations();
   if (config.store.kind === "postgres") {
     const db = createPostgresDb({ connectionString: config.store.databaseUrl, applicationName: "chaos-core-policy" });
     closeDb = () => db.close();
     // CHAOS_CORE_MIGRATE=auto applies the migrations now; verify serves NOT_SERVING until they are current.
     schema = await schemaGate(lifecycle.migrate, { apply: () => migratePolicy(db), pending: () => pendingPolicyMigrations(db), logger });
     store = createSqlPolicyStore(db, { logger });
+    registry = createSqlTenantRegistry(db, { generations });
   } else {
     store = await createFilePolicyStore({ path: config.store.path, logger });
+    registry = unregisteredTenants();
   }
 
-  const server = await createPolicyServer({ host: config.host, port: config.port, signer, store, logger, transport }).start();
+  const server = await createPolicyServer({ host: config.host, port: config.port, adminPort: config.adminPort, signer, store, registry, logger, transport }).start();
+  logger.info({ adminPort: server.admin.port, generations: redis ? "redis" : "in-process" }, "tenant admin API listening");
   schema?.hold(server);
   onShutdown(logger, async (graceMs) => {
     schema?.stop();
     await server.shutdown(graceMs);
     await store.close();
     await closeDb();
+    if (redis) await closeRedis(redis);
   }, lifecycle.shutdownGraceMs);
 } catch (err) {
   // The message names what is wrong (a variable, a file and field); the stack adds nothing.

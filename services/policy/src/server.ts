@@ -1,7 +1,11 @@
 import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
+import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
+import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { PolicyStore } from "./domain/policy-store.js";
+import type { TenantRegistry } from "./domain/tenants.js";
 import { createPolicyHandlers } from "./handlers/policy-handlers.js";
+import { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
 
 /** What the policy gRPC server needs; everything is built by the caller. */
 export interface PolicyServerOptions {
@@ -9,27 +13,66 @@ export interface PolicyServerOptions {
   readonly port: number;
   readonly signer: ContextSigner;
   readonly store: PolicyStore;
+  /** The tenant registry: TenantDirectoryService on `port`, TenantAdminService on `adminPort`. */
+  readonly registry: TenantRegistry;
+  /** Where TenantAdminService listens, apart from the rest so a NetworkPolicy can guard it. */
+  readonly adminPort: number;
   readonly logger: Logger;
   /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
   readonly transport?: GrpcTransport | undefined;
 }
 
+/** The two listeners of the policy service. */
+export interface RunningPolicyServer extends RunningGrpcServer {
+  readonly admin: RunningGrpcServer;
+}
+
 /**
- * The policy service as a gRPC server (with health and reflection). Creating it has no side
- * effect; `start()` binds the port and reports SERVING.
+ * The policy service as gRPC servers (with health and reflection): PolicyService and
+ * TenantDirectoryService on the main port, TenantAdminService on the admin port. Creating it has
+ * no side effect; `start()` binds both ports and reports SERVING.
  */
-export function createPolicyServer(options: PolicyServerOptions): { start(): Promise<RunningGrpcServer> } {
+export function createPolicyServer(options: PolicyServerOptions): { start(): Promise<RunningPolicyServer> } {
   const handlers = createPolicyHandlers(options.store);
   return {
-    start: () =>
-      startGrpcServer({
+    async start() {
+      const main = await startGrpcServer({
         host: options.host,
         port: options.port,
         signer: options.signer,
         logger: options.logger,
-        registrations: [register(PolicyService, handlers)],
+        registrations: [register(PolicyService, handlers), register(TenantDirectoryService, createTenantDirectoryHandlers(options.registry))],
         tls: options.transport?.tls,
         healthPort: options.transport?.healthPort,
-      }),
+      });
+      let admin: RunningGrpcServer;
+      try {
+        admin = await startGrpcServer({
+          host: options.host,
+          port: options.adminPort,
+          signer: options.signer,
+          logger: options.logger,
+          registrations: [register(TenantAdminService, createTenantAdminHandlers(options.registry))],
+          tls: options.transport?.tls,
+        });
+      } catch (err) {
+        await main.shutdown(0);
+        throw err;
+      }
+      return {
+        ...main,
+        port: main.port,
+        healthPort: main.healthPort,
+        health: main.health,
+        admin,
+        setServing(serving) {
+          main.setServing(serving);
+          admin.setServing(serving);
+        },
+        async shutdown(graceMs) {
+          await Promise.all([main.shutdown(graceMs), admin.shutdown(graceMs)]);
+        },
+      };
+    },
   };
 }

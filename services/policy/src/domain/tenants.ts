@@ -126,3 +126,27 @@ export function checkKeyInput(input: { principal: string; roles?: readonly strin
   if (input.expiresAt && input.expiresAt.getTime() <= now.getTime()) invalid("expires_at", "must be in the future");
   return roles as KeyRole[];
 }
+
+/**
+ * The registry of a policy service without a database (the `policy.json` file store of a
+ * development run): no tenant is registered, every tenant is served, and administration says
+ * what it needs.
+ */
+export function unregisteredTenants(): TenantRegistry {
+  const needsDatabase = async (): Promise<never> => {
+    throw new ChaosError("failed_precondition", "the tenant registry needs a database: start the policy service with DATABASE_URL");
+  };
+  return {
+    createTenant: needsDatabase,
+    listTenants: async () => [],
+    getTenant: async () => undefined,
+    setStatus: needsDatabase,
+    updateSettings: needsDatabase,
+    markDeleted: needsDatabase,
+    createKey: needsDatabase,
+    listKeys: async () => [],
+    revokeKey: needsDatabase,
+    resolveKey: async () => undefined,
+    tenantState: async () => ({ registered: false, status: "enabled", generation: 0 }),
+  };
+}
