@@ -16,6 +16,9 @@ const { CouncilService } = await import("@chaos-core/proto/gen/chaoscore/council
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
+const { TenantDirectoryService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js");
+const { createCredentialDirectory } = await import("./auth/directory.js");
+const { createRedisTenantGenerations } = await import("@chaos-core/kit");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadEdgeAloneConfig } = await import("./config.js");
 const { loadMrtrKeyring } = await import("./mrtr/keyring.js");
@@ -49,6 +52,7 @@ try {
 
   const signer = new ContextSigner(config.contextKey, [config.contextKeyAccepted]);
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
+  const tenantDirectory = createGrpcClient(TenantDirectoryService, config.policyAddr, signer, { tls: transport.tls });
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
   // The default deadline stays for quick calls; the tools that wait on a model or run
   // capabilities pass their own (up to five minutes for chaoscore_achieve's stream).
@@ -64,6 +68,13 @@ try {
   // Resumable SSE streams and change events span the replicas where the sessions do.
   const events = redis ? await createRedisEdgeEvents(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds, logger }) : undefined;
 
+  // Keys and tenant status from the policy service's registry, cached while the tenant's
+  // generation in Redis holds; without Redis every request asks the policy service.
+  const directory = createCredentialDirectory({
+    client: tenantDirectory.client,
+    ...(redis ? { generations: createRedisTenantGenerations(redis, { prefix: "chaoscore:" }) } : {}),
+    logger,
+  });
   const http = await startHttpTransport(
     {
       policy: policy.client,
@@ -83,6 +94,7 @@ try {
     },
     {
       ...config.http,
+      directory,
       // The console's sessions live where the MCP sessions do, and its sign-in forms are signed
       // with a key derived from the context key: every replica serves every console session.
       ...(config.http.console
@@ -119,6 +131,7 @@ try {
     await http.close(graceMs);
     await events?.close();
     policy.close();
+    tenantDirectory.close();
     memory.close();
     cognition.close();
     council.close();

@@ -32,6 +32,9 @@ export function hashApiKey(key: string): string {
   return createHash("sha256").update(key, "utf8").digest("hex");
 }
 
+/** How every operator-issued key starts. */
+export const ISSUED_KEY_PREFIX = "cc_";
+
 /** What an operator-issued key looks like: `cc_<key id>_<secret>`. */
 const ISSUED_KEY_RE = /^cc_([a-z2-7]{8})_[A-Za-z0-9_-]{43}$/;
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";

@@ -58,3 +58,4 @@ export type {
 } from "./domain/tenants.js";
 export { createSqlTenantRegistry } from "./adapters/tenant-registry.js";
 export { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
+export { createRoutedPolicyStore } from "./adapters/routed-store.js";

@@ -10,8 +10,10 @@ import { ChaosError, type CallContext, type ErrorCode, type Logger, type Service
 import { ApprovalChannel, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import type { SignInLinks } from "@chaos-core/edge/stdio";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
+import { ADMIN_RPC_PREFIX, answerAdminRpc } from "./admin-rpc.js";
 
 /** The policy package, loaded on the first policy request: the endpoint starts before the services load. */
 const loadPolicyModule = () => import("@chaos-core/policy");
@@ -28,6 +30,8 @@ export interface AdminServerOptions {
   readonly ledger: ServiceClient<typeof LedgerService>;
   /** The capability policy, read and stored through the same RPCs as any caller (`chaos-core policy`). */
   readonly policy: ServiceClient<typeof PolicyService>;
+  /** The tenant registry's admin API (`chaos-core tenants`, `chaos-core keys`), served as JSON RPCs. */
+  readonly tenantAdmin: ServiceClient<typeof TenantAdminService>;
   /**
    * A tenant's ledger as export JSONL lines (the store's `exportLedger`): the running process
    * holds the data directory, so `chaos-core ledger export|verify` reads it through here.
@@ -197,6 +201,9 @@ const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestam
  * - `PUT  /v1/policy {document, tenant?, expected_version?}` → `{tenant, version}`: the document
  *   is validated exactly as `policy.json` is (a bad field is a 400 naming it) and stored as the
  *   next version
+ * - `POST /v1/rpc/chaoscore.admin.v1.TenantAdminService/<Method>` → the RPC's response message as
+ *   proto3 JSON (snake_case names), its body the request message: the tenant admin API a cluster
+ *   serves over gRPC, asked by `chaos-core tenants` and `chaos-core keys` (docs/tenants.md)
  * - `POST /v1/console/sign-in-link {tenant?}` → `{tenant, url, expires_at}`: a one-time link that
  *   signs its opener in to the approval console as `operator` of the tenant (single use, 120 s)
  */
@@ -220,6 +227,14 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const endpoint = `${req.method ?? ""} ${url.pathname}`;
+    const tenantAdminPath = `${ADMIN_RPC_PREFIX}${TenantAdminService.typeName}/`;
+    if (req.method === "POST" && url.pathname.startsWith(tenantAdminPath)) {
+      const method = url.pathname.slice(tenantAdminPath.length);
+      // The operator administers every tenant: the one a call acts on is a field of its request.
+      const answer = await answerAdminRpc(TenantAdminService, options.tenantAdmin, method, await readJson(req), { ctx: operator("default") });
+      logger.info({ method }, "operator called the tenant admin API");
+      return send(res, 200, answer);
+    }
     switch (endpoint) {
       case "GET /v1/approvals": {
         const q = parse(listQuery, Object.fromEntries(url.searchParams), "query");

@@ -29,6 +29,9 @@ Commands:
             {"op", "args"} per line (ops and their args: chaos-core chp-conformance --help)
   ledger    verify | export a tenant's audit ledger (chaos-core ledger help)
   policy    show | set the capability policy of a tenant (chaos-core policy help)
+  tenants   create | list | show | disable | enable | settings: the tenant registry
+            (chaos-core tenants help)
+  keys      create | list | revoke a tenant's API keys (chaos-core keys help)
   migrate   Apply every service's database migrations to DATABASE_URL once and exit (the
             container image's "migrate" component; chaos-core migrate --help)
   approvals list | approve | reject | approve-spend | reject-spend | console: answer pending
@@ -110,6 +113,13 @@ export async function main(argv: string[]): Promise<number> {
           stderr: process.stderr,
           env: process.env,
         });
+      case "tenants":
+      case "keys": {
+        // Loaded here: the tenant registry's modules are for these commands only.
+        const { runKeysCommand, runTenantsCommand } = await import("./tenants-command.js");
+        const io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
+        return await (command === "tenants" ? runTenantsCommand(rest, io) : runKeysCommand(rest, io));
+      }
       case "migrate":
         // Loaded here: the services' migrations are for this command (and serve) only.
         return await (await import("./migrate-command.js")).runMigrateCommand(rest, {
@@ -231,7 +241,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       announce(runtime);
       // The console on the MCP listener; the operator's one-time links sign in there too.
       const consoleOptions = edgeConfig.http.console && { ...edgeConfig.http.console, ...(rt.signInLinks ? { signInLinks: rt.signInLinks } : {}) };
-      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds, contracts }, { ...edgeConfig.http, ...(consoleOptions ? { console: consoleOptions } : {}) });
+      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds, contracts }, { ...edgeConfig.http, directory: runtime.tenants.directory, ...(consoleOptions ? { console: consoleOptions } : {}) });
       transport = http;
       if (http.consoleUrl) {
         await rt.publishConsole(http.consoleUrl);

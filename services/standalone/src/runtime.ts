@@ -3,10 +3,16 @@ import { join } from "node:path";
 import {
   ChaosError,
   createInProcessClient,
+  createMemoryTenantGenerations,
   createPostgresDb,
+  createRedisTenantGenerations,
   type Db,
   type Logger,
+  type ServiceClient,
+  type TenantGenerations,
 } from "@chaos-core/kit";
+import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
+import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
@@ -28,8 +34,13 @@ import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@c
 import {
   createFilePolicyStore,
   createPolicyHandlers,
+  createRoutedPolicyStore,
   createSqlPolicyStore,
+  createSqlTenantRegistry,
+  createTenantAdminHandlers,
+  createTenantDirectoryHandlers,
   migratePolicy,
+  STANDALONE_TENANT,
   type PolicyStore,
 } from "@chaos-core/policy";
 import {
@@ -46,10 +57,12 @@ import {
   type ProviderConfig,
 } from "@chaos-core/cognition";
 import {
+  createCredentialDirectory,
   createMemorySessionStore,
   createRedisEdgeEvents,
   createRedisSessionStore,
   type EdgeDeps,
+  type CredentialDirectory,
   type EdgeEvents,
   type RateLimits,
   type SessionStore,
@@ -80,6 +93,12 @@ export interface Runtime {
   };
   /** The operator's loopback admin endpoint (`chaos-core approvals`), when started. */
   readonly admin?: RunningAdminServer;
+  /**
+   * The tenant registry (docs/tenants.md): the directory the HTTP transport checks credentials
+   * and tenant status against, and the admin API `chaos-core tenants|keys` reach through the
+   * admin endpoint.
+   */
+  readonly tenants: { readonly directory: CredentialDirectory; readonly admin: ServiceClient<typeof TenantAdminService>; readonly generations: TenantGenerations };
   /** A tenant's audit ledger as export JSONL lines (`chaos-core ledger export` through the admin endpoint). */
   exportLedger(tenant: string): AsyncIterable<string>;
   close(): Promise<void>;
@@ -192,9 +211,15 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       await migrateService(db);
     }
 
-    if (!policyStore) {
-      await migratePolicy(db);
-      policyStore = createSqlPolicyStore(db);
+    // The policy schema always: it holds the tenant registry too. On the embedded stores tenant
+    // "default" keeps policy.json and every other tenant a document in the embedded database.
+    await migratePolicy(db);
+    const sqlPolicies = createSqlPolicyStore(db);
+    if (policyStore) {
+      policyStore = createRoutedPolicyStore({ defaultTenant: STANDALONE_TENANT, forDefault: policyStore, forOthers: sqlPolicies });
+      policySource = `${policySource} (tenant default; other tenants in the database)`;
+    } else {
+      policyStore = sqlPolicies;
     }
     logger.info({ ms: Math.round(performance.now() - opening) }, "database open, migrations applied");
 
@@ -204,6 +229,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const keyring = config.ledgerKeysFile ? await loadKeyring(config.ledgerKeysFile) : await loadOrCreateKeyring(config.dataDir, logger);
     const ledgerPolicies = await loadOperatorPolicies(config.ledgerPolicyFile);
 
+    let generations: TenantGenerations = createMemoryTenantGenerations();
     let sessions: EdgeDeps["sessions"];
     let events: EdgeEvents | undefined;
     let nonces: NonceCache;
@@ -220,6 +246,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
       nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
+      // Several processes may share this database and Redis: a change any of them makes reaches the others' next request.
+      generations = createRedisTenantGenerations(redis, { prefix: "chaoscore:" });
     } else {
       sessions = options.sessions ?? createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
       plans = createMemoryPlanStore();
@@ -228,6 +256,16 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     }
 
     const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+    const registry = createSqlTenantRegistry(db, { generations });
+    const tenants = {
+      directory: createCredentialDirectory({
+        client: createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry)),
+        generations,
+        logger: logger.child({ service: "edge" }),
+      }),
+      admin: createInProcessClient(TenantAdminService, createTenantAdminHandlers(registry)),
+      generations,
+    };
     const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
     const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
     const ledgerCore = createLedgerCore({
@@ -271,6 +309,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         cognition,
         ledger,
         policy,
+        tenantAdmin: tenants.admin,
         exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),
         logger: logger.child({ service: "admin" }),
         ...(options.signInLinks ? { signInLinks: options.signInLinks } : {}),
@@ -281,6 +320,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
 
     return {
       ...(admin ? { admin } : {}),
+      tenants,
       exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),
       deps: {
         policy,

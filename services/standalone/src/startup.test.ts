@@ -175,7 +175,7 @@ describe("a runtime that opens its stores on demand (chaos-core stdio)", () => {
       starting.open();
       expect(starting.opened).toBe(true);
       const runtime = await starting.ready;
-      expect(runtime.stores.policy).toBe(join(dir, "policy.json"));
+      expect(runtime.stores.policy).toBe(`${join(dir, "policy.json")} (tenant default; other tenants in the database)`);
     } finally {
       await starting.close();
     }

@@ -1,3 +1,4 @@
+import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { ChaosError, createDeferredClient, lockDataDir, type Logger } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
@@ -179,6 +180,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
         cognition: deps.cognition,
         ledger: ledgerClient,
         policy: deps.policy,
+        tenantAdmin: createDeferredClient(TenantAdminService, ready.then((r) => r.tenants.admin)),
         exportLedger: (tenant) => exportOnceReady(ready, tenant),
         logger: logger.child({ service: "admin" }),
       });

@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type Request, type RequestHandler, t
 import { classifyInboundRequest, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { AuthInfo, InitializeRequest } from "@modelcontextprotocol/server";
 import { hostHeaderValidation, localhostHostValidation } from "@modelcontextprotocol/express";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, ISSUED_KEY_PREFIX } from "@chaos-core/kit";
 import {
   createApiKeyVerifier,
   hashApiKey,
@@ -14,6 +14,7 @@ import {
   type WatchedApiKeys,
 } from "../auth/api-keys.js";
 import { BearerRefusal } from "../auth/bearer-refusal.js";
+import type { CredentialDirectory, CredentialRefusal } from "../auth/directory.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { createOAuthVerifier, protectedResourceMetadataUrl, type OAuthOptions, type OAuthVerifier, type VerifiedToken } from "../auth/oauth.js";
 import { AGENT_SCOPE } from "../auth/scopes.js";
@@ -49,6 +50,13 @@ export interface HttpTransportOptions {
   readonly apiKeysFile?: string;
   /** The same list, given directly (tests, embedding). */
   readonly apiKeys?: readonly ApiKeyEntry[];
+  /**
+   * The tenant registry as the edge sees it (docs/tenants.md): operator-issued keys (`cc_…`) are
+   * accepted beside the file's, and a tenant it holds disabled or deleted is refused, whatever
+   * the credential. On a non-loopback bind it makes credentials required even without a keys
+   * file or OAuth (the registry's keys are then the only ones).
+   */
+  readonly directory?: CredentialDirectory;
   /**
    * OAuth 2.1 resource server (docs/auth.md): `/mcp` also accepts access tokens of this issuer for
    * this resource, and Protected Resource Metadata is served. API keys keep working beside it.
@@ -228,48 +236,79 @@ function hasQueryToken(req: Request): boolean {
   return query >= 0 && new URLSearchParams(req.originalUrl.slice(query + 1)).has("access_token");
 }
 
+/** How a request that named a credential the directory refused is answered. */
+function refuse(res: Response, oauth: OAuthVerifier | undefined, refusal: CredentialRefusal): void {
+  if (refusal.kind === "key_revoked" || refusal.kind === "key_expired") {
+    return jsonRpcError(res, 401, -32001, `Unauthorized: ${refusal.message}`, challenge(oauth, { error: "invalid_token", error_description: refusal.message }));
+  }
+  // The credential is good; its tenant is not served (RFC 6750 has no word for it: 403 without a challenge).
+  jsonRpcError(res, 403, -32001, `Forbidden: ${refusal.message}`);
+}
+
 /**
- * Authenticates a `/mcp` request by its bearer credential: an API key of the file in force,
- * else (with OAuth) an access token for this resource. The identity comes from the credential
- * alone; the token goes no further than this function: what the request carries on is the
- * identity and its roles ({@link authInfoOf}, whose `token` is empty).
+ * Authenticates a `/mcp` request by its bearer credential: an API key of the file in force, an
+ * operator-issued key of the tenant registry (`cc_…`, through `directory`), else (with OAuth) an
+ * access token for this resource. The identity comes from the credential alone; the token goes no
+ * further than this function: what the request carries on is the identity and its roles
+ * ({@link authInfoOf}, whose `token` is empty). Whatever the credential, a tenant the registry
+ * holds disabled or deleted is refused (403).
+ *
+ * `required`: whether a request without a credential is refused; when it is not (a loopback
+ * bind without keys or OAuth), it runs as the local user, and an operator-issued key it does
+ * present still counts (or is refused).
  */
-function authentication(verifier: ApiKeyVerifier | WatchedApiKeys | undefined, oauth: OAuthVerifier | undefined): RequestHandler {
-  const what = oauth ? (verifier ? "an API key or an OAuth access token" : "an OAuth access token") : "<API key>";
+function authentication(
+  verifier: ApiKeyVerifier | WatchedApiKeys | undefined,
+  oauth: OAuthVerifier | undefined,
+  directory: CredentialDirectory | undefined,
+  required: boolean,
+): RequestHandler {
+  const what = oauth ? (verifier || directory ? "an API key or an OAuth access token" : "an OAuth access token") : "<API key>";
   const scope: Record<string, string> = oauth ? { scope: AGENT_SCOPE } : {};
   return async (req, res, next) => {
-    if (!verifier && !oauth) {
-      (res.locals as Locals).identity = LOCAL_IDENTITY;
-      return next();
-    }
+    const locals = res.locals as Locals;
+    /** Lets the request on as `identity`, unless the registry holds its tenant disabled. */
+    const admit = async (identity: Identity, extra: Pick<Locals, "keySha256" | "oauth"> = {}) => {
+      const refusal = await directory?.tenantRefusal(identity.tenant);
+      if (refusal) return refuse(res, oauth, refusal);
+      locals.identity = identity;
+      Object.assign(locals, extra);
+      // Roles reach the tools through the SDK's per-request authInfo, never from the session.
+      if (identity !== LOCAL_IDENTITY) (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
+      next();
+    };
+    const match = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? "");
+    const key = match?.[1];
+    // Anything shaped like an operator-issued key is looked up (or refused as one), never taken
+    // for the local user: a mistyped key must not quietly act as tenant "default".
+    const issued = key !== undefined && directory !== undefined && key.startsWith(ISSUED_KEY_PREFIX);
+    if (!required && !issued) return admit(LOCAL_IDENTITY);
     if (hasQueryToken(req)) {
       return jsonRpcError(res, 400, -32001, "Bad Request: send the access token in the Authorization header, never in the URL", challenge(oauth, { error: "invalid_request" }));
     }
-    const match = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? "");
-    if (!match) return jsonRpcError(res, 401, -32001, `Unauthorized: send Authorization: Bearer ${what}`, challenge(oauth, scope));
-    const key = match[1]!;
-    const locals = res.locals as Locals;
+    if (key === undefined) return jsonRpcError(res, 401, -32001, `Unauthorized: send Authorization: Bearer ${what}`, challenge(oauth, scope));
     if (verifier) {
       // An edit of the keys file on disk for API_KEYS_RECHECK_MS or longer counts for this request.
       if ("refresh" in verifier) await verifier.refresh();
       const identity = verifier.verify(key);
-      if (identity) {
-        locals.identity = identity;
-        locals.keySha256 = hashApiKey(key);
-        // Roles reach the tools through the SDK's per-request authInfo, never from the session.
-        (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
-        return next();
-      }
-      if (!oauth && "unreadable" in verifier && verifier.unreadable()) {
+      if (identity) return admit(identity, { keySha256: hashApiKey(key) });
+    }
+    if (issued) {
+      const answer = await directory.resolveKey(key);
+      if (answer.kind === "identity") return admit(answer.identity, { keySha256: hashApiKey(key) });
+      if (answer.kind === "refused") return refuse(res, oauth, answer.refusal);
+    }
+    if (!oauth) {
+      if (verifier && "unreadable" in verifier && verifier.unreadable() && !issued) {
         // The operator's log names the file and the problem; the client learns neither.
         const message = "Unauthorized: the server's API key list cannot be read; no key is accepted until an operator fixes it";
         return jsonRpcError(res, 401, -32001, message, challenge(oauth));
       }
-      if (!oauth) return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", challenge(oauth, { error: "invalid_token" }));
+      return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", challenge(oauth, { error: "invalid_token" }));
     }
     let verified: VerifiedToken;
     try {
-      verified = await oauth!.verify(key);
+      verified = await oauth.verify(key);
     } catch (err) {
       if (!(err instanceof BearerRefusal)) throw err;
       if (err.error === "unavailable") return jsonRpcError(res, 503, -32000, `Service Unavailable: ${err.message}`, { "Retry-After": "5" });
@@ -277,13 +316,10 @@ function authentication(verifier: ApiKeyVerifier | WatchedApiKeys | undefined, o
         const needed = { error: "insufficient_scope", scope: err.scope ?? AGENT_SCOPE, error_description: err.message };
         return jsonRpcError(res, 403, -32001, `Forbidden: ${err.message}`, challenge(oauth, needed));
       }
-      const message = verifier ? `Unauthorized: not a valid API key, and ${err.message}` : `Unauthorized: ${err.message}`;
+      const message = verifier || directory ? `Unauthorized: not a valid API key, and ${err.message}` : `Unauthorized: ${err.message}`;
       return jsonRpcError(res, 401, -32001, message, challenge(oauth, { error: "invalid_token", error_description: err.message, ...scope }));
     }
-    locals.identity = verified.identity;
-    locals.oauth = true;
-    (req as Request & { auth?: AuthInfo }).auth = authInfoOf(verified.identity);
-    next();
+    return admit(verified.identity, { oauth: true });
   };
 }
 
@@ -333,7 +369,8 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   if (options.apiKeysFile) verifier = watchedKeys = await watchApiKeysFile(options.apiKeysFile, { logger: deps.logger });
   else if (options.apiKeys) verifier = createApiKeyVerifier(options.apiKeys);
   const oauth = options.oauth ? await createOAuthVerifier(options.oauth, deps.logger) : undefined;
-  if (!verifier && !oauth && !isLoopbackHost(host)) {
+  const directory = options.directory;
+  if (!verifier && !oauth && !directory && !isLoopbackHost(host)) {
     // Fail closed: without keys anyone who can reach the port would be tenant "default".
     throw new Error(
       `refusing to serve MCP on ${host} without API keys or OAuth: set CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER, or bind HOST=127.0.0.1 for local use`,
@@ -426,7 +463,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     const inserted = new URL(protectedResourceMetadataUrl(oauth.resource)).pathname;
     for (const path of new Set(["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", inserted])) app.get(path, ...(hostCheck ? [hostCheck] : []), metadata);
   }
-  app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier, oauth));
+  app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier, oauth, directory, verifier !== undefined || oauth !== undefined || !isLoopbackHost(host)));
   // A page for people, not probes: behind the same Host and Origin checks as /mcp (a rebound
   // DNS name gets nothing), without authentication (it says how to authenticate).
   app.get(

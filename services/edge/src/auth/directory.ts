@@ -1,0 +1,144 @@
+import { ChaosError, hashApiKey, issuedKeyId, KEY_ROLES, type CallContext, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
+import { KeyStatus, TenantStatus, type TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
+import type { Identity, Role } from "./identity.js";
+
+/** The typed client of the policy service's tenant directory, whatever transport is under it. */
+export type TenantDirectoryClient = ServiceClient<typeof TenantDirectoryService>;
+
+/** Why a credential that was recognised is refused (its message says it to the caller). */
+export type CredentialRefusal =
+  | { readonly kind: "key_revoked" | "key_expired"; readonly message: string }
+  | { readonly kind: "tenant_disabled" | "tenant_deleted"; readonly message: string };
+
+/** What the directory says about a presented key. */
+export type KeyAnswer =
+  | { readonly kind: "identity"; readonly identity: Identity; readonly keyId: string }
+  | { readonly kind: "refused"; readonly refusal: CredentialRefusal }
+  | { readonly kind: "unknown" };
+
+/**
+ * The edge's view of the tenant registry (docs/tenants.md): operator-issued keys and tenant
+ * status, cached per replica and re-read whenever the tenant's generation moved, so a revoked
+ * key or a disabled tenant is refused on the very next request on every replica.
+ */
+export interface CredentialDirectory {
+  /** An operator-issued key (`cc_<id>_…`); any other string is `unknown` without a lookup. */
+  resolveKey(key: string): Promise<KeyAnswer>;
+  /** Whether `tenant` may be served; a refusal when it is disabled or deleted. */
+  tenantRefusal(tenant: string): Promise<CredentialRefusal | undefined>;
+}
+
+export interface CredentialDirectoryOptions {
+  readonly client: TenantDirectoryClient;
+  /**
+   * Where the policy service publishes generations: Redis across replicas, the process's own in
+   * the standalone. Without it nothing is cached and every request asks the policy service.
+   */
+  readonly generations?: TenantGenerations;
+  readonly logger: Logger;
+  /** Longest a cached answer is used even while the generation holds (default 60 s): bounds the last-used time's lag. */
+  readonly maxAgeMs?: number;
+  /** How long "no such key" is remembered, so a flood of made-up keys does not reach the database (default 10 s). */
+  readonly unknownTtlMs?: number;
+  /** Most answers cached (default 10 000); the oldest go first. */
+  readonly maxEntries?: number;
+}
+
+/** The context of a directory lookup: the key names the tenant, so the call is the edge's own. */
+const LOOKUP_CONTEXT: CallContext = Object.freeze({ tenant: "default", principal: "chaos-core-edge" });
+
+interface Cached<T> {
+  readonly value: T;
+  readonly tenant: string | undefined;
+  readonly generation: number;
+  readonly at: number;
+}
+
+/** A bounded map that forgets its oldest entries first (insertion order). */
+class Bounded<T> {
+  private readonly map = new Map<string, Cached<T>>();
+  constructor(private readonly max: number) {}
+  get(k: string) {
+    return this.map.get(k);
+  }
+  set(k: string, v: Cached<T>) {
+    this.map.delete(k);
+    this.map.set(k, v);
+    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
+  }
+}
+
+function tenantRefusal(tenant: string, status: TenantStatus): CredentialRefusal | undefined {
+  if (status === TenantStatus.DISABLED) {
+    return { kind: "tenant_disabled", message: `tenant "${tenant}" is disabled by its operator; no call is served until it is enabled again` };
+  }
+  if (status === TenantStatus.DELETED) return { kind: "tenant_deleted", message: `tenant "${tenant}" was deleted; its calls are no longer served` };
+  return undefined;
+}
+
+/** See {@link CredentialDirectory}. */
+export function createCredentialDirectory(options: CredentialDirectoryOptions): CredentialDirectory {
+  const { client, generations, logger } = options;
+  const maxAgeMs = options.maxAgeMs ?? 60_000;
+  const unknownTtlMs = options.unknownTtlMs ?? 10_000;
+  const keys = new Bounded<KeyAnswer>(options.maxEntries ?? 10_000);
+  const tenants = new Bounded<CredentialRefusal | undefined>(options.maxEntries ?? 10_000);
+
+  /** The published generation, undefined when none can be read (then nothing cached is used). */
+  async function published(tenant: string): Promise<number | undefined> {
+    if (!generations) return undefined;
+    try {
+      return await generations.get(tenant);
+    } catch (err) {
+      // Redis out of reach: ask the policy service on every request instead (fail closed if it cannot answer).
+      logger.debug({ err, tenant }, "tenant generation unreadable; resolving without the cache");
+      return undefined;
+    }
+  }
+
+  async function fresh<T>(entry: Cached<T> | undefined, now: number): Promise<boolean> {
+    if (!entry) return false;
+    if (entry.tenant === undefined) return now - entry.at < unknownTtlMs;
+    if (now - entry.at >= maxAgeMs) return false;
+    return (await published(entry.tenant)) === entry.generation;
+  }
+
+  return {
+    async resolveKey(key) {
+      if (issuedKeyId(key) === undefined) return { kind: "unknown" };
+      const sha256 = hashApiKey(key);
+      const now = performance.now();
+      const cached = keys.get(sha256);
+      if (await fresh(cached, now)) return cached!.value;
+      const r = await client.resolveApiKey({ sha256 }, { ctx: LOOKUP_CONTEXT });
+      if (!r.found) {
+        keys.set(sha256, { value: { kind: "unknown" }, tenant: undefined, generation: 0, at: now });
+        return { kind: "unknown" };
+      }
+      let answer: KeyAnswer;
+      const refused = tenantRefusal(r.tenant, r.tenantStatus);
+      if (refused) answer = { kind: "refused", refusal: refused };
+      else if (r.keyStatus === KeyStatus.REVOKED) answer = { kind: "refused", refusal: { kind: "key_revoked", message: `the API key cc_${r.keyId} was revoked` } };
+      else if (r.keyStatus === KeyStatus.EXPIRED) answer = { kind: "refused", refusal: { kind: "key_expired", message: `the API key cc_${r.keyId} has expired` } };
+      else if (r.keyStatus !== KeyStatus.ACTIVE) throw new ChaosError("internal", "the tenant directory answered an unknown key status");
+      else {
+        const roles = r.roles.filter((x): x is Role => (KEY_ROLES as readonly string[]).includes(x));
+        answer = { kind: "identity", keyId: r.keyId, identity: Object.freeze({ tenant: r.tenant, principal: r.principal, roles: Object.freeze(roles) }) };
+      }
+      // An expiring key is not cached past its expiry.
+      const expiresIn = r.expiresAt ? Number(r.expiresAt.seconds) * 1000 + r.expiresAt.nanos / 1e6 - Date.now() : Infinity;
+      if (expiresIn > maxAgeMs) keys.set(sha256, { value: answer, tenant: r.tenant, generation: Number(r.generation), at: now });
+      return answer;
+    },
+
+    async tenantRefusal(tenant) {
+      const now = performance.now();
+      const cached = tenants.get(tenant);
+      if (await fresh(cached, now)) return cached!.value;
+      const r = await client.getTenantState({}, { ctx: { tenant, principal: "chaos-core-edge" } });
+      const refusal = tenantRefusal(tenant, r.status);
+      tenants.set(tenant, { value: refusal, tenant, generation: Number(r.generation), at: now });
+      return refusal;
+    },
+  };
+}

@@ -1,0 +1,379 @@
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  ContextSigner,
+  createGrpcClient,
+  createInProcessClient,
+  createMemoryTenantGenerations,
+  createPostgresDb,
+  loadGrpcTransportConfig,
+  openGrpcTls,
+  createLogger,
+  type CallContext,
+  type Env,
+  type ServiceClient,
+  type TenantGenerations,
+} from "@chaos-core/kit";
+import { TenantAdminService, type ApiKey, type Tenant } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
+import { KeyStatus, TenantStatus } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
+import { adminRpcClient } from "./admin-rpc.js";
+import { parseCommandLine, storesFromCommandLine, UsageError } from "./command-line.js";
+import { accessDataDir } from "./data-dir-access.js";
+import { openEmbeddedDb } from "./data-dir-layout.js";
+
+/** Where the command writes; the process streams by default, buffers in tests. */
+export interface TenantsCommandIo {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+  env: Env;
+}
+
+const WHERE = `Where the registry is: --admin-addr HOST:PORT (or CHAOS_CORE_ADMIN_ADDR), a cluster's tenant
+admin API (the policy service's CHAOS_CORE_ADMIN_PORT) over gRPC, each call signed with
+CHAOS_CORE_CONTEXT_KEY (TLS by CHAOS_CORE_GRPC_TLS_* as the services); else --database-url /
+DATABASE_URL directly (with REDIS_URL set as the edges have it, so they hear of each change);
+else the data directory (--data-dir, CHAOS_CORE_DATA_DIR, else the per-user one): through the
+server running there, or, with none running, in its embedded database.
+Add --json for one JSON object per answer. Exits 0 when done, 1 when refused, 2 on a usage error.`;
+
+/** The help text of `chaos-core tenants`. */
+export const TENANTS_USAGE = `Usage: chaos-core tenants <command> [options]
+
+Commands:
+  create <id>    Register a tenant [--name TEXT] [--memory-retention-days N]
+                 [--council-retention-days N] [--toolsets core,council,...]
+  list           Every registered tenant, its status and settings
+  show <id>      One tenant, with how many of its keys are active
+  disable <id>   Refuse the tenant's every call from its next request on (sessions included)
+  enable <id>    Serve it again
+  settings <id>  Change its settings (the flags of create; unset flags keep their value)
+
+${WHERE}
+`;
+
+/** The help text of `chaos-core keys`. */
+export const KEYS_USAGE = `Usage: chaos-core keys <command> --tenant ID [options]
+
+Commands:
+  create         Issue an API key: --principal NAME [--role approver] [--expires-in 30d | 12h]
+                 The key (cc_<id>_...) is printed once, on stdout; only its SHA-256 is stored
+  list           The tenant's keys: id, principal, roles, status, created, expires, last used
+  revoke <id>    Refuse the key (its id, the 8 characters after cc_) from its next request on
+
+${WHERE}
+`;
+
+const EXIT_OK = 0;
+const EXIT_FAILED = 1;
+const EXIT_USAGE = 2;
+
+const OPERATOR: CallContext = Object.freeze({ tenant: "default", principal: "operator" });
+
+const OPTIONS = {
+  "admin-addr": { type: "string" },
+  "database-url": { type: "string" },
+  "data-dir": { type: "string" },
+  json: { type: "boolean" },
+  name: { type: "string" },
+  "memory-retention-days": { type: "string" },
+  "council-retention-days": { type: "string" },
+  toolsets: { type: "string" },
+  tenant: { type: "string" },
+  principal: { type: "string" },
+  role: { type: "string" },
+  "expires-in": { type: "string" },
+} as const;
+
+type Values = ReturnType<typeof parseCommandLine<typeof OPTIONS>>["values"];
+
+/** The admin client and how to let it go. */
+interface Admin {
+  client: ServiceClient<typeof TenantAdminService>;
+  where: string;
+  close(): Promise<void>;
+}
+
+async function directAdmin(open: () => Promise<{ db: import("@chaos-core/kit").Db; release(): Promise<void> }>, generations: TenantGenerations, where: string): Promise<Admin> {
+  const { migratePolicy, createSqlTenantRegistry, createTenantAdminHandlers } = await import("@chaos-core/policy");
+  const { db, release } = await open();
+  try {
+    await migratePolicy(db);
+  } catch (err) {
+    await release();
+    throw err;
+  }
+  const client = createInProcessClient(TenantAdminService, createTenantAdminHandlers(createSqlTenantRegistry(db, { generations })));
+  return { client, where, close: release };
+}
+
+/** Finds the registry: the cluster's admin API, Postgres, or the data directory's (see {@link WHERE}). */
+async function openAdmin(values: Values, env: Env): Promise<Admin> {
+  const addr = values["admin-addr"] ?? env.CHAOS_CORE_ADMIN_ADDR;
+  if (addr !== undefined && addr !== "") {
+    if (values["database-url"] !== undefined || values["data-dir"] !== undefined) throw new UsageError("give --admin-addr or a store (--database-url, --data-dir), not both");
+    const key = env.CHAOS_CORE_CONTEXT_KEY;
+    if (!key) throw new Error("CHAOS_CORE_CONTEXT_KEY is required to call the tenant admin API (the cluster's call-context key)");
+    const tlsConfig = loadGrpcTransportConfig(env).tls;
+    const tls = tlsConfig ? openGrpcTls(tlsConfig, { logger: createLogger("chaos-core-tenants", "silent") }) : undefined;
+    const grpc = createGrpcClient(TenantAdminService, addr, new ContextSigner(key), { ...(tls ? { tls } : {}) });
+    return { client: grpc.client, where: `the tenant admin API at ${addr}`, close: async () => (grpc.close(), tls?.close()) };
+  }
+  const stores = storesFromCommandLine(values, env);
+  if (stores.kind === "postgres") {
+    const redisUrl = env.REDIS_URL;
+    let generations = createMemoryTenantGenerations();
+    let closeRedis = async () => undefined as void;
+    if (redisUrl) {
+      const redisModule = await import("@chaos-core/kit/redis");
+      const { createRedisTenantGenerations } = await import("@chaos-core/kit");
+      const redis = await redisModule.connectRedis(redisUrl, { logger: createLogger("chaos-core-tenants", "silent"), name: "chaos-core-tenants" });
+      generations = createRedisTenantGenerations(redis, { prefix: env.CHAOS_CORE_REDIS_PREFIX || "chaoscore:" });
+      closeRedis = () => redisModule.closeRedis(redis);
+    }
+    const admin = await directAdmin(
+      async () => {
+        const db = createPostgresDb({ connectionString: stores.url, max: 2, applicationName: "chaos-core-tenants-cli" });
+        return { db, release: async () => (await db.close(), await closeRedis()) };
+      },
+      generations,
+      redisUrl ? "postgres (edges told through Redis)" : "postgres",
+    );
+    return admin;
+  }
+  const access = await accessDataDir(stores.dataDir);
+  if (access.running) {
+    return { client: adminRpcClient(TenantAdminService, access.admin), where: `the server running on ${stores.dataDir}`, close: async () => undefined };
+  }
+  return directAdmin(
+    async () => {
+      try {
+        // Created on a first use: an operator may register tenants before the first start.
+        const db = await openEmbeddedDb(stores.dataDir, { create: true });
+        return { db, release: async () => (await db.close(), await access.release()) };
+      } catch (err) {
+        await access.release();
+        throw err;
+      }
+    },
+    createMemoryTenantGenerations(),
+    `the embedded database in ${stores.dataDir} (no server running; the next start serves it)`,
+  );
+}
+
+const STATUS_NAME: Record<number, string> = {
+  [TenantStatus.ENABLED]: "enabled",
+  [TenantStatus.DISABLED]: "disabled",
+  [TenantStatus.DELETED]: "deleted",
+};
+const KEY_STATUS_NAME: Record<number, string> = { [KeyStatus.ACTIVE]: "active", [KeyStatus.REVOKED]: "revoked", [KeyStatus.EXPIRED]: "expired" };
+const iso = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : null);
+
+/** A tenant as `--json` prints it. */
+function tenantJson(t: Tenant) {
+  return {
+    id: t.id,
+    display_name: t.displayName,
+    status: STATUS_NAME[t.status] ?? "unknown",
+    settings: {
+      memory_retention_days: t.settings?.memoryRetentionDays ?? 0,
+      council_retention_days: t.settings?.councilRetentionDays ?? 0,
+      toolsets: [...(t.settings?.toolsets ?? [])],
+    },
+    generation: Number(t.generation),
+    created_at: iso(t.createdAt),
+    updated_at: iso(t.updatedAt),
+  };
+}
+
+/** A key as `--json` prints it (never the key itself). */
+function keyJson(k: ApiKey) {
+  return {
+    key_id: k.keyId,
+    prefix: `cc_${k.keyId}_`,
+    tenant: k.tenant,
+    principal: k.principal,
+    roles: [...k.roles],
+    status: KEY_STATUS_NAME[k.status] ?? "unknown",
+    created_at: iso(k.createdAt),
+    expires_at: iso(k.expiresAt),
+    revoked_at: iso(k.revokedAt),
+    last_used_at: iso(k.lastUsedAt),
+  };
+}
+
+function tenantLine(t: ReturnType<typeof tenantJson>): string {
+  const s = t.settings;
+  const retention = `memory ${s.memory_retention_days || "∞"}d, council ${s.council_retention_days || "∞"}d`;
+  const toolsets = s.toolsets.length > 0 ? s.toolsets.join(",") : "all toolsets";
+  return `${t.id}\t${t.status}\t${t.display_name || "-"}\t${retention}\t${toolsets}\n`;
+}
+
+function keyLine(k: ReturnType<typeof keyJson>): string {
+  return `${k.prefix}\t${k.principal}\t${k.roles.join(",") || "-"}\t${k.status}\tcreated ${k.created_at}\texpires ${k.expires_at ?? "never"}\tlast used ${k.last_used_at ?? "never"}\n`;
+}
+
+function days(values: Values, flag: "memory-retention-days" | "council-retention-days"): number | undefined {
+  const v = values[flag];
+  if (v === undefined) return undefined;
+  if (!/^[0-9]{1,5}$/.test(v)) throw new UsageError(`--${flag} must be a whole number of days (0 keeps data for ever), got "${v}"`);
+  return Number(v);
+}
+
+/** `--expires-in 30d | 12h | 90m` as a date from now. */
+function expiresIn(v: string | undefined): Date | undefined {
+  if (v === undefined) return undefined;
+  const m = /^([1-9][0-9]{0,5})([dhm])$/.exec(v);
+  if (!m) throw new UsageError(`--expires-in must be a number and a unit, like 30d, 12h or 90m; got "${v}"`);
+  const unit = { d: 86_400_000, h: 3_600_000, m: 60_000 }[m[2] as "d" | "h" | "m"];
+  return new Date(Date.now() + Number(m[1]) * unit);
+}
+
+function only(positionals: string[], what: string): string {
+  if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
+  return positionals[0]!;
+}
+
+/** Flags that belong to other commands are a usage error, not silently ignored. */
+function allow(values: Values, command: string, allowed: string[]): void {
+  const common = ["admin-addr", "database-url", "data-dir", "json"];
+  for (const [flag, value] of Object.entries(values)) {
+    if (value !== undefined && !common.includes(flag) && !allowed.includes(flag)) throw new UsageError(`--${flag} does not belong to ${command}`);
+  }
+}
+
+async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommandIo): Promise<number> {
+  const usage = group === "tenants" ? TENANTS_USAGE : KEYS_USAGE;
+  const [command, ...rest] = argv;
+  let json = false;
+  try {
+    if (command === undefined) throw new UsageError(group === "tenants" ? "name a command: create, list, show, disable, enable or settings" : "name a command: create, list or revoke");
+    if (command === "help" || command === "--help" || command === "-h") {
+      io.stdout.write(usage);
+      return EXIT_OK;
+    }
+    const commands = group === "tenants" ? ["create", "list", "show", "disable", "enable", "settings"] : ["create", "list", "revoke"];
+    if (!commands.includes(command)) throw new UsageError(`unknown ${group} command "${command}"`);
+    const { values, positionals } = parseCommandLine(rest, OPTIONS, { positionals: true });
+    json = values.json === true;
+    const settingsFlags = ["name", "memory-retention-days", "council-retention-days", "toolsets"];
+    const settingsOf = (): { councilRetentionDays?: number; memoryRetentionDays?: number; toolsets?: string[] } => {
+      const memory = days(values, "memory-retention-days");
+      const council = days(values, "council-retention-days");
+      return {
+        ...(memory !== undefined ? { memoryRetentionDays: memory } : {}),
+        ...(council !== undefined ? { councilRetentionDays: council } : {}),
+        ...(values.toolsets !== undefined ? { toolsets: values.toolsets.split(",").map((t) => t.trim()).filter(Boolean) } : {}),
+      };
+    };
+    const tenantFlag = () => {
+      if (!values.tenant) throw new UsageError("--tenant is required: the tenant the keys belong to");
+      return values.tenant;
+    };
+
+    // Each command's arguments are checked before the registry is opened.
+    let act: (admin: Admin) => Promise<string>;
+    const out = (object: unknown, text: string) => (json ? `${JSON.stringify(object)}\n` : text);
+    if (group === "tenants") {
+      if (command === "list") {
+        allow(values, command, []);
+        if (positionals.length > 0) throw new UsageError("list takes no arguments");
+        act = async ({ client }) => {
+          const tenants = (await client.listTenants({}, { ctx: OPERATOR })).tenants.map(tenantJson);
+          return out({ tenants }, tenants.length === 0 ? "no tenants are registered (chaos-core tenants create <id>)\n" : tenants.map(tenantLine).join(""));
+        };
+      } else if (command === "create") {
+        allow(values, command, settingsFlags);
+        const id = only(positionals, "tenant id");
+        const settings = settingsOf();
+        act = async ({ client }) => {
+          const t = tenantJson((await client.createTenant({ id, displayName: values.name ?? "", settings: { toolsets: [], ...settings } }, { ctx: OPERATOR })).tenant!);
+          return out({ tenant: t }, `tenant "${t.id}" created\n${tenantLine(t)}`);
+        };
+      } else if (command === "settings") {
+        allow(values, command, settingsFlags.filter((f) => f !== "name"));
+        const id = only(positionals, "tenant id");
+        const change = settingsOf();
+        if (Object.keys(change).length === 0) throw new UsageError("settings needs at least one of --memory-retention-days, --council-retention-days, --toolsets");
+        act = async ({ client }) => {
+          const current = (await client.getTenant({ id }, { ctx: OPERATOR })).tenant!;
+          const merged = { ...current.settings!, ...change };
+          const t = tenantJson((await client.updateTenantSettings({ id, settings: merged }, { ctx: OPERATOR })).tenant!);
+          return out({ tenant: t }, `tenant "${t.id}" settings changed\n${tenantLine(t)}`);
+        };
+      } else if (command === "show") {
+        allow(values, command, []);
+        const id = only(positionals, "tenant id");
+        act = async ({ client }) => {
+          const r = await client.getTenant({ id }, { ctx: OPERATOR });
+          const t = tenantJson(r.tenant!);
+          return out({ tenant: t, active_keys: r.activeKeys }, `${tenantLine(t)}active keys: ${r.activeKeys}\ncreated ${t.created_at}, changed ${t.updated_at} (generation ${t.generation})\n`);
+        };
+      } else {
+        allow(values, command, []);
+        const id = only(positionals, "tenant id");
+        const status = command === "disable" ? TenantStatus.DISABLED : TenantStatus.ENABLED;
+        act = async ({ client }) => {
+          const t = tenantJson((await client.setTenantStatus({ id, status }, { ctx: OPERATOR })).tenant!);
+          return out({ tenant: t }, command === "disable" ? `tenant "${t.id}" disabled: its next request is refused\n` : `tenant "${t.id}" enabled\n`);
+        };
+      }
+    } else if (command === "create") {
+      allow(values, command, ["tenant", "principal", "role", "expires-in"]);
+      if (positionals.length > 0) throw new UsageError("create takes no arguments: --tenant and --principal say whose key it is");
+      const tenant = tenantFlag();
+      if (!values.principal) throw new UsageError("--principal is required: who the key is for");
+      const principal = values.principal;
+      const roles = values.role ? values.role.split(",").map((r) => r.trim()).filter(Boolean) : [];
+      const expires = expiresIn(values["expires-in"]);
+      act = async ({ client }) => {
+        const r = await client.createApiKey({ tenant, principal, roles, ...(expires ? { expiresAt: timestampFromDate(expires) } : {}) }, { ctx: OPERATOR });
+        const k = keyJson(r.key!);
+        // The key on stdout, alone on its line; what it is on stderr: `… > key.txt` keeps only the key.
+        if (!json) io.stderr.write(`API key ${k.prefix}… for ${k.principal} of tenant "${k.tenant}"${k.roles.length ? ` (${k.roles.join(", ")})` : ""}, expires ${k.expires_at ?? "never"}. It is shown this once; only its SHA-256 is kept.\n`);
+        return out({ key: k, secret: r.secret }, `${r.secret}\n`);
+      };
+    } else if (command === "list") {
+      allow(values, command, ["tenant"]);
+      if (positionals.length > 0) throw new UsageError("list takes no arguments");
+      const tenant = tenantFlag();
+      act = async ({ client }) => {
+        const keys = (await client.listApiKeys({ tenant }, { ctx: OPERATOR })).keys.map(keyJson);
+        return out({ tenant, keys }, keys.length === 0 ? `tenant "${tenant}" has no keys\n` : keys.map(keyLine).join(""));
+      };
+    } else {
+      allow(values, command, ["tenant"]);
+      const tenant = tenantFlag();
+      const keyId = only(positionals, "key id").replace(/^cc_/, "").replace(/_$/, "");
+      act = async ({ client }) => {
+        const k = keyJson((await client.revokeApiKey({ tenant, keyId }, { ctx: OPERATOR })).key!);
+        return out({ key: k }, `key ${k.prefix} of ${k.principal} revoked: its next request is refused\n`);
+      };
+    }
+
+    const admin = await openAdmin(values, io.env);
+    try {
+      io.stdout.write(await act(admin));
+    } finally {
+      await admin.close();
+    }
+    return EXIT_OK;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`chaos-core ${group}: ${err.message}\n\n${usage}`);
+      return EXIT_USAGE;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    io.stderr.write(`chaos-core ${group}: ${message}\n`);
+    if (json) io.stdout.write(`${JSON.stringify({ error: message })}\n`);
+    return EXIT_FAILED;
+  }
+}
+
+/** Runs `chaos-core tenants …` (argv after `tenants`) and resolves with the exit code. */
+export function runTenantsCommand(argv: string[], io: TenantsCommandIo): Promise<number> {
+  return run("tenants", argv, io);
+}
+
+/** Runs `chaos-core keys …` (argv after `keys`) and resolves with the exit code. */
+export function runKeysCommand(argv: string[], io: TenantsCommandIo): Promise<number> {
+  return run("keys", argv, io);
+}
