@@ -15,6 +15,21 @@ export interface CapabilityAnnotations {
   readonly openWorldHint: boolean;
 }
 
+/**
+ * Whether a step of this capability has no side effect at all, so the executor may record its
+ * policy decision and its outcome in one ledger entry, after the handler and before the result is
+ * returned (docs/ledger.md, "One entry for a read-only step"). All three hints must say so: it
+ * only reads (`readOnlyHint`), it changes nothing (`destructiveHint` false), and it reaches
+ * nothing outside Chaos Core (`openWorldHint` false) — a prompt sent to a model provider or a
+ * request sent to an HTTP host is itself an effect, even when the call only reads, so
+ * `cognition.generate_text` and `http.request` do not qualify. The annotations are part of the
+ * capability's contract, so where a lock pins it a definition that starts claiming this without
+ * a new lock drifts and is not run.
+ */
+export function hasNoSideEffect(annotations: CapabilityAnnotations): boolean {
+  return annotations.readOnlyHint && !annotations.destructiveHint && !annotations.openWorldHint;
+}
+
 /** Facts of one call that policy rules look at, derived from the validated input. */
 export interface CapabilityFacts {
   /** The host an outbound HTTP call will reach first. */

@@ -92,7 +92,29 @@ export interface StepOutcomeEvent {
   readonly approvalChannels?: readonly ApprovalChannel[];
 }
 
-export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | ApprovalResolutionEvent | ApprovalRefusedEvent;
+/**
+ * A step of a capability with no side effect (`hasNoSideEffect`) that policy allowed: its decision
+ * and its outcome in one entry, recorded after the handler and before the result is returned
+ * (docs/ledger.md, "One entry for a read-only step"). The fields are those of the decision
+ * (`risk`, `argsHash`, `verdict`) and of the outcome (`status`, `ran`, `succeeded`, `errorCode`),
+ * under the same names, so a reader of either finds them here. `ran` is always true: policy
+ * allowed the step and the handler was started.
+ */
+export interface StepReadEvent {
+  readonly type: "step.read";
+  readonly call: AuditCall;
+  readonly stepId: string;
+  readonly capability: string;
+  readonly risk: CapabilityRisk;
+  readonly argsHash: string;
+  readonly verdict: PolicyVerdict;
+  readonly status: "executed" | "failed";
+  readonly ran: true;
+  readonly succeeded: boolean;
+  readonly errorCode?: string;
+}
+
+export type AuditEvent = StepDecisionEvent | StepOutcomeEvent | StepReadEvent | ApprovalResolutionEvent | ApprovalRefusedEvent;
 
 /**
  * Where every decision and outcome goes (the ledger issue wires it to the ledger service). A

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type CallContext } from "@chaos-core/kit";
 import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
-import { defineCapability, type CapabilityRisk } from "../capabilities/capability.js";
+import { defineCapability, hasNoSideEffect, type CapabilityAnnotations, type CapabilityRisk } from "../capabilities/capability.js";
+import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { createMemoryApprovalStore, type InMemoryApprovalStore } from "./approvals.js";
@@ -45,16 +46,21 @@ beforeEach(() => {
   calls = [];
 });
 
-const ANNOTATIONS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+// Most capabilities here stand for any capability with an effect (each handler call is recorded
+// below): the strict order these tests check — the decision durable before the handler starts —
+// is the one such a step keeps. A read-only step's single entry has its own tests ("a read-only
+// step" below).
+const ANNOTATIONS = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 
-function echo(name: string, risk: CapabilityRisk) {
+function echo(name: string, risk: CapabilityRisk, annotations: CapabilityAnnotations = ANNOTATIONS) {
   return defineCapability({
     name,
     description: `Echoes its text (${risk} risk).`,
     risk,
     inputSchema: z.object({ text: z.string().min(1) }),
     outputSchema: z.object({ echo: z.string() }),
-    annotations: ANNOTATIONS,
+    annotations,
     handler(input) {
       calls.push({ capability: name, input });
       return Promise.resolve({ echo: input.text });
@@ -138,6 +144,8 @@ function summary(events: readonly AuditEvent[]): string[] {
       ? `${e.stepId} decision ${e.verdict.decision}`
       : e.type === "step.outcome"
         ? `${e.stepId} outcome ${e.status}`
+        : e.type === "step.read"
+          ? `${e.stepId} read ${e.verdict.decision} ${e.status}`
         : e.type === "approval.refused"
           ? `${e.approvalId} refused ${e.channel} from ${e.principal}: ${e.code}`
           : `${e.approvalId} ${e.approved ? "approved" : "rejected"} by ${e.resolvedBy}`,
@@ -405,6 +413,158 @@ describe("the audit sink", () => {
   });
 });
 
+describe("a read-only step: decision and outcome in one entry", () => {
+  const lookup = echo("test.lookup", "low", READ_ONLY);
+  // Reads, but the call itself leaves for the outside world (a model provider, an HTTP host).
+  const fetchOut = echo("test.fetch", "low", { ...READ_ONLY, openWorldHint: true });
+  const throwing = defineCapability({
+    name: "test.lookup_fails",
+    description: "A read that fails.",
+    risk: "low",
+    inputSchema: z.object({}),
+    outputSchema: z.object({}),
+    annotations: READ_ONLY,
+    handler(input) {
+      calls.push({ capability: "test.lookup_fails", input });
+      return Promise.reject(new Error("store down"));
+    },
+  });
+  const reads = createCapabilityRegistry([lookup, fetchOut, throwing, echo("test.echo", "low")]);
+
+  /** A sink that notes how many handler calls had happened when each event was recorded, and can hold records back. */
+  function watchingSink() {
+    const inner = createInMemoryAuditSink();
+    const seen: Array<{ type: string; handlerCalls: number }> = [];
+    let hold: Promise<void> | undefined;
+    const sink: AuditSink = {
+      async record(event) {
+        seen.push({ type: event.type, handlerCalls: calls.length });
+        if (hold) await hold;
+        return inner.record(event);
+      },
+    };
+    return { sink, inner, seen, holdWith: (p: Promise<void>) => (hold = p) };
+  }
+
+  it("only memory.recall of the built-ins qualifies: nothing that writes, reaches a model or the network", () => {
+    expect(BUILT_IN_CAPABILITIES.filter((c) => hasNoSideEffect(c.annotations)).map((c) => c.name)).toEqual(["memory.recall"]);
+  });
+
+  it("records one step.read entry carrying both the decision and the outcome", async () => {
+    const tenant = uniqueTenant();
+    const version = await putPolicy(tenant, {});
+    const { deps, audit } = harness(tenant, { registry: reads });
+    const result = await executeStep({ id: "s1", capability: "test.lookup", input: { text: "hi" } }, deps);
+    expect(result).toMatchObject({ status: "executed", ran: true, output: { echo: "hi" }, verdict: { decision: "ALLOW" } });
+    expect(audit.events()).toEqual([
+      {
+        type: "step.read",
+        call: { tenant, principal: "agent", sessionId: "session-1" },
+        stepId: "s1",
+        capability: "test.lookup",
+        risk: "low",
+        argsHash: sha256('{"text":"hi"}'),
+        verdict: { decision: "ALLOW", matchedRule: "default", reason: expect.any(String) as string, policyVersion: version },
+        status: "executed",
+        ran: true,
+        succeeded: true,
+      },
+    ]);
+  });
+
+  it("returns the result only once the entry is durable, and records it after the read", async () => {
+    const { sink, inner, seen, holdWith } = watchingSink();
+    let release!: () => void;
+    holdWith(new Promise<void>((r) => (release = r)));
+    const { deps } = harness(uniqueTenant(), { registry: reads, audit: sink });
+    let settled = false;
+    const pending = executeStep({ id: "s1", capability: "test.lookup", input: { text: "hi" } }, deps).finally(() => (settled = true));
+    await expect.poll(() => seen.length).toBe(1);
+    expect(seen).toEqual([{ type: "step.read", handlerCalls: 1 }]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(settled).toBe(false);
+    expect(inner.events()).toEqual([]);
+    release();
+    expect(await pending).toMatchObject({ status: "executed", output: { echo: "hi" } });
+    expect(summary(inner.events())).toEqual(["s1 read ALLOW executed"]);
+  });
+
+  it("records a failed read in its one entry, with the error code", async () => {
+    const { deps, audit } = harness(uniqueTenant(), { registry: reads });
+    const result = await executeStep({ id: "s1", capability: "test.lookup_fails", input: {} }, deps);
+    expect(result).toMatchObject({ status: "failed", ran: true, error: { code: "internal" } });
+    expect(audit.events()).toEqual([expect.objectContaining({ type: "step.read", status: "failed", ran: true, succeeded: false, errorCode: "internal" })]);
+  });
+
+  it("fails the call closed when the entry cannot be written: the result and what it read are withheld", async () => {
+    const attempts: AuditEvent[] = [];
+    const broken: AuditSink = {
+      record(event) {
+        attempts.push(event);
+        return Promise.reject(new Error("ledger unreachable"));
+      },
+    };
+    const { deps } = harness(uniqueTenant(), { registry: reads, audit: broken });
+    const results = await executeSteps(
+      [
+        { id: "s1", capability: "test.lookup", input: { text: "secret" } },
+        // Would carry what s1 read onward; it never gets it.
+        { id: "s2", capability: "test.echo", input: { text: { $step: "s1", path: "/echo" } } },
+      ],
+      deps,
+    );
+    expect(results[0]).toMatchObject({ status: "failed", ran: true, error: { code: "unavailable" }, evaluation: { succeeded: false } });
+    expect(results[0]?.error?.message).toMatch(/^the audit log could not record the read-only step/);
+    expect(results[0]?.output).toBeUndefined();
+    expect(JSON.stringify(results)).not.toContain("secret");
+    expect(results[1]?.status).toBe("skipped");
+    expect(calls.map((c) => c.capability)).toEqual(["test.lookup"]);
+    expect(summary(attempts)).toEqual(["s1 read ALLOW executed"]);
+  });
+
+  it("still records a DENY before returning it, in two entries, and never runs", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { deniedCapabilities: ["test.lookup"] });
+    const { deps, audit } = harness(tenant, { registry: reads });
+    const result = await executeStep({ id: "s1", capability: "test.lookup", input: { text: "hi" } }, deps);
+    expect(result).toMatchObject({ status: "denied", ran: false, verdict: { decision: "DENY" } });
+    expect(calls).toEqual([]);
+    expect(summary(audit.events())).toEqual(["s1 decision DENY", "s1 outcome denied"]);
+  });
+
+  it("still records a REQUIRE_APPROVAL as decision and outcome, and a resumed read as decision then outcome", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.lookup"] });
+    const { deps, audit } = harness(tenant, { registry: reads });
+    const pendingResult = await executeStep({ id: "s1", capability: "test.lookup", input: { text: "hi" } }, deps);
+    expect(pendingResult.status).toBe("pending_approval");
+    const approvalId = pendingResult.approval!.approvalId;
+    await resolveApproval(approvalId, { approve: true, channel: "approver", by: { tenant, principal: "alice" } }, deps);
+    expect(await executeApproved(approvalId, deps)).toMatchObject({ status: "executed", output: { echo: "hi" } });
+    expect(summary(audit.events())).toEqual([
+      "s1 decision REQUIRE_APPROVAL",
+      "s1 outcome pending_approval",
+      `${approvalId} approved by alice (approver)`,
+      "s1 decision REQUIRE_APPROVAL",
+      "s1 outcome executed",
+    ]);
+  });
+
+  it("keeps two entries, the decision durable before the handler, for a read that reaches the outside world or a step with an effect", async () => {
+    for (const capability of ["test.fetch", "test.echo"]) {
+      calls = [];
+      const { sink, inner, seen } = watchingSink();
+      const { deps } = harness(uniqueTenant(), { registry: reads, audit: sink });
+      expect(await executeStep({ id: "s1", capability, input: { text: "hi" } }, deps)).toMatchObject({ status: "executed" });
+      expect(seen).toEqual([
+        { type: "step.decision", handlerCalls: 0 },
+        { type: "step.outcome", handlerCalls: 1 },
+      ]);
+      expect(summary(inner.events())).toEqual(["s1 decision ALLOW", "s1 outcome executed"]);
+    }
+  });
+});
+
 describe("cancellation", () => {
   it("fails with cancelled when the caller aborts, without waiting for the deadline", async () => {
     const controller = new AbortController();
@@ -453,7 +613,7 @@ describe("resuming an approved step", () => {
       // The second resume is refused at the approval's state, before policy is asked.
       "s1 outcome failed",
     ]);
-    expect(audit.events().slice(3).every((e) => e.type !== "approval.resolution" && e.approvalId === approvalId)).toBe(true);
+    expect(audit.events().slice(3).every((e) => e.type !== "approval.resolution" && "approvalId" in e && e.approvalId === approvalId)).toBe(true);
   });
 
   it("refuses self-approval, and runs after another principal approved", async () => {

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ATTR, ChaosError, sameAsker, withSpan, type CallContext, type ErrorCode, type ServiceClient } from "@chaos-core/kit";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { ApprovalChannel as PolicyChannel, Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import type { Capability, CapabilityFacts, CapabilityRisk } from "../capabilities/capability.js";
+import { hasNoSideEffect, type Capability, type CapabilityFacts, type CapabilityRisk } from "../capabilities/capability.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import {
@@ -26,6 +26,7 @@ import {
   type AuditSink,
   type StepDecisionEvent,
   type StepOutcomeEvent,
+  type StepReadEvent,
 } from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
@@ -253,14 +254,51 @@ function finisher(step: { readonly id: string; readonly capability: string }, de
       await deps.audit.record(outcome(result, hash, created));
       return result;
     } catch (err) {
-      const e = ChaosError.from(err);
-      const { output: _dropped, ...rest } = result;
-      return {
-        ...rest,
-        status: result.status === "executed" ? "failed" : result.status,
-        evaluation: failed(...result.evaluation.problems, "audit: the step's outcome could not be recorded"),
-        error: result.error ?? { code: "unavailable", message: `the audit log could not record the outcome (${e.message})` },
-      };
+      return unrecorded(result, err, "the step's outcome could not be recorded", "the outcome");
+    }
+  };
+}
+
+/** A result whose record failed: never a success, and its output is not returned. */
+function unrecorded(result: StepResult, err: unknown, problem: string, what: string): StepResult {
+  const e = ChaosError.from(err);
+  const { output: _dropped, ...rest } = result;
+  return {
+    ...rest,
+    status: result.status === "executed" ? "failed" : result.status,
+    evaluation: failed(...result.evaluation.problems, `audit: ${problem}`),
+    error: result.error ?? { code: "unavailable", message: `the audit log could not record ${what} (${e.message})` },
+  };
+}
+
+/**
+ * Finishes an allowed step of a capability with no side effect: its decision and its outcome go
+ * into one `step.read` entry, and the result is returned only once that entry is durable. If the
+ * entry cannot be written the result is withheld (fail closed): the step is `failed`
+ * (`unavailable`) without its output, so what the read found never reaches the caller or a later
+ * step of the plan.
+ */
+function readFinisher(step: ExecutableStep, capability: Capability, verdict: PolicyVerdict, hash: string, deps: ExecutorDeps): Finish {
+  const call = auditCall(deps.call);
+  return async (result) => {
+    const event: StepReadEvent = {
+      type: "step.read",
+      call,
+      stepId: step.id,
+      capability: capability.name,
+      risk: capability.risk,
+      argsHash: hash,
+      verdict,
+      status: result.status === "executed" ? "executed" : "failed",
+      ran: true,
+      succeeded: result.evaluation.succeeded,
+      ...(result.error ? { errorCode: result.error.code } : {}),
+    };
+    try {
+      await deps.audit.record(event);
+      return result;
+    } catch (err) {
+      return unrecorded(result, err, "the read-only step's decision and outcome could not be recorded, so its result is withheld", "the read-only step");
     }
   };
 }
@@ -437,6 +475,14 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
     return finish(failure(step, err, "policy: no decision could be obtained, so nothing ran"), hash);
   }
 
+  // A step with no side effect that policy allowed records its decision and its outcome in one
+  // entry, after the handler and before the result is returned (docs/ledger.md, "One entry for a
+  // read-only step"): it has no effect that the decision would have to precede, and what it
+  // read leaves only with its result, which waits for the entry.
+  if (verdict.decision === "ALLOW" && hasNoSideEffect(capability.annotations)) {
+    return runHandler(step, capability, input, parsedChecks.data, verdict, hash, deps, readFinisher(step, capability, verdict, hash, deps));
+  }
+
   const decisionEvent: StepDecisionEvent = {
     type: "step.decision",
     call,
@@ -503,8 +549,12 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
  * step closed); DENY never runs; REQUIRE_APPROVAL creates a pending approval and stops (for
  * bookkeeping: the step is `denied` with `approval_required`, no approval is created); ALLOW
  * runs the handler under the step deadline and evaluates the result deterministically. The
- * outcome is recorded too. Nothing in the input (such as `confirmed: true`) can stand in for an
- * approval. Never throws: every failure is a result.
+ * outcome is recorded too. An allowed step of a capability with no side effect
+ * (`hasNoSideEffect`: read-only, not destructive, closed world) records decision and outcome in
+ * one `step.read` entry instead, after the handler and before the result is returned; if that
+ * entry cannot be written the result is withheld (`failed`, `unavailable`). Nothing in the input
+ * (such as `confirmed: true`) can stand in for an approval. Never throws: every failure is a
+ * result.
  */
 export async function executeStep(step: ExecutableStep, deps: ExecutorDeps, options: ExecuteStepOptions = {}): Promise<StepResult> {
   return withSpan(
@@ -708,7 +758,9 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
     }
   }
 
-  // Consumed before the handler starts: of concurrent resumes, exactly one gets past here.
+  // Consumed before the handler starts: of concurrent resumes, exactly one gets past here. (A
+  // resume keeps decision-then-outcome even for a read-only capability: using up the approval and
+  // its receipt's nonce are effects, and the decision above was recorded before them.)
   try {
     await deps.approvals.consume(tenant, approvalId);
   } catch (err) {

@@ -1,8 +1,9 @@
 /**
  * Cognition on the real ledger: every executor decision and outcome lands in the tenant's
- * audit chain, an approval becomes a signed receipt, and the approved step runs only when the
- * ledger authorizes that receipt — exactly once, however many resumes race. Real policy and
- * memory services and a real ledger on Postgres and Redis; no fakes.
+ * audit chain (a read-only step's both in one entry), an approval becomes a signed receipt, and
+ * the approved step runs only when the ledger authorizes that receipt — exactly once, however
+ * many resumes race. Real policy and memory services and a real ledger on Postgres and Redis; no
+ * fakes.
  */
 import { createInProcessClient, createLogger, type CallContext, type ServiceClient } from "@chaos-core/kit";
 import { ApprovalChannel, CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
@@ -23,7 +24,16 @@ let services: RealServices;
 let ledger: LedgerFixture;
 let client: ServiceClient<typeof CognitionService>;
 let runs: unknown[] = [];
+/** When set, each handler notes the event types its tenant's ledger held as it started. */
+let peek: ((tenant: string) => Promise<string[]>) | undefined;
+let ledgerAtRun: string[][] = [];
 
+async function started(input: unknown, tenant: string): Promise<void> {
+  runs.push(input);
+  if (peek) ledgerAtRun.push(await peek(tenant));
+}
+
+// A read with no side effect (read-only, closed world): decision and outcome in one entry.
 const echo = defineCapability({
   name: "test.echo",
   description: "Echoes its text.",
@@ -31,15 +41,29 @@ const echo = defineCapability({
   inputSchema: z.object({ text: z.string().min(1) }),
   outputSchema: z.object({ echo: z.string() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  handler(input) {
-    runs.push(input);
-    return Promise.resolve({ echo: input.text });
+  async handler(input, ctx) {
+    await started(input, ctx.call.tenant);
+    return { echo: input.text };
+  },
+});
+
+// A step with an effect: its decision is durable before the handler starts.
+const note = defineCapability({
+  name: "test.note",
+  description: "Notes its text somewhere.",
+  risk: "medium",
+  inputSchema: z.object({ text: z.string().min(1) }),
+  outputSchema: z.object({ noted: z.string() }),
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async handler(input, ctx) {
+    await started(input, ctx.call.tenant);
+    return { noted: input.text };
   },
 });
 
 function depsOn(ledgerClient: LedgerFixture["client"]): CognitionDeps {
   return {
-    registry: createCapabilityRegistry([echo]),
+    registry: createCapabilityRegistry([echo, note]),
     provider: new HeuristicProvider(),
     policy: services.policy,
     memory: services.memory,
@@ -67,6 +91,8 @@ let n = 0;
 const freshTenant = () => `cogledger-${process.pid}-${++n}`;
 const as = (tenant: string, principal = "agent", sessionId = "session-a"): { ctx: CallContext } => ({ ctx: { tenant, principal, sessionId } });
 const STEP = { id: "s1", capability: "test.echo", input: { text: "ship it" } };
+const NOTE = { id: "s1", capability: "test.note", input: { text: "ship it" } };
+const types = async (tenant: string) => (await allEvents(ledger.client, as(tenant))).map((e) => String(e.type));
 
 async function pendingApproval(tenant: string): Promise<string> {
   await services.putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
@@ -76,18 +102,70 @@ async function pendingApproval(tenant: string): Promise<string> {
 }
 
 describe("cognition with the ledger", () => {
-  it("records every decision and outcome in the tenant's chain, which verifies", async () => {
+  it("records a step with an effect as its decision, durable before the handler starts, then its outcome; the chain verifies", async () => {
     const tenant = freshTenant();
     await services.putPolicy(tenant, {});
     runs = [];
-    const res = await client.execute({ target: { case: "steps", value: { steps: [STEP] } } }, as(tenant));
-    expect(res.results[0]?.status).toBe("executed");
+    ledgerAtRun = [];
+    peek = types;
+    try {
+      const res = await client.execute({ target: { case: "steps", value: { steps: [NOTE] } } }, as(tenant));
+      expect(res.results[0]?.status).toBe("executed");
+    } finally {
+      peek = undefined;
+    }
+    expect(ledgerAtRun).toEqual([["step.decision"]]);
     const events = await allEvents(ledger.client, as(tenant));
     expect(events.map((e) => e.type)).toEqual(["step.decision", "step.outcome"]);
-    expect(events[0]).toMatchObject({ capability: "test.echo", verdict: { decision: "ALLOW" } });
-    expect(events[1]).toMatchObject({ capability: "test.echo", status: "executed", ran: true, succeeded: true });
+    expect(events[0]).toMatchObject({ capability: "test.note", verdict: { decision: "ALLOW" } });
+    expect(events[1]).toMatchObject({ capability: "test.note", status: "executed", ran: true, succeeded: true });
     const chain = await ledger.client.verifyChain({}, as(tenant));
     expect(chain).toMatchObject({ ok: true, entries: 2n });
+  });
+
+  it("records a read-only step in one entry carrying both the decision and the outcome, durable before the result; the chain verifies", async () => {
+    const tenant = freshTenant();
+    const version = await services.putPolicy(tenant, {});
+    runs = [];
+    ledgerAtRun = [];
+    peek = types;
+    try {
+      const res = await client.execute({ target: { case: "steps", value: { steps: [STEP] } } }, as(tenant));
+      expect(res.results[0]).toMatchObject({ status: "executed", ran: true });
+    } finally {
+      peek = undefined;
+    }
+    // Nothing was recorded before the read; the one entry was durable when the answer came back.
+    expect(ledgerAtRun).toEqual([[]]);
+    const { entries } = await ledger.client.listEntries({ afterSeq: 0n, limit: 10 }, as(tenant));
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({ tenant, principal: "agent", session: "session-a" });
+    expect(entries[0]?.event).toMatchObject({
+      type: "step.read",
+      stepId: "s1",
+      capability: "test.echo",
+      risk: "medium",
+      argsHash: expect.stringMatching(/^[0-9a-f]{64}$/) as string,
+      verdict: { decision: "ALLOW", matchedRule: "default", policyVersion: version },
+      status: "executed",
+      ran: true,
+      succeeded: true,
+    });
+    const chain = await ledger.client.verifyChain({}, as(tenant));
+    expect(chain).toMatchObject({ ok: true, entries: 1n });
+  });
+
+  it("records a denied read-only step as decision and outcome, and never runs it", async () => {
+    const tenant = freshTenant();
+    await services.putPolicy(tenant, { deniedCapabilities: ["test.echo"] });
+    runs = [];
+    const res = await client.execute({ target: { case: "steps", value: { steps: [STEP] } } }, as(tenant));
+    expect(res.results[0]).toMatchObject({ status: "denied", ran: false });
+    expect(runs).toEqual([]);
+    const events = await allEvents(ledger.client, as(tenant));
+    expect(events.map((e) => e.type)).toEqual(["step.decision", "step.outcome"]);
+    expect(events[0]).toMatchObject({ capability: "test.echo", verdict: { decision: "DENY", matchedRule: "deniedCapabilities" } });
+    expect(events[1]).toMatchObject({ capability: "test.echo", status: "denied", ran: false });
   });
 
   it("runs an approved step on its receipt exactly once, of 20 concurrent resumes", async () => {
@@ -155,19 +233,30 @@ describe("cognition with the ledger", () => {
     ).rejects.toMatchObject({ code: "permission_denied" });
   });
 
-  it("fails closed when the ledger cannot be written: nothing runs", async () => {
+  it("fails closed when the ledger cannot be written: a step with an effect never runs, a read-only step's result is withheld", async () => {
     const broken = await createLedgerFixture({ name: "chaoscore_cognition_ledger_down" });
     const brokenClient = createInProcessClient(CognitionService, createCognitionHandlers(depsOn(broken.client)));
     const tenant = freshTenant();
     await services.putPolicy(tenant, {});
     // The ledger's database goes away under the running service.
     await broken.db.close();
-    runs = [];
-    const res = await brokenClient.execute({ target: { case: "steps", value: { steps: [STEP] } } }, as(tenant));
-    expect(res.results[0]?.status).toBe("failed");
-    expect(res.results[0]?.ran).toBe(false);
-    expect(runs).toHaveLength(0);
-    await broken.database.drop();
-    broken.redis?.disconnect();
+    try {
+      runs = [];
+      const effect = await brokenClient.execute({ target: { case: "steps", value: { steps: [NOTE] } } }, as(tenant));
+      expect(effect.results[0]).toMatchObject({ status: "failed", ran: false, errorCode: "unavailable" });
+      expect(runs).toHaveLength(0);
+
+      // The read ran (it changed nothing), but its single entry could not be written: the call
+      // fails and what it read is not returned.
+      runs = [];
+      const read = await brokenClient.execute({ target: { case: "steps", value: { steps: [STEP] } } }, as(tenant));
+      expect(read.results[0]).toMatchObject({ status: "failed", ran: true, errorCode: "unavailable" });
+      expect(read.results[0]?.errorMessage).toMatch(/^the audit log could not record the read-only step/);
+      expect(read.results[0]?.output).toBeUndefined();
+      expect(runs).toHaveLength(1);
+    } finally {
+      await broken.database.drop();
+      broken.redis?.disconnect();
+    }
   });
 });

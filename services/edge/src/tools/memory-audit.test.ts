@@ -106,13 +106,37 @@ describe("the memory tools through the executor", () => {
       argsHash: decision!["argsHash"],
     });
 
-    // A recall is audited the same way, after the remember.
+    // A recall is read-only (no side effect): its decision and outcome are one entry, durable
+    // before the answer came back.
     const recalled = ok(await c.call("chaoscore_recall", { key: "deploy" }));
     expect(recalled).toEqual({ items: [item] });
-    const after = (await entries(tenant)).map((e) => e.event);
+    const after = await entries(tenant);
     expect(after.slice(2)).toEqual([
-      expect.objectContaining({ type: "step.decision", capability: "memory.recall", verdict: expect.objectContaining({ decision: "ALLOW" }) }),
-      expect.objectContaining({ type: "step.outcome", capability: "memory.recall", status: "executed" }),
+      {
+        principal: "agent",
+        event: {
+          type: "step.read",
+          stepId: "s1",
+          capability: "memory.recall",
+          risk: "low",
+          argsHash: expect.stringMatching(/^[0-9a-f]{64}$/) as string,
+          verdict: expect.objectContaining({ decision: "ALLOW", matchedRule: "default" }) as unknown,
+          status: "executed",
+          ran: true,
+          succeeded: true,
+        },
+      },
+    ]);
+  });
+
+  it("a denied recall is recorded as its decision and its outcome, and reads nothing", async () => {
+    const tenant = uniqueTenant("recall-denied");
+    const version = await services.putPolicy(tenant, { deniedCapabilities: ["memory.recall"] });
+    const c = await connect(tenant);
+    expect(errorOf(await c.call("chaoscore_recall", { key: "deploy" })).code).toBe("policy_denied");
+    expect((await entries(tenant)).map((e) => e.event)).toEqual([
+      expect.objectContaining({ type: "step.decision", capability: "memory.recall", verdict: expect.objectContaining({ decision: "DENY", policyVersion: version }) }),
+      expect.objectContaining({ type: "step.outcome", capability: "memory.recall", status: "denied", ran: false }),
     ]);
   });
 
