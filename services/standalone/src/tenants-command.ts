@@ -54,7 +54,7 @@ ${WHERE}
 export const KEYS_USAGE = `Usage: chaos-core keys <command> --tenant ID [options]
 
 Commands:
-  create         Issue an API key: --principal NAME [--role approver] [--expires-in 30d | 12h]
+  create         Issue an API key: --principal NAME [--role approver] [--expires-in 30d | 12h | 90m | 45s]
                  The key (cc_<id>_...) is printed once, on stdout; only its SHA-256 is stored
   list           The tenant's keys: id, principal, roles, status, created, expires, last used
   revoke <id>    Refuse the key (its id, the 8 characters after cc_) from its next request on
@@ -221,9 +221,9 @@ function days(values: Values, flag: "memory-retention-days" | "council-retention
 /** `--expires-in 30d | 12h | 90m` as a date from now. */
 function expiresIn(v: string | undefined): Date | undefined {
   if (v === undefined) return undefined;
-  const m = /^([1-9][0-9]{0,5})([dhm])$/.exec(v);
-  if (!m) throw new UsageError(`--expires-in must be a number and a unit, like 30d, 12h or 90m; got "${v}"`);
-  const unit = { d: 86_400_000, h: 3_600_000, m: 60_000 }[m[2] as "d" | "h" | "m"];
+  const m = /^([1-9][0-9]{0,5})([dhms])$/.exec(v);
+  if (!m) throw new UsageError(`--expires-in must be a number and a unit, like 30d, 12h, 90m or 45s; got "${v}"`);
+  const unit = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1_000 }[m[2] as "d" | "h" | "m" | "s"];
   return new Date(Date.now() + Number(m[1]) * unit);
 }
 

@@ -1,0 +1,246 @@
+import { randomBytes } from "node:crypto";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/data-dir-template.js";
+import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import {
+  allStarted,
+  httpClient,
+  removeDir,
+  runToExit,
+  startServe,
+  startServiceMain,
+  stopProcess,
+  tempDir,
+  type ServeProcess,
+  type ServiceMain,
+} from "../support/processes.js";
+import { TEST_REDIS_URL } from "../support/redis.js";
+
+// Issue 13, "What must be shown": tenants administered (chaos-core tenants / keys), operator-issued
+// keys hashed and shown once, several tenants on the embedded stores of one standalone, and a
+// revoked key or a disabled tenant refused on the very next request, mid-session — on one process
+// and across two processes sharing Postgres and Redis; the cluster's admin gRPC API.
+
+const tag = randomBytes(3).toString("hex");
+const structured = (r: unknown) => ((r as CallToolResult).structuredContent ?? {}) as Record<string, unknown>;
+const call = (c: Client, name: string, args: Record<string, unknown>) => c.callTool({ name, arguments: args });
+
+/** Runs the CLI and returns its stdout, failing with its stderr when it does not exit 0. */
+async function cli(args: string[], env: Record<string, string | undefined>): Promise<string> {
+  const r = await runToExit(args, env);
+  expect(r.code, `chaos-core ${args.join(" ")}\n${r.stderr}`).toBe(0);
+  return r.stdout;
+}
+
+/** The key `chaos-core keys create` printed (alone on stdout). */
+async function newKey(tenant: string, principal: string, env: Record<string, string | undefined>, extra: string[] = []): Promise<string> {
+  const out = (await cli(["keys", "create", "--tenant", tenant, "--principal", principal, ...extra], env)).trim();
+  expect(out).toMatch(/^cc_[a-z2-7]{8}_[A-Za-z0-9_-]{43}$/);
+  return out;
+}
+
+const keyId = (key: string) => key.split("_")[1]!;
+
+describe("the tenant registry on one standalone's embedded stores", () => {
+  const acme = `acme-${tag}`;
+  const bravo = `bravo-${tag}`;
+  let dir: string;
+  let serve: ServeProcess;
+  let env: Record<string, string>;
+  let annKey: string;
+  let bobKey: string;
+  const clients: Client[] = [];
+  const connect = async (key: string) => {
+    const c = await httpClient(serve.url, { Authorization: `Bearer ${key}` });
+    clients.push(c);
+    return c;
+  };
+
+  beforeAll(async () => {
+    dir = tempDir("chaos-core-registry-");
+    await seedDataDir(dir);
+    env = { CHAOS_CORE_DATA_DIR: dir };
+    // Before the first start: the command opens the embedded database itself.
+    await cli(["tenants", "create", acme, "--name", "Acme"], env);
+    serve = await startServe(env);
+    // While it runs: through its admin endpoint.
+    await cli(["tenants", "create", bravo, "--memory-retention-days", "30"], env);
+    annKey = await newKey(acme, "ann", env, ["--role", "approver"]);
+    bobKey = await newKey(bravo, "bob", env);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    await serve?.stop();
+    if (dir) removeDir(dir);
+  });
+
+  it("lists and shows tenants; a key is shown once and only its digest is kept", async () => {
+    const listed = JSON.parse(await cli(["tenants", "list", "--json"], env)) as { tenants: Array<Record<string, unknown>> };
+    expect(listed.tenants).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ id: acme, display_name: "Acme", status: "enabled" }),
+        expect.objectContaining({ id: bravo, status: "enabled", settings: { memory_retention_days: 30, council_retention_days: 0, toolsets: [] } }),
+      ]),
+    );
+    const keys = JSON.parse(await cli(["keys", "list", "--tenant", acme, "--json"], env)) as { keys: Array<Record<string, unknown>> };
+    expect(keys.keys).toEqual([expect.objectContaining({ key_id: keyId(annKey), prefix: `cc_${keyId(annKey)}_`, principal: "ann", roles: ["approver"], status: "active" })]);
+    expect(JSON.stringify(keys)).not.toContain(annKey.slice(12));
+    const shown = JSON.parse(await cli(["tenants", "show", acme, "--json"], env)) as { active_keys: number };
+    expect(shown.active_keys).toBe(1);
+  });
+
+  it("serves each key's tenant on the embedded stores, apart from the other", async () => {
+    const ann = await connect(annKey);
+    const bob = await connect(bobKey);
+    expect((await call(ann, "chaoscore_remember", { key: "plan", value: "acme's plan" })).isError).toBeFalsy();
+    const bobsView = await call(bob, "chaoscore_recall", { key: "plan" });
+    expect(JSON.stringify(bobsView)).not.toContain("acme's plan");
+    expect(JSON.stringify(await call(ann, "chaoscore_recall", { key: "plan" }))).toContain("acme's plan");
+    // The key was used: its last-used time is set.
+    const keys = JSON.parse(await cli(["keys", "list", "--tenant", acme, "--json"], env)) as { keys: Array<{ last_used_at: string | null }> };
+    expect(keys.keys[0]!.last_used_at).not.toBeNull();
+  });
+
+  it("refuses a revoked key on its very next request, in the session it opened", async () => {
+    const key = await newKey(acme, "carl", env);
+    const carl = await connect(key);
+    expect((await call(carl, "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
+    await cli(["keys", "revoke", `cc_${keyId(key)}`, "--tenant", acme], env);
+    await expect(call(carl, "chaoscore_recall", { key: "plan" })).rejects.toThrow(/401|revoked/);
+    // Other keys of the tenant are untouched.
+    const ann = await connect(annKey);
+    expect((await call(ann, "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
+  });
+
+  it("refuses a disabled tenant's every key on the next request, and serves it again once enabled", async () => {
+    const bob = await connect(bobKey);
+    expect((await call(bob, "chaoscore_recall", { key: "x" })).isError).toBeFalsy();
+    await cli(["tenants", "disable", bravo], env);
+    await expect(call(bob, "chaoscore_recall", { key: "x" })).rejects.toThrow(/403|disabled/);
+    await expect(connect(bobKey)).rejects.toThrow(/403|disabled/);
+    // Another tenant is not affected.
+    expect((await call(await connect(annKey), "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
+    await cli(["tenants", "enable", bravo], env);
+    expect((await call(bob, "chaoscore_recall", { key: "x" })).isError).toBeFalsy();
+  });
+
+  it("refuses an expired key and a key nobody issued, and never takes a cc_ key for the local user", async () => {
+    const key = await newKey(acme, "dora", env, ["--expires-in", "3s"]);
+    const dora = await connect(key);
+    expect((await call(dora, "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
+    await new Promise((r) => setTimeout(r, 3_200));
+    await expect(call(dora, "chaoscore_recall", { key: "plan" })).rejects.toThrow(/401|expired/);
+    // Unauthenticated loopback is the local user of tenant "default"; a made-up or mistyped
+    // operator key is refused, not served as that user.
+    await expect(connect(`cc_aaaaaaaa_${"x".repeat(43)}`)).rejects.toThrow(/Unauthorized: the API key is not valid/);
+    await expect(connect(`${annKey}x`)).rejects.toThrow(/Unauthorized: the API key is not valid/);
+  });
+
+  it("names the problem in bad input and exits 1 or 2", async () => {
+    const dup = await runToExit(["tenants", "create", acme], env);
+    expect(dup.code).toBe(1);
+    expect(dup.stderr).toContain(`tenant "${acme}" already exists`);
+    const reserved = await runToExit(["keys", "create", "--tenant", acme, "--principal", "operator"], env);
+    expect(reserved.code).toBe(1);
+    expect(reserved.stderr).toMatch(/principal: "operator" is reserved/);
+    const toolset = await runToExit(["tenants", "settings", acme, "--toolsets", "core,bogus"], env);
+    expect(toolset.code).toBe(1);
+    expect(toolset.stderr).toMatch(/toolsets\[1\]: "bogus" is not a toolset/);
+    const usage = await runToExit(["keys", "create", "--tenant", acme], env);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("--principal is required");
+  });
+});
+
+describe("revocation across two processes sharing Postgres and Redis", () => {
+  const tenant = `shared-${tag}`;
+  let db: TestDatabase;
+  let dirs: string[];
+  let one: ServeProcess;
+  let two: ServeProcess;
+  let env: Record<string, string>;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase("chaoscore_registry");
+    dirs = [tempDir("chaos-core-registry-1-"), tempDir("chaos-core-registry-2-")];
+    env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL };
+    [one, two] = await allStarted([startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0]! }), startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1]! })] as const);
+    await cli(["tenants", "create", tenant], env);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    await one?.stop();
+    await two?.stop();
+    await db?.drop();
+    for (const d of dirs ?? []) removeDir(d);
+  });
+
+  it("a key revoked and a tenant disabled are refused on both processes' very next request", async () => {
+    const key = await newKey(tenant, "erin", env);
+    const onOne = await httpClient(one.url, { Authorization: `Bearer ${key}` });
+    const onTwo = await httpClient(two.url, { Authorization: `Bearer ${key}` });
+    clients.push(onOne, onTwo);
+    // Both processes have resolved and cached the key.
+    for (const c of [onOne, onTwo]) for (let i = 0; i < 3; i++) expect((await call(c, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+    await cli(["tenants", "disable", tenant], env);
+    await expect(call(onOne, "chaoscore_recall", { key: "k" })).rejects.toThrow(/403|disabled/);
+    await expect(call(onTwo, "chaoscore_recall", { key: "k" })).rejects.toThrow(/403|disabled/);
+    await cli(["tenants", "enable", tenant], env);
+    for (const c of [onOne, onTwo]) expect((await call(c, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+    await cli(["keys", "revoke", keyId(key), "--tenant", tenant], env);
+    await expect(call(onOne, "chaoscore_recall", { key: "k" })).rejects.toThrow(/401|revoked/);
+    await expect(call(onTwo, "chaoscore_recall", { key: "k" })).rejects.toThrow(/401|revoked/);
+  });
+});
+
+describe("the cluster's tenant admin API (the policy service's admin port)", () => {
+  let db: TestDatabase;
+  let policy: ServiceMain;
+  const contextKey = randomBytes(32).toString("hex");
+  let adminAddr: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase("chaoscore_registry_admin");
+    policy = await startServiceMain("policy", { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_CONTEXT_KEY: contextKey });
+    // The admin listener reports after the main one (whose address startServiceMain waited for).
+    for (let i = 0; i < 100 && !/"adminPort":\d+/.test(policy.log()); i++) await new Promise((r) => setTimeout(r, 50));
+    const port = /"adminPort":(\d+)/.exec(policy.log())?.[1];
+    expect(port, policy.log()).toBeDefined();
+    adminAddr = `127.0.0.1:${port}`;
+  }, 120_000);
+
+  afterAll(async () => {
+    if (policy) await stopProcess(policy.proc);
+    await db?.drop();
+  });
+
+  it("administers tenants and keys over gRPC for a caller holding the context key", async () => {
+    const env = { CHAOS_CORE_ADMIN_ADDR: adminAddr, CHAOS_CORE_CONTEXT_KEY: contextKey };
+    await cli(["tenants", "create", `grpc-${tag}`], env);
+    const key = await newKey(`grpc-${tag}`, "fay", env);
+    const listed = JSON.parse(await cli(["keys", "list", "--tenant", `grpc-${tag}`, "--json"], env)) as { keys: Array<{ key_id: string }> };
+    expect(listed.keys.map((k) => k.key_id)).toEqual([keyId(key)]);
+  });
+
+  it("refuses a caller without the key, and any principal but the operator", async () => {
+    const wrongKey = await runToExit(["tenants", "list"], { CHAOS_CORE_ADMIN_ADDR: adminAddr, CHAOS_CORE_CONTEXT_KEY: "k".repeat(32) });
+    expect(wrongKey.code).toBe(1);
+    expect(wrongKey.stderr).toMatch(/signature is not valid/);
+    const noKey = await runToExit(["tenants", "list"], { CHAOS_CORE_ADMIN_ADDR: adminAddr });
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr).toContain("CHAOS_CORE_CONTEXT_KEY is required");
+    const agent = createGrpcClient(TenantAdminService, adminAddr, new ContextSigner(contextKey));
+    try {
+      await expect(agent.client.listTenants({}, { ctx: { tenant: "default", principal: "some-agent" } })).rejects.toThrow(/answers only the operator/);
+    } finally {
+      agent.close();
+    }
+  });
+});
