@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -26,7 +25,6 @@ import { TEST_REDIS_URL } from "../support/redis.js";
 // and across two processes sharing Postgres and Redis; the cluster's admin gRPC API.
 
 const tag = randomBytes(3).toString("hex");
-const structured = (r: unknown) => ((r as CallToolResult).structuredContent ?? {}) as Record<string, unknown>;
 const call = (c: Client, name: string, args: Record<string, unknown>) => c.callTool({ name, arguments: args });
 
 /** Runs the CLI and returns its stdout, failing with its stderr when it does not exit 0. */

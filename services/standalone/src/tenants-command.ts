@@ -9,6 +9,7 @@ import {
   openGrpcTls,
   createLogger,
   type CallContext,
+  type Db,
   type Env,
   type ServiceClient,
   type TenantGenerations,
@@ -92,7 +93,7 @@ interface Admin {
   close(): Promise<void>;
 }
 
-async function directAdmin(open: () => Promise<{ db: import("@chaos-core/kit").Db; release(): Promise<void> }>, generations: TenantGenerations, where: string): Promise<Admin> {
+async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void> }>, generations: TenantGenerations, where: string): Promise<Admin> {
   const { migratePolicy, createSqlTenantRegistry, createTenantAdminHandlers } = await import("@chaos-core/policy");
   const { db, release } = await open();
   try {
