@@ -14,14 +14,16 @@ Components:
   migrate      apply every service's migrations to DATABASE_URL once and exit
   edge         MCP over Streamable HTTP (PORT 3000) in front of the gRPC services
   cognition    gRPC, PORT 50053
-  policy       gRPC, PORT 50051
+  policy       gRPC, PORT 50051 (the tenant admin API on CHAOS_CORE_ADMIN_PORT, 50056)
   memory       gRPC, PORT 50052
   ledger       gRPC, PORT 50054
   council      gRPC, PORT 50055
-  chaos-core   the operator command line: chaos-core ledger verify, policy show, approvals ...
+  chaos-core   the operator command line: chaos-core ledger verify, policy show, approvals,
+               tenants, keys ...
 
-Every component binds HOST (default 127.0.0.1). The edge and standalone refuse a non-loopback
-HOST without CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER.
+Every component binds HOST (default 127.0.0.1). On a non-loopback HOST the edge and standalone
+require a credential on every request: a key of CHAOS_CORE_API_KEYS_FILE or of the tenant
+registry (chaos-core keys create), or an access token of CHAOS_CORE_OAUTH_ISSUER.
 EOF
 }
 

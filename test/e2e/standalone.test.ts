@@ -93,7 +93,6 @@ describe("the chaos-core command line", () => {
       [["serve", "--port", "not-a-port"], /--port: must be a port number/],
       [["serve", "--port"], /--port/],
       [["serve", "--port", ""], /--port needs a value/],
-      [["serve", "--host", "0.0.0.0"], /--host: 0\.0\.0\.0 is not a loopback address/],
       [["chp-conformance", "--bogus"], /unknown option '--bogus'/i],
     ];
     for (const [args, problem] of cases) {

@@ -242,3 +242,32 @@ describe("the cluster's tenant admin API (the policy service's admin port)", () 
     }
   });
 });
+
+describe("a standalone bound beyond loopback with no keys file and no issuer", () => {
+  let dir: string;
+  let serve: ServeProcess;
+
+  beforeAll(async () => {
+    dir = tempDir("chaos-core-registry-open-");
+    await seedDataDir(dir);
+    await cli(["tenants", "create", `wide-${tag}`], { CHAOS_CORE_DATA_DIR: dir });
+    serve = await startServe({ CHAOS_CORE_DATA_DIR: dir, HOST: "0.0.0.0" });
+  }, 120_000);
+
+  afterAll(async () => {
+    await serve?.stop();
+    if (dir) removeDir(dir);
+  });
+
+  it("serves nobody unauthenticated, and the registry's keys", async () => {
+    const url = serve.url.replace("0.0.0.0", "127.0.0.1");
+    await expect(httpClient(url)).rejects.toThrow(/Unauthorized: send Authorization: Bearer/);
+    const key = await newKey(`wide-${tag}`, "gus", { CHAOS_CORE_DATA_DIR: dir });
+    const client = await httpClient(url, { Authorization: `Bearer ${key}` });
+    try {
+      expect((await call(client, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+    } finally {
+      await client.close();
+    }
+  });
+});

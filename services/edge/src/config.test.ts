@@ -128,8 +128,10 @@ describe("loadEdgeConfig", () => {
     }
   });
 
-  it("refuses a non-loopback HOST without API keys, and says why", () => {
-    expect(() => loadEdgeConfig({ HOST: "0.0.0.0" })).toThrow(/HOST: 0\.0\.0\.0 is not a loopback address.*CHAOS_CORE_API_KEYS_FILE/);
+  it("takes a non-loopback HOST without a keys file or an issuer (the registry's keys are then required)", () => {
+    const config = loadEdgeConfig({ HOST: "0.0.0.0" });
+    expect(config.http.host).toBe("0.0.0.0");
+    expect(config.http.apiKeysFile).toBeUndefined();
     expect(loadEdgeConfig({ HOST: "localhost" }).http.host).toBe("localhost");
   });
 

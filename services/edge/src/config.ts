@@ -182,15 +182,9 @@ const EdgeEnvSchema = z
     LOG_LEVEL: envVars.logLevel(),
   })
   .superRefine((env, ctx) => {
-    if (!isLoopbackHost(env.HOST) && !env.CHAOS_CORE_API_KEYS_FILE && !env.CHAOS_CORE_OAUTH_ISSUER) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["HOST"],
-        message:
-          `${env.HOST} is not a loopback address, and without CHAOS_CORE_API_KEYS_FILE or CHAOS_CORE_OAUTH_ISSUER anyone who can reach ` +
-          "the port would act as tenant default; set one of them or bind HOST=127.0.0.1",
-      });
-    }
+    // A non-loopback HOST without a keys file or an issuer is not refused: the HTTP transport then
+    // requires a credential on every request and only the tenant registry's keys are accepted
+    // (startHttpTransport, "required"); nobody reaches tenant default unauthenticated.
     if (!env.CHAOS_CORE_OAUTH_ISSUER) {
       for (const name of OAUTH_DEPENDENT_VARIABLES) {
         if (env[name] !== undefined) {
