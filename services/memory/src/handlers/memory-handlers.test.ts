@@ -26,6 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
 import { migrateMemory } from "../adapters/migrations.js";
 import { createSqlMemoryStore } from "../adapters/sql-store.js";
+import type { MemoryStore } from "../domain/memory-store.js";
 import { startMemoryServer } from "../server.js";
 import { createMemoryHandlers } from "./memory-handlers.js";
 
@@ -223,6 +224,47 @@ describe("memory handlers", () => {
       });
       expect((await client().recall({ key: "k" }, ctx(tenant))).item?.key).toBe("k");
     });
+  });
+
+  it("ends the export on the server when a gRPC client stops reading and cancels it", async () => {
+    const tenant = "cancelling-reader";
+    // About 10 MB: far more than the HTTP/2 windows and socket buffers hold, so the server is
+    // waiting for the client to read when the client goes away.
+    await db.tenantTx(tenant, (q) =>
+      q.query(
+        `INSERT INTO memory.items (tenant_id, key, value, created_at, updated_at)
+         SELECT $1, 'item-' || lpad(i::text, 5, '0'), json_build_object('text', repeat('x', 2000)), $2::timestamptz, $2::timestamptz
+           FROM generate_series(1, 5000) AS i`,
+        [tenant, NOW.toISOString()],
+      ),
+    );
+    const inner = createSqlMemoryStore(db);
+    let ended = false;
+    const watched: MemoryStore = {
+      ...inner,
+      exportItems: (t) =>
+        (async function* () {
+          try {
+            yield* inner.exportItems(t);
+          } finally {
+            ended = true;
+          }
+        })(),
+    };
+    const signer = new ContextSigner(KEY);
+    const own = await startMemoryServer({ host: "127.0.0.1", port: 0, signer, store: watched, logger: createLogger("memory-test", "silent") });
+    const client = createGrpcClient(MemoryService, `127.0.0.1:${own.port}`, signer);
+    try {
+      let read = 0;
+      for await (const _ of client.client.exportData({}, ctx(tenant))) if (++read === 10) break;
+      const deadline = Date.now() + 5000;
+      while (!ended && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(ended).toBe(true);
+    } finally {
+      client.close();
+      await own.shutdown(1000);
+      await db.tenantTx(tenant, (q) => q.query("DELETE FROM memory.items"));
+    }
   });
 
   it("refuses a gRPC call signed with another key", async () => {
