@@ -21,6 +21,32 @@ export interface SessionListing {
   readonly updatedAt: Date;
 }
 
+/** One stored session as an export carries it: every column, the state as its stored JSON text. */
+export interface ExportedSession {
+  readonly id: string;
+  /** The state's JSON text exactly as stored. */
+  readonly stateJson: string;
+  readonly version: number;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** What {@link CouncilSessionStore.applyRetention} removed. */
+export interface SessionRetentionResult {
+  readonly deleted: number;
+  /** Sessions last updated before this instant were removed; the rest were kept. */
+  readonly cutoff: Date;
+}
+
+/** Options of the calls that work through a tenant's sessions in batches. */
+export interface SessionBatchOptions {
+  /** Checked between batches: once aborted, no further batch starts (the call fails `cancelled`). */
+  readonly signal?: AbortSignal;
+}
+
+/** The largest `max_age_seconds` (what its uint32 carries). */
+export const SESSION_MAX_AGE_SECONDS_MAX = 2 ** 32 - 1;
+
 /** The most sessions one {@link CouncilSessionStore.list} returns. */
 export const SESSION_LIST_MAX = 100;
 
@@ -54,6 +80,23 @@ export interface CouncilSessionStore {
    * call that reads inside a state: its top-level `title` and `currentPhase`.
    */
   list(tenant: string, query: { prefix: string; limit: number }): Promise<SessionListing[]>;
+  /**
+   * Every session of the tenant in id order, read a page at a time (each page its own
+   * transaction, bounded in rows and bytes): not one snapshot, but no session is read twice.
+   * Stopping the iteration stops the reading.
+   */
+  exportSessions(tenant: string): AsyncIterable<ExportedSession>;
+  /**
+   * Deletes every session of the tenant, a batch per transaction, until a batch finds none; how
+   * many. A failure part way leaves the batches already done deleted; calling again finishes.
+   */
+  deleteAll(tenant: string, options?: SessionBatchOptions): Promise<number>;
+  /**
+   * Deletes the tenant's sessions last updated (saved, or created) more than `maxAgeSeconds` ago
+   * (a whole number from 1 to {@link SESSION_MAX_AGE_SECONDS_MAX}, else `invalid_argument` naming
+   * `max_age_seconds`), in batches as {@link deleteAll} does. A session saved meanwhile is kept.
+   */
+  applyRetention(tenant: string, maxAgeSeconds: number, options?: SessionBatchOptions): Promise<SessionRetentionResult>;
 }
 
 /** The largest session state the store accepts, as JSON text. */

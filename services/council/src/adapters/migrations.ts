@@ -16,7 +16,9 @@ export const COUNCIL_SCHEMA = "council";
  * - The primary key starts with `tenant_id`, so the same id under two tenants can never
  *   collide, and a collision could not tell one tenant that another holds an id.
  * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.
- * - `sessions_recent` serves ListSessions' order (newest first, then id) within a tenant.
+ * - `sessions_recent` serves ListSessions' order (newest first, then id) within a tenant, and
+ *   retention's search for sessions last updated before a time.
+ * - The application role may delete sessions (0003) only for tenant deletion and retention.
  */
 export const COUNCIL_MIGRATIONS: Migration[] = [
   {
@@ -45,6 +47,14 @@ export const COUNCIL_MIGRATIONS: Migration[] = [
     // ListSessions: a tenant's sessions, most recently updated first, then by id.
     id: "0002_sessions_recent",
     sql: `CREATE INDEX sessions_recent ON council.sessions (tenant_id, updated_at DESC, id);`,
+  },
+  {
+    // DeleteData and ApplyRetention delete a tenant's sessions as the application role, so
+    // row-level security scopes the deletes as it scopes every other statement. (Retention
+    // finds old sessions through sessions_recent: timestamptz's < is leakproof, so the index
+    // serves it under row-level security.)
+    id: "0003_sessions_delete",
+    sql: `GRANT DELETE ON council.sessions TO ${APP_ROLE};`,
   },
 ];
 

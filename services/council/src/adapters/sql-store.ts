@@ -3,8 +3,11 @@ import {
   isSessionId,
   isSessionIdPrefix,
   SESSION_LIST_MAX,
+  SESSION_MAX_AGE_SECONDS_MAX,
   SESSION_STATE_MAX_BYTES,
   type CouncilSessionStore,
+  type ExportedSession,
+  type SessionBatchOptions,
   type SessionListing,
   type SessionState,
   type StoredSession,
@@ -14,6 +17,13 @@ import {
 export interface SqlCouncilStoreOptions {
   /** The clock created_at and updated_at come from; tests pin it. */
   now?: () => Date;
+  /**
+   * One page of `exportSessions`: at most `rows` sessions (default 100), and no more sessions once
+   * their states reach `bytes` (default 8 MiB; a page always holds at least one session).
+   */
+  exportPage?: { rows: number; bytes: number };
+  /** Sessions `deleteAll` and `applyRetention` delete per transaction (default 500). */
+  deleteBatch?: number;
 }
 
 interface SessionRow {
@@ -58,6 +68,51 @@ function encodeState(state: SessionState): string {
   return json;
 }
 
+function checkMaxAge(maxAge: unknown): number {
+  if (typeof maxAge !== "number" || !Number.isInteger(maxAge) || maxAge < 1 || maxAge > SESSION_MAX_AGE_SECONDS_MAX) {
+    throw new ChaosError(
+      "invalid_argument",
+      `max_age_seconds must be a whole number of seconds from 1 to ${SESSION_MAX_AGE_SECONDS_MAX} (sessions last updated longer ago are deleted); got ${String(maxAge)}`,
+    );
+  }
+  return maxAge;
+}
+
+/**
+ * One export page after session `after` (from the first id when undefined): at most `rows`
+ * sessions in id order, cut once the states before a session reach `bytes` (the first session
+ * always stays), so a page of multi-MiB states does not pull hundreds of MiB into the process.
+ */
+function exportPageStatement(tenant: string, after: string | undefined, rows: number, bytes: number): { sql: string; params: unknown[] } {
+  return {
+    sql: `SELECT id::text AS id, state::text AS state_json, version, created_at, updated_at
+            FROM (SELECT page.*, sum(octet_length(state::text)) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING)
+                                 - octet_length(state::text) AS bytes_before
+                    FROM (SELECT id, state, version, created_at, updated_at
+                            FROM council.sessions
+                           WHERE tenant_id = $1 ${after === undefined ? "" : "AND id > $4::uuid"}
+                           ORDER BY id LIMIT $2) page) sized
+           WHERE bytes_before < $3
+           ORDER BY id`,
+    params: after === undefined ? [tenant, rows, bytes] : [tenant, rows, bytes, after],
+  };
+}
+
+/**
+ * Runs `batch` (one transaction each, returning how many sessions it deleted) until one deletes
+ * nothing; the total. Not until one deletes "fewer than a batch": a session deleted meanwhile by
+ * another call shortens a batch without the tenant being done, and an empty batch is one probe.
+ */
+async function untilNoneLeft(what: string, options: SessionBatchOptions, batch: () => Promise<number>): Promise<number> {
+  let total = 0;
+  for (;;) {
+    if (options.signal?.aborted) throw new ChaosError("cancelled", `${what} was cancelled after ${total} sessions; call again to finish`);
+    const deleted = await batch();
+    if (deleted === 0) return total;
+    total += deleted;
+  }
+}
+
 /**
  * The council session store over a kit {@link Db}: the same SQL on Postgres and on embedded
  * PGlite, every statement inside a tenant transaction, so row-level security applies. A modify
@@ -66,6 +121,8 @@ function encodeState(state: SessionState): string {
  */
 export function createSqlCouncilStore(db: Db, options: SqlCouncilStoreOptions = {}): CouncilSessionStore {
   const now = options.now ?? (() => new Date());
+  const exportPage = options.exportPage ?? { rows: 100, bytes: 8 * 1024 * 1024 };
+  const deleteBatch = options.deleteBatch ?? 500;
 
   return {
     async get(tenant, id) {
@@ -142,10 +199,63 @@ export function createSqlCouncilStore(db: Db, options: SqlCouncilStoreOptions = 
             WHERE tenant_id = $1 AND id = $2::uuid`,
           [tenant, id, json, now().toISOString()],
         );
-        // The row is locked and the app role cannot delete: anything else is a broken invariant.
+        // The row is locked (a delete of it waits for this transaction): anything else is a broken invariant.
         if (updated.rowCount !== 1) throw new Error(`council: locked session ${id} updated ${updated.rowCount} rows`);
         return result;
       });
+    },
+
+    async *exportSessions(tenant): AsyncIterable<ExportedSession> {
+      let after: string | undefined;
+      for (;;) {
+        // A transaction per page: a long export never holds one open (on PGlite that would
+        // hold the only connection), and the id it resumes after is the page's last.
+        const { sql, params } = exportPageStatement(tenant, after, exportPage.rows, exportPage.bytes);
+        const res = await db.tenantTx(tenant, (q) => q.query<SessionRow>(sql, params));
+        if (res.rows.length === 0) return;
+        for (const row of res.rows) {
+          yield {
+            id: row.id,
+            stateJson: row.state_json,
+            version: Number(row.version),
+            createdAt: toDate(row.created_at),
+            updatedAt: toDate(row.updated_at),
+          };
+        }
+        after = res.rows[res.rows.length - 1]?.id;
+      }
+    },
+
+    async deleteAll(tenant, batchOptions = {}) {
+      return untilNoneLeft("the deletion", batchOptions, async () => {
+        const res = await db.tenantTx(tenant, (q) =>
+          q.query(
+            `DELETE FROM council.sessions WHERE tenant_id = $1 AND id IN (
+               SELECT id FROM council.sessions WHERE tenant_id = $1 ORDER BY id LIMIT $2)`,
+            [tenant, deleteBatch],
+          ),
+        );
+        return res.rowCount;
+      });
+    },
+
+    async applyRetention(tenant, maxAgeSeconds, batchOptions = {}) {
+      const maxAge = checkMaxAge(maxAgeSeconds);
+      const cutoff = new Date(now().getTime() - maxAge * 1000);
+      const deleted = await untilNoneLeft("the retention run", batchOptions, async () => {
+        const res = await db.tenantTx(tenant, (q) =>
+          // The outer updated_at test is checked again on a row saved while this waited for its
+          // lock (READ COMMITTED re-evaluates it), so a session saved meanwhile stays.
+          q.query(
+            `DELETE FROM council.sessions WHERE tenant_id = $1 AND updated_at < $2::timestamptz AND id IN (
+               SELECT id FROM council.sessions WHERE tenant_id = $1 AND updated_at < $2::timestamptz
+                ORDER BY updated_at LIMIT $3)`,
+            [tenant, cutoff.toISOString(), deleteBatch],
+          ),
+        );
+        return res.rowCount;
+      });
+      return { deleted, cutoff };
     },
   };
 }

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { ChaosError, type Db } from "@chaos-core/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SESSION_STATE_MAX_BYTES, type CouncilSessionStore } from "../session-store.js";
+import { exportHeaderLine, exportSessionLine } from "../export-format.js";
+import { SESSION_STATE_MAX_BYTES, type CouncilSessionStore, type ExportedSession } from "../session-store.js";
 import { migrateCouncil } from "./migrations.js";
-import { createSqlCouncilStore } from "./sql-store.js";
+import { createSqlCouncilStore, type SqlCouncilStoreOptions } from "./sql-store.js";
 
 /** A clock tests move by hand. */
 class ManualClock {
@@ -37,16 +38,16 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateCouncil(db)).toEqual(["0001_sessions", "0002_sessions_recent"]);
+      expect(await migrateCouncil(db)).toEqual(["0001_sessions", "0002_sessions_recent", "0003_sessions_delete"]);
     });
     afterAll(async () => {
       await close?.();
     });
 
-    function fresh(): { store: CouncilSessionStore; clock: ManualClock; tenant: string } {
+    function fresh(options: Omit<SqlCouncilStoreOptions, "now"> = {}): { store: CouncilSessionStore; clock: ManualClock; tenant: string } {
       const clock = new ManualClock();
       tenants += 1;
-      return { store: createSqlCouncilStore(db, { now: () => clock.now() }), clock, tenant: `tenant-${tenants}` };
+      return { store: createSqlCouncilStore(db, { ...options, now: () => clock.now() }), clock, tenant: `tenant-${tenants}` };
     }
 
     it("lists a tenant's sessions by id prefix, most recently updated first, with title and phase, at most limit", async () => {
@@ -274,6 +275,156 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
       expect((await store.get(tenant, id))?.version).toBe(2);
     });
 
+    describe("export, delete and retention", () => {
+      /** Ids that sort in the order given. */
+      const idOf = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`;
+
+      async function exported(store: CouncilSessionStore, tenant: string): Promise<ExportedSession[]> {
+        const sessions: ExportedSession[] = [];
+        for await (const session of store.exportSessions(tenant)) sessions.push(session);
+        return sessions;
+      }
+
+      /** A Db that counts the tenant transactions run through it, on the contract's database. */
+      function counting(): { db: Db; tx: () => number } {
+        let n = 0;
+        return {
+          db: { ...db, kind: db.kind, tenantTx: (t, fn) => (n++, db.tenantTx(t, fn)), adminTx: (fn) => db.adminTx(fn) },
+          tx: () => n,
+        };
+      }
+
+      it("exports every session of the caller's tenant, all columns, in id order, and none of another tenant's", async () => {
+        const { store, clock, tenant: a } = fresh({ exportPage: { rows: 2, bytes: 1 << 20 } });
+        const { tenant: b } = fresh();
+        const t0 = clock.now();
+        // Keys out of order and text a JSON round trip could disturb: the export holds the stored text.
+        const state = { zeta: 1, alpha: { a: "ünïcödé ✓", n: [2.5, -0.125] }, currentPhase: "design" };
+        for (const n of [3, 1, 5, 2, 4]) await store.create(a, idOf(n), { ...state, n });
+        await store.create(b, idOf(1), { owner: "b" });
+        await store.create(b, idOf(9), { owner: "b" });
+        clock.advance(10);
+        await store.modify(a, idOf(2), (s) => ({ state: { ...s, currentPhase: "critique" }, result: undefined }));
+
+        const sessions = await exported(store, a);
+        expect(sessions.map((s) => s.id)).toEqual([1, 2, 3, 4, 5].map(idOf));
+        expect(sessions[1]).toEqual({
+          id: idOf(2),
+          stateJson: '{"zeta":1,"alpha":{"a":"ünïcödé ✓","n":[2.5,-0.125]},"currentPhase":"critique","n":2}',
+          version: 2,
+          createdAt: t0,
+          updatedAt: clock.now(),
+        });
+        expect((await exported(store, b)).map((s) => [s.id, s.stateJson])).toEqual([
+          [idOf(1), '{"owner":"b"}'],
+          [idOf(9), '{"owner":"b"}'],
+        ]);
+        expect(await exported(store, fresh().tenant)).toEqual([]);
+
+        const lines = [exportHeaderLine(a), ...sessions.map((s) => exportSessionLine(a, s))];
+        expect(lines[0]).toBe(`{"type":"header","format":"chaos-core-council/1","tenant":"${a}"}\n`);
+        expect(lines[2]).toBe(
+          `{"type":"council.session","tenant":"${a}","id":"${idOf(2)}","version":2,"created_at":"${t0.toISOString()}",` +
+            `"updated_at":"${clock.now().toISOString()}","state":{"zeta":1,"alpha":{"a":"ünïcödé ✓","n":[2.5,-0.125]},"currentPhase":"critique","n":2}}\n`,
+        );
+        for (const line of lines) {
+          expect(line.endsWith("\n") && !line.slice(0, -1).includes("\n")).toBe(true);
+          expect(JSON.parse(line).tenant).toBe(a);
+        }
+      });
+
+      it("reads a page at a time, bounded in rows and in state bytes, and stops reading when the reader stops", async () => {
+        const { db: countingDb, tx } = counting();
+        const tenant = fresh().tenant;
+        const rowsPaged = createSqlCouncilStore(countingDb, { exportPage: { rows: 4, bytes: 1 << 20 } });
+        const ids = Array.from({ length: 10 }, (_, i) => idOf(i + 1));
+        for (const id of ids) await rowsPaged.create(tenant, id, { blob: "x".repeat(89) }); // 100 bytes as JSON
+        let before = tx();
+        expect((await exported(rowsPaged, tenant)).map((s) => s.id)).toEqual(ids);
+        expect(tx() - before).toBe(4); // 4 + 4 + 2, then the empty page that ends it
+
+        const bytesPaged = createSqlCouncilStore(countingDb, { exportPage: { rows: 100, bytes: 250 } });
+        before = tx();
+        expect((await exported(bytesPaged, tenant)).map((s) => s.id)).toEqual(ids);
+        expect(tx() - before).toBe(5); // 3 + 3 + 3 + 1 + empty
+
+        before = tx();
+        for await (const session of rowsPaged.exportSessions(tenant)) if (session.id === idOf(2)) break;
+        expect(tx() - before).toBe(1);
+      });
+
+      it("deletes every session of the caller's tenant in batches, and nothing of another tenant's", async () => {
+        const { store, tenant: a } = fresh({ deleteBatch: 2 });
+        const { tenant: b } = fresh();
+        for (let n = 1; n <= 5; n++) await store.create(a, idOf(n), { n });
+        await store.create(b, idOf(1), { owner: "b" });
+
+        expect(await store.deleteAll(a)).toBe(5);
+        expect(await exported(store, a)).toEqual([]);
+        expect(await store.get(a, idOf(1))).toBeUndefined();
+        expect(await store.get(b, idOf(1))).toMatchObject({ state: { owner: "b" } });
+        expect(await store.deleteAll(a)).toBe(0);
+        // The id is free again for the tenant.
+        expect((await store.create(a, idOf(1), { again: true })).version).toBe(1);
+      });
+
+      it("stops between batches once its signal aborts, and a second call finishes the job", async () => {
+        const { store, tenant } = fresh({ deleteBatch: 2 });
+        for (let n = 1; n <= 3; n++) await store.create(tenant, idOf(n), { n });
+        const controller = new AbortController();
+        controller.abort();
+        const err = await failure(store.deleteAll(tenant, { signal: controller.signal }));
+        expect(err.code).toBe("cancelled");
+        expect(err.message).toMatch(/call again to finish/);
+        expect(await exported(store, tenant)).toHaveLength(3);
+        expect(await store.deleteAll(tenant)).toBe(3);
+      });
+
+      it("retention deletes only the caller's sessions last updated longer ago than the age, and keeps one saved since", async () => {
+        const { store, clock, tenant: a } = fresh({ deleteBatch: 2 });
+        const { tenant: b } = fresh();
+        for (const n of [1, 2, 3, 4]) await store.create(a, idOf(n), { n });
+        await store.create(b, idOf(1), { owner: "b" });
+        clock.advance(100);
+        await store.create(a, idOf(5), { edge: true }); // exactly max_age old at the run: kept
+        clock.advance(50);
+        await store.modify(a, idOf(4), (s) => ({ state: { ...s, saved: true }, result: undefined })); // created long ago, saved lately
+        await store.create(a, idOf(6), { young: true });
+        clock.advance(50);
+
+        expect(await store.applyRetention(a, 150)).toEqual({ deleted: 3, cutoff: new Date(clock.now().getTime() - 150_000) });
+        expect((await exported(store, a)).map((s) => s.id)).toEqual([4, 5, 6].map(idOf));
+        expect((await exported(store, b)).map((s) => s.id)).toEqual([idOf(1)]);
+        expect((await store.applyRetention(a, 150)).deleted).toBe(0);
+        expect((await store.applyRetention(a, 1)).deleted).toBe(3);
+      });
+
+      it("refuses a retention age that is not a whole number of seconds above 0, naming max_age_seconds, and deletes nothing", async () => {
+        const { store, clock, tenant } = fresh();
+        await store.create(tenant, idOf(1), {});
+        clock.advance(1000);
+        for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 32]) {
+          const err = await failure(store.applyRetention(tenant, bad));
+          expect(err.code).toBe("invalid_argument");
+          expect(err.message).toMatch(/^max_age_seconds must be a whole number of seconds from 1 to 4294967295/);
+        }
+        expect(await store.get(tenant, idOf(1))).toBeDefined();
+      });
+
+      it("finds the sessions retention deletes through an index, under row-level security", async () => {
+        const { tenant } = fresh();
+        const plan = await db.tenantTx(tenant, async (q) => {
+          await q.query("SET LOCAL enable_seqscan = off");
+          const res = await q.query<{ "QUERY PLAN": string }>(
+            "EXPLAIN SELECT id FROM council.sessions WHERE tenant_id = $1 AND updated_at < now() ORDER BY updated_at LIMIT 10",
+            [tenant],
+          );
+          return res.rows.map((r) => r["QUERY PLAN"]).join("\n");
+        });
+        expect(plan).toMatch(/Index (Only )?Scan( Backward)? using sessions_recent/);
+      });
+    });
+
     describe("tenant isolation", () => {
       it("shows another tenant's session as missing, exactly like an unknown id", async () => {
         const { store, tenant: a } = fresh();
@@ -312,6 +463,9 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
           expect(Number(seen.rows[0]?.n)).toBe(0);
           const updated = await q.query(`UPDATE council.sessions SET state = '{"stolen":true}' WHERE id = '${id}'`);
           expect(updated.rowCount).toBe(0);
+          // The application role may delete (tenant deletion, retention), but only its tenant's rows.
+          const deleted = await q.query("DELETE FROM council.sessions");
+          expect(deleted.rowCount).toBe(0);
         });
         await expect(
           db.tenantTx(b, (q) =>
@@ -321,8 +475,6 @@ export function describeCouncilStoreContract(name: string, open: () => Promise<{
             ),
           ),
         ).rejects.toThrow(/row-level security/);
-        // The application role cannot delete sessions at all.
-        await expect(db.tenantTx(a, (q) => q.query("DELETE FROM council.sessions"))).rejects.toThrow(/permission denied/);
         expect(await store.get(a, id)).toMatchObject({ state: { secret: 1 }, version: 1 });
       });
 

@@ -15,6 +15,7 @@ import {
   type ServiceClient,
 } from "@chaos-core/kit";
 import {
+  ApplyRetentionResponseSchema,
   ContinueResponseSchema,
   CouncilService,
   GetBriefResponseSchema,
@@ -302,6 +303,80 @@ describe("council handlers", () => {
       expect((await failure(client.listSessions({ prefix: "%" }, owner))).message).toMatch(/^prefix must be the start of a session id/);
       expect((await failure(client.listSessions({ limit: 101 }, owner))).message).toMatch(/^limit must be at most 100/);
     }
+  });
+
+  describe.each([
+    ["in-process", () => inProcess],
+    ["gRPC", () => grpc.client],
+  ])("tenant data over the %s transport", (_name, client) => {
+    const DAY_BEFORE = new Date(NOW.getTime() - 86_400_000);
+
+    async function exportOf(tenant: string): Promise<string[]> {
+      const lines: string[] = [];
+      for await (const res of client().exportData({}, ctx(tenant))) lines.push(res.line);
+      return lines;
+    }
+
+    it("exports, applies retention to and deletes only the caller's tenant", async () => {
+      const mine = freshTenant();
+      const theirs = freshTenant();
+      // The same database written a day before NOW: what retention finds old.
+      const yesterday = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db, { now: () => DAY_BEFORE }), { now: () => DAY_BEFORE }));
+      const old = await yesterday.init({ task: MIGRATION_TASK, title: "old" }, ctx(mine));
+      const fresh = await client().init({ task: MIGRATION_TASK, title: "fresh" }, ctx(mine));
+      await client().save({ sessionId: fresh.sessionId, phase: "decompile", output: MIGRATION_OUTPUTS.decompile as never }, ctx(mine));
+      const theirsOld = await yesterday.init({ task: MIGRATION_TASK }, ctx(theirs));
+
+      const lines = await exportOf(mine);
+      expect(lines[0]).toBe(`{"type":"header","format":"chaos-core-council/1","tenant":"${mine}"}\n`);
+      const sessions = lines.slice(1).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(sessions.map((s) => s.id)).toEqual([old.sessionId, fresh.sessionId].sort());
+      const exportedFresh = sessions.find((s) => s.id === fresh.sessionId)!;
+      expect(exportedFresh).toMatchObject({
+        type: "council.session",
+        tenant: mine,
+        version: 2,
+        created_at: NOW.toISOString(),
+        updated_at: NOW.toISOString(),
+        state: { id: fresh.sessionId, title: "fresh", task: MIGRATION_TASK },
+      });
+      // The whole stored state: what a recall of the session is computed from.
+      const stored = await store.get(mine, fresh.sessionId);
+      expect(exportedFresh.state).toEqual(stored?.state);
+      expect(sessions.find((s) => s.id === old.sessionId)).toMatchObject({ version: 1, updated_at: DAY_BEFORE.toISOString() });
+      expect((await exportOf(theirs)).slice(1).map((l) => JSON.parse(l).id)).toEqual([theirsOld.sessionId]);
+
+      // An hour's retention: yesterday's session goes, today's stays; the other tenant's old one stays.
+      const retention = await client().applyRetention({ maxAgeSeconds: 3600 }, ctx(mine));
+      expect(toJson(ApplyRetentionResponseSchema, retention)).toEqual({ deleted: "1", cutoff: new Date(NOW.getTime() - 3_600_000).toISOString() });
+      expect((await failure(client().recall({ sessionId: old.sessionId }, ctx(mine)))).code).toBe("not_found");
+      expect((await client().listSessions({}, ctx(mine))).sessions.map((s) => s.sessionId)).toEqual([fresh.sessionId]);
+      expect((await client().listSessions({}, ctx(theirs))).sessions.map((s) => s.sessionId)).toEqual([theirsOld.sessionId]);
+
+      expect((await client().deleteData({}, ctx(mine))).sessions).toBe(1n);
+      expect(await exportOf(mine)).toEqual([lines[0]]);
+      expect((await client().listSessions({}, ctx(theirs))).sessions.map((s) => s.sessionId)).toEqual([theirsOld.sessionId]);
+      expect((await client().deleteData({}, ctx(mine))).sessions).toBe(0n);
+    });
+
+    it("exports a session at the 4 MiB state limit", async () => {
+      const tenant = freshTenant();
+      // {"blob":"…"} is 11 bytes around the string: exactly SESSION_STATE_MAX_BYTES of JSON.
+      const id = "00000000-0000-4000-8000-000000000042";
+      await store.create(tenant, id, { blob: "x".repeat(4 * 1024 * 1024 - 11) });
+      const lines = await exportOf(tenant);
+      expect(lines).toHaveLength(2);
+      expect((JSON.parse(lines[1]!).state.blob as string).length).toBe(4 * 1024 * 1024 - 11);
+    });
+
+    it("refuses a retention age of 0, naming max_age_seconds, and deletes nothing", async () => {
+      const tenant = freshTenant();
+      const { sessionId } = await client().init({ task: MIGRATION_TASK }, ctx(tenant));
+      const err = await failure(client().applyRetention({ maxAgeSeconds: 0 }, ctx(tenant)));
+      expect(err.code).toBe("invalid_argument");
+      expect(err.message).toBe("max_age_seconds must be a whole number of seconds from 1 to 4294967295 (sessions last updated longer ago are deleted); got 0");
+      expect((await client().continue({ sessionId }, ctx(tenant))).sessionId).toBe(sessionId);
+    });
   });
 
   it("refuses bad ids, formats, modes and phases, naming the field", async () => {

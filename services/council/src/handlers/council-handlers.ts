@@ -16,6 +16,7 @@ import {
   type Phase,
   type PersonaBrief,
 } from "../domain/engine.js";
+import { exportHeaderLine, exportSessionLine } from "../export-format.js";
 import { isSessionId, isSessionIdPrefix, SESSION_LIST_MAX, type CouncilSessionStore, type SessionState } from "../session-store.js";
 
 // Handlers map proto <-> domain, load and store sessions, and nothing else: validation,
@@ -246,6 +247,21 @@ export function createCouncilHandlers(
       }
       const last = session.pipeline[session.pipeline.length - 1] ?? "verify";
       return { brief: briefToProto(personaBrief(last)), sessionId: session.id, task: session.task, sessionComplete: true };
+    },
+
+    async *exportData(_req, ctx) {
+      const tenant = ctx.call.tenant;
+      yield { line: exportHeaderLine(tenant) };
+      for await (const session of store.exportSessions(tenant)) yield { line: exportSessionLine(tenant, session) };
+    },
+
+    async deleteData(_req, ctx) {
+      return { sessions: BigInt(await store.deleteAll(ctx.call.tenant, { signal: ctx.signal })) };
+    },
+
+    async applyRetention(req, ctx) {
+      const { deleted, cutoff } = await store.applyRetention(ctx.call.tenant, req.maxAgeSeconds, { signal: ctx.signal });
+      return { deleted: BigInt(deleted), cutoff: cutoff.toISOString() };
     },
   };
 }

@@ -138,7 +138,14 @@ export function addGrpcService<S extends AnyService>(
           async () => {
             for await (const msg of fn.call(impl, call.request, hctx)) {
               if (hctx.signal.aborted) break;
-              if (!call.write(create(output, msg as never))) await once(call, "drain");
+              if (!call.write(create(output, msg as never))) {
+                // A cancelled call never drains: without the signal the handler would wait here
+                // for good, its generator (and whatever it holds) with it.
+                await once(call, "drain", { signal: hctx.signal }).catch((err: unknown) => {
+                  if (!hctx.signal.aborted) throw err;
+                });
+                if (hctx.signal.aborted) break;
+              }
             }
           },
           parent,

@@ -145,6 +145,14 @@ export const RECONNECT_BACKOFF_MS = { initial: 1_000, max: 10_000 } as const;
  */
 export const CLIENT_KEEPALIVE_MS = { time: 30_000, timeout: 10_000 } as const;
 
+/**
+ * The largest message a client takes. grpc-js's default (4 MiB) is below what a service may send
+ * by design: a council session may hold 4 MiB of state, so its export line (and a full recall)
+ * is a little more; the refusal would be RESOURCE_EXHAUSTED on a call that did nothing wrong.
+ * Still bounded, so a runaway response cannot exhaust the caller.
+ */
+export const GRPC_MAX_RECEIVE_MESSAGE_BYTES = 16 * 1024 * 1024;
+
 /** The channel options {@link createGrpcClient} uses unless the caller overrides them. */
 export function defaultChannelOptions(): ChannelOptions {
   return {
@@ -157,6 +165,7 @@ export function defaultChannelOptions(): ChannelOptions {
     "grpc.keepalive_time_ms": CLIENT_KEEPALIVE_MS.time,
     "grpc.keepalive_timeout_ms": CLIENT_KEEPALIVE_MS.timeout,
     "grpc.keepalive_permit_without_calls": 1,
+    "grpc.max_receive_message_length": GRPC_MAX_RECEIVE_MESSAGE_BYTES,
   };
 }
 

@@ -115,6 +115,12 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
       return { entries: entries.map(entryToProto), size: BigInt(size) };
     },
 
+    async *exportEntries(_req, ctx) {
+      // The store's export: what the admin endpoint and `chaos-core ledger export` write, line
+      // for line, after integrating everything appended before the call.
+      for await (const line of store.exportLedger(ctx.call.tenant)) yield { line };
+    },
+
     async getCheckpoint(_req, ctx) {
       const cp = await store.latestCheckpoint(ctx.call.tenant);
       return cp ? { checkpoint: checkpointToProto(cp, store.verifierKey(ctx.call.tenant)) } : {};

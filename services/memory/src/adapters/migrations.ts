@@ -17,6 +17,7 @@ export const MEMORY_PG_EXTENSIONS: readonly string[] = ["pg_trgm"];
  *   `LIKE '%…%'` fast at any table size (a b-tree cannot serve a leading wildcard).
  * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.
  * - Search goes through `memory.search_items`; the comment above it in the SQL says why.
+ * - `items_updated` serves retention (items whose last write is older than an age).
  */
 export const MEMORY_MIGRATIONS: Migration[] = [
   {
@@ -93,6 +94,13 @@ export const MEMORY_MIGRATIONS: Migration[] = [
       REVOKE ALL ON FUNCTION memory.search_items(text, text[], text, timestamptz, integer) FROM PUBLIC;
       GRANT EXECUTE ON FUNCTION memory.search_items(text, text[], text, timestamptz, integer) TO ${APP_ROLE};
     `,
+  },
+  {
+    // ApplyRetention deletes a tenant's items by their last write, oldest first, a batch at a
+    // time; without this each batch would read every row of the tenant. (timestamptz's < is
+    // leakproof, so the index serves queries under row-level security.)
+    id: "0002_items_updated",
+    sql: `CREATE INDEX items_updated ON memory.items (tenant_id, updated_at);`,
   },
 ];
 

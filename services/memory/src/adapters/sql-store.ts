@@ -1,15 +1,20 @@
-import type { Db, Queryable } from "@chaos-core/kit";
 import { decodeCursor, encodeCursor } from "../domain/cursor.js";
+import { ChaosError, type Db, type Queryable } from "@chaos-core/kit";
+import { EPISODE_KEY_PREFIX, PROCEDURE_KEY_PREFIX } from "../domain/export-format.js";
 import type {
+  BatchOptions,
+  DeletedItems,
   JsonValue,
   MemoryItem,
   MemoryStats,
   MemoryStore,
   RememberInput,
+  RetentionResult,
   SearchInput,
   SearchPage,
+  StoredItem,
 } from "../domain/memory-store.js";
-import { escapeLike, validateKey, validateRemember, validateSearch, type ValidSearch } from "../domain/validation.js";
+import { escapeLike, validateKey, validateMaxAgeSeconds, validateRemember, validateSearch, type ValidSearch } from "../domain/validation.js";
 
 /** Options of {@link createSqlMemoryStore}. */
 export interface SqlMemoryStoreOptions {
@@ -17,6 +22,13 @@ export interface SqlMemoryStoreOptions {
   now?: () => Date;
   /** At most this many expired rows are purged per `remember` (default 100). */
   purgeBatch?: number;
+  /**
+   * One page of `exportItems`: at most `rows` items (default 500), and no more items once their
+   * values reach `bytes` (default 4 MiB; a page always holds at least one item).
+   */
+  exportPage?: { rows: number; bytes: number };
+  /** Rows `deleteAll` and `applyRetention` delete per transaction (default 1000). */
+  deleteBatch?: number;
 }
 
 interface ItemRow {
@@ -81,6 +93,41 @@ async function purgeExpired(q: Queryable, tenant: string, now: Date, batch: numb
 }
 
 /**
+ * One export page after `after` (from the first key when undefined): at most `rows` items in key
+ * order, cut once the values before an item reach `bytes` (the first item always stays), so a
+ * page of 1 MiB values does not pull hundreds of MiB into the process. The byte count is the
+ * stored `value_bytes`, so the cut costs no reading of values that are then left out.
+ */
+function exportPageStatement(tenant: string, after: string | undefined, rows: number, bytes: number): { sql: string; params: unknown[] } {
+  return {
+    sql: `SELECT key, value::text AS value_json, tags, created_at, updated_at, expires_at
+            FROM (SELECT page.*, sum(value_bytes) OVER (ORDER BY key ROWS UNBOUNDED PRECEDING) - value_bytes AS bytes_before
+                    FROM (SELECT key, value, tags, created_at, updated_at, expires_at, value_bytes
+                            FROM memory.items
+                           WHERE tenant_id = $1 ${after === undefined ? "" : "AND key > $4"}
+                           ORDER BY key LIMIT $2) page) sized
+           WHERE bytes_before < $3
+           ORDER BY key`,
+    params: after === undefined ? [tenant, rows, bytes] : [tenant, rows, bytes, after],
+  };
+}
+
+/**
+ * Runs `batch` (one transaction each, returning how many rows it deleted) until one deletes
+ * nothing; the total. Not until one deletes "fewer than a batch": a row another call deleted
+ * meanwhile shortens a batch without the tenant being done, and an empty batch is one index probe.
+ */
+async function untilNoneLeft(what: string, options: BatchOptions, batch: () => Promise<number>): Promise<number> {
+  let total = 0;
+  for (;;) {
+    if (options.signal?.aborted) throw new ChaosError("cancelled", `${what} was cancelled after ${total} items; call again to finish`);
+    const deleted = await batch();
+    if (deleted === 0) return total;
+    total += deleted;
+  }
+}
+
+/**
  * The memory store over a kit {@link Db}: the same SQL on Postgres and on embedded PGlite,
  * every statement inside a tenant transaction, so row-level security applies (search goes
  * through `memory.search_items`, which scopes rows to that transaction's tenant itself so its
@@ -89,6 +136,8 @@ async function purgeExpired(q: Queryable, tenant: string, now: Date, batch: numb
 export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}): MemoryStore {
   const now = options.now ?? (() => new Date());
   const purgeBatch = options.purgeBatch ?? 100;
+  const exportPage = options.exportPage ?? { rows: 500, bytes: 4 * 1024 * 1024 };
+  const deleteBatch = options.deleteBatch ?? 1000;
 
   return {
     async remember(tenant: string, input: RememberInput): Promise<MemoryItem> {
@@ -194,6 +243,75 @@ export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}
           count: t.count,
         })),
       };
+    },
+
+    async *exportItems(tenant: string): AsyncIterable<StoredItem> {
+      let after: string | undefined;
+      for (;;) {
+        // A transaction per page: a long export never holds one open (on PGlite that would
+        // hold the only connection), and the key it resumes after is the page's last.
+        const { sql, params } = exportPageStatement(tenant, after, exportPage.rows, exportPage.bytes);
+        const res = await db.tenantTx(tenant, (q) => q.query<ItemRow>(sql, params));
+        if (res.rows.length === 0) return;
+        for (const row of res.rows) {
+          yield {
+            key: row.key,
+            valueJson: row.value_json,
+            tags: row.tags,
+            createdAt: toDate(row.created_at),
+            updatedAt: toDate(row.updated_at),
+            expiresAt: row.expires_at === null ? null : toDate(row.expires_at),
+          };
+        }
+        after = res.rows[res.rows.length - 1]?.key;
+      }
+    },
+
+    async deleteAll(tenant: string, batchOptions: BatchOptions = {}): Promise<DeletedItems> {
+      let episodes = 0;
+      let procedures = 0;
+      const items = await untilNoneLeft("the deletion", batchOptions, async () => {
+        const res = await db.tenantTx(tenant, (q) =>
+          q.query<{ items: unknown; episodes: unknown; procedures: unknown }>(
+            `WITH gone AS (
+               DELETE FROM memory.items WHERE tenant_id = $1 AND key IN (
+                 SELECT key FROM memory.items WHERE tenant_id = $1 ORDER BY key LIMIT $2)
+               RETURNING key)
+             SELECT count(*) AS items,
+                    count(*) FILTER (WHERE starts_with(key, $3)) AS episodes,
+                    count(*) FILTER (WHERE starts_with(key, $4)) AS procedures
+               FROM gone`,
+            [tenant, deleteBatch, EPISODE_KEY_PREFIX, PROCEDURE_KEY_PREFIX],
+          ),
+        );
+        const row = res.rows[0];
+        episodes += toCount(row?.episodes);
+        procedures += toCount(row?.procedures);
+        return toCount(row?.items);
+      });
+      return { items, episodes, procedures };
+    },
+
+    async applyRetention(tenant: string, maxAgeSeconds: number, batchOptions: BatchOptions = {}): Promise<RetentionResult> {
+      const maxAge = validateMaxAgeSeconds(maxAgeSeconds);
+      const cutoff = new Date(now().getTime() - maxAge * 1000);
+      const deleted = await untilNoneLeft("the retention run", batchOptions, async () => {
+        const res = await db.tenantTx(tenant, (q) =>
+          // The outer updated_at test is checked again on a row written while this waited for
+          // its lock (READ COMMITTED re-evaluates it), so an item remembered meanwhile stays.
+          q.query<{ deleted: unknown }>(
+            `WITH gone AS (
+               DELETE FROM memory.items WHERE tenant_id = $1 AND updated_at < $2::timestamptz AND key IN (
+                 SELECT key FROM memory.items WHERE tenant_id = $1 AND updated_at < $2::timestamptz
+                  ORDER BY updated_at LIMIT $3)
+               RETURNING 1)
+             SELECT count(*) AS deleted FROM gone`,
+            [tenant, cutoff.toISOString(), deleteBatch],
+          ),
+        );
+        return toCount(res.rows[0]?.deleted);
+      });
+      return { deleted, cutoff };
     },
   };
 }

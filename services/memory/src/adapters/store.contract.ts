@@ -1,6 +1,7 @@
 import { ChaosError, type Db } from "@chaos-core/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { MemoryStore } from "../domain/memory-store.js";
+import { exportHeaderLine, exportItemLine } from "../domain/export-format.js";
+import type { MemoryStore, StoredItem } from "../domain/memory-store.js";
 import { MEMORY_LIMITS } from "../domain/validation.js";
 import { migrateMemory } from "./migrations.js";
 import { createSqlMemoryStore, type SqlMemoryStoreOptions } from "./sql-store.js";
@@ -38,7 +39,7 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateMemory(db)).toEqual(["0001_items"]);
+      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated"]);
     });
     afterAll(async () => {
       await close?.();
@@ -378,6 +379,183 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
           { tag: "odd", count: 6 },
           ...["t01", "t02", "t03", "t04", "t05", "t06", "t07", "t08"].map((tag) => ({ tag, count: 1 })),
         ]);
+      });
+    });
+
+    describe("export, delete and retention", () => {
+      async function exported(store: MemoryStore, tenant: string): Promise<StoredItem[]> {
+        const items: StoredItem[] = [];
+        for await (const item of store.exportItems(tenant)) items.push(item);
+        return items;
+      }
+
+      /** A Db that counts the tenant transactions run through it, on the contract's database. */
+      function counting(): { db: Db; tx: () => number } {
+        let n = 0;
+        return {
+          db: { ...db, kind: db.kind, tenantTx: (t, fn) => (n++, db.tenantTx(t, fn)), adminTx: (fn) => db.adminTx(fn) },
+          tx: () => n,
+        };
+      }
+
+      it("exports every stored item of the caller's tenant, all columns, in key order, and none of another tenant's", async () => {
+        const { store, clock, tenant: a } = fresh({ purgeBatch: 0, exportPage: { rows: 3, bytes: 1 << 20 } });
+        const { tenant: b } = fresh();
+        const t0 = clock.now();
+        await store.remember(a, { key: "note", value: { text: "naïve — 漢字", n: 1.5 }, tags: ["x", "y"] });
+        await store.remember(b, { key: "note", value: "b's own note" });
+        await store.remember(b, { key: "b-only", value: 1 });
+        await store.remember(a, { key: "episode:sig:2030", value: { status: "ok" }, tags: ["chaoscore.episode"], ttlSeconds: 3600 });
+        await store.remember(a, { key: "procedure:sig", value: { capabilities: ["a.b"] }, tags: ["chaoscore.procedure"] });
+        await store.remember(a, { key: "short", value: null, ttlSeconds: 5 });
+        clock.advance(10); // "short" has expired and is not purged yet: it is still stored, so it is exported
+        const t1 = clock.now();
+        await store.remember(a, { key: "note", value: { text: "naïve — 漢字", n: 2 }, tags: ["x", "y"] });
+        for (let i = 0; i < 4; i++) await store.remember(a, { key: `k${i}`, value: [i] });
+
+        const items = await exported(store, a);
+        expect(items.map((i) => i.key)).toEqual(["episode:sig:2030", "k0", "k1", "k2", "k3", "note", "procedure:sig", "short"]);
+        expect(items.find((i) => i.key === "note")).toEqual({
+          key: "note",
+          valueJson: '{"text":"naïve — 漢字","n":2}',
+          tags: ["x", "y"],
+          createdAt: t0,
+          updatedAt: t1,
+          expiresAt: null,
+        });
+        expect(items.find((i) => i.key === "short")).toMatchObject({ valueJson: "null", expiresAt: new Date(t0.getTime() + 5000) });
+        expect((await exported(store, b)).map((i) => [i.key, i.valueJson])).toEqual([
+          ["b-only", "1"],
+          ["note", '"b\'s own note"'],
+        ]);
+        expect(await exported(store, fresh().tenant)).toEqual([]);
+
+        // The lines carry the tenant, every column and the value exactly as stored.
+        const lines = [exportHeaderLine(a), ...items.map((i) => exportItemLine(a, i))];
+        expect(lines[0]).toBe(`{"type":"header","format":"chaos-core-memory/1","tenant":"${a}"}\n`);
+        const note = lines.find((l) => l.includes('"key":"note"')) as string;
+        expect(note).toBe(
+          `{"type":"memory.item","tenant":"${a}","key":"note","value":{"text":"naïve — 漢字","n":2},"tags":["x","y"],` +
+            `"created_at":"${t0.toISOString()}","updated_at":"${t1.toISOString()}","expires_at":null}\n`,
+        );
+        for (const line of lines) {
+          expect(line.endsWith("\n") && !line.slice(0, -1).includes("\n")).toBe(true);
+          expect(JSON.parse(line).tenant).toBe(a);
+        }
+      });
+
+      it("reads a page at a time, bounded in rows and in value bytes, and stops reading when the reader stops", async () => {
+        const { db: countingDb, tx } = counting();
+        const tenant = fresh().tenant;
+        const rowsPaged = createSqlMemoryStore(countingDb, { exportPage: { rows: 4, bytes: 1 << 20 } });
+        const keys = Array.from({ length: 10 }, (_, i) => `k${String(i).padStart(2, "0")}`);
+        for (const key of keys) await rowsPaged.remember(tenant, { key, value: "v".repeat(98) }); // 100 bytes as JSON
+        let before = tx();
+        expect((await exported(rowsPaged, tenant)).map((i) => i.key)).toEqual(keys);
+        expect(tx() - before).toBe(4); // 4 + 4 + 2, then the empty page that ends it
+
+        // 250 bytes a page: two 100-byte values and the one that crosses the line; always at least one.
+        const bytesPaged = createSqlMemoryStore(countingDb, { exportPage: { rows: 100, bytes: 250 } });
+        before = tx();
+        expect((await exported(bytesPaged, tenant)).map((i) => i.key)).toEqual(keys);
+        expect(tx() - before).toBe(5); // 3 + 3 + 3 + 1 + empty
+        const oneByte = createSqlMemoryStore(countingDb, { exportPage: { rows: 100, bytes: 1 } });
+        before = tx();
+        expect(await exported(oneByte, tenant)).toHaveLength(10);
+        expect(tx() - before).toBe(11);
+
+        before = tx();
+        for await (const item of rowsPaged.exportItems(tenant)) if (item.key === "k01") break;
+        expect(tx() - before).toBe(1);
+      });
+
+      it("neither repeats nor skips items written between pages", async () => {
+        const { store, tenant } = fresh({ exportPage: { rows: 2, bytes: 1 << 20 } });
+        await rememberAll(store, tenant, ["b", "d", "f", "h"]);
+        const seen: string[] = [];
+        for await (const item of store.exportItems(tenant)) {
+          seen.push(item.key);
+          if (item.key === "d") {
+            await store.remember(tenant, { key: "a", value: 0 }); // behind the cursor: not seen
+            await store.remember(tenant, { key: "b", value: 1 }); // updated behind it: not repeated
+            await store.remember(tenant, { key: "e", value: 0 }); // ahead of it: seen
+          }
+        }
+        expect(seen).toEqual(["b", "d", "e", "f", "h"]);
+      });
+
+      it("deletes every item of the caller's tenant, counted per kind, in batches, and nothing of another tenant's", async () => {
+        const { store, clock, tenant: a } = fresh({ purgeBatch: 0, deleteBatch: 2 });
+        const { tenant: b } = fresh();
+        await rememberAll(store, a, ["n1", "n2", "n3", "episode:s:1", "episode:s:2", "procedure:s"]);
+        await store.remember(a, { key: "gone", value: 1, ttlSeconds: 1 });
+        clock.advance(2); // an expired row is still data of the tenant's: deleted and counted
+        await rememberAll(store, b, ["n1", "episode:s:1"]);
+
+        expect(await store.deleteAll(a)).toEqual({ items: 7, episodes: 2, procedures: 1 });
+        expect(await exported(store, a)).toEqual([]);
+        expect(await store.stats(a)).toEqual({ items: 0, expired: 0, valueBytes: 0, topTags: [] });
+        expect((await exported(store, b)).map((i) => i.key)).toEqual(["episode:s:1", "n1"]);
+        expect(await store.deleteAll(a)).toEqual({ items: 0, episodes: 0, procedures: 0 });
+        // The tenant can write again afterwards: deletion is of data, not of the keyspace.
+        await store.remember(a, { key: "n1", value: "again" });
+        expect((await store.recall(a, "n1"))?.value).toBe("again");
+      });
+
+      it("stops between batches once its signal aborts, and a second call finishes the job", async () => {
+        const { store, tenant } = fresh({ deleteBatch: 2 });
+        await rememberAll(store, tenant, ["a", "b", "c", "d", "e"]);
+        const controller = new AbortController();
+        controller.abort();
+        const err = await store.deleteAll(tenant, { signal: controller.signal }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(ChaosError);
+        expect((err as ChaosError).code).toBe("cancelled");
+        expect((err as ChaosError).message).toMatch(/call again to finish/);
+        expect(await exported(store, tenant)).toHaveLength(5);
+        expect((await store.deleteAll(tenant)).items).toBe(5);
+      });
+
+      it("retention deletes only the caller's items last written longer ago than the age, and keeps one written again", async () => {
+        const { store, clock, tenant: a } = fresh({ purgeBatch: 0, deleteBatch: 2 });
+        const { tenant: b } = fresh();
+        await rememberAll(store, a, ["old1", "old2", "old3", "rewritten"]);
+        await rememberAll(store, b, ["old1", "old2"]);
+        clock.advance(100);
+        await store.remember(a, { key: "edge", value: 1 }); // exactly max_age old at the run: kept
+        clock.advance(50);
+        await store.remember(a, { key: "rewritten", value: "new" }); // created long ago, written again lately
+        await store.remember(a, { key: "young", value: 1 });
+        clock.advance(50);
+
+        const result = await store.applyRetention(a, 150);
+        expect(result).toEqual({ deleted: 3, cutoff: new Date(clock.now().getTime() - 150_000) });
+        expect((await exported(store, a)).map((i) => i.key)).toEqual(["edge", "rewritten", "young"]);
+        expect((await exported(store, b)).map((i) => i.key)).toEqual(["old1", "old2"]);
+        expect((await store.applyRetention(a, 150)).deleted).toBe(0);
+        expect((await store.applyRetention(a, 1)).deleted).toBe(3);
+      });
+
+      it("refuses a retention age that is not a whole number of seconds above 0, naming max_age_seconds, and deletes nothing", async () => {
+        const { store, clock, tenant } = fresh();
+        await store.remember(tenant, { key: "k", value: 1 });
+        clock.advance(1000);
+        for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 32]) {
+          await expectInvalid(store.applyRetention(tenant, bad), /^max_age_seconds must be a whole number of seconds from 1 to 4294967295/);
+        }
+        expect(await store.recall(tenant, "k")).toBeDefined();
+      });
+
+      it("finds the rows retention deletes through its index, under row-level security", async () => {
+        const { tenant } = fresh();
+        const plan = await db.tenantTx(tenant, async (q) => {
+          await q.query("SET LOCAL enable_seqscan = off");
+          const res = await q.query<{ "QUERY PLAN": string }>(
+            "EXPLAIN SELECT key FROM memory.items WHERE tenant_id = $1 AND updated_at < now() ORDER BY updated_at LIMIT 10",
+            [tenant],
+          );
+          return res.rows.map((r) => r["QUERY PLAN"]).join("\n");
+        });
+        expect(plan).toMatch(/Index (Only )?Scan using items_updated/);
       });
     });
 

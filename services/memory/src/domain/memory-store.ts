@@ -63,6 +63,41 @@ export interface MemoryStats {
   readonly topTags: TagCount[];
 }
 
+/** One stored item as an export carries it: every column, the value as its stored JSON text. */
+export interface StoredItem {
+  readonly key: string;
+  /** The value's JSON text exactly as stored. */
+  readonly valueJson: string;
+  readonly tags: readonly string[];
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+  /** `null` when the item never expires; in the past for an expired item not yet purged. */
+  readonly expiresAt: Date | null;
+}
+
+/** What {@link MemoryStore.deleteAll} removed. */
+export interface DeletedItems {
+  /** Every item, expired ones included. */
+  readonly items: number;
+  /** Of those, the cognitive core's episodes (keys starting `episode:`). */
+  readonly episodes: number;
+  /** Of those, the cognitive core's procedures (keys starting `procedure:`). */
+  readonly procedures: number;
+}
+
+/** What {@link MemoryStore.applyRetention} removed. */
+export interface RetentionResult {
+  readonly deleted: number;
+  /** Items last written before this instant were removed; the rest were kept. */
+  readonly cutoff: Date;
+}
+
+/** Options of the calls that work through a tenant's items in batches. */
+export interface BatchOptions {
+  /** Checked between batches: once aborted, no further batch starts (the call fails `cancelled`). */
+  readonly signal?: AbortSignal;
+}
+
 /**
  * Durable semantic memory, one keyspace per tenant. Every method validates its input and
  * throws `ChaosError("invalid_argument")` naming the problem. Expired items are never
@@ -78,4 +113,21 @@ export interface MemoryStore {
   /** Deletes `key`; `true` when a live item was deleted. */
   forget(tenant: string, key: string): Promise<boolean>;
   stats(tenant: string): Promise<MemoryStats>;
+  /**
+   * Every stored item of the tenant in key order, expired ones not yet purged included, read a
+   * page at a time (each page its own transaction, bounded in rows and bytes): not one
+   * snapshot, but no item is read twice. Stopping the iteration stops the reading.
+   */
+  exportItems(tenant: string): AsyncIterable<StoredItem>;
+  /**
+   * Deletes every item of the tenant, a batch per transaction, until a batch finds none. A
+   * failure part way leaves the batches already done deleted; calling again finishes the job.
+   */
+  deleteAll(tenant: string, options?: BatchOptions): Promise<DeletedItems>;
+  /**
+   * Deletes the tenant's items last written (`updatedAt`) more than `maxAgeSeconds` ago (a whole
+   * number above 0, else `invalid_argument` naming `max_age_seconds`), in batches as
+   * {@link deleteAll} does. An item written again meanwhile is kept.
+   */
+  applyRetention(tenant: string, maxAgeSeconds: number, options?: BatchOptions): Promise<RetentionResult>;
 }

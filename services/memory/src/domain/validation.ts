@@ -66,6 +66,16 @@ export function validateTtlSeconds(ttl: unknown): number {
   return value;
 }
 
+/** Checks a retention age: whole seconds above 0 that uint32 `max_age_seconds` can carry. */
+export function validateMaxAgeSeconds(maxAge: unknown): number {
+  if (typeof maxAge !== "number" || !Number.isInteger(maxAge) || maxAge < 1 || maxAge > MEMORY_LIMITS.maxTtlSeconds) {
+    throw invalid(
+      `max_age_seconds must be a whole number of seconds from 1 to ${MEMORY_LIMITS.maxTtlSeconds} (items last written longer ago are deleted); got ${String(maxAge)}`,
+    );
+  }
+  return maxAge;
+}
+
 /**
  * Resolves a page size: 0 or absent means the default; above the maximum it is served as
  * the maximum (AIP-158), so a generous caller still gets results.

@@ -14,6 +14,7 @@ import {
   type ServiceClient,
 } from "@chaos-core/kit";
 import {
+  DeleteDataResponseSchema,
   ForgetResponseSchema,
   MemoryService,
   RecallResponseSchema,
@@ -25,6 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../../../test/support/postgres.js";
 import { migrateMemory } from "../adapters/migrations.js";
 import { createSqlMemoryStore } from "../adapters/sql-store.js";
+import type { MemoryStore } from "../domain/memory-store.js";
 import { startMemoryServer } from "../server.js";
 import { createMemoryHandlers } from "./memory-handlers.js";
 
@@ -38,6 +40,9 @@ let db: Db;
 let server: RunningGrpcServer;
 let grpc: GrpcClient<typeof MemoryService>;
 let inProcess: Client;
+/** The same database written a day before NOW: what retention finds old. */
+let dayOld: ReturnType<typeof createSqlMemoryStore>;
+const DAY_BEFORE = new Date(NOW.getTime() - 86_400_000);
 
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_memory_handlers");
@@ -45,6 +50,7 @@ beforeAll(async () => {
   await migrateMemory(db);
   // A frozen clock: both transports then produce byte-identical timestamps.
   const store = createSqlMemoryStore(db, { now: () => NOW });
+  dayOld = createSqlMemoryStore(db, { now: () => DAY_BEFORE });
   const signer = new ContextSigner(KEY);
   inProcess = createInProcessClient(MemoryService, createMemoryHandlers(store));
   server = await startMemoryServer({ host: "127.0.0.1", port: 0, signer, store, logger: createLogger("memory-test", "silent") });
@@ -143,6 +149,122 @@ describe("memory handlers", () => {
     await grpc.client.remember({ key: "only-gamma", value: v(true) }, ctx("gamma"));
     expect((await grpc.client.recall({ key: "only-gamma" }, ctx("gamma"))).item?.key).toBe("only-gamma");
     expect((await grpc.client.recall({ key: "only-gamma" }, ctx("delta"))).item).toBeUndefined();
+  });
+
+  describe.each([
+    ["in-process", () => inProcess],
+    ["gRPC", () => grpc.client],
+  ])("tenant data over the %s transport", (name, client) => {
+    const mine = `${name === "gRPC" ? "grpc" : "local"}-mine`;
+    const theirs = `${name === "gRPC" ? "grpc" : "local"}-theirs`;
+
+    async function exportOf(tenant: string): Promise<string[]> {
+      const lines: string[] = [];
+      for await (const res of client().exportData({}, ctx(tenant))) lines.push(res.line);
+      return lines;
+    }
+
+    it("exports, applies retention to and deletes only the caller's tenant", async () => {
+      await dayOld.remember(mine, { key: "old-note", value: { text: "from yesterday" }, tags: ["t"] });
+      await dayOld.remember(mine, { key: "episode:sig:1", value: { status: "ok" } });
+      await client().remember({ key: "procedure:sig", value: v({ capabilities: ["memory.recall"] }) }, ctx(mine));
+      await client().remember({ key: "new-note", value: v("today"), ttlSeconds: 60 }, ctx(mine));
+      await dayOld.remember(theirs, { key: "old-note", value: "theirs, old" });
+      await client().remember({ key: "their-note", value: v(1) }, ctx(theirs));
+
+      const lines = await exportOf(mine);
+      expect(lines).toEqual([
+        `{"type":"header","format":"chaos-core-memory/1","tenant":"${mine}"}\n`,
+        `{"type":"memory.item","tenant":"${mine}","key":"episode:sig:1","value":{"status":"ok"},"tags":[],"created_at":"${DAY_BEFORE.toISOString()}","updated_at":"${DAY_BEFORE.toISOString()}","expires_at":null}\n`,
+        `{"type":"memory.item","tenant":"${mine}","key":"new-note","value":"today","tags":[],"created_at":"${NOW.toISOString()}","updated_at":"${NOW.toISOString()}","expires_at":"${new Date(NOW.getTime() + 60_000).toISOString()}"}\n`,
+        `{"type":"memory.item","tenant":"${mine}","key":"old-note","value":{"text":"from yesterday"},"tags":["t"],"created_at":"${DAY_BEFORE.toISOString()}","updated_at":"${DAY_BEFORE.toISOString()}","expires_at":null}\n`,
+        `{"type":"memory.item","tenant":"${mine}","key":"procedure:sig","value":{"capabilities":["memory.recall"]},"tags":[],"created_at":"${NOW.toISOString()}","updated_at":"${NOW.toISOString()}","expires_at":null}\n`,
+      ]);
+      expect((await exportOf(theirs)).map((l) => JSON.parse(l).key)).toEqual([undefined, "old-note", "their-note"]);
+
+      // An hour's retention: yesterday's items go, today's stay; the other tenant's old item stays.
+      const retention = await client().applyRetention({ maxAgeSeconds: 3600 }, ctx(mine));
+      expect(retention.deleted).toBe(2n);
+      expect(timestampDate(retention.cutoff!)).toEqual(new Date(NOW.getTime() - 3_600_000));
+      expect((await exportOf(mine)).map((l) => JSON.parse(l).key)).toEqual([undefined, "new-note", "procedure:sig"]);
+      expect((await exportOf(theirs)).map((l) => JSON.parse(l).key)).toEqual([undefined, "old-note", "their-note"]);
+
+      await client().remember({ key: "episode:sig:2", value: v(2) }, ctx(mine));
+      const deleted = await client().deleteData({}, ctx(mine));
+      expect(toJson(DeleteDataResponseSchema, deleted)).toEqual({ items: "3", episodes: "1", procedures: "1" });
+      expect(await exportOf(mine)).toEqual([`{"type":"header","format":"chaos-core-memory/1","tenant":"${mine}"}\n`]);
+      expect((await exportOf(theirs)).map((l) => JSON.parse(l).key)).toEqual([undefined, "old-note", "their-note"]);
+      expect(toJson(DeleteDataResponseSchema, await client().deleteData({}, ctx(mine)))).toEqual({});
+    });
+
+    it("streams an export of many pages whole and in order", async () => {
+      const tenant = `${mine}-many`;
+      // 1,234 rows: three pages of the store's 500.
+      await db.tenantTx(tenant, (q) =>
+        q.query(
+          `INSERT INTO memory.items (tenant_id, key, value, created_at, updated_at)
+           SELECT $1, 'item-' || lpad(i::text, 5, '0'), json_build_object('i', i), $2::timestamptz, $2::timestamptz
+             FROM generate_series(1, 1234) AS i`,
+          [tenant, NOW.toISOString()],
+        ),
+      );
+      const lines = await exportOf(tenant);
+      expect(lines).toHaveLength(1235);
+      expect(lines.slice(1).map((l) => JSON.parse(l).value.i)).toEqual(Array.from({ length: 1234 }, (_, i) => i + 1));
+      expect((await client().deleteData({}, ctx(tenant))).items).toBe(1234n);
+    });
+
+    it("refuses a retention age of 0, naming max_age_seconds, and deletes nothing", async () => {
+      const tenant = `${mine}-bad`;
+      await dayOld.remember(tenant, { key: "k", value: 1 });
+      const err = await codeOf(client().applyRetention({ maxAgeSeconds: 0 }, ctx(tenant)));
+      expect(err).toEqual({
+        code: "invalid_argument",
+        message: "max_age_seconds must be a whole number of seconds from 1 to 4294967295 (items last written longer ago are deleted); got 0",
+      });
+      expect((await client().recall({ key: "k" }, ctx(tenant))).item?.key).toBe("k");
+    });
+  });
+
+  it("ends the export on the server when a gRPC client stops reading and cancels it", async () => {
+    const tenant = "cancelling-reader";
+    // About 10 MB: far more than the HTTP/2 windows and socket buffers hold, so the server is
+    // waiting for the client to read when the client goes away.
+    await db.tenantTx(tenant, (q) =>
+      q.query(
+        `INSERT INTO memory.items (tenant_id, key, value, created_at, updated_at)
+         SELECT $1, 'item-' || lpad(i::text, 5, '0'), json_build_object('text', repeat('x', 2000)), $2::timestamptz, $2::timestamptz
+           FROM generate_series(1, 5000) AS i`,
+        [tenant, NOW.toISOString()],
+      ),
+    );
+    const inner = createSqlMemoryStore(db);
+    let ended = false;
+    const watched: MemoryStore = {
+      ...inner,
+      exportItems: (t) =>
+        (async function* () {
+          try {
+            yield* inner.exportItems(t);
+          } finally {
+            ended = true;
+          }
+        })(),
+    };
+    const signer = new ContextSigner(KEY);
+    const own = await startMemoryServer({ host: "127.0.0.1", port: 0, signer, store: watched, logger: createLogger("memory-test", "silent") });
+    const client = createGrpcClient(MemoryService, `127.0.0.1:${own.port}`, signer);
+    try {
+      let read = 0;
+      for await (const _ of client.client.exportData({}, ctx(tenant))) if (++read === 10) break;
+      const deadline = Date.now() + 5000;
+      while (!ended && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(ended).toBe(true);
+    } finally {
+      client.close();
+      await own.shutdown(1000);
+      await db.tenantTx(tenant, (q) => q.query("DELETE FROM memory.items"));
+    }
   });
 
   it("refuses a gRPC call signed with another key", async () => {

@@ -2,6 +2,7 @@ import { fromJson, toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import { ChaosError, type ServiceImpl } from "@chaos-core/kit";
 import type { MemoryItemSchema, MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { exportHeaderLine, exportItemLine } from "../domain/export-format.js";
 import type { MemoryItem, MemoryStore } from "../domain/memory-store.js";
 
 // Handlers map proto <-> domain and nothing else: validation, limits and errors live in the
@@ -74,6 +75,22 @@ export function createMemoryHandlers(store: MemoryStore): ServiceImpl<typeof Mem
         ...(stats.newestUpdate ? { newestUpdate: timestampFromDate(stats.newestUpdate) } : {}),
         topTags: stats.topTags.map((t) => ({ tag: t.tag, count: BigInt(t.count) })),
       };
+    },
+
+    async *exportData(_req, ctx) {
+      const tenant = ctx.call.tenant;
+      yield { line: exportHeaderLine(tenant) };
+      for await (const item of store.exportItems(tenant)) yield { line: exportItemLine(tenant, item) };
+    },
+
+    async deleteData(_req, ctx) {
+      const deleted = await store.deleteAll(ctx.call.tenant, { signal: ctx.signal });
+      return { items: BigInt(deleted.items), episodes: BigInt(deleted.episodes), procedures: BigInt(deleted.procedures) };
+    },
+
+    async applyRetention(req, ctx) {
+      const { deleted, cutoff } = await store.applyRetention(ctx.call.tenant, req.maxAgeSeconds, { signal: ctx.signal });
+      return { deleted: BigInt(deleted), cutoff: timestampFromDate(cutoff) };
     },
   };
 }

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/council/v1/council.proto.
  */
 export const file_chaoscore_council_v1_council: GenFile = /*@__PURE__*/
-  fileDesc("CiJjaGFvc2NvcmUvY291bmNpbC92MS9jb3VuY2lsLnByb3RvEhRjaGFvc2NvcmUuY291bmNpbC52MSI7CgtJbml0UmVxdWVzdBIMCgR0YXNrGAEgASgJEg0KBXRpdGxlGAIgASgJEg8KB2NvbnRleHQYAyABKAkirwEKDEluaXRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBoYXNlGAIgASgJEg8KB3BlcnNvbmEYAyABKAkSGAoQY29tcGxleGl0eV9sZXZlbBgEIAEoCRIWCg5waXBlbGluZV9kZXB0aBgFIAEoCRIQCghwaXBlbGluZRgGIAMoCRInCgZyZXN1bHQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKC1NhdmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSJwoGb3V0cHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCK9AQoMU2F2ZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSDQoFc2NvcmUYAyABKAESDwoHdmVyZGljdBgEIAEoCRITCgtjYW5fcHJvY2VlZBgFIAEoCBISCgpuZXh0X3BoYXNlGAYgASgJEhgKEHNlc3Npb25fY29tcGxldGUYByABKAgSJwoGcmVzdWx0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIzCg1SZWNhbGxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGZm9ybWF0GAIgASgJInQKDlJlY2FsbFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhUKDWN1cnJlbnRfcGhhc2UYAyABKAkSJwoGcmVzdWx0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCgVDbGFpbRIMCgR0ZXh0GAEgASgJEg4KBnNvdXJjZRgCIAEoCSJeCg1WZXJpZnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoGY2xhaW1zGAIgAygLMhsuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ2xhaW0SDAoEbW9kZRgDIAEoCSJ8Cg5WZXJpZnlSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEg4KBnBhc3NlZBgDIAEoDRIOCgZmYWlsZWQYBCABKA0SJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAQoQQ29udGludWVSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIVCg1jdXJyZW50X3BoYXNlGAMgASgJEg8KB3BlcnNvbmEYBCABKAkSJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIiCgxTY29yZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJsCg1TY29yZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFc2NvcmUYAiABKAESDwoHdmVyZGljdBgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Io4BCgxQZXJzb25hQnJpZWYSDQoFcGhhc2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIRCglhdXRob3JpdHkYBCADKAkSFQoNbm90X2F1dGhvcml0eRgFIAMoCRIPCgdoYW5kb2ZmGAYgASgJEhQKDGluc3RydWN0aW9ucxgHIAEoCSI0Cg9HZXRCcmllZlJlcXVlc3QSDQoFcGhhc2UYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSKBAQoQR2V0QnJpZWZSZXNwb25zZRIxCgVicmllZhgBIAEoCzIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlBlcnNvbmFCcmllZhISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHRhc2sYAyABKAkSGAoQc2Vzc2lvbl9jb21wbGV0ZRgEIAEoCCI0ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRINCgVsaW1pdBgCIAEoDSJWCg5TZXNzaW9uU3VtbWFyeRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJEg0KBXBoYXNlGAMgASgJEhIKCnVwZGF0ZWRfYXQYBCABKAkiTgoUTGlzdFNlc3Npb25zUmVzcG9uc2USNgoIc2Vzc2lvbnMYASADKAsyJC5jaGFvc2NvcmUuY291bmNpbC52MS5TZXNzaW9uU3VtbWFyeTLHBQoOQ291bmNpbFNlcnZpY2USTQoESW5pdBIhLmNoYW9zY29yZS5jb3VuY2lsLnYxLkluaXRSZXF1ZXN0GiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuSW5pdFJlc3BvbnNlEk0KBFNhdmUSIS5jaGFvc2NvcmUuY291bmNpbC52MS5TYXZlUmVxdWVzdBoiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNhdmVSZXNwb25zZRJTCgZSZWNhbGwSIy5jaGFvc2NvcmUuY291bmNpbC52MS5SZWNhbGxSZXF1ZXN0GiQuY2hhb3Njb3JlLmNvdW5jaWwudjEuUmVjYWxsUmVzcG9uc2USUwoGVmVyaWZ5EiMuY2hhb3Njb3JlLmNvdW5jaWwudjEuVmVyaWZ5UmVxdWVzdBokLmNoYW9zY29yZS5jb3VuY2lsLnYxLlZlcmlmeVJlc3BvbnNlElkKCENvbnRpbnVlEiUuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXF1ZXN0GiYuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ29udGludWVSZXNwb25zZRJQCgVTY29yZRIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVxdWVzdBojLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNjb3JlUmVzcG9uc2USWQoIR2V0QnJpZWYSJS5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlcXVlc3QaJi5jaGFvc2NvcmUuY291bmNpbC52MS5HZXRCcmllZlJlc3BvbnNlEmUKDExpc3RTZXNzaW9ucxIpLmNoYW9zY29yZS5jb3VuY2lsLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaKi5jaGFvc2NvcmUuY291bmNpbC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("CiJjaGFvc2NvcmUvY291bmNpbC92MS9jb3VuY2lsLnByb3RvEhRjaGFvc2NvcmUuY291bmNpbC52MSI7CgtJbml0UmVxdWVzdBIMCgR0YXNrGAEgASgJEg0KBXRpdGxlGAIgASgJEg8KB2NvbnRleHQYAyABKAkirwEKDEluaXRSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBoYXNlGAIgASgJEg8KB3BlcnNvbmEYAyABKAkSGAoQY29tcGxleGl0eV9sZXZlbBgEIAEoCRIWCg5waXBlbGluZV9kZXB0aBgFIAEoCRIQCghwaXBlbGluZRgGIAMoCRInCgZyZXN1bHQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKC1NhdmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSJwoGb3V0cHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCK9AQoMU2F2ZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFcGhhc2UYAiABKAkSDQoFc2NvcmUYAyABKAESDwoHdmVyZGljdBgEIAEoCRITCgtjYW5fcHJvY2VlZBgFIAEoCBISCgpuZXh0X3BoYXNlGAYgASgJEhgKEHNlc3Npb25fY29tcGxldGUYByABKAgSJwoGcmVzdWx0GAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIzCg1SZWNhbGxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGZm9ybWF0GAIgASgJInQKDlJlY2FsbFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhUKDWN1cnJlbnRfcGhhc2UYAyABKAkSJwoGcmVzdWx0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCgVDbGFpbRIMCgR0ZXh0GAEgASgJEg4KBnNvdXJjZRgCIAEoCSJeCg1WZXJpZnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoGY2xhaW1zGAIgAygLMhsuY2hhb3Njb3JlLmNvdW5jaWwudjEuQ2xhaW0SDAoEbW9kZRgDIAEoCSJ8Cg5WZXJpZnlSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEg4KBnBhc3NlZBgDIAEoDRIOCgZmYWlsZWQYBCABKA0SJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIlCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSKHAQoQQ29udGludWVSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIVCg1jdXJyZW50X3BoYXNlGAMgASgJEg8KB3BlcnNvbmEYBCABKAkSJwoGcmVzdWx0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIiCgxTY29yZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJsCg1TY29yZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDQoFc2NvcmUYAiABKAESDwoHdmVyZGljdBgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Io4BCgxQZXJzb25hQnJpZWYSDQoFcGhhc2UYASABKAkSDAoEbmFtZRgCIAEoCRIQCghpZGVudGl0eRgDIAEoCRIRCglhdXRob3JpdHkYBCADKAkSFQoNbm90X2F1dGhvcml0eRgFIAMoCRIPCgdoYW5kb2ZmGAYgASgJEhQKDGluc3RydWN0aW9ucxgHIAEoCSI0Cg9HZXRCcmllZlJlcXVlc3QSDQoFcGhhc2UYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSKBAQoQR2V0QnJpZWZSZXNwb25zZRIxCgVicmllZhgBIAEoCzIiLmNoYW9zY29yZS5jb3VuY2lsLnYxLlBlcnNvbmFCcmllZhISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHRhc2sYAyABKAkSGAoQc2Vzc2lvbl9jb21wbGV0ZRgEIAEoCCI0ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRINCgVsaW1pdBgCIAEoDSJWCg5TZXNzaW9uU3VtbWFyeRISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJEg0KBXBoYXNlGAMgASgJEhIKCnVwZGF0ZWRfYXQYBCABKAkiTgoUTGlzdFNlc3Npb25zUmVzcG9uc2USNgoIc2Vzc2lvbnMYASADKAsyJC5jaGFvc2NvcmUuY291bmNpbC52MS5TZXNzaW9uU3VtbWFyeSITChFFeHBvcnREYXRhUmVxdWVzdCIiChJFeHBvcnREYXRhUmVzcG9uc2USDAoEbGluZRgBIAEoCSITChFEZWxldGVEYXRhUmVxdWVzdCImChJEZWxldGVEYXRhUmVzcG9uc2USEAoIc2Vzc2lvbnMYASABKAQiMAoVQXBwbHlSZXRlbnRpb25SZXF1ZXN0EhcKD21heF9hZ2Vfc2Vjb25kcxgBIAEoDSI5ChZBcHBseVJldGVudGlvblJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQSDgoGY3V0b2ZmGAIgASgJMvgHCg5Db3VuY2lsU2VydmljZRJNCgRJbml0EiEuY2hhb3Njb3JlLmNvdW5jaWwudjEuSW5pdFJlcXVlc3QaIi5jaGFvc2NvcmUuY291bmNpbC52MS5Jbml0UmVzcG9uc2USTQoEU2F2ZRIhLmNoYW9zY29yZS5jb3VuY2lsLnYxLlNhdmVSZXF1ZXN0GiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuU2F2ZVJlc3BvbnNlElMKBlJlY2FsbBIjLmNoYW9zY29yZS5jb3VuY2lsLnYxLlJlY2FsbFJlcXVlc3QaJC5jaGFvc2NvcmUuY291bmNpbC52MS5SZWNhbGxSZXNwb25zZRJTCgZWZXJpZnkSIy5jaGFvc2NvcmUuY291bmNpbC52MS5WZXJpZnlSZXF1ZXN0GiQuY2hhb3Njb3JlLmNvdW5jaWwudjEuVmVyaWZ5UmVzcG9uc2USWQoIQ29udGludWUSJS5jaGFvc2NvcmUuY291bmNpbC52MS5Db250aW51ZVJlcXVlc3QaJi5jaGFvc2NvcmUuY291bmNpbC52MS5Db250aW51ZVJlc3BvbnNlElAKBVNjb3JlEiIuY2hhb3Njb3JlLmNvdW5jaWwudjEuU2NvcmVSZXF1ZXN0GiMuY2hhb3Njb3JlLmNvdW5jaWwudjEuU2NvcmVSZXNwb25zZRJZCghHZXRCcmllZhIlLmNoYW9zY29yZS5jb3VuY2lsLnYxLkdldEJyaWVmUmVxdWVzdBomLmNoYW9zY29yZS5jb3VuY2lsLnYxLkdldEJyaWVmUmVzcG9uc2USZQoMTGlzdFNlc3Npb25zEikuY2hhb3Njb3JlLmNvdW5jaWwudjEuTGlzdFNlc3Npb25zUmVxdWVzdBoqLmNoYW9zY29yZS5jb3VuY2lsLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEmEKCkV4cG9ydERhdGESJy5jaGFvc2NvcmUuY291bmNpbC52MS5FeHBvcnREYXRhUmVxdWVzdBooLmNoYW9zY29yZS5jb3VuY2lsLnYxLkV4cG9ydERhdGFSZXNwb25zZTABEl8KCkRlbGV0ZURhdGESJy5jaGFvc2NvcmUuY291bmNpbC52MS5EZWxldGVEYXRhUmVxdWVzdBooLmNoYW9zY29yZS5jb3VuY2lsLnYxLkRlbGV0ZURhdGFSZXNwb25zZRJrCg5BcHBseVJldGVudGlvbhIrLmNoYW9zY29yZS5jb3VuY2lsLnYxLkFwcGx5UmV0ZW50aW9uUmVxdWVzdBosLmNoYW9zY29yZS5jb3VuY2lsLnYxLkFwcGx5UmV0ZW50aW9uUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * @generated from message chaoscore.council.v1.InitRequest
@@ -677,6 +677,118 @@ export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@_
   messageDesc(file_chaoscore_council_v1_council, 18);
 
 /**
+ * @generated from message chaoscore.council.v1.ExportDataRequest
+ */
+export type ExportDataRequest = Message<"chaoscore.council.v1.ExportDataRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.council.v1.ExportDataRequest.
+ * Use `create(ExportDataRequestSchema)` to create a new message.
+ */
+export const ExportDataRequestSchema: GenMessage<ExportDataRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 19);
+
+/**
+ * @generated from message chaoscore.council.v1.ExportDataResponse
+ */
+export type ExportDataResponse = Message<"chaoscore.council.v1.ExportDataResponse"> & {
+  /**
+   * One JSON object and its line break ("\n"): the lines in order, concatenated, are the
+   * export file. The first is {"type":"header","format":"chaos-core-council/1","tenant"}, every
+   * other {"type":"council.session","tenant","id","version","created_at",
+   * "updated_at","state"} with the state as stored and times in RFC 3339.
+   *
+   * @generated from field: string line = 1;
+   */
+  line: string;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.ExportDataResponse.
+ * Use `create(ExportDataResponseSchema)` to create a new message.
+ */
+export const ExportDataResponseSchema: GenMessage<ExportDataResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 20);
+
+/**
+ * @generated from message chaoscore.council.v1.DeleteDataRequest
+ */
+export type DeleteDataRequest = Message<"chaoscore.council.v1.DeleteDataRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.council.v1.DeleteDataRequest.
+ * Use `create(DeleteDataRequestSchema)` to create a new message.
+ */
+export const DeleteDataRequestSchema: GenMessage<DeleteDataRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 21);
+
+/**
+ * @generated from message chaoscore.council.v1.DeleteDataResponse
+ */
+export type DeleteDataResponse = Message<"chaoscore.council.v1.DeleteDataResponse"> & {
+  /**
+   * Sessions removed.
+   *
+   * @generated from field: uint64 sessions = 1;
+   */
+  sessions: bigint;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.DeleteDataResponse.
+ * Use `create(DeleteDataResponseSchema)` to create a new message.
+ */
+export const DeleteDataResponseSchema: GenMessage<DeleteDataResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 22);
+
+/**
+ * @generated from message chaoscore.council.v1.ApplyRetentionRequest
+ */
+export type ApplyRetentionRequest = Message<"chaoscore.council.v1.ApplyRetentionRequest"> & {
+  /**
+   * Required, greater than 0: sessions last updated more than this many seconds ago are removed.
+   *
+   * @generated from field: uint32 max_age_seconds = 1;
+   */
+  maxAgeSeconds: number;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.ApplyRetentionRequest.
+ * Use `create(ApplyRetentionRequestSchema)` to create a new message.
+ */
+export const ApplyRetentionRequestSchema: GenMessage<ApplyRetentionRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 23);
+
+/**
+ * @generated from message chaoscore.council.v1.ApplyRetentionResponse
+ */
+export type ApplyRetentionResponse = Message<"chaoscore.council.v1.ApplyRetentionResponse"> & {
+  /**
+   * Sessions removed.
+   *
+   * @generated from field: uint64 deleted = 1;
+   */
+  deleted: bigint;
+
+  /**
+   * RFC 3339 time: sessions last updated before it were removed; later ones were kept.
+   *
+   * @generated from field: string cutoff = 2;
+   */
+  cutoff: string;
+};
+
+/**
+ * Describes the message chaoscore.council.v1.ApplyRetentionResponse.
+ * Use `create(ApplyRetentionResponseSchema)` to create a new message.
+ */
+export const ApplyRetentionResponseSchema: GenMessage<ApplyRetentionResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_council_v1_council, 24);
+
+/**
  * CouncilService is the five-phase reasoning scaffold (decompile -> design -> critique ->
  * synthesis -> verify) with deterministic scoring and no model calls. Sessions belong to the
  * tenant of the call context, never to a request field; another tenant's session id is
@@ -771,6 +883,41 @@ export const CouncilService: GenService<{
     methodKind: "unary";
     input: typeof ListSessionsRequestSchema;
     output: typeof ListSessionsResponseSchema;
+  },
+  /**
+   * ExportData streams every session of the tenant as JSONL (format chaos-core-council/1): a
+   * header line, then one line per session in id order with its whole stored state. Read a
+   * page at a time, not from one snapshot: a session created during the export may or may not
+   * appear, and none appears twice.
+   *
+   * @generated from rpc chaoscore.council.v1.CouncilService.ExportData
+   */
+  exportData: {
+    methodKind: "server_streaming";
+    input: typeof ExportDataRequestSchema;
+    output: typeof ExportDataResponseSchema;
+  },
+  /**
+   * DeleteData removes every session of the tenant, in batches; calling it again finishes a
+   * deletion that was interrupted.
+   *
+   * @generated from rpc chaoscore.council.v1.CouncilService.DeleteData
+   */
+  deleteData: {
+    methodKind: "unary";
+    input: typeof DeleteDataRequestSchema;
+    output: typeof DeleteDataResponseSchema;
+  },
+  /**
+   * ApplyRetention removes the tenant's sessions whose last update (their last save, or their
+   * Init) is older than max_age_seconds.
+   *
+   * @generated from rpc chaoscore.council.v1.CouncilService.ApplyRetention
+   */
+  applyRetention: {
+    methodKind: "unary";
+    input: typeof ApplyRetentionRequestSchema;
+    output: typeof ApplyRetentionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_council_v1_council, 0);

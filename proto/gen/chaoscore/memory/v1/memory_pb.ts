@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/memory/v1/memory.proto.
  */
 export const file_chaoscore_memory_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("CiBjaGFvc2NvcmUvbWVtb3J5L3YxL21lbW9yeS5wcm90bxITY2hhb3Njb3JlLm1lbW9yeS52MSLeAQoKTWVtb3J5SXRlbRILCgNrZXkYASABKAkSJQoFdmFsdWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDAoEdGFncxgDIAMoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJoCg9SZW1lbWJlclJlcXVlc3QSCwoDa2V5GAEgASgJEiUKBXZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYAyADKAkSEwoLdHRsX3NlY29uZHMYBCABKA0iQQoQUmVtZW1iZXJSZXNwb25zZRItCgRpdGVtGAEgASgLMh8uY2hhb3Njb3JlLm1lbW9yeS52MS5NZW1vcnlJdGVtIhwKDVJlY2FsbFJlcXVlc3QSCwoDa2V5GAEgASgJIj8KDlJlY2FsbFJlc3BvbnNlEi0KBGl0ZW0YASABKAsyHy5jaGFvc2NvcmUubWVtb3J5LnYxLk1lbW9yeUl0ZW0iSwoNU2VhcmNoUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIMCgR0YWdzGAIgAygJEg0KBWxpbWl0GAMgASgNEg4KBmN1cnNvchgEIAEoCSJVCg5TZWFyY2hSZXNwb25zZRIuCgVpdGVtcxgBIAMoCzIfLmNoYW9zY29yZS5tZW1vcnkudjEuTWVtb3J5SXRlbRITCgtuZXh0X2N1cnNvchgCIAEoCSIcCg1Gb3JnZXRSZXF1ZXN0EgsKA2tleRgBIAEoCSIhCg5Gb3JnZXRSZXNwb25zZRIPCgdkZWxldGVkGAEgASgIIg4KDFN0YXRzUmVxdWVzdCImCghUYWdDb3VudBILCgN0YWcYASABKAkSDQoFY291bnQYAiABKAQi2wEKDVN0YXRzUmVzcG9uc2USDQoFaXRlbXMYASABKAQSDwoHZXhwaXJlZBgCIAEoBBITCgt2YWx1ZV9ieXRlcxgDIAEoBBIxCg1vbGRlc3RfdXBkYXRlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1uZXdlc3RfdXBkYXRlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgh0b3BfdGFncxgGIAMoCzIdLmNoYW9zY29yZS5tZW1vcnkudjEuVGFnQ291bnQysQMKDU1lbW9yeVNlcnZpY2USVwoIUmVtZW1iZXISJC5jaGFvc2NvcmUubWVtb3J5LnYxLlJlbWVtYmVyUmVxdWVzdBolLmNoYW9zY29yZS5tZW1vcnkudjEuUmVtZW1iZXJSZXNwb25zZRJRCgZSZWNhbGwSIi5jaGFvc2NvcmUubWVtb3J5LnYxLlJlY2FsbFJlcXVlc3QaIy5jaGFvc2NvcmUubWVtb3J5LnYxLlJlY2FsbFJlc3BvbnNlElEKBlNlYXJjaBIiLmNoYW9zY29yZS5tZW1vcnkudjEuU2VhcmNoUmVxdWVzdBojLmNoYW9zY29yZS5tZW1vcnkudjEuU2VhcmNoUmVzcG9uc2USUQoGRm9yZ2V0EiIuY2hhb3Njb3JlLm1lbW9yeS52MS5Gb3JnZXRSZXF1ZXN0GiMuY2hhb3Njb3JlLm1lbW9yeS52MS5Gb3JnZXRSZXNwb25zZRJOCgVTdGF0cxIhLmNoYW9zY29yZS5tZW1vcnkudjEuU3RhdHNSZXF1ZXN0GiIuY2hhb3Njb3JlLm1lbW9yeS52MS5TdGF0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBjaGFvc2NvcmUvbWVtb3J5L3YxL21lbW9yeS5wcm90bxITY2hhb3Njb3JlLm1lbW9yeS52MSLeAQoKTWVtb3J5SXRlbRILCgNrZXkYASABKAkSJQoFdmFsdWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDAoEdGFncxgDIAMoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJoCg9SZW1lbWJlclJlcXVlc3QSCwoDa2V5GAEgASgJEiUKBXZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBHRhZ3MYAyADKAkSEwoLdHRsX3NlY29uZHMYBCABKA0iQQoQUmVtZW1iZXJSZXNwb25zZRItCgRpdGVtGAEgASgLMh8uY2hhb3Njb3JlLm1lbW9yeS52MS5NZW1vcnlJdGVtIhwKDVJlY2FsbFJlcXVlc3QSCwoDa2V5GAEgASgJIj8KDlJlY2FsbFJlc3BvbnNlEi0KBGl0ZW0YASABKAsyHy5jaGFvc2NvcmUubWVtb3J5LnYxLk1lbW9yeUl0ZW0iSwoNU2VhcmNoUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIMCgR0YWdzGAIgAygJEg0KBWxpbWl0GAMgASgNEg4KBmN1cnNvchgEIAEoCSJVCg5TZWFyY2hSZXNwb25zZRIuCgVpdGVtcxgBIAMoCzIfLmNoYW9zY29yZS5tZW1vcnkudjEuTWVtb3J5SXRlbRITCgtuZXh0X2N1cnNvchgCIAEoCSIcCg1Gb3JnZXRSZXF1ZXN0EgsKA2tleRgBIAEoCSIhCg5Gb3JnZXRSZXNwb25zZRIPCgdkZWxldGVkGAEgASgIIg4KDFN0YXRzUmVxdWVzdCImCghUYWdDb3VudBILCgN0YWcYASABKAkSDQoFY291bnQYAiABKAQi2wEKDVN0YXRzUmVzcG9uc2USDQoFaXRlbXMYASABKAQSDwoHZXhwaXJlZBgCIAEoBBITCgt2YWx1ZV9ieXRlcxgDIAEoBBIxCg1vbGRlc3RfdXBkYXRlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1uZXdlc3RfdXBkYXRlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgh0b3BfdGFncxgGIAMoCzIdLmNoYW9zY29yZS5tZW1vcnkudjEuVGFnQ291bnQiEwoRRXhwb3J0RGF0YVJlcXVlc3QiIgoSRXhwb3J0RGF0YVJlc3BvbnNlEgwKBGxpbmUYASABKAkiEwoRRGVsZXRlRGF0YVJlcXVlc3QiSQoSRGVsZXRlRGF0YVJlc3BvbnNlEg0KBWl0ZW1zGAEgASgEEhAKCGVwaXNvZGVzGAIgASgEEhIKCnByb2NlZHVyZXMYAyABKAQiMAoVQXBwbHlSZXRlbnRpb25SZXF1ZXN0EhcKD21heF9hZ2Vfc2Vjb25kcxgBIAEoDSJVChZBcHBseVJldGVudGlvblJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQSKgoGY3V0b2ZmGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDLcBQoNTWVtb3J5U2VydmljZRJXCghSZW1lbWJlchIkLmNoYW9zY29yZS5tZW1vcnkudjEuUmVtZW1iZXJSZXF1ZXN0GiUuY2hhb3Njb3JlLm1lbW9yeS52MS5SZW1lbWJlclJlc3BvbnNlElEKBlJlY2FsbBIiLmNoYW9zY29yZS5tZW1vcnkudjEuUmVjYWxsUmVxdWVzdBojLmNoYW9zY29yZS5tZW1vcnkudjEuUmVjYWxsUmVzcG9uc2USUQoGU2VhcmNoEiIuY2hhb3Njb3JlLm1lbW9yeS52MS5TZWFyY2hSZXF1ZXN0GiMuY2hhb3Njb3JlLm1lbW9yeS52MS5TZWFyY2hSZXNwb25zZRJRCgZGb3JnZXQSIi5jaGFvc2NvcmUubWVtb3J5LnYxLkZvcmdldFJlcXVlc3QaIy5jaGFvc2NvcmUubWVtb3J5LnYxLkZvcmdldFJlc3BvbnNlEk4KBVN0YXRzEiEuY2hhb3Njb3JlLm1lbW9yeS52MS5TdGF0c1JlcXVlc3QaIi5jaGFvc2NvcmUubWVtb3J5LnYxLlN0YXRzUmVzcG9uc2USXwoKRXhwb3J0RGF0YRImLmNoYW9zY29yZS5tZW1vcnkudjEuRXhwb3J0RGF0YVJlcXVlc3QaJy5jaGFvc2NvcmUubWVtb3J5LnYxLkV4cG9ydERhdGFSZXNwb25zZTABEl0KCkRlbGV0ZURhdGESJi5jaGFvc2NvcmUubWVtb3J5LnYxLkRlbGV0ZURhdGFSZXF1ZXN0GicuY2hhb3Njb3JlLm1lbW9yeS52MS5EZWxldGVEYXRhUmVzcG9uc2USaQoOQXBwbHlSZXRlbnRpb24SKi5jaGFvc2NvcmUubWVtb3J5LnYxLkFwcGx5UmV0ZW50aW9uUmVxdWVzdBorLmNoYW9zY29yZS5tZW1vcnkudjEuQXBwbHlSZXRlbnRpb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message chaoscore.memory.v1.MemoryItem
@@ -329,6 +329,132 @@ export const StatsResponseSchema: GenMessage<StatsResponse> = /*@__PURE__*/
   messageDesc(file_chaoscore_memory_v1_memory, 11);
 
 /**
+ * @generated from message chaoscore.memory.v1.ExportDataRequest
+ */
+export type ExportDataRequest = Message<"chaoscore.memory.v1.ExportDataRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.memory.v1.ExportDataRequest.
+ * Use `create(ExportDataRequestSchema)` to create a new message.
+ */
+export const ExportDataRequestSchema: GenMessage<ExportDataRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_memory_v1_memory, 12);
+
+/**
+ * @generated from message chaoscore.memory.v1.ExportDataResponse
+ */
+export type ExportDataResponse = Message<"chaoscore.memory.v1.ExportDataResponse"> & {
+  /**
+   * One JSON object and its line break ("\n"): the lines in order, concatenated, are the
+   * export file. The first is {"type":"header","format":"chaos-core-memory/1","tenant"}, every
+   * other {"type":"memory.item","tenant","key","value","tags","created_at",
+   * "updated_at","expires_at"} with the value as stored and times in RFC 3339.
+   *
+   * @generated from field: string line = 1;
+   */
+  line: string;
+};
+
+/**
+ * Describes the message chaoscore.memory.v1.ExportDataResponse.
+ * Use `create(ExportDataResponseSchema)` to create a new message.
+ */
+export const ExportDataResponseSchema: GenMessage<ExportDataResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_memory_v1_memory, 13);
+
+/**
+ * @generated from message chaoscore.memory.v1.DeleteDataRequest
+ */
+export type DeleteDataRequest = Message<"chaoscore.memory.v1.DeleteDataRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.memory.v1.DeleteDataRequest.
+ * Use `create(DeleteDataRequestSchema)` to create a new message.
+ */
+export const DeleteDataRequestSchema: GenMessage<DeleteDataRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_memory_v1_memory, 14);
+
+/**
+ * @generated from message chaoscore.memory.v1.DeleteDataResponse
+ */
+export type DeleteDataResponse = Message<"chaoscore.memory.v1.DeleteDataResponse"> & {
+  /**
+   * Every item removed, expired ones included.
+   *
+   * @generated from field: uint64 items = 1;
+   */
+  items: bigint;
+
+  /**
+   * Of those, the cognitive core's episodes (keys starting "episode:").
+   *
+   * @generated from field: uint64 episodes = 2;
+   */
+  episodes: bigint;
+
+  /**
+   * Of those, the cognitive core's procedures (keys starting "procedure:").
+   *
+   * @generated from field: uint64 procedures = 3;
+   */
+  procedures: bigint;
+};
+
+/**
+ * Describes the message chaoscore.memory.v1.DeleteDataResponse.
+ * Use `create(DeleteDataResponseSchema)` to create a new message.
+ */
+export const DeleteDataResponseSchema: GenMessage<DeleteDataResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_memory_v1_memory, 15);
+
+/**
+ * @generated from message chaoscore.memory.v1.ApplyRetentionRequest
+ */
+export type ApplyRetentionRequest = Message<"chaoscore.memory.v1.ApplyRetentionRequest"> & {
+  /**
+   * Required, greater than 0: items last written more than this many seconds ago are removed.
+   *
+   * @generated from field: uint32 max_age_seconds = 1;
+   */
+  maxAgeSeconds: number;
+};
+
+/**
+ * Describes the message chaoscore.memory.v1.ApplyRetentionRequest.
+ * Use `create(ApplyRetentionRequestSchema)` to create a new message.
+ */
+export const ApplyRetentionRequestSchema: GenMessage<ApplyRetentionRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_memory_v1_memory, 16);
+
+/**
+ * @generated from message chaoscore.memory.v1.ApplyRetentionResponse
+ */
+export type ApplyRetentionResponse = Message<"chaoscore.memory.v1.ApplyRetentionResponse"> & {
+  /**
+   * Items removed.
+   *
+   * @generated from field: uint64 deleted = 1;
+   */
+  deleted: bigint;
+
+  /**
+   * Items last written before this time were removed; later ones were kept.
+   *
+   * @generated from field: google.protobuf.Timestamp cutoff = 2;
+   */
+  cutoff?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message chaoscore.memory.v1.ApplyRetentionResponse.
+ * Use `create(ApplyRetentionResponseSchema)` to create a new message.
+ */
+export const ApplyRetentionResponseSchema: GenMessage<ApplyRetentionResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_memory_v1_memory, 17);
+
+/**
  * MemoryService is durable semantic memory, one keyspace per tenant (taken from the
  * call context). Expired items are never returned.
  *
@@ -384,6 +510,41 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof StatsRequestSchema;
     output: typeof StatsResponseSchema;
+  },
+  /**
+   * ExportData streams every stored item of the tenant as JSONL (format chaos-core-memory/1):
+   * a header line, then one line per item in key order, episodes and procedures included and
+   * expired items not yet purged too. Read a page at a time, not from one snapshot: an item
+   * written during the export may or may not appear, and none appears twice.
+   *
+   * @generated from rpc chaoscore.memory.v1.MemoryService.ExportData
+   */
+  exportData: {
+    methodKind: "server_streaming";
+    input: typeof ExportDataRequestSchema;
+    output: typeof ExportDataResponseSchema;
+  },
+  /**
+   * DeleteData removes every item of the tenant, in batches; calling it again finishes a
+   * deletion that was interrupted.
+   *
+   * @generated from rpc chaoscore.memory.v1.MemoryService.DeleteData
+   */
+  deleteData: {
+    methodKind: "unary";
+    input: typeof DeleteDataRequestSchema;
+    output: typeof DeleteDataResponseSchema;
+  },
+  /**
+   * ApplyRetention removes the tenant's items whose last write (updated_at) is older than
+   * max_age_seconds.
+   *
+   * @generated from rpc chaoscore.memory.v1.MemoryService.ApplyRetention
+   */
+  applyRetention: {
+    methodKind: "unary";
+    input: typeof ApplyRetentionRequestSchema;
+    output: typeof ApplyRetentionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_memory_v1_memory, 0);
