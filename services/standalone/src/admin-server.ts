@@ -8,12 +8,14 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import { ChaosError, type CallContext, type ErrorCode, type Logger, type ServiceClient } from "@chaos-core/kit";
 import { ApprovalChannel, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import type { SignInLinks } from "@chaos-core/edge/stdio";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
-import { ADMIN_RPC_PREFIX, answerAdminRpc } from "./admin-rpc.js";
+import { ADMIN_RPC_PREFIX, answerAdminRpc, type BridgedService } from "./admin-rpc.js";
 
 /** The policy package, loaded on the first policy request: the endpoint starts before the services load. */
 const loadPolicyModule = () => import("@chaos-core/policy");
@@ -32,6 +34,9 @@ export interface AdminServerOptions {
   readonly policy: ServiceClient<typeof PolicyService>;
   /** The tenant registry's admin API (`chaos-core tenants`, `chaos-core keys`), served as JSON RPCs. */
   readonly tenantAdmin: ServiceClient<typeof TenantAdminService>;
+  /** Memory and council, for a tenant's export, deletion and retention (`chaos-core tenants export|delete|retention`). */
+  readonly memory: ServiceClient<typeof MemoryService>;
+  readonly council: ServiceClient<typeof CouncilService>;
   /**
    * A tenant's ledger as export JSONL lines (the store's `exportLedger`): the running process
    * holds the data directory, so `chaos-core ledger export|verify` reads it through here.
@@ -201,14 +206,24 @@ const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestam
  * - `PUT  /v1/policy {document, tenant?, expected_version?}` → `{tenant, version}`: the document
  *   is validated exactly as `policy.json` is (a bad field is a 400 naming it) and stored as the
  *   next version
- * - `POST /v1/rpc/chaoscore.admin.v1.TenantAdminService/<Method>` → the RPC's response message as
- *   proto3 JSON (snake_case names), its body the request message: the tenant admin API a cluster
- *   serves over gRPC, asked by `chaos-core tenants` and `chaos-core keys` (docs/tenants.md)
+ * - `POST /v1/rpc/<service>/<Method>?tenant=T` → the RPC's response message as proto3 JSON
+ *   (snake_case names; a server stream as NDJSON), its body the request message, called as the
+ *   operator of T: the APIs a cluster serves over gRPC, for `chaos-core tenants` and `chaos-core
+ *   keys` (docs/tenants.md) — TenantAdminService whole; of MemoryService and CouncilService
+ *   ExportData, DeleteData and ApplyRetention; of LedgerService ExportEntries and Append; of
+ *   PolicyService GetPolicy
  * - `POST /v1/console/sign-in-link {tenant?}` → `{tenant, url, expires_at}`: a one-time link that
  *   signs its opener in to the approval console as `operator` of the tenant (single use, 120 s)
  */
 export async function startAdminServer(options: AdminServerOptions): Promise<RunningAdminServer> {
   const { cognition, ledger, policy, exportLedger, logger } = options;
+  const bridged: BridgedService[] = [
+    { service: TenantAdminService, client: options.tenantAdmin } as BridgedService,
+    { service: MemoryService, client: options.memory, methods: ["ExportData", "DeleteData", "ApplyRetention"] } as BridgedService,
+    { service: CouncilService, client: options.council, methods: ["ExportData", "DeleteData", "ApplyRetention"] } as BridgedService,
+    { service: LedgerService, client: ledger, methods: ["ExportEntries", "Append"] } as BridgedService,
+    { service: PolicyService, client: policy, methods: ["GetPolicy"] } as BridgedService,
+  ];
   const token = randomBytes(32).toString("base64url");
   const tokenDigest = digest(token);
   const operator = (tenant: string): CallContext => ({ tenant, principal: OPERATOR_PRINCIPAL });
@@ -227,13 +242,27 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const endpoint = `${req.method ?? ""} ${url.pathname}`;
-    const tenantAdminPath = `${ADMIN_RPC_PREFIX}${TenantAdminService.typeName}/`;
-    if (req.method === "POST" && url.pathname.startsWith(tenantAdminPath)) {
-      const method = url.pathname.slice(tenantAdminPath.length);
-      // The operator administers every tenant: the one a call acts on is a field of its request.
-      const answer = await answerAdminRpc(TenantAdminService, options.tenantAdmin, method, await readJson(req), { ctx: operator("default") });
-      logger.info({ method }, "operator called the tenant admin API");
-      return send(res, 200, answer);
+    if (req.method === "POST" && url.pathname.startsWith(ADMIN_RPC_PREFIX)) {
+      const [serviceName, method = ""] = url.pathname.slice(ADMIN_RPC_PREFIX.length).split("/");
+      const bridgedService = bridged.find((b) => b.service.typeName === serviceName);
+      if (!bridgedService) throw new HttpError(404, "not_found", `no service ${serviceName ?? ""} on the admin endpoint`);
+      const q = parse(tenantQuery, Object.fromEntries(url.searchParams), "query");
+      // An export or a deletion may take minutes on a large tenant.
+      const answer = await answerAdminRpc(bridgedService, method, await readJson(req), { ctx: operator(q.tenant), timeoutMs: 30 * 60_000 });
+      logger.info({ service: serviceName, method, tenant: q.tenant }, "operator called an admin RPC");
+      if (answer.kind === "unary") return send(res, 200, answer.message);
+      res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+      try {
+        for await (const message of answer.messages) {
+          if (!res.write(`${JSON.stringify(message)}\n`)) await Promise.race([once(res, "drain"), once(res, "close")]);
+          if (res.destroyed) return;
+        }
+      } catch (err) {
+        // The status is sent: the failure is the stream's last line.
+        const e = ChaosError.from(err);
+        res.write(`${JSON.stringify({ error: { code: e.code, message: e.code === "internal" ? "internal error" : e.message } })}\n`);
+      }
+      return void res.end();
     }
     switch (endpoint) {
       case "GET /v1/approvals": {

@@ -310,6 +310,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         ledger,
         policy,
         tenantAdmin: tenants.admin,
+        memory,
+        council,
         exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),
         logger: logger.child({ service: "admin" }),
         ...(options.signInLinks ? { signInLinks: options.signInLinks } : {}),

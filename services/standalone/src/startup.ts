@@ -1,5 +1,5 @@
-import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { ChaosError, createDeferredClient, lockDataDir, type Logger } from "@chaos-core/kit";
+import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
@@ -181,6 +181,8 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
         ledger: ledgerClient,
         policy: deps.policy,
         tenantAdmin: createDeferredClient(TenantAdminService, ready.then((r) => r.tenants.admin)),
+        memory: deps.memory,
+        council: deps.council,
         exportLedger: (tenant) => exportOnceReady(ready, tenant),
         logger: logger.child({ service: "admin" }),
       });

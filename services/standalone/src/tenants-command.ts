@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   ContextSigner,
@@ -16,7 +17,12 @@ import {
 } from "@chaos-core/kit";
 import { TenantAdminService, type ApiKey, type Tenant } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { KeyStatus, TenantStatus } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
+import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
+import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { adminRpcClient } from "./admin-rpc.js";
+import { applyRetention, deleteTenant, exportTenant, type TenantDataServices } from "./tenant-data.js";
 import { parseCommandLine, storesFromCommandLine, UsageError } from "./command-line.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { openEmbeddedDb } from "./data-dir-layout.js";
@@ -33,7 +39,9 @@ admin API (the policy service's CHAOS_CORE_ADMIN_PORT) over gRPC, each call sign
 CHAOS_CORE_CONTEXT_KEY (TLS by CHAOS_CORE_GRPC_TLS_* as the services); else --database-url /
 DATABASE_URL directly (with REDIS_URL set as the edges have it, so they hear of each change);
 else the data directory (--data-dir, CHAOS_CORE_DATA_DIR, else the per-user one): through the
-server running there, or, with none running, in its embedded database.
+server running there, or, with none running, in its embedded database. export, delete and
+retention reach a tenant's data: through a running server, or with --admin-addr and
+MEMORY_ADDR, COUNCIL_ADDR, LEDGER_ADDR, POLICY_ADDR (the services' addresses).
 Add --json for one JSON object per answer. Exits 0 when done, 1 when refused, 2 on a usage error.`;
 
 /** The help text of `chaos-core tenants`. */
@@ -47,6 +55,12 @@ Commands:
   disable <id>   Refuse the tenant's every call from its next request on (sessions included)
   enable <id>    Serve it again
   settings <id>  Change its settings (the flags of create; unset flags keep their value)
+  export <id>    Write its data to --out DIR (default ./<id>-export): tenant.json, policy.json,
+                 memory.jsonl, council.jsonl, ledger.jsonl (chaos-core ledger verify --file)
+  delete <id>    --confirm <id>: disable it, remove its memory and council sessions, record the
+                 deletion in its ledger (which keeps every entry) and revoke its keys
+  retention [<id>]  Apply the retention settings now (every tenant, or one); a cluster runs
+                 this on a schedule, a standalone server every hour
 
 ${WHERE}
 `;
@@ -82,16 +96,25 @@ const OPTIONS = {
   principal: { type: "string" },
   role: { type: "string" },
   "expires-in": { type: "string" },
+  out: { type: "string" },
+  confirm: { type: "string" },
 } as const;
 
 type Values = ReturnType<typeof parseCommandLine<typeof OPTIONS>>["values"];
 
-/** The admin client and how to let it go. */
+/** The admin client and how to let it go; with the data services where the registry was reached through them. */
 interface Admin {
   client: ServiceClient<typeof TenantAdminService>;
   where: string;
+  /** Set when the tenants' data is reachable (a running server, or a cluster's addresses). */
+  data?: TenantDataServices;
   close(): Promise<void>;
 }
+
+/** Why export, delete and retention cannot run on what `where` reached. */
+const NEEDS_SERVICES =
+  "needs the tenant's services: run it against a running server (chaos-core serve on this data directory) or a cluster " +
+  "(--admin-addr with MEMORY_ADDR, COUNCIL_ADDR, LEDGER_ADDR and POLICY_ADDR)";
 
 async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void> }>, generations: TenantGenerations, where: string): Promise<Admin> {
   const { migratePolicy, createSqlTenantRegistry, createTenantAdminHandlers } = await import("@chaos-core/policy");
@@ -115,8 +138,29 @@ async function openAdmin(values: Values, env: Env): Promise<Admin> {
     if (!key) throw new Error("CHAOS_CORE_CONTEXT_KEY is required to call the tenant admin API (the cluster's call-context key)");
     const tlsConfig = loadGrpcTransportConfig(env).tls;
     const tls = tlsConfig ? openGrpcTls(tlsConfig, { logger: createLogger("chaos-core-tenants", "silent") }) : undefined;
-    const grpc = createGrpcClient(TenantAdminService, addr, new ContextSigner(key), { ...(tls ? { tls } : {}) });
-    return { client: grpc.client, where: `the tenant admin API at ${addr}`, close: async () => (grpc.close(), tls?.close()) };
+    const signer = new ContextSigner(key);
+    const options = tls ? { tls } : {};
+    const grpc = createGrpcClient(TenantAdminService, addr, signer, options);
+    const closers: Array<() => void> = [() => grpc.close()];
+    let data: TenantDataServices | undefined;
+    const { MEMORY_ADDR, COUNCIL_ADDR, LEDGER_ADDR, POLICY_ADDR } = env;
+    if (MEMORY_ADDR && COUNCIL_ADDR && LEDGER_ADDR && POLICY_ADDR) {
+      const memory = createGrpcClient(MemoryService, MEMORY_ADDR, signer, options);
+      const council = createGrpcClient(CouncilService, COUNCIL_ADDR, signer, options);
+      const ledger = createGrpcClient(LedgerService, LEDGER_ADDR, signer, options);
+      const policy = createGrpcClient(PolicyService, POLICY_ADDR, signer, options);
+      closers.push(() => memory.close(), () => council.close(), () => ledger.close(), () => policy.close());
+      data = { admin: grpc.client, memory: memory.client, council: council.client, ledger: ledger.client, policy: policy.client };
+    }
+    return {
+      client: grpc.client,
+      where: `the tenant admin API at ${addr}`,
+      ...(data ? { data } : {}),
+      close: async () => {
+        for (const close of closers) close();
+        tls?.close();
+      },
+    };
   }
   const stores = storesFromCommandLine(values, env);
   if (stores.kind === "postgres") {
@@ -142,7 +186,15 @@ async function openAdmin(values: Values, env: Env): Promise<Admin> {
   }
   const access = await accessDataDir(stores.dataDir);
   if (access.running) {
-    return { client: adminRpcClient(TenantAdminService, access.admin), where: `the server running on ${stores.dataDir}`, close: async () => undefined };
+    const admin = adminRpcClient(TenantAdminService, access.admin);
+    const data: TenantDataServices = {
+      admin,
+      memory: adminRpcClient(MemoryService, access.admin),
+      council: adminRpcClient(CouncilService, access.admin),
+      ledger: adminRpcClient(LedgerService, access.admin),
+      policy: adminRpcClient(PolicyService, access.admin),
+    };
+    return { client: admin, data, where: `the server running on ${stores.dataDir}`, close: async () => undefined };
   }
   return directAdmin(
     async () => {
@@ -251,7 +303,7 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
       io.stdout.write(usage);
       return EXIT_OK;
     }
-    const commands = group === "tenants" ? ["create", "list", "show", "disable", "enable", "settings"] : ["create", "list", "revoke"];
+    const commands = group === "tenants" ? ["create", "list", "show", "disable", "enable", "settings", "export", "delete", "retention"] : ["create", "list", "revoke"];
     if (!commands.includes(command)) throw new UsageError(`unknown ${group} command "${command}"`);
     const { values, positionals } = parseCommandLine(rest, OPTIONS, { positionals: true });
     json = values.json === true;
@@ -299,6 +351,39 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
           const merged = { ...current.settings!, ...change };
           const t = tenantJson((await client.updateTenantSettings({ id, settings: merged }, { ctx: OPERATOR })).tenant!);
           return out({ tenant: t }, `tenant "${t.id}" settings changed\n${tenantLine(t)}`);
+        };
+      } else if (command === "export") {
+        allow(values, command, ["out"]);
+        const id = only(positionals, "tenant id");
+        const dir = resolve(values.out ?? `${id}-export`);
+        act = async ({ data }) => {
+          if (!data) throw new Error(`export ${NEEDS_SERVICES}`);
+          const summary = await exportTenant(data, id, dir, (line) => io.stderr.write(`${line}\n`));
+          return out(summary, `tenant "${id}" exported to ${summary.dir}\n`);
+        };
+      } else if (command === "delete") {
+        allow(values, command, ["confirm"]);
+        const id = only(positionals, "tenant id");
+        if (values.confirm !== id) throw new UsageError(`delete removes the tenant's data for good: repeat its id, --confirm ${id} (export it first: chaos-core tenants export ${id})`);
+        act = async ({ data }) => {
+          if (!data) throw new Error(`delete ${NEEDS_SERVICES}`);
+          const summary = await deleteTenant(data, id, (line) => io.stderr.write(`${line}\n`));
+          return out(
+            { tenant: id, memory_items: summary.memoryItems, council_sessions: summary.councilSessions, revoked_keys: summary.revokedKeys, ledger_seq: summary.ledgerSeq },
+            `tenant "${id}" deleted: ${summary.memoryItems} memory items and ${summary.councilSessions} council sessions removed, ${summary.revokedKeys} keys revoked; its ledger keeps its entries and records the deletion (entry ${summary.ledgerSeq})\n`,
+          );
+        };
+      } else if (command === "retention") {
+        allow(values, command, []);
+        if (positionals.length > 1) throw new UsageError("retention takes at most one tenant id");
+        const id = positionals[0];
+        act = async ({ data }) => {
+          if (!data) throw new Error(`retention ${NEEDS_SERVICES}`);
+          const done = await applyRetention(data, (line) => io.stderr.write(`${line}\n`), id);
+          return out(
+            { tenants: done.map((d) => ({ tenant: d.tenant, memory_deleted: d.memoryDeleted, council_deleted: d.councilDeleted })) },
+            done.length === 0 ? "no tenant has a retention setting\n" : `retention applied to ${done.length} tenant(s)\n`,
+          );
         };
       } else if (command === "show") {
         allow(values, command, []);
