@@ -163,8 +163,9 @@ function consoleSessionId(id: string): string {
  * by `listener.ts` for `chaos-core stdio`). Server-rendered pages, no script; every route
  * `no-store` with a strict CSP; every POST checked for its Origin, its type and size, and its
  * CSRF token. A session is signed in by an approver's API key (never an agent's: the key must
- * hold the approver role) or by the standalone operator's one-time link, and reads only its
- * own tenant's approvals. It lists and shows them, and answers them: `POST` on an approval's
+ * hold the approver role), through the edge's OAuth issuer (a token holding the approver scope;
+ * docs/auth.md, "The approval console"), or by the standalone operator's one-time link, and
+ * reads only its own tenant's approvals. It lists and shows them, and answers them: `POST` on an approval's
  * own page with `decision=approve|reject` resolves a step through cognition (channel console) or
  * answers a spend through the ledger (`approved_via: "console"`), as the signed-in principal;
  * cognition and the ledger enforce the channels policy accepts, no self-approval and once-only,
