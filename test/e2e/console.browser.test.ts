@@ -169,6 +169,11 @@ describe.skipIf(SKIP_BROWSER_TESTS)("the approval console in a browser", () => {
 
   it.concurrent("refuses the agent's own key at sign-in", async () => {
     const page = await newPage();
+    // This server has no OAuth issuer: its sign-in page offers API keys only, no "Sign in with …".
+    await page.goto(`${base}/approvals/sign-in`);
+    await expect(page.locator("#api_key").count()).resolves.toBe(1);
+    await expect(page.locator("a.sign-in-oauth").count()).resolves.toBe(0);
+    await expect(page.locator("main").textContent()).resolves.not.toContain("Sign in with");
     await signIn(page, agentKey);
     await expect(page.locator("p.error").textContent()).resolves.toBe("this key does not hold the approver role: an agent's key cannot sign in here");
     expect(new URL(page.url()).pathname).toBe("/approvals/sign-in");

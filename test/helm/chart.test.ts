@@ -498,9 +498,10 @@ describe("helm chart helm/chaos-core", () => {
     expect(renderError([valuesFile("edge-only")], ["--set", "ingress.host="])).toContain("ingress.host is required with ingress.enabled");
   });
 
-  it("sets the edge's OAuth settings from config.edge.oauth, mounts the introspection secret, lets it reach the issuer, and refuses half a configuration", () => {
+  it("sets the edge's OAuth settings from config.edge.oauth, mounts the introspection and console client secrets, lets it reach the issuer, and refuses half a configuration", () => {
     const all = render([valuesFile("production")]);
-    const edge = container(named(all, "Deployment", `${FULL}-edge`));
+    const deployment = named(all, "Deployment", `${FULL}-edge`);
+    const edge = container(deployment);
     const env = Object.fromEntries((edge.env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value]));
     expect(env).toMatchObject({
       CHAOS_CORE_OAUTH_ISSUER: "https://auth.example.com",
@@ -510,17 +511,35 @@ describe("helm chart helm/chaos-core", () => {
       CHAOS_CORE_OAUTH_INTROSPECTION_URL: "https://auth.example.com/oauth/introspect",
       CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID: "chaos-core",
       CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE: "/etc/chaos-core/oauth/introspection-secret",
+      CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: "chaos-core-console",
+      CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: "/etc/chaos-core/console-oauth/client-secret",
     });
+    // The console's client secret: its own read-only mount, from the operator's Secret, never an env value.
+    expect(edge.volumeMounts).toContainEqual({ name: "console-oauth-client", mountPath: "/etc/chaos-core/console-oauth", readOnly: true });
+    expect(deployment.spec.template.spec.volumes).toContainEqual({
+      name: "console-oauth-client",
+      secret: { secretName: "cc-console-oauth", defaultMode: 0o440, items: [{ key: "client-secret", path: "client-secret" }] },
+    });
+    // What the chart sets is what the edge's own parser accepts.
+    expect(loadEdgeAloneConfig(envOf(deployment)).http.console?.oauthClient).toEqual({ clientId: "chaos-core-console", clientSecretFile: "/etc/chaos-core/console-oauth/client-secret" });
     expect(named(all, "NetworkPolicy", `${FULL}-edge`).spec.egress).toContainEqual({ ports: [{ port: 443, protocol: "TCP" }] });
     // Off by default: no variable, no mount.
     const defaults = container(named(render([valuesFile("defaults")]), "Deployment", `${FULL}-edge`));
-    expect((defaults.env as Array<{ name: string }>).filter((e) => e.name.startsWith("CHAOS_CORE_OAUTH_"))).toEqual([]);
+    expect((defaults.env as Array<{ name: string }>).filter((e) => e.name.startsWith("CHAOS_CORE_OAUTH_") || e.name.startsWith("CHAOS_CORE_CONSOLE_OAUTH_"))).toEqual([]);
     const d = [valuesFile("defaults")];
     expect(renderError(d, ["--set", "config.edge.oauth.issuer=https://auth.example.com"])).toContain("config.edge.oauth.resource is required with config.edge.oauth.issuer");
     expect(renderError(d, ["--set", "config.edge.oauth.resource=https://chaos.example.com/mcp"])).toContain("config.edge.oauth.issuer is required");
     expect(
       renderError(d, ["--set", "config.edge.oauth.issuer=https://auth.example.com", "--set", "config.edge.oauth.resource=https://c.example.com/mcp", "--set", "config.edge.oauth.introspection.url=https://auth.example.com/i"]),
     ).toContain("secrets.oauthIntrospection.existingSecret");
+    const issuer = ["--set", "config.edge.oauth.issuer=https://auth.example.com", "--set", "config.edge.oauth.resource=https://c.example.com/mcp"];
+    expect(renderError(d, ["--set", "config.edge.oauth.console.clientId=chaos-core-console"])).toContain("config.edge.oauth.issuer is required");
+    expect(renderError(d, [...issuer, "--set", "config.edge.oauth.console.clientId=chaos-core-console"])).toContain(
+      "config.edge.oauth.console.clientId needs secrets.consoleOauthClient.existingSecret",
+    );
+    expect(
+      renderError(d, [...issuer, "--set", "config.edge.oauth.console.clientId=c", "--set", "secrets.consoleOauthClient.existingSecret=s", "--set", "config.edge.console=off"]),
+    ).toContain("which config.edge.console turns off");
   });
 
   it("finds an unknown field in a rendered object, naming where it is (the strict check can fail)", () => {
@@ -677,6 +696,12 @@ describe("helm chart helm/chaos-core", () => {
     expect(notes).toContain(`kubectl -n ${NAMESPACE} port-forward svc/${FULL}-edge 3000:3000`);
     expect(notes).toContain("https://chaos.example.com/mcp");
     expect(notes).toContain("config.edge.allowedHosts is set");
+    // With the console's client at the issuer: the redirect URI to register there.
+    const prod = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile("production")]);
+    expect(prod.status, prod.stderr).toBe(0);
+    const prodNotes = prod.stdout.slice(prod.stdout.indexOf("NOTES:"));
+    expect(prodNotes).toContain('The approval console offers "Sign in with" the issuer as client chaos-core-console: register');
+    expect(prodNotes).toContain("https://chaos.example.com/approvals/sign-in/oauth/callback as its redirect URI there");
   });
 
   it("refuses an unknown value with the schema's message naming it", () => {

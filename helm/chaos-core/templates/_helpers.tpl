@@ -159,6 +159,9 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- if and .Values.config.edge.oauth.issuer .Values.config.edge.oauth.introspection.url -}}
 {{- $edge = append $edge (dict "var" "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE" "secret" "oauthIntrospection" "dir" "/etc/chaos-core/oauth") -}}
 {{- end -}}
+{{- if and .Values.config.edge.oauth.issuer .Values.config.edge.oauth.console.clientId -}}
+{{- $edge = append $edge (dict "var" "CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE" "secret" "consoleOauthClient" "dir" "/etc/chaos-core/console-oauth") -}}
+{{- end -}}
 {{- dict "edge" $edge "ledger" (list (dict "var" "CHAOS_CORE_LEDGER_KEYS_FILE" "secret" "ledgerKeyring" "dir" "/etc/chaos-core/ledger")) | toJson -}}
 {{- end -}}
 
@@ -276,6 +279,10 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 - name: CHAOS_CORE_OAUTH_INTROSPECTION_CACHE_SECONDS
   value: {{ .introspection.cacheSeconds | quote }}
 {{- end }}
+{{- if .console.clientId }}
+- name: CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID
+  value: {{ .console.clientId | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -372,14 +379,20 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- fail "ingress.host is required with ingress.enabled: the host name clients reach the edge at" -}}
 {{- end -}}
 {{- with $v.config.edge.oauth -}}
-{{- if and (not .issuer) (or .resource .jwksUrl .introspection.url) -}}
-{{- fail "config.edge.oauth.issuer is required with config.edge.oauth.resource, jwksUrl or introspection.url: without the issuer OAuth is off and they would do nothing" -}}
+{{- if and (not .issuer) (or .resource .jwksUrl .introspection.url .console.clientId) -}}
+{{- fail "config.edge.oauth.issuer is required with config.edge.oauth.resource, jwksUrl, introspection.url or console.clientId: without the issuer OAuth is off and they would do nothing" -}}
 {{- end -}}
 {{- if and .issuer (not .resource) -}}
 {{- fail "config.edge.oauth.resource is required with config.edge.oauth.issuer: the edge's canonical resource URI (the audience of its tokens), e.g. https://mcp.example.com/mcp" -}}
 {{- end -}}
 {{- if and .issuer .introspection.url (or (not .introspection.clientId) (not $v.secrets.oauthIntrospection.existingSecret)) -}}
 {{- fail "config.edge.oauth.introspection.url needs config.edge.oauth.introspection.clientId and secrets.oauthIntrospection.existingSecret (the edge's client secret at the introspection endpoint)" -}}
+{{- end -}}
+{{- if and .issuer .console.clientId (not $v.secrets.consoleOauthClient.existingSecret) -}}
+{{- fail "config.edge.oauth.console.clientId needs secrets.consoleOauthClient.existingSecret (the approval console's client secret at the issuer)" -}}
+{{- end -}}
+{{- if and .console.clientId (eq $v.config.edge.console "off") -}}
+{{- fail "config.edge.oauth.console.clientId signs people in to the approval console, which config.edge.console turns off: unset one of them" -}}
 {{- end -}}
 {{- end -}}
 {{- if and $v.config.ledger.webhookUrl (not $v.secrets.webhookSecret.existingSecret) -}}

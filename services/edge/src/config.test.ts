@@ -294,5 +294,36 @@ describe("loadEdgeConfig", () => {
       // A loopback issuer may be plain http: a local test or development authorization server.
       expect(loadEdgeConfig({ ...base, CHAOS_CORE_OAUTH_ISSUER: "http://127.0.0.1:9000" }).oauth?.issuer).toBe("http://127.0.0.1:9000");
     });
+
+    describe("the console's client at the issuer", () => {
+      const client = { CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: "chaos-core-console", CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: "/run/secrets/console" };
+
+      it("is off by default; with both variables the console signs people in through the issuer", () => {
+        expect(loadEdgeConfig(base).http.console).toEqual({});
+        const config = loadEdgeConfig({ ...base, ...client, CHAOS_CORE_PUBLIC_URL: "https://mcp.example.com" });
+        expect(config.http.console).toEqual({
+          publicUrl: "https://mcp.example.com",
+          oauthClient: { clientId: "chaos-core-console", clientSecretFile: "/run/secrets/console" },
+        });
+        // stdio's own console listener has no OAuth.
+        expect(config.console).toEqual({ publicUrl: "https://mcp.example.com", listenerPort: 0 });
+      });
+
+      it("names the variable that is wrong: no issuer, half a client, the console off", () => {
+        const fails = (env: Record<string, string>, message: RegExp) => expect(() => loadEdgeConfig(env)).toThrow(message);
+        fails(client, /CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: has no effect without CHAOS_CORE_OAUTH_ISSUER[\s\S]*CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: has no effect without/);
+        fails(
+          { ...base, CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: "chaos-core-console" },
+          /CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: is required with CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: the console signs in at the issuer as a confidential client/,
+        );
+        fails(
+          { ...base, CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: "/run/secrets/console" },
+          /CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: is required with CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE/,
+        );
+        fails({ ...base, ...client, CHAOS_CORE_CONSOLE: "off" }, /CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: has no effect with CHAOS_CORE_CONSOLE=off/);
+        // An empty value counts as unset, as for every variable: half a client again.
+        fails({ ...base, ...client, CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: "" }, /CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: is required with CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID/);
+      });
+    });
   });
 });

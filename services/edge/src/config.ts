@@ -123,7 +123,12 @@ const OAUTH_DEPENDENT_VARIABLES = [
   "CHAOS_CORE_OAUTH_INTROSPECTION_URL",
   "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_ID",
   "CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE",
+  "CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID",
+  "CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE",
 ] as const;
+
+/** The console's client at the issuer: both or neither. */
+const CONSOLE_OAUTH_VARIABLES = ["CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID", "CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE"] as const;
 
 const INTROSPECTION_VARIABLES = [
   "CHAOS_CORE_OAUTH_INTROSPECTION_URL",
@@ -164,6 +169,8 @@ const EdgeEnvSchema = z
     CHAOS_CORE_CONSOLE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
     CHAOS_CORE_PUBLIC_URL: envVars.publicUrl(),
     CHAOS_CORE_CONSOLE_PORT: envVars.port(0),
+    CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID: z.string().min(1).max(256).optional(),
+    CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE: z.string().min(1, "must name the file holding the client secret").optional(),
     CHAOS_CORE_APPROVAL_WAIT_SECONDS: z.coerce
       .number({ error: "must be a whole number of seconds" })
       .int("must be a whole number of seconds")
@@ -185,6 +192,12 @@ const EdgeEnvSchema = z
     // A non-loopback HOST without a keys file or an issuer is not refused: the HTTP transport then
     // requires a credential on every request and only the tenant registry's keys are accepted
     // (startHttpTransport, "required"); nobody reaches tenant default unauthenticated.
+    const consoleOAuth = CONSOLE_OAUTH_VARIABLES.filter((name) => env[name] !== undefined);
+    if (consoleOAuth.length > 0 && env.CHAOS_CORE_CONSOLE === "off") {
+      for (const name of consoleOAuth) {
+        ctx.addIssue({ code: "custom", path: [name], message: "has no effect with CHAOS_CORE_CONSOLE=off: it signs people in to the approval console; unset it, or turn the console on" });
+      }
+    }
     if (!env.CHAOS_CORE_OAUTH_ISSUER) {
       for (const name of OAUTH_DEPENDENT_VARIABLES) {
         if (env[name] !== undefined) {
@@ -199,6 +212,11 @@ const EdgeEnvSchema = z
         path: ["CHAOS_CORE_OAUTH_RESOURCE"],
         message: "is required with CHAOS_CORE_OAUTH_ISSUER: this server's canonical resource URI (the audience of its tokens), e.g. https://mcp.example.com/mcp",
       });
+    }
+    if (consoleOAuth.length > 0) {
+      for (const name of CONSOLE_OAUTH_VARIABLES) {
+        if (env[name] === undefined) ctx.addIssue({ code: "custom", path: [name], message: `is required with ${consoleOAuth[0]}: the console signs in at the issuer as a confidential client, with its client id and secret` });
+      }
     }
     const introspection = INTROSPECTION_VARIABLES.filter((name) => env[name] !== undefined);
     if (introspection.length > 0) {
@@ -242,6 +260,9 @@ export interface EdgeConfig {
    * The approval console (`CHAOS_CORE_CONSOLE`, on by default); absent when off. Served at
    * `/approvals` on the MCP listener (`http.console`), and by `chaos-core stdio` on a loopback
    * listener of its own at `listenerPort` (`CHAOS_CORE_CONSOLE_PORT`; 0 picks a free port).
+   * With the OAuth issuer and `CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID` / `…_CLIENT_SECRET_FILE`,
+   * `http.console.oauthClient` lets people sign in through the issuer (on the MCP listener only:
+   * stdio's listener has no OAuth).
    */
   readonly console?: { readonly publicUrl?: string; readonly listenerPort: number };
   /**
@@ -373,6 +394,11 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
   const oauth = oauthOf(e);
   const publicUrl = e.CHAOS_CORE_PUBLIC_URL ? { publicUrl: e.CHAOS_CORE_PUBLIC_URL } : {};
   const consoleOn = e.CHAOS_CORE_CONSOLE === "on";
+  // The console's client at the issuer (the schema checked it comes whole, with the issuer).
+  const oauthClient =
+    oauth && e.CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID && e.CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE
+      ? { oauthClient: { clientId: e.CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID, clientSecretFile: e.CHAOS_CORE_CONSOLE_OAUTH_CLIENT_SECRET_FILE } }
+      : {};
   return {
     http: {
       host: e.HOST,
@@ -382,7 +408,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
       ...allowLists(e),
       ...(e.CHAOS_CORE_API_KEYS_FILE ? { apiKeysFile: e.CHAOS_CORE_API_KEYS_FILE } : {}),
       ...(oauth ? { oauth } : {}),
-      ...(consoleOn ? { console: { ...publicUrl } } : {}),
+      ...(consoleOn ? { console: { ...publicUrl, ...oauthClient } } : {}),
     },
     ...publicUrl,
     ...(oauth ? { oauth } : {}),

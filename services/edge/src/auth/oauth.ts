@@ -79,10 +79,23 @@ export interface IntrospectionOptions {
   readonly cacheSeconds?: number;
 }
 
-/** A verified access token: who it speaks for, and the scopes it carries. */
+/** A verified access token: who it speaks for, the scopes it carries, and until when. */
 export interface VerifiedToken {
   readonly identity: Identity;
   readonly scopes: readonly string[];
+  /** Its `exp`, in seconds since the epoch; absent only for an introspected token whose answer names none. */
+  readonly expiresAt?: number;
+}
+
+/** What a use of a token needs of it besides being valid. */
+export interface VerifyOptions {
+  /**
+   * The scope the token must carry, else it is refused `insufficient_scope`: by default
+   * {@link AGENT_SCOPE}, what `/mcp` needs. `null` requires none: the approval console signs
+   * people in with tokens that need not be an agent's, and checks the approver scope itself, so
+   * it can say whom it refused and why.
+   */
+  readonly requiredScope?: string | null;
 }
 
 /** Checks access tokens for `/mcp`. */
@@ -94,7 +107,7 @@ export interface OAuthVerifier {
   /** The Protected Resource Metadata document (RFC 9728). */
   readonly metadata: ProtectedResourceMetadata;
   /** The identity of a token, or a {@link BearerRefusal}. */
-  verify(token: string): Promise<VerifiedToken>;
+  verify(token: string, options?: VerifyOptions): Promise<VerifiedToken>;
 }
 
 /** The fields of RFC 9728 §2 this server publishes. */
@@ -212,8 +225,11 @@ function describeJoseError(err: { code?: string; claim?: string; message: string
   }
 }
 
-/** The identity and scopes of a token's verified claims (a JWT's payload or an introspection answer). */
-export function identityOfClaims(claims: Readonly<Record<string, unknown>>, tenantClaim: string): VerifiedToken {
+/**
+ * The identity and scopes of a token's verified claims (a JWT's payload or an introspection
+ * answer); `requiredScope` as in {@link VerifyOptions}.
+ */
+export function identityOfClaims(claims: Readonly<Record<string, unknown>>, tenantClaim: string, requiredScope: string | null = AGENT_SCOPE): VerifiedToken {
   const { sub } = claims;
   if (typeof sub !== "string" || sub.length === 0 || sub.length > 256) {
     throw new BearerRefusal("invalid_token", "the access token names no subject (sub)");
@@ -228,12 +244,14 @@ export function identityOfClaims(claims: Readonly<Record<string, unknown>>, tena
     throw new BearerRefusal("invalid_token", `the access token's ${tenantClaim} claim is not a tenant id`);
   }
   const scopes = scopesOfClaims(claims);
-  if (!scopes.includes(AGENT_SCOPE)) {
-    throw new BearerRefusal("insufficient_scope", `the access token lacks the ${AGENT_SCOPE} scope`, AGENT_SCOPE);
+  if (requiredScope !== null && !scopes.includes(requiredScope)) {
+    throw new BearerRefusal("insufficient_scope", `the access token lacks the ${requiredScope} scope`, requiredScope);
   }
+  const { exp } = claims;
   return {
     identity: Object.freeze({ tenant, principal: sub, roles: Object.freeze(rolesOfScopes(scopes)) }),
     scopes: Object.freeze(scopes),
+    ...(typeof exp === "number" && Number.isFinite(exp) ? { expiresAt: exp } : {}),
   };
 }
 
@@ -255,7 +273,7 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
   let introspector: Introspector | undefined;
   if (options.introspection) {
     const { clientSecret, clientSecretFile } = options.introspection;
-    const secret = clientSecret ?? (clientSecretFile ? (await readSecretFile(clientSecretFile)) : undefined);
+    const secret = clientSecret ?? (clientSecretFile ? (await readSecretFile("CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE", clientSecretFile)) : undefined);
     if (!secret) throw new Error("CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE: the introspection client secret is required");
     introspector = createIntrospector({ ...options.introspection, clientSecret: secret, issuer: options.issuer, resource: options.resource, clockSkewSeconds: clockTolerance });
   }
@@ -301,7 +319,7 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
     throw new BearerRefusal("invalid_token", 'the access token is not an RFC 9068 access token (typ must be "at+jwt")');
   };
 
-  async function verifyJwt(token: string): Promise<VerifiedToken> {
+  async function verifyJwt(token: string, requiredScope: string | null): Promise<VerifiedToken> {
     checkTyp(token);
     let keySet: Jwks;
     try {
@@ -326,27 +344,32 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
       throw new BearerRefusal("unavailable", "the authorization server's keys cannot be fetched now; retry shortly");
     }
     lastWarning = undefined;
-    return identityOfClaims(payload, tenantClaim);
+    return identityOfClaims(payload, tenantClaim, requiredScope);
   }
 
   return {
     resource: options.resource,
     metadataUrl: protectedResourceMetadataUrl(options.resource),
     metadata: protectedResourceMetadata(options),
-    async verify(token) {
-      if (isJwtShaped(token)) return verifyJwt(token);
+    async verify(token, verifyOptions = {}) {
+      const requiredScope = verifyOptions.requiredScope === undefined ? AGENT_SCOPE : verifyOptions.requiredScope;
+      if (isJwtShaped(token)) return verifyJwt(token, requiredScope);
       if (!introspector) throw new BearerRefusal("invalid_token", "the access token is not valid");
-      return identityOfClaims(await introspector.introspect(token), tenantClaim);
+      return identityOfClaims(await introspector.introspect(token), tenantClaim, requiredScope);
     },
   };
 }
 
-async function readSecretFile(path: string): Promise<string> {
+/**
+ * A client secret from the file `variable` names (read at start, never logged; surrounding
+ * whitespace dropped); fails naming the variable when the file cannot be read or is empty.
+ */
+export async function readSecretFile(variable: string, path: string): Promise<string> {
   try {
     const secret = (await readFile(path, "utf8")).trim();
     if (!secret) throw new Error("the file is empty");
     return secret;
   } catch (err) {
-    throw new Error(`CHAOS_CORE_OAUTH_INTROSPECTION_CLIENT_SECRET_FILE ${path}: cannot be read (${(err as Error).message})`, { cause: err });
+    throw new Error(`${variable} ${path}: cannot be read (${(err as Error).message})`, { cause: err });
   }
 }

@@ -31,6 +31,7 @@ label { display: block; margin: 0.75rem 0 0.25rem; font-weight: 600; }
 input[type=password], input[type=text] { width: 100%; padding: 0.45rem 0.6rem; font: inherit; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
 button { margin-top: 0.75rem; padding: 0.45rem 1rem; font: inherit; border: 1px solid var(--line); border-radius: 6px; background: var(--accent); color: #fff; cursor: pointer; }
 header button { margin: 0; background: transparent; color: var(--fg); }
+a.button { display: inline-block; padding: 0.45rem 1rem; border: 1px solid var(--line); border-radius: 6px; background: var(--accent); color: #fff; text-decoration: none; }
 form.answer { max-width: 40rem; }
 form.answer button { margin-right: 0.75rem; }
 button.reject { background: var(--bad); }

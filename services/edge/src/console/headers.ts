@@ -27,22 +27,39 @@ export function setConsoleHeaders(res: Response): void {
   res.set(CONSOLE_HEADERS);
 }
 
-/** The console's cookie names for an origin: `__Host-` ones (which need `Secure`) on https. */
-export function cookieNames(secure: boolean): { readonly session: string; readonly signIn: string } {
+/**
+ * The console's cookie names for an origin: `__Host-` ones (which need `Secure`) on https.
+ * `session` is the signed-in session, `signIn` the sign-in forms' pre-session cookie, `oauth` an
+ * OAuth sign-in in progress (its state, PKCE verifier and nonce, sealed).
+ */
+export function cookieNames(secure: boolean): { readonly session: string; readonly signIn: string; readonly oauth: string } {
   return secure
-    ? { session: "__Host-chaoscore-console", signIn: "__Host-chaoscore-console-sign-in" }
-    : { session: "chaoscore-console", signIn: "chaoscore-console-sign-in" };
+    ? { session: "__Host-chaoscore-console", signIn: "__Host-chaoscore-console-sign-in", oauth: "__Host-chaoscore-console-oauth" }
+    : { session: "chaoscore-console", signIn: "chaoscore-console-sign-in", oauth: "chaoscore-console-oauth" };
+}
+
+/** How a cookie is set: `Secure` (an https origin), its `Max-Age` (0 clears it), and `SameSite` (`Strict` unless said). */
+export interface CookieOptions {
+  readonly secure: boolean;
+  readonly maxAgeSeconds: number;
+  /** Only the OAuth sign-in's own short-lived cookie is `Lax` (see the sign-in route for why). */
+  readonly sameSite?: "Strict" | "Lax";
 }
 
 /**
  * A `Set-Cookie` value: `HttpOnly; SameSite=Strict; Path=/`, `Secure` on an https origin, and
- * `Max-Age` (0 clears it). The values the console sets are base64url and tenant ids, so they
- * need no quoting.
+ * `Max-Age` (0 clears it). The values the console sets are base64url, JWE compact
+ * serializations and tenant ids, so they need no quoting.
  */
-export function cookie(name: string, value: string, options: { readonly secure: boolean; readonly maxAgeSeconds: number }): string {
-  return [`${name}=${value}`, "HttpOnly", "SameSite=Strict", "Path=/", `Max-Age=${options.maxAgeSeconds}`, ...(options.secure ? ["Secure"] : [])].join(
-    "; ",
-  );
+export function cookie(name: string, value: string, options: CookieOptions): string {
+  return [
+    `${name}=${value}`,
+    "HttpOnly",
+    `SameSite=${options.sameSite ?? "Strict"}`,
+    "Path=/",
+    `Max-Age=${options.maxAgeSeconds}`,
+    ...(options.secure ? ["Secure"] : []),
+  ].join("; ");
 }
 
 /** The value of cookie `name` in a request's `Cookie` header; the first when it comes more than once. */

@@ -33,14 +33,18 @@ const text = (s: string) => visibleText(s).text;
 
 const time = (t: Timestamp | undefined) => isoTime(t) ?? "";
 
-/** A whole page around `body`. */
-export function page(frame: PageFrame, title: string, body: SafeHtml): SafeHtml {
+/**
+ * A whole page around `body`. `refreshTo`: a path of the console this page moves on to by itself
+ * (an HTML refresh, no script), as after an OAuth sign-in.
+ */
+export function page(frame: PageFrame, title: string, body: SafeHtml, refreshTo?: string): SafeHtml {
   const who = frame.signedIn;
   return html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+${refreshTo ? html`<meta http-equiv="refresh" content="0; url=${refreshTo}">` : ""}
 <title>${title} · Chaos Core approvals</title>
 <link rel="stylesheet" href="${frame.base}/console.css">
 </head>
@@ -70,6 +74,8 @@ export interface SignInOptions {
   readonly apiKeys: boolean;
   /** Whether the standalone operator's one-time links are served here. */
   readonly operatorLinks: boolean;
+  /** The OAuth issuer people may sign in through ("Sign in with …"); absent when not configured. */
+  readonly oauthIssuer?: string;
   /** The approval page (`/step/<id>`, `/spend/<seq>`) to go on to once signed in. */
   readonly next?: string;
   /** Why the person is here again (a session ended), or what went wrong with the last try. */
@@ -77,8 +83,21 @@ export interface SignInOptions {
   readonly error?: string;
 }
 
-/** `GET /approvals/sign-in`: an approver's API key in a password field. */
+/**
+ * The name a sign-in button gives an issuer: its host (and port), which is what a person
+ * recognises in the address bar once there; the whole issuer is written beside it.
+ */
+export function issuerName(issuer: string): string {
+  return new URL(issuer).host;
+}
+
+/** `GET /approvals/sign-in`: "Sign in with <issuer>" when configured, and an approver's API key in a password field. */
 export function signInPage(frame: PageFrame, o: SignInOptions): SafeHtml {
+  const oauth = o.oauthIssuer
+    ? html`<p><a class="button sign-in-oauth" href="${frame.base}/sign-in/oauth${o.next ? `?next=${encodeURIComponent(o.next)}` : ""}">Sign in with ${issuerName(o.oauthIssuer)}</a></p>
+<p class="muted">Through the authorization server <code>${o.oauthIssuer}</code>. Only an account it grants the <code>chaoscore:approver</code> scope
+is signed in here; an agent's token is refused.</p>`
+    : "";
   const operator = o.operatorLinks
     ? html`<p>The operator at this machine signs in without a key: run <code>chaos-core approvals console</code> (with
 <code>--tenant</code> for another tenant than <code>default</code>) and open the one-time link it prints, within 120 seconds.</p>`
@@ -92,15 +111,35 @@ ${o.next ? html`<input type="hidden" name="next" value="${o.next}">` : ""}
 <button type="submit">Sign in</button>
 </form>
 <p class="muted">Only a key holding the <code>approver</code> role signs in here; an agent's key is refused, so no agent approves its own request.</p>`
-    : html`<p>This server has no API keys (<code>CHAOS_CORE_API_KEYS_FILE</code>), so nobody signs in with one.</p>`;
+    : o.oauthIssuer
+      ? ""
+      : html`<p>This server has no API keys (<code>CHAOS_CORE_API_KEYS_FILE</code>), so nobody signs in with one.</p>`;
   return page(
     frame,
     "Sign in",
     html`<h1>Sign in to review approvals</h1>
 ${o.notice ? html`<p class="warning">${o.notice}</p>` : ""}
 ${o.error ? html`<p class="error" role="alert">${o.error}</p>` : ""}
+${oauth}
+${o.oauthIssuer && o.apiKeys ? html`<h2>Or with an API key</h2>` : ""}
 ${form}
 ${operator}`,
+  );
+}
+
+/**
+ * The page an OAuth sign-in ends on: who is signed in, until when, and a refresh (and a link) on
+ * to the list or the approval the person was going to.
+ */
+export function signedInPage(frame: PageFrame, o: { readonly href: string; readonly until?: Date }): SafeHtml {
+  const who = frame.signedIn;
+  return page(
+    frame,
+    "Signed in",
+    html`<h1 class="signed-in">Signed in as ${text(who?.principal ?? "")} in tenant ${who?.tenant ?? ""}</h1>
+${o.until ? html`<p class="muted">Until ${o.until.toISOString()} at the latest, when the access token you signed in with expires; then sign in again.</p>` : ""}
+<p><a href="${o.href}">Continue</a></p>`,
+    o.href,
   );
 }
 

@@ -14,11 +14,13 @@ import {
 } from "../approvals/channels.js";
 import { spendRequestView, stepApprovalView } from "../approvals/view.js";
 import { hashApiKey, type ApiKeyVerifier } from "../auth/api-keys.js";
+import { APPROVER_SCOPE } from "../auth/scopes.js";
 import type { EdgeDeps } from "../deps.js";
 import { CONSOLE_CSS } from "./console-css.js";
 import { newCsrfToken, sameToken, signInToken, signInTokenMatches } from "./csrf.js";
 import { cookie, cookieNames, readCookie, setConsoleHeaders } from "./headers.js";
 import { spendPath, stepPath } from "./links.js";
+import { OAUTH_FLOW_SECONDS, SignInRefused, type ConsoleOAuthClient, type ConsoleOAuthSignIn } from "./oauth-sign-in.js";
 import {
   answerRefusedPage,
   answerResultPage,
@@ -26,6 +28,7 @@ import {
   linkSignInPage,
   listPage,
   messagePage,
+  signedInPage,
   signInPage,
   type PageFrame,
   type SignInOptions,
@@ -33,6 +36,7 @@ import {
 import {
   CONSOLE_MAX_AGE_SECONDS,
   newSessionId,
+  OAUTH_SIGN_IN,
   OPERATOR_LINK,
   SIGN_IN_FAILURE_LIMIT,
   SIGN_IN_FAILURE_WINDOW_SECONDS,
@@ -68,6 +72,8 @@ export interface ConsoleRouterOptions {
   readonly keys?: ConsoleKeys;
   /** The standalone operator's one-time links; absent outside standalone. */
   readonly signInLinks?: SignInLinks;
+  /** Sign-in through the edge's OAuth issuer ("Sign in with …"); absent when not configured. */
+  readonly oauthSignIn?: ConsoleOAuthSignIn;
   /** `CHAOS_CORE_PUBLIC_URL`: requests under its host are on its origin, path prefix and scheme. */
   readonly publicUrl?: string;
   /** Signs the sign-in forms' tokens ({@link consoleSigningKey}). */
@@ -87,6 +93,11 @@ export interface ConsoleServeOptions {
   readonly signInLinks?: SignInLinks;
   /** Signs the sign-in forms' tokens; random for this process by default ({@link consoleSigningKey}). */
   readonly signingKey?: Uint8Array;
+  /**
+   * The console's own client at the edge's OAuth issuer (`CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID` and
+   * `…_CLIENT_SECRET_FILE`): people then sign in through the issuer too. Needs the listener's OAuth.
+   */
+  readonly oauthClient?: ConsoleOAuthClient;
 }
 
 /** A signed-in request's session, as the handlers after the `signedIn` middleware read it. */
@@ -100,6 +111,8 @@ export interface SignedInLocals {
 
 /** How a request reached the console: which origin it is on, under which path, over https or not. */
 interface Place {
+  /** The origin the browser reached the console on (where an OAuth sign-in comes back to). */
+  readonly origin: string;
   /** Origins a form of this console may be posted from. */
   readonly origins: readonly string[];
   /** The console's path as the browser sees it. */
@@ -150,15 +163,16 @@ function consoleSessionId(id: string): string {
  * by `listener.ts` for `chaos-core stdio`). Server-rendered pages, no script; every route
  * `no-store` with a strict CSP; every POST checked for its Origin, its type and size, and its
  * CSRF token. A session is signed in by an approver's API key (never an agent's: the key must
- * hold the approver role) or by the standalone operator's one-time link, and reads only its
- * own tenant's approvals. It lists and shows them, and answers them: `POST` on an approval's
+ * hold the approver role), through the edge's OAuth issuer (a token holding the approver scope;
+ * docs/auth.md, "The approval console"), or by the standalone operator's one-time link, and
+ * reads only its own tenant's approvals. It lists and shows them, and answers them: `POST` on an approval's
  * own page with `decision=approve|reject` resolves a step through cognition (channel console) or
  * answers a spend through the ledger (`approved_via: "console"`), as the signed-in principal;
  * cognition and the ledger enforce the channels policy accepts, no self-approval and once-only,
  * and the page shows their refusals.
  */
 export function createConsoleRouter(options: ConsoleRouterOptions): Router {
-  const { deps, sessions, keys, signInLinks, signingKey } = options;
+  const { deps, sessions, keys, signInLinks, oauthSignIn, signingKey } = options;
   const pub = options.publicUrl ? new URL(options.publicUrl) : undefined;
   const router = Router();
 
@@ -166,10 +180,10 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     const host = req.headers.host ?? "";
     const viaPublic = pub !== undefined && host.toLowerCase() === pub.host.toLowerCase();
     const base = `${viaPublic ? pub.pathname.replace(/\/$/, "") : ""}${req.baseUrl}`;
-    if (viaPublic) return { origins: [pub.origin], base, secure: pub.protocol === "https:" };
+    if (viaPublic) return { origin: pub.origin, origins: [pub.origin], base, secure: pub.protocol === "https:" };
     // Another allowed Host (loopback, an internal name); behind a proxy that rewrites Host the
     // browser's Origin is still the public one.
-    return { origins: [`http://${host}`, ...(pub ? [pub.origin] : [])], base, secure: false };
+    return { origin: `http://${host}`, origins: [`http://${host}`, ...(pub ? [pub.origin] : [])], base, secure: false };
   };
   const frame = (req: Request, res: Response): PageFrame => {
     const locals = res.locals as Partial<SignedInLocals>;
@@ -181,6 +195,9 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
   };
   const refuse = (req: Request, res: Response, status: number, title: string, message: string) =>
     send(res, status, messagePage(frame(req, res), title, message, { href: place(req).base, label: "Back to the approvals" }));
+  /** A sign-in that did not complete: the page links back to sign-in rather than to a list it cannot show. */
+  const refuseSignIn = (req: Request, res: Response, status: number, title: string, message: string) =>
+    send(res, status, messagePage(frame(req, res), title, message, { href: `${place(req).base}/sign-in`, label: "Back to sign-in" }));
 
   /** The sign-in page, with a fresh pre-session cookie and the matching form token. */
   const showSignIn = (req: Request, res: Response, status: number, extra: Pick<SignInOptions, "notice" | "error"> = {}) => {
@@ -195,22 +212,40 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
         csrf: signInToken(signingKey, nonce),
         apiKeys: keys !== undefined,
         operatorLinks: signInLinks !== undefined,
+        ...(oauthSignIn ? { oauthIssuer: oauthSignIn.issuer } : {}),
         ...(next ? { next } : {}),
         ...extra,
       }),
     );
   };
 
-  /** Signs `session` in: the session cookie set, the pre-session one cleared, on to the list. */
-  const startSession = async (req: Request, res: Response, session: Omit<ConsoleSession, "csrf" | "createdAt" | "lastSeenAt">, next?: string) => {
+  /**
+   * Signs `session` in: the session cookie set, the pre-session one cleared, on to the list (or
+   * `next`). After an OAuth sign-in (`landing`) the answer is a page that moves on by itself
+   * rather than a redirect: the callback was reached from the issuer's site, and a browser keeps
+   * treating the redirects of that navigation as cross-site, so the SameSite=Strict session
+   * cookie would not be sent with the next page yet; the landing page's own refresh is a
+   * navigation from the console's origin, which sends it.
+   */
+  const startSession = async (
+    req: Request,
+    res: Response,
+    session: Omit<ConsoleSession, "csrf" | "createdAt" | "lastSeenAt">,
+    next?: string,
+    landing = false,
+  ) => {
     const p = place(req);
     const id = newSessionId(session.tenant);
-    await sessions.create(id, { ...session, csrf: newCsrfToken() });
+    const stored = await sessions.create(id, { ...session, csrf: newCsrfToken() });
     const names = cookieNames(p.secure);
-    res.append("Set-Cookie", cookie(names.session, id, { secure: p.secure, maxAgeSeconds: CONSOLE_MAX_AGE_SECONDS }));
+    const maxAge = session.expiresAt === undefined ? CONSOLE_MAX_AGE_SECONDS : Math.max(1, Math.min(CONSOLE_MAX_AGE_SECONDS, Math.ceil((session.expiresAt - Date.now()) / 1000)));
+    res.append("Set-Cookie", cookie(names.session, id, { secure: p.secure, maxAgeSeconds: maxAge }));
     res.append("Set-Cookie", cookie(names.signIn, "", { secure: p.secure, maxAgeSeconds: 0 }));
-    deps.logger.info({ tenant: session.tenant, principal: session.principal, via: session.keySha256 === OPERATOR_LINK ? "operator link" : "API key" }, "console sign-in");
-    res.redirect(303, `${p.base}${next ?? ""}`);
+    const via = session.keySha256 === OPERATOR_LINK ? "operator link" : session.keySha256 === OAUTH_SIGN_IN ? "OAuth" : "API key";
+    deps.logger.info({ tenant: session.tenant, principal: session.principal, via }, "console sign-in");
+    if (!landing) return res.redirect(303, `${p.base}${next ?? ""}`);
+    const frameIn: PageFrame = { base: p.base, signedIn: { tenant: stored.tenant, principal: stored.principal, csrf: stored.csrf } };
+    send(res, 200, signedInPage(frameIn, { href: `${p.base}${next ?? ""}`, ...(session.expiresAt !== undefined ? { until: new Date(session.expiresAt) } : {}) }));
   };
 
   const remoteAddress = (req: Request) => req.socket.remoteAddress ?? "unknown";
@@ -272,6 +307,10 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     let holds: boolean;
     if (session.keySha256 === OPERATOR_LINK) {
       holds = signInLinks !== undefined && session.principal === "operator";
+    } else if (session.keySha256 === OAUTH_SIGN_IN) {
+      // The token is not kept, so nothing is re-read: the store ends the session at the token's
+      // exp. The role held at sign-in; a server no longer configured for the issuer ends it.
+      holds = oauthSignIn !== undefined;
     } else {
       await keys?.refresh?.();
       const identity = keys?.identityOfDigest(session.keySha256);
@@ -279,9 +318,15 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
     }
     if (!holds) {
       await endSession(req, res, id);
-      deps.logger.info({ tenant: session.tenant, principal: session.principal }, "console session ended: its API key was removed or lost the approver role");
+      const oauthSession = session.keySha256 === OAUTH_SIGN_IN;
+      deps.logger.info(
+        { tenant: session.tenant, principal: session.principal },
+        oauthSession ? "console session ended: this server no longer signs in through OAuth" : "console session ended: its API key was removed or lost the approver role",
+      );
       return showSignIn(req, res, 401, {
-        notice: "Your session ended: the API key you signed in with was removed, or no longer holds the approver role.",
+        notice: oauthSession
+          ? "Your session ended: this server no longer signs people in through its OAuth issuer."
+          : "Your session ended: the API key you signed in with was removed, or no longer holds the approver role.",
       });
     }
     const locals: SignedInLocals = {
@@ -405,6 +450,72 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       return showSignIn(req, res, 403, { error: NOT_AN_APPROVER });
     }
     await startSession(req, res, { tenant: identity.tenant, principal: identity.principal, keySha256: hashApiKey(apiKey) }, nextPage(field(req, "next")));
+  });
+
+  /**
+   * "Sign in with <issuer>" (docs/auth.md, "The approval console"): a plain link, not a form, for
+   * two reasons. The CSP's `form-action 'self'` would stop a form whose answer redirects to the
+   * issuer (browsers apply it to a form's redirects); and starting grants nothing: the callback
+   * signs in only the browser that holds this flow's cookie, whose state must come back.
+   * The flow cookie is the one cookie of the console that is `SameSite=Lax`: the issuer sends the
+   * browser back with a top-level GET from its own site, and a Strict cookie would not come with
+   * it, so no sign-in could complete. Lax is sent on exactly that (a cross-site top-level GET),
+   * not on cross-site POSTs or subrequests; the cookie lives 10 minutes, is HttpOnly, sealed
+   * (encrypted and authenticated with a key only the console holds) and cleared by the callback.
+   */
+  router.get("/sign-in/oauth", async (req, res) => {
+    if (!oauthSignIn) return refuse(req, res, 404, "Not found", "This server does not sign people in through an OAuth issuer.");
+    if (await tooManyFailures(req, res)) return;
+    const p = place(req);
+    let started;
+    try {
+      started = await oauthSignIn.start(`${p.origin}${p.base}/sign-in/oauth/callback`, nextPage(req.query["next"]));
+    } catch (err) {
+      if (!(err instanceof SignInRefused)) throw err;
+      return refuseSignIn(req, res, err.status, err.title, err.message);
+    }
+    res.append("Set-Cookie", cookie(cookieNames(p.secure).oauth, started.flow, { secure: p.secure, maxAgeSeconds: OAUTH_FLOW_SECONDS, sameSite: "Lax" }));
+    res.redirect(303, started.authorizationUrl);
+  });
+
+  /** Where the issuer sends the browser back: the code exchanged, the token verified, then a session when it may approve. */
+  router.get("/sign-in/oauth/callback", async (req, res) => {
+    if (!oauthSignIn) return refuse(req, res, 404, "Not found", "This server does not sign people in through an OAuth issuer.");
+    const p = place(req);
+    const names = cookieNames(p.secure);
+    // Single use: whatever happens below, this flow is over.
+    res.append("Set-Cookie", cookie(names.oauth, "", { secure: p.secure, maxAgeSeconds: 0, sameSite: "Lax" }));
+    if (await tooManyFailures(req, res)) return;
+    const query = req.originalUrl.indexOf("?");
+    const callback = new URLSearchParams(query >= 0 ? req.originalUrl.slice(query + 1) : "");
+    let done;
+    try {
+      done = await oauthSignIn.complete(readCookie(req.headers.cookie, names.oauth), callback);
+    } catch (err) {
+      if (!(err instanceof SignInRefused)) throw err;
+      if (err.counted) await sessions.recordFailedSignIn(remoteAddress(req));
+      return refuseSignIn(req, res, err.status, err.title, err.message);
+    }
+    const { tenant, principal, roles } = done.identity;
+    if (!(roles ?? []).includes("approver")) {
+      await sessions.recordFailedSignIn(remoteAddress(req));
+      deps.logger.warn({ tenant, principal }, "console sign-in refused: the OAuth token holds no approver scope");
+      return refuseSignIn(
+        req,
+        res,
+        403,
+        "This account cannot approve",
+        `${oauthSignIn.issuer} signed you in as ${principal} (tenant ${tenant}), but the access token it issued does not hold the ${APPROVER_SCOPE} scope. ` +
+          "An agent's token cannot approve anything, so no console session was opened. Sign in as a person who holds that scope at the authorization server.",
+      );
+    }
+    await startSession(
+      req,
+      res,
+      { tenant, principal, keySha256: OAUTH_SIGN_IN, ...(done.expiresAt !== undefined ? { expiresAt: done.expiresAt } : {}) },
+      nextPage(done.next),
+      true,
+    );
   });
 
   const linkGone = (req: Request, res: Response) =>

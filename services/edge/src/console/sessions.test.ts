@@ -7,6 +7,7 @@ import {
   CONSOLE_MAX_AGE_SECONDS,
   createMemoryConsoleSessionStore,
   newSessionId,
+  OAUTH_SIGN_IN,
   SIGN_IN_FAILURE_WINDOW_SECONDS,
   tenantOfSessionId,
   type ConsoleSessionStore,
@@ -69,6 +70,20 @@ function contract(name: string, make: Make) {
       }
       c.advance(20 * MINUTE);
       expect(await b.get(busy)).toBeUndefined();
+    });
+
+    it("ends a session at its expiresAt (an OAuth sign-in's token exp), however busy and however young", async () => {
+      const c = clock();
+      const { a, b } = make(c.now);
+      const id = newSessionId("acme");
+      const expiresAt = c.now() + 5 * MINUTE;
+      const created = await a.create(id, { ...alice(), keySha256: OAUTH_SIGN_IN, expiresAt });
+      expect(created.expiresAt).toBe(expiresAt);
+      c.advance(5 * MINUTE - 1);
+      expect((await b.get(id))?.expiresAt).toBe(expiresAt);
+      c.advance(1);
+      expect(await b.get(id)).toBeUndefined();
+      expect(await a.get(id)).toBeUndefined();
     });
 
     it("knows no session for a value it did not issue, or for another tenant's name", async () => {
@@ -135,5 +150,14 @@ describe("Redis console session store", () => {
     const ttl = await redis.a.pttl(`${redis.prefix}{acme}:console:${digest}`);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(CONSOLE_IDLE_SECONDS * 1000);
+  });
+
+  it("expires the key no later than the session's expiresAt", async () => {
+    const store = createRedisConsoleSessionStore(redis.a, { prefix: redis.prefix });
+    const id = newSessionId("acme");
+    await store.create(id, { ...alice(), keySha256: OAUTH_SIGN_IN, expiresAt: Date.now() + 90_000 });
+    const ttl = await redis.a.pttl(`${redis.prefix}{acme}:console:${createHash("sha256").update(id).digest("hex")}`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(90_000);
   });
 });

@@ -36,15 +36,28 @@ export function tenantOfSessionId(id: string): string | undefined {
 /** What `keySha256` holds for a session the operator's one-time sign-in link opened. */
 export const OPERATOR_LINK = "operator-link";
 
+/**
+ * What `keySha256` holds for a session signed in through the OAuth issuer (docs/auth.md, "The
+ * approval console"). Its access token is not kept: the session ends at the token's `exp`
+ * ({@link ConsoleSession.expiresAt}) at the latest.
+ */
+export const OAUTH_SIGN_IN = "oauth";
+
 /** One signed-in person, as the store keeps it. Never the API key, nor the cookie's value. */
 export interface ConsoleSession {
   readonly tenant: string;
   readonly principal: string;
   /**
    * The SHA-256 of the API key that signed in (re-read on every request, so a removed key or
-   * role ends the session), or {@link OPERATOR_LINK}.
+   * role ends the session), {@link OPERATOR_LINK}, or {@link OAUTH_SIGN_IN}.
    */
   readonly keySha256: string;
+  /**
+   * Milliseconds since the epoch past which the session is over whatever the idle and absolute
+   * limits say: the `exp` of the access token an OAuth sign-in was made with (a token the issuer
+   * would no longer vouch for signs nobody in). Absent: those limits alone.
+   */
+  readonly expiresAt?: number;
   /** This session's CSRF token, put in every form it is shown. */
   readonly csrf: string;
   /** Milliseconds since the epoch. */
@@ -80,14 +93,21 @@ export interface ConsoleSessionStoreOptions {
   readonly now?: () => number;
 }
 
+type Lifetime = Pick<ConsoleSession, "createdAt" | "lastSeenAt" | "expiresAt">;
+
 /** Whether `session` still counts at `now`. */
-export function sessionLive(session: Pick<ConsoleSession, "createdAt" | "lastSeenAt">, now: number): boolean {
-  return now - session.lastSeenAt < CONSOLE_IDLE_SECONDS * 1000 && now - session.createdAt < CONSOLE_MAX_AGE_SECONDS * 1000;
+export function sessionLive(session: Lifetime, now: number): boolean {
+  return (
+    now - session.lastSeenAt < CONSOLE_IDLE_SECONDS * 1000 &&
+    now - session.createdAt < CONSOLE_MAX_AGE_SECONDS * 1000 &&
+    (session.expiresAt === undefined || now < session.expiresAt)
+  );
 }
 
 /** How long, from `now`, a session may still live if no request comes: what a store's expiry is set to. */
-export function sessionRemainingMs(session: Pick<ConsoleSession, "createdAt" | "lastSeenAt">, now: number): number {
-  return Math.max(1, Math.min(session.lastSeenAt + CONSOLE_IDLE_SECONDS * 1000, session.createdAt + CONSOLE_MAX_AGE_SECONDS * 1000) - now);
+export function sessionRemainingMs(session: Lifetime, now: number): number {
+  const end = Math.min(session.lastSeenAt + CONSOLE_IDLE_SECONDS * 1000, session.createdAt + CONSOLE_MAX_AGE_SECONDS * 1000, session.expiresAt ?? Infinity);
+  return Math.max(1, end - now);
 }
 
 /** Most sessions and counted addresses the in-process store holds; past it the oldest go first. */

@@ -21,6 +21,7 @@ import { AGENT_SCOPE } from "../auth/scopes.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import { consoleSigningKey } from "../console/csrf.js";
 import { CONSOLE_PATH, type ConsoleLinks } from "../console/links.js";
+import { createConsoleOAuthSignIn } from "../console/oauth-sign-in.js";
 import { createConsoleRouter, type ConsoleServeOptions } from "../console/router.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps.js";
@@ -71,7 +72,8 @@ export interface HttpTransportOptions {
   readonly sweepIntervalMs?: number;
   /**
    * Serves the approval console at `/approvals` (docs/approvals.md §2) behind the same Host and
-   * Origin checks as `/mcp`, signing in with the same API keys; absent: no console.
+   * Origin checks as `/mcp`, signing in with the same API keys, and through the OAuth issuer when
+   * `oauth` is set and the console has a client there (`oauthClient`); absent: no console.
    */
   readonly console?: ConsoleServeOptions;
 }
@@ -391,6 +393,15 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       "the approval console is not served: on a non-loopback bind it needs MCP_ALLOWED_HOSTS or CHAOS_CORE_PUBLIC_URL (set CHAOS_CORE_CONSOLE=off to silence this)",
     );
   }
+  // The console's keys and its OAuth sign-in (the client secret is read now, so a missing file
+  // stops the start); the tokens people sign in with are checked by the same verifier as /mcp.
+  const consoleKey = options.console?.signingKey ?? consoleSigningKey();
+  const oauthClient = options.console?.oauthClient;
+  if (oauthClient && !options.oauth) throw new Error("the console's OAuth client (CHAOS_CORE_CONSOLE_OAUTH_CLIENT_ID) needs the edge's OAuth issuer (CHAOS_CORE_OAUTH_ISSUER)");
+  const consoleOAuth =
+    serveConsole && oauthClient && options.oauth && oauth
+      ? await createConsoleOAuthSignIn({ issuer: options.oauth.issuer, resource: options.oauth.resource, client: oauthClient, verifier: oauth, signingKey: consoleKey, logger: deps.logger })
+      : undefined;
   // The answers agents get link to the console only where it is served; from an MCP request's
   // own Host only when /mcp checked that Host.
   const consoleLinks: ConsoleLinks | undefined = serveConsole
@@ -487,8 +498,9 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
         sessions: options.console.sessions ?? createMemoryConsoleSessionStore(),
         ...(verifier ? { keys: verifier } : {}),
         ...(options.console.signInLinks ? { signInLinks: options.console.signInLinks } : {}),
+        ...(consoleOAuth ? { oauthSignIn: consoleOAuth } : {}),
         ...(options.console.publicUrl ? { publicUrl: options.console.publicUrl } : {}),
-        signingKey: options.console.signingKey ?? consoleSigningKey(),
+        signingKey: consoleKey,
       }),
     );
   }
