@@ -1,8 +1,11 @@
-import { randomBytes } from "node:crypto";
+import { createPublicKey, randomBytes } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConsoleBrowser } from "../support/console-client.js";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import {
@@ -137,6 +140,71 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     // operator key is refused, not served as that user.
     await expect(connect(`cc_aaaaaaaa_${"x".repeat(43)}`)).rejects.toThrow(/Unauthorized: the API key is not valid/);
     await expect(connect(`${annKey}x`)).rejects.toThrow(/Unauthorized: the API key is not valid/);
+  });
+
+  it("signs an approver in to the approval console with a registry key, ends the session when the tenant is disabled, and refuses an agent's key", async () => {
+    const browser = new ConsoleBrowser(new URL(serve.url).origin);
+    const signedIn = await browser.signIn(annKey);
+    expect(signedIn.status, signedIn.body).toBe(303);
+    expect((await browser.get("/approvals")).status).toBe(200);
+    const agent = new ConsoleBrowser(new URL(serve.url).origin);
+    const refused = await agent.signIn(bobKey);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain("does not hold the approver role");
+    await cli(["tenants", "disable", acme], env);
+    try {
+      const after = await browser.get("/approvals");
+      expect(after.status).toBe(401);
+      expect(after.body).toContain("Your session ended");
+      const again = await new ConsoleBrowser(new URL(serve.url).origin).signIn(annKey);
+      expect(again.status).toBe(401);
+      expect(again.body).toContain("is disabled by its operator");
+    } finally {
+      await cli(["tenants", "enable", acme], env);
+    }
+  });
+
+  it("exports a tenant's data, applies retention, and deletes a tenant whose ledger records it", async () => {
+    const ann = await connect(annKey);
+    expect((await call(ann, "chaoscore_remember", { key: "exported", value: "acme's notes" })).isError).toBeFalsy();
+    const out = join(dir, "acme-export");
+    await cli(["tenants", "export", acme, "--out", out], env);
+    const memory = readFileSync(join(out, "memory.jsonl"), "utf8");
+    expect(memory).toContain("acme's notes");
+    expect(memory).not.toContain("bravo");
+    expect(JSON.parse(readFileSync(join(out, "tenant.json"), "utf8"))).toMatchObject({ tenant: acme, registered: true });
+    expect(readFileSync(join(out, "tenant.json"), "utf8")).not.toContain(annKey.slice(12));
+    expect(JSON.parse(readFileSync(join(out, "policy.json"), "utf8"))).toHaveProperty("document");
+    // Against the server's own verifier key, as an auditor who recorded it would.
+    const keyring = JSON.parse(readFileSync(join(dir, "ledger-keyring.json"), "utf8")) as { active: string; keys: Record<string, { private: string }> };
+    const publicPem = createPublicKey(keyring.keys[keyring.active]!.private).export({ type: "spki", format: "pem" }).toString();
+    const pemFile = join(dir, "ledger-public.pem");
+    writeFileSync(pemFile, publicPem);
+    const verified = await runToExit(["ledger", "verify", "--file", join(out, "ledger.jsonl"), "--public-key", pemFile], env);
+    expect(verified.code, verified.stderr + verified.stdout).toBe(0);
+
+    // bravo keeps memory 30 days: nothing written today goes.
+    const retention = JSON.parse(await cli(["tenants", "retention", "--json"], env)) as { tenants: Array<{ tenant: string; memory_deleted: number }> };
+    expect(retention.tenants).toContainEqual({ tenant: bravo, memory_deleted: 0, council_deleted: 0 });
+
+    const doomed = `doomed-${tag}`;
+    await cli(["tenants", "create", doomed], env);
+    const key = await newKey(doomed, "hal", env);
+    const hal = await connect(key);
+    expect((await call(hal, "chaoscore_remember", { key: "secret", value: "to be forgotten" })).isError).toBeFalsy();
+    const unconfirmed = await runToExit(["tenants", "delete", doomed], env);
+    expect(unconfirmed.code).toBe(2);
+    expect(unconfirmed.stderr).toContain(`--confirm ${doomed}`);
+    const deleted = JSON.parse(await cli(["tenants", "delete", doomed, "--confirm", doomed, "--json"], env)) as Record<string, number>;
+    expect(deleted).toMatchObject({ memory_items: 1, revoked_keys: 1 });
+    await expect(call(hal, "chaoscore_recall", { key: "secret" })).rejects.toThrow(/was deleted/);
+    const after = join(dir, "doomed-export");
+    await cli(["tenants", "export", doomed, "--out", after], env);
+    expect(readFileSync(join(after, "memory.jsonl"), "utf8")).not.toContain("to be forgotten");
+    const ledger = readFileSync(join(after, "ledger.jsonl"), "utf8");
+    expect(ledger).toContain('"tenant.deleted"');
+    // The entries from before the deletion are kept.
+    expect(ledger).toContain("memory.remember");
   });
 
   it("names the problem in bad input and exits 1 or 2", async () => {

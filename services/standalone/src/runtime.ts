@@ -70,6 +70,7 @@ import {
 } from "@chaos-core/edge";
 import type { StandaloneConfig } from "./config.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
+import { startRetentionSweeps } from "./tenant-data.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
 import { lockDataDir } from "@chaos-core/kit";
 import { closeRedis, connectRedis } from "@chaos-core/kit/redis";
@@ -300,6 +301,11 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // The capabilities are held to chaoscore.lock while serving, as the cognition service run alone holds them (docs/contracts.md §7).
     if (options.contractLockFile) await pinCapabilitiesAtStart(cognitionDeps.registry, options.contractLockFile);
     const cognition = createInProcessClient(CognitionService, createCognitionHandlers(cognitionDeps));
+
+    // The registry's retention settings, applied a minute after the start and then hourly (a
+    // cluster runs `chaos-core tenants retention` on a schedule instead).
+    const retention = startRetentionSweeps({ admin: tenants.admin, memory, council, ledger, policy }, logger.child({ service: "retention" }));
+    closers.push(async () => retention.stop());
 
     // Last: the endpoint answers only once everything it calls is up, and closes first.
     let admin: RunningAdminServer | undefined;

@@ -3,10 +3,10 @@ import { createWriteStream } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
-import { ChaosError, type CallContext, type ServiceClient } from "@chaos-core/kit";
+import { ChaosError, type CallContext, type Logger, type ServiceClient } from "@chaos-core/kit";
 import { TenantStatus } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { GetPolicyResponseSchema, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { TenantAdminService, type Tenant } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
+import { type TenantAdminService, type Tenant } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
@@ -165,4 +165,32 @@ export async function applyRetention(services: TenantDataServices, progress: Pro
     done.push({ tenant: t.id, memoryDeleted, councilDeleted });
   }
   return done;
+}
+
+/** How often a standalone applies retention, and how long after its start it first does. */
+export const RETENTION_SWEEP: Readonly<{ firstAfterMs: number; everyMs: number }> = Object.freeze({ firstAfterMs: 60_000, everyMs: 3_600_000 });
+
+/**
+ * The standalone's retention sweeps: {@link applyRetention} for every tenant a minute after the
+ * start, then hourly, each sweep logged (a failed one too; the next tries again).
+ */
+export function startRetentionSweeps(services: TenantDataServices, logger: Logger, timing = RETENTION_SWEEP): { stop(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const sweep = async () => {
+    try {
+      const done = await applyRetention(services, (line) => logger.info(line));
+      if (done.length > 0) logger.info({ tenants: done.length }, "retention applied");
+    } catch (err) {
+      logger.warn({ err: err instanceof Error ? err.message : String(err) }, "retention sweep failed; the next one tries again");
+    }
+    if (!stopped) timer = setTimeout(() => void sweep(), timing.everyMs).unref();
+  };
+  timer = setTimeout(() => void sweep(), timing.firstAfterMs).unref();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }

@@ -24,6 +24,11 @@ export type KeyAnswer =
 export interface CredentialDirectory {
   /** An operator-issued key (`cc_<id>_…`); any other string is `unknown` without a lookup. */
   resolveKey(key: string): Promise<KeyAnswer>;
+  /**
+   * The registry key with this SHA-256 (lowercase hex): how a console session, which keeps only
+   * the digest, re-reads its key on every request.
+   */
+  resolveDigest(sha256: string): Promise<KeyAnswer>;
   /** Whether `tenant` may be served; a refusal when it is disabled or deleted. */
   tenantRefusal(tenant: string): Promise<CredentialRefusal | undefined>;
 }
@@ -103,10 +108,14 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
     return (await published(entry.tenant)) === entry.generation;
   }
 
-  return {
+  const directory: CredentialDirectory = {
     async resolveKey(key) {
       if (issuedKeyId(key) === undefined) return { kind: "unknown" };
-      const sha256 = hashApiKey(key);
+      return directory.resolveDigest(hashApiKey(key));
+    },
+
+    async resolveDigest(sha256) {
+      if (!/^[0-9a-f]{64}$/.test(sha256)) return { kind: "unknown" };
       const now = performance.now();
       const cached = keys.get(sha256);
       if (await fresh(cached, now)) return cached!.value;
@@ -141,4 +150,5 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
       return refusal;
     },
   };
+  return directory;
 }

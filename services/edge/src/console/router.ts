@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
-import { ChaosError, type CallContext, type ErrorCode } from "@chaos-core/kit";
+import { ChaosError, ISSUED_KEY_PREFIX, type CallContext, type ErrorCode } from "@chaos-core/kit";
 import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import {
@@ -14,6 +14,8 @@ import {
 } from "../approvals/channels.js";
 import { spendRequestView, stepApprovalView } from "../approvals/view.js";
 import { hashApiKey, type ApiKeyVerifier } from "../auth/api-keys.js";
+import type { CredentialDirectory } from "../auth/directory.js";
+import type { Identity } from "../auth/identity.js";
 import { APPROVER_SCOPE } from "../auth/scopes.js";
 import type { EdgeDeps } from "../deps.js";
 import { CONSOLE_CSS } from "./console-css.js";
@@ -38,6 +40,7 @@ import {
   newSessionId,
   OAUTH_SIGN_IN,
   OPERATOR_LINK,
+  REGISTRY_KEY,
   SIGN_IN_FAILURE_LIMIT,
   SIGN_IN_FAILURE_WINDOW_SECONDS,
   type ConsoleSession,
@@ -68,8 +71,13 @@ export interface ConsoleRouterOptions {
   /** The services the console reads (and answers through, with its answer forms). */
   readonly deps: Pick<EdgeDeps, "cognition" | "ledger" | "logger" | "operator">;
   readonly sessions: ConsoleSessionStore;
-  /** The server's API keys; absent when it has none (then only an operator link signs in). */
+  /** The server's API keys file; absent when it has none. */
   readonly keys?: ConsoleKeys;
+  /**
+   * The tenant registry (docs/tenants.md): its keys (`cc_…`) sign in too, and a tenant it disables
+   * ends its console sessions at their next request.
+   */
+  readonly directory?: CredentialDirectory;
   /** The standalone operator's one-time links; absent outside standalone. */
   readonly signInLinks?: SignInLinks;
   /** Sign-in through the edge's OAuth issuer ("Sign in with …"); absent when not configured. */
@@ -172,7 +180,7 @@ function consoleSessionId(id: string): string {
  * and the page shows their refusals.
  */
 export function createConsoleRouter(options: ConsoleRouterOptions): Router {
-  const { deps, sessions, keys, signInLinks, oauthSignIn, signingKey } = options;
+  const { deps, sessions, keys, directory, signInLinks, oauthSignIn, signingKey } = options;
   const pub = options.publicUrl ? new URL(options.publicUrl) : undefined;
   const router = Router();
 
@@ -210,7 +218,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       status,
       signInPage(frame(req, res), {
         csrf: signInToken(signingKey, nonce),
-        apiKeys: keys !== undefined,
+        apiKeys: keys !== undefined || directory !== undefined,
         operatorLinks: signInLinks !== undefined,
         ...(oauthSignIn ? { oauthIssuer: oauthSignIn.issuer } : {}),
         ...(next ? { next } : {}),
@@ -312,10 +320,18 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       // exp. The role held at sign-in; a server no longer configured for the issuer ends it.
       holds = oauthSignIn !== undefined;
     } else {
-      await keys?.refresh?.();
-      const identity = keys?.identityOfDigest(session.keySha256);
+      let identity: Identity | undefined;
+      if (session.keySha256.startsWith(REGISTRY_KEY)) {
+        const answer = await directory?.resolveDigest(session.keySha256.slice(REGISTRY_KEY.length));
+        identity = answer?.kind === "identity" ? answer.identity : undefined;
+      } else {
+        await keys?.refresh?.();
+        identity = keys?.identityOfDigest(session.keySha256);
+      }
       holds = identity !== undefined && identity.tenant === session.tenant && identity.principal === session.principal && (identity.roles ?? []).includes("approver");
     }
+    // Whatever signed it in: a tenant the registry disabled is not served here either.
+    if (holds && (await directory?.tenantRefusal(session.tenant))) holds = false;
     if (!holds) {
       await endSession(req, res, id);
       const oauthSession = session.keySha256 === OAUTH_SIGN_IN;
@@ -433,15 +449,28 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
   router.post("/sign-in", ...formPost, async (req, res) => {
     if (!signInFormValid(req)) return showSignIn(req, res, 403, { error: "The sign-in form had expired or did not come from this page; sign in again." });
     if (await tooManyFailures(req, res)) return;
-    if (!keys) return showSignIn(req, res, 403, { error: "This server has no API keys, so nobody signs in with one." });
+    if (!keys && !directory) return showSignIn(req, res, 403, { error: "This server has no API keys, so nobody signs in with one." });
     const apiKey = field(req, "api_key") ?? "";
-    await keys.refresh?.();
-    const identity = apiKey ? keys.verify(apiKey) : undefined;
-    if (!identity) {
+    await keys?.refresh?.();
+    let identity = apiKey ? keys?.verify(apiKey) : undefined;
+    let keySha256 = hashApiKey(apiKey);
+    let refused: string | undefined;
+    if (!identity && directory && apiKey.startsWith(ISSUED_KEY_PREFIX)) {
+      const answer = await directory.resolveKey(apiKey);
+      if (answer.kind === "identity") {
+        identity = answer.identity;
+        keySha256 = `${REGISTRY_KEY}${keySha256}`;
+      } else if (answer.kind === "refused") refused = `${answer.refusal.message.charAt(0).toUpperCase()}${answer.refusal.message.slice(1)}.`;
+    }
+    if (identity && !refused) {
+      const tenantRefusal = await directory?.tenantRefusal(identity.tenant);
+      if (tenantRefusal) refused = `${tenantRefusal.message.charAt(0).toUpperCase()}${tenantRefusal.message.slice(1)}.`;
+    }
+    if (!identity || refused) {
       await sessions.recordFailedSignIn(remoteAddress(req));
-      const error = keys.unreadable?.()
-        ? "The server's API key list cannot be read; no key is accepted until an operator fixes it."
-        : "The API key is not valid.";
+      const error =
+        refused ??
+        (keys?.unreadable?.() ? "The server's API key list cannot be read; no key is accepted until an operator fixes it." : "The API key is not valid.");
       return showSignIn(req, res, 401, { error });
     }
     if (!(identity.roles ?? []).includes("approver")) {
@@ -449,7 +478,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       deps.logger.warn({ tenant: identity.tenant, principal: identity.principal }, "console sign-in refused: the key holds no approver role");
       return showSignIn(req, res, 403, { error: NOT_AN_APPROVER });
     }
-    await startSession(req, res, { tenant: identity.tenant, principal: identity.principal, keySha256: hashApiKey(apiKey) }, nextPage(field(req, "next")));
+    await startSession(req, res, { tenant: identity.tenant, principal: identity.principal, keySha256 }, nextPage(field(req, "next")));
   });
 
   /**

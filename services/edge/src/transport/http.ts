@@ -497,6 +497,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
         deps,
         sessions: options.console.sessions ?? createMemoryConsoleSessionStore(),
         ...(verifier ? { keys: verifier } : {}),
+        ...(directory ? { directory } : {}),
         ...(options.console.signInLinks ? { signInLinks: options.console.signInLinks } : {}),
         ...(consoleOAuth ? { oauthSignIn: consoleOAuth } : {}),
         ...(options.console.publicUrl ? { publicUrl: options.console.publicUrl } : {}),
