@@ -1,4 +1,4 @@
-import { createPublicKey, randomBytes } from "node:crypto";
+import { createHash, createPublicKey, randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -223,8 +223,9 @@ describe("the tenant registry on one standalone's embedded stores", () => {
   });
 });
 
-describe("revocation across two processes sharing Postgres and Redis", () => {
+describe("revocation across two processes sharing Postgres and Redis, beside an API keys file", () => {
   const tenant = `shared-${tag}`;
+  const filed = { tenant: `filed-${tag}`, principal: "fin", key: `file-key-${randomBytes(16).toString("hex")}` };
   let db: TestDatabase;
   let dirs: string[];
   let one: ServeProcess;
@@ -235,7 +236,10 @@ describe("revocation across two processes sharing Postgres and Redis", () => {
   beforeAll(async () => {
     db = await createTestDatabase("chaoscore_registry");
     dirs = [tempDir("chaos-core-registry-1-"), tempDir("chaos-core-registry-2-")];
-    env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL };
+    // The bootstrap file beside the registry: its keys work, and the registry's status binds them too.
+    const keysFile = join(dirs[0]!, "api-keys.json");
+    writeFileSync(keysFile, JSON.stringify([{ tenant: filed.tenant, principal: filed.principal, sha256: createHash("sha256").update(filed.key).digest("hex") }]));
+    env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_API_KEYS_FILE: keysFile };
     [one, two] = await allStarted([startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0]! }), startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1]! })] as const);
     await cli(["tenants", "create", tenant], env);
   }, 120_000);
@@ -263,6 +267,20 @@ describe("revocation across two processes sharing Postgres and Redis", () => {
     await cli(["keys", "revoke", keyId(key), "--tenant", tenant], env);
     await expect(call(onOne, "chaoscore_recall", { key: "k" })).rejects.toThrow(/401|revoked/);
     await expect(call(onTwo, "chaoscore_recall", { key: "k" })).rejects.toThrow(/401|revoked/);
+  });
+
+  it("keeps a session a registry key opened (the keys file does not hold it), and holds the file's keys to the registry's status", async () => {
+    const key = await newKey(tenant, "ivy", env);
+    const ivy = await httpClient(one.url, { Authorization: `Bearer ${key}` });
+    const fin = await httpClient(two.url, { Authorization: `Bearer ${filed.key}` });
+    clients.push(ivy, fin);
+    // Several requests of one 2025-11-25 session: an edit check of the keys file must not end it.
+    for (let i = 0; i < 3; i++) expect((await call(ivy, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+    expect((await call(fin, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+    await cli(["tenants", "create", filed.tenant], env);
+    await cli(["tenants", "disable", filed.tenant], env);
+    await expect(call(fin, "chaoscore_recall", { key: "k" })).rejects.toThrow(/disabled/);
+    expect((await call(ivy, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
   });
 });
 

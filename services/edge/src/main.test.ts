@@ -27,11 +27,12 @@ import {
 } from "@chaos-core/cognition";
 import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
-import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { createPolicyHandlers, createSqlPolicyStore, createSqlTenantRegistry, createTenantDirectoryHandlers, migratePolicy, type PolicyStore } from "@chaos-core/policy";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 import { createMrtrKeys, type MrtrKeys } from "../../../test/support/mrtr-keys.js";
 import { writeSignedLocks } from "../../../test/support/contract-lock.js";
@@ -105,6 +106,8 @@ beforeAll(async () => {
     logger,
     registrations: [
       register(PolicyService, policyHandlers),
+      // The edge checks every request's tenant (and a registry key) with the policy service's directory.
+      register(TenantDirectoryService, createTenantDirectoryHandlers(createSqlTenantRegistry(db))),
       register(MemoryService, memoryHandlers),
       register(CognitionService, cognitionHandlers),
       register(CouncilService, createCouncilHandlers(createSqlCouncilStore(db))),

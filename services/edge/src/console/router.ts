@@ -18,6 +18,7 @@ import type { CredentialDirectory } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
 import { APPROVER_SCOPE } from "../auth/scopes.js";
 import type { EdgeDeps } from "../deps.js";
+import { REGISTRY_KEY_MARK } from "../sessions/session-store.js";
 import { CONSOLE_CSS } from "./console-css.js";
 import { newCsrfToken, sameToken, signInToken, signInTokenMatches } from "./csrf.js";
 import { cookie, cookieNames, readCookie, setConsoleHeaders } from "./headers.js";
@@ -40,7 +41,6 @@ import {
   newSessionId,
   OAUTH_SIGN_IN,
   OPERATOR_LINK,
-  REGISTRY_KEY,
   SIGN_IN_FAILURE_LIMIT,
   SIGN_IN_FAILURE_WINDOW_SECONDS,
   type ConsoleSession,
@@ -321,8 +321,8 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       holds = oauthSignIn !== undefined;
     } else {
       let identity: Identity | undefined;
-      if (session.keySha256.startsWith(REGISTRY_KEY)) {
-        const answer = await directory?.resolveDigest(session.keySha256.slice(REGISTRY_KEY.length));
+      if (session.keySha256.startsWith(REGISTRY_KEY_MARK)) {
+        const answer = await directory?.resolveDigest(session.keySha256.slice(REGISTRY_KEY_MARK.length));
         identity = answer?.kind === "identity" ? answer.identity : undefined;
       } else {
         await keys?.refresh?.();
@@ -459,7 +459,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       const answer = await directory.resolveKey(apiKey);
       if (answer.kind === "identity") {
         identity = answer.identity;
-        keySha256 = `${REGISTRY_KEY}${keySha256}`;
+        keySha256 = `${REGISTRY_KEY_MARK}${keySha256}`;
       } else if (answer.kind === "refused") refused = `${answer.refusal.message.charAt(0).toUpperCase()}${answer.refusal.message.slice(1)}.`;
     }
     if (identity && !refused) {

@@ -43,12 +43,6 @@ export const OPERATOR_LINK = "operator-link";
  */
 export const OAUTH_SIGN_IN = "oauth";
 
-/**
- * How `keySha256` starts for a session signed in with a key of the tenant registry (`cc_…`): the
- * digest follows, re-resolved through the registry on every request.
- */
-export const REGISTRY_KEY = "registry:";
-
 /** One signed-in person, as the store keeps it. Never the API key, nor the cookie's value. */
 export interface ConsoleSession {
   readonly tenant: string;

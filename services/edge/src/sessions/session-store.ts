@@ -1,6 +1,9 @@
 import type { LoggingLevel } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 
+/** How a session record's `keySha256` marks a key of the tenant registry (`registry:<sha256>`). */
+export const REGISTRY_KEY_MARK = "registry:";
+
 /** Which transport a session arrived on; kept for operators, never used to branch tool code. */
 export type SessionTransport = "stdio" | "http";
 
@@ -26,7 +29,9 @@ export interface SessionRecord {
   readonly logLevel?: LoggingLevel;
   /**
    * The SHA-256 of the API key that opened the session, as the API keys file stores it (never
-   * the key): the session ends, on every replica, once that key is no longer in force.
+   * the key): the session ends, on every replica, once that key is no longer in force. A key of
+   * the tenant registry is `registry:<sha256>` ({@link REGISTRY_KEY_MARK}): the file's edits do
+   * not concern it, and the registry refuses it on the next request once revoked.
    */
   readonly keySha256?: string;
   /**

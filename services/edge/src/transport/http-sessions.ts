@@ -18,7 +18,7 @@ import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { EdgeEvents } from "../events/feeds.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
-import type { SessionRecord } from "../sessions/session-store.js";
+import { REGISTRY_KEY_MARK, type SessionRecord } from "../sessions/session-store.js";
 import { parseWireId, wireId, type LegacyRelay, type RelayedMessage } from "./legacy-relay.js";
 import { replayInitialize } from "./sdk-internals.js";
 
@@ -305,7 +305,8 @@ export class HttpSessionTable {
    */
   private revoked(opener: Opener): boolean {
     const keys = this.options.keys;
-    if (!keys || keys.unreadable() || opener.oauth) return false;
+    // A registry key's revocation is the registry's: authentication refuses it on its next request.
+    if (!keys || keys.unreadable() || opener.oauth || opener.keySha256?.startsWith(REGISTRY_KEY_MARK)) return false;
     if (opener.keySha256 === undefined) return !keys.holdsIdentity(opener.tenant, opener.principal);
     const holder = keys.identityOfDigest(opener.keySha256);
     return holder?.tenant !== opener.tenant || holder.principal !== opener.principal;

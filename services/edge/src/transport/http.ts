@@ -30,6 +30,7 @@ import { checkReadiness } from "../server/readiness.js";
 import { homePage } from "./home-page.js";
 import { ModernHandlers } from "./http-modern.js";
 import { HttpSessionTable } from "./http-sessions.js";
+import { REGISTRY_KEY_MARK } from "../sessions/session-store.js";
 import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
 
 /** How the Streamable HTTP transport listens and whom it lets in. */
@@ -238,6 +239,21 @@ function hasQueryToken(req: Request): boolean {
   return query >= 0 && new URLSearchParams(req.originalUrl.slice(query + 1)).has("access_token");
 }
 
+/**
+ * A question to the tenant directory; a failure is `unavailable` naming it (503 with Retry-After:
+ * the request is refused, fail closed), whatever the policy service answered — an older policy
+ * service without the directory included.
+ */
+async function askDirectory<T>(ask: () => Promise<T>): Promise<T> {
+  try {
+    return await ask();
+  } catch (err) {
+    const e = ChaosError.from(err);
+    if (e.code === "unavailable") throw e;
+    throw new ChaosError("unavailable", `the tenant directory (policy service) could not check this request's credential and tenant (${e.code}: ${e.message})`, { cause: err });
+  }
+}
+
 /** How a request that named a credential the directory refused is answered. */
 function refuse(res: Response, oauth: OAuthVerifier | undefined, refusal: CredentialRefusal): void {
   if (refusal.kind === "key_revoked" || refusal.kind === "key_expired") {
@@ -271,7 +287,7 @@ function authentication(
     const locals = res.locals as Locals;
     /** Lets the request on as `identity`, unless the registry holds its tenant disabled. */
     const admit = async (identity: Identity, extra: Pick<Locals, "keySha256" | "oauth"> = {}) => {
-      const refusal = await directory?.tenantRefusal(identity.tenant);
+      const refusal = directory ? await askDirectory(() => directory.tenantRefusal(identity.tenant)) : undefined;
       if (refusal) return refuse(res, oauth, refusal);
       locals.identity = identity;
       Object.assign(locals, extra);
@@ -296,8 +312,8 @@ function authentication(
       if (identity) return admit(identity, { keySha256: hashApiKey(key) });
     }
     if (issued) {
-      const answer = await directory.resolveKey(key);
-      if (answer.kind === "identity") return admit(answer.identity, { keySha256: hashApiKey(key) });
+      const answer = await askDirectory(() => directory.resolveKey(key));
+      if (answer.kind === "identity") return admit(answer.identity, { keySha256: `${REGISTRY_KEY_MARK}${hashApiKey(key)}` });
       if (answer.kind === "refused") return refuse(res, oauth, answer.refusal);
     }
     if (!oauth) {
