@@ -3,7 +3,7 @@
 // until Ctrl-C or SIGTERM, which stops every process (callers first). Settings, from the
 // environment of this script only (the services get exactly the chart's environment):
 //   DATABASE_URL         required: the Postgres the services share (migrated once first)
-//   REDIS_URL            optional: Redis for the edge, cognition and the ledger
+//   REDIS_URL            optional: Redis for the edge, cognition, policy and the ledger
 //   PORT_OFFSET          added to every chart port (edge 3000, policy 50051, … council 50055), default 0;
 //                        e.g. 100 runs a second topology beside the first
 //   LOCAL_DIR            where the secret files live, default ./data/local-<offset> (kept between runs)

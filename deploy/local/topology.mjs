@@ -27,7 +27,8 @@ export const START_ORDER = Object.freeze(["policy", "memory", "council", "ledger
 /** Who calls whom: the `*_ADDR` each component reads (the chart's `chaos-core.callees`). */
 const CALLEES = { edge: ["policy", "memory", "cognition", "council", "ledger"], cognition: ["policy", "memory", "ledger"], ledger: ["policy"], policy: [], memory: [], council: [] };
 const USES_POSTGRES = new Set(["policy", "memory", "ledger", "council"]);
-const USES_REDIS = new Set(["edge", "cognition", "ledger"]);
+// Policy publishes tenant generations there; every edge replica reads them per request (docs/tenants.md).
+const USES_REDIS = new Set(["edge", "cognition", "policy", "ledger"]);
 
 /** The chart's defaults (values.yaml) for the plain settings. */
 const CHART_DEFAULTS = Object.freeze({

@@ -367,6 +367,31 @@ describe("helm chart helm/chaos-core", () => {
     expect(byKind(all, "PodDisruptionBudget")).toHaveLength(COMPONENTS.length);
   });
 
+  it("gives policy Redis as cognition and the ledger get it (tenant generations for every edge replica), under the edge's prefix; without Redis, neither the variables nor the egress", () => {
+    const all = render([valuesFile("production")]);
+    const refOf = (comp: Component) => container(named(all, "Deployment", `${FULL}-${comp}`)).env.find((e: { name: string }) => e.name === "REDIS_URL");
+    expect(refOf("policy")).toEqual({ name: "REDIS_URL", valueFrom: { secretKeyRef: { name: "cc-secrets", key: "redis-url" } } });
+    for (const comp of ["edge", "cognition", "ledger"] as const) expect(refOf(comp), comp).toEqual(refOf("policy"));
+    expect(envOf(named(all, "Deployment", `${FULL}-policy`)).CHAOS_CORE_REDIS_PREFIX).toBe("chaoscore:");
+    // The policy service's own loader takes it: generations go to that Redis, under that prefix.
+    expect(loadPolicyConfig(envOf(named(all, "Deployment", `${FULL}-policy`))).redis).toEqual({ url: SECRET_VALUES.REDIS_URL, prefix: "chaoscore:" });
+    expect(named(all, "NetworkPolicy", `${FULL}-policy`).spec.egress).toContainEqual({ ports: [{ port: 6380, protocol: "TCP" }], to: [{ ipBlock: { cidr: "10.30.0.0/16" } }] });
+    // The edge keys everything under "chaoscore:" (it reads no prefix setting): policy publishes
+    // there whatever config.redisPrefix gives cognition and the ledger, or a revoked key would
+    // stay served from the edges' caches.
+    const prefixed = render([valuesFile("defaults")], ["--set", "config.redisPrefix=team-a:"]);
+    const prefixOf = (comp: Component) => envOf(named(prefixed, "Deployment", `${FULL}-${comp}`)).CHAOS_CORE_REDIS_PREFIX;
+    expect([prefixOf("cognition"), prefixOf("ledger"), prefixOf("policy"), prefixOf("edge")]).toEqual(["team-a:", "team-a:", "chaoscore:", undefined]);
+    // No Redis (one edge, one cognition): policy keeps generations in its process, no Redis egress.
+    const noRedis = render([valuesFile("defaults")], ["--set", "secrets.redis.existingSecret=", "--set", "components.cognition.hpa.enabled=false", "--set", "components.cognition.replicas=1"]);
+    const policy = envOf(named(noRedis, "Deployment", `${FULL}-policy`));
+    expect(policy.REDIS_URL).toBeUndefined();
+    expect(policy.CHAOS_CORE_REDIS_PREFIX).toBeUndefined();
+    expect(loadPolicyConfig(policy).redis).toBeUndefined();
+    const ports = named(noRedis, "NetworkPolicy", `${FULL}-policy`).spec.egress.flatMap((e: { ports: { port: number }[] }) => e.ports.map((p) => p.port));
+    expect(ports).not.toContain(6379);
+  });
+
   it("production: HPAs for cognition and the edge, headless Services for every multi-replica service, tracing and egress pinned", () => {
     const all = render([valuesFile("production")]);
     expect(byKind(all, "HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name).sort()).toEqual([`${FULL}-cognition`, `${FULL}-edge`]);

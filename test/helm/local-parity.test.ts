@@ -56,6 +56,8 @@ describe.each([
   ["defaults", {}, []],
   ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }, []],
   ["grpc-tls", GRPC_TLS, []],
+  // No Redis (one edge, one cognition): no process gets REDIS_URL, policy included.
+  ["defaults", { redisUrl: undefined }, ["--set", "secrets.redis.existingSecret=", "--set", "components.cognition.hpa.enabled=false", "--set", "components.cognition.replicas=1"]],
   // Metrics without tracing: the service names still come, for the scrape's target_info.
   ["defaults", { metrics: {} }, ["--set", "metrics.prometheus.enabled=true"]],
   // config.edge.oauth with introspection: the edge's OAuth variables and the secret file's name.

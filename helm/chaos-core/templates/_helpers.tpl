@@ -58,9 +58,9 @@ LEDGER_ADDR; cognition: POLICY_ADDR, MEMORY_ADDR, LEDGER_ADDR; ledger: POLICY_AD
 {{- else if or $c.openaiBaseUrl .Values.secrets.openaiApiKey.existingSecret -}}true{{- end -}}
 {{- end -}}
 
-{{/* Components that read REDIS_URL. */}}
+{{/* Components that read REDIS_URL (policy publishes tenant generations there, which every edge replica reads per request). */}}
 {{- define "chaos-core.usesRedis" -}}
-{{- has . (list "edge" "cognition" "ledger") -}}
+{{- has . (list "edge" "cognition" "policy" "ledger") -}}
 {{- end -}}
 
 {{- define "chaos-core.labels" -}}
@@ -215,8 +215,9 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- if and (eq (include "chaos-core.usesRedis" $name) "true") $v.secrets.redis.existingSecret }}
 {{ include "chaos-core.secretEnv" (list "REDIS_URL" $v.secrets.redis) }}
 {{- if ne $name "edge" }}
+{{- /* Policy publishes tenant generations where the edge reads them: under the edge's fixed prefix, whatever config.redisPrefix says (the edge reads no prefix setting). */}}
 - name: CHAOS_CORE_REDIS_PREFIX
-  value: {{ $v.config.redisPrefix | quote }}
+  value: {{ ternary "chaoscore:" $v.config.redisPrefix (eq $name "policy") | quote }}
 {{- end }}
 {{- end }}
 {{- range $f := index (include "chaos-core.secretFiles" $root | fromJson) $name | default list }}
