@@ -161,6 +161,50 @@ function envOf(d: K8sObject): Record<string, string> {
 
 const selectorComponent = (peer: { podSelector?: { matchLabels?: Record<string, string> } }) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
 
+interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: "In" | "NotIn" | "Exists" | "DoesNotExist"; values?: string[] }[];
+}
+/** Whether a label selector selects these labels (Kubernetes' rules: every term must hold). */
+function selects(sel: LabelSelector, labels: Record<string, string>): boolean {
+  const exprs = sel.matchExpressions ?? [];
+  return (
+    Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v) &&
+    exprs.every((e) => {
+      if (e.operator === "Exists") return e.key in labels;
+      if (e.operator === "DoesNotExist") return !(e.key in labels);
+      const has = e.key in labels && (e.values ?? []).includes(labels[e.key]!);
+      return e.operator === "In" ? has : !has;
+    })
+  );
+}
+
+/** A pod trying to connect: its labels, its namespace and that namespace's labels. */
+interface Client {
+  labels: Record<string, string>;
+  namespace: string;
+  namespaceLabels?: Record<string, string>;
+}
+/**
+ * Whether a NetworkPolicy's ingress rules admit a pod to a TCP port, as Kubernetes reads them: any
+ * rule whose ports include it and one of whose peers selects the pod; a peer without a
+ * namespaceSelector means the policy's own namespace. (ipBlock peers select no pod here.)
+ */
+function admits(np: K8sObject, client: Client, port: number): boolean {
+  const nsLabels = { "kubernetes.io/metadata.name": client.namespace, ...client.namespaceLabels };
+  return (np.spec.ingress as { ports?: { port: number }[]; from?: { podSelector?: LabelSelector; namespaceSelector?: LabelSelector; ipBlock?: unknown }[] }[]).some(
+    (rule) =>
+      (rule.ports === undefined || rule.ports.some((p) => p.port === port)) &&
+      (rule.from === undefined ||
+        rule.from.some(
+          (peer) =>
+            !peer.ipBlock &&
+            (peer.namespaceSelector ? selects(peer.namespaceSelector, nsLabels) : client.namespace === np.metadata.namespace) &&
+            selects(peer.podSelector ?? {}, client.labels),
+        )),
+  );
+}
+
 // --- tests -------------------------------------------------------------------------------------
 
 describe("helm chart helm/chaos-core", () => {
@@ -315,8 +359,9 @@ describe("helm chart helm/chaos-core", () => {
         const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
         expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(comp);
         expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
-        // The service's port, and with Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
-        expect(np.spec.ingress).toHaveLength(env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 2 : 1);
+        // The service's port, policy's admin port (asserted in "the tenant admin API"), and with
+        // Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
+        expect(np.spec.ingress).toHaveLength(1 + (env.CHAOS_CORE_ADMIN_PORT ? 1 : 0) + (env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 1 : 0));
         const ingress = np.spec.ingress[0];
         expect(ingress.ports).toEqual([{ port: Number(env.PORT), protocol: "TCP" }]);
         if (comp === "edge") {
@@ -390,6 +435,111 @@ describe("helm chart helm/chaos-core", () => {
     expect(loadPolicyConfig(policy).redis).toBeUndefined();
     const ports = named(noRedis, "NetworkPolicy", `${FULL}-policy`).spec.egress.flatMap((e: { ports: { port: number }[] }) => e.ports.map((p) => p.port));
     expect(ports).not.toContain(6379);
+  });
+
+  describe("the tenant admin API (chaoscore.admin.v1) on policy's admin port", () => {
+    const ADMIN = 50056;
+    const TOOLBOX = { "chaos-core/admin": "true" };
+
+    it("sets CHAOS_CORE_ADMIN_PORT and an admin container port on policy only, which policy's own loader reads", () => {
+      const all = render([valuesFile("defaults")]);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      const env = envOf(policy);
+      expect(env.CHAOS_CORE_ADMIN_PORT).toBe(String(ADMIN));
+      expect(loadPolicyConfig(env)).toMatchObject({ port: 50051, adminPort: ADMIN });
+      expect(container(policy).ports).toEqual([
+        { name: "grpc", containerPort: 50051, protocol: "TCP" },
+        { name: "admin", containerPort: ADMIN, protocol: "TCP" },
+      ]);
+      for (const comp of COMPONENTS.filter((c) => c !== "policy")) {
+        const d = named(all, "Deployment", `${FULL}-${comp}`);
+        expect(envOf(d).CHAOS_CORE_ADMIN_PORT, comp).toBeUndefined();
+        expect(container(d).ports.map((p: { name: string }) => p.name), comp).not.toContain("admin");
+      }
+    });
+
+    it("names the admin port on policy's ClusterIP Service only, not on its headless Service nor any other", () => {
+      const all = render([valuesFile("production")]);
+      expect(named(all, "Service", `${FULL}-policy`).spec.ports).toEqual([
+        { name: "grpc", port: 50051, targetPort: "grpc", protocol: "TCP", appProtocol: "grpc" },
+        { name: "admin", port: ADMIN, targetPort: "admin", protocol: "TCP", appProtocol: "grpc" },
+        { name: "metrics", port: 9464, targetPort: "metrics", protocol: "TCP" },
+      ]);
+      // Callers balance over the headless Service; admin calls go through the ClusterIP one.
+      expect(named(all, "Service", `${FULL}-policy-headless`).spec.ports.map((p: { name: string }) => p.name)).toEqual(["grpc"]);
+      for (const svc of byKind(all, "Service").filter((x) => x.metadata.name !== `${FULL}-policy`)) {
+        expect(svc.spec.ports.map((p: { port: number }) => p.port), svc.metadata.name).not.toContain(ADMIN);
+      }
+    });
+
+    it("admits only pods labelled chaos-core/admin=true of the release's namespace to the admin port, and policy's callers to its main port only", () => {
+      for (const scenario of SCENARIOS) {
+        const all = render([valuesFile(scenario)]);
+        const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+        const main = Number(envOf(named(all, "Deployment", `${FULL}-policy`)).PORT);
+        // The rule itself, value by value.
+        expect(np.spec.ingress, scenario).toContainEqual({ ports: [{ port: ADMIN, protocol: "TCP" }], from: [{ podSelector: { matchLabels: TOOLBOX } }] });
+        // What it means for each pod that might knock (Kubernetes' reading of the rules).
+        const pod = (comp: Component): Client => ({ labels: named(all, "Deployment", `${FULL}-${comp}`).spec.template.metadata.labels, namespace: NAMESPACE });
+        for (const comp of COMPONENTS.filter((c) => c !== "policy")) {
+          expect(admits(np, pod(comp), main), `${scenario}: ${comp} → policy:${main}`).toBe(callersOf("policy").includes(comp));
+          expect(admits(np, pod(comp), ADMIN), `${scenario}: ${comp} → policy:${ADMIN}`).toBe(false);
+        }
+        expect(callersOf("policy").sort()).toEqual(["cognition", "edge", "ledger"]);
+        expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, ADMIN), `${scenario}: toolbox → admin`).toBe(true);
+        expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, main), `${scenario}: toolbox → main`).toBe(false);
+        expect(admits(np, { labels: TOOLBOX, namespace: "elsewhere" }, ADMIN), `${scenario}: toolbox of another namespace`).toBe(false);
+        expect(admits(np, { labels: { "chaos-core/admin": "false" }, namespace: NAMESPACE }, ADMIN), `${scenario}: chaos-core/admin=false`).toBe(false);
+        expect(admits(np, { labels: {}, namespace: NAMESPACE }, ADMIN), `${scenario}: an unlabelled pod`).toBe(false);
+        // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port.
+        for (const other of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-policy`)) {
+          expect(JSON.stringify(other.spec.ingress ?? []), other.metadata.name).not.toContain(`"port":${ADMIN}`);
+          for (const e of (other.spec.egress ?? []) as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[]) {
+            if (e.to?.some((p) => selectorComponent(p) === "policy")) expect(e.ports, other.metadata.name).toEqual([{ port: main, protocol: "TCP" }]);
+          }
+        }
+      }
+    });
+
+    it("follows admin.port, admin.podSelector and admin.namespaceSelector everywhere", () => {
+      const all = render([valuesFile("defaults")], [
+        "--set", "admin.port=7443",
+        "--set", "admin.podSelector.matchLabels=null",
+        "--set", "admin.podSelector.matchExpressions[0].key=team.example.com/role",
+        "--set", "admin.podSelector.matchExpressions[0].operator=In",
+        "--set", "admin.podSelector.matchExpressions[0].values={operator,sre}",
+        "--set", "admin.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ops",
+      ]);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      expect(loadPolicyConfig(envOf(policy)).adminPort).toBe(7443);
+      expect(container(policy).ports).toContainEqual({ name: "admin", containerPort: 7443, protocol: "TCP" });
+      expect(named(all, "Service", `${FULL}-policy`).spec.ports).toContainEqual({ name: "admin", port: 7443, targetPort: "admin", protocol: "TCP", appProtocol: "grpc" });
+      const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+      expect(np.spec.ingress).toContainEqual({
+        ports: [{ port: 7443, protocol: "TCP" }],
+        from: [
+          {
+            podSelector: { matchExpressions: [{ key: "team.example.com/role", operator: "In", values: ["operator", "sre"] }] },
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ops" } },
+          },
+        ],
+      });
+      const sre = { "team.example.com/role": "sre" };
+      expect(admits(np, { labels: sre, namespace: "ops" }, 7443)).toBe(true);
+      expect(admits(np, { labels: sre, namespace: NAMESPACE }, 7443)).toBe(false);
+      expect(admits(np, { labels: TOOLBOX, namespace: "ops" }, 7443)).toBe(false);
+      expect(admits(np, { labels: sre, namespace: "ops" }, 50051)).toBe(false);
+    });
+
+    it("refuses an admin port shared with policy's other ports, or a selector that selects every pod, naming the value", () => {
+      const d = [valuesFile("defaults")];
+      expect(renderError(d, ["--set", "admin.port=50051"])).toContain("admin.port (50051) is components.policy.port too");
+      expect(renderError(d, ["--set", "admin.port=9464", "--set", "metrics.prometheus.enabled=true"])).toContain("admin.port (9464) is metrics.prometheus.port too");
+      expect(renderError([valuesFile("grpc-tls")], ["--set", "admin.port=8090"])).toContain("admin.port (8090) is grpcTls.healthPort too");
+      expect(renderError(d, ["--set", "admin.podSelector.matchLabels=null"])).toContain("admin.podSelector must select some pods");
+      expect(renderError(d, ["--set", "admin.port=443"])).toContain("/admin/port");
+      expect(renderError(d, ["--set", "admin.from=x"])).toContain("at '/admin': additional properties 'from' not allowed");
+    });
   });
 
   it("production: HPAs for cognition and the edge, headless Services for every multi-replica service, tracing and egress pinned", () => {
@@ -623,10 +773,13 @@ describe("helm chart helm/chaos-core", () => {
           expect(container(d).livenessProbe.grpc.port, comp).toBe(healthPort);
         }
         expect(ingress.flatMap((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).not.toContain(healthPort);
-        // Only the service port (and metrics) are admitted: the service port from its callers, metrics from the scraper.
-        expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual(
-          [[Number(envOf(d).PORT)], ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : [])],
-        );
+        // Only the service port (policy's admin port, and metrics) are admitted: the service port from its
+        // callers, the admin port from the operator's pods, metrics from the scraper.
+        expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual([
+          [Number(envOf(d).PORT)],
+          ...(comp === "policy" ? [[50056]] : []),
+          ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : []),
+        ]);
         if (comp !== "edge") expect(ingress[0]!.from?.length, comp).toBeGreaterThan(0);
       }
     }

@@ -292,6 +292,10 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
   value: {{ printf "/etc/chaos-core/rate-limits/%s" $v.config.edge.rateLimits.key | quote }}
 {{- end }}
 {{- end }}
+{{- if eq $name "policy" }}
+- name: CHAOS_CORE_ADMIN_PORT
+  value: {{ $v.admin.port | quote }}
+{{- end }}
 {{- if eq $name "cognition" }}
 {{- with $v.config.cognition }}
 {{- if .provider }}
@@ -424,6 +428,19 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- if and $v.metrics.prometheus.enabled (eq (int $c.port) (int $v.metrics.prometheus.port)) -}}
 {{- fail (printf "metrics.prometheus.port (%v) is components.%s.port too: pick another" $v.metrics.prometheus.port $n) -}}
 {{- end -}}
+{{- end -}}
+{{- $admin := int $v.admin.port -}}
+{{- if eq (int $v.components.policy.port) $admin -}}
+{{- fail (printf "admin.port (%v) is components.policy.port too: the tenant admin API needs a port of its own (its NetworkPolicy rule admits only the operator's pods)" $v.admin.port) -}}
+{{- end -}}
+{{- if and $v.metrics.prometheus.enabled (eq (int $v.metrics.prometheus.port) $admin) -}}
+{{- fail (printf "admin.port (%v) is metrics.prometheus.port too: pick another" $v.admin.port) -}}
+{{- end -}}
+{{- if and $v.grpcTls.enabled (eq (int $v.grpcTls.healthPort) $admin) -}}
+{{- fail (printf "admin.port (%v) is grpcTls.healthPort too: pick another" $v.admin.port) -}}
+{{- end -}}
+{{- if not (or $v.admin.podSelector.matchLabels $v.admin.podSelector.matchExpressions) -}}
+{{- fail "admin.podSelector must select some pods (matchLabels or matchExpressions, e.g. chaos-core/admin: \"true\"): an empty selector would open the tenant admin API to every pod" -}}
 {{- end -}}
 {{- range $n, $c := $v.components -}}
 {{- if and $v.grpcTls.enabled (eq (int $c.port) (int $v.grpcTls.healthPort)) -}}
