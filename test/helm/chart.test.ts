@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
-import { ConfigMap, Service, ServiceAccount } from "kubernetes-models/v1";
+import { ConfigMap, Pod, Service, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
@@ -880,6 +880,98 @@ describe("helm chart helm/chaos-core", () => {
     const prodNotes = prod.stdout.slice(prod.stdout.indexOf("NOTES:"));
     expect(prodNotes).toContain('The approval console offers "Sign in with" the issuer as client chaos-core-console: register');
     expect(prodNotes).toContain("https://chaos.example.com/approvals/sign-in/oauth/callback as its redirect URI there");
+  });
+
+  describe("NOTES.txt's toolbox pod for the tenant admin API", () => {
+    /** The `kubectl run` NOTES prints, as the pod kubectl makes of it: flags, then the strategic-merge `--overrides` onto it. */
+    function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all: K8sObject[]; notes: string } {
+      const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario), ...extra]);
+      expect(r.status, r.stderr).toBe(0);
+      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+      const start = notes.indexOf(`kubectl -n ${NAMESPACE} run `);
+      expect(start, notes).toBeGreaterThan(0);
+      const lines: string[] = [];
+      for (const line of notes.slice(start).split("\n")) {
+        lines.push(line.trim().replace(/\\$/, ""));
+        if (!line.endsWith("\\")) break;
+      }
+      // Words as a shell splits them: quoted parts (the JSON) join the word they are in, unquoted.
+      const words = [...lines.join(" ").matchAll(/(?:'[^']*'|[^\s'])+/g)].map((m) => m[0].replace(/'([^']*)'/g, "$1"));
+      const [, , ns, run, name, ...rest] = words;
+      expect([ns, run]).toEqual([NAMESPACE, "run"]);
+      const dash = rest.indexOf("--");
+      const flags: Record<string, string | true> = Object.fromEntries(
+        rest.slice(0, dash).map((w) => {
+          expect(w, "every word before -- is a flag").toMatch(/^--?[a-z]/);
+          const eq = w.indexOf("=");
+          return eq < 0 ? [w.replace(/^--?/, ""), true] : [w.slice(0, eq).replace(/^--?/, ""), w.slice(eq + 1)];
+        }),
+      );
+      expect(flags).toMatchObject({ rm: true, i: true, restart: "Never", "override-type": "strategic" });
+      const overrides = JSON.parse(String(flags.overrides)) as { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
+      const made = { name: name!, image: String(flags.image), args: rest.slice(dash + 1) };
+      const labels = Object.fromEntries(String(flags.labels).split(",").map((kv) => kv.split("=") as [string, string]));
+      const containers = overrides.spec.containers.map((c) => (c.name === name ? { ...made, ...c } : c));
+      const pod: K8sObject = {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: name!, namespace: ns!, labels },
+        spec: { restartPolicy: "Never", ...overrides.spec, containers },
+      };
+      return { pod, all: render([valuesFile(scenario)], extra), notes };
+    }
+
+    it.each(["defaults", "grpc-tls", "existing-secrets"])("%s: a valid, hardened pod the admin rule admits, with the context key and the admin address the tenants command reads", (scenario) => {
+      const { pod, all } = toolbox(scenario);
+      expect(() => new Pod(pod as never).validate()).not.toThrow();
+      expect(unknownFields([pod], `toolbox-${scenario}`)).toEqual([]);
+      const c = pod.spec.containers[0];
+      expect(pod.spec.containers).toHaveLength(1);
+      expect(c.name).toBe(pod.metadata.name);
+      expect(c.args).toEqual(["chaos-core", "tenants", "list"]);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      expect(c.image).toBe(container(policy).image);
+      expect(pod.spec.automountServiceAccountToken).toBe(false);
+      expect(pod.spec.securityContext).toEqual(policy.spec.template.spec.securityContext);
+      expect(c.securityContext).toEqual(container(policy).securityContext);
+      // Admitted to the admin port, and to nothing else of policy.
+      const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+      const client = { labels: pod.metadata.labels!, namespace: pod.metadata.namespace! };
+      expect(admits(np, client, 50056)).toBe(true);
+      expect(admits(np, client, 50051)).toBe(false);
+      // The call-context key from the Secret every component reads it from.
+      const keyRef = (env: { name: string; valueFrom?: unknown }[]) => env.find((e) => e.name === "CHAOS_CORE_CONTEXT_KEY")?.valueFrom;
+      expect(keyRef(c.env)).toEqual(keyRef(container(policy).env));
+      // The admin address: policy's Service by its full name, on its admin port.
+      const env = Object.fromEntries((c.env as { name: string; value?: string }[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+      expect(env.CHAOS_CORE_ADMIN_ADDR).toBe(`${FULL}-policy.${NAMESPACE}.svc.cluster.local:50056`);
+      expect(named(all, "Service", `${FULL}-policy`).spec.ports).toContainEqual(expect.objectContaining({ name: "admin", port: 50056 }));
+      // Only variables `chaos-core tenants` reads: its own, and gRPC TLS as the services read it.
+      const command = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
+      for (const k of ["CHAOS_CORE_CONTEXT_KEY", ...Object.keys(env)]) {
+        expect(k.startsWith("CHAOS_CORE_GRPC_TLS_") || command.includes(`env.${k}`), `${k} read by chaos-core tenants`).toBe(true);
+      }
+      // gRPC TLS as policy has it (the same Secret's files, mutual, server name), or none.
+      expect(loadGrpcTransportConfig(env).tls).toEqual(loadGrpcTransportConfig(envOf(policy)).tls);
+      const podSpec = (d: K8sObject) => d.spec.template?.spec ?? d.spec;
+      const mountedAt = (d: K8sObject, vol: string) => podSpec(d).containers[0].volumeMounts.find((m: { name: string }) => m.name === vol)?.mountPath;
+      const volume = (d: K8sObject, vol: string) => podSpec(d).volumes.find((v: { name: string }) => v.name === vol);
+      expect(mountedAt(pod, "grpc-tls")).toBe(mountedAt(policy, "grpc-tls"));
+      expect(volume(pod, "grpc-tls")).toEqual(volume(policy, "grpc-tls"));
+      if (scenario === "grpc-tls") expect(env.CHAOS_CORE_GRPC_TLS_MUTUAL).toBe("true");
+      // Only /tmp is writable, as in every pod of the chart.
+      for (const m of c.volumeMounts) expect(m.mountPath === "/tmp" || m.readOnly === true, m.mountPath).toBe(true);
+    });
+
+    it("takes the labels of admin.podSelector and says what the pod needs when the selectors ask for more", () => {
+      const custom = toolbox("defaults", ["--set", "admin.podSelector.matchLabels.chaos-core/admin=null", "--set", "admin.podSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchLabels.role=operator"]);
+      expect(custom.pod.metadata.labels).toEqual({ role: "operator", team: "ops" });
+      expect(admits(named(custom.all, "NetworkPolicy", `${FULL}-policy`), { labels: custom.pod.metadata.labels!, namespace: NAMESPACE }, 50056)).toBe(true);
+      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"]);
+      expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too");
+      expect(elsewhere.notes).toContain(`admin.namespaceSelector is set: namespace ${NAMESPACE} must be one it selects`);
+      expect(toolbox("defaults").notes).not.toContain("admin.namespaceSelector is set");
+    });
   });
 
   it("refuses an unknown value with the schema's message naming it", () => {

@@ -367,6 +367,38 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end }}
 {{- end -}}
 
+{{/* Where the tenant admin API is reached: policy's ClusterIP Service by its full name (a gRPC TLS certificate for *.<namespace>.svc.cluster.local covers it). */}}
+{{- define "chaos-core.adminAddr" -}}
+{{- printf "%s-policy.%s.svc.cluster.local:%v" (include "chaos-core.fullname" .) .Release.Namespace .Values.admin.port -}}
+{{- end -}}
+
+{{/*
+The toolbox pod NOTES.txt prints: a strategic-merge patch for `kubectl run --overrides` onto the
+pod kubectl makes (container named after the pod): the context key from its Secret, the admin
+address, the chart's security contexts, and with gRPC TLS the certificate Secret and its variables,
+as the services get them. Arguments: (list $ "pod-name").
+*/}}
+{{- define "chaos-core.adminToolbox" -}}
+{{- $root := index . 0 -}}
+{{- $v := $root.Values -}}
+{{- $env := list (dict "name" "CHAOS_CORE_CONTEXT_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.key))) (dict "name" "CHAOS_CORE_ADMIN_ADDR" "value" (include "chaos-core.adminAddr" $root)) -}}
+{{- $mounts := list (dict "name" "tmp" "mountPath" "/tmp") -}}
+{{- $volumes := list (dict "name" "tmp" "emptyDir" (dict "sizeLimit" $v.tmpSizeLimit)) -}}
+{{- if $v.grpcTls.enabled -}}
+{{- $t := $v.secrets.grpcTls -}}
+{{- $env = concat $env (list (dict "name" "CHAOS_CORE_GRPC_TLS_CERT_FILE" "value" (printf "/etc/chaos-core/grpc-tls/%s" $t.certKey)) (dict "name" "CHAOS_CORE_GRPC_TLS_KEY_FILE" "value" (printf "/etc/chaos-core/grpc-tls/%s" $t.keyKey)) (dict "name" "CHAOS_CORE_GRPC_TLS_CA_FILE" "value" (printf "/etc/chaos-core/grpc-tls/%s" $t.caKey)) (dict "name" "CHAOS_CORE_GRPC_TLS_MUTUAL" "value" ($v.grpcTls.mutual | toString))) -}}
+{{- if $v.grpcTls.serverName -}}
+{{- $env = append $env (dict "name" "CHAOS_CORE_GRPC_TLS_SERVER_NAME" "value" $v.grpcTls.serverName) -}}
+{{- end -}}
+{{- $mounts = append $mounts (dict "name" "grpc-tls" "mountPath" "/etc/chaos-core/grpc-tls" "readOnly" true) -}}
+{{- $volumes = append $volumes (dict "name" "grpc-tls" "secret" (dict "secretName" $t.existingSecret "defaultMode" 288 "items" (list (dict "key" $t.certKey "path" $t.certKey) (dict "key" $t.keyKey "path" $t.keyKey) (dict "key" $t.caKey "path" $t.caKey)))) -}}
+{{- end -}}
+{{- $container := dict "name" (index . 1) "env" $env "securityContext" $v.containerSecurityContext "volumeMounts" $mounts -}}
+{{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $volumes -}}
+{{- with $v.imagePullSecrets -}}{{- $_ := set $spec "imagePullSecrets" . -}}{{- end -}}
+{{- dict "spec" $spec | toJson -}}
+{{- end -}}
+
 {{/* The checks NOTES.txt (and every install) runs: invalid combinations fail with a message naming the value. */}}
 {{- define "chaos-core.validate" -}}
 {{- $v := .Values -}}
