@@ -3,9 +3,9 @@
 // until Ctrl-C or SIGTERM, which stops every process (callers first). Settings, from the
 // environment of this script only (the services get exactly the chart's environment):
 //   DATABASE_URL         required: the Postgres the services share (migrated once first)
-//   REDIS_URL            optional: Redis for the edge, cognition and the ledger
-//   PORT_OFFSET          added to every chart port (edge 3000, policy 50051, … council 50055), default 0;
-//                        e.g. 100 runs a second topology beside the first
+//   REDIS_URL            optional: Redis for the edge, cognition, policy and the ledger
+//   PORT_OFFSET          added to every chart port (edge 3000, policy 50051, … council 50055, policy's
+//                        admin API 50056), default 0; e.g. 100 runs a second topology beside the first
 //   LOCAL_DIR            where the secret files live, default ./data/local-<offset> (kept between runs)
 //   OTEL_EXPORTER_OTLP_ENDPOINT, LOG_LEVEL   passed on as the chart's telemetry and logLevel values
 //   GRPC_TLS_DIR         a folder with tls.crt, tls.key, ca.crt: the chart's grpcTls.enabled
@@ -17,7 +17,7 @@
 //   TERMINATION_GRACE_PERIOD_SECONDS, PRESTOP_SECONDS   the chart's lifecycle values (30, 5):
 //                        CHAOS_CORE_SHUTDOWN_GRACE_SECONDS = their difference - 5, as in the chart
 import { resolve } from "node:path";
-import { startTopology } from "./topology.mjs";
+import { CHART_ADMIN_PORT, startTopology } from "./topology.mjs";
 
 const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) {
@@ -25,8 +25,9 @@ if (!databaseUrl) {
   process.exit(2);
 }
 const portOffset = Number(process.env.PORT_OFFSET ?? 0);
-if (!Number.isInteger(portOffset) || portOffset < 0 || portOffset + 50055 > 65535) {
-  process.stderr.write(`deploy/local: PORT_OFFSET=${process.env.PORT_OFFSET} must be a whole number from 0 to ${65535 - 50055}\n`);
+// (With GRPC_TLS_DIR the health ports, 10 000 higher, bound it lower: startTopology refuses those, naming the port.)
+if (!Number.isInteger(portOffset) || portOffset < 0 || portOffset + CHART_ADMIN_PORT > 65535) {
+  process.stderr.write(`deploy/local: PORT_OFFSET=${process.env.PORT_OFFSET} must be a whole number from 0 to ${65535 - CHART_ADMIN_PORT}\n`);
   process.exit(2);
 }
 /** A whole-number setting of this script, or undefined when unset. */

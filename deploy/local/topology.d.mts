@@ -2,6 +2,8 @@ import type { ChildProcess } from "node:child_process";
 
 export type Component = "edge" | "policy" | "memory" | "cognition" | "ledger" | "council";
 export declare const CHART_PORTS: Readonly<Record<Component, number>>;
+/** The chart's admin.port: policy's tenant admin API (CHAOS_CORE_ADMIN_PORT), shifted by portOffset like the others. */
+export declare const CHART_ADMIN_PORT: number;
 export declare const START_ORDER: readonly Component[];
 export declare const COMPONENT_ORDER: readonly Component[];
 export interface TopologyOptions {

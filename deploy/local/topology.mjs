@@ -18,6 +18,12 @@ const ROOT = resolve(import.meta.dirname, "../..");
 /** The chart's default port of each component (values.yaml `components.<name>.port`). */
 export const CHART_PORTS = Object.freeze({ edge: 3000, policy: 50051, memory: 50052, cognition: 50053, ledger: 50054, council: 50055 });
 
+/** The chart's `admin.port`: policy's tenant admin API (CHAOS_CORE_ADMIN_PORT), the highest of the chart's ports. */
+export const CHART_ADMIN_PORT = 50056;
+
+/** The variables naming a port a process listens on. */
+const LISTEN_VARS = Object.freeze(["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"]);
+
 /** The chart's component order (`chaos-core.componentNames`): the metrics port of each is the chart's plus its index here. */
 export const COMPONENT_ORDER = Object.freeze(["edge", "cognition", "policy", "ledger", "memory", "council"]);
 
@@ -27,7 +33,8 @@ export const START_ORDER = Object.freeze(["policy", "memory", "council", "ledger
 /** Who calls whom: the `*_ADDR` each component reads (the chart's `chaos-core.callees`). */
 const CALLEES = { edge: ["policy", "memory", "cognition", "council", "ledger"], cognition: ["policy", "memory", "ledger"], ledger: ["policy"], policy: [], memory: [], council: [] };
 const USES_POSTGRES = new Set(["policy", "memory", "ledger", "council"]);
-const USES_REDIS = new Set(["edge", "cognition", "ledger"]);
+// Policy publishes tenant generations there; every edge replica reads them per request (docs/tenants.md).
+const USES_REDIS = new Set(["edge", "cognition", "policy", "ledger"]);
 
 /** The chart's defaults (values.yaml) for the plain settings. */
 const CHART_DEFAULTS = Object.freeze({
@@ -131,6 +138,8 @@ export function shutdownGraceSeconds(lifecycle = {}) {
  * With `metrics` (the chart's `metrics.prometheus.enabled`) each process serves Prometheus on
  * 127.0.0.1 at the chart's `metrics.prometheus.port` (default 9464) + its index in
  * {@link COMPONENT_ORDER} + `portOffset` — the chart's one port per pod would collide here too.
+ * Policy's tenant admin API listens at the chart's `admin.port` (50056) + `portOffset`.
+ * A `portOffset` that puts any of these ports above 65535 is refused, naming the port.
  * `lifecycle` is the chart's `lifecycle` values (CHAOS_CORE_SHUTDOWN_GRACE_SECONDS, see
  * {@link shutdownGraceSeconds}). `ledgerPolicyFile` is the chart's `config.ledger.policy` ConfigMap file.
  * @param {{ dir: string, databaseUrl: string, redisUrl?: string, portOffset?: number, otlpEndpoint?: string, logLevel?: string, contextKey?: string, grpcTls?: { dir: string, mutual?: boolean, serverName?: string }, ledgerPolicyFile?: string, metrics?: { port?: number }, lifecycle?: { terminationGracePeriodSeconds?: number, preStopSeconds?: number } }} o
@@ -165,6 +174,7 @@ export function localEnvironments(o) {
       // The chart's migrate Job runs first; the services only verify (startTopology migrates once).
       env.CHAOS_CORE_MIGRATE = "verify";
     }
+    if (c === "policy") env.CHAOS_CORE_ADMIN_PORT = String(CHART_ADMIN_PORT + offset);
     if (USES_REDIS.has(c) && o.redisUrl) {
       env.REDIS_URL = o.redisUrl;
       if (c !== "edge") env.CHAOS_CORE_REDIS_PREFIX = CHART_DEFAULTS.redisPrefix;
@@ -195,6 +205,10 @@ export function localEnvironments(o) {
       env.CHAOS_CORE_METRICS_PROMETHEUS_PORT = String(metricsPort(c));
       env.CHAOS_CORE_METRICS_PROMETHEUS_HOST = "127.0.0.1";
     }
+    // The gRPC health ports sit 10 000 above the service ports: an offset fine for those may not be for these.
+    for (const k of LISTEN_VARS.filter((v) => env[v] !== undefined)) {
+      if (Number(env[k]) > 65535) throw new Error(`deploy/local: portOffset ${offset} puts ${c}'s ${k} at ${env[k]}, above 65535`);
+    }
     envs[c] = env;
   }
   return envs;
@@ -215,6 +229,7 @@ function baseEnv() {
  */
 export async function startTopology(o) {
   shutdownGraceSeconds(o.lifecycle); // refused before anything starts, as the chart's install refuses it
+  localEnvironments({ ...o, contextKey: "" }); // likewise a port above 65535 (the key file is made below)
   const files = await prepareSecrets(o.dir);
   const migrate = spawn(process.execPath, [join(ROOT, "services/standalone/bin/chaos-core.js"), "migrate", "--database-url", o.databaseUrl], {
     cwd: ROOT,

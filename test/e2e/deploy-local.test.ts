@@ -4,16 +4,21 @@
  * cert-manager-style folder), every component its own process with the chart's environment, driven through a real MCP client with the API key from the secret files; then one
  * non-edge service of a running topology is stopped and started again: calls needing it fail
  * `unavailable` naming it meanwhile, and succeed again, with nothing else restarted. Both run the
- * chart's Prometheus metrics: twelve processes, each on a scrape port of its own.
+ * chart's Prometheus metrics: twelve processes, each on a scrape port of its own. Tenants and keys
+ * are administered through policy's admin port as the chart's toolbox pod does it, and a revoked
+ * key is refused on the edge's next request: through Redis (policy publishing the generation the
+ * edge reads) on the first, under mutual TLS on the second.
  */
 import { randomInt } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { checkGrpcHealth } from "@chaos-core/kit";
+import { Redis } from "ioredis";
+import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
+import { checkGrpcHealth, createRedisTenantGenerations, tenantKeyPrefix } from "@chaos-core/kit";
 import { startTopology, type Topology } from "../../deploy/local/topology.mjs";
 import { createCertAuthority, removeCerts, type CertAuthority } from "../support/certs.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { httpClient, removeDir, tempDir } from "../support/processes.js";
+import { httpClient, removeDir, runToExit, tempDir } from "../support/processes.js";
 
 const REDIS = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
@@ -24,6 +29,7 @@ describe("deploy/local: two chart topologies side by side", () => {
   const clients: Client[] = [];
   // Ports from 3000+offset and 50051+offset; the second topology 10 above the first. The gRPC
   // health ports are 10 000 above (up to 50055 + 10 + offset + 10 000): offset stays ≤ 5 470.
+  // Policy's admin API is at 50056 + offset, which no service or health port of either reaches.
   const offset = 2_000 + 20 * randomInt(0, 170);
   let ca: CertAuthority;
 
@@ -93,6 +99,56 @@ describe("deploy/local: two chart topologies side by side", () => {
       }
     }
     expect(scrapePorts.size).toBe(12);
+  });
+
+  it("administers tenants through policy's admin port with the toolbox pod's environment; a key issued there serves through the edge until revoked", async () => {
+    for (const [i, t] of topologies.entries()) {
+      const policy = t.envs.policy;
+      // What the chart's NOTES.txt gives the toolbox pod: the call-context key, the admin address,
+      // and with gRPC TLS the Secret's certificate files.
+      const env = {
+        CHAOS_CORE_CONTEXT_KEY: policy.CHAOS_CORE_CONTEXT_KEY,
+        CHAOS_CORE_ADMIN_ADDR: `127.0.0.1:${policy.CHAOS_CORE_ADMIN_PORT}`,
+        ...Object.fromEntries(Object.entries(policy).filter(([k]) => k.startsWith("CHAOS_CORE_GRPC_TLS_"))),
+      };
+      const cli = async (args: string[]) => {
+        const r = await runToExit(args, env);
+        expect(r.code, `topology ${i}: chaos-core ${args.join(" ")}\n${r.stderr}`).toBe(0);
+        return r.stdout.trim();
+      };
+      const tenant = `local-${i}-${offset}`;
+      await cli(["tenants", "create", tenant]);
+      const key = await cli(["keys", "create", "--tenant", tenant, "--principal", "gil"]);
+      // 2026-07-28, without a session: each request is authenticated on its own.
+      const client = new V2Client({ name: `registry-${i}`, version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+      await client.connect(new V2Http(new URL(t.edgeUrl), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+      try {
+        for (let n = 0; n < 3; n++) expect((await client.callTool({ name: "chaoscore_recall", arguments: { key: "k" } })).isError, `topology ${i}`).toBeFalsy();
+        await cli(["keys", "revoke", key.split("_")[1]!, "--tenant", tenant]);
+        await expect(client.callTool({ name: "chaoscore_recall", arguments: { key: "k" } }), `topology ${i}`).rejects.toThrow(/401|revoked/);
+      } finally {
+        await client.close();
+      }
+      // With Redis, policy publishes the tenant's generation where the edge reads it, so edges may
+      // cache what they resolved until it moves (without policy's REDIS_URL there is none to read).
+      const edgeRedis = t.envs.edge.REDIS_URL;
+      if (edgeRedis) {
+        expect(policy.REDIS_URL).toBe(edgeRedis);
+        const redis = new Redis(edgeRedis, { maxRetriesPerRequest: 1 });
+        try {
+          expect(await createRedisTenantGenerations(redis, { prefix: "chaoscore:" }).get(tenant), `topology ${i}: ${tenant}'s generation`).toBeGreaterThan(0);
+          await redis.del(`${tenantKeyPrefix("chaoscore:", tenant)}gen`);
+        } finally {
+          redis.disconnect();
+        }
+      }
+    }
+    expect(topologies[0]!.envs.edge.REDIS_URL).toBeDefined();
+    expect(topologies[1]!.envs.policy.CHAOS_CORE_GRPC_TLS_MUTUAL).toBe("true");
+    // The admin API is not on the main port, where the edge, cognition and the ledger call policy.
+    const policy = topologies[0]!.envs.policy;
+    const misplaced = await runToExit(["tenants", "list"], { CHAOS_CORE_CONTEXT_KEY: policy.CHAOS_CORE_CONTEXT_KEY, CHAOS_CORE_ADMIN_ADDR: `127.0.0.1:${policy.PORT}` });
+    expect(misplaced.code, misplaced.stderr).toBe(1);
   });
 
   it("fails calls clearly while memory is stopped, and serves them once it is started again, without restarting the edge", async () => {

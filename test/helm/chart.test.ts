@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
-import { ConfigMap, Service, ServiceAccount } from "kubernetes-models/v1";
+import { ConfigMap, Pod, Service, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
@@ -160,6 +160,50 @@ function envOf(d: K8sObject): Record<string, string> {
 }
 
 const selectorComponent = (peer: { podSelector?: { matchLabels?: Record<string, string> } }) => peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
+
+interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: "In" | "NotIn" | "Exists" | "DoesNotExist"; values?: string[] }[];
+}
+/** Whether a label selector selects these labels (Kubernetes' rules: every term must hold). */
+function selects(sel: LabelSelector, labels: Record<string, string>): boolean {
+  const exprs = sel.matchExpressions ?? [];
+  return (
+    Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v) &&
+    exprs.every((e) => {
+      if (e.operator === "Exists") return e.key in labels;
+      if (e.operator === "DoesNotExist") return !(e.key in labels);
+      const has = e.key in labels && (e.values ?? []).includes(labels[e.key]!);
+      return e.operator === "In" ? has : !has;
+    })
+  );
+}
+
+/** A pod trying to connect: its labels, its namespace and that namespace's labels. */
+interface Client {
+  labels: Record<string, string>;
+  namespace: string;
+  namespaceLabels?: Record<string, string>;
+}
+/**
+ * Whether a NetworkPolicy's ingress rules admit a pod to a TCP port, as Kubernetes reads them: any
+ * rule whose ports include it and one of whose peers selects the pod; a peer without a
+ * namespaceSelector means the policy's own namespace. (ipBlock peers select no pod here.)
+ */
+function admits(np: K8sObject, client: Client, port: number): boolean {
+  const nsLabels = { "kubernetes.io/metadata.name": client.namespace, ...client.namespaceLabels };
+  return (np.spec.ingress as { ports?: { port: number }[]; from?: { podSelector?: LabelSelector; namespaceSelector?: LabelSelector; ipBlock?: unknown }[] }[]).some(
+    (rule) =>
+      (rule.ports === undefined || rule.ports.some((p) => p.port === port)) &&
+      (rule.from === undefined ||
+        rule.from.some(
+          (peer) =>
+            !peer.ipBlock &&
+            (peer.namespaceSelector ? selects(peer.namespaceSelector, nsLabels) : client.namespace === np.metadata.namespace) &&
+            selects(peer.podSelector ?? {}, client.labels),
+        )),
+  );
+}
 
 // --- tests -------------------------------------------------------------------------------------
 
@@ -315,8 +359,9 @@ describe("helm chart helm/chaos-core", () => {
         const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
         expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(comp);
         expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
-        // The service's port, and with Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
-        expect(np.spec.ingress).toHaveLength(env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 2 : 1);
+        // The service's port, policy's admin port (asserted in "the tenant admin API"), and with
+        // Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
+        expect(np.spec.ingress).toHaveLength(1 + (env.CHAOS_CORE_ADMIN_PORT ? 1 : 0) + (env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 1 : 0));
         const ingress = np.spec.ingress[0];
         expect(ingress.ports).toEqual([{ port: Number(env.PORT), protocol: "TCP" }]);
         if (comp === "edge") {
@@ -365,6 +410,136 @@ describe("helm chart helm/chaos-core", () => {
     expect(named(all, "Deployment", `${FULL}-cognition`).spec.replicas).toBeUndefined();
     expect(byKind(all, "Service").filter((s) => s.spec.clusterIP === "None").map((s) => s.metadata.name)).toEqual([`${FULL}-cognition-headless`]);
     expect(byKind(all, "PodDisruptionBudget")).toHaveLength(COMPONENTS.length);
+  });
+
+  it("gives policy Redis as cognition and the ledger get it (tenant generations for every edge replica), under the edge's prefix; without Redis, neither the variables nor the egress", () => {
+    const all = render([valuesFile("production")]);
+    const refOf = (comp: Component) => container(named(all, "Deployment", `${FULL}-${comp}`)).env.find((e: { name: string }) => e.name === "REDIS_URL");
+    expect(refOf("policy")).toEqual({ name: "REDIS_URL", valueFrom: { secretKeyRef: { name: "cc-secrets", key: "redis-url" } } });
+    for (const comp of ["edge", "cognition", "ledger"] as const) expect(refOf(comp), comp).toEqual(refOf("policy"));
+    expect(envOf(named(all, "Deployment", `${FULL}-policy`)).CHAOS_CORE_REDIS_PREFIX).toBe("chaoscore:");
+    // The policy service's own loader takes it: generations go to that Redis, under that prefix.
+    expect(loadPolicyConfig(envOf(named(all, "Deployment", `${FULL}-policy`))).redis).toEqual({ url: SECRET_VALUES.REDIS_URL, prefix: "chaoscore:" });
+    expect(named(all, "NetworkPolicy", `${FULL}-policy`).spec.egress).toContainEqual({ ports: [{ port: 6380, protocol: "TCP" }], to: [{ ipBlock: { cidr: "10.30.0.0/16" } }] });
+    // The edge keys everything under "chaoscore:" (it reads no prefix setting): policy publishes
+    // there whatever config.redisPrefix gives cognition and the ledger, or a revoked key would
+    // stay served from the edges' caches.
+    const prefixed = render([valuesFile("defaults")], ["--set", "config.redisPrefix=team-a:"]);
+    const prefixOf = (comp: Component) => envOf(named(prefixed, "Deployment", `${FULL}-${comp}`)).CHAOS_CORE_REDIS_PREFIX;
+    expect([prefixOf("cognition"), prefixOf("ledger"), prefixOf("policy"), prefixOf("edge")]).toEqual(["team-a:", "team-a:", "chaoscore:", undefined]);
+    // No Redis (one edge, one cognition): policy keeps generations in its process, no Redis egress.
+    const noRedis = render([valuesFile("defaults")], ["--set", "secrets.redis.existingSecret=", "--set", "components.cognition.hpa.enabled=false", "--set", "components.cognition.replicas=1"]);
+    const policy = envOf(named(noRedis, "Deployment", `${FULL}-policy`));
+    expect(policy.REDIS_URL).toBeUndefined();
+    expect(policy.CHAOS_CORE_REDIS_PREFIX).toBeUndefined();
+    expect(loadPolicyConfig(policy).redis).toBeUndefined();
+    const ports = named(noRedis, "NetworkPolicy", `${FULL}-policy`).spec.egress.flatMap((e: { ports: { port: number }[] }) => e.ports.map((p) => p.port));
+    expect(ports).not.toContain(6379);
+  });
+
+  describe("the tenant admin API (chaoscore.admin.v1) on policy's admin port", () => {
+    const ADMIN = 50056;
+    const TOOLBOX = { "chaos-core/admin": "true" };
+
+    it("sets CHAOS_CORE_ADMIN_PORT and an admin container port on policy only, which policy's own loader reads", () => {
+      const all = render([valuesFile("defaults")]);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      const env = envOf(policy);
+      expect(env.CHAOS_CORE_ADMIN_PORT).toBe(String(ADMIN));
+      expect(loadPolicyConfig(env)).toMatchObject({ port: 50051, adminPort: ADMIN });
+      expect(container(policy).ports).toEqual([
+        { name: "grpc", containerPort: 50051, protocol: "TCP" },
+        { name: "admin", containerPort: ADMIN, protocol: "TCP" },
+      ]);
+      for (const comp of COMPONENTS.filter((c) => c !== "policy")) {
+        const d = named(all, "Deployment", `${FULL}-${comp}`);
+        expect(envOf(d).CHAOS_CORE_ADMIN_PORT, comp).toBeUndefined();
+        expect(container(d).ports.map((p: { name: string }) => p.name), comp).not.toContain("admin");
+      }
+    });
+
+    it("names the admin port on policy's ClusterIP Service only, not on its headless Service nor any other", () => {
+      const all = render([valuesFile("production")]);
+      expect(named(all, "Service", `${FULL}-policy`).spec.ports).toEqual([
+        { name: "grpc", port: 50051, targetPort: "grpc", protocol: "TCP", appProtocol: "grpc" },
+        { name: "admin", port: ADMIN, targetPort: "admin", protocol: "TCP", appProtocol: "grpc" },
+        { name: "metrics", port: 9464, targetPort: "metrics", protocol: "TCP" },
+      ]);
+      // Callers balance over the headless Service; admin calls go through the ClusterIP one.
+      expect(named(all, "Service", `${FULL}-policy-headless`).spec.ports.map((p: { name: string }) => p.name)).toEqual(["grpc"]);
+      for (const svc of byKind(all, "Service").filter((x) => x.metadata.name !== `${FULL}-policy`)) {
+        expect(svc.spec.ports.map((p: { port: number }) => p.port), svc.metadata.name).not.toContain(ADMIN);
+      }
+    });
+
+    it("admits only pods labelled chaos-core/admin=true of the release's namespace to the admin port, and policy's callers to its main port only", () => {
+      for (const scenario of SCENARIOS) {
+        const all = render([valuesFile(scenario)]);
+        const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+        const main = Number(envOf(named(all, "Deployment", `${FULL}-policy`)).PORT);
+        // The rule itself, value by value.
+        expect(np.spec.ingress, scenario).toContainEqual({ ports: [{ port: ADMIN, protocol: "TCP" }], from: [{ podSelector: { matchLabels: TOOLBOX } }] });
+        // What it means for each pod that might knock (Kubernetes' reading of the rules).
+        const pod = (comp: Component): Client => ({ labels: named(all, "Deployment", `${FULL}-${comp}`).spec.template.metadata.labels, namespace: NAMESPACE });
+        for (const comp of COMPONENTS.filter((c) => c !== "policy")) {
+          expect(admits(np, pod(comp), main), `${scenario}: ${comp} → policy:${main}`).toBe(callersOf("policy").includes(comp));
+          expect(admits(np, pod(comp), ADMIN), `${scenario}: ${comp} → policy:${ADMIN}`).toBe(false);
+        }
+        expect(callersOf("policy").sort()).toEqual(["cognition", "edge", "ledger"]);
+        expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, ADMIN), `${scenario}: toolbox → admin`).toBe(true);
+        expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, main), `${scenario}: toolbox → main`).toBe(false);
+        expect(admits(np, { labels: TOOLBOX, namespace: "elsewhere" }, ADMIN), `${scenario}: toolbox of another namespace`).toBe(false);
+        expect(admits(np, { labels: { "chaos-core/admin": "false" }, namespace: NAMESPACE }, ADMIN), `${scenario}: chaos-core/admin=false`).toBe(false);
+        expect(admits(np, { labels: {}, namespace: NAMESPACE }, ADMIN), `${scenario}: an unlabelled pod`).toBe(false);
+        // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port.
+        for (const other of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-policy`)) {
+          expect(JSON.stringify(other.spec.ingress ?? []), other.metadata.name).not.toContain(`"port":${ADMIN}`);
+          for (const e of (other.spec.egress ?? []) as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[]) {
+            if (e.to?.some((p) => selectorComponent(p) === "policy")) expect(e.ports, other.metadata.name).toEqual([{ port: main, protocol: "TCP" }]);
+          }
+        }
+      }
+    });
+
+    it("follows admin.port, admin.podSelector and admin.namespaceSelector everywhere", () => {
+      const all = render([valuesFile("defaults")], [
+        "--set", "admin.port=7443",
+        "--set", "admin.podSelector.matchLabels=null",
+        "--set", "admin.podSelector.matchExpressions[0].key=team.example.com/role",
+        "--set", "admin.podSelector.matchExpressions[0].operator=In",
+        "--set", "admin.podSelector.matchExpressions[0].values={operator,sre}",
+        "--set", "admin.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ops",
+      ]);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      expect(loadPolicyConfig(envOf(policy)).adminPort).toBe(7443);
+      expect(container(policy).ports).toContainEqual({ name: "admin", containerPort: 7443, protocol: "TCP" });
+      expect(named(all, "Service", `${FULL}-policy`).spec.ports).toContainEqual({ name: "admin", port: 7443, targetPort: "admin", protocol: "TCP", appProtocol: "grpc" });
+      const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+      expect(np.spec.ingress).toContainEqual({
+        ports: [{ port: 7443, protocol: "TCP" }],
+        from: [
+          {
+            podSelector: { matchExpressions: [{ key: "team.example.com/role", operator: "In", values: ["operator", "sre"] }] },
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ops" } },
+          },
+        ],
+      });
+      const sre = { "team.example.com/role": "sre" };
+      expect(admits(np, { labels: sre, namespace: "ops" }, 7443)).toBe(true);
+      expect(admits(np, { labels: sre, namespace: NAMESPACE }, 7443)).toBe(false);
+      expect(admits(np, { labels: TOOLBOX, namespace: "ops" }, 7443)).toBe(false);
+      expect(admits(np, { labels: sre, namespace: "ops" }, 50051)).toBe(false);
+    });
+
+    it("refuses an admin port shared with policy's other ports, or a selector that selects every pod, naming the value", () => {
+      const d = [valuesFile("defaults")];
+      expect(renderError(d, ["--set", "admin.port=50051"])).toContain("admin.port (50051) is components.policy.port too");
+      expect(renderError(d, ["--set", "admin.port=9464", "--set", "metrics.prometheus.enabled=true"])).toContain("admin.port (9464) is metrics.prometheus.port too");
+      expect(renderError([valuesFile("grpc-tls")], ["--set", "admin.port=8090"])).toContain("admin.port (8090) is grpcTls.healthPort too");
+      expect(renderError(d, ["--set", "admin.podSelector.matchLabels=null"])).toContain("admin.podSelector must select some pods");
+      expect(renderError(d, ["--set", "admin.port=443"])).toContain("/admin/port");
+      expect(renderError(d, ["--set", "admin.from=x"])).toContain("at '/admin': additional properties 'from' not allowed");
+    });
   });
 
   it("production: HPAs for cognition and the edge, headless Services for every multi-replica service, tracing and egress pinned", () => {
@@ -598,10 +773,13 @@ describe("helm chart helm/chaos-core", () => {
           expect(container(d).livenessProbe.grpc.port, comp).toBe(healthPort);
         }
         expect(ingress.flatMap((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).not.toContain(healthPort);
-        // Only the service port (and metrics) are admitted: the service port from its callers, metrics from the scraper.
-        expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual(
-          [[Number(envOf(d).PORT)], ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : [])],
-        );
+        // Only the service port (policy's admin port, and metrics) are admitted: the service port from its
+        // callers, the admin port from the operator's pods, metrics from the scraper.
+        expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual([
+          [Number(envOf(d).PORT)],
+          ...(comp === "policy" ? [[50056]] : []),
+          ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : []),
+        ]);
         if (comp !== "edge") expect(ingress[0]!.from?.length, comp).toBeGreaterThan(0);
       }
     }
@@ -702,6 +880,98 @@ describe("helm chart helm/chaos-core", () => {
     const prodNotes = prod.stdout.slice(prod.stdout.indexOf("NOTES:"));
     expect(prodNotes).toContain('The approval console offers "Sign in with" the issuer as client chaos-core-console: register');
     expect(prodNotes).toContain("https://chaos.example.com/approvals/sign-in/oauth/callback as its redirect URI there");
+  });
+
+  describe("NOTES.txt's toolbox pod for the tenant admin API", () => {
+    /** The `kubectl run` NOTES prints, as the pod kubectl makes of it: flags, then the strategic-merge `--overrides` onto it. */
+    function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all: K8sObject[]; notes: string } {
+      const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario), ...extra]);
+      expect(r.status, r.stderr).toBe(0);
+      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+      const start = notes.indexOf(`kubectl -n ${NAMESPACE} run `);
+      expect(start, notes).toBeGreaterThan(0);
+      const lines: string[] = [];
+      for (const line of notes.slice(start).split("\n")) {
+        lines.push(line.trim().replace(/\\$/, ""));
+        if (!line.endsWith("\\")) break;
+      }
+      // Words as a shell splits them: quoted parts (the JSON) join the word they are in, unquoted.
+      const words = [...lines.join(" ").matchAll(/(?:'[^']*'|[^\s'])+/g)].map((m) => m[0].replace(/'([^']*)'/g, "$1"));
+      const [, , ns, run, name, ...rest] = words;
+      expect([ns, run]).toEqual([NAMESPACE, "run"]);
+      const dash = rest.indexOf("--");
+      const flags: Record<string, string | true> = Object.fromEntries(
+        rest.slice(0, dash).map((w) => {
+          expect(w, "every word before -- is a flag").toMatch(/^--?[a-z]/);
+          const eq = w.indexOf("=");
+          return eq < 0 ? [w.replace(/^--?/, ""), true] : [w.slice(0, eq).replace(/^--?/, ""), w.slice(eq + 1)];
+        }),
+      );
+      expect(flags).toMatchObject({ rm: true, i: true, restart: "Never", "override-type": "strategic" });
+      const overrides = JSON.parse(String(flags.overrides)) as { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
+      const made = { name: name!, image: String(flags.image), args: rest.slice(dash + 1) };
+      const labels = Object.fromEntries(String(flags.labels).split(",").map((kv) => kv.split("=") as [string, string]));
+      const containers = overrides.spec.containers.map((c) => (c.name === name ? { ...made, ...c } : c));
+      const pod: K8sObject = {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: name!, namespace: ns!, labels },
+        spec: { restartPolicy: "Never", ...overrides.spec, containers },
+      };
+      return { pod, all: render([valuesFile(scenario)], extra), notes };
+    }
+
+    it.each(["defaults", "grpc-tls", "existing-secrets"])("%s: a valid, hardened pod the admin rule admits, with the context key and the admin address the tenants command reads", (scenario) => {
+      const { pod, all } = toolbox(scenario);
+      expect(() => new Pod(pod as never).validate()).not.toThrow();
+      expect(unknownFields([pod], `toolbox-${scenario}`)).toEqual([]);
+      const c = pod.spec.containers[0];
+      expect(pod.spec.containers).toHaveLength(1);
+      expect(c.name).toBe(pod.metadata.name);
+      expect(c.args).toEqual(["chaos-core", "tenants", "list"]);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      expect(c.image).toBe(container(policy).image);
+      expect(pod.spec.automountServiceAccountToken).toBe(false);
+      expect(pod.spec.securityContext).toEqual(policy.spec.template.spec.securityContext);
+      expect(c.securityContext).toEqual(container(policy).securityContext);
+      // Admitted to the admin port, and to nothing else of policy.
+      const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+      const client = { labels: pod.metadata.labels!, namespace: pod.metadata.namespace! };
+      expect(admits(np, client, 50056)).toBe(true);
+      expect(admits(np, client, 50051)).toBe(false);
+      // The call-context key from the Secret every component reads it from.
+      const keyRef = (env: { name: string; valueFrom?: unknown }[]) => env.find((e) => e.name === "CHAOS_CORE_CONTEXT_KEY")?.valueFrom;
+      expect(keyRef(c.env)).toEqual(keyRef(container(policy).env));
+      // The admin address: policy's Service by its full name, on its admin port.
+      const env = Object.fromEntries((c.env as { name: string; value?: string }[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+      expect(env.CHAOS_CORE_ADMIN_ADDR).toBe(`${FULL}-policy.${NAMESPACE}.svc.cluster.local:50056`);
+      expect(named(all, "Service", `${FULL}-policy`).spec.ports).toContainEqual(expect.objectContaining({ name: "admin", port: 50056 }));
+      // Only variables `chaos-core tenants` reads: its own, and gRPC TLS as the services read it.
+      const command = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
+      for (const k of ["CHAOS_CORE_CONTEXT_KEY", ...Object.keys(env)]) {
+        expect(k.startsWith("CHAOS_CORE_GRPC_TLS_") || command.includes(`env.${k}`), `${k} read by chaos-core tenants`).toBe(true);
+      }
+      // gRPC TLS as policy has it (the same Secret's files, mutual, server name), or none.
+      expect(loadGrpcTransportConfig(env).tls).toEqual(loadGrpcTransportConfig(envOf(policy)).tls);
+      const podSpec = (d: K8sObject) => d.spec.template?.spec ?? d.spec;
+      const mountedAt = (d: K8sObject, vol: string) => podSpec(d).containers[0].volumeMounts.find((m: { name: string }) => m.name === vol)?.mountPath;
+      const volume = (d: K8sObject, vol: string) => podSpec(d).volumes.find((v: { name: string }) => v.name === vol);
+      expect(mountedAt(pod, "grpc-tls")).toBe(mountedAt(policy, "grpc-tls"));
+      expect(volume(pod, "grpc-tls")).toEqual(volume(policy, "grpc-tls"));
+      if (scenario === "grpc-tls") expect(env.CHAOS_CORE_GRPC_TLS_MUTUAL).toBe("true");
+      // Only /tmp is writable, as in every pod of the chart.
+      for (const m of c.volumeMounts) expect(m.mountPath === "/tmp" || m.readOnly === true, m.mountPath).toBe(true);
+    });
+
+    it("takes the labels of admin.podSelector and says what the pod needs when the selectors ask for more", () => {
+      const custom = toolbox("defaults", ["--set", "admin.podSelector.matchLabels.chaos-core/admin=null", "--set", "admin.podSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchLabels.role=operator"]);
+      expect(custom.pod.metadata.labels).toEqual({ role: "operator", team: "ops" });
+      expect(admits(named(custom.all, "NetworkPolicy", `${FULL}-policy`), { labels: custom.pod.metadata.labels!, namespace: NAMESPACE }, 50056)).toBe(true);
+      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"]);
+      expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too");
+      expect(elsewhere.notes).toContain(`admin.namespaceSelector is set: namespace ${NAMESPACE} must be one it selects`);
+      expect(toolbox("defaults").notes).not.toContain("admin.namespaceSelector is set");
+    });
   });
 
   it("refuses an unknown value with the schema's message naming it", () => {

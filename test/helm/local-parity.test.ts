@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { join, basename, resolve } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { describe, expect, it } from "vitest";
-import { CHART_PORTS, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
+import { CHART_ADMIN_PORT, CHART_PORTS, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const HELM = join(ROOT, ".cache/helm/helm");
@@ -47,15 +47,17 @@ const GRPC_TLS = {
 };
 const BASE = { dir: "/tmp/unused", databaseUrl: "postgres://postgres@127.0.0.1:5432/x", redisUrl: "redis://127.0.0.1:6379", contextKey: "k".repeat(64) };
 
-/** The ports one topology's processes listen on (service, plaintext health, metrics): six processes, no two alike. */
+/** The ports one topology's processes listen on (service, policy's admin API, plaintext health, metrics): six processes, no two alike. */
 function listenPorts(env: Record<string, string>): number[] {
-  return ["PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"].filter((k) => env[k] !== undefined).map((k) => Number(env[k]));
+  return ["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"].filter((k) => env[k] !== undefined).map((k) => Number(env[k]));
 }
 
 describe.each([
   ["defaults", {}, []],
   ["tracing", { otlpEndpoint: "http://otel-collector.observability.svc.cluster.local:4318" }, []],
   ["grpc-tls", GRPC_TLS, []],
+  // No Redis (one edge, one cognition): no process gets REDIS_URL, policy included.
+  ["defaults", { redisUrl: undefined }, ["--set", "secrets.redis.existingSecret=", "--set", "components.cognition.hpa.enabled=false", "--set", "components.cognition.replicas=1"]],
   // Metrics without tracing: the service names still come, for the scrape's target_info.
   ["defaults", { metrics: {} }, ["--set", "metrics.prometheus.enabled=true"]],
   // config.edge.oauth with introspection: the edge's OAuth variables and the secret file's name.
@@ -99,11 +101,14 @@ describe.each([
       }
       expect(Number(local[c].PORT)).toBe(CHART_PORTS[c]);
     }
+    // Policy's tenant admin API at the chart's admin.port (its value compared above).
+    expect(local.policy.CHAOS_CORE_ADMIN_PORT).toBe(String(CHART_ADMIN_PORT));
     // Ports move together for a second topology.
     const shifted = localEnvironments({ dir: "/tmp/unused", databaseUrl: "postgres://x@h/db", portOffset: 100, contextKey: "k".repeat(64) });
     expect(shifted.edge.PORT).toBe("3100");
     expect(shifted.edge.POLICY_ADDR).toBe("127.0.0.1:50151");
     expect(shifted.ledger.POLICY_ADDR).toBe("127.0.0.1:50151");
+    expect(shifted.policy.CHAOS_CORE_ADMIN_PORT).toBe("50156");
   });
 });
 
@@ -132,11 +137,19 @@ describe("deploy/local against the chart's production render: telemetry", () => 
     const first = localEnvironments({ ...BASE, ...GRPC_TLS, metrics: {} });
     const second = localEnvironments({ ...BASE, ...GRPC_TLS, metrics: {}, portOffset: 100 });
     const ports = [first, second].flatMap((t) => COMPONENT_ORDER.flatMap((c) => listenPorts(t[c])));
-    // 6 service ports, 5 health ports (the edge has no gRPC server), 6 metrics ports, twice.
-    expect(ports).toHaveLength(34);
+    // 6 service ports, policy's admin port, 5 health ports (the edge has no gRPC server), 6 metrics ports, twice.
+    expect(ports).toHaveLength(36);
     expect(new Set(ports).size).toBe(ports.length);
     expect(first.council.CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBe("9469");
     expect(second.edge.CHAOS_CORE_METRICS_PROMETHEUS_PORT).toBe("9564");
+  });
+
+  it("refuses a port offset that puts a port above 65535, naming it: the admin port is the chart's highest, the health ports are 10 000 higher", () => {
+    expect(localEnvironments({ ...BASE, portOffset: 65535 - CHART_ADMIN_PORT }).policy.CHAOS_CORE_ADMIN_PORT).toBe("65535");
+    expect(() => localEnvironments({ ...BASE, portOffset: 65536 - CHART_ADMIN_PORT })).toThrow("deploy/local: portOffset 15480 puts policy's CHAOS_CORE_ADMIN_PORT at 65536, above 65535");
+    // With gRPC TLS the plaintext health ports (service port + 10 000) bound it: council's is the highest.
+    expect(localEnvironments({ ...BASE, ...GRPC_TLS, portOffset: 5480 }).council.CHAOS_CORE_GRPC_HEALTH_PORT).toBe("65535");
+    expect(() => localEnvironments({ ...BASE, ...GRPC_TLS, portOffset: 5481 })).toThrow("deploy/local: portOffset 5481 puts council's CHAOS_CORE_GRPC_HEALTH_PORT at 65536, above 65535");
   });
 
   it("derives CHAOS_CORE_SHUTDOWN_GRACE_SECONDS from the lifecycle values as the chart does, and refuses what the chart refuses", () => {

@@ -16,6 +16,8 @@ const ROOT = resolve(import.meta.dirname, "../..");
 const TYPES: Record<string, [module: string, type: string]> = {
   "apps/v1/Deployment": ["kubernetes-models/apps/v1", "IDeployment"],
   "v1/Service": ["kubernetes-models/v1", "IService"],
+  // NOTES.txt's toolbox pod, as kubectl run makes it.
+  "v1/Pod": ["kubernetes-models/v1", "IPod"],
   "v1/ServiceAccount": ["kubernetes-models/v1", "IServiceAccount"],
   "v1/ConfigMap": ["kubernetes-models/v1", "IConfigMap"],
   "batch/v1/Job": ["kubernetes-models/batch/v1", "IJob"],

@@ -58,9 +58,9 @@ LEDGER_ADDR; cognition: POLICY_ADDR, MEMORY_ADDR, LEDGER_ADDR; ledger: POLICY_AD
 {{- else if or $c.openaiBaseUrl .Values.secrets.openaiApiKey.existingSecret -}}true{{- end -}}
 {{- end -}}
 
-{{/* Components that read REDIS_URL. */}}
+{{/* Components that read REDIS_URL (policy publishes tenant generations there, which every edge replica reads per request). */}}
 {{- define "chaos-core.usesRedis" -}}
-{{- has . (list "edge" "cognition" "ledger") -}}
+{{- has . (list "edge" "cognition" "policy" "ledger") -}}
 {{- end -}}
 
 {{- define "chaos-core.labels" -}}
@@ -215,8 +215,9 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- if and (eq (include "chaos-core.usesRedis" $name) "true") $v.secrets.redis.existingSecret }}
 {{ include "chaos-core.secretEnv" (list "REDIS_URL" $v.secrets.redis) }}
 {{- if ne $name "edge" }}
+{{- /* Policy publishes tenant generations where the edge reads them: under the edge's fixed prefix, whatever config.redisPrefix says (the edge reads no prefix setting). */}}
 - name: CHAOS_CORE_REDIS_PREFIX
-  value: {{ $v.config.redisPrefix | quote }}
+  value: {{ ternary "chaoscore:" $v.config.redisPrefix (eq $name "policy") | quote }}
 {{- end }}
 {{- end }}
 {{- range $f := index (include "chaos-core.secretFiles" $root | fromJson) $name | default list }}
@@ -291,6 +292,10 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
   value: {{ printf "/etc/chaos-core/rate-limits/%s" $v.config.edge.rateLimits.key | quote }}
 {{- end }}
 {{- end }}
+{{- if eq $name "policy" }}
+- name: CHAOS_CORE_ADMIN_PORT
+  value: {{ $v.admin.port | quote }}
+{{- end }}
 {{- if eq $name "cognition" }}
 {{- with $v.config.cognition }}
 {{- if .provider }}
@@ -362,6 +367,38 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end }}
 {{- end -}}
 
+{{/* Where the tenant admin API is reached: policy's ClusterIP Service by its full name (a gRPC TLS certificate for *.<namespace>.svc.cluster.local covers it). */}}
+{{- define "chaos-core.adminAddr" -}}
+{{- printf "%s-policy.%s.svc.cluster.local:%v" (include "chaos-core.fullname" .) .Release.Namespace .Values.admin.port -}}
+{{- end -}}
+
+{{/*
+The toolbox pod NOTES.txt prints: a strategic-merge patch for `kubectl run --overrides` onto the
+pod kubectl makes (container named after the pod): the context key from its Secret, the admin
+address, the chart's security contexts, and with gRPC TLS the certificate Secret and its variables,
+as the services get them. Arguments: (list $ "pod-name").
+*/}}
+{{- define "chaos-core.adminToolbox" -}}
+{{- $root := index . 0 -}}
+{{- $v := $root.Values -}}
+{{- $env := list (dict "name" "CHAOS_CORE_CONTEXT_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.key))) (dict "name" "CHAOS_CORE_ADMIN_ADDR" "value" (include "chaos-core.adminAddr" $root)) -}}
+{{- $mounts := list (dict "name" "tmp" "mountPath" "/tmp") -}}
+{{- $volumes := list (dict "name" "tmp" "emptyDir" (dict "sizeLimit" $v.tmpSizeLimit)) -}}
+{{- if $v.grpcTls.enabled -}}
+{{- $t := $v.secrets.grpcTls -}}
+{{- $env = concat $env (list (dict "name" "CHAOS_CORE_GRPC_TLS_CERT_FILE" "value" (printf "/etc/chaos-core/grpc-tls/%s" $t.certKey)) (dict "name" "CHAOS_CORE_GRPC_TLS_KEY_FILE" "value" (printf "/etc/chaos-core/grpc-tls/%s" $t.keyKey)) (dict "name" "CHAOS_CORE_GRPC_TLS_CA_FILE" "value" (printf "/etc/chaos-core/grpc-tls/%s" $t.caKey)) (dict "name" "CHAOS_CORE_GRPC_TLS_MUTUAL" "value" ($v.grpcTls.mutual | toString))) -}}
+{{- if $v.grpcTls.serverName -}}
+{{- $env = append $env (dict "name" "CHAOS_CORE_GRPC_TLS_SERVER_NAME" "value" $v.grpcTls.serverName) -}}
+{{- end -}}
+{{- $mounts = append $mounts (dict "name" "grpc-tls" "mountPath" "/etc/chaos-core/grpc-tls" "readOnly" true) -}}
+{{- $volumes = append $volumes (dict "name" "grpc-tls" "secret" (dict "secretName" $t.existingSecret "defaultMode" 288 "items" (list (dict "key" $t.certKey "path" $t.certKey) (dict "key" $t.keyKey "path" $t.keyKey) (dict "key" $t.caKey "path" $t.caKey)))) -}}
+{{- end -}}
+{{- $container := dict "name" (index . 1) "env" $env "securityContext" $v.containerSecurityContext "volumeMounts" $mounts -}}
+{{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $volumes -}}
+{{- with $v.imagePullSecrets -}}{{- $_ := set $spec "imagePullSecrets" . -}}{{- end -}}
+{{- dict "spec" $spec | toJson -}}
+{{- end -}}
+
 {{/* The checks NOTES.txt (and every install) runs: invalid combinations fail with a message naming the value. */}}
 {{- define "chaos-core.validate" -}}
 {{- $v := .Values -}}
@@ -423,6 +460,19 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- if and $v.metrics.prometheus.enabled (eq (int $c.port) (int $v.metrics.prometheus.port)) -}}
 {{- fail (printf "metrics.prometheus.port (%v) is components.%s.port too: pick another" $v.metrics.prometheus.port $n) -}}
 {{- end -}}
+{{- end -}}
+{{- $admin := int $v.admin.port -}}
+{{- if eq (int $v.components.policy.port) $admin -}}
+{{- fail (printf "admin.port (%v) is components.policy.port too: the tenant admin API needs a port of its own (its NetworkPolicy rule admits only the operator's pods)" $v.admin.port) -}}
+{{- end -}}
+{{- if and $v.metrics.prometheus.enabled (eq (int $v.metrics.prometheus.port) $admin) -}}
+{{- fail (printf "admin.port (%v) is metrics.prometheus.port too: pick another" $v.admin.port) -}}
+{{- end -}}
+{{- if and $v.grpcTls.enabled (eq (int $v.grpcTls.healthPort) $admin) -}}
+{{- fail (printf "admin.port (%v) is grpcTls.healthPort too: pick another" $v.admin.port) -}}
+{{- end -}}
+{{- if not (or $v.admin.podSelector.matchLabels $v.admin.podSelector.matchExpressions) -}}
+{{- fail "admin.podSelector must select some pods (matchLabels or matchExpressions, e.g. chaos-core/admin: \"true\"): an empty selector would open the tenant admin API to every pod" -}}
 {{- end -}}
 {{- range $n, $c := $v.components -}}
 {{- if and $v.grpcTls.enabled (eq (int $c.port) (int $v.grpcTls.healthPort)) -}}

@@ -59,6 +59,11 @@ spec:
             - name: {{ ternary "http" "grpc" (eq $name "edge") }}
               containerPort: {{ $c.port }}
               protocol: TCP
+            {{- if eq $name "policy" }}
+            - name: admin
+              containerPort: {{ $v.admin.port }}
+              protocol: TCP
+            {{- end }}
             {{- if $v.metrics.prometheus.enabled }}
             - name: metrics
               containerPort: {{ $v.metrics.prometheus.port }}
@@ -213,6 +218,14 @@ spec:
       {{- if ne $name "edge" }}
       appProtocol: grpc
       {{- end }}
+    {{- if eq $name "policy" }}
+    {{- /* The tenant admin API: named here so the operator has an address; the NetworkPolicy admits only admin.podSelector to it. */}}
+    - name: admin
+      port: {{ $root.Values.admin.port }}
+      targetPort: admin
+      protocol: TCP
+      appProtocol: grpc
+    {{- end }}
     {{- if $root.Values.metrics.prometheus.enabled }}
     - name: metrics
       port: {{ $root.Values.metrics.prometheus.port }}
@@ -358,6 +371,19 @@ spec:
               {{- include "chaos-core.selectorLabels" (list $root $caller) | nindent 14 }}
         {{- end }}
       {{- end }}
+    {{- if eq $name "policy" }}
+    {{- /* The tenant admin API: the operator's pods only, never the callers admitted to the main port above. */}}
+    - ports:
+        - port: {{ $v.admin.port }}
+          protocol: TCP
+      from:
+        - podSelector:
+            {{- toYaml $v.admin.podSelector | nindent 12 }}
+          {{- with $v.admin.namespaceSelector }}
+          namespaceSelector:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+    {{- end }}
     {{- /* No rule for grpcTls.healthPort: the kubelet probes it from the pod's own node, and traffic from that node is always allowed (Kubernetes' NetworkPolicy semantics); a rule without peers would open the plaintext port to every pod. helm/README.md. */}}
     {{- if $v.metrics.prometheus.enabled }}
     - ports:
