@@ -85,9 +85,10 @@ try {
   await seed.close();
 
   const series = [
-    { url: bare.url, tool: "noop", args: { key: "x" } },
-    { url: chaos.url, tool: "chaoscore_recall", args: { key: "bench:key" } },
-    { url: chaos.url, tool: "chaoscore_inspect", args: { what: "sessions" } },
+    { name: "(a) bare SDK no-op", url: bare.url, tool: "noop", args: { key: "x" } },
+    { name: "(b) chaoscore_recall by key (governed read: one step.read entry)", url: chaos.url, tool: "chaoscore_recall", args: { key: "bench:key" } },
+    { name: "(c) chaoscore_inspect sessions (edge only)", url: chaos.url, tool: "chaoscore_inspect", args: { what: "sessions" } },
+    { name: "(d) chaoscore_remember (governed write: decision, then outcome)", url: chaos.url, tool: "chaoscore_remember", args: { key: "bench:written", value: { n: 1 } } },
   ];
   const rows: string[] = [];
   for (const concurrency of [1, 16]) {
@@ -98,19 +99,20 @@ try {
       }
       process.stderr.write(`round ${round + 1}/${ROUNDS} at concurrency ${concurrency} done\n`);
     }
-    const [sa, sb, sc] = results.map(summarise) as [Summary, Summary, Summary];
-    const cell = (x: Summary) => `${x.p50.toFixed(2)} / ${x.p99.toFixed(2)} | ${x.throughput.toFixed(0)}`;
-    rows.push(
-      `| ${concurrency} | ${cell(sa)} | ${cell(sb)} | ${(sb.p50 / sa.p50).toFixed(2)} | ` +
-        `${(sa.throughput / sb.throughput).toFixed(2)} | ${cell(sc)} | ${(sc.p50 / sa.p50).toFixed(2)} |`,
-    );
+    const summaries = results.map(summarise);
+    const bareRun = summaries[0]!;
+    for (const [i, x] of summaries.entries()) {
+      rows.push(
+        `| ${concurrency} | ${series[i]!.name} | ${x.p50.toFixed(2)} / ${x.p99.toFixed(2)} | ${x.throughput.toFixed(0)} | ` +
+          `${(x.p50 / bareRun.p50).toFixed(2)} | ${(x.throughput / bareRun.throughput).toFixed(2)} |`,
+      );
+    }
   }
-  console.log(`tools/call over Streamable HTTP, medians of ${ROUNDS} interleaved rounds of ${SECONDS}s`);
-  console.log(
-    "| clients | (a) bare SDK no-op p50 / p99 ms | (a) calls/s | (b) chaos-core recall by key p50 / p99 ms | (b) calls/s " +
-      "| p50 ratio b/a | throughput ratio a/b | (c) chaos-core inspect sessions p50 / p99 ms | (c) calls/s | p50 ratio c/a |",
-  );
-  console.log("|---|---|---|---|---|---|---|---|---|---|");
+  const store = process.env.DATABASE_URL ? `Postgres${process.env.REDIS_URL ? " + Redis" : ""}` : "embedded (PGlite)";
+  const snapshots = process.env.CHAOS_CORE_POLICY_SNAPSHOTS === "on" ? "on" : "off";
+  console.log(`tools/call over Streamable HTTP, ${store}, policy snapshots ${snapshots}; medians of ${ROUNDS} interleaved rounds of ${SECONDS}s`);
+  console.log("| clients | series | p50 / p99 ms | calls/s | p50 ÷ bare | calls/s ÷ bare |");
+  console.log("|---|---|---|---|---|---|");
   for (const r of rows) console.log(r);
 } finally {
   bare.proc.kill("SIGTERM");
