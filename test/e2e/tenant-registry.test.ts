@@ -207,6 +207,28 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     expect(ledger).toContain("memory.remember");
   });
 
+  it("serves a tenant only the toolsets its operator enabled, from its next request", async () => {
+    const ann = await connect(annKey);
+    const names = async () => (await ann.listTools()).tools.map((t) => t.name);
+    expect(await names()).toContain("council_init");
+    await cli(["tenants", "settings", acme, "--toolsets", "core"], env);
+    try {
+      const listed = await names();
+      expect(listed).toContain("chaoscore_recall");
+      expect(listed).not.toContain("council_init");
+      expect(listed).not.toContain("evaluate_spend_gate");
+      const refused = (await call(ann, "council_init", { task: "anything" })) as { isError?: boolean; structuredContent?: { error?: { code?: string; message?: string } } };
+      expect(refused.isError).toBe(true);
+      expect(refused.structuredContent?.error).toMatchObject({ code: "permission_denied" });
+      expect(refused.structuredContent?.error?.message).toContain("council toolset, which the operator has not enabled");
+      // Another tenant keeps every toolset.
+      expect((await (await connect(bobKey)).listTools()).tools.map((t) => t.name)).toContain("council_init");
+    } finally {
+      await cli(["tenants", "settings", acme, "--toolsets", "all"], env);
+    }
+    expect(await names()).toContain("council_init");
+  });
+
   it("names the problem in bad input and exits 1 or 2", async () => {
     const dup = await runToExit(["tenants", "create", acme], env);
     expect(dup.code).toBe(1);

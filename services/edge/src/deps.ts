@@ -89,6 +89,12 @@ export interface EdgeDeps {
    * `chaoscore://contracts/attestation` resource. Absent where no check ran (tests composing a server).
    */
   readonly contracts?: EdgeAttestation;
+  /**
+   * The toolsets the tenant registry enables for a tenant (docs/tenants.md), read when the server
+   * lists or dispatches a tool: a tool of another toolset is not listed and its calls are refused.
+   * Unset, or undefined / empty for a tenant: every toolset.
+   */
+  readonly enabledToolsets?: (tenant: string) => readonly string[] | undefined;
   /** The quota gate in front of every tool call (`limits/limiter.ts`); no limits when unset. */
   readonly limiter?: RateLimiter;
 }

@@ -49,7 +49,8 @@ export const TENANTS_USAGE = `Usage: chaos-core tenants <command> [options]
 
 Commands:
   create <id>    Register a tenant [--name TEXT] [--memory-retention-days N]
-                 [--council-retention-days N] [--toolsets core,council,...]
+                 [--council-retention-days N] [--toolsets core,council,... | all]: the toolsets
+                 its clients see (core, council, governance, finance-reference; default all)
   list           Every registered tenant, its status and settings
   show <id>      One tenant, with how many of its keys are active
   disable <id>   Refuse the tenant's every call from its next request on (sessions included)
@@ -314,7 +315,8 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
       return {
         ...(memory !== undefined ? { memoryRetentionDays: memory } : {}),
         ...(council !== undefined ? { councilRetentionDays: council } : {}),
-        ...(values.toolsets !== undefined ? { toolsets: values.toolsets.split(",").map((t) => t.trim()).filter(Boolean) } : {}),
+        // "all" (or every one listed) is the empty list: nothing withheld.
+        ...(values.toolsets !== undefined ? { toolsets: values.toolsets === "all" ? [] : values.toolsets.split(",").map((t) => t.trim()).filter(Boolean) } : {}),
       };
     };
     const tenantFlag = () => {

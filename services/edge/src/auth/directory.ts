@@ -31,6 +31,11 @@ export interface CredentialDirectory {
   resolveDigest(sha256: string): Promise<KeyAnswer>;
   /** Whether `tenant` may be served; a refusal when it is disabled or deleted. */
   tenantRefusal(tenant: string): Promise<CredentialRefusal | undefined>;
+  /**
+   * The toolsets the tenant's clients see, as {@link tenantRefusal} last read them (every request
+   * reads them before anything is served); undefined or empty: every toolset.
+   */
+  enabledToolsets(tenant: string): readonly string[] | undefined;
 }
 
 export interface CredentialDirectoryOptions {
@@ -87,7 +92,7 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
   const maxAgeMs = options.maxAgeMs ?? 60_000;
   const unknownTtlMs = options.unknownTtlMs ?? 10_000;
   const keys = new Bounded<KeyAnswer>(options.maxEntries ?? 10_000);
-  const tenants = new Bounded<CredentialRefusal | undefined>(options.maxEntries ?? 10_000);
+  const tenants = new Bounded<{ readonly refusal: CredentialRefusal | undefined; readonly toolsets: readonly string[] }>(options.maxEntries ?? 10_000);
 
   /** The published generation, undefined when none can be read (then nothing cached is used). */
   async function published(tenant: string): Promise<number | undefined> {
@@ -143,11 +148,15 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
     async tenantRefusal(tenant) {
       const now = performance.now();
       const cached = tenants.get(tenant);
-      if (await fresh(cached, now)) return cached!.value;
+      if (await fresh(cached, now)) return cached!.value.refusal;
       const r = await client.getTenantState({}, { ctx: { tenant, principal: "chaos-core-edge" } });
       const refusal = tenantRefusal(tenant, r.status);
-      tenants.set(tenant, { value: refusal, tenant, generation: Number(r.generation), at: now });
+      tenants.set(tenant, { value: { refusal, toolsets: Object.freeze([...r.toolsets]) }, tenant, generation: Number(r.generation), at: now });
       return refusal;
+    },
+
+    enabledToolsets(tenant) {
+      return tenants.get(tenant)?.value.toolsets;
     },
   };
   return directory;

@@ -60,6 +60,21 @@ function stampContractsMeta(server: McpServer, attestation: EdgeAttestation): vo
   inner._ondiscover = () => withMeta(discover());
 }
 
+/**
+ * Why a tool is not served to `tenant` because its operator enabled other toolsets
+ * (`chaos-core tenants settings --toolsets`), read at each listing and call; undefined when
+ * every toolset is enabled (no registry, or none chosen).
+ */
+function toolsetRefusal(deps: EdgeDeps, tenant: string): ((tool: ToolDefinition) => string | undefined) | undefined {
+  const enabled = deps.enabledToolsets;
+  if (!enabled) return undefined;
+  return (tool) => {
+    const toolsets = enabled(tenant);
+    if (!toolsets || toolsets.length === 0 || toolsets.includes(tool.toolset)) return undefined;
+    return `${tool.name} belongs to the ${tool.toolset} toolset, which the operator has not enabled for tenant "${tenant}" (enabled: ${toolsets.join(", ")})`;
+  };
+}
+
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
 
@@ -132,13 +147,14 @@ class ChaosCoreMcpServer extends McpServer {
     private readonly toolsByName: ReadonlyMap<string, ToolDefinition>,
     private readonly scope: ServerScope,
     private readonly drift?: (tool: ToolDefinition) => string | undefined,
+    private readonly unserved?: (tool: ToolDefinition) => string | undefined,
   ) {
     super(info, options);
   }
 
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
-    guardToolCalls(transport, this.toolsByName, this.screen, this.drift);
+    guardToolCalls(transport, this.toolsByName, this.screen, this.drift, this.unserved);
     if (this.servedDrift) refuseDrifted(transport, this.servedDrift);
     // Outermost, so a refusal the guard sends still ends the request's span.
     traceMcpMessages(transport, this.scope);
@@ -156,6 +172,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock.
   const guard = deps.contracts ? guardFor(deps.contracts) : undefined;
   const drift = guard ? (tool: ToolDefinition) => guard.toolDrift(tool) : undefined;
+  const unserved = toolsetRefusal(deps, scope.tenant);
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const resources = options.resources ?? RESOURCE_DEFINITIONS;
   const modern = isModernScope(scope);
@@ -181,9 +198,10 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     new Map(tools.map((t) => [t.name, t])),
     scope,
     drift,
+    unserved,
   );
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
-  registerTools(server, tools, deps, scope, server.screen, guard);
+  registerTools(server, tools, deps, scope, server.screen, guard, unserved);
   registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
   registerResources(server, resources, deps, scope, guard ? (r) => guard.resourceDrift(r) : undefined);
   if (guard) {

@@ -203,6 +203,7 @@ export function registerTools(
   scope: ServerScope,
   screen: ArgumentScreen,
   guard?: ContractGuard,
+  unserved?: (tool: ToolDefinition) => string | undefined,
 ): void {
   const modernScope = isModernScope(scope);
   for (const tool of tools) {
@@ -305,6 +306,7 @@ export function registerTools(
     // reads this at each tools/list, so a definition that drifted from its pinned contract is
     // left out of the listing from then on (the check is cached per definition object); its
     // calls are refused with contract_drift before the SDK dispatches them (tool-arguments.ts).
-    if (guard) servedWhile(registered, () => guard.toolDrift(tool) === undefined);
+    // The tenant's enabled toolsets (docs/tenants.md) are read the same way, at each listing.
+    if (guard || unserved) servedWhile(registered, () => guard?.toolDrift(tool) === undefined && unserved?.(tool) === undefined);
   }
 }

@@ -221,6 +221,7 @@ export function toolCallRefusal(
   message: JSONRPCMessage,
   tools: ReadonlyMap<string, ToolDefinition>,
   drift?: (tool: ToolDefinition) => string | undefined,
+  unserved?: (tool: ToolDefinition) => string | undefined,
 ): ToolCallScreening {
   if (!isJSONRPCRequest(message) || message.method !== "tools/call") return {};
   const invalidParams = (text: string): ToolCallScreening => ({
@@ -243,6 +244,11 @@ export function toolCallRefusal(
         result: toMcpErrorResult(new ChaosError("contract_drift", `${drifted}: this tool no longer matches its pinned contract and is not served`)),
       },
     };
+  }
+  // A tool of a toolset the tenant's operator did not enable (docs/tenants.md).
+  const withheld = unserved?.(tool);
+  if (withheld !== undefined) {
+    return { refusal: { jsonrpc: "2.0", id: message.id, result: toMcpErrorResult(new ChaosError("permission_denied", withheld)) } };
   }
   // Absent arguments are no arguments, as the SDK reads them; null is not.
   const args = params?.arguments === undefined ? {} : params.arguments;
@@ -283,12 +289,13 @@ export function guardToolCalls(
   tools: ReadonlyMap<string, ToolDefinition>,
   screen: ArgumentScreen,
   drift?: (tool: ToolDefinition) => string | undefined,
+  unserved?: (tool: ToolDefinition) => string | undefined,
 ): void {
   const dispatch = transport.onmessage;
   transport.onmessage = (message, extra) => {
     let screened: ToolCallScreening;
     try {
-      screened = toolCallRefusal(message, tools, drift);
+      screened = toolCallRefusal(message, tools, drift, unserved);
     } catch (err) {
       // A check that cannot run must not wave the call through to the SDK's own (raw) check.
       transport.onerror?.(err instanceof Error ? err : new Error(String(err)));

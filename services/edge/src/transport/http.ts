@@ -434,6 +434,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     events,
     deliversChangeEvents: true,
     council: publishingCouncil(deps.council, events.buses, deps.logger),
+    ...(directory ? { enabledToolsets: (tenant: string) => directory.enabledToolsets(tenant) } : {}),
     ...(consoleLinks ? { console: consoleLinks } : {}),
   };
 

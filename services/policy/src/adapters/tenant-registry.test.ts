@@ -116,7 +116,9 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant reg
   });
 
   it("an unregistered tenant is served at generation 0; a deleted one never again, its keys revoked", async () => {
-    expect(await registry.tenantState("walk-in")).toEqual({ registered: false, status: "enabled", generation: 0 });
+    expect(await registry.tenantState("walk-in")).toEqual({ registered: false, status: "enabled", generation: 0, toolsets: [] });
+    await registry.createTenant({ id: "narrow", settings: { toolsets: ["core"] } });
+    expect(await registry.tenantState("narrow")).toMatchObject({ registered: true, toolsets: ["core"] });
     await registry.createTenant({ id: "doomed" });
     const { secret } = await registry.createKey({ tenant: "doomed", principal: "dan" });
     const { tenant, revokedKeys } = await registry.markDeleted("doomed");

@@ -62,6 +62,8 @@ export interface TenantState {
   readonly registered: boolean;
   readonly status: TenantStatus;
   readonly generation: number;
+  /** The toolsets its clients see; empty: every toolset. */
+  readonly toolsets: readonly string[];
 }
 
 /**
@@ -147,6 +149,6 @@ export function unregisteredTenants(): TenantRegistry {
     listKeys: async () => [],
     revokeKey: needsDatabase,
     resolveKey: async () => undefined,
-    tenantState: async () => ({ registered: false, status: "enabled", generation: 0 }),
+    tenantState: async () => ({ registered: false, status: "enabled", generation: 0, toolsets: [] }),
   };
 }

@@ -84,7 +84,7 @@ export function createTenantDirectoryHandlers(registry: TenantRegistry): Service
 
     async getTenantState(_req, ctx) {
       const state = await registry.tenantState(ctx.call.tenant);
-      return { registered: state.registered, status: TENANT_STATUS[state.status], generation: BigInt(state.generation) };
+      return { registered: state.registered, status: TENANT_STATUS[state.status], generation: BigInt(state.generation), toolsets: [...state.toolsets] };
     },
   };
 }
