@@ -85,7 +85,7 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     expect(listed.tenants).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ id: acme, display_name: "Acme", status: "enabled" }),
-        expect.objectContaining({ id: bravo, status: "enabled", settings: { memory_retention_days: 30, council_retention_days: 0, toolsets: [] } }),
+        expect.objectContaining({ id: bravo, status: "enabled", settings: { memory_retention_days: 30, council_retention_days: 0, toolsets: [], rate_limits: null } }),
       ]),
     );
     const keys = JSON.parse(await cli(["keys", "list", "--tenant", acme, "--json"], env)) as { keys: Array<Record<string, unknown>> };
@@ -227,6 +227,30 @@ describe("the tenant registry on one standalone's embedded stores", () => {
       await cli(["tenants", "settings", acme, "--toolsets", "all"], env);
     }
     expect(await names()).toContain("council_init");
+  });
+
+  it("holds a tenant to the rate limits its registry entry sets, from its next request, and no other tenant", async () => {
+    const limitsFile = join(dir, "acme-limits.json");
+    writeFileSync(limitsFile, JSON.stringify({ tool: { requests: 2, per: "minute" } }));
+    await cli(["tenants", "settings", acme, "--rate-limits", limitsFile], env);
+    try {
+      const ann = await connect(annKey);
+      const results = [];
+      for (let i = 0; i < 3; i++) results.push((await call(ann, "chaoscore_inspect", { what: "sessions" })) as { isError?: boolean; structuredContent?: { error?: { code?: string; message?: string } } });
+      expect(results.slice(0, 2).every((r) => !r.isError)).toBe(true);
+      expect(results[2]!.isError).toBe(true);
+      expect(results[2]!.structuredContent?.error).toMatchObject({ code: "resource_exhausted" });
+      expect(results[2]!.structuredContent?.error?.message).toMatch(/2 per minute; retry in \d+ s/);
+      const bob = await connect(bobKey);
+      for (let i = 0; i < 3; i++) expect((await call(bob, "chaoscore_inspect", { what: "sessions" })).isError).toBeFalsy();
+      // A document the registry cannot take is refused naming the field.
+      writeFileSync(limitsFile, JSON.stringify({ tool: { requests: 2, per: "fortnight" } }));
+      const bad = await runToExit(["tenants", "settings", acme, "--rate-limits", limitsFile], env);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/rateLimits.*tool\.per/);
+    } finally {
+      await cli(["tenants", "settings", acme, "--rate-limits", "none"], env);
+    }
   });
 
   it("names the problem in bad input and exits 1 or 2", async () => {

@@ -90,7 +90,8 @@ try {
       mrtrTtlSeconds: config.mrtrTtlSeconds,
       contracts: attestation,
       ...(events ? { events } : {}),
-      limiter: createRateLimiter(rateLimits, redis, { prefix: "chaoscore:", logger }),
+      // The registry's limits of a tenant win over the file's (read with its status on every request).
+      limiter: createRateLimiter(rateLimits, redis, { prefix: "chaoscore:", logger, registry: (tenant) => directory.tenantLimits(tenant) }),
     },
     {
       ...config.http,

@@ -20,6 +20,7 @@ export type { RunningStdioTransport, StdioTransportOptions } from "./transport/s
 export { loadMrtrKeyring, loadOrCreateMrtrKeyring, MRTR_KEYRING_FILE } from "./mrtr/keyring.js";
 export type { MrtrKeyring } from "./mrtr/keyring.js";
 export { createMemoryRateLimiter } from "./limits/limiter.js";
+export { NO_RATE_LIMITS } from "./limits/limits-file.js";
 export type { RateLimiter } from "./limits/limiter.js";
 export { loadRateLimitsFile, parseRateLimits } from "./limits/limits-file.js";
 export type { RateLimits } from "./limits/limits-file.js";

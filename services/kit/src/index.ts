@@ -95,3 +95,5 @@ export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, pr
 export type { KeyRole } from "./api-keys.js";
 export { createMemoryTenantGenerations, createRedisTenantGenerations } from "./tenant-generations.js";
 export type { TenantGenerations } from "./tenant-generations.js";
+export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
+export type { RateLimit, TenantLimits } from "./rate-limits.js";

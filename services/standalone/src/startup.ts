@@ -7,6 +7,7 @@ import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import {
   createMemoryRateLimiter,
+  NO_RATE_LIMITS,
   createMemorySessionStore,
   createSignInLinks,
   loadMrtrKeyring,
@@ -138,6 +139,12 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   });
 
   const services = ready.then((runtime) => runtime.deps);
+  // The runtime once open: the limiter reads tenants' limits from its registry through it.
+  let openedRuntime: Runtime | undefined;
+  ready.then(
+    (runtime) => void (openedRuntime = runtime),
+    () => undefined,
+  );
   const ledger = services.then((deps) => {
     if (!deps.ledger) throw new ChaosError("unavailable", "the audit ledger is not configured");
     return deps.ledger;
@@ -152,8 +159,9 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
     logger,
     version: options.version,
-    // One process: its own limits are exact (several `serve` processes each hold their own).
-    ...(options.rateLimits ? { limiter: createMemoryRateLimiter(options.rateLimits) } : {}),
+    // One process: its own limits are exact (several `serve` processes each hold their own). The
+    // file's, and a tenant's in the registry over them once the stores are open.
+    limiter: createMemoryRateLimiter(options.rateLimits ?? NO_RATE_LIMITS, (tenant) => openedRuntime?.tenants.directory.tenantLimits(tenant)),
     ...operator,
     ...mrtr,
   };

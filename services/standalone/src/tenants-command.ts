@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   ContextSigner,
@@ -51,6 +53,9 @@ Commands:
   create <id>    Register a tenant [--name TEXT] [--memory-retention-days N]
                  [--council-retention-days N] [--toolsets core,council,... | all]: the toolsets
                  its clients see (core, council, governance, finance-reference; default all)
+                 [--rate-limits FILE | none]: its rate limits, one tenant's entry of the rate
+                 limits file as JSON ({tenant?, principal?, tool?, tools?}); they win over
+                 CHAOS_CORE_RATE_LIMITS_FILE's entry for it, from its next request
   list           Every registered tenant, its status and settings
   show <id>      One tenant, with how many of its keys are active
   disable <id>   Refuse the tenant's every call from its next request on (sessions included)
@@ -99,6 +104,7 @@ const OPTIONS = {
   "expires-in": { type: "string" },
   out: { type: "string" },
   confirm: { type: "string" },
+  "rate-limits": { type: "string" },
 } as const;
 
 type Values = ReturnType<typeof parseCommandLine<typeof OPTIONS>>["values"];
@@ -231,6 +237,7 @@ function tenantJson(t: Tenant) {
       memory_retention_days: t.settings?.memoryRetentionDays ?? 0,
       council_retention_days: t.settings?.councilRetentionDays ?? 0,
       toolsets: [...(t.settings?.toolsets ?? [])],
+      rate_limits: t.settings?.rateLimits ?? null,
     },
     generation: Number(t.generation),
     created_at: iso(t.createdAt),
@@ -281,6 +288,25 @@ function expiresIn(v: string | undefined): Date | undefined {
   return new Date(Date.now() + Number(m[1]) * unit);
 }
 
+/** `--rate-limits FILE` as the JSON object it holds (the registry checks its fields); `none` clears them. */
+function rateLimitsFrom(v: string): JsonObject | undefined {
+  if (v === "none") return undefined;
+  let text: string;
+  try {
+    text = readFileSync(v, "utf8");
+  } catch (err) {
+    throw new UsageError(`--rate-limits: cannot read ${v} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--rate-limits: ${v} is not JSON (${(err as Error).message})`);
+  }
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new UsageError(`--rate-limits: ${v} must hold a JSON object ({tenant?, principal?, tool?, tools?})`);
+  return doc as JsonObject;
+}
+
 function only(positionals: string[], what: string): string {
   if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
   return positionals[0]!;
@@ -308,8 +334,8 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
     if (!commands.includes(command)) throw new UsageError(`unknown ${group} command "${command}"`);
     const { values, positionals } = parseCommandLine(rest, OPTIONS, { positionals: true });
     json = values.json === true;
-    const settingsFlags = ["name", "memory-retention-days", "council-retention-days", "toolsets"];
-    const settingsOf = (): { councilRetentionDays?: number; memoryRetentionDays?: number; toolsets?: string[] } => {
+    const settingsFlags = ["name", "memory-retention-days", "council-retention-days", "toolsets", "rate-limits"];
+    const settingsOf = (): { councilRetentionDays?: number; memoryRetentionDays?: number; toolsets?: string[]; rateLimits?: JsonObject } => {
       const memory = days(values, "memory-retention-days");
       const council = days(values, "council-retention-days");
       return {
@@ -317,6 +343,7 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
         ...(council !== undefined ? { councilRetentionDays: council } : {}),
         // "all" (or every one listed) is the empty list: nothing withheld.
         ...(values.toolsets !== undefined ? { toolsets: values.toolsets === "all" ? [] : values.toolsets.split(",").map((t) => t.trim()).filter(Boolean) } : {}),
+        ...(values["rate-limits"] !== undefined ? { rateLimits: rateLimitsFrom(values["rate-limits"]) } : {}),
       };
     };
     const tenantFlag = () => {
@@ -347,7 +374,7 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
         allow(values, command, settingsFlags.filter((f) => f !== "name"));
         const id = only(positionals, "tenant id");
         const change = settingsOf();
-        if (Object.keys(change).length === 0) throw new UsageError("settings needs at least one of --memory-retention-days, --council-retention-days, --toolsets");
+        if (Object.keys(change).length === 0) throw new UsageError("settings needs at least one of --memory-retention-days, --council-retention-days, --toolsets, --rate-limits");
         act = async ({ client }) => {
           const current = (await client.getTenant({ id }, { ctx: OPERATOR })).tenant!;
           const merged = { ...current.settings!, ...change };

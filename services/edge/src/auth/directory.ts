@@ -1,4 +1,15 @@
-import { ChaosError, hashApiKey, issuedKeyId, KEY_ROLES, type CallContext, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
+import {
+  ChaosError,
+  hashApiKey,
+  issuedKeyId,
+  KEY_ROLES,
+  parseTenantLimits,
+  type CallContext,
+  type Logger,
+  type ServiceClient,
+  type TenantGenerations,
+  type TenantLimits,
+} from "@chaos-core/kit";
 import { KeyStatus, TenantStatus, type TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import type { Identity, Role } from "./identity.js";
 
@@ -36,6 +47,8 @@ export interface CredentialDirectory {
    * reads them before anything is served); undefined or empty: every toolset.
    */
   enabledToolsets(tenant: string): readonly string[] | undefined;
+  /** The tenant's rate limits in the registry, as {@link tenantRefusal} last read them; undefined: none there. */
+  tenantLimits(tenant: string): TenantLimits | undefined;
 }
 
 export interface CredentialDirectoryOptions {
@@ -92,7 +105,9 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
   const maxAgeMs = options.maxAgeMs ?? 60_000;
   const unknownTtlMs = options.unknownTtlMs ?? 10_000;
   const keys = new Bounded<KeyAnswer>(options.maxEntries ?? 10_000);
-  const tenants = new Bounded<{ readonly refusal: CredentialRefusal | undefined; readonly toolsets: readonly string[] }>(options.maxEntries ?? 10_000);
+  const tenants = new Bounded<{ readonly refusal: CredentialRefusal | undefined; readonly toolsets: readonly string[]; readonly limits?: TenantLimits }>(
+    options.maxEntries ?? 10_000,
+  );
 
   /** The published generation, undefined when none can be read (then nothing cached is used). */
   async function published(tenant: string): Promise<number | undefined> {
@@ -151,12 +166,25 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
       if (await fresh(cached, now)) return cached!.value.refusal;
       const r = await client.getTenantState({}, { ctx: { tenant, principal: "chaos-core-edge" } });
       const refusal = tenantRefusal(tenant, r.status);
-      tenants.set(tenant, { value: { refusal, toolsets: Object.freeze([...r.toolsets]) }, tenant, generation: Number(r.generation), at: now });
+      // The registry checked the limits when they were stored; a document that no longer parses is no limit here, said in the log.
+      let limits: TenantLimits | undefined;
+      if (r.rateLimits) {
+        try {
+          limits = parseTenantLimits(r.rateLimits, `the registry's rate limits of tenant "${tenant}"`);
+        } catch (err) {
+          logger.error({ tenant, err: (err as Error).message }, "the tenant registry holds rate limits the edge cannot read; the rate limits file's apply");
+        }
+      }
+      tenants.set(tenant, { value: { refusal, toolsets: Object.freeze([...r.toolsets]), ...(limits ? { limits } : {}) }, tenant, generation: Number(r.generation), at: now });
       return refusal;
     },
 
     enabledToolsets(tenant) {
       return tenants.get(tenant)?.value.toolsets;
+    },
+
+    tenantLimits(tenant) {
+      return tenants.get(tenant)?.value.limits;
     },
   };
   return directory;

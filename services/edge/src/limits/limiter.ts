@@ -1,6 +1,9 @@
 import type { Redis } from "ioredis";
 import { ChaosError, isRedisOutage, tenantKeyPrefix, type Logger } from "@chaos-core/kit";
-import { bucketsFor, describeLimit, NO_RATE_LIMITS, type Bucket, type RateLimits } from "./limits-file.js";
+import { bucketsFor, describeLimit, NO_RATE_LIMITS, type Bucket, type RateLimits, type TenantLimits } from "./limits-file.js";
+
+/** A tenant's limits in the tenant registry (docs/tenants.md), when it holds some: they win over the file's entry. */
+export type RegistryLimits = (tenant: string) => TenantLimits | undefined;
 
 /** What a call is, as far as its limits are concerned. */
 export interface LimitedCall {
@@ -96,11 +99,11 @@ export const FALLBACK_SHARE = 0.25;
 const share = (b: Bucket): Bucket => ({ ...b, intervalMs: b.intervalMs / FALLBACK_SHARE, burst: Math.max(1, Math.floor(b.burst * FALLBACK_SHARE)) });
 
 /** Limits in this process only: exact for the standalone, which is one process. */
-export function createMemoryRateLimiter(limits: RateLimits): RateLimiter {
+export function createMemoryRateLimiter(limits: RateLimits, registry?: RegistryLimits): RateLimiter {
   const memory = new MemoryBuckets();
   return {
     admit(call) {
-      const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool);
+      const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool, registry?.(call.tenant));
       if (buckets.length === 0) return Promise.resolve();
       const refused = memory.take(buckets.map((b) => `${call.tenant}:${b.key}`), buckets);
       return refused ? Promise.reject(new RateLimited(refused.retryAfterMs, refused.bucket)) : Promise.resolve();
@@ -113,14 +116,14 @@ export function createMemoryRateLimiter(limits: RateLimits): RateLimiter {
  * hash tag). Redis unavailable: a read-only call is held to {@link FALLBACK_SHARE} of each limit in
  * this process and runs; any other call fails closed with `unavailable`.
  */
-export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options: { prefix: string; logger: Logger }): RateLimiter {
+export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options: { prefix: string; logger: Logger; registry?: RegistryLimits }): RateLimiter {
   const fallback = new MemoryBuckets();
   // Sent by its SHA after the first call (EVALSHA, ioredis falls back to EVAL once after a SCRIPT FLUSH).
   if (!(GCRA_COMMAND in redis)) redis.defineCommand(GCRA_COMMAND, { lua: GCRA_SCRIPT });
   const gcra = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<[number, number]>>)[GCRA_COMMAND]!.bind(redis);
   return {
     async admit(call) {
-      const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool);
+      const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool, options.registry?.(call.tenant));
       if (buckets.length === 0) return;
       const keys = buckets.map((b) => `${tenantKeyPrefix(options.prefix, call.tenant)}${b.key}`);
       let answer: [number, number];
@@ -143,7 +146,11 @@ export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options
 }
 
 /** The limiter of a composition: none configured means no limits. */
-export function createRateLimiter(limits: RateLimits | undefined, redis: Redis | undefined, options: { prefix: string; logger: Logger }): RateLimiter {
+export function createRateLimiter(
+  limits: RateLimits | undefined,
+  redis: Redis | undefined,
+  options: { prefix: string; logger: Logger; registry?: RegistryLimits },
+): RateLimiter {
   const l = limits ?? NO_RATE_LIMITS;
-  return redis ? createRedisRateLimiter(redis, l, options) : createMemoryRateLimiter(l);
+  return redis ? createRedisRateLimiter(redis, l, options) : createMemoryRateLimiter(l, options.registry);
 }

@@ -1,26 +1,12 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { assertTenantId, ChaosError, describeZodIssues } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, describeZodIssues, tenantLimitsSchema, type RateLimit, type TenantLimits } from "@chaos-core/kit";
 import { z } from "zod";
 
-/**
- * Rate limits per tenant (issue 13 item 7, docs/operations.md "Rate limits"): one limit for the
- * whole tenant, one per principal of it, one per tool per principal. Each is a GCRA (a token bucket
- * without a refill loop): `requests` per `per`, with up to `burst` at once (`requests` by default).
- */
-export interface RateLimit {
-  readonly requests: number;
-  readonly per: "second" | "minute" | "hour";
-  readonly burst?: number;
-}
-
-export interface TenantLimits {
-  readonly tenant?: RateLimit;
-  readonly principal?: RateLimit;
-  /** Each tool's calls by one principal; `tools` overrides it for a named tool. */
-  readonly tool?: RateLimit;
-  readonly tools?: Readonly<Record<string, RateLimit>>;
-}
+// Rate limits per tenant (issue 13 item 7, docs/operations.md "Rate limits"): one limit for the
+// whole tenant, one per principal of it, one per tool per principal, each a GCRA (a token bucket
+// without a refill loop). One tenant's shape is kit's, shared with the tenant registry's settings.
+export type { RateLimit, TenantLimits };
 
 /** What `CHAOS_CORE_RATE_LIMITS_FILE` holds: the limits every tenant gets, and per tenant what differs. */
 export interface RateLimits {
@@ -30,17 +16,7 @@ export interface RateLimits {
 
 const PERIOD_MS = { second: 1_000, minute: 60_000, hour: 3_600_000 } as const;
 
-const rateLimit = z
-  .object({
-    requests: z.number().int().min(1).max(1_000_000),
-    per: z.enum(["second", "minute", "hour"]),
-    burst: z.number().int().min(1).max(1_000_000).optional(),
-  })
-  .strict();
-
-const tenantLimits = z
-  .object({ tenant: rateLimit.optional(), principal: rateLimit.optional(), tool: rateLimit.optional(), tools: z.record(z.string().min(1), rateLimit).optional() })
-  .strict();
+const tenantLimits = tenantLimitsSchema;
 
 const schema = z
   .object({
@@ -103,9 +79,13 @@ export interface Bucket {
 const bucket = (scope: Bucket["scope"], key: string, limit: RateLimit | undefined): Bucket[] =>
   limit ? [{ scope, key, intervalMs: PERIOD_MS[limit.per] / limit.requests, burst: limit.burst ?? limit.requests, limit }] : [];
 
-/** The buckets a call of `tool` by `principal` of `tenant` passes through: the tenant's own limits over the defaults, field by field. */
-export function bucketsFor(limits: RateLimits, tenant: string, principal: string, tool: string): Bucket[] {
-  const own = limits.tenants[tenant] ?? {};
+/**
+ * The buckets a call of `tool` by `principal` of `tenant` passes through: the tenant's own limits
+ * over the defaults, field by field. `registry`: the tenant's limits in the tenant registry, which
+ * win over the file's entry for it (docs/tenants.md).
+ */
+export function bucketsFor(limits: RateLimits, tenant: string, principal: string, tool: string, registry?: TenantLimits): Bucket[] {
+  const own = registry ?? limits.tenants[tenant] ?? {};
   const d = limits.default;
   // The principal is hashed into a fixed-length key part: a principal is any string the credential names.
   const p = createHash("sha256").update(principal, "utf8").digest("hex").slice(0, 32);

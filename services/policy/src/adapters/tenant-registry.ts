@@ -308,7 +308,10 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
       const row = await db.tenantTx(tenant, async (q) => (await q.query<TenantRow>(`SELECT ${TENANT_COLUMNS} FROM ${TENANTS} WHERE tenant_id = $1`, [tenant])).rows[0]);
       // An unregistered tenant is at generation 0 until it is created (at 1).
       const state: TenantState = row
-        ? { registered: true, status: row.status, generation: Number(row.generation), toolsets: tenantOf(row).settings.toolsets }
+        ? (() => {
+            const { settings } = tenantOf(row);
+            return { registered: true, status: row.status, generation: Number(row.generation), toolsets: settings.toolsets, ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}) };
+          })()
         : { registered: false, status: "enabled", generation: 0, toolsets: [] };
       await generations?.seed(tenant, state.generation);
       return state;

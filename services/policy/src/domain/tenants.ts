@@ -1,4 +1,4 @@
-import { assertTenantId, ChaosError, KEY_ROLES, principalProblem, type KeyRole } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, KEY_ROLES, parseTenantLimits, principalProblem, type KeyRole, type TenantLimits } from "@chaos-core/kit";
 
 /** Whether a tenant is served. `deleted`: its data was removed; it is never served again. */
 export type TenantStatus = "enabled" | "disabled" | "deleted";
@@ -12,6 +12,8 @@ export interface TenantSettings {
   readonly memoryRetentionDays: number;
   /** Empty: every toolset. */
   readonly toolsets: readonly string[];
+  /** The tenant's rate limits (the rate limits file's shape for one tenant); unset: the file's. */
+  readonly rateLimits?: TenantLimits;
 }
 
 export const DEFAULT_TENANT_SETTINGS: TenantSettings = Object.freeze({ councilRetentionDays: 0, memoryRetentionDays: 0, toolsets: [] });
@@ -64,6 +66,8 @@ export interface TenantState {
   readonly generation: number;
   /** The toolsets its clients see; empty: every toolset. */
   readonly toolsets: readonly string[];
+  /** Its rate limits in the registry, when it holds some. */
+  readonly rateLimits?: TenantLimits;
 }
 
 /**
@@ -113,7 +117,13 @@ export function checkSettings(settings: Partial<TenantSettings> | undefined, fie
     if (seen.has(t)) invalid(`${field}.toolsets[${i}]`, `"${t}" is listed twice`);
     seen.add(t);
   });
-  return { councilRetentionDays: s.councilRetentionDays, memoryRetentionDays: s.memoryRetentionDays, toolsets: [...s.toolsets] };
+  const rateLimits = s.rateLimits === undefined ? undefined : parseTenantLimits(s.rateLimits, `${field}.rateLimits`);
+  return {
+    councilRetentionDays: s.councilRetentionDays,
+    memoryRetentionDays: s.memoryRetentionDays,
+    toolsets: [...s.toolsets],
+    ...(rateLimits ? { rateLimits } : {}),
+  };
 }
 
 /** Checks a new key's principal and roles, naming the field. */

@@ -1,4 +1,5 @@
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { ChaosError, type ServiceImpl } from "@chaos-core/kit";
 import type { TenantAdminService, TenantSettings as TenantSettingsProto } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { KeyStatus, TenantStatus, type TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
@@ -27,11 +28,18 @@ const KEY_STATUS: Record<KeyStatusName, KeyStatus> = {
 const ts = (d: Date | undefined) => (d ? timestampFromDate(d) : undefined);
 
 function settingsToProto(s: TenantSettings) {
-  return { councilRetentionDays: s.councilRetentionDays, memoryRetentionDays: s.memoryRetentionDays, toolsets: [...s.toolsets] };
+  return {
+    councilRetentionDays: s.councilRetentionDays,
+    memoryRetentionDays: s.memoryRetentionDays,
+    toolsets: [...s.toolsets],
+    ...(s.rateLimits ? { rateLimits: s.rateLimits as JsonObject } : {}),
+  };
 }
 
 function settingsFromProto(s: TenantSettingsProto | undefined): TenantSettings | undefined {
-  return s ? { councilRetentionDays: s.councilRetentionDays, memoryRetentionDays: s.memoryRetentionDays, toolsets: [...s.toolsets] } : undefined;
+  if (!s) return undefined;
+  // Checked with the rest of the settings (checkSettings), naming the field.
+  return { councilRetentionDays: s.councilRetentionDays, memoryRetentionDays: s.memoryRetentionDays, toolsets: [...s.toolsets], ...(s.rateLimits ? { rateLimits: s.rateLimits as TenantSettings["rateLimits"] } : {}) };
 }
 
 function tenantToProto(t: TenantRecord) {
@@ -84,7 +92,13 @@ export function createTenantDirectoryHandlers(registry: TenantRegistry): Service
 
     async getTenantState(_req, ctx) {
       const state = await registry.tenantState(ctx.call.tenant);
-      return { registered: state.registered, status: TENANT_STATUS[state.status], generation: BigInt(state.generation), toolsets: [...state.toolsets] };
+      return {
+        registered: state.registered,
+        status: TENANT_STATUS[state.status],
+        generation: BigInt(state.generation),
+        toolsets: [...state.toolsets],
+        ...(state.rateLimits ? { rateLimits: state.rateLimits as JsonObject } : {}),
+      };
     },
   };
 }
