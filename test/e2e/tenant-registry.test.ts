@@ -240,7 +240,7 @@ describe("the tenant registry on one standalone's embedded stores", () => {
       expect(results.slice(0, 2).every((r) => !r.isError)).toBe(true);
       expect(results[2]!.isError).toBe(true);
       expect(results[2]!.structuredContent?.error).toMatchObject({ code: "resource_exhausted" });
-      expect(results[2]!.structuredContent?.error?.message).toMatch(/2 per minute; retry in \d+ s/);
+      expect(results[2]!.structuredContent?.error?.message).toMatch(/\(2 per minute\); retry in \d+ s/);
       const bob = await connect(bobKey);
       for (let i = 0; i < 3; i++) expect((await call(bob, "chaoscore_inspect", { what: "sessions" })).isError).toBeFalsy();
       // A document the registry cannot take is refused naming the field.

@@ -105,6 +105,11 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   // Approval answers name the operator's exact command only where its endpoint runs, with
   // --data-dir only when the command would not find this directory by itself.
   const operator = options.admin ? { operator: config.dataDirChosen ? { dataDir: config.dataDir } : {} } : {};
+  // One process: its own limits are exact (several `serve` processes each hold their own): the
+  // file's, and a tenant's in the registry over them once the stores are open. Both transports
+  // (stdio's deps below, serve's the runtime's) gate their tool calls with it.
+  let openedRuntime: Runtime | undefined;
+  const limiter = createMemoryRateLimiter(options.rateLimits ?? NO_RATE_LIMITS, (tenant) => openedRuntime?.tenants.directory.tenantLimits(tenant));
 
   // Settles with true when the stores are to open, false when the runtime closed first.
   let begin!: (open: boolean) => void;
@@ -132,19 +137,14 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
       dataDirLock: unlock,
       ...(sessions ? { sessions } : {}),
     });
-    return { ...created, deps: { ...created.deps, ...operator, ...mrtr }, stores: { ...created.stores, mrtrKey } };
+    openedRuntime = created;
+    return { ...created, deps: { ...created.deps, ...operator, ...mrtr, limiter }, stores: { ...created.stores, mrtrKey } };
   })().catch((err: unknown) => {
     const cause = err instanceof Error ? err.message : String(err);
     throw new ChaosError("unavailable", `chaos-core could not open its stores: ${cause}`, { cause: err });
   });
 
   const services = ready.then((runtime) => runtime.deps);
-  // The runtime once open: the limiter reads tenants' limits from its registry through it.
-  let openedRuntime: Runtime | undefined;
-  ready.then(
-    (runtime) => void (openedRuntime = runtime),
-    () => undefined,
-  );
   const ledger = services.then((deps) => {
     if (!deps.ledger) throw new ChaosError("unavailable", "the audit ledger is not configured");
     return deps.ledger;
@@ -159,9 +159,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
     logger,
     version: options.version,
-    // One process: its own limits are exact (several `serve` processes each hold their own). The
-    // file's, and a tenant's in the registry over them once the stores are open.
-    limiter: createMemoryRateLimiter(options.rateLimits ?? NO_RATE_LIMITS, (tenant) => openedRuntime?.tenants.directory.tenantLimits(tenant)),
+    limiter,
     ...operator,
     ...mrtr,
   };
