@@ -63,6 +63,18 @@ const READS: Record<Component, Set<string>> = Object.fromEntries(
 const calleesOf = (c: Component) => COMPONENTS.filter((t) => READS[c].has(`${t.toUpperCase()}_ADDR`));
 const callersOf = (t: Component) => COMPONENTS.filter((c) => calleesOf(c).includes(t));
 
+/**
+ * The variables `chaos-core tenants` reads (services/standalone/src/tenants-command.ts): `env.NAME`,
+ * and names destructured from it (`const { MEMORY_ADDR, ... } = env`).
+ */
+const TENANTS_COMMAND = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
+const TENANTS_READS = new Set([
+  ...[...TENANTS_COMMAND.matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!),
+  ...[...TENANTS_COMMAND.matchAll(/const \{([^}]+)\} = env;/g)].flatMap((m) => m[1]!.split(",").map((n) => n.trim())),
+]);
+/** The services `chaos-core tenants export|delete|retention` call on their main port: the *_ADDR it reads. */
+const DATA_SERVICES = COMPONENTS.filter((c) => TENANTS_READS.has(`${c.toUpperCase()}_ADDR`));
+
 const LOADERS: Record<Component, (env: Record<string, string>) => unknown> = {
   edge: loadEdgeAloneConfig,
   cognition: loadCognitionConfig,
@@ -142,7 +154,9 @@ const named = (objs: K8sObject[], kind: string, name: string) => {
   if (!o) throw new Error(`no ${kind} ${name} rendered; have: ${objs.map((x) => `${x.kind}/${x.metadata.name}`).join(", ")}`);
   return o;
 };
-const container = (d: K8sObject) => d.spec.template.spec.containers[0];
+/** The pod spec of a workload: a Deployment's or Job's template, or a Pod's own. */
+const podSpec = (o: K8sObject) => (o.kind === "Pod" ? o.spec : o.spec.template.spec);
+const container = (d: K8sObject) => podSpec(d).containers[0];
 
 /** A Deployment's environment as the process would see it (Secret values stood in for). */
 function envOf(d: K8sObject): Record<string, string> {
@@ -203,6 +217,70 @@ function admits(np: K8sObject, client: Client, port: number): boolean {
             selects(peer.podSelector ?? {}, client.labels),
         )),
   );
+}
+
+/**
+ * Where the components' NetworkPolicies admit a pod, as "component:port": every port a rule with
+ * peers names (rules without peers, such as the edge's by default, admit every pod alike).
+ */
+function admittedTo(all: K8sObject[], client: Client): string[] {
+  const out = new Set<string>();
+  for (const comp of COMPONENTS) {
+    const np = all.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === `${FULL}-${comp}`);
+    if (!np) continue;
+    for (const rule of np.spec.ingress as { ports: { port: number }[]; from?: unknown[] }[]) {
+      if (rule.from === undefined) continue;
+      for (const p of rule.ports) if (admits(np, client, p.port)) out.add(`${comp}:${p.port}`);
+    }
+  }
+  return [...out].sort();
+}
+
+/** The labels admin.podSelector selects by default: the operator's pods. */
+const TOOLBOX = { "chaos-core/admin": "true" };
+
+/** Where the operator's pods are admitted: the data services' main ports and policy's admin port. */
+function operatorPorts(all: K8sObject[], adminPort = 50056): string[] {
+  const main = (c: Component) => Number(envOf(named(all, "Deployment", `${FULL}-${c}`)).PORT);
+  return [...DATA_SERVICES.map((c) => `${c}:${main(c)}`), `policy:${adminPort}`].sort();
+}
+
+/** The `kubectl run` NOTES prints, as the pod kubectl makes of it: flags, then the strategic-merge `--overrides` onto it. */
+function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all: K8sObject[]; notes: string } {
+  const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario), ...extra]);
+  expect(r.status, r.stderr).toBe(0);
+  const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+  const start = notes.indexOf(`kubectl -n ${NAMESPACE} run `);
+  expect(start, notes).toBeGreaterThan(0);
+  const lines: string[] = [];
+  for (const line of notes.slice(start).split("\n")) {
+    lines.push(line.trim().replace(/\\$/, ""));
+    if (!line.endsWith("\\")) break;
+  }
+  // Words as a shell splits them: quoted parts (the JSON) join the word they are in, unquoted.
+  const words = [...lines.join(" ").matchAll(/(?:'[^']*'|[^\s'])+/g)].map((m) => m[0].replace(/'([^']*)'/g, "$1"));
+  const [, , ns, run, name, ...rest] = words;
+  expect([ns, run]).toEqual([NAMESPACE, "run"]);
+  const dash = rest.indexOf("--");
+  const flags: Record<string, string | true> = Object.fromEntries(
+    rest.slice(0, dash).map((w) => {
+      expect(w, "every word before -- is a flag").toMatch(/^--?[a-z]/);
+      const eq = w.indexOf("=");
+      return eq < 0 ? [w.replace(/^--?/, ""), true] : [w.slice(0, eq).replace(/^--?/, ""), w.slice(eq + 1)];
+    }),
+  );
+  expect(flags).toMatchObject({ rm: true, i: true, restart: "Never", "override-type": "strategic" });
+  const overrides = JSON.parse(String(flags.overrides)) as { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
+  const made = { name: name!, image: String(flags.image), args: rest.slice(dash + 1) };
+  const labels = Object.fromEntries(String(flags.labels).split(",").map((kv) => kv.split("=") as [string, string]));
+  const containers = overrides.spec.containers.map((c) => (c.name === name ? { ...made, ...c } : c));
+  const pod: K8sObject = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: name!, namespace: ns!, labels },
+    spec: { restartPolicy: "Never", ...overrides.spec, containers },
+  };
+  return { pod, all: render([valuesFile(scenario)], extra), notes };
 }
 
 // --- tests -------------------------------------------------------------------------------------
@@ -266,7 +344,7 @@ describe("helm chart helm/chaos-core", () => {
       expect(deployments.map((d) => d.metadata.name).sort()).toEqual(COMPONENTS.map((c) => `${FULL}-${c}`).sort());
       const pods = [...deployments, named(all, "Job", `${FULL}-migrate`)];
       for (const d of pods) {
-        const pod = d.spec.template.spec;
+        const pod = podSpec(d);
         const c = container(d);
         expect(pod.automountServiceAccountToken).toBe(false);
         expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: "RuntimeDefault" } });
@@ -359,9 +437,11 @@ describe("helm chart helm/chaos-core", () => {
         const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
         expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(comp);
         expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
-        // The service's port, policy's admin port (asserted in "the tenant admin API"), and with
+        // The service's port; the same port for the operator's pods on the services `chaos-core
+        // tenants` reaches, and policy's admin port (asserted in "the tenant admin API"); with
         // Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
-        expect(np.spec.ingress).toHaveLength(1 + (env.CHAOS_CORE_ADMIN_PORT ? 1 : 0) + (env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 1 : 0));
+        const data = DATA_SERVICES.includes(comp) ? 1 : 0;
+        expect(np.spec.ingress).toHaveLength(1 + data + (env.CHAOS_CORE_ADMIN_PORT ? 1 : 0) + (env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 1 : 0));
         const ingress = np.spec.ingress[0];
         expect(ingress.ports).toEqual([{ port: Number(env.PORT), protocol: "TCP" }]);
         if (comp === "edge") {
@@ -439,7 +519,6 @@ describe("helm chart helm/chaos-core", () => {
 
   describe("the tenant admin API (chaoscore.admin.v1) on policy's admin port", () => {
     const ADMIN = 50056;
-    const TOOLBOX = { "chaos-core/admin": "true" };
 
     it("sets CHAOS_CORE_ADMIN_PORT and an admin container port on policy only, which policy's own loader reads", () => {
       const all = render([valuesFile("defaults")]);
@@ -472,13 +551,21 @@ describe("helm chart helm/chaos-core", () => {
       }
     });
 
-    it("admits only pods labelled chaos-core/admin=true of the release's namespace to the admin port, and policy's callers to its main port only", () => {
+    it("admits only pods labelled chaos-core/admin=true of the release's namespace to the admin port and the data services' main ports, and policy's callers to its main port only", () => {
+      // The services `chaos-core tenants export|delete|retention` call (the *_ADDR its source reads).
+      expect([...DATA_SERVICES].sort()).toEqual(["council", "ledger", "memory", "policy"]);
       for (const scenario of SCENARIOS) {
         const all = render([valuesFile(scenario)]);
         const np = named(all, "NetworkPolicy", `${FULL}-policy`);
         const main = Number(envOf(named(all, "Deployment", `${FULL}-policy`)).PORT);
-        // The rule itself, value by value.
+        // The rules themselves, value by value: the admin port, and each data service's main port.
         expect(np.spec.ingress, scenario).toContainEqual({ ports: [{ port: ADMIN, protocol: "TCP" }], from: [{ podSelector: { matchLabels: TOOLBOX } }] });
+        for (const comp of DATA_SERVICES) {
+          const port = Number(envOf(named(all, "Deployment", `${FULL}-${comp}`)).PORT);
+          expect(named(all, "NetworkPolicy", `${FULL}-${comp}`).spec.ingress, `${scenario} ${comp}`).toContainEqual({ ports: [{ port, protocol: "TCP" }], from: [{ podSelector: { matchLabels: TOOLBOX } }] });
+        }
+        // The callers' rule is left as it was: the callers alone.
+        expect(np.spec.ingress[0].from.map(selectorComponent).sort(), scenario).toEqual(["cognition", "edge", "ledger"]);
         // What it means for each pod that might knock (Kubernetes' reading of the rules).
         const pod = (comp: Component): Client => ({ labels: named(all, "Deployment", `${FULL}-${comp}`).spec.template.metadata.labels, namespace: NAMESPACE });
         for (const comp of COMPONENTS.filter((c) => c !== "policy")) {
@@ -487,8 +574,11 @@ describe("helm chart helm/chaos-core", () => {
         }
         expect(callersOf("policy").sort()).toEqual(["cognition", "edge", "ledger"]);
         expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, ADMIN), `${scenario}: toolbox → admin`).toBe(true);
-        expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, main), `${scenario}: toolbox → main`).toBe(false);
-        expect(admits(np, { labels: TOOLBOX, namespace: "elsewhere" }, ADMIN), `${scenario}: toolbox of another namespace`).toBe(false);
+        // The operator's pods hold the context key: they reach the data services' main ports too, and nothing else.
+        expect(admittedTo(all, { labels: TOOLBOX, namespace: NAMESPACE }), `${scenario}: toolbox`).toEqual(operatorPorts(all));
+        expect(admits(named(all, "NetworkPolicy", `${FULL}-cognition`), { labels: TOOLBOX, namespace: NAMESPACE }, 50053), `${scenario}: toolbox → cognition`).toBe(false);
+        expect(admittedTo(all, { labels: TOOLBOX, namespace: "elsewhere" }), `${scenario}: toolbox of another namespace`).toEqual([]);
+        expect(admittedTo(all, { labels: {}, namespace: NAMESPACE }), `${scenario}: an unlabelled pod`).toEqual([]);
         expect(admits(np, { labels: { "chaos-core/admin": "false" }, namespace: NAMESPACE }, ADMIN), `${scenario}: chaos-core/admin=false`).toBe(false);
         expect(admits(np, { labels: {}, namespace: NAMESPACE }, ADMIN), `${scenario}: an unlabelled pod`).toBe(false);
         // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port.
@@ -528,7 +618,10 @@ describe("helm chart helm/chaos-core", () => {
       expect(admits(np, { labels: sre, namespace: "ops" }, 7443)).toBe(true);
       expect(admits(np, { labels: sre, namespace: NAMESPACE }, 7443)).toBe(false);
       expect(admits(np, { labels: TOOLBOX, namespace: "ops" }, 7443)).toBe(false);
-      expect(admits(np, { labels: sre, namespace: "ops" }, 50051)).toBe(false);
+      // The data services' main ports follow the same selectors.
+      expect(admittedTo(all, { labels: sre, namespace: "ops" })).toEqual(operatorPorts(all, 7443));
+      expect(admittedTo(all, { labels: sre, namespace: NAMESPACE })).toEqual([]);
+      expect(admittedTo(all, { labels: TOOLBOX, namespace: "ops" })).toEqual([]);
     });
 
     it("refuses an admin port shared with policy's other ports, or a selector that selects every pod, naming the value", () => {
@@ -560,7 +653,7 @@ describe("helm chart helm/chaos-core", () => {
     expect(byKind(all, "ServiceAccount")).toEqual([]);
     const refs = new Set<string>();
     for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
-      const pod = d.spec.template.spec;
+      const pod = podSpec(d);
       if (d.kind === "Deployment") expect(pod.serviceAccountName).toBe("chaos-core-workload");
       for (const e of container(d).env) if (e.valueFrom) refs.add(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
       for (const v of pod.volumes) if (v.secret) for (const item of v.secret.items) refs.add(`${v.secret.secretName}/${item.key}`);
@@ -666,7 +759,7 @@ describe("helm chart helm/chaos-core", () => {
     expect(named(all, "NetworkPolicy", `${FULL}-edge`).spec.ingress[0].from).toEqual([
       { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "ingress-nginx" } } },
     ]);
-    // No other component admits anything but pods of this release.
+    // No other component admits anything but pods of this namespace: the release's, and the operator's (admin.podSelector).
     for (const np of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-edge`)) {
       for (const rule of np.spec.ingress) for (const peer of rule.from ?? []) expect(Object.keys(peer), np.metadata.name).toEqual(["podSelector"]);
     }
@@ -774,9 +867,10 @@ describe("helm chart helm/chaos-core", () => {
         }
         expect(ingress.flatMap((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).not.toContain(healthPort);
         // Only the service port (policy's admin port, and metrics) are admitted: the service port from its
-        // callers, the admin port from the operator's pods, metrics from the scraper.
+        // callers (and the operator's pods, for the data services), the admin port from the operator's pods, metrics from the scraper.
         expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual([
           [Number(envOf(d).PORT)],
+          ...(DATA_SERVICES.includes(comp) ? [[Number(envOf(d).PORT)]] : []),
           ...(comp === "policy" ? [[50056]] : []),
           ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : []),
         ]);
@@ -883,45 +977,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   describe("NOTES.txt's toolbox pod for the tenant admin API", () => {
-    /** The `kubectl run` NOTES prints, as the pod kubectl makes of it: flags, then the strategic-merge `--overrides` onto it. */
-    function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all: K8sObject[]; notes: string } {
-      const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario), ...extra]);
-      expect(r.status, r.stderr).toBe(0);
-      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
-      const start = notes.indexOf(`kubectl -n ${NAMESPACE} run `);
-      expect(start, notes).toBeGreaterThan(0);
-      const lines: string[] = [];
-      for (const line of notes.slice(start).split("\n")) {
-        lines.push(line.trim().replace(/\\$/, ""));
-        if (!line.endsWith("\\")) break;
-      }
-      // Words as a shell splits them: quoted parts (the JSON) join the word they are in, unquoted.
-      const words = [...lines.join(" ").matchAll(/(?:'[^']*'|[^\s'])+/g)].map((m) => m[0].replace(/'([^']*)'/g, "$1"));
-      const [, , ns, run, name, ...rest] = words;
-      expect([ns, run]).toEqual([NAMESPACE, "run"]);
-      const dash = rest.indexOf("--");
-      const flags: Record<string, string | true> = Object.fromEntries(
-        rest.slice(0, dash).map((w) => {
-          expect(w, "every word before -- is a flag").toMatch(/^--?[a-z]/);
-          const eq = w.indexOf("=");
-          return eq < 0 ? [w.replace(/^--?/, ""), true] : [w.slice(0, eq).replace(/^--?/, ""), w.slice(eq + 1)];
-        }),
-      );
-      expect(flags).toMatchObject({ rm: true, i: true, restart: "Never", "override-type": "strategic" });
-      const overrides = JSON.parse(String(flags.overrides)) as { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
-      const made = { name: name!, image: String(flags.image), args: rest.slice(dash + 1) };
-      const labels = Object.fromEntries(String(flags.labels).split(",").map((kv) => kv.split("=") as [string, string]));
-      const containers = overrides.spec.containers.map((c) => (c.name === name ? { ...made, ...c } : c));
-      const pod: K8sObject = {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: name!, namespace: ns!, labels },
-        spec: { restartPolicy: "Never", ...overrides.spec, containers },
-      };
-      return { pod, all: render([valuesFile(scenario)], extra), notes };
-    }
-
-    it.each(["defaults", "grpc-tls", "existing-secrets"])("%s: a valid, hardened pod the admin rule admits, with the context key and the admin address the tenants command reads", (scenario) => {
+    it.each(["defaults", "grpc-tls", "existing-secrets", "production"])("%s: a valid, hardened pod the admin rules admit, with the context key and the addresses the tenants command reads", (scenario) => {
       const { pod, all } = toolbox(scenario);
       expect(() => new Pod(pod as never).validate()).not.toThrow();
       expect(unknownFields([pod], `toolbox-${scenario}`)).toEqual([]);
@@ -934,11 +990,10 @@ describe("helm chart helm/chaos-core", () => {
       expect(pod.spec.automountServiceAccountToken).toBe(false);
       expect(pod.spec.securityContext).toEqual(policy.spec.template.spec.securityContext);
       expect(c.securityContext).toEqual(container(policy).securityContext);
-      // Admitted to the admin port, and to nothing else of policy.
-      const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+      // Admitted to policy's admin port and the data services' main ports (export, delete, retention), and nowhere else.
       const client = { labels: pod.metadata.labels!, namespace: pod.metadata.namespace! };
-      expect(admits(np, client, 50056)).toBe(true);
-      expect(admits(np, client, 50051)).toBe(false);
+      expect(admits(named(all, "NetworkPolicy", `${FULL}-policy`), client, 50056)).toBe(true);
+      expect(admittedTo(all, client)).toEqual(operatorPorts(all));
       // The call-context key from the Secret every component reads it from.
       const keyRef = (env: { name: string; valueFrom?: unknown }[]) => env.find((e) => e.name === "CHAOS_CORE_CONTEXT_KEY")?.valueFrom;
       expect(keyRef(c.env)).toEqual(keyRef(container(policy).env));
@@ -946,14 +1001,16 @@ describe("helm chart helm/chaos-core", () => {
       const env = Object.fromEntries((c.env as { name: string; value?: string }[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
       expect(env.CHAOS_CORE_ADMIN_ADDR).toBe(`${FULL}-policy.${NAMESPACE}.svc.cluster.local:50056`);
       expect(named(all, "Service", `${FULL}-policy`).spec.ports).toContainEqual(expect.objectContaining({ name: "admin", port: 50056 }));
+      // The data services at the addresses the edge calls them at (dns:/// over the headless Service when they scale).
+      const edge = envOf(named(all, "Deployment", `${FULL}-edge`));
+      for (const comp of DATA_SERVICES) expect(env[`${comp.toUpperCase()}_ADDR`], comp).toBe(edge[`${comp.toUpperCase()}_ADDR`]);
       // Only variables `chaos-core tenants` reads: its own, and gRPC TLS as the services read it.
-      const command = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
       for (const k of ["CHAOS_CORE_CONTEXT_KEY", ...Object.keys(env)]) {
-        expect(k.startsWith("CHAOS_CORE_GRPC_TLS_") || command.includes(`env.${k}`), `${k} read by chaos-core tenants`).toBe(true);
+        expect(k.startsWith("CHAOS_CORE_GRPC_TLS_") || TENANTS_READS.has(k), `${k} read by chaos-core tenants`).toBe(true);
       }
+      expect(Object.keys(env).filter((k) => k.endsWith("_ADDR")).sort()).toEqual(["CHAOS_CORE_ADMIN_ADDR", ...DATA_SERVICES.map((c) => `${c.toUpperCase()}_ADDR`)].sort());
       // gRPC TLS as policy has it (the same Secret's files, mutual, server name), or none.
       expect(loadGrpcTransportConfig(env).tls).toEqual(loadGrpcTransportConfig(envOf(policy)).tls);
-      const podSpec = (d: K8sObject) => d.spec.template?.spec ?? d.spec;
       const mountedAt = (d: K8sObject, vol: string) => podSpec(d).containers[0].volumeMounts.find((m: { name: string }) => m.name === vol)?.mountPath;
       const volume = (d: K8sObject, vol: string) => podSpec(d).volumes.find((v: { name: string }) => v.name === vol);
       expect(mountedAt(pod, "grpc-tls")).toBe(mountedAt(policy, "grpc-tls"));
@@ -967,7 +1024,8 @@ describe("helm chart helm/chaos-core", () => {
       const custom = toolbox("defaults", ["--set", "admin.podSelector.matchLabels.chaos-core/admin=null", "--set", "admin.podSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchLabels.role=operator"]);
       expect(custom.pod.metadata.labels).toEqual({ role: "operator", team: "ops" });
       expect(admits(named(custom.all, "NetworkPolicy", `${FULL}-policy`), { labels: custom.pod.metadata.labels!, namespace: NAMESPACE }, 50056)).toBe(true);
-      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"]);
+      const tier = ["--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"];
+      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", ...tier]);
       expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too");
       expect(elsewhere.notes).toContain(`admin.namespaceSelector is set: namespace ${NAMESPACE} must be one it selects`);
       expect(toolbox("defaults").notes).not.toContain("admin.namespaceSelector is set");

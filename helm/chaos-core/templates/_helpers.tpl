@@ -373,15 +373,38 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end -}}
 
 {{/*
-The toolbox pod NOTES.txt prints: a strategic-merge patch for `kubectl run --overrides` onto the
-pod kubectl makes (container named after the pod): the context key from its Secret, the admin
-address, the chart's security contexts, and with gRPC TLS the certificate Secret and its variables,
-as the services get them. Arguments: (list $ "pod-name").
+The services `chaos-core tenants export|delete|retention` call on their main port as the operator
+of each tenant (services/standalone/src/tenant-data.ts): memory's and council's ExportData,
+DeleteData and ApplyRetention, the ledger's ExportEntries and Append, policy's GetPolicy. Their
+*_ADDR variables go to the admin pods, and their NetworkPolicies admit admin.podSelector's pods to
+that port.
 */}}
-{{- define "chaos-core.adminToolbox" -}}
-{{- $root := index . 0 -}}
-{{- $v := $root.Values -}}
-{{- $env := list (dict "name" "CHAOS_CORE_CONTEXT_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.key))) (dict "name" "CHAOS_CORE_ADMIN_ADDR" "value" (include "chaos-core.adminAddr" $root)) -}}
+{{- define "chaos-core.adminCallees" -}}
+{{- list "policy" "memory" "council" "ledger" | toJson -}}
+{{- end -}}
+
+{{/* The NetworkPolicy peer of the operator's pods: admin.podSelector, in admin.namespaceSelector's namespaces or else the release's. */}}
+{{- define "chaos-core.adminPeer" -}}
+- podSelector:
+    {{- toYaml .Values.admin.podSelector | nindent 4 }}
+  {{- with .Values.admin.namespaceSelector }}
+  namespaceSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+What an admin pod needs to run `chaos-core tenants|keys` against the release, as JSON {env, mounts,
+volumes}: the context key from its Secret, the admin address, the data services' addresses (the
+ones the edge gets), and with gRPC TLS the certificate Secret and its variables as the services
+get them. Shared by NOTES.txt's toolbox pod and the retention CronJob.
+*/}}
+{{- define "chaos-core.adminPod" -}}
+{{- $v := .Values -}}
+{{- $env := list (dict "name" "CHAOS_CORE_CONTEXT_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.key))) (dict "name" "CHAOS_CORE_ADMIN_ADDR" "value" (include "chaos-core.adminAddr" .)) -}}
+{{- range $callee := include "chaos-core.adminCallees" . | fromJsonArray -}}
+{{- $env = append $env (dict "name" (printf "%s_ADDR" (upper $callee)) "value" (include "chaos-core.addr" (list $ $callee))) -}}
+{{- end -}}
 {{- $mounts := list (dict "name" "tmp" "mountPath" "/tmp") -}}
 {{- $volumes := list (dict "name" "tmp" "emptyDir" (dict "sizeLimit" $v.tmpSizeLimit)) -}}
 {{- if $v.grpcTls.enabled -}}
@@ -393,8 +416,20 @@ as the services get them. Arguments: (list $ "pod-name").
 {{- $mounts = append $mounts (dict "name" "grpc-tls" "mountPath" "/etc/chaos-core/grpc-tls" "readOnly" true) -}}
 {{- $volumes = append $volumes (dict "name" "grpc-tls" "secret" (dict "secretName" $t.existingSecret "defaultMode" 288 "items" (list (dict "key" $t.certKey "path" $t.certKey) (dict "key" $t.keyKey "path" $t.keyKey) (dict "key" $t.caKey "path" $t.caKey)))) -}}
 {{- end -}}
-{{- $container := dict "name" (index . 1) "env" $env "securityContext" $v.containerSecurityContext "volumeMounts" $mounts -}}
-{{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $volumes -}}
+{{- dict "env" $env "mounts" $mounts "volumes" $volumes | toJson -}}
+{{- end -}}
+
+{{/*
+The toolbox pod NOTES.txt prints: a strategic-merge patch for `kubectl run --overrides` onto the
+pod kubectl makes (container named after the pod): chaos-core.adminPod's environment and volumes
+with the chart's security contexts. Arguments: (list $ "pod-name").
+*/}}
+{{- define "chaos-core.adminToolbox" -}}
+{{- $root := index . 0 -}}
+{{- $v := $root.Values -}}
+{{- $parts := include "chaos-core.adminPod" $root | fromJson -}}
+{{- $container := dict "name" (index . 1) "env" $parts.env "securityContext" $v.containerSecurityContext "volumeMounts" $parts.mounts -}}
+{{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $parts.volumes -}}
 {{- with $v.imagePullSecrets -}}{{- $_ := set $spec "imagePullSecrets" . -}}{{- end -}}
 {{- dict "spec" $spec | toJson -}}
 {{- end -}}
