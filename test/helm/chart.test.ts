@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { ConfigMap, Pod, Service, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment } from "kubernetes-models/apps/v1";
-import { Job } from "kubernetes-models/batch/v1";
+import { CronJob, Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
@@ -141,6 +141,7 @@ const MODELS: Record<string, { new (data: never): { validate(): void } }> = {
   "v1/ServiceAccount": ServiceAccount as never,
   "v1/ConfigMap": ConfigMap as never,
   "batch/v1/Job": Job as never,
+  "batch/v1/CronJob": CronJob as never,
   "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler as never,
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget as never,
   "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy as never,
@@ -154,8 +155,8 @@ const named = (objs: K8sObject[], kind: string, name: string) => {
   if (!o) throw new Error(`no ${kind} ${name} rendered; have: ${objs.map((x) => `${x.kind}/${x.metadata.name}`).join(", ")}`);
   return o;
 };
-/** The pod spec of a workload: a Deployment's or Job's template, or a Pod's own. */
-const podSpec = (o: K8sObject) => (o.kind === "Pod" ? o.spec : o.spec.template.spec);
+/** The pod spec of a workload: a Deployment's or Job's template, a CronJob's job template's, or a Pod's own. */
+const podSpec = (o: K8sObject) => (o.kind === "CronJob" ? o.spec.jobTemplate.spec.template.spec : o.kind === "Pod" ? o.spec : o.spec.template.spec);
 const container = (d: K8sObject) => podSpec(d).containers[0];
 
 /** A Deployment's environment as the process would see it (Secret values stood in for). */
@@ -342,7 +343,8 @@ describe("helm chart helm/chaos-core", () => {
       const all = objs();
       const deployments = byKind(all, "Deployment");
       expect(deployments.map((d) => d.metadata.name).sort()).toEqual(COMPONENTS.map((c) => `${FULL}-${c}`).sort());
-      const pods = [...deployments, named(all, "Job", `${FULL}-migrate`)];
+      const pods = [...deployments, named(all, "Job", `${FULL}-migrate`), ...byKind(all, "CronJob")];
+      expect(byKind(all, "CronJob").map((c) => c.metadata.name)).toEqual([`${FULL}-tenant-retention`]);
       for (const d of pods) {
         const pod = podSpec(d);
         const c = container(d);
@@ -581,8 +583,9 @@ describe("helm chart helm/chaos-core", () => {
         expect(admittedTo(all, { labels: {}, namespace: NAMESPACE }), `${scenario}: an unlabelled pod`).toEqual([]);
         expect(admits(np, { labels: { "chaos-core/admin": "false" }, namespace: NAMESPACE }, ADMIN), `${scenario}: chaos-core/admin=false`).toBe(false);
         expect(admits(np, { labels: {}, namespace: NAMESPACE }, ADMIN), `${scenario}: an unlabelled pod`).toBe(false);
-        // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port.
-        for (const other of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-policy`)) {
+        // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port
+        // (the retention CronJob's policy, an operator's pod, is asserted in "the retention CronJob").
+        for (const other of byKind(all, "NetworkPolicy").filter((n) => ![`${FULL}-policy`, `${FULL}-tenant-retention`].includes(n.metadata.name))) {
           expect(JSON.stringify(other.spec.ingress ?? []), other.metadata.name).not.toContain(`"port":${ADMIN}`);
           for (const e of (other.spec.egress ?? []) as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[]) {
             if (e.to?.some((p) => selectorComponent(p) === "policy")) expect(e.ports, other.metadata.name).toEqual([{ port: main, protocol: "TCP" }]);
@@ -599,6 +602,8 @@ describe("helm chart helm/chaos-core", () => {
         "--set", "admin.podSelector.matchExpressions[0].operator=In",
         "--set", "admin.podSelector.matchExpressions[0].values={operator,sre}",
         "--set", "admin.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ops",
+        // Pods of another namespace: the CronJob (this namespace's) could not be admitted.
+        "--set", "admin.retention.enabled=false",
       ]);
       const policy = named(all, "Deployment", `${FULL}-policy`);
       expect(loadPolicyConfig(envOf(policy)).adminPort).toBe(7443);
@@ -622,6 +627,7 @@ describe("helm chart helm/chaos-core", () => {
       expect(admittedTo(all, { labels: sre, namespace: "ops" })).toEqual(operatorPorts(all, 7443));
       expect(admittedTo(all, { labels: sre, namespace: NAMESPACE })).toEqual([]);
       expect(admittedTo(all, { labels: TOOLBOX, namespace: "ops" })).toEqual([]);
+      expect(byKind(all, "CronJob")).toEqual([]);
     });
 
     it("refuses an admin port shared with policy's other ports, or a selector that selects every pod, naming the value", () => {
@@ -632,6 +638,142 @@ describe("helm chart helm/chaos-core", () => {
       expect(renderError(d, ["--set", "admin.podSelector.matchLabels=null"])).toContain("admin.podSelector must select some pods");
       expect(renderError(d, ["--set", "admin.port=443"])).toContain("/admin/port");
       expect(renderError(d, ["--set", "admin.from=x"])).toContain("at '/admin': additional properties 'from' not allowed");
+    });
+  });
+
+  describe("the retention CronJob (chaos-core tenants retention on a schedule)", () => {
+    const NAME = `${FULL}-tenant-retention`;
+    const cronPodLabels = (cron: K8sObject): Record<string, string> => cron.spec.jobTemplate.spec.template.metadata.labels;
+
+    it.each(["defaults", "grpc-tls", "existing-secrets", "production"])("%s: the image's chaos-core tenants retention, hourly, never overlapping, as the toolbox pod with its environment", (scenario) => {
+      const all = render([valuesFile(scenario)]);
+      const cron = named(all, "CronJob", NAME);
+      expect(() => new CronJob(cron as never).validate()).not.toThrow();
+      const production = scenario === "production";
+      expect(cron.metadata.labels).toMatchObject({ "app.kubernetes.io/component": "tenant-retention", "app.kubernetes.io/instance": RELEASE });
+      expect(cron.spec).toMatchObject({
+        schedule: production ? "5 */2 * * *" : "17 * * * *",
+        concurrencyPolicy: "Forbid",
+        startingDeadlineSeconds: 600,
+        successfulJobsHistoryLimit: 1,
+        failedJobsHistoryLimit: 3,
+      });
+      expect(cron.spec.jobTemplate.spec).toMatchObject({ backoffLimit: 1, activeDeadlineSeconds: production ? 3600 : 1800 });
+      const pod = podSpec(cron);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      expect(pod.restartPolicy).toBe("Never");
+      expect(pod.serviceAccountName).toBe(podSpec(policy).serviceAccountName);
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(pod.enableServiceLinks).toBe(false);
+      expect(pod.securityContext).toEqual(podSpec(policy).securityContext);
+      expect(pod.imagePullSecrets).toEqual(podSpec(policy).imagePullSecrets);
+      expect(pod.containers).toHaveLength(1);
+      const c = container(cron);
+      expect(c.name).toBe("tenant-retention");
+      expect([c.image, c.imagePullPolicy]).toEqual([container(policy).image, container(policy).imagePullPolicy]);
+      expect(c.securityContext).toEqual(container(policy).securityContext);
+      expect(c.resources).toEqual(production ? { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "256Mi" } } : undefined);
+      // The entrypoint's operator command line (no command of its own): `chaos-core tenants retention`, every tenant.
+      expect(c.command).toBeUndefined();
+      expect(c.args).toEqual(["chaos-core", "tenants", "retention"]);
+      expect(readFileSync(join(ROOT, "deploy/entrypoint.sh"), "utf8")).toMatch(/^\s*chaos-core\)\n.*\n\s*exec node services\/standalone\/bin\/chaos-core\.js "\$@"$/m);
+      expect(TENANTS_COMMAND).toContain('command === "retention"');
+      // The toolbox pod's environment, mounts and volumes, exactly.
+      const { pod: box } = toolbox(scenario);
+      expect(c.env).toEqual(box.spec.containers[0].env);
+      expect(c.volumeMounts).toEqual(box.spec.containers[0].volumeMounts);
+      expect(pod.volumes).toEqual(box.spec.volumes);
+      const env = envOf(cron);
+      expect(Object.keys(env).filter((k) => !k.startsWith("CHAOS_CORE_GRPC_TLS_") && !TENANTS_READS.has(k))).toEqual([]);
+      expect(loadGrpcTransportConfig(env).tls).toEqual(loadGrpcTransportConfig(envOf(policy)).tls);
+      // Labelled as the operator's pods: admitted to the data services' main ports and policy's admin port, nowhere else.
+      const labels = cronPodLabels(cron);
+      expect(labels).toMatchObject({ ...TOOLBOX, ...cron.metadata.labels });
+      expect(admittedTo(all, { labels, namespace: NAMESPACE })).toEqual(operatorPorts(all));
+      // Its own NetworkPolicy: nothing in, out only to DNS and those ports; it selects no other pod of the release.
+      const np = named(all, "NetworkPolicy", NAME);
+      expect(selects(np.spec.podSelector, labels)).toBe(true);
+      expect(selects(np.spec.podSelector, box.metadata.labels!)).toBe(false);
+      for (const d of byKind(all, "Deployment")) expect(selects(np.spec.podSelector, d.spec.template.metadata.labels), d.metadata.name).toBe(false);
+      expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
+      expect(np.spec.ingress).toEqual([]);
+      const [dns, ...peers] = np.spec.egress as { to: { podSelector: { matchLabels: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
+      expect(dns!.ports).toEqual([{ port: 53, protocol: "UDP" }, { port: 53, protocol: "TCP" }]);
+      const reached = peers.flatMap((e) => e.ports.map((p) => `${selectorComponent(e.to[0]!)}:${p.port}`));
+      expect(reached.sort()).toEqual(operatorPorts(all));
+      for (const e of peers) expect(e.to, "a peer of the release, by its pods").toEqual([{ podSelector: { matchLabels: expect.objectContaining({ "app.kubernetes.io/instance": RELEASE }) } }]);
+    });
+
+    it("follows admin.retention's values, and renders nothing with enabled false", () => {
+      const all = render([valuesFile("defaults")], [
+        "--set", "admin.retention.schedule=@daily",
+        "--set", "admin.retention.backoffLimit=3",
+        "--set", "admin.retention.activeDeadlineSeconds=600",
+        "--set", "admin.retention.resources.limits.memory=200Mi",
+      ]);
+      const cron = named(all, "CronJob", NAME);
+      expect(cron.spec.schedule).toBe("@daily");
+      expect(cron.spec.jobTemplate.spec).toMatchObject({ backoffLimit: 3, activeDeadlineSeconds: 600 });
+      expect(container(cron).resources).toEqual({ limits: { memory: "200Mi" } });
+      const off = render([valuesFile("defaults")], ["--set", "admin.retention.enabled=false"]);
+      expect(byKind(off, "CronJob")).toEqual([]);
+      expect(off.filter((o) => o.metadata.name === NAME)).toEqual([]);
+      // The operator's pods are still admitted where they were: the toolbox needs them.
+      expect(admittedTo(off, { labels: TOOLBOX, namespace: NAMESPACE })).toEqual(operatorPorts(off));
+      // Without NetworkPolicies, the CronJob alone.
+      const open = render([valuesFile("defaults")], ["--set", "networkPolicy.enabled=false"]);
+      expect(byKind(open, "CronJob").map((o) => o.metadata.name)).toEqual([NAME]);
+      expect(byKind(open, "NetworkPolicy")).toEqual([]);
+      // NOTES names it and its schedule, or says nothing of it.
+      expect(toolbox("defaults").notes).toContain(`Retention: CronJob ${NAME} runs \`chaos-core tenants retention\` on schedule "17 * * * *"`);
+      expect(toolbox("defaults", ["--set", "admin.retention.enabled=false"]).notes).not.toContain("Retention:");
+      expect(toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops"]).notes).toContain(`Its pods run in namespace ${NAMESPACE}: admin.namespaceSelector must select it`);
+      expect(toolbox("defaults").notes).not.toContain("Its pods run in namespace");
+    });
+
+    it("keeps its name within the 52 characters Kubernetes allows a CronJob", () => {
+      const long = "x".repeat(63);
+      const all = render([valuesFile("defaults")], ["--set", `fullnameOverride=${long}`]);
+      const [cron] = byKind(all, "CronJob");
+      expect(cron!.metadata.name).toBe(`${"x".repeat(35)}-tenant-retention`);
+      expect(cron!.metadata.name.length).toBe(52);
+    });
+
+    it("carries admin.podLabels for a podSelector with matchExpressions, and refuses labels or a namespace the NetworkPolicies would not admit, naming the values", () => {
+      const d = [valuesFile("defaults")];
+      const tier = ["--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=In", "--set", "admin.podSelector.matchExpressions[0].values={ops,sre}"];
+      expect(renderError(d, tier)).toContain(
+        "admin.retention.enabled: the retention CronJob's pods carry admin.podSelector.matchLabels and admin.podLabels, which do not meet admin.podSelector's tier In [\"ops\",\"sre\"], so the NetworkPolicies would not admit them: set admin.podLabels to labels that do (or admin.retention.enabled=false)",
+      );
+      const onlyExpressions = ["--set", "admin.podSelector.matchLabels=null", "--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"];
+      expect(renderError(d, onlyExpressions)).toContain("do not meet admin.podSelector's tier Exists []");
+      // admin.podLabels meet them: the CronJob's pods carry them, and the rules admit them.
+      const all = render(d, [...tier, "--set", "admin.podLabels.tier=sre"]);
+      const labels = cronPodLabels(named(all, "CronJob", NAME));
+      expect(labels).toMatchObject({ ...TOOLBOX, tier: "sre" });
+      expect(admittedTo(all, { labels, namespace: NAMESPACE })).toEqual(operatorPorts(all));
+      expect(cronPodLabels(named(render(d, [...onlyExpressions, "--set", "admin.podLabels.tier=x"]), "CronJob", NAME))).toMatchObject({ tier: "x" });
+      // A podLabels value cannot undo what matchLabels requires.
+      expect(cronPodLabels(named(render(d, ["--set-string", "admin.podLabels.chaos-core/admin=false"]), "CronJob", NAME))).toMatchObject(TOOLBOX);
+      // The CronJob runs in the release's namespace: a namespaceSelector naming only others is refused.
+      const ns = (sel: string[]) => sel.flatMap((x) => ["--set", `admin.namespaceSelector.${x}`]);
+      expect(renderError(d, ns(["matchLabels.kubernetes\\.io/metadata\\.name=ops"]))).toContain(
+        `admin.retention.enabled: the retention CronJob runs in namespace ${NAMESPACE}, which admin.namespaceSelector does not select (kubernetes.io/metadata.name=ops), so the NetworkPolicies would not admit it`,
+      );
+      expect(renderError(d, ns(["matchExpressions[0].key=kubernetes\\.io/metadata\\.name", "matchExpressions[0].operator=NotIn", `matchExpressions[0].values={${NAMESPACE}}`]))).toContain(
+        `which admin.namespaceSelector does not select (kubernetes.io/metadata.name NotIn ["${NAMESPACE}"])`,
+      );
+      for (const ok of [
+        ns([`matchLabels.kubernetes\\.io/metadata\\.name=${NAMESPACE}`]),
+        ns(["matchExpressions[0].key=kubernetes\\.io/metadata\\.name", "matchExpressions[0].operator=In", `matchExpressions[0].values={ops,${NAMESPACE}}`]),
+        // Other labels of the namespace are not known at render: NOTES says the namespace must be selected.
+        ns(["matchLabels.team=ops"]),
+      ]) {
+        const objs = render(d, ok);
+        expect(admittedTo(objs, { labels: cronPodLabels(named(objs, "CronJob", NAME)), namespace: NAMESPACE, namespaceLabels: { team: "ops" } }), ok.join(" ")).toEqual(operatorPorts(objs));
+      }
+      expect(renderError(d, ["--set", "admin.retention.schedule=hourly"])).toContain("/admin/retention/schedule");
+      expect(renderError(d, ["--set", "admin.retention.suspend=true"])).toContain("at '/admin/retention': additional properties 'suspend' not allowed");
     });
   });
 
@@ -652,9 +794,9 @@ describe("helm chart helm/chaos-core", () => {
     const all = render([valuesFile("existing-secrets")]);
     expect(byKind(all, "ServiceAccount")).toEqual([]);
     const refs = new Set<string>();
-    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
+    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job"), ...byKind(all, "CronJob")]) {
       const pod = podSpec(d);
-      if (d.kind === "Deployment") expect(pod.serviceAccountName).toBe("chaos-core-workload");
+      if (d.kind !== "Job") expect(pod.serviceAccountName, d.metadata.name).toBe("chaos-core-workload");
       for (const e of container(d).env) if (e.valueFrom) refs.add(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
       for (const v of pod.volumes) if (v.secret) for (const item of v.secret.items) refs.add(`${v.secret.secretName}/${item.key}`);
     }
@@ -678,7 +820,9 @@ describe("helm chart helm/chaos-core", () => {
       expect(env.OTEL_EXPORTER_OTLP_ENDPOINT, d.metadata.name).toBe(endpoint);
       expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
     }
-    for (const np of byKind(all, "NetworkPolicy").filter((n) => !n.metadata.name.endsWith("-migrate"))) {
+    // The operator's command line (migrate, tenants retention) exports nothing: the entrypoint preloads no telemetry for it.
+    expect(Object.keys(envOf(named(all, "CronJob", `${FULL}-tenant-retention`))).filter((k) => k.startsWith("OTEL_"))).toEqual([]);
+    for (const np of byKind(all, "NetworkPolicy").filter((n) => !n.metadata.name.endsWith("-migrate") && !n.metadata.name.endsWith("-tenant-retention"))) {
       expect(np.spec.egress, np.metadata.name).toContainEqual({
         ports: [{ port: 4318, protocol: "TCP" }],
         to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "opentelemetry-collector" } } }],
@@ -1025,10 +1169,16 @@ describe("helm chart helm/chaos-core", () => {
       expect(custom.pod.metadata.labels).toEqual({ role: "operator", team: "ops" });
       expect(admits(named(custom.all, "NetworkPolicy", `${FULL}-policy`), { labels: custom.pod.metadata.labels!, namespace: NAMESPACE }, 50056)).toBe(true);
       const tier = ["--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"];
-      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", ...tier]);
-      expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too");
+      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", ...tier, "--set", "admin.retention.enabled=false"]);
+      expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too (or set admin.podLabels)");
       expect(elsewhere.notes).toContain(`admin.namespaceSelector is set: namespace ${NAMESPACE} must be one it selects`);
       expect(toolbox("defaults").notes).not.toContain("admin.namespaceSelector is set");
+      expect(toolbox("defaults").notes).not.toContain("admin.podSelector has matchExpressions");
+      // admin.podLabels meet the expressions: they are in --labels, and the rules admit the pod.
+      const labelled = toolbox("defaults", [...tier, "--set", "admin.podLabels.tier=ops"]);
+      expect(labelled.pod.metadata.labels).toEqual({ ...TOOLBOX, tier: "ops" });
+      expect(labelled.notes).not.toContain("admin.podSelector has matchExpressions");
+      expect(admittedTo(labelled.all, { labels: labelled.pod.metadata.labels!, namespace: NAMESPACE })).toEqual(operatorPorts(labelled.all));
     });
   });
 

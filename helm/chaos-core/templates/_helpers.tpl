@@ -393,6 +393,41 @@ that port.
   {{- end }}
 {{- end -}}
 
+{{/* The labels the chart's admin pods carry (the toolbox's --labels, the retention CronJob's pods): admin.podLabels, and admin.podSelector.matchLabels over them. */}}
+{{- define "chaos-core.adminLabels" -}}
+{{- merge (dict) (.Values.admin.podSelector.matchLabels | default dict) (.Values.admin.podLabels | default dict) | toJson -}}
+{{- end -}}
+
+{{/*
+The terms of a label selector that these labels do not meet, as Kubernetes reads them (every term
+must hold), spelled for a message: `key=value` or `key Operator [values]`. Empty: it selects them.
+Arguments: (list $selector $labels).
+*/}}
+{{- define "chaos-core.unmetTerms" -}}
+{{- $sel := index . 0 | default dict -}}
+{{- $labels := index . 1 -}}
+{{- $out := list -}}
+{{- range $k, $want := $sel.matchLabels | default dict -}}
+{{- if not (and (hasKey $labels $k) (eq (toString (get $labels $k)) (toString $want))) -}}
+{{- $out = append $out (printf "%s=%s" $k (toString $want)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $e := $sel.matchExpressions | default list -}}
+{{- $has := hasKey $labels $e.key -}}
+{{- $in := and $has (has (toString (get $labels $e.key)) ($e.values | default list)) -}}
+{{- $ok := false -}}
+{{- if eq $e.operator "Exists" -}}{{- $ok = $has -}}
+{{- else if eq $e.operator "DoesNotExist" -}}{{- $ok = not $has -}}
+{{- else if eq $e.operator "In" -}}{{- $ok = $in -}}
+{{- else -}}{{- $ok = not $in -}}
+{{- end -}}
+{{- if not $ok -}}
+{{- $out = append $out (printf "%s %s %s" $e.key $e.operator (toJson ($e.values | default list))) -}}
+{{- end -}}
+{{- end -}}
+{{- $out | toJson -}}
+{{- end -}}
+
 {{/*
 What an admin pod needs to run `chaos-core tenants|keys` against the release, as JSON {env, mounts,
 volumes}: the context key from its Secret, the admin address, the data services' addresses (the
@@ -432,6 +467,16 @@ with the chart's security contexts. Arguments: (list $ "pod-name").
 {{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $parts.volumes -}}
 {{- with $v.imagePullSecrets -}}{{- $_ := set $spec "imagePullSecrets" . -}}{{- end -}}
 {{- dict "spec" $spec | toJson -}}
+{{- end -}}
+
+{{/* The retention CronJob's name: at most 52 characters, as Kubernetes allows a CronJob (its Jobs add 11). */}}
+{{- define "chaos-core.retentionName" -}}
+{{- printf "%s-tenant-retention" (include "chaos-core.fullname" . | trunc 35 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The retention CronJob's pod labels: its component's, and the admin pods' (chaos-core.adminLabels) so that the NetworkPolicies admit it. */}}
+{{- define "chaos-core.retentionPodLabels" -}}
+{{- merge (include "chaos-core.componentLabels" (list . "tenant-retention") | fromYaml) (include "chaos-core.adminLabels" . | fromJson) | toJson -}}
 {{- end -}}
 
 {{/* The checks NOTES.txt (and every install) runs: invalid combinations fail with a message naming the value. */}}
@@ -508,6 +553,25 @@ with the chart's security contexts. Arguments: (list $ "pod-name").
 {{- end -}}
 {{- if not (or $v.admin.podSelector.matchLabels $v.admin.podSelector.matchExpressions) -}}
 {{- fail "admin.podSelector must select some pods (matchLabels or matchExpressions, e.g. chaos-core/admin: \"true\"): an empty selector would open the tenant admin API to every pod" -}}
+{{- end -}}
+{{- if $v.admin.retention.enabled -}}
+{{- /* The CronJob is admitted by the same rules as the operator's pods: refuse what would leave it unreachable, rather than fail every hour. */}}
+{{- $unmet := include "chaos-core.unmetTerms" (list $v.admin.podSelector (include "chaos-core.retentionPodLabels" . | fromJson)) | fromJsonArray -}}
+{{- if $unmet -}}
+{{- fail (printf "admin.retention.enabled: the retention CronJob's pods carry admin.podSelector.matchLabels and admin.podLabels, which do not meet admin.podSelector's %s, so the NetworkPolicies would not admit them: set admin.podLabels to labels that do (or admin.retention.enabled=false)" (join ", " $unmet)) -}}
+{{- end -}}
+{{- /* Of the namespace's labels only its name is known here: check the terms on it. */}}
+{{- $nameKey := "kubernetes.io/metadata.name" -}}
+{{- $ns := $v.admin.namespaceSelector -}}
+{{- $byName := dict "matchLabels" (dict) "matchExpressions" (list) -}}
+{{- if hasKey ($ns.matchLabels | default dict) $nameKey -}}{{- $_ := set $byName.matchLabels $nameKey (get $ns.matchLabels $nameKey) -}}{{- end -}}
+{{- range $e := $ns.matchExpressions | default list -}}
+{{- if eq $e.key $nameKey -}}{{- $_ := set $byName "matchExpressions" (append $byName.matchExpressions $e) -}}{{- end -}}
+{{- end -}}
+{{- $unmetNs := include "chaos-core.unmetTerms" (list $byName (dict $nameKey .Release.Namespace)) | fromJsonArray -}}
+{{- if $unmetNs -}}
+{{- fail (printf "admin.retention.enabled: the retention CronJob runs in namespace %s, which admin.namespaceSelector does not select (%s), so the NetworkPolicies would not admit it: let admin.namespaceSelector select namespace %s too (or admin.retention.enabled=false)" .Release.Namespace (join ", " $unmetNs) .Release.Namespace) -}}
+{{- end -}}
 {{- end -}}
 {{- range $n, $c := $v.components -}}
 {{- if and $v.grpcTls.enabled (eq (int $c.port) (int $v.grpcTls.healthPort)) -}}
