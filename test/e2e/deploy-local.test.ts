@@ -7,9 +7,13 @@
  * chart's Prometheus metrics: twelve processes, each on a scrape port of its own. Tenants and keys
  * are administered through policy's admin port as the chart's toolbox pod does it, and a revoked
  * key is refused on the edge's next request: through Redis (policy publishing the generation the
- * edge reads) on the first, under mutual TLS on the second.
+ * edge reads) on the first, under mutual TLS on the second. With the toolbox pod's (and the
+ * retention CronJob's) addresses of the data services, a tenant is exported, its retention
+ * applied and it is deleted.
  */
 import { randomInt } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Redis } from "ioredis";
@@ -101,14 +105,16 @@ describe("deploy/local: two chart topologies side by side", () => {
     expect(scrapePorts.size).toBe(12);
   });
 
-  it("administers tenants through policy's admin port with the toolbox pod's environment; a key issued there serves through the edge until revoked", async () => {
+  it("administers tenants through policy's admin port with the toolbox pod's environment; a key issued there serves through the edge until revoked; export, retention and delete reach the data services", async () => {
     for (const [i, t] of topologies.entries()) {
       const policy = t.envs.policy;
-      // What the chart's NOTES.txt gives the toolbox pod: the call-context key, the admin address,
-      // and with gRPC TLS the Secret's certificate files.
+      // What the chart gives the toolbox pod and the retention CronJob: the call-context key, the
+      // admin address, the data services' addresses as the edge has them, and with gRPC TLS the
+      // Secret's certificate files.
       const env = {
         CHAOS_CORE_CONTEXT_KEY: policy.CHAOS_CORE_CONTEXT_KEY,
         CHAOS_CORE_ADMIN_ADDR: `127.0.0.1:${policy.CHAOS_CORE_ADMIN_PORT}`,
+        ...Object.fromEntries(["POLICY_ADDR", "MEMORY_ADDR", "COUNCIL_ADDR", "LEDGER_ADDR"].map((k) => [k, t.envs.edge[k]])),
         ...Object.fromEntries(Object.entries(policy).filter(([k]) => k.startsWith("CHAOS_CORE_GRPC_TLS_"))),
       };
       const cli = async (args: string[]) => {
@@ -124,11 +130,26 @@ describe("deploy/local: two chart topologies side by side", () => {
       await client.connect(new V2Http(new URL(t.edgeUrl), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
       try {
         for (let n = 0; n < 3; n++) expect((await client.callTool({ name: "chaoscore_recall", arguments: { key: "k" } })).isError, `topology ${i}`).toBeFalsy();
+        expect((await client.callTool({ name: "chaoscore_remember", arguments: { key: "exported", value: `notes of ${tenant}` } })).isError, `topology ${i}`).toBeFalsy();
         await cli(["keys", "revoke", key.split("_")[1]!, "--tenant", tenant]);
         await expect(client.callTool({ name: "chaoscore_recall", arguments: { key: "k" } }), `topology ${i}`).rejects.toThrow(/401|revoked/);
       } finally {
         await client.close();
       }
+      // Export (memory, council, the ledger and policy over their main ports), retention (what the
+      // CronJob runs), delete (disable, remove, record in the ledger); an export after it shows both.
+      const out = join(dirs[i]!, `export-${tenant}`);
+      await cli(["tenants", "export", tenant, "--out", out]);
+      expect(readFileSync(join(out, "memory.jsonl"), "utf8"), `topology ${i}`).toContain(`notes of ${tenant}`);
+      expect(JSON.parse(readFileSync(join(out, "policy.json"), "utf8"))).toHaveProperty("document");
+      await cli(["tenants", "settings", tenant, "--memory-retention-days", "30"]);
+      const retention = JSON.parse(await cli(["tenants", "retention", "--json"])) as { tenants: { tenant: string }[] };
+      expect(retention.tenants, `topology ${i}`).toContainEqual({ tenant, memory_deleted: 0, council_deleted: 0 });
+      expect(JSON.parse(await cli(["tenants", "delete", tenant, "--confirm", tenant, "--json"])), `topology ${i}`).toMatchObject({ memory_items: 1 });
+      const after = join(dirs[i]!, `deleted-${tenant}`);
+      await cli(["tenants", "export", tenant, "--out", after]);
+      expect(readFileSync(join(after, "memory.jsonl"), "utf8")).not.toContain(`notes of ${tenant}`);
+      expect(readFileSync(join(after, "ledger.jsonl"), "utf8"), `topology ${i}`).toContain('"tenant.deleted"');
       // With Redis, policy publishes the tenant's generation where the edge reads it, so edges may
       // cache what they resolved until it moves (without policy's REDIS_URL there is none to read).
       const edgeRedis = t.envs.edge.REDIS_URL;

@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { ConfigMap, Pod, Service, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment } from "kubernetes-models/apps/v1";
-import { Job } from "kubernetes-models/batch/v1";
+import { CronJob, Job } from "kubernetes-models/batch/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
@@ -62,6 +62,18 @@ const READS: Record<Component, Set<string>> = Object.fromEntries(
 /** Who calls whom, from the *_ADDR variables each service reads. */
 const calleesOf = (c: Component) => COMPONENTS.filter((t) => READS[c].has(`${t.toUpperCase()}_ADDR`));
 const callersOf = (t: Component) => COMPONENTS.filter((c) => calleesOf(c).includes(t));
+
+/**
+ * The variables `chaos-core tenants` reads (services/standalone/src/tenants-command.ts): `env.NAME`,
+ * and names destructured from it (`const { MEMORY_ADDR, ... } = env`).
+ */
+const TENANTS_COMMAND = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
+const TENANTS_READS = new Set([
+  ...[...TENANTS_COMMAND.matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!),
+  ...[...TENANTS_COMMAND.matchAll(/const \{([^}]+)\} = env;/g)].flatMap((m) => m[1]!.split(",").map((n) => n.trim())),
+]);
+/** The services `chaos-core tenants export|delete|retention` call on their main port: the *_ADDR it reads. */
+const DATA_SERVICES = COMPONENTS.filter((c) => TENANTS_READS.has(`${c.toUpperCase()}_ADDR`));
 
 const LOADERS: Record<Component, (env: Record<string, string>) => unknown> = {
   edge: loadEdgeAloneConfig,
@@ -129,6 +141,7 @@ const MODELS: Record<string, { new (data: never): { validate(): void } }> = {
   "v1/ServiceAccount": ServiceAccount as never,
   "v1/ConfigMap": ConfigMap as never,
   "batch/v1/Job": Job as never,
+  "batch/v1/CronJob": CronJob as never,
   "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler as never,
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget as never,
   "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy as never,
@@ -142,7 +155,9 @@ const named = (objs: K8sObject[], kind: string, name: string) => {
   if (!o) throw new Error(`no ${kind} ${name} rendered; have: ${objs.map((x) => `${x.kind}/${x.metadata.name}`).join(", ")}`);
   return o;
 };
-const container = (d: K8sObject) => d.spec.template.spec.containers[0];
+/** The pod spec of a workload: a Deployment's or Job's template, a CronJob's job template's, or a Pod's own. */
+const podSpec = (o: K8sObject) => (o.kind === "CronJob" ? o.spec.jobTemplate.spec.template.spec : o.kind === "Pod" ? o.spec : o.spec.template.spec);
+const container = (d: K8sObject) => podSpec(d).containers[0];
 
 /** A Deployment's environment as the process would see it (Secret values stood in for). */
 function envOf(d: K8sObject): Record<string, string> {
@@ -205,6 +220,70 @@ function admits(np: K8sObject, client: Client, port: number): boolean {
   );
 }
 
+/**
+ * Where the components' NetworkPolicies admit a pod, as "component:port": every port a rule with
+ * peers names (rules without peers, such as the edge's by default, admit every pod alike).
+ */
+function admittedTo(all: K8sObject[], client: Client): string[] {
+  const out = new Set<string>();
+  for (const comp of COMPONENTS) {
+    const np = all.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === `${FULL}-${comp}`);
+    if (!np) continue;
+    for (const rule of np.spec.ingress as { ports: { port: number }[]; from?: unknown[] }[]) {
+      if (rule.from === undefined) continue;
+      for (const p of rule.ports) if (admits(np, client, p.port)) out.add(`${comp}:${p.port}`);
+    }
+  }
+  return [...out].sort();
+}
+
+/** The labels admin.podSelector selects by default: the operator's pods. */
+const TOOLBOX = { "chaos-core/admin": "true" };
+
+/** Where the operator's pods are admitted: the data services' main ports and policy's admin port. */
+function operatorPorts(all: K8sObject[], adminPort = 50056): string[] {
+  const main = (c: Component) => Number(envOf(named(all, "Deployment", `${FULL}-${c}`)).PORT);
+  return [...DATA_SERVICES.map((c) => `${c}:${main(c)}`), `policy:${adminPort}`].sort();
+}
+
+/** The `kubectl run` NOTES prints, as the pod kubectl makes of it: flags, then the strategic-merge `--overrides` onto it. */
+function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all: K8sObject[]; notes: string } {
+  const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario), ...extra]);
+  expect(r.status, r.stderr).toBe(0);
+  const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+  const start = notes.indexOf(`kubectl -n ${NAMESPACE} run `);
+  expect(start, notes).toBeGreaterThan(0);
+  const lines: string[] = [];
+  for (const line of notes.slice(start).split("\n")) {
+    lines.push(line.trim().replace(/\\$/, ""));
+    if (!line.endsWith("\\")) break;
+  }
+  // Words as a shell splits them: quoted parts (the JSON) join the word they are in, unquoted.
+  const words = [...lines.join(" ").matchAll(/(?:'[^']*'|[^\s'])+/g)].map((m) => m[0].replace(/'([^']*)'/g, "$1"));
+  const [, , ns, run, name, ...rest] = words;
+  expect([ns, run]).toEqual([NAMESPACE, "run"]);
+  const dash = rest.indexOf("--");
+  const flags: Record<string, string | true> = Object.fromEntries(
+    rest.slice(0, dash).map((w) => {
+      expect(w, "every word before -- is a flag").toMatch(/^--?[a-z]/);
+      const eq = w.indexOf("=");
+      return eq < 0 ? [w.replace(/^--?/, ""), true] : [w.slice(0, eq).replace(/^--?/, ""), w.slice(eq + 1)];
+    }),
+  );
+  expect(flags).toMatchObject({ rm: true, i: true, restart: "Never", "override-type": "strategic" });
+  const overrides = JSON.parse(String(flags.overrides)) as { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
+  const made = { name: name!, image: String(flags.image), args: rest.slice(dash + 1) };
+  const labels = Object.fromEntries(String(flags.labels).split(",").map((kv) => kv.split("=") as [string, string]));
+  const containers = overrides.spec.containers.map((c) => (c.name === name ? { ...made, ...c } : c));
+  const pod: K8sObject = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: name!, namespace: ns!, labels },
+    spec: { restartPolicy: "Never", ...overrides.spec, containers },
+  };
+  return { pod, all: render([valuesFile(scenario)], extra), notes };
+}
+
 // --- tests -------------------------------------------------------------------------------------
 
 describe("helm chart helm/chaos-core", () => {
@@ -264,9 +343,10 @@ describe("helm chart helm/chaos-core", () => {
       const all = objs();
       const deployments = byKind(all, "Deployment");
       expect(deployments.map((d) => d.metadata.name).sort()).toEqual(COMPONENTS.map((c) => `${FULL}-${c}`).sort());
-      const pods = [...deployments, named(all, "Job", `${FULL}-migrate`)];
+      const pods = [...deployments, named(all, "Job", `${FULL}-migrate`), ...byKind(all, "CronJob")];
+      expect(byKind(all, "CronJob").map((c) => c.metadata.name)).toEqual([`${FULL}-tenant-retention`]);
       for (const d of pods) {
-        const pod = d.spec.template.spec;
+        const pod = podSpec(d);
         const c = container(d);
         expect(pod.automountServiceAccountToken).toBe(false);
         expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: "RuntimeDefault" } });
@@ -359,9 +439,11 @@ describe("helm chart helm/chaos-core", () => {
         const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
         expect(np.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe(comp);
         expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
-        // The service's port, policy's admin port (asserted in "the tenant admin API"), and with
+        // The service's port; the same port for the operator's pods on the services `chaos-core
+        // tenants` reaches, and policy's admin port (asserted in "the tenant admin API"); with
         // Prometheus metrics on, the metrics port (asserted in "Prometheus metrics").
-        expect(np.spec.ingress).toHaveLength(1 + (env.CHAOS_CORE_ADMIN_PORT ? 1 : 0) + (env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 1 : 0));
+        const data = DATA_SERVICES.includes(comp) ? 1 : 0;
+        expect(np.spec.ingress).toHaveLength(1 + data + (env.CHAOS_CORE_ADMIN_PORT ? 1 : 0) + (env.CHAOS_CORE_METRICS_PROMETHEUS_PORT ? 1 : 0));
         const ingress = np.spec.ingress[0];
         expect(ingress.ports).toEqual([{ port: Number(env.PORT), protocol: "TCP" }]);
         if (comp === "edge") {
@@ -439,7 +521,6 @@ describe("helm chart helm/chaos-core", () => {
 
   describe("the tenant admin API (chaoscore.admin.v1) on policy's admin port", () => {
     const ADMIN = 50056;
-    const TOOLBOX = { "chaos-core/admin": "true" };
 
     it("sets CHAOS_CORE_ADMIN_PORT and an admin container port on policy only, which policy's own loader reads", () => {
       const all = render([valuesFile("defaults")]);
@@ -472,13 +553,21 @@ describe("helm chart helm/chaos-core", () => {
       }
     });
 
-    it("admits only pods labelled chaos-core/admin=true of the release's namespace to the admin port, and policy's callers to its main port only", () => {
+    it("admits only pods labelled chaos-core/admin=true of the release's namespace to the admin port and the data services' main ports, and policy's callers to its main port only", () => {
+      // The services `chaos-core tenants export|delete|retention` call (the *_ADDR its source reads).
+      expect([...DATA_SERVICES].sort()).toEqual(["council", "ledger", "memory", "policy"]);
       for (const scenario of SCENARIOS) {
         const all = render([valuesFile(scenario)]);
         const np = named(all, "NetworkPolicy", `${FULL}-policy`);
         const main = Number(envOf(named(all, "Deployment", `${FULL}-policy`)).PORT);
-        // The rule itself, value by value.
+        // The rules themselves, value by value: the admin port, and each data service's main port.
         expect(np.spec.ingress, scenario).toContainEqual({ ports: [{ port: ADMIN, protocol: "TCP" }], from: [{ podSelector: { matchLabels: TOOLBOX } }] });
+        for (const comp of DATA_SERVICES) {
+          const port = Number(envOf(named(all, "Deployment", `${FULL}-${comp}`)).PORT);
+          expect(named(all, "NetworkPolicy", `${FULL}-${comp}`).spec.ingress, `${scenario} ${comp}`).toContainEqual({ ports: [{ port, protocol: "TCP" }], from: [{ podSelector: { matchLabels: TOOLBOX } }] });
+        }
+        // The callers' rule is left as it was: the callers alone.
+        expect(np.spec.ingress[0].from.map(selectorComponent).sort(), scenario).toEqual(["cognition", "edge", "ledger"]);
         // What it means for each pod that might knock (Kubernetes' reading of the rules).
         const pod = (comp: Component): Client => ({ labels: named(all, "Deployment", `${FULL}-${comp}`).spec.template.metadata.labels, namespace: NAMESPACE });
         for (const comp of COMPONENTS.filter((c) => c !== "policy")) {
@@ -487,12 +576,16 @@ describe("helm chart helm/chaos-core", () => {
         }
         expect(callersOf("policy").sort()).toEqual(["cognition", "edge", "ledger"]);
         expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, ADMIN), `${scenario}: toolbox → admin`).toBe(true);
-        expect(admits(np, { labels: TOOLBOX, namespace: NAMESPACE }, main), `${scenario}: toolbox → main`).toBe(false);
-        expect(admits(np, { labels: TOOLBOX, namespace: "elsewhere" }, ADMIN), `${scenario}: toolbox of another namespace`).toBe(false);
+        // The operator's pods hold the context key: they reach the data services' main ports too, and nothing else.
+        expect(admittedTo(all, { labels: TOOLBOX, namespace: NAMESPACE }), `${scenario}: toolbox`).toEqual(operatorPorts(all));
+        expect(admits(named(all, "NetworkPolicy", `${FULL}-cognition`), { labels: TOOLBOX, namespace: NAMESPACE }, 50053), `${scenario}: toolbox → cognition`).toBe(false);
+        expect(admittedTo(all, { labels: TOOLBOX, namespace: "elsewhere" }), `${scenario}: toolbox of another namespace`).toEqual([]);
+        expect(admittedTo(all, { labels: {}, namespace: NAMESPACE }), `${scenario}: an unlabelled pod`).toEqual([]);
         expect(admits(np, { labels: { "chaos-core/admin": "false" }, namespace: NAMESPACE }, ADMIN), `${scenario}: chaos-core/admin=false`).toBe(false);
         expect(admits(np, { labels: {}, namespace: NAMESPACE }, ADMIN), `${scenario}: an unlabelled pod`).toBe(false);
-        // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port.
-        for (const other of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-policy`)) {
+        // No other NetworkPolicy opens the admin port, and the callers' egress to policy stays on its main port
+        // (the retention CronJob's policy, an operator's pod, is asserted in "the retention CronJob").
+        for (const other of byKind(all, "NetworkPolicy").filter((n) => ![`${FULL}-policy`, `${FULL}-tenant-retention`].includes(n.metadata.name))) {
           expect(JSON.stringify(other.spec.ingress ?? []), other.metadata.name).not.toContain(`"port":${ADMIN}`);
           for (const e of (other.spec.egress ?? []) as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number }[] }[]) {
             if (e.to?.some((p) => selectorComponent(p) === "policy")) expect(e.ports, other.metadata.name).toEqual([{ port: main, protocol: "TCP" }]);
@@ -509,6 +602,8 @@ describe("helm chart helm/chaos-core", () => {
         "--set", "admin.podSelector.matchExpressions[0].operator=In",
         "--set", "admin.podSelector.matchExpressions[0].values={operator,sre}",
         "--set", "admin.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=ops",
+        // Pods of another namespace: the CronJob (this namespace's) could not be admitted.
+        "--set", "admin.retention.enabled=false",
       ]);
       const policy = named(all, "Deployment", `${FULL}-policy`);
       expect(loadPolicyConfig(envOf(policy)).adminPort).toBe(7443);
@@ -528,7 +623,11 @@ describe("helm chart helm/chaos-core", () => {
       expect(admits(np, { labels: sre, namespace: "ops" }, 7443)).toBe(true);
       expect(admits(np, { labels: sre, namespace: NAMESPACE }, 7443)).toBe(false);
       expect(admits(np, { labels: TOOLBOX, namespace: "ops" }, 7443)).toBe(false);
-      expect(admits(np, { labels: sre, namespace: "ops" }, 50051)).toBe(false);
+      // The data services' main ports follow the same selectors.
+      expect(admittedTo(all, { labels: sre, namespace: "ops" })).toEqual(operatorPorts(all, 7443));
+      expect(admittedTo(all, { labels: sre, namespace: NAMESPACE })).toEqual([]);
+      expect(admittedTo(all, { labels: TOOLBOX, namespace: "ops" })).toEqual([]);
+      expect(byKind(all, "CronJob")).toEqual([]);
     });
 
     it("refuses an admin port shared with policy's other ports, or a selector that selects every pod, naming the value", () => {
@@ -539,6 +638,142 @@ describe("helm chart helm/chaos-core", () => {
       expect(renderError(d, ["--set", "admin.podSelector.matchLabels=null"])).toContain("admin.podSelector must select some pods");
       expect(renderError(d, ["--set", "admin.port=443"])).toContain("/admin/port");
       expect(renderError(d, ["--set", "admin.from=x"])).toContain("at '/admin': additional properties 'from' not allowed");
+    });
+  });
+
+  describe("the retention CronJob (chaos-core tenants retention on a schedule)", () => {
+    const NAME = `${FULL}-tenant-retention`;
+    const cronPodLabels = (cron: K8sObject): Record<string, string> => cron.spec.jobTemplate.spec.template.metadata.labels;
+
+    it.each(["defaults", "grpc-tls", "existing-secrets", "production"])("%s: the image's chaos-core tenants retention, hourly, never overlapping, as the toolbox pod with its environment", (scenario) => {
+      const all = render([valuesFile(scenario)]);
+      const cron = named(all, "CronJob", NAME);
+      expect(() => new CronJob(cron as never).validate()).not.toThrow();
+      const production = scenario === "production";
+      expect(cron.metadata.labels).toMatchObject({ "app.kubernetes.io/component": "tenant-retention", "app.kubernetes.io/instance": RELEASE });
+      expect(cron.spec).toMatchObject({
+        schedule: production ? "5 */2 * * *" : "17 * * * *",
+        concurrencyPolicy: "Forbid",
+        startingDeadlineSeconds: 600,
+        successfulJobsHistoryLimit: 1,
+        failedJobsHistoryLimit: 3,
+      });
+      expect(cron.spec.jobTemplate.spec).toMatchObject({ backoffLimit: 1, activeDeadlineSeconds: production ? 3600 : 1800 });
+      const pod = podSpec(cron);
+      const policy = named(all, "Deployment", `${FULL}-policy`);
+      expect(pod.restartPolicy).toBe("Never");
+      expect(pod.serviceAccountName).toBe(podSpec(policy).serviceAccountName);
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(pod.enableServiceLinks).toBe(false);
+      expect(pod.securityContext).toEqual(podSpec(policy).securityContext);
+      expect(pod.imagePullSecrets).toEqual(podSpec(policy).imagePullSecrets);
+      expect(pod.containers).toHaveLength(1);
+      const c = container(cron);
+      expect(c.name).toBe("tenant-retention");
+      expect([c.image, c.imagePullPolicy]).toEqual([container(policy).image, container(policy).imagePullPolicy]);
+      expect(c.securityContext).toEqual(container(policy).securityContext);
+      expect(c.resources).toEqual(production ? { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "256Mi" } } : undefined);
+      // The entrypoint's operator command line (no command of its own): `chaos-core tenants retention`, every tenant.
+      expect(c.command).toBeUndefined();
+      expect(c.args).toEqual(["chaos-core", "tenants", "retention"]);
+      expect(readFileSync(join(ROOT, "deploy/entrypoint.sh"), "utf8")).toMatch(/^\s*chaos-core\)\n.*\n\s*exec node services\/standalone\/bin\/chaos-core\.js "\$@"$/m);
+      expect(TENANTS_COMMAND).toContain('command === "retention"');
+      // The toolbox pod's environment, mounts and volumes, exactly.
+      const { pod: box } = toolbox(scenario);
+      expect(c.env).toEqual(box.spec.containers[0].env);
+      expect(c.volumeMounts).toEqual(box.spec.containers[0].volumeMounts);
+      expect(pod.volumes).toEqual(box.spec.volumes);
+      const env = envOf(cron);
+      expect(Object.keys(env).filter((k) => !k.startsWith("CHAOS_CORE_GRPC_TLS_") && !TENANTS_READS.has(k))).toEqual([]);
+      expect(loadGrpcTransportConfig(env).tls).toEqual(loadGrpcTransportConfig(envOf(policy)).tls);
+      // Labelled as the operator's pods: admitted to the data services' main ports and policy's admin port, nowhere else.
+      const labels = cronPodLabels(cron);
+      expect(labels).toMatchObject({ ...TOOLBOX, ...cron.metadata.labels });
+      expect(admittedTo(all, { labels, namespace: NAMESPACE })).toEqual(operatorPorts(all));
+      // Its own NetworkPolicy: nothing in, out only to DNS and those ports; it selects no other pod of the release.
+      const np = named(all, "NetworkPolicy", NAME);
+      expect(selects(np.spec.podSelector, labels)).toBe(true);
+      expect(selects(np.spec.podSelector, box.metadata.labels!)).toBe(false);
+      for (const d of byKind(all, "Deployment")) expect(selects(np.spec.podSelector, d.spec.template.metadata.labels), d.metadata.name).toBe(false);
+      expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
+      expect(np.spec.ingress).toEqual([]);
+      const [dns, ...peers] = np.spec.egress as { to: { podSelector: { matchLabels: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
+      expect(dns!.ports).toEqual([{ port: 53, protocol: "UDP" }, { port: 53, protocol: "TCP" }]);
+      const reached = peers.flatMap((e) => e.ports.map((p) => `${selectorComponent(e.to[0]!)}:${p.port}`));
+      expect(reached.sort()).toEqual(operatorPorts(all));
+      for (const e of peers) expect(e.to, "a peer of the release, by its pods").toEqual([{ podSelector: { matchLabels: expect.objectContaining({ "app.kubernetes.io/instance": RELEASE }) } }]);
+    });
+
+    it("follows admin.retention's values, and renders nothing with enabled false", () => {
+      const all = render([valuesFile("defaults")], [
+        "--set", "admin.retention.schedule=@daily",
+        "--set", "admin.retention.backoffLimit=3",
+        "--set", "admin.retention.activeDeadlineSeconds=600",
+        "--set", "admin.retention.resources.limits.memory=200Mi",
+      ]);
+      const cron = named(all, "CronJob", NAME);
+      expect(cron.spec.schedule).toBe("@daily");
+      expect(cron.spec.jobTemplate.spec).toMatchObject({ backoffLimit: 3, activeDeadlineSeconds: 600 });
+      expect(container(cron).resources).toEqual({ limits: { memory: "200Mi" } });
+      const off = render([valuesFile("defaults")], ["--set", "admin.retention.enabled=false"]);
+      expect(byKind(off, "CronJob")).toEqual([]);
+      expect(off.filter((o) => o.metadata.name === NAME)).toEqual([]);
+      // The operator's pods are still admitted where they were: the toolbox needs them.
+      expect(admittedTo(off, { labels: TOOLBOX, namespace: NAMESPACE })).toEqual(operatorPorts(off));
+      // Without NetworkPolicies, the CronJob alone.
+      const open = render([valuesFile("defaults")], ["--set", "networkPolicy.enabled=false"]);
+      expect(byKind(open, "CronJob").map((o) => o.metadata.name)).toEqual([NAME]);
+      expect(byKind(open, "NetworkPolicy")).toEqual([]);
+      // NOTES names it and its schedule, or says nothing of it.
+      expect(toolbox("defaults").notes).toContain(`Retention: CronJob ${NAME} runs \`chaos-core tenants retention\` on schedule "17 * * * *"`);
+      expect(toolbox("defaults", ["--set", "admin.retention.enabled=false"]).notes).not.toContain("Retention:");
+      expect(toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops"]).notes).toContain(`Its pods run in namespace ${NAMESPACE}: admin.namespaceSelector must select it`);
+      expect(toolbox("defaults").notes).not.toContain("Its pods run in namespace");
+    });
+
+    it("keeps its name within the 52 characters Kubernetes allows a CronJob", () => {
+      const long = "x".repeat(63);
+      const all = render([valuesFile("defaults")], ["--set", `fullnameOverride=${long}`]);
+      const [cron] = byKind(all, "CronJob");
+      expect(cron!.metadata.name).toBe(`${"x".repeat(35)}-tenant-retention`);
+      expect(cron!.metadata.name.length).toBe(52);
+    });
+
+    it("carries admin.podLabels for a podSelector with matchExpressions, and refuses labels or a namespace the NetworkPolicies would not admit, naming the values", () => {
+      const d = [valuesFile("defaults")];
+      const tier = ["--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=In", "--set", "admin.podSelector.matchExpressions[0].values={ops,sre}"];
+      expect(renderError(d, tier)).toContain(
+        "admin.retention.enabled: the retention CronJob's pods carry admin.podSelector.matchLabels and admin.podLabels, which do not meet admin.podSelector's tier In [\"ops\",\"sre\"], so the NetworkPolicies would not admit them: set admin.podLabels to labels that do (or admin.retention.enabled=false)",
+      );
+      const onlyExpressions = ["--set", "admin.podSelector.matchLabels=null", "--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"];
+      expect(renderError(d, onlyExpressions)).toContain("do not meet admin.podSelector's tier Exists []");
+      // admin.podLabels meet them: the CronJob's pods carry them, and the rules admit them.
+      const all = render(d, [...tier, "--set", "admin.podLabels.tier=sre"]);
+      const labels = cronPodLabels(named(all, "CronJob", NAME));
+      expect(labels).toMatchObject({ ...TOOLBOX, tier: "sre" });
+      expect(admittedTo(all, { labels, namespace: NAMESPACE })).toEqual(operatorPorts(all));
+      expect(cronPodLabels(named(render(d, [...onlyExpressions, "--set", "admin.podLabels.tier=x"]), "CronJob", NAME))).toMatchObject({ tier: "x" });
+      // A podLabels value cannot undo what matchLabels requires.
+      expect(cronPodLabels(named(render(d, ["--set-string", "admin.podLabels.chaos-core/admin=false"]), "CronJob", NAME))).toMatchObject(TOOLBOX);
+      // The CronJob runs in the release's namespace: a namespaceSelector naming only others is refused.
+      const ns = (sel: string[]) => sel.flatMap((x) => ["--set", `admin.namespaceSelector.${x}`]);
+      expect(renderError(d, ns(["matchLabels.kubernetes\\.io/metadata\\.name=ops"]))).toContain(
+        `admin.retention.enabled: the retention CronJob runs in namespace ${NAMESPACE}, which admin.namespaceSelector does not select (kubernetes.io/metadata.name=ops), so the NetworkPolicies would not admit it`,
+      );
+      expect(renderError(d, ns(["matchExpressions[0].key=kubernetes\\.io/metadata\\.name", "matchExpressions[0].operator=NotIn", `matchExpressions[0].values={${NAMESPACE}}`]))).toContain(
+        `which admin.namespaceSelector does not select (kubernetes.io/metadata.name NotIn ["${NAMESPACE}"])`,
+      );
+      for (const ok of [
+        ns([`matchLabels.kubernetes\\.io/metadata\\.name=${NAMESPACE}`]),
+        ns(["matchExpressions[0].key=kubernetes\\.io/metadata\\.name", "matchExpressions[0].operator=In", `matchExpressions[0].values={ops,${NAMESPACE}}`]),
+        // Other labels of the namespace are not known at render: NOTES says the namespace must be selected.
+        ns(["matchLabels.team=ops"]),
+      ]) {
+        const objs = render(d, ok);
+        expect(admittedTo(objs, { labels: cronPodLabels(named(objs, "CronJob", NAME)), namespace: NAMESPACE, namespaceLabels: { team: "ops" } }), ok.join(" ")).toEqual(operatorPorts(objs));
+      }
+      expect(renderError(d, ["--set", "admin.retention.schedule=hourly"])).toContain("/admin/retention/schedule");
+      expect(renderError(d, ["--set", "admin.retention.suspend=true"])).toContain("at '/admin/retention': additional properties 'suspend' not allowed");
     });
   });
 
@@ -559,9 +794,9 @@ describe("helm chart helm/chaos-core", () => {
     const all = render([valuesFile("existing-secrets")]);
     expect(byKind(all, "ServiceAccount")).toEqual([]);
     const refs = new Set<string>();
-    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job")]) {
-      const pod = d.spec.template.spec;
-      if (d.kind === "Deployment") expect(pod.serviceAccountName).toBe("chaos-core-workload");
+    for (const d of [...byKind(all, "Deployment"), ...byKind(all, "Job"), ...byKind(all, "CronJob")]) {
+      const pod = podSpec(d);
+      if (d.kind !== "Job") expect(pod.serviceAccountName, d.metadata.name).toBe("chaos-core-workload");
       for (const e of container(d).env) if (e.valueFrom) refs.add(`${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`);
       for (const v of pod.volumes) if (v.secret) for (const item of v.secret.items) refs.add(`${v.secret.secretName}/${item.key}`);
     }
@@ -585,7 +820,9 @@ describe("helm chart helm/chaos-core", () => {
       expect(env.OTEL_EXPORTER_OTLP_ENDPOINT, d.metadata.name).toBe(endpoint);
       expect(env.OTEL_SERVICE_NAME).toBe(`chaos-core-${d.metadata.labels?.["app.kubernetes.io/component"]}`);
     }
-    for (const np of byKind(all, "NetworkPolicy").filter((n) => !n.metadata.name.endsWith("-migrate"))) {
+    // The operator's command line (migrate, tenants retention) exports nothing: the entrypoint preloads no telemetry for it.
+    expect(Object.keys(envOf(named(all, "CronJob", `${FULL}-tenant-retention`))).filter((k) => k.startsWith("OTEL_"))).toEqual([]);
+    for (const np of byKind(all, "NetworkPolicy").filter((n) => !n.metadata.name.endsWith("-migrate") && !n.metadata.name.endsWith("-tenant-retention"))) {
       expect(np.spec.egress, np.metadata.name).toContainEqual({
         ports: [{ port: 4318, protocol: "TCP" }],
         to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "opentelemetry-collector" } } }],
@@ -666,7 +903,7 @@ describe("helm chart helm/chaos-core", () => {
     expect(named(all, "NetworkPolicy", `${FULL}-edge`).spec.ingress[0].from).toEqual([
       { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "ingress-nginx" } } },
     ]);
-    // No other component admits anything but pods of this release.
+    // No other component admits anything but pods of this namespace: the release's, and the operator's (admin.podSelector).
     for (const np of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== `${FULL}-edge`)) {
       for (const rule of np.spec.ingress) for (const peer of rule.from ?? []) expect(Object.keys(peer), np.metadata.name).toEqual(["podSelector"]);
     }
@@ -774,9 +1011,10 @@ describe("helm chart helm/chaos-core", () => {
         }
         expect(ingress.flatMap((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).not.toContain(healthPort);
         // Only the service port (policy's admin port, and metrics) are admitted: the service port from its
-        // callers, the admin port from the operator's pods, metrics from the scraper.
+        // callers (and the operator's pods, for the data services), the admin port from the operator's pods, metrics from the scraper.
         expect(ingress.map((r) => r.ports.map((p) => p.port)), `${scenario} ${comp}`).toEqual([
           [Number(envOf(d).PORT)],
+          ...(DATA_SERVICES.includes(comp) ? [[Number(envOf(d).PORT)]] : []),
           ...(comp === "policy" ? [[50056]] : []),
           ...(envOf(d).CHAOS_CORE_METRICS_PROMETHEUS_PORT ? [[9464]] : []),
         ]);
@@ -883,45 +1121,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   describe("NOTES.txt's toolbox pod for the tenant admin API", () => {
-    /** The `kubectl run` NOTES prints, as the pod kubectl makes of it: flags, then the strategic-merge `--overrides` onto it. */
-    function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all: K8sObject[]; notes: string } {
-      const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, "-f", valuesFile(scenario), ...extra]);
-      expect(r.status, r.stderr).toBe(0);
-      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
-      const start = notes.indexOf(`kubectl -n ${NAMESPACE} run `);
-      expect(start, notes).toBeGreaterThan(0);
-      const lines: string[] = [];
-      for (const line of notes.slice(start).split("\n")) {
-        lines.push(line.trim().replace(/\\$/, ""));
-        if (!line.endsWith("\\")) break;
-      }
-      // Words as a shell splits them: quoted parts (the JSON) join the word they are in, unquoted.
-      const words = [...lines.join(" ").matchAll(/(?:'[^']*'|[^\s'])+/g)].map((m) => m[0].replace(/'([^']*)'/g, "$1"));
-      const [, , ns, run, name, ...rest] = words;
-      expect([ns, run]).toEqual([NAMESPACE, "run"]);
-      const dash = rest.indexOf("--");
-      const flags: Record<string, string | true> = Object.fromEntries(
-        rest.slice(0, dash).map((w) => {
-          expect(w, "every word before -- is a flag").toMatch(/^--?[a-z]/);
-          const eq = w.indexOf("=");
-          return eq < 0 ? [w.replace(/^--?/, ""), true] : [w.slice(0, eq).replace(/^--?/, ""), w.slice(eq + 1)];
-        }),
-      );
-      expect(flags).toMatchObject({ rm: true, i: true, restart: "Never", "override-type": "strategic" });
-      const overrides = JSON.parse(String(flags.overrides)) as { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
-      const made = { name: name!, image: String(flags.image), args: rest.slice(dash + 1) };
-      const labels = Object.fromEntries(String(flags.labels).split(",").map((kv) => kv.split("=") as [string, string]));
-      const containers = overrides.spec.containers.map((c) => (c.name === name ? { ...made, ...c } : c));
-      const pod: K8sObject = {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: name!, namespace: ns!, labels },
-        spec: { restartPolicy: "Never", ...overrides.spec, containers },
-      };
-      return { pod, all: render([valuesFile(scenario)], extra), notes };
-    }
-
-    it.each(["defaults", "grpc-tls", "existing-secrets"])("%s: a valid, hardened pod the admin rule admits, with the context key and the admin address the tenants command reads", (scenario) => {
+    it.each(["defaults", "grpc-tls", "existing-secrets", "production"])("%s: a valid, hardened pod the admin rules admit, with the context key and the addresses the tenants command reads", (scenario) => {
       const { pod, all } = toolbox(scenario);
       expect(() => new Pod(pod as never).validate()).not.toThrow();
       expect(unknownFields([pod], `toolbox-${scenario}`)).toEqual([]);
@@ -934,11 +1134,10 @@ describe("helm chart helm/chaos-core", () => {
       expect(pod.spec.automountServiceAccountToken).toBe(false);
       expect(pod.spec.securityContext).toEqual(policy.spec.template.spec.securityContext);
       expect(c.securityContext).toEqual(container(policy).securityContext);
-      // Admitted to the admin port, and to nothing else of policy.
-      const np = named(all, "NetworkPolicy", `${FULL}-policy`);
+      // Admitted to policy's admin port and the data services' main ports (export, delete, retention), and nowhere else.
       const client = { labels: pod.metadata.labels!, namespace: pod.metadata.namespace! };
-      expect(admits(np, client, 50056)).toBe(true);
-      expect(admits(np, client, 50051)).toBe(false);
+      expect(admits(named(all, "NetworkPolicy", `${FULL}-policy`), client, 50056)).toBe(true);
+      expect(admittedTo(all, client)).toEqual(operatorPorts(all));
       // The call-context key from the Secret every component reads it from.
       const keyRef = (env: { name: string; valueFrom?: unknown }[]) => env.find((e) => e.name === "CHAOS_CORE_CONTEXT_KEY")?.valueFrom;
       expect(keyRef(c.env)).toEqual(keyRef(container(policy).env));
@@ -946,14 +1145,16 @@ describe("helm chart helm/chaos-core", () => {
       const env = Object.fromEntries((c.env as { name: string; value?: string }[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
       expect(env.CHAOS_CORE_ADMIN_ADDR).toBe(`${FULL}-policy.${NAMESPACE}.svc.cluster.local:50056`);
       expect(named(all, "Service", `${FULL}-policy`).spec.ports).toContainEqual(expect.objectContaining({ name: "admin", port: 50056 }));
+      // The data services at the addresses the edge calls them at (dns:/// over the headless Service when they scale).
+      const edge = envOf(named(all, "Deployment", `${FULL}-edge`));
+      for (const comp of DATA_SERVICES) expect(env[`${comp.toUpperCase()}_ADDR`], comp).toBe(edge[`${comp.toUpperCase()}_ADDR`]);
       // Only variables `chaos-core tenants` reads: its own, and gRPC TLS as the services read it.
-      const command = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
       for (const k of ["CHAOS_CORE_CONTEXT_KEY", ...Object.keys(env)]) {
-        expect(k.startsWith("CHAOS_CORE_GRPC_TLS_") || command.includes(`env.${k}`), `${k} read by chaos-core tenants`).toBe(true);
+        expect(k.startsWith("CHAOS_CORE_GRPC_TLS_") || TENANTS_READS.has(k), `${k} read by chaos-core tenants`).toBe(true);
       }
+      expect(Object.keys(env).filter((k) => k.endsWith("_ADDR")).sort()).toEqual(["CHAOS_CORE_ADMIN_ADDR", ...DATA_SERVICES.map((c) => `${c.toUpperCase()}_ADDR`)].sort());
       // gRPC TLS as policy has it (the same Secret's files, mutual, server name), or none.
       expect(loadGrpcTransportConfig(env).tls).toEqual(loadGrpcTransportConfig(envOf(policy)).tls);
-      const podSpec = (d: K8sObject) => d.spec.template?.spec ?? d.spec;
       const mountedAt = (d: K8sObject, vol: string) => podSpec(d).containers[0].volumeMounts.find((m: { name: string }) => m.name === vol)?.mountPath;
       const volume = (d: K8sObject, vol: string) => podSpec(d).volumes.find((v: { name: string }) => v.name === vol);
       expect(mountedAt(pod, "grpc-tls")).toBe(mountedAt(policy, "grpc-tls"));
@@ -967,10 +1168,17 @@ describe("helm chart helm/chaos-core", () => {
       const custom = toolbox("defaults", ["--set", "admin.podSelector.matchLabels.chaos-core/admin=null", "--set", "admin.podSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchLabels.role=operator"]);
       expect(custom.pod.metadata.labels).toEqual({ role: "operator", team: "ops" });
       expect(admits(named(custom.all, "NetworkPolicy", `${FULL}-policy`), { labels: custom.pod.metadata.labels!, namespace: NAMESPACE }, 50056)).toBe(true);
-      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", "--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"]);
-      expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too");
+      const tier = ["--set", "admin.podSelector.matchExpressions[0].key=tier", "--set", "admin.podSelector.matchExpressions[0].operator=Exists"];
+      const elsewhere = toolbox("defaults", ["--set", "admin.namespaceSelector.matchLabels.team=ops", ...tier, "--set", "admin.retention.enabled=false"]);
+      expect(elsewhere.notes).toContain("admin.podSelector has matchExpressions: add labels to --labels that satisfy them too (or set admin.podLabels)");
       expect(elsewhere.notes).toContain(`admin.namespaceSelector is set: namespace ${NAMESPACE} must be one it selects`);
       expect(toolbox("defaults").notes).not.toContain("admin.namespaceSelector is set");
+      expect(toolbox("defaults").notes).not.toContain("admin.podSelector has matchExpressions");
+      // admin.podLabels meet the expressions: they are in --labels, and the rules admit the pod.
+      const labelled = toolbox("defaults", [...tier, "--set", "admin.podLabels.tier=ops"]);
+      expect(labelled.pod.metadata.labels).toEqual({ ...TOOLBOX, tier: "ops" });
+      expect(labelled.notes).not.toContain("admin.podSelector has matchExpressions");
+      expect(admittedTo(labelled.all, { labels: labelled.pod.metadata.labels!, namespace: NAMESPACE })).toEqual(operatorPorts(labelled.all));
     });
   });
 

@@ -21,6 +21,7 @@ const TYPES: Record<string, [module: string, type: string]> = {
   "v1/ServiceAccount": ["kubernetes-models/v1", "IServiceAccount"],
   "v1/ConfigMap": ["kubernetes-models/v1", "IConfigMap"],
   "batch/v1/Job": ["kubernetes-models/batch/v1", "IJob"],
+  "batch/v1/CronJob": ["kubernetes-models/batch/v1", "ICronJob"],
   "autoscaling/v2/HorizontalPodAutoscaler": ["kubernetes-models/autoscaling/v2", "IHorizontalPodAutoscaler"],
   "policy/v1/PodDisruptionBudget": ["kubernetes-models/policy/v1", "IPodDisruptionBudget"],
   "networking.k8s.io/v1/NetworkPolicy": ["kubernetes-models/networking.k8s.io/v1", "INetworkPolicy"],

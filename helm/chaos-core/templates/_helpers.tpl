@@ -373,15 +373,73 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end -}}
 
 {{/*
-The toolbox pod NOTES.txt prints: a strategic-merge patch for `kubectl run --overrides` onto the
-pod kubectl makes (container named after the pod): the context key from its Secret, the admin
-address, the chart's security contexts, and with gRPC TLS the certificate Secret and its variables,
-as the services get them. Arguments: (list $ "pod-name").
+The services `chaos-core tenants export|delete|retention` call on their main port as the operator
+of each tenant (services/standalone/src/tenant-data.ts): memory's and council's ExportData,
+DeleteData and ApplyRetention, the ledger's ExportEntries and Append, policy's GetPolicy. Their
+*_ADDR variables go to the admin pods, and their NetworkPolicies admit admin.podSelector's pods to
+that port.
 */}}
-{{- define "chaos-core.adminToolbox" -}}
-{{- $root := index . 0 -}}
-{{- $v := $root.Values -}}
-{{- $env := list (dict "name" "CHAOS_CORE_CONTEXT_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.key))) (dict "name" "CHAOS_CORE_ADMIN_ADDR" "value" (include "chaos-core.adminAddr" $root)) -}}
+{{- define "chaos-core.adminCallees" -}}
+{{- list "policy" "memory" "council" "ledger" | toJson -}}
+{{- end -}}
+
+{{/* The NetworkPolicy peer of the operator's pods: admin.podSelector, in admin.namespaceSelector's namespaces or else the release's. */}}
+{{- define "chaos-core.adminPeer" -}}
+- podSelector:
+    {{- toYaml .Values.admin.podSelector | nindent 4 }}
+  {{- with .Values.admin.namespaceSelector }}
+  namespaceSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The labels the chart's admin pods carry (the toolbox's --labels, the retention CronJob's pods): admin.podLabels, and admin.podSelector.matchLabels over them. */}}
+{{- define "chaos-core.adminLabels" -}}
+{{- merge (dict) (.Values.admin.podSelector.matchLabels | default dict) (.Values.admin.podLabels | default dict) | toJson -}}
+{{- end -}}
+
+{{/*
+The terms of a label selector that these labels do not meet, as Kubernetes reads them (every term
+must hold), spelled for a message: `key=value` or `key Operator [values]`. Empty: it selects them.
+Arguments: (list $selector $labels).
+*/}}
+{{- define "chaos-core.unmetTerms" -}}
+{{- $sel := index . 0 | default dict -}}
+{{- $labels := index . 1 -}}
+{{- $out := list -}}
+{{- range $k, $want := $sel.matchLabels | default dict -}}
+{{- if not (and (hasKey $labels $k) (eq (toString (get $labels $k)) (toString $want))) -}}
+{{- $out = append $out (printf "%s=%s" $k (toString $want)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $e := $sel.matchExpressions | default list -}}
+{{- $has := hasKey $labels $e.key -}}
+{{- $in := and $has (has (toString (get $labels $e.key)) ($e.values | default list)) -}}
+{{- $ok := false -}}
+{{- if eq $e.operator "Exists" -}}{{- $ok = $has -}}
+{{- else if eq $e.operator "DoesNotExist" -}}{{- $ok = not $has -}}
+{{- else if eq $e.operator "In" -}}{{- $ok = $in -}}
+{{- else -}}{{- $ok = not $in -}}
+{{- end -}}
+{{- if not $ok -}}
+{{- $out = append $out (printf "%s %s %s" $e.key $e.operator (toJson ($e.values | default list))) -}}
+{{- end -}}
+{{- end -}}
+{{- $out | toJson -}}
+{{- end -}}
+
+{{/*
+What an admin pod needs to run `chaos-core tenants|keys` against the release, as JSON {env, mounts,
+volumes}: the context key from its Secret, the admin address, the data services' addresses (the
+ones the edge gets), and with gRPC TLS the certificate Secret and its variables as the services
+get them. Shared by NOTES.txt's toolbox pod and the retention CronJob.
+*/}}
+{{- define "chaos-core.adminPod" -}}
+{{- $v := .Values -}}
+{{- $env := list (dict "name" "CHAOS_CORE_CONTEXT_KEY" "valueFrom" (dict "secretKeyRef" (dict "name" $v.secrets.contextKey.existingSecret "key" $v.secrets.contextKey.key))) (dict "name" "CHAOS_CORE_ADMIN_ADDR" "value" (include "chaos-core.adminAddr" .)) -}}
+{{- range $callee := include "chaos-core.adminCallees" . | fromJsonArray -}}
+{{- $env = append $env (dict "name" (printf "%s_ADDR" (upper $callee)) "value" (include "chaos-core.addr" (list $ $callee))) -}}
+{{- end -}}
 {{- $mounts := list (dict "name" "tmp" "mountPath" "/tmp") -}}
 {{- $volumes := list (dict "name" "tmp" "emptyDir" (dict "sizeLimit" $v.tmpSizeLimit)) -}}
 {{- if $v.grpcTls.enabled -}}
@@ -393,10 +451,32 @@ as the services get them. Arguments: (list $ "pod-name").
 {{- $mounts = append $mounts (dict "name" "grpc-tls" "mountPath" "/etc/chaos-core/grpc-tls" "readOnly" true) -}}
 {{- $volumes = append $volumes (dict "name" "grpc-tls" "secret" (dict "secretName" $t.existingSecret "defaultMode" 288 "items" (list (dict "key" $t.certKey "path" $t.certKey) (dict "key" $t.keyKey "path" $t.keyKey) (dict "key" $t.caKey "path" $t.caKey)))) -}}
 {{- end -}}
-{{- $container := dict "name" (index . 1) "env" $env "securityContext" $v.containerSecurityContext "volumeMounts" $mounts -}}
-{{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $volumes -}}
+{{- dict "env" $env "mounts" $mounts "volumes" $volumes | toJson -}}
+{{- end -}}
+
+{{/*
+The toolbox pod NOTES.txt prints: a strategic-merge patch for `kubectl run --overrides` onto the
+pod kubectl makes (container named after the pod): chaos-core.adminPod's environment and volumes
+with the chart's security contexts. Arguments: (list $ "pod-name").
+*/}}
+{{- define "chaos-core.adminToolbox" -}}
+{{- $root := index . 0 -}}
+{{- $v := $root.Values -}}
+{{- $parts := include "chaos-core.adminPod" $root | fromJson -}}
+{{- $container := dict "name" (index . 1) "env" $parts.env "securityContext" $v.containerSecurityContext "volumeMounts" $parts.mounts -}}
+{{- $spec := dict "automountServiceAccountToken" false "enableServiceLinks" false "securityContext" $v.podSecurityContext "containers" (list $container) "volumes" $parts.volumes -}}
 {{- with $v.imagePullSecrets -}}{{- $_ := set $spec "imagePullSecrets" . -}}{{- end -}}
 {{- dict "spec" $spec | toJson -}}
+{{- end -}}
+
+{{/* The retention CronJob's name: at most 52 characters, as Kubernetes allows a CronJob (its Jobs add 11). */}}
+{{- define "chaos-core.retentionName" -}}
+{{- printf "%s-tenant-retention" (include "chaos-core.fullname" . | trunc 35 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The retention CronJob's pod labels: its component's, and the admin pods' (chaos-core.adminLabels) so that the NetworkPolicies admit it. */}}
+{{- define "chaos-core.retentionPodLabels" -}}
+{{- merge (include "chaos-core.componentLabels" (list . "tenant-retention") | fromYaml) (include "chaos-core.adminLabels" . | fromJson) | toJson -}}
 {{- end -}}
 
 {{/* The checks NOTES.txt (and every install) runs: invalid combinations fail with a message naming the value. */}}
@@ -473,6 +553,25 @@ as the services get them. Arguments: (list $ "pod-name").
 {{- end -}}
 {{- if not (or $v.admin.podSelector.matchLabels $v.admin.podSelector.matchExpressions) -}}
 {{- fail "admin.podSelector must select some pods (matchLabels or matchExpressions, e.g. chaos-core/admin: \"true\"): an empty selector would open the tenant admin API to every pod" -}}
+{{- end -}}
+{{- if $v.admin.retention.enabled -}}
+{{- /* The CronJob is admitted by the same rules as the operator's pods: refuse what would leave it unreachable, rather than fail every hour. */}}
+{{- $unmet := include "chaos-core.unmetTerms" (list $v.admin.podSelector (include "chaos-core.retentionPodLabels" . | fromJson)) | fromJsonArray -}}
+{{- if $unmet -}}
+{{- fail (printf "admin.retention.enabled: the retention CronJob's pods carry admin.podSelector.matchLabels and admin.podLabels, which do not meet admin.podSelector's %s, so the NetworkPolicies would not admit them: set admin.podLabels to labels that do (or admin.retention.enabled=false)" (join ", " $unmet)) -}}
+{{- end -}}
+{{- /* Of the namespace's labels only its name is known here: check the terms on it. */}}
+{{- $nameKey := "kubernetes.io/metadata.name" -}}
+{{- $ns := $v.admin.namespaceSelector -}}
+{{- $byName := dict "matchLabels" (dict) "matchExpressions" (list) -}}
+{{- if hasKey ($ns.matchLabels | default dict) $nameKey -}}{{- $_ := set $byName.matchLabels $nameKey (get $ns.matchLabels $nameKey) -}}{{- end -}}
+{{- range $e := $ns.matchExpressions | default list -}}
+{{- if eq $e.key $nameKey -}}{{- $_ := set $byName "matchExpressions" (append $byName.matchExpressions $e) -}}{{- end -}}
+{{- end -}}
+{{- $unmetNs := include "chaos-core.unmetTerms" (list $byName (dict $nameKey .Release.Namespace)) | fromJsonArray -}}
+{{- if $unmetNs -}}
+{{- fail (printf "admin.retention.enabled: the retention CronJob runs in namespace %s, which admin.namespaceSelector does not select (%s), so the NetworkPolicies would not admit it: let admin.namespaceSelector select namespace %s too (or admin.retention.enabled=false)" .Release.Namespace (join ", " $unmetNs) .Release.Namespace) -}}
+{{- end -}}
 {{- end -}}
 {{- range $n, $c := $v.components -}}
 {{- if and $v.grpcTls.enabled (eq (int $c.port) (int $v.grpcTls.healthPort)) -}}

@@ -371,18 +371,21 @@ spec:
               {{- include "chaos-core.selectorLabels" (list $root $caller) | nindent 14 }}
         {{- end }}
       {{- end }}
+    {{- if has $name (include "chaos-core.adminCallees" $root | fromJsonArray) }}
+    {{- /* The operator's pods (the toolbox, the retention CronJob) hold the context key and so are the operator: `chaos-core tenants export|delete|retention` calls this main port. */}}
+    - ports:
+        - port: {{ $c.port }}
+          protocol: TCP
+      from:
+        {{- include "chaos-core.adminPeer" $root | nindent 8 }}
+    {{- end }}
     {{- if eq $name "policy" }}
     {{- /* The tenant admin API: the operator's pods only, never the callers admitted to the main port above. */}}
     - ports:
         - port: {{ $v.admin.port }}
           protocol: TCP
       from:
-        - podSelector:
-            {{- toYaml $v.admin.podSelector | nindent 12 }}
-          {{- with $v.admin.namespaceSelector }}
-          namespaceSelector:
-            {{- toYaml . | nindent 12 }}
-          {{- end }}
+        {{- include "chaos-core.adminPeer" $root | nindent 8 }}
     {{- end }}
     {{- /* No rule for grpcTls.healthPort: the kubelet probes it from the pod's own node, and traffic from that node is always allowed (Kubernetes' NetworkPolicy semantics); a rule without peers would open the plaintext port to every pod. helm/README.md. */}}
     {{- if $v.metrics.prometheus.enabled }}
