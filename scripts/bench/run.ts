@@ -11,7 +11,8 @@
  *    BENCH_ONLY=ledger runs only that one.
  *
  * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1,
- *                       BENCH_STARTUP_RUNS, BENCH_SKIP_STARTUP=1, BENCH_LEDGER=1, BENCH_ONLY=ledger)
+ *                       BENCH_STARTUP_RUNS, BENCH_SKIP_STARTUP=1, BENCH_LEDGER=1, BENCH_ONLY=ledger,
+ *                       BENCH_ONLY=edge-governance: scripts/bench/edge-governance.ts alone)
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -60,6 +61,11 @@ function summarise(results: LoadResult[]): Summary {
     p99: median(results.map((r) => r.p99)),
     throughput: median(results.map((r) => r.throughput)),
   };
+}
+
+if (process.env.BENCH_ONLY === "edge-governance") {
+  await import("./edge-governance.js");
+  process.exit(0);
 }
 
 if (process.env.BENCH_ONLY === "ledger") {

@@ -115,10 +115,24 @@ describeImage(`the image as standalone, on a data volume${suffix}`, () => {
   const start = () =>
     containers.start({ component: "standalone", envFile: env, volumes: [`${volume}:/var/lib/chaos-core`, `${dir}:/etc/chaos-core:ro`] });
 
-  it("refuses to bind every interface without an API keys file, naming the variable", async () => {
-    const res = await containers.runToExit({ component: "standalone", envFile: envFile(dir, "open", { HOST: "0.0.0.0" }) });
-    expect(res.code).not.toBe(0);
-    expect(res.stderr).toMatch(/CHAOS_CORE_API_KEYS_FILE/);
+  it("binds every interface without an API keys file only behind credentials: nobody is served unauthenticated", async () => {
+    const openPort = await freePort();
+    const openVolume = `${volume}-open`;
+    const open = await containers.start({
+      component: "standalone",
+      envFile: envFile(dir, "open", { HOST: "0.0.0.0", PORT: String(openPort), LOG_LEVEL: "warn" }),
+      volumes: [`${openVolume}:/var/lib/chaos-core`],
+    });
+    try {
+      const refused = async () => {
+        const res = await fetch(`http://127.0.0.1:${openPort}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+        return res.status === 401 && (await res.text()).includes("Unauthorized: send Authorization: Bearer");
+      };
+      await waitFor("standalone without keys", refused, 90_000, () => open.logs());
+    } finally {
+      await open.stop();
+      await containers.removeAll([openVolume]);
+    }
   });
 
   it("serves MCP to a real client with its API key: initialize, list tools, remember and recall; keeps the data on the volume across containers", async () => {
