@@ -90,16 +90,22 @@ export const inspectAuditLedgerTool = defineTool({
     const opts = ledgerCall(ctx);
     const limit = args.limit ?? DEFAULT_LIMIT;
     const newestFirst = args.after_seq === undefined;
-    const [list, chain, checkpoint, inclusion, consistency] = await Promise.all([
+    const [list, chain, checkpoint] = await Promise.all([
       ledger.listEntries({ afterSeq: BigInt(args.after_seq ?? 0), limit, newestFirst }, opts),
       ledger.verifyChain({}, opts),
       ledger.getCheckpoint({}, opts),
+    ]);
+    // Proofs without a size are made against the checkpoint this answer shows, so they verify
+    // against its root: asked at the same time, "the latest checkpoint" could be another one
+    // (the ledger integrates in the background).
+    const anchor = checkpoint.checkpoint?.size ?? 0n;
+    const [inclusion, consistency] = await Promise.all([
       args.proof
-        ? ledger.getInclusionProof({ seq: BigInt(args.proof.seq), treeSize: BigInt(args.proof.tree_size ?? 0) }, opts)
+        ? ledger.getInclusionProof({ seq: BigInt(args.proof.seq), treeSize: args.proof.tree_size !== undefined ? BigInt(args.proof.tree_size) : anchor }, opts)
         : undefined,
       args.consistency
         ? ledger.getConsistencyProof(
-            { fromSize: BigInt(args.consistency.from_size), toSize: BigInt(args.consistency.to_size ?? 0) },
+            { fromSize: BigInt(args.consistency.from_size), toSize: args.consistency.to_size !== undefined ? BigInt(args.consistency.to_size) : anchor },
             opts,
           )
         : undefined,
