@@ -14,17 +14,20 @@ export const RESERVED_PRINCIPALS: readonly string[] = ["operator", "local"];
 export const KEY_ROLES = ["approver"] as const;
 export type KeyRole = (typeof KEY_ROLES)[number];
 
-/** Why `principal` cannot hold an API key, or undefined when it can. */
+/** Why `principal` is a reserved name no key may be issued to, or undefined when it is not. */
+export function reservedPrincipalProblem(principal: string): string | undefined {
+  if (!RESERVED_PRINCIPALS.includes(principal)) return undefined;
+  return (
+    `"${principal}" is reserved: "operator" is the standalone operator's principal and "local" the one of stdio and ` +
+    "unauthenticated loopback, so an API key under either name would blur who answered an approval; pick another name"
+  );
+}
+
+/** Why `principal` cannot hold an API key of the tenant registry, or undefined when it can. */
 export function principalProblem(principal: string): string | undefined {
   if (principal.length < 1 || principal.length > 256) return "must be 1 to 256 characters";
   if ([...principal].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f)) return "must not contain control characters";
-  if (RESERVED_PRINCIPALS.includes(principal)) {
-    return (
-      `"${principal}" is reserved: "operator" is the standalone operator's principal and "local" the one of stdio and ` +
-      "unauthenticated loopback, so an API key under either name would blur who answered an approval; pick another name"
-    );
-  }
-  return undefined;
+  return reservedPrincipalProblem(principal);
 }
 
 /** The SHA-256 an API keys file or the key directory stores for a key (lowercase hex). */

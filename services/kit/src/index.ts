@@ -91,7 +91,7 @@ export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redi
 export { tenantKeyPrefix } from "./redis-keys.js";
 export { watchFile } from "./file-watch.js";
 export type { FileWatch, WatchFileOptions } from "./file-watch.js";
-export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, principalProblem, RESERVED_PRINCIPALS } from "./api-keys.js";
+export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, principalProblem, RESERVED_PRINCIPALS, reservedPrincipalProblem } from "./api-keys.js";
 export type { KeyRole } from "./api-keys.js";
 export { createMemoryTenantGenerations, createRedisTenantGenerations } from "./tenant-generations.js";
 export type { TenantGenerations } from "./tenant-generations.js";

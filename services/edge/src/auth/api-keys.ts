@@ -1,17 +1,14 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
-import { assertTenantId, describeZodIssues, watchFile, type Logger } from "@chaos-core/kit";
+import { assertTenantId, describeZodIssues, hashApiKey, reservedPrincipalProblem, watchFile, type Logger } from "@chaos-core/kit";
 import { ROLES, type Identity } from "./identity.js";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-/**
- * Principals no API key may be issued to: `operator` answers as the standalone operator
- * (admin endpoint, console sign-in link) and `local` is stdio's and unauthenticated loopback's
- * user; cognition and the ledger tell channels and self-approval apart by these names.
- */
-export const RESERVED_PRINCIPALS: readonly string[] = ["operator", "local"];
+// One digest and one list of reserved principals for the keys file and the tenant registry (kit).
+export { hashApiKey };
+export { RESERVED_PRINCIPALS } from "@chaos-core/kit";
 
 const ApiKeyEntrySchema = z.object({
   tenant: z.string().superRefine((tenant, ctx) => {
@@ -26,13 +23,8 @@ const ApiKeyEntrySchema = z.object({
     .min(1)
     .max(256)
     .superRefine((p, ctx) => {
-      if (!RESERVED_PRINCIPALS.includes(p)) return;
-      ctx.addIssue({
-        code: "custom",
-        message:
-          `"${p}" is reserved: "operator" is the standalone operator's principal and "local" the one of stdio and ` +
-          "unauthenticated loopback, so an API key under either name would blur who answered an approval; pick another name",
-      });
+      const reserved = reservedPrincipalProblem(p);
+      if (reserved) ctx.addIssue({ code: "custom", message: reserved });
     }),
   sha256: z
     .string()
@@ -64,11 +56,6 @@ export interface ApiKeyVerifier {
    * every request, so a key removed (or its role withdrawn) ends the session at once.
    */
   identityOfDigest(sha256: string): Identity | undefined;
-}
-
-/** The SHA-256 an API keys file stores for a key (lowercase hex). */
-export function hashApiKey(key: string): string {
-  return createHash("sha256").update(key, "utf8").digest("hex");
 }
 
 function identityOf(e: ApiKeyEntry): Identity {

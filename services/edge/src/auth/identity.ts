@@ -1,11 +1,12 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
+import { KEY_ROLES, type KeyRole } from "@chaos-core/kit";
 
 /**
  * Roles an operator can grant to an API key. `approver` may answer pending approvals of its
  * tenant (`chaoscore_approve`); cognition still refuses an approver approving its own request.
  */
-export const ROLES = ["approver"] as const;
-export type Role = (typeof ROLES)[number];
+export const ROLES = KEY_ROLES;
+export type Role = KeyRole;
 
 /**
  * Who is calling, as a verified credential says. The edge never takes a tenant, a principal or

@@ -55,6 +55,9 @@ const SIGN_IN_COOKIE_SECONDS = 10 * 60;
 /** How many pending approvals, and spend requests, the list shows. */
 const LIST_LIMIT = 100;
 
+/** A refusal's message as the sentence a page shows: capitalised, with its full stop. */
+const asSentence = (message: string) => `${message.charAt(0).toUpperCase()}${message.slice(1)}.`;
+
 /** The refusal an agent's key gets at sign-in (docs/approvals.md §2): no agent approves its own request. */
 export const NOT_AN_APPROVER = "this key does not hold the approver role: an agent's key cannot sign in here";
 
@@ -460,11 +463,11 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       if (answer.kind === "identity") {
         identity = answer.identity;
         keySha256 = `${REGISTRY_KEY_MARK}${keySha256}`;
-      } else if (answer.kind === "refused") refused = `${answer.refusal.message.charAt(0).toUpperCase()}${answer.refusal.message.slice(1)}.`;
+      } else if (answer.kind === "refused") refused = asSentence(answer.refusal.message);
     }
     if (identity && !refused) {
       const tenantRefusal = await directory?.tenantRefusal(identity.tenant);
-      if (tenantRefusal) refused = `${tenantRefusal.message.charAt(0).toUpperCase()}${tenantRefusal.message.slice(1)}.`;
+      if (tenantRefusal) refused = asSentence(tenantRefusal.message);
     }
     if (!identity || refused) {
       await sessions.recordFailedSignIn(remoteAddress(req));

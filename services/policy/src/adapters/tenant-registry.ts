@@ -168,7 +168,7 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
     if (tenant.status === "deleted") throw new ChaosError("failed_precondition", `tenant "${tenant.id}" was deleted; it cannot be changed or served again`);
   }
 
-  return {
+  const registry: TenantRegistry = {
     async createTenant(input) {
       checkTenantId(input.id);
       const settings = checkSettings(input.settings);
@@ -305,16 +305,14 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
 
     async tenantState(tenant) {
       checkTenantId(tenant, "tenant");
-      const row = await db.tenantTx(tenant, async (q) => (await q.query<TenantRow>(`SELECT ${TENANT_COLUMNS} FROM ${TENANTS} WHERE tenant_id = $1`, [tenant])).rows[0]);
+      const t = await registry.getTenant(tenant);
       // An unregistered tenant is at generation 0 until it is created (at 1).
-      const state: TenantState = row
-        ? (() => {
-            const { settings } = tenantOf(row);
-            return { registered: true, status: row.status, generation: Number(row.generation), toolsets: settings.toolsets, ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}) };
-          })()
+      const state: TenantState = t
+        ? { registered: true, status: t.status, generation: t.generation, toolsets: t.settings.toolsets, ...(t.settings.rateLimits ? { rateLimits: t.settings.rateLimits } : {}) }
         : { registered: false, status: "enabled", generation: 0, toolsets: [] };
       await generations?.seed(tenant, state.generation);
       return state;
     },
   };
+  return registry;
 }
