@@ -85,7 +85,7 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     expect(listed.tenants).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ id: acme, display_name: "Acme", status: "enabled" }),
-        expect.objectContaining({ id: bravo, status: "enabled", settings: { memory_retention_days: 30, council_retention_days: 0, toolsets: [], rate_limits: null } }),
+        expect.objectContaining({ id: bravo, status: "enabled", settings: { memory_retention_days: 30, council_retention_days: 0, toolsets: [], rate_limits: null, ledger_policy: null } }),
       ]),
     );
     const keys = JSON.parse(await cli(["keys", "list", "--tenant", acme, "--json"], env)) as { keys: Array<Record<string, unknown>> };

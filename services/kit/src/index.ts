@@ -97,3 +97,16 @@ export { createMemoryTenantGenerations, createRedisTenantGenerations } from "./t
 export type { TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
 export type { RateLimit, TenantLimits } from "./rate-limits.js";
+export {
+  ambiguityProblem,
+  concreteName,
+  hostValueProblem,
+  ledgerPolicySectionSchema,
+  parseLedgerPolicySection,
+  parseToolPolicy,
+  RISKS,
+  spendPoliciesSchema,
+  spendPolicySchema,
+  toolPolicySchema,
+} from "./ledger-policy.js";
+export type { LedgerPolicySection, Risk, SpendPolicyConfig, ToolPolicy, ToolPolicyDocument, ToolRule } from "./ledger-policy.js";

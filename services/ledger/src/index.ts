@@ -145,6 +145,8 @@ export { SpendDesk } from "./service/spend-desk.js";
 export { REQUEST_STATE_NONCE_PREFIX, RequestStates } from "./service/request-states.js";
 export type { ConsumeRequestStateInput, ConsumeRequestStateOutcome, RequestStateRefusalInput } from "./service/request-states.js";
 export { loadOperatorPolicies, parseOperatorPolicies, referenceOperatorPolicies } from "./service/operator-policies.js";
+export { createRegistryOperatorPolicies } from "./adapters/registry-policies.js";
+export type { RegistryPoliciesOptions } from "./adapters/registry-policies.js";
 export type { OperatorPolicies, TenantPolicies } from "./service/operator-policies.js";
 export { createMemoryNonceCache, createRedisNonceCache } from "./adapters/nonce-cache.js";
 export type { NonceCache } from "./adapters/nonce-cache.js";

@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { credentials, makeClientConstructor, type Client, type ServiceDefinition } from "@grpc/grpc-js";
-import { ChaosError, ContextSigner, createGrpcClient, createLogger, createPostgresDb, type Db, type RunningGrpcServer } from "@chaos-core/kit";
-import { createPolicyServer, createSqlPolicyStore, migratePolicy, unregisteredTenants, type PolicyStore } from "@chaos-core/policy";
+import { ChaosError, ContextSigner, createGrpcClient, createLogger, createPostgresDb, createRedisTenantGenerations, type Db, type RunningGrpcServer } from "@chaos-core/kit";
+import { createPolicyServer, createSqlPolicyStore, createSqlTenantRegistry, migratePolicy, type PolicyStore, type TenantRegistry } from "@chaos-core/policy";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { service as healthService } from "grpc-health-check";
 import { Redis } from "ioredis";
@@ -22,7 +22,7 @@ import { as, requestAndIssue, type FixtureToolCall } from "./test-support/flows.
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const KEY = "ledger-main-test-key-0123456789abcdefghij";
-const TOOL_POLICY = { version: "tp-1", tools: { "reports.delete": { risk: "high", resources: ["bucket:reports"] } } };
+const TOOL_POLICY = { version: "tp-1", tools: { "reports.delete": { risk: "high" as const, resources: ["bucket:reports"] } } };
 const DELETE: FixtureToolCall = { tool: "reports.delete", resource: "bucket:reports", arguments: { report_id: "q3" } };
 const TENANT = "acme";
 
@@ -105,6 +105,7 @@ describe("ledger main, run alone", () => {
   let policyDb: Db;
   let policyStore: PolicyStore;
   let policy: RunningGrpcServer;
+  let registry: TenantRegistry;
 
   beforeAll(async () => {
     if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npx tsc -b services/ledger\` first`);
@@ -118,13 +119,15 @@ describe("ledger main, run alone", () => {
     policyDb = createPostgresDb({ connectionString: database.url });
     await migratePolicy(policyDb);
     policyStore = createSqlPolicyStore(policyDb);
+    // The tenant registry publishes generations in the Redis the ledger reads them from.
+    registry = createSqlTenantRegistry(policyDb, { generations: createRedisTenantGenerations(redis, { prefix }) });
     policy = await createPolicyServer({
       host: "127.0.0.1",
       port: 0,
       adminPort: 0,
       signer: new ContextSigner(KEY),
       store: policyStore,
-      registry: unregisteredTenants(),
+      registry,
       logger: createLogger("policy-test", "silent"),
     }).start();
   });
@@ -215,6 +218,28 @@ describe("ledger main, run alone", () => {
       }
     } finally {
       expect(await stop(again)).toBe(0);
+    }
+  });
+
+  it("takes a tenant's tool-approval policy from the tenant registry over the file's, from its next call", async () => {
+    const main = await startMain(env(), cwd);
+    try {
+      const { client, close } = createGrpcClient(LedgerService, main.address, new ContextSigner(KEY));
+      const toolPolicyOf = async (tenant: string) => (await client.getInfo({}, as(tenant, `agent@${tenant}`))).info?.tool_approval_policy;
+      try {
+        const t = await registry.createTenant({ id: "bravo", settings: { ledgerPolicy: { tool_approval: { ...TOOL_POLICY, version: "bravo-tools-1" } } } });
+        expect(await toolPolicyOf("bravo")).toBe("bravo-tools-1");
+        expect(await toolPolicyOf(TENANT)).toBe("tp-1");
+        // The change is published in Redis before it commits: the ledger re-reads on bravo's next call.
+        await registry.updateSettings("bravo", { ...t.settings, ledgerPolicy: { tool_approval: { ...TOOL_POLICY, version: "bravo-tools-2" } } });
+        expect(await toolPolicyOf("bravo")).toBe("bravo-tools-2");
+        await registry.updateSettings("bravo", t.settings);
+        expect(await toolPolicyOf("bravo")).toBe("bravo-tools-1");
+      } finally {
+        close();
+      }
+    } finally {
+      expect(await stop(main)).toBe(0);
     }
   });
 

@@ -22,6 +22,7 @@ import {
   createMemoryNonceCache,
   createRedisNonceCache,
   loadKeyring,
+  createRegistryOperatorPolicies,
   loadOperatorPolicies,
   loadOrCreateKeyring,
   migrateLedger,
@@ -258,9 +259,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
 
     const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
     const registry = createSqlTenantRegistry(db, { generations });
+    const tenantDirectory = createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry));
     const tenants = {
       directory: createCredentialDirectory({
-        client: createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry)),
+        client: tenantDirectory,
         generations,
         logger: logger.child({ service: "edge" }),
       }),
@@ -272,7 +274,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const ledgerCore = createLedgerCore({
       db,
       keyring,
-      policies: ledgerPolicies,
+      // The tenant registry's spend and tool-approval policies over the file's.
+      policies: createRegistryOperatorPolicies(ledgerPolicies, { client: tenantDirectory, generations, logger: logger.child({ service: "ledger" }) }),
       nonces,
       // Policy chooses which approval channels count for spends and tool receipts too.
       policy,

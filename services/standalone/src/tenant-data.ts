@@ -54,7 +54,7 @@ export interface ExportSummary {
 
 /**
  * Exports a tenant's data into `dir` (created; it must not hold these files): `tenant.json` (the
- * registry record and its keys, never a key itself), `policy.json` (the capability policy in force),
+ * registry record with its settings — the ledger policy among them — and its keys, never a key itself), `policy.json` (the capability policy in force),
  * `memory.jsonl`, `council.jsonl` and `ledger.jsonl` (`chaos-core-ledger/1`, verifiable with
  * `chaos-core ledger verify --file`). Each stream is read page by page; progress goes to `progress`.
  */

@@ -56,6 +56,10 @@ Commands:
                  [--rate-limits FILE | none]: its rate limits, one tenant's entry of the rate
                  limits file as JSON ({tenant?, principal?, tool?, tools?}); they win over
                  CHAOS_CORE_RATE_LIMITS_FILE's entry for it, from its next request
+                 [--ledger-policy FILE | none]: its spend policies and tool-approval policy,
+                 one tenant's section of the ledger policy file as JSON ({spend_policies?,
+                 tool_approval?}); each key it sets wins over CHAOS_CORE_LEDGER_POLICY_FILE's
+                 for it, from its next call
   list           Every registered tenant, its status and settings
   show <id>      One tenant, with how many of its keys are active
   disable <id>   Refuse the tenant's every call from its next request on (sessions included)
@@ -105,6 +109,7 @@ const OPTIONS = {
   out: { type: "string" },
   confirm: { type: "string" },
   "rate-limits": { type: "string" },
+  "ledger-policy": { type: "string" },
 } as const;
 
 type Values = ReturnType<typeof parseCommandLine<typeof OPTIONS>>["values"];
@@ -238,6 +243,7 @@ function tenantJson(t: Tenant) {
       council_retention_days: t.settings?.councilRetentionDays ?? 0,
       toolsets: [...(t.settings?.toolsets ?? [])],
       rate_limits: t.settings?.rateLimits ?? null,
+      ledger_policy: t.settings?.ledgerPolicy ?? null,
     },
     generation: Number(t.generation),
     created_at: iso(t.createdAt),
@@ -288,22 +294,25 @@ function expiresIn(v: string | undefined): Date | undefined {
   return new Date(Date.now() + Number(m[1]) * unit);
 }
 
-/** `--rate-limits FILE` as the JSON object it holds (the registry checks its fields); `none` clears them. */
-function rateLimitsFrom(v: string): JsonObject | undefined {
+/**
+ * A settings flag's `FILE` as the JSON object it holds (the registry checks its fields); `none`
+ * clears the setting. `shape` says in the error what the object holds.
+ */
+function jsonObjectFile(flag: string, v: string, shape: string): JsonObject | undefined {
   if (v === "none") return undefined;
   let text: string;
   try {
     text = readFileSync(v, "utf8");
   } catch (err) {
-    throw new UsageError(`--rate-limits: cannot read ${v} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    throw new UsageError(`--${flag}: cannot read ${v} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch (err) {
-    throw new UsageError(`--rate-limits: ${v} is not JSON (${(err as Error).message})`);
+    throw new UsageError(`--${flag}: ${v} is not JSON (${(err as Error).message})`);
   }
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new UsageError(`--rate-limits: ${v} must hold a JSON object ({tenant?, principal?, tool?, tools?})`);
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new UsageError(`--${flag}: ${v} must hold a JSON object (${shape})`);
   return doc as JsonObject;
 }
 
@@ -334,8 +343,8 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
     if (!commands.includes(command)) throw new UsageError(`unknown ${group} command "${command}"`);
     const { values, positionals } = parseCommandLine(rest, OPTIONS, { positionals: true });
     json = values.json === true;
-    const settingsFlags = ["name", "memory-retention-days", "council-retention-days", "toolsets", "rate-limits"];
-    const settingsOf = (): { councilRetentionDays?: number; memoryRetentionDays?: number; toolsets?: string[]; rateLimits?: JsonObject } => {
+    const settingsFlags = ["name", "memory-retention-days", "council-retention-days", "toolsets", "rate-limits", "ledger-policy"];
+    const settingsOf = (): { councilRetentionDays?: number; memoryRetentionDays?: number; toolsets?: string[]; rateLimits?: JsonObject; ledgerPolicy?: JsonObject } => {
       const memory = days(values, "memory-retention-days");
       const council = days(values, "council-retention-days");
       return {
@@ -343,7 +352,8 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
         ...(council !== undefined ? { councilRetentionDays: council } : {}),
         // "all" (or every one listed) is the empty list: nothing withheld.
         ...(values.toolsets !== undefined ? { toolsets: values.toolsets === "all" ? [] : values.toolsets.split(",").map((t) => t.trim()).filter(Boolean) } : {}),
-        ...(values["rate-limits"] !== undefined ? { rateLimits: rateLimitsFrom(values["rate-limits"]) } : {}),
+        ...(values["rate-limits"] !== undefined ? { rateLimits: jsonObjectFile("rate-limits", values["rate-limits"], "{tenant?, principal?, tool?, tools?}") } : {}),
+        ...(values["ledger-policy"] !== undefined ? { ledgerPolicy: jsonObjectFile("ledger-policy", values["ledger-policy"], "{spend_policies?, tool_approval?}") } : {}),
       };
     };
     const tenantFlag = () => {
@@ -374,7 +384,7 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
         allow(values, command, settingsFlags.filter((f) => f !== "name"));
         const id = only(positionals, "tenant id");
         const change = settingsOf();
-        if (Object.keys(change).length === 0) throw new UsageError("settings needs at least one of --memory-retention-days, --council-retention-days, --toolsets, --rate-limits");
+        if (Object.keys(change).length === 0) throw new UsageError("settings needs at least one of --memory-retention-days, --council-retention-days, --toolsets, --rate-limits, --ledger-policy");
         act = async ({ client }) => {
           const current = (await client.getTenant({ id }, { ctx: OPERATOR })).tenant!;
           const merged = { ...current.settings!, ...change };

@@ -1,5 +1,5 @@
 import { canonicalJson, contentHash } from "@chaos-core/kit";
-import { ambiguityProblem } from "./concrete.js";
+import { ambiguityProblem } from "@chaos-core/kit";
 import { mergeHostBound, type ToolArguments, type ToolPolicy, type ToolRule } from "./tool-policy.js";
 
 /** The call a receipt is bound to, as the caller proposes it. Host values are never part of it. */

@@ -1,7 +1,7 @@
 import { assertTenantId, ChaosError } from "@chaos-core/kit";
 import type { Keyring } from "../keys/keyring.js";
 import type { IssueRefusalCode } from "./codes.js";
-import { ambiguityProblem } from "./concrete.js";
+import { ambiguityProblem } from "@chaos-core/kit";
 import { inspectCall, type InspectionCode } from "./inspect-call.js";
 import { newNonce, RECEIPT_SCHEMA_VERSION, signReceipt, type Receipt, type ReceiptDecision, type ReceiptKind, type Risk } from "./receipt.js";
 import { policyInForce } from "./tool-policy.js";

@@ -1,8 +1,7 @@
 import { randomBytes, sign, verify } from "node:crypto";
-import { assertTenantId, canonicalJson, ChaosError, describeZodIssues } from "@chaos-core/kit";
+import { assertTenantId, canonicalJson, ChaosError, concreteName, describeZodIssues, RISKS } from "@chaos-core/kit";
 import { z } from "zod";
 import { KID_RE, type Keyring } from "../keys/keyring.js";
-import { concreteName } from "./concrete.js";
 
 /**
  * `chaoscore.tool_approval_receipt` binds a governance tool call or a cognition step;
@@ -16,8 +15,7 @@ export type ReceiptKind = (typeof RECEIPT_KINDS)[number];
 export const RECEIPT_SCHEMA_VERSION = 1;
 
 /** Risk levels a tool-approval policy assigns; a receipt carries the one the human saw. */
-export const RISKS = ["low", "medium", "high", "critical"] as const;
-export type Risk = (typeof RISKS)[number];
+export { RISKS, type Risk } from "@chaos-core/kit";
 
 export const RECEIPT_DECISIONS = ["allow", "deny"] as const;
 export type ReceiptDecision = (typeof RECEIPT_DECISIONS)[number];

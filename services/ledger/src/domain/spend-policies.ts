@@ -1,39 +1,15 @@
-import { ChaosError, ChpFloat, contentHash } from "@chaos-core/kit";
+import { ChaosError, ChpFloat, contentHash, spendPoliciesSchema, type SpendPolicyConfig } from "@chaos-core/kit";
 import { z } from "zod";
+
+// The policy's shape is kit's: the policy service checks a tenant's policies when they are stored.
+export { spendPoliciesSchema, spendPolicySchema } from "@chaos-core/kit";
+export type { SpendPolicyConfig } from "@chaos-core/kit";
 
 /**
  * Named spend policies: operator configuration per tenant (DESIGN.md "Governance rules": the
  * agent does not set its own limits). An agent may hand in a policy of its own only to
  * tighten one of these, through {@link tighten}.
  */
-
-const amount = z.number().finite().nonnegative();
-
-/** One operator spend policy. Strict, so a misspelt key fails instead of dropping a limit. */
-export const spendPolicySchema = z
-  .object({
-    /** Concrete version; receipts and ledger entries name it. */
-    version: z.string().trim().min(1, "must name a concrete version"),
-    max_notional: amount,
-    daily_cap: amount,
-    /** Inclusive; 0 sends every spend to a human. */
-    hitl_threshold: amount,
-    min_confidence: z.number().min(0).max(1),
-    /** Empty means any action. */
-    allowed_actions: z
-      .array(z.string().min(1))
-      .refine((a) => new Set(a).size === a.length, "must not repeat an action"),
-    per_asset_limits: z.record(z.string().min(1), amount),
-    /**
-     * A Chaos Core check in front of the CHP gate, not a gate rule: true refuses an evaluation
-     * whose action has no confidence (the gate alone would skip `min-confidence`). Absent is false.
-     */
-    require_confidence: z.boolean().optional(),
-  })
-  .strict();
-
-/** An operator spend policy after validation. */
-export type SpendPolicyConfig = z.output<typeof spendPolicySchema>;
 
 /**
  * The policy as the CHP gate reads it: the gate's own fields only. Options Chaos Core checks
@@ -53,12 +29,6 @@ export function missingConfidence(policy: SpendPolicyConfig, confidence: unknown
   if (policy.require_confidence !== true || (confidence !== undefined && confidence !== null)) return undefined;
   return `the spend policy (version ${policy.version}) requires ${field}, a number from 0 to 1, and none was given; the gate did not run`;
 }
-
-/** Operator spend policies by name (`equity`, `wire`, …). */
-export const spendPoliciesSchema = z.record(
-  z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, "a policy name is lower-case letters, digits, '-' or '_'"),
-  spendPolicySchema,
-);
 
 /** The reference set (DESIGN.md; `ledger.md` "Spend gate"), used when an operator names none. */
 export const REFERENCE_SPEND_POLICIES: Readonly<Record<"equity" | "wire" | "rebalance", SpendPolicyConfig>> = Object.freeze({

@@ -308,8 +308,8 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
       return { entrySeq: BigInt(entry.seq) };
     },
 
-    getInfo(_req, ctx) {
-      return Promise.resolve({ info: struct(core.info(ctx.call)) });
+    async getInfo(_req, ctx) {
+      return { info: struct(await core.info(ctx.call)) };
     },
   };
 }

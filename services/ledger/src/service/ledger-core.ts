@@ -224,17 +224,17 @@ export class LedgerCore {
   }
 
   /** The tenant's tool-approval policy, or the policy a cognition step's binding implies. */
-  toolPolicyFor(call: CallContext, tool: unknown, step: StepBinding | undefined): unknown {
+  async toolPolicyFor(call: CallContext, tool: unknown, step: StepBinding | undefined): Promise<unknown> {
     if (step) {
       if (typeof tool !== "string") return undefined;
       return stepToolPolicy({ capability: tool, tenant: call.tenant, policyVersion: step.policyVersion, risk: asRisk(step.risk) });
     }
-    return this.#deps.policies.forTenant(call.tenant).toolPolicy;
+    return (await this.#deps.policies.forTenant(call.tenant)).toolPolicy;
   }
 
   /** EvaluateToolApproval: an allowlisted call still needs a receipt; recorded either way. */
   async evaluateToolApproval(call: CallContext, toolCall: unknown) {
-    const policy = this.#deps.policies.forTenant(call.tenant).toolPolicy;
+    const policy = (await this.#deps.policies.forTenant(call.tenant)).toolPolicy;
     const result = evaluateToolApproval(toolCall, policy);
     const tc = toolCall as { tool?: unknown; resource?: unknown } | undefined;
     const entry = await this.record(call, {
@@ -295,7 +295,7 @@ export class LedgerCore {
       requester = request.principal;
       requestLabel = request.session;
     }
-    const policy = this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
+    const policy = await this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
     // A step's channels were checked by cognition against its policy decision; any other
     // receipt's here, at the risk its tool-approval rule gives it. A call the rules refuse is
     // refused below, whoever answers.
@@ -391,7 +391,7 @@ export class LedgerCore {
     const kind = input.kind ?? "chaoscore.tool_approval_receipt";
     // `"policy" in input`, not `!== undefined`: a caller that names its own policy and has none
     // (a finance tool without a spend policy) is ambiguous_policy, never the tenant's policy.
-    const policy = "policy" in input ? input.policy : this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
+    const policy = "policy" in input ? input.policy : await this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
     const check = checkAuthorization(
       {
         policy,
@@ -485,8 +485,9 @@ export class LedgerCore {
   }
 
   /** GetInfo: what a client needs to speak to and verify this ledger (never a private key). */
-  info(call: CallContext): Record<string, unknown> {
+  async info(call: CallContext): Promise<Record<string, unknown>> {
     const keyring = this.#deps.keyring;
+    const policies = await this.#deps.policies.forTenant(call.tenant);
     return {
       server: { name: "chaos-core-ledger", version: this.#deps.version },
       chp: { version: "1.0", profile: "B" },
@@ -512,12 +513,12 @@ export class LedgerCore {
       checkpoint: { origin: this.#deps.store.origin(call.tenant), verifier_key: this.#deps.store.verifierKey(call.tenant) },
       // The caller's tenant's policies only, each with its limits, so an agent can see what a
       // spend will be held to before it asks.
-      spend_policies: Object.entries(this.#deps.policies.forTenant(call.tenant).spendPolicies).map(([name, p]) => ({
+      spend_policies: Object.entries(policies.spendPolicies).map(([name, p]) => ({
         name,
         ...p,
         require_confidence: p.require_confidence === true,
       })),
-      tool_approval_policy: this.#deps.policies.forTenant(call.tenant).toolPolicy?.version ?? null,
+      tool_approval_policy: policies.toolPolicy?.version ?? null,
     };
   }
 

@@ -8,18 +8,18 @@ const EXAMPLE = new URL("../../../../deploy/examples/ledger-policy.json", import
 describe("operator policies", () => {
   it("loads the documented example: defaults for every tenant, a tool policy for acme", async () => {
     const policies = await loadOperatorPolicies(EXAMPLE.pathname);
-    expect(Object.keys(policies.forTenant("other").spendPolicies)).toEqual(["equity", "wire", "rebalance"]);
-    expect(policies.forTenant("other").toolPolicy).toBeUndefined();
-    expect(policies.forTenant("acme").toolPolicy?.version).toBe("acme-tools-3");
-    expect(policies.forTenant("acme").spendPolicies.wire?.hitl_threshold).toBe(0);
+    expect(Object.keys((await policies.forTenant("other")).spendPolicies)).toEqual(["equity", "wire", "rebalance"]);
+    expect((await policies.forTenant("other")).toolPolicy).toBeUndefined();
+    expect((await policies.forTenant("acme")).toolPolicy?.version).toBe("acme-tools-3");
+    expect((await policies.forTenant("acme")).spendPolicies.wire?.hitl_threshold).toBe(0);
     // A wire without the agent's confidence is refused before the gate; the other policies let the gate skip min-confidence.
-    expect(policies.forTenant("acme").spendPolicies.wire?.require_confidence).toBe(true);
-    expect(policies.forTenant("acme").spendPolicies.equity?.require_confidence).toBeUndefined();
+    expect((await policies.forTenant("acme")).spendPolicies.wire?.require_confidence).toBe(true);
+    expect((await policies.forTenant("acme")).spendPolicies.equity?.require_confidence).toBeUndefined();
   });
 
   it("uses the reference spend policies without a file", async () => {
     const policies = await loadOperatorPolicies(undefined);
-    expect(policies.forTenant("any").spendPolicies).toEqual(REFERENCE_SPEND_POLICIES);
+    expect((await policies.forTenant("any")).spendPolicies).toEqual(REFERENCE_SPEND_POLICIES);
     expect(policies.source).toMatch(/reference/);
   });
 

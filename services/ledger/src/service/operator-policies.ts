@@ -1,8 +1,7 @@
 import { readFile } from "node:fs/promises";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, ledgerPolicySectionSchema, parseToolPolicy, type SpendPolicyConfig, type ToolPolicyDocument } from "@chaos-core/kit";
 import { z } from "zod";
-import { parseToolPolicy, type ToolPolicyDocument } from "../authz/tool-policy.js";
-import { REFERENCE_SPEND_POLICIES, spendPoliciesSchema, type SpendPolicyConfig } from "../domain/spend-policies.js";
+import { REFERENCE_SPEND_POLICIES } from "../domain/spend-policies.js";
 
 /** One tenant's governance configuration, as the operator wrote it. */
 export interface TenantPolicies {
@@ -15,24 +14,23 @@ export interface TenantPolicies {
   readonly toolPolicy: ToolPolicyDocument | undefined;
 }
 
-/** The operator's governance configuration of every tenant. */
+/**
+ * The operator's governance configuration of every tenant. Asked on every call that needs it:
+ * the registry's answer may change between two calls (docs/tenants.md). Rejects with
+ * `unavailable` when the tenant's policies cannot be read — the call then fails closed.
+ */
 export interface OperatorPolicies {
-  forTenant(tenant: string): TenantPolicies;
+  forTenant(tenant: string): Promise<TenantPolicies>;
   /** Where it came from, for the start-up line. */
   readonly source: string;
 }
 
-const tenantSchema = z.strictObject({
-  spend_policies: spendPoliciesSchema.optional(),
-  tool_approval: z.unknown().optional(),
-});
-
 const fileSchema = z.strictObject({
-  defaults: tenantSchema.optional(),
-  tenants: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, "must be a tenant id"), tenantSchema).optional(),
+  defaults: ledgerPolicySectionSchema.optional(),
+  tenants: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, "must be a tenant id"), ledgerPolicySectionSchema).optional(),
 });
 
-type TenantSection = z.infer<typeof tenantSchema>;
+type TenantSection = z.infer<typeof ledgerPolicySectionSchema>;
 
 function resolveSection(section: TenantSection | undefined, fallback: TenantPolicies, where: string): TenantPolicies {
   if (!section) return fallback;
@@ -52,7 +50,7 @@ function resolveSection(section: TenantSection | undefined, fallback: TenantPoli
  */
 export function referenceOperatorPolicies(): OperatorPolicies {
   const policies: TenantPolicies = { spendPolicies: REFERENCE_SPEND_POLICIES, toolPolicy: undefined };
-  return { forTenant: () => policies, source: "reference policies (no CHAOS_CORE_LEDGER_POLICY_FILE)" };
+  return { forTenant: async () => policies, source: "reference policies (no CHAOS_CORE_LEDGER_POLICY_FILE)" };
 }
 
 /**
@@ -73,7 +71,7 @@ export function parseOperatorPolicies(value: unknown, source: string): OperatorP
   for (const [tenant, section] of Object.entries(parsed.data.tenants ?? {})) {
     tenants.set(tenant, resolveSection(section, defaults, `${source}: tenants.${tenant}`));
   }
-  return { forTenant: (tenant) => tenants.get(tenant) ?? defaults, source };
+  return { forTenant: async (tenant) => tenants.get(tenant) ?? defaults, source };
 }
 
 /** Reads and parses the operator policy file; errors name the file and the field. */

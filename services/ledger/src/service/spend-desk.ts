@@ -207,8 +207,8 @@ export class SpendDesk {
     this.#core = core;
   }
 
-  #policy(call: CallContext, name: string): SpendPolicyConfig {
-    const policies = this.#core.policies.forTenant(call.tenant).spendPolicies;
+  async #policy(call: CallContext, name: string): Promise<SpendPolicyConfig> {
+    const policies = (await this.#core.policies.forTenant(call.tenant)).spendPolicies;
     if (!Object.hasOwn(policies, name)) {
       throw new ChaosError("not_found", `no spend policy "${name}" for this tenant; the operator configured: ${Object.keys(policies).join(", ") || "none"}`);
     }
@@ -221,7 +221,7 @@ export class SpendDesk {
    * for {@link approveSpend} with the entry's sequence number.
    */
   async evaluateSpendGate(call: CallContext, input: { policyName: string; action: SpendAction; agentPolicy?: unknown }): Promise<GateReply> {
-    const operator = this.#policy(call, input.policyName);
+    const operator = await this.#policy(call, input.policyName);
     let policy = operator;
     if (input.agentPolicy !== undefined) {
       try {
@@ -416,7 +416,7 @@ export class SpendDesk {
     const { request, channels } = await this.#answerable(call, input.requestSeq, via, "spend.approval_refused");
     const ev = request.entry.event;
     const policyName = request.policy;
-    const policy = this.#policy(call, policyName);
+    const policy = await this.#policy(call, policyName);
     const action = ev.action as unknown as SpendAction;
     // The approval re-evaluates under the current policy, its Chaos Core checks included.
     const noConfidence = missingConfidence(policy, action.confidence, "the request's confidence");
@@ -586,7 +586,7 @@ export class SpendDesk {
       await refuse("arguments_mismatch", `the stored arguments of request ${seq} do not hash to the args_hash its ledger entry recorded`);
     }
     const tool = request.kind === "finance" ? referenceTool(String(request.tool)) : undefined;
-    const policy = this.#policy(call, request.policy);
+    const policy = await this.#policy(call, request.policy);
     const now = this.#core.now();
     let refusal: Refusal | undefined;
     let receipt: Receipt | undefined;
@@ -688,7 +688,7 @@ export class SpendDesk {
    */
   async requestAuthorization(call: CallContext, input: { tool: string; args: unknown; ttlSeconds?: number }) {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
-    const policy = this.#policy(call, tool.spendPolicy);
+    const policy = await this.#policy(call, tool.spendPolicy);
     const ttl = ttlOf(input.ttlSeconds);
     const argsHash = contentHash(args);
     const { approved } = await this.#requestsFor(call, tool.name, argsHash);
@@ -772,7 +772,7 @@ export class SpendDesk {
    */
   async executeReferenceTool(call: CallContext, input: { tool: string; args: unknown; receipt?: unknown }): Promise<FinanceOutcome> {
     const { tool, args } = this.#referenceCall(input.tool, input.args);
-    const policies = this.#core.policies.forTenant(call.tenant).spendPolicies;
+    const policies = (await this.#core.policies.forTenant(call.tenant)).spendPolicies;
     const policy = Object.hasOwn(policies, tool.spendPolicy) ? policies[tool.spendPolicy] : undefined;
     if (input.receipt === undefined && policy) {
       // No receipt: the loop closes here when a person answered a request for this exact call.
@@ -873,7 +873,7 @@ export class SpendDesk {
     collect?: (tx: Queryable, ctx: { seq: number }) => Promise<{ code: string; problem: string } | undefined>,
     recorded: Record<string, unknown> = {},
   ): Promise<FinanceOutcome> {
-    const policies = this.#core.policies.forTenant(call.tenant).spendPolicies;
+    const policies = (await this.#core.policies.forTenant(call.tenant)).spendPolicies;
     const action = tool.toAction(args);
     const day = utcDay(this.#core.now());
     let result: Record<string, unknown> | undefined;

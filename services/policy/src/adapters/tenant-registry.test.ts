@@ -70,6 +70,28 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant reg
     expect((await refusal(registry.revokeKey("acme", "NOT-AN-ID"))).message).toMatch(/^key_id: /);
   });
 
+  it("keeps a tenant's ledger policy, checked field by field, and answers it with the tenant's state", async () => {
+    const wire = { version: "wire-acme-2", max_notional: 5000, daily_cap: 9000, hitl_threshold: 0, min_confidence: 0.8, allowed_actions: [], per_asset_limits: {} };
+    const tools = { version: "acme-tools-1", tools: { "stripe.create_charge": { risk: "high" as const, resources: ["acct_1"] } } };
+    const bad = (ledgerPolicy: unknown) => refusal(registry.createTenant({ id: "lp-bad", settings: { ledgerPolicy: ledgerPolicy as never } }));
+    expect((await bad({ spend_policies: { wire: { ...wire, daily_cap: -1 } } })).message).toMatch(/^settings\.ledgerPolicy\.spend_policies\.wire\.daily_cap: /);
+    expect((await bad({ spend_policies: { wire: { ...wire, max_notionl: 1 } } })).message).toMatch(/^settings\.ledgerPolicy\.spend_policies\.wire: .*max_notionl/);
+    expect((await bad({ tool_approval: { ...tools, tools: { "stripe.*": { risk: "high", resources: ["acct_1"] } } } })).message).toMatch(
+      /^settings\.ledgerPolicy\.tool_approval: .*wildcard/,
+    );
+    expect((await bad({ spend: {} })).message).toMatch(/^settings\.ledgerPolicy: .*spend/);
+    expect(await registry.getTenant("lp-bad")).toBeUndefined();
+
+    const t = await registry.createTenant({ id: "lp", settings: { ledgerPolicy: { spend_policies: { wire } } } });
+    expect(t.settings.ledgerPolicy).toEqual({ spend_policies: { wire } });
+    const changed = await registry.updateSettings("lp", { ...t.settings, ledgerPolicy: { tool_approval: tools } });
+    expect(changed.generation).toBe(t.generation + 1);
+    expect(await registry.tenantState("lp")).toMatchObject({ generation: changed.generation, ledgerPolicy: { tool_approval: tools } });
+    const { ledgerPolicy: _cleared, ...without } = changed.settings;
+    expect((await registry.updateSettings("lp", without)).settings.ledgerPolicy).toBeUndefined();
+    expect((await registry.tenantState("lp")).ledgerPolicy).toBeUndefined();
+  });
+
   it("issues a key shown once: only its digest is stored, and the digest resolves it", async () => {
     const { key, secret } = await registry.createKey({ tenant: "acme", principal: "ann", roles: ["approver"] });
     expect(secret).toMatch(/^cc_[a-z2-7]{8}_[A-Za-z0-9_-]{43}$/);

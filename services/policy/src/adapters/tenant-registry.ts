@@ -308,7 +308,14 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
       const t = await registry.getTenant(tenant);
       // An unregistered tenant is at generation 0 until it is created (at 1).
       const state: TenantState = t
-        ? { registered: true, status: t.status, generation: t.generation, toolsets: t.settings.toolsets, ...(t.settings.rateLimits ? { rateLimits: t.settings.rateLimits } : {}) }
+        ? {
+            registered: true,
+            status: t.status,
+            generation: t.generation,
+            toolsets: t.settings.toolsets,
+            ...(t.settings.rateLimits ? { rateLimits: t.settings.rateLimits } : {}),
+            ...(t.settings.ledgerPolicy ? { ledgerPolicy: t.settings.ledgerPolicy } : {}),
+          }
         : { registered: false, status: "enabled", generation: 0, toolsets: [] };
       await generations?.seed(tenant, state.generation);
       return state;

@@ -1,4 +1,14 @@
-import { assertTenantId, ChaosError, KEY_ROLES, parseTenantLimits, principalProblem, type KeyRole, type TenantLimits } from "@chaos-core/kit";
+import {
+  assertTenantId,
+  ChaosError,
+  KEY_ROLES,
+  parseLedgerPolicySection,
+  parseTenantLimits,
+  principalProblem,
+  type KeyRole,
+  type LedgerPolicySection,
+  type TenantLimits,
+} from "@chaos-core/kit";
 
 /** Whether a tenant is served. `deleted`: its data was removed; it is never served again. */
 export type TenantStatus = "enabled" | "disabled" | "deleted";
@@ -14,6 +24,11 @@ export interface TenantSettings {
   readonly toolsets: readonly string[];
   /** The tenant's rate limits (the rate limits file's shape for one tenant); unset: the file's. */
   readonly rateLimits?: TenantLimits;
+  /**
+   * The tenant's spend policies and tool-approval policy, which the ledger enforces (one tenant's
+   * section of the ledger policy file); each key set wins over the file's. Unset: the file's.
+   */
+  readonly ledgerPolicy?: LedgerPolicySection;
 }
 
 export const DEFAULT_TENANT_SETTINGS: TenantSettings = Object.freeze({ councilRetentionDays: 0, memoryRetentionDays: 0, toolsets: [] });
@@ -68,6 +83,8 @@ export interface TenantState {
   readonly toolsets: readonly string[];
   /** Its rate limits in the registry, when it holds some. */
   readonly rateLimits?: TenantLimits;
+  /** Its ledger policy in the registry, when it holds one. */
+  readonly ledgerPolicy?: LedgerPolicySection;
 }
 
 /**
@@ -118,11 +135,18 @@ export function checkSettings(settings: Partial<TenantSettings> | undefined, fie
     seen.add(t);
   });
   const rateLimits = s.rateLimits === undefined ? undefined : parseTenantLimits(s.rateLimits, `${field}.rateLimits`);
+  let ledgerPolicy: LedgerPolicySection | undefined;
+  if (s.ledgerPolicy !== undefined) {
+    const parsed = parseLedgerPolicySection(s.ledgerPolicy, `${field}.ledgerPolicy`);
+    if (!parsed.ok) throw new ChaosError("invalid_argument", parsed.problem);
+    ledgerPolicy = parsed.section;
+  }
   return {
     councilRetentionDays: s.councilRetentionDays,
     memoryRetentionDays: s.memoryRetentionDays,
     toolsets: [...s.toolsets],
     ...(rateLimits ? { rateLimits } : {}),
+    ...(ledgerPolicy ? { ledgerPolicy } : {}),
   };
 }
 

@@ -33,13 +33,20 @@ function settingsToProto(s: TenantSettings) {
     memoryRetentionDays: s.memoryRetentionDays,
     toolsets: [...s.toolsets],
     ...(s.rateLimits ? { rateLimits: s.rateLimits as JsonObject } : {}),
+    ...(s.ledgerPolicy ? { ledgerPolicy: s.ledgerPolicy as JsonObject } : {}),
   };
 }
 
 function settingsFromProto(s: TenantSettingsProto | undefined): TenantSettings | undefined {
   if (!s) return undefined;
   // Checked with the rest of the settings (checkSettings), naming the field.
-  return { councilRetentionDays: s.councilRetentionDays, memoryRetentionDays: s.memoryRetentionDays, toolsets: [...s.toolsets], ...(s.rateLimits ? { rateLimits: s.rateLimits as TenantSettings["rateLimits"] } : {}) };
+  return {
+    councilRetentionDays: s.councilRetentionDays,
+    memoryRetentionDays: s.memoryRetentionDays,
+    toolsets: [...s.toolsets],
+    ...(s.rateLimits ? { rateLimits: s.rateLimits as TenantSettings["rateLimits"] } : {}),
+    ...(s.ledgerPolicy ? { ledgerPolicy: s.ledgerPolicy as TenantSettings["ledgerPolicy"] } : {}),
+  };
 }
 
 function tenantToProto(t: TenantRecord) {
@@ -98,6 +105,7 @@ export function createTenantDirectoryHandlers(registry: TenantRegistry): Service
         generation: BigInt(state.generation),
         toolsets: [...state.toolsets],
         ...(state.rateLimits ? { rateLimits: state.rateLimits as JsonObject } : {}),
+        ...(state.ledgerPolicy ? { ledgerPolicy: state.ledgerPolicy as JsonObject } : {}),
       };
     },
   };
