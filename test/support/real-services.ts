@@ -4,10 +4,10 @@
  * bench run against.
  */
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { createInProcessClient, createPostgresDb, type Db, type ServiceClient } from "@chaos-core/kit";
+import { createInProcessClient, createLogger, createPostgresDb, type ChangeCounters, type Db, type ServiceClient } from "@chaos-core/kit";
 import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
-import { createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
+import { announcePolicyChanges, createPolicyHandlers, createSqlPolicyStore, migratePolicy, type PolicyStore } from "@chaos-core/policy";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyDocumentSchema, PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
@@ -23,14 +23,16 @@ export interface RealServices {
   close(): Promise<void>;
 }
 
-export async function startRealServices(prefix: string): Promise<RealServices> {
+/** `policyChanges`: the policy store announces each stored version there, as the policy main does with Redis. */
+export async function startRealServices(prefix: string, options: { policyChanges?: ChangeCounters } = {}): Promise<RealServices> {
   const database: TestDatabase = await createTestDatabase(prefix);
   const db: Db = createPostgresDb({ connectionString: database.url });
   await migrateMemory(db);
   await migratePolicy(db);
   await migrateCouncil(db);
   const policyStore: PolicyStore = createSqlPolicyStore(db);
-  const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+  const served = options.policyChanges ? announcePolicyChanges(policyStore, options.policyChanges, createLogger("policy", "silent")) : policyStore;
+  const policy = createInProcessClient(PolicyService, createPolicyHandlers(served));
   const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
   const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
   return {

@@ -3,7 +3,7 @@
  * telemetry → config → clients (policy, memory, ledger) → plan store → provider → server → signals.
  * Prints nothing on stdout; logs are JSON on stderr.
  */
-import type { Logger } from "@chaos-core/kit";
+import type { ChangeCounters, Logger } from "@chaos-core/kit";
 import type { Redis as RedisClient } from "ioredis";
 import type { ApprovalStore } from "./executor/approvals.js";
 import type { PlanStore } from "./plans/plan-store.js";
@@ -11,7 +11,7 @@ import type { PlanStore } from "./plans/plan-store.js";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before grpc-js
 // and ioredis are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createGrpcClient, createLogger, loadLifecycleConfig, onShutdown, openGrpcTransport } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, createRedisChangeCounters, loadLifecycleConfig, onShutdown, openGrpcTransport } = await import("@chaos-core/kit");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
@@ -39,10 +39,13 @@ try {
   const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls });
   let plans: PlanStore;
   let approvals: ApprovalStore;
+  let changes: ChangeCounters | undefined;
   if (config.plans.kind === "redis") {
     redis = await connectRedis(config.plans.url, { logger, name: "chaos-core-cognition" });
     plans = createRedisPlanStore(redis, { prefix: config.plans.prefix });
     approvals = createRedisApprovalStore(redis, { prefix: config.plans.prefix });
+    // The policy service announces each stored policy here: snapshots use it from their next decision.
+    changes = createRedisChangeCounters(redis, { prefix: config.plans.prefix, name: "policy-changes" });
   } else {
     logger.warn(
       "REDIS_URL is not set: plans and pending approvals live in this process, so replicas will not share them (a plan made, or an approval asked for, on one cannot be used on another)",
@@ -51,7 +54,7 @@ try {
     approvals = createMemoryApprovalStore();
   }
   const providerConfig = config.provider;
-  const snapshots = config.policySnapshots ? createPolicySnapshots(policy.client, { logger }) : undefined;
+  const snapshots = config.policySnapshots ? createPolicySnapshots(policy.client, { logger, ...(changes ? { changes } : {}) }) : undefined;
   const deps = createDefaultCognitionDeps({
     ...(snapshots ? { policySnapshots: snapshots } : {}),
     policy: policy.client,

@@ -93,6 +93,8 @@ export { watchFile } from "./file-watch.js";
 export type { FileWatch, WatchFileOptions } from "./file-watch.js";
 export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, principalProblem, RESERVED_PRINCIPALS, reservedPrincipalProblem } from "./api-keys.js";
 export type { KeyRole } from "./api-keys.js";
+export { createMemoryChangeCounters, createRedisChangeCounters } from "./change-counters.js";
+export type { ChangeCounters } from "./change-counters.js";
 export { createMemoryTenantGenerations, createRedisTenantGenerations } from "./tenant-generations.js";
 export type { TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";

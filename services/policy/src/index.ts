@@ -59,3 +59,4 @@ export type {
 export { createSqlTenantRegistry } from "./adapters/tenant-registry.js";
 export { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
 export { createRoutedPolicyStore } from "./adapters/routed-store.js";
+export { announcePolicyChanges } from "./adapters/announcing-store.js";

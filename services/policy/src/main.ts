@@ -12,9 +12,10 @@ const { ContextSigner, createLogger, createPostgresDb, loadLifecycleConfig, onSh
 const { loadPolicyConfig } = await import("./config.js");
 const { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } = await import("./adapters/sql-store.js");
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
+const { announcePolicyChanges } = await import("./adapters/announcing-store.js");
 const { createSqlTenantRegistry } = await import("./adapters/tenant-registry.js");
 const { unregisteredTenants } = await import("./domain/tenants.js");
-const { createMemoryTenantGenerations, createRedisTenantGenerations } = await import("@chaos-core/kit");
+const { createMemoryTenantGenerations, createRedisChangeCounters, createRedisTenantGenerations } = await import("@chaos-core/kit");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { createPolicyServer } = await import("./server.js");
 
@@ -47,6 +48,8 @@ try {
     registry = unregisteredTenants();
   }
 
+  // A stored policy is announced through Redis, so cognition's policy snapshots use it from their next decision.
+  if (redis) store = announcePolicyChanges(store, createRedisChangeCounters(redis, { prefix: config.redis!.prefix, name: "policy-changes" }), logger);
   const server = await createPolicyServer({ host: config.host, port: config.port, adminPort: config.adminPort, signer, store, registry, logger, transport }).start();
   logger.info({ adminPort: server.admin.port, generations: redis ? "redis" : "in-process" }, "tenant admin API listening");
   schema?.hold(server);

@@ -3,12 +3,15 @@ import { join } from "node:path";
 import {
   ChaosError,
   createInProcessClient,
+  createMemoryChangeCounters,
   createMemoryTenantGenerations,
   createPostgresDb,
+  createRedisChangeCounters,
   createRedisTenantGenerations,
   type Db,
   type Logger,
   type ServiceClient,
+  type ChangeCounters,
   type TenantGenerations,
 } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
@@ -33,6 +36,7 @@ import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import {
+  announcePolicyChanges,
   createFilePolicyStore,
   createPolicyHandlers,
   createRoutedPolicyStore,
@@ -232,6 +236,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const ledgerPolicies = await loadOperatorPolicies(config.ledgerPolicyFile);
 
     let generations: TenantGenerations = createMemoryTenantGenerations();
+    let policyChanges: ChangeCounters = createMemoryChangeCounters();
     let sessions: EdgeDeps["sessions"];
     let events: EdgeEvents | undefined;
     let nonces: NonceCache;
@@ -250,6 +255,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
       // Several processes may share this database and Redis: a change any of them makes reaches the others' next request.
       generations = createRedisTenantGenerations(redis, { prefix: "chaoscore:" });
+      policyChanges = createRedisChangeCounters(redis, { prefix: "chaoscore:", name: "policy-changes" });
     } else {
       sessions = options.sessions ?? createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
       plans = createMemoryPlanStore();
@@ -257,7 +263,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       nonces = createMemoryNonceCache();
     }
 
-    const policy = createInProcessClient(PolicyService, createPolicyHandlers(policyStore));
+    // Each stored policy is announced, so policy snapshots (this process's, and other processes' on this Redis) use it from their next decision.
+    const policy = createInProcessClient(PolicyService, createPolicyHandlers(announcePolicyChanges(policyStore, policyChanges, logger.child({ service: "policy" }))));
     const registry = createSqlTenantRegistry(db, { generations });
     const tenantDirectory = createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry));
     const tenants = {
@@ -289,7 +296,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // First of the two: the webhook dispatcher stops (rows in flight are given back) before the drain.
     closers.push(() => ledgerCore.close());
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
-    const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }) }) : undefined;
+    const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }), changes: policyChanges }) : undefined;
     if (snapshots) closers.push(async () => snapshots.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(snapshots ? { policySnapshots: snapshots } : {}),

@@ -4,10 +4,12 @@
  * through the watch stream, and a broken watch makes decisions re-read — or fail closed — once the
  * bound has passed, never decide from a stale document.
  */
-import { createLogger, type CallContext, type ServiceClient } from "@chaos-core/kit";
+import { ChaosError, createLogger, createRedisChangeCounters, type CallContext, type ChangeCounters, type ServiceClient } from "@chaos-core/kit";
+import { Redis } from "ioredis";
 import { Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 import { createPolicySnapshots, type PolicySnapshots } from "./policy-snapshots.js";
 
 type PolicyClient = ServiceClient<typeof PolicyService>;
@@ -25,7 +27,7 @@ afterAll(async () => {
 
 let n = 0;
 const tenantCtx = (): CallContext => ({ tenant: `snap-${process.pid}-${++n}`, principal: "agent" });
-const snapshots = (policy: PolicyClient, options: { boundMs?: number; now?: () => number } = {}) => {
+const snapshots = (policy: PolicyClient, options: { boundMs?: number; now?: () => number; changes?: ChangeCounters } = {}) => {
   const s = createPolicySnapshots(policy, { logger, ...options });
   opened.push(s);
   return s;
@@ -112,5 +114,69 @@ describe("policy snapshots", () => {
     down = true;
     clock += 1_100;
     await expect(ask(snap.client, ctx, "memory.recall")).rejects.toThrow("policy is down");
+  });
+});
+
+describe("policy snapshots with announced changes (policy-changes counters in Redis)", () => {
+  const prefix = uniquePrefix("snapshots");
+  let redis: Redis;
+  let announced: RealServices;
+  beforeAll(async () => {
+    redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    announced = await startRealServices("chaoscore_policy_snapshots_changes", { policyChanges: createRedisChangeCounters(redis, { prefix, name: "policy-changes" }) });
+  });
+  afterAll(async () => {
+    await announced?.close();
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  });
+
+  /** The real service with its watch stream silent: only a re-read can bring a change. */
+  const watchless = (): PolicyClient => ({ ...announced.policy, watchPolicy: () => (async function* () {})() });
+
+  it("a stored change — a new DENY — is used by the very next decision of another replica, inside any bound", async () => {
+    const ctx = tenantCtx();
+    const v1 = await announced.putPolicy(ctx.tenant, {});
+    // Two replicas, each with its own connection to Redis, the watch silent and a bound of an hour.
+    const replicas = [0, 1].map(() => new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 }));
+    try {
+      const [a, b] = replicas.map((r) => snapshots(watchless(), { boundMs: 3_600_000, changes: createRedisChangeCounters(r, { prefix, name: "policy-changes" }) }));
+      expect((await ask(a!.client, ctx, "memory.recall")).policyVersion).toBe(BigInt(v1));
+      expect((await ask(b!.client, ctx, "memory.recall")).decision).toBe(Decision.ALLOW);
+      const v2 = await announced.putPolicy(ctx.tenant, { deniedCapabilities: ["memory.recall"] });
+      expect(await ask(b!.client, ctx, "memory.recall")).toMatchObject({ decision: Decision.DENY, policyVersion: BigInt(v2) });
+      expect(await ask(a!.client, ctx, "memory.recall")).toMatchObject({ decision: Decision.DENY, policyVersion: BigInt(v2) });
+    } finally {
+      for (const r of replicas) r.disconnect();
+    }
+  });
+
+  it("with the counter unreadable, the bound decides when to re-read", async () => {
+    const ctx = tenantCtx();
+    const v1 = await announced.putPolicy(ctx.tenant, {});
+    const broken: ChangeCounters = { kind: "redis", read: () => Promise.reject(new Error("Redis is down")), bump: () => Promise.reject(new Error("Redis is down")) };
+    let clock = 1_000_000;
+    const snap = snapshots(watchless(), { boundMs: 1_000, now: () => clock, changes: broken });
+    expect((await ask(snap.client, ctx, "memory.recall")).policyVersion).toBe(BigInt(v1));
+    const v2 = await announced.putPolicy(ctx.tenant, { deniedCapabilities: ["memory.recall"] });
+    clock += 500;
+    expect((await ask(snap.client, ctx, "memory.recall")).policyVersion).toBe(BigInt(v1));
+    clock += 600;
+    expect(await ask(snap.client, ctx, "memory.recall")).toMatchObject({ decision: Decision.DENY, policyVersion: BigInt(v2) });
+  });
+
+  it("a change whose announcement cannot be made is not stored", async () => {
+    const ctx = tenantCtx();
+    const down = await startRealServices("chaoscore_policy_snapshots_down", {
+      policyChanges: { kind: "redis", read: () => Promise.resolve(undefined), bump: () => Promise.reject(new ChaosError("unavailable", "Redis is down")) },
+    });
+    try {
+      await expect(down.putPolicy(ctx.tenant, { deniedCapabilities: ["memory.recall"] })).rejects.toMatchObject({ code: "unavailable", message: expect.stringMatching(/Redis is down/) });
+      // Nothing was stored: the tenant still has the default policy, version 0.
+      expect(await ask(down.policy, ctx, "memory.recall")).toMatchObject({ decision: Decision.ALLOW, policyVersion: 0n });
+    } finally {
+      await down.close();
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { ChaosError, type CallContext, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { ChaosError, type CallContext, type ChangeCounters, type Logger, type ServiceClient } from "@chaos-core/kit";
 import { decide, policyDocumentFromProto, type PolicyDocumentJson } from "@chaos-core/policy";
 import { EvaluateRequestSchema, EvaluateResponseSchema, type PolicyDocument, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 
@@ -16,6 +16,8 @@ interface Snapshot {
   version: number;
   /** When the watch last delivered, or a re-read last confirmed, the document in force. */
   confirmedAt: number;
+  /** The tenant's policy-changes counter as read just before the last re-read (undefined: none read). */
+  changes?: number | undefined;
   readonly abort: AbortController;
   retries: number;
 }
@@ -36,8 +38,17 @@ export interface PolicySnapshots {
  * the last `boundMs` (1 s); otherwise the decision first re-reads the policy (GetPolicy), and fails
  * — closed — when it cannot. A watch that breaks is reopened with backoff; while it is broken every
  * `boundMs` costs one re-read, never a stale decision. Every answer names the version it used.
+ *
+ * With `changes` (the policy service's policy-changes counters: Redis across replicas, the
+ * process's own in the standalone) a decision also reads the tenant's counter — one Redis GET — and
+ * re-reads the policy when it moved since the last re-read: a stored change, a tightening
+ * included, is used by the next decision on every replica. A counter that cannot be read leaves
+ * the bound in charge.
  */
-export function createPolicySnapshots(policy: PolicyClient, options: { logger: Logger; boundMs?: number; now?: () => number }): PolicySnapshots {
+export function createPolicySnapshots(
+  policy: PolicyClient,
+  options: { logger: Logger; boundMs?: number; now?: () => number; changes?: ChangeCounters },
+): PolicySnapshots {
   const boundMs = options.boundMs ?? DEFAULT_SNAPSHOT_BOUND_MS;
   const now = options.now ?? Date.now;
   const snapshots = new Map<string, Snapshot>();
@@ -89,14 +100,28 @@ export function createPolicySnapshots(policy: PolicyClient, options: { logger: L
     return s;
   };
 
+  /** The tenant's policy-changes counter, or undefined when there are none or it cannot be read. */
+  const changesOf = async (tenant: string): Promise<number | undefined> => {
+    if (!options.changes) return undefined;
+    try {
+      return await options.changes.read(tenant);
+    } catch (err) {
+      options.logger.debug({ err: (err as Error).message, tenant }, "policy-changes counter unreadable; the snapshot bound applies");
+      return undefined;
+    }
+  };
+
   const client: PolicyClient = {
     ...policy,
     async evaluate(req, opts) {
-      const s = snapshotOf(opts.ctx.tenant);
-      if (!s.document || now() - s.confirmedAt > boundMs) {
-        // Not confirmed within the bound: read the policy in force before deciding (fails closed when it cannot).
+      const tenant = opts.ctx.tenant;
+      const s = snapshotOf(tenant);
+      const changes = await changesOf(tenant);
+      if (!s.document || now() - s.confirmedAt > boundMs || changes !== s.changes) {
+        // Not confirmed within the bound, or changed since: read the policy in force before deciding (fails closed when it cannot).
         const read = await policy.getPolicy({}, opts);
         take(s, read.document, read.version);
+        s.changes = changes;
       }
       return create(EvaluateResponseSchema, decide(create(EvaluateRequestSchema, req), s.document!, s.version));
     },
