@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -265,6 +266,33 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     }
     // Disabling ends what was open, not the session: it serves again once the tenant is enabled.
     expect((await call(held.client, "chaoscore_recall", { key: "x" })).isError).toBeFalsy();
+  });
+
+  it("holds a tenant's resource reads and prompts to the principal limit its registry entry sets, with a JSON-RPC error saying when to retry", async () => {
+    const limitsFile = join(dir, "acme-principal-limits.json");
+    writeFileSync(limitsFile, JSON.stringify({ principal: { requests: 3, per: "minute" } }));
+    await cli(["tenants", "settings", acme, "--rate-limits", limitsFile], env);
+    try {
+      const ann = await connect(annKey);
+      expect((await ann.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+      expect((await ann.readResource({ uri: "chaoscore://capabilities" })).contents).toHaveLength(1);
+      expect((await call(ann, "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
+      const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as McpError);
+      const read = await failure(ann.readResource({ uri: "chaoscore://policy" }));
+      expect(read).toBeInstanceOf(McpError);
+      expect(read).toMatchObject({ code: -32000, data: { code: "resource_exhausted" } });
+      expect(read!.message).toMatch(/rate limit reached: the principal's limit \(3 per minute\); retry in \d+ s/);
+      expect((read!.data as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+      const prompt = await failure(ann.getPrompt({ name: "council_phase_brief", arguments: { sessionId: "any" } }));
+      expect(prompt).toMatchObject({ code: -32000, data: { code: "resource_exhausted", retryAfterMs: expect.any(Number) as number } });
+      // Listing is answered from memory, and is not limited.
+      expect((await ann.listTools()).tools.length).toBeGreaterThan(0);
+      // Another tenant is not held to acme's limits.
+      const bob = await connect(bobKey);
+      for (let i = 0; i < 4; i++) expect((await bob.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+    } finally {
+      await cli(["tenants", "settings", acme, "--rate-limits", "none"], env);
+    }
   });
 
   it("refuses an expired key and a key nobody issued, and never takes a cc_ key for the local user", async () => {
