@@ -1,12 +1,15 @@
 import { createHash, createPublicKey, randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConsoleBrowser } from "../support/console-client.js";
 import { seedDataDir } from "../support/data-dir-template.js";
+import { MCP_HEADERS, rpc } from "../support/mcp-http.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import {
   allStarted,
@@ -45,6 +48,99 @@ async function newKey(tenant: string, principal: string, env: Record<string, str
 }
 
 const keyId = (key: string) => key.split("_")[1]!;
+
+/**
+ * How long a test waits for a stream to end: the edge re-checks open streams' credentials every
+ * second (CREDENTIAL_RECHECK_MS, docs/tenants.md); the rest is slack for a loaded machine. A
+ * stream that outlives it was not ended by the change, the failure this looks for.
+ */
+const STREAM_END_WAIT_MS = 8_000;
+
+/** Polls `check` until it holds, failing after `timeoutMs` naming what it waited for. */
+async function eventually(check: () => boolean, what: string, timeoutMs = STREAM_END_WAIT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A response body read to its end in the background: whether the server has ended it. */
+function readToEnd(res: Response): { ended: () => boolean; cancel: () => Promise<void> } {
+  const reader = res.body!.getReader();
+  let ended = false;
+  void (async () => {
+    while (!(await reader.read()).done);
+  })()
+    .catch(() => undefined)
+    .finally(() => (ended = true));
+  return { ended: () => ended, cancel: () => reader.cancel().catch(() => undefined) };
+}
+
+/**
+ * An SDK client over HTTP (a 2025-11-25 session) whose standalone GET stream — the one the client
+ * opens after initialize to hear the server — is open; `streamEnded()` says when the server ended it.
+ */
+async function clientHoldingStream(url: string, key: string): Promise<{ client: Client; sessionId: string; streamEnded: () => boolean }> {
+  let ended = false;
+  let opened!: () => void;
+  const open = new Promise<void>((resolve) => (opened = resolve));
+  const watching = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const res = await fetch(input, init);
+    if (init?.method !== "GET" || !res.ok || !res.body) return res;
+    // The first GET's body, passed through unchanged, noting when the server ends it.
+    const source = res.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { value, done } = await source.read();
+          if (!done) return controller.enqueue(value);
+          ended = true;
+          controller.close();
+        } catch (err) {
+          ended = true;
+          controller.error(err);
+        }
+      },
+      cancel: (reason) => source.cancel(reason),
+    });
+    opened();
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${key}` } }, fetch: watching });
+  const client = new Client({ name: "chaos-core-e2e-stream", version: "0.0.0" });
+  // The transport reports the ended stream and its refused reconnects; the test looks at the stream itself.
+  client.onerror = () => undefined;
+  await client.connect(transport);
+  await open;
+  return { client, sessionId: transport.sessionId!, streamEnded: () => ended };
+}
+
+/** A 2026-07-28 `subscriptions/listen` stream held open with `key`, once acknowledged. */
+async function listenStream(url: string, key: string): Promise<{ ended: () => boolean; cancel: () => Promise<void> }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { ...MCP_HEADERS, Authorization: `Bearer ${key}`, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: "listen",
+      method: "subscriptions/listen",
+      params: {
+        notifications: { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": {},
+          "io.modelcontextprotocol/clientInfo": { name: "listen-e2e", version: "0" },
+        },
+      },
+    }),
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toContain("text/event-stream");
+  return readToEnd(res);
+}
+
+const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" };
 
 describe("the tenant registry on one standalone's embedded stores", () => {
   const acme = `acme-${tag}`;
@@ -128,6 +224,75 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     expect((await call(await connect(annKey), "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
     await cli(["tenants", "enable", bravo], env);
     expect((await call(bob, "chaoscore_recall", { key: "x" })).isError).toBeFalsy();
+  });
+
+  it("ends the streams a revoked key holds open and the sessions it opened within the re-check, whichever key carries on", async () => {
+    const oldKey = await newKey(acme, "gil", env);
+    const newerKey = await newKey(acme, "gil", env);
+    const held = await clientHoldingStream(serve.url, oldKey);
+    clients.push(held.client);
+    const listening = await listenStream(serve.url, oldKey);
+    const othersListening = await listenStream(serve.url, newerKey);
+    try {
+      // Any key of the session's principal may use it while the key that opened it is in force.
+      expect((await rpc(serve.url, held.sessionId, listTools, { Authorization: `Bearer ${newerKey}` })).status).toBe(200);
+      await cli(["keys", "revoke", keyId(oldKey), "--tenant", acme], env);
+      await eventually(held.streamEnded, "the session's GET stream (SDK client) to end");
+      await eventually(listening.ended, "the 2026-07-28 listen stream to end");
+      // The session the revoked key opened has ended, as a keys file's revocation ends it.
+      const onSession = await rpc(serve.url, held.sessionId, listTools, { Authorization: `Bearer ${newerKey}` });
+      expect(onSession.status).toBe(404);
+      await expect(call(held.client, "chaoscore_recall", { key: "plan" })).rejects.toThrow(/401|revoked/);
+      // Another key's stream stays open.
+      expect(othersListening.ended()).toBe(false);
+    } finally {
+      await Promise.all([listening.cancel(), othersListening.cancel()]);
+    }
+  });
+
+  it("ends every open stream of a disabled tenant within the re-check, and serves its session again once enabled", async () => {
+    const held = await clientHoldingStream(serve.url, bobKey);
+    clients.push(held.client);
+    const listening = await listenStream(serve.url, bobKey);
+    const acmeListening = await listenStream(serve.url, annKey);
+    await cli(["tenants", "disable", bravo], env);
+    try {
+      await eventually(held.streamEnded, "the disabled tenant's GET stream to end");
+      await eventually(listening.ended, "the disabled tenant's listen stream to end");
+      expect(acmeListening.ended()).toBe(false);
+    } finally {
+      await cli(["tenants", "enable", bravo], env);
+      await Promise.all([listening.cancel(), acmeListening.cancel()]);
+    }
+    // Disabling ends what was open, not the session: it serves again once the tenant is enabled.
+    expect((await call(held.client, "chaoscore_recall", { key: "x" })).isError).toBeFalsy();
+  });
+
+  it("holds a tenant's resource reads and prompts to the principal limit its registry entry sets, with a JSON-RPC error saying when to retry", async () => {
+    const limitsFile = join(dir, "acme-principal-limits.json");
+    writeFileSync(limitsFile, JSON.stringify({ principal: { requests: 3, per: "minute" } }));
+    await cli(["tenants", "settings", acme, "--rate-limits", limitsFile], env);
+    try {
+      const ann = await connect(annKey);
+      expect((await ann.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+      expect((await ann.readResource({ uri: "chaoscore://capabilities" })).contents).toHaveLength(1);
+      expect((await call(ann, "chaoscore_recall", { key: "plan" })).isError).toBeFalsy();
+      const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as McpError);
+      const read = await failure(ann.readResource({ uri: "chaoscore://policy" }));
+      expect(read).toBeInstanceOf(McpError);
+      expect(read).toMatchObject({ code: -32000, data: { code: "resource_exhausted" } });
+      expect(read!.message).toMatch(/rate limit reached: the principal's limit \(3 per minute\); retry in \d+ s/);
+      expect((read!.data as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+      const prompt = await failure(ann.getPrompt({ name: "council_phase_brief", arguments: { sessionId: "any" } }));
+      expect(prompt).toMatchObject({ code: -32000, data: { code: "resource_exhausted", retryAfterMs: expect.any(Number) as number } });
+      // Listing is answered from memory, and is not limited.
+      expect((await ann.listTools()).tools.length).toBeGreaterThan(0);
+      // Another tenant is not held to acme's limits.
+      const bob = await connect(bobKey);
+      for (let i = 0; i < 4; i++) expect((await bob.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+    } finally {
+      await cli(["tenants", "settings", acme, "--rate-limits", "none"], env);
+    }
   });
 
   it("refuses an expired key and a key nobody issued, and never takes a cc_ key for the local user", async () => {
@@ -272,6 +437,7 @@ describe("the tenant registry on one standalone's embedded stores", () => {
 describe("revocation across two processes sharing Postgres and Redis, beside an API keys file", () => {
   const tenant = `shared-${tag}`;
   const filed = { tenant: `filed-${tag}`, principal: "fin", key: `file-key-${randomBytes(16).toString("hex")}` };
+  const streaming = { tenant: `streaming-${tag}`, principal: "sam", key: `file-key-${randomBytes(16).toString("hex")}` };
   let db: TestDatabase;
   let dirs: string[];
   let one: ServeProcess;
@@ -284,7 +450,10 @@ describe("revocation across two processes sharing Postgres and Redis, beside an 
     dirs = [tempDir("chaos-core-registry-1-"), tempDir("chaos-core-registry-2-")];
     // The bootstrap file beside the registry: its keys work, and the registry's status binds them too.
     const keysFile = join(dirs[0]!, "api-keys.json");
-    writeFileSync(keysFile, JSON.stringify([{ tenant: filed.tenant, principal: filed.principal, sha256: createHash("sha256").update(filed.key).digest("hex") }]));
+    writeFileSync(
+      keysFile,
+      JSON.stringify([filed, streaming].map((k) => ({ tenant: k.tenant, principal: k.principal, sha256: createHash("sha256").update(k.key).digest("hex") }))),
+    );
     env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_API_KEYS_FILE: keysFile };
     [one, two] = await allStarted([startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0]! }), startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1]! })] as const);
     await cli(["tenants", "create", tenant], env);
@@ -327,6 +496,27 @@ describe("revocation across two processes sharing Postgres and Redis, beside an 
     await cli(["tenants", "disable", filed.tenant], env);
     await expect(call(fin, "chaoscore_recall", { key: "k" })).rejects.toThrow(/disabled/);
     expect((await call(ivy, "chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+  });
+
+  it("ends a revoked key's streams on both processes, and a file key's stream once its tenant is disabled", async () => {
+    const key = await newKey(tenant, "kim", env);
+    const onOne = await clientHoldingStream(one.url, key);
+    clients.push(onOne.client);
+    const onTwo = await listenStream(two.url, key);
+    const filedOnTwo = await clientHoldingStream(two.url, streaming.key);
+    clients.push(filedOnTwo.client);
+    try {
+      await cli(["keys", "revoke", keyId(key), "--tenant", tenant], env);
+      await eventually(onOne.streamEnded, "the GET stream on the first process to end");
+      await eventually(onTwo.ended, "the listen stream on the second process to end");
+      expect(filedOnTwo.streamEnded()).toBe(false);
+      // The registry's status binds the file's keys too.
+      await cli(["tenants", "create", streaming.tenant], env);
+      await cli(["tenants", "disable", streaming.tenant], env);
+      await eventually(filedOnTwo.streamEnded, "the file key's GET stream to end once its tenant is disabled");
+    } finally {
+      await onTwo.cancel();
+    }
   });
 });
 

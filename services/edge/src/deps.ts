@@ -95,7 +95,7 @@ export interface EdgeDeps {
    * Unset, or undefined / empty for a tenant: every toolset.
    */
   readonly enabledToolsets?: (tenant: string) => readonly string[] | undefined;
-  /** The quota gate in front of every tool call (`limits/limiter.ts`); no limits when unset. */
+  /** The quota gate in front of every tool call and every read, prompt and completion (`limits/limiter.ts`); no limits when unset. */
   readonly limiter?: RateLimiter;
 }
 

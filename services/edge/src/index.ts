@@ -88,4 +88,4 @@ export type { LimitedCall, RateLimiter } from "./limits/limiter.js";
 export { loadRateLimitsFile, NO_RATE_LIMITS, parseRateLimits } from "./limits/limits-file.js";
 export type { RateLimit, RateLimits, TenantLimits } from "./limits/limits-file.js";
 export { createCredentialDirectory } from "./auth/directory.js";
-export type { CredentialDirectory, CredentialDirectoryOptions, CredentialRefusal, KeyAnswer, TenantDirectoryClient } from "./auth/directory.js";
+export type { CredentialDirectory, CredentialDirectoryOptions, CredentialRefusal, KeyAnswer, Recheck, TenantDirectoryClient } from "./auth/directory.js";

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ChaosError, createInProcessClient, createLogger, createMemoryTenantGenerations, createPgliteDb, type Db, type TenantGenerations } from "@chaos-core/kit";
+import { ChaosError, createInProcessClient, createLogger, createMemoryTenantGenerations, createPgliteDb, hashApiKey, type Db, type TenantGenerations } from "@chaos-core/kit";
 import { createSqlTenantRegistry, createTenantDirectoryHandlers, migratePolicy, type TenantRegistry } from "@chaos-core/policy";
 import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,6 +94,33 @@ describe("the edge's credential directory over the real registry", () => {
     await new Promise((r) => setTimeout(r, 60));
     expect(await counted(() => directory.resolveKey(madeUp))).toBe(1);
     expect(await counted(() => directory.resolveKey("a-file-key"))).toBe(0);
+  });
+
+  it("re-checks open streams' credentials with one read of the tenant's generation while nothing changed, and names what a change refused", async () => {
+    await registry.createTenant({ id: "erin" });
+    const keys = await Promise.all(["eve", "eli", "eda"].map((principal) => registry.createKey({ tenant: "erin", principal })));
+    const digests = keys.map((k) => hashApiKey(k.secret));
+    let reads = 0;
+    const counting: TenantGenerations = { ...generations, get: (tenant) => (reads++, generations.get(tenant)) };
+    const directory = createCredentialDirectory({ client, generations: counting, logger });
+    expect(await directory.recheck("erin", digests)).toEqual({ tenant: undefined, keys: new Map() });
+    reads = 0;
+    expect(await counted(() => directory.recheck("erin", digests))).toBe(0);
+    expect(reads).toBe(1);
+
+    await registry.revokeKey("erin", keys[1]!.key.keyId);
+    const revoked = await directory.recheck("erin", digests);
+    expect(revoked.tenant).toBeUndefined();
+    expect([...revoked.keys]).toEqual([[digests[1], expect.objectContaining({ kind: "key_revoked" })]]);
+    // A digest the registry does not hold, or a key of another tenant, is not in force for this one.
+    const stranger = hashApiKey((await registry.createKey({ tenant: "acme", principal: "al" })).secret);
+    const unknown = "0".repeat(64);
+    expect([...(await directory.recheck("erin", [stranger, unknown])).keys.values()].map((r) => r.kind)).toEqual(["key_revoked", "key_revoked"]);
+
+    await registry.setStatus("erin", "disabled");
+    const disabled = await directory.recheck("erin", digests);
+    expect(disabled.tenant).toMatchObject({ kind: "tenant_disabled" });
+    expect(disabled.keys.get(digests[0]!)).toMatchObject({ kind: "tenant_disabled" });
   });
 
   it("fails a request closed when the policy service cannot answer", async () => {

@@ -49,6 +49,22 @@ export interface CredentialDirectory {
   enabledToolsets(tenant: string): readonly string[] | undefined;
   /** The tenant's rate limits in the registry, as {@link tenantRefusal} last read them; undefined: none there. */
   tenantLimits(tenant: string): TenantLimits | undefined;
+  /**
+   * Whether credentials already admitted are still in force: the tenant's status and each of its
+   * registry keys (by SHA-256) as {@link tenantRefusal} and {@link resolveDigest} answer them now,
+   * with the tenant's published generation read once for them all — while nothing changed, one
+   * Redis `GET` for the tenant, whatever the number of keys. What the edge re-checks the
+   * credentials behind open streams with (transport/credential-watch.ts).
+   */
+  recheck(tenant: string, digests: readonly string[]): Promise<Recheck>;
+}
+
+/** What {@link CredentialDirectory.recheck} found no longer in force. */
+export interface Recheck {
+  /** Why the tenant is no longer served; undefined while it is. */
+  readonly tenant: CredentialRefusal | undefined;
+  /** The keys refused now, by SHA-256 (a key the registry no longer knows, or of another tenant, counts as revoked). */
+  readonly keys: ReadonlyMap<string, CredentialRefusal>;
 }
 
 export interface CredentialDirectoryOptions {
@@ -121,62 +137,87 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
     }
   }
 
-  async function fresh<T>(entry: Cached<T> | undefined, now: number): Promise<boolean> {
+  /** Where a lookup reads the published generation: {@link published}, or a recheck's one read per tenant. */
+  type GenerationOf = (tenant: string) => Promise<number | undefined>;
+
+  async function fresh<T>(entry: Cached<T> | undefined, now: number, generationOf: GenerationOf): Promise<boolean> {
     if (!entry) return false;
     if (entry.tenant === undefined) return now - entry.at < unknownTtlMs;
     if (now - entry.at >= maxAgeMs) return false;
-    return (await published(entry.tenant)) === entry.generation;
+    return (await generationOf(entry.tenant)) === entry.generation;
+  }
+
+  async function resolveDigest(sha256: string, generationOf: GenerationOf): Promise<KeyAnswer> {
+    if (!/^[0-9a-f]{64}$/.test(sha256)) return { kind: "unknown" };
+    const now = performance.now();
+    const cached = keys.get(sha256);
+    if (await fresh(cached, now, generationOf)) return cached!.value;
+    const r = await client.resolveApiKey({ sha256 }, { ctx: LOOKUP_CONTEXT });
+    if (!r.found) {
+      keys.set(sha256, { value: { kind: "unknown" }, tenant: undefined, generation: 0, at: now });
+      return { kind: "unknown" };
+    }
+    let answer: KeyAnswer;
+    const refused = tenantRefusal(r.tenant, r.tenantStatus);
+    if (refused) answer = { kind: "refused", refusal: refused };
+    else if (r.keyStatus === KeyStatus.REVOKED) answer = { kind: "refused", refusal: { kind: "key_revoked", message: `the API key cc_${r.keyId} was revoked` } };
+    else if (r.keyStatus === KeyStatus.EXPIRED) answer = { kind: "refused", refusal: { kind: "key_expired", message: `the API key cc_${r.keyId} has expired` } };
+    else if (r.keyStatus !== KeyStatus.ACTIVE) throw new ChaosError("internal", "the tenant directory answered an unknown key status");
+    else {
+      const roles = r.roles.filter((x): x is Role => (KEY_ROLES as readonly string[]).includes(x));
+      answer = { kind: "identity", keyId: r.keyId, identity: Object.freeze({ tenant: r.tenant, principal: r.principal, roles: Object.freeze(roles) }) };
+    }
+    // An expiring key is not cached past its expiry.
+    const expiresIn = r.expiresAt ? Number(r.expiresAt.seconds) * 1000 + r.expiresAt.nanos / 1e6 - Date.now() : Infinity;
+    if (expiresIn > maxAgeMs) keys.set(sha256, { value: answer, tenant: r.tenant, generation: Number(r.generation), at: now });
+    return answer;
+  }
+
+  async function tenantRefusalOf(tenant: string, generationOf: GenerationOf): Promise<CredentialRefusal | undefined> {
+    const now = performance.now();
+    const cached = tenants.get(tenant);
+    if (await fresh(cached, now, generationOf)) return cached!.value.refusal;
+    const r = await client.getTenantState({}, { ctx: { tenant, principal: "chaos-core-edge" } });
+    const refusal = tenantRefusal(tenant, r.status);
+    // The registry checked the limits when they were stored; a document that no longer parses is no limit here, said in the log.
+    let limits: TenantLimits | undefined;
+    if (r.rateLimits) {
+      try {
+        limits = parseTenantLimits(r.rateLimits, `the registry's rate limits of tenant "${tenant}"`);
+      } catch (err) {
+        logger.error({ tenant, err: (err as Error).message }, "the tenant registry holds rate limits the edge cannot read; the rate limits file's apply");
+      }
+    }
+    tenants.set(tenant, { value: { refusal, toolsets: Object.freeze([...r.toolsets]), ...(limits ? { limits } : {}) }, tenant, generation: Number(r.generation), at: now });
+    return refusal;
   }
 
   const directory: CredentialDirectory = {
     async resolveKey(key) {
       if (issuedKeyId(key) === undefined) return { kind: "unknown" };
-      return directory.resolveDigest(hashApiKey(key));
+      return resolveDigest(hashApiKey(key), published);
     },
 
-    async resolveDigest(sha256) {
-      if (!/^[0-9a-f]{64}$/.test(sha256)) return { kind: "unknown" };
-      const now = performance.now();
-      const cached = keys.get(sha256);
-      if (await fresh(cached, now)) return cached!.value;
-      const r = await client.resolveApiKey({ sha256 }, { ctx: LOOKUP_CONTEXT });
-      if (!r.found) {
-        keys.set(sha256, { value: { kind: "unknown" }, tenant: undefined, generation: 0, at: now });
-        return { kind: "unknown" };
-      }
-      let answer: KeyAnswer;
-      const refused = tenantRefusal(r.tenant, r.tenantStatus);
-      if (refused) answer = { kind: "refused", refusal: refused };
-      else if (r.keyStatus === KeyStatus.REVOKED) answer = { kind: "refused", refusal: { kind: "key_revoked", message: `the API key cc_${r.keyId} was revoked` } };
-      else if (r.keyStatus === KeyStatus.EXPIRED) answer = { kind: "refused", refusal: { kind: "key_expired", message: `the API key cc_${r.keyId} has expired` } };
-      else if (r.keyStatus !== KeyStatus.ACTIVE) throw new ChaosError("internal", "the tenant directory answered an unknown key status");
-      else {
-        const roles = r.roles.filter((x): x is Role => (KEY_ROLES as readonly string[]).includes(x));
-        answer = { kind: "identity", keyId: r.keyId, identity: Object.freeze({ tenant: r.tenant, principal: r.principal, roles: Object.freeze(roles) }) };
-      }
-      // An expiring key is not cached past its expiry.
-      const expiresIn = r.expiresAt ? Number(r.expiresAt.seconds) * 1000 + r.expiresAt.nanos / 1e6 - Date.now() : Infinity;
-      if (expiresIn > maxAgeMs) keys.set(sha256, { value: answer, tenant: r.tenant, generation: Number(r.generation), at: now });
-      return answer;
-    },
+    resolveDigest: (sha256) => resolveDigest(sha256, published),
 
-    async tenantRefusal(tenant) {
-      const now = performance.now();
-      const cached = tenants.get(tenant);
-      if (await fresh(cached, now)) return cached!.value.refusal;
-      const r = await client.getTenantState({}, { ctx: { tenant, principal: "chaos-core-edge" } });
-      const refusal = tenantRefusal(tenant, r.status);
-      // The registry checked the limits when they were stored; a document that no longer parses is no limit here, said in the log.
-      let limits: TenantLimits | undefined;
-      if (r.rateLimits) {
-        try {
-          limits = parseTenantLimits(r.rateLimits, `the registry's rate limits of tenant "${tenant}"`);
-        } catch (err) {
-          logger.error({ tenant, err: (err as Error).message }, "the tenant registry holds rate limits the edge cannot read; the rate limits file's apply");
+    tenantRefusal: (tenant) => tenantRefusalOf(tenant, published),
+
+    async recheck(tenant, digests) {
+      const read = new Map<string, Promise<number | undefined>>();
+      const once: GenerationOf = (t) => {
+        let generation = read.get(t);
+        if (!generation) read.set(t, (generation = published(t)));
+        return generation;
+      };
+      const refused = new Map<string, CredentialRefusal>();
+      for (const sha256 of digests) {
+        const answer = await resolveDigest(sha256, once);
+        if (answer.kind === "refused") refused.set(sha256, answer.refusal);
+        else if (answer.kind === "unknown" || answer.identity.tenant !== tenant) {
+          refused.set(sha256, { kind: "key_revoked", message: "the API key is no longer known to the tenant registry" });
         }
       }
-      tenants.set(tenant, { value: { refusal, toolsets: Object.freeze([...r.toolsets]), ...(limits ? { limits } : {}) }, tenant, generation: Number(r.generation), at: now });
-      return refusal;
+      return { tenant: await tenantRefusalOf(tenant, once), keys: refused };
     },
 
     enabledToolsets(tenant) {

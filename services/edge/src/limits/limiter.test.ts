@@ -1,17 +1,23 @@
 import { fileURLToPath } from "node:url";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
+import { McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createLogger } from "@chaos-core/kit";
 import { createRedisClient } from "@chaos-core/kit/redis";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startPrivateRedis, TEST_REDIS_URL, uniquePrefix, type PrivateRedis } from "../../../../test/support/redis.js";
+import { hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
+import { RATE_LIMITED_ERROR_CODE } from "../server/request-limits.js";
+import { httpClient } from "../test-support/http.js";
 import { connectInMemory, uniqueTenant } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
+import { startHttpTransport } from "../transport/http.js";
 import { createMemoryRateLimiter, createRedisRateLimiter, FALLBACK_SHARE, RateLimited, RETRY_AFTER_META_KEY, type LimitedCall, type RateLimiter } from "./limiter.js";
 import { loadRateLimitsFile, parseRateLimits, type RateLimits } from "./limits-file.js";
 
 const logger = createLogger("limits-test", "silent");
+const KEY = "limits-test-key-0123456789abcdef";
 
 const LIMITS: RateLimits = parseRateLimits({
   default: { tenant: { requests: 5, per: "minute" }, tool: { requests: 3, per: "minute", burst: 2 } },
@@ -138,6 +144,90 @@ describe("a tool call over its limit", () => {
       expect(JSON.stringify(recalled.structuredContent)).toContain('"v"');
     } finally {
       await c.close();
+    }
+  });
+});
+
+describe("a read, a prompt or a completion over its limit", () => {
+  it("is a JSON-RPC error saying when to retry, takes from the principal's bucket its tool calls take from, and lists stay free", async () => {
+    const tenant = uniqueTenant("rl-read");
+    const limiter = createMemoryRateLimiter(parseRateLimits({ default: { principal: { requests: 3, per: "hour" }, tool: { requests: 100, per: "hour" } } }));
+    const c = await connectInMemory({ ...services.deps(createMemorySessionStore()), limiter }, { tenant, principal: "alice" });
+    try {
+      const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as McpError);
+      expect((await c.client.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+      expect((await c.call("chaoscore_recall", { key: "k" })).isError).toBeFalsy();
+      // Served as before (not found), and counted: it did work.
+      expect(await failure(c.client.getPrompt({ name: "council_phase_brief", arguments: { sessionId: "no-such-session" } }))).toMatchObject({ code: -32602 });
+
+      const read = await failure(c.client.readResource({ uri: "chaoscore://policy" }));
+      expect(read).toBeInstanceOf(McpError);
+      expect(read).toMatchObject({ code: RATE_LIMITED_ERROR_CODE, data: { code: "resource_exhausted" } });
+      expect(read!.message).toMatch(/resource_exhausted: rate limit reached: the principal's limit \(3 per hour\); retry in \d+ s$/);
+      const retryAfter = (read!.data as { retryAfterMs: number }).retryAfterMs;
+      expect(retryAfter).toBeGreaterThan(1_100_000);
+      expect(retryAfter).toBeLessThanOrEqual(1_200_000);
+      for (const refused of [
+        failure(c.client.getPrompt({ name: "council_phase_brief", arguments: { sessionId: "no-such-session" } })),
+        failure(c.client.listResources()),
+        failure(c.client.complete({ ref: { type: "ref/prompt", name: "council_phase_brief" }, argument: { name: "sessionId", value: "" } })),
+      ]) {
+        expect(await refused).toMatchObject({ code: RATE_LIMITED_ERROR_CODE, data: { code: "resource_exhausted", retryAfterMs: expect.any(Number) as number } });
+      }
+      // A tool call draws from the same principal's bucket.
+      const call = await c.call("chaoscore_recall", { key: "k" });
+      expect(call.structuredContent).toMatchObject({ error: { code: "resource_exhausted", message: expect.stringContaining("the principal's limit") as string } });
+      // What is answered from memory is not limited.
+      expect((await c.client.listTools()).tools.length).toBeGreaterThan(0);
+      expect((await c.client.listPrompts()).prompts.length).toBeGreaterThan(0);
+      expect((await c.client.listResourceTemplates()).resourceTemplates.length).toBeGreaterThan(0);
+      // Another principal of the tenant has its own bucket.
+      const bob = await connectInMemory({ ...services.deps(createMemorySessionStore()), limiter }, { tenant, principal: "bob" });
+      try {
+        expect((await bob.client.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+      } finally {
+        await bob.close();
+      }
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("is dispatched at once when no limit applies to it", () => {
+    const limiter = createMemoryRateLimiter(parseRateLimits({ default: { tool: { requests: 1, per: "hour" } } }));
+    expect(limiter.limits({ tenant: "t", principal: "p", readOnly: true })).toBe(false);
+    expect(limiter.limits({ tenant: "t", principal: "p", tool: "chaoscore_recall", readOnly: true })).toBe(true);
+  });
+});
+
+describe("reads over their limit through real clients over HTTP, the buckets in Redis", () => {
+  it("refuses a 2025-11-25 session's and a 2026-07-28 client's resources/read past the principal's limit with the same JSON-RPC error", async () => {
+    const tenant = uniqueTenant("rl-http");
+    const limiter = createRedisRateLimiter(redis, parseRateLimits({ tenants: { [tenant]: { principal: { requests: 2, per: "minute" } } } }), { prefix: uniquePrefix("limits-http"), logger });
+    const edge = await startHttpTransport({ ...services.deps(createMemorySessionStore()), limiter }, { port: 0, apiKeys: [{ tenant, principal: "ann", sha256: hashApiKey(KEY) }] });
+    const legacy = await httpClient(edge.url, { headers: { authorization: `Bearer ${KEY}` } });
+    const modern = new V2Client({ name: "v2-limited", version: "1" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    try {
+      await modern.connect(new V2Http(new URL(edge.url), { requestInit: { headers: { authorization: `Bearer ${KEY}` } } }));
+      expect(modern.getProtocolEra()).toBe("modern");
+      // One bucket for the principal, whichever era asks.
+      expect((await legacy.client.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+      expect((await modern.readResource({ uri: "chaoscore://policy" })).contents).toHaveLength(1);
+      const refusals = [
+        await legacy.client.readResource({ uri: "chaoscore://policy" }).then(() => undefined, (e: unknown) => e as { code: number; message: string; data: unknown }),
+        // Another URI: the 2026-07-28 client keeps the policy as long as its cache hint says.
+        await modern.readResource({ uri: "chaoscore://ledger/checkpoint" }).then(() => undefined, (e: unknown) => e as { code: number; message: string; data: unknown }),
+      ];
+      for (const refused of refusals) {
+        expect(refused).toMatchObject({ code: RATE_LIMITED_ERROR_CODE, data: { code: "resource_exhausted" } });
+        expect(refused!.message).toMatch(/rate limit reached: the principal's limit \(2 per minute\); retry in \d+ s/);
+        expect((refused!.data as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(20_000);
+        expect((refused!.data as { retryAfterMs: number }).retryAfterMs).toBeLessThanOrEqual(30_000);
+      }
+    } finally {
+      await legacy.client.close();
+      await modern.close();
+      await edge.close();
     }
   });
 });

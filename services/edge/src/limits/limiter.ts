@@ -9,19 +9,23 @@ export type RegistryLimits = (tenant: string) => TenantLimits | undefined;
 export interface LimitedCall {
   readonly tenant: string;
   readonly principal: string;
-  readonly tool: string;
+  /** The tool of a `tools/call`; absent for another request that does work (the tenant's and principal's limits only). */
+  readonly tool?: string;
   /** A read-only call keeps working on a per-process limit while Redis is away; any other fails closed. */
   readonly readOnly: boolean;
 }
 
 /**
- * The quota gate in front of every tool call (issue 13 item 7, docs/operations.md "Rate limits").
+ * The quota gate in front of every tool call and every other request that does work
+ * (server/request-limits.ts; issue 13 item 7, docs/operations.md "Rate limits").
  * Resolves when the call may run; rejects with `resource_exhausted` ("retry in N s", `retryAfterMs`
  * in the error's details) when a limit is reached, or `unavailable` when the shared limits cannot
  * be read and the call is not read-only.
  */
 export interface RateLimiter {
   admit(call: LimitedCall): Promise<void>;
+  /** Whether any limit applies to `call` at all: when none does, {@link admit} would let it run, and need not be asked. */
+  limits(call: LimitedCall): boolean;
 }
 
 /** The `_meta` key of a refused call's result that says, in milliseconds, when to retry. */
@@ -102,6 +106,7 @@ const share = (b: Bucket): Bucket => ({ ...b, intervalMs: b.intervalMs / FALLBAC
 export function createMemoryRateLimiter(limits: RateLimits, registry?: RegistryLimits): RateLimiter {
   const memory = new MemoryBuckets();
   return {
+    limits: (call) => bucketsFor(limits, call.tenant, call.principal, call.tool, registry?.(call.tenant)).length > 0,
     admit(call) {
       const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool, registry?.(call.tenant));
       if (buckets.length === 0) return Promise.resolve();
@@ -122,6 +127,7 @@ export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options
   if (!(GCRA_COMMAND in redis)) redis.defineCommand(GCRA_COMMAND, { lua: GCRA_SCRIPT });
   const gcra = (redis as unknown as Record<string, (...args: Array<string | number>) => Promise<[number, number]>>)[GCRA_COMMAND]!.bind(redis);
   return {
+    limits: (call) => bucketsFor(limits, call.tenant, call.principal, call.tool, options.registry?.(call.tenant)).length > 0,
     async admit(call) {
       const buckets = bucketsFor(limits, call.tenant, call.principal, call.tool, options.registry?.(call.tenant));
       if (buckets.length === 0) return;
@@ -134,7 +140,7 @@ export function createRedisRateLimiter(redis: Redis, limits: RateLimits, options
         if (!call.readOnly) {
           throw new ChaosError("unavailable", "the rate limits cannot be checked while Redis is unavailable, so calls that change anything are refused; read-only tools still work; retry shortly", { cause: err });
         }
-        options.logger.warn({ tenant: call.tenant, tool: call.tool }, "Redis is unavailable: a read-only call is held to this replica's share of its limits");
+        options.logger.warn({ tenant: call.tenant, ...(call.tool ? { tool: call.tool } : {}) }, "Redis is unavailable: a read-only call is held to this replica's share of its limits");
         const refused = fallback.take(keys, buckets.map(share));
         if (refused) throw new RateLimited(refused.retryAfterMs, refused.bucket);
         return;

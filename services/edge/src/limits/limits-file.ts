@@ -82,9 +82,10 @@ const bucket = (scope: Bucket["scope"], key: string, limit: RateLimit | undefine
 /**
  * The buckets a call of `tool` by `principal` of `tenant` passes through: the tenant's own limits
  * over the defaults, field by field. `registry`: the tenant's limits in the tenant registry, which
- * win over the file's entry for it (docs/tenants.md).
+ * win over the file's entry for it (docs/tenants.md). Without a tool (a `resources/read`, a
+ * `prompts/get`…) only the tenant's and the principal's buckets: the same ones its tool calls take from.
  */
-export function bucketsFor(limits: RateLimits, tenant: string, principal: string, tool: string, registry?: TenantLimits): Bucket[] {
+export function bucketsFor(limits: RateLimits, tenant: string, principal: string, tool: string | undefined, registry?: TenantLimits): Bucket[] {
   const own = registry ?? limits.tenants[tenant] ?? {};
   const d = limits.default;
   // The principal is hashed into a fixed-length key part: a principal is any string the credential names.
@@ -92,7 +93,7 @@ export function bucketsFor(limits: RateLimits, tenant: string, principal: string
   return [
     ...bucket("tenant", "rl:t", own.tenant ?? d.tenant),
     ...bucket("principal", `rl:p:${p}`, own.principal ?? d.principal),
-    ...bucket("tool", `rl:x:${p}:${tool}`, own.tools?.[tool] ?? own.tool ?? d.tools?.[tool] ?? d.tool),
+    ...(tool === undefined ? [] : bucket("tool", `rl:x:${p}:${tool}`, own.tools?.[tool] ?? own.tool ?? d.tools?.[tool] ?? d.tool)),
   ];
 }
 

@@ -12,6 +12,7 @@ import { registerPrompts } from "./register-prompts.js";
 import { registerResources, resourceAt } from "./register-resources.js";
 import { requestStateVerifier } from "./mrtr-round.js";
 import { registerTools } from "./register-tools.js";
+import { limitRequests } from "./request-limits.js";
 import { traceMcpMessages } from "./telemetry.js";
 import { ArgumentScreen, guardToolCalls } from "./tool-arguments.js";
 
@@ -140,6 +141,8 @@ class ChaosCoreMcpServer extends McpServer {
   readonly screen = new ArgumentScreen();
   /** The run-time guard's answers for prompts and resources (docs/contracts.md §7); unset where no lock was read. */
   servedDrift?: ServedDrift;
+  /** Holds reads, prompts and completions to the tenant's limits (request-limits.ts); unset without a limiter. */
+  limitRequests?: (transport: Transport) => void;
 
   constructor(
     info: Implementation,
@@ -156,6 +159,8 @@ class ChaosCoreMcpServer extends McpServer {
     await super.connect(transport);
     guardToolCalls(transport, this.toolsByName, this.screen, this.drift, this.unserved);
     if (this.servedDrift) refuseDrifted(transport, this.servedDrift);
+    // Before the guards, as a tool call's limits come before its checks: a request over the limit runs nothing.
+    this.limitRequests?.(transport);
     // Outermost, so a refusal the guard sends still ends the request's span.
     traceMcpMessages(transport, this.scope);
   }
@@ -201,6 +206,8 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     unserved,
   );
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
+  const limiter = deps.limiter;
+  if (limiter) server.limitRequests = (transport) => limitRequests(transport, limiter, scope, deps.logger);
   registerTools(server, tools, deps, scope, server.screen, guard, unserved);
   registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
   registerResources(server, resources, deps, scope, guard ? (r) => guard.resourceDrift(r) : undefined);

@@ -31,7 +31,8 @@ export interface SessionRecord {
    * The SHA-256 of the API key that opened the session, as the API keys file stores it (never
    * the key): the session ends, on every replica, once that key is no longer in force. A key of
    * the tenant registry is `registry:<sha256>` ({@link REGISTRY_KEY_MARK}): the file's edits do
-   * not concern it, and the registry refuses it on the next request once revoked.
+   * not concern it; its revocation or expiry in the registry ends the session the same way
+   * (transport/credential-watch.ts).
    */
   readonly keySha256?: string;
   /**

@@ -13,6 +13,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import type { WatchedApiKeys } from "../auth/api-keys.js";
+import type { CredentialRefusal } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { EdgeEvents } from "../events/feeds.js";
@@ -20,6 +21,7 @@ import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import { REGISTRY_KEY_MARK, type SessionRecord } from "../sessions/session-store.js";
 import { parseWireId, wireId, type LegacyRelay, type RelayedMessage } from "./legacy-relay.js";
+import { endsSessions, type RegistrySessions } from "./credential-watch.js";
 import { replayInitialize } from "./sdk-internals.js";
 
 /** One MCP session this replica holds in memory: its server and its transport. */
@@ -175,7 +177,7 @@ function isUnavailable(err: unknown): boolean {
  * (`unavailable`, which the transport answers with 503), and a session a client ends here is
  * deleted from the store once it answers again.
  */
-export class HttpSessionTable {
+export class HttpSessionTable implements RegistrySessions {
   private readonly live = new Map<string, LocalSession>();
   private readonly rehydrating = new Map<string, Promise<LocalSession>>();
   /** Sessions ended here while the store was out of reach: id → tenant, until the store has deleted them. */
@@ -191,6 +193,11 @@ export class HttpSessionTable {
       sweepIntervalMs?: number;
       /** The API keys file in force, when it can change while serving. */
       keys?: Pick<WatchedApiKeys, "identityOfDigest" | "holdsIdentity" | "unreadable">;
+      /**
+       * Why a key of the tenant registry (by SHA-256) is refused now, if it is: a session it opened
+       * ends once it is revoked or expired, whichever key its next request carries.
+       */
+      registryKeyRefusal?: (tenant: string, sha256: string) => Promise<CredentialRefusal | undefined>;
       /** The SSE event store of each session and the tenants' change-event buses. */
       events: EdgeEvents;
     },
@@ -244,9 +251,10 @@ export class HttpSessionTable {
    * it. Undefined (answer 404) when the id is unknown, expired, ended, or belongs to another
    * tenant or principal: the caller cannot tell these apart. Any key of the session's tenant and
    * principal may use it (roles travel per request), but once the key that opened it is no longer
-   * in force the session is ended here, whichever key the request carries.
+   * in force the session is ended here, whichever key the request carries. `presented`: the
+   * request's own key, as {@link SessionRecord.keySha256} writes it (already checked).
    */
-  async resolve(identity: Identity, id: string): Promise<LocalSession | undefined> {
+  async resolve(identity: Identity, id: string, presented?: string): Promise<LocalSession | undefined> {
     if (this.endedOffline.has(id)) return undefined;
     const owns = (s: EdgeSession) => s.tenant === identity.tenant && s.principal === identity.principal;
     let record: SessionRecord | undefined;
@@ -257,7 +265,7 @@ export class HttpSessionTable {
       // DELETE made meanwhile on another replica is seen once the store answers again).
       const held = this.live.get(id);
       if (!isUnavailable(err) || !held || !owns(held.session)) throw err;
-      if (this.revoked(openerOf(held))) {
+      if (this.revoked(openerOf(held)) || (await this.registryRevoked(openerOf(held), presented))) {
         await this.endRevoked(held.session, held);
         return undefined;
       }
@@ -270,7 +278,7 @@ export class HttpSessionTable {
       if (!record && local && owns(local.session)) await this.close(local);
       return undefined;
     }
-    if (this.revoked(record)) {
+    if (this.revoked(record) || (await this.registryRevoked(record, presented))) {
       await this.endRevoked(record, local && owns(local.session) ? local : undefined);
       return undefined;
     }
@@ -305,11 +313,42 @@ export class HttpSessionTable {
    */
   private revoked(opener: Opener): boolean {
     const keys = this.options.keys;
-    // A registry key's revocation is the registry's: authentication refuses it on its next request.
+    // A registry key's revocation is the registry's: see registryRevoked and endOpenedBy.
     if (!keys || keys.unreadable() || opener.oauth || opener.keySha256?.startsWith(REGISTRY_KEY_MARK)) return false;
     if (opener.keySha256 === undefined) return !keys.holdsIdentity(opener.tenant, opener.principal);
     const holder = keys.identityOfDigest(opener.keySha256);
     return holder?.tenant !== opener.tenant || holder.principal !== opener.principal;
+  }
+
+  /**
+   * Whether the registry key a session was opened with is revoked or expired (or its tenant
+   * deleted, which revokes it). The key the request
+   * presents was checked by authentication a moment ago: only another one is asked about.
+   */
+  private async registryRevoked(opener: Opener, presented: string | undefined): Promise<boolean> {
+    const refusal = this.options.registryKeyRefusal;
+    const key = opener.keySha256;
+    if (!refusal || !key?.startsWith(REGISTRY_KEY_MARK) || key === presented) return false;
+    return endsSessions(await refusal(opener.tenant, key.slice(REGISTRY_KEY_MARK.length)));
+  }
+
+  /** The tenant and registry key (SHA-256) of every session held here that such a key opened. */
+  *registryOpeners(): Iterable<{ tenant: string; sha256: string }> {
+    for (const local of this.live.values()) {
+      if (local.keySha256?.startsWith(REGISTRY_KEY_MARK)) yield { tenant: local.session.tenant, sha256: local.keySha256.slice(REGISTRY_KEY_MARK.length) };
+    }
+  }
+
+  /**
+   * Ends every session held here that the registry key `sha256` opened, now revoked or expired:
+   * the objects, open streams included, and the record — what {@link closeRevoked} does for a key
+   * of the file (the credential watch calls it).
+   */
+  async endOpenedBy(sha256: string): Promise<void> {
+    const opener = `${REGISTRY_KEY_MARK}${sha256}`;
+    for (const local of [...this.live.values()]) {
+      if (local.keySha256 === opener) await this.endRevoked(local.session, local);
+    }
   }
 
   /** Ends a session whose opening key was revoked: the copy here, if any, and the record. */

@@ -27,6 +27,7 @@ import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps.js";
 import { createMemoryEdgeEvents, publishingCouncil, startPolicyWatches } from "../events/feeds.js";
 import { checkReadiness } from "../server/readiness.js";
+import { CredentialWatch } from "./credential-watch.js";
 import { homePage } from "./home-page.js";
 import { ModernHandlers } from "./http-modern.js";
 import { HttpSessionTable } from "./http-sessions.js";
@@ -444,7 +445,11 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     events,
     ...(options.sweepIntervalMs ? { sweepIntervalMs: options.sweepIntervalMs } : {}),
     ...(watchedKeys ? { keys: watchedKeys } : {}),
+    ...(directory ? { registryKeyRefusal: async (tenant: string, sha256: string) => (await askDirectory(() => directory.recheck(tenant, [sha256]))).keys.get(sha256) } : {}),
   });
+  // A revoked registry key or a disabled tenant is refused on its next request; what it holds
+  // open (SSE streams, long POSTs, the sessions a key opened) ends within CREDENTIAL_RECHECK_MS.
+  const credentialWatch = directory ? new CredentialWatch(directory, sessions, deps.logger) : undefined;
   const modern = new ModernHandlers(sessionDeps, { maxBodyBytes, bus: (tenant) => events.buses.bus(tenant) });
   // A key removed from the file also ends the sessions it opened here (an SSE stream would
   // otherwise outlive it); other replicas do the same when they see the edit.
@@ -492,6 +497,13 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     for (const path of new Set(["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", inserted])) app.get(path, ...(hostCheck ? [hostCheck] : []), metadata);
   }
   app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier, oauth, directory, verifier !== undefined || oauth !== undefined || !isLoopbackHost(host)));
+  if (credentialWatch) {
+    app.use("/mcp", (_req, res, next) => {
+      const { identity, keySha256 } = res.locals as Locals;
+      credentialWatch.hold(res, identity, keySha256?.startsWith(REGISTRY_KEY_MARK) ? keySha256.slice(REGISTRY_KEY_MARK.length) : undefined);
+      next();
+    });
+  }
   // A page for people, not probes: behind the same Host and Origin checks as /mcp (a rebound
   // DNS name gets nothing), without authentication (it says how to authenticate).
   app.get(
@@ -557,7 +569,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       const { keySha256, oauth: byToken } = res.locals as Locals;
       return sessions.initialize(identity, byToken ? { oauth: true } : { ...(keySha256 ? { keySha256 } : {}) }, params, (local) => local.serve(req, res, req.body));
     }
-    const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId) : undefined;
+    const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId, (res.locals as Locals).keySha256) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
     const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
     if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
@@ -623,6 +635,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     async close(graceMs = 10_000) {
       drain.draining = true;
       watchedKeys?.close();
+      credentialWatch?.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       if (drain.inFlight > 0) {

@@ -1,0 +1,129 @@
+import type { Logger } from "@chaos-core/kit";
+import type { CredentialDirectory, CredentialRefusal, Recheck } from "../auth/directory.js";
+
+/**
+ * How often the credentials behind open `/mcp` requests are checked again: the bound on how long
+ * an SSE stream outlives its registry key's revocation or expiry, or its tenant's disabling
+ * (docs/tenants.md). Cheap while nothing changes: one read of each tenant's published generation.
+ */
+export const CREDENTIAL_RECHECK_MS = 1_000;
+
+/** An open response: what ends it early. */
+interface Closable {
+  destroy(): void;
+  once(event: "close", listener: () => void): unknown;
+  readonly writableEnded: boolean;
+  readonly destroyed: boolean;
+}
+
+/** One `/mcp` request being answered (an SSE stream, until it ends), with the credential it was admitted with. */
+interface Held {
+  readonly res: Closable;
+  readonly tenant: string;
+  readonly principal: string;
+  /** The SHA-256 of the registry key it presented; undefined for any other credential. */
+  readonly sha256: string | undefined;
+}
+
+/** What the watch needs of the sessions this replica holds (`HttpSessionTable`). */
+export interface RegistrySessions {
+  /** The tenant and registry key (SHA-256) of every session held here that such a key opened. */
+  registryOpeners(): Iterable<{ readonly tenant: string; readonly sha256: string }>;
+  /** Ends the sessions held here that the registry key `sha256` opened: their streams and records. */
+  endOpenedBy(sha256: string): Promise<void>;
+}
+
+/**
+ * Whether a registry key refused so ends the sessions it opened, as a keys file's revocation does:
+ * revoked, expired, or its tenant deleted (whose keys are revoked with it). A disabled tenant's
+ * sessions stay, to be served again once it is enabled.
+ */
+export function endsSessions(refusal: CredentialRefusal | undefined): boolean {
+  return refusal?.kind === "key_revoked" || refusal?.kind === "key_expired" || refusal?.kind === "tenant_deleted";
+}
+
+/**
+ * Ends what a revoked credential still holds open on this replica (docs/tenants.md, "Revocation
+ * and disabling"). Authentication refuses a revoked registry key or a disabled tenant on its next
+ * request; a response already being answered — a session's GET stream, a 2026-07-28
+ * `subscriptions/listen` stream, a long POST's event stream — has no next request. So every
+ * {@link CREDENTIAL_RECHECK_MS} the tenant of each open response and each registry key behind one
+ * (or behind a session held here) is checked again through the directory: a tenant disabled or
+ * deleted ends every response of it, whatever its credential; a key revoked or expired ends the
+ * responses that presented it and, like a deleted tenant's keys, the sessions it opened (their
+ * records too, so no replica serves them again — the keys file's rule). A session of a disabled
+ * tenant stays: it is served again once the tenant is enabled. While the directory cannot answer, nothing is ended (every new
+ * request is still refused, fail closed) and the next tick asks again.
+ */
+export class CredentialWatch {
+  private readonly held = new Set<Held>();
+  private readonly timer: NodeJS.Timeout;
+  private checking: Promise<void> | undefined;
+  /** Tenants whose last check failed: said once in the log, not every tick. */
+  private readonly failing = new Set<string>();
+
+  constructor(
+    private readonly directory: CredentialDirectory,
+    private readonly sessions: RegistrySessions,
+    private readonly logger: Logger,
+    intervalMs = CREDENTIAL_RECHECK_MS,
+  ) {
+    this.timer = setInterval(() => void this.check(), intervalMs);
+    this.timer.unref();
+  }
+
+  /** Watches `res`, admitted as `tenant`/`principal` with the registry key `sha256` (if one), until it ends. */
+  hold(res: Closable, identity: { readonly tenant: string; readonly principal: string }, sha256: string | undefined): void {
+    if (res.writableEnded || res.destroyed) return;
+    const held: Held = { res, tenant: identity.tenant, principal: identity.principal, sha256 };
+    this.held.add(held);
+    res.once("close", () => this.held.delete(held));
+  }
+
+  /** One pass over everything open; a pass still running is joined, not doubled. */
+  check(): Promise<void> {
+    this.checking ??= this.pass().finally(() => (this.checking = undefined));
+    return this.checking;
+  }
+
+  /** Stops watching; what is open stays open. */
+  close(): void {
+    clearInterval(this.timer);
+  }
+
+  private async pass(): Promise<void> {
+    const byTenant = new Map<string, Set<string>>();
+    const note = (tenant: string, sha256: string | undefined) => {
+      let digests = byTenant.get(tenant);
+      if (!digests) byTenant.set(tenant, (digests = new Set()));
+      if (sha256 !== undefined) digests.add(sha256);
+    };
+    for (const h of this.held) note(h.tenant, h.sha256);
+    for (const o of this.sessions.registryOpeners()) note(o.tenant, o.sha256);
+    await Promise.all([...byTenant].map(([tenant, digests]) => this.checkTenant(tenant, [...digests])));
+  }
+
+  private async checkTenant(tenant: string, digests: string[]): Promise<void> {
+    let found: Recheck;
+    try {
+      found = await this.directory.recheck(tenant, digests);
+    } catch (err) {
+      if (!this.failing.has(tenant)) this.logger.warn({ err, tenant }, "the credentials behind open streams cannot be checked now; they are kept open until they can be");
+      this.failing.add(tenant);
+      return;
+    }
+    this.failing.delete(tenant);
+    for (const [sha256, refusal] of found.keys) {
+      if (!endsSessions(refusal)) continue;
+      await this.sessions.endOpenedBy(sha256).catch((err: unknown) => this.logger.warn({ err, tenant }, "ending the sessions of a revoked API key failed"));
+    }
+    for (const h of [...this.held]) {
+      if (h.tenant !== tenant) continue;
+      const refusal = found.tenant ?? (h.sha256 !== undefined ? found.keys.get(h.sha256) : undefined);
+      if (!refusal) continue;
+      this.held.delete(h);
+      h.res.destroy();
+      this.logger.info({ tenant, principal: h.principal, refusal: refusal.kind }, `open MCP request or stream ended: ${refusal.message}`);
+    }
+  }
+}
