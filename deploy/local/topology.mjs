@@ -190,6 +190,8 @@ export function localEnvironments(o) {
       env.CHAOS_CORE_CONSOLE = e.console;
       if (o.oauth) Object.assign(env, oauthEnv(o.oauth));
     }
+    // The chart's default (config.cognition.policySnapshots): decide from a watched policy snapshot.
+    if (c === "cognition") env.CHAOS_CORE_POLICY_SNAPSHOTS = "on";
     if (c === "ledger") {
       env.CHAOS_CORE_LEDGER_KEYS_FILE = f.ledgerKeyring;
       env.CHAOS_CORE_LEDGER_ORIGIN = CHART_DEFAULTS.ledgerOrigin;

@@ -115,7 +115,7 @@ try {
     }
   }
   const store = process.env.DATABASE_URL ? `Postgres${process.env.REDIS_URL ? " + Redis" : ""}` : "embedded (PGlite)";
-  const snapshots = process.env.CHAOS_CORE_POLICY_SNAPSHOTS === "on" ? "on" : "off";
+  const snapshots = process.env.CHAOS_CORE_POLICY_SNAPSHOTS === "off" ? "off" : "on";
   console.log(`tools/call over Streamable HTTP, ${store}, policy snapshots ${snapshots}; medians of ${ROUNDS} interleaved rounds of ${SECONDS}s`);
   console.log("| clients | series | p50 / p99 ms | calls/s | p50 ÷ bare | calls/s ÷ bare |");
   console.log("|---|---|---|---|---|---|");

@@ -1056,10 +1056,12 @@ describe("helm chart helm/chaos-core", () => {
     const changed = render([valuesFile("production")], ["--set", "config.edge.rateLimits.document.default.tool.requests=61"]);
     expect(named(changed, "Deployment", `${FULL}-edge`).spec.template.metadata.annotations["checksum/rate-limits"]).not.toBe(checksum);
     expect(envOf(named(all, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBe("on");
-    // Neither set: no limits file, no snapshots.
+    // Defaults: no limits file; snapshots on, and off when turned off.
     const defaults = render([valuesFile("defaults")]);
     expect(envOf(named(defaults, "Deployment", `${FULL}-edge`)).CHAOS_CORE_RATE_LIMITS_FILE).toBeUndefined();
-    expect(envOf(named(defaults, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBeUndefined();
+    expect(envOf(named(defaults, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBe("on");
+    const off = render([valuesFile("defaults")], ["--set", "config.cognition.policySnapshots=false"]);
+    expect(envOf(named(off, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBe("off");
   });
 
   it("refuses invalid TLS, policy and lifecycle combinations, naming the values (NOTES.txt and every template)", () => {

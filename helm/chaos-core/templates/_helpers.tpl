@@ -310,10 +310,8 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 - name: OPENAI_BASE_URL
   value: {{ .openaiBaseUrl | quote }}
 {{- end }}
-{{- if .policySnapshots }}
 - name: CHAOS_CORE_POLICY_SNAPSHOTS
-  value: "on"
-{{- end }}
+  value: {{ ternary "on" "off" .policySnapshots | quote }}
 {{- end }}
 {{- if $v.secrets.openaiApiKey.existingSecret }}
 {{ include "chaos-core.secretEnv" (list "OPENAI_API_KEY" $v.secrets.openaiApiKey) }}

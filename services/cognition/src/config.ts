@@ -21,7 +21,7 @@ export interface CognitionConfig {
   readonly logLevel: (typeof LOG_LEVELS)[number];
   /** The contracts lock the capabilities are pinned to (`CHAOS_CORE_CONTRACT_LOCK_FILE`, docs/contracts.md §7). */
   readonly contractLockFile: string;
-  /** `CHAOS_CORE_POLICY_SNAPSHOTS=on`: decide from a watched policy snapshot (docs/cognition.md "Policy snapshots"). */
+  /** `CHAOS_CORE_POLICY_SNAPSHOTS` (default on): decide from a watched policy snapshot (docs/cognition.md "Policy snapshots"). */
   readonly policySnapshots: boolean;
 }
 
@@ -46,7 +46,7 @@ const schema = z.object({
   CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
   LOG_LEVEL: envVars.logLevel(),
   CHAOS_CORE_CONTRACT_LOCK_FILE: z.string().min(1, "must name the lockfile").optional(),
-  CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("off"),
+  CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("on"),
 });
 
 /**

@@ -12,7 +12,7 @@ const schema = z.object({
   DATABASE_URL: envVars.postgresUrl(),
   CHAOS_CORE_PG_POOL_MAX: z.coerce.number({ error: "must be a number" }).int("must be a whole number").min(1, "must be between 1 and 200").max(200, "must be between 1 and 200").default(10),
   REDIS_URL: envVars.redisUrl(),
-  CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("off"),
+  CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("on"),
   LOG_LEVEL: envVars.logLevel(),
   CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
   CHAOS_CORE_LEDGER_POLICY_FILE: z.string().optional(),
@@ -34,7 +34,7 @@ export interface StandaloneConfig {
   databaseUrl: string | undefined;
   /** The most Postgres connections the process opens (`CHAOS_CORE_PG_POOL_MAX`, 10). */
   pgPoolMax: number;
-  /** `CHAOS_CORE_POLICY_SNAPSHOTS=on`: cognition decides from a watched policy snapshot. */
+  /** `CHAOS_CORE_POLICY_SNAPSHOTS` (default on): cognition decides from a watched policy snapshot; off asks policy each step. */
   policySnapshots: boolean;
   /** Redis instead of in-process session storage, when set. */
   redisUrl: string | undefined;
