@@ -1,6 +1,7 @@
 import type { RateLimiter } from "./limits/limiter.js";
 import type { EdgeAttestation } from "./contracts/attestation.js";
 import type { Logger, ServiceClient } from "@chaos-core/kit";
+import type { LoggingLevel } from "@modelcontextprotocol/server";
 import type { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
@@ -104,6 +105,13 @@ export interface EdgeSession {
   readonly id: string;
   readonly tenant: string;
   readonly principal: string;
+  /**
+   * The client's logging level as the session store last said it here: the record the HTTP
+   * transport's touch read when it resolved the current request, or the level this replica just
+   * stored. Absent: not known here — read the store. Saves the tools a second read of the record
+   * per call.
+   */
+  levelSeen?: { readonly logLevel: LoggingLevel | undefined };
 }
 
 /**

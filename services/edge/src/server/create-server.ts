@@ -236,6 +236,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   server.server.setRequestHandler("logging/setLevel", async (request) => {
     const updated = await deps.sessions.update(session.tenant, session.id, { logLevel: request.params.level });
     if (!updated) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, "this session has expired; initialize a new one");
+    session.levelSeen = { logLevel: updated.logLevel };
     return {};
   });
   return server;

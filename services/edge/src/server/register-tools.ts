@@ -80,9 +80,11 @@ function toolContext(
   modern: ModernRequest | undefined,
   resumed: ResumedRound | undefined,
 ): ToolContext {
-  let minimum: Promise<LoggingLevel | undefined> | undefined;
   // 2025-11-25: the level lives in the session store, not in this process: the client may have
-  // set it through another replica. Read once per call, and only when something is logged.
+  // set it through another replica. As the record read when this request was resolved said it,
+  // or else read once per call, and only when something is logged.
+  const seen = (scope as EdgeSession).levelSeen;
+  let minimum: Promise<LoggingLevel | undefined> | undefined = seen ? Promise.resolve(seen.logLevel) : undefined;
   const clientLevel = () =>
     (minimum ??= deps.sessions.get(scope.tenant, (scope as EdgeSession).id).then(
       (r) => r?.logLevel,

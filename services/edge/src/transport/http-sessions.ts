@@ -285,6 +285,8 @@ export class HttpSessionTable implements RegistrySessions {
     if (local) {
       if (!owns(local.session)) return undefined;
       local.lastUsed = Date.now();
+      // The tools log at the level this request's record gives, without reading it again.
+      local.session.levelSeen = { logLevel: record.logLevel };
       return local;
     }
     let pending = this.rehydrating.get(id);
@@ -371,7 +373,7 @@ export class HttpSessionTable implements RegistrySessions {
   }
 
   private async rehydrate(record: SessionRecord): Promise<LocalSession> {
-    const session: EdgeSession = { id: record.id, tenant: record.tenant, principal: record.principal };
+    const session: EdgeSession = { id: record.id, tenant: record.tenant, principal: record.principal, levelSeen: { logLevel: record.logLevel } };
     const local = await this.connect(session, { ...(record.keySha256 ? { keySha256: record.keySha256 } : {}), ...(record.oauth ? { oauth: record.oauth } : {}) });
     try {
       await replayInitialize(local.server, local.transport, record);
