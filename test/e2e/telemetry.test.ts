@@ -146,6 +146,7 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
     expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
 
     const stages = ["context", "reason", "plan", "policy", "execute", "evaluate", "remember"].map((s) => `chaoscore.cognition.${s}`);
+    // The tenant's first decision: cognition's policy snapshot reads the policy from the policy service (GetPolicy).
     const wantedServices = ["edge", "cognition", "policy", "ledger", "memory"].map(service);
     const spans = await traceOf(
       mcp.traceId,
@@ -202,9 +203,11 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
 
   it("traces a governed chaoscore_recall in both revisions: mcp.session.id only for 2025-11-25", async () => {
     await legacy.callTool({ name: "chaoscore_remember", arguments: { key: "traced", value: { ok: true } } });
-    const wantedServices = ["edge", "cognition", "policy", "ledger", "memory"].map(service);
+    // Policy snapshots are on (the default): the decision is made in cognition, from the snapshot,
+    // and the policy service is asked only when the snapshot must be re-read.
+    const wantedServices = ["edge", "cognition", "ledger", "memory"].map(service);
     const governed = (t: ReceivedSpan[]) =>
-      wantedServices.every((s) => services(t).has(s)) && names(t).has("chaoscore.cognition.policy") && names(t).has("chaoscore.ledger.append") && t.some(isPg) && names(t).has("tools/call chaoscore_recall");
+      wantedServices.every((s) => services(t).has(s)) && names(t).has("chaoscore.cognition.policy") && names(t).has("chaoscore.policy.decide") && names(t).has("chaoscore.ledger.append") && t.some(isPg) && names(t).has("tools/call chaoscore_recall");
 
     const old = clientSpan();
     const legacyRes = await legacy.callTool({ name: "chaoscore_recall", arguments: { key: "traced" }, _meta: { traceparent: old.traceparent } });
@@ -223,6 +226,8 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
       const spans = await traceOf(client.traceId, governed);
       for (const s of wantedServices) expect([...services(spans)], `${era}: a span from ${s}`).toContain(s);
       expect([...names(spans)]).toEqual(expect.arrayContaining(["chaoscore.cognition.policy", "chaoscore.policy.decide", "chaoscore.ledger.append"]));
+      const decision = spans.find((s) => s.name === "chaoscore.policy.decide");
+      expect(decision, `${era}: the decision`).toMatchObject({ service: service("cognition"), attributes: expect.objectContaining({ "chaoscore.policy.source": "snapshot" }) });
       expect(spans.some(isPg), `${era}: a Postgres span`).toBe(true);
       const request = spans.find((s) => s.name === "tools/call chaoscore_recall");
       expect(request, [...names(spans)].join(", ")).toMatchObject({ service: service("edge"), kind: 2, parentSpanId: client.spanId });

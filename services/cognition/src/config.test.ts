@@ -19,9 +19,9 @@ describe("loadCognitionConfig", () => {
       provider: { id: "heuristic", selection: "inferred" },
       logLevel: "info",
       contractLockFile: DEFAULT_CONTRACT_LOCK_FILE,
-      policySnapshots: false,
+      policySnapshots: true,
     });
-    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "on" }).policySnapshots).toBe(true);
+    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "off" }).policySnapshots).toBe(false);
     expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "yes" })).toThrow(/CHAOS_CORE_POLICY_SNAPSHOTS: must be on or off/);
     // The installed app's root: the checkout's chaoscore.lock here.
     expect(DEFAULT_CONTRACT_LOCK_FILE).toBe(fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url)));

@@ -34,7 +34,7 @@ export { createLogger, LOG_LEVELS } from "./logger.js";
 export type { Logger } from "./logger.js";
 export { onShutdown } from "./lifecycle.js";
 export { ATTR, MCP_DURATION_BUCKETS, SEMCONV } from "./telemetry/attributes.js";
-export { inRequestSpan, recordToolCall, withSpan } from "./telemetry/spans.js";
+export { inRequestSpan, outsideTrace, recordToolCall, withSpan } from "./telemetry/spans.js";
 export { startMcpServerSpan } from "./telemetry/mcp.js";
 export type { McpMessageInfo, McpOutcome, McpServerSpan } from "./telemetry/mcp.js";
 export type { StepSpan } from "./telemetry/spans.js";

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import { ChaosError, type CallContext, type ChangeCounters, type Logger, type ServiceClient } from "@chaos-core/kit";
-import { decide, policyDocumentFromProto, type PolicyDocumentJson } from "@chaos-core/policy";
+import { ATTR, ChaosError, outsideTrace, withSpan, type CallContext, type ChangeCounters, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { decide, decisionFromProto, policyDocumentFromProto, type PolicyDocumentJson } from "@chaos-core/policy";
 import { EvaluateRequestSchema, EvaluateResponseSchema, type PolicyDocument, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 
 type PolicyClient = ServiceClient<typeof PolicyService>;
@@ -63,7 +63,8 @@ export function createPolicySnapshots(
 
   const watch = (tenant: string, s: Snapshot) => {
     const ctx: CallContext = { tenant, principal: "chaos-core/cognition" };
-    void (async () => {
+    // The watch outlives the decision that opened it: not part of that request's trace.
+    void outsideTrace(async () => {
       try {
         for await (const msg of policy.watchPolicy({}, { ctx, signal: s.abort.signal })) {
           take(s, msg.document, msg.version);
@@ -78,7 +79,7 @@ export function createPolicySnapshots(
       setTimeout(() => {
         if (!closed && !s.abort.signal.aborted) watch(tenant, s);
       }, delay).unref();
-    })();
+    });
   };
 
   const snapshotOf = (tenant: string): Snapshot => {
@@ -113,18 +114,23 @@ export function createPolicySnapshots(
 
   const client: PolicyClient = {
     ...policy,
-    async evaluate(req, opts) {
-      const tenant = opts.ctx.tenant;
-      const s = snapshotOf(tenant);
-      const changes = await changesOf(tenant);
-      if (!s.document || now() - s.confirmedAt > boundMs || changes !== s.changes) {
-        // Not confirmed within the bound, or changed since: read the policy in force before deciding (fails closed when it cannot).
-        const read = await policy.getPolicy({}, opts);
-        take(s, read.document, read.version);
-        s.changes = changes;
-      }
-      return create(EvaluateResponseSchema, decide(create(EvaluateRequestSchema, req), s.document!, s.version));
-    },
+    evaluate: (req, opts) =>
+      // The same span the policy service makes for a decision, here where it is made.
+      withSpan("chaoscore.policy.decide", { [ATTR.capability]: req.capability ?? "", [ATTR.policySource]: "snapshot" }, async (span) => {
+        const tenant = opts.ctx.tenant;
+        const s = snapshotOf(tenant);
+        const changes = await changesOf(tenant);
+        const reread = !s.document || now() - s.confirmedAt > boundMs || changes !== s.changes;
+        if (reread) {
+          // Not confirmed within the bound, or changed since: read the policy in force before deciding (fails closed when it cannot).
+          const read = await policy.getPolicy({}, opts);
+          take(s, read.document, read.version);
+          s.changes = changes;
+        }
+        const answer = create(EvaluateResponseSchema, decide(create(EvaluateRequestSchema, req), s.document!, s.version));
+        span.setAttributes({ [ATTR.decision]: decisionFromProto(answer.decision), [ATTR.policyVersion]: s.version, [ATTR.policyReread]: reread });
+        return answer;
+      }),
   };
 
   return {

@@ -11,6 +11,10 @@ export const ATTR = {
   capability: "chaoscore.capability",
   decision: "chaoscore.policy.decision",
   policyVersion: "chaoscore.policy.version",
+  /** Where a decision's policy came from: `store` (the policy service read it) or `snapshot` (cognition's, docs/cognition.md). */
+  policySource: "chaoscore.policy.source",
+  /** A snapshot decision that read the policy first (outside its bound, or after an announced change). */
+  policyReread: "chaoscore.policy.reread",
   rpcSide: "chaoscore.rpc.side",
   outcome: "chaoscore.outcome",
   /** The ledger sequence number an append was given. */

@@ -1,4 +1,4 @@
-import { context, metrics, propagation, trace, type Context } from "@opentelemetry/api";
+import { context, metrics, propagation, ROOT_CONTEXT, trace, type Context } from "@opentelemetry/api";
 import { recordError } from "../rpc/instrument.js";
 
 /** The part of a span a domain step may touch. */
@@ -18,6 +18,14 @@ function parentFrom(carrier: Record<string, unknown> | undefined): Context {
     get: (c, k) => (typeof c[k] === "string" ? (c[k] as string) : undefined),
     keys: (c) => Object.keys(c),
   });
+}
+
+/**
+ * Runs `fn` outside any trace: for background work a request happens to start (a watch stream
+ * that outlives it), which must not hang its spans under that request's trace.
+ */
+export function outsideTrace<T>(fn: () => T): T {
+  return context.with(ROOT_CONTEXT, fn);
 }
 
 /**

@@ -103,7 +103,7 @@ export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof Pol
       return withSpan("chaoscore.policy.decide", { [ATTR.capability]: req.capability }, async (span) => {
         const snapshot = await store.get(ctx.call.tenant);
         const answer = decide(req, snapshot.document, snapshot.version);
-        span.setAttributes({ [ATTR.decision]: decisionFromProto(answer.decision ?? 0), [ATTR.policyVersion]: snapshot.version });
+        span.setAttributes({ [ATTR.decision]: decisionFromProto(answer.decision ?? 0), [ATTR.policyVersion]: snapshot.version, [ATTR.policySource]: "store" });
         return answer;
       });
     },
