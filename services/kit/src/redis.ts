@@ -19,10 +19,8 @@ export const REDIS_MAX_RECONNECT_DELAY_MS = 2_000;
  * (no offline queue, no retries per request) instead of waiting seconds for a reconnect, and
  * the client keeps reconnecting in the background, so service resumes without a restart.
  * Commands in flight when the link drops are failed, not resent: a resent `SET NX` or Lua
- * transition could run twice. Commands issued in the same tick by concurrent requests go out in
- * one write (`enableAutoPipelining`; each keeps its own reply and error): under load the edge's
- * per-request reads — session, tenant generation, rate limit — cost one system call, not one each.
- * A subscriber connection turns it off (see {@link SUBSCRIBER_OPTIONS}).
+ * transition could run twice. (ioredis's auto-pipelining was measured for the edge, issue 14:
+ * no gain at 16 clients on this two-core machine, so it stays off.)
  */
 export const REDIS_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
   lazyConnect: true,
@@ -32,11 +30,7 @@ export const REDIS_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
   connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
   commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
   retryStrategy: (attempt: number) => Math.min(100 * attempt, REDIS_MAX_RECONNECT_DELAY_MS),
-  enableAutoPipelining: true,
 });
-
-/** What a `duplicate()` made for SUBSCRIBE changes: a subscriber's commands are not pipelined with others. */
-export const SUBSCRIBER_OPTIONS: Readonly<RedisOptions> = Object.freeze({ lazyConnect: true, enableAutoPipelining: false });
 
 /** `redis://user:***@host:port/db`: a URL fit for a log line or an error message. */
 export function redactRedisUrl(url: string): string {

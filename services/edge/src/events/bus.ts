@@ -2,7 +2,6 @@ import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { ServerEvent, ServerEventBus } from "@modelcontextprotocol/server";
 import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger, tenantKeyPrefix } from "@chaos-core/kit";
-import { SUBSCRIBER_OPTIONS } from "@chaos-core/kit/redis";
 
 /**
  * Change events per tenant (docs/protocol.md §9, §13 step 10): what a tenant's open
@@ -148,7 +147,7 @@ export async function createRedisEventBuses(redis: Redis, options: { prefix: str
   const listeners = new LocalListeners(logger);
   const channel = (tenant: string) => `${tenantKeyPrefix(prefix, tenant)}mcp-bus`;
   const tenantOf = new Map<string, string>();
-  const subscriber = redis.duplicate({ ...SUBSCRIBER_OPTIONS, connectionName: "chaos-core-edge-events" });
+  const subscriber = redis.duplicate({ connectionName: "chaos-core-edge-events", lazyConnect: true });
   // The client's own error lines are the command connection's (kit's logger); this one is quiet.
   subscriber.on("error", () => {});
   await subscriber.connect();

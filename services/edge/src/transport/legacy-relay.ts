@@ -2,7 +2,6 @@ import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { JSONRPCMessage } from "@modelcontextprotocol/server";
 import { assertTenantId, ChaosError, isRedisOutage, redisUnavailable, type Logger, tenantKeyPrefix } from "@chaos-core/kit";
-import { SUBSCRIBER_OPTIONS } from "@chaos-core/kit/redis";
 
 /**
  * The 2025-11-25 relay between edge replicas (docs/protocol.md §8). A server→client request
@@ -82,7 +81,7 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
     assertTenantId(tenant);
     return `${tenantKeyPrefix(prefix, tenant)}mcp-inflight:${sessionId}:${typeof requestId}:${requestId}`;
   };
-  const subscriber = redis.duplicate({ ...SUBSCRIBER_OPTIONS, connectionName: "chaos-core-edge-relay" });
+  const subscriber = redis.duplicate({ connectionName: "chaos-core-edge-relay", lazyConnect: true });
   subscriber.on("error", () => {});
   await subscriber.connect();
   await subscriber.subscribe(channel(replica));
