@@ -4,11 +4,12 @@ import { describeZodIssues } from "./zod-issues.js";
 
 /**
  * One rate limit (docs/operations.md "Rate limits"): a GCRA of `requests` per `per`, with up to
- * `burst` at once (`requests` by default).
+ * `burst` at once (`requests` by default). Per `day` it is a quota: `requests` a day, refilled
+ * continuously (one every day ÷ `requests`), never all at once at midnight.
  */
 export interface RateLimit {
   readonly requests: number;
-  readonly per: "second" | "minute" | "hour";
+  readonly per: "second" | "minute" | "hour" | "day";
   readonly burst?: number;
 }
 
@@ -23,7 +24,7 @@ export interface TenantLimits {
 export const rateLimitSchema = z
   .object({
     requests: z.number().int().min(1).max(1_000_000),
-    per: z.enum(["second", "minute", "hour"]),
+    per: z.enum(["second", "minute", "hour", "day"]),
     burst: z.number().int().min(1).max(1_000_000).optional(),
   })
   .strict();

@@ -77,6 +77,17 @@ for (const [name, make] of [
       expect((tenantRefusal as Error).message).toMatch(/^rate limit reached: the tenant's limit \(5 per minute\)/);
     });
 
+    it("a limit per day is a quota: its burst, then the next one a day ÷ requests later", async () => {
+      const limiter = make(parseRateLimits({ default: { tenant: { requests: 4, per: "day" } } }, "quota"));
+      const t = uniqueTenant("rl");
+      expect(await outcomes(limiter, [call(t), call(t), call(t), call(t), call(t)])).toEqual(["ok", "ok", "ok", "ok", "resource_exhausted"]);
+      const refused = (await limiter.admit(call(t)).catch((e: unknown) => e)) as RateLimited;
+      // Four a day: one back every six hours.
+      expect(refused.retryAfterMs).toBeGreaterThan(6 * 3_600_000 - 60_000);
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(6 * 3_600_000);
+      expect(refused.message).toMatch(/the tenant's limit \(4 per day\); retry in 21600 s$/);
+    });
+
     it("a tenant's own limits replace the defaults, field by field", async () => {
       const limiter = make(LIMITS);
       expect(await outcomes(limiter, [call("roomy"), call("roomy")])).toEqual(["ok", "resource_exhausted"]);

@@ -14,7 +14,7 @@ export interface RateLimits {
   readonly tenants: Readonly<Record<string, TenantLimits>>;
 }
 
-const PERIOD_MS = { second: 1_000, minute: 60_000, hour: 3_600_000 } as const;
+const PERIOD_MS = { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 } as const;
 
 const tenantLimits = tenantLimitsSchema;
 
