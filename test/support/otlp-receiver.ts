@@ -21,6 +21,9 @@ export interface ReceivedSpan {
   /** OTLP's status code: 0 unset, 1 ok, 2 error. */
   readonly status: number;
   readonly attributes: Readonly<Record<string, AttrValue>>;
+  /** Start and end, in milliseconds since the epoch (from OTLP's nanoseconds). */
+  readonly startMs: number;
+  readonly endMs: number;
 }
 
 /** One received histogram data point. */
@@ -69,10 +72,15 @@ interface TracesBody {
         kind?: number;
         status?: { code?: number };
         attributes?: OtlpKeyValue[];
+        startTimeUnixNano?: string | number;
+        endTimeUnixNano?: string | number;
       }>;
     }>;
   }>;
 }
+
+/** OTLP/JSON nanoseconds (a decimal string) as milliseconds. */
+const nanosToMs = (n: string | number | undefined) => (n === undefined ? 0 : Number(BigInt(n) / 1000n) / 1000);
 
 interface MetricsBody {
   resourceMetrics?: Array<{
@@ -116,6 +124,8 @@ export function startOtlpReceiver(): Promise<OtlpReceiver> {
                   kind: s.kind ?? 0,
                   status: s.status?.code ?? 0,
                   attributes: attrs(s.attributes),
+                  startMs: nanosToMs(s.startTimeUnixNano),
+                  endMs: nanosToMs(s.endTimeUnixNano),
                 });
               }
             }

@@ -37,6 +37,18 @@ function isPriming(message: JSONRPCMessage): boolean {
   return typeof message !== "object" || message === null || !("jsonrpc" in message);
 }
 
+/** The session's one GET stream: reopened by the client, so its priming events mark positions inside it. */
+const GET_STREAM = "_GET_stream";
+
+/**
+ * The id of a POST stream's priming event, which opens the stream: "before everything in it". A
+ * client resuming from it is replayed every event of the stream, as it would be from a stored
+ * priming event, and the store is spared a write per POST (issue 14: one Redis round trip fewer
+ * per tool call). A GET stream's priming events are stored: it is reopened, and a resumption from
+ * its later priming events must not replay what the client already received.
+ */
+const STREAM_START = "0-0";
+
 /** Where one session's events go. */
 export interface SessionEventStoreOptions {
   readonly tenant: string;
@@ -64,6 +76,7 @@ export function createRedisEventStore(
   return failClosedOnRedisOutage<EventStore>(
     {
       async storeEvent(streamId, message) {
+        if (streamId !== GET_STREAM && isPriming(message)) return `${streamId}:${STREAM_START}`;
         const k = key(streamId);
         let stored: [[Error | null, string], [Error | null, unknown]];
         try {

@@ -41,6 +41,15 @@ describe.each([
     expect((await replay(read, second)).sent).toEqual([]);
   });
 
+  it("resumes a reopened GET stream from its latest priming event without replaying what came before it", async () => {
+    const { write, read = write } = make();
+    await write.storeEvent("_GET_stream", {} as JSONRPCMessage);
+    await write.storeEvent("_GET_stream", message(1));
+    const reopened = await write.storeEvent("_GET_stream", {} as JSONRPCMessage);
+    const after = await write.storeEvent("_GET_stream", message(2));
+    expect(await replay(read, reopened)).toEqual({ streamId: "_GET_stream", sent: [[after, message(2)]] });
+  });
+
   it("knows no id it did not write: the SDK answers 400 for those", async () => {
     const { write } = make();
     for (const bad of ["", "x", `${STREAM}`, `${STREAM}:`, `not-a-stream:1-0`, `${STREAM}:1-0:2`, `../${STREAM}:1-0`]) {
@@ -56,9 +65,11 @@ describe("the Redis event store", () => {
     const mine = createRedisEventStore(redis.a, { ...at, sessionId: "mine" });
     const theirs = createRedisEventStore(redis.a, { ...at, sessionId: "theirs" });
     const priming = await mine.storeEvent(STREAM, {} as JSONRPCMessage);
+    const key = `${redis.prefix}{acme}:mcp-events:mine:${STREAM}`;
+    // A POST stream's priming event marks its start: nothing is written for it.
+    expect(await redis.a.exists(key)).toBe(0);
     await mine.storeEvent(STREAM, message(1));
     expect((await replay(theirs, priming)).sent).toEqual([]);
-    const key = `${redis.prefix}{acme}:mcp-events:mine:${STREAM}`;
     const ttl = await redis.a.ttl(key);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(30);
