@@ -32,23 +32,29 @@ export function createMemoryChangeCounters(): ChangeCounters {
   };
 }
 
+/**
+ * A whole number kept in Redis at `key`: undefined when there is none (or it is not one), and
+ * `unavailable` naming `what` when Redis cannot be read. Tenant generations are read the same way.
+ */
+export async function readRedisCount(redis: Redis, key: string, what: string): Promise<number | undefined> {
+  let value: string | null;
+  try {
+    value = await redis.get(key);
+  } catch (err) {
+    throw redisUnavailable(what, err);
+  }
+  if (value === null) return undefined;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
 /** Counters in Redis (`<prefix>{<tenant>}:<name>`), shared by every replica. */
 export function createRedisChangeCounters(redis: Redis, options: { prefix: string; name: string }): ChangeCounters {
   const key = (tenant: string) => `${tenantKeyPrefix(options.prefix, tenant)}${options.name}`;
   const what = `the ${options.name} counter`;
   return {
     kind: "redis",
-    async read(tenant) {
-      let value: string | null;
-      try {
-        value = await redis.get(key(tenant));
-      } catch (err) {
-        throw redisUnavailable(what, err);
-      }
-      if (value === null) return undefined;
-      const n = Number(value);
-      return Number.isSafeInteger(n) ? n : undefined;
-    },
+    read: (tenant) => readRedisCount(redis, key(tenant), what),
     async bump(tenant) {
       try {
         await redis.incr(key(tenant));

@@ -95,7 +95,7 @@ export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, pr
 export type { KeyRole } from "./api-keys.js";
 export { createMemoryChangeCounters, createRedisChangeCounters } from "./change-counters.js";
 export type { ChangeCounters } from "./change-counters.js";
-export { createMemoryTenantGenerations, createRedisTenantGenerations } from "./tenant-generations.js";
+export { createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
 export type { TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
 export type { RateLimit, TenantLimits } from "./rate-limits.js";

@@ -1,5 +1,7 @@
 import type { Redis } from "ioredis";
 import { tenantKeyPrefix } from "./redis-keys.js";
+import { readRedisCount } from "./change-counters.js";
+import type { Logger } from "./logger.js";
 import { redisUnavailable } from "./redis-errors.js";
 
 /**
@@ -21,6 +23,21 @@ export interface TenantGenerations {
   publish(tenant: string, generation: number): Promise<void>;
   /** Publishes a generation read from the store unless one is published already. Best effort. */
   seed(tenant: string, generation: number): Promise<void>;
+}
+
+/**
+ * The published generation of `tenant` for a cache to compare with, or undefined when there is
+ * no store or it cannot be read — then the caller resolves without its cache (and fails closed
+ * if the source cannot answer either). Said at debug level, not thrown.
+ */
+export async function publishedGeneration(generations: TenantGenerations | undefined, tenant: string, logger: Logger): Promise<number | undefined> {
+  if (!generations) return undefined;
+  try {
+    return await generations.get(tenant);
+  } catch (err) {
+    logger.debug({ err: (err as Error).message, tenant }, "tenant generation unreadable; resolving without the cache");
+    return undefined;
+  }
 }
 
 /** Generations in this process: the standalone, where the registry and the edge share it. */
@@ -45,17 +62,7 @@ export function createRedisTenantGenerations(redis: Redis, options: { prefix: st
   const key = (tenant: string) => `${tenantKeyPrefix(options.prefix, tenant)}gen`;
   return {
     kind: "redis",
-    async get(tenant) {
-      let value: string | null;
-      try {
-        value = await redis.get(key(tenant));
-      } catch (err) {
-        throw redisUnavailable("the tenant generation store", err);
-      }
-      if (value === null) return undefined;
-      const n = Number(value);
-      return Number.isSafeInteger(n) ? n : undefined;
-    },
+    get: (tenant) => readRedisCount(redis, key(tenant), "the tenant generation store"),
     async publish(tenant, generation) {
       try {
         await redis.set(key(tenant), String(generation));

@@ -4,6 +4,7 @@ import {
   issuedKeyId,
   KEY_ROLES,
   parseTenantLimits,
+  publishedGeneration,
   type CallContext,
   type Logger,
   type ServiceClient,
@@ -125,17 +126,8 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
     options.maxEntries ?? 10_000,
   );
 
-  /** The published generation, undefined when none can be read (then nothing cached is used). */
-  async function published(tenant: string): Promise<number | undefined> {
-    if (!generations) return undefined;
-    try {
-      return await generations.get(tenant);
-    } catch (err) {
-      // Redis out of reach: ask the policy service on every request instead (fail closed if it cannot answer).
-      logger.debug({ err, tenant }, "tenant generation unreadable; resolving without the cache");
-      return undefined;
-    }
-  }
+  /** The published generation, undefined when none can be read (then nothing cached is used: the policy service is asked). */
+  const published = (tenant: string) => publishedGeneration(generations, tenant, logger);
 
   /** Where a lookup reads the published generation: {@link published}, or a recheck's one read per tenant. */
   type GenerationOf = (tenant: string) => Promise<number | undefined>;

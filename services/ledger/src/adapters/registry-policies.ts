@@ -1,4 +1,4 @@
-import { ChaosError, parseLedgerPolicySection, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
+import { ChaosError, parseLedgerPolicySection, publishedGeneration, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
 import type { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import type { OperatorPolicies, TenantPolicies } from "../service/operator-policies.js";
 
@@ -41,16 +41,6 @@ export function createRegistryOperatorPolicies(file: OperatorPolicies, options: 
   const timeoutMs = options.timeoutMs ?? 2_000;
   const cache = new Map<string, Cached>();
 
-  async function published(tenant: string): Promise<number | undefined> {
-    if (!generations) return undefined;
-    try {
-      return await generations.get(tenant);
-    } catch (err) {
-      logger.debug({ err, tenant }, "tenant generation unreadable; reading the registry without the cache");
-      return undefined;
-    }
-  }
-
   async function read(tenant: string): Promise<Cached> {
     const at = performance.now();
     let state;
@@ -82,7 +72,7 @@ export function createRegistryOperatorPolicies(file: OperatorPolicies, options: 
     source: `${file.source}, under the tenant registry's ledger policies`,
     async forTenant(tenant) {
       const cached = cache.get(tenant);
-      if (cached && performance.now() - cached.at < maxAgeMs && (await published(tenant)) === cached.generation) return cached.policies;
+      if (cached && performance.now() - cached.at < maxAgeMs && (await publishedGeneration(generations, tenant, logger)) === cached.generation) return cached.policies;
       const fresh = await read(tenant);
       cache.delete(tenant);
       cache.set(tenant, fresh);
