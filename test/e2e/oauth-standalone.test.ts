@@ -6,6 +6,7 @@ import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@mo
 import type { Client as V1Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { startTestIssuer, type TestIssuer } from "../support/oauth-issuer.js";
 import { httpClient, removeDir, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { eventually, listenStream, STREAM_END_WAIT_MS } from "../support/streams.js";
 
 /**
  * `chaos-core serve` as an OAuth 2.1 resource server (docs/auth.md), configured only through
@@ -40,6 +41,8 @@ describe("chaos-core serve with OAuth and API keys", () => {
       CHAOS_CORE_OAUTH_ISSUER: issuer.issuer,
       CHAOS_CORE_OAUTH_RESOURCE: RESOURCE,
       CHAOS_CORE_OAUTH_TENANT_CLAIM: "org_id",
+      // Tokens are accepted a second past their exp (30 s by default): the expiry test waits that long.
+      CHAOS_CORE_OAUTH_CLOCK_SKEW_SECONDS: "1",
     });
   }, 90_000);
 
@@ -75,6 +78,19 @@ describe("chaos-core serve with OAuth and API keys", () => {
     // The 2026-07-28 client, with its own token of the same principal, reads it back.
     const recalled = await call(oauthV2, "chaoscore_recall", { key: "plan" });
     expect(JSON.stringify(recalled.structuredContent)).toContain("alice's note");
+  });
+
+  it("ends a stream its access token holds open once the token expires; a stream with a live token stays", async () => {
+    const expiresIn = 3;
+    const shortLived = await listenStream(serve.url, await issuer.sign({ sub: "alice", org_id: "default", scope: "chaoscore:agent" }, { expiresIn }));
+    const longLived = await listenStream(serve.url, await token());
+    try {
+      await eventually(shortLived.ended, "the expired token's listen stream to end", (expiresIn + 1) * 1000 + STREAM_END_WAIT_MS);
+      expect(longLived.ended()).toBe(false);
+    } finally {
+      await shortLived.cancel();
+      await longLived.cancel();
+    }
   });
 
   it("refuses a token of another audience", async () => {

@@ -9,7 +9,7 @@ import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/adm
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConsoleBrowser } from "../support/console-client.js";
 import { seedDataDir } from "../support/data-dir-template.js";
-import { MCP_HEADERS, rpc } from "../support/mcp-http.js";
+import { rpc } from "../support/mcp-http.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import {
   allStarted,
@@ -24,6 +24,7 @@ import {
   type ServiceMain,
 } from "../support/processes.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
+import { eventually, listenStream } from "../support/streams.js";
 
 // Issue 13, "What must be shown": tenants administered (chaos-core tenants / keys), operator-issued
 // keys hashed and shown once, several tenants on the embedded stores of one standalone, and a
@@ -48,34 +49,6 @@ async function newKey(tenant: string, principal: string, env: Record<string, str
 }
 
 const keyId = (key: string) => key.split("_")[1]!;
-
-/**
- * How long a test waits for a stream to end: the edge re-checks open streams' credentials every
- * second (CREDENTIAL_RECHECK_MS, docs/tenants.md); the rest is slack for a loaded machine. A
- * stream that outlives it was not ended by the change, the failure this looks for.
- */
-const STREAM_END_WAIT_MS = 8_000;
-
-/** Polls `check` until it holds, failing after `timeoutMs` naming what it waited for. */
-async function eventually(check: () => boolean, what: string, timeoutMs = STREAM_END_WAIT_MS): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** A response body read to its end in the background: whether the server has ended it. */
-function readToEnd(res: Response): { ended: () => boolean; cancel: () => Promise<void> } {
-  const reader = res.body!.getReader();
-  let ended = false;
-  void (async () => {
-    while (!(await reader.read()).done);
-  })()
-    .catch(() => undefined)
-    .finally(() => (ended = true));
-  return { ended: () => ended, cancel: () => reader.cancel().catch(() => undefined) };
-}
 
 /**
  * An SDK client over HTTP (a 2025-11-25 session) whose standalone GET stream — the one the client
@@ -114,30 +87,6 @@ async function clientHoldingStream(url: string, key: string): Promise<{ client: 
   await client.connect(transport);
   await open;
   return { client, sessionId: transport.sessionId!, streamEnded: () => ended };
-}
-
-/** A 2026-07-28 `subscriptions/listen` stream held open with `key`, once acknowledged. */
-async function listenStream(url: string, key: string): Promise<{ ended: () => boolean; cancel: () => Promise<void> }> {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { ...MCP_HEADERS, Authorization: `Bearer ${key}`, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: "listen",
-      method: "subscriptions/listen",
-      params: {
-        notifications: { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
-        _meta: {
-          "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-          "io.modelcontextprotocol/clientCapabilities": {},
-          "io.modelcontextprotocol/clientInfo": { name: "listen-e2e", version: "0" },
-        },
-      },
-    }),
-  });
-  expect(res.status).toBe(200);
-  expect(res.headers.get("content-type")).toContain("text/event-stream");
-  return readToEnd(res);
 }
 
 const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" };

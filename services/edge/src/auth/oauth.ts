@@ -108,6 +108,8 @@ export interface OAuthVerifier {
   readonly metadata: ProtectedResourceMetadata;
   /** The identity of a token, or a {@link BearerRefusal}. */
   verify(token: string, options?: VerifyOptions): Promise<VerifiedToken>;
+  /** How far past its `exp` a token is still accepted (clocks drift). */
+  readonly clockSkewSeconds: number;
 }
 
 /** The fields of RFC 9728 §2 this server publishes. */
@@ -351,6 +353,7 @@ export async function createOAuthVerifier(options: OAuthOptions, logger: Logger)
     resource: options.resource,
     metadataUrl: protectedResourceMetadataUrl(options.resource),
     metadata: protectedResourceMetadata(options),
+    clockSkewSeconds: clockTolerance,
     async verify(token, verifyOptions = {}) {
       const requiredScope = verifyOptions.requiredScope === undefined ? AGENT_SCOPE : verifyOptions.requiredScope;
       if (isJwtShaped(token)) return verifyJwt(token, requiredScope);

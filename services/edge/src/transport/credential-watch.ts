@@ -23,6 +23,8 @@ interface Held {
   readonly principal: string;
   /** The SHA-256 of the registry key it presented; undefined for any other credential. */
   readonly sha256: string | undefined;
+  /** When the OAuth access token it presented is no longer accepted (`exp` and the clock skew, ms since the epoch); undefined for any other credential. */
+  readonly expiresAtMs: number | undefined;
 }
 
 /** What the watch needs of the sessions this replica holds (`HttpSessionTable`). */
@@ -53,7 +55,9 @@ export function endsSessions(refusal: CredentialRefusal | undefined): boolean {
  * responses that presented it and, like a deleted tenant's keys, the sessions it opened (their
  * records too, so no replica serves them again — the keys file's rule). A session of a disabled
  * tenant stays: it is served again once the tenant is enabled. While the directory cannot answer, nothing is ended (every new
- * request is still refused, fail closed) and the next tick asks again.
+ * request is still refused, fail closed) and the next tick asks again. An OAuth access token past
+ * its `exp` ends what it holds open on the same tick, without asking anyone (the sessions it
+ * opened stay: their next request needs a token that is valid).
  */
 export class CredentialWatch {
   private readonly held = new Set<Held>();
@@ -72,10 +76,13 @@ export class CredentialWatch {
     this.timer.unref();
   }
 
-  /** Watches `res`, admitted as `tenant`/`principal` with the registry key `sha256` (if one), until it ends. */
-  hold(res: Closable, identity: { readonly tenant: string; readonly principal: string }, sha256: string | undefined): void {
+  /**
+   * Watches `res`, admitted as `tenant`/`principal` with the registry key `sha256` (if one), or an
+   * OAuth access token that expires at `expiresAtMs` (if one), until it ends.
+   */
+  hold(res: Closable, identity: { readonly tenant: string; readonly principal: string }, sha256: string | undefined, expiresAtMs?: number): void {
     if (res.writableEnded || res.destroyed) return;
-    const held: Held = { res, tenant: identity.tenant, principal: identity.principal, sha256 };
+    const held: Held = { res, tenant: identity.tenant, principal: identity.principal, sha256, expiresAtMs };
     this.held.add(held);
     res.once("close", () => this.held.delete(held));
   }
@@ -92,6 +99,14 @@ export class CredentialWatch {
   }
 
   private async pass(): Promise<void> {
+    // An access token past its expiry: what it holds open ends, as its next request would be refused.
+    const now = Date.now();
+    for (const h of [...this.held]) {
+      if (h.expiresAtMs === undefined || h.expiresAtMs > now) continue;
+      this.held.delete(h);
+      h.res.destroy();
+      this.logger.info({ tenant: h.tenant, principal: h.principal, refusal: "token_expired" }, "open MCP request or stream ended: its access token has expired");
+    }
     const byTenant = new Map<string, Set<string>>();
     const note = (tenant: string, sha256: string | undefined) => {
       let digests = byTenant.get(tenant);

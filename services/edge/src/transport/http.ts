@@ -102,7 +102,7 @@ export interface RunningHttpTransport {
   close(graceMs?: number): Promise<void>;
 }
 
-type Locals = { identity: Identity; keySha256?: string; oauth?: boolean; requestId?: RequestId; bodyHead?: () => Buffer };
+type Locals = { identity: Identity; keySha256?: string; oauth?: boolean; tokenExpiresAt?: number; requestId?: RequestId; bodyHead?: () => Buffer };
 
 /** Every error this layer writes carries the request's id once the body could be read (null before). */
 function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}) {
@@ -287,7 +287,7 @@ function authentication(
   return async (req, res, next) => {
     const locals = res.locals as Locals;
     /** Lets the request on as `identity`, unless the registry holds its tenant disabled. */
-    const admit = async (identity: Identity, extra: Pick<Locals, "keySha256" | "oauth"> = {}) => {
+    const admit = async (identity: Identity, extra: Pick<Locals, "keySha256" | "oauth" | "tokenExpiresAt"> = {}) => {
       const refusal = directory ? await askDirectory(() => directory.tenantRefusal(identity.tenant)) : undefined;
       if (refusal) return refuse(res, oauth, refusal);
       locals.identity = identity;
@@ -338,7 +338,8 @@ function authentication(
       const message = verifier || directory ? `Unauthorized: not a valid API key, and ${err.message}` : `Unauthorized: ${err.message}`;
       return jsonRpcError(res, 401, -32001, message, challenge(oauth, { error: "invalid_token", error_description: err.message, ...scope }));
     }
-    return admit(verified.identity, { oauth: true });
+    // Accepted until `exp` and the clock skew: what it holds open ends then too (credential-watch.ts).
+    return admit(verified.identity, { oauth: true, ...(verified.expiresAt !== undefined ? { tokenExpiresAt: verified.expiresAt + oauth.clockSkewSeconds } : {}) });
   };
 }
 
@@ -499,8 +500,9 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier, oauth, directory, verifier !== undefined || oauth !== undefined || !isLoopbackHost(host)));
   if (credentialWatch) {
     app.use("/mcp", (_req, res, next) => {
-      const { identity, keySha256 } = res.locals as Locals;
-      credentialWatch.hold(res, identity, keySha256?.startsWith(REGISTRY_KEY_MARK) ? keySha256.slice(REGISTRY_KEY_MARK.length) : undefined);
+      const { identity, keySha256, tokenExpiresAt } = res.locals as Locals;
+      const registryKey = keySha256?.startsWith(REGISTRY_KEY_MARK) ? keySha256.slice(REGISTRY_KEY_MARK.length) : undefined;
+      credentialWatch.hold(res, identity, registryKey, tokenExpiresAt !== undefined ? tokenExpiresAt * 1000 : undefined);
       next();
     });
   }
