@@ -387,6 +387,10 @@ describe("revocation across two processes sharing Postgres and Redis, beside an 
   const tenant = `shared-${tag}`;
   const filed = { tenant: `filed-${tag}`, principal: "fin", key: `file-key-${randomBytes(16).toString("hex")}` };
   const streaming = { tenant: `streaming-${tag}`, principal: "sam", key: `file-key-${randomBytes(16).toString("hex")}` };
+  const listening = { tenant: `listening-${tag}`, principal: "lou", key: `file-key-${randomBytes(16).toString("hex")}` };
+  const staying = { tenant: `listening-${tag}`, principal: "sue", key: `file-key-${randomBytes(16).toString("hex")}` };
+  const fileEntry = (k: typeof filed) => ({ tenant: k.tenant, principal: k.principal, sha256: createHash("sha256").update(k.key).digest("hex") });
+  let keysFile: string;
   let db: TestDatabase;
   let dirs: string[];
   let one: ServeProcess;
@@ -398,11 +402,8 @@ describe("revocation across two processes sharing Postgres and Redis, beside an 
     db = await createTestDatabase("chaoscore_registry");
     dirs = [tempDir("chaos-core-registry-1-"), tempDir("chaos-core-registry-2-")];
     // The bootstrap file beside the registry: its keys work, and the registry's status binds them too.
-    const keysFile = join(dirs[0]!, "api-keys.json");
-    writeFileSync(
-      keysFile,
-      JSON.stringify([filed, streaming].map((k) => ({ tenant: k.tenant, principal: k.principal, sha256: createHash("sha256").update(k.key).digest("hex") }))),
-    );
+    keysFile = join(dirs[0]!, "api-keys.json");
+    writeFileSync(keysFile, JSON.stringify([filed, streaming, listening, staying].map(fileEntry)));
     env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_API_KEYS_FILE: keysFile };
     [one, two] = await allStarted([startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0]! }), startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1]! })] as const);
     await cli(["tenants", "create", tenant], env);
@@ -465,6 +466,19 @@ describe("revocation across two processes sharing Postgres and Redis, beside an 
       await eventually(filedOnTwo.streamEnded, "the file key's GET stream to end once its tenant is disabled");
     } finally {
       await onTwo.cancel();
+    }
+  });
+
+  it("ends a 2026-07-28 listen stream on both processes once its key is removed from the keys file", async () => {
+    const [onOne, onTwo] = [await listenStream(one.url, listening.key), await listenStream(two.url, listening.key)];
+    const other = await listenStream(one.url, staying.key);
+    try {
+      writeFileSync(keysFile, JSON.stringify([filed, streaming, staying].map(fileEntry)));
+      await eventually(onOne.ended, "the listen stream on the first process to end");
+      await eventually(onTwo.ended, "the listen stream on the second process to end");
+      expect(other.ended()).toBe(false);
+    } finally {
+      for (const s of [onOne, onTwo, other]) await s.cancel();
     }
   });
 });

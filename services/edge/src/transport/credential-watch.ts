@@ -25,6 +25,26 @@ interface Held {
   readonly sha256: string | undefined;
   /** When the OAuth access token it presented is no longer accepted (`exp` and the clock skew, ms since the epoch); undefined for any other credential. */
   readonly expiresAtMs: number | undefined;
+  /** The SHA-256 of the keys file's key it presented; undefined for any other credential. */
+  readonly fileKey: string | undefined;
+}
+
+/** What the watch needs of the API keys file (`WatchedApiKeys`). */
+export interface FileKeys {
+  /** True while the file cannot be taken in: then nothing counts as removed. */
+  unreadable(): boolean;
+  /** Who the key with this SHA-256 is, while it is in the file. */
+  identityOfDigest(sha256: string): { readonly tenant: string; readonly principal: string } | undefined;
+}
+
+/** What a held response was admitted with, besides its tenant and principal. */
+export interface HeldCredential {
+  /** The SHA-256 of the registry key it presented. */
+  readonly registryKey?: string | undefined;
+  /** The SHA-256 of the keys file's key it presented. */
+  readonly fileKey?: string | undefined;
+  /** When the OAuth access token it presented is no longer accepted (ms since the epoch). */
+  readonly expiresAtMs?: number | undefined;
 }
 
 /** What the watch needs of the sessions this replica holds (`HttpSessionTable`). */
@@ -70,19 +90,17 @@ export class CredentialWatch {
     private readonly directory: CredentialDirectory,
     private readonly sessions: RegistrySessions,
     private readonly logger: Logger,
+    private readonly fileKeys?: FileKeys,
     intervalMs = CREDENTIAL_RECHECK_MS,
   ) {
     this.timer = setInterval(() => void this.check(), intervalMs);
     this.timer.unref();
   }
 
-  /**
-   * Watches `res`, admitted as `tenant`/`principal` with the registry key `sha256` (if one), or an
-   * OAuth access token that expires at `expiresAtMs` (if one), until it ends.
-   */
-  hold(res: Closable, identity: { readonly tenant: string; readonly principal: string }, sha256: string | undefined, expiresAtMs?: number): void {
+  /** Watches `res`, admitted as `tenant`/`principal` with `credential`, until it ends. */
+  hold(res: Closable, identity: { readonly tenant: string; readonly principal: string }, credential: HeldCredential = {}): void {
     if (res.writableEnded || res.destroyed) return;
-    const held: Held = { res, tenant: identity.tenant, principal: identity.principal, sha256, expiresAtMs };
+    const held: Held = { res, tenant: identity.tenant, principal: identity.principal, sha256: credential.registryKey, expiresAtMs: credential.expiresAtMs, fileKey: credential.fileKey };
     this.held.add(held);
     res.once("close", () => this.held.delete(held));
   }
@@ -99,13 +117,21 @@ export class CredentialWatch {
   }
 
   private async pass(): Promise<void> {
-    // An access token past its expiry: what it holds open ends, as its next request would be refused.
+    // An access token past its expiry, a key gone from the keys file (or now naming someone else):
+    // what it holds open ends, as its next request would be refused.
     const now = Date.now();
+    const fileReadable = this.fileKeys !== undefined && !this.fileKeys.unreadable();
     for (const h of [...this.held]) {
-      if (h.expiresAtMs === undefined || h.expiresAtMs > now) continue;
+      let why: string | undefined;
+      if (h.expiresAtMs !== undefined && h.expiresAtMs <= now) why = "its access token has expired";
+      else if (h.fileKey !== undefined && fileReadable) {
+        const holder = this.fileKeys!.identityOfDigest(h.fileKey);
+        if (holder?.tenant !== h.tenant || holder.principal !== h.principal) why = "its API key was removed from the keys file";
+      }
+      if (!why) continue;
       this.held.delete(h);
       h.res.destroy();
-      this.logger.info({ tenant: h.tenant, principal: h.principal, refusal: "token_expired" }, "open MCP request or stream ended: its access token has expired");
+      this.logger.info({ tenant: h.tenant, principal: h.principal }, `open MCP request or stream ended: ${why}`);
     }
     const byTenant = new Map<string, Set<string>>();
     const note = (tenant: string, sha256: string | undefined) => {

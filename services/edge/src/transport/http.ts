@@ -450,7 +450,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   });
   // A revoked registry key or a disabled tenant is refused on its next request; what it holds
   // open (SSE streams, long POSTs, the sessions a key opened) ends within CREDENTIAL_RECHECK_MS.
-  const credentialWatch = directory ? new CredentialWatch(directory, sessions, deps.logger) : undefined;
+  const credentialWatch = directory ? new CredentialWatch(directory, sessions, deps.logger, watchedKeys) : undefined;
   const modern = new ModernHandlers(sessionDeps, { maxBodyBytes, bus: (tenant) => events.buses.bus(tenant) });
   // A key removed from the file also ends the sessions it opened here (an SSE stream would
   // otherwise outlive it); other replicas do the same when they see the edit.
@@ -458,6 +458,8 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     sessions
       .closeRevoked()
       .catch((err: unknown) => deps.logger.warn({ err }, "closing the sessions of revoked API keys failed"));
+    // And what such a key holds open outside the sessions it opened (a listen stream, another's session).
+    void credentialWatch?.check();
   });
   // Not createMcpExpressApp: it mounts express.json() with body-parser's fixed 100 kB limit ahead
   // of anything added later, so bodies up to the configured limit could never arrive, and its 413
@@ -501,8 +503,12 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   if (credentialWatch) {
     app.use("/mcp", (_req, res, next) => {
       const { identity, keySha256, tokenExpiresAt } = res.locals as Locals;
-      const registryKey = keySha256?.startsWith(REGISTRY_KEY_MARK) ? keySha256.slice(REGISTRY_KEY_MARK.length) : undefined;
-      credentialWatch.hold(res, identity, registryKey, tokenExpiresAt !== undefined ? tokenExpiresAt * 1000 : undefined);
+      const registry = keySha256?.startsWith(REGISTRY_KEY_MARK) ?? false;
+      credentialWatch.hold(res, identity, {
+        registryKey: registry ? keySha256!.slice(REGISTRY_KEY_MARK.length) : undefined,
+        fileKey: registry ? undefined : keySha256,
+        expiresAtMs: tokenExpiresAt !== undefined ? tokenExpiresAt * 1000 : undefined,
+      });
       next();
     });
   }
