@@ -18,7 +18,7 @@ import type { CredentialDirectory } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
 import { APPROVER_SCOPE } from "../auth/scopes.js";
 import type { EdgeDeps } from "../deps.js";
-import { REGISTRY_KEY_MARK } from "../sessions/session-store.js";
+import { REGISTRY_KEY_MARK, registryKeyDigest } from "../sessions/session-store.js";
 import { CONSOLE_CSS } from "./console-css.js";
 import { newCsrfToken, sameToken, signInToken, signInTokenMatches } from "./csrf.js";
 import { cookie, cookieNames, readCookie, setConsoleHeaders } from "./headers.js";
@@ -324,8 +324,9 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
       holds = oauthSignIn !== undefined;
     } else {
       let identity: Identity | undefined;
-      if (session.keySha256.startsWith(REGISTRY_KEY_MARK)) {
-        const answer = await directory?.resolveDigest(session.keySha256.slice(REGISTRY_KEY_MARK.length));
+      const registryKey = registryKeyDigest(session.keySha256);
+      if (registryKey !== undefined) {
+        const answer = await directory?.resolveDigest(registryKey);
         identity = answer?.kind === "identity" ? answer.identity : undefined;
       } else {
         await keys?.refresh?.();

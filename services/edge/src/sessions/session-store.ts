@@ -4,6 +4,11 @@ import { ChaosError } from "@chaos-core/kit";
 /** How a session record's `keySha256` marks a key of the tenant registry (`registry:<sha256>`). */
 export const REGISTRY_KEY_MARK = "registry:";
 
+/** The registry key's SHA-256 a marked `keySha256` names, or undefined for any other credential's. */
+export function registryKeyDigest(keySha256: string | undefined): string | undefined {
+  return keySha256?.startsWith(REGISTRY_KEY_MARK) ? keySha256.slice(REGISTRY_KEY_MARK.length) : undefined;
+}
+
 /** Which transport a session arrived on; kept for operators, never used to branch tool code. */
 export type SessionTransport = "stdio" | "http";
 

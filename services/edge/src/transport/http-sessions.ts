@@ -19,7 +19,7 @@ import type { EdgeDeps, EdgeSession } from "../deps.js";
 import type { EdgeEvents } from "../events/feeds.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
-import { REGISTRY_KEY_MARK, type SessionRecord } from "../sessions/session-store.js";
+import { REGISTRY_KEY_MARK, registryKeyDigest, type SessionRecord } from "../sessions/session-store.js";
 import { parseWireId, wireId, type LegacyRelay, type RelayedMessage } from "./legacy-relay.js";
 import { endsSessions, type RegistrySessions } from "./credential-watch.js";
 import { replayInitialize } from "./sdk-internals.js";
@@ -316,7 +316,7 @@ export class HttpSessionTable implements RegistrySessions {
   private revoked(opener: Opener): boolean {
     const keys = this.options.keys;
     // A registry key's revocation is the registry's: see registryRevoked and endOpenedBy.
-    if (!keys || keys.unreadable() || opener.oauth || opener.keySha256?.startsWith(REGISTRY_KEY_MARK)) return false;
+    if (!keys || keys.unreadable() || opener.oauth || registryKeyDigest(opener.keySha256) !== undefined) return false;
     if (opener.keySha256 === undefined) return !keys.holdsIdentity(opener.tenant, opener.principal);
     const holder = keys.identityOfDigest(opener.keySha256);
     return holder?.tenant !== opener.tenant || holder.principal !== opener.principal;
@@ -329,15 +329,16 @@ export class HttpSessionTable implements RegistrySessions {
    */
   private async registryRevoked(opener: Opener, presented: string | undefined): Promise<boolean> {
     const refusal = this.options.registryKeyRefusal;
-    const key = opener.keySha256;
-    if (!refusal || !key?.startsWith(REGISTRY_KEY_MARK) || key === presented) return false;
-    return endsSessions(await refusal(opener.tenant, key.slice(REGISTRY_KEY_MARK.length)));
+    const digest = registryKeyDigest(opener.keySha256);
+    if (!refusal || digest === undefined || opener.keySha256 === presented) return false;
+    return endsSessions(await refusal(opener.tenant, digest));
   }
 
   /** The tenant and registry key (SHA-256) of every session held here that such a key opened. */
   *registryOpeners(): Iterable<{ tenant: string; sha256: string }> {
     for (const local of this.live.values()) {
-      if (local.keySha256?.startsWith(REGISTRY_KEY_MARK)) yield { tenant: local.session.tenant, sha256: local.keySha256.slice(REGISTRY_KEY_MARK.length) };
+      const sha256 = registryKeyDigest(local.keySha256);
+      if (sha256 !== undefined) yield { tenant: local.session.tenant, sha256 };
     }
   }
 

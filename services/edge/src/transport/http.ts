@@ -31,7 +31,7 @@ import { CredentialWatch } from "./credential-watch.js";
 import { homePage } from "./home-page.js";
 import { ModernHandlers } from "./http-modern.js";
 import { HttpSessionTable } from "./http-sessions.js";
-import { REGISTRY_KEY_MARK } from "../sessions/session-store.js";
+import { REGISTRY_KEY_MARK, registryKeyDigest } from "../sessions/session-store.js";
 import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
 
 /** How the Streamable HTTP transport listens and whom it lets in. */
@@ -503,10 +503,10 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   if (credentialWatch) {
     app.use("/mcp", (_req, res, next) => {
       const { identity, keySha256, tokenExpiresAt } = res.locals as Locals;
-      const registry = keySha256?.startsWith(REGISTRY_KEY_MARK) ?? false;
+      const registryKey = registryKeyDigest(keySha256);
       credentialWatch.hold(res, identity, {
-        registryKey: registry ? keySha256!.slice(REGISTRY_KEY_MARK.length) : undefined,
-        fileKey: registry ? undefined : keySha256,
+        registryKey,
+        fileKey: registryKey === undefined ? keySha256 : undefined,
         expiresAtMs: tokenExpiresAt !== undefined ? tokenExpiresAt * 1000 : undefined,
       });
       next();
