@@ -10,6 +10,7 @@ import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { MCP_HEADERS, openSession, PROTOCOL_VERSION, rpc, sseStream } from "../support/mcp-http.js";
 import { removeDir, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
+import { postListen } from "../support/streams.js";
 
 function call(id: number, name: string, args: Record<string, unknown>) {
   return { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } };
@@ -86,23 +87,7 @@ describe("change events across two edge processes sharing Redis (docs/protocol.m
 
   /** A 2026-07-28 subscriptions/listen stream on `url`, and its acknowledgement. */
   async function listen(url: string, id: string) {
-    const res = await fetch(url, {
-      method: "POST",
-      headers: { ...MCP_HEADERS, ...auth, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id,
-        method: "subscriptions/listen",
-        params: {
-          notifications: { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": { name: "listen-test", version: "0" },
-          },
-        },
-      }),
-    });
+    const res = await postListen(url, auth, id);
     expect(res.status).toBe(200);
     const stream = sseStream(res);
     const ack = await stream.next((e) => e.message !== undefined, "the acknowledgement");

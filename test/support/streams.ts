@@ -31,14 +31,17 @@ export function readToEnd(res: Response): { ended: () => boolean; cancel: () => 
   return { ended: () => ended, cancel: () => reader.cancel().catch(() => undefined) };
 }
 
-/** A 2026-07-28 `subscriptions/listen` stream held open with `key`, once acknowledged. */
-export async function listenStream(url: string, key: string): Promise<{ ended: () => boolean; cancel: () => Promise<void> }> {
-  const res = await fetch(url, {
+/**
+ * Opens a 2026-07-28 `subscriptions/listen` request on `url` with `headers` (the credential) — to
+ * the policy resource and list changes — and returns the response, its SSE stream unread.
+ */
+export function postListen(url: string, headers: Record<string, string>, id: string | number = "listen"): Promise<Response> {
+  return fetch(url, {
     method: "POST",
-    headers: { ...MCP_HEADERS, Authorization: `Bearer ${key}`, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
+    headers: { ...MCP_HEADERS, ...headers, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
     body: JSON.stringify({
       jsonrpc: "2.0",
-      id: "listen",
+      id,
       method: "subscriptions/listen",
       params: {
         notifications: { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
@@ -50,6 +53,11 @@ export async function listenStream(url: string, key: string): Promise<{ ended: (
       },
     }),
   });
+}
+
+/** A 2026-07-28 `subscriptions/listen` stream held open with `key`, once acknowledged. */
+export async function listenStream(url: string, key: string): Promise<{ ended: () => boolean; cancel: () => Promise<void> }> {
+  const res = await postListen(url, { Authorization: `Bearer ${key}` });
   expect(res.status).toBe(200);
   expect(res.headers.get("content-type")).toContain("text/event-stream");
   return readToEnd(res);

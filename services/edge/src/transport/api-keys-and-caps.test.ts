@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordingLogger } from "../../../../test/support/logger.js";
+import { readToEnd } from "../../../../test/support/streams.js";
 import { API_KEYS_RECHECK_MS, hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import {
@@ -58,14 +59,7 @@ async function openStream(url: string, sessionId: string, key: string): Promise<
     headers: { accept: "text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL_VERSION, ...auth(key) },
   });
   expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  let ended = false;
-  void (async () => {
-    while (!(await reader.read()).done);
-  })()
-    .catch(() => undefined)
-    .finally(() => (ended = true));
-  return { ended: () => ended };
+  return readToEnd(res);
 }
 
 async function initialize(url: string, key: string): Promise<Response> {
