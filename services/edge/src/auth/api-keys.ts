@@ -150,6 +150,21 @@ export interface WatchedApiKeys extends ApiKeyVerifier {
   close(): void;
 }
 
+/**
+ * Whether the keys file's key with this SHA-256 no longer names `who` — gone from the file, or now
+ * another tenant or principal. Never while the file cannot be taken in: which keys remain is then
+ * unknown (and every request is refused meanwhile).
+ */
+export function fileKeyWithdrawn(
+  keys: Pick<WatchedApiKeys, "unreadable" | "identityOfDigest">,
+  sha256: string,
+  who: { readonly tenant: string; readonly principal: string },
+): boolean {
+  if (keys.unreadable()) return false;
+  const holder = keys.identityOfDigest(sha256);
+  return holder?.tenant !== who.tenant || holder.principal !== who.principal;
+}
+
 /** Options of {@link watchApiKeysFile}. */
 export interface WatchApiKeysOptions {
   logger: Logger;

@@ -1,4 +1,5 @@
 import type { Logger } from "@chaos-core/kit";
+import { fileKeyWithdrawn, type WatchedApiKeys } from "../auth/api-keys.js";
 import type { CredentialDirectory, CredentialRefusal, Recheck } from "../auth/directory.js";
 
 /**
@@ -16,35 +17,21 @@ interface Closable {
   readonly destroyed: boolean;
 }
 
-/** One `/mcp` request being answered (an SSE stream, until it ends), with the credential it was admitted with. */
-interface Held {
-  readonly res: Closable;
-  readonly tenant: string;
-  readonly principal: string;
-  /** The SHA-256 of the registry key it presented; undefined for any other credential. */
-  readonly sha256: string | undefined;
-  /** When the OAuth access token it presented is no longer accepted (`exp` and the clock skew, ms since the epoch); undefined for any other credential. */
-  readonly expiresAtMs: number | undefined;
-  /** The SHA-256 of the keys file's key it presented; undefined for any other credential. */
-  readonly fileKey: string | undefined;
-}
-
-/** What the watch needs of the API keys file (`WatchedApiKeys`). */
-export interface FileKeys {
-  /** True while the file cannot be taken in: then nothing counts as removed. */
-  unreadable(): boolean;
-  /** Who the key with this SHA-256 is, while it is in the file. */
-  identityOfDigest(sha256: string): { readonly tenant: string; readonly principal: string } | undefined;
-}
-
-/** What a held response was admitted with, besides its tenant and principal. */
+/** What a held response was admitted with, besides its tenant and principal; each absent for any other credential. */
 export interface HeldCredential {
   /** The SHA-256 of the registry key it presented. */
   readonly registryKey?: string | undefined;
   /** The SHA-256 of the keys file's key it presented. */
   readonly fileKey?: string | undefined;
-  /** When the OAuth access token it presented is no longer accepted (ms since the epoch). */
+  /** When the OAuth access token it presented is no longer accepted (`exp` and the clock skew, ms since the epoch). */
   readonly expiresAtMs?: number | undefined;
+}
+
+/** One `/mcp` request being answered (an SSE stream, until it ends), with the credential it was admitted with. */
+interface Held extends HeldCredential {
+  readonly res: Closable;
+  readonly tenant: string;
+  readonly principal: string;
 }
 
 /** What the watch needs of the sessions this replica holds (`HttpSessionTable`). */
@@ -90,7 +77,7 @@ export class CredentialWatch {
     private readonly directory: CredentialDirectory,
     private readonly sessions: RegistrySessions,
     private readonly logger: Logger,
-    private readonly fileKeys?: FileKeys,
+    private readonly fileKeys?: Pick<WatchedApiKeys, "unreadable" | "identityOfDigest">,
     intervalMs = CREDENTIAL_RECHECK_MS,
   ) {
     this.timer = setInterval(() => void this.check(), intervalMs);
@@ -100,7 +87,7 @@ export class CredentialWatch {
   /** Watches `res`, admitted as `tenant`/`principal` with `credential`, until it ends. */
   hold(res: Closable, identity: { readonly tenant: string; readonly principal: string }, credential: HeldCredential = {}): void {
     if (res.writableEnded || res.destroyed) return;
-    const held: Held = { res, tenant: identity.tenant, principal: identity.principal, sha256: credential.registryKey, expiresAtMs: credential.expiresAtMs, fileKey: credential.fileKey };
+    const held: Held = { ...credential, res, tenant: identity.tenant, principal: identity.principal };
     this.held.add(held);
     res.once("close", () => this.held.delete(held));
   }
@@ -120,14 +107,10 @@ export class CredentialWatch {
     // An access token past its expiry, a key gone from the keys file (or now naming someone else):
     // what it holds open ends, as its next request would be refused.
     const now = Date.now();
-    const fileReadable = this.fileKeys !== undefined && !this.fileKeys.unreadable();
     for (const h of [...this.held]) {
       let why: string | undefined;
       if (h.expiresAtMs !== undefined && h.expiresAtMs <= now) why = "its access token has expired";
-      else if (h.fileKey !== undefined && fileReadable) {
-        const holder = this.fileKeys!.identityOfDigest(h.fileKey);
-        if (holder?.tenant !== h.tenant || holder.principal !== h.principal) why = "its API key was removed from the keys file";
-      }
+      else if (h.fileKey !== undefined && this.fileKeys && fileKeyWithdrawn(this.fileKeys, h.fileKey, h)) why = "its API key was removed from the keys file";
       if (!why) continue;
       this.held.delete(h);
       h.res.destroy();
@@ -139,7 +122,7 @@ export class CredentialWatch {
       if (!digests) byTenant.set(tenant, (digests = new Set()));
       if (sha256 !== undefined) digests.add(sha256);
     };
-    for (const h of this.held) note(h.tenant, h.sha256);
+    for (const h of this.held) note(h.tenant, h.registryKey);
     for (const o of this.sessions.registryOpeners()) note(o.tenant, o.sha256);
     await Promise.all([...byTenant].map(([tenant, digests]) => this.checkTenant(tenant, [...digests])));
   }
@@ -160,7 +143,7 @@ export class CredentialWatch {
     }
     for (const h of [...this.held]) {
       if (h.tenant !== tenant) continue;
-      const refusal = found.tenant ?? (h.sha256 !== undefined ? found.keys.get(h.sha256) : undefined);
+      const refusal = found.tenant ?? (h.registryKey !== undefined ? found.keys.get(h.registryKey) : undefined);
       if (!refusal) continue;
       this.held.delete(h);
       h.res.destroy();

@@ -12,7 +12,7 @@ import {
   type ServerEvent,
 } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
-import type { WatchedApiKeys } from "../auth/api-keys.js";
+import { fileKeyWithdrawn, type WatchedApiKeys } from "../auth/api-keys.js";
 import type { CredentialRefusal } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
@@ -318,8 +318,7 @@ export class HttpSessionTable implements RegistrySessions {
     // A registry key's revocation is the registry's: see registryRevoked and endOpenedBy.
     if (!keys || keys.unreadable() || opener.oauth || registryKeyDigest(opener.keySha256) !== undefined) return false;
     if (opener.keySha256 === undefined) return !keys.holdsIdentity(opener.tenant, opener.principal);
-    const holder = keys.identityOfDigest(opener.keySha256);
-    return holder?.tenant !== opener.tenant || holder.principal !== opener.principal;
+    return fileKeyWithdrawn(keys, opener.keySha256, opener);
   }
 
   /**
