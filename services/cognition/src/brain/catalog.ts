@@ -1,8 +1,10 @@
+import { RISKS as KIT_RISKS } from "@chaos-core/kit";
 import { z } from "zod";
 import type { CapabilityRisk } from "../capabilities/capability.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 
-const RISK_ORDER: readonly CapabilityRisk[] = ["low", "medium", "high", "critical"];
+/** Least to most dangerous: kit's one list of the risk classes. */
+const RISK_ORDER: readonly CapabilityRisk[] = KIT_RISKS;
 
 /** The higher of two risks. */
 export function maxRisk(a: CapabilityRisk, b: CapabilityRisk): CapabilityRisk {

@@ -4,7 +4,7 @@
  */
 import { fromJson, type JsonObject as ProtoJsonObject, type JsonValue as ProtoJsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
-import { ChaosError, contextLabel } from "@chaos-core/kit";
+import { ChaosError, contextLabel, RISKS } from "@chaos-core/kit";
 import type {
   ApprovalSummarySchema,
   CapabilitySchema,
@@ -26,7 +26,6 @@ import { channelsOf, type StoredApproval } from "../executor/approvals.js";
 import type { ExecutableStep, StepResult } from "../executor/types.js";
 import type { PlanStep, StoredPlan } from "../plans/plan.js";
 
-const RISKS: readonly CapabilityRisk[] = ["low", "medium", "high", "critical"];
 
 /** Any value a handler returned, as JSON (what survives `JSON.stringify`), in a Value; undefined stays unset. */
 export function outputToValue(output: unknown): Value | undefined {

@@ -1,5 +1,6 @@
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { RISKS } from "@chaos-core/kit";
 import { z } from "zod";
 import type {
   Intent,
@@ -28,8 +29,6 @@ export const MAX_REPLANS = 5;
  */
 export const MODEL_CALL_TIMEOUT_MS = 3 * 60_000;
 export const RUN_TIMEOUT_MS = 5 * 60_000;
-
-export const RISKS = ["low", "medium", "high", "critical"] as const;
 
 export const objectiveSchema = z
   .string()
