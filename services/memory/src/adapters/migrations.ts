@@ -18,6 +18,8 @@ export const MEMORY_PG_EXTENSIONS: readonly string[] = ["pg_trgm"];
  * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.
  * - Search goes through `memory.search_items`; the comment above it in the SQL says why.
  * - `items_updated` serves retention (items whose last write is older than an age).
+ * - Recall by key and remember are one statement each (`memory.recall_item`,
+ *   `memory.remember_item`, 0003): the comment above them says how they stay in one tenant.
  */
 export const MEMORY_MIGRATIONS: Migration[] = [
   {
@@ -101,6 +103,67 @@ export const MEMORY_MIGRATIONS: Migration[] = [
     // leakproof, so the index serves queries under row-level security.)
     id: "0002_items_updated",
     sql: `CREATE INDEX items_updated ON memory.items (tenant_id, updated_at);`,
+  },
+  {
+    // The two calls on a governed call's path, recall by key and remember, each as one statement:
+    // one round trip on Postgres (was BEGIN + tenant prelude, the statement(s), COMMIT), one
+    // statement instead of four or five on PGlite, which runs every statement of the process one
+    // at a time. Each function is
+    // called on its own, as autocommit (kit's `Db.statement`), by the connecting role: it scopes
+    // itself to the tenant it is given — the setting row-level security reads, and the tenant in
+    // every predicate — as ledger.sequence_batch does. EXECUTE is revoked from PUBLIC, so the
+    // application role (a tenant transaction's role) cannot call them and name another tenant.
+    id: "0003_one_statement_calls",
+    sql: `
+      CREATE FUNCTION memory.recall_item(p_tenant text, p_key text, p_now timestamptz)
+      RETURNS TABLE (key text, value_json text, tags text[], created_at timestamptz,
+                     updated_at timestamptz, expires_at timestamptz)
+      LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      BEGIN
+        PERFORM set_config('app.tenant_id', p_tenant, true);
+        RETURN QUERY
+          SELECT i.key::text, i.value::text, i.tags, i.created_at, i.updated_at, i.expires_at
+            FROM memory.items i
+           WHERE i.tenant_id = p_tenant AND i.key = p_key
+             AND (i.expires_at IS NULL OR i.expires_at > p_now);
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION memory.recall_item(text, text, timestamptz) FROM PUBLIC;
+
+      -- An item that had expired is gone as far as callers know: remembering its key again
+      -- starts a new item, so created_at restarts too. Then at most p_purge expired rows of the
+      -- tenant are purged (SKIP LOCKED: concurrent writers purge disjoint rows instead of
+      -- queueing on, or deadlocking over, the same ones) — purging rides on writes, never reads.
+      CREATE FUNCTION memory.remember_item(
+        p_tenant text, p_now timestamptz, p_key text, p_value text, p_tags text[],
+        p_expires_at timestamptz, p_purge integer)
+      RETURNS TABLE (key text, value_json text, tags text[], created_at timestamptz,
+                     updated_at timestamptz, expires_at timestamptz)
+      LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      #variable_conflict use_column
+      BEGIN
+        PERFORM set_config('app.tenant_id', p_tenant, true);
+        RETURN QUERY
+          WITH written AS (
+            INSERT INTO memory.items AS i (tenant_id, key, value, tags, created_at, updated_at, expires_at)
+            VALUES (p_tenant, p_key, p_value::json, p_tags, p_now, p_now, p_expires_at)
+            ON CONFLICT (tenant_id, key) DO UPDATE SET
+              value = excluded.value,
+              tags = excluded.tags,
+              updated_at = excluded.updated_at,
+              expires_at = excluded.expires_at,
+              created_at = CASE WHEN i.expires_at IS NOT NULL AND i.expires_at <= excluded.updated_at
+                                THEN excluded.created_at ELSE i.created_at END
+            RETURNING i.key::text, i.value::text, i.tags, i.created_at, i.updated_at, i.expires_at)
+          SELECT * FROM written;
+        DELETE FROM memory.items d WHERE (d.tenant_id, d.key) IN (
+          SELECT x.tenant_id, x.key FROM memory.items x
+           WHERE x.tenant_id = p_tenant AND x.expires_at <= p_now
+           ORDER BY x.expires_at LIMIT p_purge FOR UPDATE SKIP LOCKED);
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION memory.remember_item(text, timestamptz, text, text, text[], timestamptz, integer) FROM PUBLIC;
+    `,
   },
 ];
 

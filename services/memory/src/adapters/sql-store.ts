@@ -1,5 +1,5 @@
 import { decodeCursor, encodeCursor } from "../domain/cursor.js";
-import { ChaosError, type Db, type Queryable } from "@chaos-core/kit";
+import { assertTenantId, ChaosError, type Db } from "@chaos-core/kit";
 import { EPISODE_KEY_PREFIX, PROCEDURE_KEY_PREFIX } from "../domain/export-format.js";
 import type {
   BatchOptions,
@@ -40,8 +40,6 @@ interface ItemRow {
   expires_at: Date | string | null;
 }
 
-const ITEM_COLUMNS = "key, value::text AS value_json, tags, created_at, updated_at, expires_at";
-
 /** Live means unexpired at `now`; `$2` is always `now` in the statements below. */
 const LIVE = "(expires_at IS NULL OR expires_at > $2::timestamptz)";
 
@@ -78,18 +76,6 @@ export function searchStatement(search: ValidSearch, afterKey: string | undefine
            ORDER BY key COLLATE "C"`,
     params: [escapeLike(search.query), search.tags, afterKey ?? null, now.toISOString(), search.limit + 1],
   };
-}
-
-async function purgeExpired(q: Queryable, tenant: string, now: Date, batch: number): Promise<void> {
-  // SKIP LOCKED: concurrent writers purge disjoint rows instead of queueing on (or
-  // deadlocking over) the same ones; whatever is left goes on a later call.
-  await q.query(
-    `DELETE FROM memory.items WHERE (tenant_id, key) IN (
-       SELECT tenant_id, key FROM memory.items
-        WHERE tenant_id = $1 AND expires_at <= $2::timestamptz
-        ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)`,
-    [tenant, now.toISOString(), batch],
-  );
 }
 
 /**
@@ -131,7 +117,9 @@ async function untilNoneLeft(what: string, options: BatchOptions, batch: () => P
  * The memory store over a kit {@link Db}: the same SQL on Postgres and on embedded PGlite,
  * every statement inside a tenant transaction, so row-level security applies (search goes
  * through `memory.search_items`, which scopes rows to that transaction's tenant itself so its
- * indexes stay usable). Run {@link migrateMemory} first.
+ * indexes stay usable) — except recall by key and remember, the calls on a governed call's path:
+ * each is one autocommit statement of a function that scopes itself to the tenant it is given
+ * (`memory.recall_item`, `memory.remember_item`). Run {@link migrateMemory} first.
  */
 export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}): MemoryStore {
   const now = options.now ?? (() => new Date());
@@ -144,36 +132,25 @@ export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}
       const item = validateRemember(input);
       const at = now();
       const expiresAt = item.ttlSeconds > 0 ? new Date(at.getTime() + item.ttlSeconds * 1000).toISOString() : null;
-      return db.tenantTx(tenant, async (q) => {
-        // An item that had expired is gone as far as callers know: remembering its key again
-        // starts a new item, so created_at restarts too.
-        const res = await q.query<ItemRow>(
-          `INSERT INTO memory.items AS i (tenant_id, key, value, tags, created_at, updated_at, expires_at)
-           VALUES ($1, $3, $4::json, $5::text[], $2::timestamptz, $2::timestamptz, $6::timestamptz)
-           ON CONFLICT (tenant_id, key) DO UPDATE SET
-             value = excluded.value,
-             tags = excluded.tags,
-             updated_at = excluded.updated_at,
-             expires_at = excluded.expires_at,
-             created_at = CASE WHEN i.expires_at IS NOT NULL AND i.expires_at <= excluded.updated_at
-                               THEN excluded.created_at ELSE i.created_at END
-           RETURNING ${ITEM_COLUMNS}`,
-          [tenant, at.toISOString(), item.key, item.valueJson, item.tags, expiresAt],
-        );
-        // Purging rides on writes, bounded, never on reads: reads filter expired rows anyway.
-        await purgeExpired(q, tenant, at, purgeBatch);
-        return toItem(res.rows[0] as ItemRow);
-      });
+      // One statement (migration 0003): the upsert and a bounded purge of expired rows. It runs
+      // as the connecting role and scopes itself to `tenant`, so the id is checked here, as a
+      // tenant transaction checks it.
+      assertTenantId(tenant);
+      const res = await db.statement<ItemRow>(
+        "SELECT * FROM memory.remember_item($1, $2::timestamptz, $3, $4, $5::text[], $6::timestamptz, $7)",
+        [tenant, at.toISOString(), item.key, item.valueJson, item.tags, expiresAt, purgeBatch],
+        { name: "memory_remember_item" },
+      );
+      return toItem(res.rows[0] as ItemRow);
     },
 
     async recall(tenant: string, key: string): Promise<MemoryItem | undefined> {
       const k = validateKey(key);
-      const res = await db.tenantTx(tenant, (q) =>
-        q.query<ItemRow>(`SELECT ${ITEM_COLUMNS} FROM memory.items WHERE tenant_id = $1 AND ${LIVE} AND key = $3`, [
-          tenant,
-          now().toISOString(),
-          k,
-        ]),
+      assertTenantId(tenant);
+      const res = await db.statement<ItemRow>(
+        "SELECT * FROM memory.recall_item($1, $2, $3::timestamptz)",
+        [tenant, k, now().toISOString()],
+        { name: "memory_recall_item" },
       );
       const row = res.rows[0];
       return row ? toItem(row) : undefined;

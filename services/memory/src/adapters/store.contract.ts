@@ -39,7 +39,7 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated"]);
+      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated", "0003_one_statement_calls"]);
     });
     afterAll(async () => {
       await close?.();
@@ -617,6 +617,27 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
         const inA = await db.tenantTx(a, (q) => q.query(call, [clock.now().toISOString()]));
         expect(inA.rows).toEqual([{ key: "mine" }]);
         await expect(db.adminTx((q) => q.query(call, [clock.now().toISOString()]))).rejects.toThrow(/app\.tenant_id is not set/);
+      });
+
+      it("recall and remember scope themselves to the tenant they are given, and the application role cannot call them", async () => {
+        const { store, clock, tenant: a } = fresh();
+        const { tenant: b } = fresh();
+        await store.remember(a, { key: "k", value: "a's" });
+        await store.remember(b, { key: "k", value: "b's" });
+        const at = clock.now().toISOString();
+        // As the connecting role, each names its tenant and sees that tenant's row only.
+        const read = (t: string) =>
+          db.adminTx((q) => q.query<{ value_json: string }>("SELECT value_json FROM memory.recall_item($1, 'k', $2::timestamptz)", [t, at]));
+        expect((await read(a)).rows).toEqual([{ value_json: '"a\'s"' }]);
+        expect((await read(b)).rows).toEqual([{ value_json: '"b\'s"' }]);
+        // Inside a tenant transaction (the application role) neither may be called: it could name another tenant.
+        for (const call of [
+          `SELECT * FROM memory.recall_item('${a}', 'k', now())`,
+          `SELECT * FROM memory.remember_item('${a}', now(), 'k', '"stolen"', '{}', NULL, 0)`,
+        ]) {
+          await expect(db.tenantTx(b, (q) => q.query(call)), call).rejects.toThrow(/permission denied/);
+        }
+        expect((await store.recall(a, "k"))?.value).toBe("a's");
       });
     });
 
