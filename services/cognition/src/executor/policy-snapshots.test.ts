@@ -7,7 +7,7 @@
 import { ChaosError, createLogger, createRedisChangeCounters, type CallContext, type ChangeCounters, type ServiceClient } from "@chaos-core/kit";
 import { Redis } from "ioredis";
 import { Decision, Risk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 import { createPolicySnapshots, type PolicySnapshots } from "./policy-snapshots.js";
@@ -27,7 +27,10 @@ afterAll(async () => {
 
 let n = 0;
 const tenantCtx = (): CallContext => ({ tenant: `snap-${process.pid}-${++n}`, principal: "agent" });
-const snapshots = (policy: PolicyClient, options: { boundMs?: number; now?: () => number; changes?: ChangeCounters } = {}) => {
+const snapshots = (
+  policy: PolicyClient,
+  options: { boundMs?: number; now?: () => number; changes?: ChangeCounters; watchRoundMs?: number; logger?: typeof logger } = {},
+) => {
   const s = createPolicySnapshots(policy, { logger, ...options });
   opened.push(s);
   return s;
@@ -80,6 +83,27 @@ describe("policy snapshots", () => {
     await eventually(() => b.versionOf(ctx.tenant) === v2, "replica b's snapshot reaches the new version");
     const denied = await ask(b.client, ctx, "memory.recall");
     expect(denied).toMatchObject({ decision: Decision.DENY, matchedRule: "deniedCapabilities", policyVersion: BigInt(v2) });
+  });
+
+  it("a watch round that reaches its deadline is reopened at once, not counted as broken, and changes keep arriving", async () => {
+    const ctx = tenantCtx();
+    await services.putPolicy(ctx.tenant, {});
+    const quiet = createLogger("snapshots-test", "silent");
+    const warn = vi.spyOn(quiet, "warn");
+    let opens = 0;
+    const counting: PolicyClient = {
+      ...services.policy,
+      watchPolicy: (req, opts) => {
+        opens++;
+        return services.policy.watchPolicy(req, opts);
+      },
+    };
+    const snap = snapshots(counting, { watchRoundMs: 150, logger: quiet });
+    await ask(snap.client, ctx, "memory.recall");
+    await eventually(() => opens >= 4, "the watch reopened after three rounds");
+    const v2 = await services.putPolicy(ctx.tenant, { deniedCapabilities: ["memory.recall"] });
+    await eventually(() => snap.versionOf(ctx.tenant) === v2, "the reopened watch delivers the change");
+    expect(warn).not.toHaveBeenCalled();
   });
 
   it("with the watch broken: within the bound the snapshot decides, past it a decision re-reads, and fails closed when it cannot", async () => {

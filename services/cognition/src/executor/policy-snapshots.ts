@@ -10,6 +10,12 @@ export const DEFAULT_SNAPSHOT_BOUND_MS = 1_000;
 /** Tenants whose snapshots are kept (and watched) at once; the least recently used is dropped. */
 const MAX_TENANTS = 1_000;
 const RETRY_MS = [100, 250, 500, 1_000, 2_000, 5_000];
+/**
+ * How long one WatchPolicy call runs before it is made again: every call has a deadline (kit's
+ * RPC clients), and a watch's is its round. A round that ends at its deadline is reopened at once,
+ * as the edge's policy feed does; only a watch that fails otherwise is "broken".
+ */
+export const DEFAULT_WATCH_ROUND_MS = 10 * 60_000;
 
 interface Snapshot {
   document?: PolicyDocumentJson;
@@ -47,9 +53,10 @@ export interface PolicySnapshots {
  */
 export function createPolicySnapshots(
   policy: PolicyClient,
-  options: { logger: Logger; boundMs?: number; now?: () => number; changes?: ChangeCounters },
+  options: { logger: Logger; boundMs?: number; now?: () => number; changes?: ChangeCounters; watchRoundMs?: number },
 ): PolicySnapshots {
   const boundMs = options.boundMs ?? DEFAULT_SNAPSHOT_BOUND_MS;
+  const watchRoundMs = options.watchRoundMs ?? DEFAULT_WATCH_ROUND_MS;
   const now = options.now ?? Date.now;
   const snapshots = new Map<string, Snapshot>();
   let closed = false;
@@ -65,16 +72,21 @@ export function createPolicySnapshots(
     const ctx: CallContext = { tenant, principal: "chaos-core/cognition" };
     // The watch outlives the decision that opened it: not part of that request's trace.
     void outsideTrace(async () => {
+      let roundEnded = false;
       try {
-        for await (const msg of policy.watchPolicy({}, { ctx, signal: s.abort.signal })) {
+        for await (const msg of policy.watchPolicy({}, { ctx, signal: s.abort.signal, timeoutMs: watchRoundMs })) {
           take(s, msg.document, msg.version);
           s.retries = 0;
         }
       } catch (err) {
         if (s.abort.signal.aborted) return;
-        options.logger.warn({ err: err instanceof Error ? err.message : String(err), tenant }, "policy watch broke; decisions re-read the policy until it is back");
+        const e = ChaosError.from(err);
+        roundEnded = e.code === "deadline_exceeded";
+        if (roundEnded) options.logger.debug({ tenant }, "policy watch round ended at its deadline; reopening it");
+        else options.logger.warn({ err: e.message, code: e.code, tenant }, "policy watch broke; decisions re-read the policy until it is back");
       }
       if (closed || s.abort.signal.aborted) return;
+      if (roundEnded) return watch(tenant, s);
       const delay = RETRY_MS[Math.min(s.retries++, RETRY_MS.length - 1)]!;
       setTimeout(() => {
         if (!closed && !s.abort.signal.aborted) watch(tenant, s);
