@@ -5,6 +5,10 @@
  * by the trigram index (auto_explain captures the plan of the statement inside the search
  * function, as the store runs it). Drops the database at the end.
  *
+ * Baseline in the same run: migration 0001's search function, exactly as it was written (the
+ * whole pattern given to the trigram index), installed beside the current one as
+ * `memory.search_items_0001` and timed on the same searches, interleaved with the store's.
+ *
  * Run: npx tsx scripts/bench/memory-search.ts   (after `npx tsc -b services/memory`)
  * Options (env): BENCH_ITEMS (100000), BENCH_SEARCHES (total, 400), TEST_DATABASE_URL (admin URL),
  * BENCH_DEBUG=1 (log each search slower than 10 ms on stderr).
@@ -14,7 +18,7 @@ import { pathToFileURL } from "node:url";
 import { APP_ROLE, createPostgresDb, type Db } from "@chaos-core/kit";
 import pg from "pg";
 import { createTestDatabase } from "../../test/support/postgres.js";
-import { migrateMemory } from "../../services/memory/src/adapters/migrations.js";
+import { MEMORY_MIGRATIONS, migrateMemory } from "../../services/memory/src/adapters/migrations.js";
 import { createSqlMemoryStore, searchStatement } from "../../services/memory/src/adapters/sql-store.js";
 import { validateSearch } from "../../services/memory/src/domain/validation.js";
 
@@ -39,6 +43,8 @@ export interface SearchKindResult {
   p50Ms: number;
   p99Ms: number;
   meanResults: number;
+  /** The same searches through migration 0001's search function, in the same run. */
+  baselineP50Ms: number;
 }
 
 /** What {@link benchMemorySearch} measured. */
@@ -49,6 +55,8 @@ export interface MemorySearchBenchResult {
   /** Over all timed searches. */
   p50Ms: number;
   p99Ms: number;
+  /** Over the same searches through migration 0001's search function (the baseline). */
+  baselineP50Ms: number;
   byKind: SearchKindResult[];
   /** Median of a few `stats` calls over the whole tenant (not a hot path; for scale). */
   statsMs: number;
@@ -149,6 +157,17 @@ function planNodes(plan: Record<string, unknown>): { nodes: string[]; indexes: s
   return { nodes, indexes };
 }
 
+/** Migration 0001's search function, renamed `memory.search_items_0001`: the baseline. */
+const BASELINE_FUNCTION = "memory.search_items_0001";
+async function installBaseline(db: Db): Promise<void> {
+  const sql = MEMORY_MIGRATIONS.find((m) => m.id === "0001_items")?.sql ?? "";
+  const start = sql.indexOf("CREATE FUNCTION memory.search_items(");
+  const end = sql.indexOf("$fn$;", start);
+  if (start < 0 || end < 0) throw new Error("migration 0001 no longer holds the search function the baseline is made from");
+  const fn = sql.slice(start, end + "$fn$;".length).replace("memory.search_items(", `${BASELINE_FUNCTION}(`);
+  await db.adminTx((q) => q.exec(`${fn}\nGRANT EXECUTE ON FUNCTION ${BASELINE_FUNCTION}(text, text[], text, timestamptz, integer) TO ${APP_ROLE};`));
+}
+
 /**
  * The plan Postgres actually executed for the query on `memory.items` inside the search
  * function, for the store's exact statement run as the application role: EXPLAIN of the outer
@@ -199,6 +218,7 @@ export async function benchMemorySearch(options: MemorySearchBenchOptions = {}):
     const t0 = performance.now();
     await load(db, items);
     await vacuumAnalyze(database.url);
+    await installBaseline(db);
     const loadSeconds = (performance.now() - t0) / 1000;
 
     const store = createSqlMemoryStore(db);
@@ -227,21 +247,38 @@ export async function benchMemorySearch(options: MemorySearchBenchOptions = {}):
     }
     for (let i = 0; i < warmup; i++) await store.search(TENANT, inputFor(kinds[i % 4] as SearchKind, i));
 
-    const samples = new Map<SearchKind, { ms: number[]; results: number }>(kinds.map((k) => [k, { ms: [], results: 0 }]));
+    const samples = new Map<SearchKind, { ms: number[]; baselineMs: number[]; results: number }>(kinds.map((k) => [k, { ms: [], baselineMs: [], results: 0 }]));
+    const baseline = async (input: ReturnType<typeof inputFor>) => {
+      const { sql, params } = searchStatement(validateSearch(input), undefined, new Date());
+      const res = await db.tenantTx(TENANT, (q) => q.query(sql.replace("memory.search_items(", `${BASELINE_FUNCTION}(`), params));
+      return res.rows.length;
+    };
     for (let i = 0; i < total; i++) {
       const kind = kinds[i % 4] as SearchKind;
       const input = inputFor(kind, Math.floor(i / 4));
-      const start = performance.now();
-      const page = await store.search(TENANT, input);
-      const ms = performance.now() - start;
-      const s = samples.get(kind) as { ms: number[]; results: number };
-      s.ms.push(ms);
-      if (process.env.BENCH_DEBUG && ms > 10) process.stderr.write(`${ms.toFixed(1)} ms ${JSON.stringify(input)}\n`);
-      s.results += page.items.length;
+      const s = samples.get(kind) as { ms: number[]; baselineMs: number[]; results: number };
+      // Interleaved, alternating which goes first, so both meet the same cache and load.
+      const timeStore = async () => {
+        const start = performance.now();
+        const page = await store.search(TENANT, input);
+        const ms = performance.now() - start;
+        s.ms.push(ms);
+        if (process.env.BENCH_DEBUG && ms > 10) process.stderr.write(`${ms.toFixed(1)} ms ${JSON.stringify(input)}\n`);
+        s.results += page.items.length;
+        return page.items.length;
+      };
+      const timeBaseline = async () => {
+        const start = performance.now();
+        const rows = await baseline(input);
+        s.baselineMs.push(performance.now() - start);
+        return Math.min(rows, input.limit);
+      };
+      const [a, b] = i % 2 ? [await timeBaseline(), await timeStore()] : [await timeStore(), await timeBaseline()];
+      if (a !== b) throw new Error(`the store and the baseline disagree on ${JSON.stringify(input)}: ${a} vs ${b} results`);
     }
 
     const byKind: SearchKindResult[] = kinds.map((kind) => {
-      const s = samples.get(kind) as { ms: number[]; results: number };
+      const s = samples.get(kind) as { ms: number[]; baselineMs: number[]; results: number };
       const sorted = [...s.ms].sort((a, b) => a - b);
       const r: SearchKindResult = {
         kind,
@@ -249,11 +286,13 @@ export async function benchMemorySearch(options: MemorySearchBenchOptions = {}):
         p50Ms: round(percentile(sorted, 50)),
         p99Ms: round(percentile(sorted, 99)),
         meanResults: round(s.results / Math.max(1, sorted.length)),
+        baselineP50Ms: round(percentile([...s.baselineMs].sort((a, b) => a - b), 50)),
       };
       emit(JSON.stringify({ bench: "memory-search", items, ...r }));
       return r;
     });
     const all = [...samples.values()].flatMap((s) => s.ms).sort((a, b) => a - b);
+    const allBaseline = [...samples.values()].flatMap((s) => s.baselineMs).sort((a, b) => a - b);
 
     const statsRuns: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -276,6 +315,7 @@ export async function benchMemorySearch(options: MemorySearchBenchOptions = {}):
       searches: all.length,
       p50Ms: round(percentile(all, 50)),
       p99Ms: round(percentile(all, 99)),
+      baselineP50Ms: round(percentile(allBaseline, 50)),
       byKind,
       statsMs,
       rareUsesTrigramIndex: plans.rare.indexes.includes("items_search_trgm"),
@@ -297,6 +337,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   });
   console.log(
     `memory search over ${result.items} items: p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms over ${result.searches} searches ` +
+      `(baseline, migration 0001's search function, same searches: p50 ${result.baselineP50Ms} ms) ` +
       `(load ${result.loadSeconds} s; rare substring ${result.rareUsesTrigramIndex ? "uses" : "does NOT use"} the trigram index)`,
   );
 }

@@ -16,7 +16,8 @@ export const MEMORY_PG_EXTENSIONS: readonly string[] = ["pg_trgm"];
  * - `search` is the lower-cased key and value text; a trigram GIN index over it keeps
  *   `LIKE '%…%'` fast at any table size (a b-tree cannot serve a leading wildcard).
  * - Row-level security is forced, so even a query that forgets `tenant_id` sees one tenant.
- * - Search goes through `memory.search_items`; the comment above it in the SQL says why.
+ * - Search goes through `memory.search_items`; the comment above it in the SQL says why, and
+ *   0004's why the index gets the query's words rather than the whole pattern.
  * - `items_updated` serves retention (items whose last write is older than an age).
  * - Recall by key and remember are one statement each (`memory.recall_item`,
  *   `memory.remember_item`, 0003): the comment above them says how they stay in one tenant.
@@ -163,6 +164,64 @@ export const MEMORY_MIGRATIONS: Migration[] = [
       END
       $fn$;
       REVOKE ALL ON FUNCTION memory.remember_item(text, timestamptz, text, text, text[], timestamptz, integer) FROM PUBLIC;
+    `,
+  },  {
+    // Search over a million items (issue 14): a rare substring took 12–26 ms, nearly all of it in
+    // the trigram index. pg_trgm pads each word of a LIKE pattern that starts or ends at a
+    // separator ("zq-needle-007" → "  0", " 00", " ne", "  n", …), and those padded trigrams are
+    // in nearly every row (every key's "/0000123", every "note"): the GIN scan read their posting
+    // lists in full (1,299 buffers for 60 candidates). Now the index is given only the query's
+    // words — runs of 3+ letters or digits, each as `LIKE '%word%'`, which has no padding — and
+    // the exact pattern is applied to the rows it yields as a filter the index cannot take
+    // (`(search || '') LIKE …`); each word is a substring of the pattern, so no match is lost.
+    // A query that is one word, or has none of 3+ characters, is served as before. No parallel
+    // workers: a page of 20 never needs them, and a filter's default estimate could start them
+    // for a walk of the primary key (8 ms of start-up seen).
+    id: "0004_search_words",
+    sql: `
+      CREATE OR REPLACE FUNCTION memory.search_items(
+        p_like text, p_tags text[], p_after text, p_now timestamptz, p_limit integer)
+      RETURNS TABLE (key text, value_json text, tags text[], created_at timestamptz,
+                     updated_at timestamptz, expires_at timestamptz)
+      LANGUAGE plpgsql STABLE SECURITY DEFINER
+      SET search_path = pg_catalog, pg_temp
+      SET max_parallel_workers_per_gather = 0
+      AS $fn$
+      DECLARE
+        v_tenant text := current_setting('app.tenant_id', true);
+        v_like text := lower(p_like);
+        v_words text[];
+        v_sql text := 'SELECT i.key::text, i.value::text, i.tags, i.created_at, i.updated_at, i.expires_at
+                         FROM memory.items i
+                        WHERE i.tenant_id = $1 AND (i.expires_at IS NULL OR i.expires_at > $2)';
+      BEGIN
+        IF v_tenant IS NULL OR v_tenant = '' THEN
+          RAISE EXCEPTION 'memory.search_items runs only in a tenant transaction (app.tenant_id is not set)'
+            USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        IF v_like <> '' THEN
+          SELECT coalesce(array_agg(w ORDER BY length(w) DESC, w), '{}') INTO v_words
+            FROM (SELECT DISTINCT m[1] AS w FROM regexp_matches(v_like, '([[:alnum:]]{3,})', 'g') AS m) words;
+          v_words := v_words[1:8];
+          IF cardinality(v_words) = 0 OR v_words = ARRAY[v_like] THEN
+            v_sql := v_sql || ' AND i.search LIKE ''%'' || $3 || ''%''';
+          ELSE
+            FOR k IN 1 .. cardinality(v_words) LOOP
+              v_sql := v_sql || ' AND i.search LIKE ''%'' || $7[' || k || '] || ''%''';
+            END LOOP;
+            v_sql := v_sql || ' AND (i.search || '''') LIKE ''%'' || $3 || ''%''';
+          END IF;
+        END IF;
+        IF cardinality(p_tags) > 0 THEN
+          v_sql := v_sql || ' AND i.tags @> $4';
+        END IF;
+        IF p_after IS NOT NULL THEN
+          v_sql := v_sql || ' AND i.key > $5';
+        END IF;
+        RETURN QUERY EXECUTE v_sql || ' ORDER BY i.key LIMIT $6'
+          USING v_tenant, p_now, v_like, p_tags, p_after, p_limit, v_words;
+      END
+      $fn$;
     `,
   },
 ];

@@ -39,7 +39,7 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated", "0003_one_statement_calls"]);
+      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated", "0003_one_statement_calls", "0004_search_words"]);
     });
     afterAll(async () => {
       await close?.();
@@ -256,6 +256,20 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
         await store.remember(tenant, { key: "a", value: { status: "done", n: 42 } });
         expect((await store.search(tenant, { query: '"status":"done"' })).items.map((i) => i.key)).toEqual(["a"]);
         expect((await store.search(tenant, { query: '"n":42' })).items.map((i) => i.key)).toEqual(["a"]);
+      });
+
+      it("matches a query of several words only where they stand together, exactly as given", async () => {
+        // The index is asked for each word of 3+ characters; the exact pattern still decides.
+        const { store, tenant } = fresh();
+        await store.remember(tenant, { key: "hit", value: { ref: "zq-needle-007" } });
+        await store.remember(tenant, { key: "apart", value: { a: "needle 007", b: "zq" } });
+        await store.remember(tenant, { key: "other-number", value: { ref: "zq-needle-008" } });
+        await store.remember(tenant, { key: "other-sep", value: { ref: "zq_needle_007" } });
+        const keys = async (query: string) => (await store.search(tenant, { query })).items.map((i) => i.key);
+        expect(await keys("ZQ-Needle-007")).toEqual(["hit"]);
+        expect(await keys("needle-00")).toEqual(["hit", "other-number"]);
+        expect(await keys("zq_needle")).toEqual(["other-sep"]);
+        expect(await keys("e 00")).toEqual(["apart"]);
       });
 
       it("treats %, _ and \\ in the query literally", async () => {
