@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import { isDataDirInUse, lockDataDir } from "@chaos-core/kit";
 import { readAdminFile, type AdminFile } from "./admin-client.js";
 
@@ -20,9 +21,50 @@ export async function accessDataDir(dataDir: string): Promise<DataDirAccess> {
     throw new Error(`there is no chaos-core data directory at ${dataDir}: point --data-dir (or CHAOS_CORE_DATA_DIR) at the server's`);
   }
   try {
-    return { running: false, release: await lockDataDir(dataDir) };
+    return { running: false, release: await lockDataDirAfterCrash(dataDir) };
   } catch (err) {
     if (!isDataDirInUse(err)) throw err;
     return { running: true, admin: await readAdminFile(dataDir) };
+  }
+}
+
+/** How long a lock whose holder died is waited for: kit's lock goes stale 10 s after its last refresh. */
+const DEAD_HOLDER_WAIT_MS = 15_000;
+const DEAD_HOLDER_POLL_MS = 250;
+
+/** Whether a process with this id exists (EPERM: it does, owned by another user). */
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * {@link lockDataDir}, except after a crash: when the directory's lock is held but the server
+ * that `admin.json` names no longer exists (killed, crashed, the machine restarted), its lock is
+ * left to go stale — at most 10 s after that server's last refresh — and then taken, instead of
+ * refusing with "in use". `onWait` hears the dead server's pid once, before the wait. A lock held
+ * by a live process, or by one no `admin.json` names, is refused as before.
+ */
+export async function lockDataDirAfterCrash(dataDir: string, onWait?: (pid: number) => void): Promise<() => Promise<void>> {
+  try {
+    return await lockDataDir(dataDir);
+  } catch (err) {
+    if (!isDataDirInUse(err)) throw err;
+    const holder = await readAdminFile(dataDir).catch(() => undefined);
+    if (!holder || processExists(holder.pid)) throw err;
+    onWait?.(holder.pid);
+    const deadline = Date.now() + DEAD_HOLDER_WAIT_MS;
+    for (;;) {
+      await sleep(DEAD_HOLDER_POLL_MS);
+      try {
+        return await lockDataDir(dataDir);
+      } catch (again) {
+        if (!isDataDirInUse(again) || Date.now() > deadline) throw again;
+      }
+    }
   }
 }

@@ -1,4 +1,4 @@
-import { ChaosError, createDeferredClient, lockDataDir, type Logger } from "@chaos-core/kit";
+import { ChaosError, createDeferredClient, type Logger } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
@@ -19,6 +19,7 @@ import {
 } from "@chaos-core/edge/stdio";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import type { StandaloneConfig } from "./config.js";
+import { lockDataDirAfterCrash } from "./data-dir-access.js";
 import type * as runtimeModule from "./runtime.js";
 import type { Runtime, RuntimeOptions } from "./runtime.js";
 
@@ -88,7 +89,9 @@ async function* exportOnceReady(ready: Promise<Runtime>, tenant: string): AsyncI
  * answers. This module loads none of the services itself, so a transport can start right after it.
  */
 export async function startRuntime(config: StandaloneConfig, logger: Logger, options: RuntimeOptions): Promise<StartingRuntime> {
-  const unlock = await lockDataDir(config.dataDir);
+  const unlock = await lockDataDirAfterCrash(config.dataDir, (pid) =>
+    logger.warn({ dataDir: config.dataDir, pid }, "the server that held this data directory (pid in admin.json) is gone; waiting for its lock to go stale (at most 10 s)"),
+  );
   // The key that seals multi-round-trip requestState: the operator's file, else one generated into
   // the data directory on first run (a file read, before anything answers). Never a built-in key.
   let mrtrKeyring: MrtrKeyring;
