@@ -6,9 +6,17 @@
  *      Postgres database) through an in-process client, in-memory audit and approval sinks;
  *  (b') in-process, `cognition.generate_text` (heuristic, no network) the same way, for (c);
  *  (c) across processes: `Execute` with one explicit `cognition.generate_text` step over gRPC to a
- *      cognition main, which asks a policy main over gRPC. The no-op capability cannot be
+ *      cognition main, which decides from its policy snapshot (fed by a policy main's watch) and
+ *      appends a decision and an outcome entry to a ledger main. The no-op capability cannot be
  *      registered in the built main, so (c) uses that built-in, the cheapest one that touches
  *      neither the network nor memory; (b') is its in-process twin.
+ *  (d) across processes, issue 14's governed read: `Execute` of one `memory.recall` step — the
+ *      snapshot's decision, the read from a memory main, one durable `step.read` entry in the
+ *      ledger main — beside, in the same rounds, what it cannot avoid:
+ *  (h) the hops: a gRPC health check to cognition, then to memory, then to the ledger, on
+ *      connections kept open, as (d) crosses them (caller → cognition → memory, ledger);
+ *  (k) a bare commit: one autocommit INSERT into a scratch table on the same Postgres.
+ *      (d) − (h) − (k) is what a step costs beyond them; issue 14's goal is < 1 ms p50.
  *
  * Run: npx tsx scripts/bench/executor-step.ts   (after `npm run build`; needs Postgres)
  * Options (env): BENCH_STEPS (per kind per round, 2000), BENCH_ROUNDS (3), TEST_DATABASE_URL.
@@ -19,6 +27,9 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
+import { credentials, makeGenericClientConstructor, type Client as GrpcClient, type ServiceError } from "@grpc/grpc-js";
+import { service as healthService } from "grpc-health-check";
+import pg from "pg";
 import { ContextSigner, createGrpcClient, type CallContext } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import {
@@ -34,12 +45,13 @@ import {
 } from "../../services/cognition/src/index.js";
 import { startRealServices } from "../../test/support/real-services.js";
 import { createTestDatabase } from "../../test/support/postgres.js";
+import { createLedgerKeys } from "../../test/support/ledger.js";
 import { startServiceMain, stopProcess } from "../../test/support/processes.js";
 
 
 /** Latency of one kind of step call, medians over the rounds. */
 export interface StepKindResult {
-  kind: "direct" | "in-process" | "in-process-generate-text" | "grpc-generate-text";
+  kind: "direct" | "in-process" | "in-process-generate-text" | "grpc-generate-text" | "grpc-recall" | "hops" | "commit";
   capability: string;
   steps: number;
   p50Ms: number;
@@ -50,6 +62,19 @@ export interface ExecutorStepBenchResult {
   rounds: number;
   stepsPerRound: number;
   kinds: StepKindResult[];
+  /** (d) − (h) − (k) at p50: what a governed read step costs beyond its hops and its commit. */
+  recallBeyondHopsAndCommitMs: number;
+}
+
+/** A `grpc.health.v1.Health/Check` client on one kept connection: the cheapest call a service answers. */
+function healthClient(address: string): { check(): Promise<void>; close(): void } {
+  const Ctor = makeGenericClientConstructor(healthService, "grpc.health.v1.Health");
+  const client: GrpcClient = new Ctor(address, credentials.createInsecure());
+  const check = (client as unknown as Record<string, (req: { service: string }, cb: (err: ServiceError | null) => void) => void>)["check"]!;
+  return {
+    check: () => new Promise<void>((resolve, reject) => check.call(client, { service: "" }, (err) => (err ? reject(err) : resolve()))),
+    close: () => client.close(),
+  };
 }
 
 const noop = defineCapability({
@@ -92,6 +117,7 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
   const services = await startRealServices("chaoscore_bench_executor");
   const database = await createTestDatabase("chaoscore_bench_executor_procs");
   const procs: ChildProcess[] = [];
+  const cleanups: (() => unknown)[] = [];
   try {
     const provider = new HeuristicProvider();
     const deps: ExecutorDeps = {
@@ -107,21 +133,39 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
 
     const key = randomBytes(32).toString("hex");
     const common = { DATABASE_URL: database.url, CHAOS_CORE_CONTEXT_KEY: key };
+    const ledgerKeys = await createLedgerKeys();
+    cleanups.push(() => ledgerKeys.remove());
     const policy = await startServiceMain("policy", common);
     procs.push(policy.proc);
     const memory = await startServiceMain("memory", common);
     procs.push(memory.proc);
+    const ledger = await startServiceMain("ledger", { ...common, ...ledgerKeys.env, POLICY_ADDR: policy.address });
+    procs.push(ledger.proc);
     const cognition = await startServiceMain("cognition", {
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: policy.address,
       MEMORY_ADDR: memory.address,
+      LEDGER_ADDR: ledger.address,
       CHAOS_CORE_PROVIDER: "heuristic",
       REDIS_URL: "",
     });
     procs.push(cognition.proc);
     const grpc = createGrpcClient(CognitionService, cognition.address, new ContextSigner(key));
+    const hops = [cognition.address, memory.address, ledger.address].map(healthClient);
+    cleanups.push(() => hops.forEach((h) => h.close()));
+    const commits = new pg.Client({ connectionString: database.url });
+    await commits.connect();
+    cleanups.push(() => commits.end());
+    await commits.query("CREATE TABLE bench_commit (n bigint)");
+    // The item the governed read finds, written once through the same cognition (a governed write).
+    const remembered = await grpc.client.execute(
+      { target: { case: "steps", value: { steps: [{ id: "w", capability: "memory.remember", input: { key: "bench:key", value: { hello: "world" } } }] } } },
+      { ctx: call },
+    );
+    if (remembered.results[0]?.status !== "executed") throw new Error(`the bench could not remember its item: ${JSON.stringify(remembered.results[0])}`);
 
     const generate = { id: "s1", capability: "cognition.generate_text", input: { prompt: "bench" } };
+    const recall = { id: "r1", capability: "memory.recall", input: { key: "bench:key" } };
     const kinds: Array<{ kind: StepKindResult["kind"]; capability: string; run: (i: number) => Promise<unknown> }> = [
       { kind: "direct", capability: noop.name, run: (i) => noop.handler({ n: i }, handlerCtx) },
       { kind: "in-process", capability: noop.name, run: (i) => executeStep({ id: "s1", capability: noop.name, input: { n: i } }, deps) },
@@ -134,6 +178,22 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
           if (res.results[0]?.status !== "executed") throw new Error(`the bench step did not execute: ${JSON.stringify(res.results[0])}`);
         },
       },
+      {
+        kind: "grpc-recall",
+        capability: "memory.recall",
+        run: async () => {
+          const res = await grpc.client.execute({ target: { case: "steps", value: { steps: [recall] } } }, { ctx: call });
+          if (res.results[0]?.status !== "executed") throw new Error(`the bench read did not execute: ${JSON.stringify(res.results[0])}`);
+        },
+      },
+      {
+        kind: "hops",
+        capability: "grpc.health.v1.Health/Check",
+        run: async () => {
+          for (const h of hops) await h.check();
+        },
+      },
+      { kind: "commit", capability: "INSERT (autocommit)", run: (i) => commits.query("INSERT INTO bench_commit VALUES ($1)", [i]) },
     ];
     // Every kind must succeed before it is timed.
     for (const k of kinds.slice(1, 3)) {
@@ -152,17 +212,21 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
       }
     }
     grpc.close();
+    const results = kinds.map((k) => {
+      const acc = perKind.get(k.kind)!;
+      return { kind: k.kind, capability: k.capability, steps: steps * rounds, p50Ms: round3(median(acc.p50)), p99Ms: round3(median(acc.p99)) };
+    });
+    const p50 = (kind: StepKindResult["kind"]) => results.find((r) => r.kind === kind)!.p50Ms;
     const result: ExecutorStepBenchResult = {
       rounds,
       stepsPerRound: steps,
-      kinds: kinds.map((k) => {
-        const acc = perKind.get(k.kind)!;
-        return { kind: k.kind, capability: k.capability, steps: steps * rounds, p50Ms: round3(median(acc.p50)), p99Ms: round3(median(acc.p99)) };
-      }),
+      kinds: results,
+      recallBeyondHopsAndCommitMs: round3(p50("grpc-recall") - p50("hops") - p50("commit")),
     };
     for (const k of result.kinds) options.onLine?.(JSON.stringify({ bench: "executor-step", ...k }));
     return result;
   } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup();
     for (const p of procs.reverse()) await stopProcess(p);
     await database.drop();
     await services.close();
@@ -177,6 +241,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   });
   console.log(
     `per step, p50/p99 ms (medians of ${result.rounds} rounds × ${result.stepsPerRound}): ` +
-      result.kinds.map((k) => `${k.kind} ${k.p50Ms}/${k.p99Ms}`).join("; "),
+      result.kinds.map((k) => `${k.kind} ${k.p50Ms}/${k.p99Ms}`).join("; ") +
+      `\ngoverned read across processes beyond its hops and its commit, p50: ${result.recallBeyondHopsAndCommitMs} ms (issue 14's goal: < 1 ms)`,
   );
 }
