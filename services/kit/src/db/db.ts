@@ -40,6 +40,13 @@ export interface Db {
    * to one tenant (sets `app.tenant_id` and runs under row-level security), never for table SQL.
    */
   statement<R = Record<string, unknown>>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>>;
+  /**
+   * Makes every transaction committed so far durable on disk before it resolves. Nothing to do
+   * on Postgres (a commit has flushed its WAL: `synchronous_commit` on). PGlite runs with
+   * `fsync` off and its file system never syncs, so a commit there is with the operating system
+   * only: this `fdatasync`s the WAL it wrote (docs/ledger.md "Known limits").
+   */
+  flush(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -41,6 +41,7 @@ export async function openServiceDb(storage: ServiceStorage, service: string, op
     tenantTx: (tenant, fn) => db.tenantTx(tenant, fn),
     adminTx: (fn) => db.adminTx(fn),
     statement: (sql, params, options) => db.statement(sql, params, options),
+    flush: () => db.flush(),
     async close() {
       try {
         await db.close();

@@ -1,11 +1,86 @@
+import { open, readdir, type FileHandle } from "node:fs/promises";
+import { join } from "node:path";
 import type { Extensions } from "@electric-sql/pglite";
 import { assertTenantId } from "../context.js";
+import { ChaosError } from "../errors.js";
 import { tenantPrelude, type Db, type Queryable } from "./db.js";
 
 /** Contrib extensions the embedded database can load, by name. */
 const CONTRIB: Record<string, () => Promise<Extensions[string]>> = {
   pg_trgm: async () => (await import("@electric-sql/pglite/contrib/pg_trgm")).pg_trgm,
 };
+
+/** A WAL segment's file name: timeline, log and segment, 8 hex digits each. */
+const WAL_SEGMENT = /^[0-9A-F]{24}$/;
+
+/**
+ * Flushes to disk the WAL of a PGlite data directory: PGlite runs Postgres with `fsync` off, and
+ * its Node file system writes with `pwrite` and never syncs (checked with strace: not one
+ * `fsync` or `fdatasync`, even with `fsync` on), so a committed transaction is in the operating
+ * system's cache until this runs. Each flush `fdatasync`s every WAL segment there is (a handful:
+ * the one being written, recycled ones that are clean and cost nothing) through handles kept open,
+ * and the directory when its segments changed (a new or recycled segment is a new entry). The WAL
+ * is one sequence: once it is on disk up to a commit's record, so is every commit before it.
+ * Flushes asked for while one runs share the next one (group sync), which starts after every
+ * commit its callers made.
+ */
+function walFlusher(dataDir: string): { flush: () => Promise<void>; close: () => Promise<void> } {
+  const walDir = join(dataDir, "pg_wal");
+  const handles = new Map<string, FileHandle>();
+  let running: Promise<void> | undefined;
+  let next: Promise<void> | undefined;
+
+  const once = async () => {
+    const names = (await readdir(walDir)).filter((n) => WAL_SEGMENT.test(n));
+    let changed = false;
+    for (const name of names) {
+      if (handles.has(name)) continue;
+      handles.set(name, await open(join(walDir, name), "r"));
+      changed = true;
+    }
+    for (const [name, handle] of handles) {
+      if (names.includes(name)) continue;
+      handles.delete(name);
+      await handle.close();
+      changed = true;
+    }
+    await Promise.all([...handles.values()].map((h) => h.datasync()));
+    if (changed) {
+      const dir = await open(walDir, "r");
+      try {
+        await dir.sync();
+      } finally {
+        await dir.close();
+      }
+    }
+  };
+  const fail = (err: unknown) => {
+    throw new ChaosError("unavailable", `the embedded database's write-ahead log could not be flushed to disk (${(err as Error).message})`, { cause: err });
+  };
+  const flush = (): Promise<void> => {
+    if (!running) {
+      running = once().finally(() => (running = undefined));
+      return running.catch(fail);
+    }
+    // One is running, maybe started before this caller's commit: share the one after it.
+    next ??= running.then(
+      () => undefined,
+      () => undefined,
+    ).then(() => {
+      next = undefined;
+      return flush();
+    });
+    return next;
+  };
+  return {
+    flush,
+    async close() {
+      await Promise.allSettled([running, next]);
+      for (const h of handles.values()) await h.close();
+      handles.clear();
+    },
+  };
+}
 
 /**
  * An embedded {@link Db} on PGlite (WASM Postgres) with data under `dataDir`, or in memory when
@@ -23,6 +98,7 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
   // initialize) would otherwise pay for PGlite's JavaScript before it needs a database.
   const { PGlite } = await import("@electric-sql/pglite");
   const pglite = await PGlite.create(options.dataDir ?? "memory://", { extensions });
+  const wal = options.dataDir ? walFlusher(options.dataDir) : undefined;
 
   async function inTx<T>(prelude: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
     return pglite.transaction(async (tx) => {
@@ -52,6 +128,10 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
       const res = await pglite.query<R>(sql, params);
       return { rows: res.rows, rowCount: Math.max(res.affectedRows ?? 0, res.rows.length) };
     },
-    close: () => pglite.close(),
+    flush: wal ? wal.flush : () => Promise.resolve(),
+    async close() {
+      await wal?.close();
+      await pglite.close();
+    },
   };
 }

@@ -95,6 +95,8 @@ export function createPostgresDb(options: {
         throw normalise(err);
       }
     },
+    // A commit's answer came after its WAL was flushed (synchronous_commit on): nothing left to do.
+    flush: () => Promise.resolve(),
     close: () => pool.end(),
   };
 }

@@ -641,6 +641,8 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
       if (fast && !options.batches && (await sequenceAlone(tenant, projected!, fast.written, fast.texts))) {
         committed = fast.written;
         listed.add(tenant);
+        // Durable before any append resolves (on PGlite the commit alone is not: Db.flush).
+        await db.flush();
         return fast.written.map((value): Settled<AppendedEntry> => ({ ok: true, value }));
       }
       const outcomes = await db.tenantTx(tenant, async (q) => {
@@ -694,6 +696,7 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
       // were chained on nothing (the lane waited), so this is the newest head there is.
       if (newHead) heads.set(tenant, newHead);
       else if (!fast || committed !== fast.written) heads.delete(tenant);
+      if (committed.length > 0) await db.flush();
       return outcomes;
     } catch (err) {
       // Whatever was chained on this batch's head is void: the next batch reads the head.
