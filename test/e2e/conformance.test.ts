@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedDataDir } from "../support/data-dir-template.js";
-import { removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { afterOutput, removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
  * The official MCP conformance suite (@modelcontextprotocol/conformance 0.2.0-alpha.12, on the
@@ -62,7 +62,8 @@ function runScript(args: string[]): Promise<{ code: number | null; output: strin
   let output = "";
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
-  return new Promise((resolve) => proc.once("exit", (code) => resolve({ code, output })));
+  // Once its output is read: the script can exit before its last line (the verdict) reaches us.
+  return new Promise((resolve) => afterOutput(proc, (code) => resolve({ code, output })));
 }
 
 describe("official MCP conformance suite (0.2.0-alpha.12, Node 22) against chaos-core serve", () => {

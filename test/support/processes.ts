@@ -79,6 +79,22 @@ export function startServe(env: Record<string, string | undefined>, timeoutMs = 
   });
 }
 
+/**
+ * Calls `done` with the exit code once `proc` has exited and its output has been read: on
+ * "close", not "exit" (a child can exit before its last lines reach the pipe's reader), or 2 s
+ * after "exit" should something else still hold its pipes open.
+ */
+export function afterOutput(proc: ChildProcess, done: (code: number | null) => void): void {
+  let called = false;
+  const finish = (code: number | null) => {
+    if (called) return;
+    called = true;
+    done(code);
+  };
+  proc.once("close", (code) => finish(code));
+  proc.once("exit", (code) => setTimeout(() => finish(code), 2_000).unref());
+}
+
 /** Runs a command to completion (in `cwd`, by default the repository) and returns its exit code and output. */
 export function runToExit(
   args: string[],
@@ -93,7 +109,7 @@ export function runToExit(
   proc.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
   return new Promise((resolve) => {
     const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
-    proc.once("exit", (code) => {
+    afterOutput(proc, (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });

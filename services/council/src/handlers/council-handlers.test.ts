@@ -218,6 +218,7 @@ describe("council handlers", () => {
       },
       adminTx: (fn) => db.adminTx(fn),
       statement: (sql, params, options) => db.statement(sql, params, options),
+      flush: () => db.flush(),
       close: () => db.close(),
     };
     const client = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(counting), { now: () => NOW }));
