@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createLogger } from "@chaos-core/kit";
 import { connectRedis } from "@chaos-core/kit/redis";
 import { startPrivateRedis, uniquePrefix, type PrivateRedis } from "../../../../test/support/redis.js";
@@ -59,6 +59,19 @@ afterAll(async () => {
 });
 
 describe("edge replicas through a Redis outage", () => {
+  // Each test starts after the last outage has ended for both replicas: each reconnects to Redis
+  // on its own (client backoff), and a test that waited for one to serve again must not leave the
+  // next to meet the other still reconnecting.
+  beforeEach(async () => {
+    for (const replica of [a, b]) {
+      await eventually(async () => {
+        const res = await fetch(replica.url, { method: "POST", headers: MCP_HEADERS, body: JSON.stringify(initializeBody()) });
+        await res.text();
+        return res.status === 200;
+      }, "both replicas to open sessions in Redis again");
+    }
+  });
+
   it("serve the sessions they hold from their cache, and refuse others and new ones with 503 naming Redis", async () => {
     const held = await openSession(a.url);
     await redis.kill();
