@@ -71,9 +71,13 @@ export interface LedgerStoreOptions {
   /** At most this many appends per transaction (default 1000). */
   maxBatch?: number;
   /**
-   * At most this many group-commit transactions of one tenant in flight at once (default 4):
-   * each is chained on the head the one before it will leave and written only if that head is
-   * there, so they commit in order, and a failed one voids the ones after it (re-chained).
+   * At most this many group-commit transactions of one tenant in flight at once (default 4 on
+   * Postgres, 1 on PGlite): each is chained on the head the one before it will leave and written
+   * only if that head is there, so they commit in order, and a failed one voids the ones after it
+   * (re-chained). PGlite runs one statement at a time and each batch waits for its WAL flush, so
+   * a second batch in flight only queues there; waiting instead makes the next batch larger —
+   * fewer statements and fewer fdatasyncs per append (1.1–1.2× governed calls/s at 16 clients,
+   * BENCHMARKS.md).
    */
   pipelineDepth?: number;
   /** The clock of entry timestamps; tests pin it. */
@@ -712,7 +716,7 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
 
   const sequencer = new Sequencer<QueuedAppend, AppendedEntry>(writeBatch, {
     maxBatch: options.maxBatch ?? 1000,
-    depth: options.pipelineDepth ?? 4,
+    depth: options.pipelineDepth ?? (db.kind === "pglite" ? 1 : 4),
     // A batch can be chained before the one ahead of it commits when the head it will leave is
     // known and nothing in it runs a hook (hooks read state under the head lock).
     overlaps: (tenant, item) => item.canonical !== undefined && heads.has(tenant),
