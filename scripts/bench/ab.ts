@@ -1,6 +1,6 @@
 /**
  * A/B of the governed call: `chaos-core serve` of this checkout (B) against the one of another
- * built checkout (A, `BENCH_AB_BASE`), with the bare `@modelcontextprotocol/sdk` no-op beside
+ * built checkout (A, `BENCH_AB_BASE`), with the bare SDK v2 no-op (`bare-server-v2.ts`) beside
  * them, all in one run: every round drives each series against the bare server, A and B in turn,
  * so the machine's load falls on all three alike. Medians of the rounds; ratios to the bare no-op
  * and B ÷ A.
@@ -78,7 +78,7 @@ async function chaosServe(checkout: string): Promise<{ url: string; proc: ChildP
   return server;
 }
 
-const bare = await startServer(root, ["--import", "tsx", "scripts/bench/bare-server.ts"], {});
+const bare = await startServer(root, ["--import", "tsx", "scripts/bench/bare-server-v2.ts"], {});
 const servers = { A: await chaosServe(base), B: await chaosServe(root) };
 try {
   const rows: string[] = [];

@@ -42,6 +42,15 @@ app.post("/mcp", async (req: Request, res: Response) => {
   }
   await transport.handleRequest(req, res, req.body);
 });
+app.delete("/mcp", async (req: Request, res: Response) => {
+  const id = req.headers["mcp-session-id"];
+  const transport = typeof id === "string" ? transports.get(id) : undefined;
+  if (!transport) {
+    res.status(404).end();
+    return;
+  }
+  await transport.handleRequest(req, res);
+});
 const listener = app.listen(0, "127.0.0.1", () => {
   const addr = listener.address();
   if (addr && typeof addr === "object") process.stdout.write(`http://127.0.0.1:${addr.port}/mcp\n`);

@@ -1,7 +1,7 @@
 /**
  * The benchmark of the foundation issue, all in one run so the numbers sit side by side:
  *  - tools/call over Streamable HTTP at 1 and 16 concurrent clients for (a) a bare MCP SDK
- *    server with a no-op tool, (b) `chaos-core serve` answering `chaoscore_recall` by key, and
+ *    server with a no-op tool, on SDK v2 as the edge (`bare-server-v2.ts`), (b) `chaos-core serve` answering `chaoscore_recall` by key, and
  *    (c) `chaos-core serve` answering `chaoscore_inspect {what: "sessions"}` (the edge alone, no
  *    policy or database call), interleaved over several rounds, with medians and ratios;
  *  - memory substring search p50/p99 over 100,000 items on Postgres;
@@ -75,7 +75,7 @@ if (process.env.BENCH_ONLY === "ledger") {
 }
 
 const dataDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-"));
-const bare = await startServer(process.execPath, ["--import", "tsx", "scripts/bench/bare-server.ts"], {});
+const bare = await startServer(process.execPath, ["--import", "tsx", "scripts/bench/bare-server-v2.ts"], {});
 const chaos = await startServer(process.execPath, ["services/standalone/bin/chaos-core.js", "serve"], {
   PORT: "0",
   CHAOS_CORE_DATA_DIR: dataDir,
