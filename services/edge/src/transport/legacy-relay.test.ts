@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { createLogger } from "@chaos-core/kit";
+import { createLogger, tenantKeyPrefix } from "@chaos-core/kit";
 import { useRedisReplicas } from "../../../../test/support/redis.js";
-import { createRedisLegacyRelay, parseWireId, wireId, type RelayedMessage } from "./legacy-relay.js";
+import { createRedisLegacyRelay, INFLIGHT_MARK_AFTER_MS, parseWireId, wireId, type RelayedMessage } from "./legacy-relay.js";
 
 const logger = createLogger("relay-test", "silent");
 const redis = useRedisReplicas("edge-relay");
@@ -55,6 +55,36 @@ describe("the relay on Redis", () => {
       a.clearInflight("acme", "s-1", 5);
       while (owner !== undefined && Date.now() < deadline) owner = await b.inflightOwner("acme", "s-1", 5);
       expect(owner).toBeUndefined();
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("notes a call in Redis only once it has run a while, and a lookup made before that looks again", async () => {
+    const a = await createRedisLegacyRelay(redis.a, { prefix: redis.prefix, logger });
+    const b = await createRedisLegacyRelay(redis.b, { prefix: redis.prefix, logger });
+    const key = (id: number) => `${tenantKeyPrefix(redis.prefix, "acme")}mcp-inflight:s-9:number:${id}`;
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    try {
+      // Answered before the delay: nothing was written, nothing is left.
+      a.markInflight("acme", "s-9", 1);
+      expect(await a.inflightOwner("acme", "s-9", 1)).toBe(a.replica);
+      a.clearInflight("acme", "s-9", 1);
+      await sleep(INFLIGHT_MARK_AFTER_MS * 3);
+      expect(await redis.a.exists(key(1))).toBe(0);
+
+      // Asked on B at once: B finds no key, looks again after the mark is written, finds A.
+      a.markInflight("acme", "s-9", 2);
+      expect(await redis.a.exists(key(2))).toBe(0);
+      expect(await b.inflightOwner("acme", "s-9", 2)).toBe(a.replica);
+      expect(await redis.a.get(key(2))).toBe(a.replica);
+      // Answered after it was noted: the key goes.
+      a.clearInflight("acme", "s-9", 2);
+      const deadline = Date.now() + 5_000;
+      while ((await redis.a.exists(key(2))) === 1 && Date.now() < deadline) await sleep(20);
+      expect(await redis.a.exists(key(2))).toBe(0);
+      expect(await b.inflightOwner("acme", "s-9", 2)).toBeUndefined();
     } finally {
       await a.close();
       await b.close();

@@ -30,11 +30,18 @@ export interface LegacyRelay {
   onMessage(handler: (relayed: RelayedMessage) => void): void;
   /** Passes a message to `owner`; rejects `unavailable` while Redis cannot be reached. */
   send(owner: string, relayed: RelayedMessage): Promise<void>;
-  /** Notes that a client request of a session runs here (for its `notifications/cancelled`). */
+  /**
+   * Notes that a client request of a session runs here (for its `notifications/cancelled`) once
+   * it has run {@link INFLIGHT_MARK_AFTER_MS}: most calls are answered sooner and cost Redis nothing.
+   */
   markInflight(tenant: string, sessionId: string, requestId: string | number): void;
   /** Forgets it once answered. */
   clearInflight(tenant: string, sessionId: string, requestId: string | number): void;
-  /** The replica running a client request of a session, if any is. */
+  /**
+   * The replica running a client request of a session, if any is. A request not yet noted (it
+   * started less than {@link INFLIGHT_MARK_AFTER_MS} ago on another replica) is looked for once
+   * more after {@link INFLIGHT_LOOK_AGAIN_MS}.
+   */
   inflightOwner(tenant: string, sessionId: string, requestId: string | number): Promise<string | undefined>;
   close(): Promise<void>;
 }
@@ -56,6 +63,16 @@ export function wireId(replica: string, id: string | number): string {
 
 /** How long an in-flight key outlives a request that never answered (the longest tool wait, and some). */
 export const INFLIGHT_TTL_MS = 15 * 60_000;
+
+/**
+ * How long a call runs before its in-flight key is written. A call answered sooner (nearly all
+ * of them) writes and deletes nothing: two Redis round trips per call saved (issue 14), and a
+ * cancellation of a call that short would come too late anyway.
+ */
+export const INFLIGHT_MARK_AFTER_MS = 100;
+
+/** How long a lookup that found no owner waits before its second look: past the mark's delay and its write. */
+export const INFLIGHT_LOOK_AGAIN_MS = 250;
 
 /** The relay a message arriving on this replica's channel is checked against. */
 function relayedOf(payload: string): RelayedMessage | undefined {
@@ -91,6 +108,10 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
     if (!relayed) return logger.warn({ replica }, "dropped a relayed message that is none");
     handler?.(relayed);
   });
+  /** Calls running here not yet noted in Redis, by in-flight key: their mark's timer. */
+  const pending = new Map<string, NodeJS.Timeout>();
+  /** Calls running here whose in-flight key was written (to delete when answered). */
+  const noted = new Set<string>();
   const outage = (err: unknown) => (isRedisOutage(err) ? redisUnavailable("the relay between edge replicas", err) : ChaosError.from(err));
 
   return {
@@ -106,22 +127,47 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
       }
     },
     markInflight(tenant, sessionId, requestId) {
-      redis.set(inflightKey(tenant, sessionId, requestId), replica, "PX", INFLIGHT_TTL_MS).catch((err: unknown) => {
-        // Only a cancellation from another replica needs it; the request itself runs on.
-        logger.debug({ err, tenant, session: sessionId }, "noting an in-flight request failed");
-      });
+      const key = inflightKey(tenant, sessionId, requestId);
+      clearTimeout(pending.get(key));
+      const timer = setTimeout(() => {
+        pending.delete(key);
+        noted.add(key);
+        // A call never answered (its session went away) is forgotten here when its key expires.
+        setTimeout(() => noted.delete(key), INFLIGHT_TTL_MS).unref();
+        redis.set(key, replica, "PX", INFLIGHT_TTL_MS).catch((err: unknown) => {
+          // Only a cancellation from another replica needs it; the request itself runs on.
+          logger.debug({ err, tenant, session: sessionId }, "noting an in-flight request failed");
+        });
+      }, INFLIGHT_MARK_AFTER_MS);
+      timer.unref();
+      pending.set(key, timer);
     },
     clearInflight(tenant, sessionId, requestId) {
-      redis.del(inflightKey(tenant, sessionId, requestId)).catch(() => {});
+      const key = inflightKey(tenant, sessionId, requestId);
+      const timer = pending.get(key);
+      if (timer) {
+        clearTimeout(timer);
+        pending.delete(key);
+      }
+      // Sent after the SET on the same connection, so it lands after it.
+      if (noted.delete(key)) redis.del(key).catch(() => {});
     },
     async inflightOwner(tenant, sessionId, requestId) {
+      const key = inflightKey(tenant, sessionId, requestId);
+      if (pending.has(key)) return replica;
       try {
-        return (await redis.get(inflightKey(tenant, sessionId, requestId))) ?? undefined;
+        const owner = await redis.get(key);
+        if (owner !== null) return owner;
+        await new Promise((resolve) => setTimeout(resolve, INFLIGHT_LOOK_AGAIN_MS));
+        if (pending.has(key)) return replica;
+        return (await redis.get(key)) ?? undefined;
       } catch (err) {
         throw outage(err);
       }
     },
     async close() {
+      for (const timer of pending.values()) clearTimeout(timer);
+      pending.clear();
       subscriber.disconnect();
     },
   };
