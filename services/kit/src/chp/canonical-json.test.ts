@@ -41,6 +41,34 @@ describe("canonicalJson", () => {
     for (const bad of [{ n: Number.NaN }, { n: Infinity }, { d: new Date(0) }, { f: () => 1 }, { s: Symbol("x") }, { m: new Map() }, { u: "\uD800x" }]) {
       expect(() => canonicalJson(bad)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(/^input\.\w/) }));
     }
+    const cases: Array<[unknown, string]> = [
+      [{ a: { b: [1, { c: Number.NaN }] } }, "input.a.b[1].c: NaN is not a JSON number"],
+      [{ "k\uD800": 1 }, "input key: a string with an unpaired surrogate has no UTF-8 form"],
+      [{ a: [new Date(0)] }, "input.a[0]: a Date object is not JSON"],
+      [[1, [2, Infinity]], "input[1][1]: Infinity is not a JSON number"],
+      [{ x: { y: new LosslessNumber("1e999") } }, "input.x.y: the number 1e999 is out of the float range"],
+      [{ s: "ok", t: ["\uDC00"] }, "input.t[0]: a string with an unpaired surrogate has no UTF-8 form"],
+      [Symbol("q"), "input: a symbol is not JSON"],
+    ];
+    for (const [bad, message] of cases) expect(() => canonicalJson(bad)).toThrow(message);
+  });
+
+  it("orders any keys as code points do, surrogate pairs included", () => {
+    // Units drawn from ranges where UTF-16 order and code point order agree and where they do not.
+    const units = ["a", "Z", "é", "\uD7FF", "\uE000", "\uFF61", "\uFFFF", "\u{10000}", "\u{1F600}", "\u{10FFFF}"];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % units.length;
+    for (let round = 0; round < 200; round++) {
+      const keys = Array.from({ length: 6 }, () => Array.from({ length: 1 + (next() % 3) }, () => units[next()]).join(""));
+      const object = Object.fromEntries(keys.map((k, i) => [k, i]));
+      const byCodePoints = [...new Set(keys)].sort((a, b) => {
+        const x = [...a].map((c) => c.codePointAt(0)!);
+        const y = [...b].map((c) => c.codePointAt(0)!);
+        for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i]! - y[i]!;
+        return x.length - y.length;
+      });
+      expect(Object.keys(JSON.parse(canonicalJson(object)) as object)).toEqual(byCodePoints);
+    }
   });
 });
 

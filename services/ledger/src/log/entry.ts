@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { ChaosError, canonicalJson, chainHash, parseChpJson } from "@chaos-core/kit";
 
 /**
@@ -63,7 +63,7 @@ export function canonicalEvent(event: unknown): CanonicalEvent {
   const text = canonicalJson(event);
   // CHP defines contentHash as SHA-256 of exactly this text; hashing the text already made
   // saves a second canonicalisation per entry on the append path (verify uses contentHash).
-  return { event, text, hash: createHash("sha256").update(text, "utf8").digest("hex") };
+  return { event, text, hash: hash("sha256", text, "hex") };
 }
 
 /** Refuses what Postgres text cannot hold (NUL) and what no caller means (a lone surrogate). */
