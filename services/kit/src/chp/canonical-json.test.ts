@@ -1,6 +1,6 @@
 import { LosslessNumber } from "lossless-json";
 import { describe, expect, it } from "vitest";
-import { canonicalJson, chainHash, contentHash } from "./canonical-json.js";
+import { CanonicalJsonText, canonicalJson, chainHash, contentHash } from "./canonical-json.js";
 import { chpFloat } from "./float.js";
 
 describe("canonicalJson", () => {
@@ -68,6 +68,23 @@ describe("canonicalJson", () => {
         return x.length - y.length;
       });
       expect(Object.keys(JSON.parse(canonicalJson(object)) as object)).toEqual(byCodePoints);
+    }
+  });
+});
+
+describe("CanonicalJsonText", () => {
+  it("splices a value's canonical text where the value stands: the same text, the same hashes", () => {
+    const events: unknown[] = [
+      { kind: "tool.executed", decision: "ALLOW", step: 3 },
+      { z: [chpFloat(1), 2, { é: "✓\n\"q\"" }], "\u{1F600}": null, "\uFF61": true, n: 12345678901234567890123n },
+      [],
+      "a string",
+    ];
+    for (const event of events) {
+      const entry = { seq: 7, ts: "2026-12-06T06:41:16.123Z", tenant: "acme", event, content_hash: contentHash(event) };
+      const spliced = { ...entry, event: new CanonicalJsonText(canonicalJson(event)) };
+      expect(canonicalJson(spliced)).toBe(canonicalJson(entry));
+      expect(chainHash("ab".repeat(32), spliced)).toBe(chainHash("ab".repeat(32), entry));
     }
   });
 });

@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { ChaosError, canonicalJson, chainHash, parseChpJson } from "@chaos-core/kit";
+import { CanonicalJsonText, ChaosError, canonicalJson, chainHash, parseChpJson } from "@chaos-core/kit";
 
 /**
  * One audit-log entry as stored, exported and verified. Field names are the CHP names the
@@ -23,15 +23,19 @@ export interface LedgerEntry {
   sig: string;
 }
 
-/** The object a `sig` covers: the entry without its chain fields. */
-export function signedPart(e: Omit<LedgerEntry, "prev_sig" | "sig">): Record<string, unknown> {
+/**
+ * The object a `sig` covers: the entry without its chain fields. `eventText`, the event's
+ * canonical text when the caller has it (an append), stands in for the event so it is not
+ * canonicalised a second time; the hash is the same.
+ */
+export function signedPart(e: Omit<LedgerEntry, "prev_sig" | "sig">, eventText?: string): Record<string, unknown> {
   return {
     seq: e.seq,
     ts: e.ts,
     tenant: e.tenant,
     session: e.session,
     principal: e.principal,
-    event: e.event,
+    event: eventText === undefined ? e.event : new CanonicalJsonText(eventText),
     content_hash: e.content_hash,
   };
 }
@@ -75,8 +79,8 @@ export function assertLedgerText(value: unknown, field: string): asserts value i
 }
 
 /** Computes the chain fields of the next entry. */
-export function chainEntry(prevSig: string, e: Omit<LedgerEntry, "prev_sig" | "sig">): LedgerEntry {
-  return { ...e, prev_sig: prevSig, sig: chainHash(prevSig, signedPart(e)) };
+export function chainEntry(prevSig: string, e: Omit<LedgerEntry, "prev_sig" | "sig">, eventText?: string): LedgerEntry {
+  return { ...e, prev_sig: prevSig, sig: chainHash(prevSig, signedPart(e, eventText)) };
 }
 
 /**

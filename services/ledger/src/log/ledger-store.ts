@@ -557,7 +557,7 @@ export function createLedgerStore(db: Db, options: LedgerStoreOptions): LedgerSt
         principal: item.input.principal,
         event: item.canonical!.event,
         content_hash: item.canonical!.hash,
-      });
+      }, item.canonical!.text);
       prevSig = entry.sig;
       written.push(entry);
       texts.push(item.canonical!.text);
