@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ChaosError } from "../errors.js";
-import { raceAbort, raceSignal } from "./abort.js";
+import { guardCall, raceSignal } from "./abort.js";
 
 const never = new Promise<never>(() => {});
 
@@ -21,17 +21,52 @@ describe("raceSignal", () => {
   });
 });
 
-describe("raceAbort", () => {
+describe("guardCall", () => {
+  const ctx = { tenant: "acme", principal: "agent@acme.example" };
+
   it("says whether the deadline passed or the caller cancelled, and normalises other failures", async () => {
-    const timedOut = new AbortController();
-    timedOut.abort(new DOMException("slow", "TimeoutError"));
-    await expect(raceAbort(never, timedOut.signal)).rejects.toMatchObject({ code: "deadline_exceeded" });
-    const cancelled = new AbortController();
-    const waiting = raceAbort(never, cancelled.signal);
-    cancelled.abort();
+    const late = guardCall({ ctx, timeoutMs: 30 }, 5_000);
+    await expect(late.race(never)).rejects.toMatchObject({ code: "deadline_exceeded" });
+    late.dispose();
+    const timedOutCaller = new AbortController();
+    timedOutCaller.abort(new DOMException("slow", "TimeoutError"));
+    await expect(guardCall({ ctx, signal: timedOutCaller.signal }, 5_000).race(never)).rejects.toMatchObject({ code: "deadline_exceeded" });
+    const caller = new AbortController();
+    const waiting = guardCall({ ctx, signal: caller.signal }, 5_000).race(never);
+    caller.abort();
     await expect(waiting).rejects.toMatchObject({ code: "cancelled" });
-    const crashed = await raceAbort(Promise.reject(new Error("secret detail")), new AbortController().signal).catch((e: unknown) => e);
+    const crashed = await guardCall({ ctx }, 5_000).race(Promise.reject(new Error("secret detail"))).catch((e: unknown) => e);
     expect(crashed).toBeInstanceOf(ChaosError);
     expect(crashed).toMatchObject({ code: "internal", message: "internal error" });
+    await expect(guardCall({ ctx }, 5_000).race(Promise.resolve("answer"))).resolves.toBe("answer");
+  });
+
+  it("gives a handler that reads it a signal that aborts at the same deadline or with the caller", async () => {
+    const guard = guardCall({ ctx, timeoutMs: 30 }, 5_000);
+    const signal = guard.signal;
+    expect(guard.signal).toBe(signal);
+    // A handler that passes its signal on and fails with its reason lost to the deadline.
+    const handler = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason as Error)));
+    await expect(guard.race(handler)).rejects.toMatchObject({ code: "deadline_exceeded" });
+    // Its own signal aborts at the deadline too (its timer, within a millisecond of the guard's).
+    await expect(handler).rejects.toMatchObject({ name: "TimeoutError" });
+    expect(signal.aborted).toBe(true);
+    const caller = new AbortController();
+    const cancelled = guardCall({ ctx, signal: caller.signal }, 5_000);
+    const seen = cancelled.signal;
+    caller.abort();
+    expect(seen.aborted).toBe(true);
+    await expect(cancelled.race(never)).rejects.toMatchObject({ code: "cancelled" });
+  });
+
+  it("once disposed, neither its deadline nor the caller's signal ends anything", async () => {
+    const caller = new AbortController();
+    const guard = guardCall({ ctx, signal: caller.signal, timeoutMs: 20 }, 5_000);
+    await expect(guard.race(Promise.resolve(1))).resolves.toBe(1);
+    guard.dispose();
+    caller.abort();
+    await new Promise((r) => setTimeout(r, 60));
+    // Nothing was rejected unhandled meanwhile (vitest fails the run on one), and a listener is gone.
+    expect(caller.signal.aborted).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
 import { ChaosError } from "../errors.js";
-import { callSignal, raceAbort } from "./abort.js";
+import { guardCall } from "./abort.js";
 import {
   DEFAULT_TIMEOUT_MS,
   supportedMethods,
@@ -25,20 +25,29 @@ export function createDeferredClient<S extends AnyService>(
   options: { timeoutMs?: number } = {},
 ): ServiceClient<S> {
   const defaultTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  // Once it is there, calls go straight to it: no wait, no deadline of their own to keep here.
+  let arrived: ServiceClient<S> | undefined;
   // Handled here once, so a rejection no call has waited for yet is not reported as unhandled.
-  pending.catch(() => {});
+  pending.then(
+    (c) => (arrived = c),
+    () => {},
+  );
   const ready = async (opts: CallOptions): Promise<{ client: Record<string, unknown>; opts: CallOptions }> => {
+    if (arrived) return { client: arrived as Record<string, unknown>, opts };
     const timeoutMs = opts.timeoutMs ?? defaultTimeout;
     const started = performance.now();
     let client: ServiceClient<S>;
+    const guard = guardCall(opts, defaultTimeout);
     try {
-      client = await raceAbort(pending, callSignal(opts, defaultTimeout));
+      client = await guard.race(pending);
     } catch (err) {
       const e = ChaosError.from(err);
       if (e.code === "deadline_exceeded") {
         throw new ChaosError("deadline_exceeded", `the call ran past its deadline (${timeoutMs} ms) while the service was still starting`);
       }
       throw e;
+    } finally {
+      guard.dispose();
     }
     const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
     return { client: client as Record<string, unknown>, opts: { ...opts, timeoutMs: left } };

@@ -1,6 +1,6 @@
 import { create, type DescMessage } from "@bufbuild/protobuf";
 import { assertTenantId } from "../context.js";
-import { callSignal, raceAbort } from "./abort.js";
+import { guardCall, type CallGuard } from "./abort.js";
 import { instrument, instrumentStream } from "./instrument.js";
 import {
   DEFAULT_TIMEOUT_MS,
@@ -33,31 +33,41 @@ export function createInProcessClient<S extends AnyService>(
     }
     const input = method.input as DescMessage;
     const output = method.output as DescMessage;
-    const handlerContext = (opts: CallOptions): HandlerContext => {
-      assertTenantId(opts.ctx.tenant);
-      return { call: opts.ctx, signal: callSignal(opts, defaultTimeout) };
-    };
+    const handlerContext = (opts: CallOptions, guard: CallGuard): HandlerContext => ({
+      call: opts.ctx,
+      // Built only if the handler reads it (guardCall).
+      get signal() {
+        return guard.signal;
+      },
+    });
     if (method.methodKind === "unary") {
       const fn = handler as UntypedUnary;
       client[method.localName] = (req: object, opts: CallOptions) =>
         instrument("client", method, opts.ctx.tenant, async () => {
-          const hctx = handlerContext(opts);
-          const res = await raceAbort(fn.call(impl, create(input, req as never), hctx), hctx.signal);
-          return create(output, res as never);
+          assertTenantId(opts.ctx.tenant);
+          const guard = guardCall(opts, defaultTimeout);
+          try {
+            const res = await guard.race(fn.call(impl, create(input, req as never), handlerContext(opts, guard)));
+            return create(output, res as never);
+          } finally {
+            guard.dispose();
+          }
         });
     } else {
       const fn = handler as UntypedStream;
       client[method.localName] = (req: object, opts: CallOptions) =>
         instrumentStream("client", method, opts.ctx.tenant, async function* () {
-          const hctx = handlerContext(opts);
-          const it = fn.call(impl, create(input, req as never), hctx)[Symbol.asyncIterator]();
+          assertTenantId(opts.ctx.tenant);
+          const guard = guardCall(opts, defaultTimeout);
+          const it = fn.call(impl, create(input, req as never), handlerContext(opts, guard))[Symbol.asyncIterator]();
           try {
             for (;;) {
-              const next = await raceAbort(it.next(), hctx.signal);
+              const next = await guard.race(it.next());
               if (next.done) return;
               yield create(output, next.value as never);
             }
           } finally {
+            guard.dispose();
             await it.return?.();
           }
         });
