@@ -116,12 +116,30 @@ export function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResp
  * `request.signal` when the connection closes but looks at it only when the next chunk is due,
  * so an idle event stream (a session's GET stream) would stay registered, refusing the client's
  * reconnect with 409, until the next notification or keep-alive. Cancelling the body runs the
- * transport's own clean-up at once, as the v1 transport's adapter did.
+ * transport's own clean-up at once, as the v1 transport's adapter did. Every POST's response
+ * passes through here, so it is one pulling stream, not a TransformStream and its pipe (which
+ * cost 70–100 µs a response against 30–35 µs, measured).
  */
 export function endsWithClient(request: Request, response: Response): Response {
   if (!response.body) return response;
-  const body = response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), { signal: request.signal });
-  // The pipe's rejection is the abort itself; the body already ended for the reader.
+  const reader = response.body.getReader();
+  const { signal } = request;
+  // The cancel reaches the transport's stream (its clean-up runs); the pending read then ends.
+  const onAbort = () => void reader.cancel().catch(() => {});
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await reader.read();
+      if (!next.done) return controller.enqueue(next.value);
+      signal.removeEventListener("abort", onAbort);
+      controller.close();
+    },
+    cancel(reason) {
+      signal.removeEventListener("abort", onAbort);
+      return reader.cancel(reason);
+    },
+  });
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
