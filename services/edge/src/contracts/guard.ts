@@ -17,8 +17,13 @@ import type { ResourceDefinition } from "../resources/define.js";
 import type { ToolDefinition } from "../tools/define.js";
 import { promptSource, resourceSource, toolSource } from "./sources.js";
 
-/** What a tool's contract is recomputed on: its schemas by identity (converting them is the costly part), the rest by value. */
-const toolParts = (def: ToolDefinition) => [def.input, def.output, JSON.stringify([def.name, def.title, def.description, def.toolset, def.annotations])];
+/**
+ * What a tool's contract is recomputed on: its schemas by identity (converting them is the costly
+ * part), the rest by value — strings compare by value as they are, only the annotations object is
+ * serialised. It runs twice per call: serialising the description with them took 0.7 % of the
+ * embedded server's CPU under 16 clients (issue 14).
+ */
+const toolParts = (def: ToolDefinition) => [def.input, def.output, def.name, def.title, def.description, def.toolset, JSON.stringify(def.annotations)];
 
 /**
  * The run-time rug-pull guard (docs/contracts.md §7): each tool definition the edge is about to
