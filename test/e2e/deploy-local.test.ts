@@ -13,18 +13,42 @@
  */
 import { randomInt } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Redis } from "ioredis";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { checkGrpcHealth, createRedisTenantGenerations, tenantKeyPrefix } from "@chaos-core/kit";
-import { startTopology, type Topology } from "../../deploy/local/topology.mjs";
+import { localEnvironments, startTopology, type Topology } from "../../deploy/local/topology.mjs";
 import { createCertAuthority, removeCerts, type CertAuthority } from "../support/certs.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, runToExit, tempDir } from "../support/processes.js";
 
 const REDIS = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/** Whether 127.0.0.1:`port` can be listened on now. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/** Whether every port the two topologies below listen on (`offset` and `offset` + 10) is free now. */
+async function offsetFree(offset: number): Promise<boolean> {
+  const listening = ["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"];
+  for (const i of [0, 10]) {
+    // Paths only: nothing is read. The second topology's gRPC TLS adds its health ports.
+    const grpcTls = i === 10 ? { dir: "/nonexistent" } : undefined;
+    const envs = localEnvironments({ dir: "/nonexistent", databaseUrl: "postgres://unused", contextKey: "unused", portOffset: offset + i, grpcTls, metrics: {} });
+    for (const env of Object.values(envs)) {
+      for (const name of listening) if (env[name] !== undefined && !(await portFree(Number(env[name])))) return false;
+    }
+  }
+  return true;
+}
 
 describe("deploy/local: two chart topologies side by side", () => {
   const dbs: TestDatabase[] = [];
@@ -34,10 +58,14 @@ describe("deploy/local: two chart topologies side by side", () => {
   // Ports from 3000+offset and 50051+offset; the second topology 10 above the first. The gRPC
   // health ports are 10 000 above (up to 50055 + 10 + offset + 10 000): offset stays ≤ 5 470.
   // Policy's admin API is at 50056 + offset, which no service or health port of either reaches.
-  const offset = 2_000 + 20 * randomInt(0, 170);
+  let offset = 2_000 + 20 * randomInt(0, 170);
   let ca: CertAuthority;
 
   beforeAll(async () => {
+    // These ports lie in Linux's ephemeral range (32768–60999): one may be the local end of
+    // another test's connection right now (a process then exits with EADDRINUSE, seen in CI).
+    // Take an offset whose every listening port of both topologies is free at this moment.
+    for (let attempt = 0; attempt < 50 && !(await offsetFree(offset)); attempt++) offset = 2_000 + 20 * randomInt(0, 170);
     ca = createCertAuthority("local-ca");
     // One certificate for every component, as one cert-manager Certificate's Secret in the chart.
     const tls = { dir: ca.issue("chaos-core").dir, mutual: true };
