@@ -1,9 +1,10 @@
 /**
- * Baseline for the tools/call benchmarks on the SDK the edge is built on (issue 11 moved it to
+ * Baseline for the tools/call benchmarks, on the SDK the edge is built on (issue 11 moved it to
  * SDK v2; issue 14 measures governed calls against a bare no-op "served by the same SDK the edge
- * uses"): the same server as `bare-server.ts`, written for `@modelcontextprotocol/server` 2.x —
- * stateful Streamable HTTP sessions on the Express app factory and the Node transport, one
- * tool that does nothing. Prints its URL on stdout once listening.
+ * uses"): a bare `@modelcontextprotocol/server` 2.x server over Streamable HTTP with stateful
+ * sessions, on the SDK's Express app factory and Node transport, and one tool that does nothing.
+ * Prints its URL on stdout once listening. (Until 2026-12-06 the baseline was the same server on
+ * SDK v1, `bare-server.ts`; paired runs measured the two alike, BENCHMARKS.md.)
  */
 import { randomUUID } from "node:crypto";
 import type { Request, Response } from "express";

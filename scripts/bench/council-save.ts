@@ -111,7 +111,7 @@ const procs: ChildProcess[] = [];
 const keys = DISTRIBUTED ? await createLedgerKeys() : undefined;
 const mrtrKeys = DISTRIBUTED ? await createMrtrKeys() : undefined;
 try {
-  const bare = await startServer(["--import", "tsx", "scripts/bench/bare-server.ts"], {});
+  const bare = await startServer(["--import", "tsx", "scripts/bench/bare-server-v2.ts"], {});
   procs.push(bare.proc);
   const serve = await startServer(["services/standalone/bin/chaos-core.js", "serve"], {
     PORT: "0",
