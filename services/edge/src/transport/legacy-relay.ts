@@ -110,8 +110,8 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
   });
   /** Calls running here not yet noted in Redis, by in-flight key: their mark's timer. */
   const pending = new Map<string, NodeJS.Timeout>();
-  /** Calls running here whose in-flight key was written (to delete when answered). */
-  const noted = new Set<string>();
+  /** Calls running here whose in-flight key was written (to delete when answered): the timer that forgets one never answered. */
+  const noted = new Map<string, NodeJS.Timeout>();
   const outage = (err: unknown) => (isRedisOutage(err) ? redisUnavailable("the relay between edge replicas", err) : ChaosError.from(err));
 
   return {
@@ -131,9 +131,8 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
       clearTimeout(pending.get(key));
       const timer = setTimeout(() => {
         pending.delete(key);
-        noted.add(key);
         // A call never answered (its session went away) is forgotten here when its key expires.
-        setTimeout(() => noted.delete(key), INFLIGHT_TTL_MS).unref();
+        noted.set(key, setTimeout(() => noted.delete(key), INFLIGHT_TTL_MS).unref());
         redis.set(key, replica, "PX", INFLIGHT_TTL_MS).catch((err: unknown) => {
           // Only a cancellation from another replica needs it; the request itself runs on.
           logger.debug({ err, tenant, session: sessionId }, "noting an in-flight request failed");
@@ -149,8 +148,12 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
         clearTimeout(timer);
         pending.delete(key);
       }
+      const forget = noted.get(key);
+      if (!forget) return;
+      clearTimeout(forget);
+      noted.delete(key);
       // Sent after the SET on the same connection, so it lands after it.
-      if (noted.delete(key)) redis.del(key).catch(() => {});
+      redis.del(key).catch(() => {});
     },
     async inflightOwner(tenant, sessionId, requestId) {
       const key = inflightKey(tenant, sessionId, requestId);
@@ -166,8 +169,9 @@ export async function createRedisLegacyRelay(redis: Redis, options: { prefix: st
       }
     },
     async close() {
-      for (const timer of pending.values()) clearTimeout(timer);
+      for (const timer of [...pending.values(), ...noted.values()]) clearTimeout(timer);
       pending.clear();
+      noted.clear();
       subscriber.disconnect();
     },
   };
