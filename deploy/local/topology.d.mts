@@ -6,6 +6,8 @@ export declare const CHART_PORTS: Readonly<Record<Component, number>>;
 export declare const CHART_ADMIN_PORT: number;
 export declare const START_ORDER: readonly Component[];
 export declare const COMPONENT_ORDER: readonly Component[];
+/** The variables naming a port a process listens on. */
+export declare const LISTEN_VARS: readonly string[];
 export interface TopologyOptions {
   dir: string;
   databaseUrl: string;

@@ -22,7 +22,7 @@ export const CHART_PORTS = Object.freeze({ edge: 3000, policy: 50051, memory: 50
 export const CHART_ADMIN_PORT = 50056;
 
 /** The variables naming a port a process listens on. */
-const LISTEN_VARS = Object.freeze(["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"]);
+export const LISTEN_VARS = Object.freeze(["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"]);
 
 /** The chart's component order (`chaos-core.componentNames`): the metrics port of each is the chart's plus its index here. */
 export const COMPONENT_ORDER = Object.freeze(["edge", "cognition", "policy", "ledger", "memory", "council"]);

@@ -20,7 +20,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Redis } from "ioredis";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { checkGrpcHealth, createRedisTenantGenerations, tenantKeyPrefix } from "@chaos-core/kit";
-import { localEnvironments, startTopology, type Topology } from "../../deploy/local/topology.mjs";
+import { LISTEN_VARS, localEnvironments, startTopology, type Topology } from "../../deploy/local/topology.mjs";
 import { createCertAuthority, removeCerts, type CertAuthority } from "../support/certs.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, runToExit, tempDir } from "../support/processes.js";
@@ -38,13 +38,12 @@ function portFree(port: number): Promise<boolean> {
 
 /** Whether every port the two topologies below listen on (`offset` and `offset` + 10) is free now. */
 async function offsetFree(offset: number): Promise<boolean> {
-  const listening = ["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"];
   for (const i of [0, 10]) {
     // Paths only: nothing is read. The second topology's gRPC TLS adds its health ports.
     const grpcTls = i === 10 ? { dir: "/nonexistent" } : undefined;
     const envs = localEnvironments({ dir: "/nonexistent", databaseUrl: "postgres://unused", contextKey: "unused", portOffset: offset + i, grpcTls, metrics: {} });
     for (const env of Object.values(envs)) {
-      for (const name of listening) if (env[name] !== undefined && !(await portFree(Number(env[name])))) return false;
+      for (const name of LISTEN_VARS) if (env[name] !== undefined && !(await portFree(Number(env[name])))) return false;
     }
   }
   return true;
