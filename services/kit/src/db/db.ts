@@ -14,7 +14,7 @@ export interface Queryable {
   /**
    * Runs one statement. A `name` makes it a named prepared statement on Postgres (parsed and
    * planned once per connection, then only bound and executed); the same name must always
-   * carry the same SQL. PGlite ignores it.
+   * carry the same SQL. On PGlite the same: parsed once per engine, then one exchange per call.
    */
   query<R = Record<string, unknown>>(sql: string, params?: unknown[], options?: QueryOptions): Promise<QueryResult<R>>;
   /** Runs a script of several statements without parameters (migrations). */

@@ -3,7 +3,8 @@ import { join } from "node:path";
 import type { Extensions } from "@electric-sql/pglite";
 import { assertTenantId } from "../context.js";
 import { ChaosError } from "../errors.js";
-import { tenantPrelude, type Db, type Queryable } from "./db.js";
+import { tenantPrelude, type Db, type Queryable, type QueryOptions } from "./db.js";
+import { wireSession } from "./pglite-wire.js";
 
 /** Contrib extensions the embedded database can load, by name. */
 const CONTRIB: Record<string, () => Promise<Extensions[string]>> = {
@@ -85,7 +86,8 @@ function walFlusher(dataDir: string): { flush: () => Promise<void>; close: () =>
 /**
  * An embedded {@link Db} on PGlite (WASM Postgres) with data under `dataDir`, or in memory when
  * it is omitted. PGlite has no cross-process lock: the caller must own `dataDir` exclusively.
- * Calls are serialised by PGlite itself; transactions run one at a time.
+ * Every statement and transaction holds the engine to itself (PGlite runs one at a time) and
+ * speaks the wire protocol to it directly, in as few exchanges as it allows (./pglite-wire.ts).
  */
 export async function createPgliteDb(options: { dataDir?: string; extensions?: string[] } = {}): Promise<Db> {
   const extensions: Extensions = {};
@@ -100,18 +102,43 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
   const pglite = await PGlite.create(options.dataDir ?? "memory://", { extensions });
   const wal = options.dataDir ? walFlusher(options.dataDir) : undefined;
 
-  async function inTx<T>(prelude: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
-    return pglite.transaction(async (tx) => {
-      await tx.exec(prelude);
-      return fn({
-        async query<R>(sql: string, params?: unknown[]) {
-          const res = await tx.query<R>(sql, params);
-          return { rows: res.rows, rowCount: Math.max(res.affectedRows ?? 0, res.rows.length) };
-        },
-        async exec(sql: string) {
-          await tx.exec(sql);
-        },
-      });
+  const wire = wireSession(pglite);
+  let closed = false;
+  /** Runs `fn` with the engine to itself (PGlite's lock), refusing once the database is closed. */
+  const exclusive = <T>(fn: () => T | Promise<T>): Promise<T> =>
+    pglite.runExclusive(async () => {
+      if (closed) throw new ChaosError("unavailable", "the embedded database is closed");
+      return fn();
+    });
+
+  function inTx<T>(begin: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
+    return exclusive(async () => {
+      let open = true;
+      const check = () => {
+        if (!open) throw new Error("the transaction has ended; a statement after it would run outside it");
+      };
+      try {
+        wire.exec(begin);
+        const result = await fn({
+          async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
+            check();
+            return wire.query<R>(sql, params, options?.name);
+          },
+          async exec(sql: string) {
+            check();
+            wire.exec(sql);
+          },
+        });
+        open = false;
+        wire.exec("COMMIT");
+        return result;
+      } catch (err) {
+        if (open) {
+          open = false;
+          wire.exec("ROLLBACK");
+        }
+        throw err;
+      }
     });
   }
 
@@ -119,18 +146,21 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
     kind: "pglite",
     tenantTx(tenant, fn) {
       assertTenantId(tenant);
-      return inTx(tenantPrelude(tenant), fn);
+      return inTx(`BEGIN; ${tenantPrelude(tenant)}`, fn);
     },
     adminTx(fn) {
-      return inTx("SELECT 1", fn);
+      return inTx("BEGIN", fn);
     },
-    async statement<R>(sql: string, params?: unknown[]) {
-      const res = await pglite.query<R>(sql, params);
-      return { rows: res.rows, rowCount: Math.max(res.affectedRows ?? 0, res.rows.length) };
+    statement<R>(sql: string, params?: unknown[], options?: QueryOptions) {
+      return exclusive(() => wire.query<R>(sql, params, options?.name));
     },
     flush: wal ? wal.flush : () => Promise.resolve(),
     async close() {
       await wal?.close();
+      // Statements already waiting for the engine run first; later ones are refused.
+      await pglite.runExclusive(async () => {
+        closed = true;
+      });
       await pglite.close();
     },
   };

@@ -1,0 +1,124 @@
+/**
+ * The embedded Db speaks the wire protocol to PGlite itself (./pglite-wire.ts): these pin that it
+ * gives what PGlite's own `query` gives (values, row counts, errors with their SQLSTATE), keeps a
+ * named statement to one SQL text, recovers from errors at every step, and keeps transactions
+ * whole.
+ */
+import { PGlite } from "@electric-sql/pglite";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Db } from "./db.js";
+import { createPgliteDb } from "./pglite.js";
+import { wireSession } from "./pglite-wire.js";
+
+const errorOf = async (p: Promise<unknown>): Promise<{ code?: string; message: string }> => {
+  try {
+    await p;
+  } catch (err) {
+    return err as { code?: string; message: string };
+  }
+  throw new Error("expected a rejection");
+};
+
+describe("the PGlite wire session", () => {
+  let pglite: PGlite;
+  beforeAll(async () => {
+    pglite = await PGlite.create();
+    await pglite.exec(`
+      CREATE TABLE kinds (
+        id bigint PRIMARY KEY, flag boolean, doc jsonb, at timestamptz, raw bytea, tags text[], nums int[], note text
+      );`);
+  });
+  afterAll(() => pglite.close());
+
+  it("writes parameters and reads values as PGlite's own query does, nulls included", async () => {
+    const wire = wireSession(pglite);
+    const sql = "INSERT INTO kinds VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *";
+    const at = new Date("2026-12-06T10:00:00.123Z");
+    const viaWire = await pglite.runExclusive(async () =>
+      wire.query(sql, [1, true, { a: [1, "x"], "é": null }, at, new Uint8Array([0, 255, 16]), ['a "q"', "b\\c", null], [3, -4], null]),
+    );
+    const viaPglite = await pglite.query<Record<string, unknown>>(sql.replace("$1", "$1 + 1"), [1, true, { a: [1, "x"], "é": null }, at, new Uint8Array([0, 255, 16]), ['a "q"', "b\\c", null], [3, -4], null]);
+    expect(viaWire.rowCount).toBe(1);
+    expect(viaWire.rows).toEqual([{ ...viaPglite.rows[0], id: 1 }]);
+    expect(viaWire.rows[0]).toMatchObject({ flag: true, doc: { a: [1, "x"], "é": null }, at, tags: ['a "q"', "b\\c", null], nums: [3, -4], note: null });
+  });
+
+  it("counts the rows a command touched, and runs a statement without parameters in one exchange", async () => {
+    const wire = wireSession(pglite);
+    await pglite.runExclusive(async () => {
+      wire.exec("INSERT INTO kinds (id) SELECT g FROM generate_series(10, 14) g");
+      expect(wire.query("UPDATE kinds SET note = 'n' WHERE id >= $1", [10]).rowCount).toBe(5);
+      expect(wire.query("SELECT count(*)::int AS n FROM kinds WHERE note = 'n'", []).rows).toEqual([{ n: 5 }]);
+      expect(wire.query("DELETE FROM kinds WHERE id >= 10", undefined, "delete_tens").rowCount).toBe(5);
+    });
+  });
+
+  it("prepares a named statement once and refuses the name for other SQL", async () => {
+    const wire = wireSession(pglite);
+    await pglite.runExclusive(async () => {
+      expect(wire.query("SELECT $1::int + 1 AS n", [1], "plus_one").rows).toEqual([{ n: 2 }]);
+      expect(wire.query("SELECT $1::int + 1 AS n", [41], "plus_one").rows).toEqual([{ n: 42 }]);
+      expect(() => wire.query("SELECT $1::int + 2 AS n", [1], "plus_one")).toThrow(/prepared statement "plus_one" was prepared with other SQL/);
+      expect(wire.query("SELECT name FROM pg_prepared_statements WHERE name LIKE $1", ["plus_%"]).rows).toEqual([{ name: "plus_one" }]);
+    });
+  });
+
+  it("throws the engine's error with its SQLSTATE, and the next statement runs, whichever step failed", async () => {
+    const wire = wireSession(pglite);
+    await pglite.runExclusive(async () => {
+      // At Parse (a syntax error), at Bind (a parameter the type refuses), at Execute (a constraint).
+      expect(() => wire.query("SELEC $1", [1])).toThrow(expect.objectContaining({ code: "42601" }));
+      expect(() => wire.query("SELECT $1::int AS n", ["not a number"], "bad_bind")).toThrow(expect.objectContaining({ code: "22P02" }));
+      wire.query("INSERT INTO kinds (id) VALUES ($1)", [100]);
+      expect(() => wire.query("INSERT INTO kinds (id) VALUES ($1)", [100])).toThrow(expect.objectContaining({ code: "23505", message: expect.stringMatching(/duplicate key/) }));
+      expect(() => wire.exec("SELECT 1; SELECT nope")).toThrow(expect.objectContaining({ code: "42703" }));
+      expect(wire.query("SELECT $1::int AS n", [7], "bad_bind").rows).toEqual([{ n: 7 }]);
+    });
+  });
+});
+
+describe("the embedded Db's transactions", () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await createPgliteDb();
+    await db.adminTx((q) => q.exec("CREATE TABLE t (n int PRIMARY KEY); CREATE ROLE chaoscore_app NOLOGIN"));
+  });
+  afterAll(() => db.close());
+
+  it("commits what the function did, or nothing of it when it throws", async () => {
+    await db.adminTx(async (q) => {
+      await q.query("INSERT INTO t VALUES ($1)", [1]);
+      await q.query("INSERT INTO t VALUES ($1)", [2], { name: "insert_t" });
+    });
+    const failure = await errorOf(
+      db.adminTx(async (q) => {
+        await q.query("INSERT INTO t VALUES ($1)", [3], { name: "insert_t" });
+        await q.query("INSERT INTO t VALUES ($1)", [1]);
+      }),
+    );
+    expect(failure.code).toBe("23505");
+    expect((await db.statement<{ n: number }>("SELECT n FROM t ORDER BY n")).rows).toEqual([{ n: 1 }, { n: 2 }]);
+  });
+
+  it("scopes a tenant transaction to its tenant and role, and ends the scope with it", async () => {
+    const inside = await db.tenantTx("acme", (q) => q.query<{ tenant: string; role: string }>("SELECT current_setting('app.tenant_id') AS tenant, current_user AS role"));
+    expect(inside.rows).toEqual([{ tenant: "acme", role: "chaoscore_app" }]);
+    const after = await db.statement<{ tenant: string | null }>("SELECT current_setting('app.tenant_id', true) AS tenant");
+    expect(after.rows[0]!.tenant ?? "").toBe("");
+  });
+
+  it("refuses a statement sent after its transaction ended", async () => {
+    let leaked: Parameters<Parameters<Db["adminTx"]>[0]>[0] | undefined;
+    await db.adminTx(async (q) => {
+      leaked = q;
+    });
+    await expect(leaked!.query("INSERT INTO t VALUES (9)")).rejects.toThrow(/the transaction has ended/);
+    expect((await db.statement<{ n: number }>("SELECT count(*)::int AS n FROM t WHERE n = 9")).rows).toEqual([{ n: 0 }]);
+  });
+
+  it("refuses statements once closed", async () => {
+    const other = await createPgliteDb();
+    await other.close();
+    await expect(other.statement("SELECT 1")).rejects.toThrow(/the embedded database is closed/);
+  });
+});

@@ -1,0 +1,132 @@
+import type { PGlite } from "@electric-sql/pglite";
+import { serialize } from "pg-protocol";
+import type { BackendMessage, CommandCompleteMessage, DataRowMessage, ParameterDescriptionMessage, RowDescriptionMessage } from "pg-protocol/dist/messages.js";
+import { Parser } from "pg-protocol/dist/parser.js";
+import type { QueryResult } from "./db.js";
+
+/**
+ * The embedded engine's statements in as few protocol exchanges as the wire protocol allows.
+ *
+ * PGlite's own `query` sends Parse, Describe, Bind, Describe, Execute and Sync as six separate
+ * exchanges with the engine, each copying in and out of WebAssembly memory and building
+ * JavaScript message objects, and parses every statement afresh; `exec` is two exchanges. Here a
+ * named statement (the `name` option, as on Postgres) is parsed once per engine and then costs one
+ * exchange — Bind, Describe, Execute, Sync — and any other statement two (Parse with Describe to
+ * learn its parameter types, then the rest). Parameters are written and results read with the
+ * engine's own type serializers and parsers, so values are what PGlite's `query` gives.
+ *
+ * Everything here is synchronous (`execProtocolRawSync`): the caller must hold the engine
+ * exclusively (`PGlite.runExclusive`) for as long as its statements belong together.
+ */
+export interface WireSession {
+  /** One statement with parameters; a `name` prepares it once per engine (same name, same SQL). */
+  query<R>(sql: string, params: readonly unknown[] | undefined, name?: string): QueryResult<R>;
+  /** A script of statements without parameters (simple query protocol). */
+  exec(sql: string): void;
+}
+
+interface Prepared {
+  sql: string;
+  paramTypes: number[];
+}
+
+/** PGlite's view of a parameter value as text, by type (its own serializer, else `toString`). */
+type Serializers = PGlite["serializers"];
+type Parsers = PGlite["parsers"];
+
+const SYNC = serialize.sync();
+
+/** The number of rows a command tag reports (`INSERT 0 5`, `UPDATE 3`, `SELECT 2`), else 0. */
+function tagCount(tag: string): number {
+  const last = tag.lastIndexOf(" ");
+  const n = last < 0 ? NaN : Number(tag.slice(last + 1));
+  return Number.isSafeInteger(n) ? n : 0;
+}
+
+function toText(params: readonly unknown[], types: readonly number[], serializers: Serializers): Array<string | null> {
+  return params.map((param, i) => {
+    if (param === null || param === undefined) return null;
+    const serializer = serializers[types[i]!];
+    return serializer ? serializer(param) : String(param);
+  });
+}
+
+export function wireSession(pglite: PGlite): WireSession {
+  const prepared = new Map<string, Prepared>();
+  const serializers: Serializers = pglite.serializers;
+  const parsers: Parsers = pglite.parsers;
+
+  /** Sends `parts` in one exchange and returns the engine's answer, the first error thrown. */
+  function exchange(parts: Buffer[]): BackendMessage[] {
+    const out = pglite.execProtocolRawSync(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+    const messages: BackendMessage[] = [];
+    new Parser().parse(Buffer.from(out.buffer, out.byteOffset, out.byteLength), (m) => messages.push(m));
+    for (const m of messages) if (m.name === "error") throw m;
+    return messages;
+  }
+
+  /** Parses and describes `sql` as statement `name` ("" for the unnamed one): its parameter types. */
+  function describe(sql: string, name: string): number[] {
+    try {
+      const answer = exchange([serialize.parse({ name, text: sql, types: [] }), serialize.describe({ type: "S", name })]);
+      const params = answer.find((m): m is ParameterDescriptionMessage => m.name === "parameterDescription");
+      return params ? params.dataTypeIDs : [];
+    } catch (err) {
+      // After an error the engine skips everything up to a Sync.
+      exchange([SYNC]);
+      throw err;
+    }
+  }
+
+  function rowsOf<R>(messages: BackendMessage[]): QueryResult<R> {
+    let fields: RowDescriptionMessage["fields"] = [];
+    const rows: R[] = [];
+    let count = 0;
+    for (const m of messages) {
+      if (m.name === "rowDescription") fields = (m as RowDescriptionMessage).fields;
+      else if (m.name === "dataRow") {
+        const values = (m as DataRowMessage).fields;
+        const row: Record<string, unknown> = {};
+        for (let i = 0; i < fields.length; i++) {
+          const { name, dataTypeID } = fields[i]!;
+          const text = values[i];
+          const parse = parsers[dataTypeID];
+          row[name] = text === null || text === undefined ? null : parse ? parse(text, dataTypeID) : text;
+        }
+        rows.push(row as R);
+      } else if (m.name === "commandComplete") count = tagCount((m as CommandCompleteMessage).text);
+    }
+    return { rows, rowCount: Math.max(count, rows.length) };
+  }
+
+  return {
+    query<R>(sql: string, params: readonly unknown[] = [], name?: string): QueryResult<R> {
+      let statement = "";
+      let types: number[];
+      if (name) {
+        let known = prepared.get(name);
+        if (known && known.sql !== sql) throw new Error(`prepared statement "${name}" was prepared with other SQL`);
+        if (!known) {
+          known = { sql, paramTypes: describe(sql, name) };
+          prepared.set(name, known);
+        }
+        statement = name;
+        types = known.paramTypes;
+      } else {
+        types = params.length > 0 ? describe(sql, "") : [];
+      }
+      const parts: Buffer[] = [];
+      if (!name && params.length === 0) parts.push(serialize.parse({ text: sql, types: [] }));
+      parts.push(
+        serialize.bind({ statement, values: toText(params, types, serializers) }),
+        serialize.describe({ type: "P" }),
+        serialize.execute({}),
+        SYNC,
+      );
+      return rowsOf<R>(exchange(parts));
+    },
+    exec(sql: string): void {
+      exchange([serialize.query(sql)]);
+    },
+  };
+}
