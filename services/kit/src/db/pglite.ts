@@ -32,20 +32,27 @@ function walFlusher(dataDir: string): { flush: () => Promise<void>; close: () =>
   let next: Promise<void> | undefined;
 
   const once = async () => {
-    const names = (await readdir(walDir)).filter((n) => WAL_SEGMENT.test(n));
-    let changed = false;
+    // The segments known already are synced while the directory is listed: a segment the
+    // listing finds new is synced after it.
+    const [names] = await Promise.all([
+      readdir(walDir).then((all) => all.filter((n) => WAL_SEGMENT.test(n))),
+      Promise.all([...handles.values()].map((h) => h.datasync())),
+    ]);
+    const fresh: FileHandle[] = [];
     for (const name of names) {
       if (handles.has(name)) continue;
-      handles.set(name, await open(join(walDir, name), "r"));
-      changed = true;
+      const handle = await open(join(walDir, name), "r");
+      handles.set(name, handle);
+      fresh.push(handle);
     }
+    let changed = fresh.length > 0;
     for (const [name, handle] of handles) {
       if (names.includes(name)) continue;
       handles.delete(name);
       await handle.close();
       changed = true;
     }
-    await Promise.all([...handles.values()].map((h) => h.datasync()));
+    await Promise.all(fresh.map((h) => h.datasync()));
     if (changed) {
       const dir = await open(walDir, "r");
       try {
