@@ -34,7 +34,7 @@ describe("the PGlite wire session", () => {
     const wire = wireSession(pglite);
     const sql = "INSERT INTO kinds VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *";
     const at = new Date("2026-12-06T10:00:00.123Z");
-    const viaWire = await pglite.runExclusive(async () =>
+    const viaWire = await pglite.runExclusive(() =>
       wire.query(sql, [1, true, { a: [1, "x"], "é": null }, at, new Uint8Array([0, 255, 16]), ['a "q"', "b\\c", null], [3, -4], null]),
     );
     const viaPglite = await pglite.query<Record<string, unknown>>(sql.replace("$1", "$1 + 1"), [1, true, { a: [1, "x"], "é": null }, at, new Uint8Array([0, 255, 16]), ['a "q"', "b\\c", null], [3, -4], null]);
@@ -46,20 +46,20 @@ describe("the PGlite wire session", () => {
   it("counts the rows a command touched, and runs a statement without parameters in one exchange", async () => {
     const wire = wireSession(pglite);
     await pglite.runExclusive(async () => {
-      wire.exec("INSERT INTO kinds (id) SELECT g FROM generate_series(10, 14) g");
-      expect(wire.query("UPDATE kinds SET note = 'n' WHERE id >= $1", [10]).rowCount).toBe(5);
-      expect(wire.query("SELECT count(*)::int AS n FROM kinds WHERE note = 'n'", []).rows).toEqual([{ n: 5 }]);
-      expect(wire.query("DELETE FROM kinds WHERE id >= 10", undefined, "delete_tens").rowCount).toBe(5);
+      await wire.exec("INSERT INTO kinds (id) SELECT g FROM generate_series(10, 14) g");
+      expect((await wire.query("UPDATE kinds SET note = 'n' WHERE id >= $1", [10])).rowCount).toBe(5);
+      expect((await wire.query("SELECT count(*)::int AS n FROM kinds WHERE note = 'n'", [])).rows).toEqual([{ n: 5 }]);
+      expect((await wire.query("DELETE FROM kinds WHERE id >= 10", undefined, "delete_tens")).rowCount).toBe(5);
     });
   });
 
   it("prepares a named statement once and refuses the name for other SQL", async () => {
     const wire = wireSession(pglite);
     await pglite.runExclusive(async () => {
-      expect(wire.query("SELECT $1::int + 1 AS n", [1], "plus_one").rows).toEqual([{ n: 2 }]);
-      expect(wire.query("SELECT $1::int + 1 AS n", [41], "plus_one").rows).toEqual([{ n: 42 }]);
-      expect(() => wire.query("SELECT $1::int + 2 AS n", [1], "plus_one")).toThrow(/prepared statement "plus_one" was prepared with other SQL/);
-      expect(wire.query("SELECT name FROM pg_prepared_statements WHERE name LIKE $1", ["plus_%"]).rows).toEqual([{ name: "plus_one" }]);
+      expect((await wire.query("SELECT $1::int + 1 AS n", [1], "plus_one")).rows).toEqual([{ n: 2 }]);
+      expect((await wire.query("SELECT $1::int + 1 AS n", [41], "plus_one")).rows).toEqual([{ n: 42 }]);
+      await expect(wire.query("SELECT $1::int + 2 AS n", [1], "plus_one")).rejects.toThrow(/prepared statement "plus_one" was prepared with other SQL/);
+      expect((await wire.query("SELECT name FROM pg_prepared_statements WHERE name LIKE $1", ["plus_%"])).rows).toEqual([{ name: "plus_one" }]);
     });
   });
 
@@ -67,12 +67,12 @@ describe("the PGlite wire session", () => {
     const wire = wireSession(pglite);
     await pglite.runExclusive(async () => {
       // At Parse (a syntax error), at Bind (a parameter the type refuses), at Execute (a constraint).
-      expect(() => wire.query("SELEC $1", [1])).toThrow(expect.objectContaining({ code: "42601" }));
-      expect(() => wire.query("SELECT $1::int AS n", ["not a number"], "bad_bind")).toThrow(expect.objectContaining({ code: "22P02" }));
-      wire.query("INSERT INTO kinds (id) VALUES ($1)", [100]);
-      expect(() => wire.query("INSERT INTO kinds (id) VALUES ($1)", [100])).toThrow(expect.objectContaining({ code: "23505", message: expect.stringMatching(/duplicate key/) }));
-      expect(() => wire.exec("SELECT 1; SELECT nope")).toThrow(expect.objectContaining({ code: "42703" }));
-      expect(wire.query("SELECT $1::int AS n", [7], "bad_bind").rows).toEqual([{ n: 7 }]);
+      await expect(wire.query("SELEC $1", [1])).rejects.toMatchObject({ code: "42601" });
+      await expect(wire.query("SELECT $1::int AS n", ["not a number"], "bad_bind")).rejects.toMatchObject({ code: "22P02" });
+      await wire.query("INSERT INTO kinds (id) VALUES ($1)", [100]);
+      await expect(wire.query("INSERT INTO kinds (id) VALUES ($1)", [100])).rejects.toMatchObject({ code: "23505", message: expect.stringMatching(/duplicate key/) });
+      await expect(wire.exec("SELECT 1; SELECT nope")).rejects.toMatchObject({ code: "42703" });
+      expect((await wire.query("SELECT $1::int AS n", [7], "bad_bind")).rows).toEqual([{ n: 7 }]);
     });
   });
 });

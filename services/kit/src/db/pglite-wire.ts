@@ -15,14 +15,14 @@ import type { QueryResult } from "./db.js";
  * learn its parameter types, then the rest). Parameters are written and results read with the
  * engine's own type serializers and parsers, so values are what PGlite's `query` gives.
  *
- * Everything here is synchronous (`execProtocolRawSync`): the caller must hold the engine
- * exclusively (`PGlite.runExclusive`) for as long as its statements belong together.
+ * The caller must hold the engine exclusively (`PGlite.runExclusive`) for as long as its
+ * statements belong together.
  */
 export interface WireSession {
   /** One statement with parameters; a `name` prepares it once per engine (same name, same SQL). */
-  query<R>(sql: string, params: readonly unknown[] | undefined, name?: string): QueryResult<R>;
+  query<R>(sql: string, params: readonly unknown[] | undefined, name?: string): Promise<QueryResult<R>>;
   /** A script of statements without parameters (simple query protocol). */
-  exec(sql: string): void;
+  exec(sql: string): Promise<void>;
 }
 
 interface Prepared {
@@ -56,24 +56,40 @@ export function wireSession(pglite: PGlite): WireSession {
   const serializers: Serializers = pglite.serializers;
   const parsers: Parsers = pglite.parsers;
 
-  /** Sends `parts` in one exchange and returns the engine's answer, the first error thrown. */
-  function exchange(parts: Buffer[]): BackendMessage[] {
-    const out = pglite.execProtocolRawSync(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+  /**
+   * Sends `parts` in one exchange and returns the engine's answer, throwing its first error. The
+   * answer is read as it streams out: PGlite's default reader would parse it into messages of its
+   * own first, for nobody.
+   */
+  async function exchange(parts: Buffer[]): Promise<BackendMessage[]> {
     const messages: BackendMessage[] = [];
-    new Parser().parse(Buffer.from(out.buffer, out.byteOffset, out.byteLength), (m) => messages.push(m));
+    const parser = new Parser();
+    let unreadable: unknown;
+    await pglite.execProtocolRawStream(parts.length === 1 ? parts[0]! : Buffer.concat(parts), {
+      syncToFs: false,
+      // Called from inside the engine: nothing may be thrown back into it.
+      onRawData: (data) => {
+        try {
+          parser.parse(Buffer.from(data), (m) => messages.push(m));
+        } catch (err) {
+          unreadable ??= err;
+        }
+      },
+    });
+    if (unreadable) throw unreadable;
     for (const m of messages) if (m.name === "error") throw m;
     return messages;
   }
 
   /** Parses and describes `sql` as statement `name` ("" for the unnamed one): its parameter types. */
-  function describe(sql: string, name: string): number[] {
+  async function describe(sql: string, name: string): Promise<number[]> {
     try {
-      const answer = exchange([serialize.parse({ name, text: sql, types: [] }), serialize.describe({ type: "S", name })]);
+      const answer = await exchange([serialize.parse({ name, text: sql, types: [] }), serialize.describe({ type: "S", name })]);
       const params = answer.find((m): m is ParameterDescriptionMessage => m.name === "parameterDescription");
       return params ? params.dataTypeIDs : [];
     } catch (err) {
       // After an error the engine skips everything up to a Sync.
-      exchange([SYNC]);
+      await exchange([SYNC]);
       throw err;
     }
   }
@@ -100,20 +116,20 @@ export function wireSession(pglite: PGlite): WireSession {
   }
 
   return {
-    query<R>(sql: string, params: readonly unknown[] = [], name?: string): QueryResult<R> {
+    async query<R>(sql: string, params: readonly unknown[] = [], name?: string): Promise<QueryResult<R>> {
       let statement = "";
       let types: number[];
       if (name) {
         let known = prepared.get(name);
         if (known && known.sql !== sql) throw new Error(`prepared statement "${name}" was prepared with other SQL`);
         if (!known) {
-          known = { sql, paramTypes: describe(sql, name) };
+          known = { sql, paramTypes: await describe(sql, name) };
           prepared.set(name, known);
         }
         statement = name;
         types = known.paramTypes;
       } else {
-        types = params.length > 0 ? describe(sql, "") : [];
+        types = params.length > 0 ? await describe(sql, "") : [];
       }
       const parts: Buffer[] = [];
       if (!name && params.length === 0) parts.push(serialize.parse({ text: sql, types: [] }));
@@ -123,10 +139,10 @@ export function wireSession(pglite: PGlite): WireSession {
         serialize.execute({}),
         SYNC,
       );
-      return rowsOf<R>(exchange(parts));
+      return rowsOf<R>(await exchange(parts));
     },
-    exec(sql: string): void {
-      exchange([serialize.query(sql)]);
+    async exec(sql: string): Promise<void> {
+      await exchange([serialize.query(sql)]);
     },
   };
 }

@@ -125,7 +125,7 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
         if (!open) throw new Error("the transaction has ended; a statement after it would run outside it");
       };
       try {
-        wire.exec(begin);
+        await wire.exec(begin);
         const result = await fn({
           async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
             check();
@@ -133,16 +133,16 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
           },
           async exec(sql: string) {
             check();
-            wire.exec(sql);
+            await wire.exec(sql);
           },
         });
         open = false;
-        wire.exec("COMMIT");
+        await wire.exec("COMMIT");
         return result;
       } catch (err) {
         if (open) {
           open = false;
-          wire.exec("ROLLBACK");
+          await wire.exec("ROLLBACK");
         }
         throw err;
       }
