@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { envelopeRefusal, firstInvalidUtf8, screenMessage } from "./incoming.js";
+import { JSONRPCMessageSchema } from "@modelcontextprotocol/core";
+import { envelopeRefusal, firstInvalidUtf8, isPlainRequest, screenMessage } from "./incoming.js";
 
 const bytes = (...parts: Array<string | number[]>) => Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : Buffer.from(p))));
 const nest = (n: number) => "[".repeat(n) + "]".repeat(n);
@@ -67,3 +68,39 @@ describe("envelopeRefusal", () => {
     expect(envelopeRefusal("text", undefined)?.id).toBeNull();
   });
 });
+
+describe("isPlainRequest", () => {
+  // Parsed from text, as the edge receives them (a "__proto__" key is an own key then).
+  const samples: Array<[string, boolean]> = [
+    ['{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":[1,{"b":null}]}}}', true],
+    ['{"jsonrpc":"2.0","id":"a","method":"ping"}', true],
+    ['{"jsonrpc":"2.0","id":-0,"method":"ping","params":{}}', true],
+    ['{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":"p"},"name":"x"}}', true],
+    ['{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":9007199254740991}}}', true],
+    // What the schema refuses, or what is left to it:
+    ['{"jsonrpc":"2.0","id":1.5,"method":"ping"}', false],
+    ['{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}', false],
+    ['{"jsonrpc":"2.0","id":null,"method":"ping"}', false],
+    ['{"jsonrpc":"2.0","id":true,"method":"ping"}', false],
+    ['{"jsonrpc":"2.0","method":"notifications/initialized"}', false],
+    ['{"jsonrpc":"1.0","id":1,"method":"ping"}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":7}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","extra":1}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","__proto__":{"x":1}}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","params":null}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":[]}}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1.5}}}', false],
+    ['{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}}', false],
+    ['{"jsonrpc":"2.0","id":1,"result":{}}', false],
+    ["[]", false],
+    ["null", false],
+  ];
+
+  it.each(samples)("%s → %s, and never accepts what the SDK's schema refuses", (text, plain) => {
+    const m: unknown = JSON.parse(text);
+    expect(isPlainRequest(m)).toBe(plain);
+    if (plain) expect(JSONRPCMessageSchema.safeParse(m).success).toBe(true);
+  });
+});
+

@@ -147,12 +147,40 @@ export function screenMessage(bytes: Uint8Array): Screened {
   return { id };
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const REQUEST_KEYS = new Set(["jsonrpc", "id", "method", "params"]);
+
+/**
+ * Whether `m` is a JSON-RPC request the SDK's `JSONRPCMessageSchema` surely accepts, judged
+ * without it: every `tools/call` passes through {@link envelopeRefusal} and the SDK validates it
+ * again, so the common shape is checked by hand (the schema cost 3 % of the server's CPU under
+ * 16 clients). Only `true` is an answer: anything else (a notification, a response, a `_meta`
+ * naming a task) goes to the schema. The schema's request is strict (these four keys), its id a
+ * string or safe integer, its params an object whose `_meta`, if any, is an object whose
+ * `progressToken`, if any, is a string or safe integer.
+ */
+export function isPlainRequest(m: unknown): boolean {
+  if (!isObject(m)) return false;
+  for (const key of Object.keys(m)) if (!REQUEST_KEYS.has(key)) return false;
+  if (m["jsonrpc"] !== "2.0" || typeof m["method"] !== "string") return false;
+  const id = m["id"];
+  if (typeof id !== "string" && !Number.isSafeInteger(id)) return false;
+  const params = m["params"];
+  if (params === undefined) return true;
+  if (!isObject(params)) return false;
+  const meta = params["_meta"];
+  if (meta === undefined) return true;
+  if (!isObject(meta) || Object.keys(meta).some((key) => key !== "progressToken")) return false;
+  const token = meta["progressToken"];
+  return token === undefined || typeof token === "string" || Number.isSafeInteger(token);
+}
+
 /**
  * Refuses a parsed body that is not a JSON-RPC message (or a batch of them), in the SDK's own
  * words (`-32700 Parse error: Invalid JSON-RPC message`) but with the request's id.
  */
 export function envelopeRefusal(value: unknown, id: RequestId | undefined): Refusal | undefined {
   const messages: unknown[] = Array.isArray(value) ? value : [value];
-  if (messages.every((m) => JSONRPCMessageSchema.safeParse(m).success)) return undefined;
+  if (messages.every((m) => isPlainRequest(m) || JSONRPCMessageSchema.safeParse(m).success)) return undefined;
   return { id: id ?? null, error: { code: -32700, message: "Parse error: Invalid JSON-RPC message" } };
 }
