@@ -57,14 +57,15 @@ describe("deploy/local: two chart topologies side by side", () => {
   // Ports from 3000+offset and 50051+offset; the second topology 10 above the first. The gRPC
   // health ports are 10 000 above (up to 50055 + 10 + offset + 10 000): offset stays ≤ 5 470.
   // Policy's admin API is at 50056 + offset, which no service or health port of either reaches.
-  let offset = 2_000 + 20 * randomInt(0, 170);
+  const pickOffset = () => 2_000 + 20 * randomInt(0, 170);
+  let offset = pickOffset();
   let ca: CertAuthority;
 
   beforeAll(async () => {
     // These ports lie in Linux's ephemeral range (32768–60999): one may be the local end of
     // another test's connection right now (a process then exits with EADDRINUSE, seen in CI).
     // Take an offset whose every listening port of both topologies is free at this moment.
-    for (let attempt = 0; attempt < 50 && !(await offsetFree(offset)); attempt++) offset = 2_000 + 20 * randomInt(0, 170);
+    for (let attempt = 0; attempt < 50 && !(await offsetFree(offset)); attempt++) offset = pickOffset();
     ca = createCertAuthority("local-ca");
     // One certificate for every component, as one cert-manager Certificate's Secret in the chart.
     const tls = { dir: ca.issue("chaos-core").dir, mutual: true };

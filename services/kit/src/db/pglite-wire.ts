@@ -30,7 +30,6 @@ interface Prepared {
   paramTypes: number[];
 }
 
-/** PGlite's view of a parameter value as text, by type (its own serializer, else `toString`). */
 type Serializers = PGlite["serializers"];
 type Parsers = PGlite["parsers"];
 
@@ -43,6 +42,7 @@ function tagCount(tag: string): number {
   return Number.isSafeInteger(n) ? n : 0;
 }
 
+/** Each parameter as the text PGlite's `query` would send: its serializer for the type, else `String`. */
 function toText(params: readonly unknown[], types: readonly number[], serializers: Serializers): Array<string | null> {
   return params.map((param, i) => {
     if (param === null || param === undefined) return null;
