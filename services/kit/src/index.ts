@@ -70,7 +70,7 @@ export type { Migration, SchemaGate, ServingSwitch } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
 export { isDataDirInUse, lockDataDir } from "./data-dir.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
-export { CanonicalJsonText, canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
+export { type AuditEntryFields, auditEntryChainHash, canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";
 export { canonicalJsonRfc8785, sha256Rfc8785 } from "./rfc8785/canonical-json.js";
 export {

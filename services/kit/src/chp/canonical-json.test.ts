@@ -1,6 +1,6 @@
 import { LosslessNumber } from "lossless-json";
 import { describe, expect, it } from "vitest";
-import { CanonicalJsonText, canonicalJson, chainHash, contentHash } from "./canonical-json.js";
+import { auditEntryChainHash, canonicalJson, chainHash, contentHash } from "./canonical-json.js";
 import { chpFloat } from "./float.js";
 
 describe("canonicalJson", () => {
@@ -72,20 +72,29 @@ describe("canonicalJson", () => {
   });
 });
 
-describe("CanonicalJsonText", () => {
-  it("splices a value's canonical text where the value stands: the same text, the same hashes", () => {
+describe("auditEntryChainHash", () => {
+  it("is chainHash over the entry with its event, for awkward events and field values", () => {
     const events: unknown[] = [
       { kind: "tool.executed", decision: "ALLOW", step: 3 },
       { z: [chpFloat(1), 2, { é: "✓\n\"q\"" }], "\u{1F600}": null, "\uFF61": true, n: 12345678901234567890123n },
-      [],
-      "a string",
+      { text: 'quote " backslash \\ tab \t ctl \u0001 line sep \u2028' },
+      {},
     ];
+    const strings = ["", "acme", 'a"b', "back\\slash", "ctl\u001f", "ünïcödé", "\u{1F600} pair"];
+    let prev = "";
     for (const event of events) {
-      const entry = { seq: 7, ts: "2026-12-06T06:41:16.123Z", tenant: "acme", event, content_hash: contentHash(event) };
-      const spliced = { ...entry, event: new CanonicalJsonText(canonicalJson(event)) };
-      expect(canonicalJson(spliced)).toBe(canonicalJson(entry));
-      expect(chainHash("ab".repeat(32), spliced)).toBe(chainHash("ab".repeat(32), entry));
+      for (const s of strings) {
+        const fields = { seq: 7, ts: "2026-12-06T06:41:16.123Z", tenant: `t${s}`, session: s, principal: `${s}@example.com`, content_hash: contentHash(event) };
+        const sig = auditEntryChainHash(prev, fields, canonicalJson(event));
+        expect(sig).toBe(chainHash(prev, { ...fields, event }));
+        prev = sig;
+      }
     }
+  });
+
+  it("refuses a field with an unpaired surrogate, as canonicalJson does", () => {
+    const fields = { seq: 1, ts: "t", tenant: "t", session: "bad \uD800", principal: "p", content_hash: "h" };
+    expect(() => auditEntryChainHash("", fields, "{}")).toThrow(/unpaired surrogate/);
   });
 });
 

@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { CanonicalJsonText, ChaosError, canonicalJson, chainHash, parseChpJson } from "@chaos-core/kit";
+import { ChaosError, auditEntryChainHash, canonicalJson, parseChpJson } from "@chaos-core/kit";
 
 /**
  * One audit-log entry as stored, exported and verified. Field names are the CHP names the
@@ -23,19 +23,15 @@ export interface LedgerEntry {
   sig: string;
 }
 
-/**
- * The object a `sig` covers: the entry without its chain fields. `eventText`, the event's
- * canonical text when the caller has it (an append), stands in for the event so it is not
- * canonicalised a second time; the hash is the same.
- */
-export function signedPart(e: Omit<LedgerEntry, "prev_sig" | "sig">, eventText?: string): Record<string, unknown> {
+/** The object a `sig` covers: the entry without its chain fields. */
+export function signedPart(e: Omit<LedgerEntry, "prev_sig" | "sig">): Record<string, unknown> {
   return {
     seq: e.seq,
     ts: e.ts,
     tenant: e.tenant,
     session: e.session,
     principal: e.principal,
-    event: eventText === undefined ? e.event : new CanonicalJsonText(eventText),
+    event: e.event,
     content_hash: e.content_hash,
   };
 }
@@ -78,9 +74,9 @@ export function assertLedgerText(value: unknown, field: string): asserts value i
   }
 }
 
-/** Computes the chain fields of the next entry. */
-export function chainEntry(prevSig: string, e: Omit<LedgerEntry, "prev_sig" | "sig">, eventText?: string): LedgerEntry {
-  return { ...e, prev_sig: prevSig, sig: chainHash(prevSig, signedPart(e, eventText)) };
+/** Computes the chain fields of the next entry; `eventText` is the event's canonical text (an append has it). */
+export function chainEntry(prevSig: string, e: Omit<LedgerEntry, "prev_sig" | "sig">, eventText: string): LedgerEntry {
+  return { ...e, prev_sig: prevSig, sig: auditEntryChainHash(prevSig, e, eventText) };
 }
 
 /**

@@ -23,7 +23,7 @@ const newTenant = (): string => `t${++tenantCounter}-${process.pid}`;
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_ledger");
   db = createPostgresDb({ connectionString: database.url });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate", "0005_sequence_rows"]);
   expect(await migrateLedger(db)).toEqual([]);
   admin = new pg.Client({ connectionString: database.url });
   await admin.connect();
@@ -126,6 +126,26 @@ describe("ledger store on Postgres", () => {
     expect((await verifyStoredLedger(store, tenant, store.verifierKey(tenant))).ok).toBe(true);
   });
 
+  it("sequence_rows writes a batch only when its seqs follow the head, and keeps each event's text byte for byte", async () => {
+    const tenant = newTenant();
+    const [first] = await appendMany(tenant, 1);
+    const head = async () => (await admin.query("SELECT size, last_sig FROM ledger.heads WHERE tenant_id = $1", [tenant])).rows[0];
+    const before = await head();
+    const row = (seq: number, event: string) => `{"seq":${seq},"ts":"t","session":"s","principal":"p","event":${event},"content_hash":"h","prev_sig":"","sig":"x${seq}"}`;
+    // A gap inside the batch (2, 4, 3 after head 1): refused whole, the head where it was.
+    await expect(
+      admin.query("SELECT ledger.sequence_rows($1, $2, 1, $3)", [tenant, `[${row(2, "{}")},${row(4, "{}")},${row(3, "{}")}]`, first!.sig]),
+    ).rejects.toMatchObject({ code: "22023", message: expect.stringMatching(/seqs must follow the head/) });
+    await expect(admin.query("SELECT ledger.sequence_rows($1, '[]', 1, $2)", [tenant, first!.sig])).rejects.toMatchObject({ code: "22023" });
+    expect(await head()).toEqual(before);
+    // A head that moved: nothing written, 0 answered.
+    expect((await admin.query("SELECT ledger.sequence_rows($1, $2, 0, '') AS n", [tenant, `[${row(1, "{}")}]`])).rows[0].n).toBe("0");
+    // Written: the event's text exactly as sent (Postgres keeps a json value's text).
+    const text = '{"a":[1,2.50,"\\u00e9 \\"q\\""],"b":{"c":null}}';
+    expect((await admin.query("SELECT ledger.sequence_rows($1, $2, 1, $3) AS n", [tenant, `[${row(2, text)}]`, first!.sig])).rows[0].n).toBe("1");
+    expect((await admin.query("SELECT event::text AS t FROM ledger.entries WHERE tenant_id = $1 AND seq = 2", [tenant])).rows[0].t).toBe(text);
+  });
+
   it("two replicas appending to one tenant interleave without gaps or forks", async () => {
     const tenant = newTenant();
     const db2 = createPostgresDb({ connectionString: database.url });
@@ -164,6 +184,11 @@ describe("ledger store on Postgres", () => {
     await expect(
       db.tenantTx(tenant, (q) =>
         q.query("SELECT ledger.sequence_batch('other', ARRAY[1]::bigint[], ARRAY['t'], ARRAY['s'], ARRAY['p'], ARRAY['{}'], ARRAY['h'], ARRAY[''], ARRAY['x'], 0, '')"),
+      ),
+    ).rejects.toMatchObject({ code: "42501" });
+    await expect(
+      db.tenantTx(tenant, (q) =>
+        q.query(`SELECT ledger.sequence_rows('other', '[{"seq":1,"ts":"t","session":"s","principal":"p","event":{},"content_hash":"h","prev_sig":"","sig":"x"}]', 0, '')`),
       ),
     ).rejects.toMatchObject({ code: "42501" });
   });

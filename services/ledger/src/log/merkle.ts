@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * RFC 6962 / RFC 9162 Merkle tree hashing, proofs and their verification. Pure: no I/O.
@@ -19,28 +19,33 @@ export interface NodeId {
   index: number;
 }
 
-function sha256(...parts: Uint8Array[]): Buffer {
-  const h = createHash("sha256");
-  for (const p of parts) h.update(p);
-  return h.digest();
+/** SHA-256 of `prefix || parts…`, one-shot (a third cheaper than createHash per node, and the integrator hashes ~2 per entry). */
+function sha256(prefix: number, ...parts: Uint8Array[]): Buffer {
+  let length = 1;
+  for (const p of parts) length += p.length;
+  const bytes = Buffer.allocUnsafe(length);
+  bytes[0] = prefix;
+  let at = 1;
+  for (const p of parts) {
+    bytes.set(p, at);
+    at += p.length;
+  }
+  return hash("sha256", bytes, "buffer");
 }
-
-const LEAF_PREFIX = Uint8Array.of(0x00);
-const NODE_PREFIX = Uint8Array.of(0x01);
 
 /** The hash of a leaf: SHA-256(0x00 || data). */
 export function hashLeaf(data: Uint8Array): Buffer {
-  return sha256(LEAF_PREFIX, data);
+  return sha256(0x00, data);
 }
 
 /** The hash of an interior node: SHA-256(0x01 || left || right). */
 export function hashChildren(left: Uint8Array, right: Uint8Array): Buffer {
-  return sha256(NODE_PREFIX, left, right);
+  return sha256(0x01, left, right);
 }
 
 /** The root of the empty tree: SHA-256 of nothing. */
 export function emptyRoot(): Buffer {
-  return sha256();
+  return hash("sha256", new Uint8Array(0), "buffer");
 }
 
 /** 2^e as an exact number; sizes stay below 2^53, beyond the reach of 32-bit bit operators. */

@@ -20,7 +20,7 @@ beforeAll(async () => {
   // A data directory starts much faster than an in-memory PGlite.
   dataDir = await mkdtemp(join(tmpdir(), "chaoscore-ledger-"));
   db = await createPgliteDb({ dataDir });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate", "0005_sequence_rows"]);
   expect(await migrateLedger(db)).toEqual([]);
   const { privateKey, publicKey } = generateKeyPairSync("ed25519");
   store = createLedgerStore(db, { key: { name: "standalone/{tenant}", privateKey, publicKey } });
@@ -87,7 +87,7 @@ async function writePerCommit(db: Db, tenant: string, commits: number[], signer:
     await db.tenantTx(tenant, async (q) => {
       for (let i = 0; i < size; i++) {
         const c = canonicalEvent({ kind: "old", seq: seq + 1 });
-        const e = chainEntry(prev, { seq: ++seq, ts: new Date().toISOString(), tenant, session: "s", principal: "p", event: c.event, content_hash: c.hash });
+        const e = chainEntry(prev, { seq: ++seq, ts: new Date().toISOString(), tenant, session: "s", principal: "p", event: c.event, content_hash: c.hash }, c.text);
         await q.query(
           "INSERT INTO ledger.entries (tenant_id, seq, ts, session, principal, event, content_hash, prev_sig, sig) VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9)",
           [tenant, e.seq, e.ts, e.session, e.principal, c.text, e.content_hash, e.prev_sig, e.sig],
@@ -123,7 +123,7 @@ describe("upgrading a ledger written before sequence-then-integrate (0004)", () 
       expect(await migrate(old, LEDGER_SCHEMA, LEDGER_MIGRATIONS.slice(0, 3))).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks"]);
       const { privateKey, publicKey } = generateKeyPairSync("ed25519");
       const before = await writePerCommit(old, "default", [1, 2, 4, 1], { name: "upgrade/default", privateKey, publicKey });
-      expect(await migrateLedger(old)).toEqual(["0004_sequence_then_integrate"]);
+      expect(await migrateLedger(old)).toEqual(["0004_sequence_then_integrate", "0005_sequence_rows"]);
 
       const upgraded = createLedgerStore(old, { key: { name: "upgrade/{tenant}", privateKey, publicKey }, integration: { autoStart: false } });
       try {

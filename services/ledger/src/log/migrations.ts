@@ -246,6 +246,42 @@ export const LEDGER_MIGRATIONS: Migration[] = [
       REVOKE ALL ON FUNCTION ledger.sequence_batch(text, bigint[], text[], text[], text[], text[], text[], text[], text[], bigint, text) FROM PUBLIC;
     `,
   },
+  {
+    id: "0005_sequence_rows",
+    sql: `
+      CREATE FUNCTION ledger.sequence_rows(p_tenant text, p_entries text, p_from_size bigint, p_from_sig text)
+      RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+      DECLARE
+        entries json := p_entries::json;
+        n bigint := json_array_length(entries);
+        written bigint;
+      BEGIN
+        IF n = 0 THEN
+          RAISE EXCEPTION 'ledger.sequence_rows: no entries' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Row-level security stays on (forced for the owner too): the batch sees one tenant.
+        PERFORM set_config('app.tenant_id', p_tenant, true);
+        UPDATE ledger.heads SET size = p_from_size + n, last_sig = entries->(n::int - 1)->>'sig', frontier = 'sequenced', updated_at = now()
+         WHERE tenant_id = p_tenant AND size = p_from_size AND last_sig = p_from_sig;
+        IF NOT FOUND THEN
+          RETURN 0;
+        END IF;
+        INSERT INTO ledger.entries (tenant_id, seq, ts, session, principal, event, content_hash, prev_sig, sig)
+        SELECT p_tenant, e.seq, e.ts, e.session, e.principal, e.event, e.content_hash, e.prev_sig, e.sig
+          FROM ROWS FROM (json_to_recordset(entries)
+                 AS (seq bigint, ts text, session text, principal text, event json, content_hash text, prev_sig text, sig text))
+               WITH ORDINALITY AS e(seq, ts, session, principal, event, content_hash, prev_sig, sig, i)
+         WHERE e.seq = p_from_size + e.i;
+        GET DIAGNOSTICS written = ROW_COUNT;
+        IF written <> n THEN
+          RAISE EXCEPTION 'ledger.sequence_rows: seqs must follow the head' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RETURN n;
+      END
+      $fn$;
+      REVOKE ALL ON FUNCTION ledger.sequence_rows(text, text, bigint, text) FROM PUBLIC;
+    `,
+  },
 ];
 
 /** Applies the ledger migrations (idempotent, safe for concurrent replicas); returns the ids applied now. */

@@ -37,7 +37,7 @@ function buildLedger(commits: number[], tenant = "acme"): { entries: LedgerEntry
         principal: "p",
         event: c.event,
         content_hash: c.hash,
-      });
+      }, c.text);
       entries.push(e);
       texts.push(c.text);
       tree.append(hashLeaf(leafData(e.sig)));
@@ -102,7 +102,7 @@ describe("verifyLedger", () => {
     for (let i = 3; i < l.entries.length; i++) {
       const { prev_sig: _p, sig: _s, ...rest } = l.entries[i]!;
       const c = canonicalEvent(i === 3 ? { ...rest.event, forged: true } : rest.event);
-      l.entries[i] = chainEntry(prev, { ...rest, event: c.event, content_hash: c.hash });
+      l.entries[i] = chainEntry(prev, { ...rest, event: c.event, content_hash: c.hash }, c.text);
       prev = l.entries[i]!.sig;
     }
     const r = await verifyLedger(l.entries, l.notes, vkey);
