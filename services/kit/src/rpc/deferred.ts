@@ -1,7 +1,6 @@
 import { ChaosError } from "../errors.js";
 import { guardCall } from "./abort.js";
 import {
-  DEFAULT_TIMEOUT_MS,
   supportedMethods,
   type AnyService,
   type CallOptions,
@@ -11,20 +10,26 @@ import {
 type UntypedClientUnary = (req: unknown, opts: CallOptions) => Promise<unknown>;
 type UntypedClientStream = (req: unknown, opts: CallOptions) => AsyncIterable<unknown>;
 
+/** How long a call on the default deadline waits for its service to start (see {@link createDeferredClient}). */
+export const START_WAIT_MS = 60_000;
+
 /**
  * A client usable before the service behind it exists: each call waits for `pending` (the real
- * client), then goes to it with what is left of its deadline, as a gRPC call waits for its
- * channel to be ready. Cancellation and the deadline apply to the wait as to the call. When
- * `pending` rejects, every call, waiting or later, fails with that error (normalised by
- * `ChaosError.from`, so reject with a ChaosError that says why). It lets a process answer what
- * needs no service while its stores are still opening.
+ * client), then goes to it. A call that names its deadline (`timeoutMs`) gets it end to end, as a
+ * gRPC call waiting for its channel to be ready does: the wait counts against it. A call on the
+ * default deadline waits for the start up to `startTimeoutMs` (default {@link START_WAIT_MS}),
+ * then has its whole default deadline (10 s) for the work: that deadline bounds a service's answer, and
+ * a first start (the embedded database's initdb, seconds on a busy machine) is no slow answer.
+ * Cancellation applies to the wait as to the call. When `pending` rejects, every call, waiting or
+ * later, fails with that error (normalised by `ChaosError.from`, so reject with a ChaosError that
+ * says why). It lets a process answer what needs no service while its stores are still opening.
  */
 export function createDeferredClient<S extends AnyService>(
   service: S,
   pending: Promise<ServiceClient<S>>,
-  options: { timeoutMs?: number } = {},
+  options: { startTimeoutMs?: number } = {},
 ): ServiceClient<S> {
-  const defaultTimeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const startTimeout = options.startTimeoutMs ?? START_WAIT_MS;
   // Once it is there, calls go straight to it: no wait, no deadline of their own to keep here.
   let arrived: ServiceClient<S> | undefined;
   // Handled here once, so a rejection no call has waited for yet is not reported as unhandled.
@@ -34,22 +39,23 @@ export function createDeferredClient<S extends AnyService>(
   );
   const ready = async (opts: CallOptions): Promise<{ client: Record<string, unknown>; opts: CallOptions }> => {
     if (arrived) return { client: arrived as Record<string, unknown>, opts };
-    const timeoutMs = opts.timeoutMs ?? defaultTimeout;
+    const ownDeadline = opts.timeoutMs !== undefined;
+    const waitMs = ownDeadline ? opts.timeoutMs! : startTimeout;
     const started = performance.now();
     let client: ServiceClient<S>;
-    const guard = guardCall(opts, defaultTimeout);
+    const guard = guardCall({ ...opts, timeoutMs: waitMs }, waitMs);
     try {
       client = await guard.race(pending);
     } catch (err) {
       const e = ChaosError.from(err);
-      if (e.code === "deadline_exceeded") {
-        throw new ChaosError("deadline_exceeded", `the call ran past its deadline (${timeoutMs} ms) while the service was still starting`);
-      }
-      throw e;
+      if (e.code !== "deadline_exceeded") throw e;
+      if (ownDeadline) throw new ChaosError("deadline_exceeded", `the call ran past its deadline (${waitMs} ms) while the service was still starting`);
+      throw new ChaosError("unavailable", `the service did not finish starting within ${Math.round(waitMs / 1000)} s; try again shortly`);
     } finally {
       guard.dispose();
     }
-    const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
+    if (!ownDeadline) return { client: client as Record<string, unknown>, opts };
+    const left = Math.max(1, Math.round(waitMs - (performance.now() - started)));
     return { client: client as Record<string, unknown>, opts: { ...opts, timeoutMs: left } };
   };
 

@@ -89,7 +89,7 @@ const transports: Array<[string, () => ServiceClient<typeof PolicyService>]> = [
   ["grpc", () => grpcClient.client],
   [
     "deferred, once ready",
-    () => createDeferredClient(PolicyService, Promise.resolve(createInProcessClient(PolicyService, impl)), { timeoutMs: 2_000 }),
+    () => createDeferredClient(PolicyService, Promise.resolve(createInProcessClient(PolicyService, impl, { timeoutMs: 2_000 }))),
   ],
 ];
 
@@ -154,11 +154,11 @@ describe.each(transports)("%s transport", (_name, client) => {
 });
 
 describe("a deferred client while its service is still starting", () => {
-  function starting() {
+  function starting(options: { startTimeoutMs?: number } = {}) {
     let resolve!: (c: ServiceClient<typeof PolicyService>) => void;
     let reject!: (err: unknown) => void;
     const pending = new Promise<ServiceClient<typeof PolicyService>>((res, rej) => ((resolve = res), (reject = rej)));
-    return { client: createDeferredClient(PolicyService, pending), resolve, reject };
+    return { client: createDeferredClient(PolicyService, pending, options), resolve, reject };
   }
 
   it("holds unary and streaming calls until the service is there, then answers them", async () => {
@@ -190,7 +190,21 @@ describe("a deferred client while its service is still starting", () => {
     }
   });
 
-  it("counts the wait against the call's deadline and honours cancellation", async () => {
+  it("lets a call on the default deadline wait for the start up to the start bound, not its deadline", async () => {
+    const s = starting({ startTimeoutMs: 400 });
+    const answered = s.client.evaluate({ capability: "a.b" }, { ctx });
+    setTimeout(() => s.resolve(createInProcessClient(PolicyService, impl)), 120);
+    expect((await answered).matchedRule).toBe("acme/agent-1/s-1");
+
+    const never = starting({ startTimeoutMs: 100 });
+    const started = performance.now();
+    const err = (await never.client.getPolicy({}, { ctx }).catch((e: unknown) => e)) as ChaosError;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(90);
+    expect(err.code).toBe("unavailable");
+    expect(err.message).toMatch(/did not finish starting within/);
+  });
+
+  it("counts the wait against a deadline the call names and honours cancellation", async () => {
     const s = starting();
     const late = (await s.client.getPolicy({}, { ctx, timeoutMs: 50 }).catch((e: unknown) => e)) as ChaosError;
     expect(late.code).toBe("deadline_exceeded");
