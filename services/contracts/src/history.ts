@@ -1,6 +1,7 @@
+import { isObject } from "@chaos-core/kit";
 import { entryDigest, type ContractSet, type ToolContract } from "./contract.js";
 import { diffContracts, type ContractChange } from "./diff.js";
-import { deterministicJson, isObject, jsonObject, LOCKFILE_NAME, parseLock, refusalIn, SECTIONS, serializeLock, type Refusal } from "./lockfile.js";
+import { deterministicJson, jsonObject, LOCKFILE_NAME, parseLock, refusalIn, SECTIONS, serializeLock, type Refusal } from "./lockfile.js";
 
 /**
  * The file beside the lock that keeps the tool contracts earlier locks pinned, by entry digest

@@ -1,4 +1,4 @@
-import { canonicalJsonRfc8785, ChaosError } from "@chaos-core/kit";
+import { canonicalJsonRfc8785, ChaosError, isObject } from "@chaos-core/kit";
 import { CONTRACT_KINDS, entryDigest, sectionDigests, serverDigest, type ContractKind, type ContractSet } from "./contract.js";
 import { diffContracts, type ContractDiff } from "./diff.js";
 
@@ -69,8 +69,6 @@ export function refusalIn(file: string): Refusal {
 }
 
 const bad: Refusal = refusalIn(LOCKFILE_NAME);
-
-export const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /** The text as a JSON object, refused through `bad` as `(file)` when it is not JSON or not an object. */
 export function jsonObject(text: string, bad: Refusal): Record<string, unknown> {

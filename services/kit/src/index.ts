@@ -29,6 +29,7 @@ export type { GrpcTls, GrpcTransport } from "./rpc/tls.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
 export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
 export { scanJsonText } from "./json-text.js";
+export { isObject, isPlainObject } from "./objects.js";
 export type { JsonPath, JsonTextScan, JsonTextScanOptions } from "./json-text.js";
 export { createLogger, LOG_LEVELS } from "./logger.js";
 export type { Logger } from "./logger.js";

@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
-import { canonicalJson, chainHash, ChaosError, chpFloat, contentHash, parseChpJson } from "@chaos-core/kit";
+import { canonicalJson, chainHash, ChaosError, chpFloat, contentHash, isPlainObject, parseChpJson } from "@chaos-core/kit";
 import { approveHuman, evaluateGate, type GateNumber, type GateResult, type SpendAction, type SpendPolicy } from "@chaos-core/ledger";
 
 /**
@@ -56,10 +56,6 @@ type Args = Record<string, unknown>;
 function field(args: Args, name: string): unknown {
   if (!Object.hasOwn(args, name)) throw new ChaosError("invalid_argument", `args.${name} is required`);
   return args[name];
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value) && Object.getPrototypeOf(value) === Object.prototype;
 }
 
 // The casts are safe: evaluateGate and approveHuman validate every field and name the bad one.

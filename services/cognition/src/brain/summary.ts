@@ -1,3 +1,4 @@
+import { isObject } from "@chaos-core/kit";
 import type { StepResult } from "../executor/types.js";
 import type { PlanStep } from "../plans/plan.js";
 import { truncate } from "./catalog.js";
@@ -6,10 +7,6 @@ import { truncate } from "./catalog.js";
 export const SUMMARY_ITEMS = 10;
 
 type Item = { key: string; value: unknown; tags?: string[] };
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
 
 function shown(value: unknown): string {
   return truncate(typeof value === "string" ? value : JSON.stringify(value), 200);

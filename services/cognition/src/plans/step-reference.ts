@@ -1,4 +1,4 @@
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, isObject } from "@chaos-core/kit";
 
 /*
  * The step-input reference form (docs/cognition.md, "Step references"). Anywhere in a step's
@@ -26,10 +26,6 @@ export interface StepReference {
 /** Builds a reference to `path` (a JSON Pointer, "" for the whole output) in step `stepId`'s output. */
 export function stepReference(stepId: string, path = ""): StepReference {
   return path === "" ? { $step: stepId } : { $step: stepId, path };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
 /** Whether a value is marked as a reference (has a `$step` key); its shape is checked on resolution. */

@@ -1,5 +1,5 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { canonicalJson, REQUEST_LABEL_PREFIX } from "@chaos-core/kit";
+import { canonicalJson, isPlainObject, REQUEST_LABEL_PREFIX } from "@chaos-core/kit";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Entry, SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { isoTime } from "../tools/memory-item.js";
@@ -59,11 +59,6 @@ export interface ApprovalView {
 /** A plain identifier reads as `a.b`; any other key is quoted, so `a.b` and `["a.b"]` differ. */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-function isPlainObject(value: object): value is Record<string, unknown> {
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-}
-
 function leafText(value: unknown): { text: string; escaped: readonly string[] } {
   if (typeof value === "string") return visibleJsonString(value);
   // Numbers (plain, CHP floats, exact big integers, lossless-json numbers), booleans and null
@@ -87,7 +82,7 @@ export function argumentRows(value: unknown): ArgumentRow[] {
     const children: Array<{ path: string; escaped: readonly string[]; value: unknown }> = [];
     if (Array.isArray(v)) {
       v.forEach((item, i) => children.push({ path: `${path}[${i}]`, escaped, value: item }));
-    } else if (v !== null && typeof v === "object" && isPlainObject(v)) {
+    } else if (isPlainObject(v)) {
       for (const key of Object.keys(v).sort()) {
         if (v[key] === undefined) continue;
         if (IDENTIFIER.test(key)) {

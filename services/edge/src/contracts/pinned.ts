@@ -1,6 +1,6 @@
 import type { CallToolResult } from "@modelcontextprotocol/server";
 import type { ContractChange, SincePinned } from "@chaos-core/contracts";
-import { ChaosError, toMcpErrorResult } from "@chaos-core/kit";
+import { ChaosError, isObject, toMcpErrorResult } from "@chaos-core/kit";
 
 /**
  * The `_meta` key under which `tools/list` gives each tool's pinned contract digest
@@ -8,8 +8,6 @@ import { ChaosError, toMcpErrorResult } from "@chaos-core/kit";
  * item 8, docs/contracts.md §9).
  */
 export const TOOL_CONTRACT_META_KEY = "dev.chaoscore/contract";
-
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
  * The digest a client says it pinned, from a request's `_meta`: `{ digest: "sha256:…" }` as

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, ERROR_CODES, inRequestSpan, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
+import { ATTR, ChaosError, ERROR_CODES, inRequestSpan, isObject, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
 import type { ContractGuard } from "../contracts/guard.js";
@@ -55,7 +55,7 @@ export function modernRequestOf(extra: Extra, requestRef: string): ModernRequest
   const envelope = (extra.mcpReq.envelope ?? {}) as Record<string, unknown>;
   const level = envelope["io.modelcontextprotocol/logLevel"];
   const version = envelope["io.modelcontextprotocol/protocolVersion"];
-  const record = (v: unknown): Record<string, unknown> => (v !== null && typeof v === "object" && !Array.isArray(v) ? { ...v } : {});
+  const record = (v: unknown): Record<string, unknown> => (isObject(v) ? { ...v } : {});
   return {
     requestRef,
     protocolVersion: typeof version === "string" ? version : "2026-07-28",

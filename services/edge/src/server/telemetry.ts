@@ -1,5 +1,5 @@
 import type { JSONRPCMessage, MessageExtraInfo, Transport } from "@modelcontextprotocol/server";
-import { ATTR, SEMCONV, startMcpServerSpan, type McpServerSpan } from "@chaos-core/kit";
+import { ATTR, isObject, SEMCONV, startMcpServerSpan, type McpServerSpan } from "@chaos-core/kit";
 import { isModernScope, type ServerScope } from "../deps.js";
 
 /** The `_meta` key that marks a 2026-07-28 request (its per-request envelope). */
@@ -7,7 +7,6 @@ const ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion";
 
 type Obj = Record<string, unknown>;
 
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
 /** A JSON-RPC id as a map key that keeps `1` and `"1"` apart. */
@@ -32,8 +31,8 @@ export function traceMcpMessages(transport: Transport, scope: ServerScope): void
     const msg = message as Obj;
     const method = str(msg.method);
     if (method === undefined) return dispatch?.(message, extra);
-    const params = isObj(msg.params) ? msg.params : {};
-    const meta = isObj(params._meta) ? params._meta : undefined;
+    const params = isObject(msg.params) ? msg.params : {};
+    const meta = isObject(params._meta) ? params._meta : undefined;
     const envelopeVersion = str(meta?.[ENVELOPE_VERSION]);
     const modern = isModernScope(scope) || envelopeVersion !== undefined;
     const request = extra?.request;
@@ -81,13 +80,13 @@ export function traceMcpMessages(transport: Transport, scope: ServerScope): void
       const span = open.get(key);
       if (span) {
         open.delete(key);
-        const result = isObj(msg.result) ? msg.result : undefined;
+        const result = isObject(msg.result) ? msg.result : undefined;
         const version = str(result?.protocolVersion);
         if (version !== undefined) {
           negotiated = version;
           span.setAttributes({ [SEMCONV.mcpProtocolVersion]: version });
         }
-        const error = isObj(msg.error) ? msg.error : undefined;
+        const error = isObject(msg.error) ? msg.error : undefined;
         span.end({
           jsonRpcErrorCode: typeof error?.code === "number" ? error.code : undefined,
           toolError: result?.isError === true,

@@ -11,7 +11,7 @@
  */
 import { isUtf8 } from "node:buffer";
 import { JSONRPCMessageSchema } from "@modelcontextprotocol/core";
-import { formatIssuePath, scanJsonText, type JsonPath } from "@chaos-core/kit";
+import { formatIssuePath, isObject, scanJsonText, type JsonPath } from "@chaos-core/kit";
 import { MAX_JSON_DEPTH } from "../config.js";
 
 /** A JSON-RPC request id. */
@@ -147,7 +147,6 @@ export function screenMessage(bytes: Uint8Array): Screened {
   return { id };
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const REQUEST_KEYS = new Set(["jsonrpc", "id", "method", "params"]);
 
 /**

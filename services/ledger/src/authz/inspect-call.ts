@@ -1,5 +1,4 @@
-import { canonicalJson, contentHash } from "@chaos-core/kit";
-import { ambiguityProblem } from "@chaos-core/kit";
+import { ambiguityProblem, canonicalJson, contentHash, isPlainObject } from "@chaos-core/kit";
 import { mergeHostBound, type ToolArguments, type ToolPolicy, type ToolRule } from "./tool-policy.js";
 
 /** The call a receipt is bound to, as the caller proposes it. Host values are never part of it. */
@@ -36,12 +35,6 @@ export interface InspectionFailure {
 }
 
 const CALL_FIELDS = new Set(["tool", "resource", "arguments"]);
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-}
 
 /**
  * Inspects an untrusted call against a validated policy. Order: the call's own shape

@@ -1,5 +1,5 @@
 import { hash } from "node:crypto";
-import { ChaosError, auditEntryChainHash, canonicalJson, parseChpJson } from "@chaos-core/kit";
+import { ChaosError, auditEntryChainHash, canonicalJson, isPlainObject, parseChpJson } from "@chaos-core/kit";
 
 /**
  * One audit-log entry as stored, exported and verified. Field names are the CHP names the
@@ -46,12 +46,6 @@ export interface CanonicalEvent {
   event: Record<string, unknown>;
   text: string;
   hash: string;
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  if (v === null || typeof v !== "object" || Array.isArray(v)) return false;
-  const proto = Object.getPrototypeOf(v) as unknown;
-  return proto === Object.prototype || proto === null;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createPublicKey, type KeyObject } from "node:crypto";
-import { canonicalJson, chainHash, contentHash, parseChpJson } from "@chaos-core/kit";
+import { canonicalJson, chainHash, contentHash, isObject, parseChpJson } from "@chaos-core/kit";
 import {
   noteVerifier,
   openCheckpoint,
@@ -106,10 +106,6 @@ function verifiersFor(key: VerificationKey): Verifiers {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 /** The context of the next entry in a chain. */

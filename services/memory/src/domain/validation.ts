@@ -1,4 +1,4 @@
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, isPlainObject } from "@chaos-core/kit";
 import type { JsonValue, RememberInput, SearchInput } from "./memory-store.js";
 
 /** The limits every memory call is held to; the edge mirrors them in its tool schemas. */
@@ -99,11 +99,6 @@ export function validateQuery(query: unknown): string {
     throw invalid("query must not contain control characters or unpaired surrogates");
   }
   return value;
-}
-
-function isPlainObject(v: object): boolean {
-  const proto: unknown = Object.getPrototypeOf(v);
-  return proto === Object.prototype || proto === null;
 }
 
 /** Throws unless `value` is plain JSON (no NaN, undefined, class instances, or deep nesting). */
