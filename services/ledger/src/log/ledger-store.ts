@@ -268,7 +268,7 @@ const SEQUENCE_BATCH = `
  * what was hashed; a text array per column made `pg` escape every element (5 % of a 64-writer
  * load's CPU) and the event's quotes twice over.
  */
-export function entryRows(written: readonly LedgerEntry[], texts: readonly string[]): string {
+function entryRows(written: readonly LedgerEntry[], texts: readonly string[]): string {
   const q = JSON.stringify;
   let out = "[";
   for (let i = 0; i < written.length; i++) {

@@ -67,6 +67,10 @@ const APPEND_ONLY = (table: string): string => `
  *   forced) and writes the entries only if the head is where the batch was chained; EXECUTE is
  *   revoked from PUBLIC, so ${APP_ROLE} cannot call it for another tenant. `log_tenants` lists tenant ids (ids only, every tenant may read it, each
  *   inserts only itself) so an integrator finds logs left behind by a replica that died.
+ * - `sequence_rows(…)` (0005) is the same fast path with the batch as one JSON parameter (an
+ *   array of row objects, each event's canonical text spliced in, kept byte for byte by `json`)
+ *   instead of eight arrays, and it refuses a batch whose seqs do not run on from the head one by
+ *   one. `sequence_batch` stays for replicas that have not been upgraded; both write the same rows.
  */
 export const LEDGER_MIGRATIONS: Migration[] = [
   {
