@@ -76,17 +76,25 @@ function metadataValue(md: Metadata, key: string): string | undefined {
   return typeof v === "string" ? v : undefined;
 }
 
+/**
+ * The verified context of a server call and its cancellation signal; `answered` marks the call
+ * done. grpc-js emits `cancelled` when a call's stream closes, after an answer too: from then on
+ * it is not the caller cancelling, and no error is built for it (one with a stack per call).
+ */
 function serverHandlerContext(
   call: { metadata: Metadata; on(event: "cancelled", fn: () => void): unknown; getDeadline(): Date | number },
   signer: ContextSigner,
-): HandlerContext {
+): { hctx: HandlerContext; answered: () => void } {
   const ctx = signer.verify(
     metadataValue(call.metadata, CONTEXT_HEADER),
     metadataValue(call.metadata, CONTEXT_SIG_HEADER),
   );
   const controller = new AbortController();
-  call.on("cancelled", () => controller.abort(new ChaosError("cancelled", "the caller cancelled")));
-  return { call: ctx, signal: controller.signal };
+  let done = false;
+  call.on("cancelled", () => {
+    if (!done) controller.abort(new ChaosError("cancelled", "the caller cancelled"));
+  });
+  return { hctx: { call: ctx, signal: controller.signal }, answered: () => (done = true) };
 }
 
 /**
@@ -108,29 +116,37 @@ export function addGrpcService<S extends AnyService>(
       const fn = handler as UntypedUnary;
       handlers[method.localName] = (call: ServerUnaryCall<object, object>, callback: sendUnaryData<object>) => {
         const parent = extractTrace((k) => metadataValue(call.metadata, k));
-        let hctx: HandlerContext;
+        let server: ReturnType<typeof serverHandlerContext>;
         try {
-          hctx = serverHandlerContext(call, signer);
+          server = serverHandlerContext(call, signer);
         } catch (err) {
           callback(toGrpcError(err) as ServiceError);
           return;
         }
+        const { hctx, answered } = server;
         instrument("server", method, hctx.call.tenant, () => fn.call(impl, call.request, hctx), parent).then(
-          (res) => callback(null, create(output, res as never)),
-          (err: unknown) => callback(toGrpcError(err) as ServiceError),
+          (res) => {
+            answered();
+            callback(null, create(output, res as never));
+          },
+          (err: unknown) => {
+            answered();
+            callback(toGrpcError(err) as ServiceError);
+          },
         );
       };
     } else {
       const fn = handler as UntypedStream;
       handlers[method.localName] = (call: ServerWritableStream<object, object>) => {
         const parent = extractTrace((k) => metadataValue(call.metadata, k));
-        let hctx: HandlerContext;
+        let server: ReturnType<typeof serverHandlerContext>;
         try {
-          hctx = serverHandlerContext(call, signer);
+          server = serverHandlerContext(call, signer);
         } catch (err) {
           call.emit("error", toGrpcError(err));
           return;
         }
+        const { hctx, answered } = server;
         instrument(
           "server",
           method,
@@ -150,8 +166,14 @@ export function addGrpcService<S extends AnyService>(
           },
           parent,
         ).then(
-          () => call.end(),
-          (err: unknown) => call.emit("error", toGrpcError(err)),
+          () => {
+            answered();
+            call.end();
+          },
+          (err: unknown) => {
+            answered();
+            call.emit("error", toGrpcError(err));
+          },
         );
       };
     }

@@ -19,6 +19,9 @@ import { createInProcessClient } from "./in-process.js";
 import { register, startGrpcServer, type RunningGrpcServer } from "./server.js";
 import type { HandlerContext, ServiceClient, ServiceImpl } from "./types.js";
 
+/** The signal of the last `keep-signal` call, which a handler could keep for work after its answer. */
+let kept: AbortSignal | undefined;
+
 /**
  * A transport test double: it echoes what it was given so the tests can see exactly what
  * crossed the transport (the request, the verified context, the deadline signal).
@@ -27,6 +30,7 @@ const impl: ServiceImpl<typeof PolicyService> = {
   async evaluate(req: EvaluateRequest, ctx: HandlerContext) {
     if (req.capability === "fail.denied") throw new ChaosError("policy_denied", "denied by test rule");
     if (req.capability === "fail.crash") throw new Error("secret internal detail");
+    if (req.capability === "keep-signal") kept = ctx.signal;
     if (req.capability === "slow") {
       await new Promise((resolve, reject) => {
         const t = setTimeout(resolve, 5_000);
@@ -133,6 +137,14 @@ describe.each(transports)("%s transport", (_name, client) => {
       .evaluate({ capability: "slow" }, { ctx, timeoutMs: 100 })
       .catch((e: unknown) => e)) as ChaosError;
     expect(err.code).toBe("deadline_exceeded");
+  });
+
+  it("leaves a handler's signal alone once the call has answered", async () => {
+    kept = undefined;
+    await client().evaluate({ capability: "keep-signal" }, { ctx });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(kept).toBeDefined();
+    expect(kept!.aborted).toBe(false);
   });
 
   it("cancels a call when the caller's signal aborts", async () => {
