@@ -1,3 +1,5 @@
+import { isObject } from "@chaos-core/kit";
+
 /** A JSON Schema as published (draft-07 from zod), walked structurally. */
 export type JsonSchema = { readonly [key: string]: unknown };
 
@@ -38,7 +40,7 @@ const STRUCTURE_KEYWORDS: ReadonlySet<string> = new Set([
 ]);
 
 export function isSchema(v: unknown): v is JsonSchema {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
+  return isObject(v);
 }
 
 /** JSON Pointer escaping (RFC 6901) of one reference token. */

@@ -40,10 +40,11 @@ export function createDeferredClient<S extends AnyService>(
   const ready = async (opts: CallOptions): Promise<{ client: Record<string, unknown>; opts: CallOptions }> => {
     if (arrived) return { client: arrived as Record<string, unknown>, opts };
     const ownDeadline = opts.timeoutMs !== undefined;
-    const waitMs = ownDeadline ? opts.timeoutMs! : startTimeout;
+    const waitMs = opts.timeoutMs ?? startTimeout;
     const started = performance.now();
     let client: ServiceClient<S>;
-    const guard = guardCall({ ...opts, timeoutMs: waitMs }, waitMs);
+    // The call's own deadline when it names one, else the start bound.
+    const guard = guardCall(opts, startTimeout);
     try {
       client = await guard.race(pending);
     } catch (err) {

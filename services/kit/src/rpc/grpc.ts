@@ -124,16 +124,12 @@ export function addGrpcService<S extends AnyService>(
           return;
         }
         const { hctx, answered } = server;
-        instrument("server", method, hctx.call.tenant, () => fn.call(impl, call.request, hctx), parent).then(
-          (res) => {
-            answered();
-            callback(null, create(output, res as never));
-          },
-          (err: unknown) => {
-            answered();
-            callback(toGrpcError(err) as ServiceError);
-          },
-        );
+        instrument("server", method, hctx.call.tenant, () => fn.call(impl, call.request, hctx), parent)
+          .finally(answered)
+          .then(
+            (res) => callback(null, create(output, res as never)),
+            (err: unknown) => callback(toGrpcError(err) as ServiceError),
+          );
       };
     } else {
       const fn = handler as UntypedStream;
@@ -165,16 +161,12 @@ export function addGrpcService<S extends AnyService>(
             }
           },
           parent,
-        ).then(
-          () => {
-            answered();
-            call.end();
-          },
-          (err: unknown) => {
-            answered();
-            call.emit("error", toGrpcError(err));
-          },
-        );
+        )
+          .finally(answered)
+          .then(
+            () => call.end(),
+            (err: unknown) => call.emit("error", toGrpcError(err)),
+          );
       };
     }
   }
