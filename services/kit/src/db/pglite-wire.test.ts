@@ -5,7 +5,7 @@
  * whole.
  */
 import { PGlite } from "@electric-sql/pglite";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Db } from "./db.js";
 import { createPgliteDb } from "./pglite.js";
 import { wireSession } from "./pglite-wire.js";
@@ -75,6 +75,37 @@ describe("the PGlite wire session", () => {
       expect((await wire.query("SELECT $1::int AS n", [7], "bad_bind")).rows).toEqual([{ n: 7 }]);
     });
   });
+
+  it("runs prepared statements in one exchange, each its own transaction, each failing alone", async () => {
+    const wire = wireSession(pglite);
+    const insert = "INSERT INTO kinds (id, note) VALUES ($1, $2) RETURNING id";
+    const exchanges = vi.spyOn(pglite, "execProtocolRawStream");
+    try {
+      await pglite.runExclusive(async () => {
+        await wire.query(insert, [200, "first"], "insert_kind");
+        expect(wire.isPrepared("insert_kind", insert)).toBe(true);
+        expect(wire.isPrepared("insert_kind", insert.replace("id", "note"))).toBe(false);
+        exchanges.mockClear();
+        const results = await wire.queryPrepared([
+          { sql: insert, params: [201, "a"], name: "insert_kind" },
+          { sql: insert, params: [200, "duplicate"], name: "insert_kind" },
+          { sql: insert, params: ["not a number", "b"], name: "insert_kind" },
+          { sql: insert, params: [202, "c"], name: "insert_kind" },
+          { sql: "SELECT 1", params: [], name: "insert_kind" },
+        ]);
+        expect(exchanges).toHaveBeenCalledTimes(1);
+        expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected", "fulfilled", "rejected"]);
+        expect(results[0]).toEqual({ status: "fulfilled", value: { rows: [{ id: 201 }], rowCount: 1 } });
+        expect(results[1]).toMatchObject({ status: "rejected", reason: { code: "23505" } });
+        expect(results[2]).toMatchObject({ status: "rejected", reason: { code: "22P02" } });
+        expect(results[4]).toMatchObject({ status: "rejected", reason: { message: expect.stringMatching(/"insert_kind" is not prepared with this SQL/) } });
+        const stored = await wire.query("SELECT id FROM kinds WHERE id BETWEEN 200 AND 210 ORDER BY id", []);
+        expect(stored.rows).toEqual([{ id: 200 }, { id: 201 }, { id: 202 }]);
+      });
+    } finally {
+      exchanges.mockRestore();
+    }
+  });
 });
 
 describe("the embedded Db's transactions", () => {
@@ -114,6 +145,33 @@ describe("the embedded Db's transactions", () => {
     });
     await expect(leaked!.query("INSERT INTO t VALUES (9)")).rejects.toThrow(/the transaction has ended/);
     expect((await db.statement<{ n: number }>("SELECT count(*)::int AS n FROM t WHERE n = 9")).rows).toEqual([{ n: 0 }]);
+  });
+
+  it("sends the prepared statements of one turn together, each settling alone, in the order they were asked for", async () => {
+    const insert = "INSERT INTO t VALUES ($1) RETURNING n";
+    await db.statement(insert, [20], { name: "insert_t_returning" });
+    const settled = await Promise.allSettled([
+      db.statement(insert, [21], { name: "insert_t_returning" }),
+      db.statement(insert, [20], { name: "insert_t_returning" }),
+      db.statement(insert, [22], { name: "insert_t_returning" }),
+    ]);
+    expect(settled.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(settled[1]).toMatchObject({ reason: { code: "23505" } });
+    // A transaction asked for after a waiting statement sees it: it is not overtaken.
+    const written = db.statement(insert, [23], { name: "insert_t_returning" });
+    const seen = await db.adminTx((q) => q.query<{ n: number }>("SELECT n FROM t WHERE n BETWEEN 20 AND 29 ORDER BY n"));
+    expect(seen.rows.map((r) => r.n)).toEqual([20, 21, 22, 23]);
+    expect((await written).rows).toEqual([{ n: 23 }]);
+  });
+
+  it("runs the statements asked for before close, and refuses those after", async () => {
+    const other = await createPgliteDb();
+    await other.statement("SELECT $1::int AS n", [1], { name: "one" });
+    const before = other.statement<{ n: number }>("SELECT $1::int AS n", [2], { name: "one" });
+    const closing = other.close();
+    await expect(before).resolves.toEqual({ rows: [{ n: 2 }], rowCount: 1 });
+    await closing;
+    await expect(other.statement("SELECT $1::int AS n", [3], { name: "one" })).rejects.toThrow(/the embedded database is closed/);
   });
 
   it("refuses statements once closed", async () => {

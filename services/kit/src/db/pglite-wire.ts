@@ -23,6 +23,21 @@ export interface WireSession {
   query<R>(sql: string, params: readonly unknown[] | undefined, name?: string): Promise<QueryResult<R>>;
   /** A script of statements without parameters (simple query protocol). */
   exec(sql: string): Promise<void>;
+  /** Whether `name` is prepared (by an earlier {@link WireSession.query}) with this SQL. */
+  isPrepared(name: string, sql: string): boolean;
+  /**
+   * Prepared statements, each on its own — its own implicit transaction, as if sent one after
+   * another — in one exchange with the engine. Each settles alone: one that fails leaves the
+   * others' results and commits as they are.
+   */
+  queryPrepared(statements: ReadonlyArray<PreparedCall>): Promise<Array<PromiseSettledResult<QueryResult<unknown>>>>;
+}
+
+/** A call of a statement {@link WireSession.isPrepared} said is prepared. */
+export interface PreparedCall {
+  readonly sql: string;
+  readonly params: readonly unknown[];
+  readonly name: string;
 }
 
 interface Prepared {
@@ -57,11 +72,11 @@ export function wireSession(pglite: PGlite): WireSession {
   const parsers: Parsers = pglite.parsers;
 
   /**
-   * Sends `parts` in one exchange and returns the engine's answer, throwing its first error. The
-   * answer is read as it streams out: PGlite's default reader would parse it into messages of its
-   * own first, for nobody.
+   * Sends `parts` in one exchange and returns the engine's answer, errors included. The answer is
+   * read as it streams out: PGlite's default reader would parse it into messages of its own
+   * first, for nobody.
    */
-  async function exchange(parts: Buffer[]): Promise<BackendMessage[]> {
+  async function answerTo(parts: Buffer[]): Promise<BackendMessage[]> {
     const messages: BackendMessage[] = [];
     const parser = new Parser();
     let unreadable: unknown;
@@ -77,9 +92,23 @@ export function wireSession(pglite: PGlite): WireSession {
       },
     });
     if (unreadable) throw unreadable;
+    return messages;
+  }
+
+  /** Sends `parts` in one exchange and returns the engine's answer, throwing its first error. */
+  async function exchange(parts: Buffer[]): Promise<BackendMessage[]> {
+    const messages = await answerTo(parts);
     for (const m of messages) if (m.name === "error") throw m;
     return messages;
   }
+
+  /** Bind, Describe, Execute, Sync: a statement's call after its Parse, and the end of its implicit transaction. */
+  const callOf = (statement: string, params: readonly unknown[], types: readonly number[]): Buffer[] => [
+    serialize.bind({ statement, values: toText(params, types, serializers) }),
+    serialize.describe({ type: "P" }),
+    serialize.execute({}),
+    SYNC,
+  ];
 
   /** Parses and describes `sql` as statement `name` ("" for the unnamed one): its parameter types. */
   async function describe(sql: string, name: string): Promise<number[]> {
@@ -133,16 +162,44 @@ export function wireSession(pglite: PGlite): WireSession {
       }
       const parts: Buffer[] = [];
       if (!name && params.length === 0) parts.push(serialize.parse({ text: sql, types: [] }));
-      parts.push(
-        serialize.bind({ statement, values: toText(params, types, serializers) }),
-        serialize.describe({ type: "P" }),
-        serialize.execute({}),
-        SYNC,
-      );
+      parts.push(...callOf(statement, params, types));
       return rowsOf<R>(await exchange(parts));
     },
     async exec(sql: string): Promise<void> {
       await exchange([serialize.query(sql)]);
+    },
+    isPrepared: (name, sql) => prepared.get(name)?.sql === sql,
+    async queryPrepared(statements) {
+      const results: Array<PromiseSettledResult<QueryResult<unknown>>> = [];
+      const parts: Buffer[] = [];
+      /** Where each sent statement's answer goes in `results`. */
+      const sent: number[] = [];
+      for (const [i, { sql, params, name }] of statements.entries()) {
+        try {
+          const known = prepared.get(name);
+          if (known?.sql !== sql) throw new Error(`prepared statement "${name}" is not prepared with this SQL`);
+          parts.push(...callOf(name, params, known.paramTypes));
+          sent.push(i);
+        } catch (err) {
+          // A parameter its type's serializer refuses: that statement alone fails, unsent.
+          results[i] = { status: "rejected", reason: err };
+        }
+      }
+      if (sent.length === 0) return results;
+      // One group of messages per Sync, each ended by its ReadyForQuery.
+      let group: BackendMessage[] = [];
+      let next = 0;
+      for (const m of await answerTo(parts)) {
+        if (m.name !== "readyForQuery") {
+          group.push(m);
+          continue;
+        }
+        const error = group.find((x) => x.name === "error");
+        results[sent[next++]!] = error ? { status: "rejected", reason: error } : { status: "fulfilled", value: rowsOf(group) };
+        group = [];
+      }
+      if (next !== sent.length) throw new Error(`the engine answered ${next} of ${sent.length} statements sent together`);
+      return results;
     },
   };
 }

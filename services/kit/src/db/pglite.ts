@@ -3,8 +3,8 @@ import { join } from "node:path";
 import type { Extensions } from "@electric-sql/pglite";
 import { assertTenantId } from "../context.js";
 import { ChaosError } from "../errors.js";
-import { tenantPrelude, type Db, type Queryable, type QueryOptions } from "./db.js";
-import { wireSession } from "./pglite-wire.js";
+import { tenantPrelude, type Db, type Queryable, type QueryOptions, type QueryResult } from "./db.js";
+import { wireSession, type PreparedCall } from "./pglite-wire.js";
 
 /** Contrib extensions the embedded database can load, by name. */
 const CONTRIB: Record<string, () => Promise<Extensions[string]>> = {
@@ -112,11 +112,39 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
   const wire = wireSession(pglite);
   let closed = false;
   /** Runs `fn` with the engine to itself (PGlite's lock), refusing once the database is closed. */
-  const exclusive = <T>(fn: () => T | Promise<T>): Promise<T> =>
+  const enqueue = <T>(fn: () => T | Promise<T>): Promise<T> =>
     pglite.runExclusive(async () => {
       if (closed) throw new ChaosError("unavailable", "the embedded database is closed");
       return fn();
     });
+
+  /**
+   * Prepared statements asked for in one turn of the event loop, sent to the engine together at
+   * its end, each still its own transaction. An engine statement costs a few times more after
+   * other work than right after another statement, its code and data evicted from the CPU's
+   * caches in between (BENCHMARKS.md "The embedded engine's statements in a busy server"): the
+   * first of a batch pays for that, the rest run warm, and the batch is one exchange.
+   */
+  type Waiting = PreparedCall & { resolve: (r: QueryResult<unknown>) => void; reject: (err: unknown) => void };
+  let waiting: Waiting[] = [];
+  const sendWaiting = () => {
+    if (waiting.length === 0) return;
+    const batch = waiting;
+    waiting = [];
+    enqueue(() => wire.queryPrepared(batch)).then(
+      (results) =>
+        results.forEach((r, i) => {
+          if (r.status === "fulfilled") batch[i]!.resolve(r.value);
+          else batch[i]!.reject(r.reason);
+        }),
+      (err: unknown) => batch.forEach((w) => w.reject(err)),
+    );
+  };
+  /** {@link enqueue} after the statements waiting for the turn's end: the engine sees calls in the order they were made. */
+  const exclusive = <T>(fn: () => T | Promise<T>): Promise<T> => {
+    sendWaiting();
+    return enqueue(fn);
+  };
 
   function inTx<T>(begin: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
     return exclusive(async () => {
@@ -158,13 +186,19 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
     adminTx(fn) {
       return inTx("BEGIN", fn);
     },
-    statement<R>(sql: string, params?: unknown[], options?: QueryOptions) {
-      return exclusive(() => wire.query<R>(sql, params, options?.name));
+    statement<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
+      const name = options?.name;
+      if (!name || !wire.isPrepared(name, sql)) return exclusive(() => wire.query<R>(sql, params, name));
+      return new Promise<QueryResult<R>>((resolve, reject) => {
+        waiting.push({ sql, params, name, resolve: resolve as Waiting["resolve"], reject });
+        if (waiting.length === 1) setImmediate(sendWaiting);
+      });
     },
     flush: wal ? wal.flush : () => Promise.resolve(),
     async close() {
       await wal?.close();
-      // Statements already waiting for the engine run first; later ones are refused.
+      // Statements already asked for run first; later ones are refused.
+      sendWaiting();
       await pglite.runExclusive(async () => {
         closed = true;
       });
