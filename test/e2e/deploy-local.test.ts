@@ -49,6 +49,13 @@ async function offsetFree(offset: number): Promise<boolean> {
   return true;
 }
 
+/** The components of `t` whose process has exited, each with its exit and the end of its log. */
+function exitedSince(t: Topology): string {
+  const exited = [...t.processes].filter(([, p]) => p.exitCode !== null || p.signalCode !== null);
+  if (exited.length === 0) return "every component is still running";
+  return exited.map(([c, p]) => `${c} exited (${p.exitCode ?? p.signalCode}); its log ends:\n${t.log(c).split("\n").slice(-15).join("\n")}`).join("\n");
+}
+
 describe("deploy/local: two chart topologies side by side", () => {
   const dbs: TestDatabase[] = [];
   const dirs: string[] = [];
@@ -79,7 +86,12 @@ describe("deploy/local: two chart topologies side by side", () => {
         dirs[row] = dir;
         const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls, metrics: {} });
         topologies[row] = t;
-        clients[row] = await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` });
+        try {
+          clients[row] = await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` });
+        } catch (err) {
+          // Every component had logged its address; one that has exited since is the likely cause.
+          throw new Error(`topology ${row}: ${(err as Error).message}\n${exitedSince(t)}`, { cause: err });
+        }
       }),
     );
     for (const s of started) if (s.status === "rejected") throw s.reason;
