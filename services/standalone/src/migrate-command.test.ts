@@ -40,7 +40,7 @@ describe("chaos-core migrate", () => {
     const first = await run({ DATABASE_URL: database.url });
     expect(first.err).toBe("");
     expect(first.code).toBe(0);
-    expect(first.out).toMatch(/^memory: applied 0001_items, 0002_items_updated, 0003_one_statement_calls, 0004_search_words, 0005_recall_items\ncouncil: applied .+\nledger: applied .+\npolicy: applied .+\nmigrations current in /);
+    expect(first.out).toMatch(/^memory: applied 0001_items, 0002_items_updated, 0003_one_statement_calls, 0004_search_words\ncouncil: applied .+\nledger: applied .+\npolicy: applied .+\nmigrations current in /);
     const applied = await migrationsIn(database.url);
     for (const schema of ["memory", "council", "ledger", "policy"]) expect(applied[schema], schema).not.toEqual([]);
 

@@ -21,7 +21,6 @@ export const MEMORY_PG_EXTENSIONS: readonly string[] = ["pg_trgm"];
  * - `items_updated` serves retention (items whose last write is older than an age).
  * - Recall by key and remember are one statement each (`memory.recall_item`,
  *   `memory.remember_item`, 0003): the comment above them says how they stay in one tenant.
- *   Recalls of one tenant asked for together are one statement (`memory.recall_items`, 0005).
  */
 export const MEMORY_MIGRATIONS: Migration[] = [
   {
@@ -223,32 +222,6 @@ export const MEMORY_MIGRATIONS: Migration[] = [
           USING v_tenant, p_now, v_like, p_tags, p_after, p_limit, v_words;
       END
       $fn$;
-    `,
-  },
-  {
-    // Recalls by key of one tenant asked for together (the store gathers those of one turn of the
-    // event loop), as one statement: on Postgres one round trip and one function call for them
-    // all instead of one each — each round trip a socket write that wakes the backend, the
-    // largest cost of a governed read there (issue 14) — and on PGlite one statement. `ord` is a
-    // key's place in `p_keys` (from 1), so a key asked for twice is answered twice. Scoped to
-    // the tenant it is given, and EXECUTE revoked from PUBLIC, as memory.recall_item (0003),
-    // which stays for replicas not yet upgraded.
-    id: "0005_recall_items",
-    sql: `
-      CREATE FUNCTION memory.recall_items(p_tenant text, p_keys text[], p_now timestamptz)
-      RETURNS TABLE (ord integer, key text, value_json text, tags text[], created_at timestamptz,
-                     updated_at timestamptz, expires_at timestamptz)
-      LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-      BEGIN
-        PERFORM set_config('app.tenant_id', p_tenant, true);
-        RETURN QUERY
-          SELECT k.ord::integer, i.key::text, i.value::text, i.tags, i.created_at, i.updated_at, i.expires_at
-            FROM unnest(p_keys) WITH ORDINALITY AS k(key, ord)
-            JOIN memory.items i ON i.tenant_id = p_tenant AND i.key = k.key
-           WHERE i.expires_at IS NULL OR i.expires_at > p_now;
-      END
-      $fn$;
-      REVOKE ALL ON FUNCTION memory.recall_items(text, text[], timestamptz) FROM PUBLIC;
     `,
   },
 ];

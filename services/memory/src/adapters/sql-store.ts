@@ -113,72 +113,19 @@ async function untilNoneLeft(what: string, options: BatchOptions, batch: () => P
   }
 }
 
-/** Most keys one `memory.recall_items` statement is given; more recalls of a turn make more statements. */
-const RECALL_BATCH = 256;
-
-/**
- * Recall by key, gathered: the recalls asked for in one turn of the event loop are sent at its
- * end, those of one tenant as one `memory.recall_items` statement (migration 0005), each call
- * answered with its own key's item. A statement that fails fails the calls it carried, with its
- * error, as each would have failed alone.
- */
-function gatheredRecall(db: Db, now: () => Date): (tenant: string, key: string) => Promise<MemoryItem | undefined> {
-  type Waiting = { key: string; resolve: (item: MemoryItem | undefined) => void; reject: (err: unknown) => void };
-  let waiting = new Map<string, Waiting[]>();
-
-  async function recallMany(tenant: string, calls: Waiting[]): Promise<void> {
-    try {
-      const res = await db.statement<ItemRow & { ord: number }>(
-        "SELECT * FROM memory.recall_items($1, $2::text[], $3::timestamptz)",
-        [tenant, calls.map((c) => c.key), now().toISOString()],
-        { name: "memory_recall_items" },
-      );
-      const rows = new Map(res.rows.map((r) => [Number(r.ord), r]));
-      calls.forEach((c, i) => {
-        const row = rows.get(i + 1);
-        try {
-          c.resolve(row ? toItem(row) : undefined);
-        } catch (err) {
-          c.reject(err);
-        }
-      });
-    } catch (err) {
-      for (const c of calls) c.reject(err);
-    }
-  }
-
-  const send = () => {
-    const byTenant = waiting;
-    waiting = new Map();
-    for (const [tenant, calls] of byTenant) {
-      for (let i = 0; i < calls.length; i += RECALL_BATCH) void recallMany(tenant, calls.slice(i, i + RECALL_BATCH));
-    }
-  };
-
-  return (tenant, key) =>
-    new Promise((resolve, reject) => {
-      if (waiting.size === 0) setImmediate(send);
-      let calls = waiting.get(tenant);
-      if (!calls) waiting.set(tenant, (calls = []));
-      calls.push({ key, resolve, reject });
-    });
-}
-
 /**
  * The memory store over a kit {@link Db}: the same SQL on Postgres and on embedded PGlite,
  * every statement inside a tenant transaction, so row-level security applies (search goes
  * through `memory.search_items`, which scopes rows to that transaction's tenant itself so its
  * indexes stay usable) — except recall by key and remember, the calls on a governed call's path:
  * each is one autocommit statement of a function that scopes itself to the tenant it is given
- * (`memory.remember_item`; recalls of one tenant gathered per turn, `memory.recall_items`). Run
- * {@link migrateMemory} first.
+ * (`memory.recall_item`, `memory.remember_item`). Run {@link migrateMemory} first.
  */
 export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}): MemoryStore {
   const now = options.now ?? (() => new Date());
   const purgeBatch = options.purgeBatch ?? 100;
   const exportPage = options.exportPage ?? { rows: 500, bytes: 4 * 1024 * 1024 };
   const deleteBatch = options.deleteBatch ?? 1000;
-  const recall = gatheredRecall(db, now);
 
   return {
     async remember(tenant: string, input: RememberInput): Promise<MemoryItem> {
@@ -200,7 +147,13 @@ export function createSqlMemoryStore(db: Db, options: SqlMemoryStoreOptions = {}
     async recall(tenant: string, key: string): Promise<MemoryItem | undefined> {
       const k = validateKey(key);
       assertTenantId(tenant);
-      return recall(tenant, k);
+      const res = await db.statement<ItemRow>(
+        "SELECT * FROM memory.recall_item($1, $2, $3::timestamptz)",
+        [tenant, k, now().toISOString()],
+        { name: "memory_recall_item" },
+      );
+      const row = res.rows[0];
+      return row ? toItem(row) : undefined;
     },
 
     async search(tenant: string, input: SearchInput): Promise<SearchPage> {

@@ -39,7 +39,7 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
 
     beforeAll(async () => {
       ({ db, close } = await open());
-      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated", "0003_one_statement_calls", "0004_search_words", "0005_recall_items"]);
+      expect(await migrateMemory(db)).toEqual(["0001_items", "0002_items_updated", "0003_one_statement_calls", "0004_search_words"]);
     });
     afterAll(async () => {
       await close?.();
@@ -91,30 +91,6 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
       it("recalls nothing for an unknown key", async () => {
         const { store, tenant } = fresh();
         expect(await store.recall(tenant, "nope")).toBeUndefined();
-      });
-
-      it("answers recalls asked for together each with its own tenant's item, a key asked twice twice", async () => {
-        const { store, clock, tenant: a } = fresh();
-        const { tenant: b } = fresh();
-        const mine = await store.remember(a, { key: "k", value: "a's", tags: ["x"] });
-        const theirs = await store.remember(b, { key: "k", value: "b's" });
-        const other = await store.remember(a, { key: "other", value: { n: 1 } });
-        await store.remember(a, { key: "short", value: "lived", ttlSeconds: 1 });
-        clock.advance(1);
-        // One turn: these go to the database together, those of one tenant as one statement.
-        const answers = await Promise.all([
-          store.recall(a, "k"),
-          store.recall(b, "k"),
-          store.recall(a, "nope"),
-          store.recall(a, "other"),
-          store.recall(b, "other"),
-          store.recall(a, "short"),
-          store.recall(a, "k"),
-        ]);
-        expect(answers).toEqual([mine, theirs, undefined, other, undefined, undefined, mine]);
-        // More recalls in one turn than one statement takes.
-        const many = await Promise.all(Array.from({ length: 300 }, (_, i) => store.recall(i % 2 === 0 ? a : b, i % 3 === 0 ? "k" : "nope")));
-        many.forEach((item, i) => expect(item, `recall ${i}`).toEqual(i % 3 === 0 ? (i % 2 === 0 ? mine : theirs) : undefined));
       });
 
       it("round-trips every kind of JSON value exactly", async () => {
@@ -669,12 +645,7 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<{ 
         expect((await read(a)).rows).toEqual([{ value_json: '"a\'s"' }]);
         expect((await read(b)).rows).toEqual([{ value_json: '"b\'s"' }]);
         // Inside a tenant transaction (the application role) neither may be called: it could name another tenant.
-        const readMany = (t: string) =>
-          db.adminTx((q) => q.query<{ ord: number; value_json: string }>("SELECT ord, value_json FROM memory.recall_items($1, '{k,x,k}', $2::timestamptz) ORDER BY ord", [t, at]));
-        expect((await readMany(a)).rows).toEqual([{ ord: 1, value_json: '"a\'s"' }, { ord: 3, value_json: '"a\'s"' }]);
-        expect((await readMany(b)).rows).toEqual([{ ord: 1, value_json: '"b\'s"' }, { ord: 3, value_json: '"b\'s"' }]);
         for (const call of [
-          `SELECT * FROM memory.recall_items('${a}', '{k}', now())`,
           `SELECT * FROM memory.recall_item('${a}', 'k', now())`,
           `SELECT * FROM memory.remember_item('${a}', now(), 'k', '"stolen"', '{}', NULL, 0)`,
         ]) {
