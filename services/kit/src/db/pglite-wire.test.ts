@@ -4,6 +4,9 @@
  * named statement to one SQL text, recovers from errors at every step, and keeps transactions
  * whole.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Db } from "./db.js";
@@ -172,6 +175,25 @@ describe("the embedded Db's transactions", () => {
     await expect(before).resolves.toEqual({ rows: [{ n: 2 }], rowCount: 1 });
     await closing;
     await expect(other.statement("SELECT $1::int AS n", [3], { name: "one" })).rejects.toThrow(/the embedded database is closed/);
+  });
+
+  it("lets the flushes asked for before close finish, and refuses those asked for after", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "chaos-core-pglite-close-"));
+    try {
+      const onDisk = await createPgliteDb({ dataDir: join(dir, "pg") });
+      await onDisk.adminTx((q) => q.exec("CREATE TABLE f (n int)"));
+      await onDisk.adminTx((q) => q.query("INSERT INTO f VALUES (1)"));
+      // The second shares the flush after the first, which runs once the first is done.
+      const first = onDisk.flush();
+      const second = onDisk.flush();
+      const closing = onDisk.close();
+      await expect(first).resolves.toBeUndefined();
+      await expect(second).resolves.toBeUndefined();
+      await closing;
+      await expect(onDisk.flush()).rejects.toThrow(/the embedded database is closed/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("refuses statements once closed", async () => {

@@ -65,7 +65,7 @@ function walFlusher(dataDir: string): { flush: () => Promise<void>; close: () =>
   const fail = (err: unknown) => {
     throw new ChaosError("unavailable", `the embedded database's write-ahead log could not be flushed to disk (${(err as Error).message})`, { cause: err });
   };
-  const flush = (): Promise<void> => {
+  const request = (): Promise<void> => {
     if (!running) {
       running = once().finally(() => (running = undefined));
       return running.catch(fail);
@@ -76,13 +76,16 @@ function walFlusher(dataDir: string): { flush: () => Promise<void>; close: () =>
       () => undefined,
     ).then(() => {
       next = undefined;
-      return flush();
+      return request();
     });
     return next;
   };
+  let closed = false;
   return {
-    flush,
+    flush: () => (closed ? Promise.reject(new ChaosError("unavailable", "the embedded database is closed")) : request()),
+    /** Lets the flushes asked for so far finish, then refuses new ones and closes the files. */
     async close() {
+      closed = true;
       await Promise.allSettled([running, next]);
       for (const h of handles.values()) await h.close();
       handles.clear();
@@ -196,12 +199,13 @@ export async function createPgliteDb(options: { dataDir?: string; extensions?: s
     },
     flush: wal ? wal.flush : () => Promise.resolve(),
     async close() {
-      await wal?.close();
-      // Statements already asked for run first; later ones are refused.
+      // Statements already asked for run first; later ones are refused. Then the flushes their
+      // callers asked for finish (later ones are refused), and only then the files close.
       sendWaiting();
       await pglite.runExclusive(async () => {
         closed = true;
       });
+      await wal?.close();
       await pglite.close();
     },
   };
