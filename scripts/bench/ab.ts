@@ -1,8 +1,8 @@
 /**
  * A/B of the governed call: `chaos-core serve` of this checkout (B) against the one of another
  * built checkout (A, `BENCH_AB_BASE`), with the bare SDK v2 no-op (`bare-server-v2.ts`) beside
- * them, all in one run: every round drives each series against the bare server, A and B in turn,
- * so the machine's load falls on all three alike. Medians of the rounds; ratios to the bare no-op
+ * them, all in one run: every round drives each series against the bare server, A and B in turn
+ * (which goes first alternates by round), so the machine's load falls on all three alike. Medians of the rounds; ratios to the bare no-op
  * and B ÷ A.
  *
  *   git worktree add /tmp/base <commit> && (cd /tmp/base && npm ci && npm run build)
@@ -88,7 +88,10 @@ try {
     for (let round = 0; round < ROUNDS; round++) {
       bareRuns.push(await runLoad({ url: bare.url, tool: "noop", args: { key: "x" }, concurrency, seconds: SECONDS }));
       for (const s of seriesNames) {
-        for (const side of ["A", "B"] as const) {
+        // Which side goes first alternates by round: the one after the other ran on a machine
+        // (and, on Postgres, a database server) the first had just warmed or loaded — an order
+        // bias of up to 5 % seen with A always first.
+        for (const side of round % 2 === 0 ? (["A", "B"] as const) : (["B", "A"] as const)) {
           const k = `${s}:${side}`;
           if (!runs.has(k)) runs.set(k, []);
           runs.get(k)!.push(await runLoad({ url: servers[side].url, ...ALL_SERIES[s], concurrency, seconds: SECONDS }));
