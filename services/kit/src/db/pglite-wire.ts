@@ -181,7 +181,8 @@ export function wireSession(pglite: PGlite): WireSession {
           parts.push(...callOf(name, params, known.paramTypes));
           sent.push(i);
         } catch (err) {
-          // A parameter its type's serializer refuses: that statement alone fails, unsent.
+          // Not prepared with this SQL, or a parameter its type's serializer refuses: that
+          // statement alone fails, unsent.
           results[i] = { status: "rejected", reason: err };
         }
       }
