@@ -15,8 +15,13 @@
  *      ledger main — beside, in the same rounds, what it cannot avoid:
  *  (h) the hops: a gRPC health check to cognition, then to memory, then to the ledger, on
  *      connections kept open, as (d) crosses them (caller → cognition → memory, ledger);
+ *  (m), (l) the two calls cognition makes for (d), made straight from here: a `Recall` of the same
+ *      key from the memory main and an `Append` of a small entry to the ledger main;
  *  (k) a bare commit: one autocommit INSERT into a scratch table on the same Postgres.
  *      (d) − (h) − (k) is what a step costs beyond them; issue 14's goal is < 1 ms p50.
+ * Beside the latencies, on Linux, the CPU time (user + system, from /proc) each process spent per
+ * step of each kind: the four mains, this process (the caller) and Postgres (all its processes),
+ * medians of the rounds — where a step's work is done, which its latency alone does not say.
  *
  * Run: npx tsx scripts/bench/executor-step.ts   (after `npm run build`; needs Postgres)
  * Options (env): BENCH_STEPS (per kind per round, 2000), BENCH_ROUNDS (3), TEST_DATABASE_URL.
@@ -24,6 +29,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
@@ -32,6 +38,8 @@ import { service as healthService } from "grpc-health-check";
 import pg from "pg";
 import { ContextSigner, createGrpcClient, type CallContext } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import {
   BUILT_IN_CAPABILITIES,
   createCapabilityRegistry,
@@ -51,11 +59,22 @@ import { startServiceMain, stopProcess } from "../../test/support/processes.js";
 
 /** Latency of one kind of step call, medians over the rounds. */
 export interface StepKindResult {
-  kind: "direct" | "in-process" | "in-process-generate-text" | "grpc-generate-text" | "grpc-recall" | "hops" | "commit";
+  kind:
+    | "direct"
+    | "in-process"
+    | "in-process-generate-text"
+    | "grpc-generate-text"
+    | "grpc-recall"
+    | "hops"
+    | "memory-recall"
+    | "ledger-append"
+    | "commit";
   capability: string;
   steps: number;
   p50Ms: number;
   p99Ms: number;
+  /** CPU µs per step by process (median of the rounds); absent where /proc cannot be read. */
+  cpuUsPerStep?: Record<string, number>;
 }
 
 export interface ExecutorStepBenchResult {
@@ -95,16 +114,66 @@ function percentile(sorted: number[], p: number): number {
 const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
-async function time(steps: number, warmup: number, run: (i: number) => Promise<unknown>): Promise<{ p50: number; p99: number }> {
+/** User + system CPU time of a process in µs (/proc/<pid>/stat), undefined when it cannot be read. */
+function cpuUs(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+// The kernel's USER_HZ, 100 wherever Linux runs; /proc counts CPU time in these ticks.
+const CLOCK_TICKS = 100;
+
+function postgresPids(): number[] {
+  try {
+    return readdirSync("/proc")
+      .filter((d) => /^\d+$/.test(d))
+      .filter((d) => {
+        try {
+          return readFileSync(`/proc/${d}/comm`, "utf8").startsWith("postgres");
+        } catch {
+          return false;
+        }
+      })
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** CPU time so far of each named process, Postgres summed over its processes; undefined off Linux. */
+function cpuSnapshot(pids: Record<string, number>): Record<string, number> | undefined {
+  const out: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(pids)) {
+    const us = cpuUs(pid);
+    if (us === undefined) return undefined;
+    out[name] = us;
+  }
+  out.postgres = postgresPids().reduce((sum, pid) => sum + (cpuUs(pid) ?? 0), 0);
+  return out;
+}
+
+async function time(
+  steps: number,
+  warmup: number,
+  run: (i: number) => Promise<unknown>,
+  pids: Record<string, number>,
+): Promise<{ p50: number; p99: number; cpu?: Record<string, number> }> {
   for (let i = 0; i < warmup; i++) await run(i);
   const samples: number[] = [];
+  const before = cpuSnapshot(pids);
   for (let i = 0; i < steps; i++) {
     const t0 = performance.now();
     await run(i);
     samples.push(performance.now() - t0);
   }
+  const after = cpuSnapshot(pids);
   samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+  const cpu = before && after ? Object.fromEntries(Object.keys(after).map((k) => [k, (after[k]! - before[k]!) / steps])) : undefined;
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99), ...(cpu ? { cpu } : {}) };
 }
 
 export async function benchExecutorStep(options: { steps?: number; rounds?: number; onLine?: (line: string) => void } = {}): Promise<ExecutorStepBenchResult> {
@@ -150,7 +219,14 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
       REDIS_URL: "",
     });
     procs.push(cognition.proc);
-    const grpc = createGrpcClient(CognitionService, cognition.address, new ContextSigner(key));
+    const signer = new ContextSigner(key);
+    const grpc = createGrpcClient(CognitionService, cognition.address, signer);
+    const memoryClient = createGrpcClient(MemoryService, memory.address, signer);
+    const ledgerClient = createGrpcClient(LedgerService, ledger.address, signer);
+    cleanups.push(() => {
+      memoryClient.close();
+      ledgerClient.close();
+    });
     const hops = [cognition.address, memory.address, ledger.address].map(healthClient);
     cleanups.push(() => hops.forEach((h) => h.close()));
     const commits = new pg.Client({ connectionString: database.url });
@@ -193,6 +269,19 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
           for (const h of hops) await h.check();
         },
       },
+      {
+        kind: "memory-recall",
+        capability: "chaoscore.memory.v1.MemoryService/Recall",
+        run: async () => {
+          const res = await memoryClient.client.recall({ key: "bench:key" }, { ctx: call });
+          if (!res.item) throw new Error("the bench's item was not found");
+        },
+      },
+      {
+        kind: "ledger-append",
+        capability: "chaoscore.ledger.v1.LedgerService/Append",
+        run: (i) => ledgerClient.client.append({ event: { type: "bench.append", n: i } }, { ctx: call }),
+      },
       { kind: "commit", capability: "INSERT (autocommit)", run: (i) => commits.query("INSERT INTO bench_commit VALUES ($1)", [i]) },
     ];
     // Every kind must succeed before it is timed.
@@ -201,20 +290,23 @@ export async function benchExecutorStep(options: { steps?: number; rounds?: numb
       if (r.status !== "executed") throw new Error(`${k.kind}: the bench step did not execute: ${JSON.stringify(r)}`);
     }
 
-    const perKind = new Map<string, { p50: number[]; p99: number[] }>();
+    const pids = { cognition: cognition.proc.pid!, memory: memory.proc.pid!, ledger: ledger.proc.pid!, policy: policy.proc.pid!, caller: process.pid };
+    const perKind = new Map<string, { p50: number[]; p99: number[]; cpu: Record<string, number>[] }>();
     for (let r = 0; r < rounds; r++) {
       for (const k of kinds) {
-        const t = await time(steps, warmup, k.run);
-        const acc = perKind.get(k.kind) ?? { p50: [], p99: [] };
+        const t = await time(steps, warmup, k.run, pids);
+        const acc = perKind.get(k.kind) ?? { p50: [], p99: [], cpu: [] };
         acc.p50.push(t.p50);
         acc.p99.push(t.p99);
+        if (t.cpu) acc.cpu.push(t.cpu);
         perKind.set(k.kind, acc);
       }
     }
     grpc.close();
-    const results = kinds.map((k) => {
+    const results = kinds.map((k): StepKindResult => {
       const acc = perKind.get(k.kind)!;
-      return { kind: k.kind, capability: k.capability, steps: steps * rounds, p50Ms: round3(median(acc.p50)), p99Ms: round3(median(acc.p99)) };
+      const cpu = acc.cpu.length === rounds ? Object.fromEntries(Object.keys(acc.cpu[0]!).map((p) => [p, Math.round(median(acc.cpu.map((c) => c[p]!)))])) : undefined;
+      return { kind: k.kind, capability: k.capability, steps: steps * rounds, p50Ms: round3(median(acc.p50)), p99Ms: round3(median(acc.p99)), ...(cpu ? { cpuUsPerStep: cpu } : {}) };
     });
     const p50 = (kind: StepKindResult["kind"]) => results.find((r) => r.kind === kind)!.p50Ms;
     const result: ExecutorStepBenchResult = {
@@ -244,4 +336,9 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       result.kinds.map((k) => `${k.kind} ${k.p50Ms}/${k.p99Ms}`).join("; ") +
       `\ngoverned read across processes beyond its hops and its commit, p50: ${result.recallBeyondHopsAndCommitMs} ms (issue 14's goal: < 1 ms)`,
   );
+  const withCpu = result.kinds.filter((k) => k.cpuUsPerStep);
+  if (withCpu.length > 0) {
+    console.log("CPU µs per step, by process (user + system, medians of the rounds):");
+    for (const k of withCpu) console.log(`  ${k.kind}: ${Object.entries(k.cpuUsPerStep!).map(([p, us]) => `${p} ${us}`).join(", ")}`);
+  }
 }
