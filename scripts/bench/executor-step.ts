@@ -114,6 +114,9 @@ function percentile(sorted: number[], p: number): number {
 const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
+// The kernel's USER_HZ, 100 wherever Linux runs; /proc counts CPU time in these ticks.
+const CLOCK_TICKS = 100;
+
 /** User + system CPU time of a process in µs (/proc/<pid>/stat), undefined when it cannot be read. */
 function cpuUs(pid: number): number | undefined {
   try {
@@ -123,9 +126,6 @@ function cpuUs(pid: number): number | undefined {
     return undefined;
   }
 }
-
-// The kernel's USER_HZ, 100 wherever Linux runs; /proc counts CPU time in these ticks.
-const CLOCK_TICKS = 100;
 
 function postgresPids(): number[] {
   try {
