@@ -11,7 +11,8 @@
  * The store is the embedded default, or Postgres + Redis with BENCH_AB_POSTGRES=1 (each server
  * gets a fresh database; both use this machine's Redis, as `chaos-core serve` does, under its
  * fixed prefix). Options: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_AB_SERIES (comma list of
- * recall, inspect, remember; default all), BENCH_AB_CLIENTS (comma list; default 1,16).
+ * recall, inspect, remember; default all), BENCH_AB_CLIENTS (comma list; default 1,16),
+ * BENCH_SERVER_CPUS / BENCH_DRIVER_CPUS (scripts/bench/cpus.ts).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -22,6 +23,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { createTestDatabase, type TestDatabase } from "../../test/support/postgres.js";
 import { TEST_REDIS_URL } from "../../test/support/redis.js";
+import { cpuPlacement, onServerCpus, pinDriver } from "./cpus.js";
 import { runLoad, type LoadResult } from "./mcp-load.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -43,8 +45,9 @@ const seriesNames = (process.env.BENCH_AB_SERIES ?? "recall,inspect,remember").s
 for (const s of seriesNames) if (!(s in ALL_SERIES)) throw new Error(`BENCH_AB_SERIES: unknown series "${s}"`);
 const clientCounts = (process.env.BENCH_AB_CLIENTS ?? "1,16").split(",").map(Number);
 
-function startServer(cwd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+function startServer(cwd: string, nodeArgs: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; proc: ChildProcess }> {
+  const [cmd, args] = onServerCpus(process.execPath, nodeArgs);
+  const proc = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolveUrl, reject) => {
     createInterface({ input: proc.stdout! }).on("line", (line) => {
       const m = /(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(line);
@@ -78,6 +81,7 @@ async function chaosServe(checkout: string): Promise<{ url: string; proc: ChildP
   return server;
 }
 
+pinDriver();
 const bare = await startServer(root, ["--import", "tsx", "scripts/bench/bare-server-v2.ts"], {});
 const servers = { A: await chaosServe(base), B: await chaosServe(root) };
 try {
@@ -110,7 +114,7 @@ try {
       );
     }
   }
-  console.log(`A/B on ${postgres ? "Postgres + Redis" : "the embedded store"}: A = ${base}, B = ${root}; medians of ${ROUNDS} interleaved rounds of ${SECONDS} s`);
+  console.log(`A/B on ${postgres ? "Postgres + Redis" : "the embedded store"}: A = ${base}, B = ${root}; medians of ${ROUNDS} interleaved rounds of ${SECONDS} s; ${cpuPlacement()}`);
   console.log("| clients | series | A p50 ms / calls/s | B p50 ms / calls/s | calls/s ÷ bare, A → B | B ÷ A calls/s |");
   console.log("|---|---|---|---|---|---|");
   for (const r of rows) console.log(r);

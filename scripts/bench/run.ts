@@ -12,7 +12,8 @@
  *
  * Run: npm run bench   (options: BENCH_SECONDS, BENCH_ROUNDS, BENCH_SKIP_SEARCH=1,
  *                       BENCH_STARTUP_RUNS, BENCH_SKIP_STARTUP=1, BENCH_LEDGER=1, BENCH_ONLY=ledger,
- *                       BENCH_ONLY=edge-governance: scripts/bench/edge-governance.ts alone)
+ *                       BENCH_ONLY=edge-governance: scripts/bench/edge-governance.ts alone,
+ *                       BENCH_SERVER_CPUS / BENCH_DRIVER_CPUS: scripts/bench/cpus.ts)
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,6 +22,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { cpuPlacement, onServerCpus, pinDriver } from "./cpus.js";
 import { benchLedgerAppend, formatLedgerBench, ledgerBenchOptionsFromEnv } from "./ledger-append.js";
 import { runLoad, type LoadResult } from "./mcp-load.js";
 import { benchMemorySearch } from "./memory-search.js";
@@ -31,7 +33,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const root = new URL("../../", import.meta.url).pathname;
 
 /** Starts a server process and resolves with the first http URL it prints on stdout. */
-function startServer(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; proc: ChildProcess }> {
+function startServer(command: string, commandArgs: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; proc: ChildProcess }> {
+  const [cmd, args] = onServerCpus(command, commandArgs);
   const proc = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: proc.stdout! });
@@ -74,6 +77,7 @@ if (process.env.BENCH_ONLY === "ledger") {
   process.exit(result.verify.ok ? 0 : 1);
 }
 
+pinDriver();
 const dataDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-"));
 const bare = await startServer(process.execPath, ["--import", "tsx", "scripts/bench/bare-server-v2.ts"], {});
 const chaos = await startServer(process.execPath, ["services/standalone/bin/chaos-core.js", "serve"], {
@@ -116,7 +120,7 @@ try {
   }
   const store = process.env.DATABASE_URL ? `Postgres${process.env.REDIS_URL ? " + Redis" : ""}` : "embedded (PGlite)";
   const snapshots = process.env.CHAOS_CORE_POLICY_SNAPSHOTS === "off" ? "off" : "on";
-  console.log(`tools/call over Streamable HTTP, ${store}, policy snapshots ${snapshots}; medians of ${ROUNDS} interleaved rounds of ${SECONDS}s`);
+  console.log(`tools/call over Streamable HTTP, ${store}, policy snapshots ${snapshots}; medians of ${ROUNDS} interleaved rounds of ${SECONDS}s; ${cpuPlacement()}`);
   console.log("| clients | series | p50 / p99 ms | calls/s | p50 ÷ bare | calls/s ÷ bare |");
   console.log("|---|---|---|---|---|---|");
   for (const r of rows) console.log(r);
