@@ -144,6 +144,22 @@ describe("bad input against chaos-core serve", () => {
     await stillServing();
   });
 
+  it("takes a field written loosely under the tool's own name, and refuses one given twice that way", async () => {
+    const call = (id: number, name: string, args: Record<string, unknown>) =>
+      rpc(serve.url, session, { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } });
+    const stored = await call(5, "chaoscore_remember", { Key: "loose", Value: { n: 1 }, ttlSeconds: 60 });
+    expect(stored.message?.result).toMatchObject({ structuredContent: { item: { key: "loose", value: { n: 1 } } } });
+    expect((stored.message?.result as { structuredContent: { item: { expires_at?: string } } }).structuredContent.item.expires_at).toBeDefined();
+    const read = await call(6, "chaoscore_recall", { KEY: "loose" });
+    expect(read.message?.result).toMatchObject({ structuredContent: { items: [{ key: "loose", value: { n: 1 } }] } });
+    const twice = await call(7, "chaoscore_remember", { key: "loose", value: 2, ttl_seconds: 5, "TTL-SECONDS": 6 });
+    expect(twice.message?.result).toMatchObject({
+      isError: true,
+      structuredContent: { error: { code: "invalid_argument", message: "TTL-SECONDS: the same field as ttl_seconds; give it once" } },
+    });
+    await stillServing();
+  });
+
   it("ends a session on DELETE", async () => {
     const other = await openSession(serve.url);
     const del = await fetch(serve.url, { method: "DELETE", headers: { "mcp-session-id": other } });

@@ -81,6 +81,24 @@ describe("toolCallRefusal", () => {
     expect(refusal({ name: "chaoscore_remember" })?.result?.structuredContent.error.message).toMatch(/key: required.*value: required/);
   });
 
+  it("takes a field written loosely (any case, with or without _ and -) under the tool's own name", () => {
+    const remember = tools.get("chaoscore_remember")!;
+    const checked = checkToolArguments(remember, { Key: "k", VALUE: { n: 1 }, ttlSeconds: 60, Tags: ["a"] }, undefined);
+    expect(checked).toEqual({ args: { key: "k", value: { n: 1 }, ttl_seconds: 60, tags: ["a"] } });
+    expect(checkToolArguments(remember, { key: "k", value: 1, "ttl-seconds": 5 }, undefined)).toEqual({ args: { key: "k", value: 1, ttl_seconds: 5 } });
+    expect(checkToolArguments(tools.get("chaoscore_execute")!, { planId: "p-1" }, undefined)).toMatchObject({ args: { plan_id: "p-1" } });
+    // What the value then fails is named under the tool's name.
+    expect(problem("chaoscore_remember", { key: "k", value: 1, ttlSeconds: 0 })).toBe("ttl_seconds: expected at least 1, got 0");
+  });
+
+  it("refuses a field given twice, once loosely, and names the field it likely meant for a misspelt one", () => {
+    expect(problem("chaoscore_remember", { key: "k", value: 1, ttl_seconds: 5, ttlSeconds: 6 })).toBe("ttlSeconds: the same field as ttl_seconds; give it once");
+    expect(problem("chaoscore_remember", { key: "k", value: 1, TtlSeconds: 5, TTL_SECONDS: 6 })).toBe("TTL_SECONDS: the same field as ttl_seconds; give it once");
+    expect(problem("chaoscore_remember", { key: "k", value: 1, ttl_second: 5 })).toBe(
+      'ttl_second: unknown field (did you mean "ttl_seconds"?); accepted fields: key, value, tags, ttl_seconds',
+    );
+  });
+
   it("refuses nesting beyond 64 levels, a __proto__ field and an overflowed number before any schema runs", () => {
     expect(problem("chp_content_hash", { value: nest(63) })).toBeUndefined();
     expect(problem("chp_content_hash", { value: nest(64) })).toBe("value[0][0][0][0][0][0][0]…: nests deeper than 64 levels");

@@ -188,10 +188,60 @@ export function checkToolArguments(
   structural: readonly string[] | undefined,
 ): { readonly args: Record<string, unknown> } | { readonly refusal: CallToolResult } {
   if (structural && structural.length > 0) return { refusal: invalidArguments(structural) };
+  const named = withExactNames(tool.input, args);
+  if ("problems" in named) return { refusal: invalidArguments(named.problems) };
   const schema = argumentsSchema(tool.input);
-  const parsed = schema.safeParse(args, { reportInput: true });
+  const parsed = schema.safeParse(named.args, { reportInput: true });
   if (parsed.success) return { args: parsed.data };
-  return { refusal: invalidArguments(describeZodIssues(parsed.error, schema, "arguments")) };
+  return { refusal: invalidArguments(describeZodIssues(parsed.error, schema, "arguments", { suggest: true })) };
+}
+
+/** A field name the way a model may write it: any case, with or without `_` and `-` between words. */
+const looseName = (name: string) => name.toLowerCase().replace(/[_-]/g, "");
+
+const looseNames = new WeakMap<z.ZodObject, ReadonlyMap<string, string>>();
+
+/** The tool's field names by their loose form; a loose form two fields share names neither. */
+function fieldsByLooseName(input: z.ZodObject): ReadonlyMap<string, string> {
+  let names = looseNames.get(input);
+  if (!names) {
+    const byLoose = new Map<string, string | undefined>();
+    for (const field of Object.keys(input.shape)) {
+      const loose = looseName(field);
+      byLoose.set(loose, byLoose.has(loose) ? undefined : field);
+    }
+    names = new Map([...byLoose].filter((entry): entry is [string, string] => entry[1] !== undefined));
+    looseNames.set(input, names);
+  }
+  return names;
+}
+
+/**
+ * The arguments with each top-level field a model wrote loosely — `approvalId`, `TTL_SECONDS`,
+ * `Key` — under the tool's own name (`approval_id`, `ttl_seconds`, `key`), as a host that follows
+ * the seed's names and one that writes them its own way both succeed; or the problem when a field
+ * is given twice that way (`ttlSeconds` beside `ttl_seconds`). A name that matches none is left
+ * for the schema, which refuses it as an unknown field and names the one it likely meant.
+ */
+function withExactNames(input: z.ZodObject, args: unknown): { readonly args: unknown } | { readonly problems: string[] } {
+  if (args === null || typeof args !== "object" || Array.isArray(args)) return { args };
+  const given = args as Record<string, unknown>;
+  const byLoose = fieldsByLooseName(input);
+  let renamed: Record<string, unknown> | undefined;
+  const problems: string[] = [];
+  for (const key of Object.keys(given)) {
+    if (Object.hasOwn(input.shape, key)) continue;
+    const field = byLoose.get(looseName(key));
+    if (field === undefined) continue;
+    if (Object.hasOwn(renamed ?? given, field)) {
+      problems.push(`${quotedName(key)}: the same field as ${field}; give it once`);
+      continue;
+    }
+    renamed ??= { ...given };
+    renamed[field] = given[key];
+    delete renamed[key];
+  }
+  return problems.length > 0 ? { problems } : { args: renamed ?? given };
 }
 
 function typeOf(value: unknown): string {
