@@ -34,6 +34,8 @@ describe("describeZodIssues", () => {
       "action.notional: required, expected number",
     ]);
     expect(problems(z.strictObject({ side: z.enum(["BUY", "SELL"]) }), {})).toEqual(['side: required, expected one of "BUY", "SELL"']);
+    // A field of any type is just required (zod's own word for it, "nonoptional", names no type).
+    expect(problems(z.object({ value: z.unknown(), extra: z.any() }), {})).toEqual(["value: required", "extra: required"]);
   });
 
   it("names an unknown field and the fields its object accepts, at any depth", () => {

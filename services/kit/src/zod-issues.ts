@@ -222,6 +222,11 @@ function describe(issue: Issue, prefix: Path, schema: z.ZodType | undefined, wor
   const note = () => noteOf(schemaAt(schema, path));
   switch (issue.code) {
     case "invalid_type": {
+      // A required field of any type (`z.unknown()`, `z.any()`): zod's "nonoptional" is no type to name.
+      if (issue.expected === "nonoptional" && input === undefined) {
+        push(`required${note()}`);
+        return;
+      }
       const expected = `${typeName(issue.expected)}${note()}`;
       // An integer field given 1.5 is about the value; a string field given 12 is about the type.
       const what = typeof input === "number" && issue.expected === "int" ? got(input) : typeOf(input);
