@@ -181,10 +181,14 @@ function editDistance(a: string, b: string): number {
   return row[b.length]!;
 }
 
-/** The accepted name `key` is a typo of: a few edits away, more for longer names ("denyAbove" → "denyAtOrAbove"). */
-export function likelyMeant(key: string, accepted: readonly string[]): string | undefined {
+/**
+ * The accepted name `key` is a typo of: a few edits away, more for longer names ("denyAbove" →
+ * "denyAtOrAbove"), or at most `maxEdits` when names share long parts a guess must not bridge.
+ */
+export function likelyMeant(key: string, accepted: readonly string[], maxEdits?: number): string | undefined {
   const closest = [...accepted].sort((x, y) => editDistance(key, x) - editDistance(key, y))[0];
-  return closest !== undefined && editDistance(key, closest) <= Math.max(2, Math.floor(closest.length / 3)) ? closest : undefined;
+  if (closest === undefined) return undefined;
+  return editDistance(key, closest) <= (maxEdits ?? Math.max(2, Math.floor(closest.length / 3))) ? closest : undefined;
 }
 
 /** The alternative of a union the value came closest to: one that failed inside the value, with the fewest problems. */

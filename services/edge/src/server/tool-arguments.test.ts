@@ -63,6 +63,10 @@ describe("toolCallRefusal", () => {
       });
     }
     expect(refusal({ name: "no_such_tool", arguments: {} })?.error).toEqual({ code: -32602, message: "Unknown tool: no_such_tool" });
+    // A misspelt name is answered with the tool it likely means, among those the caller is served.
+    expect(refusal({ name: "chaoscore_remeber", arguments: {} })?.error?.message).toBe('Unknown tool: chaoscore_remeber (did you mean "chaoscore_remember"?)');
+    const withheld = toolCallRefusal(call({ name: "chaoscore_remeber" }), tools, undefined, (t) => (t.name === "chaoscore_remember" ? "withheld" : undefined));
+    expect((withheld.refusal as { error: { message: string } }).error.message).toBe("Unknown tool: chaoscore_remeber");
     expect(refusal({ arguments: {} })?.error).toEqual({ code: -32602, message: "Invalid params: name: required, expected the tool's name (string)" });
     expect(refusal({ name: 5 })?.error?.message).toBe("Invalid params: name: expected the tool's name (string), got number");
     expect(refusal({ name: "x".repeat(10_000) })?.error?.message.length).toBeLessThan(120);

@@ -28,7 +28,7 @@ import {
   type StandardSchemaWithJSON,
   type Transport,
 } from "@modelcontextprotocol/server";
-import { ChaosError, describeZodIssues, formatIssuePath, toMcpErrorResult } from "@chaos-core/kit";
+import { ChaosError, describeZodIssues, formatIssuePath, likelyMeant, toMcpErrorResult } from "@chaos-core/kit";
 import { MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH } from "../config.js";
 import type { ToolDefinition } from "../tools/define.js";
 
@@ -244,6 +244,20 @@ function withExactNames(input: z.ZodObject, args: unknown): { readonly args: unk
   return problems.length > 0 ? { problems } : { args: renamed ?? given };
 }
 
+/** Longer than any tool's name: a name this long is no typo of one, and is not compared. */
+const MAX_SUGGESTED_NAME = 64;
+
+/**
+ * ` (did you mean "chaoscore_remember"?)` for a name two edits or fewer from a tool the caller is
+ * served (the tools share prefixes, so a looser guess would offer `chaoscore_recall`); else empty.
+ */
+function toolMeant(name: string, tools: ReadonlyMap<string, ToolDefinition>, unserved?: (tool: ToolDefinition) => string | undefined): string {
+  if (name.length > MAX_SUGGESTED_NAME) return "";
+  const served = [...tools.values()].filter((t) => unserved?.(t) === undefined).map((t) => t.name);
+  const meant = likelyMeant(name, served, 2);
+  return meant === undefined ? "" : ` (did you mean "${meant}"?)`;
+}
+
 function typeOf(value: unknown): string {
   return value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
 }
@@ -282,7 +296,7 @@ export function toolCallRefusal(
   if (name === undefined) return invalidParams("Invalid params: name: required, expected the tool's name (string)");
   if (typeof name !== "string") return invalidParams(`Invalid params: name: expected the tool's name (string), got ${typeOf(name)}`);
   const tool = tools.get(name);
-  if (!tool) return invalidParams(`Unknown tool: ${quotedName(name)}`);
+  if (!tool) return invalidParams(`Unknown tool: ${quotedName(name)}${toolMeant(name, tools, unserved)}`);
   // The run-time rug-pull guard (docs/contracts.md §7): a definition that no longer matches its
   // pinned contract is not run, whatever its arguments.
   const drifted = drift?.(tool);
