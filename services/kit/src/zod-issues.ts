@@ -186,9 +186,15 @@ function editDistance(a: string, b: string): number {
  * "denyAtOrAbove"), or at most `maxEdits` when names share long parts a guess must not bridge.
  */
 export function likelyMeant(key: string, accepted: readonly string[], maxEdits?: number): string | undefined {
-  const closest = [...accepted].sort((x, y) => editDistance(key, x) - editDistance(key, y))[0];
+  // The first of the closest names, each distance computed once.
+  let closest: string | undefined;
+  let distance = Infinity;
+  for (const name of accepted) {
+    const d = editDistance(key, name);
+    if (d < distance) [closest, distance] = [name, d];
+  }
   if (closest === undefined) return undefined;
-  return editDistance(key, closest) <= (maxEdits ?? Math.max(2, Math.floor(closest.length / 3))) ? closest : undefined;
+  return distance <= (maxEdits ?? Math.max(2, Math.floor(closest.length / 3))) ? closest : undefined;
 }
 
 /** The alternative of a union the value came closest to: one that failed inside the value, with the fewest problems. */
