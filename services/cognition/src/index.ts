@@ -44,8 +44,8 @@ export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
 export { memoryForgetCapability } from "./capabilities/memory-forget.js";
 export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
-export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
-export type { ExecuteStepOptions, ExecutorDeps, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";
+export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
+export type { ApprovedPlanRun, ExecuteStepOptions, ExecutorDeps, PlanOrigin, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";
 export type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
 export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";
@@ -86,9 +86,11 @@ export type {
   InMemoryApprovalStore,
   MemoryApprovalStoreOptions,
   PendingApproval,
+  PlanContinuation,
   ResolveApprovalInput,
   ResolverRefusal,
   StoredApproval,
+  StoredStep,
 } from "./executor/approvals.js";
 export { createRedisApprovalStore } from "./executor/redis-approval-store.js";
 export type { RedisApprovalStoreOptions } from "./executor/redis-approval-store.js";

@@ -11,6 +11,7 @@
 import { ChaosError, withSpan } from "@chaos-core/kit";
 import { executeSteps, type ExecutorDeps } from "../executor/executor.js";
 import type { StepResult } from "../executor/types.js";
+import { DEFAULT_PLAN_TTL_SECONDS } from "../plans/plan-store.js";
 import { checkObjective, reason, type Intent } from "./intent.js";
 import {
   pastEpisodes,
@@ -162,8 +163,15 @@ export async function runCognitiveCore(request: CognitiveRequest, deps: BrainDep
     }
     notes.push(...current.notes);
     // A re-plan's steps may refer to outputs of steps an earlier plan executed.
-    const earlier = new Map(results.filter((r) => r.status === "executed").map((r) => [r.stepId, r.output]));
-    const stepResults = await stage("execute", () => executeSteps(current.steps, deps, earlier), (rs) =>
+    const ranBefore = results.filter((r) => r.status === "executed");
+    const earlier = new Map(ranBefore.map((r) => [r.stepId, r.output]));
+    // A step that stops for approval keeps the rest of this plan, for chaoscore_execute {approval_id} to go on with.
+    const origin = {
+      objective,
+      expiresAt: new Date(now().getTime() + DEFAULT_PLAN_TTL_SECONDS * 1000).toISOString(),
+      executed: ranBefore.map((r) => r.capability),
+    };
+    const stepResults = await stage("execute", () => executeSteps(current.steps, deps, earlier, origin), (rs) =>
       rs.map((r) => `${r.stepId} ${r.capability}: ${r.status}`).join("; "),
     );
     results.push(...stepResults);

@@ -50,6 +50,23 @@ export function describeApprovalStoreContract(name: string, harness: ApprovalSto
       expect(Date.parse(read!.expiresAt) - Date.parse(read!.createdAt)).toBe(24 * 3600 * 1000);
     });
 
+    it("keeps the rest of the approval's plan, step references and earlier outputs included", async () => {
+      const store = harness.makeStore();
+      const continuation = {
+        planId: "plan-1",
+        objective: "ship it, then say so",
+        expiresAt: "2026-12-07T06:00:00.000Z",
+        rest: [{ id: "s2", capability: "test.other", input: { text: { $step: "s0", path: "/echo" } } }],
+        outputs: { s0: { echo: "earlier", nested: [1, { deep: null }] } },
+        executed: ["test.echo"],
+      };
+      const approval = pending({ continuation });
+      await store.create(approval);
+      expect((await store.get("acme", approval.approvalId))?.continuation).toEqual(continuation);
+      await store.resolve("acme", approval.approvalId, byApprover());
+      expect((await store.consume("acme", approval.approvalId)).continuation).toEqual(continuation);
+    });
+
     it("is tenant-bound: another tenant, an unknown id and a non-id are all not found", async () => {
       const store = harness.makeStore();
       const approval = pending();

@@ -12,12 +12,7 @@ import { stepCheckSchema, type StepCheck } from "./evaluate.js";
 export interface PendingApproval {
   readonly approvalId: string;
   /** The step as it would run: its id, capability, validated input and declared checks. */
-  readonly step: {
-    readonly id: string;
-    readonly capability: string;
-    readonly input: unknown;
-    readonly checks?: readonly StepCheck[];
-  };
+  readonly step: StoredStep;
   readonly capability: string;
   readonly risk: CapabilityRisk;
   readonly argsHash: string;
@@ -34,6 +29,39 @@ export interface PendingApproval {
   readonly channelsRule?: string;
   /** Who asked: the approver must be a different principal (no self-approval). */
   readonly call: AuditCall;
+  /**
+   * The rest of the plan the step stopped (docs/approvals.md §4.1): once the approved step ran,
+   * these steps run after it, each through policy again. Absent for a step run on its own.
+   */
+  readonly continuation?: PlanContinuation;
+}
+
+/** A step as an approval keeps it: the approved one (validated input), or one after it (as the plan gave it). */
+export interface StoredStep {
+  readonly id: string;
+  readonly capability: string;
+  readonly input: unknown;
+  readonly checks?: readonly StepCheck[];
+}
+
+/**
+ * What follows an approved step in its plan: the steps after it, the earlier outputs they refer
+ * to, and until when the plan may still run. An approval outlives its plan (a day against an
+ * hour by default): past `expiresAt` the approved step still runs, and the rest is named, not run.
+ */
+export interface PlanContinuation {
+  /** The stored plan the steps came from (`chaoscore_plan`); absent for explicit steps and `achieve`. */
+  readonly planId?: string;
+  /** The objective the plan was made for: what planning it again starts from. Absent for explicit steps. */
+  readonly objective?: string;
+  /** ISO 8601: after this the plan's remaining steps no longer run. */
+  readonly expiresAt: string;
+  /** The steps after the approved one, in order. */
+  readonly rest: readonly StoredStep[];
+  /** Outputs of steps that executed before the approved one, by step id: only those `rest` refers to. */
+  readonly outputs: Readonly<Record<string, unknown>>;
+  /** The capabilities that executed before the approved one, in order (a completed plan's procedure). */
+  readonly executed: readonly string[];
 }
 
 /** Where pending approvals are created. A `create` that rejects means none exists, and the step fails. */
@@ -267,9 +295,18 @@ export function wrongState(approvalId: string, status: string, wanted: "resolve"
 }
 
 const auditCallSchema = z.object({ tenant: z.string(), principal: z.string(), sessionId: z.string().optional(), requestRef: z.string().optional() });
+const storedStepSchema = z.object({ id: z.string(), capability: z.string(), input: z.unknown(), checks: z.array(stepCheckSchema).optional() });
+const continuationSchema = z.object({
+  planId: z.string().optional(),
+  objective: z.string().optional(),
+  expiresAt: z.string(),
+  rest: z.array(storedStepSchema),
+  outputs: z.record(z.string(), z.unknown()),
+  executed: z.array(z.string()),
+});
 const pendingSchema = z.object({
   approvalId: z.string(),
-  step: z.object({ id: z.string(), capability: z.string(), input: z.unknown(), checks: z.array(stepCheckSchema).optional() }),
+  step: storedStepSchema,
   capability: z.string(),
   risk: z.enum(["low", "medium", "high", "critical"]),
   argsHash: z.string(),
@@ -279,6 +316,7 @@ const pendingSchema = z.object({
   channels: z.array(z.enum(APPROVAL_CHANNELS as [ApprovalChannel, ...ApprovalChannel[]])).optional(),
   channelsRule: z.string().optional(),
   call: auditCallSchema,
+  continuation: continuationSchema.optional(),
   createdAt: z.string(),
   expiresAt: z.string(),
 });

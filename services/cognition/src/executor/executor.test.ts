@@ -14,7 +14,7 @@ import { createCapabilityRegistry } from "../capabilities/registry.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { createMemoryApprovalStore, type InMemoryApprovalStore } from "./approvals.js";
 import { createInMemoryAuditSink, type AuditEvent, type AuditSink, type InMemoryAuditSink } from "./audit.js";
-import { executeApproved, executeStep, executeSteps, resolveApproval, type ExecutorDeps } from "./executor.js";
+import { executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval, type ExecutorDeps } from "./executor.js";
 import type { ExecutableStep } from "./types.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 
@@ -787,6 +787,148 @@ describe("resuming an approved step", () => {
     const next = await pendingEcho(tenant, "again");
     await expectChaosError(resolveApproval(next.approvalId, elicitation(tenant), { ...next.deps, audit: broken }), "unavailable");
     expect((await next.deps.approvals.get(tenant, next.approvalId))?.status).toBe("pending");
+  });
+});
+
+describe("an approved step's plan goes on", () => {
+  const approver = (tenant: string) => ({ approve: true, channel: "approver", by: { tenant, principal: "alice" } }) as const;
+  const inAnHour = () => ({ planId: "plan-1", objective: "ship it and tell everyone", expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+
+  it("runs the steps after the approved one, each through policy again, with references to earlier outputs", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.risky"] });
+    const { deps, audit } = harness(tenant);
+    const first = await executeSteps(
+      [
+        { id: "s1", capability: "test.echo", input: { text: "first" } },
+        { id: "s2", capability: "test.risky", input: { text: "ship it" } },
+        { id: "s3", capability: "test.other", input: { text: { $step: "s1", path: "/echo" } } },
+        { id: "s4", capability: "test.other", input: { text: { $step: "s2", path: "/echo" } } },
+      ],
+      deps,
+      new Map(),
+      inAnHour(),
+    );
+    expect(first.map((r) => r.status)).toEqual(["executed", "pending_approval", "skipped", "skipped"]);
+    const approvalId = first[1]!.approval!.approvalId;
+    // The approval keeps the rest of the plan, and only the earlier output a later step refers to.
+    expect(first[1]!.approval!.continuation).toMatchObject({ planId: "plan-1", rest: [{ id: "s3" }, { id: "s4" }], outputs: { s1: { echo: "first" } }, executed: ["test.echo"] });
+    await resolveApproval(approvalId, approver(tenant), deps);
+
+    const ran = await executeApprovedPlan(approvalId, deps);
+    expect(ran.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s2 executed", "s3 executed", "s4 executed"]);
+    expect(calls.map((c) => c.input)).toEqual([{ text: "first" }, { text: "ship it" }, { text: "first" }, { text: "ship it" }]);
+    expect(ran.completed).toEqual({ objective: "ship it and tell everyone", capabilities: ["test.echo", "test.risky", "test.other", "test.other"] });
+    // Every remaining step was decided by policy and recorded, after the approved one.
+    expect(summary(audit.events()).slice(-6)).toEqual([
+      "s2 decision REQUIRE_APPROVAL",
+      "s2 outcome executed",
+      "s3 decision ALLOW",
+      "s3 outcome executed",
+      "s4 decision ALLOW",
+      "s4 outcome executed",
+    ]);
+    // Used once, the approval runs nothing more, the rest of its plan included.
+    const again = await executeApprovedPlan(approvalId, deps);
+    expect(again.results).toHaveLength(1);
+    expect(again.results[0]).toMatchObject({ status: "failed", ran: false });
+    expect(calls).toHaveLength(4);
+  });
+
+  it("stops at the next step that needs approval, whose approval keeps what follows it", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+    const { deps } = harness(tenant);
+    const steps = [
+      { id: "s1", capability: "test.echo", input: { text: "one" } },
+      { id: "s2", capability: "test.echo", input: { text: "two" } },
+      { id: "s3", capability: "test.other", input: { text: "three" } },
+    ];
+    const first = await executeSteps(steps, deps, new Map(), inAnHour());
+    await resolveApproval(first[0]!.approval!.approvalId, approver(tenant), deps);
+    const second = await executeApprovedPlan(first[0]!.approval!.approvalId, deps);
+    expect(second.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s1 executed", "s2 pending_approval", "s3 skipped"]);
+    expect(second.completed).toBeUndefined();
+    const next = second.results[1]!.approval!;
+    expect(next.continuation).toMatchObject({ rest: [{ id: "s3" }], executed: ["test.echo"] });
+    await resolveApproval(next.approvalId, approver(tenant), deps);
+    const third = await executeApprovedPlan(next.approvalId, deps);
+    expect(third.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s2 executed", "s3 executed"]);
+    expect(third.completed?.capabilities).toEqual(["test.echo", "test.echo", "test.other"]);
+    expect(calls.map((c) => c.input)).toEqual([{ text: "one" }, { text: "two" }, { text: "three" }]);
+  });
+
+  it("skips the rest when a later step is denied, naming it", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.echo"], deniedCapabilities: ["test.other"] });
+    const { deps } = harness(tenant);
+    const first = await executeSteps(
+      [
+        { id: "s1", capability: "test.echo", input: { text: "one" } },
+        { id: "s2", capability: "test.other", input: { text: "two" } },
+        { id: "s3", capability: "test.echo", input: { text: "three" } },
+      ],
+      deps,
+      new Map(),
+      inAnHour(),
+    );
+    await resolveApproval(first[0]!.approval!.approvalId, approver(tenant), deps);
+    const ran = await executeApprovedPlan(first[0]!.approval!.approvalId, deps);
+    expect(ran.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s1 executed", "s2 denied", "s3 skipped"]);
+    expect(ran.results[2]!.error?.message).toBe("not run: step s2 was denied");
+    expect(calls).toHaveLength(1);
+  });
+
+  it("once the plan expired, runs the approved step and names the steps that did not run and the call that plans them again", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.echo"] });
+    const { deps, audit } = harness(tenant);
+    const expired = { ...inAnHour(), expiresAt: new Date(Date.now() - 1_000).toISOString() };
+    const first = await executeSteps(
+      [
+        { id: "s1", capability: "test.echo", input: { text: "one" } },
+        { id: "s2", capability: "test.other", input: { text: "two" } },
+      ],
+      deps,
+      new Map(),
+      expired,
+    );
+    await resolveApproval(first[0]!.approval!.approvalId, approver(tenant), deps);
+    const eventsBefore = audit.events().length;
+    const ran = await executeApprovedPlan(first[0]!.approval!.approvalId, deps);
+    expect(ran.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s1 executed", "s2 skipped"]);
+    expect(ran.results[1]!.error?.code).toBe("failed_precondition");
+    expect(ran.results[1]!.error?.message).toContain(`plan_expired: the plan plan-1 expired at ${expired.expiresAt}, so the steps after s1 did not run: s2 (test.other)`);
+    expect(ran.results[1]!.error?.message).toContain('chaoscore_plan {"objective":"ship it and tell everyone"}');
+    expect(ran.completed).toBeUndefined();
+    expect(calls.map((c) => c.input)).toEqual([{ text: "one" }]);
+    // Only the approved step was decided and ran; nothing was asked about the rest.
+    expect(summary(audit.events().slice(eventsBefore))).toEqual(["s1 decision REQUIRE_APPROVAL", "s1 outcome executed"]);
+  });
+
+  it("keeps the plan where it was when the approved step did not run, and skips the rest after one that ran and failed", async () => {
+    const tenant = uniqueTenant();
+    await putPolicy(tenant, { requireConfirmationFor: ["test.leaky"] });
+    const { deps } = harness(tenant);
+    const first = await executeSteps(
+      [
+        { id: "s1", capability: "test.leaky", input: {} },
+        { id: "s2", capability: "test.other", input: { text: "two" } },
+      ],
+      deps,
+      new Map(),
+      inAnHour(),
+    );
+    const approvalId = first[0]!.approval!.approvalId;
+    // Not answered yet: only the refusal, the plan waits.
+    const early = await executeApprovedPlan(approvalId, deps);
+    expect(early.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s1 failed"]);
+    expect(early.results[0]!.error?.code).toBe("approval_required");
+    await resolveApproval(approvalId, approver(tenant), deps);
+    const ran = await executeApprovedPlan(approvalId, deps);
+    expect(ran.results.map((r) => `${r.stepId} ${r.status}`)).toEqual(["s1 failed", "s2 skipped"]);
+    expect(ran.results[1]!.error?.message).toBe("not run: step s1 was failed");
+    expect(calls.map((c) => c.capability)).toEqual(["test.leaky"]);
   });
 });
 

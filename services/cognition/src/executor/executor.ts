@@ -16,6 +16,7 @@ import {
   type ApprovalChannel,
   type ApprovalStore,
   type PendingApproval,
+  type PlanContinuation,
   type ResolveApprovalInput,
   type StoredApproval,
 } from "./approvals.js";
@@ -30,7 +31,7 @@ import {
 } from "./audit.js";
 import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
-import { resolveReferences } from "../plans/step-reference.js";
+import { findReferences, resolveReferences } from "../plans/step-reference.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
 import type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult } from "./types.js";
 
@@ -394,6 +395,11 @@ export interface ExecuteStepOptions {
    * Without it a reference fails the step with `invalid_argument`.
    */
   readonly outputs?: ReadonlyMap<string, unknown>;
+  /**
+   * The rest of the plan this step belongs to, built only when the step stops for approval: the
+   * pending approval keeps it, so the plan goes on once the approved step ran.
+   */
+  readonly continuation?: () => PlanContinuation;
 }
 
 /** The refusal of an internal capability named by a plan or an explicit step. */
@@ -525,6 +531,7 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
       channels: verdict.approvalChannels ?? LEGACY_CHANNELS,
       ...(verdict.channelsRule ? { channelsRule: verdict.channelsRule } : {}),
       call,
+      ...(options.continuation ? { continuation: options.continuation() } : {}),
     };
     let created: StoredApproval;
     try {
@@ -575,10 +582,66 @@ export async function executeStep(step: ExecutableStep, deps: ExecutorDeps, opti
 }
 
 /**
+ * Where the steps of one {@link executeSteps} call come from: what a pending approval keeps so
+ * that its plan goes on after the approved step ({@link PlanContinuation}).
+ */
+export interface PlanOrigin {
+  /** The stored plan's id (`chaoscore_plan`). */
+  readonly planId?: string;
+  /** The objective the steps were planned for; absent for explicit steps. */
+  readonly objective?: string;
+  /** ISO 8601: when the plan stops being runnable (a stored plan's own expiry). */
+  readonly expiresAt: string;
+  /** Capabilities of the same plan that executed before these steps, in order. */
+  readonly executed?: readonly string[];
+}
+
+/** The steps after `index` with what they need of the run so far, for a pending approval to keep. */
+function continuationAfter(
+  steps: readonly ExecutableStep[],
+  index: number,
+  outputs: ReadonlyMap<string, unknown>,
+  executed: readonly string[],
+  origin: PlanOrigin,
+): PlanContinuation {
+  const rest = steps.slice(index + 1);
+  // Only the outputs a later step refers to are kept: an approval is stored, outputs can be large.
+  const wanted = new Set(rest.flatMap((s) => findReferences(s.input).map((f) => f.reference.$step)));
+  return {
+    ...(origin.planId !== undefined ? { planId: origin.planId } : {}),
+    ...(origin.objective !== undefined ? { objective: origin.objective } : {}),
+    expiresAt: origin.expiresAt,
+    rest: rest.map((s) => ({ id: s.id, capability: s.capability, input: s.input, ...(s.checks ? { checks: s.checks } : {}) })),
+    outputs: Object.fromEntries([...outputs].filter(([id]) => wanted.has(id))),
+    executed: [...executed],
+  };
+}
+
+/** The result of a step that was not attempted because of `why`. */
+function skipped(step: { readonly id: string; readonly capability: string }, code: ErrorCode, why: string): StepResult {
+  return {
+    stepId: step.id,
+    capability: step.capability,
+    status: "skipped",
+    ran: false,
+    evaluation: failed(`skipped: ${why}`),
+    error: { code, message: `not run: ${why}` },
+  };
+}
+
+/** Why the steps after a step that did not execute were skipped. */
+function skippedAfter(stoppedBy: StepResult): { code: ErrorCode; why: string } {
+  return stoppedBy.status === "pending_approval"
+    ? { code: "approval_required", why: `step ${stoppedBy.stepId} waits for a human approval` }
+    : { code: "failed_precondition", why: `step ${stoppedBy.stepId} was ${stoppedBy.status}` };
+}
+
+/**
  * Runs steps in order; a step's references (`{"$step": id, "path": pointer}`) resolve against the
  * outputs of steps that executed before it in this call, or in `earlier` (step id → output, for a
  * re-plan continuing a run). Stops at the first `pending_approval` (the loop resumes only after a human
- * approved); after a `denied` or `failed` step the rest are `skipped`, for the brain to re-plan.
+ * approved; with an `origin`, the approval keeps the steps after it, which {@link executeApprovedPlan}
+ * runs once the approved step ran); after a `denied` or `failed` step the rest are `skipped`, for the brain to re-plan.
  * Skipped steps are not audited: no decision was made and nothing ran. Step ids must be unique,
  * and no step may name an internal capability (`invalid_argument` before anything runs).
  */
@@ -586,6 +649,7 @@ export async function executeSteps(
   steps: readonly ExecutableStep[],
   deps: ExecutorDeps,
   earlier: ReadonlyMap<string, unknown> = new Map(),
+  origin?: PlanOrigin,
 ): Promise<StepResult[]> {
   const seen = new Set<string>();
   for (const step of steps) {
@@ -595,27 +659,23 @@ export async function executeSteps(
   }
   const results: StepResult[] = [];
   const outputs = new Map(earlier);
+  const executed = [...(origin?.executed ?? [])];
   let stoppedBy: StepResult | undefined;
-  for (const step of steps) {
+  for (const [index, step] of steps.entries()) {
     if (stoppedBy) {
-      const why =
-        stoppedBy.status === "pending_approval"
-          ? `step ${stoppedBy.stepId} waits for a human approval`
-          : `step ${stoppedBy.stepId} was ${stoppedBy.status}`;
-      results.push({
-        stepId: step.id,
-        capability: step.capability,
-        status: "skipped",
-        ran: false,
-        evaluation: failed(`skipped: ${why}`),
-        error: { code: stoppedBy.status === "pending_approval" ? "approval_required" : "failed_precondition", message: `not run: ${why}` },
-      });
+      const { code, why } = skippedAfter(stoppedBy);
+      results.push(skipped(step, code, why));
       continue;
     }
-    const result = await executeStep(step, deps, { outputs });
+    const result = await executeStep(step, deps, {
+      outputs,
+      ...(origin ? { continuation: () => continuationAfter(steps, index, outputs, executed, origin) } : {}),
+    });
     results.push(result);
-    if (result.status === "executed") outputs.set(step.id, result.output);
-    if (result.status !== "executed") stoppedBy = result;
+    if (result.status === "executed") {
+      outputs.set(step.id, result.output);
+      executed.push(result.capability);
+    } else stoppedBy = result;
   }
   return results;
 }
@@ -625,11 +685,16 @@ function refused(step: ExecutableStep, status: "failed" | "denied", code: ErrorC
   return notRun(step, status, failed(`approval: ${message}`), { error: { code, message }, ...extra });
 }
 
-async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<StepResult> {
-  const tenant = deps.call.tenant;
-  const approval = await deps.approvals.get(tenant, approvalId);
-  // Unknown, expired, or another tenant's: one answer.
+/** The caller's tenant's approval; unknown, expired, or another tenant's: one answer, `not_found`. */
+async function loadApproval(approvalId: string, deps: ExecutorDeps): Promise<StoredApproval> {
+  const approval = await deps.approvals.get(deps.call.tenant, approvalId);
   if (!approval) throw approvalNotFound(approvalId);
+  return approval;
+}
+
+async function runApproved(approval: StoredApproval, deps: ExecutorDeps): Promise<StepResult> {
+  const tenant = deps.call.tenant;
+  const approvalId = approval.approvalId;
   const step: ExecutableStep = {
     id: approval.step.id,
     capability: approval.step.capability,
@@ -784,8 +849,12 @@ async function runApproved(approvalId: string, deps: ExecutorDeps): Promise<Step
  * {@link executeStep}. Every refusal and outcome is audited.
  */
 export async function executeApproved(approvalId: string, deps: ExecutorDeps): Promise<StepResult> {
+  return runApprovedStep(await loadApproval(approvalId, deps), deps);
+}
+
+function runApprovedStep(approval: StoredApproval, deps: ExecutorDeps): Promise<StepResult> {
   return withSpan("chaoscore.cognition.step", { [ATTR.tenant]: deps.call.tenant }, async (span) => {
-    const result = await runApproved(approvalId, deps);
+    const result = await runApproved(approval, deps);
     span.setAttributes({
       [ATTR.capability]: result.capability,
       [ATTR.outcome]: result.status,
@@ -794,6 +863,71 @@ export async function executeApproved(approvalId: string, deps: ExecutorDeps): P
     });
     return result;
   });
+}
+
+/** What {@link executeApprovedPlan} did. */
+export interface ApprovedPlanRun {
+  /** The approved step's result first, then one per step of the rest of its plan. */
+  readonly results: StepResult[];
+  /**
+   * Set when the plan ran through with this call (every step of it executed): its objective and
+   * the capabilities it ran, in order — a procedure for that objective.
+   */
+  readonly completed?: { readonly objective: string; readonly capabilities: readonly string[] };
+}
+
+/** The call that plans an expired plan's remaining steps again, in words an agent can follow. */
+function planAgain(next: PlanContinuation): string {
+  return next.objective !== undefined
+    ? `plan them again with chaoscore_plan ${JSON.stringify({ objective: next.objective })} (it plans the whole objective; the steps that ran are in this answer)`
+    : `send them again with chaoscore_execute {"steps": [...]} (the steps ${next.rest.map((s) => s.id).join(", ")} as you gave them)`;
+}
+
+/**
+ * Runs an approved step ({@link executeApproved}) and then the rest of the plan it stopped, when
+ * the approval keeps one: each remaining step through policy again, stopping at the next one that
+ * needs approval (whose approval keeps the rest in turn) or after one that is denied or fails. A
+ * step that did not run leaves the plan where it was (the approval may still be pending); one
+ * that ran and failed skips the rest. Once the plan expired (`expiresAt`), the approved step still
+ * runs, and the rest is answered `skipped` with `failed_precondition`, each naming the steps that
+ * did not run and the call that would plan them again. Nothing is dropped silently.
+ */
+export async function executeApprovedPlan(approvalId: string, deps: ExecutorDeps): Promise<ApprovedPlanRun> {
+  const approval = await loadApproval(approvalId, deps);
+  const result = await runApprovedStep(approval, deps);
+  const next = approval.continuation;
+  if (!next || !result.ran) return { results: [result] };
+  if (result.status !== "executed") {
+    const { code, why } = skippedAfter(result);
+    return { results: [result, ...next.rest.map((s) => skipped(s, code, why))] };
+  }
+  if (next.rest.length > 0 && Date.parse(next.expiresAt) <= Date.now()) {
+    const names = next.rest.map((s) => `${s.id} (${s.capability})`).join(", ");
+    const why =
+      `plan_expired: the plan${next.planId ? ` ${next.planId}` : ""} expired at ${next.expiresAt}, so the steps after ${result.stepId} did not run: ${names}; ` +
+      planAgain(next);
+    return { results: [result, ...next.rest.map((s) => skipped(s, "failed_precondition", why))] };
+  }
+  const earlier = new Map(Object.entries(next.outputs));
+  earlier.set(result.stepId, result.output);
+  const executed = [...next.executed, result.capability];
+  let rest: StepResult[];
+  try {
+    rest = await executeSteps(next.rest, deps, earlier, {
+      ...(next.planId !== undefined ? { planId: next.planId } : {}),
+      ...(next.objective !== undefined ? { objective: next.objective } : {}),
+      expiresAt: next.expiresAt,
+      executed,
+    });
+  } catch (err) {
+    // The steps were checked when the plan first ran; should they be refused now, say so for each.
+    const e = ChaosError.from(err);
+    rest = next.rest.map((s) => skipped(s, e.code, e.message));
+  }
+  const results = [result, ...rest];
+  const { objective } = next;
+  if (objective === undefined || !rest.every((r) => r.status === "executed")) return { results };
+  return { results, completed: { objective, capabilities: [...executed, ...rest.map((r) => r.capability)] } };
 }
 
 /** What {@link resolveApproval} needs. */

@@ -17,9 +17,9 @@ import {
 } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import type { StepReceipts } from "../executor/ledger.js";
-import { executeApproved, executeSteps, resolveApproval } from "../executor/executor.js";
+import { executeApprovedPlan, executeSteps, resolveApproval, type PlanOrigin } from "../executor/executor.js";
 import type { ExecutableStep } from "../executor/types.js";
-import { MAX_PLAN_STEPS, planScopeOf, type PlanStore } from "../plans/plan-store.js";
+import { DEFAULT_PLAN_TTL_SECONDS, MAX_PLAN_STEPS, planScopeOf, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
 import type { AIProvider } from "../providers/ai-provider.js";
 import {
@@ -153,14 +153,14 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
 
     async execute(req, ctx) {
       let steps: readonly ExecutableStep[];
-      let objective: string | undefined;
+      let origin: PlanOrigin;
       switch (req.target.case) {
         case "planId": {
           const id = req.target.value;
           const stored = await deps.plans.get(ctx.call.tenant, planScopeOf(ctx.call), id);
           if (!stored) throw planNotFound(id, ctx);
           steps = stored.steps;
-          objective = stored.objective;
+          origin = { planId: id, objective: stored.objective, expiresAt: stored.expiresAt };
           break;
         }
         case "steps": {
@@ -170,23 +170,28 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
             throw new ChaosError("invalid_argument", `at most ${MAX_PLAN_STEPS} steps may run in one call (got ${list.length})`);
           }
           steps = list.map(stepFromProto);
+          // Explicit steps live as long as a stored plan would: an approval among them keeps the rest that long.
+          origin = { expiresAt: new Date(Date.now() + DEFAULT_PLAN_TTL_SECONDS * 1000).toISOString() };
           break;
         }
         case "approvalId": {
-          // One step, at most once; the executor checks the approval, policy and the arguments again.
-          const result = await executeApproved(req.target.value, brainDeps(deps, ctx));
-          return { results: [stepResultToProto(result)] };
+          // The approved step at most once (the executor checks the approval, policy and the
+          // arguments again), then the rest of its plan, each step through policy again.
+          const run = brainDeps(deps, ctx);
+          const ran = await executeApprovedPlan(req.target.value, run);
+          if (ran.completed) await recordProcedure(objectiveSignature(ran.completed.objective), ran.completed.capabilities, new Date(), run);
+          return { results: ran.results.map(stepResultToProto) };
         }
         default:
           throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session, or by this principal without one), steps, or approval_id");
       }
       const run = brainDeps(deps, ctx);
-      const results = await executeSteps(steps, run);
+      const results = await executeSteps(steps, run, new Map(), origin);
       // A stored plan that ran through is a procedure for its objective, as an Achieve run's is:
       // the next Plan of the same objective starts from it. Written as bookkeeping (policy first,
       // in the ledger); a write policy refuses is simply not made.
-      if (objective !== undefined && results.length > 0 && results.every((r) => r.status === "executed")) {
-        await recordProcedure(objectiveSignature(objective), results.map((r) => r.capability), new Date(), run);
+      if (origin.objective !== undefined && results.length > 0 && results.every((r) => r.status === "executed")) {
+        await recordProcedure(objectiveSignature(origin.objective), results.map((r) => r.capability), new Date(), run);
       }
       return { results: results.map(stepResultToProto) };
     },

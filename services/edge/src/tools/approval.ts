@@ -42,20 +42,34 @@ export function nextStepForPending(results: readonly StepOutput[]): string | und
   return `${stopped} ${channelLines(id, pending.approval.channels, pending.approval.policy_channels)}\nSteps after it did not run either. ${APPROVAL_LIMITS}`;
 }
 
+/** How cognition's executor words the steps an expired plan left unrun (the error message after `not run: `). */
+const PLAN_EXPIRED = "not run: plan_expired: ";
+
 /**
- * The next step when an approval's step ran and failed: its handler started, so unlike a step
- * that did not run it may have had side effects, and the approval is used up. Undefined when no
- * step ran and failed.
+ * The next step after an approval's run, when something in it needs saying beyond a pending
+ * approval: a step that ran and failed (its handler started, so unlike a step that did not run it
+ * may have had side effects; when it is the approved step, the approval is used up), or a plan
+ * that expired before the steps after the approved one could run (which ones, and the call that
+ * plans them again). Undefined otherwise.
  */
-export function nextStepAfterFailedRun(approvalId: string, results: readonly StepOutput[]): string | undefined {
+export function nextStepAfterApprovedRun(approvalId: string, results: readonly StepOutput[]): string | undefined {
   const failed = results.find((r) => r.ran && r.status === "failed");
-  if (!failed) return undefined;
-  const why = failed.error?.message || failed.evaluation.problems.join("; ") || "no reason was given";
-  return (
-    `Approval ${approvalId} was used: step ${failed.step_id} (${failed.capability}) ran and failed: ${why}. ` +
-    "It may have had side effects; check before trying again. The approval is used up, so running the step again " +
-    "needs a new approval."
-  );
+  if (failed) {
+    const why = failed.error?.message || failed.evaluation.problems.join("; ") || "no reason was given";
+    if (failed !== results[0]) {
+      return (
+        `Approval ${approvalId} was used: its step ran, then step ${failed.step_id} (${failed.capability}) of the same plan ran and failed: ${why}. ` +
+        "It may have had side effects; check before trying again. The steps after it did not run."
+      );
+    }
+    return (
+      `Approval ${approvalId} was used: step ${failed.step_id} (${failed.capability}) ran and failed: ${why}. ` +
+      "It may have had side effects; check before trying again. The approval is used up, so running the step again " +
+      "needs a new approval."
+    );
+  }
+  const expired = results.map((r) => (r.status === "skipped" ? r.error?.message : undefined)).find((m) => m?.startsWith(PLAN_EXPIRED));
+  return expired === undefined ? undefined : `Approval ${approvalId} was used and its step ran, but ${expired.slice(PLAN_EXPIRED.length)}.`;
 }
 
 /**

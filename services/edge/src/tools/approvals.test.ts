@@ -377,6 +377,60 @@ describe("chaoscore_approve over HTTP with API keys", () => {
   });
 });
 
+describe("an approved plan does not stop halfway", () => {
+  const keys = { agent: randomBytes(24).toString("base64url"), alice: randomBytes(24).toString("base64url") };
+  const tenant = `plan-on-${randomBytes(3).toString("hex")}`;
+  const objective = "forget the deploy window and then remember that the deploy window is monday";
+  let edge: RunningHttpTransport;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.forget"] });
+    edge = await startHttpTransport(services.deps(createMemorySessionStore()), {
+      port: 0,
+      apiKeys: [
+        { tenant, principal: "agent", sha256: hashApiKey(keys.agent) },
+        { tenant, principal: "alice", sha256: hashApiKey(keys.alice), roles: ["approver"] },
+      ],
+    });
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await edge?.close();
+  });
+
+  async function as(key: string): Promise<Client> {
+    const { client } = await httpClient(edge.url, { headers: { authorization: `Bearer ${key}` } });
+    clients.push(client);
+    return client;
+  }
+  const call = async (c: Client, name: string, args: Record<string, unknown>) => (await c.callTool({ name, arguments: args })) as CallToolResult;
+
+  it("runs the rest of the plan after the approved step: the old value is forgotten and the new one stored", async () => {
+    const agent = await as(keys.agent);
+    ok(await call(agent, "chaoscore_remember", { key: "deploy-window", value: "friday" }));
+    const planned = ok<{ plan_id: string; steps: Array<{ id: string; capability: string }> }>(await call(agent, "chaoscore_plan", { objective }));
+    expect(planned.steps.map((s) => s.capability)).toEqual(["memory.forget", "memory.remember"]);
+
+    const first = ok(await call(agent, "chaoscore_execute", { plan_id: planned.plan_id }));
+    expect(first.results.map((r) => r.status)).toEqual(["pending_approval", "skipped"]);
+    const id = first.results[0]!.approval!.approval_id;
+    expect(await stored(tenant, "deploy-window")).toBe("friday");
+
+    const alice = await as(keys.alice);
+    ok(await call(alice, "chaoscore_approve", { approval_id: id, approve: true }));
+    const ran = ok(await call(agent, "chaoscore_execute", { approval_id: id }));
+    expect(ran.results.map((r) => `${r.step_id} ${r.capability} ${r.status}`)).toEqual([
+      `${planned.steps[0]!.id} memory.forget executed`,
+      `${planned.steps[1]!.id} memory.remember executed`,
+    ]);
+    expect(ran.approval).toMatchObject({ approval_id: id, status: "approved" });
+    expect(ran.next_step).toBeUndefined();
+    expect(await stored(tenant, "deploy-window")).toBe("monday");
+  });
+});
+
 describe("a client that auto-accepts every elicitation, holding no approver role", () => {
   // The client's host answers every form with "accept, approve" by itself: no person, no role.
   // Under the default policy that answer counts below high risk only, so a high-risk step

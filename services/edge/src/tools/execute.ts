@@ -5,11 +5,11 @@ import { executeCall, whyClientNotAsked } from "../approvals/channels.js";
 import { fitsForm, tooLongForForm } from "../approvals/render-text.js";
 import { consolePageFor, waitForStepAnswer } from "../approvals/url-elicitation.js";
 import { defineTool, type ToolContext } from "./define.js";
-import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterFailedRun, nextStepForPending } from "./approval.js";
+import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterApprovedRun, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
 
 const output = z.object({
-  results: z.array(stepResultOutput).describe("One result per step, in order; empty when an approval was rejected"),
+  results: z.array(stepResultOutput).describe("One result per step, in order (with {approval_id}: the approved step, then the rest of its plan); empty when an approval was rejected"),
   approval: z
     .object({
       approval_id: z.string(),
@@ -55,7 +55,7 @@ async function runApproval(approvalId: string, ctx: ToolContext): Promise<StepRe
 function answeredOutput(approvalId: string, status: string, resolvedBy: string, results: StepResult[], ctx: ToolContext): Output {
   const out = withNextStep(results, ctx);
   const next =
-    nextStepAfterFailedRun(approvalId, out.results) ??
+    nextStepAfterApprovedRun(approvalId, out.results) ??
     (out.results.some((r) => r.status === "executed") ? undefined : `Approval ${approvalId} is ${status}: the step did not run now. Do not retry it.`);
   return {
     ...out,
@@ -173,7 +173,7 @@ async function executeApproval(approvalId: string, ctx: ToolContext): Promise<Ou
     };
   }
   const out = withNextStep(await runApproval(approvalId, ctx), ctx);
-  const next = nextStepAfterFailedRun(approvalId, out.results);
+  const next = nextStepAfterApprovedRun(approvalId, out.results);
   return { ...out, approval: { ...approval, status: "approved" }, ...(next ? { next_step: next } : {}) };
 }
 
@@ -187,7 +187,8 @@ export const executeTool = defineTool({
     "of a pending approval ({approval_id}). Every step goes through policy first: a denied step never runs (status " +
     "denied), a step that needs approval stops the run (status pending_approval, with the ways to approve it and " +
     "next_step), and the steps after a failure, denial or approval stop are skipped. With {approval_id} the step runs " +
-    "once, after a person approved it: a client that supports URL-mode elicitation has its user sent to the approval " +
+    "once, after a person approved it, and then the rest of its plan, each step through policy again (stopping at the next " +
+    "that needs approval; a plan that expired meanwhile runs only the approved step and names the rest): a client that supports URL-mode elicitation has its user sent to the approval " +
     "console's page for it and the call waits for the answer given there; otherwise your user is asked when policy " +
     "accepts your client's answer for it and this client supports elicitation; otherwise an approver " +
     "(chaoscore_approve), the operator or the console must answer first. " +
@@ -208,7 +209,7 @@ export const executeTool = defineTool({
         .min(1)
         .max(64)
         .optional()
-        .describe("The approval_id of a pending_approval result from this session (2026-07-28: one this principal requested): runs that one step once it is approved"),
+        .describe("The approval_id of a pending_approval result from this session (2026-07-28: one this principal requested): runs its step once it is approved, then the rest of its plan"),
     })
     .superRefine((args, issue) => {
       const given = [args.plan_id, args.steps, args.approval_id].filter((v) => v !== undefined).length;
