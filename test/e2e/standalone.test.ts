@@ -31,7 +31,7 @@ describe("chaos-core serve on a data directory", () => {
       const before = snapshot(dir);
       const second = await runToExit(["serve"], { CHAOS_CORE_DATA_DIR: dir, PORT: "0" }, 30_000);
       expect(second.code).not.toBe(0);
-      expect(second.stderr).toMatch(/in use by another chaos-core process/);
+      expect(second.stderr).toMatch(/is in use: chaos-core serve \(pid \d+\) serves it, at http:\/\/127\.0\.0\.1:\d+\/mcp/);
       expect(second.stdout).toBe("");
       expect(snapshot(dir)).toEqual(before);
     } finally {

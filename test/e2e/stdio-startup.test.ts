@@ -7,7 +7,7 @@ import { Client as V2Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport as V2Stdio } from "@modelcontextprotocol/client/stdio";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { childEnv, CLI, removeDir, ROOT, runToExit, stopProcess, tempDir } from "../support/processes.js";
+import { childEnv, CLI, removeDir, ROOT, stopProcess, tempDir } from "../support/processes.js";
 
 /**
  * `chaos-core stdio` as a host starts it, with a real SDK client on the child's stdin/stdout.
@@ -60,19 +60,7 @@ describe("chaos-core stdio answers before its stores are open", () => {
     expect(await exit).toBe(1);
     expect(stderr()).toContain(`chaos-core: the embedded database in ${join(dir, "pg")} did not open`);
   });
-
-  it("a second process on the same data directory fails at once and writes nothing to stdout", async () => {
-    const dir = tempDir();
-    dirs.push(dir);
-    // The first has answered initialize, so it holds the directory (its database is still being created).
-    const first = await startStdio(dir);
-    procs.push(first.proc);
-
-    const second = await runToExit(["stdio"], { CHAOS_CORE_DATA_DIR: dir }, 30_000);
-    expect(second.code).not.toBe(0);
-    expect(second.stderr).toMatch(/in use by another chaos-core process/);
-    expect(second.stdout).toBe("");
-  });
+  // A second stdio process on a held directory relays through the holder: test/e2e/stdio-beside-serve.test.ts.
 });
 
 /**

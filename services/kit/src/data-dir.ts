@@ -2,6 +2,10 @@ import { mkdirSync } from "node:fs";
 import lockfile from "proper-lockfile";
 import { ChaosError } from "./errors.js";
 
+/** A lock not refreshed for this long belongs to a process that is gone, and may be taken. */
+const STALE_MS = 10_000;
+const lockPath = (dataDir: string) => `${dataDir}/.chaos-core.lock`;
+
 /**
  * Takes the data directory for this process alone. PGlite has no cross-process lock and two
  * processes on one directory lose writes, so a second process must fail at once, before it
@@ -13,8 +17,8 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
     // The first write into the directory: an unwritable one fails here, named, not as a bare EACCES later.
     mkdirSync(dataDir, { recursive: true });
     return await lockfile.lock(dataDir, {
-      lockfilePath: `${dataDir}/.chaos-core.lock`,
-      stale: 10_000,
+      lockfilePath: lockPath(dataDir),
+      stale: STALE_MS,
       update: 2_000,
       retries: 0,
       realpath: false,
@@ -44,4 +48,14 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
 /** Whether `err` is {@link lockDataDir}'s refusal because another process holds the directory. */
 export function isDataDirInUse(err: unknown): boolean {
   return err instanceof ChaosError && (err.cause as { code?: string } | undefined)?.code === "ELOCKED";
+}
+
+/** Whether a live process holds the data directory ({@link lockDataDir}), without taking it. */
+export async function isDataDirLocked(dataDir: string): Promise<boolean> {
+  try {
+    return await lockfile.check(dataDir, { lockfilePath: lockPath(dataDir), stale: STALE_MS, realpath: false });
+  } catch (err) {
+    if ((err as { code?: string }).code === "ENOENT") return false;
+    throw err;
+  }
 }

@@ -69,7 +69,7 @@ export type { ServiceStorage } from "./db/open.js";
 export { DATABASE_CHECK_TIMEOUT_MS, DATABASE_WATCH_MS, migrate, pendingMigrations, schemaGate } from "./db/migrate.js";
 export type { Migration, SchemaGate, ServingSwitch } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
-export { isDataDirInUse, lockDataDir } from "./data-dir.js";
+export { isDataDirInUse, isDataDirLocked, lockDataDir } from "./data-dir.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
 export { type AuditEntryFields, auditEntryChainHash, canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";

@@ -1,6 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { once } from "node:events";
-import { chmod, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -16,6 +15,7 @@ import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/adm
 import type { SignInLinks } from "@chaos-core/edge/stdio";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
 import { ADMIN_RPC_PREFIX, answerAdminRpc, type BridgedService } from "./admin-rpc.js";
+import { removeIfOurs, writePrivateFile } from "./private-file.js";
 
 /** The policy package, loaded on the first policy request: the endpoint starts before the services load. */
 const loadPolicyModule = () => import("@chaos-core/policy");
@@ -454,13 +454,10 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       server.closeAllConnections();
     });
 
-  // Written under a fresh name with mode 0600, then renamed: the token is never readable by others.
+  // Mode 0600: the token is never readable by others.
   const writeAdminFile = async () => {
-    const tmp = `${file}.${process.pid}.tmp`;
     const content: AdminFile = { url, token, pid: process.pid, ...(consoleUrl ? { console_url: consoleUrl } : {}) };
-    await writeFile(tmp, `${JSON.stringify(content)}\n`, { mode: 0o600, flag: "w" });
-    await chmod(tmp, 0o600);
-    await rename(tmp, file);
+    await writePrivateFile(file, `${JSON.stringify(content)}\n`);
   };
   try {
     await writeAdminFile();
@@ -482,9 +479,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       if (closed) return;
       closed = true;
       await closeServer();
-      // Removed only while it is still ours (a later server may have replaced it).
-      const current = await readFile(file, "utf8").catch(() => "");
-      if (current.includes(token)) await rm(file, { force: true });
+      await removeIfOurs(file, token);
     },
   };
 }

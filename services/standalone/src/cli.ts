@@ -1,5 +1,7 @@
 import { readFileSync } from "node:fs";
-import { ChaosError, createLogger, type Env, type Logger } from "@chaos-core/kit";
+import { ChaosError, createLogger, isDataDirInUse, type Env, type Logger } from "@chaos-core/kit";
+import type { EdgeDeps } from "@chaos-core/edge/stdio";
+import { loopbackMcpUrl, newAgentToken, publishAgentEndpoint } from "./agent-endpoint.js";
 import type { runChpConformance as RunChpConformance } from "./chp-conformance.js";
 import type { runLedgerCommand as RunLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
@@ -7,6 +9,7 @@ import { flagProblem, parseCommandLine, UsageError, withFlags, type FlagVariable
 import { loadStandaloneConfig } from "./config.js";
 import type { Runtime } from "./runtime.js";
 import type { StartingRuntime } from "./startup.js";
+import { attachToDataDir, heldAgainstServe, type Attachment } from "./stdio-attach.js";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -187,9 +190,19 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     const config = loadStandaloneConfig(env);
     const edgeConfig = loadEdgeConfig(env);
     logger = createLogger("chaos-core", config.logLevel);
-    // The data directory is this process's before anything answers: a second process fails here,
-    // and a directory that cannot be used is the one line a person reads.
-    starting = await startRuntime(config, logger, {
+    if (mode === "serve") {
+      // A port another process holds is named before anything slow starts (the data directory,
+      // the embedded database's first creation).
+      const taken = await portProblem(edgeConfig.http.host, edgeConfig.http.port);
+      if (taken) {
+        process.stderr.write(`chaos-core: ${taken}\n`);
+        return 1;
+      }
+    }
+    // The data directory is this process's before anything answers: a second serve fails here,
+    // and a directory that cannot be used is the one line a person reads. A second stdio relays
+    // through the process that holds it (docs/protocol.md §16).
+    const start = () => startRuntime(config, logger, {
       version: VERSION,
       sessionTtlSeconds: edgeConfig.sessionTtlSeconds,
       mrtr: { ttlSeconds: edgeConfig.mrtrTtlSeconds, ...(edgeConfig.mrtrKeysFile ? { keysFile: edgeConfig.mrtrKeysFile } : {}) },
@@ -200,6 +213,15 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       contractLockFile: edgeConfig.contracts.lockFile,
       ...(edgeConfig.rateLimitsFile ? { rateLimits: loadRateLimitsFile(edgeConfig.rateLimitsFile) } : {}),
     });
+    if (mode === "stdio") {
+      const opened = await startOrAttach(start, config.dataDir, config.stdioAttachSeconds, logger);
+      if (opened.kind !== "owner") return await serveAttached(opened, logger);
+      starting = opened.starting;
+    } else {
+      starting = await start().catch(async (err: unknown) => {
+        throw isDataDirInUse(err) ? new Error(await heldAgainstServe(config.dataDir), { cause: err }) : err;
+      });
+    }
     const rt = starting;
     // The definitions served against chaoscore.lock and its signed note (docs/contracts.md §7):
     // drift or a bad signature refuses the start, naming the drifted entries (the catch below
@@ -217,17 +239,18 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     let stopping = false;
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
-    // stdio's console listener and its keys file watcher, once started.
-    const consoleClosers: Array<() => Promise<void> | void> = [];
-    const closeConsole = async () => {
-      for (const close of consoleClosers.splice(0)) await Promise.resolve(close()).catch((err: unknown) => logger.warn({ err }, "console close failed"));
+    // The listeners beside the transport (stdio's console, the endpoint offered to relays and its
+    // agent.json, the keys file watcher), once started; closed before the runtime.
+    const closers: Array<() => Promise<void> | void> = [];
+    const closeListeners = async () => {
+      for (const close of closers.splice(0)) await Promise.resolve(close()).catch((err: unknown) => logger.warn({ err }, "closing a listener failed"));
     };
     const stop = async (reason: string) => {
       if (stopping) return;
       stopping = true;
       logger.info({ reason }, "chaos-core stopping");
       await transport?.close().catch((err: unknown) => logger.warn({ err }, "transport close failed"));
-      await closeConsole();
+      await closeListeners();
       await rt.close();
       resolveStopped();
     };
@@ -241,8 +264,21 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       announce(runtime);
       // The console on the MCP listener; the operator's one-time links sign in there too.
       const consoleOptions = edgeConfig.http.console && { ...edgeConfig.http.console, ...(rt.signInLinks ? { signInLinks: rt.signInLinks } : {}) };
-      const http = await startHttpTransport({ ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds, contracts }, { ...edgeConfig.http, directory: runtime.tenants.directory, ...(consoleOptions ? { console: consoleOptions } : {}) });
+      // A chaos-core stdio started on this data directory relays its host through this listener
+      // as the local agent, with a credential of its own (agent.json, 0600): never the operator's.
+      const agentToken = newAgentToken();
+      const http = await startHttpTransport(
+        { ...runtime.deps, approvalWaitSeconds: edgeConfig.approvalWaitSeconds, contracts },
+        { ...edgeConfig.http, directory: runtime.tenants.directory, localAgent: { token: agentToken }, ...(consoleOptions ? { console: consoleOptions } : {}) },
+      );
       transport = http;
+      const agentUrl = loopbackMcpUrl(edgeConfig.http.host, http.port);
+      if (agentUrl) {
+        const published = await publishAgentEndpoint(config.dataDir, { url: agentUrl, token: agentToken, mode: "serve" });
+        closers.push(() => published.close());
+      } else {
+        logger.warn({ host: edgeConfig.http.host }, "not offering the MCP endpoint to chaos-core stdio processes: it does not listen on loopback");
+      }
       if (http.consoleUrl) {
         await rt.publishConsole(http.consoleUrl);
         logger.info({ console: http.consoleUrl }, "approval console served");
@@ -261,14 +297,21 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       const onDemand = () => {
         if (stopping) return;
         rt.open();
+        // Once the stores are open, other stdio processes on this directory relay through this one.
+        rt.ready.then(
+          () => (stopping ? undefined : offerToRelays(stdioDeps, config.dataDir, logger, closers)),
+          () => {},
+        ).catch((err: unknown) =>
+          logger.error({ err: err instanceof Error ? err.message : String(err) }, "could not offer this process's MCP endpoint to other chaos-core stdio processes"),
+        );
         if (!edgeConfig.console) return;
         const { listenerPort } = edgeConfig.console;
         // After a turn of the event loop: the request already waiting on stdin is answered first.
         setImmediate(() => {
           if (stopping) return;
-          startStdioConsole(rt, edgeConfig.http.apiKeysFile, listenerPort, logger, consoleClosers).then(
+          startStdioConsole(rt, edgeConfig.http.apiKeysFile, listenerPort, logger, closers).then(
             // Stopped meanwhile: what started after stop closed the rest is closed now.
-            (origin) => (stopping ? void closeConsole() : void (consoleOrigin = origin)),
+            (origin) => (stopping ? void closeListeners() : void (consoleOrigin = origin)),
             (err: unknown) =>
               logger.error({ err: err instanceof Error ? err.message : String(err), port: listenerPort }, "the approval console did not start; answers will not link to it"),
           );
@@ -296,6 +339,79 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
     logger.debug({ err }, "start-up failed");
     return 1;
   }
+}
+
+/**
+ * Why `chaos-core serve` cannot listen on `host:port`, naming the way out, or undefined when it can
+ * (0: any free port). Asked before anything slow starts; the listener itself binds later.
+ */
+async function portProblem(host: string, port: number): Promise<string | undefined> {
+  if (port === 0) return undefined;
+  const { createServer } = await import("node:net");
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", (err: NodeJS.ErrnoException) => {
+      const why =
+        err.code === "EADDRINUSE"
+          ? `port ${port} on ${host} is in use by another process`
+          : err.code === "EACCES"
+            ? `this user may not listen on port ${port} on ${host}`
+            : `cannot listen on ${host}:${port} (${err.message})`;
+      resolve(`${why}: choose another with --port N (or PORT=N)${err.code === "EADDRNOTAVAIL" || err.code === "ENOTFOUND" ? ", or another --host (HOST)" : ""}`);
+    });
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
+}
+
+/** The runtime this stdio process opened, or how it serves a data directory another process holds. */
+type StdioStart = { readonly kind: "owner"; readonly starting: StartingRuntime } | Exclude<Attachment, { kind: "free" }>;
+
+/**
+ * Takes the data directory, or, while another process holds it, waits for that process to offer
+ * its MCP endpoint (relay) or to let go (take it then); neither within `waitSeconds` → refuse.
+ */
+async function startOrAttach(start: () => Promise<StartingRuntime>, dataDir: string, waitSeconds: number, logger: Logger): Promise<StdioStart> {
+  for (;;) {
+    try {
+      return { kind: "owner", starting: await start() };
+    } catch (err) {
+      if (!isDataDirInUse(err)) throw err;
+    }
+    const attached = await attachToDataDir(dataDir, waitSeconds * 1000, () =>
+      logger.info({ dataDir, waitSeconds }, "another chaos-core process holds the data directory: waiting for it to offer its MCP endpoint, or to let go"),
+    );
+    if (attached.kind !== "free") return attached;
+  }
+}
+
+/** Serves the host through the process that holds the directory, or answers every request with why it cannot. */
+async function serveAttached(attached: Exclude<StdioStart, { kind: "owner" }>, logger: Logger): Promise<number> {
+  const { runStdioRefusal, runStdioRelay } = await import("@chaos-core/edge/relay");
+  let ended!: () => void;
+  const done = new Promise<void>((resolve) => (ended = resolve));
+  const transport =
+    attached.kind === "relay"
+      ? await runStdioRelay({ url: attached.endpoint.url, token: attached.endpoint.token, upstream: attached.upstream, logger, onClose: () => ended() })
+      : runStdioRefusal(attached.message, { logger, onClose: () => ended() });
+  if (attached.kind === "refuse") process.stderr.write(`chaos-core: ${attached.message}\n`);
+  process.once("SIGTERM", () => void transport.close());
+  process.once("SIGINT", () => void transport.close());
+  await done;
+  return attached.kind === "refuse" ? 1 : 0;
+}
+
+/**
+ * The listener a stdio process that holds the data directory offers to other stdio processes on
+ * it (loopback, a free port, the local agent's credential only), published in agent.json.
+ */
+async function offerToRelays(deps: EdgeDeps, dataDir: string, logger: Logger, closers: Array<() => Promise<void> | void>): Promise<void> {
+  const { startHttpTransport } = await import("@chaos-core/edge");
+  const token = newAgentToken();
+  const http = await startHttpTransport(deps, { host: "127.0.0.1", port: 0, localAgent: { token, only: true } });
+  closers.unshift(() => http.close());
+  const published = await publishAgentEndpoint(dataDir, { url: http.url, token, mode: "stdio" });
+  closers.unshift(() => published.close());
+  logger.info({ url: http.url }, "other chaos-core stdio processes on this data directory relay through this one");
 }
 
 /**

@@ -17,6 +17,7 @@ const schema = z.object({
   CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
   CHAOS_CORE_LEDGER_POLICY_FILE: z.string().optional(),
   CHAOS_CORE_LEDGER_ORIGIN: originVar(),
+  CHAOS_CORE_STDIO_ATTACH_SECONDS: z.coerce.number({ error: "must be a number" }).int("must be a whole number").min(0, "must be between 0 and 600").max(600, "must be between 0 and 600").default(30),
   // The ledger's approval notifications, read as the ledger run alone reads them.
   ...WEBHOOK_ENV,
 }).superRefine(requireWebhookSecret);
@@ -49,6 +50,11 @@ export interface StandaloneConfig {
   ledgerOrigin: string;
   /** Signed approval notifications (`CHAOS_CORE_WEBHOOK_*`); unset = off. Holds keys: never log it. */
   webhooks: WebhookConfig | undefined;
+  /**
+   * How long `chaos-core stdio` waits, when another process holds its data directory, for that
+   * process to offer its MCP endpoint or to let go (`CHAOS_CORE_STDIO_ATTACH_SECONDS`, default 30).
+   */
+  stdioAttachSeconds: number;
 }
 
 /** The folder, inside the per-user data directory of the platform, that Chaos Core owns. */
@@ -128,5 +134,6 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
     ledgerPolicyFile: c.CHAOS_CORE_LEDGER_POLICY_FILE ? resolve(cwd, c.CHAOS_CORE_LEDGER_POLICY_FILE) : undefined,
     ledgerOrigin: c.CHAOS_CORE_LEDGER_ORIGIN,
     webhooks: webhookConfigOf(c),
+    stdioAttachSeconds: c.CHAOS_CORE_STDIO_ATTACH_SECONDS,
   };
 }

@@ -33,7 +33,7 @@ const DEAD_HOLDER_WAIT_MS = 15_000;
 const DEAD_HOLDER_POLL_MS = 250;
 
 /** Whether a process with this id exists (EPERM: it does, owned by another user). */
-function processExists(pid: number): boolean {
+export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -5,6 +5,7 @@ import { createPgliteDb, type Db } from "@chaos-core/kit";
 // What the standalone runtime keeps in its data directory, named once for the runtime and the
 // operator commands that open the same stores while no server runs. The other entries belong to
 // their owners: the lock to kit's `lockDataDir`, `admin.json` to admin-client.ts (ADMIN_FILE),
+// `agent.json` (the endpoint offered to relaying stdio processes) to agent-endpoint.ts (AGENT_FILE),
 // the generated ledger keyring to the ledger (STANDALONE_KEYRING_FILE), the generated keyring that
 // seals multi-round-trip requestState (`mrtr-keyring.json`) to the edge (MRTR_KEYRING_FILE).
 

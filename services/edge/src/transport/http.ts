@@ -17,6 +17,7 @@ import { BearerRefusal } from "../auth/bearer-refusal.js";
 import type { CredentialDirectory, CredentialRefusal } from "../auth/directory.js";
 import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
 import { createOAuthVerifier, protectedResourceMetadataUrl, type OAuthOptions, type OAuthVerifier, type VerifiedToken } from "../auth/oauth.js";
+import { localAgentMatcher, type LocalAgentCredential } from "../auth/local-agent.js";
 import { AGENT_SCOPE } from "../auth/scopes.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import { consoleSigningKey } from "../console/csrf.js";
@@ -78,6 +79,12 @@ export interface HttpTransportOptions {
    * `oauth` is set and the console has a client there (`oauthClient`); absent: no console.
    */
   readonly console?: ConsoleServeOptions;
+  /**
+   * The local agent's credential (auth/local-agent.ts): a bearer that authenticates, from a
+   * loopback peer, as the local user with no roles — how a `chaos-core stdio` relay reaches this
+   * server on its host's behalf.
+   */
+  readonly localAgent?: LocalAgentCredential;
 }
 
 /** A running HTTP transport. */
@@ -281,6 +288,7 @@ function authentication(
   oauth: OAuthVerifier | undefined,
   directory: CredentialDirectory | undefined,
   required: boolean,
+  isLocalAgent?: (presented: string, remoteAddress: string | undefined) => boolean,
 ): RequestHandler {
   const what = oauth ? (verifier || directory ? "an API key or an OAuth access token" : "an OAuth access token") : "<API key>";
   const scope: Record<string, string> = oauth ? { scope: AGENT_SCOPE } : {};
@@ -301,6 +309,8 @@ function authentication(
     // Anything shaped like an operator-issued key is looked up (or refused as one), never taken
     // for the local user: a mistyped key must not quietly act as tenant "default".
     const issued = key !== undefined && directory !== undefined && key.startsWith(ISSUED_KEY_PREFIX);
+    // A relay of `chaos-core stdio` on this machine: the local user, as stdio serves it.
+    if (key !== undefined && isLocalAgent?.(key, req.socket.remoteAddress)) return admit(LOCAL_IDENTITY);
     if (!required && !issued) return admit(LOCAL_IDENTITY);
     if (hasQueryToken(req)) {
       return jsonRpcError(res, 400, -32001, "Bad Request: send the access token in the Authorization header, never in the URL", challenge(oauth, { error: "invalid_request" }));
@@ -499,7 +509,13 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     const inserted = new URL(protectedResourceMetadataUrl(oauth.resource)).pathname;
     for (const path of new Set(["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", inserted])) app.get(path, ...(hostCheck ? [hostCheck] : []), metadata);
   }
-  app.use("/mcp", originValidation(options.allowedOrigins ?? []), authentication(verifier, oauth, directory, verifier !== undefined || oauth !== undefined || !isLoopbackHost(host)));
+  const localAgent = options.localAgent;
+  const required = verifier !== undefined || oauth !== undefined || !isLoopbackHost(host) || localAgent?.only === true;
+  app.use(
+    "/mcp",
+    originValidation(options.allowedOrigins ?? []),
+    authentication(verifier, oauth, directory, required, localAgent ? localAgentMatcher(localAgent) : undefined),
+  );
   if (credentialWatch) {
     app.use("/mcp", (_req, res, next) => {
       const { identity, keySha256, tokenExpiresAt } = res.locals as Locals;

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { PassThrough, type Readable, type Writable } from "node:stream";
-import { STDIO_DEFAULT_MAX_BUFFER_SIZE, isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest } from "@modelcontextprotocol/server";
+import { isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest } from "@modelcontextprotocol/server";
 import type { InitializeRequest, JSONRPCMessage, McpServerFactory } from "@modelcontextprotocol/server";
 import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { ChaosError } from "@chaos-core/kit";
@@ -9,7 +9,8 @@ import type { EdgeDeps, EdgeSession, ModernScope } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";
-import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal } from "./incoming.js";
+import { refusalResponse, type Refusal } from "./incoming.js";
+import { MAX_LINE_BYTES, readScreenedLines } from "./stdio-lines.js";
 
 /** Where the stdio transport reads and writes, and whom it tells when the connection ends. */
 export interface StdioTransportOptions {
@@ -39,25 +40,26 @@ export interface RunningStdioTransport {
   close(): Promise<void>;
 }
 
-/** A line the SDK may read, parsed, or why it may not. */
-type Screened = { refusal: Refusal } | { message: JSONRPCMessage };
-
-/** Why a line cannot go on to the SDK, which would drop it without an answer (bad JSON) or decode it lossily. */
-function screenLine(line: Buffer): Screened {
-  const screened = screenMessage(line);
-  if (screened.refusal) return { refusal: screened.refusal };
-  let value: unknown;
-  try {
-    value = JSON.parse(line.toString("utf8"));
-  } catch {
-    return { refusal: { id: screened.id ?? null, error: { code: -32700, message: "Parse error: Invalid JSON" } } };
-  }
-  const refusal = envelopeRefusal(value, screened.id);
-  return refusal ? { refusal } : { message: value as JSONRPCMessage };
+/**
+ * The lines of `stdin` the SDK may read (see stdio-lines.ts), in the order they were read, each
+ * after its `before`. This is the one place that sees every message before the SDK does:
+ * `serveStdio` owns the transport's `onmessage`.
+ */
+function screenedLines(stdin: Readable, hooks: LineHooks): { lines: Readable; stop: () => void } {
+  const lines = new PassThrough();
+  let queue: Promise<void> = Promise.resolve();
+  const reader = readScreenedLines(stdin, {
+    refuse: hooks.refuse,
+    accept: (message, line) => {
+      hooks.observe(message);
+      const framed = Buffer.concat([line, Buffer.from("\n")]);
+      queue = queue.then(() => hooks.before(message)).then(() => void lines.write(framed));
+    },
+    end: () => void queue.then(() => lines.end()),
+    error: (err) => lines.emit("error", err),
+  });
+  return { lines, stop: reader.stop };
 }
-
-/** The longest line served: the SDK's own limit, which used to end the session when a line passed it. */
-const MAX_LINE_BYTES = STDIO_DEFAULT_MAX_BUFFER_SIZE;
 
 /** What {@link screenedLines} asks of its caller for each line. */
 interface LineHooks {
@@ -67,66 +69,6 @@ interface LineHooks {
   observe(message: JSONRPCMessage): void;
   /** Runs before the message goes on to the SDK; the next line waits for it. */
   before(message: JSONRPCMessage): Promise<void>;
-}
-
-/**
- * The lines of `stdin` the SDK may read, each screened on its raw bytes first (see incoming.ts);
- * a refused line is answered through `refuse` and never reaches the SDK. A line longer than
- * {@link MAX_LINE_BYTES} is skipped to its end and refused as HTTP refuses a body too large.
- * This is the one place that sees every message before the SDK does: `serveStdio` owns the
- * transport's `onmessage`.
- */
-function screenedLines(stdin: Readable, hooks: LineHooks): { lines: Readable; stop: () => void } {
-  const lines = new PassThrough();
-  let pending: Buffer[] = [];
-  let size = 0;
-  let skipping = false;
-  // Lines reach the SDK in the order they were read, each after its `before`.
-  let queue: Promise<void> = Promise.resolve();
-  const tooLarge: Refusal = { id: null, error: { code: -32000, message: payloadTooLargeMessage(MAX_LINE_BYTES) } };
-  const accept = (line: Buffer) => {
-    const screened = screenLine(line);
-    if ("refusal" in screened) return hooks.refuse(screened.refusal);
-    const { message } = screened;
-    hooks.observe(message);
-    const framed = Buffer.concat([line, Buffer.from("\n")]);
-    queue = queue.then(() => hooks.before(message)).then(() => void lines.write(framed));
-  };
-  const onData = (chunk: Buffer) => {
-    for (let start = 0; start < chunk.length; ) {
-      const newline = chunk.indexOf(0x0a, start);
-      const end = newline === -1 ? chunk.length : newline;
-      if (!skipping) {
-        pending.push(chunk.subarray(start, end));
-        size += end - start;
-        if (size > MAX_LINE_BYTES) {
-          skipping = true;
-          pending = [];
-          hooks.refuse(tooLarge);
-        }
-      }
-      if (newline === -1) break;
-      if (!skipping) {
-        const line = Buffer.concat(pending);
-        // A blank line is no message: nothing to answer, nothing for the SDK.
-        if (line.toString("latin1").trim() !== "") accept(line);
-      }
-      pending = [];
-      size = 0;
-      skipping = false;
-      start = newline + 1;
-    }
-  };
-  const onEnd = () => void queue.then(() => lines.end());
-  const onError = (err: Error) => lines.emit("error", err);
-  stdin.on("data", onData).once("end", onEnd).on("error", onError);
-  return {
-    lines,
-    stop: () => {
-      stdin.off("data", onData).off("end", onEnd).off("error", onError);
-      if (stdin.listenerCount("data") === 0) stdin.pause();
-    },
-  };
 }
 
 /**
