@@ -1,3 +1,5 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createPostgresDb } from "@chaos-core/kit";
 import { createSqlPolicyStore, migratePolicy, validatePolicyDocument } from "@chaos-core/policy";
@@ -133,5 +135,55 @@ describe("chaos-core serve through a Redis outage", () => {
     expect(ok(await fresh.callTool({ name: "chp_version", arguments: {} }))).toMatchObject({ info: { chp: { version: "1.0" } } });
     await fresh.close();
     expect(serve.proc.exitCode).toBeNull();
+  });
+});
+
+/**
+ * `chaos-core serve` with rate limits, whose buckets are in Redis: while a private `redis-server`
+ * is down, a read-only tool keeps working on this process's quarter of each limit, and a tool
+ * that changes anything is refused with `unavailable`, since its limits cannot be checked
+ * (DESIGN "Redis outage"; docs/operations.md "Rate limits").
+ */
+describe("chaos-core serve's rate limits through a Redis outage", () => {
+  const dir = tempDir("chaos-core-redis-outage-limits-");
+  let redis: PrivateRedis;
+  let db: TestDatabase;
+  let serve: ServeProcess;
+  let client: Client;
+
+  beforeAll(async () => {
+    redis = await startPrivateRedis();
+    db = await createTestDatabase();
+    const limitsFile = join(dir, "limits.json");
+    writeFileSync(limitsFile, JSON.stringify({ default: { tool: { requests: 8, per: "minute" } } }));
+    serve = await startServe({ DATABASE_URL: db.url, REDIS_URL: redis.url, CHAOS_CORE_DATA_DIR: dir, CHAOS_CORE_RATE_LIMITS_FILE: limitsFile });
+    // The session is stored before Redis goes: one this process already knows.
+    client = await httpClient(serve.url);
+    ok(await client.callTool({ name: "chaoscore_inspect", arguments: { what: "policy" } }));
+    await redis.kill();
+  });
+
+  afterAll(async () => {
+    await client?.close().catch(() => undefined);
+    await serve?.stop();
+    await redis?.close();
+    await db?.drop();
+    removeDir(dir);
+  });
+
+  it("keeps a read-only tool working on this process's share of its limit, and refuses a write it cannot count", async () => {
+    // 8 a minute shared; alone, a quarter of it: 2 at once.
+    const inspect = () => client.callTool({ name: "chaoscore_inspect", arguments: { what: "policy" } });
+    ok(await inspect());
+    ok(await inspect());
+    const third = await inspect();
+    expect(third.isError).toBe(true);
+    expect(third.structuredContent).toMatchObject({ error: { code: "resource_exhausted", message: expect.stringMatching(/the tool's limit for this principal \(8 per minute\); retry in \d+ s$/) as string } });
+
+    const write = await client.callTool({ name: "chaoscore_remember", arguments: { key: "during-outage", value: "not counted" } });
+    expect(write.isError).toBe(true);
+    expect(write.structuredContent).toMatchObject({
+      error: { code: "unavailable", message: expect.stringContaining("the rate limits cannot be checked while Redis is unavailable") as string },
+    });
   });
 });

@@ -64,11 +64,15 @@ import {
 import {
   createCredentialDirectory,
   createMemorySessionStore,
+  createMemoryRateLimiter,
   createRedisEdgeEvents,
+  createRedisRateLimiter,
   createRedisSessionStore,
+  NO_RATE_LIMITS,
   type EdgeDeps,
   type CredentialDirectory,
   type EdgeEvents,
+  type RateLimiter,
   type RateLimits,
   type SessionStore,
   type SignInLinks,
@@ -79,16 +83,20 @@ import { startRetentionSweeps } from "./tenant-data.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
 import { lockDataDir } from "@chaos-core/kit";
 import { closeRedis, connectRedis } from "@chaos-core/kit/redis";
+import type { Redis } from "ioredis";
 
 /** Every service of Chaos Core in one process, wired with in-process clients. */
 export interface Runtime {
-  readonly deps: EdgeDeps;
+  /** The edge's dependencies; the limiter always (with no limits configured, a tenant's in the registry still hold). */
+  readonly deps: EdgeDeps & { readonly limiter: RateLimiter };
   /** Which stores were chosen, for the start-up line a person reads. */
   readonly stores: {
     database: string;
     policy: string;
     sessions: string;
     plans: string;
+    /** Where the rate limits' buckets are: shared in Redis, or this process's. */
+    rateLimits: string;
     provider: string;
     ledgerKey: string;
     ledgerPolicies: string;
@@ -155,8 +163,17 @@ export interface RuntimeOptions {
    * first (cli.ts), so a drift found here is one that appeared since.
    */
   contractLockFile?: string;
-  /** `startRuntime` only: the tenants' rate limits (`CHAOS_CORE_RATE_LIMITS_FILE`), held in this process. */
+  /**
+   * The tenants' rate limits (`CHAOS_CORE_RATE_LIMITS_FILE`), a tenant's in the registry over them:
+   * in Redis when it is configured, shared by every process using it (as the edge replicas share
+   * them); else in this process.
+   */
   rateLimits?: RateLimits;
+  /**
+   * The in-process limiter to use when Redis is not configured: stdio gates the calls it answers
+   * before the stores are open with it, and the runtime must hold the same buckets.
+   */
+  limiter?: RateLimiter;
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
@@ -242,9 +259,11 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     let nonces: NonceCache;
     let plans: PlanStore;
     let approvals: ApprovalStore;
+    let redis: Redis | undefined;
     if (config.redisUrl) {
-      const redis = await connectRedis(config.redisUrl, { logger, name: "chaos-core-standalone" });
-      closers.push(() => closeRedis(redis));
+      const connected = await connectRedis(config.redisUrl, { logger, name: "chaos-core-standalone" });
+      redis = connected;
+      closers.push(() => closeRedis(connected));
       sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
       // Resumable SSE streams and change events across the processes sharing this Redis.
       const edgeEvents = await createRedisEdgeEvents(redis, { prefix: "chaoscore:", ttlSeconds: sessions.ttlSeconds, logger });
@@ -276,6 +295,14 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       admin: createInProcessClient(TenantAdminService, createTenantAdminHandlers(registry)),
       generations,
     };
+    // The limits are the tenant's, not this process's: with Redis every `serve` process and edge
+    // replica sharing it takes from the same buckets (the edge's limiter, its outage fallback
+    // included); without it this one process holds them.
+    const rateLimits = options.rateLimits ?? NO_RATE_LIMITS;
+    const registryLimits = (tenant: string) => tenants.directory.tenantLimits(tenant);
+    const limiter = redis
+      ? createRedisRateLimiter(redis, rateLimits, { prefix: "chaoscore:", logger: logger.child({ service: "edge" }), registry: registryLimits })
+      : (options.limiter ?? createMemoryRateLimiter(rateLimits, registryLimits));
     const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
     const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
     const ledgerCore = createLedgerCore({
@@ -348,6 +375,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         ledger,
         sessions,
         ...(events ? { events } : {}),
+        limiter,
         logger,
         version: options.version,
       },
@@ -356,6 +384,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         policy: policySource,
         sessions: config.redisUrl ? "redis" : "in-process",
         plans: config.redisUrl ? "redis" : "in-process",
+        rateLimits: config.redisUrl ? "redis" : "in-process",
         provider: describeProviderChoice(config.provider),
         ledgerKey: `${keyring.active.kid} (${config.ledgerKeysFile ?? "generated in the data directory"})`,
         ledgerPolicies: ledgerPolicies.source,

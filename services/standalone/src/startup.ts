@@ -14,6 +14,7 @@ import {
   loadOrCreateMrtrKeyring,
   type EdgeDeps,
   type MrtrKeyring,
+  type RateLimiter,
   type SessionStore,
   type SignInLinks,
 } from "@chaos-core/edge/stdio";
@@ -77,6 +78,24 @@ function deferredSessionStore(pending: Promise<SessionStore>, ttlSeconds: number
   };
 }
 
+/**
+ * The runtime's limiter, shared in Redis, once it is connected: until then every call may be
+ * limited, and waits for the stores as the session store's calls do (a call that gets this far
+ * needs them anyway). A failed start-up refuses the call with its cause.
+ */
+function deferredRateLimiter(pending: Promise<RateLimiter>): RateLimiter {
+  let arrived: RateLimiter | undefined;
+  // Handled here once, so a rejection no call has waited for yet is not reported as unhandled.
+  pending.then(
+    (limiter) => (arrived = limiter),
+    () => {},
+  );
+  return {
+    limits: (call) => arrived?.limits(call) ?? true,
+    admit: async (call) => (await pending).admit(call),
+  };
+}
+
 /** A tenant's ledger export, once the stores are open (the admin endpoint is up before them). */
 async function* exportOnceReady(ready: Promise<Runtime>, tenant: string): AsyncIterable<string> {
   yield* (await ready).exportLedger(tenant);
@@ -108,11 +127,14 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   // Approval answers name the operator's exact command only where its endpoint runs, with
   // --data-dir only when the command would not find this directory by itself.
   const operator = options.admin ? { operator: config.dataDirChosen ? { dataDir: config.dataDir } : {} } : {};
-  // One process: its own limits are exact (several `serve` processes each hold their own): the
-  // file's, and a tenant's in the registry over them once the stores are open. Both transports
-  // (stdio's deps below, serve's the runtime's) gate their tool calls with it.
+  // Without Redis the limits are this process's and answer at once: the file's, and a tenant's in
+  // the registry over them once the stores are open. Both transports (stdio's deps below, serve's
+  // the runtime's) gate their calls with this one limiter. With Redis they are shared by every
+  // process using it, and the runtime connects it with the other stores.
   let openedRuntime: Runtime | undefined;
-  const limiter = createMemoryRateLimiter(options.rateLimits ?? NO_RATE_LIMITS, (tenant) => openedRuntime?.tenants.directory.tenantLimits(tenant));
+  const limiter = config.redisUrl
+    ? undefined
+    : createMemoryRateLimiter(options.rateLimits ?? NO_RATE_LIMITS, (tenant) => openedRuntime?.tenants.directory.tenantLimits(tenant));
 
   // Settles with true when the stores are to open, false when the runtime closed first.
   let begin!: (open: boolean) => void;
@@ -139,9 +161,10 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
       admin: false,
       dataDirLock: unlock,
       ...(sessions ? { sessions } : {}),
+      ...(limiter ? { limiter } : {}),
     });
     openedRuntime = created;
-    return { ...created, deps: { ...created.deps, ...operator, ...mrtr, limiter }, stores: { ...created.stores, mrtrKey } };
+    return { ...created, deps: { ...created.deps, ...operator, ...mrtr }, stores: { ...created.stores, mrtrKey } };
   })().catch((err: unknown) => {
     const cause = err instanceof Error ? err.message : String(err);
     throw new ChaosError("unavailable", `chaos-core could not open its stores: ${cause}`, { cause: err });
@@ -162,7 +185,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     sessions: sessions ?? deferredSessionStore(services.then((d) => d.sessions), options.sessionTtlSeconds),
     logger,
     version: options.version,
-    limiter,
+    limiter: limiter ?? deferredRateLimiter(ready.then((r) => r.deps.limiter)),
     ...operator,
     ...mrtr,
   };
