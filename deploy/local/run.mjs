@@ -1,4 +1,3 @@
-/* global process */
 // Starts the chart's topology on this machine (deploy/local/topology.mjs) and keeps it running
 // until Ctrl-C or SIGTERM, which stops every process (callers first). Settings, from the
 // environment of this script only (the services get exactly the chart's environment):
