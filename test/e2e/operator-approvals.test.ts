@@ -200,6 +200,27 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
     expect((await approvals("approve-spend", String(seq))).code).toBe(1);
   });
 
+  it("a spend the day's total now blocks: approve-spend records the approval, fails, and names the daily cap with what is committed", async () => {
+    const buy = (notional: number) => ({ policy: "equity", action: { action: "BUY", asset: "AAPL", notional, confidence: 0.9 } });
+    const held = structured(await client.callTool({ name: "evaluate_spend_gate", arguments: buy(300) }));
+    expect(held.state).toBe("HITL_REQUIRED");
+    // Fill the day (earlier tests committed some of it) until the held 300 no longer fits.
+    let committed = held.committed_today as number;
+    while (committed + 300 <= 2500) {
+      const locked = structured(await client.callTool({ name: "evaluate_spend_gate", arguments: buy(249) }));
+      expect(locked.state).toBe("LOCKED");
+      committed += 249;
+    }
+    const approved = await approvals("approve-spend", String(held.ledger_seq));
+    expect(approved.code).toBe(1);
+    const f = (n: number) => `${n}.0`;
+    expect(approved.stderr).toContain(
+      `but the spend is BLOCKED (approval by operator rejected: blocked: daily-cap): ` +
+        `${f(committed)} committed today + 300.0 = ${f(committed + 300)} exceeds daily_cap 2500.0 (spend policy equity, version equity-1); ` +
+        "an approval cannot override a hard rule.",
+    );
+  });
+
   it("serves the approval console on loopback: admin.json names it, and approvals console prints a one-time operator link", async () => {
     const file = join(dir, "admin.json");
     const consoleUrl = () => (JSON.parse(readFileSync(file, "utf8")) as { console_url?: string }).console_url;

@@ -173,7 +173,9 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
               `${String(answer.requester)}, receives it with their next approve_spend {"request_seq": ${seqText}} ` +
               "(for a finance tool request, also by calling that tool with the same arguments), once.\n"
             : `The approval is recorded in ledger entry ${String(answer.ledger_seq)}, but the spend is ${String(answer.state)}` +
-              `${typeof result.reason === "string" ? ` (${result.reason})` : ""}: an approval cannot override a hard rule.\n`;
+              `${typeof result.reason === "string" ? ` (${result.reason})` : ""}` +
+              // The caps that blocked it, with their values: the ledger's words beside CHP's reason.
+              `${typeof result.message === "string" ? `: ${result.message};` : ":"} an approval cannot override a hard rule.\n`;
         break;
       }
       case "reject-spend": {

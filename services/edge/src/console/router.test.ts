@@ -568,6 +568,28 @@ describe("the approval console: answering", () => {
     expect(second.body).toContain("This spend request was already answered: an answer is given once.");
   });
 
+  it("tells the person approving a spend the daily cap now blocks which cap it is, with its value", async () => {
+    // A tenant of its own: its day's total is this test's alone.
+    const tenant = uniqueTenant("capped");
+    const { agent, seq } = await agentWithSpend(tenant);
+    for (let i = 0; i < 9; i++) {
+      const locked = ok<{ state: string }>(
+        await agent.call("evaluate_spend_gate", { policy: "equity", action: { action: "BUY", asset: "AAPL", notional: 249, confidence: 0.9 } }),
+      );
+      expect(locked.state).toBe("LOCKED");
+    }
+    const link = links.issue(tenant);
+    const b = new ConsoleBrowser(base);
+    const csrf = ConsoleBrowser.field((await b.get(`/approvals/sign-in/link?t=${link.token}`)).body, "csrf");
+    expect((await b.post("/approvals/sign-in/link", { form: { t: link.token, csrf } })).status).toBe(303);
+    const done = await answer(b, `/approvals/spend/${seq}`, "approve");
+    expect(done.status).toBe(200);
+    expect(done.body).toContain(
+      "left it BLOCKED (approval by console:operator rejected: blocked: daily-cap): " +
+        "2241.0 committed today + 300.0 = 2541.0 exceeds daily_cap 2500.0 (spend policy equity, version equity-1). Nothing runs on it.",
+    );
+  });
+
   it("declines a spend with a reason: the agent is told, nothing is approved", async () => {
     const { agent, seq } = await agentWithSpend(acme);
     const b = new ConsoleBrowser(base);

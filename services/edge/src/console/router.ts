@@ -19,6 +19,7 @@ import type { Identity } from "../auth/identity.js";
 import { APPROVER_SCOPE } from "../auth/scopes.js";
 import type { EdgeDeps } from "../deps.js";
 import { REGISTRY_KEY_MARK, registryKeyDigest } from "../sessions/session-store.js";
+import { decidedBy } from "../tools/governance/gate-result.js";
 import { CONSOLE_CSS } from "./console-css.js";
 import { newCsrfToken, sameToken, signInToken, signInTokenMatches } from "./csrf.js";
 import { cookie, cookieNames, readCookie, setConsoleHeaders } from "./headers.js";
@@ -709,6 +710,8 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
         seqOfAnswer = r.ledgerSeq;
         headline = `Approved as ${ctx.principal} (${r.channel || "console"})`;
         const gateReason = typeof r.result?.["reason"] === "string" ? r.result["reason"] : "";
+        // The caps that blocked it, with their values (the ledger's words beside CHP's reason).
+        const caps = decidedBy(r.result);
         lines =
           r.state === "LOCKED"
             ? [
@@ -717,7 +720,7 @@ export function createConsoleRouter(options: ConsoleRouterOptions): Router {
                   ? `The requester, ${requester}, receives the receipt with their next ${approveSpendCall(requestSeq)}, or the ${request.tool} call itself picks the approval up and runs once.`
                   : `The requester, ${requester}, receives the approval with their next ${approveSpendCall(requestSeq)}, once.`,
               ]
-            : [`The answer is recorded, but the spend gate, run again under the current policy, left it ${r.state}${gateReason ? `: ${gateReason}` : ""}. Nothing runs on it.`];
+            : [`The answer is recorded, but the spend gate, run again under the current policy, left it ${r.state}${gateReason ? ` (${gateReason})` : ""}${caps ? `: ${caps}` : ""}. Nothing runs on it.`];
       } else {
         const r = await deps.ledger.declineSpend({ requestSeq: BigInt(seq), approvedVia: "console", reason }, { ctx });
         seqOfAnswer = r.ledgerSeq;

@@ -294,6 +294,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
         problem: r.executed ? "" : (r.problem ?? ""),
         approvalRequestSeq: BigInt(r.approvalRequestSeq ?? 0),
         approvalChannels: [...(r.approvalChannels ?? [])],
+        gateBlocks: r.gateBlocks === true,
       };
     },
 

@@ -381,11 +381,22 @@ export class LedgerCore {
   /**
    * Authorize: runs the ordered check chain, settles replay against the nonce stores, and
    * records the decision — the nonce row and the entry commit together. `after` lets a caller
-   * (the finance tools) act in the same transaction once the receipt authorized.
+   * (the finance tools) act in the same transaction once the receipt authorized. `denialNote`
+   * is added to the problem of any denial of the chain (the finance tools: that the spend gate
+   * blocks the call whatever receipt comes); it never changes the code.
    */
   async authorize(
     call: CallContext,
-    input: { toolCall: unknown; receipt?: unknown; step?: StepBinding; kind?: ReceiptKind; policy?: unknown; missingPolicy?: string; eventType?: string },
+    input: {
+      toolCall: unknown;
+      receipt?: unknown;
+      step?: StepBinding;
+      kind?: ReceiptKind;
+      policy?: unknown;
+      missingPolicy?: string;
+      eventType?: string;
+      denialNote?: string;
+    },
     after?: AfterAuthorize,
   ): Promise<AuthorizationOutcome> {
     const kind = input.kind ?? "chaoscore.tool_approval_receipt";
@@ -405,19 +416,28 @@ export class LedgerCore {
       this.#deps.keyring,
     );
     const eventType = input.eventType ?? "authorization.decided";
+    const noted = (problem: string): string => (input.denialNote === undefined ? problem : `${problem}; ${input.denialNote}`);
     if (check.stage === "final") {
+      const problem = noted(check.problem);
       const entry = await this.record(call, {
         type: eventType,
         ...check.record,
         authorized: false,
-        problem: check.problem.slice(0, 500),
+        problem: problem.slice(0, 500),
       });
-      return { authorized: false, code: check.code, step: check.step, argsHash: check.record.args_hash ?? "", entry, problem: check.problem };
+      return { authorized: false, code: check.code, step: check.step, argsHash: check.record.args_hash ?? "", entry, problem };
     }
-    return this.#settle(call, check, eventType, after);
+    return this.#settle(call, check, eventType, after, input.denialNote === undefined ? undefined : noted);
   }
 
-  async #settle(call: CallContext, check: NeedsNonceCheck, eventType: string, after?: AfterAuthorize): Promise<AuthorizationOutcome> {
+  /** `noted` adds the caller's denial note to a denial's problem (see {@link authorize}). */
+  async #settle(
+    call: CallContext,
+    check: NeedsNonceCheck,
+    eventType: string,
+    after?: AfterAuthorize,
+    noted?: (problem: string) => string,
+  ): Promise<AuthorizationOutcome> {
     const tenant = call.tenant;
     // Only an outcome that burns the nonce claims it in the fast path: a wrong call presented
     // with a good receipt must not make the right call look like a replay.
@@ -428,7 +448,14 @@ export class LedgerCore {
       if (!claimed) {
         const decision = settleNonce(check, true);
         const entry = await this.record(call, { type: eventType, ...decision.record, authorized: false, fast_path: true });
-        return { authorized: false, code: decision.code, step: decision.step, argsHash: check.record.args_hash ?? "", entry };
+        return {
+          authorized: false,
+          code: decision.code,
+          step: decision.step,
+          argsHash: check.record.args_hash ?? "",
+          entry,
+          ...(noted && decision.problem !== undefined ? { problem: noted(decision.problem) } : {}),
+        };
       }
     }
     let decision: AuthorizationDecision | undefined;
@@ -475,7 +502,7 @@ export class LedgerCore {
         step: d.step,
         argsHash: check.record.args_hash ?? "",
         entry,
-        ...(d.problem ? { problem: d.problem } : {}),
+        ...(d.problem ? { problem: !d.authorized && noted ? noted(d.problem) : d.problem } : {}),
       };
     } catch (err) {
       // Nothing committed: give the fast path its nonce back so the receipt stays usable.

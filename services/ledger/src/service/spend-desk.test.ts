@@ -441,7 +441,9 @@ describe("finance reference tools", () => {
     const denied = results.filter((r) => !r.executed);
     expect(denied).toHaveLength(1);
     expect(denied[0]).toMatchObject({ code: "policy_deny", detailCode: "daily_cap_exceeded" });
-    expect(denied[0]!.problem).toMatch(/daily cap: projected 2640 vs daily cap 2500/);
+    expect(denied[0]!.problem).toMatch(
+      /^daily cap on \d{4}-\d{2}-\d{2} \(UTC\): 2400\.0 committed today \+ 240\.0 = 2640\.0 exceeds daily_cap 2500\.0 \(spend policy equity, version equity-1\)$/,
+    );
     expect(denied[0]!.result).toBeUndefined();
     expect(await committedInDb(admin, tenant, "equity")).toBe(2400);
     // The refused call's nonce was not consumed: the refusal is the cap's, not the receipt's.

@@ -6,6 +6,7 @@ import { newNonce, signReceipt, type Receipt } from "../authz/receipt.js";
 import type { ToolPolicyDocument } from "../authz/tool-policy.js";
 import { referenceTool, type ReferenceTool } from "../domain/reference-tools.js";
 import { approveHuman, evaluateGate, type GateResult, type SpendAction } from "../domain/spend-gate.js";
+import { blockedOnlyToday, capsInWords, decisionInWords } from "../domain/spend-limits.js";
 import { gatePolicy, missingConfidence, tighten, type SpendPolicyConfig } from "../domain/spend-policies.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { receiptTtl, sessionOf, type LedgerCore } from "./ledger-core.js";
@@ -56,7 +57,8 @@ function recordedAction(a: SpendAction): Record<string, unknown> {
   return { action: a.action, asset: a.asset, notional: n(a.notional), confidence: a.confidence == null ? null : n(a.confidence) };
 }
 
-function gateFields(g: GateResult): Record<string, unknown> {
+/** A gate decision as its entry records it; `message` is {@link decisionInWords}, what the answer says. */
+function gateFields(g: GateResult, message: string | undefined): Record<string, unknown> {
   return {
     state: g.state,
     reason: g.reason,
@@ -65,6 +67,7 @@ function gateFields(g: GateResult): Record<string, unknown> {
     committed_delta: chpFloat(g.committed_delta),
     content_hash: g.content_hash,
     reason_code: g.state === "BLOCKED" ? "policy_deny" : null,
+    ...(message !== undefined ? { message } : {}),
   };
 }
 
@@ -159,6 +162,11 @@ export interface FinanceOutcome {
   readonly approvalRequestSeq?: number;
   /** With a request still waiting: the channels that may approve it. */
   readonly approvalChannels?: readonly string[];
+  /**
+   * Not executed, and the spend gate blocks the call as presented (today's total included): no
+   * receipt can authorize it, and `problem` names the caps.
+   */
+  readonly gateBlocks?: boolean;
 }
 
 /** Why a HITL_REQUIRED entry without a stored request cannot be answered. */
@@ -242,9 +250,11 @@ export class SpendDesk {
     const day = utcDay(now);
     let gate: GateResult | undefined;
     let committed = 0;
+    let message: string | undefined;
     const entry = await this.#core.record(call, { type: "spend_gate.evaluated" }, async (tx, ctx) => {
       committed = await committedToday(tx, call.tenant, input.policyName, day);
       gate = evaluateGate(input.action, gatePolicy(policy), committed);
+      message = decisionInWords(gate, { policyName: input.policyName, policy: gatePolicy(policy), action: input.action, committedToday: committed });
       await commitSpend(tx, call.tenant, input.policyName, day, gate.committed_delta);
       const action = recordedAction(input.action);
       // A spend held for a person is stored as a request: its arguments are the action.
@@ -268,11 +278,11 @@ export class SpendDesk {
         action,
         committed_today: chpFloat(committed),
         day,
-        ...gateFields(gate),
+        ...gateFields(gate, message),
         ...(argsHash ? { args_hash: argsHash, ...requestedChannels(channels!) } : {}),
       };
     });
-    const reply = this.#reply(entry, gate!, committed, policy);
+    const reply = this.#reply(entry, gate!, committed, policy, message);
     return gate!.state === "HITL_REQUIRED" ? { ...reply, channels: channels!.channels } : reply;
   }
 
@@ -294,7 +304,8 @@ export class SpendDesk {
     throw new ChaosError("policy_denied", `confidence_required: ${problem} (spend policy "${about.policy}"; refusal recorded as ledger entry ${entry.seq})`);
   }
 
-  #reply(entry: LedgerEntry, gate: GateResult, committed: number, policy: SpendPolicyConfig, receipt?: Receipt): GateReply {
+  /** A gate decision as a reply shows it; `message` ({@link decisionInWords}) names the caps that decided it. */
+  #reply(entry: LedgerEntry, gate: GateResult, committed: number, policy: SpendPolicyConfig, message: string | undefined, receipt?: Receipt): GateReply {
     return {
       state: gate.state,
       contentHash: gate.content_hash,
@@ -311,6 +322,7 @@ export class SpendDesk {
         provenance: toPlainJson(gate.provenance),
         policy: { ...policy },
         ledger_seq: entry.seq,
+        ...(message !== undefined ? { message } : {}),
       },
       entry,
       ...(receipt ? { receipt } : {}),
@@ -434,6 +446,7 @@ export class SpendDesk {
     let gate: GateResult | undefined;
     let committed = 0;
     let receipt: Receipt | undefined;
+    let message: string | undefined;
     let alreadyAnswered = false;
     const entry = await this.#core.record(call, { type: "spend.approved" }, async (tx, ctx) => {
       // One answer per request, ever: the request's marker row commits with this entry.
@@ -449,6 +462,7 @@ export class SpendDesk {
       }
       committed = await committedToday(tx, call.tenant, policyName, day);
       gate = approveHuman(action, gatePolicy(policy), committed, approver);
+      message = decisionInWords(gate, { policyName, policy: gatePolicy(policy), action, committedToday: committed });
       const locked = gate.state === "LOCKED";
       if (locked && tool && collectNow) {
         receipt = this.#signAuthorization(call, tool, { actor: approver, argsHash: request.argsHash, policyVersion: policy.version, ttl, now });
@@ -469,7 +483,7 @@ export class SpendDesk {
         policy_version: policy.version,
         action: recordedAction(action),
         committed_today: chpFloat(committed),
-        ...gateFields(gate),
+        ...gateFields(gate, message),
         ...(tool ? { tool: tool.name } : {}),
         receipt_pending: locked && !collectNow,
         ...(locked && collectNow ? { collected: true } : {}),
@@ -480,7 +494,7 @@ export class SpendDesk {
       throw new ChaosError("failed_precondition", `already_answered: request ${input.requestSeq} was already answered (refusal recorded as ledger entry ${entry.seq})`);
     }
     return {
-      ...this.#reply(entry, gate!, committed, policy, receipt),
+      ...this.#reply(entry, gate!, committed, policy, message, receipt),
       receiptPending: gate!.state === "LOCKED" && !collectNow,
       channel,
       requester: request.principal,
@@ -604,8 +618,12 @@ export class SpendDesk {
           return refused("approval_pending", `no person has answered request ${seq} yet`);
         case "DECLINED":
           return refused("declined", `request ${seq} was declined by ${answer!.answeredBy} (${answer!.channel})${answer!.reason ? `: ${answer!.reason}` : ""}; it never runs`);
-        case "BLOCKED":
-          return refused("approval_blocked", `the approval of request ${seq} re-ran the gate and it is ${String(current!.answer!.event.state)} (${String(current!.answer!.event.reason)}); nothing may run`);
+        case "BLOCKED": {
+          const approved = current!.answer!.event;
+          // The caps as the approval named them (an approval recorded before it did says only CHP's reason).
+          const caps = typeof approved.message === "string" ? `: ${approved.message}` : "";
+          return refused("approval_blocked", `the approval of request ${seq} re-ran the gate and it is ${String(approved.state)} (${String(approved.reason)})${caps}; nothing may run`);
+        }
         case "COLLECTED":
           return refused("already_collected", `the approval of request ${seq} was collected in ledger entry ${current!.collectSeq}; an approval is collected once`);
         case "EXPIRED":
@@ -710,9 +728,11 @@ export class SpendDesk {
     let gate: GateResult | undefined;
     let committed = 0;
     let receipt: Receipt | undefined;
+    let message: string | undefined;
     const entry = await this.#core.record(call, { type: "reference.requested" }, async (tx, ctx) => {
       committed = await committedToday(tx, call.tenant, tool.spendPolicy, day);
       gate = evaluateGate(action, gatePolicy(policy), committed);
+      message = decisionInWords(gate, { policyName: tool.spendPolicy, policy: gatePolicy(policy), action, committedToday: committed });
       if (gate.state === "LOCKED") {
         receipt = this.#signAuthorization(call, tool, { actor: `chp-gate:${policy.version}`, argsHash, policyVersion: policy.version, ttl, now });
       } else if (gate.state === "HITL_REQUIRED") {
@@ -739,14 +759,14 @@ export class SpendDesk {
         action: recordedAction(action),
         committed_today: chpFloat(committed),
         status: gate.state === "LOCKED" ? "AUTHORIZED" : gate.state === "HITL_REQUIRED" ? "HITL_REQUIRED" : "DENIED",
-        ...gateFields(gate),
+        ...gateFields(gate, message),
         ...(gate.state === "HITL_REQUIRED" ? requestedChannels(channels!) : {}),
         ...(receipt ? { receipt_nonce: receipt.nonce, receipt_kid: receipt.kid, expiry: receipt.expiry } : {}),
       };
     });
     const g = gate!;
     const status = g.state === "LOCKED" ? "AUTHORIZED" : g.state === "HITL_REQUIRED" ? "HITL_REQUIRED" : "DENIED";
-    const reply = this.#reply(entry, g, committed, policy);
+    const reply = this.#reply(entry, g, committed, policy, message);
     return {
       status,
       code: g.state === "BLOCKED" ? "policy_deny" : status,
@@ -787,7 +807,7 @@ export class SpendDesk {
         const code = found.declined && !found.pending ? APPROVAL_DECLINED : APPROVAL_PENDING;
         const problem =
           code === APPROVAL_PENDING
-            ? `spend request ${waiting.requestSeq} for this exact call waits for a person's approval${asked ? " (stored now: a person must approve this call)" : ""}; nothing runs until one approves it`
+            ? `spend request ${waiting.requestSeq} for this exact call waits for a person's approval${asked ? " (stored now: a person must approve this call)" : ""}${this.#whyHeld(tool, args, policy)}; nothing runs until one approves it`
             : `spend request ${waiting.requestSeq} for this exact call was declined by ${answer!.answeredBy} (${answer!.channel})${answer!.reason ? `: ${answer!.reason}` : ""}; it never runs`;
         const entry = await this.#core.record(call, {
           type: "reference.executed",
@@ -813,6 +833,15 @@ export class SpendDesk {
       }
     }
     return this.#execute(call, tool, args, policy, input.receipt);
+  }
+
+  /** `, because <the threshold it reached>` while the policy holds the call for a person; else "". */
+  #whyHeld(tool: ReferenceTool, args: Record<string, unknown>, policy: SpendPolicyConfig): string {
+    const action = tool.toAction(args);
+    // The threshold alone holds a call; the day's total can only block it.
+    const gate = evaluateGate(action, gatePolicy(policy), 0);
+    if (gate.state !== "HITL_REQUIRED") return "";
+    return `, because ${decisionInWords(gate, { policyName: tool.spendPolicy, policy: gatePolicy(policy), action, committedToday: 0 })}`;
   }
 
   /**
@@ -876,6 +905,7 @@ export class SpendDesk {
     const policies = (await this.#core.policies.forTenant(call.tenant)).spendPolicies;
     const action = tool.toAction(args);
     const day = utcDay(this.#core.now());
+    const noReceiptCan = policy ? await this.#noReceiptCan(call, tool, action, policy, day) : undefined;
     let result: Record<string, unknown> | undefined;
     const outcome = await this.#core.authorize(
       call,
@@ -889,18 +919,14 @@ export class SpendDesk {
           `no spend policy "${tool.spendPolicy}" is configured for this tenant, so ${tool.name} cannot run; the operator ` +
           `configured: ${Object.keys(policies).join(", ") || "none"}`,
         eventType: "reference.executed",
+        ...(noReceiptCan !== undefined ? { denialNote: noReceiptCan } : {}),
       },
       async (tx, ctx) => {
         const committed = await committedToday(tx, call.tenant, tool.spendPolicy, day);
         // Checked before anything is written: a refusal here leaves the approval uncollected.
         if (committed + action.notional > policy!.daily_cap) {
-          return {
-            deny: {
-              code: DAILY_CAP_EXCEEDED,
-              problem: `daily cap: projected ${committed + action.notional} vs daily cap ${policy!.daily_cap} (${tool.spendPolicy}, ${day} UTC)`,
-            },
-            extra: recorded,
-          };
+          const facts = { policyName: tool.spendPolicy, policy: gatePolicy(policy!), action, committedToday: committed };
+          return { deny: { code: DAILY_CAP_EXCEEDED, problem: `daily cap on ${day} (UTC): ${capsInWords(["daily-cap"], facts)}` }, extra: recorded };
         }
         const refused = collect ? await collect(tx, ctx) : undefined;
         if (refused) return { deny: refused, extra: recorded };
@@ -912,6 +938,28 @@ export class SpendDesk {
     if (outcome.authorized) {
       return { executed: true, code: "EXECUTED", detailCode: "AUTHORIZED", result: result!, entry: outcome.entry };
     }
-    return { executed: false, code: financeCode(outcome.code), detailCode: outcome.code, entry: outcome.entry, ...(outcome.problem !== undefined ? { problem: outcome.problem } : {}) };
+    return {
+      executed: false,
+      code: financeCode(outcome.code),
+      detailCode: outcome.code,
+      entry: outcome.entry,
+      ...(outcome.problem !== undefined ? { problem: outcome.problem } : {}),
+      ...(noReceiptCan !== undefined ? { gateBlocks: true } : {}),
+    };
+  }
+
+  /**
+   * When the gate blocks this call as presented, what every refusal of it adds: that no receipt
+   * can authorize it, and the caps that block it ({@link capsInWords}); undefined otherwise. The
+   * check chain still decides the code (a call without a receipt is `missing_receipt` first, as
+   * CHP orders it). The day's total is read outside the ledger lock: these are words, and the
+   * daily cap is decided again under the lock before anything runs.
+   */
+  async #noReceiptCan(call: CallContext, tool: ReferenceTool, action: SpendAction, policy: SpendPolicyConfig, day: string): Promise<string | undefined> {
+    const committed = await this.#core.read(call, (q) => committedToday(q, call.tenant, tool.spendPolicy, day));
+    const gate = evaluateGate(action, gatePolicy(policy), committed);
+    if (gate.state !== "BLOCKED") return undefined;
+    const caps = decisionInWords(gate, { policyName: tool.spendPolicy, policy: gatePolicy(policy), action, committedToday: committed });
+    return `no receipt can authorize this call${blockedOnlyToday(gate) ? " today" : ""}: ${caps}`;
   }
 }

@@ -38,11 +38,24 @@ function approvalNextStep(
   }
 }
 
-function nextStep(name: ReferenceToolName, code: string, detail: string, message: string, seq: number, toolArgs: Record<string, unknown>): string {
+function nextStep(
+  name: ReferenceToolName,
+  code: string,
+  detail: string,
+  message: string,
+  seq: number,
+  toolArgs: Record<string, unknown>,
+  gateBlocks: boolean,
+): string {
   const json = JSON.stringify(toolArgs);
   const requestCall = `request_authorization {"tool": "${name}", "args": ${json.length <= MAX_ECHOED_ARGS ? json : "<these arguments, without receipt>"}}`;
   const what = `${code}${detail && detail !== code ? `, detail ${detail}` : ""}`;
   const recorded = `Not executed (${what})${message ? `: ${message}` : ""}. Recorded in ledger entry ${seq}.`;
+  // The code is the first check that failed (CHP's order); when the spend policy blocks the call
+  // anyway, asking for a receipt would only be refused, so the advice is the caps, not a receipt.
+  if (code !== "EXECUTED" && gateBlocks) {
+    return `${recorded} The spend policy blocks this call as it stands (the caps are named above), so no receipt or approval can make it run now: change the call to fit them, or ask the operator.`;
+  }
   // The short code is the seed's; where it would mislead (a bad signature is not an absent
   // receipt, another tenant's receipt is not changed arguments), the detail decides the advice.
   if (UNVERIFIABLE_RECEIPT.has(detail)) {
@@ -136,7 +149,7 @@ function referenceTool(name: ReferenceToolName): ToolDefinition {
         synthetic: true as const,
         next_step:
           (approvalSeq > 0 ? approvalNextStep(ctx, name, res.detailCode, seq, approvalSeq, res.approvalChannels) : undefined) ??
-          nextStep(name, res.code, res.detailCode, res.problem, seq, toolArgs),
+          nextStep(name, res.code, res.detailCode, res.problem, seq, toolArgs, res.gateBlocks),
       };
     },
   });

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { defineTool, type ToolContext } from "../define.js";
-import { gateOutput, toGateOutput } from "./gate-result.js";
+import { decidedBy, gateOutput, toGateOutput, type GateOutput } from "./gate-result.js";
 import { askHuman, type HumanQuestion } from "./human-approval.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { jsonObjectOutput, requestSeq, ttlSeconds } from "./shapes.js";
@@ -45,6 +45,12 @@ const output = gateOutput.partial().extend({
   decline_seq: z.number().int().optional().describe("The ledger entry that records a decline"),
   next_step: z.string().describe("What happens next, in plain words"),
 });
+
+/** An approval the gate still blocks: recorded, and nothing may run; the caps it broke named. */
+function stillBlocked(gate: GateOutput, recorded: string): string {
+  const why = decidedBy(gate.result);
+  return `${recorded} in ledger entry ${gate.ledger_seq}, but an approval cannot override a hard rule: the spend is ${gate.state} (${gate.reason})${why ? `: ${why}` : ""}. Nothing may run.`;
+}
 
 /** After a LOCKED approval that reached the requester (collected, or answered in their own session). */
 function handedOverNextStep(request: SpendRequest, via: string, seq: number, receipt?: Record<string, unknown>): string {
@@ -120,7 +126,7 @@ async function approveAsApprover(ctx: ToolContext, request: SpendRequest, ttl: n
     next_step:
       gate.state === "LOCKED"
         ? `Approved by you and locked in ledger entry ${gate.ledger_seq}. The requester, ${res.requester}, receives it with their next ${pickUp}; you hold no receipt.`
-        : `The approval is recorded in ledger entry ${gate.ledger_seq}, but an approval cannot override a hard rule: the spend is ${gate.state} (${gate.reason}). Nothing may run.`,
+        : stillBlocked(gate, "The approval is recorded"),
   };
 }
 
@@ -246,6 +252,6 @@ async function askTheClientUser(ctx: ToolContext, request: SpendRequest, ttl: nu
     next_step:
       gate.state === "LOCKED"
         ? handedOverNextStep(request, human.via, gate.ledger_seq, res.receipt)
-        : `The approval (via ${human.via}) is recorded in ledger entry ${gate.ledger_seq}, but an approval cannot override a hard rule: the spend is ${gate.state} (${gate.reason}). Nothing may run.`,
+        : stillBlocked(gate, `The approval (via ${human.via}) is recorded`),
   };
 }

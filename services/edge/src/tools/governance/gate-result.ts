@@ -55,15 +55,35 @@ export function toGateOutput(res: { result?: JsonObject; state: string; contentH
 }
 
 /**
+ * The ledger's words for what decided a gate result (`message`: the caps a BLOCKED decision broke,
+ * or the threshold that holds it for a person, with their values and the policy), or undefined.
+ * CHP's `reason` is shown as it is beside them: it is normative, and hashed.
+ */
+export function decidedBy(result: Readonly<Record<string, unknown>> | undefined): string | undefined {
+  const message = result?.["message"];
+  return typeof message === "string" && message !== "" ? message : undefined;
+}
+
+/** `Held for a person: <the threshold it reached>.` and a new line, or nothing without the ledger's words. */
+export function heldBecause(result: Readonly<Record<string, unknown>> | undefined): string {
+  const why = decidedBy(result);
+  return why ? `Held for a person: ${why}.\n` : "";
+}
+
+/**
  * The next step after a gate decision, in plain words; a held spend names every way to approve
- * it here among `channels`, the ones policy allows for it.
+ * it here among `channels`, the ones policy allows for it, and a blocked one the caps it broke.
  */
 export function gateNextStep(gate: GateOutput, ctx: ToolContext, channels: readonly string[]): string {
+  const why = decidedBy(gate.result);
   switch (gate.state) {
     case "HITL_REQUIRED":
-      return `${spendApprovalNextStep(ctx, gate.ledger_seq, channels)}\nThe approval reads the action from ledger entry ${gate.ledger_seq}, so it is exactly this one.`;
+      return `${heldBecause(gate.result)}${spendApprovalNextStep(ctx, gate.ledger_seq, channels)}\nThe approval reads the action from ledger entry ${gate.ledger_seq}, so it is exactly this one.`;
     case "BLOCKED":
-      return `Blocked by the policy's hard rules (${gate.reason}); recorded as policy_deny in ledger entry ${gate.ledger_seq}. No approval can override a blocked spend: change the action or ask the operator.`;
+      return (
+        `Blocked by the policy's hard rules (${why ? `CHP: ${gate.reason}): ${why}` : `${gate.reason})`}; recorded as policy_deny in ledger entry ${gate.ledger_seq}. ` +
+        "No approval can override a blocked spend: change the action or ask the operator."
+      );
     case "LOCKED":
       return `Within the policy's thresholds: locked and recorded in ledger entry ${gate.ledger_seq}. Evaluating the gate runs nothing.`;
   }

@@ -344,6 +344,101 @@ describe("the finance reference tools", () => {
   });
 });
 
+describe("spend answers name the caps that decide them", () => {
+  interface Finance {
+    executed: boolean;
+    code: string;
+    detail_code: string;
+    message: string;
+    ledger_seq: number;
+    next_step: string;
+  }
+  const lastEvent = async (c: Connected) =>
+    ok<{ entries: Array<{ seq: number; event: Record<string, unknown> }> }>(await c.call("inspect_audit_ledger", { limit: 1 })).entries[0]!;
+
+  it("a wire over the wire cap without a receipt says no receipt can cover it and names the 10,000 cap", async () => {
+    const c = await connect();
+    const out = ok<Finance>(await c.call("wire_treasury_transfer", { beneficiary: "ACME Ltd", amount: 25_000, currency: "EUR", confidence: 0.9 }));
+    // The seed's code and its check order: no receipt was presented, so that is what decides.
+    expect(out).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "allowlist_is_not_authorization" });
+    expect(out.message).toContain("no receipt can authorize this call: 25000.0 exceeds max_notional 10000.0 (spend policy wire, version wire-1)");
+    expect(out.next_step).toContain("25000.0 exceeds max_notional 10000.0");
+    // Asking for a receipt would only be refused: the next step does not send the agent there.
+    expect(out.next_step).not.toContain("request_authorization");
+    // What the agent was told is what the ledger recorded.
+    expect(await lastEvent(c)).toMatchObject({ seq: out.ledger_seq, event: { type: "reference.executed", code: "allowlist_is_not_authorization", problem: out.message } });
+  });
+
+  it("an equity order over the cap names the 500 cap, whether it asks for a receipt or calls the tool", async () => {
+    const c = await connect();
+    const big = { ...equity, quantity: 150, notional: 1500 };
+    const denied = ok<{ status: string; code: string; gate: { reason: string; content_hash: string }; next_step: string }>(
+      await c.call("request_authorization", { tool: "place_equity_order", args: big }),
+    );
+    // CHP's reason is normative (and hashed): it stays exactly as CHP defines it.
+    expect(denied).toMatchObject({ status: "DENIED", code: "policy_deny", gate: { reason: "blocked: per-asset-cap, max-notional" } });
+    expect(denied.next_step).toContain("1500.0 exceeds max_notional 500.0 (spend policy equity, version equity-1)");
+
+    const called = ok<Finance>(await c.call("place_equity_order", big));
+    expect(called).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "allowlist_is_not_authorization" });
+    expect(called.message).toContain("no receipt can authorize this call: 1500.0 exceeds max_notional 500.0 (spend policy equity, version equity-1)");
+    expect(called.next_step).not.toContain("request_authorization");
+  });
+
+  it("a blocked spend names every cap it breaks with its value, and keeps CHP's reason", async () => {
+    const c = await connect(undefined, [], STRICT_TENANT);
+    const blocked = ok<Gate>(await c.call("evaluate_spend_gate", { policy: "equity", action: { action: "SELL", asset: "TSLA", notional: 60, confidence: 0.6 } }));
+    expect(blocked).toMatchObject({ state: "BLOCKED", reason: "blocked: allowed-action, per-asset-cap, min-confidence" });
+    expect(blocked.next_step).toContain(
+      "action SELL is not in allowed_actions [BUY], 60.0 exceeds per_asset_limits.TSLA 50.0 and confidence 0.6 is below min_confidence 0.7 (spend policy equity, version eq-strict-2)",
+    );
+    // A cap the action stays within is not named as deciding it.
+    expect(blocked.next_step).not.toContain("max_notional");
+  });
+
+  it("a spend over today's total names what is committed today and the daily cap", async () => {
+    const c = await connect();
+    for (let i = 0; i < 10; i++) expect(ok<Gate>(await c.call("evaluate_spend_gate", gate(240))).state).toBe("LOCKED");
+    const blocked = ok<Gate>(await c.call("evaluate_spend_gate", gate(240)));
+    expect(blocked).toMatchObject({ state: "BLOCKED", reason: "blocked: daily-cap" });
+    expect(blocked.next_step).toContain("2400.0 committed today + 240.0 = 2640.0 exceeds daily_cap 2500.0 (spend policy equity, version equity-1)");
+  });
+
+  it("a call the daily cap refuses at execution says what is committed today and names the cap", async () => {
+    const c = await connect();
+    const order = { ...equity, notional: 240 };
+    const auth = ok<{ receipt: Record<string, unknown> }>(await c.call("request_authorization", { tool: "place_equity_order", args: order }));
+    for (let i = 0; i < 10; i++) ok(await c.call("evaluate_spend_gate", gate(240)));
+    const out = ok<Finance>(await c.call("place_equity_order", { ...order, receipt: auth.receipt }));
+    expect(out).toMatchObject({ executed: false, code: "policy_deny", detail_code: "daily_cap_exceeded" });
+    expect(out.message).toContain("2400.0 committed today + 240.0 = 2640.0 exceeds daily_cap 2500.0 (spend policy equity, version equity-1)");
+    expect(await lastEvent(c)).toMatchObject({ seq: out.ledger_seq, event: { code: "daily_cap_exceeded", problem: out.message } });
+  });
+
+  it("an approval the daily cap blocks names the cap to the person approving and to the requester collecting it", async () => {
+    const c = await connectOptedIn(yes);
+    const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
+    for (let i = 0; i < 9; i++) ok(await c.call("evaluate_spend_gate", gate(249)));
+    const approved = ok<Gate>(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(approved).toMatchObject({ state: "BLOCKED", reason: "approval by elicitation:agent rejected: blocked: daily-cap" });
+    const words = "2241.0 committed today + 300.0 = 2541.0 exceeds daily_cap 2500.0 (spend policy equity, version equity-1)";
+    expect(approved.next_step).toContain(words);
+    const collected = refused(await c.call("approve_spend", { request_seq: held.ledger_seq }));
+    expect(collected.message).toMatch(/^approval_blocked: /);
+    expect(collected.message).toContain(words);
+  });
+
+  it("a spend held for a person names the threshold that holds it", async () => {
+    const c = await connect();
+    const held = ok<Gate>(await c.call("evaluate_spend_gate", gate(300)));
+    expect(held).toMatchObject({ state: "HITL_REQUIRED", reason: "human approval required: 300.0 >= HITL threshold 250.0" });
+    expect(held.next_step).toContain("300.0 is at or above hitl_threshold 250.0 (spend policy equity, version equity-1)");
+    const wire = ok<Finance>(await c.call("wire_treasury_transfer", { beneficiary: "ACME Ltd", amount: 1200, currency: "USD", confidence: 0.9 }));
+    expect(wire).toMatchObject({ executed: false, code: "missing_receipt", detail_code: "approval_pending" });
+    expect(wire.message).toContain("1200.0 is at or above hitl_threshold 0.0 (spend policy wire, version wire-1)");
+  });
+});
+
 describe("inspect_audit_ledger and chp_version", () => {
   it("shows the chain, the signed checkpoint and proofs that verify", async () => {
     const c = await connect();

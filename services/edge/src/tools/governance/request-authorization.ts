@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { defineTool } from "../define.js";
 import { REFERENCE_TOOL_NAMES, REFERENCE_TOOL_SPECS, referenceArgs } from "../finance/arguments.js";
+import { decidedBy, heldBecause } from "./gate-result.js";
 import { ledgerCall, ledgerOf, oneOf, seqNumber } from "./ledger-access.js";
 import { approvalChannelsOutput, spendApprovalChannels, spendApprovalNextStep } from "./spend-approval-channels.js";
 import { boundedJsonObject, jsonObjectOutput, MAX_ARGUMENTS_BYTES, ttlSeconds } from "./shapes.js";
@@ -69,13 +70,17 @@ export const requestAuthorizationTool = defineTool({
     const spec = REFERENCE_TOOL_SPECS[args.tool];
     const approvalSeq = seqNumber(res.approvalRequestSeq);
     const use = `Call ${spec.name} with exactly the same arguments plus "receipt": <the receipt, whole> before it expires; it works once.`;
+    const why = decidedBy(res.gate);
+    const reason = res.gate?.["reason"];
     const nextStep = {
       AUTHORIZED:
         approvalSeq > 0
           ? `A person approved your request ${approvalSeq} for this exact call; its receipt is handed over now (collected in ledger entry ${seq}). ${use}`
           : `Authorized under the approval threshold (ledger entry ${seq}). ${use}`,
-      HITL_REQUIRED: spendApprovalNextStep(ctx, seq, res.approvalChannels, spec.name),
-      DENIED: `Denied (${res.code}), recorded in ledger entry ${seq}. Do not call ${spec.name}; no approval can override this.`,
+      HITL_REQUIRED: `${heldBecause(res.gate)}${spendApprovalNextStep(ctx, seq, res.approvalChannels, spec.name)}`,
+      DENIED:
+        `Denied (${res.code}${typeof reason === "string" ? `; CHP: ${reason}` : ""})${why ? `: ${why}` : ""}. Recorded in ledger entry ${seq}. ` +
+        `Do not call ${spec.name}; no approval can override this.`,
     }[status];
     return {
       status,
