@@ -13,6 +13,11 @@ export interface ParsedStep {
   readonly capability: string;
   readonly input: JsonObject;
   readonly rationale: string;
+  /**
+   * Set on a recall read from a question ("what is X?"): memory's answer is the only one the
+   * offline planner has, so when it holds nothing the question is unanswered, not answered "no".
+   */
+  readonly question?: true;
 }
 
 /** What the parser made of an objective. */
@@ -335,8 +340,9 @@ function asking(clause: string): Clause {
     const subject = rest.replace(/^(?:everything|all|anything|stored|alles)$/iu, "");
     const query = subjectQuery(subject);
     if (query === "" && tags.length === 0) continue;
-    const why = query !== "" ? `offline parser: look up what memory holds about "${query}" (an exact key match comes first)` : `offline parser: list what is stored tagged ${tags.join(", ")}`;
-    return { steps: [recallStep(query, tags, why)] };
+    if (query === "") return { steps: [recallStep(query, tags, `offline parser: list what is stored tagged ${tags.join(", ")}`)] };
+    const why = `offline parser: look up what memory holds about "${query}" (an exact key match comes first)`;
+    return { steps: [{ ...recallStep(query, tags, why), question: true }] };
   }
   return undefined;
 }
