@@ -1,5 +1,5 @@
 import { ADMIN_FILE, adminRequest, readAdminFile, type AdminFile } from "./admin-client.js";
-import { parseCommandLine, UsageError, withFlags } from "./command-line.js";
+import { parseCommandLine, unknownCommand, UsageError, withFlags } from "./command-line.js";
 import { resolveDataDir } from "./config.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
@@ -45,6 +45,8 @@ Exits 0 when done, 1 when the server refused or none is running, 2 on a usage er
 `;
 
 type Json = Record<string, unknown>;
+
+const COMMANDS = ["list", "approve", "reject", "approve-spend", "reject-spend", "console", "help"];
 
 async function call(admin: AdminFile, method: "GET" | "POST", path: string, body?: Json): Promise<Json> {
   const res = await adminRequest(admin, method, path, body);
@@ -110,6 +112,8 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
       io.stdout.write(APPROVALS_USAGE);
       return EXIT_OK;
     }
+    // Before the flags: a misspelt command is the problem to name, not a flag it does not take.
+    if (!COMMANDS.includes(command)) throw unknownCommand("command", command, COMMANDS);
     const { values, positionals } = parseCommandLine(
       rest,
       {
@@ -195,7 +199,7 @@ export async function runApprovalsCommand(argv: string[], io: ApprovalsCommandIo
         break;
       }
       default:
-        throw new UsageError(`unknown command "${command}"`);
+        throw unknownCommand("command", command, COMMANDS);
     }
     (ok ? io.stdout : io.stderr).write(json ? `${JSON.stringify(answer)}\n` : text);
     return ok ? EXIT_OK : EXIT_FAILED;

@@ -5,7 +5,7 @@ import { loopbackMcpUrl, newAgentToken, publishAgentEndpoint } from "./agent-end
 import type { runChpConformance as RunChpConformance } from "./chp-conformance.js";
 import type { runLedgerCommand as RunLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
-import { flagProblem, parseCommandLine, UsageError, withFlags, type FlagVariables } from "./command-line.js";
+import { flagProblem, meantHint, parseCommandLine, unknownCommand, UsageError, withFlags, type FlagVariables } from "./command-line.js";
 import { loadStandaloneConfig } from "./config.js";
 import type { Runtime } from "./runtime.js";
 import type { StartingRuntime } from "./startup.js";
@@ -51,6 +51,10 @@ else CHAOS_CORE_DATA_DIR, else the per-user one: $XDG_DATA_HOME/chaos-core or
 %LOCALAPPDATA%\\chaos-core); every command uses the same. A flag wins over its variable
 (--host HOST, --port PORT, --data-dir CHAOS_CORE_DATA_DIR). See .env.example for every setting.
 `;
+
+/** The commands and top-level options {@link main} knows, for naming the one a typo likely meant. */
+const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "contracts", "help"] as const;
+const TOP_OPTIONS = ["--help", "--version"] as const;
 
 /** The options of serve and stdio, and the variable each sets. */
 const SERVE_FLAGS = { host: "HOST", port: "PORT", "data-dir": "CHAOS_CORE_DATA_DIR" } as const satisfies FlagVariables;
@@ -166,8 +170,8 @@ export async function main(argv: string[]): Promise<number> {
       }
       default:
         return command.startsWith("-")
-          ? usageError(`unknown option ${command}`, COMMAND_USAGE.top)
-          : usageError(`unknown command "${command}"`, COMMAND_USAGE.top);
+          ? usageError(`unknown option ${command}${meantHint(command, TOP_OPTIONS)}`, COMMAND_USAGE.top)
+          : usageError(unknownCommand("command", command, COMMANDS).message, COMMAND_USAGE.top);
     }
   } catch (err) {
     if (err instanceof UsageError) return usageError(err.message, COMMAND_USAGE[command === "chp-conformance" ? command : "top"]);

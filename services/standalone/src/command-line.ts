@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { ConfigError, type Env } from "@chaos-core/kit";
+import { ConfigError, likelyMeant, type Env } from "@chaos-core/kit";
 import { loadOperatorStores, type OperatorStores } from "./config.js";
 
 /** A wrong command line: the command answers with the message and its usage, and exits 2. */
@@ -13,9 +13,36 @@ export type OptionSpecs = Record<string, { type: "string" | "boolean"; short?: s
 type Values<T extends OptionSpecs> = { [K in keyof T]?: T[K]["type"] extends "string" ? string : boolean };
 
 /**
+ * ` (did you mean "serve"?)` when `given` is a likely typo of one of the `known` names (kit's
+ * {@link likelyMeant}, the measure tool names are suggested by); else empty.
+ */
+export function meantHint(given: string, known: readonly string[]): string {
+  const meant = likelyMeant(given, known);
+  return meant === undefined ? "" : ` (did you mean "${meant}"?)`;
+}
+
+/** The error for a command name `given` that is none of `known`: `unknown <what> "serv" (did you mean "serve"?)`. */
+export function unknownCommand(what: string, given: string, known: readonly string[]): UsageError {
+  return new UsageError(`unknown ${what} "${given}"${meantHint(given, known)}`);
+}
+
+/**
+ * The unknown long option of `args` (the first, the one parseArgs refused) and the option it is
+ * likely a typo of: `--prot` → `--port`. Undefined when it is a short option or close to none.
+ */
+function misspeltOption(args: string[], options: OptionSpecs): { given: string; meant: string } | undefined {
+  const { tokens } = parseArgs({ args, options, strict: false, allowPositionals: true, tokens: true });
+  const unknown = tokens.find((t) => t.kind === "option" && !Object.hasOwn(options, t.name));
+  if (unknown?.kind !== "option" || !unknown.rawName.startsWith("--")) return undefined;
+  const meant = likelyMeant(unknown.name, Object.keys(options));
+  return meant === undefined ? undefined : { given: unknown.rawName, meant: `--${meant}` };
+}
+
+/**
  * Parses a command's arguments strictly. Unknown options, a missing or empty value and
  * unexpected arguments are a {@link UsageError} with a one-line message, never parseArgs' own
- * exception (whose stack trace is what a user met before).
+ * exception (whose stack trace is what a user met before); an unknown option close to a known
+ * one names it (`unknown option '--prot' (did you mean "--port"?)`).
  */
 export function parseCommandLine<T extends OptionSpecs>(
   args: string[],
@@ -26,6 +53,10 @@ export function parseCommandLine<T extends OptionSpecs>(
   try {
     parsed = parseArgs({ args, options, strict: true, allowPositionals: positionals });
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+      const typo = misspeltOption(args, options);
+      if (typo) throw new UsageError(`unknown option '${typo.given}' (did you mean "${typo.meant}"?)`);
+    }
     // parseArgs' own sentence ("Unknown option '--x'"), as one line of ours.
     const message = err instanceof Error ? err.message : String(err);
     throw new UsageError(message.charAt(0).toLowerCase() + message.slice(1));

@@ -18,7 +18,7 @@ import {
 } from "@chaos-core/contracts";
 import { edgeSurface } from "@chaos-core/edge";
 import { parseVerifierKey, verifierKey, type NoteSigner } from "@chaos-core/kit";
-import { parseCommandLine, UsageError } from "./command-line.js";
+import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
 import { computeContracts, REPO_ROOT } from "./contracts-surface.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
@@ -128,7 +128,7 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
         return 0;
       }
       default:
-        return usage(io, `unknown command "${sub}"`);
+        return usage(io, unknownCommand("command", sub, ["lock", "diff", "keygen", "sign", "verify", "help"]).message);
     }
   } catch (err) {
     if (err instanceof UsageError) return usage(io, err.message);

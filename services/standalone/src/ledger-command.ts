@@ -16,7 +16,7 @@ import {
   type VerifyReport,
 } from "@chaos-core/ledger";
 import { adminRequest } from "./admin-client.js";
-import { parseCommandLine, storesFromCommandLine, UsageError, type OptionSpecs } from "./command-line.js";
+import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError, type OptionSpecs } from "./command-line.js";
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { openEmbeddedDb } from "./data-dir-layout.js";
@@ -258,7 +258,7 @@ export async function runLedgerCommand(argv: string[], io: LedgerCommandIo = pro
         io.stdout.write(LEDGER_USAGE);
         return sub === undefined ? EXIT_USAGE : EXIT_OK;
       default:
-        return usage(io, `unknown ledger command "${sub}"`);
+        return usage(io, unknownCommand("ledger command", sub, ["verify", "export", "help"]).message);
     }
   } catch (err) {
     if (err instanceof UsageError) return usage(io, err.message);

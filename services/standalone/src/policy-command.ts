@@ -12,7 +12,7 @@ import {
   type PolicyStore,
 } from "@chaos-core/policy";
 import { adminRequest, type AdminFile } from "./admin-client.js";
-import { parseCommandLine, storesFromCommandLine, UsageError } from "./command-line.js";
+import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError } from "./command-line.js";
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { POLICY_FILE, policyFilePath } from "./data-dir-layout.js";
@@ -162,7 +162,7 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
       io.stdout.write(POLICY_USAGE);
       return EXIT_OK;
     }
-    if (command !== "show" && command !== "set") throw new UsageError(`unknown policy command "${command}"`);
+    if (command !== "show" && command !== "set") throw unknownCommand("policy command", command, ["show", "set", "help"]);
     const { values, positionals } = parseCommandLine(
       rest,
       {

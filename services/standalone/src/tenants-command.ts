@@ -25,7 +25,7 @@ import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { adminRpcClient } from "./admin-rpc.js";
 import { applyRetention, deleteTenant, exportTenant, type TenantDataServices } from "./tenant-data.js";
-import { parseCommandLine, storesFromCommandLine, UsageError } from "./command-line.js";
+import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError } from "./command-line.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { openEmbeddedDb } from "./data-dir-layout.js";
 
@@ -340,7 +340,7 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
       return EXIT_OK;
     }
     const commands = group === "tenants" ? ["create", "list", "show", "disable", "enable", "settings", "export", "delete", "retention"] : ["create", "list", "revoke"];
-    if (!commands.includes(command)) throw new UsageError(`unknown ${group} command "${command}"`);
+    if (!commands.includes(command)) throw unknownCommand(`${group} command`, command, [...commands, "help"]);
     const { values, positionals } = parseCommandLine(rest, OPTIONS, { positionals: true });
     json = values.json === true;
     const settingsFlags = ["name", "memory-retention-days", "council-retention-days", "toolsets", "rate-limits", "ledger-policy"];

@@ -150,6 +150,28 @@ describe("runCognitiveCore", () => {
     expect(second.status).toBe("succeeded");
   });
 
+  it("a question memory cannot answer offline says it needs a language model", async () => {
+    const { deps } = harness(uniqueTenant());
+    const asked = await runCognitiveCore({ objective: "what is the capital of France?" }, deps);
+    // The recall ran and found nothing: the run did what it planned, but the question has no answer.
+    expect(asked.results.map((r) => [r.capability, r.status])).toEqual([["memory.recall", "executed"]]);
+    expect(asked.status).toBe("succeeded");
+    const unanswered =
+      'Memory holds nothing about "capital-of-france". A question beyond what memory holds needs a language model; none is configured ' +
+      "(set CHAOS_CORE_PROVIDER=openai (with OPENAI_API_KEY and OPENAI_MODEL) or CHAOS_CORE_PROVIDER=openai-compatible " +
+      "(with OPENAI_BASE_URL and OPENAI_MODEL); see docs/cognition.md).";
+    expect(asked.summary).toBe(unanswered);
+    expect(asked.notes).toContain(unanswered);
+
+    // What memory holds is the answer, offline as before.
+    expect((await runCognitiveCore({ objective: "remember that the capital of France is Paris" }, deps)).status).toBe("succeeded");
+    const answered = await runCognitiveCore({ objective: "what is the capital of France?" }, deps);
+    expect(answered.summary).toBe("capital-of-france: Paris.");
+    expect(answered.notes.join(" ")).not.toContain("language model");
+    // A search is of memory only: finding nothing is its whole answer.
+    expect((await runCognitiveCore({ objective: "find notes mentioning lyon" }, deps)).summary).toBe('Nothing stored matches "lyon".');
+  });
+
   it("never reaches the handler of a denied capability, and does not re-plan around the denial", async () => {
     const tenant = uniqueTenant();
     await putPolicy(tenant, { deniedCapabilities: ["test.frobnicate"] });
@@ -318,6 +340,22 @@ describe("runCognitiveCore with a model provider (stand-in server)", () => {
       expect(trace.status).toBe("failed");
       expect(trace.results[0]).toMatchObject({ status: "failed", ran: true });
       expect(calls).toEqual(["test.calibrate"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("says nothing about a missing model when a model planned a recall that found nothing", async () => {
+    const server = await startOpenAIStandIn();
+    try {
+      server.script(
+        chatReply(JSON.stringify({ goal: "the capital of France", constraints: [], successCriteria: [], ambiguities: [], risk: "low", candidateCapabilities: ["memory.recall"] })),
+        chatReply(JSON.stringify({ steps: [{ capability: "memory.recall", input: { query: "capital-of-france", limit: 50 }, rationale: "Look it up." }] })),
+      );
+      const provider = new OpenAICompatibleProvider({ baseURL: server.baseURL, model: "m", maxRetries: 0 });
+      const trace = await runCognitiveCore({ objective: "what is the capital of France?" }, harness(uniqueTenant(), provider).deps);
+      expect(trace).toMatchObject({ status: "succeeded", summary: 'Nothing stored matches "capital-of-france".' });
+      expect(trace.notes.join(" ")).not.toContain("language model");
     } finally {
       await server.close();
     }

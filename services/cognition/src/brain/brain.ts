@@ -12,7 +12,8 @@ import { ChaosError, withSpan } from "@chaos-core/kit";
 import { executeSteps, type ExecutorDeps } from "../executor/executor.js";
 import type { StepResult } from "../executor/types.js";
 import { DEFAULT_PLAN_TTL_SECONDS } from "../plans/plan-store.js";
-import { checkObjective, reason, type Intent } from "./intent.js";
+import { parseObjective } from "../providers/objective-parser.js";
+import { checkObjective, reason, usesModel, type Intent } from "./intent.js";
 import {
   pastEpisodes,
   recallProcedure,
@@ -25,7 +26,7 @@ import {
 } from "./memory-records.js";
 import { plan, type Plan } from "./planner.js";
 import { keyWords, objectiveSignature } from "./signature.js";
-import { summarizeRun } from "./summary.js";
+import { summarizeRun, unansweredQuestions, type SummaryOptions } from "./summary.js";
 
 /** The stages of the loop, in the order they first occur. */
 export type BrainStage = "context" | "reason" | "plan" | "execute" | "evaluate" | "replan" | "remember";
@@ -84,6 +85,13 @@ export interface CognitiveTrace {
 }
 
 const SELF_SPANNED = new Set<BrainStage>(["reason", "plan", "replan"]);
+
+/** The queries of the recalls the offline parser reads from the objective's questions ("what is X?"). */
+function questionQueries(objective: string): Set<string> {
+  const parsed = parseObjective(objective);
+  if (parsed.kind !== "steps") return new Set();
+  return new Set(parsed.steps.flatMap((s) => (s.question && typeof s.input.query === "string" ? [s.input.query] : [])));
+}
 
 function checkMaxReplans(value: number | undefined): number {
   const n = value ?? DEFAULT_MAX_REPLANS;
@@ -235,6 +243,11 @@ export async function runCognitiveCore(request: CognitiveRequest, deps: BrainDep
   );
   const episodeKey = bookkeeping.find((w) => w.kind === "episode" && w.stored)?.key;
 
-  const summary = summarizeRun(results, plans.flatMap((p) => p.steps));
+  // Offline, memory is all that answers a question: one it holds nothing about is said to be
+  // unanswered, and what would answer it, in the summary and the notes.
+  const steps = plans.flatMap((p) => p.steps);
+  const answers: SummaryOptions = usesModel(deps.provider) ? {} : { offlineQuestions: questionQueries(objective) };
+  notes.push(...unansweredQuestions(results, steps, answers));
+  const summary = summarizeRun(results, steps, answers);
   return { objective, context, intent, plans, results, status, replans, episodeKey, notes, bookkeeping, summary };
 }

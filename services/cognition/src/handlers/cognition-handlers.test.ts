@@ -34,6 +34,7 @@ import { createMemoryApprovalStore } from "../executor/approvals.js";
 import { createRedisApprovalStore } from "../executor/redis-approval-store.js";
 import { createInMemoryAuditSink } from "../executor/audit.js";
 import { argsHash } from "../executor/canonical-json.js";
+import { unansweredOffline } from "../brain/summary.js";
 import { createMemoryPlanStore } from "../plans/memory-plan-store.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { OpenAIProvider } from "../providers/openai.js";
@@ -444,19 +445,19 @@ describe.each(transports)("cognition handlers (%s)", (_name, client) => {
     expect(planned.notes.join(" ")).toContain("needs a language model; none is configured");
   });
 
-  it("answers a question in the trace's summary, and says when nothing matched", async () => {
+  it("answers a question in the trace's summary, and says when memory holds nothing about it", async () => {
     const tenant = uniqueTenant();
     const run = async (objective: string) => {
       let trace: Extract<AchieveResponse["event"], { case: "trace" }>["value"] | undefined;
       for await (const msg of client().achieve({ objective }, as(tenant, "session-a"))) if (msg.event.case === "trace") trace = msg.event.value;
       return trace!;
     };
-    expect((await run("what is the deploy window?")).summary).toBe('Nothing stored matches "deploy-window".');
+    expect((await run("what is the deploy window?")).summary).toBe(unansweredOffline("deploy-window"));
     expect((await run("remember that the deploy window is friday")).summary).toBe("Remembered deploy-window: friday.");
     const asked = await run("what is the deploy window?");
     expect(asked).toMatchObject({ status: "succeeded", summary: "deploy-window: friday." });
     expect((await run("forget the deploy window")).summary).toBe("Forgot deploy-window.");
-    expect((await run("what is the deploy window?")).summary).toBe('Nothing stored matches "deploy-window".');
+    expect((await run("what is the deploy window?")).summary).toBe(unansweredOffline("deploy-window"));
     // A second identical objective is planned from its procedure.
     expect(asked.plans[0]?.source).toBe("procedure");
   });

@@ -320,6 +320,25 @@ describe("the offline objective parser", () => {
     for (const [objective] of [...ISSUE, ...TABLE]) expect(parseObjective(objective)).toEqual(parseObjective(objective));
   });
 
+  it("a time's colon stays in the value", () => {
+    // A colon inside a word of a sentence (a time, a ratio, a URL, a host's port) is no "X: Y":
+    // the sentence is a note, keyed by its first words as "memorize that the build takes 12 minutes" is.
+    const cases: readonly Case[] = [
+      ["record that the backup finished at 02:00", [["memory.remember", { key: "backup-finished-at-02-00", value: "the backup finished at 02:00" }]]],
+      ["remember that the backup finished at 02:00:15", [["memory.remember", { key: "backup-finished-at-02-00-15", value: "the backup finished at 02:00:15" }]]],
+      ["remember that the mix 3:1 works best", [["memory.remember", { key: "mix-3-1-works-best", value: "the mix 3:1 works best" }]]],
+      ["record that postgres listens on db-1:5432", [["memory.remember", { key: "postgres-listens-on-db-1-5432", value: "postgres listens on db-1:5432" }]]],
+      // A colon that does separate: after the subject, or glued to a one-word key.
+      ["record the backup time: 02:00", [["memory.remember", { key: "backup-time", value: "02:00" }]]],
+      ["save the dashboard: http://grafana.example.com:3000/d/1", [["memory.remember", { key: "dashboard", value: "http://grafana.example.com:3000/d/1" }]]],
+      ["remember retries:3", [["memory.remember", { key: "retries", value: "3" }]]],
+    ];
+    for (const [objective, expected] of cases) {
+      const { ok, got } = reads(objective, expected);
+      expect(ok, `${objective} → ${got}`).toBe(true);
+    }
+  });
+
   it("says what it did not understand, and that a model would be needed", () => {
     const parsed = parseObjective("frobnicate the gizmos");
     expect(parsed).toMatchObject({ kind: "unknown" });

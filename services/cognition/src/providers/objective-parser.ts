@@ -13,6 +13,11 @@ export interface ParsedStep {
   readonly capability: string;
   readonly input: JsonObject;
   readonly rationale: string;
+  /**
+   * Set on a recall read from a question ("what is X?"): memory's answer is the only one the
+   * offline planner has, so when it holds nothing the question is unanswered, not answered "no".
+   */
+  readonly question?: true;
 }
 
 /** What the parser made of an objective. */
@@ -154,17 +159,42 @@ const STORE_START = new RegExp(`^${STORE_VERB}\\b\\s*[:,-]?\\s*`, "iu");
 const STORE_END = /[\s,;.-]+(?:(?:please\s+)?(?:remember|store|save|note)\s+(?:that|this|it)|merke?\s+dir\s+(?:das|dies|es)|merk\s+dir\s+(?:das|dies|es)|speichere?\s+(?:das|dies|es)|bitte\s+merken|bitte\s+speichern)[\s.!]*$/iu;
 const THAT = /^(?:that|the\s+fact\s+that|this|dass|daß|folgendes)\b\s*[:,]?\s*/iu;
 
+/** A subject and its value, split at a separator. */
+interface Fact {
+  readonly subject: string;
+  readonly value: string;
+}
+
+/**
+ * `body` split at its first colon that separates a subject from its value: "colour: blue",
+ * "retries:3". A colon inside a word of a sentence is part of that word, not a separator: a time
+ * or a ratio ("finished at 02:00", "3:1"), a URL ("http://…"), a host and port ("db-1:5432").
+ * Glued to its neighbours, a colon separates only after the first word.
+ */
+function colonFact(body: string): Fact | undefined {
+  for (const { index } of body.matchAll(/:/gu)) {
+    const subject = body.slice(0, index).trimEnd();
+    const rest = body.slice(index + 1);
+    if (rest.startsWith("//") || /\bhttps?$/iu.test(subject)) continue;
+    if (/\p{N}$/u.test(subject) && /^\p{N}/u.test(rest)) continue;
+    const glued = subject.length === index && /^\S/u.test(rest);
+    if (glued && /\s/u.test(subject.trim())) continue;
+    const value = rest.trim();
+    if (subject.trim() !== "" && value !== "") return { subject, value };
+  }
+  return undefined;
+}
+
 /** "X is Y", "X: Y", "X = Y" (and German "X ist Y"), in that order of preference. */
-function splitFact(body: string): { subject: string; value: string } | undefined {
-  const colon = /^(.+?)\s*(?<!https?):(?!\/\/)\s*(.+)$/su.exec(body);
+function splitFact(body: string): Fact | undefined {
   const equals = /^(.+?)\s*=\s*(.+)$/su.exec(body);
   const copula = /^(.+?)\s+(?:is|are|was|were|ist|sind|lautet|lauten|heißt|heisst|equals|means|bedeutet)\s+(.+)$/isu.exec(body);
   // The earliest separator wins: "the URL is https://x" splits at "is", "colour: blue is nice" at ":".
-  const found = [colon, equals, copula].filter((m): m is RegExpExecArray => m !== null);
+  const found = [colonFact(body), ...[equals, copula].map((m) => m && { subject: m[1] ?? "", value: m[2] ?? "" })].filter((f): f is Fact => !!f);
   if (found.length === 0) return undefined;
-  found.sort((a, b) => (a[1] ?? "").length - (b[1] ?? "").length);
+  found.sort((a, b) => a.subject.length - b.subject.length);
   const best = found[0]!;
-  return { subject: (best[1] ?? "").trim(), value: (best[2] ?? "").trim() };
+  return { subject: best.subject.trim(), value: best.value.trim() };
 }
 
 /** German subordinate clause: "dass das Deploy-Fenster Freitag ist" → subject, value (its last word). */
@@ -310,8 +340,9 @@ function asking(clause: string): Clause {
     const subject = rest.replace(/^(?:everything|all|anything|stored|alles)$/iu, "");
     const query = subjectQuery(subject);
     if (query === "" && tags.length === 0) continue;
-    const why = query !== "" ? `offline parser: look up what memory holds about "${query}" (an exact key match comes first)` : `offline parser: list what is stored tagged ${tags.join(", ")}`;
-    return { steps: [recallStep(query, tags, why)] };
+    if (query === "") return { steps: [recallStep(query, tags, `offline parser: list what is stored tagged ${tags.join(", ")}`)] };
+    const why = `offline parser: look up what memory holds about "${query}" (an exact key match comes first)`;
+    return { steps: [{ ...recallStep(query, tags, why), question: true }] };
   }
   return undefined;
 }
