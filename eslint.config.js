@@ -11,7 +11,9 @@ export default tseslint.config(
   {
     // Plain JavaScript launchers run on Node.
     files: ["**/*.js", "**/*.mjs"],
-    languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", URL: "readonly", setTimeout: "readonly", clearTimeout: "readonly", setInterval: "readonly", clearInterval: "readonly" },
+    },
   },
   {
     rules: {

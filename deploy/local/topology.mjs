@@ -1,4 +1,3 @@
-/* global setTimeout, clearTimeout */
 // The Helm chart's topology on one machine (issue 12 item 5): every component as its own process,
 // started the way the image's entrypoint starts it, with exactly the environment the chart gives
 // its pod (the same variable names and values; the chart's ports, shifted by `portOffset` so two
