@@ -70,7 +70,10 @@ describe("the packed chaos-core installs into a prefix and runs from outside the
     transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
     const client = new Client({ name: "chaos-core-install-test", version: "0.0.0" });
     try {
-      await client.connect(transport);
+      // A start that fails (a lock it cannot find) closes the connection: say why.
+      await client.connect(transport).catch((err: Error) => {
+        throw new Error(`chaos-core stdio did not answer initialize (${err.message}):\n${stderr}`);
+      });
       expect(client.getServerVersion()).toMatchObject({ name: "chaos-core", version });
 
       // Every tool the lock pins, and only those: the served surface is the packed one.
