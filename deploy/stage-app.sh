@@ -7,10 +7,17 @@
 # node_modules pruned to production dependencies. Nothing else: no sources,
 # tests, .env or data. Both image builds use it: deploy/Dockerfile's build stage, and
 # scripts/ci/image.sh, which stages the tree CI already built (no npm ci inside that build).
-#   deploy/stage-app.sh SRC DEST
+# With --no-node-modules it stops before node_modules: scripts/pack.mjs stages the same files
+# for the npm package, which lays the workspaces out itself and leaves the rest to npm install.
+#   deploy/stage-app.sh [--no-node-modules] SRC DEST
 set -eu
+with_node_modules=true
+if [ "${1-}" = --no-node-modules ]; then
+  with_node_modules=false
+  shift
+fi
 [ "$#" -eq 2 ] || {
-  echo "usage: deploy/stage-app.sh SRC DEST" >&2
+  echo "usage: deploy/stage-app.sh [--no-node-modules] SRC DEST" >&2
   exit 2
 }
 src=$1
@@ -39,6 +46,7 @@ for ws in proto services/*; do
 done
 # The compiler's incremental state is not something the image runs.
 find "$dest" -name '*.tsbuildinfo' -type f -exec rm -f {} +
+[ "$with_node_modules" = true ] || exit 0
 
 # Hard links where SRC and DEST share a file system (fast, no second copy), a copy elsewhere.
 # The prune below only unlinks files, so SRC's tree is untouched; its hidden lockfile, which npm

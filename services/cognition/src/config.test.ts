@@ -1,7 +1,10 @@
 import { ConfigError } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_CONTRACT_LOCK_FILE, loadCognitionConfig } from "./config.js";
+import { loadCognitionConfig } from "./config.js";
+
+/** The installed app's root is the checkout here: its chaoscore.lock is the default. */
+const CHECKOUT_LOCK = fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url));
 
 const KEY = "k".repeat(32);
 const BASE = { CHAOS_CORE_CONTEXT_KEY: KEY, POLICY_ADDR: "127.0.0.1:50051", MEMORY_ADDR: "127.0.0.1:50052", LEDGER_ADDR: "127.0.0.1:50054" };
@@ -18,13 +21,11 @@ describe("loadCognitionConfig", () => {
       plans: { kind: "memory" },
       provider: { id: "heuristic", selection: "inferred" },
       logLevel: "info",
-      contractLockFile: DEFAULT_CONTRACT_LOCK_FILE,
+      contractLockFile: CHECKOUT_LOCK,
       policySnapshots: true,
     });
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "off" }).policySnapshots).toBe(false);
     expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "yes" })).toThrow(/CHAOS_CORE_POLICY_SNAPSHOTS: must be on or off/);
-    // The installed app's root: the checkout's chaoscore.lock here.
-    expect(DEFAULT_CONTRACT_LOCK_FILE).toBe(fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url)));
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_CONTRACT_LOCK_FILE: "/etc/chaos/chaoscore.lock" }).contractLockFile).toBe("/etc/chaos/chaoscore.lock");
   });
 

@@ -1,4 +1,4 @@
-import { fileURLToPath } from "node:url";
+import { defaultLockFile } from "@chaos-core/contracts";
 import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
@@ -24,12 +24,6 @@ export interface CognitionConfig {
   /** `CHAOS_CORE_POLICY_SNAPSHOTS` (default on): decide from a watched policy snapshot (docs/cognition.md "Policy snapshots"). */
   readonly policySnapshots: boolean;
 }
-
-/**
- * Where cognition reads `chaoscore.lock` when CHAOS_CORE_CONTRACT_LOCK_FILE is not set: the root of
- * the installed app (the repository root in a checkout, `/app` in the image), as the edge does.
- */
-export const DEFAULT_CONTRACT_LOCK_FILE = fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url));
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
 const serviceAddr = (service: string) => envVars.serviceAddr("cognition", service);
@@ -70,7 +64,7 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     plans: e.REDIS_URL ? { kind: "redis", url: e.REDIS_URL, prefix: e.CHAOS_CORE_REDIS_PREFIX } : { kind: "memory" },
     provider,
     logLevel: e.LOG_LEVEL,
-    contractLockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? DEFAULT_CONTRACT_LOCK_FILE,
+    contractLockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? defaultLockFile(),
     policySnapshots: e.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
   };
 }

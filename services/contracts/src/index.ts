@@ -35,7 +35,7 @@ export { diffContracts, formatDiff, graver, VERDICT_ORDER } from "./diff.js";
 export type { ContractChange, ContractDiff, Verdict } from "./diff.js";
 export { changesSincePinned, EMPTY_HISTORY, extendHistory, HISTORY_FILE, HISTORY_VERSION, parseHistory, relock, serializeHistory } from "./history.js";
 export type { ContractHistory, Relocked, SincePinned } from "./history.js";
-export { checkLock, deterministicJson, LOCKFILE_NAME, LOCKFILE_VERSION, parseLock, SECTIONS, serializeLock } from "./lockfile.js";
+export { checkLock, defaultLockFile, deterministicJson, LOCKFILE_NAME, LOCKFILE_VERSION, parseLock, SECTIONS, serializeLock } from "./lockfile.js";
 export type { LockCheck, Lockfile } from "./lockfile.js";
 export { HIGH_FIELD_COUNT, MEDIUM_FIELD_COUNT, tokenEconomics } from "./token-economics.js";
 export type { InflationRisk, TokenEconomics } from "./token-economics.js";

@@ -1,8 +1,19 @@
-import { canonicalJsonRfc8785, ChaosError, isObject } from "@chaos-core/kit";
+import { join } from "node:path";
+import { appRoot, canonicalJsonRfc8785, ChaosError, isObject } from "@chaos-core/kit";
 import { CONTRACT_KINDS, entryDigest, sectionDigests, serverDigest, type ContractKind, type ContractSet } from "./contract.js";
 import { diffContracts, type ContractDiff } from "./diff.js";
 
 export const LOCKFILE_NAME = "chaoscore.lock";
+
+/**
+ * Where the edge and cognition read the lock when CHAOS_CORE_CONTRACT_LOCK_FILE is not set: at the
+ * root of the installed app (kit's `appRoot`: the repository in a checkout, `/app` in the image,
+ * the package directory of an installed `chaos-core` tarball), where `contracts lock` writes it
+ * and `deploy/stage-app.sh` ships it. Its signed note is `<lock>.sig`, its history `<lock>.history`.
+ */
+export function defaultLockFile(): string {
+  return join(appRoot(), LOCKFILE_NAME);
+}
 export const LOCKFILE_VERSION = 1;
 
 /** The sections each kind's entries carry. */

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "@chaos-core/kit";
 import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { generateKeyPairSync } from "node:crypto";
 import { verifierKey } from "@chaos-core/kit";
-import { DEFAULT_CONTRACT_LOCK_FILE, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+import { loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 
 describe("loadEdgeConfig", () => {
   it("defaults to loopback, port 3000, a 4 MiB body limit and 100 sessions per API key", () => {
@@ -202,9 +203,10 @@ describe("loadEdgeConfig", () => {
   });
 
   it("reads the contract keys and lockfile; by default the lock beside the installed app, and no keys", () => {
-    expect(loadEdgeConfig({}).contracts).toEqual({ lockFile: DEFAULT_CONTRACT_LOCK_FILE, verifierKeys: [] });
-    // From src (tests) and dist alike: the repository's chaoscore.lock.
-    expect(existsSync(DEFAULT_CONTRACT_LOCK_FILE)).toBe(true);
+    // The installed app's root is the checkout here, from src (tests) and dist alike.
+    const checkoutLock = fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url));
+    expect(loadEdgeConfig({}).contracts).toEqual({ lockFile: checkoutLock, verifierKeys: [] });
+    expect(existsSync(checkoutLock)).toBe(true);
     const a = verifierKey("release", generateKeyPairSync("ed25519").publicKey);
     const b = verifierKey("operator", generateKeyPairSync("ed25519").publicKey);
     expect(loadEdgeConfig({ CHAOS_CORE_CONTRACT_KEYS: ` ${a} , ${b}`, CHAOS_CORE_CONTRACT_LOCK_FILE: "/etc/x.lock" }).contracts).toEqual({

@@ -1,5 +1,5 @@
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import { defaultLockFile } from "@chaos-core/contracts";
 import { envVars, isLoopbackHost, parseEnv, parseVerifierKey, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { ALLOWED_OAUTH_ALGORITHMS, DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_OAUTH_ALGORITHMS, DEFAULT_TENANT_CLAIM, type OAuthOptions } from "./auth/oauth.js";
 import { DEFAULT_INTROSPECTION_CACHE_SECONDS } from "./auth/introspection.js";
@@ -58,13 +58,6 @@ const originList = list.pipe(
     }, "must be a list of origins such as https://app.example.com (scheme, host and optional port, no path)"),
   ),
 );
-
-/**
- * Where the edge reads `chaoscore.lock` when CHAOS_CORE_CONTRACT_LOCK_FILE is not set: the root
- * of the installed app (the repository root in a checkout, `/app` in the image — both
- * `deploy/stage-app.sh` and the Dockerfile ship it there). Its signature is `<lock>.sig`.
- */
-export const DEFAULT_CONTRACT_LOCK_FILE = fileURLToPath(new URL("../../../chaoscore.lock", import.meta.url));
 
 /** Verifier keys (`NAME+HASH+BASE64`), each checked now so a bad one names its place in the list. */
 const verifierKeyList = list.superRefine((keys, ctx) => {
@@ -281,7 +274,8 @@ export interface EdgeConfig {
   readonly mrtrTtlSeconds: number;
   /**
    * The start-time contract check (docs/contracts.md §7): `lockFile` is
-   * `CHAOS_CORE_CONTRACT_LOCK_FILE` (default {@link DEFAULT_CONTRACT_LOCK_FILE}), its signed note
+   * `CHAOS_CORE_CONTRACT_LOCK_FILE` (by default `chaoscore.lock` at the root of the installed app:
+   * contracts' `defaultLockFile`), its signed note
    * `<lockFile>.sig`; `verifierKeys` is `CHAOS_CORE_CONTRACT_KEYS` (public keys only). Without
    * keys the served definitions are still checked against the lock, but nothing is attested.
    */
@@ -415,7 +409,7 @@ function toConfig(e: z.output<typeof EdgeEnvSchema>): EdgeConfig {
     approvalWaitSeconds: e.CHAOS_CORE_APPROVAL_WAIT_SECONDS,
     ...(e.CHAOS_CORE_MRTR_KEYS_FILE ? { mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE } : {}),
     mrtrTtlSeconds: e.CHAOS_CORE_MRTR_TTL_SECONDS,
-    contracts: { lockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? DEFAULT_CONTRACT_LOCK_FILE, verifierKeys: e.CHAOS_CORE_CONTRACT_KEYS ?? [] },
+    contracts: { lockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? defaultLockFile(), verifierKeys: e.CHAOS_CORE_CONTRACT_KEYS ?? [] },
     ...(consoleOn ? { console: { ...publicUrl, listenerPort: e.CHAOS_CORE_CONSOLE_PORT } } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.POLICY_ADDR ? { policyAddr: e.POLICY_ADDR } : {}),

@@ -24,7 +24,7 @@ export { createApiKeyVerifier, hashApiKey, loadApiKeysFile, watchApiKeysFile } f
 export type { ApiKeyEntry, ApiKeyVerifier, WatchApiKeysOptions, WatchedApiKeys } from "./auth/api-keys.js";
 export { LOCAL_IDENTITY } from "./auth/identity.js";
 export type { Identity } from "./auth/identity.js";
-export { DEFAULT_CONTRACT_LOCK_FILE, DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
+export { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, loadEdgeAloneConfig, loadEdgeConfig, MAX_BODY_BYTES } from "./config.js";
 export type { EdgeAloneConfig, EdgeConfig } from "./config.js";
 export {
   acceptedChannels,

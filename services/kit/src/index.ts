@@ -70,6 +70,7 @@ export { DATABASE_CHECK_TIMEOUT_MS, DATABASE_WATCH_MS, migrate, pendingMigration
 export type { Migration, SchemaGate, ServingSwitch } from "./db/migrate.js";
 export { checkGrpcHealth } from "./rpc/health-client.js";
 export { isDataDirInUse, isDataDirLocked, lockDataDir } from "./data-dir.js";
+export { APP_PACKAGE_NAME, appRoot } from "./app-root.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
 export { type AuditEntryFields, auditEntryChainHash, canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { contractSet, NO_ENTITLEMENTS, NO_GATES, serializeLock, toolContract, type ToolSource } from "@chaos-core/contracts";
 import { afterAll, describe, expect, it } from "vitest";
+import { appRoot } from "@chaos-core/kit";
 import { runContractsCommand } from "./contracts-command.js";
-import { REPO_ROOT } from "./contracts-surface.js";
 
 function sink() {
   let text = "";
@@ -66,7 +66,7 @@ describe("chaos-core contracts keygen, sign, verify", () => {
   it("signs the committed lock; verify checks it with the verifier key alone and against the served definitions", async () => {
     const root = join(dir, "repo");
     mkdirSync(root);
-    copyFileSync(join(REPO_ROOT, "chaoscore.lock"), join(root, "chaoscore.lock"));
+    copyFileSync(join(appRoot(), "chaoscore.lock"), join(root, "chaoscore.lock"));
     const key = join(dir, "release.pem");
     const keygen = await run(["keygen", "--out", key]);
     expect(keygen.code).toBe(0);

@@ -17,9 +17,9 @@ import {
   verifyAttestationNote,
 } from "@chaos-core/contracts";
 import { edgeSurface } from "@chaos-core/edge";
-import { parseVerifierKey, verifierKey, type NoteSigner } from "@chaos-core/kit";
+import { appRoot, parseVerifierKey, verifierKey, type NoteSigner } from "@chaos-core/kit";
 import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
-import { computeContracts, REPO_ROOT } from "./contracts-surface.js";
+import { computeContracts } from "./contracts-surface.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface ContractsCommandIo {
@@ -82,7 +82,7 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
         return 0;
       case "lock": {
         const { values } = parseCommandLine(rest, { check: { type: "boolean" }, root: { type: "string" } });
-        return await lock(io, values.root ? resolve(values.root) : REPO_ROOT, values.check === true);
+        return await lock(io, values.root ? resolve(values.root) : appRoot(), values.check === true);
       }
       case "diff": {
         const { positionals } = parseCommandLine(rest, {}, { positionals: true });
@@ -103,7 +103,7 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
       case "sign": {
         const { values } = parseCommandLine(rest, { key: { type: "string" }, name: { type: "string" }, countersign: { type: "boolean" }, root: { type: "string" } });
         if (!values.key) return usage(io, "sign needs --key FILE (a PKCS#8 PEM Ed25519 key: chaos-core contracts keygen)");
-        const root = values.root ? resolve(values.root) : REPO_ROOT;
+        const root = values.root ? resolve(values.root) : appRoot();
         const privateKey = createPrivateKey(await readFile(values.key, "utf8"));
         const signer: NoteSigner = { name: values.name ?? DEFAULT_KEY_NAME, privateKey, publicKey: createPublicKey(privateKey) };
         const lockText = await readFile(join(root, LOCKFILE_NAME), "utf8");
@@ -121,7 +121,7 @@ export async function runContractsCommand(args: string[], io: ContractsCommandIo
           return await verifyServed(io, values.url, values.key, values["api-key"]);
         }
         if (values["api-key"] !== undefined) return usage(io, "--api-key goes with --url");
-        const root = values.root ? resolve(values.root) : REPO_ROOT;
+        const root = values.root ? resolve(values.root) : appRoot();
         const [lockText, note] = await Promise.all([readFile(join(root, LOCKFILE_NAME), "utf8"), readFile(join(root, SIGNATURE_FILE), "utf8")]);
         const attested = verifyAttestation({ lockText, note, verifiers: values.key.split(",").map((k) => parseVerifierKey(k.trim())), live: edgeSurface() });
         io.stdout.write(`verified ${attested.serverDigest}, signed by ${attested.keyNames.join(", ")}; the served definitions match the lock\n`);

@@ -1,5 +1,4 @@
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { BUILT_IN_CAPABILITIES, capabilitySource } from "@chaos-core/cognition";
 import {
   capabilityContract,
@@ -11,12 +10,10 @@ import {
   type ContractSet,
 } from "@chaos-core/contracts";
 import { edgeSurface } from "@chaos-core/edge";
+import { appRoot } from "@chaos-core/kit";
 import type * as ScannerExports from "@chaos-core/contracts/scanner";
 
 type ScannerModule = typeof ScannerExports;
-
-/** The repository this build came from: services/standalone/dist → the root. */
-export const REPO_ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 
 /** Where the scanner starts: the modules that list every tool and every capability. */
 export const SCAN_ROOTS = ["services/edge/src/tools/index.ts", "services/cognition/src/capabilities/index.ts"] as const;
@@ -30,10 +27,11 @@ export interface ComputedContracts {
 /**
  * Recomputes every contract: the live definitions (the edge's published schemas, cognition's
  * capabilities) for surface, behavior and token economics, and the entitlement scanner over the
- * sources under `root` for gates and entitlements. Needs the sources and the TypeScript compiler
+ * sources under `root` (by default the root of the installed app: the repository in a checkout)
+ * for gates and entitlements. Needs the sources and the TypeScript compiler
  * (a development install): the scanner is loaded only here.
  */
-export async function computeContracts(root = REPO_ROOT): Promise<ComputedContracts> {
+export async function computeContracts(root = appRoot()): Promise<ComputedContracts> {
   let scannerModule: ScannerModule;
   try {
     scannerModule = await import("@chaos-core/contracts/scanner");
