@@ -244,6 +244,25 @@ describe("the tenant registry on one standalone's embedded stores", () => {
     }
   });
 
+  it("lists the tenant that serves stdio and loopback like any other: an approver key for it needs no tenants create", async () => {
+    const listed = JSON.parse(await cli(["tenants", "list", "--json"], env)) as { tenants: Array<Record<string, unknown>> };
+    expect(listed.tenants).toEqual(expect.arrayContaining([expect.objectContaining({ id: "default", status: "enabled", display_name: "local user (stdio and loopback)" })]));
+    const approverKey = await newKey("default", `ada-${tag}`, env, ["--role", "approver"]);
+    // The local user (unauthenticated loopback) asks; the approver of its tenant answers.
+    const policyFile = join(dir, "local-policy.json");
+    writeFileSync(policyFile, JSON.stringify({ requireConfirmationFor: ["http.request", "memory.forget"] }));
+    await cli(["policy", "set", policyFile], env);
+    const local = await httpClient(serve.url);
+    clients.push(local);
+    const asked = (await call(local, "chaoscore_execute", { steps: [{ id: "f1", capability: "memory.forget", input: { key: "nothing" } }] }))
+      .structuredContent as { results: Array<{ status: string; approval?: { approval_id: string } }> };
+    expect(asked.results[0]!.status).toBe("pending_approval");
+    const ada = await connect(approverKey);
+    const answered = await call(ada, "chaoscore_approve", { approval_id: asked.results[0]!.approval!.approval_id, approve: true });
+    expect(answered.isError, JSON.stringify(answered.structuredContent)).toBeFalsy();
+    expect(answered.structuredContent).toMatchObject({ status: "approved" });
+  });
+
   it("refuses an expired key and a key nobody issued, and never takes a cc_ key for the local user", async () => {
     // The CLI sets the expiry from its own clock while it runs, so it is at most 6 s after the key
     // is returned: the first call has those seconds (a busy machine needed more than the 3 it once

@@ -285,6 +285,15 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // Each stored policy is announced, so policy snapshots (this process's, and other processes' on this Redis) use it from their next decision.
     const policy = createInProcessClient(PolicyService, createPolicyHandlers(announcePolicyChanges(policyStore, policyChanges, logger.child({ service: "policy" }))));
     const registry = createSqlTenantRegistry(db, { generations });
+    // The tenant stdio and unauthenticated loopback serve is registered like any other: listed,
+    // and its keys and settings set without a `tenants create` first. Another process sharing the
+    // database may have registered it already; an operator's changes to it are kept.
+    await registry.createTenant({ id: STANDALONE_TENANT, displayName: "local user (stdio and loopback)" }).then(
+      () => logger.info({ tenant: STANDALONE_TENANT }, "registered the local tenant in the tenant registry"),
+      (err: unknown) => {
+        if (!(err instanceof ChaosError && err.code === "already_exists")) throw err;
+      },
+    );
     const tenantDirectory = createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry));
     const tenants = {
       directory: createCredentialDirectory({
