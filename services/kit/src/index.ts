@@ -99,6 +99,8 @@ export type { ChangeCounters } from "./change-counters.js";
 export { createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
 export type { TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
+export { DEFAULT_TOOLSETS, servedToolsets, TOOLSET_NAMES } from "./toolsets.js";
+export type { ToolsetName } from "./toolsets.js";
 export type { RateLimit, TenantLimits } from "./rate-limits.js";
 export {
   ambiguityProblem,

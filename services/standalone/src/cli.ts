@@ -274,7 +274,11 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
           );
         });
       };
-      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed"), onDemand });
+      // The local tenant's toolsets come from the registry, as HTTP's tenants' do: it opens with the stores.
+      const directory = rt.ready.then((runtime) => runtime.tenants.directory);
+      // A start-up that fails is told below; the transport serves the default toolsets meanwhile.
+      directory.catch(() => {});
+      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed"), onDemand, directory });
       transport = stdio;
       rt.ready.then(announce, async (err: unknown) => {
         // Stopped before anything needed the stores (a version probe): nothing failed.
