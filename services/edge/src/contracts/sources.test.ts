@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { edgeSurface } from "./sources.js";
 
@@ -9,7 +9,8 @@ let c: Connected;
 
 beforeAll(async () => {
   services = await startTestServices("contract_sources");
-  c = await connectInMemory(services.deps(createMemorySessionStore()), { tenant: uniqueTenant("contracts"), principal: "tester" });
+  // Every toolset: the lock pins every tool this build can serve, the opt-in finance-reference included.
+  c = await connectInMemory(withEveryToolset(services.deps(createMemorySessionStore())), { tenant: uniqueTenant("contracts"), principal: "tester" });
 });
 
 afterAll(async () => {
