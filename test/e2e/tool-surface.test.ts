@@ -1,5 +1,6 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { bothTransports } from "../support/both-transports.js";
 import { runToExit } from "../support/processes.js";
 
@@ -8,6 +9,12 @@ const FINANCE = ["place_equity_order", "rebalance_portfolio", "wire_treasury_tra
 
 /** A well-formed order: refused or answered by the tool, never by argument checks. */
 const EQUITY_ORDER = { symbol: "AAPL", side: "BUY", quantity: 10, notional: 100 };
+
+/** The most the default `tools/list` result may weigh, as JSON (issue 30). */
+const DEFAULT_LIST_BUDGET_BYTES = 48 * 1024;
+
+/** A tools/list result as it arrived, every member kept (the typed `listTools()` parses it). */
+const RawListResult = z.looseObject({ tools: z.array(z.looseObject({ name: z.string() })), nextCursor: z.string().optional() });
 
 /** Runs `chaos-core` on a data directory (through the server running there) and fails with its stderr unless it exits 0. */
 async function cli(dir: string, args: string[]): Promise<void> {
@@ -64,6 +71,16 @@ describe("the tool surface", () => {
       const error = (refused.structuredContent as { error: { code: string; message: string } }).error;
       expect(error.code).toBe("permission_denied");
       expect(error.message).toContain('place_equity_order belongs to the finance-reference toolset, which the operator has not enabled for tenant "default"');
+    }
+  });
+
+  it("keeps the default tool list within 48 KB, measured as the JSON a client receives over stdio and Streamable HTTP", async () => {
+    for (const client of [both.overStdio, both.overHttp]) {
+      const result = await client.request({ method: "tools/list", params: {} }, RawListResult);
+      // One page holds the whole list: the budget is the list's, not a page's.
+      expect(result.nextCursor).toBeUndefined();
+      expect(result.tools.map((t) => t.name).sort()).toEqual(await names(client));
+      expect(Buffer.byteLength(JSON.stringify(result))).toBeLessThanOrEqual(DEFAULT_LIST_BUDGET_BYTES);
     }
   });
 
