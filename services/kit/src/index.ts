@@ -41,7 +41,7 @@ export type { McpMessageInfo, McpOutcome, McpServerSpan } from "./telemetry/mcp.
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
 export { raceSignal } from "./rpc/abort.js";
-export { createDeferredClient } from "./rpc/deferred.js";
+export { createDeferredClient, START_WAIT_MS } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
 export type { GrpcClient, GrpcClientOptions } from "./rpc/grpc.js";

@@ -1,4 +1,4 @@
-import { DEFAULT_TOOLSETS, servedToolsets, type Logger } from "@chaos-core/kit";
+import { ChaosError, DEFAULT_TOOLSETS, servedToolsets, START_WAIT_MS, type Logger } from "@chaos-core/kit";
 import type { CredentialDirectory } from "../auth/directory.js";
 
 /**
@@ -7,7 +7,8 @@ import type { CredentialDirectory } from "../auth/directory.js";
  * operator's `chaos-core tenants settings default --toolsets …` holds over stdio too.
  *
  * The registry opens with the stores, which open with the first request: a `tools/call` waits for
- * it (a tool the operator withheld is never run on a guess), and so does a 2026-07-28 client's
+ * it, as long as a call waits for the stores (`START_WAIT_MS`; a tool the operator withheld is
+ * never run on a guess), and so does a 2026-07-28 client's
  * `tools/list`, since nothing can tell that client later that the list changed. A 2025-11-25
  * session's `tools/list` that comes first is answered at once with the default toolsets, as
  * stdio answers it before its stores open; if the registry then says otherwise, `onChanged`
@@ -25,17 +26,41 @@ export interface LocalToolsets {
   beforeList(modern: boolean): Promise<void>;
 }
 
-export function localToolsets(tenant: string, directory: Promise<CredentialDirectory>, logger: Logger, onChanged: () => void): LocalToolsets {
+export function localToolsets(
+  tenant: string,
+  directory: Promise<CredentialDirectory>,
+  logger: Logger,
+  onChanged: () => void,
+  waitMs = START_WAIT_MS,
+): LocalToolsets {
   // Undefined: the default toolsets, also while the registry cannot be read (what is opt-in is
   // never served on a guess).
   let toolsets: readonly string[] | undefined;
+  // The registry has answered once: from then on every listing reads it.
   let answered = false;
   let listedDefaults = false;
   let down = false;
 
+  let opened: CredentialDirectory | undefined;
+  void directory.then((d) => (opened = d), () => {});
+  /** The registry, waiting for it at most `waitMs`. */
+  const registryOf = async (): Promise<CredentialDirectory> => {
+    if (opened) return opened;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ChaosError("unavailable", `the tenant registry did not open within ${Math.round(waitMs / 1000)} s`)), waitMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([directory, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
   const read = async () => {
     try {
-      const registry = await directory;
+      const registry = await registryOf();
       // Re-reads the tenant's state when its generation moved (a map lookup in the standalone).
       await registry.tenantRefusal(tenant);
       toolsets = registry.enabledToolsets(tenant);
@@ -44,6 +69,7 @@ export function localToolsets(tenant: string, directory: Promise<CredentialDirec
       toolsets = undefined;
       if (!down) logger.warn({ err }, "the tenant registry could not be read: serving the default toolsets until it can");
       down = true;
+      return;
     }
     if (answered) return;
     answered = true;

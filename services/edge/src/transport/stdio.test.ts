@@ -24,7 +24,7 @@ afterAll(async () => {
 });
 
 /** A stdio session over in-memory pipes: lines in, every stdout line collected. */
-async function start(deps: EdgeDeps, onDemand?: () => void, directory?: Promise<CredentialDirectory>) {
+async function start(deps: EdgeDeps, onDemand?: () => void, directory?: Promise<CredentialDirectory>, directoryWaitMs?: number) {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const lines: string[] = [];
@@ -35,7 +35,7 @@ async function start(deps: EdgeDeps, onDemand?: () => void, directory?: Promise<
     if (typeof msg.id === "number") waiters.get(msg.id)?.(msg);
   });
   let closed = 0;
-  const running = await runStdioTransport(deps, { stdin, stdout, onClose: () => closed++, ...(onDemand ? { onDemand } : {}), ...(directory ? { directory } : {}) });
+  const running = await runStdioTransport(deps, { stdin, stdout, onClose: () => closed++, ...(onDemand ? { onDemand } : {}), ...(directory ? { directory } : {}), ...(directoryWaitMs ? { directoryWaitMs } : {}) });
   const send = (msg: Record<string, unknown>) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
   const request = (id: number, method: string, params: Record<string, unknown> = {}) =>
     new Promise<Record<string, unknown>>((resolve) => {
@@ -278,6 +278,20 @@ describe("the local tenant's toolsets, from the tenant registry", () => {
     registryOpening.open();
     await listing;
     expect(listed).toEqual(expect.arrayContaining([...FINANCE, "council_init"]));
+    await io.running.close();
+  });
+
+  it("waits for a registry that does not open only as long as a call waits for the stores, then serves the defaults", async () => {
+    const never = new Promise<CredentialDirectory>(() => {});
+    const io = await start(services.deps(createMemorySessionStore()), undefined, never, 200);
+    await io.request(1, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "toolsets", version: "1" } });
+    io.send({ method: "notifications/initialized" });
+    const started = performance.now();
+    const withheld = await io.request(2, "tools/call", { name: "place_equity_order", arguments: { symbol: "AAPL", side: "BUY", quantity: 1, notional: 10 } });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+    expect(withheld.result).toMatchObject({ isError: true, structuredContent: { error: { code: "permission_denied" } } });
+    const served = await io.request(3, "tools/call", { name: "chaoscore_inspect", arguments: { what: "sessions" } });
+    expect(served.result).toMatchObject({ structuredContent: { available: true } });
     await io.running.close();
   });
 });

@@ -36,6 +36,8 @@ export interface StdioTransportOptions {
    * it cannot be read: the default toolsets.
    */
   readonly directory?: Promise<CredentialDirectory>;
+  /** How long a request waits for {@link directory} to open before the defaults serve it (default: kit's `START_WAIT_MS`, as a call waits for the stores). */
+  readonly directoryWaitMs?: number;
 }
 
 /** A running stdio transport. */
@@ -183,7 +185,7 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
   // to list again (its server declares tools.listChanged).
   let legacyServer: McpServer | undefined;
   const toolsets = options.directory
-    ? localToolsets(session.tenant, options.directory, log, () => legacyServer?.sendToolListChanged())
+    ? localToolsets(session.tenant, options.directory, log, () => legacyServer?.sendToolListChanged(), options.directoryWaitMs)
     : undefined;
   const served: EdgeDeps = toolsets ? { ...deps, enabledToolsets: (tenant) => toolsets.enabled(tenant) } : deps;
 
