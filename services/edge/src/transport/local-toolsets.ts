@@ -6,11 +6,11 @@ import type { CredentialDirectory } from "../auth/directory.js";
  * tenant registry as HTTP reads each request's tenant (docs/tenants.md, "Enabled toolsets"), so an
  * operator's `chaos-core tenants settings default --toolsets …` holds over stdio too.
  *
- * The registry opens with the stores, which open with the first request: a `tools/call` waits for
- * it, as long as a call waits for the stores (`START_WAIT_MS`; a tool the operator withheld is
- * never run on a guess), and so does a 2026-07-28 client's
- * `tools/list`, since nothing can tell that client later that the list changed. A 2025-11-25
- * session's `tools/list` that comes first is answered at once with the default toolsets, as
+ * The registry opens with the stores, which open with the first request. A `tools/call` waits for
+ * it (a tool the operator withheld is never run on a guess), and so does a 2026-07-28 client's
+ * `tools/list`, since nothing can tell that client later that the list changed; each waits as
+ * long as a call waits for the stores (`START_WAIT_MS`), then the defaults serve it. A
+ * 2025-11-25 session's `tools/list` that comes first is answered at once with the defaults, as
  * stdio answers it before its stores open; if the registry then says otherwise, `onChanged`
  * tells the client to list again (`notifications/tools/list_changed`).
  */
@@ -42,7 +42,6 @@ export function localToolsets(
   let down = false;
 
   let opened: CredentialDirectory | undefined;
-  void directory.then((d) => (opened = d), () => {});
   /** The registry, waiting for it at most `waitMs`. */
   const registryOf = async (): Promise<CredentialDirectory> => {
     if (opened) return opened;
@@ -75,8 +74,14 @@ export function localToolsets(
     answered = true;
     if (listedDefaults && !sameMembers(servedToolsets(toolsets), DEFAULT_TOOLSETS)) onChanged();
   };
-  // As soon as the stores are open: a version probe, which opens none, never reads.
-  directory.then(read, () => {});
+  // Read as soon as the stores are open: a version probe, which opens none, never reads.
+  directory.then(
+    (registry) => {
+      opened = registry;
+      return read();
+    },
+    () => {},
+  );
 
   return {
     enabled: (t) => (t === tenant ? toolsets : undefined),
