@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
+import { enableEveryToolset } from "../support/toolsets.js";
 
 type Structured = Record<string, unknown>;
 type Result = { isError?: boolean; structuredContent?: Structured; content: Array<{ text?: string }> };
@@ -29,6 +30,8 @@ describe.each([["chaos-core stdio"], ["chaos-core serve"]])("spend approval chan
   beforeAll(async () => {
     await seedDataDir(dir);
     const env = { CHAOS_CORE_DATA_DIR: dir };
+    // The wire runs here: the local user's operator enabled the finance reference tools.
+    await enableEveryToolset(env);
     if (how === "chaos-core stdio") {
       ({ client } = await stdioClient(env, undefined, autoAcceptingClient(asked)));
     } else {

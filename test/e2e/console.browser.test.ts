@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium, SKIP_BROWSER_TESTS } from "../support/browser.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { enableEveryToolset } from "../support/toolsets.js";
 
 type Structured = Record<string, unknown>;
 type Result = { isError?: boolean; structuredContent?: Structured; content: Array<{ type: string; text?: string }> };
@@ -74,6 +75,8 @@ describe.skipIf(SKIP_BROWSER_TESTS)("the approval console in a browser", () => {
       ["default", OTHER_TENANT].map((tenant) => runToExit(["policy", "set", policyFile, "--tenant", tenant, "--database-url", db.url], env)),
     );
     for (const r of set) expect(r.code, r.stderr).toBe(0);
+    // The agent's wires run: its tenant's operator enabled the finance reference tools.
+    await enableEveryToolset(env);
     [serve, browser] = await Promise.all([startServe({ ...env, CHAOS_CORE_API_KEYS_FILE: keysFile }), launchChromium()]);
     base = serve.url.replace(/\/mcp$/, "");
     [agent, otherAgent] = await Promise.all([

@@ -6,6 +6,7 @@ import { ConsoleBrowser } from "../support/console-client.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, runToExit, stdioClient, tempDir } from "../support/processes.js";
+import { enableEveryToolset } from "../support/toolsets.js";
 
 type Structured = Record<string, unknown>;
 
@@ -33,6 +34,8 @@ describe("chaos-core approvals against a running chaos-core stdio", () => {
   beforeAll(async () => {
     await seedDataDir(dir);
     writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["memory.remember", "http.request"] }));
+    // The wire runs here: the local user's operator enabled the finance reference tools.
+    await enableEveryToolset(env);
     // The SDK client declares no capabilities: no elicitation.
     ({ client, stderr } = await stdioClient(env));
     expect(client.getServerCapabilities()).toBeDefined();

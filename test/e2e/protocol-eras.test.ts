@@ -9,6 +9,7 @@ import { StdioClientTransport as V1Stdio } from "@modelcontextprotocol/sdk/clien
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { childEnv, CLI, httpClient, removeDir, ROOT, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { enableEveryToolset } from "../support/toolsets.js";
 
 /**
  * Both protocol revisions on one `/mcp` endpoint of `chaos-core serve` (docs/protocol.md §3,
@@ -248,6 +249,8 @@ describe("2025-11-25 and 2026-07-28 over chaos-core stdio", () => {
       join(dir, "policy.json"),
       JSON.stringify({ approvalChannels: { spend: { policies: { wire: ["client_elicitation", "approver", "operator", "console"] } } } }),
     );
+    // The wire is called below: the local user's operator enabled the finance reference tools.
+    await enableEveryToolset({ CHAOS_CORE_DATA_DIR: dir });
   });
   afterAll(() => removeDir(dir));
 

@@ -358,10 +358,10 @@ describe("the tenant registry on one standalone's embedded stores", () => {
       expect(refused.isError).toBe(true);
       expect(refused.structuredContent?.error).toMatchObject({ code: "permission_denied" });
       expect(refused.structuredContent?.error?.message).toContain("council toolset, which the operator has not enabled");
-      // Another tenant keeps every toolset.
+      // Another tenant keeps the default toolsets.
       expect((await (await connect(bobKey)).listTools()).tools.map((t) => t.name)).toContain("council_init");
     } finally {
-      await cli(["tenants", "settings", acme, "--toolsets", "all"], env);
+      await cli(["tenants", "settings", acme, "--toolsets", "default"], env);
     }
     expect(await names()).toContain("council_init");
   });

@@ -1,5 +1,28 @@
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { bothTransports } from "../support/both-transports.js";
+import { runToExit } from "../support/processes.js";
+
+/** The synthetic bank tools (DESIGN: "The MCP surface"), served only where an operator enables their toolset. */
+const FINANCE = ["place_equity_order", "rebalance_portfolio", "wire_treasury_transfer"];
+
+/** A well-formed order: refused or answered by the tool, never by argument checks. */
+const EQUITY_ORDER = { symbol: "AAPL", side: "BUY", quantity: 10, notional: 100 };
+
+/** The most the default `tools/list` result may weigh, as JSON (issue 30). */
+const DEFAULT_LIST_BUDGET_BYTES = 48 * 1024;
+
+/** A tools/list result as it arrived, every member kept (the typed `listTools()` parses it). */
+const RawListResult = z.looseObject({ tools: z.array(z.looseObject({ name: z.string() })), nextCursor: z.string().optional() });
+
+/** Runs `chaos-core` on a data directory (through the server running there) and fails with its stderr unless it exits 0. */
+async function cli(dir: string, args: string[]): Promise<void> {
+  const r = await runToExit(args, { CHAOS_CORE_DATA_DIR: dir });
+  expect(r.code, `chaos-core ${args.join(" ")}\n${r.stderr}`).toBe(0);
+}
+
+const names = async (client: Client) => (await client.listTools()).tools.map((t) => t.name).sort();
 
 describe("the tool surface", () => {
   const both = bothTransports();
@@ -32,15 +55,56 @@ describe("the tool surface", () => {
       "evaluate_tool_approval",
       "inspect_audit_ledger",
       "issue_approval_receipt",
-      "place_equity_order",
-      "rebalance_portfolio",
       "request_authorization",
-      "wire_treasury_transfer",
     ]);
     for (const tool of a.tools) {
       expect(tool.outputSchema, `${tool.name} has an output schema`).toBeDefined();
       expect(tool.annotations, `${tool.name} has annotations`).toBeDefined();
     }
+  });
+
+  it("offers no finance reference tool by default: none is listed over stdio or Streamable HTTP, and a call to one is refused naming its toolset", async () => {
+    for (const client of [both.overStdio, both.overHttp]) {
+      expect((await names(client)).filter((name) => FINANCE.includes(name))).toEqual([]);
+      const refused = await client.callTool({ name: "place_equity_order", arguments: EQUITY_ORDER });
+      expect(refused.isError).toBe(true);
+      const error = (refused.structuredContent as { error: { code: string; message: string } }).error;
+      expect(error.code).toBe("permission_denied");
+      expect(error.message).toContain('place_equity_order belongs to the finance-reference toolset, which the operator has not enabled for tenant "default"');
+    }
+  });
+
+  it("keeps the default tool list within 48 KB, measured as the JSON a client receives over stdio and Streamable HTTP", async () => {
+    for (const client of [both.overStdio, both.overHttp]) {
+      const result = await client.request({ method: "tools/list", params: {} }, RawListResult);
+      // One page holds the whole list: the budget is the list's, not a page's.
+      expect(result.nextCursor).toBeUndefined();
+      expect(result.tools.map((t) => t.name).sort()).toEqual(await names(client));
+      expect(Buffer.byteLength(JSON.stringify(result))).toBeLessThanOrEqual(DEFAULT_LIST_BUDGET_BYTES);
+    }
+  });
+
+  it("serves a local tenant the toolsets its operator enabled, finance reference included, over stdio and Streamable HTTP from its next request", async () => {
+    const [coreOnly] = await Promise.all([names(both.overStdio), names(both.overHttp)]);
+    try {
+      // The local user of each transport is tenant "default"; the command reaches it through the running server.
+      await Promise.all(both.dirs.map((dir) => cli(dir, ["tenants", "create", "default", "--toolsets", "core,finance-reference"])));
+      const [a, b] = await Promise.all([both.overStdio.listTools(), both.overHttp.listTools()]);
+      expect(b.tools).toEqual(a.tools);
+      const listed = a.tools.map((t) => t.name).sort();
+      expect(listed).toEqual([...coreOnly.filter((name) => name.startsWith("chaoscore_")), ...FINANCE].sort());
+      for (const client of [both.overStdio, both.overHttp]) {
+        // Served now: the tool itself answers (no receipt, so nothing runs), not the toolset check.
+        const bare = await client.callTool({ name: "place_equity_order", arguments: EQUITY_ORDER });
+        expect(bare.structuredContent).toMatchObject({ executed: false, code: "missing_receipt" });
+        const withheld = await client.callTool({ name: "council_init", arguments: { task: "anything" } });
+        expect((withheld.structuredContent as { error: { code: string } }).error.code).toBe("permission_denied");
+      }
+    } finally {
+      await Promise.all(both.dirs.map((dir) => cli(dir, ["tenants", "settings", "default", "--toolsets", "default"])));
+    }
+    expect(await names(both.overStdio)).toEqual(coreOnly);
+    expect(await names(both.overHttp)).toEqual(coreOnly);
   });
 
   it("serves the same prompts over stdio and Streamable HTTP", async () => {

@@ -93,7 +93,8 @@ export interface EdgeDeps {
   /**
    * The toolsets the tenant registry enables for a tenant (docs/tenants.md), read when the server
    * lists or dispatches a tool: a tool of another toolset is not listed and its calls are refused.
-   * Unset, or undefined / empty for a tenant: every toolset.
+   * Unset, or undefined / empty for a tenant: the default toolsets (kit's `DEFAULT_TOOLSETS`:
+   * finance-reference is served only where an operator enabled it).
    */
   readonly enabledToolsets?: (tenant: string) => readonly string[] | undefined;
   /** The quota gate in front of every tool call and every read, prompt and completion (`limits/limiter.ts`); no limits when unset. */

@@ -8,6 +8,7 @@ export { checkContractsAtStart } from "./contracts/start.js";
 export type { EdgeAttestation } from "./contracts/attestation.js";
 export type { EdgeConfig } from "./config.js";
 export type { EdgeDeps } from "./deps.js";
+export type { CredentialDirectory } from "./auth/directory.js";
 export type { OperatorAccess } from "./approvals/channels.js";
 export type { ConsoleLinks } from "./console/links.js";
 export { createSignInLinks, SIGN_IN_LINK_TTL_SECONDS } from "./console/sign-in-links.js";

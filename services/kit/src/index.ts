@@ -41,7 +41,7 @@ export type { McpMessageInfo, McpOutcome, McpServerSpan } from "./telemetry/mcp.
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
 export { raceSignal } from "./rpc/abort.js";
-export { createDeferredClient } from "./rpc/deferred.js";
+export { createDeferredClient, START_WAIT_MS } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";
 export type { GrpcClient, GrpcClientOptions } from "./rpc/grpc.js";
@@ -100,6 +100,8 @@ export type { ChangeCounters } from "./change-counters.js";
 export { createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
 export type { TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
+export { DEFAULT_TOOLSETS, servedToolsets, TOOLSET_NAMES } from "./toolsets.js";
+export type { ToolsetName } from "./toolsets.js";
 export type { RateLimit, TenantLimits } from "./rate-limits.js";
 export {
   ambiguityProblem,

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { ChaosError, createLogger, isDataDirInUse, type Env, type Logger } from "@chaos-core/kit";
-import type { EdgeDeps } from "@chaos-core/edge/stdio";
+import type { CredentialDirectory, EdgeDeps } from "@chaos-core/edge/stdio";
 import { loopbackMcpUrl, newAgentToken, publishAgentEndpoint } from "./agent-endpoint.js";
 import type { runChpConformance as RunChpConformance } from "./chp-conformance.js";
 import type { runLedgerCommand as RunLedgerCommand } from "./ledger-command.js";
@@ -303,7 +303,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
         rt.open();
         // Once the stores are open, other stdio processes on this directory relay through this one.
         rt.ready.then(
-          () => (stopping ? undefined : offerToRelays(stdioDeps, config.dataDir, logger, closers)),
+          (runtime) => (stopping ? undefined : offerToRelays(stdioDeps, runtime.tenants.directory, config.dataDir, logger, closers)),
           () => {},
         ).catch((err: unknown) =>
           logger.error({ err: err instanceof Error ? err.message : String(err) }, "could not offer this process's MCP endpoint to other chaos-core stdio processes"),
@@ -321,7 +321,11 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
           );
         });
       };
-      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed"), onDemand });
+      // The local tenant's toolsets come from the registry, as HTTP's tenants' do: it opens with the stores.
+      const directory = rt.ready.then((runtime) => runtime.tenants.directory);
+      // A start-up that fails is told below; the transport serves the default toolsets meanwhile.
+      directory.catch(() => {});
+      const stdio = await runStdioTransport(stdioDeps, { onClose: () => void stop("stdin closed"), onDemand, directory });
       transport = stdio;
       rt.ready.then(announce, async (err: unknown) => {
         // Stopped before anything needed the stores (a version probe): nothing failed.
@@ -408,10 +412,18 @@ async function serveAttached(attached: Exclude<StdioStart, { kind: "owner" }>, l
  * The listener a stdio process that holds the data directory offers to other stdio processes on
  * it (loopback, a free port, the local agent's credential only), published in agent.json.
  */
-async function offerToRelays(deps: EdgeDeps, dataDir: string, logger: Logger, closers: Array<() => Promise<void> | void>): Promise<void> {
+async function offerToRelays(
+  deps: EdgeDeps,
+  directory: CredentialDirectory,
+  dataDir: string,
+  logger: Logger,
+  closers: Array<() => Promise<void> | void>,
+): Promise<void> {
   const { startHttpTransport } = await import("@chaos-core/edge");
   const token = newAgentToken();
-  const http = await startHttpTransport(deps, { host: "127.0.0.1", port: 0, localAgent: { token, only: true } });
+  // The registry holds the local tenant's toolsets and limits, as for this process's own stdio;
+  // no credential of it is taken here (`only`).
+  const http = await startHttpTransport(deps, { host: "127.0.0.1", port: 0, directory, localAgent: { token, only: true } });
   closers.unshift(() => http.close());
   const published = await publishAgentEndpoint(dataDir, { url: http.url, token, mode: "stdio" });
   closers.unshift(() => published.close());

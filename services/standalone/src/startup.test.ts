@@ -5,12 +5,15 @@ import { PassThrough } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { createLogger } from "@chaos-core/kit";
-import { MRTR_KEYRING_FILE, newMrtrKeyringFile, runStdioTransport, TOOL_DEFINITIONS, type EdgeDeps } from "@chaos-core/edge";
+import { createLogger, DEFAULT_TOOLSETS } from "@chaos-core/kit";
+import { MRTR_KEYRING_FILE, newMrtrKeyringFile, runStdioTransport, TOOL_DEFINITIONS } from "@chaos-core/edge";
 import { loadStandaloneConfig } from "./config.js";
 import { startRuntime, type StartingRuntime } from "./startup.js";
 
 const dirs: string[] = [];
+
+/** What a tenant whose operator chose no toolsets is listed (finance-reference is opt-in). */
+const DEFAULT_TOOL_NAMES = TOOL_DEFINITIONS.filter((t) => DEFAULT_TOOLSETS.includes(t.toolset)).map((t) => t.name).sort();
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
@@ -44,11 +47,16 @@ async function start(
   });
 }
 
-/** A real SDK client on the stdio transport, over in-process pipes instead of a child's stdin/stdout. */
-async function stdioClient(deps: EdgeDeps): Promise<{ client: Client; close: () => Promise<void> }> {
+/**
+ * A real SDK client on the stdio transport, over in-process pipes instead of a child's
+ * stdin/stdout, with the runtime's tenant registry as `chaos-core stdio` gives it.
+ */
+async function stdioClient(starting: StartingRuntime): Promise<{ client: Client; close: () => Promise<void> }> {
   const toServer = new PassThrough();
   const fromServer = new PassThrough();
-  const running = await runStdioTransport(deps, { stdin: toServer, stdout: fromServer });
+  const directory = starting.ready.then((runtime) => runtime.tenants.directory);
+  directory.catch(() => {});
+  const running = await runStdioTransport(starting.deps, { stdin: toServer, stdout: fromServer, directory });
   const client = new Client({ name: "startup-test", version: "1.0.0" });
   // Line-delimited JSON-RPC is the same in both directions: the SDK's stdio framing over the
   // other ends of the pipes is the client's transport.
@@ -77,12 +85,13 @@ describe("a stdio server whose stores are still opening", () => {
   it("answers initialize, tools/list, prompts/list and ping at once, and a tool call once the stores are open", async () => {
     const hold = latch();
     const starting = await start(dataDir(), hold.wait);
-    const { client, close } = await stdioClient(starting.deps);
+    const { client, close } = await stdioClient(starting);
     try {
       // Connected means initialize was answered, with the database not yet opened.
       expect(client.getServerVersion()?.name).toBe("chaos-core");
+      // The registry is not readable yet: the default toolsets, at once.
       const tools = await client.listTools();
-      expect(tools.tools.map((t) => t.name).sort()).toEqual(TOOL_DEFINITIONS.map((t) => t.name).sort());
+      expect(tools.tools.map((t) => t.name).sort()).toEqual(DEFAULT_TOOL_NAMES);
       expect((await client.listPrompts()).prompts.length).toBeGreaterThan(0);
       await client.ping();
       expect(await settled(starting.ready)).toBe(false);
@@ -108,7 +117,7 @@ describe("a stdio server whose stores are still opening", () => {
     writeFileSync(join(dir, "pg", "PG_VERSION"), "18\n");
     const hold = latch();
     const starting = await start(dir, hold.wait);
-    const { client, close } = await stdioClient(starting.deps);
+    const { client, close } = await stdioClient(starting);
     try {
       const recall = client.callTool({ name: "chaoscore_recall", arguments: { key: "startup:k" } });
       expect(await settled(recall)).toBe(false);
@@ -121,7 +130,7 @@ describe("a stdio server whose stores are still opening", () => {
       expect(error.code).toBe("unavailable");
       expect(error.message).toContain(`the embedded database in ${join(dir, "pg")} did not open`);
       // What needs no store still answers while the process winds down.
-      expect((await client.listTools()).tools.length).toBe(TOOL_DEFINITIONS.length);
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(DEFAULT_TOOL_NAMES);
     } finally {
       await close();
       await starting.close();

@@ -11,6 +11,8 @@ import {
   loadGrpcTransportConfig,
   openGrpcTls,
   createLogger,
+  DEFAULT_TOOLSETS,
+  TOOLSET_NAMES,
   type CallContext,
   type Db,
   type Env,
@@ -51,8 +53,10 @@ export const TENANTS_USAGE = `Usage: chaos-core tenants <command> [options]
 
 Commands:
   create <id>    Register a tenant [--name TEXT] [--memory-retention-days N]
-                 [--council-retention-days N] [--toolsets core,council,... | all]: the toolsets
-                 its clients see (core, council, governance, finance-reference; default all)
+                 [--council-retention-days N] [--toolsets core,council,... | all | default]: the
+                 toolsets its clients see (core, council, governance, finance-reference); default
+                 core,council,governance: finance-reference's synthetic bank tools are served only
+                 where it is listed (or all). stdio serves tenant "default"
                  [--rate-limits FILE | none]: its rate limits, one tenant's entry of the rate
                  limits file as JSON ({tenant?, principal?, tool?, tools?}); they win over
                  CHAOS_CORE_RATE_LIMITS_FILE's entry for it, from its next request
@@ -232,6 +236,16 @@ const STATUS_NAME: Record<number, string> = {
 const KEY_STATUS_NAME: Record<number, string> = { [KeyStatus.ACTIVE]: "active", [KeyStatus.REVOKED]: "revoked", [KeyStatus.EXPIRED]: "expired" };
 const iso = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : null);
 
+/**
+ * The toolsets `--toolsets` names: a list, `all` (every toolset, the opt-in finance-reference
+ * included), or `default` (the empty list: the default toolsets, whatever a release makes them).
+ */
+function toolsetsFlag(value: string): string[] {
+  if (value === "default") return [];
+  if (value === "all") return [...TOOLSET_NAMES];
+  return value.split(",").map((t) => t.trim()).filter(Boolean);
+}
+
 /** A tenant as `--json` prints it. */
 function tenantJson(t: Tenant) {
   return {
@@ -270,7 +284,7 @@ function keyJson(k: ApiKey) {
 function tenantLine(t: ReturnType<typeof tenantJson>): string {
   const s = t.settings;
   const retention = `memory ${s.memory_retention_days || "∞"}d, council ${s.council_retention_days || "∞"}d`;
-  const toolsets = s.toolsets.length > 0 ? s.toolsets.join(",") : "all toolsets";
+  const toolsets = s.toolsets.length > 0 ? s.toolsets.join(",") : `default toolsets (${DEFAULT_TOOLSETS.join(",")})`;
   return `${t.id}\t${t.status}\t${t.display_name || "-"}\t${retention}\t${toolsets}\n`;
 }
 
@@ -350,8 +364,7 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
       return {
         ...(memory !== undefined ? { memoryRetentionDays: memory } : {}),
         ...(council !== undefined ? { councilRetentionDays: council } : {}),
-        // "all" (or every one listed) is the empty list: nothing withheld.
-        ...(values.toolsets !== undefined ? { toolsets: values.toolsets === "all" ? [] : values.toolsets.split(",").map((t) => t.trim()).filter(Boolean) } : {}),
+        ...(values.toolsets !== undefined ? { toolsets: toolsetsFlag(values.toolsets) } : {}),
         ...(values["rate-limits"] !== undefined ? { rateLimits: jsonObjectFile("rate-limits", values["rate-limits"], "{tenant?, principal?, tool?, tools?}") } : {}),
         ...(values["ledger-policy"] !== undefined ? { ledgerPolicy: jsonObjectFile("ledger-policy", values["ledger-policy"], "{spend_policies?, tool_approval?}") } : {}),
       };

@@ -21,7 +21,7 @@ import type { EdgeDeps } from "../deps.js";
 import { elicitModes } from "../server/register-tools.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient } from "../test-support/http.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, TEST_PAYOUT, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
@@ -406,7 +406,8 @@ describe("approve_spend through URL-mode elicitation", () => {
   it("sends the user to the request's console page, and collects the receipt a person approved there, once", async () => {
     const tenant = uniqueTenant("url-wire");
     let seq = 0;
-    const c = await connect(tenant, { whileWaiting: () => approveOnConsole(tenant, seq) });
+    // The wire runs at the end: its tenant's operator enabled the finance-reference toolset.
+    const c = await connect(tenant, { whileWaiting: () => approveOnConsole(tenant, seq) }, withEveryToolset(deps));
     const held = ok<{ status: string; request_seq: number }>(await c.call("request_authorization", { tool: "wire_treasury_transfer", args: wire }));
     expect(held.status).toBe("HITL_REQUIRED");
     seq = held.request_seq;

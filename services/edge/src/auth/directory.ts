@@ -45,7 +45,7 @@ export interface CredentialDirectory {
   tenantRefusal(tenant: string): Promise<CredentialRefusal | undefined>;
   /**
    * The toolsets the tenant's clients see, as {@link tenantRefusal} last read them (every request
-   * reads them before anything is served); undefined or empty: every toolset.
+   * reads them before anything is served); undefined or empty: the default toolsets.
    */
   enabledToolsets(tenant: string): readonly string[] | undefined;
   /** The tenant's rate limits in the registry, as {@link tenantRefusal} last read them; undefined: none there. */

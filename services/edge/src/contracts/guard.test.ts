@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { ToolDefinition } from "../tools/define.js";
 import type { PromptDefinition } from "../prompts/define.js";
@@ -37,7 +37,8 @@ beforeAll(async () => {
   services = await startTestServices("contract_guard");
   const contracts = attestServedSurface({ lockText, verifierKeys: [] });
   c = await connectInMemory(
-    { ...services.deps(createMemorySessionStore()), contracts },
+    // Every toolset, the opt-in finance-reference included: the guard holds the whole surface.
+    withEveryToolset({ ...services.deps(createMemorySessionStore()), contracts }),
     { tenant: uniqueTenant("guard"), principal: "tester" },
     { server: { tools: served, prompts: servedPrompts, resources: servedResources } },
   );

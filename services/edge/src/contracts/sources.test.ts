@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
+import { publishedResultSchema } from "../server/published-schema.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { edgeSurface } from "./sources.js";
 
@@ -9,7 +10,8 @@ let c: Connected;
 
 beforeAll(async () => {
   services = await startTestServices("contract_sources");
-  c = await connectInMemory(services.deps(createMemorySessionStore()), { tenant: uniqueTenant("contracts"), principal: "tester" });
+  // Every toolset: the lock pins every tool this build can serve, the opt-in finance-reference included.
+  c = await connectInMemory(withEveryToolset(services.deps(createMemorySessionStore())), { tenant: uniqueTenant("contracts"), principal: "tester" });
 });
 
 afterAll(async () => {
@@ -18,13 +20,13 @@ afterAll(async () => {
 });
 
 describe("edgeSurface (what the contracts pin)", () => {
-  it("is exactly what tools/list, prompts/list and the resource listings publish", async () => {
+  it("is exactly what tools/list, prompts/list and the resource listings publish, and each result schema whole (tools/list shows its top level)", async () => {
     const surface = edgeSurface();
     const { tools } = await c.client.listTools();
     expect(surface.tools.map((t) => t.name)).toEqual(tools.map((t) => t.name));
     for (const listed of tools) {
       const mine = surface.tools.find((t) => t.name === listed.name)!;
-      expect({ name: mine.name, input: mine.inputSchema, output: mine.outputSchema, description: mine.description, title: mine.title }).toEqual({
+      expect({ name: mine.name, input: mine.inputSchema, output: publishedResultSchema(mine.outputSchema), description: mine.description, title: mine.title }).toEqual({
         name: listed.name,
         input: listed.inputSchema,
         output: listed.outputSchema,

@@ -1,5 +1,5 @@
 import { withErrorAlternative } from "../server/register-tools.js";
-import { publishedArguments, publishedResult } from "../server/tool-arguments.js";
+import { publishedArguments, resultSchema } from "../server/tool-arguments.js";
 import type { PromptDefinition } from "../prompts/define.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
@@ -8,9 +8,10 @@ import type { ToolDefinition } from "../tools/define.js";
 import { TOOLSETS } from "../tools/index.js";
 
 /**
- * The edge's surface as plain data, for the contracts of docs/contracts.md: each tool's JSON
- * Schemas exactly as `tools/list` publishes them (the same published schemas the SDK converts,
- * with the SDK's conversion target), prompts' arguments and resources' URIs. Nothing here runs a
+ * The edge's surface as plain data, for the contracts of docs/contracts.md: each tool's input
+ * schema exactly as `tools/list` publishes it (the same published schema the SDK converts, with
+ * the SDK's conversion target) and its result schema whole (`tools/list` publishes its top
+ * level), prompts' arguments and resources' URIs. Nothing here runs a
  * tool; the shapes match `@chaos-core/contracts`' sources structurally, so the edge does not
  * depend on that package for them.
  */
@@ -34,7 +35,7 @@ const SDK_TARGET = "draft-2020-12";
 /** Copies through JSON, so the contract holds data only (no zod internals, no undefined). */
 const plain = (v: unknown): Record<string, unknown> => JSON.parse(JSON.stringify(v)) as Record<string, unknown>;
 
-/** One tool definition as its contract's source: the schemas exactly as `tools/list` publishes them (the costly part). */
+/** One tool definition as its contract's source: its input schema as `tools/list` publishes it, its result schema whole (the costly part). */
 export function toolSource(def: ToolDefinition, toolset: string = def.toolset): EdgeSurface["tools"][number] {
   return {
     name: def.name,
@@ -42,7 +43,8 @@ export function toolSource(def: ToolDefinition, toolset: string = def.toolset): 
     description: def.description,
     toolset,
     inputSchema: plain(publishedArguments(def.input)["~standard"].jsonSchema.input({ target: SDK_TARGET })),
-    outputSchema: plain(publishedResult(withErrorAlternative(def.output))["~standard"].jsonSchema.output({ target: SDK_TARGET })),
+    // Every result whole, what the tool's behaviour is held to; tools/list publishes its top level.
+    outputSchema: plain(resultSchema(withErrorAlternative(def.output))),
     annotations: { ...def.annotations },
   };
 }

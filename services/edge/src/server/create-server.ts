@@ -1,5 +1,6 @@
 import { isJSONRPCRequest, McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
+import { servedToolsets } from "@chaos-core/kit";
 import type { EdgeAttestation } from "../contracts/attestation.js";
 import { guardFor } from "../contracts/guard.js";
 import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
@@ -62,16 +63,14 @@ function stampContractsMeta(server: McpServer, attestation: EdgeAttestation): vo
 }
 
 /**
- * Why a tool is not served to `tenant` because its operator enabled other toolsets
- * (`chaos-core tenants settings --toolsets`), read at each listing and call; undefined when
- * every toolset is enabled (no registry, or none chosen).
+ * Why a tool is not served to `tenant`: its toolset is not among those the tenant's operator
+ * enabled (`chaos-core tenants settings --toolsets`), or, where none were chosen (no registry,
+ * or an empty list), not a default one (finance-reference is opt-in). Read at each listing and call.
  */
-function toolsetRefusal(deps: EdgeDeps, tenant: string): ((tool: ToolDefinition) => string | undefined) | undefined {
-  const enabled = deps.enabledToolsets;
-  if (!enabled) return undefined;
+function toolsetRefusal(deps: EdgeDeps, tenant: string): (tool: ToolDefinition) => string | undefined {
   return (tool) => {
-    const toolsets = enabled(tenant);
-    if (!toolsets || toolsets.length === 0 || toolsets.includes(tool.toolset)) return undefined;
+    const toolsets = servedToolsets(deps.enabledToolsets?.(tenant));
+    if (toolsets.includes(tool.toolset)) return undefined;
     return `${tool.name} belongs to the ${tool.toolset} toolset, which the operator has not enabled for tenant "${tenant}" (enabled: ${toolsets.join(", ")})`;
   };
 }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
-import { ATTR, ChaosError, ERROR_CODES, inRequestSpan, isObject, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
+import { ATTR, ChaosError, inRequestSpan, isObject, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../console/links.js";
 import type { ContractGuard } from "../contracts/guard.js";
@@ -16,7 +16,12 @@ import { mintRequestRef } from "./scope.js";
 
 type Extra = ServerContext;
 
-const toolErrorOutput = z.object({ code: z.enum(ERROR_CODES), message: z.string() });
+/**
+ * Kit's error shape. Its code is always one of kit's error codes (`toMcpErrorResult` sets it),
+ * published as a string: a client reads the code a failure carries, and listing all sixteen in
+ * every tool's schema cost 6 KB of each `tools/list` and told a model nothing it acts on.
+ */
+const toolErrorOutput = z.object({ code: z.string(), message: z.string() });
 
 /**
  * The output schema a tool publishes: its result, or kit's error shape. A failed call carries
@@ -31,7 +36,7 @@ export function withErrorAlternative(output: z.ZodObject): z.ZodObject {
     const required = (z.toJSONSchema(output, { io: "output" }).required ?? []) as string[];
     published = output
       .partial()
-      .extend({ error: toolErrorOutput.optional().describe("Present only on a failed call (isError: true)") })
+      .extend({ error: toolErrorOutput.optional() })
       .meta({ anyOf: [{ required }, { required: ["error"] }] });
     widened.set(output, published);
   }
@@ -224,7 +229,8 @@ export function registerTools(
         // Published strict; checked below, in the handler (the SDK's own check accepts anything).
         inputSchema: publishedArguments(tool.input),
         outputSchema: publishedResult(withErrorAlternative(tool.output)),
-        annotations: { title: tool.title, ...tool.annotations },
+        // The title once, at the top: annotations.title would only repeat it (MCP reads `title` first).
+        annotations: { ...tool.annotations },
         // The digest a client pins and may send back with its calls (docs/contracts.md §9).
         ...(contractDigest ? { _meta: { [TOOL_CONTRACT_META_KEY]: { digest: contractDigest } } } : {}),
       },
@@ -301,9 +307,6 @@ export function registerTools(
         );
       },
     );
-    // What SDK v1 listed for every tool (tasks are not served); v2 has no tasks and lists none,
-    // so it is set here to keep tools/list as it was. SDK v2's 2026-07-28 codec leaves it out.
-    registered.execution = { taskSupport: "forbidden" };
     // The run-time rug-pull guard (docs/contracts.md §7): the SDK lists only enabled tools and
     // reads this at each tools/list, so a definition that drifted from its pinned contract is
     // left out of the listing from then on (the check is cached per definition object); its

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { JSONRPCMessage } from "@modelcontextprotocol/server";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
+import { compactSchema } from "./published-schema.js";
 import { argumentsSchema, checkToolArguments, publishedArguments, structuralProblems, toolCallRefusal } from "./tool-arguments.js";
 
 const tools = new Map(TOOL_DEFINITIONS.map((t) => [t.name, t]));
@@ -158,11 +159,11 @@ describe("argumentsSchema", () => {
     }
   });
 
-  it("is what the SDK publishes, as draft-07, while the SDK's own check lets every call through to the handler", async () => {
+  it("is what the SDK publishes, zod's draft-07 conversion compacted, while the SDK's own check lets every call through to the handler", async () => {
     for (const tool of TOOL_DEFINITIONS) {
       const published = publishedArguments(tool.input)["~standard"];
       expect(published.jsonSchema.input({ target: "draft-2020-12" }), tool.name).toEqual(
-        z.toJSONSchema(argumentsSchema(tool.input), { target: "draft-7", io: "input" }),
+        compactSchema(z.toJSONSchema(argumentsSchema(tool.input), { target: "draft-7", io: "input" }) as Record<string, unknown>),
       );
       expect(published.jsonSchema.input({ target: "draft-2020-12" })).toMatchObject({ additionalProperties: false });
       expect(await published.validate({ zz_unknown: 1 })).toEqual({ value: { zz_unknown: 1 } });

@@ -31,6 +31,7 @@ import {
 import { ChaosError, describeZodIssues, formatIssuePath, likelyMeant, toMcpErrorResult } from "@chaos-core/kit";
 import { MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH } from "../config.js";
 import type { ToolDefinition } from "../tools/define.js";
+import { compactSchema, publishedResultSchema } from "./published-schema.js";
 
 const strict = new WeakMap<z.ZodObject, z.ZodObject>();
 
@@ -50,13 +51,14 @@ export function argumentsSchema(input: z.ZodObject): z.ZodObject {
 }
 
 /**
- * The JSON Schema a zod object is published as: draft-07, as SDK v1 converted it (`z.toJSONSchema`
- * with `target: "draft-7"`), whatever target the SDK asks for, so `tools/list` is byte for byte
- * what clients saw before the move to SDK v2 (which would ask zod for draft 2020-12). Built once.
+ * The JSON Schema a zod object is published as: zod's draft-07 conversion (as SDK v1 asked for it,
+ * whatever target the SDK asks for now), without the keywords that constrain nothing
+ * ({@link compactSchema}), which leaves a schema that reads the same as draft-07 and as 2020-12,
+ * MCP's default dialect. Built once.
  */
 function draft07(schema: z.ZodObject, io: "input" | "output"): () => Record<string, unknown> {
   let json: Record<string, unknown> | undefined;
-  return () => (json ??= z.toJSONSchema(schema, { target: "draft-7", io }) as Record<string, unknown>);
+  return () => (json ??= compactSchema(z.toJSONSchema(schema, { target: "draft-7", io }) as Record<string, unknown>));
 }
 
 const publishedInputs = new WeakMap<z.ZodObject, StandardSchemaWithJSON>();
@@ -82,19 +84,38 @@ export function publishedArguments(input: z.ZodObject): StandardSchemaWithJSON {
   return published;
 }
 
+const resultSchemas = new WeakMap<z.ZodObject, () => Record<string, unknown>>();
+
+/**
+ * The JSON Schema of every result `output` admits, whole ({@link draft07}): what a tool's
+ * contract pins as its behaviour (docs/contracts.md §2), while `tools/list` publishes its top
+ * level ({@link publishedResult}).
+ */
+export function resultSchema(output: z.ZodObject): Record<string, unknown> {
+  let json = resultSchemas.get(output);
+  if (!json) resultSchemas.set(output, (json = draft07(output, "output")));
+  return json();
+}
+
 const publishedOutputs = new WeakMap<z.ZodObject, StandardSchemaWithJSON>();
 
-/** What a tool's `outputSchema` is registered as: `output` itself, published as {@link draft07}. */
+/**
+ * What a tool's `outputSchema` is registered as: `output` itself, which checks every result
+ * whole where it is made, published as the top level of {@link resultSchema}
+ * ({@link publishedResultSchema}).
+ */
 export function publishedResult(output: z.ZodObject): StandardSchemaWithJSON {
   let published = publishedOutputs.get(output);
   if (!published) {
     const zod = output["~standard"];
+    let json: Record<string, unknown> | undefined;
+    const publishedJson = () => (json ??= publishedResultSchema(resultSchema(output)));
     published = {
       "~standard": {
         version: 1,
         vendor: zod.vendor,
         validate: (value: unknown, options) => zod.validate(value, options),
-        jsonSchema: { input: draft07(output, "input"), output: draft07(output, "output") },
+        jsonSchema: { input: publishedJson, output: publishedJson },
       },
     };
     publishedOutputs.set(output, published);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { InMemoryTransport, type InitializeRequest } from "@modelcontextprotocol/server";
+import { TOOLSET_NAMES } from "@chaos-core/kit";
 import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession } from "../deps.js";
 import { createChaosCoreServer, type CreateServerOptions } from "../server/create-server.js";
@@ -55,6 +56,14 @@ export async function connectInMemory(deps: EdgeDeps, identity: Identity, option
       await server.close();
     },
   };
+}
+
+/**
+ * `deps` as an edge serves tenants whose operator enabled every toolset, the opt-in
+ * finance-reference included (`chaos-core tenants settings <id> --toolsets all`).
+ */
+export function withEveryToolset(deps: EdgeDeps): EdgeDeps {
+  return { ...deps, enabledToolsets: () => TOOLSET_NAMES };
 }
 
 /** A tenant id no other test uses. */

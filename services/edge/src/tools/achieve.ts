@@ -21,13 +21,13 @@ const output = z.object({
   objective: z.string(),
   summary: z
     .string()
-    .describe("The answer in words: what a recall found (the value under the exact key first) or that nothing matched, what was stored or forgotten"),
+    .describe("The answer in words: what a recall found (the exact key's value first) or that nothing matched"),
   intent: intentOutput,
-  plans: z.array(tracePlanOutput).describe("The first plan, then one per re-plan (re-plans are not stored)"),
-  results: z.array(stepResultOutput).describe("Every step result of every plan, in execution order"),
+  plans: z.array(tracePlanOutput).describe("The first plan, then one per re-plan (not stored)"),
+  results: z.array(stepResultOutput),
   replans: z.number(),
-  episode_key: z.string().optional().describe("The memory key the run was recorded under, when it was"),
-  notes: z.array(z.string()).describe("Why the run ended as it did, and why a bookkeeping write was not stored"),
+  episode_key: z.string().optional(),
+  notes: z.array(z.string()).describe("Why the run ended so, and why a bookkeeping write was not stored"),
   bookkeeping: z
     .array(
       z.object({
@@ -39,11 +39,8 @@ const output = z.object({
         reason: z.string().describe("Policy's reason, or why the write failed"),
       }),
     )
-    .describe(
-      "The run's own memory writes (the episode, and on success the procedure), each run as the internal capability " +
-        "memory.episode through policy (as itself and as memory.remember) and recorded in the audit ledger",
-    ),
-  next_step: z.string().optional().describe("What to do next, in plain words, when a step waits for approval"),
+    .describe("The run's own memory writes (episode, procedure), each through policy"),
+  next_step: z.string().optional().describe("What to do next when a step waits for approval"),
 });
 
 function traceToOutput(t: Trace, place: ChannelPlace): z.output<typeof output> {
@@ -77,21 +74,21 @@ export const achieveTool = defineTool({
   toolset: "core",
   title: "Achieve",
   description:
-    "Run the whole cognitive loop for an objective: gather context from memory, reason, plan, execute every step " +
-    "through policy, evaluate, re-plan the rest after a failed step (at most max_replans times) and record the " +
-    "episode (through policy too, as memory.episode and memory.remember; bookkeeping says whether it was stored). A denial ends the run; a step that needs approval stops it (status pending_approval; next_step says " +
-    "how to get it approved and run). Sends a progress notification per stage " +
-    "when the request carries a progress token (the total is unknown), and returns the trace with summary: the answer in " +
+    "Run the whole cognitive loop for an objective: context from memory, reason, plan, execute every step through " +
+    "policy, evaluate, re-plan the rest after a failed step (at most max_replans times) and record the episode " +
+    "(through policy too; bookkeeping says whether it was stored). A denial ends the run; a step that needs approval " +
+    "stops it (status pending_approval; next_step says how to get it approved and run). Sends a progress " +
+    "notification per stage when the request has a progress token. Returns the trace, with summary: the answer in " +
     "words (what a recall found, or that nothing matched). May take minutes.",
   input: z.object({
-    objective: objectiveSchema.describe("What to achieve, in plain words (at most 4000 characters)"),
+    objective: objectiveSchema.describe("What to achieve, in plain words"),
     max_replans: z
       .number()
       .int()
       .min(0)
       .max(MAX_REPLANS)
       .optional()
-      .describe(`Re-plans allowed after failed steps (0-${MAX_REPLANS}, default 2)`),
+      .describe("Re-plans after failed steps (default 2)"),
   }),
   output,
   annotations: {

@@ -16,17 +16,17 @@ export const approveTool = defineTool({
   toolset: "core",
   title: "Approve",
   description:
-    "Answer a pending approval (approve or reject), once, as a person holding the approver role: the role is " +
-    "granted by the operator to an API key, never by an argument. You cannot approve a step you requested " +
-    "yourself. Approving runs nothing: the requesting agent then runs the step with chaoscore_execute {approval_id}.",
+    "Answer a pending approval (approve or reject), once, as a person holding the approver role, which the operator " +
+    "grants to an API key, never an argument. Not for a step you requested yourself. Approving runs nothing: the " +
+    "requesting agent then runs the step with chaoscore_execute {approval_id}.",
   input: z.object({
     approval_id: z.string().min(1).max(64).describe("The approval_id of a pending_approval step result"),
-    approve: z.boolean().describe("true to approve the step, false to reject it (it will never run)"),
+    approve: z.boolean().describe("false rejects it: it never runs"),
   }),
   output: z.object({
     approval_id: z.string(),
     status: z.enum(["approved", "rejected"]),
-    resolved_by: z.string().describe("Who answered, as recorded"),
+    resolved_by: z.string(),
     next_step: z.string(),
   }),
   annotations: {

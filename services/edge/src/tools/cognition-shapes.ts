@@ -77,15 +77,13 @@ export const planStepInput = z.strictObject({
 });
 
 export const planOutput = z.object({
-  plan_id: z.string().describe("Pass to chaoscore_execute in this session (2026-07-28: as this principal); other sessions and principals cannot see it"),
+  plan_id: z.string().describe("For chaoscore_execute in this session (2026-07-28: by this principal); no one else sees it"),
   steps: z.array(planStepOutput),
   source: z.string().describe("procedure (a sequence that succeeded before), heuristic or model"),
   provider: z.string(),
   model: z.string(),
-  expires_at: z.string().describe("ISO 8601; the plan is gone after this"),
-  notes: z
-    .array(z.string())
-    .describe('What to know about the plan, above all why it is empty ("… needs a language model; none is configured")'),
+  expires_at: z.string().describe("ISO 8601"),
+  notes: z.array(z.string()).describe("Above all, why the plan is empty"),
 });
 
 export const stepResultOutput = z.object({

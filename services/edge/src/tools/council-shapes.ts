@@ -61,7 +61,7 @@ export const claimSchema = z.preprocess(
       .string()
       .max(COUNCIL_INPUT_LIMITS.maxStringChars, `claim source must be at most ${COUNCIL_INPUT_LIMITS.maxStringChars} characters`)
       .optional()
-      .describe("Where the statement comes from (a phase, a document, a measurement)"),
+      .describe("A phase, a document, a measurement"),
   }),
 );
 

@@ -27,25 +27,25 @@ export const councilInitTool = defineTool({
   toolset: "council",
   title: "Council: start a session",
   description:
-    "Start a council session: structured, deterministic scaffolding for a hard problem in ordered phases " +
-    "(decompile → design → critique → synthesis → verify), each owned by a persona with an authority boundary. " +
-    "The task's complexity (score and reason returned) sets the pipeline depth: light skips design and critique. " +
-    "No model is called; every score is computed by explainable rules. Then work as the returned persona and call " +
-    "council_save with the phase's output. Sessions belong to your tenant and survive restarts.",
+    "Start a council session: deterministic scaffolding for a hard problem in ordered phases (decompile → design → " +
+    "critique → synthesis → verify), each owned by a persona with an authority boundary. The task's complexity " +
+    "(score and reason returned) sets the pipeline depth: light skips design and critique. No model is called; " +
+    "explainable rules compute every score. Then work as the returned persona and call council_save with the " +
+    "phase's output. Sessions belong to your tenant and survive restarts.",
   input: z.object({
-    task: boundedText("task", L.maxTaskChars).describe(`The problem to solve (at most ${L.maxTaskChars} characters)`),
-    title: boundedText("title", L.maxTitleChars).optional().describe(`A short title (at most ${L.maxTitleChars} characters)`),
+    task: boundedText("task", L.maxTaskChars).describe("The problem to solve"),
+    title: boundedText("title", L.maxTitleChars).optional(),
     context: boundedText("context", L.maxContextChars)
       .optional()
-      .describe(`Background the personas should take into account (at most ${L.maxContextChars} characters)`),
+      .describe("Background the personas should take into account"),
   }),
   output: z.looseObject({
     sessionId: z.string().describe("Pass to every other council tool"),
-    phase: z.string().describe("The active phase"),
-    persona: z.string().describe("The active persona, e.g. Systems Analyst"),
+    phase: z.string(),
+    persona: z.string(),
     complexityLevel: z.string().describe("simple, moderate or complex"),
     pipelineDepth: z.string().describe("light, standard or full"),
-    pipeline: z.array(z.string()).describe("The phases this session runs, in order"),
+    pipeline: z.array(z.string()),
   }).describe(COUNCIL_RESULT_NOTE),
   annotations: {
     readOnlyHint: false,
@@ -78,32 +78,31 @@ export const councilSaveTool = defineTool({
   toolset: "council",
   title: "Council: save a phase",
   description:
-    "Save the output of the session's active phase. It is validated against the phase's fields (a wrong or missing " +
-    "field is named), scored (completeness, consistency, decision quality, structure, transparency, agentic), checked " +
-    "for contradictions with earlier phases and for output outside the persona's authority. A score of at least 70 " +
-    "locks the phase and hands over to the next persona; below that, improve the output and save the same phase " +
-    "again. Phases cannot be skipped, saved out of order or changed once locked.",
+    "Save the output of the session's active phase: validated against the phase's fields (a wrong or missing one " +
+    "is named), scored (completeness, consistency, decision quality, structure, transparency, agentic), checked for " +
+    "contradictions with earlier phases and for output outside the persona's authority. A score of 70 or more locks " +
+    "the phase and hands over to the next persona; below, improve the output and save the phase again. Phases " +
+    "cannot be skipped, saved out of order or changed once locked.",
   input: z.object({
     sessionId: sessionIdSchema,
-    phase: z.enum(COUNCIL_PHASES).describe("The session's active phase"),
+    phase: z.enum(COUNCIL_PHASES).describe("The active phase"),
     output: phaseOutputSchema.describe(
-      "The phase's output object. Required fields: decompile {summary, decisions, constraints, confidence, " +
-        "criticalQuestions, claims}; design {summary, approaches, justification, tradeoffs, recommended, decisions}; " +
-        "critique {summary, vulnerabilities, riskLevel, mitigation, confidence}; synthesis {summary, implementation, " +
-        "testing, warnings}; verify {summary, checks, passedCount, failedCount, finalConfidence} and optionally " +
-        "decision (approve or reject, or APPROVED / REJECTED; without it a failed check rejects). Claims " +
-        "carry a certainty (confirmed, likely, uncertain, unknown, assumption) and a source; knowledgeBoundary is " +
-        "optional everywhere. An item of decisions, claims, approaches, vulnerabilities or checks may be a plain " +
-        `string instead of an object. At most ${L.maxOutputChars} characters as JSON.`,
+      "Required fields: decompile {summary, decisions, constraints, confidence, criticalQuestions, claims}; design " +
+        "{summary, approaches, justification, tradeoffs, recommended, decisions}; critique {summary, vulnerabilities, " +
+        "riskLevel, mitigation, confidence}; synthesis {summary, implementation, testing, warnings}; verify {summary, " +
+        "checks, passedCount, failedCount, finalConfidence}, optionally decision (approve or reject; without it a " +
+        "failed check rejects). Claims carry a certainty (confirmed, likely, uncertain, unknown, assumption) and a " +
+        "source; knowledgeBoundary is optional. An item of decisions, claims, approaches, vulnerabilities or checks may " +
+        `be a plain string. At most ${L.maxOutputChars} characters as JSON.`,
     ),
   }),
   output: z.looseObject({
     sessionId: z.string(),
     phase: z.string(),
-    score: z.number().describe("The phase's final score, 0-100"),
+    score: z.number().describe("0-100"),
     verdict,
     canProceed: z.boolean().describe("Whether the next phase is unlocked"),
-    nextPhase: z.string().nullable().describe("The phase now active; null when complete or when this phase must be saved again"),
+    nextPhase: z.string().nullable().describe("Now active; null when complete or this phase must be saved again"),
     sessionComplete: z.boolean(),
   }).describe(COUNCIL_RESULT_NOTE),
   annotations: {
@@ -140,15 +139,15 @@ export const councilRecallTool = defineTool({
   title: "Council: recall a session",
   description:
     "Recall a council session: progress, the active phase and persona, each phase's status and score, decisions, " +
-    "warnings and the transparency log. format: full (default), summary, or decisions only.",
+    "warnings and the transparency log (format summary: less; decisions: those only).",
   input: z.object({
     sessionId: sessionIdSchema,
-    format: z.enum(["full", "summary", "decisions"]).optional().describe("full (default), summary or decisions"),
+    format: z.enum(["full", "summary", "decisions"]).optional().describe("Default full"),
   }),
   output: z.looseObject({
     sessionId: z.string(),
     status: z.string(),
-    activePhase: z.string().nullable().describe("The active phase; null when the session is complete"),
+    activePhase: z.string().nullable().describe("Null when the session is complete"),
   }).describe(COUNCIL_RESULT_NOTE),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(args, ctx) {
@@ -164,16 +163,16 @@ export const councilVerifyTool = defineTool({
   title: "Council: verify claims",
   description:
     "Check claims against what the session stored: contradictions (numbers that disagree, a statement and its " +
-    "negation, earlier constraints broken) and grounding (whether a saved phase supports the claim). mode: " +
-    "contradiction, grounding or all (default). Reports verified and unverified percentages.",
+    "negation, earlier constraints broken) and grounding (whether a saved phase supports the claim). Reports " +
+    "verified and unverified percentages.",
   input: z.object({
     sessionId: sessionIdSchema,
     claims: z
       .array(claimSchema)
       .min(1, "claims must list at least one claim")
       .max(L.maxClaimsToVerify, `claims must list at most ${L.maxClaimsToVerify} claims`)
-      .describe(`The claims to check (1-${L.maxClaimsToVerify}); a plain string is a claim's text`),
-    mode: z.enum(["contradiction", "grounding", "all"]).optional().describe("contradiction, grounding or all (default)"),
+      .describe("A plain string is a claim's text"),
+    mode: z.enum(["contradiction", "grounding", "all"]).optional().describe("Default all"),
   }),
   output: z.looseObject({
     sessionId: z.string(),
@@ -202,14 +201,14 @@ export const councilContinueTool = defineTool({
   title: "Council: continue a session",
   description:
     "Resume a council session where it left off (after a break, a new conversation or a restart): the active " +
-    "phase and its persona (identity, authority, what is not its authority), the phase plan, the instructions for " +
-    "the phase, memory slots and the transparency log. Changes nothing.",
+    "phase and its persona (identity, authority and its limits), the phase plan and instructions, memory slots and " +
+    "the transparency log. Changes nothing.",
   input: z.object({ sessionId: sessionIdSchema }),
   output: z.looseObject({
     sessionId: z.string(),
     status: z.string(),
-    activePhase: z.string().nullable().describe("The active phase; null when the session is complete"),
-    activePersona: z.string().nullable().describe("The active persona; null when the session is complete"),
+    activePhase: z.string().nullable().describe("Null when the session is complete"),
+    activePersona: z.string().nullable().describe("Null when the session is complete"),
   }).describe(COUNCIL_RESULT_NOTE),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(args, ctx) {
@@ -235,7 +234,7 @@ export const councilScoreTool = defineTool({
   input: z.object({ sessionId: sessionIdSchema }),
   output: z.looseObject({
     sessionId: z.string(),
-    score: z.number().describe("The session's overall score, 0-100"),
+    score: z.number().describe("Overall, 0-100"),
     verdict,
   }).describe(COUNCIL_RESULT_NOTE),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },

@@ -1,11 +1,11 @@
 import type { z } from "zod";
-import type { CallContext } from "@chaos-core/kit";
+import type { CallContext, ToolsetName } from "@chaos-core/kit";
 import type { ElicitRequestFormParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/server";
 import type { Role } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps.js";
 
-/** Groups of tools that can be enabled together (DESIGN: "The MCP surface"). */
-export type Toolset = "core" | "council" | "governance" | "finance-reference";
+/** Groups of tools that can be enabled together (DESIGN: "The MCP surface"; kit's `TOOLSET_NAMES`). */
+export type Toolset = ToolsetName;
 
 /**
  * What a tool may use while it runs. Tools hold no session state of their own (so any replica,

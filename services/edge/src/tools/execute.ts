@@ -9,7 +9,7 @@ import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterApproved
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
 
 const output = z.object({
-  results: z.array(stepResultOutput).describe("One result per step, in order (with {approval_id}: the approved step, then the rest of its plan); empty when an approval was rejected"),
+  results: z.array(stepResultOutput).describe("One per step, in order ({approval_id}: the approved step, then the rest of its plan); empty when an approval was rejected"),
   approval: z
     .object({
       approval_id: z.string(),
@@ -17,11 +17,11 @@ const output = z.object({
       resolved_by: z.string().optional().describe("Who answered, as recorded, when this call recorded the answer"),
     })
     .optional()
-    .describe("Only with {approval_id}: the answer the step ran under, or the rejection (then nothing ran)"),
+    .describe("With {approval_id}: the answer the step ran under, or the rejection (nothing ran)"),
   next_step: z
     .string()
     .optional()
-    .describe("What to do next, in plain words: when a step waits for approval, or an approval's step did not run or ran and failed"),
+    .describe("What to do next: a step waits for approval, or an approval's step did not run or failed"),
 });
 
 type Output = z.input<typeof output>;
@@ -183,33 +183,31 @@ export const executeTool = defineTool({
   toolset: "core",
   title: "Execute",
   description:
-    "Run a plan from chaoscore_plan ({plan_id}, this session's only; on 2026-07-28 this principal's), an explicit list of steps ({steps}), or the step " +
-    "of a pending approval ({approval_id}). Every step goes through policy first: a denied step never runs (status " +
-    "denied), a step that needs approval stops the run (status pending_approval, with the ways to approve it and " +
-    "next_step), and the steps after a failure, denial or approval stop are skipped. With {approval_id} the step runs " +
-    "once, after a person approved it, and then the rest of its plan, each step through policy again (stopping at the next " +
-    "that needs approval; a plan that expired meanwhile runs only the approved step and names the rest): a client that supports URL-mode elicitation has its user sent to the approval " +
-    "console's page for it and the call waits for the answer given there; otherwise your user is asked when policy " +
-    "accepts your client's answer for it and this client supports elicitation; otherwise an approver " +
-    "(chaoscore_approve), the operator or the console must answer first. " +
-    'A step\'s input may take an earlier step\'s output: {"$step": "s1", "path": "/status"} (a JSON Pointer into s1\'s output) in ' +
-    "place of a value, resolved before policy, hashing and approval, so an approval shows the real value. " +
-    "Success is decided by code: the handler returned and its output matches the capability's output schema.",
+    "Run a plan from chaoscore_plan ({plan_id}: this session's; 2026-07-28: this principal's), explicit steps " +
+    "({steps}), or the step of a pending approval ({approval_id}). Policy decides every step first: a denied step " +
+    "never runs (status denied); one that needs approval stops the run (status pending_approval, with the ways to " +
+    "approve it and next_step); steps after a failure, denial or stop are skipped. {approval_id} runs the step once, after a person approved " +
+    "it, then the rest of its plan, each step through policy again (a plan expired meanwhile: only the approved step; the rest is named): " +
+    "a client with URL-mode elicitation has its user sent to the console page and the call waits; otherwise your " +
+    "user is asked where policy accepts your client's answer and the client can elicit; otherwise an approver " +
+    '(chaoscore_approve), the operator or the console must answer first. A step\'s input may take an earlier step\'s ' +
+    'output: {"$step": "s1", "path": "/status"} (a JSON Pointer into it) for a value, resolved before policy and ' +
+    "approval, so an approval shows the real value. Success is decided by code: the output matches the capability's schema.",
   input: z
     .object({
-      plan_id: z.string().min(1).max(64).optional().describe("A plan id from chaoscore_plan in this session (2026-07-28: made by this principal)"),
+      plan_id: z.string().min(1).max(64).optional().describe("From chaoscore_plan"),
       steps: z
         .array(planStepInput)
         .min(1, "steps must hold at least one step")
         .max(MAX_STEPS, `steps must hold at most ${MAX_STEPS} steps`)
         .optional()
-        .describe(`Explicit steps (at most ${MAX_STEPS}), instead of plan_id`),
+        .describe("Instead of plan_id"),
       approval_id: z
         .string()
         .min(1)
         .max(64)
         .optional()
-        .describe("The approval_id of a pending_approval result from this session (2026-07-28: one this principal requested): runs its step once it is approved, then the rest of its plan"),
+        .describe("Of a pending_approval step you requested: runs that step once it is approved, then the rest of its plan"),
     })
     .superRefine((args, issue) => {
       const given = [args.plan_id, args.steps, args.approval_id].filter((v) => v !== undefined).length;

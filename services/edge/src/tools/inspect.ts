@@ -123,14 +123,14 @@ const auditOutput = z.object({
 const output = z.object({
   what: z.enum(SUBJECTS),
   available: z.boolean(),
-  reason: z.string().optional().describe("Why this part is not available, when it is not"),
+  reason: z.string().optional(),
   policy: policyOutput.optional(),
   memory: memoryOutput.optional(),
   session: sessionOutput.optional(),
-  request: requestOutput.optional().describe("2026-07-28 calls: there is no session; what this request carried"),
-  capabilities: z.array(capabilityOutput).optional().describe("The registered capabilities: those plans may use, and internal ones flagged"),
-  provider: providerOutput.optional().describe("The active AI provider (never a secret)"),
-  audit: auditOutput.optional().describe("The tenant's audit ledger at a glance"),
+  request: requestOutput.optional().describe("2026-07-28, which has no session: what this request carried"),
+  capabilities: z.array(capabilityOutput).optional().describe("Those plans may use, and internal ones flagged"),
+  provider: providerOutput.optional(),
+  audit: auditOutput.optional(),
 });
 
 type InspectOutput = z.output<typeof output>;
@@ -369,27 +369,27 @@ export const inspectTool = defineTool({
   toolset: "core",
   title: "Inspect",
   description:
-    "Look at the live control plane: `policy` (the tenant's policy document and version, with the approval " +
-    "channels; with `capability`, also the decision policy makes for it and, when it needs approval, the channels " +
-    "that may give it; with `spend_policy` (and `tool`), the channels that may approve a spend under it), `memory` (statistics), `sessions` (this session's metadata; on 2026-07-28, which has no sessions, this request's), " +
-    "`capabilities` (the registered capabilities with risk and hints), `providers` (the active AI provider and " +
-    "model, never a secret), `audit` (the tenant's audit ledger: size, chain verification, the latest signed " +
-    "checkpoint and the newest entries).",
+    "Look at the live control plane: `policy` (the tenant's policy document and version, approval channels " +
+    "included; with `capability`, the decision for it and who may approve it; with `spend_policy` (and `tool`), who " +
+    "may approve such a spend), `memory` (statistics), `sessions` (this session's metadata; on 2026-07-28 this " +
+    "request's), `capabilities` (the registered ones, with risk and hints), `providers` (the active AI provider and " +
+    "model, never a secret), `audit` (the audit ledger: size, chain verification, latest signed checkpoint, newest " +
+    "entries).",
   input: z
     .object({
-      what: z.enum(SUBJECTS).describe("What to inspect"),
-      capability: z.string().min(1).max(256).optional().describe("With what=policy: the capability to evaluate"),
+      what: z.enum(SUBJECTS),
+      capability: z.string().min(1).max(256).optional().describe("With what=policy: a capability to evaluate"),
       spend_policy: z
         .string()
         .regex(/^[a-z][a-z0-9_-]{0,62}$/, "must be a spend policy name such as equity, wire or rebalance")
         .optional()
-        .describe("With what=policy: a spend policy (equity, wire, rebalance, ...): who may approve a spend under it"),
+        .describe("With what=policy: a spend policy (equity, wire, …)"),
       tool: z
         .string()
         .regex(/^[a-z][a-z0-9_]*$/, "must be a finance tool name such as wire_treasury_transfer")
         .max(64)
         .optional()
-        .describe("With spend_policy: the finance tool that asks (wire_treasury_transfer), whose own entry comes first"),
+        .describe("With spend_policy: the finance tool that asks, whose own entry comes first"),
     })
     .superRefine((args, issue) => {
       for (const field of ["capability", "spend_policy"] as const) {

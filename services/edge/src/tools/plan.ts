@@ -16,16 +16,15 @@ export const planTool = defineTool({
   toolset: "core",
   title: "Plan",
   description:
-    "Turn an objective into steps, each a call of a registered capability with its input and a rationale. " +
-    "Nothing runs: the plan is stored for this session only (on 2026-07-28, which has no sessions, for your principal only; it expires, see expires_at) and run with " +
-    "chaoscore_execute {plan_id}. A capability sequence that succeeded before for the same objective (the same key words), " +
-    "run by chaoscore_achieve or by chaoscore_execute {plan_id}, is planned from first (source: procedure). Without a model, " +
-    "everyday objectives are read offline (remember/store X is Y, what is X, list/find … tagged T, forget X, fetch/check URL, " +
-    "\"… and remember it as K\"; English and German), and notes say when an objective needs a model. Pass the intent from " +
-    "chaoscore_reason, or omit it and the planner reasons itself.",
+    "Turn an objective into steps, each a registered capability with its input and a rationale. Nothing runs: " +
+    "the plan is kept for this session (2026-07-28: your principal) until expires_at; run it with chaoscore_execute " +
+    "{plan_id}. A sequence that succeeded before for the same key words is planned first (source: procedure). " +
+    "Without a model, everyday objectives are read offline (remember/store X is Y, what is X, list/find … tagged T, " +
+    "forget X, fetch/check URL, \"… and remember it as K\"; English and German); notes say when one needs a model. " +
+    "Pass chaoscore_reason's intent, or omit it and the planner reasons itself.",
   input: z.object({
-    objective: objectiveSchema.describe("What to achieve, in plain words (at most 4000 characters)"),
-    intent: intentInput.optional().describe("The intent chaoscore_reason returned, possibly edited"),
+    objective: objectiveSchema.describe("What to achieve, in plain words"),
+    intent: intentInput.optional().describe("chaoscore_reason's intent, possibly edited"),
   }),
   output: planOutput,
   annotations: {

@@ -10,10 +10,10 @@ export const reasonTool = defineTool({
   title: "Reason",
   description:
     "Analyse an objective into an intent: goal, constraints, success criteria, ambiguities, risk and the registered " +
-    "capabilities most likely to serve it, with the provider and model that read it. Nothing runs. With the default " +
-    "heuristic provider no model is used (model is \"none\" and the ambiguities say so). Pass the intent to chaoscore_plan.",
+    "capabilities most likely to serve it, with the provider and model that read it. Nothing runs. The default " +
+    "heuristic provider uses no model (model \"none\", and the ambiguities say so). Pass the intent to chaoscore_plan.",
   input: z.object({
-    objective: objectiveSchema.describe(`What to achieve, in plain words (at most 4000 characters)`),
+    objective: objectiveSchema.describe("What to achieve, in plain words"),
     context: z
       .string()
       .max(CONTEXT_MAX_CHARS, `context must be at most ${CONTEXT_MAX_CHARS} characters`)

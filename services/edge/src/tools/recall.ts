@@ -8,7 +8,7 @@ const SEARCH_FIELDS = ["query", "tags", "limit", "cursor"] as const;
 
 const output = z.object({
   items: z.array(memoryItemOutput),
-  next_cursor: z.string().optional().describe("Pass as cursor for the next page; absent on the last page"),
+  next_cursor: z.string().optional().describe("Absent on the last page"),
 });
 
 /**
@@ -21,20 +21,17 @@ export const recallTool = defineTool({
   toolset: "core",
   title: "Recall",
   description:
-    "Recall from durable memory: pass `key` for the one item stored under it, or search with `query` " +
-    "(case-insensitive substring of key or value), `tags` (all must match), `limit` (1-100, default 20) and " +
-    "`cursor` (from a previous `next_cursor`). Expired items are never returned. Runs as capability " +
-    "memory.recall through the executor: policy decides first and the decision is recorded in the audit ledger; " +
-    "when policy requires a person's approval, a client that supports URL-mode elicitation has its user sent to the " +
-    "approval's console page and the call waits for the answer given there; otherwise (or when no one answers in " +
-    "time) the error gives the approval_id to run it with chaoscore_execute.",
+    "Recall from durable memory: `key` for the one item stored under it, or search with `query`, `tags`, `limit` " +
+    "and `cursor`. Expired items are never returned. Runs as capability memory.recall, through policy and the " +
+    "audit ledger. If a person must approve it, a client with URL-mode elicitation has its user sent to the console " +
+    "page and the call waits; otherwise (or on timeout) the error gives the approval_id for chaoscore_execute.",
   input: z
     .object({
-      key: keySchema.optional().describe("Exact key to recall; cannot be combined with the search fields"),
+      key: keySchema.optional().describe("Exact key; not with the search fields"),
       query: z.string().max(512).optional().describe("Case-insensitive substring of the key or JSON value"),
-      tags: tagsSchema.optional().describe("Only items carrying every one of these tags"),
+      tags: tagsSchema.optional().describe("Only items with all of these tags"),
       limit: z.number().int().min(1).max(100).optional().describe("Page size, 1-100 (default 20)"),
-      cursor: z.string().min(1).max(2048).optional().describe("The next_cursor of the previous page"),
+      cursor: z.string().min(1).max(2048).optional().describe("The previous page's next_cursor"),
     })
     .superRefine((args, issue) => {
       if (args.key === undefined) return;

@@ -18,23 +18,21 @@ export const rememberTool = defineTool({
   toolset: "core",
   title: "Remember",
   description:
-    "Store a JSON value under a key in durable memory (per tenant), with optional tags and a time to live. " +
-    "Storing under an existing key replaces its value, tags and expiry. Runs as capability memory.remember " +
-    "through the executor: policy decides first and the decision is recorded in the audit ledger; when policy " +
-    "requires a person's approval, a client that supports URL-mode elicitation has its user sent to the approval's " +
-    "console page and the call waits for the answer given there; otherwise (or when no one answers in time) the error " +
-    "gives the approval_id to run it with chaoscore_execute.",
+    "Store a JSON value under a key in the tenant's durable memory, with optional tags and time to live; an " +
+    "existing key's value, tags and expiry are replaced. Runs as capability memory.remember, through policy and the " +
+    "audit ledger. If a person must approve it, a client with URL-mode elicitation has its user sent to the console " +
+    "page and the call waits; otherwise (or on timeout) the error gives the approval_id for chaoscore_execute.",
   input: z.object({
-    key: keySchema.describe("The key to store under (1-512 characters); an existing item with this key is replaced"),
+    key: keySchema,
     value: z.unknown().describe("Any JSON value, at most 1 MiB as JSON text"),
-    tags: tagsSchema.optional().describe("Up to 32 tags (1-64 characters each) to filter recall by"),
+    tags: tagsSchema.optional().describe("Up to 32, to filter recall by"),
     ttl_seconds: z
       .number()
       .int()
       .min(1)
       .max(MAX_TTL_SECONDS)
       .optional()
-      .describe("Seconds until the item expires; omit to keep it until it is replaced"),
+      .describe("Seconds until it expires; omitted: kept until replaced"),
   }),
   output,
   annotations: {

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ListToolsResultSchema, LoggingMessageNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { AjvJsonSchemaValidator as Draft07Validator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { AjvJsonSchemaValidator as Draft2020Validator } from "@modelcontextprotocol/client/validators/ajv";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { EdgeDeps } from "../deps.js";
 
@@ -89,15 +91,43 @@ describe("the tool list", () => {
     }
   });
 
-  it("lists every tool as SDK v1 did: draft-07 schemas, unknown arguments refused, no task support", async () => {
-    const c = await connect();
+  it("lists every tool without what MCP defaults say (no $schema, no task support, the title once), its unknown arguments refused", async () => {
+    const c = await connectInMemory(withEveryToolset(deps), { tenant: uniqueTenant("tools"), principal: "agent" });
+    open.push(c);
     const { tools } = await c.client.request({ method: "tools/list" }, ListToolsResultSchema);
+    expect(tools.map((t) => t.name)).toContain("wire_treasury_transfer");
     for (const tool of tools) {
-      expect(tool.inputSchema, tool.name).toMatchObject({ $schema: "http://json-schema.org/draft-07/schema#", additionalProperties: false });
-      expect(tool.outputSchema, tool.name).toMatchObject({ $schema: "http://json-schema.org/draft-07/schema#" });
-      expect(tool.execution, tool.name).toEqual({ taskSupport: "forbidden" });
+      expect(tool.inputSchema, tool.name).toMatchObject({ type: "object", additionalProperties: false });
+      // No $schema: MCP's default dialect, JSON Schema 2020-12.
+      expect(tool.inputSchema, tool.name).not.toHaveProperty("$schema");
+      expect(tool.outputSchema, tool.name).not.toHaveProperty("$schema");
+      // Absent: taskSupport "forbidden", MCP's default (the in-memory pair hands over an undefined member).
+      expect(tool.execution, tool.name).toBeUndefined();
+      expect(tool.title, tool.name).toBeTruthy();
+      expect(tool.annotations?.title, tool.name).toBeUndefined();
     }
     expect(c.client.getServerCapabilities()?.tools).toEqual({ listChanged: true });
+  });
+
+  it("publishes schemas that SDK v1's draft-07 validator and SDK v2's 2020-12 one read alike", async () => {
+    const c = await connectInMemory(withEveryToolset(deps), { tenant: uniqueTenant("tools"), principal: "agent" });
+    open.push(c);
+    const { tools } = await c.client.listTools();
+    const draft07 = new Draft07Validator();
+    const draft2020 = new Draft2020Validator();
+    const verdicts = (schema: Record<string, unknown>, values: unknown[]): [boolean[], boolean[]] => {
+      const [a, b] = [draft07.getValidator(schema), draft2020.getValidator(schema)];
+      return [values.map((v) => a(v).valid), values.map((v) => b(v).valid)];
+    };
+    for (const tool of tools) {
+      const [inputs07, inputs2020] = verdicts(tool.inputSchema, [{}, { not_a_field: 1 }, []]);
+      expect(inputs2020, tool.name).toEqual(inputs07);
+      expect(inputs07.slice(1), tool.name).toEqual([false, false]);
+      const failure = { error: { code: "not_found", message: "no such thing" } };
+      const [outputs07, outputs2020] = verdicts(tool.outputSchema!, [failure, { error: { code: 1 } }, {}]);
+      expect(outputs2020, tool.name).toEqual(outputs07);
+      expect(outputs07, tool.name).toEqual([true, false, false]);
+    }
   });
 
   it("declares the logging capability", async () => {

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, DEFAULT_TOOLSETS } from "@chaos-core/kit";
 import { hashApiKey } from "../auth/api-keys.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import {
@@ -51,7 +51,8 @@ describe("Streamable HTTP on loopback, without API keys", () => {
   async function stillServing() {
     const res = await rpc(edge.url, session, listTools);
     expect(res.status).toBe(200);
-    expect((res.message?.result as { tools: unknown[] }).tools).toHaveLength(TOOL_DEFINITIONS.length);
+    // The local user's tenant chose no toolsets: the default ones.
+    expect((res.message?.result as { tools: unknown[] }).tools).toHaveLength(TOOL_DEFINITIONS.filter((t) => DEFAULT_TOOLSETS.includes(t.toolset)).length);
   }
 
   it("serves a real SDK client: initialize, tools, and the local tenant", async () => {

@@ -289,6 +289,7 @@ function authentication(
   directory: CredentialDirectory | undefined,
   required: boolean,
   isLocalAgent?: (presented: string, remoteAddress: string | undefined) => boolean,
+  agentOnly = false,
 ): RequestHandler {
   const what = oauth ? (verifier || directory ? "an API key or an OAuth access token" : "an OAuth access token") : "<API key>";
   const scope: Record<string, string> = oauth ? { scope: AGENT_SCOPE } : {};
@@ -309,8 +310,12 @@ function authentication(
     // Anything shaped like an operator-issued key is looked up (or refused as one), never taken
     // for the local user: a mistyped key must not quietly act as tenant "default".
     const issued = key !== undefined && directory !== undefined && key.startsWith(ISSUED_KEY_PREFIX);
-    // A relay of `chaos-core stdio` on this machine: the local user, as stdio serves it.
+    // A relay of `chaos-core stdio` on this machine: the local user, as stdio serves it. A
+    // listener for relays alone takes nothing else.
     if (key !== undefined && isLocalAgent?.(key, req.socket.remoteAddress)) return admit(LOCAL_IDENTITY);
+    if (agentOnly) {
+      return jsonRpcError(res, 401, -32001, "Unauthorized: this listener serves chaos-core stdio relays only, with the local agent's credential");
+    }
     if (!required && !issued) return admit(LOCAL_IDENTITY);
     if (hasQueryToken(req)) {
       return jsonRpcError(res, 400, -32001, "Bad Request: send the access token in the Authorization header, never in the URL", challenge(oauth, { error: "invalid_request" }));
@@ -514,7 +519,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   app.use(
     "/mcp",
     originValidation(options.allowedOrigins ?? []),
-    authentication(verifier, oauth, directory, required, localAgent ? localAgentMatcher(localAgent) : undefined),
+    authentication(verifier, oauth, directory, required, localAgent ? localAgentMatcher(localAgent) : undefined, localAgent?.only === true),
   );
   if (credentialWatch) {
     app.use("/mcp", (_req, res, next) => {

@@ -1,6 +1,13 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createInProcessClient, createLogger, createMemoryTenantGenerations, createPgliteDb, TOOLSET_NAMES, type Db } from "@chaos-core/kit";
+import { createSqlTenantRegistry, createTenantDirectoryHandlers, migratePolicy, type TenantRegistry } from "@chaos-core/policy";
+import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
+import { createCredentialDirectory, type CredentialDirectory } from "../auth/directory.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import type { EdgeDeps } from "../deps.js";
@@ -17,7 +24,7 @@ afterAll(async () => {
 });
 
 /** A stdio session over in-memory pipes: lines in, every stdout line collected. */
-async function start(deps: EdgeDeps, onDemand?: () => void) {
+async function start(deps: EdgeDeps, onDemand?: () => void, directory?: Promise<CredentialDirectory>, directoryWaitMs?: number) {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const lines: string[] = [];
@@ -28,7 +35,7 @@ async function start(deps: EdgeDeps, onDemand?: () => void) {
     if (typeof msg.id === "number") waiters.get(msg.id)?.(msg);
   });
   let closed = 0;
-  const running = await runStdioTransport(deps, { stdin, stdout, onClose: () => closed++, ...(onDemand ? { onDemand } : {}) });
+  const running = await runStdioTransport(deps, { stdin, stdout, onClose: () => closed++, ...(onDemand ? { onDemand } : {}), ...(directory ? { directory } : {}), ...(directoryWaitMs ? { directoryWaitMs } : {}) });
   const send = (msg: Record<string, unknown>) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
   const request = (id: number, method: string, params: Record<string, unknown> = {}) =>
     new Promise<Record<string, unknown>>((resolve) => {
@@ -174,6 +181,117 @@ describe("runStdioTransport", () => {
     await answered;
     await waiting;
     expect(idle).toBe(true);
+    await io.running.close();
+  });
+});
+
+describe("the local tenant's toolsets, from the tenant registry", () => {
+  let dir: string;
+  let db: Db;
+  let registry: TenantRegistry;
+  let directory: CredentialDirectory;
+  const FINANCE = ["place_equity_order", "wire_treasury_transfer", "rebalance_portfolio"];
+
+  beforeAll(async () => {
+    // The registry as the standalone holds it: the policy service's, in process, on its database.
+    dir = await mkdtemp(join(tmpdir(), "chaoscore-stdio-toolsets-"));
+    db = await createPgliteDb({ dataDir: dir });
+    await migratePolicy(db);
+    const generations = createMemoryTenantGenerations();
+    registry = createSqlTenantRegistry(db, { generations });
+    const client = createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry));
+    directory = createCredentialDirectory({ client, generations, logger: createLogger("test", "silent") });
+  }, 60_000);
+
+  afterAll(async () => {
+    await db?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** The registry as the stores open: readable once `open()` is called. */
+  function opening() {
+    let open!: () => void;
+    const opened = new Promise<CredentialDirectory>((resolve) => (open = () => resolve(directory)));
+    return { opened, open };
+  }
+
+  const names = (res: Record<string, unknown>) => ((res.result as { tools: Array<{ name: string }> }).tools ?? []).map((t) => t.name);
+
+  it("lists the default toolsets at once while the registry opens, then tells a 2025-11-25 client to list again when its operator enabled finance-reference", async () => {
+    await registry.createTenant({ id: "default", settings: { toolsets: [...TOOLSET_NAMES] } });
+    const registryOpening = opening();
+    const io = await start(services.deps(createMemorySessionStore()), undefined, registryOpening.opened);
+    await io.request(1, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "toolsets", version: "1" } });
+    io.send({ method: "notifications/initialized" });
+    const before = names(await io.request(2, "tools/list"));
+    expect(before).toContain("council_init");
+    expect(before.filter((n) => FINANCE.includes(n))).toEqual([]);
+
+    registryOpening.open();
+    await expect.poll(() => io.lines.some((l) => l.includes('"notifications/tools/list_changed"'))).toBe(true);
+    expect(names(await io.request(3, "tools/list"))).toEqual(expect.arrayContaining([...FINANCE, "council_init"]));
+    // Served now: the tool answers (no ledger here, so it fails closed), not the toolset check.
+    const call = await io.request(4, "tools/call", { name: "wire_treasury_transfer", arguments: { beneficiary: "Globex", amount: 10, currency: "USD" } });
+    expect(call.result).toMatchObject({ isError: true, structuredContent: { error: { code: "unavailable" } } });
+    await io.running.close();
+  });
+
+  it("holds a tool call until the registry answers, so a toolset its operator withheld never runs, and sends no list change when nothing changed", async () => {
+    await registry.updateSettings("default", { councilRetentionDays: 0, memoryRetentionDays: 0, toolsets: ["core"] });
+    const registryOpening = opening();
+    const io = await start(services.deps(createMemorySessionStore()), undefined, registryOpening.opened);
+    await io.request(1, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "toolsets", version: "1" } });
+    io.send({ method: "notifications/initialized" });
+    let answered = false;
+    const council = io.request(2, "tools/call", { name: "council_init", arguments: { task: "Choose a cache" } }).then((res) => ((answered = true), res));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(answered).toBe(false);
+
+    registryOpening.open();
+    const refused = await council;
+    expect(refused.result).toMatchObject({ isError: true, structuredContent: { error: { code: "permission_denied" } } });
+    expect(JSON.stringify(refused.result)).toContain('council_init belongs to the council toolset, which the operator has not enabled for tenant \\"default\\" (enabled: core)');
+    expect(names(await io.request(3, "tools/list")).every((n) => n.startsWith("chaoscore_"))).toBe(true);
+
+    // Back to the defaults: listed before the registry answered, and the same after, so no list change is sent.
+    await registry.updateSettings("default", { councilRetentionDays: 0, memoryRetentionDays: 0, toolsets: [] });
+    const again = opening();
+    const quiet = await start(services.deps(createMemorySessionStore()), undefined, again.opened);
+    await quiet.request(1, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "toolsets", version: "1" } });
+    quiet.send({ method: "notifications/initialized" });
+    const listed = names(await quiet.request(2, "tools/list"));
+    again.open();
+    expect(names(await quiet.request(3, "tools/call", { name: "chaoscore_inspect", arguments: { what: "sessions" } }).then(() => quiet.request(4, "tools/list")))).toEqual(listed);
+    expect(quiet.lines.some((l) => l.includes("list_changed"))).toBe(false);
+    await io.running.close();
+    await quiet.running.close();
+  });
+
+  it("holds a 2026-07-28 client's tools/list until the registry answers, since no list change can reach it later", async () => {
+    await registry.updateSettings("default", { councilRetentionDays: 0, memoryRetentionDays: 0, toolsets: [...TOOLSET_NAMES] });
+    const registryOpening = opening();
+    const io = await start(services.deps(createMemorySessionStore()), undefined, registryOpening.opened);
+    let listed: string[] | undefined;
+    const listing = io.request(1, "tools/list", { _meta: envelope() }).then((res) => (listed = names(res)));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(listed).toBeUndefined();
+    registryOpening.open();
+    await listing;
+    expect(listed).toEqual(expect.arrayContaining([...FINANCE, "council_init"]));
+    await io.running.close();
+  });
+
+  it("waits for a registry that does not open only as long as a call waits for the stores, then serves the defaults", async () => {
+    const never = new Promise<CredentialDirectory>(() => {});
+    const io = await start(services.deps(createMemorySessionStore()), undefined, never, 200);
+    await io.request(1, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "toolsets", version: "1" } });
+    io.send({ method: "notifications/initialized" });
+    const started = performance.now();
+    const withheld = await io.request(2, "tools/call", { name: "place_equity_order", arguments: { symbol: "AAPL", side: "BUY", quantity: 1, notional: 10 } });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+    expect(withheld.result).toMatchObject({ isError: true, structuredContent: { error: { code: "permission_denied" } } });
+    const served = await io.request(3, "tools/call", { name: "chaoscore_inspect", arguments: { what: "sessions" } });
+    expect(served.result).toMatchObject({ structuredContent: { available: true } });
     await io.running.close();
   });
 });

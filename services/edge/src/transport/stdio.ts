@@ -1,15 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { PassThrough, type Readable, type Writable } from "node:stream";
 import { isInitializeRequest, isJSONRPCNotification, isJSONRPCRequest } from "@modelcontextprotocol/server";
-import type { InitializeRequest, JSONRPCMessage, McpServerFactory } from "@modelcontextprotocol/server";
+import type { InitializeRequest, JSONRPCMessage, JSONRPCRequest, McpServer, McpServerFactory } from "@modelcontextprotocol/server";
 import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { ChaosError } from "@chaos-core/kit";
+import type { CredentialDirectory } from "../auth/directory.js";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
 import type { EdgeDeps, EdgeSession, ModernScope } from "../deps.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";
 import { refusalResponse, type Refusal } from "./incoming.js";
+import { localToolsets } from "./local-toolsets.js";
 import { MAX_LINE_BYTES, readScreenedLines } from "./stdio-lines.js";
 
 /** Where the stdio transport reads and writes, and whom it tells when the connection ends. */
@@ -27,6 +29,16 @@ export interface StdioTransportOptions {
    * here never opens them for a probe (docs/protocol.md §14).
    */
   readonly onDemand?: () => void;
+  /**
+   * The tenant registry, once it can be read (the standalone's opens with its stores): the local
+   * tenant's toolsets are read through it (cached by generation) before every `tools/call` and,
+   * once it answered, every `tools/list`, so the ones its operator enabled (`chaos-core tenants
+   * settings default --toolsets`) hold over stdio as over HTTP (local-toolsets.ts). Unset, or while
+   * it cannot be read: the default toolsets.
+   */
+  readonly directory?: Promise<CredentialDirectory>;
+  /** How long a request waits for {@link directory} to open before the defaults serve it (default: kit's `START_WAIT_MS`, as a call waits for the stores). */
+  readonly directoryWaitMs?: number;
 }
 
 /** A running stdio transport. */
@@ -59,6 +71,12 @@ function screenedLines(stdin: Readable, hooks: LineHooks): { lines: Readable; st
     error: (err) => lines.emit("error", err),
   });
   return { lines, stop: reader.stop };
+}
+
+/** Whether a request carries a 2026-07-28 `_meta` envelope (which every request of that revision does). */
+function carriesEnvelope(message: JSONRPCRequest): boolean {
+  const meta = (message.params as { _meta?: Record<string, unknown> } | undefined)?._meta;
+  return typeof meta?.["io.modelcontextprotocol/protocolVersion"] === "string";
 }
 
 /** What {@link screenedLines} asks of its caller for each line. */
@@ -104,12 +122,22 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
       (err: unknown) => storeFailed(err),
     );
 
+  // The local tenant's toolsets from the registry (docs/tenants.md); without one, the defaults.
+  // A 2025-11-25 session that listed the defaults before the registry answered otherwise is told
+  // to list again (its server declares tools.listChanged).
+  let legacyServer: McpServer | undefined;
+  const toolsets = options.directory
+    ? localToolsets(session.tenant, options.directory, log, () => legacyServer?.sendToolListChanged(), options.directoryWaitMs)
+    : undefined;
+  const served: EdgeDeps = toolsets ? { ...deps, enabledToolsets: (tenant) => toolsets.enabled(tenant) } : deps;
+
   // serveStdio builds one server for the connection's era (and one for a `server/discover`
   // probe, kept if the connection goes on modern). A legacy one exists only once `initialize`
   // (or a claim-less request) opened the connection: its record is written before the SDK
   // answers that request, as before.
   const factory: McpServerFactory = async ({ era }) => {
-    const server = createChaosCoreServer(deps, era === "modern" ? modern : session);
+    const server = createChaosCoreServer(served, era === "modern" ? modern : session);
+    if (era === "legacy") legacyServer = server;
     server.server.onerror = (err) => log.warn({ err }, "MCP protocol error");
     if (era === "legacy" && initialize && !record) {
       record = sessionRecordFromInitialize(session, "stdio", initialize);
@@ -144,9 +172,12 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
         if (!initialize && isInitializeRequest(message)) initialize = message.params;
       } else if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") settle(message.params?.requestId);
     },
-    // A record that expired while the client sat idle is written again.
     before: async (message) => {
-      if (!record || !isJSONRPCRequest(message)) return;
+      if (!isJSONRPCRequest(message)) return;
+      if (message.method === "tools/call") await toolsets?.beforeCall();
+      if (message.method === "tools/list") await toolsets?.beforeList(carriesEnvelope(message));
+      // A record that expired while the client sat idle is written again.
+      if (!record) return;
       const current = record;
       await stored(deps.sessions.touch(session.tenant, session.id).then((alive) => (alive ? undefined : deps.sessions.create(current))));
     },

@@ -8,19 +8,20 @@ import {
   type KeyRole,
   type LedgerPolicySection,
   type TenantLimits,
+  TOOLSET_NAMES,
 } from "@chaos-core/kit";
 
 /** Whether a tenant is served. `deleted`: its data was removed; it is never served again. */
 export type TenantStatus = "enabled" | "disabled" | "deleted";
 
 /** Toolsets a tenant may have enabled (DESIGN.md, "The MCP surface"). */
-export const TOOLSETS = ["core", "council", "governance", "finance-reference"] as const;
+export const TOOLSETS = TOOLSET_NAMES;
 
 /** Per-tenant choices of the operator. Zero retention keeps data for ever. */
 export interface TenantSettings {
   readonly councilRetentionDays: number;
   readonly memoryRetentionDays: number;
-  /** Empty: every toolset. */
+  /** Empty: the default toolsets (kit's `DEFAULT_TOOLSETS`: all but finance-reference). */
   readonly toolsets: readonly string[];
   /** The tenant's rate limits (the rate limits file's shape for one tenant); unset: the file's. */
   readonly rateLimits?: TenantLimits;
@@ -79,7 +80,7 @@ export interface TenantState {
   readonly registered: boolean;
   readonly status: TenantStatus;
   readonly generation: number;
-  /** The toolsets its clients see; empty: every toolset. */
+  /** The toolsets its clients see; empty: the default toolsets (all but finance-reference). */
   readonly toolsets: readonly string[];
   /** Its rate limits in the registry, when it holds some. */
   readonly rateLimits?: TenantLimits;

@@ -37,7 +37,8 @@ export type TenantSettings = Message<"chaoscore.admin.v1.TenantSettings"> & {
   memoryRetentionDays: number;
 
   /**
-   * Toolsets the tenant's clients see (core, council, governance, finance-reference); empty: all.
+   * Toolsets the tenant's clients see (core, council, governance, finance-reference); empty: the
+   * default ones (core, council, governance).
    *
    * @generated from field: repeated string toolsets = 3;
    */

@@ -131,7 +131,8 @@ export type GetTenantStateResponse = Message<"chaoscore.policy.v1.GetTenantState
   generation: bigint;
 
   /**
-   * The toolsets the tenant's clients see (core, council, governance, finance-reference); empty: all.
+   * The toolsets the tenant's clients see (core, council, governance, finance-reference); empty:
+   * the default ones (core, council, governance).
    *
    * @generated from field: repeated string toolsets = 4;
    */

@@ -15,12 +15,12 @@ import { consolePageFor, waitForSpendAnswer } from "../../approvals/url-elicitat
 /** Who answered and how; shared by the tools that need a person. */
 export const humanOutput = z
   .object({
-    answer: z.enum(["confirmed", "declined", "cancelled"]).describe("confirmed is the only answer that approves or issues anything"),
+    answer: z.enum(["confirmed", "declined", "cancelled"]).describe("Only confirmed approves or issues anything"),
     via: z
       .enum(["approver_role", "elicitation", "operator", "console"])
       .describe("An approver's API key, the client's user asked through elicitation, the operator's command, or the approval console"),
   })
-  .describe("The person's answer");
+  .describe("The person's answer: {answer: confirmed | declined | cancelled, via}");
 
 /** The ledger's `approved_via` for each channel, as `human.via` shows it. */
 const VIA_OF_CHANNEL: Readonly<Record<string, z.output<typeof humanOutput>["via"]>> = {
@@ -32,18 +32,13 @@ const VIA_OF_CHANNEL: Readonly<Record<string, z.output<typeof humanOutput>["via"
 
 const output = gateOutput.partial().extend({
   human: humanOutput,
-  approved_by: z.string().optional().describe("Who approved, as the ledger recorded it (alice, console:alice, operator, elicitation:<you>)"),
-  channel: z.enum(APPROVAL_CHANNEL_NAMES).optional().describe("The channel the approval came through"),
-  receipt: jsonObjectOutput
-    .optional()
-    .describe("For an approved finance tool request, handed to its requester: the signed receipt, to pass back whole to that tool"),
-  receipt_pending: z
-    .boolean()
-    .optional()
-    .describe("Approved by someone other than the requester: the requester's next approve_spend (or the finance call) receives it"),
-  collect_seq: z.number().int().optional().describe("The ledger entry that records the requester's collection of the approval"),
-  decline_seq: z.number().int().optional().describe("The ledger entry that records a decline"),
-  next_step: z.string().describe("What happens next, in plain words"),
+  approved_by: z.string().optional().describe("As recorded: alice, console:alice, operator, elicitation:<you>"),
+  channel: z.enum(APPROVAL_CHANNEL_NAMES).optional(),
+  receipt: jsonObjectOutput.optional().describe("An approved finance request's signed receipt, for its requester to pass whole to the tool"),
+  receipt_pending: z.boolean().optional().describe("Someone else approved it: the requester's next approve_spend (or finance call) receives it"),
+  collect_seq: z.number().int().optional().describe("The ledger entry recording the requester's collection"),
+  decline_seq: z.number().int().optional().describe("The ledger entry recording a decline"),
+  next_step: z.string(),
 });
 
 /** An approval the gate still blocks: recorded, and nothing may run; the caps it broke named. */
@@ -74,19 +69,17 @@ export const approveSpendTool = defineTool({
   toolset: "governance",
   title: "Approve spend",
   description:
-    "Approve a spend the gate held for a person (HITL_REQUIRED), or receive that approval, by the request_seq that " +
-    "evaluate_spend_gate or request_authorization returned. Someone holding the approver role (granted by the operator " +
-    "to an API key) approves another principal's request by calling it; the operator can approve it with chaos-core " +
-    "approvals approve-spend. The requester calls it to receive the approval, once (for a finance tool request, the " +
-    "signed receipt that tool needs); while no person has answered, a client that supports URL-mode elicitation has " +
-    "its user sent to the request's page on the approval console (where policy accepts the console) and the call " +
-    "waits for the answer a person gives there; otherwise, where policy accepts this client's own answer for " +
-    "the spend (by default it never does: the operator opts a spend policy or tool in), a client that supports " +
-    "elicitation has its user shown the stored request, every argument included, and asked to confirm; otherwise " +
-    "approval_required lists every way a person can approve it. No argument can approve. An approval never overrides a " +
-    "hard rule.",
+    "Approve a spend the gate held for a person (HITL_REQUIRED), or receive that approval, by the request_seq " +
+    "evaluate_spend_gate or request_authorization returned. A holder of the approver role (which the operator grants " +
+    "an API key) approves another principal's request by calling it; the operator can with chaos-core approvals " +
+    "approve-spend. The requester calls it to receive the approval, once (for a finance tool request, the signed " +
+    "receipt). While no person has answered: a client with URL-mode elicitation has its user sent to the request's " +
+    "console page (where policy accepts the console) and the call waits; otherwise, where policy accepts this " +
+    "client's own answer (by default never: the operator opts a spend policy or tool in), a client that can elicit " +
+    "has its user shown the stored request, every argument, to confirm; otherwise approval_required lists every way " +
+    "a person can approve it. No argument can approve; no approval overrides a hard rule.",
   input: z.strictObject({
-    request_seq: requestSeq.describe("The ledger_seq of the HITL_REQUIRED evaluation or request_authorization"),
+    request_seq: requestSeq.describe("Of the HITL_REQUIRED evaluation or request"),
     ttl_seconds: ttlSeconds,
   }),
   output,

@@ -32,7 +32,7 @@ export const authorizeToolCallTool = defineTool({
     "code and the check that decided (missing receipt → allowlist_is_not_authorization, then malformed_receipt, " +
     "unknown_key, bad_signature, replayed_receipt, receipt_not_yet_valid, expired_receipt, human_denied, " +
     "policy_version_mismatch, tenant_mismatch, binding_mismatch, changed_arguments, risk_mismatch). Every outcome is " +
-    "recorded in the audit ledger first. A receipt without this call's exact arguments is refused.",
+    "recorded in the audit ledger first. A receipt for other arguments is refused.",
   input: z.strictObject({
     call: toolCallInput,
     // Optional on purpose: a call without a receipt is a recorded denial, not a schema error.
@@ -44,8 +44,8 @@ export const authorizeToolCallTool = defineTool({
     code: z.string().describe("AUTHORIZED or the stable denial code"),
     step: z.string().describe("The check that decided"),
     args_hash: z.string(),
-    ledger_seq: z.number().int().describe("The ledger entry that records the outcome"),
-    message: z.string().optional().describe("Only when DENIED: what happened, in words"),
+    ledger_seq: z.number().int().describe("The ledger entry recording the outcome"),
+    message: z.string().optional().describe("DENIED: what happened"),
     next_step: z.string(),
   }),
   annotations: {

@@ -13,9 +13,9 @@ export const chpContentHashTool = defineTool({
   title: "CHP content hash",
   description:
     "Canonical JSON (CHP: keys sorted, no whitespace, UTF-8 as is) and its content_hash (lowercase hex SHA-256), " +
-    "as receipts and the audit ledger compute them. Give the value as JSON in `value`, or as JSON text in `json` when " +
-    "floats matter: a JSON value arrives already parsed, so 100.0 in `value` is the integer 100, while the text " +
-    '"100.0" in `json` stays a float and hashes as CHP does. Pure computation; nothing is recorded.',
+    "as receipts and the audit ledger compute them. Give JSON in `value`, or JSON text in `json` when floats " +
+    'matter: 100.0 in `value` arrives parsed as the integer 100; the text "100.0" in `json` stays a float, as CHP ' +
+    "hashes it. Pure computation; nothing is recorded.",
   input: z
     .strictObject({
       value: z.json().optional().describe("Any JSON value"),
@@ -23,7 +23,7 @@ export const chpContentHashTool = defineTool({
         .string()
         .max(MAX_CHP_BYTES, `must be at most ${MAX_CHP_BYTES} characters`)
         .optional()
-        .describe("JSON text, read keeping float notation (100.0 stays a float); instead of value"),
+        .describe("JSON text, keeping float notation; instead of value"),
     })
     .superRefine((args, ctx) => {
       if ((args.value === undefined) === (args.json === undefined)) {
@@ -32,7 +32,7 @@ export const chpContentHashTool = defineTool({
     }),
   output: z.object({
     canonical_json: z.string(),
-    content_hash: z.string().describe("Lowercase hex SHA-256 of the canonical JSON's UTF-8 bytes"),
+    content_hash: z.string(),
   }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(args) {

@@ -9,15 +9,14 @@ export const chpVersionTool = defineTool({
   toolset: "governance",
   title: "CHP version",
   description:
-    "Describe the governance protocol this server speaks: server and CHP protocol versions, every stable reason code " +
-    "(spend gate, authorization, receipt issuing, finance detail codes) with its meaning, the receipt schema, the " +
-    "public keys that verify receipts and ledger checkpoints, and your tenant's spend policies with their limits " +
-    "(max_notional, daily_cap, hitl_threshold, min_confidence, allowed_actions, per_asset_limits, require_confidence). " +
-    "Read-only.",
+    "Describe the governance protocol this server speaks: server and CHP versions, every stable reason code (spend " +
+    "gate, authorization, receipt issuing, finance detail codes) with its meaning, the receipt schema, the public keys " +
+    "that verify receipts and ledger checkpoints, and your tenant's spend policies with their limits (caps, " +
+    "thresholds, min_confidence, allowed actions, per-asset limits, require_confidence). Read-only.",
   input: z.strictObject({}),
   output: z.object({
-    edge_version: z.string().describe("The version of this MCP server"),
-    info: jsonObjectOutput.describe("The ledger's description: versions, reason codes, receipt schema, verification keys, this tenant's spend policies"),
+    edge_version: z.string(),
+    info: jsonObjectOutput.describe("From the ledger: versions, reason codes, receipt schema, keys, this tenant's spend policies"),
   }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async run(_args, ctx) {

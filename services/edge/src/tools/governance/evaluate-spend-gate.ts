@@ -4,7 +4,8 @@ import { gateNextStep, gateOutput, toGateOutput } from "./gate-result.js";
 import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
 import { approvalChannelsOutput, spendApprovalChannels } from "./spend-approval-channels.js";
 
-const gateNumber = z.number().describe("A float in CHP terms (100 and 100.0 are the same gate number)");
+/** A float in CHP terms: 100 and 100.0 are the same gate number (said once, on the policy). */
+const gateNumber = z.number();
 
 /** A policy the agent asks for on top of the operator's: every field optional, each may only tighten. */
 const agentPolicy = z
@@ -18,11 +19,11 @@ const agentPolicy = z
       .record(z.string().min(1).max(64), gateNumber)
       .refine((limits) => Object.keys(limits).length <= 100, "has more than 100 assets")
       .optional(),
-    require_confidence: z.boolean().optional().describe("true refuses an action without confidence; false cannot drop the operator's requirement"),
+    require_confidence: z.boolean().optional().describe("false cannot drop the operator's requirement"),
   })
   .describe(
-    "Optional: a stricter policy for this evaluation (lower caps and thresholds, higher min_confidence, fewer " +
-      "actions, require_confidence). Applied on top of the operator's; a looser value on any field is refused",
+    "Stricter limits for this evaluation, on top of the operator's; a looser value is refused. Amounts are CHP " +
+      "floats (100 and 100.0 are the same)",
   );
 
 /** `evaluate_spend_gate`: CHP Profile B against the operator's named policy and the ledger's own daily total. */
@@ -31,31 +32,29 @@ export const evaluateSpendGateTool = defineTool({
   toolset: "governance",
   title: "Evaluate spend gate",
   description:
-    "Check a proposed spend against an operator spend policy (CHP Profile B): LOCKED (within thresholds), HITL_REQUIRED " +
-    "(a person must approve it; approval_channels lists how, and your next approve_spend receives the approval) or BLOCKED (a hard rule failed; no approval can override it). The " +
-    "limits and today's committed total come from the operator's policy and the ledger, never from you; agent_policy " +
-    "can only make them stricter. chp_version lists each policy's limits. Every evaluation is recorded in the audit " +
-    "ledger (BLOCKED as policy_deny). Runs nothing.",
+    "Check a proposed spend against an operator spend policy (CHP Profile B): LOCKED (within thresholds), " +
+    "HITL_REQUIRED (a person must approve it; approval_channels lists how, and your next approve_spend receives the " +
+    "approval) or BLOCKED (a hard rule failed; no approval overrides it). The limits and today's committed total come " +
+    "from the operator's policy and the ledger, never from you; agent_policy can only tighten them. chp_version lists " +
+    "each policy's limits. Every evaluation is recorded in the audit ledger (BLOCKED as policy_deny). Runs nothing.",
   input: z.object({
     policy: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "must be a spend policy name such as equity, wire or rebalance")
-      .describe("The operator's spend policy to apply, by name (the reference set: equity, wire, rebalance)"),
+      .describe("The operator's spend policy, by name (reference set: equity, wire, rebalance)"),
     action: z
       .strictObject({
-        action: z.string().min(1).max(64).describe("What is done, e.g. BUY, SELL, LONG, WIRE"),
-        asset: z.string().min(1).max(64).describe("What it is done with, e.g. AAPL, ETH, USD"),
-        notional: z
-          .number()
-          .describe("The amount; zero or negative is not refused here: the gate blocks it (sane-notional) and records it"),
+        action: z.string().min(1).max(64).describe("e.g. BUY, SELL, LONG, WIRE"),
+        asset: z.string().min(1).max(64).describe("e.g. AAPL, ETH, USD"),
+        notional: z.number().describe("The amount; zero or less is blocked by the gate (sane-notional) and recorded"),
         confidence: z
           .number()
           .min(0)
           .max(1)
           .optional()
           .describe(
-            "The agent's confidence, 0..1; omitted skips the min-confidence rule, unless the policy has require_confidence " +
-              "(chp_version lists it): then omitting it is refused (confidence_required) before the gate runs",
+            "Omitted skips the min-confidence rule, unless the policy has require_confidence (chp_version " +
+              "lists it): then the call is refused (confidence_required)",
           ),
       })
       .describe("The proposed spend"),
@@ -63,7 +62,7 @@ export const evaluateSpendGateTool = defineTool({
   }),
   output: gateOutput.extend({
     approval_channels: approvalChannelsOutput.optional().describe("HITL_REQUIRED: every way a person can approve it here; none of them is you"),
-    next_step: z.string().describe("What happens next, in plain words"),
+    next_step: z.string(),
   }),
   annotations: {
     readOnlyHint: false,

@@ -22,17 +22,17 @@ export const evaluateToolApprovalTool = defineTool({
     "call comes back RECEIPT_REQUIRED (a person must issue a signed receipt bound to this exact call), anything else " +
     "DENIED with a stable code (tool_not_allowlisted, resource_not_allowlisted, host_bound_override, ambiguous_call, " +
     "ambiguous_policy). args_hash covers your arguments plus the operator's host-bound fields. Recorded in the audit " +
-    "ledger; its request_seq is what issue_approval_receipt needs. Runs nothing.",
+    "ledger; issue_approval_receipt takes its request_seq. Runs nothing.",
   input: z.strictObject({ call: toolCallInput }),
   output: z.object({
     status: z.enum(["RECEIPT_REQUIRED", "DENIED"]),
     code: z.string().describe("allowlist_is_not_authorization when a receipt is required, else the denial code"),
-    args_hash: z.string().describe("content_hash of the host-bound ∪ model arguments a receipt would bind"),
+    args_hash: z.string().describe("content_hash of the host-bound ∪ model arguments"),
     policy_version: z.string(),
     risk: z.string(),
-    request_seq: z.number().int().describe("The ledger entry that records this request"),
-    message: z.string().optional().describe("Only when DENIED: what is wrong, in words"),
-    approval_channels: approvalChannelsOutput.optional().describe("RECEIPT_REQUIRED: every way a person can issue the receipt here, at this risk"),
+    request_seq: z.number().int().describe("The ledger entry recording the request"),
+    message: z.string().optional().describe("DENIED: what is wrong"),
+    approval_channels: approvalChannelsOutput.optional().describe("RECEIPT_REQUIRED: every way a person can issue the receipt here"),
     next_step: z.string(),
   }),
   annotations: {

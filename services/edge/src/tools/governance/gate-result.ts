@@ -19,12 +19,9 @@ export const gateOutput = z.object({
   state: z.enum(GATE_STATES),
   reason: z.string(),
   claims: z.array(claim).describe("Every rule checked, in CHP order, with its detail"),
-  committed_today: z
-    .number()
-    .optional()
-    .describe("The ledger's committed total for this policy today (UTC), as the decision used it"),
+  committed_today: z.number().optional().describe("This policy's committed total today (UTC), as the decision used it"),
   content_hash: z.string().describe("CHP content_hash of the decision's provenance"),
-  ledger_seq: z.number().int().describe("The ledger entry that records this decision"),
+  ledger_seq: z.number().int().describe("The ledger entry recording the decision"),
   result: jsonObjectOutput.describe("The full gate result as recorded (claims, policy applied, provenance)"),
 });
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { EdgeDeps } from "../../deps.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import type { ToolDefinition } from "../define.js";
 import { TOOL_DEFINITIONS, TOOLSETS } from "../index.js";
@@ -177,8 +177,8 @@ describe("through an MCP client", () => {
 
   beforeAll(async () => {
     services = await startTestServices("governance_definitions");
-    // No ledger at all: the fail-closed path.
-    deps = services.deps();
+    // No ledger at all: the fail-closed path. Every toolset enabled: the finance tools are opt-in.
+    deps = withEveryToolset(services.deps());
   });
 
   afterAll(async () => {

@@ -7,7 +7,7 @@ import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@mo
 import { hashApiKey } from "../../auth/api-keys.js";
 import type { EdgeDeps } from "../../deps.js";
 import { httpClient } from "../../test-support/http.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../../test-support/in-memory.js";
 import { createRecordingLedger, type RecordingLedger } from "../../test-support/recording-ledger.js";
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
@@ -144,10 +144,11 @@ const open: Connected[] = [];
 
 /**
  * A client whose user answers every elicitation with `answer` (recording the questions), or one
- * that cannot elicit; `operator` makes the edge standalone's, with the operator's command.
+ * that cannot elicit; `operator` makes the edge standalone's, with the operator's command. Its
+ * tenant's operator enabled every toolset: the finance reference tools are served.
  */
 async function connectWithUser(ledger: RecordingLedger, answer?: ElicitResult, asked: string[] = [], operator?: EdgeDeps["operator"]): Promise<Connected> {
-  const deps: EdgeDeps = { ...services.deps(), ledger: ledger.client, ...(operator ? { operator } : {}) };
+  const deps: EdgeDeps = withEveryToolset({ ...services.deps(), ledger: ledger.client, ...(operator ? { operator } : {}) });
   const c = await connectInMemory(
     deps,
     { tenant: uniqueTenant("gov-human"), principal: "agent" },

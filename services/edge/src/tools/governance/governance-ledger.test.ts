@@ -6,7 +6,7 @@ import { verifyConsistency, verifyInclusion } from "@chaos-core/ledger";
 import { hashApiKey } from "../../auth/api-keys.js";
 import type { EdgeDeps } from "../../deps.js";
 import { httpClient } from "../../test-support/http.js";
-import { connectInMemory, uniqueTenant, type Connected } from "../../test-support/in-memory.js";
+import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../../transport/http.js";
@@ -106,7 +106,8 @@ beforeAll(async () => {
     },
     services.policy,
   );
-  deps = { ...services.deps(), ledger: ledger.client };
+  // The finance reference tools are opt-in: these tenants' operator enabled every toolset.
+  deps = withEveryToolset({ ...services.deps(), ledger: ledger.client });
 });
 
 afterAll(async () => {

@@ -15,37 +15,37 @@ export const inspectAuditLedgerTool = defineTool({
   description:
     "Read this tenant's tamper-evident audit ledger: recent entries (newest first, or oldest first after after_seq), " +
     "whether the hash chain and the signed Merkle checkpoints verify (and the first bad entry if not), the latest " +
-    "signed checkpoint with the public key that verifies it, and on request an inclusion proof for one entry or a " +
-    "consistency proof between two tree sizes. Read-only.",
+    "signed checkpoint with the public key that verifies it, and on request an RFC 6962 inclusion proof for one " +
+    "entry or a consistency proof between two tree sizes. Read-only.",
   input: z.strictObject({
-    limit: z.number().int().min(1).max(MAX_LIMIT).optional().describe(`How many entries, 1..${MAX_LIMIT} (default ${DEFAULT_LIMIT})`),
+    limit: z.number().int().min(1).max(MAX_LIMIT).optional().describe(`Default ${DEFAULT_LIMIT}`),
     after_seq: z
       .number()
       .int()
       .min(0)
       .max(Number.MAX_SAFE_INTEGER)
       .optional()
-      .describe("Page oldest first from after this sequence (0 = the start); without it the newest entries come first"),
+      .describe("Oldest first from after this entry (0: the start); without it, newest first"),
     proof: z
       .strictObject({
-        seq: requestSeq.describe("The entry to prove"),
-        tree_size: treeSize.optional().describe("The tree to prove it in (default: the latest checkpoint's)"),
+        seq: requestSeq,
+        tree_size: treeSize.optional().describe("Default: the latest checkpoint's"),
       })
       .optional()
-      .describe("An RFC 6962 inclusion proof for one entry"),
+      .describe("An inclusion proof for one entry"),
     consistency: z
       .strictObject({
-        from_size: treeSize.describe("The smaller tree size"),
-        to_size: treeSize.optional().describe("The larger tree size (default: the latest checkpoint's)"),
+        from_size: treeSize.describe("The smaller tree"),
+        to_size: treeSize.optional().describe("The larger (default: the latest checkpoint's)"),
       })
       .optional()
-      .describe("An RFC 6962 consistency proof that the smaller tree is a prefix of the larger"),
+      .describe("A consistency proof that the smaller tree is a prefix of the larger"),
   }),
   output: z.object({
     order: z.enum(["newest_first", "oldest_first"]),
     entries: z.array(entryOutput),
     size: z.number().int().describe("Entries in the tenant's log"),
-    next_after_seq: z.number().int().optional().describe("Oldest first: pass as after_seq for the next page"),
+    next_after_seq: z.number().int().optional().describe("Oldest first: after_seq of the next page"),
     chain: z
       .object({
         ok: z.boolean(),

@@ -36,25 +36,24 @@ export const issueApprovalReceiptTool = defineTool({
   toolset: "governance",
   title: "Issue approval receipt",
   description:
-    "Have a person sign an allow or deny receipt for a call that evaluate_tool_approval recorded as RECEIPT_REQUIRED " +
-    "(give its request_seq and the same call). Someone holding the approver role issues it by calling this; otherwise, " +
-    "when policy accepts this client's own answer at the call's risk (by default below high) and this client supports " +
-    "elicitation, its user is shown the call and the recorded request and asked to confirm. " +
-    "No argument can approve. The receipt is bound to tool, resource, argument hash, policy version and risk, expires, " +
-    "and works once: pass it whole to authorize_tool_call.",
+    "Have a person sign an allow or deny receipt for a call evaluate_tool_approval recorded as RECEIPT_REQUIRED (its " +
+    "request_seq and the same call). An approver issues it by calling this; otherwise, where policy accepts this " +
+    "client's own answer at the call's risk (by default below high) and the client can elicit, its user is shown the " +
+    "call and asked to confirm. No argument can approve. The receipt is bound to tool, resource, argument hash, " +
+    "policy version and risk, expires, and works once: pass it whole to authorize_tool_call.",
   input: z.strictObject({
-    request_seq: requestSeq.describe("The request_seq evaluate_tool_approval returned for this call"),
+    request_seq: requestSeq.describe("evaluate_tool_approval's, for this call"),
     call: toolCallInput,
-    decision: z.enum(["allow", "deny"]).describe("allow lets the call through once; deny records a signed refusal"),
+    decision: z.enum(["allow", "deny"]).describe("deny records a signed refusal"),
     ttl_seconds: ttlSeconds,
-    reason: z.string().max(500).optional().describe("Why, in a sentence; kept in the decision log"),
+    reason: z.string().max(500).optional().describe("Why; kept in the decision log"),
   }),
   output: z.object({
     human: humanOutput,
-    receipt: jsonObjectOutput.optional().describe("The signed receipt: pass it back whole, unchanged"),
+    receipt: jsonObjectOutput.optional().describe("Signed: pass it back whole, unchanged"),
     decision_log: jsonObjectOutput.optional().describe("Who decided what, for which argument hash, with which nonce"),
-    ledger_seq: z.number().int().optional().describe("The ledger entry that records the issued receipt"),
-    decline_seq: z.number().int().optional().describe("The ledger entry that records a decline"),
+    ledger_seq: z.number().int().optional().describe("The ledger entry recording the receipt"),
+    decline_seq: z.number().int().optional().describe("The ledger entry recording a decline"),
     next_step: z.string(),
   }),
   annotations: {

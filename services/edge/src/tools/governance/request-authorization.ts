@@ -14,18 +14,16 @@ export const requestAuthorizationTool = defineTool({
   toolset: "governance",
   title: "Request authorization",
   description:
-    "Ask for a receipt for one synthetic finance tool call (place_equity_order, wire_treasury_transfer, " +
-    "rebalance_portfolio) with its exact arguments. The operator's spend policy decides: AUTHORIZED under the approval " +
-    "threshold (the receipt is returned: pass it whole to the tool with the same arguments), HITL_REQUIRED (a person " +
-    "approves it, approval_channels says how; then your approve_spend {request_seq}, this call again, or the tool " +
-    "called with the same arguments receives it; wire transfers always need a person), or DENIED with a code. " +
-    "Recorded in the audit ledger. Runs nothing.",
+    "Ask for a receipt for one call of a synthetic finance tool (toolset finance-reference: place_equity_order, " +
+    "wire_treasury_transfer, rebalance_portfolio) with its exact arguments. The operator's spend policy decides: " +
+    "AUTHORIZED under the approval threshold (the receipt: pass it whole to the tool with the same arguments), " +
+    "HITL_REQUIRED (a person approves it, approval_channels says how; then your approve_spend {request_seq}, this " +
+    "call again, or the tool called with the same arguments receives it; a wire always needs a person), or DENIED " +
+    "with a code. Recorded in the audit ledger. Runs nothing.",
   input: z
     .strictObject({
-      tool: z.enum(REFERENCE_TOOL_NAMES).describe("The finance reference tool to authorize"),
-      args: boundedJsonObject(MAX_ARGUMENTS_BYTES).describe(
-        "Its arguments exactly as you will call it (without receipt); they are bound to the receipt's hash",
-      ),
+      tool: z.enum(REFERENCE_TOOL_NAMES),
+      args: boundedJsonObject(MAX_ARGUMENTS_BYTES).describe("Its arguments exactly as you will call it (no receipt); the receipt binds their hash"),
       ttl_seconds: ttlSeconds,
     })
     .superRefine((input, ctx) => {
@@ -42,14 +40,14 @@ export const requestAuthorizationTool = defineTool({
   output: z.object({
     status: z.enum(STATUSES),
     code: z.string().describe("AUTHORIZED, HITL_REQUIRED or the stable denial code"),
-    receipt: jsonObjectOutput.optional().describe("When AUTHORIZED: the signed receipt, to pass back whole"),
-    gate: jsonObjectOutput.optional().describe("The spend gate's result for the call (state, reason, claims)"),
-    request_seq: z.number().int().describe("The ledger entry that records the request (approve_spend takes it)"),
+    receipt: jsonObjectOutput.optional().describe("AUTHORIZED: signed, to pass back whole"),
+    gate: jsonObjectOutput.optional().describe("The spend gate's result (state, reason, claims)"),
+    request_seq: z.number().int().describe("The ledger entry recording the request (approve_spend takes it)"),
     approval_request_seq: z
       .number()
       .int()
       .optional()
-      .describe("AUTHORIZED by a person's approval of your earlier request for this exact call: that request's ledger entry"),
+      .describe("AUTHORIZED by a person's approval of your earlier request for this call: that request"),
     approval_channels: approvalChannelsOutput.optional().describe("HITL_REQUIRED: every way a person can approve it here; none of them is you"),
     next_step: z.string(),
   }),

@@ -33,7 +33,7 @@ export const ttlSeconds = z
   .min(1)
   .max(3600)
   .optional()
-  .describe("How long an issued receipt stays valid, 1..3600 seconds (default 300)");
+  .describe("Seconds an issued receipt stays valid (default 300)");
 
 /**
  * The call a tool-approval receipt is bound to. Strict: host-bound values (tenant, index…) come
@@ -43,14 +43,11 @@ export const ttlSeconds = z
  */
 export const toolCallInput = z
   .strictObject({
-    tool: z.string().min(1).max(256).describe("The exact tool name the call is for, e.g. stripe.create_charge (no wildcards)"),
-    resource: z.string().min(1).max(512).describe("The exact resource it acts on (account, tenant, scope), e.g. acct_live_acme"),
-    arguments: boundedJsonObject(MAX_ARGUMENTS_BYTES).describe(
-      "The model's arguments, exactly as the call will send them (key order does not matter). Host-bound fields are " +
-        "added from the operator's configuration and must not be overridden",
-    ),
+    tool: z.string().min(1).max(256).describe("Exact tool name, e.g. stripe.create_charge (no wildcards)"),
+    resource: z.string().min(1).max(512).describe("Exact account, tenant or scope, e.g. acct_live_acme"),
+    arguments: boundedJsonObject(MAX_ARGUMENTS_BYTES).describe("As the call will send them; the operator's host-bound fields are added, not to be overridden"),
   })
-  .describe("The governed call: tool, resource and arguments");
+  .describe("The governed call");
 
 /** A receipt passed back whole. Only bounded here: its schema and signature are the ledger's to check (and record). */
 export const receiptInput = z
@@ -59,7 +56,7 @@ export const receiptInput = z
     const bytes = Buffer.byteLength(JSON.stringify(value), "utf8");
     if (bytes > MAX_RECEIPT_BYTES) ctx.addIssue({ code: "custom", message: `is ${bytes} bytes of JSON; a receipt is at most ${MAX_RECEIPT_BYTES}` });
   })
-  .describe("The signed receipt exactly as it was issued, passed back whole (a changed field fails its signature)");
+  .describe("The signed receipt exactly as issued, whole (a changed field fails its signature)");
 
 /** Any JSON object in a result (gate results, receipts, decision logs, ledger info). */
 export const jsonObjectOutput = z.record(z.string(), z.unknown());
