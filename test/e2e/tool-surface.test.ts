@@ -88,7 +88,7 @@ describe("the tool surface", () => {
     const [coreOnly] = await Promise.all([names(both.overStdio), names(both.overHttp)]);
     try {
       // The local user of each transport is tenant "default"; the command reaches it through the running server.
-      await Promise.all(both.dirs.map((dir) => cli(dir, ["tenants", "create", "default", "--toolsets", "core,finance-reference"])));
+      await Promise.all(both.dirs.map((dir) => cli(dir, ["tenants", "settings", "default", "--toolsets", "core,finance-reference"])));
       const [a, b] = await Promise.all([both.overStdio.listTools(), both.overHttp.listTools()]);
       expect(b.tools).toEqual(a.tools);
       const listed = a.tools.map((t) => t.name).sort();

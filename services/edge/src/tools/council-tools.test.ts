@@ -177,6 +177,27 @@ describe("the council toolset", () => {
     expect(err.message).toMatch(/claims/);
   });
 
+  it("names in council_save's description the fields of every list item it then enforces", async () => {
+    const c = await connect();
+    const save = (await c.client.listTools()).tools.find((t) => t.name === "council_save")!;
+    const described = (save.inputSchema.properties as Record<string, { description?: string }>).output!.description ?? "";
+    const items = {
+      decisions: "{text, rationale?, alternatives?}",
+      claims: "{text, certainty (confirmed|likely|uncertain|unknown|assumption), source?}",
+      approaches: "{name, description, pros?, cons?}",
+      vulnerabilities: "{description, severity (low|medium|high|critical), area?, mitigation?}",
+      checks: "{name, passed, details?}",
+      knowledgeBoundary: "{whatIKnow, whatIAssume, whatIDontKnow, whatNeedsVerification}",
+    };
+    for (const [field, shape] of Object.entries(items)) expect(described).toContain(`${field} ${shape}`);
+    // And what the description leaves out is refused, naming it.
+    const { sessionId } = ok(await c.call("council_init", { task: MIGRATION_TASK })) as { sessionId: string };
+    const decisions = [{ text: "move the queue first", rationale: "it has no readers", owner: "ops" }];
+    const err = errorOf(await c.call("council_save", { sessionId, phase: "decompile", output: { ...MIGRATION_OUTPUTS.decompile, decisions } }));
+    expect(err.code).toBe("invalid_argument");
+    expect(err.message).toContain("output.decisions[0].owner: unknown field; accepted fields: text, rationale, alternatives");
+  });
+
   it("keeps sessions per tenant: another tenant's session id is not found", async () => {
     const a = await connect();
     const b = await connect();

@@ -91,9 +91,11 @@ export const councilSaveTool = defineTool({
         "{summary, approaches, justification, tradeoffs, recommended, decisions}; critique {summary, vulnerabilities, " +
         "riskLevel, mitigation, confidence}; synthesis {summary, implementation, testing, warnings}; verify {summary, " +
         "checks, passedCount, failedCount, finalConfidence}, optionally decision (approve or reject; without it a " +
-        "failed check rejects). Claims carry a certainty (confirmed, likely, uncertain, unknown, assumption) and a " +
-        "source; knowledgeBoundary is optional. An item of decisions, claims, approaches, vulnerabilities or checks may " +
-        `be a plain string. At most ${L.maxOutputChars} characters as JSON.`,
+        "failed check rejects). List items: decisions {text, rationale?, alternatives?}; claims {text, certainty " +
+        "(confirmed|likely|uncertain|unknown|assumption), source?}; approaches {name, description, pros?, cons?}; " +
+        "vulnerabilities {description, severity (low|medium|high|critical), area?, mitigation?}; checks {name, passed, " +
+        "details?}; any of these may be a plain string. Optional knowledgeBoundary {whatIKnow, whatIAssume, " +
+        `whatIDontKnow, whatNeedsVerification}. No other field is taken. At most ${L.maxOutputChars} characters as JSON.`,
     ),
   }),
   output: z.looseObject({
