@@ -144,10 +144,13 @@ describe("the README's quick start and client configuration, from a fresh clone"
       await client.connect(transport).catch((err: Error) => {
         throw new Error(`chaos-core stdio did not answer initialize (${err.message}):\n${stderr}`);
       });
-      // Every tool the lock pins, and only those: the served surface is the packed one.
+      // Every tool the lock pins but the opt-in finance reference ones (no operator enabled them
+      // here), and only those: the served surface is the packed one.
       const lock = JSON.parse(readFileSync(join(installed, "chaoscore.lock"), "utf8")) as { tools: Record<string, unknown> };
+      const finance = ["place_equity_order", "rebalance_portfolio", "wire_treasury_transfer"];
+      expect(Object.keys(lock.tools)).toEqual(expect.arrayContaining(finance));
       const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-      expect(tools).toEqual(Object.keys(lock.tools).sort());
+      expect(tools).toEqual(Object.keys(lock.tools).filter((name) => !finance.includes(name)).sort());
       // The start-up check read the lock the package ships (kit's appRoot), not one three folders up.
       expect(stderr).toContain(`"lockFile":"${join(installed, "chaoscore.lock")}"`);
     } finally {
