@@ -41,6 +41,21 @@ describe("the README's quick start and client configuration, from a fresh clone"
   const inClone = (command: string, args: string[]) =>
     run(command, args, { cwd: clone, env: childEnv({}), encoding: "utf8", timeout: 300_000, maxBuffer: 64 * 1024 * 1024 });
 
+  /**
+   * An MCP client that starts `chaos-core stdio` as a host's config names it (the command
+   * `chaos-core`, the argument `stdio`), in a directory outside the clone; a start that fails says why.
+   */
+  async function hostStartsStdio(extra: Record<string, string | undefined>): Promise<{ client: Client; stderr: () => string }> {
+    const transport = new StdioClientTransport({ command: "chaos-core", args: ["stdio"], cwd: elsewhere, env: env(extra) as Record<string, string>, stderr: "pipe" });
+    let stderr = "";
+    transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+    const client = new Client({ name: "chaos-core-readme-test", version: "0.0.0" });
+    await client.connect(transport).catch((err: Error) => {
+      throw new Error(`chaos-core stdio did not answer initialize (${err.message}):\n${stderr}`);
+    });
+    return { client, stderr: () => stderr };
+  }
+
   let npmStart: ChildProcess;
   let startOutput = "";
 
@@ -86,21 +101,8 @@ describe("the README's quick start and client configuration, from a fresh clone"
   });
 
   it("the stdio configuration's command serves beside npm start, and chaos-core approvals from the PATH answers what it waits for", async () => {
-    // As a host's config names it: the command `chaos-core`, the argument `stdio`.
-    const transport = new StdioClientTransport({
-      command: "chaos-core",
-      args: ["stdio"],
-      cwd: elsewhere,
-      env: env({ CHAOS_CORE_DATA_DIR: data }) as Record<string, string>,
-      stderr: "pipe",
-    });
-    let stderr = "";
-    transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-    const client = new Client({ name: "chaos-core-readme-test", version: "0.0.0" });
+    const { client } = await hostStartsStdio({ CHAOS_CORE_DATA_DIR: data });
     try {
-      await client.connect(transport).catch((err: Error) => {
-        throw new Error(`chaos-core stdio did not answer initialize (${err.message}):\n${stderr}`);
-      });
       expect(client.getServerVersion()).toMatchObject({ name: "chaos-core", version });
 
       const refused = await client.callTool({ name: "chaoscore_remember", arguments: { key: "deploy-window", value: "friday" } });
@@ -130,20 +132,8 @@ describe("the README's quick start and client configuration, from a fresh clone"
   it("an installed chaos-core stdio on a directory of its own is held to the chaoscore.lock inside the package", async () => {
     const own = join(tmp, "own-data");
     await seedDataDir(own);
-    const transport = new StdioClientTransport({
-      command: "chaos-core",
-      args: ["stdio"],
-      cwd: elsewhere,
-      env: env({ CHAOS_CORE_DATA_DIR: own, LOG_LEVEL: "info" }) as Record<string, string>,
-      stderr: "pipe",
-    });
-    let stderr = "";
-    transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-    const client = new Client({ name: "chaos-core-readme-test", version: "0.0.0" });
+    const { client, stderr } = await hostStartsStdio({ CHAOS_CORE_DATA_DIR: own, LOG_LEVEL: "info" });
     try {
-      await client.connect(transport).catch((err: Error) => {
-        throw new Error(`chaos-core stdio did not answer initialize (${err.message}):\n${stderr}`);
-      });
       // Every tool the lock pins but the opt-in finance reference ones (no operator enabled them
       // here), and only those: the served surface is the packed one.
       const lock = JSON.parse(readFileSync(join(installed, "chaoscore.lock"), "utf8")) as { tools: Record<string, unknown> };
@@ -152,7 +142,7 @@ describe("the README's quick start and client configuration, from a fresh clone"
       const tools = (await client.listTools()).tools.map((t) => t.name).sort();
       expect(tools).toEqual(Object.keys(lock.tools).filter((name) => !finance.includes(name)).sort());
       // The start-up check read the lock the package ships (kit's appRoot), not one three folders up.
-      expect(stderr).toContain(`"lockFile":"${join(installed, "chaoscore.lock")}"`);
+      expect(stderr()).toContain(`"lockFile":"${join(installed, "chaoscore.lock")}"`);
     } finally {
       await client.close();
     }

@@ -285,21 +285,32 @@ describe("chaoscore_execute {approval_id} through elicitation", () => {
 });
 
 describe("chaoscore_approve over HTTP with API keys", () => {
-  const keys = { agent: randomBytes(24).toString("base64url"), alice: randomBytes(24).toString("base64url"), other: randomBytes(24).toString("base64url") };
+  const keys = {
+    agent: randomBytes(24).toString("base64url"),
+    alice: randomBytes(24).toString("base64url"),
+    other: randomBytes(24).toString("base64url"),
+    planner: randomBytes(24).toString("base64url"),
+    planApprover: randomBytes(24).toString("base64url"),
+  };
   const tenant = `appr-${randomBytes(3).toString("hex")}`;
   const otherTenant = `appr-o-${randomBytes(3).toString("hex")}`;
+  // A tenant whose policy holds memory.forget alone for a person: a plan that forgets, then remembers.
+  const planTenant = `plan-on-${randomBytes(3).toString("hex")}`;
   const bearer = (key: string) => ({ headers: { authorization: `Bearer ${key}` } });
   let edge: RunningHttpTransport;
   const clients: Client[] = [];
 
   beforeAll(async () => {
     await services.putPolicy(tenant, fetchNeedsApproval);
+    await services.putPolicy(planTenant, { requireConfirmationFor: ["memory.forget"] });
     edge = await startHttpTransport(services.deps(createMemorySessionStore()), {
       port: 0,
       apiKeys: [
         { tenant, principal: "agent", sha256: hashApiKey(keys.agent) },
         { tenant, principal: "alice", sha256: hashApiKey(keys.alice), roles: ["approver"] },
         { tenant: otherTenant, principal: "mallory", sha256: hashApiKey(keys.other), roles: ["approver"] },
+        { tenant: planTenant, principal: "agent", sha256: hashApiKey(keys.planner) },
+        { tenant: planTenant, principal: "alice", sha256: hashApiKey(keys.planApprover), roles: ["approver"] },
       ],
     });
   });
@@ -369,56 +380,19 @@ describe("chaoscore_approve over HTTP with API keys", () => {
     expect(again.next_step).toMatch(/the step did not run now/);
   });
 
-  it("refuses self-approval even with the role", async () => {
-    const alice = await as(keys.alice);
-    const out = ok(await call(alice, "chaoscore_execute", { steps: [rememberStep("sunday")] }));
-    const id = out.results[0]!.approval!.approval_id;
-    expect(refused(await call(alice, "chaoscore_approve", { approval_id: id, approve: true })).code).toBe("permission_denied");
-  });
-});
-
-describe("an approved plan does not stop halfway", () => {
-  const keys = { agent: randomBytes(24).toString("base64url"), alice: randomBytes(24).toString("base64url") };
-  const tenant = `plan-on-${randomBytes(3).toString("hex")}`;
-  const objective = "forget the deploy window and then remember that the deploy window is monday";
-  let edge: RunningHttpTransport;
-  const clients: Client[] = [];
-
-  beforeAll(async () => {
-    await services.putPolicy(tenant, { requireConfirmationFor: ["memory.forget"] });
-    edge = await startHttpTransport(services.deps(createMemorySessionStore()), {
-      port: 0,
-      apiKeys: [
-        { tenant, principal: "agent", sha256: hashApiKey(keys.agent) },
-        { tenant, principal: "alice", sha256: hashApiKey(keys.alice), roles: ["approver"] },
-      ],
-    });
-  });
-
-  afterAll(async () => {
-    for (const c of clients) await c.close();
-    await edge?.close();
-  });
-
-  async function as(key: string): Promise<Client> {
-    const { client } = await httpClient(edge.url, { headers: { authorization: `Bearer ${key}` } });
-    clients.push(client);
-    return client;
-  }
-  const call = async (c: Client, name: string, args: Record<string, unknown>) => (await c.callTool({ name, arguments: args })) as CallToolResult;
-
-  it("runs the rest of the plan after the approved step: the old value is forgotten and the new one stored", async () => {
-    const agent = await as(keys.agent);
+  it("an approved plan does not stop halfway: after the approved step the rest runs, the old value forgotten and the new one stored", async () => {
+    const agent = await as(keys.planner);
     ok(await call(agent, "chaoscore_remember", { key: "deploy-window", value: "friday" }));
+    const objective = "forget the deploy window and then remember that the deploy window is monday";
     const planned = ok<{ plan_id: string; steps: Array<{ id: string; capability: string }> }>(await call(agent, "chaoscore_plan", { objective }));
     expect(planned.steps.map((s) => s.capability)).toEqual(["memory.forget", "memory.remember"]);
 
     const first = ok(await call(agent, "chaoscore_execute", { plan_id: planned.plan_id }));
     expect(first.results.map((r) => r.status)).toEqual(["pending_approval", "skipped"]);
     const id = first.results[0]!.approval!.approval_id;
-    expect(await stored(tenant, "deploy-window")).toBe("friday");
+    expect(await stored(planTenant, "deploy-window")).toBe("friday");
 
-    const alice = await as(keys.alice);
+    const alice = await as(keys.planApprover);
     ok(await call(alice, "chaoscore_approve", { approval_id: id, approve: true }));
     const ran = ok(await call(agent, "chaoscore_execute", { approval_id: id }));
     expect(ran.results.map((r) => `${r.step_id} ${r.capability} ${r.status}`)).toEqual([
@@ -427,7 +401,14 @@ describe("an approved plan does not stop halfway", () => {
     ]);
     expect(ran.approval).toMatchObject({ approval_id: id, status: "approved" });
     expect(ran.next_step).toBeUndefined();
-    expect(await stored(tenant, "deploy-window")).toBe("monday");
+    expect(await stored(planTenant, "deploy-window")).toBe("monday");
+  });
+
+  it("refuses self-approval even with the role", async () => {
+    const alice = await as(keys.alice);
+    const out = ok(await call(alice, "chaoscore_execute", { steps: [rememberStep("sunday")] }));
+    const id = out.results[0]!.approval!.approval_id;
+    expect(refused(await call(alice, "chaoscore_approve", { approval_id: id, approve: true })).code).toBe("permission_denied");
   });
 });
 
