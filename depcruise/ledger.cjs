@@ -1,0 +1,7 @@
+// @ts-check
+/**
+ * The layers of services/ledger/src, top to bottom, as forbidden imports: a folder imports only the
+ * folders below it (docs/architecture.md). Each rule says why in one line.
+ * @type {import('dependency-cruiser').IForbiddenRuleType[]}
+ */
+module.exports = [];
