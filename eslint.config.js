@@ -6,6 +6,8 @@ export default tseslint.config(
   { ignores: ["**/dist/**", "**/node_modules/**", "proto/gen/**", "data/**", "coverage/**"] },
   // The entitlement scanner's fixtures are code written to evade it (eval, computed require): read, never run.
   { ignores: ["services/contracts/src/scanner/fixtures/**"] },
+  // Code written to break each import rule once, for the test that shows every rule fires: read by the checker, never run.
+  { ignores: ["test/fixtures/import-rules/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
