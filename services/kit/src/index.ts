@@ -116,3 +116,16 @@ export {
   toolPolicySchema,
 } from "./ledger-policy.js";
 export type { LedgerPolicySection, Risk, SpendPolicyConfig, ToolPolicy, ToolPolicyDocument, ToolRule } from "./ledger-policy.js";
+export {
+  DEFAULT_UPSTREAM_TIMEOUT_MS,
+  describeSecretRef,
+  parseUpstreamsFile,
+  RESERVED_UPSTREAM_NAMES,
+  resolveSecretRef,
+  secretRefSchema,
+  UPSTREAM_NAME_RE,
+  UPSTREAM_SECRET_ENV_PREFIX,
+  upstreamDeclarationSchema,
+  upstreamsFileSchema,
+} from "./upstreams.js";
+export type { HttpUpstreamDeclaration, SecretRef, SecretSources, StdioUpstreamDeclaration, UpstreamDeclaration } from "./upstreams.js";

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { describe, expect, it } from "vitest";
-import { ChaosError } from "@chaos-core/kit";
+import { ChaosError, RESERVED_UPSTREAM_NAMES } from "@chaos-core/kit";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { defineCapability, type Capability } from "./capability.js";
 import { BUILT_IN_CAPABILITIES } from "./index.js";
@@ -91,5 +91,12 @@ describe("capability registry", () => {
     expect(new HeuristicProvider().rank("remember that the deploy window is Friday", registry.descriptors(), 3)[0]?.name).toBe(
       "memory.remember",
     );
+  });
+});
+
+describe("the names an upstream may not take", () => {
+  it("include the prefix of every built-in capability, so no upstream tool can pose as one", () => {
+    const prefixes = new Set(BUILT_IN_CAPABILITIES.map((c) => c.name.split(".")[0]!));
+    for (const prefix of prefixes) expect(RESERVED_UPSTREAM_NAMES).toContain(prefix);
   });
 });
