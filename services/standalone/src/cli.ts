@@ -40,6 +40,8 @@ Commands:
   approvals list | approve | reject | approve-spend | reject-spend | console: answer pending
             approvals as the operator, through the running server's loopback admin endpoint,
             or sign in to the approval console (chaos-core approvals help)
+  upstreams list | show | lock | diff: the MCP servers Chaos Core fronts, pinned in
+            upstreams.lock before anything of them is served (chaos-core upstreams help)
   contracts lock | lock --check | diff OLD NEW: pin the tool surface in chaoscore.lock and
             classify every change (chaos-core contracts help)
   help      Show this text
@@ -53,7 +55,7 @@ else CHAOS_CORE_DATA_DIR, else the per-user one: $XDG_DATA_HOME/chaos-core or
 `;
 
 /** The commands and top-level options {@link main} knows, for naming the one a typo likely meant. */
-const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "contracts", "help"] as const;
+const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "upstreams", "contracts", "help"] as const;
 const TOP_OPTIONS = ["--help", "--version"] as const;
 
 /** The options of serve and stdio, and the variable each sets. */
@@ -137,6 +139,8 @@ export async function main(argv: string[]): Promise<number> {
       case "contracts":
         // Loaded here: the scanner (and the TypeScript compiler under it) is for this command only.
         return await (await import("./contracts-command.js")).runContractsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
+      case "upstreams":
+        return await (await import("./upstreams-command.js")).runUpstreamsCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env, version: VERSION });
       case "approvals":
         return await runApprovalsCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
       case "chp-conformance": {

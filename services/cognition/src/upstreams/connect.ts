@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { Client, StreamableHTTPClientTransport, type Tool } from "@modelcontextprotocol/client";
+import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ChaosError, resolveSecretRef, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
 
@@ -18,6 +18,8 @@ export interface UpstreamConnectOptions {
 export interface UpstreamConnection {
   /** Every tool it lists, every page. */
   listTools(signal?: AbortSignal): Promise<Tool[]>;
+  /** Calls one of its tools under its timeout; `signal` cancels the call upstream too. */
+  callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult>;
   close(): Promise<void>;
 }
 
@@ -69,6 +71,9 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
         cursor = page.nextCursor;
       } while (cursor !== undefined);
       return tools;
+    },
+    async callTool(name, args, signal) {
+      return (await client.callTool({ name, arguments: args }, { timeout: decl.timeoutMs, ...(signal ? { signal } : {}) })) as CallToolResult;
     },
     close: () => client.close(),
   };

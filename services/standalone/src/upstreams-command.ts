@@ -1,0 +1,156 @@
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
+import { diffContracts, formatDiff, parseUpstreamsLock, serializeUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
+import { readUpstreamContracts, upstreamRisk, upstreamToolNames } from "@chaos-core/cognition";
+import { ChaosError, describeSecretRef, parseUpstreamsFile, type Env, type UpstreamDeclaration } from "@chaos-core/kit";
+import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
+import { loadUpstreamsConfig, type UpstreamsConfig } from "./config.js";
+
+/** Where the command writes; the process streams by default, buffers in tests. */
+export interface UpstreamsCommandIo {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+  /** The environment the files and secret references are found from. */
+  env: Env;
+  /** The version Chaos Core names itself with to upstreams. */
+  version: string;
+}
+
+/** The help text of `chaos-core upstreams`. */
+export const UPSTREAMS_USAGE = `Usage: chaos-core upstreams <command> [--upstreams FILE] [--json]
+
+Commands:
+  list         Every declared upstream: its transport, whether it is pinned, its tools
+  show <name>  One upstream: its declaration (secrets as the references they are, never a value)
+               and each pinned tool with its capability name, MCP tool name and risk
+  lock         Connects to every declared upstream, reads its tools and pins them in
+               upstreams.lock beside the file (CHAOS_CORE_UPSTREAMS_LOCK to put it elsewhere):
+               nothing of an upstream is offered before it is pinned. [--check: change nothing;
+               exit 1 when a live upstream no longer matches its pin, naming the verdicts]
+  diff <name>  The verdicts between an upstream's pin and what it lists now (COSMETIC, SAFE,
+               RISKY, BREAKING), per tool and section
+
+The upstreams file is --upstreams, else CHAOS_CORE_UPSTREAMS_FILE, else upstreams.json in the data
+directory (docs/federation.md). Secret references resolve from CHAOS_CORE_UPSTREAM_SECRET_*
+variables and CHAOS_CORE_UPSTREAM_SECRETS_DIR. Exits 0 when done, 1 when refused or a pin does
+not match, 2 on a usage error.`;
+
+const COMMANDS = ["list", "show", "lock", "diff"] as const;
+
+async function declarations(config: UpstreamsConfig): Promise<UpstreamDeclaration[]> {
+  if (!existsSync(config.file)) {
+    if (config.fileChosen) throw new ChaosError("failed_precondition", `${config.file}: no such upstreams file`);
+    return [];
+  }
+  return parseUpstreamsFile(await readFile(config.file, "utf8"), config.file);
+}
+
+async function pins(config: UpstreamsConfig): Promise<Map<string, ContractSet>> {
+  if (!existsSync(config.lock)) return new Map();
+  return parseUpstreamsLock(await readFile(config.lock, "utf8"), config.lock);
+}
+
+function declared(all: readonly UpstreamDeclaration[], name: string | undefined): UpstreamDeclaration {
+  if (name === undefined) throw new UsageError("name the upstream");
+  const found = all.find((u) => u.name === name);
+  if (!found) throw new ChaosError("not_found", `no upstream "${name}" is declared${all.length > 0 ? ` (declared: ${all.map((u) => u.name).join(", ")})` : ""}`);
+  return found;
+}
+
+/** A declaration as it may be shown: every secret as its reference. */
+function shownDeclaration(u: UpstreamDeclaration): Record<string, unknown> {
+  if (u.transport === "http") {
+    return { ...u, headers: Object.fromEntries(Object.entries(u.headers).map(([k, ref]) => [k, describeSecretRef(ref)])) };
+  }
+  return { ...u, env: Object.fromEntries(Object.entries(u.env).map(([k, v]) => [k, typeof v === "string" ? v : describeSecretRef(v)])) };
+}
+
+/** A pinned upstream's tools with the names and risk Chaos Core serves them under. */
+function pinnedTools(u: UpstreamDeclaration, pin: ContractSet) {
+  const names = upstreamToolNames(u.name, Object.keys(pin.tools));
+  return names.map((n) => {
+    const behavior = pin.tools[n.tool]!.behavior;
+    return { tool: n.tool, capability: n.capability, mcp_name: n.mcpName, risk: upstreamRisk(u, n.tool, behavior) };
+  });
+}
+
+/** Runs `chaos-core upstreams …`; resolves with the exit code. */
+export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo): Promise<number> {
+  const [command, ...rest] = args;
+  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
+    io.stdout.write(`${UPSTREAMS_USAGE}\n`);
+    return command === undefined ? 2 : 0;
+  }
+  try {
+    if (!(COMMANDS as readonly string[]).includes(command)) throw unknownCommand("upstreams command", command, COMMANDS);
+    const { values, positionals } = parseCommandLine(rest, { upstreams: { type: "string" }, json: { type: "boolean" }, check: { type: "boolean" } }, { positionals: true });
+    const env = values.upstreams ? { ...io.env, CHAOS_CORE_UPSTREAMS_FILE: values.upstreams } : io.env;
+    const config = loadUpstreamsConfig(env);
+    const all = await declarations(config);
+    const out = (json: unknown, text: string) => io.stdout.write(values.json ? `${JSON.stringify(json)}\n` : text);
+    const connect = { secrets: config.secrets, workDir: config.workDir, version: io.version };
+    switch (command) {
+      case "list": {
+        const pinned = await pins(config);
+        const rows = all.map((u) => ({ name: u.name, transport: u.transport, disabled: u.disabled, pinned: pinned.has(u.name), tools: pinned.get(u.name) ? Object.keys(pinned.get(u.name)!.tools).length : 0 }));
+        out(
+          { file: config.file, lock: config.lock, upstreams: rows },
+          rows.length === 0
+            ? `no upstream is declared in ${config.file}\n`
+            : rows.map((r) => `${r.name}\t${r.transport}\t${r.pinned ? `pinned, ${r.tools} tools` : "not pinned (chaos-core upstreams lock)"}${r.disabled ? "\tdisabled" : ""}\n`).join(""),
+        );
+        return 0;
+      }
+      case "show": {
+        const u = declared(all, positionals[0]);
+        const pin = (await pins(config)).get(u.name);
+        const tools = pin ? pinnedTools(u, pin) : [];
+        out(
+          { declaration: shownDeclaration(u), pinned: pin !== undefined, tools },
+          `${JSON.stringify(shownDeclaration(u), null, 2)}\n${pin ? tools.map((t) => `${t.mcp_name}\t${t.capability}\trisk ${t.risk}\n`).join("") : "not pinned (chaos-core upstreams lock)\n"}`,
+        );
+        return 0;
+      }
+      case "lock": {
+        const before = await pins(config);
+        const live = new Map<string, ContractSet>();
+        for (const u of all) {
+          if (u.disabled) continue;
+          io.stderr.write(`chaos-core: reading the tools of upstream "${u.name}" (${u.transport})\n`);
+          live.set(u.name, await readUpstreamContracts(u, connect));
+        }
+        if (values.check) {
+          let changed = false;
+          for (const [name, set] of live) {
+            const pinned = before.get(name);
+            const diff = pinned ? diffContracts(pinned, set) : undefined;
+            if (!pinned) io.stdout.write(`${name}: not pinned\n`);
+            else if (diff && diff.changes.length > 0) io.stdout.write(`${name}: ${diff.verdict}\n${formatDiff(diff)}\n`);
+            changed ||= !pinned || (diff !== undefined && diff.changes.length > 0);
+          }
+          if (!changed) io.stdout.write(`${config.lock} matches every upstream\n`);
+          return changed ? 1 : 0;
+        }
+        await writeFile(config.lock, serializeUpstreamsLock(live));
+        io.stdout.write(`wrote ${config.lock} (${[...live].map(([n, s]) => `${n}: ${Object.keys(s.tools).length} tools`).join(", ") || "no upstream"})\n`);
+        return 0;
+      }
+      case "diff": {
+        const u = declared(all, positionals[0]);
+        const pinned = (await pins(config)).get(u.name);
+        if (!pinned) throw new ChaosError("failed_precondition", `upstream "${u.name}" is not pinned: run chaos-core upstreams lock`);
+        const diff = diffContracts(pinned, await readUpstreamContracts(u, connect));
+        out(diff, diff.changes.length === 0 ? `${u.name}: no change since it was pinned\n` : `${u.name}: ${diff.verdict}\n${formatDiff(diff)}\n`);
+        return 0;
+      }
+    }
+    return 2;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`chaos-core upstreams: ${err.message}\n${UPSTREAMS_USAGE}\n`);
+      return 2;
+    }
+    io.stderr.write(`chaos-core upstreams: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
