@@ -4,6 +4,9 @@ import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool }
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ChaosError, resolveSecretRef, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
 
+/** The least time an upstream is given to start and answer `initialize`, whatever its call timeout. */
+const CONNECT_TIMEOUT_MS = 30_000;
+
 /** Where and as what Chaos Core connects to upstreams. */
 export interface UpstreamConnectOptions {
   /** Where secret references are read. */
@@ -56,7 +59,8 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
     transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers } });
   }
   try {
-    await client.connect(transport, { timeout: decl.timeoutMs });
+    // Starting a process (or npx fetching a package) takes longer than a call may: at least 30 s.
+    await client.connect(transport, { timeout: Math.max(decl.timeoutMs, CONNECT_TIMEOUT_MS) });
   } catch (err) {
     await client.close().catch(() => {});
     throw new ChaosError("unavailable", `upstream "${decl.name}" could not be reached: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

@@ -1,0 +1,158 @@
+import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotocol/client";
+import { ChaosError, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
+import { connectUpstream, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
+
+/** When a breaker opens, and for how long (docs/federation.md §7). */
+export interface BreakerSettings {
+  /** Consecutive failures (timeouts, transport errors, garbage) that open it. */
+  readonly failures: number;
+  /** How long it rejects at once before letting one probe through. */
+  readonly openMs: number;
+}
+
+export const DEFAULT_BREAKER: BreakerSettings = { failures: 5, openMs: 15_000 };
+
+/** The largest upstream result served, as JSON (`CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES`). */
+export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+
+/** How long an unused connection stays open. */
+const IDLE_MS = 5 * 60_000;
+
+/** A breaker's state, as `chaoscore_inspect` and the metrics show it. */
+export interface BreakerState {
+  readonly upstream: string;
+  /** `shared`, or the tenant of a per-tenant connection. */
+  readonly scope: string;
+  readonly state: "closed" | "open" | "half-open";
+  readonly consecutiveFailures: number;
+  /** While open: when the next probe may go through (ISO 8601). */
+  readonly retryAt?: string;
+}
+
+/** Upstream connections of this process, opened on first use, one breaker each. */
+export interface UpstreamPool {
+  /**
+   * Calls `tool` of the upstream for `tenant`; the caller's `signal` cancels it upstream. A
+   * failure names the upstream: `unavailable` (unreachable, breaker open), `deadline_exceeded`,
+   * `resource_exhausted` (an answer over the size cap). A result with `isError` is the tool's own
+   * answer and counts as a success of the upstream.
+   */
+  call(decl: UpstreamDeclaration, tenant: string, tool: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult>;
+  breakers(): BreakerState[];
+  close(): Promise<void>;
+}
+
+export interface UpstreamPoolOptions {
+  readonly connect: UpstreamConnectOptions;
+  readonly logger: Logger;
+  readonly breaker?: BreakerSettings;
+  readonly maxResultBytes?: number;
+  /** The clock (tests). */
+  readonly now?: () => number;
+  /** How a connection is opened (tests); {@link connectUpstream} by default. */
+  readonly open?: (decl: UpstreamDeclaration, options: UpstreamConnectOptions) => Promise<UpstreamConnection>;
+}
+
+interface Entry {
+  connection?: Promise<UpstreamConnection>;
+  failures: number;
+  openUntil?: number;
+  probing: boolean;
+  idle?: NodeJS.Timeout;
+  readonly upstream: string;
+  readonly scope: string;
+}
+
+/**
+ * The pool (docs/federation.md §2): keyed by upstream and isolation — one connection shared by
+ * every tenant, or one per tenant for a stdio upstream declared `isolation: tenant`. A connection
+ * that fails is dropped and opened again on the next call; the breaker is the backoff. One
+ * upstream's entry never touches another's.
+ */
+export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
+  const breaker = options.breaker ?? DEFAULT_BREAKER;
+  const maxBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+  const now = options.now ?? Date.now;
+  const open = options.open ?? connectUpstream;
+  const entries = new Map<string, Entry>();
+
+  const drop = (entry: Entry) => {
+    const connection = entry.connection;
+    entry.connection = undefined;
+    if (entry.idle) clearTimeout(entry.idle);
+    void connection?.then((c) => c.close()).catch(() => {});
+  };
+
+  const failed = (entry: Entry, err: unknown): never => {
+    entry.failures += 1;
+    entry.probing = false;
+    drop(entry);
+    if (entry.failures >= breaker.failures) {
+      entry.openUntil = now() + breaker.openMs;
+      options.logger.warn({ upstream: entry.upstream, scope: entry.scope, failures: entry.failures }, "upstream breaker opened");
+    }
+    throw err;
+  };
+
+  return {
+    async call(decl, tenant, tool, args, signal) {
+      const scope = decl.transport === "stdio" && decl.isolation === "tenant" ? tenant : "shared";
+      const key = `${decl.name}\u0000${scope}`;
+      let entry = entries.get(key);
+      if (!entry) entries.set(key, (entry = { failures: 0, probing: false, upstream: decl.name, scope }));
+      if (entry.openUntil !== undefined) {
+        if (now() < entry.openUntil || entry.probing) {
+          throw new ChaosError("unavailable", `upstream "${decl.name}" failed ${entry.failures} times in a row; its breaker is open until ${new Date(entry.openUntil).toISOString()}`);
+        }
+        entry.probing = true;
+      }
+      let connection: UpstreamConnection;
+      try {
+        entry.connection ??= open(decl, options.connect);
+        connection = await entry.connection;
+      } catch (err) {
+        return failed(entry, err instanceof ChaosError ? err : new ChaosError("unavailable", `upstream "${decl.name}" could not be reached`, { cause: err }));
+      }
+      if (entry.idle) clearTimeout(entry.idle);
+      entry.idle = setTimeout(() => drop(entry), IDLE_MS).unref();
+      let result: CallToolResult;
+      try {
+        result = await connection.callTool(tool, args, signal);
+      } catch (err) {
+        if (signal?.aborted) throw new ChaosError("cancelled", `the call to upstream "${decl.name}" was cancelled`, { cause: err });
+        const message = err instanceof Error ? err.message : String(err);
+        const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout;
+        return failed(
+          entry,
+          new ChaosError(timedOut ? "deadline_exceeded" : "unavailable", `upstream "${decl.name}" ${timedOut ? `did not answer within ${decl.timeoutMs} ms` : `failed: ${message}`}`, { cause: err }),
+        );
+      }
+      const bytes = Buffer.byteLength(JSON.stringify(result));
+      if (bytes > maxBytes) {
+        // An answer it chose to give: the upstream works, it is refused here by size.
+        entry.failures = 0;
+        throw new ChaosError("resource_exhausted", `upstream "${decl.name}" answered ${bytes} bytes, over the ${maxBytes}-byte cap (CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES)`);
+      }
+      entry.failures = 0;
+      entry.openUntil = undefined;
+      entry.probing = false;
+      return result;
+    },
+    breakers() {
+      return [...entries.values()].map((e) => {
+        const open = e.openUntil !== undefined;
+        return {
+          upstream: e.upstream,
+          scope: e.scope,
+          state: !open ? "closed" : now() < e.openUntil! ? "open" : "half-open",
+          consecutiveFailures: e.failures,
+          ...(open ? { retryAt: new Date(e.openUntil!).toISOString() } : {}),
+        };
+      });
+    },
+    async close() {
+      for (const entry of entries.values()) drop(entry);
+      entries.clear();
+    },
+  };
+}
