@@ -19,7 +19,7 @@ import type { LedgerEntry } from "../log/entry.js";
 import { rawEd25519PublicKey } from "../log/checkpoint.js";
 import type { NonceCache } from "../adapters/nonce-cache.js";
 import { channelRefusal, type ApprovalChannelSource, type ChannelDecision, type ChannelSubject } from "../adapters/approval-channels.js";
-import type { OperatorPolicies } from "./operator-policies.js";
+import type { OperatorPolicies } from "../adapters/operator-policies.js";
 import { toPlainJson } from "./plain-json.js";
 import { CHANNEL_OF_VIA } from "./spend-requests.js";
 import type { WebhookDispatcher } from "../webhooks/dispatcher.js";

@@ -8,6 +8,7 @@ import { referenceTool, type ReferenceTool } from "../domain/reference-tools.js"
 import { approveHuman, evaluateGate, type GateResult, type SpendAction } from "../domain/spend-gate.js";
 import { blockedOnlyToday, capsInWords, decisionInWords } from "../domain/spend-limits.js";
 import { gatePolicy, missingConfidence, tighten, type SpendPolicyConfig } from "../domain/spend-policies.js";
+import { SPEND_REQUEST_WINDOW_MS } from "../domain/spend-request-window.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { receiptTtl, sessionOf, type LedgerCore } from "./ledger-core.js";
 import { toPlainJson } from "./plain-json.js";
@@ -21,7 +22,6 @@ import {
   OPERATOR_PRINCIPAL,
   readSpendRequests,
   requestChannels,
-  SPEND_REQUEST_WINDOW_MS,
   spendRequestState,
   type SpendAnswerVia,
   type SpendRequestState,

@@ -1,9 +1,7 @@
 import { ChaosError, canonicalJson, contentHash, type Queryable } from "@chaos-core/kit";
 import type { ApprovalChannel } from "../adapters/approval-channels.js";
+import { SPEND_REQUEST_WINDOW_MS } from "../domain/spend-request-window.js";
 import { parseCanonicalJson, parseEvent } from "../log/entry.js";
-
-/** How long a spend request can be answered and its approval collected (docs/approvals.md §4). */
-export const SPEND_REQUEST_WINDOW_MS = 24 * 3600 * 1000;
 
 /** How a person's answer to a spend request reached the ledger (`approved_via` in ledger.proto). */
 export const SPEND_ANSWER_VIAS = ["approver_role", "elicitation", "operator", "console"] as const;
