@@ -21,7 +21,6 @@ const BEING_SPLIT = new Set([
   "services/edge/src/transport/http.ts",
   "services/council/src/domain/engine.ts",
   "services/edge/src/transport/http-sessions.ts",
-  "services/ledger/src/service/ledger-core.ts",
   "services/standalone/src/tenants-command.ts",
 ]);
 

@@ -138,7 +138,9 @@ export {
 } from "./log/merkle.js";
 export { createLedgerHandlers } from "./handlers/ledger-handlers.js";
 export { LedgerCore, DEFAULT_RECEIPT_TTL_SECONDS } from "./service/ledger-core.js";
-export type { AfterAuthorize, ApprovedVia, AuthorizationOutcome, LedgerCoreDeps, StepBinding } from "./service/ledger-core.js";
+export type { AfterAuthorize, AuthorizationOutcome, LedgerCoreDeps, StepBinding } from "./service/ledger-core.js";
+export { ToolReceipts } from "./service/tool-receipts.js";
+export type { ApprovedVia } from "./service/tool-receipts.js";
 export { createLedgerCore } from "./service/create-core.js";
 export type { LedgerCoreOptions } from "./service/create-core.js";
 export { SpendDesk } from "./service/spend-desk.js";

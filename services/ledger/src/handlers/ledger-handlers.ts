@@ -9,6 +9,7 @@ import { toPlainJson } from "../service/plain-json.js";
 import { RequestStates } from "../service/request-states.js";
 import { SpendDesk, type SpendRequestView } from "../service/spend-desk.js";
 import { spendAnswerVia } from "../service/spend-requests.js";
+import { ToolReceipts } from "../service/tool-receipts.js";
 
 // Handlers map proto <-> the ledger core and nothing else. The tenant, principal and session
 // are always the verified ones from the call context, never request fields.
@@ -96,6 +97,7 @@ function spendRequestToProto(v: SpendRequestView) {
 export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof LedgerService> {
   const desk = new SpendDesk(core);
   const states = new RequestStates(core);
+  const receipts = new ToolReceipts(core);
   const store = core.store;
   return {
     async append(req, ctx) {
@@ -229,7 +231,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async evaluateToolApproval(req, ctx) {
-      const { result, entry } = await core.evaluateToolApproval(ctx.call, toolCallOf(req.call));
+      const { result, entry } = await receipts.evaluateToolApproval(ctx.call, toolCallOf(req.call));
       return {
         status: result.status,
         code: result.deny_code,
@@ -243,7 +245,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
 
     async issueReceipt(req, ctx) {
       const step = stepOf(req.step);
-      const r = await core.issueReceipt(ctx.call, {
+      const r = await receipts.issueReceipt(ctx.call, {
         toolCall: toolCallOf(req.call),
         decision: req.decision,
         ttlSeconds: req.ttlSeconds,
