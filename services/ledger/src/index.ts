@@ -144,6 +144,8 @@ export type { ApprovedVia } from "./service/tool-receipts.js";
 export { createLedgerCore } from "./service/create-core.js";
 export type { LedgerCoreOptions } from "./service/create-core.js";
 export { SpendDesk } from "./service/spend-desk.js";
+export { SpendCollection } from "./service/spend-collection.js";
+export { FinanceDesk } from "./service/finance-desk.js";
 export { REQUEST_STATE_NONCE_PREFIX, RequestStates } from "./service/request-states.js";
 export type { ConsumeRequestStateInput, ConsumeRequestStateOutcome, RequestStateRefusalInput } from "./service/request-states.js";
 export { loadOperatorPolicies, parseOperatorPolicies, referenceOperatorPolicies } from "./adapters/operator-policies.js";

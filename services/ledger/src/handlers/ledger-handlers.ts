@@ -7,8 +7,10 @@ import { verifyStoredLedger } from "../log/verify.js";
 import type { LedgerCore, StepBinding } from "../service/ledger-core.js";
 import { toPlainJson } from "../service/plain-json.js";
 import { RequestStates } from "../service/request-states.js";
-import { SpendDesk, type SpendRequestView } from "../service/spend-desk.js";
-import { spendAnswerVia } from "../service/spend-requests.js";
+import { FinanceDesk } from "../service/finance-desk.js";
+import { SpendCollection } from "../service/spend-collection.js";
+import { SpendDesk } from "../service/spend-desk.js";
+import { spendAnswerVia, type SpendRequestView } from "../service/spend-requests.js";
 import { ToolReceipts } from "../service/tool-receipts.js";
 
 // Handlers map proto <-> the ledger core and nothing else. The tenant, principal and session
@@ -96,6 +98,8 @@ function spendRequestToProto(v: SpendRequestView) {
 /** The gRPC surface of the ledger service over a {@link LedgerCore}. */
 export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof LedgerService> {
   const desk = new SpendDesk(core);
+  const requests = new SpendCollection(core);
+  const finance = new FinanceDesk(core, requests);
   const states = new RequestStates(core);
   const receipts = new ToolReceipts(core);
   const store = core.store;
@@ -199,16 +203,16 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async getSpendRequest(req, ctx) {
-      return { request: spendRequestToProto(await desk.getSpendRequest(ctx.call, safeNumber(req.requestSeq, "request_seq"))) };
+      return { request: spendRequestToProto(await requests.getSpendRequest(ctx.call, safeNumber(req.requestSeq, "request_seq"))) };
     },
 
     async listSpendRequests(req, ctx) {
-      const views = await desk.listSpendRequests(ctx.call, { limit: req.limit });
+      const views = await requests.listSpendRequests(ctx.call, { limit: req.limit });
       return { requests: views.map(spendRequestToProto) };
     },
 
     async collectSpendApproval(req, ctx) {
-      const r = await desk.collectSpendApproval(ctx.call, { requestSeq: safeNumber(req.requestSeq, "request_seq"), ttlSeconds: req.ttlSeconds });
+      const r = await requests.collectSpendApproval(ctx.call, { requestSeq: safeNumber(req.requestSeq, "request_seq"), ttlSeconds: req.ttlSeconds });
       return {
         state: r.state,
         result: struct(r.result),
@@ -269,7 +273,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async requestAuthorization(req, ctx) {
-      const r = await desk.requestAuthorization(ctx.call, { tool: req.tool, args: req.arguments ?? {}, ttlSeconds: req.ttlSeconds });
+      const r = await finance.requestAuthorization(ctx.call, { tool: req.tool, args: req.arguments ?? {}, ttlSeconds: req.ttlSeconds });
       return {
         status: r.status,
         code: r.code,
@@ -282,7 +286,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async executeReferenceTool(req, ctx) {
-      const r = await desk.executeReferenceTool(ctx.call, {
+      const r = await finance.executeReferenceTool(ctx.call, {
         tool: req.tool,
         args: req.arguments ?? {},
         ...(req.receipt !== undefined ? { receipt: req.receipt } : {}),
