@@ -15,7 +15,6 @@ const root = join(import.meta.dirname, "..", "..");
  */
 const BEING_SPLIT = new Set([
   "services/cognition/src/executor/executor.ts",
-  "services/ledger/src/log/ledger-store.ts",
   "services/edge/src/console/router.ts",
   "services/edge/src/transport/http.ts",
   "services/council/src/domain/engine.ts",

@@ -78,23 +78,11 @@ export {
 } from "./domain/spend-policies.js";
 export type { SpendPolicyConfig } from "./domain/spend-policies.js";
 export { APPEND_ONLY_TABLES, LEDGER_MIGRATIONS, LEDGER_SCHEMA, migrateLedger, pendingLedgerMigrations } from "./log/migrations.js";
-export { createLedgerReader, createLedgerStore } from "./log/ledger-store.js";
-export type {
-  AppendedEntry,
-  AppendHook,
-  AppendInput,
-  BatchListener,
-  ChainStatus,
-  ConsistencyProof,
-  InclusionProof,
-  LedgerReader,
-  LedgerReaderOptions,
-  LedgerRecord,
-  LedgerSigningKey,
-  LedgerStore,
-  LedgerStoreOptions,
-  StoredCheckpoint,
-} from "./log/ledger-store.js";
+export { createLedgerStore } from "./log/ledger-store.js";
+export type { LedgerSigningKey, LedgerStore, LedgerStoreOptions } from "./log/ledger-store.js";
+export type { AppendedEntry, AppendHook, AppendInput, BatchListener } from "./log/batch-writer.js";
+export { createLedgerReader } from "./log/ledger-reader.js";
+export type { ChainStatus, ConsistencyProof, InclusionProof, LedgerReader, LedgerReaderOptions, LedgerRecord, StoredCheckpoint } from "./log/ledger-reader.js";
 export { EXPORT_FORMAT } from "./log/entry.js";
 export type { LedgerEntry } from "./log/entry.js";
 export { Sequencer } from "./log/sequencer.js";
