@@ -15,13 +15,10 @@ const root = join(import.meta.dirname, "..", "..");
  */
 const BEING_SPLIT = new Set([
   "services/cognition/src/executor/executor.ts",
-  "services/ledger/src/service/spend-desk.ts",
-  "services/ledger/src/log/ledger-store.ts",
   "services/edge/src/console/router.ts",
   "services/edge/src/transport/http.ts",
   "services/council/src/domain/engine.ts",
   "services/edge/src/transport/http-sessions.ts",
-  "services/ledger/src/service/ledger-core.ts",
   "services/standalone/src/tenants-command.ts",
 ]);
 

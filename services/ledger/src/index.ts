@@ -78,23 +78,11 @@ export {
 } from "./domain/spend-policies.js";
 export type { SpendPolicyConfig } from "./domain/spend-policies.js";
 export { APPEND_ONLY_TABLES, LEDGER_MIGRATIONS, LEDGER_SCHEMA, migrateLedger, pendingLedgerMigrations } from "./log/migrations.js";
-export { createLedgerReader, createLedgerStore } from "./log/ledger-store.js";
-export type {
-  AppendedEntry,
-  AppendHook,
-  AppendInput,
-  BatchListener,
-  ChainStatus,
-  ConsistencyProof,
-  InclusionProof,
-  LedgerReader,
-  LedgerReaderOptions,
-  LedgerRecord,
-  LedgerSigningKey,
-  LedgerStore,
-  LedgerStoreOptions,
-  StoredCheckpoint,
-} from "./log/ledger-store.js";
+export { createLedgerStore } from "./log/ledger-store.js";
+export type { LedgerSigningKey, LedgerStore, LedgerStoreOptions } from "./log/ledger-store.js";
+export type { AppendedEntry, AppendHook, AppendInput, BatchListener } from "./log/batch-writer.js";
+export { createLedgerReader } from "./log/ledger-reader.js";
+export type { ChainStatus, ConsistencyProof, InclusionProof, LedgerReader, LedgerReaderOptions, LedgerRecord, StoredCheckpoint } from "./log/ledger-reader.js";
 export { EXPORT_FORMAT } from "./log/entry.js";
 export type { LedgerEntry } from "./log/entry.js";
 export { Sequencer } from "./log/sequencer.js";
@@ -138,16 +126,20 @@ export {
 } from "./log/merkle.js";
 export { createLedgerHandlers } from "./handlers/ledger-handlers.js";
 export { LedgerCore, DEFAULT_RECEIPT_TTL_SECONDS } from "./service/ledger-core.js";
-export type { AfterAuthorize, ApprovedVia, AuthorizationOutcome, LedgerCoreDeps, StepBinding } from "./service/ledger-core.js";
+export type { AfterAuthorize, AuthorizationOutcome, LedgerCoreDeps, StepBinding } from "./service/ledger-core.js";
+export { ToolReceipts } from "./service/tool-receipts.js";
+export type { ApprovedVia } from "./service/tool-receipts.js";
 export { createLedgerCore } from "./service/create-core.js";
 export type { LedgerCoreOptions } from "./service/create-core.js";
 export { SpendDesk } from "./service/spend-desk.js";
+export { SpendCollection } from "./service/spend-collection.js";
+export { FinanceDesk } from "./service/finance-desk.js";
 export { REQUEST_STATE_NONCE_PREFIX, RequestStates } from "./service/request-states.js";
 export type { ConsumeRequestStateInput, ConsumeRequestStateOutcome, RequestStateRefusalInput } from "./service/request-states.js";
-export { loadOperatorPolicies, parseOperatorPolicies, referenceOperatorPolicies } from "./service/operator-policies.js";
+export { loadOperatorPolicies, parseOperatorPolicies, referenceOperatorPolicies } from "./adapters/operator-policies.js";
 export { createRegistryOperatorPolicies } from "./adapters/registry-policies.js";
 export type { RegistryPoliciesOptions } from "./adapters/registry-policies.js";
-export type { OperatorPolicies, TenantPolicies } from "./service/operator-policies.js";
+export type { OperatorPolicies, TenantPolicies } from "./adapters/operator-policies.js";
 export { createMemoryNonceCache, createRedisNonceCache } from "./adapters/nonce-cache.js";
 export type { NonceCache } from "./adapters/nonce-cache.js";
 export { openLedgerDb } from "./adapters/open-db.js";

@@ -1,6 +1,5 @@
-import { ChaosError, type CallContext, type ServiceClient } from "@chaos-core/kit";
+import { ChaosError, type CallContext, type Risk, type ServiceClient } from "@chaos-core/kit";
 import { ApprovalChannel as PolicyChannel, Risk as PolicyRisk, type PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import type { Risk } from "../authz/receipt.js";
 
 /**
  * The ways an answer can reach the ledger (docs/approvals.md §1), as the policy document names

@@ -6,7 +6,7 @@ import { createSqlTenantRegistry, createTenantDirectoryHandlers, migratePolicy, 
 import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REFERENCE_SPEND_POLICIES } from "../domain/spend-policies.js";
-import { parseOperatorPolicies } from "../service/operator-policies.js";
+import { parseOperatorPolicies } from "./operator-policies.js";
 import { createRegistryOperatorPolicies } from "./registry-policies.js";
 
 const logger = createLogger("test", "silent");

@@ -1,6 +1,6 @@
 import { ChaosError, parseLedgerPolicySection, publishedGeneration, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
 import type { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
-import type { OperatorPolicies, TenantPolicies } from "../service/operator-policies.js";
+import type { OperatorPolicies, TenantPolicies } from "./operator-policies.js";
 
 export interface RegistryPoliciesOptions {
   /** The policy service's tenant directory (its main port; in-process in the standalone). */

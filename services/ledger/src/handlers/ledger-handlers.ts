@@ -7,8 +7,11 @@ import { verifyStoredLedger } from "../log/verify.js";
 import type { LedgerCore, StepBinding } from "../service/ledger-core.js";
 import { toPlainJson } from "../service/plain-json.js";
 import { RequestStates } from "../service/request-states.js";
-import { SpendDesk, type SpendRequestView } from "../service/spend-desk.js";
-import { spendAnswerVia } from "../service/spend-requests.js";
+import { FinanceDesk } from "../service/finance-desk.js";
+import { SpendCollection } from "../service/spend-collection.js";
+import { SpendDesk } from "../service/spend-desk.js";
+import { spendAnswerVia, type SpendRequestView } from "../service/spend-requests.js";
+import { ToolReceipts } from "../service/tool-receipts.js";
 
 // Handlers map proto <-> the ledger core and nothing else. The tenant, principal and session
 // are always the verified ones from the call context, never request fields.
@@ -95,7 +98,10 @@ function spendRequestToProto(v: SpendRequestView) {
 /** The gRPC surface of the ledger service over a {@link LedgerCore}. */
 export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof LedgerService> {
   const desk = new SpendDesk(core);
+  const requests = new SpendCollection(core);
+  const finance = new FinanceDesk(core, requests);
   const states = new RequestStates(core);
+  const receipts = new ToolReceipts(core);
   const store = core.store;
   return {
     async append(req, ctx) {
@@ -197,16 +203,16 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async getSpendRequest(req, ctx) {
-      return { request: spendRequestToProto(await desk.getSpendRequest(ctx.call, safeNumber(req.requestSeq, "request_seq"))) };
+      return { request: spendRequestToProto(await requests.getSpendRequest(ctx.call, safeNumber(req.requestSeq, "request_seq"))) };
     },
 
     async listSpendRequests(req, ctx) {
-      const views = await desk.listSpendRequests(ctx.call, { limit: req.limit });
+      const views = await requests.listSpendRequests(ctx.call, { limit: req.limit });
       return { requests: views.map(spendRequestToProto) };
     },
 
     async collectSpendApproval(req, ctx) {
-      const r = await desk.collectSpendApproval(ctx.call, { requestSeq: safeNumber(req.requestSeq, "request_seq"), ttlSeconds: req.ttlSeconds });
+      const r = await requests.collectSpendApproval(ctx.call, { requestSeq: safeNumber(req.requestSeq, "request_seq"), ttlSeconds: req.ttlSeconds });
       return {
         state: r.state,
         result: struct(r.result),
@@ -229,7 +235,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async evaluateToolApproval(req, ctx) {
-      const { result, entry } = await core.evaluateToolApproval(ctx.call, toolCallOf(req.call));
+      const { result, entry } = await receipts.evaluateToolApproval(ctx.call, toolCallOf(req.call));
       return {
         status: result.status,
         code: result.deny_code,
@@ -243,7 +249,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
 
     async issueReceipt(req, ctx) {
       const step = stepOf(req.step);
-      const r = await core.issueReceipt(ctx.call, {
+      const r = await receipts.issueReceipt(ctx.call, {
         toolCall: toolCallOf(req.call),
         decision: req.decision,
         ttlSeconds: req.ttlSeconds,
@@ -267,7 +273,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async requestAuthorization(req, ctx) {
-      const r = await desk.requestAuthorization(ctx.call, { tool: req.tool, args: req.arguments ?? {}, ttlSeconds: req.ttlSeconds });
+      const r = await finance.requestAuthorization(ctx.call, { tool: req.tool, args: req.arguments ?? {}, ttlSeconds: req.ttlSeconds });
       return {
         status: r.status,
         code: r.code,
@@ -280,7 +286,7 @@ export function createLedgerHandlers(core: LedgerCore): ServiceImpl<typeof Ledge
     },
 
     async executeReferenceTool(req, ctx) {
-      const r = await desk.executeReferenceTool(ctx.call, {
+      const r = await finance.executeReferenceTool(ctx.call, {
         tool: req.tool,
         args: req.arguments ?? {},
         ...(req.receipt !== undefined ? { receipt: req.receipt } : {}),

@@ -9,7 +9,7 @@ import { createWebhookDispatcher, type WebhookDispatcher } from "../webhooks/dis
 import { notifies } from "../webhooks/events.js";
 import { createWebhookOutbox } from "../webhooks/outbox.js";
 import { LedgerCore } from "./ledger-core.js";
-import type { OperatorPolicies } from "./operator-policies.js";
+import type { OperatorPolicies } from "../adapters/operator-policies.js";
 
 /** What {@link createLedgerCore} wires; the database is migrated by the caller. */
 export interface LedgerCoreOptions {

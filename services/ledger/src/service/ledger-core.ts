@@ -1,4 +1,4 @@
-import { ATTR, ChaosError, askerOfLabel, assertTenantId, contextLabel, sameAsker, withSpan, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
+import { ATTR, ChaosError, assertTenantId, contextLabel, withSpan, type CallContext, type Db, type Logger, type Queryable } from "@chaos-core/kit";
 import { checkAuthorization, settleNonce, type AuthorizationDecision, type NeedsNonceCheck } from "../authz/authorize.js";
 import {
   ANSWER_REFUSAL_CODES,
@@ -10,25 +10,22 @@ import {
   REQUEST_STATE_REFUSAL_REASONS,
   SPEND_REFUSAL_CODES,
 } from "../authz/codes.js";
-import { evaluateToolApproval, issueReceipt, MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
+import { MAX_RECEIPT_TTL_SECONDS } from "../authz/issue.js";
 import { RECEIPT_KINDS, RECEIPT_SCHEMA_VERSION, RISKS, type ReceiptKind, type Risk } from "../authz/receipt.js";
 import { stepToolPolicy, type ToolPolicyDocument } from "../authz/tool-policy.js";
 import type { Keyring } from "../keys/keyring.js";
-import type { AppendedEntry, LedgerStore } from "../log/ledger-store.js";
+import type { AppendedEntry } from "../log/batch-writer.js";
+import type { LedgerStore } from "../log/ledger-store.js";
 import type { LedgerEntry } from "../log/entry.js";
 import { rawEd25519PublicKey } from "../log/checkpoint.js";
 import type { NonceCache } from "../adapters/nonce-cache.js";
-import { channelRefusal, type ApprovalChannelSource, type ChannelDecision, type ChannelSubject } from "../adapters/approval-channels.js";
-import type { OperatorPolicies } from "./operator-policies.js";
+import type { ApprovalChannelSource, ChannelDecision, ChannelSubject } from "../adapters/approval-channels.js";
+import type { OperatorPolicies } from "../adapters/operator-policies.js";
 import { toPlainJson } from "./plain-json.js";
-import { CHANNEL_OF_VIA } from "./spend-requests.js";
 import type { WebhookDispatcher } from "../webhooks/dispatcher.js";
 
 /** The receipt window when a caller asks for none. */
 export const DEFAULT_RECEIPT_TTL_SECONDS = 300;
-
-/** How a human's answer reached the ledger (the edge vouches for it; see ledger.proto). */
-export type ApprovedVia = "approver_role" | "elicitation";
 
 /** What the ledger core needs; built once per process. */
 export interface LedgerCoreDeps {
@@ -92,32 +89,16 @@ export function receiptTtl(ttlSeconds: number | undefined): number {
   return ttlSeconds === undefined || ttlSeconds === 0 ? DEFAULT_RECEIPT_TTL_SECONDS : ttlSeconds;
 }
 
-/** `approved_via` from a request, checked. */
-export function approvedVia(via: string): ApprovedVia {
-  if (via === "approver_role" || via === "elicitation") return via;
-  throw new ChaosError("invalid_argument", `approved_via: must be "approver_role" or "elicitation", got "${via}"`);
-}
-
-/**
- * How an answer to a cognition step reached the ledger: also the standalone `operator` and the
- * approval `console` (cognition checked the channel against policy and its own rule first).
- */
-export type StepApprovedVia = ApprovedVia | "operator" | "console";
-
-function stepApprovedVia(via: string): StepApprovedVia {
-  if (via === "operator" || via === "console") return via;
-  if (via === "approver_role" || via === "elicitation") return via;
-  throw new ChaosError("invalid_argument", `approved_via: must be "approver_role", "elicitation", "operator" or "console", got "${via}"`);
-}
-
 function asRisk(risk: string): Risk {
   if ((RISKS as readonly string[]).includes(risk)) return risk as Risk;
   throw new ChaosError("invalid_argument", `step.risk: must be one of ${RISKS.join(", ")}`);
 }
 
 /**
- * The ledger's operations. Every decision is appended before it is returned; an append that
- * fails rejects the operation (`unavailable`): the caller never sees an unrecorded decision.
+ * The ledger's core: append, reads, Authorize (with nonce settlement) and GetInfo, and what the
+ * desks built on it share (`ToolReceipts`, `SpendDesk`, `RequestStates`). Every decision is
+ * appended before it is returned; an append that fails rejects the operation (`unavailable`):
+ * the caller never sees an unrecorded decision.
  */
 export class LedgerCore {
   readonly #deps: LedgerCoreDeps;
@@ -230,152 +211,6 @@ export class LedgerCore {
       return stepToolPolicy({ capability: tool, tenant: call.tenant, policyVersion: step.policyVersion, risk: asRisk(step.risk) });
     }
     return (await this.#deps.policies.forTenant(call.tenant)).toolPolicy;
-  }
-
-  /** EvaluateToolApproval: an allowlisted call still needs a receipt; recorded either way. */
-  async evaluateToolApproval(call: CallContext, toolCall: unknown) {
-    const policy = (await this.#deps.policies.forTenant(call.tenant)).toolPolicy;
-    const result = evaluateToolApproval(toolCall, policy);
-    const tc = toolCall as { tool?: unknown; resource?: unknown } | undefined;
-    const entry = await this.record(call, {
-      type: "tool_approval.evaluated",
-      tool: typeof tc?.tool === "string" ? tc.tool.slice(0, 256) : null,
-      resource: typeof tc?.resource === "string" ? tc.resource.slice(0, 512) : null,
-      status: result.status,
-      code: result.deny_code,
-      args_hash: result.status === "RECEIPT_REQUIRED" ? result.args_hash : null,
-      policy_version: result.policy_version,
-      risk: result.status === "RECEIPT_REQUIRED" ? result.risk : null,
-    });
-    return { result, entry };
-  }
-
-  /**
-   * IssueReceipt. Edge callers bind the decision to a recorded request (`requestSeq`: the
-   * RECEIPT_REQUIRED entry of the same call), whose principal is the requester; cognition
-   * passes a step binding with the requester instead. Refusals are recorded too.
-   */
-  async issueReceipt(
-    call: CallContext,
-    input: {
-      toolCall: unknown;
-      decision: string;
-      ttlSeconds?: number;
-      approvedVia: string;
-      requestSeq?: number;
-      reason?: string;
-      step?: StepBinding;
-    },
-  ) {
-    // Operator and console answers come from cognition's steps only: no operator command or
-    // console page answers a tool-receipt request (docs/approvals.md, Known limits).
-    const via = input.step ? stepApprovedVia(input.approvedVia) : approvedVia(input.approvedVia);
-    if (input.decision !== "allow" && input.decision !== "deny") {
-      throw new ChaosError("invalid_argument", `decision: must be "allow" or "deny", got "${input.decision}"`);
-    }
-    let requester: string;
-    // The context label of the request an edge caller answers (none for a step binding: cognition checked its asker).
-    let requestLabel: string | undefined;
-    if (input.step) {
-      if (!input.step.requester) throw new ChaosError("invalid_argument", "step.requester: required with a step binding");
-      requester = input.step.requester;
-    } else {
-      if (input.requestSeq === undefined || input.requestSeq === 0) {
-        throw new ChaosError("invalid_argument", "request_seq: required: the ledger entry of evaluate_tool_approval for this call");
-      }
-      const request = await this.entryAt(call, input.requestSeq);
-      const ev = request.event;
-      if (ev.type !== "tool_approval.evaluated" || ev.status !== "RECEIPT_REQUIRED") {
-        throw new ChaosError("failed_precondition", `ledger entry ${input.requestSeq} is not a tool-approval request that needs a receipt`);
-      }
-      const tc = input.toolCall as { tool?: unknown; resource?: unknown };
-      if (tc?.tool !== ev.tool || tc?.resource !== ev.resource) {
-        throw new ChaosError("failed_precondition", `the call is not the one requested in ledger entry ${input.requestSeq} (tool or resource differ)`);
-      }
-      requester = request.principal;
-      requestLabel = request.session;
-    }
-    const policy = await this.toolPolicyFor(call, (input.toolCall as { tool?: unknown })?.tool, input.step);
-    // A step's channels were checked by cognition against its policy decision; any other
-    // receipt's here, at the risk its tool-approval rule gives it. A call the rules refuse is
-    // refused below, whoever answers.
-    let channels: ChannelDecision | undefined;
-    const evaluated = input.step ? undefined : evaluateToolApproval(input.toolCall, policy);
-    if (evaluated?.status === "RECEIPT_REQUIRED") {
-      const tool = String((input.toolCall as { tool?: unknown }).tool);
-      channels = await this.approvalChannels(call, { kind: "tool", tool, risk: evaluated.risk });
-      const refusal = channelRefusal(CHANNEL_OF_VIA[via], channels, `a receipt for ${tool} at risk ${evaluated.risk}`);
-      if (refusal) {
-        const entry = await this.record(call, {
-          type: "receipt.refused",
-          code: "channel_not_allowed",
-          problem: refusal.problem,
-          request_seq: input.requestSeq ?? null,
-          requester,
-          ...refusal.recorded,
-        });
-        return { issued: false as const, code: "channel_not_allowed", problem: refusal.problem, entry };
-      }
-    }
-    // The client's own answer counts only from whoever asked (kit sameAsker: the requesting
-    // session; without one, the requester's own request).
-    const asker = via === "elicitation" && requestLabel !== undefined ? sameAsker(askerOfLabel(call.tenant, requester, requestLabel), call) : undefined;
-    if (asker && !asker.same) {
-      const entry = await this.record(call, {
-        type: "receipt.refused",
-        code: asker.code,
-        problem: asker.problem,
-        request_seq: input.requestSeq ?? null,
-        requester,
-      });
-      return { issued: false as const, code: asker.code, problem: asker.problem, entry };
-    }
-    const now = this.#now();
-    const issued = issueReceipt(
-      {
-        call: input.toolCall,
-        policy,
-        decision: input.decision,
-        actor: { principal: call.principal, roles: via === "elicitation" ? [] : ["approver"] },
-        requester,
-        actorKind: via === "elicitation" ? "human_elicitation" : via === "console" ? "console" : "approver",
-        ttlSeconds: receiptTtl(input.ttlSeconds),
-        now,
-        tenant: call.tenant,
-      },
-      this.#deps.keyring,
-    );
-    if (!issued.issued) {
-      const entry = await this.record(call, {
-        type: "receipt.refused",
-        code: issued.code,
-        problem: issued.problem.slice(0, 500),
-        request_seq: input.requestSeq ?? null,
-        requester,
-      });
-      return { issued: false as const, code: issued.code, problem: issued.problem, entry };
-    }
-    const r = issued.receipt;
-    const entry = await this.record(call, {
-      type: "receipt.issued",
-      kind: r.kind,
-      kid: r.kid,
-      tool: r.tool,
-      resource: r.resource,
-      args_hash: r.args_hash,
-      policy_version: r.policy_version,
-      risk: r.risk,
-      actor: r.actor,
-      requester,
-      channel: CHANNEL_OF_VIA[via],
-      ...(channels ? { channels_rule: channels.matchedRule } : {}),
-      decision: r.decision,
-      nonce: r.nonce,
-      expiry: r.expiry,
-      request_seq: input.requestSeq ?? null,
-      reason: (input.reason ?? "").slice(0, 500),
-    });
-    return { issued: true as const, receipt: r, decisionLog: issued.decisionLog, entry };
   }
 
   /**

@@ -1,6 +1,6 @@
 import { assertRequestRef, ChaosError, type CallContext } from "@chaos-core/kit";
 import { REQUEST_STATE_REFUSAL_REASONS, type RequestStateRefusalReason } from "../authz/codes.js";
-import type { AppendedEntry } from "../log/ledger-store.js";
+import type { AppendedEntry } from "../log/batch-writer.js";
 import type { LedgerCore } from "./ledger-core.js";
 
 // Single use of the edge's sealed MCP requestState (docs/protocol.md §7). The edge opens and

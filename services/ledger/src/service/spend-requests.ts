@@ -1,9 +1,7 @@
 import { ChaosError, canonicalJson, contentHash, type Queryable } from "@chaos-core/kit";
 import type { ApprovalChannel } from "../adapters/approval-channels.js";
+import { SPEND_REQUEST_WINDOW_MS } from "../domain/spend-request-window.js";
 import { parseCanonicalJson, parseEvent } from "../log/entry.js";
-
-/** How long a spend request can be answered and its approval collected (docs/approvals.md §4). */
-export const SPEND_REQUEST_WINDOW_MS = 24 * 3600 * 1000;
 
 /** How a person's answer to a spend request reached the ledger (`approved_via` in ledger.proto). */
 export const SPEND_ANSWER_VIAS = ["approver_role", "elicitation", "operator", "console"] as const;
@@ -172,6 +170,20 @@ export async function readSpendRequests(q: Queryable, tenant: string, filter: Sp
   return res.rows.map(toRequest);
 }
 
+/** The marker of a request's one answer (approval or decline). */
+export const answerMarker = (seq: number) => `request-${seq}`;
+/** The marker of an approval's one collection. */
+export const collectMarker = (seq: number) => `collect-${seq}`;
+
+/** Inserts a marker row in `ledger.nonces`, once; false when it was there already. */
+export async function insertMarker(tx: Queryable, tenant: string, marker: string, seq: number): Promise<boolean> {
+  const res = await tx.query(
+    "INSERT INTO ledger.nonces (tenant_id, nonce, entry_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING nonce",
+    [tenant, marker, seq],
+  );
+  return res.rows.length > 0;
+}
+
 /** The instant a request stops being answerable and collectable. */
 export function expiresAt(r: StoredSpendRequest): Date {
   return new Date(r.createdAt.getTime() + SPEND_REQUEST_WINDOW_MS);
@@ -225,4 +237,45 @@ export function requestChannels(r: StoredSpendRequest): { channels: string[]; ru
   const ev = r.entry.event;
   const listed = Array.isArray(ev.approval_channels) ? ev.approval_channels.filter((c): c is string => typeof c === "string") : [];
   return { channels: listed, rule: typeof ev.channels_rule === "string" ? ev.channels_rule : "" };
+}
+
+/** A stored spend request as a caller sees it. */
+export interface SpendRequestView {
+  readonly request: StoredSpendRequest;
+  readonly state: SpendRequestState;
+  readonly expiresAt: Date;
+  readonly argumentsVerified: boolean;
+  readonly answer?: { readonly answeredBy: string; readonly channel: string; readonly reason: string };
+  /** The channels policy allowed when it was made, and the rule; empty for an older request. */
+  readonly channels: { readonly channels: readonly string[]; readonly rule: string };
+}
+
+/** A stored request as {@link SpendRequestView} shows it at `now`. */
+export function spendRequestView(request: StoredSpendRequest, now: Date): SpendRequestView {
+  const answer = answerOf(request);
+  return {
+    request,
+    state: spendRequestState(request, now),
+    expiresAt: expiresAt(request),
+    argumentsVerified: argumentsVerified(request),
+    ...(answer ? { answer } : {}),
+    channels: requestChannels(request),
+  };
+}
+
+/** Why a HITL_REQUIRED entry without a stored request cannot be answered. */
+export function legacyRequest(seq: number): string {
+  return `ledger entry ${seq} was recorded before spend requests were stored with their arguments, so no person can be shown what it would run: make the request again`;
+}
+
+/** A refusal decided inside a flush transaction, thrown once its entry is committed. */
+export interface Refusal {
+  readonly code: string;
+  readonly problem: string;
+  readonly errorCode: "permission_denied" | "failed_precondition";
+}
+
+/** The error a recorded refusal answers with, naming the entry that records it. */
+export function refusalError(r: Refusal, seq: number): ChaosError {
+  return new ChaosError(r.errorCode, `${r.code}: ${r.problem} (refusal recorded as ledger entry ${seq})`);
 }

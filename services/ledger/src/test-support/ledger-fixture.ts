@@ -31,7 +31,7 @@ import { createKeyring, generateSigningKey, type Keyring } from "../keys/keyring
 import { migrateLedger } from "../log/migrations.js";
 import { createLedgerCore } from "../service/create-core.js";
 import type { LedgerCore } from "../service/ledger-core.js";
-import { parseOperatorPolicies, type OperatorPolicies } from "../service/operator-policies.js";
+import { parseOperatorPolicies, type OperatorPolicies } from "../adapters/operator-policies.js";
 
 /** How a fixture's nonce fast path is kept. */
 export type FixtureNonces = "redis" | "memory" | NonceCache;

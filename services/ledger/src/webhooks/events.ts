@@ -1,5 +1,5 @@
+import { SPEND_REQUEST_WINDOW_MS } from "../domain/spend-request-window.js";
 import type { LedgerEntry } from "../log/entry.js";
-import { SPEND_REQUEST_WINDOW_MS } from "../service/spend-requests.js";
 
 /** The event types a webhook receives (docs/approvals.md §6). */
 export const WEBHOOK_EVENT_TYPES = ["approval.pending", "approval.resolved"] as const;
