@@ -104,7 +104,7 @@ async function lockHead(q: Queryable, tenant: string): Promise<HeadRow> {
   if (res.rows.length === 0) {
     // Two replicas may both get here; the loser of the insert waits on the winner's row lock.
     await q.query(
-      "INSERT INTO ledger.heads (tenant_id, size, last_sig, frontier) VALUES ($1, 0, '', '${SEQUENCED_MARKER}') ON CONFLICT (tenant_id) DO NOTHING",
+      `INSERT INTO ledger.heads (tenant_id, size, last_sig, frontier) VALUES ($1, 0, '', '${SEQUENCED_MARKER}') ON CONFLICT (tenant_id) DO NOTHING`,
       [tenant],
     );
     res = await q.query<HeadRow>(select, [tenant]);
