@@ -6,6 +6,7 @@ import {
   isApprovalChannel,
   orderChannels,
   type ApprovalChannel,
+  type ApprovalChannelsJson,
 } from "./approval-channels.js";
 import { RISK_THRESHOLDS } from "./risk.js";
 
@@ -188,17 +189,6 @@ export type PolicyDocumentJson = z.output<typeof policyDocumentSchema>;
 
 /** The risk rules of a policy document. */
 export type RiskRulesJson = PolicyDocumentJson["riskRules"];
-
-/** The `approvalChannels` section of a policy document, every default applied. */
-export interface ApprovalChannelsJson {
-  readonly byRisk: Readonly<Record<"low" | "medium" | "high" | "critical", ApprovalChannel[]>>;
-  readonly capabilities: Readonly<Record<string, ApprovalChannel[]>>;
-  readonly spend: {
-    readonly default: ApprovalChannel[];
-    readonly policies: Readonly<Record<string, ApprovalChannel[]>>;
-    readonly tools: Readonly<Record<string, ApprovalChannel[]>>;
-  };
-}
 
 /** One problem of a document: where (`deniedCapabilities[2]`) and what. */
 export interface PolicyIssue {
