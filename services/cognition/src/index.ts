@@ -32,7 +32,7 @@ export type {
   CapabilityRisk,
 } from "./capabilities/capability.js";
 export { defineCapability } from "./capabilities/capability.js";
-export { CAPABILITY_NAME_RE, createCapabilityRegistry, offeredCapability } from "./capabilities/registry.js";
+export { createCapabilityRegistry, offeredCapability } from "./capabilities/registry.js";
 export { CapabilityGuard, capabilitySource } from "./capabilities/contract.js";
 export { pinCapabilities, pinCapabilitiesAtStart } from "./capabilities/pin.js";
 export { createPolicySnapshots, DEFAULT_SNAPSHOT_BOUND_MS } from "./executor/policy-snapshots.js";

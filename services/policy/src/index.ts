@@ -5,7 +5,6 @@ export type { ApprovalChannelsDecision, ApprovalSubject, ChannelsRule } from "./
 export { evaluatePolicy } from "./domain/engine.js";
 export type { Decision, EvaluationInput, MatchedRule, PolicyDecision, RequestFacts } from "./domain/engine.js";
 export {
-  CAPABILITY_NAME_RE,
   capabilityNameProblem,
   defaultPolicyDocument,
   financeToolNameProblem,

@@ -1,4 +1,4 @@
-import { likelyMeant, zodProblems } from "@chaos-core/kit";
+import { CAPABILITY_NAME_RE, likelyMeant, zodProblems } from "@chaos-core/kit";
 import { z } from "zod";
 import {
   APPROVAL_CHANNELS,
@@ -9,13 +9,6 @@ import {
   type ApprovalChannelsJson,
 } from "./approval-channels.js";
 import { RISK_THRESHOLDS } from "./risk.js";
-
-/**
- * A capability name: lowercase dotted segments (`http.request`, `memory.write`). Names are
- * matched exactly, so there are no wildcards: a pattern would make it ambiguous which rule a
- * future capability falls under, and an ambiguous policy is denied rather than guessed.
- */
-export const CAPABILITY_NAME_RE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 
 const HOST_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
 const HOST_RE = new RegExp(`^${HOST_LABEL}(?:\\.${HOST_LABEL})*$`);
