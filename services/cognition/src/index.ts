@@ -46,7 +46,18 @@ export { memoryForgetCapability } from "./capabilities/memory-forget.js";
 export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
 export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
 export type { ApprovedPlanRun, ExecuteStepOptions, ExecutorDeps, PlanOrigin, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";
-export type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
+export type {
+  ApprovalChannel,
+  AuditCall,
+  ExecutableStep,
+  ImpliedDecision,
+  PendingApproval,
+  PlanContinuation,
+  PolicyVerdict,
+  StepResult,
+  StepStatus,
+  StoredStep,
+} from "./executor/step-types.js";
 export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";
 export { argsHash, canonicalJson } from "./executor/canonical-json.js";
@@ -56,7 +67,6 @@ export type { LedgerClient, StepReceipts } from "./executor/ledger.js";
 export type {
   ApprovalRefusedEvent,
   ApprovalResolutionEvent,
-  AuditCall,
   AuditEvent,
   AuditSink,
   InMemoryAuditSink,
@@ -77,7 +87,6 @@ export {
   resolverRefusal,
 } from "./executor/approvals.js";
 export type {
-  ApprovalChannel,
   ApprovalResolution,
   ApprovalSink,
   ApprovalStatus,
@@ -85,12 +94,9 @@ export type {
   ApprovalStoreOptions,
   InMemoryApprovalStore,
   MemoryApprovalStoreOptions,
-  PendingApproval,
-  PlanContinuation,
   ResolveApprovalInput,
   ResolverRefusal,
   StoredApproval,
-  StoredStep,
 } from "./executor/approvals.js";
 export { createRedisApprovalStore } from "./executor/redis-approval-store.js";
 export type { RedisApprovalStoreOptions } from "./executor/redis-approval-store.js";

@@ -4,7 +4,7 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "../capabilities/memory-episode.js";
 import { executeStep, type ExecutorDeps } from "../executor/executor.js";
-import type { PolicyVerdict, StepResult } from "../executor/types.js";
+import type { PolicyVerdict, StepResult } from "../executor/step-types.js";
 import { truncate } from "./catalog.js";
 
 /*

@@ -15,7 +15,7 @@ import { HeuristicProvider } from "../providers/heuristic.js";
 import { createMemoryApprovalStore, type InMemoryApprovalStore } from "./approvals.js";
 import { createInMemoryAuditSink, type AuditEvent, type AuditSink, type InMemoryAuditSink } from "./audit.js";
 import { executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval, type ExecutorDeps } from "./executor.js";
-import type { ExecutableStep } from "./types.js";
+import type { ExecutableStep } from "./step-types.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 
 let services: RealServices;

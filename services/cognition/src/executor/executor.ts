@@ -13,10 +13,7 @@ import {
   resolvedByOf,
   resolverRefusal,
   wrongState,
-  type ApprovalChannel,
   type ApprovalStore,
-  type PendingApproval,
-  type PlanContinuation,
   type ResolveApprovalInput,
   type StoredApproval,
 } from "./approvals.js";
@@ -33,7 +30,15 @@ import { argsHash as hashArgs } from "./canonical-json.js";
 import type { StepReceipts } from "./ledger.js";
 import { findReferences, resolveReferences } from "../plans/step-reference.js";
 import { describeIssues, evaluateOutput, failed, stepCheckSchema, type Evaluation, type StepCheck } from "./evaluate.js";
-import type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult } from "./types.js";
+import type {
+  ApprovalChannel,
+  ExecutableStep,
+  ImpliedDecision,
+  PendingApproval,
+  PlanContinuation,
+  PolicyVerdict,
+  StepResult,
+} from "./step-types.js";
 
 /** How long a handler may run when the deps name no deadline. */
 export const DEFAULT_STEP_TIMEOUT_MS = 30_000;
