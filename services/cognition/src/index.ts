@@ -44,8 +44,16 @@ export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
 export { memoryForgetCapability } from "./capabilities/memory-forget.js";
 export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
-export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
-export type { ApprovedPlanRun, ExecuteStepOptions, ExecutorDeps, PlanOrigin, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";
+export { DEFAULT_STEP_TIMEOUT_MS } from "./executor/executor-deps.js";
+export type { ExecutorDeps } from "./executor/executor-deps.js";
+export { executeStep } from "./executor/step-run.js";
+export type { ExecuteStepOptions } from "./executor/step-run.js";
+export { executeSteps } from "./executor/plan-run.js";
+export type { PlanOrigin } from "./executor/plan-run.js";
+export { executeApproved, executeApprovedPlan } from "./executor/approved-run.js";
+export type { ApprovedPlanRun } from "./executor/approved-run.js";
+export { resolveApproval } from "./executor/approval-resolution.js";
+export type { ResolveApprovalDeps, ResolvedApproval } from "./executor/approval-resolution.js";
 export type {
   ApprovalChannel,
   AuditCall,
