@@ -20,7 +20,6 @@ const BEING_SPLIT = new Set([
   "services/edge/src/transport/http.ts",
   "services/edge/src/transport/http-sessions.ts",
   "services/ledger/src/service/ledger-core.ts",
-  "services/standalone/src/tenants-command.ts",
 ]);
 
 const skipped = (name) => name.endsWith(".test.ts") || name.endsWith(".contract.ts") || name === "test-support" || name === "fixtures";
