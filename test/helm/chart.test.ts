@@ -64,10 +64,13 @@ const calleesOf = (c: Component) => COMPONENTS.filter((t) => READS[c].has(`${t.t
 const callersOf = (t: Component) => COMPONENTS.filter((c) => calleesOf(c).includes(t));
 
 /**
- * The variables `chaos-core tenants` reads (services/standalone/src/tenants-command.ts): `env.NAME`,
- * and names destructured from it (`const { MEMORY_ADDR, ... } = env`).
+ * The variables `chaos-core tenants` reads (services/standalone/src/tenants-command.ts, and
+ * tenant-admin-access.ts, where it finds the registry and the services): `env.NAME`, and names
+ * destructured from it (`const { MEMORY_ADDR, ... } = env`).
  */
-const TENANTS_COMMAND = readFileSync(join(ROOT, "services/standalone/src/tenants-command.ts"), "utf8");
+const TENANTS_COMMAND = ["tenants-command.ts", "tenant-admin-access.ts"]
+  .map((file) => readFileSync(join(ROOT, "services/standalone/src", file), "utf8"))
+  .join("\n");
 const TENANTS_READS = new Set([
   ...[...TENANTS_COMMAND.matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!),
   ...[...TENANTS_COMMAND.matchAll(/const \{([^}]+)\} = env;/g)].flatMap((m) => m[1]!.split(",").map((n) => n.trim())),

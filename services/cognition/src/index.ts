@@ -32,7 +32,7 @@ export type {
   CapabilityRisk,
 } from "./capabilities/capability.js";
 export { defineCapability } from "./capabilities/capability.js";
-export { CAPABILITY_NAME_RE, createCapabilityRegistry, offeredCapability } from "./capabilities/registry.js";
+export { createCapabilityRegistry, offeredCapability } from "./capabilities/registry.js";
 export { CapabilityGuard, capabilitySource } from "./capabilities/contract.js";
 export { pinCapabilities, pinCapabilitiesAtStart } from "./capabilities/pin.js";
 export { createPolicySnapshots, DEFAULT_SNAPSHOT_BOUND_MS } from "./executor/policy-snapshots.js";
@@ -44,9 +44,28 @@ export { memoryRememberCapability } from "./capabilities/memory-remember.js";
 export { memoryRecallCapability } from "./capabilities/memory-recall.js";
 export { memoryForgetCapability } from "./capabilities/memory-forget.js";
 export { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "./capabilities/memory-episode.js";
-export { DEFAULT_STEP_TIMEOUT_MS, executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval } from "./executor/executor.js";
-export type { ApprovedPlanRun, ExecuteStepOptions, ExecutorDeps, PlanOrigin, ResolveApprovalDeps, ResolvedApproval } from "./executor/executor.js";
-export type { ExecutableStep, ImpliedDecision, PolicyVerdict, StepResult, StepStatus } from "./executor/types.js";
+export { DEFAULT_STEP_TIMEOUT_MS } from "./executor/executor-deps.js";
+export type { ExecutorDeps } from "./executor/executor-deps.js";
+export { executeStep } from "./executor/step-run.js";
+export type { ExecuteStepOptions } from "./executor/step-run.js";
+export { executeSteps } from "./executor/plan-run.js";
+export type { PlanOrigin } from "./executor/plan-run.js";
+export { executeApproved, executeApprovedPlan } from "./executor/approved-run.js";
+export type { ApprovedPlanRun } from "./executor/approved-run.js";
+export { resolveApproval } from "./executor/approval-resolution.js";
+export type { ResolveApprovalDeps, ResolvedApproval } from "./executor/approval-resolution.js";
+export type {
+  ApprovalChannel,
+  AuditCall,
+  ExecutableStep,
+  ImpliedDecision,
+  PendingApproval,
+  PlanContinuation,
+  PolicyVerdict,
+  StepResult,
+  StepStatus,
+  StoredStep,
+} from "./executor/step-types.js";
 export { evaluateOutput, stepCheckSchema } from "./executor/evaluate.js";
 export type { Evaluation, StepCheck } from "./executor/evaluate.js";
 export { argsHash, canonicalJson } from "./executor/canonical-json.js";
@@ -56,7 +75,6 @@ export type { LedgerClient, StepReceipts } from "./executor/ledger.js";
 export type {
   ApprovalRefusedEvent,
   ApprovalResolutionEvent,
-  AuditCall,
   AuditEvent,
   AuditSink,
   InMemoryAuditSink,
@@ -77,7 +95,6 @@ export {
   resolverRefusal,
 } from "./executor/approvals.js";
 export type {
-  ApprovalChannel,
   ApprovalResolution,
   ApprovalSink,
   ApprovalStatus,
@@ -85,12 +102,9 @@ export type {
   ApprovalStoreOptions,
   InMemoryApprovalStore,
   MemoryApprovalStoreOptions,
-  PendingApproval,
-  PlanContinuation,
   ResolveApprovalInput,
   ResolverRefusal,
   StoredApproval,
-  StoredStep,
 } from "./executor/approvals.js";
 export { createRedisApprovalStore } from "./executor/redis-approval-store.js";
 export type { RedisApprovalStoreOptions } from "./executor/redis-approval-store.js";

@@ -28,6 +28,7 @@ export { GRPC_TLS_REFRESH_MS, openGrpcTls, openGrpcTransport } from "./rpc/tls.j
 export type { GrpcTls, GrpcTransport } from "./rpc/tls.js";
 export { describeZodIssues, formatIssuePath, likelyMeant, withIssueNote, zodProblems } from "./zod-issues.js";
 export type { ZodIssueWording, ZodProblem } from "./zod-issues.js";
+export { CAPABILITY_NAME_RE } from "./capability-name.js";
 export { scanJsonText } from "./json-text.js";
 export { isObject, isPlainObject } from "./objects.js";
 export type { JsonPath, JsonTextScan, JsonTextScanOptions } from "./json-text.js";

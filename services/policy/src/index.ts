@@ -1,17 +1,10 @@
-export {
-  APPROVAL_CHANNELS,
-  approvalChannelsFor,
-  approvalChannelWarnings,
-  clientElicitationOptIns,
-  defaultApprovalChannels,
-  isApprovalChannel,
-  orderChannels,
-} from "./domain/approval-channels.js";
-export type { ApprovalChannel, ApprovalChannelsDecision, ApprovalSubject, ChannelsRule } from "./domain/approval-channels.js";
+export { APPROVAL_CHANNELS, defaultApprovalChannels, isApprovalChannel, orderChannels } from "./domain/approval-channels.js";
+export type { ApprovalChannel, ApprovalChannelsJson } from "./domain/approval-channels.js";
+export { approvalChannelsFor, approvalChannelWarnings, clientElicitationOptIns } from "./domain/channel-choice.js";
+export type { ApprovalChannelsDecision, ApprovalSubject, ChannelsRule } from "./domain/channel-choice.js";
 export { evaluatePolicy } from "./domain/engine.js";
 export type { Decision, EvaluationInput, MatchedRule, PolicyDecision, RequestFacts } from "./domain/engine.js";
 export {
-  CAPABILITY_NAME_RE,
   capabilityNameProblem,
   defaultPolicyDocument,
   financeToolNameProblem,
@@ -23,7 +16,7 @@ export {
   spendPolicyNameProblem,
   validatePolicyDocument,
 } from "./domain/policy-document.js";
-export type { ApprovalChannelsJson, PolicyDocumentJson, PolicyIssue, RiskRulesJson } from "./domain/policy-document.js";
+export type { PolicyDocumentJson, PolicyIssue, RiskRulesJson } from "./domain/policy-document.js";
 export { effectiveRisk, isAtOrAbove, RISK_LEVELS, RISK_THRESHOLDS } from "./domain/risk.js";
 export type { Risk, RiskLevel, RiskThreshold } from "./domain/risk.js";
 export type { PolicySnapshot, PolicyStore } from "./domain/policy-store.js";

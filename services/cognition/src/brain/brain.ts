@@ -9,8 +9,9 @@
  * policy governs them like any step.
  */
 import { ChaosError, withSpan } from "@chaos-core/kit";
-import { executeSteps, type ExecutorDeps } from "../executor/executor.js";
-import type { StepResult } from "../executor/types.js";
+import type { ExecutorDeps } from "../executor/executor-deps.js";
+import { executeSteps } from "../executor/plan-run.js";
+import type { StepResult } from "../executor/step-types.js";
 import { DEFAULT_PLAN_TTL_SECONDS } from "../plans/plan-store.js";
 import { parseObjective } from "../providers/objective-parser.js";
 import { checkObjective, reason, usesModel, type Intent } from "./intent.js";

@@ -3,8 +3,9 @@ import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import { MAX_BOOKKEEPING_VALUE_BYTES, memoryEpisodeCapability } from "../capabilities/memory-episode.js";
-import { executeStep, type ExecutorDeps } from "../executor/executor.js";
-import type { PolicyVerdict, StepResult } from "../executor/types.js";
+import type { ExecutorDeps } from "../executor/executor-deps.js";
+import { executeStep } from "../executor/step-run.js";
+import type { PolicyVerdict, StepResult } from "../executor/step-types.js";
 import { truncate } from "./catalog.js";
 
 /*

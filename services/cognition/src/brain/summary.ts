@@ -1,5 +1,5 @@
 import { isObject } from "@chaos-core/kit";
-import type { StepResult } from "../executor/types.js";
+import type { StepResult } from "../executor/step-types.js";
 import type { PlanStep } from "../plans/plan.js";
 import { CONFIGURE_MODEL, NEEDS_MODEL } from "../providers/objective-parser.js";
 import { truncate } from "./catalog.js";

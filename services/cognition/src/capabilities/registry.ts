@@ -1,14 +1,7 @@
 import type { ContractSet } from "@chaos-core/contracts";
-import { ChaosError } from "@chaos-core/kit";
+import { CAPABILITY_NAME_RE, ChaosError } from "@chaos-core/kit";
 import type { Capability, CapabilityAnnotations, CapabilityRisk } from "./capability.js";
 import { CapabilityGuard } from "./contract.js";
-
-/**
- * A capability name: lowercase dotted segments (`http.request`, `memory.recall`). The same rule
- * the policy service applies to the names in a policy document, so every registered name can be
- * listed there and matched exactly.
- */
-export const CAPABILITY_NAME_RE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 
 /**
  * What planners, `chaoscore_inspect` and the heuristic ranking see of a capability: never its

@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { CallContext } from "@chaos-core/kit";
 import { describe, expect, it } from "vitest";
 import { expectChaosError } from "../test-support/expect-error.js";
-import type { ApprovalStore, PendingApproval } from "./approvals.js";
+import type { ApprovalStore } from "./approvals.js";
+import type { PendingApproval } from "./step-types.js";
 
 /** What the contract needs from a backend. */
 export interface ApprovalStoreHarness {

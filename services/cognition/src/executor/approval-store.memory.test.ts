@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { expectChaosError } from "../test-support/expect-error.js";
-import { createMemoryApprovalStore, DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT, type PendingApproval } from "./approvals.js";
+import { createMemoryApprovalStore, DEFAULT_MEMORY_MAX_APPROVALS_PER_TENANT } from "./approvals.js";
+import type { PendingApproval } from "./step-types.js";
 import { describeApprovalStoreContract } from "./approval-store.contract.js";
 
 let nowMs = Date.parse("2030-01-01T00:00:00Z");

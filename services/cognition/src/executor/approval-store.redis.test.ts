@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { useRedisReplicas } from "../../../../test/support/redis.js";
 import { expectChaosError } from "../test-support/expect-error.js";
-import { channelsOf, type PendingApproval } from "./approvals.js";
+import { channelsOf } from "./approvals.js";
+import type { PendingApproval } from "./step-types.js";
 import { describeApprovalStoreContract } from "./approval-store.contract.js";
 import { createRedisApprovalStore } from "./redis-approval-store.js";
 

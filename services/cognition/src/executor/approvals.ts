@@ -1,82 +1,13 @@
 import { assertTenantId, ChaosError, sameAsker, type CallContext } from "@chaos-core/kit";
 import { z } from "zod";
-import type { CapabilityRisk } from "../capabilities/capability.js";
-import type { AuditCall } from "./audit.js";
-import { stepCheckSchema, type StepCheck } from "./evaluate.js";
-
-/**
- * A step policy sent to a human. It is bound to the exact call: capability, the SHA-256 of the
- * canonical validated input (`argsHash`) and the policy version that asked for approval, so an
- * approval given for it cannot be reused for a changed call or under a different policy.
- */
-export interface PendingApproval {
-  readonly approvalId: string;
-  /** The step as it would run: its id, capability, validated input and declared checks. */
-  readonly step: StoredStep;
-  readonly capability: string;
-  readonly risk: CapabilityRisk;
-  readonly argsHash: string;
-  readonly policyVersion: number;
-  readonly matchedRule: string;
-  readonly reason: string;
-  /**
-   * The channels policy accepts for this approval, in {@link APPROVAL_CHANNELS} order; an answer
-   * through another is refused. Absent on approvals stored before channels existed: those
-   * accept {@link LEGACY_CHANNELS} (see {@link channelsOf}).
-   */
-  readonly channels?: readonly ApprovalChannel[];
-  /** The `approvalChannels` rule that chose them (`approvalChannels.byRisk.high`). */
-  readonly channelsRule?: string;
-  /** Who asked: the approver must be a different principal (no self-approval). */
-  readonly call: AuditCall;
-  /**
-   * The rest of the plan the step stopped (docs/approvals.md §4.1): once the approved step ran,
-   * these steps run after it, each through policy again. Absent for a step run on its own.
-   */
-  readonly continuation?: PlanContinuation;
-}
-
-/** A step as an approval keeps it: the approved one (validated input), or one after it (as the plan gave it). */
-export interface StoredStep {
-  readonly id: string;
-  readonly capability: string;
-  readonly input: unknown;
-  readonly checks?: readonly StepCheck[];
-}
-
-/**
- * What follows an approved step in its plan: the steps after it, the earlier outputs they refer
- * to, and until when the plan may still run. An approval outlives its plan (a day against an
- * hour by default): past `expiresAt` the approved step still runs, and the rest is named, not run.
- */
-export interface PlanContinuation {
-  /** The stored plan the steps came from (`chaoscore_plan`); absent for explicit steps and `achieve`. */
-  readonly planId?: string;
-  /** The objective the plan was made for: what planning it again starts from. Absent for explicit steps. */
-  readonly objective?: string;
-  /** ISO 8601: after this the plan's remaining steps no longer run. */
-  readonly expiresAt: string;
-  /** The steps after the approved one, in order. */
-  readonly rest: readonly StoredStep[];
-  /** Outputs of steps that executed before the approved one, by step id: only those `rest` refers to. */
-  readonly outputs: Readonly<Record<string, unknown>>;
-  /** The capabilities that executed before the approved one, in order (a completed plan's procedure). */
-  readonly executed: readonly string[];
-}
+import { stepCheckSchema } from "./evaluate.js";
+import type { ApprovalChannel, PendingApproval } from "./step-types.js";
 
 /** Where pending approvals are created. A `create` that rejects means none exists, and the step fails. */
 export interface ApprovalSink {
   /** Stores a new pending approval; resolves to it as stored (its `createdAt` and `expiresAt`). */
   create(approval: PendingApproval): Promise<StoredApproval>;
 }
-
-/**
- * How an answer was given (docs/approvals.md §1): `client_elicitation` (the client of the
- * requesting session, or of the requester's own request without one, answered a form; its own host can answer it, so it proves nothing about a
- * person), `approver` (a principal the edge vouches holds the approver role), `operator` (the
- * standalone admin endpoint, as {@link OPERATOR_PRINCIPAL}), `console` (the approval page).
- */
-export type ApprovalChannel = "client_elicitation" | "approver" | "operator" | "console";
 
 /** Every channel, in the order policy lists them. */
 export const APPROVAL_CHANNELS: readonly ApprovalChannel[] = Object.freeze(["client_elicitation", "approver", "operator", "console"]);

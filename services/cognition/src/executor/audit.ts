@@ -1,16 +1,6 @@
 import type { CallContext } from "@chaos-core/kit";
 import type { CapabilityRisk } from "../capabilities/capability.js";
-import type { ApprovalChannel } from "./approvals.js";
-import type { PolicyVerdict, StepStatus } from "./types.js";
-
-/** Who a recorded step was for; the ledger keeps one chain per tenant. */
-export interface AuditCall {
-  readonly tenant: string;
-  readonly principal: string;
-  readonly sessionId?: string;
-  /** The edge's handle of a call without a session (kit `CallContext.requestRef`). */
-  readonly requestRef?: string;
-}
+import type { ApprovalChannel, AuditCall, PolicyVerdict, StepStatus } from "./step-types.js";
 
 /**
  * Policy's decision for one step, recorded before the executor acts on it: the handler, the

@@ -14,8 +14,12 @@ import { createCapabilityRegistry } from "../capabilities/registry.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { createMemoryApprovalStore, type InMemoryApprovalStore } from "./approvals.js";
 import { createInMemoryAuditSink, type AuditEvent, type AuditSink, type InMemoryAuditSink } from "./audit.js";
-import { executeApproved, executeApprovedPlan, executeStep, executeSteps, resolveApproval, type ExecutorDeps } from "./executor.js";
-import type { ExecutableStep } from "./types.js";
+import { resolveApproval } from "./approval-resolution.js";
+import { executeApproved, executeApprovedPlan } from "./approved-run.js";
+import type { ExecutorDeps } from "./executor-deps.js";
+import { executeSteps } from "./plan-run.js";
+import { executeStep } from "./step-run.js";
+import type { ExecutableStep } from "./step-types.js";
 import { expectChaosError } from "../test-support/expect-error.js";
 
 let services: RealServices;

@@ -1,8 +1,9 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { ChaosError, type CallContext, type ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { ApprovalChannel, PendingApproval, ResolveApprovalInput, StoredApproval } from "./approvals.js";
-import type { AuditCall, AuditEvent, AuditSink } from "./audit.js";
+import type { ResolveApprovalInput, StoredApproval } from "./approvals.js";
+import type { AuditEvent, AuditSink } from "./audit.js";
+import type { ApprovalChannel, AuditCall, PendingApproval } from "./step-types.js";
 
 /** The typed ledger client, whatever transport is under it. */
 export type LedgerClient = ServiceClient<typeof LedgerService>;

@@ -13,7 +13,11 @@ import { resolveReferences } from "../plans/step-reference.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { createMemoryApprovalStore } from "./approvals.js";
 import { createInMemoryAuditSink } from "./audit.js";
-import { executeApproved, executeStep, executeSteps, resolveApproval, type ExecutorDeps } from "./executor.js";
+import { resolveApproval } from "./approval-resolution.js";
+import { executeApproved } from "./approved-run.js";
+import type { ExecutorDeps } from "./executor-deps.js";
+import { executeSteps } from "./plan-run.js";
+import { executeStep } from "./step-run.js";
 
 let services: RealServices;
 beforeAll(async () => {

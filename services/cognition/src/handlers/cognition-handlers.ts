@@ -9,16 +9,13 @@ import { recallProcedure, recordProcedure } from "../brain/memory-records.js";
 import { plan } from "../brain/planner.js";
 import { objectiveSignature } from "../brain/signature.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
-import {
-  approvalNotFound,
-  OPERATOR_PRINCIPAL,
-  type ApprovalChannel as DomainApprovalChannel,
-  type ApprovalStore,
-} from "../executor/approvals.js";
+import { approvalNotFound, OPERATOR_PRINCIPAL, type ApprovalStore } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import type { StepReceipts } from "../executor/ledger.js";
-import { executeApprovedPlan, executeSteps, resolveApproval, type PlanOrigin } from "../executor/executor.js";
-import type { ExecutableStep } from "../executor/types.js";
+import { resolveApproval } from "../executor/approval-resolution.js";
+import { executeApprovedPlan } from "../executor/approved-run.js";
+import { executeSteps, type PlanOrigin } from "../executor/plan-run.js";
+import type { ApprovalChannel as DomainApprovalChannel, ExecutableStep } from "../executor/step-types.js";
 import { DEFAULT_PLAN_TTL_SECONDS, MAX_PLAN_STEPS, planScopeOf, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
 import type { AIProvider } from "../providers/ai-provider.js";

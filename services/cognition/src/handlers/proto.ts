@@ -23,7 +23,7 @@ import type { Intent } from "../brain/intent.js";
 import type { Plan } from "../brain/planner.js";
 import type { Capability, CapabilityRisk } from "../capabilities/capability.js";
 import { channelsOf, type StoredApproval } from "../executor/approvals.js";
-import type { ExecutableStep, StepResult } from "../executor/types.js";
+import type { ExecutableStep, StepResult } from "../executor/step-types.js";
 import type { PlanStep, StoredPlan } from "../plans/plan.js";
 
 

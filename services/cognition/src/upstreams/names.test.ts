@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CAPABILITY_NAME_RE } from "../capabilities/registry.js";
+import { CAPABILITY_NAME_RE } from "@chaos-core/kit";
 import { toolSegment, upstreamToolNames } from "./names.js";
 
 describe("an upstream tool's names", () => {

@@ -1,5 +1,4 @@
-import type { UpstreamDeclaration } from "@chaos-core/kit";
-import type { CapabilityRisk } from "../capabilities/capability.js";
+import type { Risk, UpstreamDeclaration } from "@chaos-core/kit";
 
 /** What an upstream tool's pinned contract says it does (the contract's behaviour section). */
 export interface PinnedHints {
@@ -16,7 +15,7 @@ export interface PinnedHints {
  * is absent): high. An upstream whose annotations are not trusted is high. An annotation can
  * never lower the operator's risk: it is only read where the operator set none.
  */
-export function upstreamRisk(decl: UpstreamDeclaration, tool: string, hints: PinnedHints): CapabilityRisk {
+export function upstreamRisk(decl: UpstreamDeclaration, tool: string, hints: PinnedHints): Risk {
   const set = decl.risk?.tools?.[tool] ?? decl.risk?.default;
   if (set) return set;
   if (!decl.trustAnnotations) return "high";

@@ -1,5 +1,5 @@
 import type { Logger } from "@chaos-core/kit";
-import { approvalChannelWarnings } from "../domain/approval-channels.js";
+import { approvalChannelWarnings } from "../domain/channel-choice.js";
 import type { PolicyDocumentJson } from "../domain/policy-document.js";
 
 /**

@@ -1,4 +1,5 @@
-import { approvalChannelsFor, type ApprovalChannel, type ChannelsRule } from "./approval-channels.js";
+import type { ApprovalChannel } from "./approval-channels.js";
+import { approvalChannelsFor, type ChannelsRule } from "./channel-choice.js";
 import { capabilityNameProblem, type PolicyDocumentJson } from "./policy-document.js";
 import { isAtOrAbove, type Risk } from "./risk.js";
 

@@ -1,4 +1,4 @@
-import { likelyMeant, zodProblems } from "@chaos-core/kit";
+import { CAPABILITY_NAME_RE, likelyMeant, zodProblems } from "@chaos-core/kit";
 import { z } from "zod";
 import {
   APPROVAL_CHANNELS,
@@ -6,15 +6,9 @@ import {
   isApprovalChannel,
   orderChannels,
   type ApprovalChannel,
+  type ApprovalChannelsJson,
 } from "./approval-channels.js";
 import { RISK_THRESHOLDS } from "./risk.js";
-
-/**
- * A capability name: lowercase dotted segments (`http.request`, `memory.write`). Names are
- * matched exactly, so there are no wildcards: a pattern would make it ambiguous which rule a
- * future capability falls under, and an ambiguous policy is denied rather than guessed.
- */
-export const CAPABILITY_NAME_RE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 
 const HOST_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
 const HOST_RE = new RegExp(`^${HOST_LABEL}(?:\\.${HOST_LABEL})*$`);
@@ -188,17 +182,6 @@ export type PolicyDocumentJson = z.output<typeof policyDocumentSchema>;
 
 /** The risk rules of a policy document. */
 export type RiskRulesJson = PolicyDocumentJson["riskRules"];
-
-/** The `approvalChannels` section of a policy document, every default applied. */
-export interface ApprovalChannelsJson {
-  readonly byRisk: Readonly<Record<"low" | "medium" | "high" | "critical", ApprovalChannel[]>>;
-  readonly capabilities: Readonly<Record<string, ApprovalChannel[]>>;
-  readonly spend: {
-    readonly default: ApprovalChannel[];
-    readonly policies: Readonly<Record<string, ApprovalChannel[]>>;
-    readonly tools: Readonly<Record<string, ApprovalChannel[]>>;
-  };
-}
 
 /** One problem of a document: where (`deniedCapabilities[2]`) and what. */
 export interface PolicyIssue {

@@ -7,7 +7,7 @@ import type {
   PolicyService,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { approvalChannelsFor, approvalChannelWarnings, type ApprovalSubject } from "../domain/approval-channels.js";
+import { approvalChannelsFor, approvalChannelWarnings, type ApprovalSubject } from "../domain/channel-choice.js";
 import { evaluatePolicy } from "../domain/engine.js";
 import {
   capabilityNameProblem,

@@ -10,9 +10,9 @@ import {
   type ChannelSet,
   type PolicyDocument,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import type { ApprovalChannel } from "../domain/approval-channels.js";
+import type { ApprovalChannel, ApprovalChannelsJson } from "../domain/approval-channels.js";
 import type { Decision } from "../domain/engine.js";
-import { validatePolicyDocument, type ApprovalChannelsJson, type PolicyDocumentJson } from "../domain/policy-document.js";
+import { validatePolicyDocument, type PolicyDocumentJson } from "../domain/policy-document.js";
 import type { Risk, RiskThreshold } from "../domain/risk.js";
 
 const RISK_FROM_PROTO: Partial<Record<number, Exclude<Risk, "unspecified">>> = {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { approvalChannelsFor, approvalChannelWarnings, clientElicitationOptIns } from "./approval-channels.js";
+import { approvalChannelsFor, approvalChannelWarnings, clientElicitationOptIns } from "./channel-choice.js";
 import { validatePolicyDocument, type PolicyDocumentJson } from "./policy-document.js";
 
 function doc(approvalChannels: unknown = {}): PolicyDocumentJson {
