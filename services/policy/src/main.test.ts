@@ -118,10 +118,10 @@ describe("policy main on the file store", () => {
 
   it("refuses to start on a malformed policy.json, naming the file and the field", async () => {
     const dir = await dataDir();
-    await writeFile(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.*"] }));
+    await writeFile(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http*"] }));
     const res = await runToExit({ CHAOS_CORE_DATA_DIR: dir, CHAOS_CORE_CONTEXT_KEY: KEY });
     expect(res.code).toBe(1);
-    expect(res.stderr).toContain(`${join(dir, "policy.json")}: requireConfirmationFor[0]: \\"http.*\\" is a wildcard`);
+    expect(res.stderr).toContain(`${join(dir, "policy.json")}: requireConfirmationFor[0]: \\"http*\\" is a wildcard`);
     expect(res.stdout).toBe("");
   });
 

@@ -1,3 +1,4 @@
+import { mostSpecificMatch } from "./capability-match.js";
 import { defaultApprovalChannels, type ApprovalChannel, type ApprovalChannelsJson } from "./approval-channels.js";
 import type { PolicyDocumentJson } from "./policy-document.js";
 import { effectiveRisk, type Risk, type RiskLevel } from "./risk.js";
@@ -54,8 +55,10 @@ export function approvalChannelsFor(subject: ApprovalSubject, doc: PolicyDocumen
   const section = doc.approvalChannels;
   switch (subject.kind) {
     case "capability": {
-      const listed = entry(section.capabilities, subject.name);
-      if (listed) return { channels: listed, matchedRule: `approvalChannels.capabilities.${subject.name}` };
+      // The exact name beats a pattern, the longer prefix a shorter one (capability-match.ts).
+      const match = mostSpecificMatch(Object.keys(section.capabilities), subject.name);
+      const listed = match && entry(section.capabilities, match.entry);
+      if (match && listed) return { channels: listed, matchedRule: `approvalChannels.capabilities.${match.entry}` };
       return byRisk(section, subject.risk);
     }
     case "tool":

@@ -254,6 +254,32 @@ describe("evaluatePolicy approval channels", () => {
   });
 });
 
+describe("evaluatePolicy with upstream patterns (files.*)", () => {
+  it("denies every capability a denied pattern names, whatever else lists it: a denial always wins", () => {
+    const d = evaluatePolicy(input("files.write_file"), open({ deniedCapabilities: ["files.*"], allowedCapabilities: ["files.write_file"], requireConfirmationFor: ["files.write_file"] }), 3);
+    expect(d).toMatchObject({ decision: "DENY", matchedRule: "deniedCapabilities" });
+    expect(d.reason).toContain('(deniedCapabilities lists "files.*")');
+    // A whole segment only: files_backup is another upstream.
+    expect(evaluatePolicy(input("files_backup.write_file"), open({ deniedCapabilities: ["files.*"] }), 3).decision).toBe("ALLOW");
+  });
+
+  it("allows by pattern and holds by pattern", () => {
+    const d = open({ allowedCapabilities: ["files.*", "memory.recall"], requireConfirmationFor: ["files.*"] });
+    expect(evaluatePolicy(input("files.read_text_file"), d, 1)).toMatchObject({ decision: "REQUIRE_APPROVAL", matchedRule: "requireConfirmationFor" });
+    expect(evaluatePolicy(input("github.create_issue"), d, 1)).toMatchObject({ decision: "DENY", matchedRule: "allowedCapabilities" });
+  });
+
+  it("chooses approval channels by the exact name over a pattern, and the longer prefix among patterns", () => {
+    const d = open({
+      requireConfirmationFor: ["github.*"],
+      approvalChannels: { capabilities: { "github.*": ["approver"], "github.issues.*": ["console"], "github.issues.delete": ["operator"] } },
+    });
+    expect(evaluatePolicy(input("github.issues.delete"), d, 1)).toMatchObject({ approvalChannels: ["operator"], channelsRule: "approvalChannels.capabilities.github.issues.delete" });
+    expect(evaluatePolicy(input("github.issues.close"), d, 1)).toMatchObject({ approvalChannels: ["console"], channelsRule: "approvalChannels.capabilities.github.issues.*" });
+    expect(evaluatePolicy(input("github.pulls.merge"), d, 1)).toMatchObject({ approvalChannels: ["approver"], channelsRule: "approvalChannels.capabilities.github.*" });
+  });
+});
+
 describe("evaluatePolicy determinism", () => {
   /** A small seeded generator, so the "random" cases are the same on every run. */
   function rng(seed: number): () => number {

@@ -1,5 +1,6 @@
 import type { ApprovalChannel } from "./approval-channels.js";
 import { approvalChannelsFor, type ChannelsRule } from "./channel-choice.js";
+import { entryMatches } from "./capability-match.js";
 import { capabilityNameProblem, type PolicyDocumentJson } from "./policy-document.js";
 import { isAtOrAbove, type Risk } from "./risk.js";
 
@@ -119,16 +120,18 @@ export function evaluatePolicy(
     );
   }
 
-  if (document.deniedCapabilities.includes(capability)) {
+  // A denial matches by name or by pattern, and always wins (capability-match.ts).
+  const denied = document.deniedCapabilities.find((entry) => entryMatches(entry, capability));
+  if (denied !== undefined) {
     return decide(
       "DENY",
       "deniedCapabilities",
-      `The operator's ${v} denies "${capability}" outright. Do not retry it; use a different ` +
+      `The operator's ${v} denies "${capability}" outright${denied === capability ? "" : ` (deniedCapabilities lists "${denied}")`}. Do not retry it; use a different ` +
         `capability or ask the operator to change the policy.`,
     );
   }
 
-  if (document.allowedCapabilities.length > 0 && !document.allowedCapabilities.includes(capability)) {
+  if (document.allowedCapabilities.length > 0 && !document.allowedCapabilities.some((entry) => entryMatches(entry, capability))) {
     return decide(
       "DENY",
       "allowedCapabilities",
@@ -171,7 +174,7 @@ export function evaluatePolicy(
     );
   }
 
-  if (document.requireConfirmationFor.includes(capability)) {
+  if (document.requireConfirmationFor.some((entry) => entryMatches(entry, capability))) {
     return decide(
       "REQUIRE_APPROVAL",
       "requireConfirmationFor",

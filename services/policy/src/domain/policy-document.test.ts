@@ -96,8 +96,10 @@ describe("parsePolicyDocument", () => {
   it.each([
     ["", "must not be empty"],
     ["HTTP.request", "is not a capability name"],
-    ["http.*", "is a wildcard"],
+    ["http*", "is a wildcard"],
     ["*", "is a wildcard"],
+    ["*.request", "is a wildcard"],
+    ["http.*.get", "is a wildcard"],
     ["http..request", "is not a capability name"],
     ["1http", "is not a capability name"],
     ["http.request ", "is not a capability name"],
@@ -256,12 +258,13 @@ describe("approvalChannels", () => {
     const msg = problem(
       JSON.stringify({
         approvalChannels: {
-          capabilities: { "http.*": ["approver"] },
+          capabilities: { "http*": ["approver"], "files.*": ["console"] },
           spend: { policies: { Wire: ["approver"] }, tools: { "wire-transfer": ["approver"] } },
         },
       }),
     );
-    expect(msg).toContain('approvalChannels.capabilities: field name "http.*": "http.*" is a wildcard');
+    expect(msg).toContain('approvalChannels.capabilities: field name "http*": "http*" is a wildcard; the one pattern taken is a prefix followed by .* ("files.*")');
+    expect(msg).not.toContain("files.*\": ");
     expect(msg).toContain('approvalChannels.spend.policies: field name "Wire": "Wire" is not a spend policy name');
     expect(msg).toContain('approvalChannels.spend.tools: field name "wire-transfer": "wire-transfer" is not a tool name');
   });

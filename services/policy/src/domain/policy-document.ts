@@ -8,6 +8,7 @@ import {
   type ApprovalChannel,
   type ApprovalChannelsJson,
 } from "./approval-channels.js";
+import { isCapabilityPattern } from "./capability-match.js";
 import { RISK_THRESHOLDS } from "./risk.js";
 
 const HOST_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
@@ -22,6 +23,19 @@ export function capabilityNameProblem(name: string): string | undefined {
     return `"${name}" is a wildcard; wildcards are not supported, list each capability by its exact name`;
   }
   return `"${name}" is not a capability name; use lowercase dotted segments such as "http.request"`;
+}
+
+/**
+ * Why an entry of a policy's capability lists is not acceptable, or undefined when it is: an exact
+ * capability name, or a pattern naming every capability under a prefix (`files.*`,
+ * capability-match.ts). No other wildcard form.
+ */
+export function capabilityEntryProblem(entry: string): string | undefined {
+  if (isCapabilityPattern(entry)) return undefined;
+  if (entry.includes("*") && entry !== "") {
+    return `"${entry}" is a wildcard; the one pattern taken is a prefix followed by .* ("files.*"), otherwise list each capability by its exact name`;
+  }
+  return capabilityNameProblem(entry);
 }
 
 /** Why an allowed HTTP host is not acceptable, or undefined when it is. */
@@ -55,7 +69,7 @@ function named(problemOf: (name: string) => string | undefined) {
   });
 }
 
-const capabilityName = named(capabilityNameProblem);
+const capabilityEntry = named(capabilityEntryProblem);
 
 const httpHost = named(hostProblem);
 
@@ -141,7 +155,7 @@ const approvalChannelsSchema = z
     /** Capability steps and tool receipts by risk; unspecified risk counts as critical. */
     byRisk: byRiskSchema.default(DEFAULT_CHANNELS.byRisk),
     /** By capability name; wins over byRisk for that capability. */
-    capabilities: z.record(capabilityName, stepChannels).default({}),
+    capabilities: z.record(capabilityEntry, stepChannels).default({}),
     spend: spendChannelsSchema.default(DEFAULT_CHANNELS.spend),
   })
   .strict();
@@ -164,11 +178,11 @@ const riskRulesSchema = z
 export const policyDocumentSchema = z
   .object({
     /** Capabilities that may run; empty means every registered capability. */
-    allowedCapabilities: z.array(capabilityName).default([]),
+    allowedCapabilities: z.array(capabilityEntry).default([]),
     /** Capabilities that never run; this list always wins. */
-    deniedCapabilities: z.array(capabilityName).default([]),
+    deniedCapabilities: z.array(capabilityEntry).default([]),
     /** Capabilities that always need a human approval. */
-    requireConfirmationFor: z.array(capabilityName).default([]),
+    requireConfirmationFor: z.array(capabilityEntry).default([]),
     /** Exact hosts that a request with an HTTP host may reach; subdomains are not included. */
     httpAllowedDomains: z.array(httpHost).default([]),
     riskRules: riskRulesSchema.default({ requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" }),
