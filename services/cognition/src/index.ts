@@ -148,3 +148,8 @@ export { readUpstreamContracts } from "./upstreams/pin.js";
 export { toolSegment, upstreamToolNames } from "./upstreams/names.js";
 export type { UpstreamToolNames } from "./upstreams/names.js";
 export { upstreamRisk } from "./upstreams/risk.js";
+export { upstreamCapabilities } from "./capabilities/upstream-tools.js";
+export { createUpstreamPool, DEFAULT_BREAKER, DEFAULT_MAX_RESULT_BYTES } from "./upstreams/pool.js";
+export type { BreakerSettings, BreakerState, UpstreamPool, UpstreamPoolOptions } from "./upstreams/pool.js";
+export { loadUpstreams } from "./upstreams/load.js";
+export type { UpstreamFiles } from "./upstreams/load.js";

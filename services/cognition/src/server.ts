@@ -1,5 +1,6 @@
 import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { Capability } from "./capabilities/capability.js";
 import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
 import { createMemoryApprovalStore, type ApprovalStore } from "./executor/approvals.js";
@@ -61,6 +62,8 @@ export interface DefaultCognitionDepsOptions {
    * snapshots"). Off by default.
    */
   policySnapshots?: PolicySnapshots;
+  /** The pinned tools of the operator's upstreams, as capabilities (`upstreamCapabilities`), beside the built-in ones. */
+  upstreamCapabilities?: readonly Capability[];
 }
 
 /**
@@ -70,7 +73,7 @@ export interface DefaultCognitionDepsOptions {
  */
 export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): CognitionDeps {
   return {
-    registry: createCapabilityRegistry(BUILT_IN_CAPABILITIES),
+    registry: createCapabilityRegistry([...BUILT_IN_CAPABILITIES, ...(options.upstreamCapabilities ?? [])]),
     provider: createProvider(options.provider),
     policy: options.policySnapshots?.client ?? options.policy,
     memory: options.memory,

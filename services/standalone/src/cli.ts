@@ -6,7 +6,7 @@ import type { runChpConformance as RunChpConformance } from "./chp-conformance.j
 import type { runLedgerCommand as RunLedgerCommand } from "./ledger-command.js";
 import { runApprovalsCommand } from "./approvals-command.js";
 import { flagProblem, meantHint, parseCommandLine, unknownCommand, UsageError, withFlags, type FlagVariables } from "./command-line.js";
-import { loadStandaloneConfig } from "./config.js";
+import { loadStandaloneConfig, loadUpstreamsConfig } from "./config.js";
 import type { Runtime } from "./runtime.js";
 import type { StartingRuntime } from "./startup.js";
 import { attachToDataDir, heldAgainstServe, type Attachment } from "./stdio-attach.js";
@@ -24,9 +24,9 @@ const USAGE = `Usage: chaos-core <command> [options]
 
 Commands:
   serve     Serve MCP over Streamable HTTP at http://HOST:PORT/mcp (default 127.0.0.1:3000)
-            [--host HOST] [--port PORT] [--data-dir DIR]
+            [--host HOST] [--port PORT] [--data-dir DIR] [--upstreams FILE]
   stdio     Serve MCP over stdio (stdout carries only JSON-RPC; logs go to stderr)
-            [--data-dir DIR]
+            [--data-dir DIR] [--upstreams FILE]
   chp-conformance
             Speak the CHP conformance line protocol on stdin/stdout: one JSON request
             {"op", "args"} per line (ops and their args: chaos-core chp-conformance --help)
@@ -59,12 +59,12 @@ const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tena
 const TOP_OPTIONS = ["--help", "--version"] as const;
 
 /** The options of serve and stdio, and the variable each sets. */
-const SERVE_FLAGS = { host: "HOST", port: "PORT", "data-dir": "CHAOS_CORE_DATA_DIR" } as const satisfies FlagVariables;
-const STDIO_FLAGS = { "data-dir": "CHAOS_CORE_DATA_DIR" } as const satisfies FlagVariables;
+const SERVE_FLAGS = { host: "HOST", port: "PORT", "data-dir": "CHAOS_CORE_DATA_DIR", upstreams: "CHAOS_CORE_UPSTREAMS_FILE" } as const satisfies FlagVariables;
+const STDIO_FLAGS = { "data-dir": "CHAOS_CORE_DATA_DIR", upstreams: "CHAOS_CORE_UPSTREAMS_FILE" } as const satisfies FlagVariables;
 
 const COMMAND_USAGE = {
-  serve: "Usage: chaos-core serve [--host HOST] [--port PORT] [--data-dir DIR]",
-  stdio: "Usage: chaos-core stdio [--data-dir DIR]",
+  serve: "Usage: chaos-core serve [--host HOST] [--port PORT] [--data-dir DIR] [--upstreams FILE]",
+  stdio: "Usage: chaos-core stdio [--data-dir DIR] [--upstreams FILE]",
   "chp-conformance": "Usage: chaos-core chp-conformance < requests.jsonl (chaos-core chp-conformance --help)",
   top: "Usage: chaos-core <command> [options] (chaos-core help lists the commands)",
 } as const;
@@ -219,6 +219,7 @@ async function serve(mode: "serve" | "stdio", env: Env): Promise<number> {
       // probe (a sibling process sent `server/discover` alone, then stopped) never does.
       openOnDemand: mode === "stdio",
       contractLockFile: edgeConfig.contracts.lockFile,
+      upstreams: loadUpstreamsConfig(env),
       ...(edgeConfig.rateLimitsFile ? { rateLimits: loadRateLimitsFile(edgeConfig.rateLimitsFile) } : {}),
     });
     if (mode === "stdio") {

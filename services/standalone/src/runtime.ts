@@ -77,7 +77,8 @@ import {
   type SessionStore,
   type SignInLinks,
 } from "@chaos-core/edge";
-import type { StandaloneConfig } from "./config.js";
+import type { StandaloneConfig, UpstreamsConfig } from "./config.js";
+import { serveUpstreams } from "./upstreams-runtime.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { startRetentionSweeps } from "./tenant-data.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";
@@ -102,6 +103,8 @@ export interface Runtime {
     ledgerPolicies: string;
     /** The webhook receiver's origin (never its path, which may be a credential), or "off". */
     webhooks: string;
+    /** The operator's upstreams served, or "none". */
+    upstreams: string;
     /** The kid that seals multi-round-trip requestState, and where its keyring is (set by `startRuntime`). */
     mrtrKey?: string;
   };
@@ -163,6 +166,8 @@ export interface RuntimeOptions {
    * first (cli.ts), so a drift found here is one that appeared since.
    */
   contractLockFile?: string;
+  /** The operator's upstream MCP servers (docs/federation.md): their pinned tools are served as capabilities. */
+  upstreams?: UpstreamsConfig;
   /**
    * The tenants' rate limits (`CHAOS_CORE_RATE_LIMITS_FILE`), a tenant's in the registry over them:
    * in Redis when it is configured, shared by every process using it (as the edge replicas share
@@ -334,7 +339,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
     const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }), changes: policyChanges }) : undefined;
     if (snapshots) closers.push(async () => snapshots.close());
+    const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger) : undefined;
+    if (upstreams) closers.push(() => upstreams.pool.close());
     const cognitionDeps = createDefaultCognitionDeps({
+      ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
       provider: config.provider,
       policy,
@@ -398,6 +406,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         ledgerKey: `${keyring.active.kid} (${config.ledgerKeysFile ?? "generated in the data directory"})`,
         ledgerPolicies: ledgerPolicies.source,
         webhooks: config.webhooks ? new URL(config.webhooks.url).origin : "off",
+        upstreams: upstreams?.summary ?? "none",
       },
       close,
     };

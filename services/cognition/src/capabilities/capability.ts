@@ -30,6 +30,16 @@ export function hasNoSideEffect(annotations: CapabilityAnnotations): boolean {
   return annotations.readOnlyHint && !annotations.destructiveHint && !annotations.openWorldHint;
 }
 
+/**
+ * Whether the executor may record a step of this capability in one entry after the handler
+ * ({@link hasNoSideEffect}). Never for an upstream tool: its annotations are the upstream's
+ * untrusted hints, so its decision is durable before the call leaves, as for any side effect
+ * (docs/federation.md §5).
+ */
+export function mayRecordInOneEntry(capability: Pick<Capability, "annotations" | "upstream">): boolean {
+  return capability.upstream === undefined && hasNoSideEffect(capability.annotations);
+}
+
 /** Facts of one call that policy rules look at, derived from the validated input. */
 export interface CapabilityFacts {
   /** The host an outbound HTTP call will reach first. */
@@ -75,6 +85,12 @@ export interface Capability<I extends z.ZodType = z.ZodType, O extends z.ZodType
    * an explicit step.
    */
   readonly internal?: boolean;
+  /**
+   * Set on a tool of an upstream MCP server (docs/federation.md): which upstream and which of its
+   * tools. It is held to its pin in upstreams.lock, not chaoscore.lock, its result's hash goes into
+   * the outcome entry, and it never takes the single-entry read path.
+   */
+  readonly upstream?: { readonly name: string; readonly tool: string };
   /** Facts policy needs before the handler may run (e.g. the target host). */
   facts?(input: z.output<I>): CapabilityFacts;
   /**

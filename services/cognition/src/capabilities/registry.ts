@@ -76,7 +76,9 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
   }
   const all = Object.freeze([...byName.values()]);
   let guard: CapabilityGuard | undefined;
-  const served = (c: Capability) => guard?.drift(c) === undefined;
+  // An upstream tool is held to its own pin (upstreams.lock), never to chaoscore.lock.
+  const driftOf = (c: Capability) => (c.upstream ? undefined : guard?.drift(c));
+  const served = (c: Capability) => driftOf(c) === undefined;
   const list = () => (guard ? all.filter(served) : all);
   const offered = () => list().filter((c) => c.internal !== true);
   return {
@@ -88,11 +90,11 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
       offered().map((c): CapabilityInfo => ({ name: c.name, description: c.description, risk: c.risk, annotations: { ...c.annotations } })),
     pin: (lock) => {
       guard = new CapabilityGuard(lock);
-      return all.flatMap((c) => guard!.drift(c) ?? []);
+      return all.flatMap((c) => driftOf(c) ?? []);
     },
     drift: (name) => {
       const c = byName.get(name);
-      return c && guard?.drift(c);
+      return c && driftOf(c);
     },
   };
 }

@@ -70,6 +70,8 @@ export interface StepOutcomeEvent {
   readonly ran: boolean;
   readonly succeeded: boolean;
   readonly argsHash?: string;
+  /** An executed upstream step's: the SHA-256 of its canonical output (docs/federation.md §5). */
+  readonly resultHash?: string;
   readonly approvalId?: string;
   readonly errorCode?: string;
   /**

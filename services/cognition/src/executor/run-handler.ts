@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { Capability } from "../capabilities/capability.js";
+import { argsHash as hashArgs } from "./canonical-json.js";
 import { evaluateOutput, failed, stepCheckSchema, type StepCheck } from "./evaluate.js";
 import { DEFAULT_STEP_TIMEOUT_MS, type ExecutorDeps } from "./executor-deps.js";
 import type { Finish } from "./step-records.js";
@@ -86,9 +87,20 @@ export async function runHandler(
   }
 
   const evaluated = evaluateOutput(capability.outputSchema, output, checks);
+  // An upstream's answer is what it did: its hash goes into the ledger with the arguments' hash.
+  const resultHash = evaluated.evaluation.succeeded && capability.upstream ? hashArgs(evaluated.output) : undefined;
   return finish(
     evaluated.evaluation.succeeded
-      ? { stepId: step.id, capability: capability.name, status: "executed", verdict, ran: true, output: evaluated.output, evaluation: evaluated.evaluation }
+      ? {
+          stepId: step.id,
+          capability: capability.name,
+          status: "executed",
+          verdict,
+          ran: true,
+          output: evaluated.output,
+          ...(resultHash !== undefined ? { resultHash } : {}),
+          evaluation: evaluated.evaluation,
+        }
       : {
           stepId: step.id,
           capability: capability.name,

@@ -25,6 +25,7 @@ export function finisher(step: { readonly id: string; readonly capability: strin
     ran: result.ran,
     succeeded: result.evaluation.succeeded,
     ...(hash !== undefined ? { argsHash: hash } : {}),
+    ...(result.resultHash !== undefined ? { resultHash: result.resultHash } : {}),
     ...(result.approval ? { approvalId: result.approval.approvalId } : approvalId !== undefined ? { approvalId } : {}),
     ...(result.error ? { errorCode: result.error.code } : {}),
     ...(created ? { risk: created.risk, approvalExpiresAt: created.expiresAt, approvalChannels: [...channelsOf(created)] } : {}),

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
-import { hasNoSideEffect, type CapabilityFacts } from "../capabilities/capability.js";
+import { mayRecordInOneEntry, type CapabilityFacts } from "../capabilities/capability.js";
 import { resolveReferences } from "../plans/step-reference.js";
 import { LEGACY_CHANNELS, type StoredApproval } from "./approvals.js";
 import { askPolicy } from "./ask-policy.js";
@@ -105,7 +105,7 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
   // entry, after the handler and before the result is returned (docs/ledger.md, "One entry for a
   // read-only step"): it has no effect that the decision would have to precede, and what it
   // read leaves only with its result, which waits for the entry.
-  if (verdict.decision === "ALLOW" && hasNoSideEffect(capability.annotations)) {
+  if (verdict.decision === "ALLOW" && mayRecordInOneEntry(capability)) {
     return runHandler(step, capability, input, parsedChecks.data, verdict, hash, deps, readFinisher(step, capability, verdict, hash, deps));
   }
 

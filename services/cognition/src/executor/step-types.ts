@@ -72,6 +72,8 @@ export interface StepResult {
   readonly ran: boolean;
   /** The output as its schema parsed it; only on `executed`. */
   readonly output?: unknown;
+  /** On an executed upstream step: the SHA-256 of its canonical output, recorded with the outcome. */
+  readonly resultHash?: string;
   readonly evaluation: Evaluation;
   /** Why a `failed` or `skipped` step did not succeed, with a stable code. */
   readonly error?: { readonly code: ErrorCode; readonly message: string };

@@ -1,0 +1,136 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { seedDataDir } from "../support/data-dir-template.js";
+import { autoAcceptingClient } from "../support/elicitation.js";
+import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+
+/**
+ * Issue 32, increment 4: an upstream tool is a capability, run only through the executor — schema
+ * (Ajv, the pinned dialect), policy, approval channels by risk, the ledger with the arguments' and
+ * the result's hashes — against server-filesystem from npm (reads annotated read-only, writes
+ * destructive) and server-everything.
+ */
+
+const server = (pkg: string) => join(ROOT, "node_modules/@modelcontextprotocol", pkg, "dist/index.js");
+
+interface Step {
+  step_id: string;
+  capability: string;
+  status: string;
+  ran: boolean;
+  output?: { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, unknown> };
+  error?: { code: string; message: string };
+  approval?: { approval_id: string; risk: string; policy_channels: string[] };
+}
+const results = (res: unknown) => ((res as CallToolResult).structuredContent as { results: Step[] }).results;
+const step = (capability: string, input: Record<string, unknown>) => ({ steps: [{ id: "u1", capability, input }] });
+
+describe("an upstream tool, governed like every capability", () => {
+  const dir = tempDir("chaos-core-governed-");
+  const share = join(dir, "share");
+  let serve: ServeProcess;
+  const clients: Client[] = [];
+  const connect = async (options: Parameters<typeof httpClient>[2] = {}) => {
+    const c = await httpClient(serve.url, undefined, options);
+    clients.push(c);
+    return c;
+  };
+
+  beforeAll(async () => {
+    await seedDataDir(dir);
+    mkdirSync(share);
+    writeFileSync(join(share, "notes.txt"), "the deploy window is friday\n");
+    writeFileSync(
+      join(dir, "upstreams.json"),
+      JSON.stringify({
+        upstreams: [
+          { name: "files", command: process.execPath, args: [server("server-filesystem"), share] },
+          { name: "everything", command: process.execPath, args: [server("server-everything"), "stdio"] },
+        ],
+      }),
+    );
+    // The operator's policy: every filesystem tool allowed, one denied by its exact name.
+    writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"], deniedCapabilities: ["files.move_file"] }));
+    const locked = await runToExit(["upstreams", "lock"], { CHAOS_CORE_DATA_DIR: dir }, 90_000);
+    expect(locked.code, locked.stderr).toBe(0);
+    serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => {});
+    await serve?.stop();
+    removeDir(dir);
+  });
+
+  it("runs a read tool, and records its decision before the call and the hashes of its arguments and result", async () => {
+    const c = await connect();
+    const [r] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("files.read_text_file", { path: join(share, "notes.txt") }) }));
+    expect(r).toMatchObject({ capability: "files.read_text_file", status: "executed", ran: true });
+    expect(r!.output!.content[0]!.text).toBe("the deploy window is friday\n");
+
+    const ledger = (await c.callTool({ name: "inspect_audit_ledger", arguments: { limit: 10 } })).structuredContent as {
+      entries: Array<{ event: Record<string, unknown> }>;
+    };
+    const events = ledger.entries.map((e) => e.event).filter((e) => e["capability"] === "files.read_text_file");
+    // Never the single read entry an upstream's own read-only hint would have earned: decision, then outcome.
+    expect(events.map((e) => e["type"]).sort()).toEqual(["step.decision", "step.outcome"]);
+    const outcome = events.find((e) => e["type"] === "step.outcome")!;
+    expect(outcome["argsHash"]).toMatch(/^[0-9a-f]{64}$/);
+    expect(outcome["resultHash"]).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("refuses input its pinned schema rejects, naming the field, before policy is asked", async () => {
+    const c = await connect();
+    const [r] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("files.read_text_file", { path: 42 }) }));
+    expect(r).toMatchObject({ status: "failed", ran: false, error: { code: "invalid_argument" } });
+    expect(r!.error!.message).toContain("input.path: must be string");
+  });
+
+  it("holds a destructive write for a person, which an auto-accepting client cannot give, and runs it once after the operator approves", async () => {
+    const asked: string[] = [];
+    const c = await connect(autoAcceptingClient(asked));
+    const target = join(share, "window.txt");
+    const [pending] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("files.write_file", { path: target, content: "monday" }) }));
+    expect(pending).toMatchObject({ status: "pending_approval", ran: false, approval: { risk: "high" } });
+    expect(pending!.approval!.policy_channels).not.toContain("client_elicitation");
+    const id = pending!.approval!.approval_id;
+
+    // The client's host would say yes to anything; at high risk its answer is not asked for.
+    const early = (await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } })) as CallToolResult;
+    expect(early.isError).toBe(true);
+    expect(early.structuredContent).toMatchObject({ error: { code: "approval_required" } });
+    expect(asked).toEqual([]);
+    expect(existsSync(target)).toBe(false);
+
+    const approved = await runToExit(["approvals", "approve", id], { CHAOS_CORE_DATA_DIR: dir });
+    expect(approved.code, approved.stderr).toBe(0);
+    const [ran] = results(await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
+    expect(ran).toMatchObject({ capability: "files.write_file", status: "executed", ran: true });
+    expect(readFileSync(target, "utf8")).toBe("monday");
+    const [again] = results(await c.callTool({ name: "chaoscore_execute", arguments: { approval_id: id } }));
+    expect(again).toMatchObject({ ran: false, error: { code: "failed_precondition" } });
+  });
+
+  it("never runs a tool policy denies: the file is not moved", async () => {
+    const c = await connect();
+    const [r] = results(
+      await c.callTool({ name: "chaoscore_execute", arguments: step("files.move_file", { source: join(share, "notes.txt"), destination: join(share, "moved.txt") }) }),
+    );
+    expect(r).toMatchObject({ status: "denied", ran: false });
+    expect(existsSync(join(share, "notes.txt"))).toBe(true);
+    expect(existsSync(join(share, "moved.txt"))).toBe(false);
+  });
+
+  it("names an upstream tool that answered with an error, and passes content a planner can use from another upstream", async () => {
+    const c = await connect();
+    const [missing] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("files.read_text_file", { path: join(share, "absent.txt") }) }));
+    expect(missing).toMatchObject({ status: "failed", ran: true });
+    expect(missing!.error!.message).toContain('upstream "files" answered read_text_file with an error');
+    const [echo] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("everything.echo", { message: "governed" }) }));
+    expect(echo).toMatchObject({ status: "executed" });
+    expect(echo!.output!.content[0]!.text).toContain("governed");
+  });
+});
