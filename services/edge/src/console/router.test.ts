@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { API_KEYS_RECHECK_MS, hashApiKey } from "../auth/api-keys.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { ConsoleBrowser } from "../../../../test/support/console-client.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";

@@ -12,18 +12,17 @@ import {
   type ApprovalSubject,
   type ChannelPlace,
 } from "../approvals/channels.js";
-import { spendRequestView, stepApprovalView } from "../approvals/view.js";
+import { decidedBy, spendRequestView, stepApprovalView } from "../approvals/view.js";
 import { hashApiKey, type ApiKeyVerifier } from "../auth/api-keys.js";
 import type { CredentialDirectory } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
 import { APPROVER_SCOPE } from "../auth/scopes.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { REGISTRY_KEY_MARK, registryKeyDigest } from "../sessions/session-store.js";
-import { decidedBy } from "../tools/governance/gate-result.js";
 import { CONSOLE_CSS } from "./console-css.js";
 import { newCsrfToken, sameToken, signInToken, signInTokenMatches } from "./csrf.js";
 import { cookie, cookieNames, readCookie, setConsoleHeaders } from "./headers.js";
-import { spendPath, stepPath } from "./links.js";
+import { spendPath, stepPath } from "../deps/console-links.js";
 import { OAUTH_FLOW_SECONDS, SignInRefused, type ConsoleOAuthClient, type ConsoleOAuthSignIn } from "./oauth-sign-in.js";
 import {
   answerRefusedPage,

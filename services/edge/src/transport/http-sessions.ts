@@ -15,12 +15,13 @@ import { ChaosError } from "@chaos-core/kit";
 import { fileKeyWithdrawn, type WatchedApiKeys } from "../auth/api-keys.js";
 import type { CredentialRefusal } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { EdgeSession } from "../sessions/server-scope.js";
 import type { EdgeEvents } from "../events/feeds.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import { REGISTRY_KEY_MARK, registryKeyDigest, type SessionRecord } from "../sessions/session-store.js";
-import { parseWireId, wireId, type LegacyRelay, type RelayedMessage } from "./legacy-relay.js";
+import { parseWireId, wireId, type LegacyRelay, type RelayedMessage } from "../events/legacy-relay.js";
 import { endsSessions, type RegistrySessions } from "./credential-watch.js";
 import { replayInitialize } from "./sdk-internals.js";
 

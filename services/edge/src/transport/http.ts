@@ -21,11 +21,11 @@ import { localAgentMatcher, type LocalAgentCredential } from "../auth/local-agen
 import { AGENT_SCOPE } from "../auth/scopes.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import { consoleSigningKey } from "../console/csrf.js";
-import { CONSOLE_PATH, type ConsoleLinks } from "../console/links.js";
+import { CONSOLE_PATH, type ConsoleLinks } from "../deps/console-links.js";
 import { createConsoleOAuthSignIn } from "../console/oauth-sign-in.js";
 import { createConsoleRouter, type ConsoleServeOptions } from "../console/router.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { createMemoryEdgeEvents, publishingCouncil, startPolicyWatches } from "../events/feeds.js";
 import { checkReadiness } from "../server/readiness.js";
 import { CredentialWatch } from "./credential-watch.js";
