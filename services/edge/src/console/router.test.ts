@@ -14,7 +14,7 @@ import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
 import { CONSOLE_CSP } from "./headers.js";
-import { NOT_AN_APPROVER } from "./router.js";
+import { NOT_AN_APPROVER } from "./sign-in-routes.js";
 import { createSignInLinks, SIGN_IN_LINK_TTL_SECONDS, type SignInLinks } from "./sign-in-links.js";
 
 // The approval console at the HTTP level, against the real cognition, policy and ledger services

@@ -6,7 +6,8 @@ import type { EdgeDeps } from "../deps/edge-deps.js";
 import { originValidation } from "./http.js";
 import { consoleSigningKey } from "../console/csrf.js";
 import { CONSOLE_PATH } from "../deps/console-links.js";
-import { createConsoleRouter, type ConsoleKeys, type ConsoleServeOptions } from "../console/router.js";
+import { createConsoleRouter } from "../console/router.js";
+import type { ConsoleKeys, ConsoleServeOptions } from "../console/options.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 
 /** Where the console listener listens, and what it serves with. */

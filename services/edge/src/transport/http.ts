@@ -23,7 +23,8 @@ import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "..
 import { consoleSigningKey } from "../console/csrf.js";
 import { CONSOLE_PATH, type ConsoleLinks } from "../deps/console-links.js";
 import { createConsoleOAuthSignIn } from "../console/oauth-sign-in.js";
-import { createConsoleRouter, type ConsoleServeOptions } from "../console/router.js";
+import { createConsoleRouter } from "../console/router.js";
+import type { ConsoleServeOptions } from "../console/options.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps/edge-deps.js";
 import { createMemoryEdgeEvents, publishingCouncil, startPolicyWatches } from "../events/feeds.js";
