@@ -17,7 +17,6 @@ const BEING_SPLIT = new Set([
   "services/cognition/src/executor/executor.ts",
   "services/ledger/src/service/spend-desk.ts",
   "services/ledger/src/log/ledger-store.ts",
-  "services/edge/src/transport/http.ts",
   "services/council/src/domain/engine.ts",
   "services/edge/src/transport/http-sessions.ts",
   "services/ledger/src/service/ledger-core.ts",

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import express from "express";
 import { localhostHostValidation } from "@modelcontextprotocol/express";
 import type { EdgeDeps } from "../deps/edge-deps.js";
-import { originValidation } from "./http.js";
+import { originValidation } from "./host-and-origin.js";
 import { consoleSigningKey } from "../console/csrf.js";
 import { CONSOLE_PATH } from "../deps/console-links.js";
 import { createConsoleRouter } from "../console/router.js";
