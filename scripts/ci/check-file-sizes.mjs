@@ -18,7 +18,6 @@ const BEING_SPLIT = new Set([
   "services/ledger/src/service/spend-desk.ts",
   "services/ledger/src/log/ledger-store.ts",
   "services/council/src/domain/engine.ts",
-  "services/edge/src/transport/http-sessions.ts",
   "services/ledger/src/service/ledger-core.ts",
   "services/standalone/src/tenants-command.ts",
 ]);
