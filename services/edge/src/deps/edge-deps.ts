@@ -84,6 +84,10 @@ export interface EdgeDeps {
   readonly limiter?: RateLimiter;
 }
 
+// The two records below are carried by EdgeDeps but made and read above it (OperatorAccess by the
+// approval channels, approvals/channels.ts; EdgeAttestation by the start-time check,
+// contracts/attestation.ts): declared here, below both, so the record imports neither.
+
 /** The standalone operator's command line, when this edge runs inside `chaos-core serve` or `stdio`. */
 export interface OperatorAccess {
   /**
