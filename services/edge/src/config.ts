@@ -3,7 +3,6 @@ import { defaultLockFile } from "@chaos-core/contracts";
 import { envVars, isLoopbackHost, parseEnv, parseVerifierKey, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { ALLOWED_OAUTH_ALGORITHMS, DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_OAUTH_ALGORITHMS, DEFAULT_TENANT_CLAIM, type OAuthOptions } from "./auth/oauth.js";
 import { DEFAULT_INTROSPECTION_CACHE_SECONDS } from "./auth/introspection.js";
-import type { HttpTransportOptions } from "./transport/http.js";
 import { DEFAULT_REQUEST_STATE_TTL_SECONDS, MAX_REQUEST_STATE_TTL_SECONDS } from "./mrtr/sealed-state.js";
 
 /** The largest request body the edge ever accepts; CHAOS_CORE_MAX_BODY_BYTES may only lower it. */
@@ -219,10 +218,28 @@ const EdgeEnvSchema = z
     }
   });
 
+/**
+ * What the environment sets of the HTTP transport's options: `startHttpTransport` takes them as
+ * they are, beside what a composition root adds (the tenant registry, the console's session store).
+ * Declared here, not taken from the transport, because config sits below every layer that reads it.
+ */
+export interface HttpSettings {
+  host: string;
+  port: number;
+  maxBodyBytes: number;
+  maxSessionsPerKey: number;
+  readonly allowedHosts?: readonly string[];
+  readonly allowedOrigins?: readonly string[];
+  readonly apiKeysFile?: string;
+  readonly oauth?: OAuthOptions;
+  /** The console is on (absent: off): where people reach it, and its client at the OAuth issuer. */
+  readonly console?: { readonly publicUrl?: string; readonly oauthClient?: { readonly clientId: string; readonly clientSecretFile: string } };
+}
+
 /** The edge's configuration, from environment variables only. */
 export interface EdgeConfig {
-  /** Options for {@link startHttpTransport}. */
-  readonly http: HttpTransportOptions & { host: string; port: number; maxBodyBytes: number; maxSessionsPerKey: number };
+  /** Options for `startHttpTransport`. */
+  readonly http: HttpSettings;
   readonly redisUrl?: string;
   readonly policyAddr?: string;
   readonly memoryAddr?: string;

@@ -37,17 +37,19 @@ export {
   wayLines,
   whyClientNotAsked,
 } from "./approvals/channels.js";
-export type { ApprovalChannelName, ApprovalChannelOption, ApprovalSubject, ChannelPlace, OperatorAccess } from "./approvals/channels.js";
+export type { ApprovalChannelName, ApprovalChannelOption, ApprovalSubject, ChannelPlace } from "./approvals/channels.js";
+export type { OperatorAccess } from "./deps/edge-deps.js";
 export { fitsForm, MAX_FORM_MESSAGE_BYTES, renderText } from "./approvals/render-text.js";
 export { argumentRows, ledgerEntryView, spendRequestView, stepApprovalView, toolCallView } from "./approvals/view.js";
 export type { ApprovalView, ArgumentRow, BoundToolCall, StepApprovalSource, ViewFact } from "./approvals/view.js";
-export { createConsoleRouter, NOT_AN_APPROVER } from "./console/router.js";
-export type { ConsoleKeys, ConsoleRouterOptions, ConsoleServeOptions } from "./console/router.js";
-export { startConsoleListener } from "./console/listener.js";
-export type { ConsoleListenerOptions, RunningConsoleListener } from "./console/listener.js";
+export { createConsoleRouter } from "./console/router.js";
+export { NOT_AN_APPROVER } from "./console/sign-in-routes.js";
+export type { ConsoleKeys, ConsoleRouterOptions, ConsoleServeOptions } from "./console/options.js";
+export { startConsoleListener } from "./transport/console-listener.js";
+export type { ConsoleListenerOptions, RunningConsoleListener } from "./transport/console-listener.js";
 export { consoleSigningKey } from "./console/csrf.js";
-export { CONSOLE_PATH, consoleLink } from "./console/links.js";
-export type { ConsoleLinks } from "./console/links.js";
+export { CONSOLE_PATH, consoleLink } from "./deps/console-links.js";
+export type { ConsoleLinks } from "./deps/console-links.js";
 export { createMemoryConsoleSessionStore } from "./console/sessions.js";
 export type { ConsoleSession, ConsoleSessionStore } from "./console/sessions.js";
 export { createRedisConsoleSessionStore } from "./console/redis-sessions.js";
@@ -55,11 +57,13 @@ export type { RedisConsoleSessionStoreOptions } from "./console/redis-sessions.j
 export { createSignInLinks, SIGN_IN_LINK_TTL_SECONDS } from "./console/sign-in-links.js";
 export type { IssuedSignInLink, SignInLinks } from "./console/sign-in-links.js";
 export { TOOL_DEFINITIONS, TOOLSETS } from "./tools/index.js";
-export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./tools/define.js";
+export type { ToolContext, ToolDefinition, ToolHints, Toolset } from "./definitions/tool.js";
 export { PROMPT_DEFINITIONS } from "./prompts/index.js";
 export { describeSpendRequest } from "./tools/governance/spend-request-text.js";
-export type { PromptContext, PromptDefinition } from "./prompts/define.js";
-export type { CognitionClient, CouncilClient, EdgeDeps, EdgeSession, MemoryClient, PolicyClient } from "./deps.js";
+export type { PromptContext, PromptDefinition } from "./definitions/prompt.js";
+export type { EdgeDeps } from "./deps/edge-deps.js";
+export type { EdgeSession } from "./sessions/server-scope.js";
+export type { CognitionClient, CouncilClient, MemoryClient, PolicyClient } from "./clients/service-clients.js";
 export {
   generateMrtrKeyringFile,
   loadMrtrKeyring,
@@ -82,7 +86,7 @@ export { edgeSurface } from "./contracts/sources.js";
 export type { EdgeSurface } from "./contracts/sources.js";
 export { attestServedSurface } from "./contracts/attestation.js";
 export { checkContractsAtStart } from "./contracts/start.js";
-export type { EdgeAttestation } from "./contracts/attestation.js";
+export type { EdgeAttestation } from "./deps/edge-deps.js";
 export { createMemoryRateLimiter, createRateLimiter, createRedisRateLimiter, RateLimited } from "./limits/limiter.js";
 export type { LimitedCall, RateLimiter } from "./limits/limiter.js";
 export { loadRateLimitsFile, NO_RATE_LIMITS, parseRateLimits } from "./limits/limits-file.js";

@@ -5,12 +5,12 @@
  */
 export { loadEdgeConfig } from "./config.js";
 export { checkContractsAtStart } from "./contracts/start.js";
-export type { EdgeAttestation } from "./contracts/attestation.js";
+export type { EdgeAttestation } from "./deps/edge-deps.js";
 export type { EdgeConfig } from "./config.js";
-export type { EdgeDeps } from "./deps.js";
+export type { EdgeDeps } from "./deps/edge-deps.js";
 export type { CredentialDirectory } from "./auth/directory.js";
-export type { OperatorAccess } from "./approvals/channels.js";
-export type { ConsoleLinks } from "./console/links.js";
+export type { OperatorAccess } from "./deps/edge-deps.js";
+export type { ConsoleLinks } from "./deps/console-links.js";
 export { createSignInLinks, SIGN_IN_LINK_TTL_SECONDS } from "./console/sign-in-links.js";
 export type { IssuedSignInLink, SignInLinks } from "./console/sign-in-links.js";
 export { createMemorySessionStore } from "./sessions/memory-store.js";

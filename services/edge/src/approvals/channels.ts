@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { spendPath, stepPath } from "../console/links.js";
+import { spendPath, stepPath } from "../deps/console-links.js";
+import type { OperatorAccess } from "../deps/edge-deps.js";
 
 /**
  * The ways an approval can be given (docs/approvals.md §1), as policy and cognition name them.
@@ -12,15 +13,6 @@ export type ApprovalChannelName = (typeof APPROVAL_CHANNEL_NAMES)[number];
 
 /** What an approval stored before channels existed accepts (cognition's rule, mirrored to offer the same). */
 const LEGACY_CHANNELS: readonly ApprovalChannelName[] = ["approver", "operator", "console"];
-
-/** The standalone operator's command line, when this edge runs inside `chaos-core serve` or `stdio`. */
-export interface OperatorAccess {
-  /**
-   * The data directory the running server uses, when it is not the default one `chaos-core
-   * approvals` finds by itself: the command then names it with `--data-dir`.
-   */
-  readonly dataDir?: string;
-}
 
 /** What this edge offers in this call, beyond what policy accepts. */
 export interface ChannelPlace {

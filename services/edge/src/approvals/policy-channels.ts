@@ -1,5 +1,5 @@
 import { ApprovalChannel, Risk } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import type { ToolContext } from "../tools/define.js";
+import type { ToolContext } from "../definitions/tool.js";
 
 /** Policy's channels (its `ApprovalChannel` enum) as policy.json names them (`CLIENT_ELICITATION` → `client_elicitation`). */
 export function policyChannelNames(channels: readonly ApprovalChannel[]): string[] {

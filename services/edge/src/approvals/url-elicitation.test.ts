@@ -17,7 +17,7 @@ import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/co
 import type { CallContext } from "@chaos-core/kit";
 import { recordingLogger } from "../../../../test/support/logger.js";
 import { hashApiKey } from "../auth/api-keys.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { elicitModes } from "../server/register-tools.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient } from "../test-support/http.js";

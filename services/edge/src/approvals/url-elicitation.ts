@@ -24,9 +24,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import { spendPath, stepPath } from "../console/links.js";
-import { isInputRequired, type ToolContext } from "../tools/define.js";
-import { ledgerCall, ledgerOf } from "../tools/governance/ledger-access.js";
+import { spendPath, stepPath } from "../deps/console-links.js";
+import { isInputRequired, type ToolContext } from "../definitions/tool.js";
+import { ledgerCall, ledgerOf } from "../definitions/ledger-access.js";
 import { acceptedChannels, operatorConsoleCommand } from "./channels.js";
 
 /** `CHAOS_CORE_APPROVAL_WAIT_SECONDS` when the composition root did not set it. */

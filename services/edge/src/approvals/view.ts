@@ -2,7 +2,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { canonicalJson, isPlainObject, REQUEST_LABEL_PREFIX } from "@chaos-core/kit";
 import type { GetApprovalResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Entry, SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import { isoTime } from "../tools/memory-item.js";
+import { isoTime } from "../clients/timestamps.js";
 import { visibleJsonString, visibleText } from "./visible-text.js";
 
 /** One leaf of a call's arguments: where it is, and what it holds. */
@@ -241,4 +241,14 @@ export function toolCallView(call: BoundToolCall, request: Entry): ApprovalView 
     ],
     hash: { label: "args_hash the ledger recorded for the request", value: typeof recorded["args_hash"] === "string" ? recorded["args_hash"] : "" },
   };
+}
+
+/**
+ * The ledger's words for what decided a gate result (`message`: the caps a BLOCKED decision broke,
+ * or the threshold that holds it for a person, with their values and the policy), or undefined.
+ * CHP's `reason` is shown as it is beside them: it is normative, and hashed.
+ */
+export function decidedBy(result: Readonly<Record<string, unknown>> | undefined): string | undefined {
+  const message = result?.["message"];
+  return typeof message === "string" && message !== "" ? message : undefined;
 }

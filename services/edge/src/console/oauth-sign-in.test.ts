@@ -8,7 +8,7 @@ import { ConsoleBrowser, type ConsoleReply } from "../../../../test/support/cons
 import { recordingLogger } from "../../../../test/support/logger.js";
 import { ISSUER_USER_COOKIE, startTestIssuer, type IssuerUser, type TestIssuer } from "../../../../test/support/oauth-issuer.js";
 import { hashApiKey } from "../auth/api-keys.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";

@@ -4,9 +4,9 @@ import type { Entry, SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger
 import type { ApprovalChannelOption } from "../approvals/channels.js";
 import type { ApprovalView } from "../approvals/view.js";
 import { visibleText } from "../approvals/visible-text.js";
-import { isoTime } from "../tools/memory-item.js";
+import { isoTime } from "../clients/timestamps.js";
 import { html, type SafeHtml } from "./html.js";
-import { spendPath, stepPath } from "./links.js";
+import { spendPath, stepPath } from "../deps/console-links.js";
 
 /**
  * The console's pages (docs/approvals.md §2), each built through {@link html} only: every value

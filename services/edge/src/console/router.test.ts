@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { API_KEYS_RECHECK_MS, hashApiKey } from "../auth/api-keys.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { ConsoleBrowser } from "../../../../test/support/console-client.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
@@ -14,7 +14,7 @@ import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
 import { CONSOLE_CSP } from "./headers.js";
-import { NOT_AN_APPROVER } from "./router.js";
+import { NOT_AN_APPROVER } from "./sign-in-routes.js";
 import { createSignInLinks, SIGN_IN_LINK_TTL_SECONDS, type SignInLinks } from "./sign-in-links.js";
 
 // The approval console at the HTTP level, against the real cognition, policy and ledger services

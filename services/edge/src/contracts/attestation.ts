@@ -6,26 +6,10 @@ import {
   parseLock,
   serverDigest,
   verifyAttestation,
-  type ContractHistory,
-  type ContractSet,
 } from "@chaos-core/contracts";
 import { parseVerifierKey } from "@chaos-core/kit";
+import type { EdgeAttestation } from "../deps/edge-deps.js";
 import { edgeSurface } from "./sources.js";
-
-/** What the edge may tell clients about the surface it serves (docs/contracts.md §7). */
-export interface EdgeAttestation {
-  /** True only when the signed note verified with a configured public key. */
-  readonly attested: boolean;
-  readonly serverDigest: string;
-  /** The configured keys whose signatures verified. */
-  readonly keyNames: readonly string[];
-  /** The signed note as shipped, to expose to clients; absent when none was given. */
-  readonly note?: string;
-  /** The pinned contracts (the parsed lock), for the run-time guard (`contracts/guard.ts`); never shown to clients. */
-  readonly lock: ContractSet;
-  /** Tool contracts earlier locks pinned, by digest (`chaoscore.lock.history`), to explain a client's older pin; never shown whole. */
-  readonly history: ContractHistory;
-}
 
 /**
  * The start-time check: the definitions this edge serves against the lock, and the lock against

@@ -5,10 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { ToolDefinition } from "../tools/define.js";
-import type { PromptDefinition } from "../prompts/define.js";
+import type { ToolDefinition } from "../definitions/tool.js";
+import type { PromptDefinition } from "../definitions/prompt.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
-import { RESOURCE_DEFINITIONS, type ResourceDefinition } from "../resources/index.js";
+import { RESOURCE_DEFINITIONS } from "../resources/index.js";
+import type { ResourceDefinition } from "../definitions/resource.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { attestServedSurface } from "./attestation.js";
 

@@ -12,9 +12,9 @@ import {
   type ContractSet,
   type SincePinned,
 } from "@chaos-core/contracts";
-import type { PromptDefinition } from "../prompts/define.js";
-import type { ResourceDefinition } from "../resources/define.js";
-import type { ToolDefinition } from "../tools/define.js";
+import type { PromptDefinition } from "../definitions/prompt.js";
+import type { ResourceDefinition } from "../definitions/resource.js";
+import type { ToolDefinition } from "../definitions/tool.js";
 import { promptSource, resourceSource, toolSource } from "./sources.js";
 
 /**

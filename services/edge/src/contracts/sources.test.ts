@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../test-support/in-memory.js";
-import { publishedResultSchema } from "../server/published-schema.js";
+import { publishedResultSchema } from "../definitions/published-schema.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { edgeSurface } from "./sources.js";
 

@@ -1,10 +1,9 @@
-import { withErrorAlternative } from "../server/register-tools.js";
-import { publishedArguments, resultSchema } from "../server/tool-arguments.js";
-import type { PromptDefinition } from "../prompts/define.js";
+import { publishedArguments, resultSchema, withErrorAlternative } from "../definitions/tool-schemas.js";
+import type { PromptDefinition } from "../definitions/prompt.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
-import { RESOURCE_MIME_TYPE, type ResourceDefinition } from "../resources/define.js";
-import type { ToolDefinition } from "../tools/define.js";
+import { RESOURCE_MIME_TYPE, type ResourceDefinition } from "../definitions/resource.js";
+import type { ToolDefinition } from "../definitions/tool.js";
 import { TOOLSETS } from "../tools/index.js";
 
 /**

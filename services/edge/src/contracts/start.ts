@@ -1,7 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { AttestationError } from "@chaos-core/contracts";
 import type { Logger } from "@chaos-core/kit";
-import { attestServedSurface, type EdgeAttestation } from "./attestation.js";
+import { attestServedSurface } from "./attestation.js";
+import type { EdgeAttestation } from "../deps/edge-deps.js";
 
 /**
  * The edge's start-time contract check, as every composition root runs it (the edge alone,

@@ -1,8 +1,8 @@
 import type { Redis } from "ioredis";
 import type { EventStore } from "@modelcontextprotocol/server";
 import { ChaosError, type CallContext, type Logger } from "@chaos-core/kit";
-import type { CouncilClient, PolicyClient } from "../deps.js";
-import { createRedisLegacyRelay, type LegacyRelay } from "../transport/legacy-relay.js";
+import type { CouncilClient, PolicyClient } from "../clients/service-clients.js";
+import { createRedisLegacyRelay, type LegacyRelay } from "./legacy-relay.js";
 import { createMemoryEventBuses, createRedisEventBuses, type TenantEventBuses } from "./bus.js";
 import { createMemoryEventStore, createRedisEventStore } from "./event-store.js";
 

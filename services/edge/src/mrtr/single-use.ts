@@ -1,5 +1,5 @@
 import { ChaosError, type CallContext } from "@chaos-core/kit";
-import type { LedgerClient } from "../deps.js";
+import type { LedgerClient } from "../clients/service-clients.js";
 import type { RequestStatePayload, RequestStateRefusal } from "./sealed-state.js";
 
 // The edge's side of single use (docs/protocol.md §7): the ledger consumes each opened state

@@ -2,8 +2,8 @@ import type { GetPromptResult } from "@modelcontextprotocol/server";
 import type { PersonaBrief } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { ChaosError } from "@chaos-core/kit";
 import { COUNCIL_PHASES, sessionIdSchema } from "../tools/council-shapes.js";
-import { completeSessionId } from "../resources/session-ids.js";
-import { definePrompt, type PromptContext, type PromptDefinition } from "./define.js";
+import { completeSessionId } from "./session-ids.js";
+import { definePrompt, type PromptContext, type PromptDefinition } from "../definitions/prompt.js";
 
 type CouncilPhase = (typeof COUNCIL_PHASES)[number];
 

@@ -1,5 +1,5 @@
 import { COUNCIL_PROMPTS } from "./council.js";
-import type { PromptDefinition } from "./define.js";
+import type { PromptDefinition } from "../definitions/prompt.js";
 
 /**
  * The prompt surface. Later issues add prompts by adding definitions here; nothing else

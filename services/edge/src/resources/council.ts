@@ -1,7 +1,7 @@
 import { ChaosError } from "@chaos-core/kit";
 import { completeText, renderBrief } from "../prompts/council.js";
-import type { TemplateResourceDefinition } from "./define.js";
-import { completeSessionId } from "./session-ids.js";
+import type { TemplateResourceDefinition } from "../definitions/resource.js";
+import { completeSessionId } from "../prompts/session-ids.js";
 
 /** How many sessions `resources/list` offers: the tenant's newest. */
 export const LISTED_SESSIONS = 50;

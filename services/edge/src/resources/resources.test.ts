@@ -4,7 +4,7 @@ import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 
 // Every resource, template and completion through a real SDK client (v1's, as the tests keep),
 // over the real policy, cognition, council and ledger services.

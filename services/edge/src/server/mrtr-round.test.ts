@@ -1,11 +1,12 @@
 import { createLogger } from "@chaos-core/kit";
 import type { ServerContext } from "@modelcontextprotocol/server";
 import { describe, expect, it } from "vitest";
-import type { EdgeDeps, ModernScope } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { ModernScope } from "../sessions/server-scope.js";
 import { newMrtrKeyringFile, parseMrtrKeyring } from "../mrtr/keyring.js";
 import { argumentsDigest, sealRequestState } from "../mrtr/sealed-state.js";
 import { createRecordingLedger } from "../test-support/recording-ledger.js";
-import type { HumanAsk } from "../tools/define.js";
+import type { HumanAsk } from "../definitions/tool.js";
 import { answerOf, questionDigest, requestStateVerifier } from "./mrtr-round.js";
 
 // The verify hook and the question digest, without a transport: what the SDK calls before any

@@ -7,10 +7,11 @@
 import { createHash } from "node:crypto";
 import { canonicalJson, ChaosError, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { inputRequired, inputResponse, type CallToolResult, type InputRequiredResult, type ServerContext } from "@modelcontextprotocol/server";
-import type { EdgeDeps, ModernScope } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { ModernScope } from "../sessions/server-scope.js";
 import { argumentsDigest, checkRequestStateTarget, openRequestState, sealRequestState, type RequestStatePayload } from "../mrtr/sealed-state.js";
 import { consumeRequestState, recordRequestStateRefusal } from "../mrtr/single-use.js";
-import type { HumanAnswerView, HumanAsk, InputRequiredSignal, ResumedRound } from "../tools/define.js";
+import type { HumanAnswerView, HumanAsk, InputRequiredSignal, ResumedRound } from "../definitions/tool.js";
 import { mintRequestRef } from "./scope.js";
 
 /** `CHAOS_CORE_MRTR_TTL_SECONDS` when the composition root did not set it. */

@@ -1,5 +1,5 @@
 import { ChaosError } from "@chaos-core/kit";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 
 /** How long a readiness probe waits for each dependency. */
 export const READINESS_TIMEOUT_MS = 2000;

@@ -3,8 +3,9 @@ import { completable, ProtocolError, ProtocolErrorCode } from "@modelcontextprot
 import type { McpServer, GetPromptResult, ServerContext } from "@modelcontextprotocol/server";
 import { ChaosError, inRequestSpan, type Logger } from "@chaos-core/kit";
 import { servedWhile } from "../contracts/served-while.js";
-import type { EdgeDeps, ServerScope } from "../deps.js";
-import type { PromptArgs, PromptContext, PromptDefinition } from "../prompts/define.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { ServerScope } from "../sessions/server-scope.js";
+import type { PromptArgs, PromptContext, PromptDefinition } from "../definitions/prompt.js";
 import { scopedCall, scopeLogFields } from "./scope.js";
 
 type Extra = ServerContext;

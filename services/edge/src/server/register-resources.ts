@@ -1,8 +1,9 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate, UriTemplate } from "@modelcontextprotocol/server";
 import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
 import { ChaosError, inRequestSpan } from "@chaos-core/kit";
-import { isModernScope, type EdgeDeps, type ServerScope } from "../deps.js";
-import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition, type TemplateResourceDefinition } from "../resources/define.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import { isModernScope, type ServerScope } from "../sessions/server-scope.js";
+import { RESOURCE_MIME_TYPE, type ResourceContext, type ResourceDefinition, type TemplateResourceDefinition } from "../definitions/resource.js";
 import { MAX_SUBSCRIPTION_URI_LENGTH, MAX_SUBSCRIPTIONS_PER_SESSION } from "../sessions/session-store.js";
 import { servedWhile } from "../contracts/served-while.js";
 import { scopedCall, scopeLogFields } from "./scope.js";

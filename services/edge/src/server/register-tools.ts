@@ -1,50 +1,21 @@
-import { z } from "zod";
 import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, inRequestSpan, isObject, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
-import { consoleLink } from "../console/links.js";
+import { consoleLink } from "../deps/console-links.js";
 import type { ContractGuard } from "../contracts/guard.js";
 import { explainAgainstPinned, pinnedDigestOf, TOOL_CONTRACT_META_KEY } from "../contracts/pinned.js";
 import { servedWhile } from "../contracts/served-while.js";
 import { RateLimited, RETRY_AFTER_META_KEY } from "../limits/limiter.js";
-import { isModernScope, type EdgeDeps, type EdgeSession, type ModernScope, type ServerScope } from "../deps.js";
-import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../tools/define.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import { isModernScope, type EdgeSession, type ModernScope, type ServerScope } from "../sessions/server-scope.js";
+import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../definitions/tool.js";
 import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
-import { checkToolArguments, publishedArguments, publishedResult, type ArgumentScreen } from "./tool-arguments.js";
+import { publishedArguments, publishedResult, withErrorAlternative } from "../definitions/tool-schemas.js";
+import { checkToolArguments, type ArgumentScreen } from "./tool-arguments.js";
 import { mintRequestRef } from "./scope.js";
 
 type Extra = ServerContext;
-
-/**
- * Kit's error shape. Its code is always one of kit's error codes (`toMcpErrorResult` sets it),
- * published as a string: a client reads the code a failure carries, and listing all sixteen in
- * every tool's schema cost 6 KB of each `tools/list` and told a model nothing it acts on.
- */
-const toolErrorOutput = z.object({ code: z.string(), message: z.string() });
-
-/**
- * The output schema a tool publishes: its result, or kit's error shape. A failed call carries
- * `structuredContent: {error: {code, message}}` (from `toMcpErrorResult`), and clients validate
- * structuredContent against the output schema even when `isError` is set (the SDK's Client
- * does), so the schema must admit both. The JSON Schema says exactly that: the result's own
- * required fields, or `error`.
- */
-export function withErrorAlternative(output: z.ZodObject): z.ZodObject {
-  let published = widened.get(output);
-  if (!published) {
-    const required = (z.toJSONSchema(output, { io: "output" }).required ?? []) as string[];
-    published = output
-      .partial()
-      .extend({ error: toolErrorOutput.optional() })
-      .meta({ anyOf: [{ required }, { required: ["error"] }] });
-    widened.set(output, published);
-  }
-  return published;
-}
-
-/** Built once per definition, not once per session. */
-const widened = new WeakMap<z.ZodObject, z.ZodObject>();
 
 /** How long a person has to answer an elicitation before the call gives up. */
 const ELICIT_TIMEOUT_MS = 10 * 60_000;

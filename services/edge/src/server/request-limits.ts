@@ -1,6 +1,6 @@
 import { isJSONRPCRequest, ProtocolErrorCode, type JSONRPCErrorResponse, type RequestId, type Transport } from "@modelcontextprotocol/server";
 import { ChaosError, type Logger } from "@chaos-core/kit";
-import type { ServerScope } from "../deps.js";
+import type { ServerScope } from "../sessions/server-scope.js";
 import { RateLimited, type LimitedCall, type RateLimiter } from "../limits/limiter.js";
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { ATTR, type CallContext } from "@chaos-core/kit";
-import { isModernScope, type ServerScope } from "../deps.js";
+import { isModernScope, type ServerScope } from "../sessions/server-scope.js";
 
 /** A 2026-07-28 request's ref: 128 random bits, base64url (docs/protocol.md §5). */
 export function mintRequestRef(): string {

@@ -1,6 +1,6 @@
 import type { JSONRPCMessage, MessageExtraInfo, Transport } from "@modelcontextprotocol/server";
 import { ATTR, isObject, SEMCONV, startMcpServerSpan, type McpServerSpan } from "@chaos-core/kit";
-import { isModernScope, type ServerScope } from "../deps.js";
+import { isModernScope, type ServerScope } from "../sessions/server-scope.js";
 
 /** The `_meta` key that marks a 2026-07-28 request (its per-request envelope). */
 const ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion";

@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { JSONRPCMessage } from "@modelcontextprotocol/server";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
-import { compactSchema } from "./published-schema.js";
-import { argumentsSchema, checkToolArguments, publishedArguments, structuralProblems, toolCallRefusal } from "./tool-arguments.js";
+import { compactSchema } from "../definitions/published-schema.js";
+import { checkToolArguments, structuralProblems, toolCallRefusal } from "./tool-arguments.js";
+import { argumentsSchema, publishedArguments } from "../definitions/tool-schemas.js";
 
 const tools = new Map(TOOL_DEFINITIONS.map((t) => [t.name, t]));
 

@@ -14,114 +14,24 @@
  *   `__proto__` key, so it must be seen before that parse. What the screen finds waits in the
  *   connection's {@link ArgumentScreen} for the call's handler.
  * - In the tool's handler ({@link checkToolArguments}): the screen's findings, then the tool's
- *   strict schema. The SDK is given a pass-through schema ({@link publishedArguments}): it
- *   publishes the strict schema and accepts anything, so the SDK never answers with its own
- *   `Input validation error:` text, and the refusal is an ordinary result of the handler.
+ *   strict schema. The SDK is given a pass-through schema (definitions/tool-schemas.ts,
+ *   `publishedArguments`): it publishes the strict schema and accepts anything, so the SDK
+ *   never answers with its own `Input validation error:` text, and the refusal is an ordinary
+ *   result of the handler.
  */
-import { z } from "zod";
+import type { z } from "zod";
 import {
   isJSONRPCRequest,
   ProtocolErrorCode,
   type CallToolResult,
   type JSONRPCMessage,
   type RequestId,
-  type StandardSchemaWithJSON,
   type Transport,
 } from "@modelcontextprotocol/server";
 import { ChaosError, describeZodIssues, formatIssuePath, likelyMeant, toMcpErrorResult } from "@chaos-core/kit";
 import { MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH } from "../config.js";
-import type { ToolDefinition } from "../tools/define.js";
-import { compactSchema, publishedResultSchema } from "./published-schema.js";
-
-const strict = new WeakMap<z.ZodObject, z.ZodObject>();
-
-/**
- * The schema a tool's arguments are held to and published as: its input with unknown fields
- * refused (`additionalProperties: false`), so a misspelt field is named instead of dropped.
- */
-export function argumentsSchema(input: z.ZodObject): z.ZodObject {
-  let schema = strict.get(input);
-  if (!schema) {
-    schema = input.strict();
-    const meta = z.globalRegistry.get(input);
-    if (meta) schema = schema.meta(meta);
-    strict.set(input, schema);
-  }
-  return schema;
-}
-
-/**
- * The JSON Schema a zod object is published as: zod's draft-07 conversion (as SDK v1 asked for it,
- * whatever target the SDK asks for now), without the keywords that constrain nothing
- * ({@link compactSchema}), which leaves a schema that reads the same as draft-07 and as 2020-12,
- * MCP's default dialect. Built once.
- */
-function draft07(schema: z.ZodObject, io: "input" | "output"): () => Record<string, unknown> {
-  let json: Record<string, unknown> | undefined;
-  return () => (json ??= compactSchema(z.toJSONSchema(schema, { target: "draft-7", io }) as Record<string, unknown>));
-}
-
-const publishedInputs = new WeakMap<z.ZodObject, StandardSchemaWithJSON>();
-
-/**
- * What a tool's `inputSchema` is registered as: {@link argumentsSchema} for `tools/list`, and a
- * validation that accepts anything, because {@link checkToolArguments} checks in the handler.
- */
-export function publishedArguments(input: z.ZodObject): StandardSchemaWithJSON {
-  let published = publishedInputs.get(input);
-  if (!published) {
-    const json = draft07(argumentsSchema(input), "input");
-    published = {
-      "~standard": {
-        version: 1,
-        vendor: "chaos-core",
-        validate: (value: unknown) => ({ value }),
-        jsonSchema: { input: json, output: json },
-      },
-    };
-    publishedInputs.set(input, published);
-  }
-  return published;
-}
-
-const resultSchemas = new WeakMap<z.ZodObject, () => Record<string, unknown>>();
-
-/**
- * The JSON Schema of every result `output` admits, whole ({@link draft07}): what a tool's
- * contract pins as its behaviour (docs/contracts.md §2), while `tools/list` publishes its top
- * level ({@link publishedResult}).
- */
-export function resultSchema(output: z.ZodObject): Record<string, unknown> {
-  let json = resultSchemas.get(output);
-  if (!json) resultSchemas.set(output, (json = draft07(output, "output")));
-  return json();
-}
-
-const publishedOutputs = new WeakMap<z.ZodObject, StandardSchemaWithJSON>();
-
-/**
- * What a tool's `outputSchema` is registered as: `output` itself, which checks every result
- * whole where it is made, published as the top level of {@link resultSchema}
- * ({@link publishedResultSchema}).
- */
-export function publishedResult(output: z.ZodObject): StandardSchemaWithJSON {
-  let published = publishedOutputs.get(output);
-  if (!published) {
-    const zod = output["~standard"];
-    let json: Record<string, unknown> | undefined;
-    const publishedJson = () => (json ??= publishedResultSchema(resultSchema(output)));
-    published = {
-      "~standard": {
-        version: 1,
-        vendor: zod.vendor,
-        validate: (value: unknown, options) => zod.validate(value, options),
-        jsonSchema: { input: publishedJson, output: publishedJson },
-      },
-    };
-    publishedOutputs.set(output, published);
-  }
-  return published;
-}
+import type { ToolDefinition } from "../definitions/tool.js";
+import { argumentsSchema } from "../definitions/tool-schemas.js";
 
 const shortPath = (path: readonly PropertyKey[]) => formatIssuePath(path, "arguments", 8);
 

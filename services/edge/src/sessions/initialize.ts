@@ -1,6 +1,6 @@
 import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { InitializeRequest } from "@modelcontextprotocol/server";
-import type { EdgeSession } from "../deps.js";
+import type { EdgeSession } from "./server-scope.js";
 import type { NewSessionRecord, SessionTransport } from "./session-store.js";
 
 /** The revision the SDK's server answers for `requested` (the same rule it applies). */

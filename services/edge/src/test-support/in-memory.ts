@@ -4,7 +4,8 @@ import type { CallToolResult, ClientCapabilities } from "@modelcontextprotocol/s
 import { InMemoryTransport, type InitializeRequest } from "@modelcontextprotocol/server";
 import { TOOLSET_NAMES } from "@chaos-core/kit";
 import type { Identity } from "../auth/identity.js";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { EdgeSession } from "../sessions/server-scope.js";
 import { createChaosCoreServer, type CreateServerOptions } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 

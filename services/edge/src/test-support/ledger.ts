@@ -6,7 +6,7 @@
 import type { ServiceClient } from "@chaos-core/kit";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { createLedgerFixture } from "../../../ledger/src/test-support/ledger-fixture.js";
-import type { LedgerClient } from "../deps.js";
+import type { LedgerClient } from "../clients/service-clients.js";
 
 export interface TestLedger {
   readonly client: LedgerClient;

@@ -7,7 +7,7 @@
  */
 import { ChaosError, createInProcessClient, type CallContext, type HandlerContext, type ServiceImpl } from "@chaos-core/kit";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { LedgerClient } from "../deps.js";
+import type { LedgerClient } from "../clients/service-clients.js";
 
 type LedgerImpl = ServiceImpl<typeof LedgerService>;
 

@@ -23,7 +23,7 @@ import {
 } from "@chaos-core/cognition";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { startRealServices } from "../../../../test/support/real-services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import type { SessionStore } from "../sessions/session-store.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 

@@ -3,7 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { runStdioTransport } from "../transport/stdio.js";
 import type { ConnectOptions } from "./in-memory.js";
 

@@ -3,7 +3,7 @@ import { ChaosError } from "@chaos-core/kit";
 import type { Trace } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { ChannelPlace } from "../approvals/channels.js";
 import { channelPlace, nextStepForPending } from "./approval.js";
-import { defineTool } from "./define.js";
+import { defineTool } from "../definitions/tool.js";
 import {
   intentOutput,
   intentToOutput,

@@ -4,7 +4,7 @@ import { channelLines, stepApprovalChannels, type ChannelPlace } from "../approv
 import { renderText } from "../approvals/render-text.js";
 import { stepApprovalView } from "../approvals/view.js";
 import type { stepResultOutput } from "./cognition-shapes.js";
-import type { ToolContext } from "./define.js";
+import type { ToolContext } from "../definitions/tool.js";
 
 type StepOutput = z.output<typeof stepResultOutput>;
 

@@ -12,7 +12,7 @@ import { startTestServices, TEST_PAYOUT, type TestServices } from "../test-suppo
 import { connectStdio } from "../test-support/stdio.js";
 import { autoAcceptingClient } from "../../../../test/support/elicitation.js";
 import { startHttpTransport, type RunningHttpTransport } from "../transport/http.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { ok as okOf, refused, type ExecuteOutput, type StepResult } from "../test-support/results.js";
 import type { Client as V2Client } from "@modelcontextprotocol/client";
 import { newMrtrKeyringFile, parseMrtrKeyring } from "../mrtr/keyring.js";

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import { ApprovalChannel } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { executeCall } from "../approvals/channels.js";
-import { defineTool } from "./define.js";
+import { defineTool } from "../definitions/tool.js";
 
 /**
  * `chaoscore_approve`: a person holding the approver role answers a pending approval of their

@@ -9,7 +9,7 @@ import type {
   StepResult,
 } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { acceptedChannels, approvalChannelOutput, stepApprovalChannels, type ChannelPlace } from "../approvals/channels.js";
-import { isoTime } from "./memory-item.js";
+import { isoTime } from "../clients/timestamps.js";
 
 // Limits checked by the schema, so a bad argument is refused naming the field before any call
 // is made. Tighter than the cognition service's own (10 000 / 50 000 characters): an objective

@@ -3,7 +3,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 
 // The cognition tools against the real cognition handlers (heuristic provider, built-in
 // capabilities), policy and memory on Postgres: nothing is faked.

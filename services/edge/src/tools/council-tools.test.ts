@@ -5,7 +5,7 @@ import { MIGRATION_OUTPUTS, MIGRATION_TASK } from "../../../council/src/domain/e
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { COUNCIL_INPUT_LIMITS } from "./council-shapes.js";
 
 const PHASES = ["decompile", "design", "critique", "synthesis", "verify"] as const;

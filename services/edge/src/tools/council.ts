@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { z } from "zod";
-import { defineTool } from "./define.js";
+import { defineTool } from "../definitions/tool.js";
 import {
   boundedText,
   claimSchema,

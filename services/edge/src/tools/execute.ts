@@ -4,7 +4,7 @@ import { ApprovalChannel, type GetApprovalResponse, type StepResult } from "@cha
 import { executeCall, whyClientNotAsked } from "../approvals/channels.js";
 import { fitsForm, tooLongForForm } from "../approvals/render-text.js";
 import { consolePageFor, waitForStepAnswer } from "../approvals/url-elicitation.js";
-import { defineTool, type ToolContext } from "./define.js";
+import { defineTool, type ToolContext } from "../definitions/tool.js";
 import { approvalQuestion, channelPlace, howToRunApproved, nextStepAfterApprovedRun, nextStepForPending } from "./approval.js";
 import { MAX_STEPS, planStepInput, RUN_TIMEOUT_MS, stepResultOutput, stepResultToOutput, stepsFromInput } from "./cognition-shapes.js";
 

@@ -1,4 +1,4 @@
-import type { ToolDefinition, Toolset } from "./define.js";
+import type { ToolDefinition, Toolset } from "../definitions/tool.js";
 import { achieveTool } from "./achieve.js";
 import { approveTool } from "./approve.js";
 import { COUNCIL_TOOLS } from "./council.js";

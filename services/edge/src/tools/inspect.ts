@@ -9,8 +9,8 @@ import {
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { ListCapabilitiesResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { evaluateChannels, policyChannelNames, policyRisk } from "../approvals/policy-channels.js";
-import { defineTool, type ToolContext } from "./define.js";
-import { isoTime } from "./memory-item.js";
+import { defineTool, type ToolContext } from "../definitions/tool.js";
+import { isoTime } from "../clients/timestamps.js";
 
 const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit"] as const;
 

@@ -3,7 +3,7 @@ import { ElicitRequestSchema, type CallToolResult } from "@modelcontextprotocol/
 import { createInProcessClient, createLogger } from "@chaos-core/kit";
 import { createCognitionHandlers, createDefaultCognitionDeps, createMemoryPlanStore } from "@chaos-core/cognition";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";

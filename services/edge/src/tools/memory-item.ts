@@ -1,4 +1,3 @@
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 
 // The limits the memory service enforces, mirrored here so a bad argument is refused by the
@@ -27,8 +26,3 @@ export const memoryItemOutput = z.object({
   updated_at: z.string().describe("ISO 8601"),
   expires_at: z.string().optional().describe("ISO 8601; absent when the item never expires"),
 });
-
-/** A protobuf timestamp as ISO 8601, or undefined when unset. */
-export function isoTime(ts: Timestamp | undefined): string | undefined {
-  return ts ? timestampDate(ts).toISOString() : undefined;
-}

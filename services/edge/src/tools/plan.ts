@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
-import { defineTool } from "./define.js";
+import { defineTool } from "../definitions/tool.js";
 import {
   intentFromInput,
   intentInput,

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
-import { defineTool } from "./define.js";
+import { defineTool } from "../definitions/tool.js";
 import { CONTEXT_MAX_CHARS, intentOutput, intentToOutput, MODEL_CALL_TIMEOUT_MS, objectiveSchema } from "./cognition-shapes.js";
 
 /** `chaoscore_reason`: what the cognitive core understands an objective to ask for. */

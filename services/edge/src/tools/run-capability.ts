@@ -3,7 +3,7 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ChaosError, ERROR_CODES, type ErrorCode } from "@chaos-core/kit";
 import type { StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { z } from "zod";
-import type { ToolContext } from "./define.js";
+import type { ToolContext } from "../definitions/tool.js";
 import { APPROVAL_LIMITS, channelPlace, howToRunApproved } from "./approval.js";
 import { RUN_TIMEOUT_MS } from "./cognition-shapes.js";
 import { consolePageFor, waitForStepAnswer } from "../approvals/url-elicitation.js";

@@ -11,7 +11,7 @@ import { InMemoryServerEventBus } from "@modelcontextprotocol/server";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { httpClient, MCP_HEADERS, openSession, postWithHost, readJsonRpc, sseStream } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { CACHE_HINTS } from "../server/create-server.js";

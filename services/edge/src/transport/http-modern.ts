@@ -1,9 +1,10 @@
 import { toNodeHandler, type NodeMcpRequestHandler } from "@modelcontextprotocol/node";
 import { createMcpHandler, type AuthInfo, type McpHttpHandler, type McpServerFactory, type ServerEventBus } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
-import type { EdgeDeps, ModernScope } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { ModernScope } from "../sessions/server-scope.js";
 import { createChaosCoreServer } from "../server/create-server.js";
-import { endsWithClient, eventStreamsFlushed, ParsedBody } from "./http-sessions.js";
+import { endsWithClient, eventStreamsFlushed, ParsedBody } from "./node-adapter.js";
 
 /**
  * The tenant and principal a 2026-07-28 request is served as: the verified credential's, which

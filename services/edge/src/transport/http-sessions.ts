@@ -1,28 +1,20 @@
 import { randomUUID } from "node:crypto";
-import { toNodeHandler, type NodeMcpRequestHandler, type NodeServerResponseLike } from "@modelcontextprotocol/node";
-import {
-  isJSONRPCErrorResponse,
-  isJSONRPCNotification,
-  isJSONRPCRequest,
-  isJSONRPCResultResponse,
-  WebStandardStreamableHTTPServerTransport,
-  type InitializeRequest,
-  type JSONRPCMessage,
-  type McpServer,
-  type ServerEvent,
-} from "@modelcontextprotocol/server";
+import { toNodeHandler, type NodeMcpRequestHandler } from "@modelcontextprotocol/node";
+import { WebStandardStreamableHTTPServerTransport, type InitializeRequest, type McpServer, type ServerEvent } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
 import { fileKeyWithdrawn, type WatchedApiKeys } from "../auth/api-keys.js";
 import type { CredentialRefusal } from "../auth/directory.js";
 import type { Identity } from "../auth/identity.js";
-import type { EdgeDeps, EdgeSession } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { EdgeSession } from "../sessions/server-scope.js";
 import type { EdgeEvents } from "../events/feeds.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import { REGISTRY_KEY_MARK, registryKeyDigest, type SessionRecord } from "../sessions/session-store.js";
-import { parseWireId, wireId, type LegacyRelay, type RelayedMessage } from "./legacy-relay.js";
 import { endsSessions, type RegistrySessions } from "./credential-watch.js";
+import { endsWithClient, eventStreamsFlushed, ParsedBody } from "./node-adapter.js";
 import { replayInitialize } from "./sdk-internals.js";
+import { deliverRelayed, relayedThrough, relayElsewhere } from "./session-relay.js";
 
 /** One MCP session this replica holds in memory: its server and its transport. */
 export interface LocalSession {
@@ -64,131 +56,6 @@ function openerOf(local: LocalSession): Opener {
 /** The credential a session is opened with: an API key (by its SHA-256), an OAuth token, or none (loopback). */
 export type OpenedWith = { readonly keySha256?: string; readonly oauth?: true };
 
-/**
- * The body express parsed (and incoming.ts screened), on its way through `toNodeHandler` to the
- * transport unchanged. The adapter serializes a parsed body again for the web `Request` it builds
- * (which the transport, given `parsedBody`, never reads); `JSON.stringify` recurses, so a value
- * nested 10 000 deep, which the tool-argument check refuses naming the field, would end as a
- * 500 there. This serializes to nothing, and keeps the request's id for the adapter's own 500.
- */
-export class ParsedBody {
-  constructor(readonly value: unknown) {}
-
-  get method(): unknown {
-    return (this.value as { method?: unknown } | null)?.method;
-  }
-
-  get id(): unknown {
-    return (this.value as { id?: unknown } | null)?.id;
-  }
-
-  toJSON(): undefined {
-    return undefined;
-  }
-}
-
-/**
- * `res` with the headers of an event stream sent at once, as the v1 transport (Hono's Node
- * adapter) sent them: the SDK's `toNodeHandler` writes the status and headers and then waits for
- * the first event, so a client opening a GET stream would otherwise hear nothing until the
- * first notification or keep-alive comment (15 s). "At once" is at the end of this turn of the
- * event loop, unless an event was written by then: then the headers leave with it, in one write
- * to the socket instead of two (a POST's stream has its first event at once — a separate write
- * of the headers alone was 5 % of the edge's CPU under 16 clients).
- */
-export function eventStreamsFlushed(res: NodeServerResponseLike): NodeServerResponseLike {
-  let wrote = false;
-  const flushable = res as unknown as { flushHeaders?: () => void; writable?: boolean };
-  return {
-    writeHead(status, headers) {
-      const written = res.writeHead(status, headers);
-      const type = headers ? Object.entries(headers).find(([name]) => name.toLowerCase() === "content-type")?.[1] : undefined;
-      if (type?.startsWith("text/event-stream")) {
-        setImmediate(() => {
-          if (!wrote && flushable.writable !== false && !res.destroyed) flushable.flushHeaders?.();
-        });
-      }
-      return written;
-    },
-    write: (chunk) => {
-      wrote = true;
-      return res.write(chunk);
-    },
-    end: (chunk) => {
-      wrote = true;
-      return res.end(chunk);
-    },
-    on: (event, listener) => res.on(event, listener),
-    get destroyed() {
-      return res.destroyed;
-    },
-  };
-}
-
-/**
- * `response` with its body cancelled as soon as the client goes away. `toNodeHandler` aborts
- * `request.signal` when the connection closes but looks at it only when the next chunk is due,
- * so an idle event stream (a session's GET stream) would stay registered, refusing the client's
- * reconnect with 409, until the next notification or keep-alive. Cancelling the body runs the
- * transport's own clean-up at once, as the v1 transport's adapter did. Every POST's response
- * passes through here, so it is one pulling stream, not a TransformStream and its pipe (which
- * cost 70–100 µs a response against 30–35 µs, measured).
- */
-export function endsWithClient(request: Request, response: Response): Response {
-  if (!response.body) return response;
-  const reader = response.body.getReader();
-  const { signal } = request;
-  // The cancel reaches the transport's stream (its clean-up runs); the pending read then ends.
-  const onAbort = () => void reader.cancel().catch(() => {});
-  if (signal.aborted) onAbort();
-  else signal.addEventListener("abort", onAbort, { once: true });
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await reader.read();
-      if (!next.done) return controller.enqueue(next.value);
-      signal.removeEventListener("abort", onAbort);
-      controller.close();
-    },
-    cancel(reason) {
-      signal.removeEventListener("abort", onAbort);
-      return reader.cancel(reason);
-    },
-  });
-  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
-}
-
-/**
- * The relay's two rewrites on one session's transport (docs/protocol.md §8): a request this
- * replica sends the client goes out with an id naming the replica (`<replica>.<n>`: every replica
- * holding the session numbers from 0), and the client's answer comes back to the SDK with its own
- * number; a `tools/call` running here is noted in flight until it is answered, so a
- * `notifications/cancelled` posted to another replica finds its way here.
- */
-function relayedThrough(transport: WebStandardStreamableHTTPServerTransport, session: EdgeSession, relay: LegacyRelay): void {
-  const send = transport.send.bind(transport);
-  transport.send = (message, options) => {
-    if (isJSONRPCRequest(message)) return send({ ...message, id: wireId(relay.replica, message.id) }, options);
-    // The SDK cancels a request of its own (a timed-out elicitation) by the number it knows.
-    if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") {
-      const requestId = (message.params as { requestId?: unknown } | undefined)?.requestId;
-      if (typeof requestId === "number") return send({ ...message, params: { ...message.params, requestId: wireId(relay.replica, requestId) } }, options);
-    }
-    if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) {
-      relay.clearInflight(session.tenant, session.id, message.id);
-    }
-    return send(message, options);
-  };
-  const onmessage = transport.onmessage;
-  transport.onmessage = (message, extra) => {
-    if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
-      const mine = parseWireId(message.id);
-      if (mine?.replica === relay.replica) return onmessage?.({ ...message, id: mine.id }, extra);
-    } else if (isJSONRPCRequest(message) && message.method === "tools/call") {
-      relay.markInflight(session.tenant, session.id, message.id);
-    }
-    onmessage?.(message, extra);
-  };
-}
 
 /** How often deletes the store could not take are tried again. */
 const RETRY_DELETE_MS = 1_000;
@@ -234,7 +101,7 @@ export class HttpSessionTable implements RegistrySessions {
       events: EdgeEvents;
     },
   ) {
-    options.events.relay?.onMessage((relayed) => void this.deliverRelayed(relayed));
+    options.events.relay?.onMessage((relayed) => void deliverRelayed(this.live.get(relayed.sessionId), relayed, this.deps.logger));
     const interval = options.sweepIntervalMs ?? Math.min(60_000, (deps.sessions.ttlSeconds * 1000) / 2);
     this.sweeper = setInterval(() => void this.sweep(), interval);
     this.sweeper.unref();
@@ -484,59 +351,11 @@ export class HttpSessionTable implements RegistrySessions {
   }
 
   /**
-   * Whether `body`, posted to the session `local` here, belongs to another replica (docs/protocol.md
-   * §8): a client's answer to a request another replica sent (its id names that replica), or a
-   * `notifications/cancelled` for a call running on another one. Such a message is passed there
-   * (the caller answers 202); false when it is this replica's to serve. Rejects `unavailable`
-   * while Redis cannot be reached (the caller answers 503).
+   * Whether `body`, posted to the session `local` here, belongs to another replica
+   * ({@link relayElsewhere}); such a message is passed there and the caller answers 202.
    */
-  async relayElsewhere(local: LocalSession, body: unknown, protocolVersion: string | undefined): Promise<boolean> {
-    const relay = this.options.events.relay;
-    if (!relay || typeof body !== "object" || body === null || Array.isArray(body)) return false;
-    const message = body as JSONRPCMessage;
-    const { tenant, id: sessionId } = local.session;
-    let owner: string | undefined;
-    if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
-      owner = parseWireId(message.id)?.replica;
-    } else if (isJSONRPCNotification(message) && message.method === "notifications/cancelled") {
-      const requestId = (message.params as { requestId?: unknown } | undefined)?.requestId;
-      if (typeof requestId === "string" || typeof requestId === "number") owner = await relay.inflightOwner(tenant, sessionId, requestId);
-    }
-    if (owner === undefined || owner === relay.replica) return false;
-    await relay.send(owner, { tenant, sessionId, protocolVersion: protocolVersion ?? "2025-11-25", message });
-    this.deps.logger.debug({ tenant, session: sessionId, owner }, "relayed a message to the replica that holds its request");
-    return true;
-  }
-
-  /** A message another replica passed here: handed to the session's transport as if posted here. */
-  private async deliverRelayed(relayed: RelayedMessage): Promise<void> {
-    const local = this.live.get(relayed.sessionId);
-    const log = { tenant: relayed.tenant, session: relayed.sessionId };
-    if (!local || local.session.tenant !== relayed.tenant) {
-      // The call that asked has ended here (its replica restarted, or the session closed): nobody waits.
-      return this.deps.logger.debug(log, "a relayed message for a session this replica no longer holds was dropped");
-    }
-    try {
-      const res = await local.transport.handleRequest(
-        new Request("http://relay.invalid/mcp", {
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            accept: "application/json, text/event-stream",
-            "mcp-session-id": relayed.sessionId,
-            "mcp-protocol-version": relayed.protocolVersion,
-          },
-          body: JSON.stringify(relayed.message),
-        }),
-        { parsedBody: relayed.message },
-      );
-      await res.body?.cancel();
-      if (res.status >= 400) return this.deps.logger.warn({ ...log, status: res.status }, "a relayed message was refused by its session");
-      const method = "method" in relayed.message ? relayed.message.method : "response";
-      this.deps.logger.debug({ ...log, method }, "delivered a relayed message to its session");
-    } catch (err) {
-      this.deps.logger.warn({ ...log, err }, "delivering a relayed message failed");
-    }
+  relayElsewhere(local: LocalSession, body: unknown, protocolVersion: string | undefined): Promise<boolean> {
+    return relayElsewhere(this.options.events.relay, local, body, protocolVersion, this.deps.logger);
   }
 
   /**

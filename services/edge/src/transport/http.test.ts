@@ -17,7 +17,7 @@ import {
   toolCall,
 } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
 import { SSE_RETRY_MS } from "./http-sessions.js";

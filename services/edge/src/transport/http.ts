@@ -1,39 +1,35 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
+import express, { type ErrorRequestHandler, type Request, type Response } from "express";
 import { classifyInboundRequest, isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
 import type { AuthInfo, InitializeRequest } from "@modelcontextprotocol/server";
-import { hostHeaderValidation, localhostHostValidation } from "@modelcontextprotocol/express";
-import { ChaosError, ISSUED_KEY_PREFIX } from "@chaos-core/kit";
-import {
-  createApiKeyVerifier,
-  hashApiKey,
-  watchApiKeysFile,
-  type ApiKeyEntry,
-  type ApiKeyVerifier,
-  type WatchedApiKeys,
-} from "../auth/api-keys.js";
-import { BearerRefusal } from "../auth/bearer-refusal.js";
-import type { CredentialDirectory, CredentialRefusal } from "../auth/directory.js";
-import { authInfoOf, LOCAL_IDENTITY, type Identity } from "../auth/identity.js";
-import { createOAuthVerifier, protectedResourceMetadataUrl, type OAuthOptions, type OAuthVerifier, type VerifiedToken } from "../auth/oauth.js";
+import { hostHeaderValidation } from "@modelcontextprotocol/express";
+import { ChaosError } from "@chaos-core/kit";
+import { createApiKeyVerifier, watchApiKeysFile, type ApiKeyEntry, type ApiKeyVerifier, type WatchedApiKeys } from "../auth/api-keys.js";
+import type { CredentialDirectory } from "../auth/directory.js";
+import { authInfoOf } from "../auth/identity.js";
+import { createOAuthVerifier, protectedResourceMetadataUrl, type OAuthOptions } from "../auth/oauth.js";
 import { localAgentMatcher, type LocalAgentCredential } from "../auth/local-agent.js";
-import { AGENT_SCOPE } from "../auth/scopes.js";
 import { DEFAULT_MAX_SESSIONS_PER_KEY, isLoopbackHost, MAX_BODY_BYTES } from "../config.js";
 import { consoleSigningKey } from "../console/csrf.js";
-import { CONSOLE_PATH, type ConsoleLinks } from "../console/links.js";
+import { CONSOLE_PATH, type ConsoleLinks } from "../deps/console-links.js";
 import { createConsoleOAuthSignIn } from "../console/oauth-sign-in.js";
-import { createConsoleRouter, type ConsoleServeOptions } from "../console/router.js";
+import { createConsoleRouter } from "../console/router.js";
+import type { ConsoleServeOptions } from "../console/options.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { createMemoryEdgeEvents, publishingCouncil, startPolicyWatches } from "../events/feeds.js";
 import { checkReadiness } from "../server/readiness.js";
+import { registryKeyDigest } from "../sessions/session-store.js";
+import { askDirectory, authentication, protectedResourceMetadataRoute } from "./authentication.js";
 import { CredentialWatch } from "./credential-watch.js";
+import { hostValidation, originValidation } from "./host-and-origin.js";
 import { homePage } from "./home-page.js";
+import { BodyRefused, idInBodyHead, jsonRpcEnvelope, keepBodyHead, screenBody } from "./http-body.js";
+import { jsonRpcError, type McpLocals } from "./http-errors.js";
 import { ModernHandlers } from "./http-modern.js";
 import { HttpSessionTable } from "./http-sessions.js";
-import { REGISTRY_KEY_MARK, registryKeyDigest } from "../sessions/session-store.js";
-import { envelopeRefusal, payloadTooLargeMessage, refusalResponse, screenMessage, type Refusal, type RequestId } from "./incoming.js";
+import { payloadTooLargeMessage, refusalResponse } from "./incoming.js";
 
 /** How the Streamable HTTP transport listens and whom it lets in. */
 export interface HttpTransportOptions {
@@ -109,86 +105,6 @@ export interface RunningHttpTransport {
   close(graceMs?: number): Promise<void>;
 }
 
-type Locals = { identity: Identity; keySha256?: string; oauth?: boolean; tokenExpiresAt?: number; requestId?: RequestId; bodyHead?: () => Buffer };
-
-/** Every error this layer writes carries the request's id once the body could be read (null before). */
-function jsonRpcError(res: Response, status: number, code: number, message: string, headers: Record<string, string> = {}) {
-  const id = (res.locals as Locals).requestId ?? null;
-  res.status(status).set(headers).json({ jsonrpc: "2.0", error: { code, message }, id });
-}
-
-/** Thrown from the body parser's verify hook: body-parser hands it, unchanged, to the error handler. */
-class BodyRefused extends Error {
-  readonly type = "chaoscore.body.refused";
-  readonly status = 400;
-
-  constructor(readonly refusal: Refusal) {
-    super(refusal.error.message);
-  }
-}
-
-/** Screens the raw bytes before body-parser decodes them (a bad byte would become U+FFFD) and keeps the id. */
-function screenBody(_req: unknown, res: Response, body: Buffer): void {
-  const screened = screenMessage(body);
-  if (screened.id !== undefined) (res.locals as Locals).requestId = screened.id;
-  if (screened.refusal) throw new BodyRefused(screened.refusal);
-}
-
-/**
- * How much of a body is kept to find the id of a request too large to parse: clients write
- * `{"jsonrpc":"2.0","id":…` first, so the id sits in the first bytes of even a huge body.
- */
-const BODY_HEAD_BYTES = 64 * 1024;
-/** How long a body declared too large may take to send that head before it is refused anyway. */
-const BODY_HEAD_WAIT_MS = 1000;
-
-/**
- * Keeps the first {@link BODY_HEAD_BYTES} of a POST body beside body-parser, so its 413 can echo
- * the request's id. A body whose Content-Length is over the limit is refused by body-parser before
- * it reads a byte: its head is read here first.
- */
-function keepBodyHead(maxBodyBytes: number): RequestHandler {
-  return (req, res, next) => {
-    const head: Buffer[] = [];
-    let kept = 0;
-    const keep = (chunk: Buffer) => {
-      head.push(chunk);
-      kept += chunk.length;
-      if (kept >= BODY_HEAD_BYTES) req.off("data", keep);
-    };
-    (res.locals as Locals).bodyHead = () => Buffer.concat(head).subarray(0, BODY_HEAD_BYTES);
-    // body-parser's own listener joins in this same tick, before the first chunk is emitted.
-    req.on("data", keep);
-    if (!(Number(req.headers["content-length"]) > maxBodyBytes)) return next();
-    const done = () => {
-      clearTimeout(timer);
-      req.off("data", check).off("end", done).off("error", done);
-      req.off("data", keep);
-      req.pause();
-      next();
-    };
-    const check = () => {
-      if (kept >= BODY_HEAD_BYTES) done();
-    };
-    const timer = setTimeout(done, BODY_HEAD_WAIT_MS);
-    req.on("data", check).on("end", done).on("error", done);
-  };
-}
-
-/** The id in the head of a body too large to parse, when it is there. */
-function idInBodyHead(res: Response): RequestId | undefined {
-  const head = (res.locals as Locals).bodyHead?.();
-  if (!head || head.length === 0) return undefined;
-  return screenMessage(head).id;
-}
-
-/** A parsed body that is no JSON-RPC message is refused here, where its id is known, not by the SDK with id null. */
-const jsonRpcEnvelope: RequestHandler = (req, res, next) => {
-  const refusal = req.body === undefined ? undefined : envelopeRefusal(req.body, (res.locals as Locals).requestId);
-  if (refusal) return void res.status(400).json(refusalResponse(refusal));
-  next();
-};
-
 /**
  * The SDK's own header checks of a POST (406; an unsupported MCP-Protocol-Version after
  * initialize), made here with its words so the answer carries the request's id.
@@ -204,169 +120,6 @@ function headerProblem(req: Request, afterInitialize: boolean): { status: number
     return { status: 400, message: `Bad Request: Unsupported protocol version: ${version} (supported versions: ${supported})` };
   }
   return undefined;
-}
-
-/** Loopback origins are the local user's own pages; every other browser origin must be listed. */
-function isLoopbackOrigin(origin: string): boolean {
-  try {
-    const url = new URL(origin);
-    return (url.protocol === "http:" || url.protocol === "https:") && isLoopbackHost(url.hostname);
-  } catch {
-    return false;
-  }
-}
-
-/** The Origin check of `/mcp`: loopback origins and the listed ones pass, as does a request without one. */
-export function originValidation(allowed: readonly string[]): RequestHandler {
-  return (req, res, next) => {
-    const origin = req.headers.origin;
-    if (origin === undefined || isLoopbackOrigin(origin) || allowed.includes(origin)) return next();
-    jsonRpcError(res, 403, -32000, `Forbidden: Origin ${origin} is not allowed`);
-  };
-}
-
-/** The Host check of `/mcp` for a listener bound to `host`; undefined where API keys alone guard it. */
-export function hostValidation(host: string, allowedHosts: readonly string[] | undefined): RequestHandler | undefined {
-  if (allowedHosts && allowedHosts.length > 0) return hostHeaderValidation([...allowedHosts]);
-  if (isLoopbackHost(host)) return localhostHostValidation();
-  // A non-loopback bind without a Host list: bearer keys (required there) stop DNS rebinding.
-  return undefined;
-}
-
-/** `realm` and, with OAuth, where the metadata is: the parameters every challenge of `/mcp` carries. */
-function challenge(oauth: OAuthVerifier | undefined, params: Record<string, string> = {}): Record<string, string> {
-  // RFC 6750 §3: quoted strings; a description never holds a quote or backslash of its own.
-  const quoted = (v: string) => `"${v.replace(/["\\]/g, "'")}"`;
-  const all: Record<string, string> = { realm: "chaos-core", ...(oauth ? { resource_metadata: oauth.metadataUrl } : {}), ...params };
-  return { "WWW-Authenticate": `Bearer ${Object.entries(all).map(([k, v]) => `${k}=${quoted(v)}`).join(", ")}` };
-}
-
-/** RFC 6750 §2.3 is not offered (the MCP authorization spec forbids it): a token in the URL is refused, never used. */
-function hasQueryToken(req: Request): boolean {
-  const query = req.originalUrl.indexOf("?");
-  return query >= 0 && new URLSearchParams(req.originalUrl.slice(query + 1)).has("access_token");
-}
-
-/**
- * A question to the tenant directory; a failure is `unavailable` naming it (503 with Retry-After:
- * the request is refused, fail closed), whatever the policy service answered — an older policy
- * service without the directory included.
- */
-async function askDirectory<T>(ask: () => Promise<T>): Promise<T> {
-  try {
-    return await ask();
-  } catch (err) {
-    const e = ChaosError.from(err);
-    if (e.code === "unavailable") throw e;
-    throw new ChaosError("unavailable", `the tenant directory (policy service) could not check this request's credential and tenant (${e.code}: ${e.message})`, { cause: err });
-  }
-}
-
-/** How a request that named a credential the directory refused is answered. */
-function refuse(res: Response, oauth: OAuthVerifier | undefined, refusal: CredentialRefusal): void {
-  if (refusal.kind === "key_revoked" || refusal.kind === "key_expired") {
-    return jsonRpcError(res, 401, -32001, `Unauthorized: ${refusal.message}`, challenge(oauth, { error: "invalid_token", error_description: refusal.message }));
-  }
-  // The credential is good; its tenant is not served (RFC 6750 has no word for it: 403 without a challenge).
-  jsonRpcError(res, 403, -32001, `Forbidden: ${refusal.message}`);
-}
-
-/**
- * Authenticates a `/mcp` request by its bearer credential: an API key of the file in force, an
- * operator-issued key of the tenant registry (`cc_…`, through `directory`), else (with OAuth) an
- * access token for this resource. The identity comes from the credential alone; the token goes no
- * further than this function: what the request carries on is the identity and its roles
- * ({@link authInfoOf}, whose `token` is empty). Whatever the credential, a tenant the registry
- * holds disabled or deleted is refused (403).
- *
- * `required`: whether a request without a credential is refused; when it is not (a loopback
- * bind without keys or OAuth), it runs as the local user, and an operator-issued key it does
- * present still counts (or is refused).
- */
-function authentication(
-  verifier: ApiKeyVerifier | WatchedApiKeys | undefined,
-  oauth: OAuthVerifier | undefined,
-  directory: CredentialDirectory | undefined,
-  required: boolean,
-  isLocalAgent?: (presented: string, remoteAddress: string | undefined) => boolean,
-  agentOnly = false,
-): RequestHandler {
-  const what = oauth ? (verifier || directory ? "an API key or an OAuth access token" : "an OAuth access token") : "<API key>";
-  const scope: Record<string, string> = oauth ? { scope: AGENT_SCOPE } : {};
-  return async (req, res, next) => {
-    const locals = res.locals as Locals;
-    /** Lets the request on as `identity`, unless the registry holds its tenant disabled. */
-    const admit = async (identity: Identity, extra: Pick<Locals, "keySha256" | "oauth" | "tokenExpiresAt"> = {}) => {
-      const refusal = directory ? await askDirectory(() => directory.tenantRefusal(identity.tenant)) : undefined;
-      if (refusal) return refuse(res, oauth, refusal);
-      locals.identity = identity;
-      Object.assign(locals, extra);
-      // Roles reach the tools through the SDK's per-request authInfo, never from the session.
-      if (identity !== LOCAL_IDENTITY) (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
-      next();
-    };
-    const match = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? "");
-    const key = match?.[1];
-    // Anything shaped like an operator-issued key is looked up (or refused as one), never taken
-    // for the local user: a mistyped key must not quietly act as tenant "default".
-    const issued = key !== undefined && directory !== undefined && key.startsWith(ISSUED_KEY_PREFIX);
-    // A relay of `chaos-core stdio` on this machine: the local user, as stdio serves it. A
-    // listener for relays alone takes nothing else.
-    if (key !== undefined && isLocalAgent?.(key, req.socket.remoteAddress)) return admit(LOCAL_IDENTITY);
-    if (agentOnly) {
-      return jsonRpcError(res, 401, -32001, "Unauthorized: this listener serves chaos-core stdio relays only, with the local agent's credential");
-    }
-    if (!required && !issued) return admit(LOCAL_IDENTITY);
-    if (hasQueryToken(req)) {
-      return jsonRpcError(res, 400, -32001, "Bad Request: send the access token in the Authorization header, never in the URL", challenge(oauth, { error: "invalid_request" }));
-    }
-    if (key === undefined) return jsonRpcError(res, 401, -32001, `Unauthorized: send Authorization: Bearer ${what}`, challenge(oauth, scope));
-    if (verifier) {
-      // An edit of the keys file on disk for API_KEYS_RECHECK_MS or longer counts for this request.
-      if ("refresh" in verifier) await verifier.refresh();
-      const identity = verifier.verify(key);
-      if (identity) return admit(identity, { keySha256: hashApiKey(key) });
-    }
-    if (issued) {
-      const answer = await askDirectory(() => directory.resolveKey(key));
-      if (answer.kind === "identity") return admit(answer.identity, { keySha256: `${REGISTRY_KEY_MARK}${hashApiKey(key)}` });
-      if (answer.kind === "refused") return refuse(res, oauth, answer.refusal);
-    }
-    if (!oauth) {
-      if (verifier && "unreadable" in verifier && verifier.unreadable() && !issued) {
-        // The operator's log names the file and the problem; the client learns neither.
-        const message = "Unauthorized: the server's API key list cannot be read; no key is accepted until an operator fixes it";
-        return jsonRpcError(res, 401, -32001, message, challenge(oauth));
-      }
-      return jsonRpcError(res, 401, -32001, "Unauthorized: the API key is not valid", challenge(oauth, { error: "invalid_token" }));
-    }
-    let verified: VerifiedToken;
-    try {
-      verified = await oauth.verify(key);
-    } catch (err) {
-      if (!(err instanceof BearerRefusal)) throw err;
-      if (err.error === "unavailable") return jsonRpcError(res, 503, -32000, `Service Unavailable: ${err.message}`, { "Retry-After": "5" });
-      if (err.error === "insufficient_scope") {
-        const needed = { error: "insufficient_scope", scope: err.scope ?? AGENT_SCOPE, error_description: err.message };
-        return jsonRpcError(res, 403, -32001, `Forbidden: ${err.message}`, challenge(oauth, needed));
-      }
-      const message = verifier || directory ? `Unauthorized: not a valid API key, and ${err.message}` : `Unauthorized: ${err.message}`;
-      return jsonRpcError(res, 401, -32001, message, challenge(oauth, { error: "invalid_token", error_description: err.message, ...scope }));
-    }
-    // Accepted until `exp` and the clock skew: what it holds open ends then too (credential-watch.ts).
-    return admit(verified.identity, { oauth: true, ...(verified.expiresAt !== undefined ? { tokenExpiresAt: verified.expiresAt + oauth.clockSkewSeconds } : {}) });
-  };
-}
-
-/**
- * Serves the Protected Resource Metadata (RFC 9728) at the root well-known path and at the
- * path-inserted form of the resource (`/.well-known/oauth-protected-resource/mcp`): public, so
- * any origin may read it.
- */
-function protectedResourceMetadataRoute(oauth: OAuthVerifier): RequestHandler {
-  return (_req, res) => {
-    res.set({ "Access-Control-Allow-Origin": "*", "Cache-Control": "public, max-age=300" }).json(oauth.metadata);
-  };
 }
 
 function initializeParams(body: unknown): InitializeRequest["params"] | undefined {
@@ -523,7 +276,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   );
   if (credentialWatch) {
     app.use("/mcp", (_req, res, next) => {
-      const { identity, keySha256, tokenExpiresAt } = res.locals as Locals;
+      const { identity, keySha256, tokenExpiresAt } = res.locals as McpLocals;
       const registryKey = registryKeyDigest(keySha256);
       credentialWatch.hold(res, identity, {
         registryKey,
@@ -565,7 +318,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   }
 
   const handleMcp = async (req: Request, res: Response) => {
-    const identity = (res.locals as Locals).identity;
+    const identity = (res.locals as McpLocals).identity;
     // The SDK's own classifier decides the era (docs/protocol.md §3): everything not 2025-11-25
     // (a request with the 2026-07-28 envelope, and every ladder rejection) goes to the tenant's
     // 2026-07-28 handler, which never opens a session.
@@ -595,10 +348,10 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       if (!params) return jsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required");
       const problem = headerProblem(req, false);
       if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
-      const { keySha256, oauth: byToken } = res.locals as Locals;
+      const { keySha256, oauth: byToken } = res.locals as McpLocals;
       return sessions.initialize(identity, byToken ? { oauth: true } : { ...(keySha256 ? { keySha256 } : {}) }, params, (local) => local.serve(req, res, req.body));
     }
-    const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId, (res.locals as Locals).keySha256) : undefined;
+    const local = SESSION_ID_RE.test(sessionId) ? await sessions.resolve(identity, sessionId, (res.locals as McpLocals).keySha256) : undefined;
     if (!local) return jsonRpcError(res, 404, -32001, "Session not found");
     const problem = req.method === "POST" ? headerProblem(req, true) : undefined;
     if (problem) return jsonRpcError(res, problem.status, -32000, problem.message);
@@ -621,7 +374,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
     if (err instanceof BodyRefused) return res.status(400).json(refusalResponse(err.refusal));
     if (err.type === "entity.too.large") {
       const id = idInBodyHead(res);
-      if (id !== undefined) (res.locals as Locals).requestId = id;
+      if (id !== undefined) (res.locals as McpLocals).requestId = id;
       // The rest of the body is not read: the connection cannot carry another request after it.
       return jsonRpcError(res, 413, -32000, payloadTooLargeMessage(maxBodyBytes), { Connection: "close" });
     }

@@ -8,7 +8,7 @@ import { createRedisSessionStore } from "../sessions/redis-store.js";
 import { initializeBody, listTools, MCP_HEADERS, openSession, PROTOCOL_VERSION, readJsonRpc, rpc } from "../test-support/http.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
 import { startHttpTransport, type RunningHttpTransport } from "./http.js";
-import { wireId } from "./legacy-relay.js";
+import { wireId } from "../events/legacy-relay.js";
 
 // Two edge replicas on a private redis-server that the tests kill and start again (never the
 // shared one), each with its own client as separate processes would have.

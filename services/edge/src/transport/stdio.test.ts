@@ -10,7 +10,7 @@ import { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v
 import { createCredentialDirectory, type CredentialDirectory } from "../auth/directory.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 import { runStdioTransport } from "./stdio.js";
 
 let services: TestServices;

@@ -6,7 +6,8 @@ import { serveStdio, StdioServerTransport } from "@modelcontextprotocol/server/s
 import { ChaosError } from "@chaos-core/kit";
 import type { CredentialDirectory } from "../auth/directory.js";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
-import type { EdgeDeps, EdgeSession, ModernScope } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import type { EdgeSession, ModernScope } from "../sessions/server-scope.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { defineTool, type ToolContext, type ToolDefinition } from "../define.js";
-import { ledgerCall, ledgerOf, seqNumber } from "../governance/ledger-access.js";
+import { defineTool, type ToolContext, type ToolDefinition } from "../../definitions/tool.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../../definitions/ledger-access.js";
 import { jsonObjectOutput, receiptInput } from "../governance/shapes.js";
 import { spendApprovalNextStep } from "../governance/spend-approval-channels.js";
 import { REFERENCE_TOOL_SPECS, type ReferenceToolName } from "./arguments.js";

@@ -1,10 +1,11 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { SpendRequest } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import { defineTool, type ToolContext } from "../define.js";
-import { decidedBy, gateOutput, toGateOutput, type GateOutput } from "./gate-result.js";
+import { defineTool, type ToolContext } from "../../definitions/tool.js";
+import { gateOutput, toGateOutput, type GateOutput } from "./gate-result.js";
+import { decidedBy } from "../../approvals/view.js";
 import { askHuman, type HumanQuestion } from "./human-approval.js";
-import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../../definitions/ledger-access.js";
 import { jsonObjectOutput, requestSeq, ttlSeconds } from "./shapes.js";
 import { APPROVAL_CHANNEL_NAMES, approvalChannelOptions, approveSpendCall, wayLines, whyClientNotAsked, type ApprovalChannelName } from "../../approvals/channels.js";
 import { channelPlace } from "../approval.js";

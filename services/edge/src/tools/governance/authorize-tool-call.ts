@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
-import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { defineTool } from "../../definitions/tool.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../../definitions/ledger-access.js";
 import { receiptInput, toolCallInput, toProtoCall } from "./shapes.js";
 
 /** What to do after a denial, for the codes an agent can act on. */

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { canonicalJson, ChaosError, contentHash, parseChpJson, scanJsonText } from "@chaos-core/kit";
 import { MAX_JSON_DEPTH } from "../../config.js";
-import { defineTool } from "../define.js";
+import { defineTool } from "../../definitions/tool.js";
 
 /** Largest input hashed, as text or as canonical JSON. */
 const MAX_CHP_BYTES = 256 * 1024;

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
-import { ledgerCall, ledgerOf } from "./ledger-access.js";
+import { defineTool } from "../../definitions/tool.js";
+import { ledgerCall, ledgerOf } from "../../definitions/ledger-access.js";
 import { jsonObjectOutput } from "./shapes.js";
 
 /** `chp_version`: what a verifier needs to know about this server's protocol. */

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
+import { defineTool } from "../../definitions/tool.js";
 import { gateNextStep, gateOutput, toGateOutput } from "./gate-result.js";
-import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../../definitions/ledger-access.js";
 import { approvalChannelsOutput, spendApprovalChannels } from "./spend-approval-channels.js";
 
 /** A float in CHP terms: 100 and 100.0 are the same gate number (said once, on the policy). */

@@ -2,8 +2,8 @@ import { z } from "zod";
 import { approvalChannelOptions, wayLines } from "../../approvals/channels.js";
 import { evaluateChannels } from "../../approvals/policy-channels.js";
 import { channelPlace } from "../approval.js";
-import { defineTool } from "../define.js";
-import { ledgerCall, ledgerOf, oneOf, seqNumber } from "./ledger-access.js";
+import { defineTool } from "../../definitions/tool.js";
+import { ledgerCall, ledgerOf, oneOf, seqNumber } from "../../definitions/ledger-access.js";
 import { approvalChannelsOutput } from "./spend-approval-channels.js";
 import { toolCallInput, toProtoCall } from "./shapes.js";
 

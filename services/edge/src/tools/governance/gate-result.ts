@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { ChaosError } from "@chaos-core/kit";
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { ToolContext } from "../define.js";
+import type { ToolContext } from "../../definitions/tool.js";
+import { decidedBy } from "../../approvals/view.js";
 import { jsonObjectOutput } from "./shapes.js";
 import { spendApprovalNextStep } from "./spend-approval-channels.js";
 
@@ -49,16 +50,6 @@ export function toGateOutput(res: { result?: JsonObject; state: string; contentH
     ledger_seq: ledgerSeq,
     result: res.result ?? {},
   };
-}
-
-/**
- * The ledger's words for what decided a gate result (`message`: the caps a BLOCKED decision broke,
- * or the threshold that holds it for a person, with their values and the policy), or undefined.
- * CHP's `reason` is shown as it is beside them: it is normative, and hashed.
- */
-export function decidedBy(result: Readonly<Record<string, unknown>> | undefined): string | undefined {
-  const message = result?.["message"];
-  return typeof message === "string" && message !== "" ? message : undefined;
 }
 
 /** `Held for a person: <the threshold it reached>.` and a new line, or nothing without the ledger's words. */

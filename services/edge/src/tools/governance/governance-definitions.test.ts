@@ -2,10 +2,10 @@ import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { EdgeDeps } from "../../deps.js";
+import type { EdgeDeps } from "../../deps/edge-deps.js";
 import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../../test-support/in-memory.js";
 import { startTestServices, type TestServices } from "../../test-support/services.js";
-import type { ToolDefinition } from "../define.js";
+import type { ToolDefinition } from "../../definitions/tool.js";
 import { TOOL_DEFINITIONS, TOOLSETS } from "../index.js";
 import { ok, refused } from "../../test-support/results.js";
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import { hashApiKey } from "../../auth/api-keys.js";
-import type { EdgeDeps } from "../../deps.js";
+import type { EdgeDeps } from "../../deps/edge-deps.js";
 import { httpClient } from "../../test-support/http.js";
 import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../../test-support/in-memory.js";
 import { createRecordingLedger, type RecordingLedger } from "../../test-support/recording-ledger.js";

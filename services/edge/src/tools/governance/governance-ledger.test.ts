@@ -4,7 +4,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ElicitRequestSchema, type CallToolResult, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import { verifyConsistency, verifyInclusion } from "@chaos-core/ledger";
 import { hashApiKey } from "../../auth/api-keys.js";
-import type { EdgeDeps } from "../../deps.js";
+import type { EdgeDeps } from "../../deps/edge-deps.js";
 import { httpClient } from "../../test-support/http.js";
 import { connectInMemory, uniqueTenant, withEveryToolset, type Connected } from "../../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../../test-support/ledger.js";

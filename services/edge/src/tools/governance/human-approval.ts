@@ -3,8 +3,8 @@ import type { ElicitResult } from "@modelcontextprotocol/server";
 import type { Entry } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { fitsForm, renderText, tooLongForForm } from "../../approvals/render-text.js";
 import { ledgerEntryView } from "../../approvals/view.js";
-import { isInputRequired, type ToolContext } from "../define.js";
-import { ledgerCall, ledgerOf } from "./ledger-access.js";
+import { isInputRequired, type ToolContext } from "../../definitions/tool.js";
+import { ledgerCall, ledgerOf } from "../../definitions/ledger-access.js";
 
 /** How a person's answer reached the ledger (`approved_via` in the ledger contract). */
 export type ApprovedVia = "approver_role" | "elicitation";

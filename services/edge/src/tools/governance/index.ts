@@ -1,4 +1,4 @@
-import type { ToolDefinition } from "../define.js";
+import type { ToolDefinition } from "../../definitions/tool.js";
 import { approveSpendTool } from "./approve-spend.js";
 import { authorizeToolCallTool } from "./authorize-tool-call.js";
 import { chpContentHashTool } from "./chp-content-hash.js";

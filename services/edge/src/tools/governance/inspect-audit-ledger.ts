@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
-import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { defineTool } from "../../definitions/tool.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../../definitions/ledger-access.js";
 import { entryOutput, requestSeq, toEntryOutput } from "./shapes.js";
 
 const DEFAULT_LIMIT = 20;

@@ -6,11 +6,11 @@ import { evaluateChannels, type PolicyChannels } from "../../approvals/policy-ch
 import { renderText } from "../../approvals/render-text.js";
 import { toolCallView } from "../../approvals/view.js";
 import { channelPlace } from "../approval.js";
-import { defineTool, type ToolContext } from "../define.js";
+import { defineTool, type ToolContext } from "../../definitions/tool.js";
 import { humanOutput } from "./approve-spend.js";
 import { issueReceiptCall } from "./evaluate-tool-approval.js";
 import { askHuman, describeEntry, readEntry, recordDecline, type HumanQuestion } from "./human-approval.js";
-import { ledgerCall, ledgerOf, seqNumber } from "./ledger-access.js";
+import { ledgerCall, ledgerOf, seqNumber } from "../../definitions/ledger-access.js";
 import { jsonObjectOutput, requestSeq, toolCallInput, toProtoCall, ttlSeconds } from "./shapes.js";
 
 /**

@@ -1,8 +1,9 @@
 import { z } from "zod";
-import { defineTool } from "../define.js";
+import { defineTool } from "../../definitions/tool.js";
 import { REFERENCE_TOOL_NAMES, REFERENCE_TOOL_SPECS, referenceArgs } from "../finance/arguments.js";
-import { decidedBy, heldBecause } from "./gate-result.js";
-import { ledgerCall, ledgerOf, oneOf, seqNumber } from "./ledger-access.js";
+import { heldBecause } from "./gate-result.js";
+import { decidedBy } from "../../approvals/view.js";
+import { ledgerCall, ledgerOf, oneOf, seqNumber } from "../../definitions/ledger-access.js";
 import { approvalChannelsOutput, spendApprovalChannels, spendApprovalNextStep } from "./spend-approval-channels.js";
 import { boundedJsonObject, jsonObjectOutput, MAX_ARGUMENTS_BYTES, ttlSeconds } from "./shapes.js";
 

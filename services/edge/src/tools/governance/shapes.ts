@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import type { Entry, ToolCallSchema } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import { seqNumber } from "./ledger-access.js";
+import { seqNumber } from "../../definitions/ledger-access.js";
 
 /** Largest arguments object a governed call may carry (canonical hashing reads all of it). */
 export const MAX_ARGUMENTS_BYTES = 64 * 1024;

@@ -8,7 +8,7 @@ import {
   type ChannelPlace,
 } from "../../approvals/channels.js";
 import { channelPlace } from "../approval.js";
-import type { ToolContext } from "../define.js";
+import type { ToolContext } from "../../definitions/tool.js";
 
 /** `approval_channels` in a tool's output: the same shape as a step approval's channel list. */
 export const approvalChannelsOutput = z.array(approvalChannelOutput).describe("Every way a person can approve it here; none of them is you");

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { CallContext } from "@chaos-core/kit";
 import type { GetPromptResult } from "@modelcontextprotocol/server";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 
 /** What a prompt may use while it is rendered; like a tool, it holds no session state. */
 export interface PromptContext {

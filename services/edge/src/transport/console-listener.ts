@@ -2,12 +2,13 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express from "express";
 import { localhostHostValidation } from "@modelcontextprotocol/express";
-import type { EdgeDeps } from "../deps.js";
-import { originValidation } from "../transport/http.js";
-import { consoleSigningKey } from "./csrf.js";
-import { CONSOLE_PATH } from "./links.js";
-import { createConsoleRouter, type ConsoleKeys, type ConsoleServeOptions } from "./router.js";
-import { createMemoryConsoleSessionStore } from "./sessions.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
+import { originValidation } from "./host-and-origin.js";
+import { consoleSigningKey } from "../console/csrf.js";
+import { CONSOLE_PATH } from "../deps/console-links.js";
+import { createConsoleRouter } from "../console/router.js";
+import type { ConsoleKeys, ConsoleServeOptions } from "../console/options.js";
+import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 
 /** Where the console listener listens, and what it serves with. */
 export interface ConsoleListenerOptions extends ConsoleServeOptions {

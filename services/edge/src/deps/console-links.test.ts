@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "./edge-deps.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import { connectInMemory, uniqueTenant, type Connected } from "../test-support/in-memory.js";
 import { startTestLedger, type TestLedger } from "../test-support/ledger.js";
 import { startTestServices, type TestServices } from "../test-support/services.js";
-import { consoleLink, spendPath, stepPath } from "./links.js";
+import { consoleLink, spendPath, stepPath } from "./console-links.js";
 
 // Every approval_required / HITL answer lists the console when it is served (docs/approvals.md
 // §4, "Every answer lists every channel"), with a link built as §2 "Links" says.

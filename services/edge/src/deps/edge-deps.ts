@@ -1,28 +1,11 @@
-import type { RateLimiter } from "./limits/limiter.js";
-import type { EdgeAttestation } from "./contracts/attestation.js";
-import type { Logger, ServiceClient } from "@chaos-core/kit";
-import type { LoggingLevel } from "@modelcontextprotocol/server";
-import type { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
-import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
-import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
-import type { OperatorAccess } from "./approvals/channels.js";
-import type { ConsoleLinks } from "./console/links.js";
-import type { EdgeEvents } from "./events/feeds.js";
-import type { MrtrKeyring } from "./mrtr/keyring.js";
-import type { SessionStore } from "./sessions/session-store.js";
-
-/** The typed policy client, whatever transport (gRPC or in-process) is under it. */
-export type PolicyClient = ServiceClient<typeof PolicyService>;
-/** The typed memory client, whatever transport (gRPC or in-process) is under it. */
-export type MemoryClient = ServiceClient<typeof MemoryService>;
-/** The typed cognition client, whatever transport (gRPC or in-process) is under it. */
-export type CognitionClient = ServiceClient<typeof CognitionService>;
-/** The typed ledger client, whatever transport (gRPC or in-process) is under it. */
-export type LedgerClient = ServiceClient<typeof LedgerService>;
-/** The typed council client, whatever transport (gRPC or in-process) is under it. */
-export type CouncilClient = ServiceClient<typeof CouncilService>;
+import type { RateLimiter } from "../limits/limiter.js";
+import type { ContractHistory, ContractSet } from "@chaos-core/contracts";
+import type { Logger } from "@chaos-core/kit";
+import type { CognitionClient, CouncilClient, LedgerClient, MemoryClient, PolicyClient } from "../clients/service-clients.js";
+import type { ConsoleLinks } from "./console-links.js";
+import type { EdgeEvents } from "../events/feeds.js";
+import type { MrtrKeyring } from "../mrtr/keyring.js";
+import type { SessionStore } from "../sessions/session-store.js";
 
 /**
  * Everything the edge needs from outside, chosen at composition time: the edge alone wires
@@ -101,34 +84,30 @@ export interface EdgeDeps {
   readonly limiter?: RateLimiter;
 }
 
-/** One MCP session as the server factory sees it: who it belongs to, and its id. */
-export interface EdgeSession {
-  readonly id: string;
-  readonly tenant: string;
-  readonly principal: string;
+// The two records below are carried by EdgeDeps but made and read above it (OperatorAccess by the
+// approval channels, approvals/channels.ts; EdgeAttestation by the start-time check,
+// contracts/attestation.ts): declared here, below both, so the record imports neither.
+
+/** The standalone operator's command line, when this edge runs inside `chaos-core serve` or `stdio`. */
+export interface OperatorAccess {
   /**
-   * The client's logging level as the session store last said it here: the record the HTTP
-   * transport's touch read when it resolved the current request, or the level this replica just
-   * stored. Absent: not known here — read the store. Saves the tools a second read of the record
-   * per call.
+   * The data directory the running server uses, when it is not the default one `chaos-core
+   * approvals` finds by itself: the command then names it with `--data-dir`.
    */
-  levelSeen?: { readonly logLevel: LoggingLevel | undefined };
+  readonly dataDir?: string;
 }
 
-/**
- * Who a 2026-07-28 (stateless) request's server serves: the credential's tenant and principal,
- * no session (docs/protocol.md §5). Each request mints its own `requestRef` for the call context.
- */
-export interface ModernScope {
-  readonly era: "modern";
-  readonly tenant: string;
-  readonly principal: string;
-}
-
-/** What a server is built for: one 2025-11-25 session, or one 2026-07-28 request. */
-export type ServerScope = EdgeSession | ModernScope;
-
-/** Whether `scope` is a 2026-07-28 request's (no session). */
-export function isModernScope(scope: ServerScope): scope is ModernScope {
-  return "era" in scope && scope.era === "modern";
+/** What the edge may tell clients about the surface it serves (docs/contracts.md §7). */
+export interface EdgeAttestation {
+  /** True only when the signed note verified with a configured public key. */
+  readonly attested: boolean;
+  readonly serverDigest: string;
+  /** The configured keys whose signatures verified. */
+  readonly keyNames: readonly string[];
+  /** The signed note as shipped, to expose to clients; absent when none was given. */
+  readonly note?: string;
+  /** The pinned contracts (the parsed lock), for the run-time guard (`contracts/guard.ts`); never shown to clients. */
+  readonly lock: ContractSet;
+  /** Tool contracts earlier locks pinned, by digest (`chaoscore.lock.history`), to explain a client's older pin; never shown whole. */
+  readonly history: ContractHistory;
 }

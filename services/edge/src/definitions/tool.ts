@@ -2,7 +2,7 @@ import type { z } from "zod";
 import type { CallContext, ToolsetName } from "@chaos-core/kit";
 import type { ElicitRequestFormParams, ElicitResult, LoggingLevel, ToolAnnotations } from "@modelcontextprotocol/server";
 import type { Role } from "../auth/identity.js";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 
 /** Groups of tools that can be enabled together (DESIGN: "The MCP surface"; kit's `TOOLSET_NAMES`). */
 export type Toolset = ToolsetName;

@@ -1,6 +1,6 @@
 import { ChaosError, type CallOptions } from "@chaos-core/kit";
-import type { LedgerClient } from "../../deps.js";
-import type { ToolContext } from "../define.js";
+import type { LedgerClient } from "../clients/service-clients.js";
+import type { ToolContext } from "./tool.js";
 
 /**
  * The ledger client of this call. Without one the tool fails closed: a governance answer that

@@ -1,6 +1,6 @@
 import type { CacheHint } from "@modelcontextprotocol/server";
 import type { CallContext } from "@chaos-core/kit";
-import type { EdgeDeps } from "../deps.js";
+import type { EdgeDeps } from "../deps/edge-deps.js";
 
 /** What a resource may use while it is read, listed or completed; like a tool, it holds no session state. */
 export interface ResourceContext {
