@@ -147,7 +147,7 @@ describe("chaos-core stdio while chaos-core serve runs on the same data director
     const client = new V2Client({ name: "chaos-core-e2e", version: "0.0.0" }, { versionNegotiation: { mode: "auto" } });
     await client.connect(transport);
     clients.push(client);
-    expect(client.getNegotiatedProtocolVersion?.() ?? "2026-07-28").toBe("2026-07-28");
+    expect(client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
     const read = await client.callTool({ name: "chaoscore_recall", arguments: { key: "relayed" } });
     expect((read.structuredContent as { items: Array<{ value: unknown }> }).items[0]?.value).toBe("through serve");
   });

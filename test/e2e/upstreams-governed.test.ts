@@ -3,6 +3,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { Client as V2Client } from "@modelcontextprotocol/client";
+import { StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
@@ -133,4 +135,48 @@ describe("an upstream tool, governed like every capability", () => {
     expect(echo).toMatchObject({ status: "executed" });
     expect(echo!.output!.content[0]!.text).toContain("governed");
   });
+
+  it("lists each pinned upstream tool as an MCP tool with its pinned schema and annotations, over both revisions", async () => {
+    const c = await connect();
+    const { tools } = await c.listTools();
+    const read = tools.find((t) => t.name === "files__read_text_file");
+    expect(read).toBeDefined();
+    expect(read!.inputSchema).toMatchObject({ type: "object", properties: { path: { type: "string" } }, required: ["path"] });
+    expect(read!.annotations).toMatchObject({ readOnlyHint: true });
+    expect(read!.outputSchema).toBeUndefined();
+    expect(tools.find((t) => t.name === "files__write_file")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(["everything__echo", "everything__get_env", "chaoscore_execute"]));
+
+    const modern = new V2Client({ name: "chaos-core-e2e", version: "0.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await modern.connect(new V2Http(new URL(serve.url)));
+    try {
+      expect((await modern.listTools()).tools.map((t) => t.name).sort()).toEqual(tools.map((t) => t.name).sort());
+      const echoed = await modern.callTool({ name: "everything__echo", arguments: { message: "over 2026-07-28" } });
+      expect(JSON.stringify(echoed.content)).toContain("over 2026-07-28");
+    } finally {
+      await modern.close();
+    }
+  });
+
+  it("answers a direct call with the upstream's content as sent, and holds a destructive one for a person as chaoscore_execute does", async () => {
+    const c = await connect();
+    const read = (await c.callTool({ name: "files__read_text_file", arguments: { path: join(share, "notes.txt") } })) as CallToolResult;
+    expect(read.isError).toBeFalsy();
+    expect(read.content).toEqual([{ type: "text", text: "the deploy window is friday\n" }]);
+    expect(read.structuredContent).toEqual({ content: "the deploy window is friday\n" });
+
+    const target = join(share, "direct.txt");
+    const held = (await c.callTool({ name: "files__write_file", arguments: { path: target, content: "tuesday" } })) as CallToolResult;
+    expect(held.isError).toBe(true);
+    const error = (held.structuredContent as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe("approval_required");
+    expect(error.message).toMatch(/files\.write_file needs a human approval under policy/);
+    expect(error.message).toMatch(/chaos-core approvals approve [0-9a-f-]{36}/);
+    expect(existsSync(target)).toBe(false);
+
+    const bad = (await c.callTool({ name: "files__read_text_file", arguments: { path: 7 } })) as CallToolResult;
+    expect(bad.isError).toBe(true);
+    expect((bad.structuredContent as { error: { code: string; message: string } }).error.message).toContain("input.path: must be string");
+  });
 });
+

@@ -18,6 +18,7 @@ const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { TenantDirectoryService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js");
 const { createCredentialDirectory } = await import("./auth/directory.js");
+const { createUpstreamCatalog } = await import("./clients/upstream-catalog.js");
 const { createRedisTenantGenerations } = await import("@chaos-core/kit");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadEdgeAloneConfig } = await import("./config.js");
@@ -75,11 +76,17 @@ try {
     ...(redis ? { generations: createRedisTenantGenerations(redis, { prefix: "chaoscore:" }) } : {}),
     logger,
   });
+  // The upstream tools cognition serves (docs/federation.md §6), read now; a cognition that does
+  // not answer yet leaves the list empty until the next read, every minute.
+  const upstreams = createUpstreamCatalog(cognition.client, logger);
+  await upstreams.refresh().catch(() => {});
+  const upstreamRefresh = setInterval(() => void upstreams.refresh().catch(() => {}), 60_000).unref();
   const http = await startHttpTransport(
     {
       policy: policy.client,
       memory: memory.client,
       cognition: cognition.client,
+      upstreams,
       council: council.client,
       ...(ledger ? { ledger: ledger.client } : {}),
       sessions,
@@ -129,6 +136,7 @@ try {
   );
 
   onShutdown(logger, async (graceMs) => {
+    clearInterval(upstreamRefresh);
     await http.close(graceMs);
     await events?.close();
     policy.close();

@@ -63,6 +63,7 @@ import {
 } from "@chaos-core/cognition";
 import {
   createCredentialDirectory,
+  createUpstreamCatalog,
   createMemorySessionStore,
   createMemoryRateLimiter,
   createRedisEdgeEvents,
@@ -380,6 +381,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       admin = started;
     }
 
+    // The upstream tools cognition serves, as the edge lists them (docs/federation.md §6).
+    const upstreamCatalog = createUpstreamCatalog(cognition, logger.child({ service: "edge" }));
+    await upstreamCatalog.refresh();
+
     return {
       ...(admin ? { admin } : {}),
       tenants,
@@ -388,6 +393,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         policy,
         memory,
         cognition,
+        upstreams: upstreamCatalog,
         council,
         ledger,
         sessions,

@@ -13,7 +13,7 @@ import { startRuntime, type StartingRuntime } from "./startup.js";
 const dirs: string[] = [];
 
 /** What a tenant whose operator chose no toolsets is listed (finance-reference is opt-in). */
-const DEFAULT_TOOL_NAMES = TOOL_DEFINITIONS.filter((t) => DEFAULT_TOOLSETS.includes(t.toolset)).map((t) => t.name).sort();
+const DEFAULT_TOOL_NAMES = TOOL_DEFINITIONS.filter((t) => (DEFAULT_TOOLSETS as readonly string[]).includes(t.toolset)).map((t) => t.name).sort();
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });

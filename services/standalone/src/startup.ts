@@ -176,7 +176,12 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
     return deps.ledger;
   });
   const ledgerClient = createDeferredClient(LedgerService, ledger);
+  // The upstream tools are listed once the runtime has read them; none before (stdio answers
+  // tools/list before its stores open).
+  let started: EdgeDeps | undefined;
+  services.then((d) => void (started = d), () => {});
   const deps: EdgeDeps = {
+    upstreams: { capabilities: () => started?.upstreams?.capabilities() ?? [], refresh: async () => (await services).upstreams?.refresh() },
     policy: createDeferredClient(PolicyService, services.then((d) => d.policy)),
     memory: createDeferredClient(MemoryService, services.then((d) => d.memory)),
     cognition: createDeferredClient(CognitionService, services.then((d) => d.cognition)),

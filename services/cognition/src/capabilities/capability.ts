@@ -40,6 +40,20 @@ export function mayRecordInOneEntry(capability: Pick<Capability, "annotations" |
   return capability.upstream === undefined && hasNoSideEffect(capability.annotations);
 }
 
+/** Which tool of which upstream MCP server a capability is, and how the edge serves it. */
+export interface UpstreamToolRef {
+  /** The upstream's name (the capability's prefix). */
+  readonly name: string;
+  /** The tool's name as the upstream lists it. */
+  readonly tool: string;
+  /** The MCP tool the edge lists: `<upstream>__<tool>`. */
+  readonly mcpName: string;
+  /** The upstream's title for it; empty when it gave none. */
+  readonly title: string;
+  /** The pinned input schema, as the upstream published it (what clients see in `tools/list`). */
+  readonly inputSchema: Record<string, unknown>;
+}
+
 /** Facts of one call that policy rules look at, derived from the validated input. */
 export interface CapabilityFacts {
   /** The host an outbound HTTP call will reach first. */
@@ -90,7 +104,7 @@ export interface Capability<I extends z.ZodType = z.ZodType, O extends z.ZodType
    * tools. It is held to its pin in upstreams.lock, not chaoscore.lock, its result's hash goes into
    * the outcome entry, and it never takes the single-entry read path.
    */
-  readonly upstream?: { readonly name: string; readonly tool: string };
+  readonly upstream?: UpstreamToolRef;
   /** Facts policy needs before the handler may run (e.g. the target host). */
   facts?(input: z.output<I>): CapabilityFacts;
   /**

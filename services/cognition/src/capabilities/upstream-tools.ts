@@ -71,7 +71,7 @@ export function upstreamCapabilities(
         inputSchema: zodFromJsonSchema(surface.inputSchema as Record<string, unknown>),
         outputSchema: resultSchema(decl.name, names.tool, behavior.outputSchema as Record<string, unknown>),
         annotations: { readOnlyHint: behavior.readOnly, destructiveHint: behavior.destructive, idempotentHint: behavior.idempotent, openWorldHint: behavior.openWorld },
-        upstream: { name: decl.name, tool: names.tool },
+        upstream: { name: decl.name, tool: names.tool, mcpName: names.mcpName, title: surface.title, inputSchema: surface.inputSchema as Record<string, unknown> },
         handler: async (input, ctx) => (await pool.call(decl, ctx.call.tenant, names.tool, input, ctx.signal)) as UpstreamResult,
       };
       capabilities.push(capability as unknown as Capability);

@@ -151,7 +151,9 @@ export function traceToProto(trace: CognitiveTrace): MessageInitShape<typeof Tra
 
 /** A capability for ListCapabilities: its input as JSON Schema (what a caller may send), never its handler. */
 export function capabilityToProto(capability: Capability): MessageInitShape<typeof CapabilitySchema> {
-  const schema = z.toJSONSchema(capability.inputSchema, { io: "input", unrepresentable: "any" });
+  const { upstream } = capability;
+  // An upstream tool's schema is the one it published and the pin holds, not a rendering of its check.
+  const schema = upstream ? upstream.inputSchema : z.toJSONSchema(capability.inputSchema, { io: "input", unrepresentable: "any" });
   return {
     name: capability.name,
     description: capability.description,
@@ -165,6 +167,7 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
     },
     internal: capability.internal === true,
     implies: [...(capability.implies ?? [])],
+    ...(upstream ? { upstream: { upstream: upstream.name, tool: upstream.tool, mcpName: upstream.mcpName, title: upstream.title } } : {}),
   };
 }
 

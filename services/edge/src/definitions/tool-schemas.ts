@@ -61,6 +61,24 @@ export function publishedArguments(input: z.ZodObject): StandardSchemaWithJSON {
   return published;
 }
 
+const publishedUpstream = new WeakMap<Record<string, unknown>, StandardSchemaWithJSON>();
+
+/**
+ * What an upstream tool's `inputSchema` is registered as (docs/federation.md §6): the JSON Schema
+ * it published and its pin holds, as it is, and a validation that accepts anything, because
+ * cognition's executor checks the arguments against that schema (Ajv, the dialect it declares).
+ */
+export function publishedUpstreamArguments(schema: Record<string, unknown>): StandardSchemaWithJSON {
+  let published = publishedUpstream.get(schema);
+  if (!published) {
+    published = {
+      "~standard": { version: 1, vendor: "chaos-core", validate: (value: unknown) => ({ value }), jsonSchema: { input: () => schema, output: () => schema } },
+    };
+    publishedUpstream.set(schema, published);
+  }
+  return published;
+}
+
 const resultSchemas = new WeakMap<z.ZodObject, () => Record<string, unknown>>();
 
 /**

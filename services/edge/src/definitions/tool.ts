@@ -172,12 +172,21 @@ export type ToolHints = Required<
  */
 export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z.ZodObject = z.ZodObject> {
   readonly name: string;
-  readonly toolset: Toolset;
+  /** Its toolset; an upstream's tool has none (exposure decides who is offered it). */
+  readonly toolset: Toolset | "upstream";
   readonly title: string;
   readonly description: string;
   readonly input: I;
   readonly output: O;
   readonly annotations: ToolHints;
+  /**
+   * Set on a tool of an upstream MCP server (docs/federation.md §6): listed with the upstream's
+   * pinned input schema and no output schema; its arguments are checked by cognition against that
+   * schema (Ajv, in the dialect it declares), not by `input`; `run` returns the upstream's result
+   * (content, structured content, `isError`), sent as it is. Held to upstreams.lock, never to
+   * chaoscore.lock, and offered by exposure, not by toolsets.
+   */
+  readonly upstream?: { readonly capability: string; readonly inputSchema: Record<string, unknown> };
   run(args: z.output<I>, ctx: ToolContext): Promise<z.input<O>>;
 }
 

@@ -1,3 +1,4 @@
+import type { UpstreamCatalog } from "../clients/upstream-catalog.js";
 import type { RateLimiter } from "../limits/limiter.js";
 import type { ContractHistory, ContractSet } from "@chaos-core/contracts";
 import type { Logger } from "@chaos-core/kit";
@@ -15,6 +16,11 @@ export interface EdgeDeps {
   readonly policy: PolicyClient;
   readonly memory: MemoryClient;
   readonly cognition: CognitionClient;
+  /**
+   * The tools of upstream MCP servers cognition serves (docs/federation.md §6): listed as MCP
+   * tools beside the edge's own and run as one executor step each. Unset: none.
+   */
+  readonly upstreams?: UpstreamCatalog;
   /**
    * The audit ledger, receipts and spend gate. Optional while the processes that compose the
    * edge are being wired to it: without it the governance and finance-reference tools fail

@@ -8,6 +8,7 @@ import type { PromptDefinition } from "../definitions/prompt.js";
 import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../definitions/tool.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
+import { upstreamToolDefinition } from "../tools/upstream-tools.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import type { ResourceDefinition } from "../definitions/resource.js";
 import { registerPrompts } from "./register-prompts.js";
@@ -70,6 +71,8 @@ function stampContractsMeta(server: McpServer, attestation: EdgeAttestation): vo
  */
 function toolsetRefusal(deps: EdgeDeps, tenant: string): (tool: ToolDefinition) => string | undefined {
   return (tool) => {
+    // An upstream's tool is offered by exposure, not by a toolset.
+    if (tool.upstream) return undefined;
     const toolsets = servedToolsets(deps.enabledToolsets?.(tenant));
     if (toolsets.includes(tool.toolset)) return undefined;
     return `${tool.name} belongs to the ${tool.toolset} toolset, which the operator has not enabled for tenant "${tenant}" (enabled: ${toolsets.join(", ")})`;
@@ -173,10 +176,13 @@ class ChaosCoreMcpServer extends McpServer {
  * per MCP session, and the HTTP transport's 2026-07-28 handler once per request.
  */
 export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
-  const tools = options.tools ?? TOOL_DEFINITIONS;
-  // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock.
+  // The edge's own tools, then the upstream tools cognition serves (docs/federation.md §6).
+  const upstreamTools = options.tools ? [] : (deps.upstreams?.capabilities() ?? []).map(upstreamToolDefinition);
+  const tools = [...(options.tools ?? TOOL_DEFINITIONS), ...upstreamTools];
+  // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock; an
+  // upstream's tool is held to its own pin instead.
   const guard = deps.contracts ? guardFor(deps.contracts) : undefined;
-  const drift = guard ? (tool: ToolDefinition) => guard.toolDrift(tool) : undefined;
+  const drift = guard ? (tool: ToolDefinition) => (tool.upstream ? undefined : guard.toolDrift(tool)) : undefined;
   const unserved = toolsetRefusal(deps, scope.tenant);
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const resources = options.resources ?? RESOURCE_DEFINITIONS;

@@ -11,7 +11,7 @@ import { isModernScope, type EdgeSession, type ModernScope, type ServerScope } f
 import { InputRequiredSignal, isInputRequired, type ClientElicitation, type HumanAsk, type ModernRequest, type ResumedRound, type ToolContext, type ToolDefinition } from "../definitions/tool.js";
 import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.js";
 import { logAtMcpLevel, reachesClient } from "./logging.js";
-import { publishedArguments, publishedResult, withErrorAlternative } from "../definitions/tool-schemas.js";
+import { publishedArguments, publishedResult, publishedUpstreamArguments, withErrorAlternative } from "../definitions/tool-schemas.js";
 import { checkToolArguments, type ArgumentScreen } from "./tool-arguments.js";
 import { mintRequestRef } from "./scope.js";
 
@@ -191,15 +191,19 @@ export function registerTools(
       ...(modernScope ? {} : { session: (scope as EdgeSession).id }),
       tool: tool.name,
     });
-    const contractDigest = guard?.pinnedDigest(tool.name);
+    // An upstream's tool is held to upstreams.lock (docs/federation.md §4), never to chaoscore.lock.
+    const toolGuard = tool.upstream ? undefined : guard;
+    const contractDigest = toolGuard?.pinnedDigest(tool.name);
     const registered = server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
         // Published strict; checked below, in the handler (the SDK's own check accepts anything).
-        inputSchema: publishedArguments(tool.input),
-        outputSchema: publishedResult(withErrorAlternative(tool.output)),
+        // An upstream's tool: the schema it published and its pin holds; its content has no output schema.
+        ...(tool.upstream
+          ? { inputSchema: publishedUpstreamArguments(tool.upstream.inputSchema) }
+          : { inputSchema: publishedArguments(tool.input), outputSchema: publishedResult(withErrorAlternative(tool.output)) }),
         // The title once, at the top: annotations.title would only repeat it (MCP reads `title` first).
         annotations: { ...tool.annotations },
         // The digest a client pins and may send back with its calls (docs/contracts.md §9).
@@ -250,6 +254,8 @@ export function registerTools(
             try {
               const out = (await tool.run(args as never, ctx)) as Record<string, unknown>;
               callLog.info({ outcome, ms: Math.round(performance.now() - started), ...(resumed ? { resumed: true } : {}) }, "tool call");
+              // An upstream's answer goes back as the upstream sent it.
+              if (tool.upstream) return out as CallToolResult;
               return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
             } catch (thrown) {
               let err = thrown;
@@ -283,6 +289,6 @@ export function registerTools(
     // left out of the listing from then on (the check is cached per definition object); its
     // calls are refused with contract_drift before the SDK dispatches them (tool-arguments.ts).
     // The tenant's enabled toolsets (docs/tenants.md) are read the same way, at each listing.
-    if (guard || unserved) servedWhile(registered, () => guard?.toolDrift(tool) === undefined && unserved?.(tool) === undefined);
+    if (toolGuard || unserved) servedWhile(registered, () => toolGuard?.toolDrift(tool) === undefined && unserved?.(tool) === undefined);
   }
 }

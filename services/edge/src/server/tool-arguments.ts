@@ -119,6 +119,8 @@ export function checkToolArguments(
   structural: readonly string[] | undefined,
 ): { readonly args: Record<string, unknown> } | { readonly refusal: CallToolResult } {
   if (structural && structural.length > 0) return { refusal: invalidArguments(structural) };
+  // An upstream's tool: cognition checks the arguments against its pinned schema, as they are.
+  if (tool.upstream) return { args: (args ?? {}) as Record<string, unknown> };
   const named = withExactNames(tool.input, args);
   if ("problems" in named) return { refusal: invalidArguments(named.problems) };
   const schema = argumentsSchema(tool.input);

@@ -137,7 +137,7 @@ describe("2026-07-28 on /mcp beside 2025-11-25", () => {
       const legacyTools = (await client.listTools()).tools;
       expect(listed.tools.map((t) => t.name)).toEqual(legacyTools.map((t) => t.name));
       // The default toolsets: this tenant's operator chose none.
-      expect(listed.tools.map((t) => t.name).sort()).toEqual(TOOL_DEFINITIONS.filter((t) => DEFAULT_TOOLSETS.includes(t.toolset)).map((t) => t.name).sort());
+      expect(listed.tools.map((t) => t.name).sort()).toEqual(TOOL_DEFINITIONS.filter((t) => (DEFAULT_TOOLSETS as readonly string[]).includes(t.toolset)).map((t) => t.name).sort());
       // The same published schemas and descriptions on both revisions.
       const byName = new Map(legacyTools.map((t) => [t.name, t]));
       for (const tool of listed.tools as unknown as { name: string; description: string; inputSchema: unknown }[]) {

@@ -52,7 +52,7 @@ describe("Streamable HTTP on loopback, without API keys", () => {
     const res = await rpc(edge.url, session, listTools);
     expect(res.status).toBe(200);
     // The local user's tenant chose no toolsets: the default ones.
-    expect((res.message?.result as { tools: unknown[] }).tools).toHaveLength(TOOL_DEFINITIONS.filter((t) => DEFAULT_TOOLSETS.includes(t.toolset)).length);
+    expect((res.message?.result as { tools: unknown[] }).tools).toHaveLength(TOOL_DEFINITIONS.filter((t) => (DEFAULT_TOOLSETS as readonly string[]).includes(t.toolset)).length);
   }
 
   it("serves a real SDK client: initialize, tools, and the local tenant", async () => {
