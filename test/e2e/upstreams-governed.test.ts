@@ -1,4 +1,7 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -15,6 +18,31 @@ import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type Serve
  * the result's hashes — against server-filesystem from npm (reads annotated read-only, writes
  * destructive) and server-everything.
  */
+
+/** A port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+/** Resolves once something accepts connections on the port. */
+async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = createConnection({ host: "127.0.0.1", port }, () => {
+        socket.destroy();
+        resolve(true);
+      }).once("error", () => resolve(false));
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 const server = (pkg: string) => join(ROOT, "node_modules/@modelcontextprotocol", pkg, "dist/index.js");
 
@@ -41,7 +69,18 @@ describe("an upstream tool, governed like every capability", () => {
     return c;
   };
 
+  // server-everything in its own Streamable HTTP mode: an upstream reached by URL, with a header
+  // whose value comes from a secret reference (server-everything ignores it; no output may show it).
+  const secret = `upstream-secret-${randomBytes(8).toString("hex")}`;
+  let remote: ChildProcess | undefined;
+  let remotePort = 0;
+  /** Everything a person or a program could read from this run, for the secret search. */
+  const outputs: string[] = [];
+
   beforeAll(async () => {
+    remotePort = await freePort();
+    remote = spawn(process.execPath, [server("server-everything"), "streamableHttp"], { env: { ...process.env, PORT: String(remotePort) }, stdio: "ignore" });
+    await waitForPort(remotePort);
     await seedDataDir(dir);
     mkdirSync(share);
     writeFileSync(join(share, "notes.txt"), "the deploy window is friday\n");
@@ -51,21 +90,26 @@ describe("an upstream tool, governed like every capability", () => {
         upstreams: [
           { name: "files", command: process.execPath, args: [server("server-filesystem"), share] },
           { name: "everything", command: process.execPath, args: [server("server-everything"), "stdio"] },
+          { name: "remote", url: `http://127.0.0.1:${remotePort}/mcp`, headers: { Authorization: { env: "CHAOS_CORE_UPSTREAM_SECRET_REMOTE", prefix: "Bearer " } } },
         ],
       }),
     );
     // The operator's policy: every filesystem tool allowed, one denied by its exact name.
     writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"], deniedCapabilities: ["files.move_file"] }));
-    const locked = await runToExit(["upstreams", "lock"], { CHAOS_CORE_DATA_DIR: dir }, 90_000);
+    const locked = await runToExit(["upstreams", "lock"], { CHAOS_CORE_DATA_DIR: dir, CHAOS_CORE_UPSTREAM_SECRET_REMOTE: secret }, 90_000);
     expect(locked.code, locked.stderr).toBe(0);
-    serve = await startServe({ CHAOS_CORE_DATA_DIR: dir });
+    outputs.push(locked.stdout, locked.stderr);
+    // Every line it logs, debug included, is searched for the secret at the end.
+    serve = await startServe({ CHAOS_CORE_DATA_DIR: dir, CHAOS_CORE_UPSTREAM_SECRET_REMOTE: secret, LOG_LEVEL: "debug" });
   }, 180_000);
 
   afterAll(async () => {
     for (const c of clients) await c.close().catch(() => {});
     await serve?.stop();
+    remote?.kill();
     removeDir(dir);
   });
+
 
   it("runs a read tool, and records its decision before the call and the hashes of its arguments and result", async () => {
     const c = await connect();
@@ -177,6 +221,26 @@ describe("an upstream tool, governed like every capability", () => {
     const bad = (await c.callTool({ name: "files__read_text_file", arguments: { path: 7 } })) as CallToolResult;
     expect(bad.isError).toBe(true);
     expect((bad.structuredContent as { error: { code: string; message: string } }).error.message).toContain("input.path: must be string");
+  });
+
+  it("reaches an upstream over Streamable HTTP with its referenced header, and shows the secret nowhere: not in answers, logs, the ledger or the data directory", async () => {
+    const c = await connect();
+    const direct = (await c.callTool({ name: "remote__echo", arguments: { message: "over http" } })) as CallToolResult;
+    expect(JSON.stringify(direct.content)).toContain("over http");
+    const [stepped] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("remote.echo", { message: "as a step" }) }));
+    expect(stepped).toMatchObject({ status: "executed" });
+    outputs.push(JSON.stringify(direct), JSON.stringify(stepped));
+
+    const shown = await runToExit(["upstreams", "show", "remote"], { CHAOS_CORE_DATA_DIR: dir, CHAOS_CORE_UPSTREAM_SECRET_REMOTE: secret });
+    expect(shown.stdout).toContain("$CHAOS_CORE_UPSTREAM_SECRET_REMOTE");
+    const inspected = await c.callTool({ name: "chaoscore_inspect", arguments: { what: "capabilities" } });
+    const ledger = await runToExit(["ledger", "export"], { CHAOS_CORE_DATA_DIR: dir });
+    expect(ledger.code, ledger.stderr).toBe(0);
+    outputs.push(shown.stdout, shown.stderr, JSON.stringify(inspected), ledger.stdout, ledger.stderr, serve.stderr());
+    for (const [i, text] of outputs.entries()) expect(text.includes(secret), `output ${i} shows the secret`).toBe(false);
+    // The data directory, database files included, holds no copy either.
+    const grep = spawnSync("grep", ["-r", "-a", "-l", secret, dir], { encoding: "utf8" });
+    expect(grep.stdout).toBe("");
   });
 });
 
