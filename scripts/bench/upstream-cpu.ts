@@ -3,7 +3,10 @@
  *  (d) direct: an SDK client (this process) calls server-everything's `echo` over stdio;
  *  (g) governed: the same call as the MCP tool `everything__echo` of `chaos-core serve` (embedded
  *      store), which runs it as one executor step — schema, policy, the ledger's decision and
- *      outcome entries — and calls its own server-everything over stdio.
+ *      outcome entries — and calls its own server-everything over stdio;
+ *  (r) for reference, on the same server: `chaoscore_recall` of one key, a governed step of a
+ *      built-in capability with no upstream (one `step.read` ledger entry), and
+ *  (i) `chaoscore_inspect sessions`, which the edge answers alone (no step, no ledger entry).
  * One client, calls one after another; rounds interleaved, medians of the rounds. Beside the
  * latency, the CPU time (user + system, from /proc) per call summed over every serving process —
  * for (g) `chaos-core serve` and its upstream, for (d) the upstream alone — never this process's,
@@ -95,16 +98,26 @@ for (let i = 0; i < 50; i++) {
   await echo(governed, "everything__echo")(i);
 }
 const upstreamOfServe = childrenOf(serve.proc.pid!);
-const rows = { direct: [] as { p50: number; cpuUsPerCall: number }[], governed: [] as { p50: number; cpuUsPerCall: number }[] };
-for (let round = 0; round < ROUNDS; round++) {
-  const order = round % 2 === 0 ? (["direct", "governed"] as const) : (["governed", "direct"] as const);
-  for (const kind of order) {
-    rows[kind].push(
-      kind === "direct"
-        ? await series(echo(direct, "echo"), () => [directTransport.pid!])
-        : await series(echo(governed, "everything__echo"), () => [serve.proc.pid!, ...upstreamOfServe]),
-    );
+type Row = { p50: number; cpuUsPerCall: number };
+const rows = { direct: [] as Row[], governed: [] as Row[], recall: [] as Row[], inspect: [] as Row[] };
+const KINDS = ["direct", "governed", "recall", "inspect"] as const;
+const servePids = () => [serve.proc.pid!, ...upstreamOfServe];
+const run = (kind: (typeof KINDS)[number]): Promise<Row> => {
+  switch (kind) {
+    case "direct":
+      return series(echo(direct, "echo"), () => [directTransport.pid!]);
+    case "governed":
+      return series(echo(governed, "everything__echo"), servePids);
+    case "recall":
+      return series(() => governed.callTool({ name: "chaoscore_recall", arguments: { key: "bench-key" } }), servePids);
+    case "inspect":
+      return series(() => governed.callTool({ name: "chaoscore_inspect", arguments: { what: "sessions" } }), servePids);
   }
+};
+for (let round = 0; round < ROUNDS; round++) {
+  // Each round starts with another kind, so the machine's load falls on all of them alike.
+  const order = KINDS.map((_, i) => KINDS[(i + round) % KINDS.length]!);
+  for (const kind of order) rows[kind].push(await run(kind));
   process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
 }
 await direct.close();
@@ -116,9 +129,13 @@ rmSync(dataDir, { recursive: true, force: true });
 const summary = (kind: keyof typeof rows) => ({ p50: median(rows[kind].map((r) => r.p50)), cpu: median(rows[kind].map((r) => r.cpuUsPerCall)) });
 const d = summary("direct");
 const g = summary("governed");
+const r = summary("recall");
+const i = summary("inspect");
 console.log(`upstream call, one client, ${CALLS} calls × ${ROUNDS} interleaved rounds, medians of the rounds`);
 console.log("| path | p50 ms | CPU µs per call (serving processes) |");
 console.log("|---|---|---|");
 console.log(`| direct: SDK client → server-everything (stdio) | ${d.p50.toFixed(2)} | ${d.cpu.toFixed(0)} (upstream) |`);
 console.log(`| governed: client → chaos-core serve (HTTP) → executor → server-everything (stdio) | ${g.p50.toFixed(2)} | ${g.cpu.toFixed(0)} (serve + upstream) |`);
+console.log(`| reference: chaoscore_recall on the same server (a governed built-in step) | ${r.p50.toFixed(2)} | ${r.cpu.toFixed(0)} (serve + upstream) |`);
+console.log(`| reference: chaoscore_inspect sessions (the edge alone) | ${i.p50.toFixed(2)} | ${i.cpu.toFixed(0)} (serve + upstream) |`);
 console.log(`added p50: ${(g.p50 - d.p50).toFixed(2)} ms (goal ≤ 2 ms); CPU per call: ${(g.cpu / d.cpu).toFixed(2)}× the direct call's (goal ≤ 2×)`);
