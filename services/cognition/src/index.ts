@@ -153,3 +153,5 @@ export { createUpstreamPool, DEFAULT_BREAKER, DEFAULT_MAX_RESULT_BYTES } from ".
 export type { BreakerSettings, BreakerState, UpstreamPool, UpstreamPoolOptions } from "./upstreams/pool.js";
 export { loadUpstreams } from "./upstreams/load.js";
 export type { UpstreamFiles } from "./upstreams/load.js";
+export { createUpstreamDrift } from "./upstreams/drift.js";
+export type { UpstreamDrift } from "./upstreams/drift.js";

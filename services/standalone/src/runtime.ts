@@ -341,7 +341,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }), changes: policyChanges }) : undefined;
     if (snapshots) closers.push(async () => snapshots.close());
     const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger) : undefined;
-    if (upstreams) closers.push(() => upstreams.pool.close());
+    if (upstreams) closers.push(() => upstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
@@ -384,6 +384,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // The upstream tools cognition serves, as the edge lists them (docs/federation.md §6).
     const upstreamCatalog = createUpstreamCatalog(cognition, logger.child({ service: "edge" }));
     await upstreamCatalog.refresh();
+    // A tool quarantined or approved leaves or joins the list at once.
+    upstreams?.drift.onChange(() => void upstreamCatalog.refresh().catch(() => {}));
 
     return {
       ...(admin ? { admin } : {}),

@@ -29,13 +29,17 @@ Commands:
                exit 1 when a live upstream no longer matches its pin, naming the verdicts]
   diff <name>  The verdicts between an upstream's pin and what it lists now (COSMETIC, SAFE,
                RISKY, BREAKING), per tool and section
+  approve <name> [<tool>]
+               Pins what the upstream lists now — one tool, or all of it — in upstreams.lock, after
+               reviewing the diff: a tool quarantined for a changed definition is served again,
+               at once by a running server (a tool new since the last start, from its next start)
 
 The upstreams file is --upstreams, else CHAOS_CORE_UPSTREAMS_FILE, else upstreams.json in the data
 directory (docs/federation.md). Secret references resolve from CHAOS_CORE_UPSTREAM_SECRET_*
 variables and CHAOS_CORE_UPSTREAM_SECRETS_DIR. Exits 0 when done, 1 when refused or a pin does
 not match, 2 on a usage error.`;
 
-const COMMANDS = ["list", "show", "lock", "diff"] as const;
+const COMMANDS = ["list", "show", "lock", "diff", "approve"] as const;
 
 async function declarations(config: UpstreamsConfig): Promise<UpstreamDeclaration[]> {
   if (!existsSync(config.file)) {
@@ -133,6 +137,31 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
         }
         await writeFile(config.lock, serializeUpstreamsLock(live));
         io.stdout.write(`wrote ${config.lock} (${[...live].map(([n, s]) => `${n}: ${Object.keys(s.tools).length} tools`).join(", ") || "no upstream"})\n`);
+        return 0;
+      }
+      case "approve": {
+        const u = declared(all, positionals[0]);
+        const tool = positionals[1];
+        const current = await pins(config);
+        const pinned = current.get(u.name) ?? { tools: {}, prompts: {}, resources: {}, capabilities: {} };
+        const live = await readUpstreamContracts(u, connect);
+        let next: ContractSet;
+        if (tool === undefined) next = live;
+        else {
+          if (!live.tools[tool] && !pinned.tools[tool]) throw new ChaosError("not_found", `upstream "${u.name}" lists no tool "${tool}", and none is pinned`);
+          const tools = { ...pinned.tools };
+          if (live.tools[tool]) tools[tool] = live.tools[tool];
+          else delete tools[tool];
+          next = { ...pinned, tools };
+        }
+        const diff = diffContracts(pinned, next);
+        current.set(u.name, next);
+        await writeFile(config.lock, serializeUpstreamsLock(current));
+        io.stdout.write(
+          diff.changes.length === 0
+            ? `${u.name}${tool ? `/${tool}` : ""}: the pin already matches; nothing changed\n`
+            : `approved ${u.name}${tool ? `/${tool}` : ""} (${diff.verdict}), pinned in ${config.lock}\n${formatDiff(diff)}\n`,
+        );
         return 0;
       }
       case "diff": {

@@ -1,28 +1,65 @@
-import { createUpstreamPool, loadUpstreams, upstreamCapabilities, type Capability, type UpstreamPool } from "@chaos-core/cognition";
-import type { Logger } from "@chaos-core/kit";
+import { readFile } from "node:fs/promises";
+import { parseUpstreamsLock } from "@chaos-core/contracts";
+import { createUpstreamDrift, createUpstreamPool, loadUpstreams, upstreamCapabilities, type Capability, type UpstreamDrift, type UpstreamPool } from "@chaos-core/cognition";
+import { watchFile, type Logger } from "@chaos-core/kit";
 import type { UpstreamsConfig } from "./config.js";
 
 /** The operator's upstreams, as this process serves them (docs/federation.md). */
 export interface ServedUpstreams {
   /** Each pinned tool of each declared upstream, as a capability. */
   readonly capabilities: readonly Capability[];
-  /** The connections, opened on first use; closed with the process. */
+  /** The connections, opened on first use. */
   readonly pool: UpstreamPool;
+  /** What each upstream lists now against its pin; tells its listeners when a tool is quarantined or freed. */
+  readonly drift: UpstreamDrift;
   /** For the start-up line a person reads. */
   readonly summary: string;
+  /** Stops watching the lock and closes the connections. */
+  close(): Promise<void>;
 }
 
 /**
  * Reads the operator's upstreams and their pins, and makes each pinned tool a capability served
- * through one pool. A declared upstream that is not pinned serves nothing, and says so once.
+ * through one pool, held to its pin while serving: a tool whose definition drifts is quarantined
+ * until `chaos-core upstreams approve` re-pins it, which this process reads from the lock as it
+ * changes. A declared upstream that is not pinned serves nothing, and says so once.
  */
 export async function serveUpstreams(config: UpstreamsConfig, version: string, logger: Logger): Promise<ServedUpstreams> {
   const { declarations, pins } = await loadUpstreams({ file: config.file, required: config.fileChosen, lock: config.lock });
   const log = logger.child({ service: "upstreams" });
-  const pool = createUpstreamPool({ connect: { secrets: config.secrets, workDir: config.workDir, version }, logger: log });
-  const { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool);
+  const drift = createUpstreamDrift(pins, log);
+  const pool = createUpstreamPool({ connect: { secrets: config.secrets, workDir: config.workDir, version }, logger: log, drift });
+  const { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool, drift);
   for (const upstream of unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
+  // An approval re-pins in the lock: read again as it changes (a bad lock keeps the pins in force).
+  let lockText = "";
+  const watch =
+    declarations.length === 0
+      ? undefined
+      : watchFile(
+          config.lock,
+          () =>
+            void readFile(config.lock, "utf8").then(
+              (text) => {
+                if (text === lockText) return;
+                lockText = text;
+                drift.setPins(parseUpstreamsLock(text, config.lock));
+              },
+              () => {},
+            ).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, "the upstreams lock could not be read again; the pins in force stay")),
+          { logger: log, what: "the upstreams lock's directory", pollMs: 2_000, debounceMs: 100 },
+        );
+  lockText = await readFile(config.lock, "utf8").catch(() => "");
   const served = new Set(capabilities.map((c) => c.upstream?.name));
   const summary = declarations.length === 0 ? "none" : `${capabilities.length} tools of ${served.size} pinned upstreams (${config.file})`;
-  return { capabilities, pool, summary };
+  return {
+    capabilities,
+    pool,
+    drift,
+    summary,
+    async close() {
+      watch?.close();
+      await pool.close();
+    },
+  };
 }

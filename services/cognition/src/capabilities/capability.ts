@@ -52,6 +52,8 @@ export interface UpstreamToolRef {
   readonly title: string;
   /** The pinned input schema, as the upstream published it (what clients see in `tools/list`). */
   readonly inputSchema: Record<string, unknown>;
+  /** Why it is quarantined (its live definition drifted from its pin), or undefined while it is served. */
+  readonly drift?: () => string | undefined;
 }
 
 /** Facts of one call that policy rules look at, derived from the validated input. */

@@ -20,6 +20,11 @@ export interface CapabilityRegistry {
   get(name: string): Capability | undefined;
   /** Every capability, in registration order, internal ones included (ListCapabilities flags them). */
   list(): readonly Capability[];
+  /**
+   * Every upstream tool registered, quarantined ones included (ListCapabilities names why, so
+   * the edge can refuse their calls naming it and list them again once approved).
+   */
+  upstreamTools(): readonly Capability[];
   /** The capabilities planners may use, in registration order: every one but the internal ones. */
   offered(): readonly Capability[];
   /** Name, description, risk and annotations of every offered capability, in registration order. */
@@ -76,8 +81,8 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
   }
   const all = Object.freeze([...byName.values()]);
   let guard: CapabilityGuard | undefined;
-  // An upstream tool is held to its own pin (upstreams.lock), never to chaoscore.lock.
-  const driftOf = (c: Capability) => (c.upstream ? undefined : guard?.drift(c));
+  // An upstream tool is held to its own pin (upstreams.lock, what it lists now), never to chaoscore.lock.
+  const driftOf = (c: Capability) => (c.upstream ? c.upstream.drift?.() : guard?.drift(c));
   const served = (c: Capability) => driftOf(c) === undefined;
   const list = () => (guard ? all.filter(served) : all);
   const offered = () => list().filter((c) => c.internal !== true);
@@ -85,6 +90,7 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
     // Object.hasOwn-style lookup through a Map, so "constructor" or "__proto__" never resolve.
     get: (name) => byName.get(name),
     list,
+    upstreamTools: () => all.filter((c) => c.upstream !== undefined),
     offered,
     descriptors: () =>
       offered().map((c): CapabilityInfo => ({ name: c.name, description: c.description, risk: c.risk, annotations: { ...c.annotations } })),

@@ -3,6 +3,7 @@ import type { ContractSet } from "@chaos-core/contracts";
 import type { UpstreamDeclaration } from "@chaos-core/kit";
 import { compileUpstreamSchema, zodFromJsonSchema } from "../upstreams/json-schema.js";
 import { upstreamToolNames } from "../upstreams/names.js";
+import type { UpstreamDrift } from "../upstreams/drift.js";
 import type { UpstreamPool } from "../upstreams/pool.js";
 import { upstreamRisk } from "../upstreams/risk.js";
 import type { Capability } from "./capability.js";
@@ -52,6 +53,7 @@ export function upstreamCapabilities(
   declarations: readonly UpstreamDeclaration[],
   pins: ReadonlyMap<string, ContractSet>,
   pool: UpstreamPool,
+  drift?: Pick<UpstreamDrift, "driftOf">,
 ): { capabilities: Capability[]; unpinned: string[] } {
   const capabilities: Capability[] = [];
   const unpinned: string[] = [];
@@ -71,7 +73,14 @@ export function upstreamCapabilities(
         inputSchema: zodFromJsonSchema(surface.inputSchema as Record<string, unknown>),
         outputSchema: resultSchema(decl.name, names.tool, behavior.outputSchema as Record<string, unknown>),
         annotations: { readOnlyHint: behavior.readOnly, destructiveHint: behavior.destructive, idempotentHint: behavior.idempotent, openWorldHint: behavior.openWorld },
-        upstream: { name: decl.name, tool: names.tool, mcpName: names.mcpName, title: surface.title, inputSchema: surface.inputSchema as Record<string, unknown> },
+        upstream: {
+          name: decl.name,
+          tool: names.tool,
+          mcpName: names.mcpName,
+          title: surface.title,
+          inputSchema: surface.inputSchema as Record<string, unknown>,
+          ...(drift ? { drift: () => drift.driftOf(decl.name, names.tool) } : {}),
+        },
         handler: async (input, ctx) => (await pool.call(decl, ctx.call.tenant, names.tool, input, ctx.signal)) as UpstreamResult,
       };
       capabilities.push(capability as unknown as Capability);

@@ -281,7 +281,10 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
     },
 
     listCapabilities() {
-      return Promise.resolve({ capabilities: deps.registry.list().map(capabilityToProto) });
+      // A quarantined upstream tool is listed too, naming why (Capability.upstream.quarantined).
+      const served = deps.registry.list();
+      const quarantined = deps.registry.upstreamTools().filter((c) => !served.includes(c));
+      return Promise.resolve({ capabilities: [...served, ...quarantined].map(capabilityToProto) });
     },
 
     describeProvider() {

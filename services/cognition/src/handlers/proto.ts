@@ -167,7 +167,9 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
     },
     internal: capability.internal === true,
     implies: [...(capability.implies ?? [])],
-    ...(upstream ? { upstream: { upstream: upstream.name, tool: upstream.tool, mcpName: upstream.mcpName, title: upstream.title } } : {}),
+    ...(upstream
+      ? { upstream: { upstream: upstream.name, tool: upstream.tool, mcpName: upstream.mcpName, title: upstream.title, quarantined: upstream.drift?.() ?? "" } }
+      : {}),
   };
 }
 

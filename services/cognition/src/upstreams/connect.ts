@@ -17,6 +17,12 @@ export interface UpstreamConnectOptions {
   readonly version: string;
 }
 
+/** What a caller hears of one connection. */
+export interface UpstreamConnectHooks {
+  /** The upstream said its tool list changed (`notifications/tools/list_changed`): its tools now. */
+  readonly onToolsChanged?: (tools: Tool[]) => void;
+}
+
 /** An open connection to one upstream. */
 export interface UpstreamConnection {
   /** Every tool it lists, every page. */
@@ -45,8 +51,16 @@ async function stdioEnvironment(decl: Extract<UpstreamDeclaration, { transport: 
  * no client capability, so an upstream cannot ask it for sampling, elicitation or roots. The SDK
  * negotiates the revision the upstream speaks. A failure names the upstream, never a secret.
  */
-export async function connectUpstream(decl: UpstreamDeclaration, options: UpstreamConnectOptions): Promise<UpstreamConnection> {
-  const client = new Client({ name: "chaos-core", version: options.version }, { capabilities: {} });
+export async function connectUpstream(decl: UpstreamDeclaration, options: UpstreamConnectOptions, hooks: UpstreamConnectHooks = {}): Promise<UpstreamConnection> {
+  const onToolsChanged = hooks.onToolsChanged;
+  const client = new Client(
+    { name: "chaos-core", version: options.version },
+    {
+      capabilities: {},
+      // The SDK re-reads the list when the upstream says it changed (where the upstream advertises it).
+      ...(onToolsChanged ? { listChanged: { tools: { onChanged: (error: Error | null, tools: Tool[] | null) => void (!error && tools && onToolsChanged(tools)) } } } : {}),
+    },
+  );
   let transport: StdioClientTransport | StreamableHTTPClientTransport;
   if (decl.transport === "stdio") {
     const home = join(options.workDir, decl.name);

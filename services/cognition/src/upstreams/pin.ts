@@ -4,8 +4,8 @@ import { upstreamContracts, type ContractSet, type UpstreamToolDefinition } from
 import { connectUpstream, type UpstreamConnectOptions } from "./connect.js";
 import { upstreamToolNames } from "./names.js";
 
-/** An upstream's tools as `tools/list` gave them, in the fields a pin records. */
-function definitionOf(tool: Tool): UpstreamToolDefinition {
+/** An upstream's tool as `tools/list` gave it, in the fields a pin records. */
+export function definitionOf(tool: Tool): UpstreamToolDefinition {
   return {
     name: tool.name,
     ...(tool.title !== undefined ? { title: tool.title } : {}),

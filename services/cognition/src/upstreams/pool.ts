@@ -1,6 +1,7 @@
 import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotocol/client";
 import { ChaosError, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
-import { connectUpstream, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
+import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
+import type { UpstreamDrift } from "./drift.js";
 
 /** When a breaker opens, and for how long (docs/federation.md §7). */
 export interface BreakerSettings {
@@ -50,11 +51,21 @@ export interface UpstreamPoolOptions {
   /** The clock (tests). */
   readonly now?: () => number;
   /** How a connection is opened (tests); {@link connectUpstream} by default. */
-  readonly open?: (decl: UpstreamDeclaration, options: UpstreamConnectOptions) => Promise<UpstreamConnection>;
+  readonly open?: (decl: UpstreamDeclaration, options: UpstreamConnectOptions, hooks: UpstreamConnectHooks) => Promise<UpstreamConnection>;
+  /**
+   * Compares what an upstream lists with its pin (drift.ts): told its tools when a connection
+   * opens (before its first call), whenever the upstream says they changed, and every
+   * {@link REREAD_MS}; a tool it holds drifted is refused here too.
+   */
+  readonly drift?: Pick<UpstreamDrift, "observe" | "driftOf">;
 }
+
+/** How often an open connection's tools are read again, for an upstream that changes them silently. */
+const REREAD_MS = 5 * 60_000;
 
 interface Entry {
   connection?: Promise<UpstreamConnection>;
+  reread?: NodeJS.Timeout;
   failures: number;
   openUntil?: number;
   probing: boolean;
@@ -80,7 +91,19 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     const connection = entry.connection;
     entry.connection = undefined;
     if (entry.idle) clearTimeout(entry.idle);
+    if (entry.reread) clearInterval(entry.reread);
     void connection?.then((c) => c.close()).catch(() => {});
+  };
+
+  /** Opens a connection whose tools are compared with the pin before it serves a call, and again as they change. */
+  const openWatched = async (decl: UpstreamDeclaration, entry: Entry): Promise<UpstreamConnection> => {
+    const drift = options.drift;
+    const connection = await open(decl, options.connect, drift ? { onToolsChanged: (tools) => drift.observe(decl, tools) } : {});
+    if (drift) {
+      drift.observe(decl, await connection.listTools());
+      entry.reread = setInterval(() => void connection.listTools().then((tools) => drift.observe(decl, tools), () => {}), REREAD_MS).unref();
+    }
+    return connection;
   };
 
   const failed = (entry: Entry, err: unknown): never => {
@@ -108,13 +131,16 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
       }
       let connection: UpstreamConnection;
       try {
-        entry.connection ??= open(decl, options.connect);
+        entry.connection ??= openWatched(decl, entry);
         connection = await entry.connection;
       } catch (err) {
         return failed(entry, err instanceof ChaosError ? err : new ChaosError("unavailable", `upstream "${decl.name}" could not be reached`, { cause: err }));
       }
       if (entry.idle) clearTimeout(entry.idle);
       entry.idle = setTimeout(() => drop(entry), IDLE_MS).unref();
+      // A definition found changed on opening the connection (or since) is not called.
+      const drifted = options.drift?.driftOf(decl.name, tool);
+      if (drifted) throw new ChaosError("contract_drift", `${drifted}: this upstream tool no longer matches its pin and is not run; an operator approves the new contract with chaos-core upstreams approve ${decl.name} ${tool}`);
       let result: CallToolResult;
       try {
         result = await connection.callTool(tool, args, signal);

@@ -8,7 +8,7 @@ import type { CognitionClient } from "./service-clients.js";
  * kept here, because a server is built synchronously for each session and request.
  */
 export interface UpstreamCatalog {
-  /** The upstream tools as last read; none before the first read. */
+  /** The upstream tools as last read, quarantined ones included (`upstream.quarantined`); none before the first read. */
   capabilities(): readonly Capability[];
   /** Reads them from cognition now; resolves once read. A failure keeps the last list and rejects. */
   refresh(): Promise<void>;

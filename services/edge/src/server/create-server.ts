@@ -79,6 +79,17 @@ function toolsetRefusal(deps: EdgeDeps, tenant: string): (tool: ToolDefinition) 
   };
 }
 
+/**
+ * Why an upstream tool is not served now, as cognition last said (docs/federation.md §4): it is
+ * quarantined (its definition drifted from its pin) or no longer served at all. Read at each
+ * listing and call, so a quarantine and an approval reach sessions opened before them.
+ */
+function upstreamDrift(deps: EdgeDeps, capability: string): string | undefined {
+  const current = deps.upstreams?.capabilities().find((c) => c.name === capability);
+  if (!current) return `${capability}: no longer served by cognition`;
+  return current.upstream?.quarantined || undefined;
+}
+
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
 
@@ -182,7 +193,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock; an
   // upstream's tool is held to its own pin instead.
   const guard = deps.contracts ? guardFor(deps.contracts) : undefined;
-  const drift = guard ? (tool: ToolDefinition) => (tool.upstream ? undefined : guard.toolDrift(tool)) : undefined;
+  const drift = (tool: ToolDefinition) => (tool.upstream ? upstreamDrift(deps, tool.upstream.capability) : guard?.toolDrift(tool));
   const unserved = toolsetRefusal(deps, scope.tenant);
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const resources = options.resources ?? RESOURCE_DEFINITIONS;
@@ -214,7 +225,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
   const limiter = deps.limiter;
   if (limiter) server.limitRequests = (transport) => limitRequests(transport, limiter, scope, deps.logger);
-  registerTools(server, tools, deps, scope, server.screen, guard, unserved);
+  registerTools(server, tools, deps, scope, server.screen, guard, unserved, drift);
   registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
   registerResources(server, resources, deps, scope, guard ? (r) => guard.resourceDrift(r) : undefined);
   if (guard) {

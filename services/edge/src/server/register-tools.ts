@@ -182,6 +182,7 @@ export function registerTools(
   screen: ArgumentScreen,
   guard?: ContractGuard,
   unserved?: (tool: ToolDefinition) => string | undefined,
+  drift?: (tool: ToolDefinition) => string | undefined,
 ): void {
   const modernScope = isModernScope(scope);
   for (const tool of tools) {
@@ -289,6 +290,7 @@ export function registerTools(
     // left out of the listing from then on (the check is cached per definition object); its
     // calls are refused with contract_drift before the SDK dispatches them (tool-arguments.ts).
     // The tenant's enabled toolsets (docs/tenants.md) are read the same way, at each listing.
-    if (toolGuard || unserved) servedWhile(registered, () => toolGuard?.toolDrift(tool) === undefined && unserved?.(tool) === undefined);
+    // An upstream's tool is listed while cognition serves it (not quarantined).
+    if (drift || unserved) servedWhile(registered, () => drift?.(tool) === undefined && unserved?.(tool) === undefined);
   }
 }
