@@ -31,11 +31,15 @@ export function readToEnd(res: Response): { ended: () => boolean; cancel: () => 
   return { ended: () => ended, cancel: () => reader.cancel().catch(() => undefined) };
 }
 
+/** What a listen stream asks for unless told otherwise: the policy resource and resource list changes. */
+const POLICY_AND_RESOURCES = { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] };
+
 /**
  * Opens a 2026-07-28 `subscriptions/listen` request on `url` with `headers` (the credential) — to
- * the policy resource and list changes — and returns the response, its SSE stream unread.
+ * `notifications` (the policy resource and list changes by default) — and returns the response,
+ * its SSE stream unread.
  */
-export function postListen(url: string, headers: Record<string, string>, id: string | number = "listen"): Promise<Response> {
+export function postListen(url: string, headers: Record<string, string>, id: string | number = "listen", notifications: Record<string, unknown> = POLICY_AND_RESOURCES): Promise<Response> {
   return fetch(url, {
     method: "POST",
     headers: { ...MCP_HEADERS, ...headers, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen" },
@@ -44,7 +48,7 @@ export function postListen(url: string, headers: Record<string, string>, id: str
       id,
       method: "subscriptions/listen",
       params: {
-        notifications: { resourcesListChanged: true, resourceSubscriptions: ["chaoscore://policy"] },
+        notifications,
         _meta: {
           "io.modelcontextprotocol/protocolVersion": "2026-07-28",
           "io.modelcontextprotocol/clientCapabilities": {},

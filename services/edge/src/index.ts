@@ -93,5 +93,5 @@ export { loadRateLimitsFile, NO_RATE_LIMITS, parseRateLimits } from "./limits/li
 export type { RateLimit, RateLimits, TenantLimits } from "./limits/limits-file.js";
 export { createCredentialDirectory } from "./auth/directory.js";
 export type { CredentialDirectory, CredentialDirectoryOptions, CredentialRefusal, KeyAnswer, Recheck, TenantDirectoryClient } from "./auth/directory.js";
-export { createUpstreamCatalog } from "./clients/upstream-catalog.js";
+export { createUpstreamCatalog, deferredUpstreamCatalog } from "./clients/upstream-catalog.js";
 export type { UpstreamCatalog } from "./clients/upstream-catalog.js";

@@ -25,5 +25,5 @@ export { NO_RATE_LIMITS } from "./limits/limits-file.js";
 export type { RateLimiter } from "./limits/limiter.js";
 export { loadRateLimitsFile, parseRateLimits } from "./limits/limits-file.js";
 export type { RateLimits } from "./limits/limits-file.js";
-export { createUpstreamCatalog } from "./clients/upstream-catalog.js";
+export { createUpstreamCatalog, deferredUpstreamCatalog } from "./clients/upstream-catalog.js";
 export type { UpstreamCatalog } from "./clients/upstream-catalog.js";

@@ -10,6 +10,7 @@ import {
   NO_RATE_LIMITS,
   createMemorySessionStore,
   createSignInLinks,
+  deferredUpstreamCatalog,
   loadMrtrKeyring,
   loadOrCreateMrtrKeyring,
   type EdgeDeps,
@@ -177,11 +178,9 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
   });
   const ledgerClient = createDeferredClient(LedgerService, ledger);
   // The upstream tools are listed once the runtime has read them; none before (stdio answers
-  // tools/list before its stores open).
-  let started: EdgeDeps | undefined;
-  services.then((d) => void (started = d), () => {});
+  // tools/list before its stores open, and tells the client to list again once they are read).
   const deps: EdgeDeps = {
-    upstreams: { capabilities: () => started?.upstreams?.capabilities() ?? [], refresh: async () => (await services).upstreams?.refresh() },
+    upstreams: deferredUpstreamCatalog(services.then((d) => d.upstreams)),
     policy: createDeferredClient(PolicyService, services.then((d) => d.policy)),
     memory: createDeferredClient(MemoryService, services.then((d) => d.memory)),
     cognition: createDeferredClient(CognitionService, services.then((d) => d.cognition)),

@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import type { EventStore } from "@modelcontextprotocol/server";
 import { ChaosError, type CallContext, type Logger } from "@chaos-core/kit";
 import type { CouncilClient, PolicyClient } from "../clients/service-clients.js";
+import type { UpstreamCatalog } from "../clients/upstream-catalog.js";
 import { createRedisLegacyRelay, type LegacyRelay } from "./legacy-relay.js";
 import { createMemoryEventBuses, createRedisEventBuses, type TenantEventBuses } from "./bus.js";
 import { createMemoryEventStore, createRedisEventStore } from "./event-store.js";
@@ -163,4 +164,21 @@ export function publishingCouncil(council: CouncilClient, buses: TenantEventBuse
       return res;
     },
   };
+}
+
+/**
+ * The upstream tools publisher (docs/federation.md §6): when what cognition serves changes (a tool
+ * pinned, approved, quarantined or gone), every tenant with a listener on this replica is told
+ * `tools_list_changed`. The operator's upstreams are offered to every tenant, so every listening
+ * tenant hears it. Each replica reads the catalog on its own and publishes what it sees; the
+ * once-key is the new set's version, so a client hears one change once. Returns a function that stops it.
+ */
+export function publishUpstreamChanges(catalog: UpstreamCatalog, buses: TenantEventBuses, logger: Logger): () => void {
+  return catalog.onChange((change) => {
+    for (const tenant of buses.activeTenants()) {
+      buses
+        .publish(tenant, { kind: "tools_list_changed" }, `tools:${change}`)
+        .catch((err: unknown) => logger.warn({ err, tenant }, "publishing an upstream tools change failed"));
+    }
+  });
 }

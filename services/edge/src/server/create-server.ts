@@ -90,6 +90,15 @@ function upstreamDrift(deps: EdgeDeps, capability: string): string | undefined {
   return current.upstream?.quarantined || undefined;
 }
 
+/**
+ * Tells a session's client that its tool list changed (`notifications/tools/list_changed`), after
+ * adding the upstream tools it does not have yet (registering one already tells the client).
+ */
+export async function announceToolsChanged(server: McpServer): Promise<void> {
+  const added = server instanceof ChaosCoreMcpServer ? (server.addUpstreamTools?.() ?? 0) : 0;
+  if (added === 0) await server.server.sendToolListChanged();
+}
+
 /** The name clients see in `serverInfo`. */
 export const SERVER_NAME = "chaos-core";
 
@@ -157,11 +166,13 @@ class ChaosCoreMcpServer extends McpServer {
   servedDrift?: ServedDrift;
   /** Holds reads, prompts and completions to the tenant's limits (request-limits.ts); unset without a limiter. */
   limitRequests?: (transport: Transport) => void;
+  /** Registers the upstream tools cognition serves now that this server does not have yet; how many. */
+  addUpstreamTools?: () => number;
 
   constructor(
     info: Implementation,
     options: ServerOptions,
-    private readonly toolsByName: ReadonlyMap<string, ToolDefinition>,
+    private readonly toolsByName: Map<string, ToolDefinition>,
     private readonly scope: ServerScope,
     private readonly drift?: (tool: ToolDefinition) => string | undefined,
     private readonly unserved?: (tool: ToolDefinition) => string | undefined,
@@ -198,14 +209,17 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const resources = options.resources ?? RESOURCE_DEFINITIONS;
   const modern = isModernScope(scope);
+  const delivered = deps.deliversChangeEvents === true;
+  const toolsByName = new Map(tools.map((t) => [t.name, t]));
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
     // What SDK v1 advertised (its registerTool raised tools.listChanged to true; registerPrompt
     // sets prompts.listChanged, in v1 and v2 alike), so initialize answers as it did.
     {
-      // The tool list never changes at run time, so no list_changed is ever sent for it: a
-      // 2026-07-28 client is told so; resources' change events go out on subscriptions/listen.
-      capabilities: { logging: {}, tools: { listChanged: !modern } },
+      // The upstream tools change while serving (docs/federation.md §6): a 2025-11-25 session is
+      // told on its stream, a 2026-07-28 client on subscriptions/listen where change events are
+      // delivered (Streamable HTTP; not a stateless stdio connection).
+      capabilities: { logging: {}, tools: { listChanged: !modern || delivered } },
       instructions: INSTRUCTIONS,
       // A 2026-07-28 server also answers server/discover (the SDK installs it when a modern
       // revision is listed); a session's server stays exactly as it was.
@@ -217,7 +231,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
         ? { requestState: { verify: requestStateVerifier(deps, scope, deps.logger.child({ tenant: scope.tenant, principal: scope.principal })) } }
         : {}),
     },
-    new Map(tools.map((t) => [t.name, t])),
+    toolsByName,
     scope,
     drift,
     unserved,
@@ -226,6 +240,16 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   const limiter = deps.limiter;
   if (limiter) server.limitRequests = (transport) => limitRequests(transport, limiter, scope, deps.logger);
   registerTools(server, tools, deps, scope, server.screen, guard, unserved, drift);
+  if (!options.tools) {
+    // An upstream tool cognition begins to serve after this server was built (approved, pinned,
+    // or read once the stores opened) joins it; one it stops serving is hidden by `drift`.
+    server.addUpstreamTools = () => {
+      const added = (deps.upstreams?.capabilities() ?? []).map(upstreamToolDefinition).filter((t) => !toolsByName.has(t.name));
+      for (const t of added) toolsByName.set(t.name, t);
+      registerTools(server, added, deps, scope, server.screen, guard, unserved, drift);
+      return added.length;
+    };
+  }
   registerPrompts(server, prompts, deps, scope, guard ? (p) => guard.promptDrift(p) : undefined);
   registerResources(server, resources, deps, scope, guard ? (r) => guard.resourceDrift(r) : undefined);
   if (guard) {

@@ -69,10 +69,11 @@ describe("2026-07-28 on /mcp beside 2025-11-25", () => {
     expect(result["supportedVersions"]).toEqual([MODERN]);
     expect(result["resultType"]).toBe("complete");
     expect(result).toMatchObject({ ttlMs: CACHE_HINTS["server/discover"].ttlMs, cacheScope: "public" });
-    // The tool and prompt lists never change while serving: not promised. Resources change (the
-    // policy watch and the council publisher feed the tenant's listen streams).
+    // The prompt list never changes while serving: not promised. The tools change with the
+    // upstream tools served (docs/federation.md §6), resources with the policy and the council
+    // (the policy watch and the council publisher feed the tenant's listen streams).
     expect(result["capabilities"]).toMatchObject({
-      tools: { listChanged: false },
+      tools: { listChanged: true },
       prompts: { listChanged: false },
       resources: { subscribe: true, listChanged: true },
       logging: {},
@@ -225,8 +226,9 @@ describe("subscriptions/listen (2026-07-28) fed by the policy watch and the coun
     try {
       const ack = await stream.next((e) => e.message !== undefined, "the acknowledgement");
       expect(ack.message).toMatchObject({ method: "notifications/subscriptions/acknowledged" });
-      // The tool list never changes: that part of the filter is not honoured.
+      // All of it is honoured: the tools change with the upstream tools served.
       expect((ack.message?.["params"] as { notifications: unknown }).notifications).toEqual({
+        toolsListChanged: true,
         resourcesListChanged: true,
         resourceSubscriptions: ["chaoscore://policy"],
       });

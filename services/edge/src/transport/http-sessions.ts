@@ -8,7 +8,7 @@ import type { Identity } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps/edge-deps.js";
 import type { EdgeSession } from "../sessions/server-scope.js";
 import type { EdgeEvents } from "../events/feeds.js";
-import { createChaosCoreServer } from "../server/create-server.js";
+import { announceToolsChanged, createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import { REGISTRY_KEY_MARK, registryKeyDigest, type SessionRecord } from "../sessions/session-store.js";
 import { endsSessions, type RegistrySessions } from "./credential-watch.js";
@@ -376,7 +376,7 @@ export class HttpSessionTable implements RegistrySessions {
         case "resources_list_changed":
           return local.server.sendResourceListChanged();
         case "tools_list_changed":
-          return local.server.sendToolListChanged();
+          return announceToolsChanged(local.server);
         case "prompts_list_changed":
           return local.server.sendPromptListChanged();
       }

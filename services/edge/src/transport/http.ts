@@ -18,7 +18,7 @@ import { createConsoleRouter } from "../console/router.js";
 import type { ConsoleServeOptions } from "../console/options.js";
 import { createMemoryConsoleSessionStore } from "../console/sessions.js";
 import type { EdgeDeps } from "../deps/edge-deps.js";
-import { createMemoryEdgeEvents, publishingCouncil, startPolicyWatches } from "../events/feeds.js";
+import { createMemoryEdgeEvents, publishingCouncil, publishUpstreamChanges, startPolicyWatches } from "../events/feeds.js";
 import { checkReadiness } from "../server/readiness.js";
 import { registryKeyDigest } from "../sessions/session-store.js";
 import { askDirectory, authentication, protectedResourceMetadataRoute } from "./authentication.js";
@@ -199,6 +199,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   const ownEvents = deps.events === undefined;
   const events = deps.events ?? createMemoryEdgeEvents(deps.logger);
   const policyWatches = startPolicyWatches(deps.policy, events.buses, deps.logger);
+  const upstreamChanges = deps.upstreams ? publishUpstreamChanges(deps.upstreams, events.buses, deps.logger) : undefined;
   const sessionDeps: EdgeDeps = {
     ...deps,
     events,
@@ -431,6 +432,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       }
       await Promise.all([sessions.closeAll(), modern.closeAll()]);
       policyWatches.close();
+      upstreamChanges?.();
       if (ownEvents) await events.close();
       server.closeAllConnections();
       await closed;

@@ -8,7 +8,7 @@ import type { CredentialDirectory } from "../auth/directory.js";
 import { LOCAL_IDENTITY } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps/edge-deps.js";
 import type { EdgeSession, ModernScope } from "../sessions/server-scope.js";
-import { createChaosCoreServer } from "../server/create-server.js";
+import { announceToolsChanged, createChaosCoreServer } from "../server/create-server.js";
 import { sessionRecordFromInitialize } from "../sessions/initialize.js";
 import type { NewSessionRecord } from "../sessions/session-store.js";
 import { refusalResponse, type Refusal } from "./incoming.js";
@@ -131,6 +131,11 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
     ? localToolsets(session.tenant, options.directory, log, () => legacyServer?.sendToolListChanged(), options.directoryWaitMs)
     : undefined;
   const served: EdgeDeps = toolsets ? { ...deps, enabledToolsets: (tenant) => toolsets.enabled(tenant) } : deps;
+  // The upstream tools, read once the stores open and changed by a pin, an approval or a
+  // quarantine (docs/federation.md §6): a 2025-11-25 session gets the new ones and is told.
+  const stopUpstreamChanges = deps.upstreams?.onChange(() => {
+    if (legacyServer) void announceToolsChanged(legacyServer).catch((err: unknown) => log.debug({ err }, "telling the client its tools changed failed"));
+  });
 
   // serveStdio builds one server for the connection's era (and one for a `server/discover`
   // probe, kept if the connection goes on modern). A legacy one exists only once `initialize`
@@ -195,6 +200,7 @@ export async function runStdioTransport(deps: EdgeDeps, options: StdioTransportO
   const end = async (reason: string) => {
     if (closed) return;
     closed = true;
+    stopUpstreamChanges?.();
     stdin.off("end", onEnd).off("close", onEnd);
     input.stop();
     stdout.off("error", onStdoutError);
