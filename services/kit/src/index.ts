@@ -130,3 +130,5 @@ export {
   upstreamsFileSchema,
 } from "./upstreams.js";
 export type { HttpUpstreamDeclaration, SecretRef, SecretSources, StdioUpstreamDeclaration, UpstreamDeclaration } from "./upstreams.js";
+export { DEFAULT_UPSTREAM_EXPOSURE, exposureOfTool, upstreamExposureSchema, upstreamOffer } from "./upstream-exposure.js";
+export type { UpstreamExposureRule, UpstreamGrant, UpstreamOffer } from "./upstream-exposure.js";

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { isAbsolute, join, normalize, sep } from "node:path";
 import { z } from "zod";
+import { upstreamExposureSchema, type UpstreamExposureRule } from "./upstream-exposure.js";
 import { ChaosError } from "./errors.js";
 import { RISKS } from "./ledger-policy.js";
 import { describeZodIssues } from "./zod-issues.js";
@@ -127,6 +128,8 @@ const declarationSchema = z
     /** false: the upstream's annotations are not read; every tool is high unless `risk` says otherwise. */
     trustAnnotations: z.boolean().optional(),
     disabled: z.boolean().optional(),
+    /** Which tenants and principals are offered its tools, and how (upstream-exposure.ts); the local tenant only by default. */
+    exposure: upstreamExposureSchema.optional(),
   })
   .superRefine((u, ctx) => {
     if ((u.url === undefined) === (u.command === undefined)) {
@@ -146,6 +149,8 @@ interface DeclarationCommon {
   readonly risk?: { readonly default?: (typeof RISKS)[number]; readonly tools?: Readonly<Record<string, (typeof RISKS)[number]>> };
   readonly trustAnnotations: boolean;
   readonly disabled: boolean;
+  /** As declared; absent, {@link DEFAULT_UPSTREAM_EXPOSURE} applies. */
+  readonly exposure?: readonly UpstreamExposureRule[];
 }
 /** A Streamable HTTP upstream, as validated. */
 export interface HttpUpstreamDeclaration extends DeclarationCommon {
@@ -172,6 +177,7 @@ export const upstreamDeclarationSchema = declarationSchema.transform((u): Upstre
     ...(u.risk ? { risk: u.risk } : {}),
     trustAnnotations: u.trustAnnotations ?? true,
     disabled: u.disabled ?? false,
+    ...(u.exposure ? { exposure: u.exposure } : {}),
   };
   if (u.url !== undefined) return { ...base, transport: "http", url: u.url, headers: u.headers ?? {} };
   return { ...base, transport: "stdio", command: u.command!, args: u.args ?? [], env: u.env ?? {}, ...(u.cwd !== undefined ? { cwd: u.cwd } : {}), isolation: u.isolation ?? "shared" };

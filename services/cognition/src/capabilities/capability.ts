@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { CallContext, ServiceClient } from "@chaos-core/kit";
+import type { CallContext, ServiceClient, UpstreamGrant } from "@chaos-core/kit";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { AIProvider } from "../providers/ai-provider.js";
@@ -54,6 +54,8 @@ export interface UpstreamToolRef {
   readonly inputSchema: Record<string, unknown>;
   /** Why it is quarantined (its live definition drifted from its pin), or undefined while it is served. */
   readonly drift?: () => string | undefined;
+  /** Who is offered it, and how (the declaration's exposure rules for this tool): whom none offers it, it does not exist for. */
+  readonly grants: readonly UpstreamGrant[];
 }
 
 /** Facts of one call that policy rules look at, derived from the validated input. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { describe, expect, it } from "vitest";
-import { ChaosError, RESERVED_UPSTREAM_NAMES } from "@chaos-core/kit";
+import { ChaosError, RESERVED_UPSTREAM_NAMES, type UpstreamGrant } from "@chaos-core/kit";
 import { HeuristicProvider } from "../providers/heuristic.js";
 import { defineCapability, type Capability } from "./capability.js";
 import { BUILT_IN_CAPABILITIES } from "./index.js";
@@ -98,5 +98,34 @@ describe("the names an upstream may not take", () => {
   it("include the prefix of every built-in capability, so no upstream tool can pose as one", () => {
     const prefixes = new Set(BUILT_IN_CAPABILITIES.map((c) => c.name.split(".")[0]!));
     for (const prefix of prefixes) expect(RESERVED_UPSTREAM_NAMES).toContain(prefix);
+  });
+});
+
+describe("capability registry, as one caller sees it", () => {
+  const upstreamTool = (name: string, grants: UpstreamGrant[]): Capability => ({
+    ...named(name),
+    upstream: { name: name.split(".")[0]!, tool: name.split(".")[1]!, mcpName: name.replace(".", "__"), title: "", inputSchema: { type: "object" }, grants },
+  });
+  const registry = createCapabilityRegistry([
+    named("memory.recall"),
+    upstreamTool("files.read", [{ tenants: ["acme"] }]),
+    upstreamTool("files.write", [{ tenants: ["acme"], principals: ["alice"], as: "planner" }]),
+  ]);
+
+  it("leaves out of every list, and does not find, an upstream tool no rule offers the caller", () => {
+    const bravo = registry.forCaller({ tenant: "bravo", principal: "bob" });
+    expect(bravo.get("files.read")).toBeUndefined();
+    expect(bravo.list().map((c) => c.name)).toEqual(["memory.recall"]);
+    expect(bravo.offered().map((c) => c.name)).toEqual(["memory.recall"]);
+    expect(bravo.descriptors().map((c) => c.name)).toEqual(["memory.recall"]);
+    expect(bravo.upstreamTools()).toEqual([]);
+
+    const bob = registry.forCaller({ tenant: "acme", principal: "bob" });
+    expect(bob.offered().map((c) => c.name)).toEqual(["memory.recall", "files.read"]);
+    expect(bob.get("files.write")).toBeUndefined();
+    // Planner-only is still offered to the executor and the planners.
+    const alice = bob.forCaller({ tenant: "acme", principal: "alice" });
+    expect(alice.get("files.write")?.name).toBe("files.write");
+    expect(alice.descriptors().map((c) => c.name)).toEqual(["memory.recall", "files.read", "files.write"]);
   });
 });

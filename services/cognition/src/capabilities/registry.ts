@@ -1,5 +1,5 @@
 import type { ContractSet } from "@chaos-core/contracts";
-import { CAPABILITY_NAME_RE, ChaosError } from "@chaos-core/kit";
+import { CAPABILITY_NAME_RE, ChaosError, upstreamOffer } from "@chaos-core/kit";
 import type { Capability, CapabilityAnnotations, CapabilityRisk } from "./capability.js";
 import { CapabilityGuard } from "./contract.js";
 
@@ -38,6 +38,34 @@ export interface CapabilityRegistry {
   pin(lock: ContractSet): readonly string[];
   /** `capabilities/<name> (<sections>)` when the pinned capability `name` no longer matches its contract; undefined when it does, or nothing is pinned. */
   drift(name: string): string | undefined;
+  /**
+   * This registry as one caller sees it (docs/federation.md §6): an upstream tool that no exposure
+   * rule offers `who` is not there — absent from every list, and `get` does not find it, so a
+   * step naming it is refused as an unknown capability. Pinning goes to the whole registry.
+   */
+  forCaller(who: { readonly tenant: string; readonly principal: string }): CapabilityRegistry;
+}
+
+/** The view of `registry` for `who`: what {@link CapabilityRegistry.forCaller} answers. */
+function callerView(registry: CapabilityRegistry, who: { readonly tenant: string; readonly principal: string }): CapabilityRegistry {
+  const visible = (c: Capability) => c.upstream === undefined || upstreamOffer(c.upstream.grants, who) !== undefined;
+  const view: CapabilityRegistry = {
+    get: (name) => {
+      const c = registry.get(name);
+      return c && visible(c) ? c : undefined;
+    },
+    list: () => registry.list().filter(visible),
+    upstreamTools: () => registry.upstreamTools().filter(visible),
+    offered: () => registry.offered().filter(visible),
+    descriptors: () => {
+      const hidden = new Set(registry.upstreamTools().filter((c) => !visible(c)).map((c) => c.name));
+      return registry.descriptors().filter((d) => !hidden.has(d.name));
+    },
+    pin: (lock) => registry.pin(lock),
+    drift: (name) => (view.get(name) ? registry.drift(name) : undefined),
+    forCaller: (other) => callerView(registry, other),
+  };
+  return view;
 }
 
 /** Why a capability's `implies` list cannot be honoured, or undefined when it can. */
@@ -86,7 +114,7 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
   const served = (c: Capability) => driftOf(c) === undefined;
   const list = () => (guard ? all.filter(served) : all);
   const offered = () => list().filter((c) => c.internal !== true);
-  return {
+  const registry: CapabilityRegistry = {
     // Object.hasOwn-style lookup through a Map, so "constructor" or "__proto__" never resolve.
     get: (name) => byName.get(name),
     list,
@@ -102,7 +130,9 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
       const c = byName.get(name);
       return c && driftOf(c);
     },
+    forCaller: (who) => callerView(registry, who),
   };
+  return registry;
 }
 
 /** The capability registered under exactly this name when planners may use it (not internal), else undefined. */

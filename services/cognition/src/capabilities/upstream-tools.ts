@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ContractSet } from "@chaos-core/contracts";
-import type { UpstreamDeclaration } from "@chaos-core/kit";
+import { exposureOfTool, type UpstreamDeclaration } from "@chaos-core/kit";
 import { compileUpstreamSchema, zodFromJsonSchema } from "../upstreams/json-schema.js";
 import { upstreamToolNames } from "../upstreams/names.js";
 import type { UpstreamDrift } from "../upstreams/drift.js";
@@ -80,6 +80,7 @@ export function upstreamCapabilities(
           title: surface.title,
           inputSchema: surface.inputSchema as Record<string, unknown>,
           ...(drift ? { drift: () => drift.driftOf(decl.name, names.tool) } : {}),
+          grants: exposureOfTool(decl.exposure, names.tool),
         },
         handler: async (input, ctx) => (await pool.call(decl, ctx.call.tenant, names.tool, input, ctx.signal)) as UpstreamResult,
       };

@@ -83,7 +83,8 @@ function planNotFound(id: string, ctx: HandlerContext): ChaosError {
 /** The executor's deps for one call: the verified caller and its cancellation. */
 function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal = ctx.signal): BrainDeps {
   return {
-    registry: deps.registry,
+    // The caller's view: an upstream tool it is not offered does not exist for it (docs/federation.md §6).
+    registry: deps.registry.forCaller(ctx.call),
     provider: deps.provider,
     policy: deps.policy,
     memory: deps.memory,
@@ -110,7 +111,7 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
     async reason(req, ctx) {
       const intent = await reason(req.objective, req.context === "" ? undefined : req.context, {
         provider: deps.provider,
-        registry: deps.registry,
+        registry: deps.registry.forCaller(ctx.call),
         signal: ctx.signal,
       });
       return { intent: intentToProto(intent) };
@@ -134,7 +135,7 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       const made = await plan(
         req.objective,
         intent,
-        { provider: deps.provider, registry: deps.registry, signal: ctx.signal },
+        { provider: deps.provider, registry: deps.registry.forCaller(ctx.call), signal: ctx.signal },
         procedure ? { procedure } : {},
       );
       const stored = await deps.plans.put({
@@ -280,10 +281,13 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       return { approvals: pending.map(approvalSummaryToProto) };
     },
 
-    listCapabilities() {
+    listCapabilities(req, ctx) {
+      // The caller's view, or every upstream tool with its grants for the edge's catalog, which
+      // lists each session what its tenant and principal are offered (docs/federation.md §6).
+      const registry = req.everyUpstreamTool ? deps.registry : deps.registry.forCaller(ctx.call);
       // A quarantined upstream tool is listed too, naming why (Capability.upstream.quarantined).
-      const served = deps.registry.list();
-      const quarantined = deps.registry.upstreamTools().filter((c) => !served.includes(c));
+      const served = registry.list();
+      const quarantined = registry.upstreamTools().filter((c) => !served.includes(c));
       return Promise.resolve({ capabilities: [...served, ...quarantined].map(capabilityToProto) });
     },
 

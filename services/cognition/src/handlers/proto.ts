@@ -4,7 +4,7 @@
  */
 import { fromJson, type JsonObject as ProtoJsonObject, type JsonValue as ProtoJsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
-import { ChaosError, contextLabel, RISKS } from "@chaos-core/kit";
+import { ChaosError, contextLabel, RISKS, type UpstreamGrant } from "@chaos-core/kit";
 import type {
   ApprovalSummarySchema,
   CapabilitySchema,
@@ -149,6 +149,11 @@ export function traceToProto(trace: CognitiveTrace): MessageInitShape<typeof Tra
   };
 }
 
+/** Who is offered an upstream tool, for the edge to list it per session. */
+function grantToProto(grant: UpstreamGrant) {
+  return { tenants: [...grant.tenants], principals: [...(grant.principals ?? [])], as: grant.as ?? "tools" };
+}
+
 /** A capability for ListCapabilities: its input as JSON Schema (what a caller may send), never its handler. */
 export function capabilityToProto(capability: Capability): MessageInitShape<typeof CapabilitySchema> {
   const { upstream } = capability;
@@ -168,7 +173,7 @@ export function capabilityToProto(capability: Capability): MessageInitShape<type
     internal: capability.internal === true,
     implies: [...(capability.implies ?? [])],
     ...(upstream
-      ? { upstream: { upstream: upstream.name, tool: upstream.tool, mcpName: upstream.mcpName, title: upstream.title, quarantined: upstream.drift?.() ?? "" } }
+      ? { upstream: { upstream: upstream.name, tool: upstream.tool, mcpName: upstream.mcpName, title: upstream.title, quarantined: upstream.drift?.() ?? "", grants: upstream.grants.map(grantToProto) } }
       : {}),
   };
 }

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ChaosError, type CallContext, type Logger } from "@chaos-core/kit";
+import { ChaosError, upstreamOffer, type CallContext, type Logger, type UpstreamOffer } from "@chaos-core/kit";
 import type { Capability } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { CognitionClient } from "./service-clients.js";
 
@@ -22,7 +22,20 @@ export interface UpstreamCatalog {
   onChange(listener: (change: string) => void): () => void;
 }
 
-/** The context the edge reads the catalog in: its own, not a tenant's (the operator's upstreams are the same for all). */
+/**
+ * How `who` is offered an upstream tool of the catalog (docs/federation.md §6): listed as an MCP
+ * tool, to the planners only, or not at all (its grants, as cognition sent them).
+ */
+export function offerOf(capability: Capability, who: { readonly tenant: string; readonly principal: string }): UpstreamOffer | undefined {
+  const grants = (capability.upstream?.grants ?? []).map((g) => ({
+    tenants: g.tenants,
+    ...(g.principals.length > 0 ? { principals: g.principals } : {}),
+    as: g.as === "planner" ? ("planner" as const) : ("tools" as const),
+  }));
+  return upstreamOffer(grants, who);
+}
+
+/** The context the edge reads the catalog in: its own; it asks for every upstream tool and whom each is offered to. */
 const CATALOG_CONTEXT: CallContext = Object.freeze({ tenant: "default", principal: "chaos-core-edge" });
 
 /** What a client's list depends on, as one string: each tool's name and whether (and why) it is quarantined. */
@@ -40,7 +53,7 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
     async refresh() {
       let capabilities: Capability[];
       try {
-        ({ capabilities } = await cognition.listCapabilities({}, { ctx: CATALOG_CONTEXT }));
+        ({ capabilities } = await cognition.listCapabilities({ everyUpstreamTool: true }, { ctx: CATALOG_CONTEXT }));
       } catch (err) {
         const e = ChaosError.from(err);
         logger.warn({ code: e.code, message: e.message }, "the upstream tools could not be read from cognition; the last list stays");

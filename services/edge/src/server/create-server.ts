@@ -9,6 +9,7 @@ import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../definitions/tool.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { upstreamToolDefinition } from "../tools/upstream-tools.js";
+import { offerOf } from "../clients/upstream-catalog.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import type { ResourceDefinition } from "../definitions/resource.js";
 import { registerPrompts } from "./register-prompts.js";
@@ -198,8 +199,10 @@ class ChaosCoreMcpServer extends McpServer {
  * per MCP session, and the HTTP transport's 2026-07-28 handler once per request.
  */
 export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
-  // The edge's own tools, then the upstream tools cognition serves (docs/federation.md §6).
-  const upstreamTools = options.tools ? [] : (deps.upstreams?.capabilities() ?? []).map(upstreamToolDefinition);
+  // The edge's own tools, then the upstream tools cognition serves that this caller is offered as
+  // tools (docs/federation.md §6): one it is not offered is not there, and its calls are unknown.
+  const offeredTools = () => (deps.upstreams?.capabilities() ?? []).filter((c) => offerOf(c, scope) === "tools").map(upstreamToolDefinition);
+  const upstreamTools = options.tools ? [] : offeredTools();
   const tools = [...(options.tools ?? TOOL_DEFINITIONS), ...upstreamTools];
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock; an
   // upstream's tool is held to its own pin instead.
@@ -244,7 +247,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     // An upstream tool cognition begins to serve after this server was built (approved, pinned,
     // or read once the stores opened) joins it; one it stops serving is hidden by `drift`.
     server.addUpstreamTools = () => {
-      const added = (deps.upstreams?.capabilities() ?? []).map(upstreamToolDefinition).filter((t) => !toolsByName.has(t.name));
+      const added = offeredTools().filter((t) => !toolsByName.has(t.name));
       for (const t of added) toolsByName.set(t.name, t);
       registerTools(server, added, deps, scope, server.screen, guard, unserved, drift);
       return added.length;
