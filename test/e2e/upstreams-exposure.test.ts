@@ -89,7 +89,7 @@ describe("which tenant is offered which upstream tools", () => {
     expect(listed.filter((n) => n.startsWith("echoer__") || n.startsWith("quiet__"))).toEqual([]);
     expect(listed).toContain("chaoscore_execute");
 
-    let refusal = "";
+    let refusal: string;
     try {
       const r = (await bravo.callTool({ name: "echoer__echo", arguments: { message: "from bravo" } })) as CallToolResult;
       refusal = r.isError ? JSON.stringify(r.content) : "";
