@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
-import type { JsonObject } from "@bufbuild/protobuf";
 import { readFile, writeFile } from "node:fs/promises";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { diffContracts, formatDiff, parseUpstreamsLock, serializeUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
 import { readUpstreamContracts, upstreamRisk, upstreamToolNames } from "@chaos-core/cognition";
 import { ChaosError, describeSecretRef, parseUpstreamsFile, type Env, type UpstreamDeclaration } from "@chaos-core/kit";
