@@ -154,4 +154,4 @@ export type { BreakerSettings, BreakerState, UpstreamPool, UpstreamPoolOptions }
 export { loadUpstreams } from "./upstreams/load.js";
 export type { UpstreamFiles } from "./upstreams/load.js";
 export { createUpstreamDrift } from "./upstreams/drift.js";
-export type { UpstreamDrift } from "./upstreams/drift.js";
+export type { UpstreamDrift, UpstreamDriftEvent } from "./upstreams/drift.js";

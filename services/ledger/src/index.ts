@@ -155,6 +155,8 @@ export {
 export type { LedgerConfig, LedgerStorageConfig, WebhookConfig } from "./config.js";
 export { notifies, spendRequestSeqOf, WEBHOOK_EVENT_TYPES, webhookEventOf } from "./webhooks/events.js";
 export type { SpendRequestFacts, WebhookEvent, WebhookEventContext, WebhookEventData, WebhookEventType, WebhookOutcome } from "./webhooks/events.js";
+export { notifiesUpstream, UPSTREAM_EVENT_TYPES, upstreamEventOf } from "./webhooks/upstream-events.js";
+export type { UpstreamDriftEventData, UpstreamDriftState, UpstreamDriftWebhookEvent, UpstreamPinnedTool } from "./webhooks/upstream-events.js";
 export { signatureOf, signWebhook, webhookId } from "./webhooks/signature.js";
 export type { WebhookHeaders } from "./webhooks/signature.js";
 export { createWebhookOutbox } from "./webhooks/outbox.js";

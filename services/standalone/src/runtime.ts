@@ -340,7 +340,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
     const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }), changes: policyChanges }) : undefined;
     if (snapshots) closers.push(async () => snapshots.close());
-    const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger) : undefined;
+    const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger, ledger) : undefined;
     if (upstreams) closers.push(() => upstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),

@@ -1,10 +1,12 @@
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { diffContracts, formatDiff, parseUpstreamsLock, serializeUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
 import { readUpstreamContracts, upstreamRisk, upstreamToolNames } from "@chaos-core/cognition";
 import { ChaosError, describeSecretRef, parseUpstreamsFile, type Env, type UpstreamDeclaration } from "@chaos-core/kit";
 import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
-import { loadUpstreamsConfig, type UpstreamsConfig } from "./config.js";
+import { loadUpstreamsConfig, resolveDataDir, type UpstreamsConfig } from "./config.js";
+import { appendOperatorEntries, localOperator, pinChanges } from "./upstreams-ledger.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface UpstreamsCommandIo {
@@ -33,6 +35,10 @@ Commands:
                Pins what the upstream lists now — one tool, or all of it — in upstreams.lock, after
                reviewing the diff: a tool quarantined for a changed definition is served again,
                at once by a running server (a tool new since the last start, from its next start)
+
+lock and approve record what they change in the audit ledger before they write the lock
+(upstream.pinned, upstream.approved: the upstream, each tool's new digest, and the OS user who ran
+it), through the running server on the data directory or, when none runs, on its stores.
 
 The upstreams file is --upstreams, else CHAOS_CORE_UPSTREAMS_FILE, else upstreams.json in the data
 directory (docs/federation.md). Secret references resolve from CHAOS_CORE_UPSTREAM_SECRET_*
@@ -93,6 +99,11 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
     const all = await declarations(config);
     const out = (json: unknown, text: string) => io.stdout.write(values.json ? `${JSON.stringify(json)}\n` : text);
     const connect = { secrets: config.secrets, workDir: config.workDir, version: io.version };
+    // An administrative change is in the ledger before it takes effect; one that cannot be recorded is not made.
+    const recorded = (entries: readonly JsonObject[]) =>
+      appendOperatorEntries(env, entries, resolveDataDir(env), (line) => io.stderr.write(`chaos-core: ${line}\n`)).catch((err: unknown) => {
+        throw new ChaosError("unavailable", `the audit ledger could not record the change, so ${config.lock} was not written: ${err instanceof Error ? err.message : String(err)}`);
+      });
     switch (command) {
       case "list": {
         const pinned = await pins(config);
@@ -135,7 +146,17 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
           if (!changed) io.stdout.write(`${config.lock} matches every upstream\n`);
           return changed ? 1 : 0;
         }
+        const by = localOperator(io.env);
+        const empty: ContractSet = { tools: {}, prompts: {}, resources: {}, capabilities: {} };
+        const entries = [...new Set([...before.keys(), ...live.keys()])].sort().flatMap((name) => {
+          const tools = pinChanges(before.get(name), live.get(name));
+          if (tools.length === 0) return [];
+          const verdict = diffContracts(before.get(name) ?? empty, live.get(name) ?? empty).verdict;
+          return [{ type: "upstream.pinned", upstream: name, ...(verdict !== "NONE" ? { verdict } : {}), tools: tools.map((t) => ({ ...t })), by }];
+        });
+        const seqs = await recorded(entries);
         await writeFile(config.lock, serializeUpstreamsLock(live));
+        if (seqs.length > 0) io.stdout.write(`recorded in the audit ledger (tenant default): ${entries.map((e, i) => `${e.upstream} as entry ${seqs[i]}`).join(", ")}\n`);
         io.stdout.write(`wrote ${config.lock} (${[...live].map(([n, s]) => `${n}: ${Object.keys(s.tools).length} tools`).join(", ") || "no upstream"})\n`);
         return 0;
       }
@@ -155,13 +176,17 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
           next = { ...pinned, tools };
         }
         const diff = diffContracts(pinned, next);
+        const tools = pinChanges(pinned, next);
+        if (diff.changes.length === 0 || tools.length === 0) {
+          io.stdout.write(`${u.name}${tool ? `/${tool}` : ""}: the pin already matches; nothing changed\n`);
+          return 0;
+        }
+        const [seq] = await recorded([
+          { type: "upstream.approved", upstream: u.name, ...(tool ? { tool } : {}), verdict: diff.verdict, tools: tools.map((t) => ({ ...t })), by: localOperator(io.env) },
+        ]);
         current.set(u.name, next);
         await writeFile(config.lock, serializeUpstreamsLock(current));
-        io.stdout.write(
-          diff.changes.length === 0
-            ? `${u.name}${tool ? `/${tool}` : ""}: the pin already matches; nothing changed\n`
-            : `approved ${u.name}${tool ? `/${tool}` : ""} (${diff.verdict}), pinned in ${config.lock}\n${formatDiff(diff)}\n`,
-        );
+        io.stdout.write(`approved ${u.name}${tool ? `/${tool}` : ""} (${diff.verdict}), pinned in ${config.lock}; recorded in the audit ledger as entry ${seq}\n${formatDiff(diff)}\n`);
         return 0;
       }
       case "diff": {

@@ -1,8 +1,10 @@
 import { readFile } from "node:fs/promises";
 import { parseUpstreamsLock } from "@chaos-core/contracts";
 import { createUpstreamDrift, createUpstreamPool, loadUpstreams, upstreamCapabilities, type Capability, type UpstreamDrift, type UpstreamPool } from "@chaos-core/cognition";
-import { watchFile, type Logger } from "@chaos-core/kit";
+import { watchFile, type Logger, type ServiceClient } from "@chaos-core/kit";
+import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { UpstreamsConfig } from "./config.js";
+import { ledgerUpstreamDrift } from "./upstreams-ledger.js";
 
 /** The operator's upstreams, as this process serves them (docs/federation.md). */
 export interface ServedUpstreams {
@@ -22,12 +24,15 @@ export interface ServedUpstreams {
  * Reads the operator's upstreams and their pins, and makes each pinned tool a capability served
  * through one pool, held to its pin while serving: a tool whose definition drifts is quarantined
  * until `chaos-core upstreams approve` re-pins it, which this process reads from the lock as it
- * changes. A declared upstream that is not pinned serves nothing, and says so once.
+ * changes. A declared upstream that is not pinned serves nothing, and says so once. Every
+ * quarantine, cosmetic change and release is recorded in `ledger` (`upstream.drift`, once per
+ * change in this process), from which the ledger sends its webhook event.
  */
-export async function serveUpstreams(config: UpstreamsConfig, version: string, logger: Logger): Promise<ServedUpstreams> {
+export async function serveUpstreams(config: UpstreamsConfig, version: string, logger: Logger, ledger?: ServiceClient<typeof LedgerService>): Promise<ServedUpstreams> {
   const { declarations, pins } = await loadUpstreams({ file: config.file, required: config.fileChosen, lock: config.lock });
   const log = logger.child({ service: "upstreams" });
   const drift = createUpstreamDrift(pins, log);
+  const recording = ledger ? ledgerUpstreamDrift(drift, ledger, log) : undefined;
   const pool = createUpstreamPool({ connect: { secrets: config.secrets, workDir: config.workDir, version }, logger: log, drift });
   const { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool, drift);
   for (const upstream of unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
@@ -60,6 +65,9 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
     async close() {
       watch?.close();
       await pool.close();
+      // What was seen is written before the ledger closes (it closes after this); a ledger that is
+      // down is not waited for past its first retries.
+      if (recording) await Promise.race([recording.settled(), new Promise((r) => setTimeout(r, 10_000).unref())]);
     },
   };
 }

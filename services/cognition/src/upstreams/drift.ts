@@ -1,14 +1,40 @@
 import type { Tool } from "@modelcontextprotocol/client";
-import { diffContracts, upstreamContracts, type ContractSet } from "@chaos-core/contracts";
+import { diffContracts, entryDigest, upstreamContracts, type ContractSet, type Verdict } from "@chaos-core/contracts";
 import type { Logger, UpstreamDeclaration } from "@chaos-core/kit";
 import { definitionOf } from "./pin.js";
+
+/**
+ * One change of one upstream tool against its pin, as it is recorded (the ledger's
+ * `upstream.drift`, docs/federation.md §4): names, a verdict, sections and digests — never
+ * anything of the upstream's declaration (headers, environment).
+ */
+export interface UpstreamDriftEvent {
+  readonly upstream: string;
+  readonly tool: string;
+  /**
+   * `quarantined`: its definition changed past COSMETIC (or the upstream no longer lists it), so
+   * it is hidden and refused; `served`: a COSMETIC change, served as before; `released`: it left
+   * quarantine and is served again.
+   */
+  readonly state: "quarantined" | "served" | "released";
+  /** Why it was released: an operator re-pinned it, the upstream went back to its pin, or it is no longer pinned. */
+  readonly reason?: "re-pinned" | "reverted" | "unpinned";
+  /** The verdict against the pin (quarantined, served): an unlisted tool is a BREAKING change of section `entry`. */
+  readonly verdict?: Verdict;
+  /** The contract sections that changed, sorted (quarantined, served). */
+  readonly sections: readonly string[];
+  /** The pinned contract's digest, as `upstreams.lock` states it; absent when the tool is no longer pinned. */
+  readonly pinnedDigest?: string;
+  /** The digest of the contract the upstream lists now; absent when it no longer lists the tool. */
+  readonly liveDigest?: string;
+}
 
 /**
  * What each upstream lists now against what was pinned (docs/federation.md §4): a tool whose
  * definition changed with any verdict but COSMETIC — or that the upstream no longer lists — is
  * quarantined: left out of every list and its calls refused `contract_drift`, until an operator
  * approves the new contract (`chaos-core upstreams approve`, which re-pins it) or the upstream
- * goes back to what was pinned. A COSMETIC change is logged and served. The rest of the upstream
+ * goes back to what was pinned. A COSMETIC change is recorded and served. The rest of the upstream
  * keeps serving. Fed by the pool: when a connection opens, when the upstream says its list
  * changed, and on a periodic re-read.
  */
@@ -21,6 +47,13 @@ export interface UpstreamDrift {
   setPins(pins: ReadonlyMap<string, ContractSet>): void;
   /** Called whenever a tool enters or leaves quarantine. */
   onChange(listener: () => void): void;
+  /**
+   * Called once per change in this process: a tool entering quarantine (again only when what it
+   * drifted to, or its pin, changes), a COSMETIC change first seen, a tool leaving quarantine. The
+   * same drift seen again — the periodic re-read, a reconnection, another `list_changed` — is not
+   * told again.
+   */
+  onEvent(listener: (event: UpstreamDriftEvent) => void): void;
 }
 
 /** One tool's pinned contract, as a set of its own, so a diff names only its changes. */
@@ -29,42 +62,98 @@ function only(set: ContractSet, tool: string): ContractSet {
   return { tools: contract ? { [tool]: contract } : {}, prompts: {}, resources: {}, capabilities: {} };
 }
 
+/** A tool found different from its pin: why (the refusal's words), and the change as recorded. */
+interface Finding {
+  readonly why: string;
+  readonly event: UpstreamDriftEvent;
+}
+
+/** The same change: the same pin and the same live definition. */
+const sameChange = (a: UpstreamDriftEvent, b: UpstreamDriftEvent) => a.pinnedDigest === b.pinnedDigest && a.liveDigest === b.liveDigest;
+
 export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, logger: Logger): UpstreamDrift {
   let pins = initial;
   /** What each upstream listed when last seen, as contracts. */
   const live = new Map<string, ContractSet>();
-  /** `upstream\u0000tool` → why it is quarantined. */
-  let quarantined = new Map<string, string>();
+  /** `upstream\u0000tool` → the quarantine in force. */
+  let quarantined = new Map<string, Finding>();
+  /** `upstream\u0000tool` → the COSMETIC change last told, so a re-read does not tell it again. */
+  let cosmetic = new Map<string, UpstreamDriftEvent>();
   const listeners: Array<() => void> = [];
+  const eventListeners: Array<(event: UpstreamDriftEvent) => void> = [];
 
-  const compare = (upstream: string): Map<string, string> => {
-    const found = new Map<string, string>();
+  const tell = (event: UpstreamDriftEvent) => {
+    for (const listener of eventListeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        logger.error({ err: err instanceof Error ? err.message : String(err), upstream: event.upstream, tool: event.tool }, "an upstream drift listener failed");
+      }
+    }
+  };
+
+  const compare = (upstream: string, intoQuarantine: Map<string, Finding>, intoCosmetic: Map<string, UpstreamDriftEvent>) => {
     const pinned = pins.get(upstream);
     const now = live.get(upstream);
-    if (!pinned || !now) return found;
-    for (const tool of Object.keys(pinned.tools)) {
-      if (!now.tools[tool]) {
-        found.set(`${upstream}\u0000${tool}`, `upstreams/${upstream}/${tool}: the upstream no longer lists it`);
+    if (!pinned || !now) return;
+    for (const [tool, contract] of Object.entries(pinned.tools)) {
+      const key = `${upstream}\u0000${tool}`;
+      const pinnedDigest = entryDigest(contract);
+      const current = now.tools[tool];
+      if (!current) {
+        const event: UpstreamDriftEvent = { upstream, tool, state: "quarantined", verdict: "BREAKING", sections: ["entry"], pinnedDigest };
+        intoQuarantine.set(key, { why: `upstreams/${upstream}/${tool}: the upstream no longer lists it`, event });
         continue;
       }
       const diff = diffContracts(only(pinned, tool), only(now, tool));
-      if (diff.changes.length === 0) continue;
-      if (diff.verdict === "COSMETIC") {
-        logger.info({ upstream, tool }, "an upstream tool changed cosmetically since it was pinned; it is served");
-        continue;
-      }
-      const sections = [...new Set(diff.changes.map((c) => c.section))].join(", ");
-      found.set(`${upstream}\u0000${tool}`, `upstreams/${upstream}/${tool} (${sections}): ${diff.verdict}`);
+      if (diff.changes.length === 0 || diff.verdict === "NONE") continue;
+      const sections = [...new Set(diff.changes.map((c) => c.section))].sort();
+      const event = { upstream, tool, verdict: diff.verdict, sections, pinnedDigest, liveDigest: entryDigest(current) };
+      if (diff.verdict === "COSMETIC") intoCosmetic.set(key, { ...event, state: "served" });
+      else intoQuarantine.set(key, { why: `upstreams/${upstream}/${tool} (${sections.join(", ")}): ${diff.verdict}`, event: { ...event, state: "quarantined" } });
     }
-    return found;
+  };
+
+  /** Why a tool left quarantine: its pin changed (an approval), it is no longer pinned, or the upstream went back. */
+  const releaseOf = (left: Finding): UpstreamDriftEvent => {
+    const { upstream, tool } = left.event;
+    const pin = pins.get(upstream)?.tools[tool];
+    const pinnedDigest = pin ? entryDigest(pin) : undefined;
+    const listed = live.get(upstream)?.tools[tool];
+    const reason = !pin ? "unpinned" : pinnedDigest !== left.event.pinnedDigest ? "re-pinned" : "reverted";
+    return {
+      upstream,
+      tool,
+      state: "released",
+      reason,
+      sections: [],
+      ...(pinnedDigest ? { pinnedDigest } : {}),
+      ...(listed ? { liveDigest: entryDigest(listed) } : {}),
+    };
   };
 
   const recompute = () => {
-    const next = new Map<string, string>();
-    for (const upstream of live.keys()) for (const [key, why] of compare(upstream)) next.set(key, why);
-    const changed = next.size !== quarantined.size || [...next].some(([k, v]) => quarantined.get(k) !== v);
-    for (const [key, why] of next) if (!quarantined.has(key)) logger.warn({ tool: key.replace("\u0000", "/"), why }, "an upstream tool changed since it was pinned: quarantined until an operator approves it (chaos-core upstreams approve)");
+    const next = new Map<string, Finding>();
+    const nextCosmetic = new Map<string, UpstreamDriftEvent>();
+    for (const upstream of live.keys()) compare(upstream, next, nextCosmetic);
+    const changed = next.size !== quarantined.size || [...next].some(([k, v]) => quarantined.get(k)?.why !== v.why);
+    const told: UpstreamDriftEvent[] = [];
+    for (const [key, left] of quarantined) if (!next.has(key)) told.push(releaseOf(left));
+    for (const [key, found] of next) {
+      const before = quarantined.get(key);
+      if (before && sameChange(before.event, found.event)) continue;
+      logger.warn({ tool: key.replace("\u0000", "/"), why: found.why }, "an upstream tool changed since it was pinned: quarantined until an operator approves it (chaos-core upstreams approve)");
+      told.push(found.event);
+    }
+    for (const [key, event] of nextCosmetic) {
+      const before = cosmetic.get(key);
+      if (before && sameChange(before, event)) continue;
+      logger.info({ upstream: event.upstream, tool: event.tool }, "an upstream tool changed cosmetically since it was pinned; it is served");
+      told.push(event);
+    }
     quarantined = next;
+    cosmetic = nextCosmetic;
+    for (const event of told) tell(event);
     if (changed) for (const listener of listeners) listener();
   };
 
@@ -73,13 +162,16 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
       live.set(decl.name, upstreamContracts(decl.name, tools.map(definitionOf)));
       recompute();
     },
-    driftOf: (upstream, tool) => quarantined.get(`${upstream}\u0000${tool}`),
+    driftOf: (upstream, tool) => quarantined.get(`${upstream}\u0000${tool}`)?.why,
     setPins(next) {
       pins = next;
       recompute();
     },
     onChange(listener) {
       listeners.push(listener);
+    },
+    onEvent(listener) {
+      eventListeners.push(listener);
     },
   };
 }

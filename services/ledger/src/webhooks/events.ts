@@ -1,8 +1,9 @@
 import { SPEND_REQUEST_WINDOW_MS } from "../domain/spend-request-window.js";
 import type { LedgerEntry } from "../log/entry.js";
+import { notifiesUpstream, upstreamEventOf, type UpstreamDriftWebhookEvent } from "./upstream-events.js";
 
-/** The event types a webhook receives (docs/approvals.md §6). */
-export const WEBHOOK_EVENT_TYPES = ["approval.pending", "approval.resolved"] as const;
+/** The event types a webhook receives (docs/approvals.md §6; `upstream.drift`: docs/federation.md §4). */
+export const WEBHOOK_EVENT_TYPES = ["approval.pending", "approval.resolved", "upstream.drift"] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** How an approval was resolved: a spend approval the gate then blocks on a hard rule is `blocked`. */
@@ -40,9 +41,9 @@ export interface WebhookEventData {
   readonly resolved_by?: string;
 }
 
-/** A webhook's JSON body (Standard Webhooks' `type`, `timestamp`, `data`). */
+/** An approval webhook's JSON body (Standard Webhooks' `type`, `timestamp`, `data`); upstream-events.ts has the other kind. */
 export interface WebhookEvent {
-  readonly type: WebhookEventType;
+  readonly type: "approval.pending" | "approval.resolved";
   /** The entry's time, RFC 3339. */
   readonly timestamp: string;
   readonly data: WebhookEventData;
@@ -111,7 +112,8 @@ export function notifies(event: Record<string, unknown>): boolean {
     event.type === "approval.resolution" ||
     event.type === "spend.approved" ||
     event.type === "spend.declined" ||
-    isHeldSpend(event)
+    isHeldSpend(event) ||
+    notifiesUpstream(event)
   );
 }
 
@@ -125,9 +127,11 @@ function consoleUrl(publicUrl: string | undefined, path: string): string | undef
  * requests (`spend_gate.evaluated`, `reference.requested`). `approval.resolved`: a step's
  * `approval.resolution`, a spend's `spend.approved` and `spend.declined`. Every field is picked
  * by name from what the entry records: nothing else of the entry reaches the body.
+ * `upstream.drift`: the upstream entries (upstream-events.ts).
  */
-export function webhookEventOf(entry: LedgerEntry, context: WebhookEventContext = {}): WebhookEvent | undefined {
+export function webhookEventOf(entry: LedgerEntry, context: WebhookEventContext = {}): WebhookEvent | UpstreamDriftWebhookEvent | undefined {
   const ev = entry.event;
+  if (notifiesUpstream(ev)) return upstreamEventOf(entry);
   const base = { tenant: entry.tenant, ledger_seq: entry.seq };
   if (ev.type === "step.outcome" && ev.status === "pending_approval") {
     const approvalId = text(ev.approvalId, 128);
