@@ -6,7 +6,10 @@ import { checkGrpcHealth } from "@chaos-core/kit";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
-import { httpClient, startServiceMain, startServiceMains, stopProcess } from "../support/processes.js";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { httpClient, removeDir, ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, tempDir } from "../support/processes.js";
 
 describe("the services as separate processes (the Kubernetes shape)", () => {
   let db: TestDatabase;
@@ -20,6 +23,8 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
   let mrtrKeys: MrtrKeys;
   let edgeUrl: string;
   let client: Client;
+  // The operator's upstreams, declared and pinned for the cognition service (docs/federation.md §9).
+  const upstreamsDir = tempDir("chaos-core-distributed-upstreams-");
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -37,12 +42,20 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     policy = p.address;
     memory = m.address;
     council = k.address;
+    const definitions = join(upstreamsDir, "tools.json");
+    writeFileSync(definitions, JSON.stringify({ tools: [{ name: "echo", description: "Echoes its message back", inputSchema: { type: "object", properties: { message: { type: "string" } } }, annotations: { readOnlyHint: true, openWorldHint: false } }] }));
+    const upstreamsFile = join(upstreamsDir, "upstreams.json");
+    writeFileSync(upstreamsFile, JSON.stringify({ upstreams: [{ name: "echoer", command: process.execPath, args: [join(ROOT, "test/support/upstreams/changing-server.mjs"), definitions] }] }));
+    const locked = await runToExit(["upstreams", "lock"], { CHAOS_CORE_UPSTREAMS_FILE: upstreamsFile, CHAOS_CORE_DATA_DIR: upstreamsDir, DATABASE_URL: db.url, ...keys.env }, 60_000);
+    expect(locked.code, locked.stderr).toBe(0);
     const c = await startServiceMain("cognition", {
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: policy,
       MEMORY_ADDR: memory,
       LEDGER_ADDR: ledger,
       CHAOS_CORE_PROVIDER: "heuristic",
+      CHAOS_CORE_UPSTREAMS_FILE: upstreamsFile,
+      CHAOS_CORE_UPSTREAMS_WORK_DIR: join(upstreamsDir, "work"),
     });
     procs.push(c.proc);
     cognition = c.address;
@@ -67,6 +80,15 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     await db?.drop();
     await keys?.remove();
     await mrtrKeys?.remove();
+    removeDir(upstreamsDir);
+  });
+
+  it("serves the operator's pinned upstream tools from the cognition service through the edge", async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).toContain("echoer__echo");
+    const res = (await client.callTool({ name: "echoer__echo", arguments: { message: "across the services" } })) as CallToolResult;
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+    expect(JSON.stringify(res.content)).toContain("across the services");
   });
 
   it("answers gRPC health SERVING from each service run alone", async () => {

@@ -2,6 +2,7 @@ import { defaultLockFile } from "@chaos-core/contracts";
 import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
+import { upstreamsConfigOf, type UpstreamsConfig } from "./upstreams/config.js";
 
 /** The cognition service's configuration, parsed once at start. Holds secrets: never log it whole. */
 export interface CognitionConfig {
@@ -23,6 +24,8 @@ export interface CognitionConfig {
   readonly contractLockFile: string;
   /** `CHAOS_CORE_POLICY_SNAPSHOTS` (default on): decide from a watched policy snapshot (docs/cognition.md "Policy snapshots"). */
   readonly policySnapshots: boolean;
+  /** The operator's upstream MCP servers (`CHAOS_CORE_UPSTREAMS_FILE`, docs/federation.md §10); none unless named. */
+  readonly upstreams?: UpstreamsConfig;
 }
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
@@ -47,12 +50,14 @@ const schema = z.object({
  * Reads the configuration of the cognition service run alone from an environment record
  * (`process.env` unless given): `CHAOS_CORE_CONTEXT_KEY`, `POLICY_ADDR`, `MEMORY_ADDR` and
  * `LEDGER_ADDR` are required (no decision without an audit ledger); `REDIS_URL` puts plans in Redis (under `CHAOS_CORE_REDIS_PREFIX`) so replicas share
- * them. The AI provider is read from the same record by `loadProviderConfig`. Throws
+ * them. The AI provider is read from the same record by `loadProviderConfig`, the operator's
+ * upstreams by `upstreamsConfigOf` (none unless `CHAOS_CORE_UPSTREAMS_FILE` is set). Throws
  * `ConfigError` naming every bad variable.
  */
 export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
   const e = parseEnv(schema, env);
   const provider = loadProviderConfig(env);
+  const upstreams = upstreamsConfigOf(env);
   return {
     host: e.HOST,
     port: e.PORT,
@@ -66,5 +71,6 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     logLevel: e.LOG_LEVEL,
     contractLockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? defaultLockFile(),
     policySnapshots: e.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
+    ...(upstreams ? { upstreams } : {}),
   };
 }

@@ -155,3 +155,8 @@ export { loadUpstreams } from "./upstreams/load.js";
 export type { UpstreamFiles } from "./upstreams/load.js";
 export { createUpstreamDrift } from "./upstreams/drift.js";
 export type { UpstreamDrift, UpstreamDriftEvent } from "./upstreams/drift.js";
+export { driftEntry, ledgerUpstreamDrift, UPSTREAMS_LEDGER_TENANT, UPSTREAMS_OBSERVER } from "./upstreams/drift-ledger.js";
+export { serveUpstreams } from "./upstreams/serve.js";
+export type { ServedUpstreams } from "./upstreams/serve.js";
+export { upstreamsConfigOf } from "./upstreams/config.js";
+export type { UpstreamsConfig } from "./upstreams/config.js";

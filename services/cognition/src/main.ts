@@ -3,6 +3,7 @@
  * telemetry → config → clients (policy, memory, ledger) → plan store → provider → server → signals.
  * Prints nothing on stdout; logs are JSON on stderr.
  */
+import { readFileSync } from "node:fs";
 import type { ChangeCounters, Logger } from "@chaos-core/kit";
 import type { Redis as RedisClient } from "ioredis";
 import type { ApprovalStore } from "./executor/approvals.js";
@@ -23,7 +24,11 @@ const { createMemoryPlanStore } = await import("./plans/memory-plan-store.js");
 const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
 const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
 const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
+const { serveUpstreams } = await import("./upstreams/serve.js");
 const { createPolicySnapshots } = await import("./executor/policy-snapshots.js");
+
+/** The version upstreams are told in the MCP handshake (clientInfo). */
+const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 let logger: Logger = createLogger("cognition");
 let redis: RedisClient | undefined;
@@ -53,6 +58,10 @@ try {
     plans = createMemoryPlanStore();
     approvals = createMemoryApprovalStore();
   }
+  // The operator's upstream MCP servers (docs/federation.md): each pinned tool a capability; a
+  // drift it sees is recorded in the ledger. A stdio upstream starts on first use, in this container.
+  const upstreams = config.upstreams ? await serveUpstreams(config.upstreams, VERSION, logger, ledger.client) : undefined;
+  if (upstreams) logger.info({ file: config.upstreams?.file, lock: config.upstreams?.lock }, `upstreams: ${upstreams.summary}`);
   const providerConfig = config.provider;
   const snapshots = config.policySnapshots ? createPolicySnapshots(policy.client, { logger, ...(changes ? { changes } : {}) }) : undefined;
   const deps = createDefaultCognitionDeps({
@@ -64,6 +73,7 @@ try {
     ledger: ledger.client,
     logger,
     provider: providerConfig,
+    ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),
   });
   // Every capability against chaoscore.lock, before anything is served; held to it from then on.
   await pinCapabilitiesAtStart(deps.registry, config.contractLockFile);
@@ -76,6 +86,7 @@ try {
   const opened = redis;
   onShutdown(logger, async (graceMs) => {
     await server.shutdown(graceMs);
+    await upstreams?.close();
     snapshots?.close();
     policy.close();
     memory.close();

@@ -5,6 +5,9 @@ import { ConfigError, envVars, parseEnv, UPSTREAM_SECRET_ENV_PREFIX, type Env, t
 // The configuration modules alone, not the services: `chaos-core stdio` reads its configuration
 // before it answers initialize, and loads the services after.
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition/provider-config";
+import { upstreamsConfigOf, type UpstreamsConfig } from "@chaos-core/cognition/upstreams-config";
+
+export type { UpstreamsConfig };
 import { originVar, requireWebhookSecret, WEBHOOK_ENV, webhookConfigOf, type WebhookConfig } from "@chaos-core/ledger/config";
 
 const schema = z.object({
@@ -138,33 +141,13 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
   };
 }
 
-/** Where the operator's upstreams are declared and pinned, and where they run (docs/federation.md §3, §10). */
-export interface UpstreamsConfig {
-  /** The declarations: `CHAOS_CORE_UPSTREAMS_FILE` (or `--upstreams`), else `<dataDir>/upstreams.json`. */
-  readonly file: string;
-  /** Whether {@link file} was named (a missing named file is an error; the data directory's may be absent). */
-  readonly fileChosen: boolean;
-  /** The pins: `CHAOS_CORE_UPSTREAMS_LOCK`, else `upstreams.lock` beside the declarations. */
-  readonly lock: string;
-  /** The secrets references may name: only `CHAOS_CORE_UPSTREAM_SECRET_*` variables are kept. */
-  readonly secrets: SecretSources;
-  /** Where stdio upstreams run, a folder each: `<dataDir>/upstreams`. */
-  readonly workDir: string;
-}
-
-/** Reads {@link UpstreamsConfig} from an environment record (the command line's `--upstreams` already in it). */
+/**
+ * Where the operator's upstreams are declared and pinned, and where they run (docs/federation.md §3,
+ * §10), read from an environment record (the command line's `--upstreams` already in it): the
+ * standalone's declarations default to `<dataDir>/upstreams.json`, its stdio upstreams run in
+ * `<dataDir>/upstreams/`.
+ */
 export function loadUpstreamsConfig(env: Env, cwd = process.cwd()): UpstreamsConfig {
   const dataDir = resolveDataDir(env, cwd);
-  const named = env.CHAOS_CORE_UPSTREAMS_FILE;
-  const file = named ? resolve(cwd, named) : join(dataDir, "upstreams.json");
-  const lock = env.CHAOS_CORE_UPSTREAMS_LOCK ? resolve(cwd, env.CHAOS_CORE_UPSTREAMS_LOCK) : join(dirname(file), "upstreams.lock");
-  const secretEnv = Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith(UPSTREAM_SECRET_ENV_PREFIX)));
-  const secretsDir = env.CHAOS_CORE_UPSTREAM_SECRETS_DIR ? resolve(cwd, env.CHAOS_CORE_UPSTREAM_SECRETS_DIR) : undefined;
-  return {
-    file,
-    fileChosen: Boolean(named),
-    lock,
-    secrets: { env: secretEnv, ...(secretsDir ? { secretsDir } : {}) },
-    workDir: join(dataDir, "upstreams"),
-  };
+  return upstreamsConfigOf(env, { file: join(dataDir, "upstreams.json"), workDir: join(dataDir, "upstreams"), cwd })!;
 }

@@ -53,6 +53,7 @@ import {
   createDefaultCognitionDeps,
   createPolicySnapshots,
   pinCapabilitiesAtStart,
+  serveUpstreams,
   createMemoryApprovalStore,
   createRedisApprovalStore,
   createMemoryPlanStore,
@@ -79,7 +80,6 @@ import {
   type SignInLinks,
 } from "@chaos-core/edge";
 import type { StandaloneConfig, UpstreamsConfig } from "./config.js";
-import { serveUpstreams } from "./upstreams-runtime.js";
 import { startAdminServer, type RunningAdminServer } from "./admin-server.js";
 import { startRetentionSweeps } from "./tenant-data.js";
 import { embeddedDbPath, openEmbeddedDb, policyFilePath } from "./data-dir-layout.js";

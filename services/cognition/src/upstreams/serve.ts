@@ -1,10 +1,14 @@
 import { readFile } from "node:fs/promises";
 import { parseUpstreamsLock } from "@chaos-core/contracts";
-import { createUpstreamDrift, createUpstreamPool, loadUpstreams, upstreamCapabilities, type Capability, type UpstreamDrift, type UpstreamPool } from "@chaos-core/cognition";
 import { watchFile, type Logger, type ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { Capability } from "../capabilities/capability.js";
+import { upstreamCapabilities } from "../capabilities/upstream-tools.js";
+import { createUpstreamDrift, type UpstreamDrift } from "./drift.js";
+import { ledgerUpstreamDrift } from "./drift-ledger.js";
 import type { UpstreamsConfig } from "./config.js";
-import { ledgerUpstreamDrift } from "./upstreams-ledger.js";
+import { loadUpstreams } from "./load.js";
+import { createUpstreamPool, type UpstreamPool } from "./pool.js";
 
 /** The operator's upstreams, as this process serves them (docs/federation.md). */
 export interface ServedUpstreams {
@@ -33,7 +37,12 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
   const log = logger.child({ service: "upstreams" });
   const drift = createUpstreamDrift(pins, log);
   const recording = ledger ? ledgerUpstreamDrift(drift, ledger, log) : undefined;
-  const pool = createUpstreamPool({ connect: { secrets: config.secrets, workDir: config.workDir, version }, logger: log, drift });
+  const pool = createUpstreamPool({
+    connect: { secrets: config.secrets, workDir: config.workDir, version },
+    logger: log,
+    drift,
+    ...(config.maxResultBytes !== undefined ? { maxResultBytes: config.maxResultBytes } : {}),
+  });
   const { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool, drift);
   for (const upstream of unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
   // An approval re-pins in the lock: read again as it changes (a bad lock keeps the pins in force).
