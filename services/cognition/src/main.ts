@@ -73,7 +73,7 @@ try {
     ledger: ledger.client,
     logger,
     provider: providerConfig,
-    ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),
+    ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
   });
   // Every capability against chaoscore.lock, before anything is served; held to it from then on.
   await pinCapabilitiesAtStart(deps.registry, config.contractLockFile);

@@ -1,3 +1,4 @@
+import type { UpstreamsView } from "./handlers/upstream-status.js";
 import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Capability } from "./capabilities/capability.js";
@@ -64,6 +65,8 @@ export interface DefaultCognitionDepsOptions {
   policySnapshots?: PolicySnapshots;
   /** The pinned tools of the operator's upstreams, as capabilities (`upstreamCapabilities`), beside the built-in ones. */
   upstreamCapabilities?: readonly Capability[];
+  /** Their breakers and transports, for ListUpstreams (`serveUpstreams`' answer is one). */
+  upstreams?: UpstreamsView;
 }
 
 /**
@@ -83,5 +86,6 @@ export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions)
     approvals: options.approvals ?? createMemoryApprovalStore(),
     logger: options.logger,
     ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
+    ...(options.upstreams ? { upstreams: options.upstreams } : {}),
   };
 }

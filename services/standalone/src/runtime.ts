@@ -343,7 +343,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger, ledger) : undefined;
     if (upstreams) closers.push(() => upstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
-      ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),
+      ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
       provider: config.provider,
       policy,

@@ -30,6 +30,7 @@ import {
   stepResultToProto,
   traceToProto,
 } from "./proto.js";
+import { upstreamStatuses, type UpstreamsView } from "./upstream-status.js";
 
 /** What the cognition handlers need; every piece is built by the caller (main or the standalone composer). */
 export interface CognitionDeps {
@@ -46,6 +47,8 @@ export interface CognitionDeps {
   readonly logger: Logger;
   /** Per-step handler deadline; the executor's default (30 s) when unset. */
   readonly stepTimeoutMs?: number;
+  /** The upstreams this replica fronts, for ListUpstreams; none when unset. */
+  readonly upstreams?: UpstreamsView;
 }
 
 /** How many pending approvals ListApprovals returns when the request names no limit. */
@@ -289,6 +292,12 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       const served = registry.list();
       const quarantined = registry.upstreamTools().filter((c) => !served.includes(c));
       return Promise.resolve({ capabilities: [...served, ...quarantined].map(capabilityToProto) });
+    },
+
+    listUpstreams(req, ctx) {
+      const registry = req.everyUpstream ? deps.registry : deps.registry.forCaller(ctx.call);
+      if (!deps.upstreams) return Promise.resolve({ upstreams: [] });
+      return Promise.resolve(upstreamStatuses(registry, deps.upstreams, req.everyUpstream ? undefined : ctx.call.tenant));
     },
 
     describeProvider() {

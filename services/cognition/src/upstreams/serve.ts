@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { metrics } from "@opentelemetry/api";
 import { parseUpstreamsLock } from "@chaos-core/contracts";
 import { watchFile, type Logger, type ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
@@ -20,6 +21,10 @@ export interface ServedUpstreams {
   readonly drift: UpstreamDrift;
   /** For the start-up line a person reads. */
   readonly summary: string;
+  /** Each declared upstream's transport, by name (ListUpstreams). */
+  readonly transports: ReadonlyMap<string, "http" | "stdio">;
+  /** The breakers of the connections opened so far (ListUpstreams). */
+  breakers(): ReturnType<UpstreamPool["breakers"]>;
   /** Stops watching the lock and closes the connections. */
   close(): Promise<void>;
 }
@@ -64,6 +69,14 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
           { logger: log, what: "the upstreams lock's directory", pollMs: 2_000, debounceMs: 100 },
         );
   lockText = await readFile(config.lock, "utf8").catch(() => "");
+  // Each breaker's state as a metric (docs/federation.md §7): 0 closed, 1 half-open, 2 open.
+  const breakerGauge = metrics.getMeter("chaoscore.upstreams").createObservableGauge("chaoscore.upstream.breaker.state", {
+    description: "An upstream connection's circuit breaker: 0 closed, 1 half-open (one probe may go through), 2 open (calls fail at once)",
+  });
+  const observeBreakers = (result: { observe(value: number, attributes: Record<string, string>): void }) => {
+    for (const b of pool.breakers()) result.observe(b.state === "open" ? 2 : b.state === "half-open" ? 1 : 0, { upstream: b.upstream, scope: b.scope });
+  };
+  breakerGauge.addCallback(observeBreakers);
   const served = new Set(capabilities.map((c) => c.upstream?.name));
   const summary = declarations.length === 0 ? "none" : `${capabilities.length} tools of ${served.size} pinned upstreams (${config.file})`;
   return {
@@ -71,7 +84,10 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
     pool,
     drift,
     summary,
+    transports: new Map(declarations.map((d) => [d.name, d.transport])),
+    breakers: () => pool.breakers(),
     async close() {
+      breakerGauge.removeCallback(observeBreakers);
       watch?.close();
       await pool.close();
       // What was seen is written before the ledger closes (it closes after this); a ledger that is

@@ -9,8 +9,9 @@ export interface Readiness {
   /** Whether this replica should receive traffic. */
   readonly ready: boolean;
   /**
-   * `degraded` when only the session store is out of reach: the replica still serves the sessions
-   * it holds and every call that needs no Redis (docs/operations.md), so it stays in the Service.
+   * `degraded` when only the session store is out of reach, or an upstream MCP server's breaker is
+   * open: the replica still serves the sessions it holds, every call that needs no Redis and every
+   * other upstream's tools (docs/operations.md, docs/federation.md §7), so it stays in the Service.
    */
   readonly status: "ready" | "degraded" | "not ready";
   readonly checks: Record<string, { ok: true } | { ok: false; error: string }>;
@@ -51,16 +52,33 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
 export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
   const opts = { ctx: PROBE_CTX, timeoutMs: READINESS_TIMEOUT_MS };
   const ledger = deps.ledger;
-  const [policy, memory, cognition, council, sessions, ledgerCheck] = await Promise.all([
+  const [policy, memory, cognition, council, sessions, ledgerCheck, upstreams] = await Promise.all([
     probe(() => deps.policy.getPolicy({}, opts)),
     probe(() => deps.memory.stats({}, opts)),
     probe(() => deps.cognition.describeProvider({}, opts)),
     probe(() => deps.council.getBrief({ phase: "decompile" }, opts)),
     probe(() => withDeadline(deps.sessions.ping(), READINESS_TIMEOUT_MS)),
     ledger ? probe(() => ledger.getCheckpoint({}, opts)) : undefined,
+    deps.upstreams && deps.upstreams.capabilities().length > 0 ? upstreamsCheck(deps, opts) : undefined,
   ]);
-  const checks = { policy, memory, cognition, council, sessions, ...(ledgerCheck ? { ledger: ledgerCheck } : {}) };
-  const { sessions: _sessions, ...replica } = checks;
+  const checks = { policy, memory, cognition, council, sessions, ...(ledgerCheck ? { ledger: ledgerCheck } : {}), ...(upstreams ? { upstreams } : {}) };
+  const { sessions: _sessions, upstreams: _upstreams, ...replica } = checks;
   const ready = Object.values(replica).every((c) => c.ok);
-  return { ready, status: !ready ? "not ready" : sessions.ok ? "ready" : "degraded", checks };
+  const degraded = !sessions.ok || upstreams?.ok === false;
+  return { ready, status: !ready ? "not ready" : degraded ? "degraded" : "ready", checks };
+}
+
+/**
+ * Whether every upstream MCP server cognition fronts answers (docs/federation.md §7): not when a
+ * breaker of one is open (or half-open), naming them — `degraded`, never `not ready`, since every
+ * other call still works. Cognition out of reach is the cognition check's to say.
+ */
+async function upstreamsCheck(deps: EdgeDeps, opts: { ctx: typeof PROBE_CTX; timeoutMs: number }): Promise<{ ok: true } | { ok: false; error: string }> {
+  try {
+    const { upstreams } = await deps.cognition.listUpstreams({ everyUpstream: true }, opts);
+    const failing = upstreams.filter((u) => u.breakers.some((b) => b.state !== "closed")).map((u) => u.name);
+    return failing.length === 0 ? { ok: true } : { ok: false, error: `breaker open: ${failing.join(", ")}` };
+  } catch {
+    return { ok: true };
+  }
 }

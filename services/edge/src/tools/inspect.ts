@@ -12,7 +12,7 @@ import { evaluateChannels, policyChannelNames, policyRisk } from "../approvals/p
 import { defineTool, type ToolContext } from "../definitions/tool.js";
 import { isoTime } from "../clients/timestamps.js";
 
-const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit"] as const;
+const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit", "upstreams"] as const;
 
 
 const decisionOutput = z.object({
@@ -120,6 +120,24 @@ const auditOutput = z.object({
     .describe("The newest entries (most recent first); inspect_audit_ledger shows them whole"),
 });
 
+const upstreamOutput = z.object({
+  name: z.string(),
+  transport: z.string().describe("http (Streamable HTTP) or stdio"),
+  tools_served: z.number().describe("Its pinned tools served now (to you: those you are offered)"),
+  tools_quarantined: z.number().describe("Its tools held back because they changed since they were pinned"),
+  breakers: z
+    .array(
+      z.object({
+        scope: z.string().describe("shared, or the tenant of a per-tenant connection"),
+        state: z.enum(["closed", "open", "half-open"]),
+        consecutive_failures: z.number(),
+        retry_at: z.string().optional().describe("While open: when the next call may try it again"),
+      }),
+    )
+    .max(2)
+    .describe("The shared connection's and your tenant's own, once opened (none before the first call); open: its calls fail at once, naming it"),
+});
+
 const output = z.object({
   what: z.enum(SUBJECTS),
   available: z.boolean(),
@@ -131,6 +149,7 @@ const output = z.object({
   capabilities: z.array(capabilityOutput).optional().describe("Those plans may use, and internal ones flagged"),
   provider: providerOutput.optional(),
   audit: auditOutput.optional(),
+  upstreams: z.array(upstreamOutput).max(256).optional().describe("The upstream MCP servers whose tools you are offered, and their circuit breakers"),
 });
 
 type InspectOutput = z.output<typeof output>;
@@ -363,6 +382,26 @@ async function inspectAudit(ctx: ToolContext): Promise<InspectOutput> {
   };
 }
 
+async function inspectUpstreams(ctx: ToolContext): Promise<InspectOutput> {
+  const res = await ctx.deps.cognition.listUpstreams({}, { ctx: ctx.call, signal: ctx.signal });
+  return {
+    what: "upstreams",
+    available: true,
+    upstreams: res.upstreams.map((u) => ({
+      name: u.name,
+      transport: u.transport,
+      tools_served: u.toolsServed,
+      tools_quarantined: u.toolsQuarantined,
+      breakers: u.breakers.map((b) => ({
+        scope: b.scope,
+        state: b.state === "open" || b.state === "half-open" ? b.state : "closed",
+        consecutive_failures: b.consecutiveFailures,
+        ...(b.retryAt ? { retry_at: b.retryAt } : {}),
+      })),
+    })),
+  };
+}
+
 /** `chaoscore_inspect`: live views of the control plane, and plain words for what is not there yet. */
 export const inspectTool = defineTool({
   name: "chaoscore_inspect",
@@ -374,7 +413,7 @@ export const inspectTool = defineTool({
     "may approve such a spend), `memory` (statistics), `sessions` (this session's metadata; on 2026-07-28 this " +
     "request's), `capabilities` (the registered ones, with risk and hints), `providers` (the active AI provider and " +
     "model, never a secret), `audit` (the audit ledger: size, chain verification, latest signed checkpoint, newest " +
-    "entries).",
+    "entries), `upstreams` (the upstream MCP servers whose tools you are offered, and their circuit breakers).",
   input: z
     .object({
       what: z.enum(SUBJECTS),
@@ -417,6 +456,8 @@ export const inspectTool = defineTool({
         return inspectProviders(ctx);
       case "audit":
         return inspectAudit(ctx);
+      case "upstreams":
+        return inspectUpstreams(ctx);
     }
   },
 });
