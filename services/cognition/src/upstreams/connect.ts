@@ -60,7 +60,9 @@ async function stdioEnvironment(decl: Extract<UpstreamDeclaration, { transport: 
  * Connects to an upstream as its declaration says (docs/federation.md §2): a stdio upstream is
  * started in `<workDir>/<name>` (or its declared `cwd` inside it) with only its own environment;
  * a Streamable HTTP one is reached with its headers, references resolved now. Chaos Core declares
- * no client capability, so an upstream cannot ask it for sampling, elicitation or roots. The SDK
+ * no client capability; a request for sampling, elicitation or roots sent anyway is refused by
+ * name (docs/federation.md §7). What the upstream reports about a call — its progress, and its
+ * log lines where only that call can own them — goes to that call's `onNotice`. The SDK
  * negotiates the revision the upstream speaks. A failure names the upstream, never a secret.
  */
 export async function connectUpstream(decl: UpstreamDeclaration, options: UpstreamConnectOptions, hooks: UpstreamConnectHooks = {}): Promise<UpstreamConnection> {
