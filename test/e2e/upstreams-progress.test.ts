@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -5,14 +6,15 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult, Progress } from "@modelcontextprotocol/sdk/types.js";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { seedDataDir } from "../support/data-dir-template.js";
+import { freePort, waitForPort } from "../support/ports.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, stdioClient, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
  * Issue 32, item 5: an upstream's requests back to Chaos Core during a call (sampling,
  * elicitation, roots) are refused, saying so, and the upstream keeps serving; its progress and log
  * notifications reach an MCP caller that asked for progress, naming the upstream — over
- * Streamable HTTP on both revisions and over stdio. Upstreams: server-everything from npm (its
- * long-running operation reports progress) and a small SDK server that asks for what Chaos Core
+ * Streamable HTTP on both revisions and over stdio. Upstreams: server-everything from npm, over
+ * stdio and in its Streamable HTTP mode (its long-running operation reports progress), and a small SDK server that asks for what Chaos Core
  * does not give (its sampling and elicitation tools are ones server-everything lists only to a
  * client that declares those capabilities, which Chaos Core does not).
  */
@@ -27,14 +29,19 @@ describe("an upstream talking back during a call", () => {
   const env = { CHAOS_CORE_DATA_DIR: dir };
   let serve: ServeProcess;
   let client: Client;
+  let remote: ChildProcess | undefined;
 
   beforeAll(async () => {
+    const port = await freePort();
+    remote = spawn(process.execPath, [EVERYTHING, "streamableHttp"], { env: { ...process.env, PORT: String(port) }, stdio: "ignore" });
+    await waitForPort(port);
     await seedDataDir(dir);
     writeFileSync(
       join(dir, "upstreams.json"),
       JSON.stringify({
         upstreams: [
           { name: "everything", command: process.execPath, args: [EVERYTHING, "stdio"] },
+          { name: "remote", url: `http://127.0.0.1:${port}/mcp` },
           // The tenant's own process: its log lines can only be the call in flight's.
           { name: "asking", command: process.execPath, args: [ASKING], isolation: "tenant" },
         ],
@@ -49,6 +56,7 @@ describe("an upstream talking back during a call", () => {
   afterAll(async () => {
     await client?.close().catch(() => {});
     await serve?.stop();
+    remote?.kill();
     removeDir(dir);
   });
 
@@ -66,6 +74,12 @@ describe("an upstream talking back during a call", () => {
     expect(text(result)).toContain("Long running operation completed");
     expect(seen.map((p) => p.message)).toEqual(["everything: 1/4", "everything: 2/4", "everything: 3/4", "everything: 4/4"]);
     expect(increasing(seen)).toBe(true);
+  });
+
+  it("passes the progress of an upstream reached over Streamable HTTP", async () => {
+    const { result, seen } = await withProgress(client, "remote__trigger_long_running_operation", { duration: 0.6, steps: 3 });
+    expect(result.isError).toBeFalsy();
+    expect(seen.map((p) => p.message)).toEqual(["remote: 1/3", "remote: 2/3", "remote: 3/3"]);
   });
 
   it("passes an upstream's progress and its log lines as progress, and sends none to a caller that did not ask", async () => {
