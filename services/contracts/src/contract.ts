@@ -54,7 +54,7 @@ export interface CapabilitySource {
 export interface Gates {
   /** Capabilities the tool runs through the executor by name (sorted). */
   readonly capabilities: readonly string[];
-  /** Reaches cognition's executor (`Execute` or `Achieve`). */
+  /** Reaches cognition's executor (`Execute`, `ExecuteStream` or `Achieve`). */
   readonly executor: boolean;
   /** Reaches an approval RPC (docs/contracts.md §2). */
   readonly approvalPath: boolean;

@@ -74,6 +74,11 @@ export interface CapabilityContext {
   readonly provider: AIProvider;
   readonly memory: ServiceClient<typeof MemoryService>;
   readonly policy: ServiceClient<typeof PolicyService>;
+  /**
+   * Passes one line to the caller while the step runs, when it asked for progress (ExecuteStream);
+   * unset otherwise. The line names its source (`files: 3/10`) and goes to that caller alone.
+   */
+  readonly progress?: (message: string) => void;
 }
 
 /**

@@ -3,6 +3,7 @@ import type { ContractSet } from "@chaos-core/contracts";
 import { exposureOfTool, type UpstreamDeclaration } from "@chaos-core/kit";
 import { compileUpstreamSchema, zodFromJsonSchema } from "../upstreams/json-schema.js";
 import { upstreamToolNames } from "../upstreams/names.js";
+import { noticeLine, type UpstreamNotice } from "../upstreams/notices.js";
 import type { UpstreamDrift } from "../upstreams/drift.js";
 import type { UpstreamPool } from "../upstreams/pool.js";
 import { upstreamRisk } from "../upstreams/risk.js";
@@ -82,7 +83,12 @@ export function upstreamCapabilities(
           ...(drift ? { drift: () => drift.driftOf(decl.name, names.tool) } : {}),
           grants: exposureOfTool(decl.exposure, names.tool),
         },
-        handler: async (input, ctx) => (await pool.call(decl, ctx.call.tenant, names.tool, input, ctx.signal)) as UpstreamResult,
+        // What the upstream reports about this call reaches its caller when it asked for progress.
+        handler: async (input, ctx) => {
+          const progress = ctx.progress;
+          const onNotice = progress ? (notice: UpstreamNotice) => progress(noticeLine(decl.name, notice)) : undefined;
+          return (await pool.call(decl, ctx.call.tenant, names.tool, input, ctx.signal, onNotice)) as UpstreamResult;
+        },
       };
       capabilities.push(capability as unknown as Capability);
     }

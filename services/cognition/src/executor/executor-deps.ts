@@ -31,4 +31,13 @@ export interface ExecutorDeps {
   readonly signal?: AbortSignal;
   /** Per-step deadline for the handler, in milliseconds. */
   readonly stepTimeoutMs?: number;
+  /** Hears the lines a running step reports, when the caller asked for progress (ExecuteStream). */
+  readonly onProgress?: (progress: StepProgress) => void;
+}
+
+/** One line a running step reported (its handler's `progress`). */
+export interface StepProgress {
+  readonly stepId: string;
+  readonly capability: string;
+  readonly message: string;
 }

@@ -56,6 +56,8 @@ export async function runHandler(
   finish: Finish,
 ): Promise<StepResult> {
   const timeoutMs = deps.stepTimeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
+  const onProgress = deps.onProgress;
+  const progress = onProgress ? (message: string) => onProgress({ stepId: step.id, capability: capability.name, message }) : undefined;
   let output: unknown;
   try {
     output = await runWithDeadline(
@@ -66,6 +68,7 @@ export async function runHandler(
           provider: deps.provider,
           memory: deps.memory,
           policy: deps.policy,
+          ...(progress ? { progress } : {}),
         }),
       timeoutMs,
       deps.signal,

@@ -1,6 +1,13 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ChaosError, type HandlerContext, type Logger, type ServiceClient, type ServiceImpl } from "@chaos-core/kit";
-import { ApprovalChannel, type AchieveResponseSchema, type CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import {
+  ApprovalChannel,
+  type AchieveResponseSchema,
+  type CognitionService,
+  type ExecuteRequest,
+  type ExecuteResponseSchema,
+  type ExecuteStreamResponseSchema,
+} from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import type { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { runCognitiveCore, type BrainDeps, type CognitiveTrace } from "../brain/brain.js";
@@ -15,6 +22,7 @@ import type { StepReceipts } from "../executor/ledger.js";
 import { resolveApproval } from "../executor/approval-resolution.js";
 import { executeApprovedPlan } from "../executor/approved-run.js";
 import { executeSteps, type PlanOrigin } from "../executor/plan-run.js";
+import type { StepProgress } from "../executor/executor-deps.js";
 import type { ApprovalChannel as DomainApprovalChannel, ExecutableStep } from "../executor/step-types.js";
 import { DEFAULT_PLAN_TTL_SECONDS, MAX_PLAN_STEPS, planScopeOf, type PlanStore } from "../plans/plan-store.js";
 import { describeProvider } from "../providers/ai-provider.js";
@@ -30,6 +38,7 @@ import {
   stepResultToProto,
   traceToProto,
 } from "./proto.js";
+import { eventsWhile } from "./event-queue.js";
 import { upstreamStatuses, type UpstreamsView } from "./upstream-status.js";
 
 /** What the cognition handlers need; every piece is built by the caller (main or the standalone composer). */
@@ -55,6 +64,8 @@ export interface CognitionDeps {
 const DEFAULT_LIST_APPROVALS = 100;
 
 type AchieveEvent = MessageInitShape<typeof AchieveResponseSchema>;
+type ExecuteStreamEvent = MessageInitShape<typeof ExecuteStreamResponseSchema>;
+type ExecuteResponseInit = MessageInitShape<typeof ExecuteResponseSchema>;
 
 const CHANNELS: Partial<Record<ApprovalChannel, DomainApprovalChannel>> = {
   [ApprovalChannel.ELICITATION]: "client_elicitation",
@@ -84,7 +95,7 @@ function planNotFound(id: string, ctx: HandlerContext): ChaosError {
 }
 
 /** The executor's deps for one call: the verified caller and its cancellation. */
-function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal = ctx.signal): BrainDeps {
+function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal = ctx.signal, onProgress?: (p: StepProgress) => void): BrainDeps {
   return {
     // The caller's view: an upstream tool it is not offered does not exist for it (docs/federation.md §6).
     registry: deps.registry.forCaller(ctx.call),
@@ -97,11 +108,58 @@ function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal
     call: ctx.call,
     signal,
     ...(deps.stepTimeoutMs !== undefined ? { stepTimeoutMs: deps.stepTimeoutMs } : {}),
+    ...(onProgress ? { onProgress } : {}),
   };
 }
 
 function cancelled(signal: AbortSignal): ChaosError {
   return signal.reason instanceof ChaosError ? signal.reason : new ChaosError("cancelled", "the call was cancelled");
+}
+
+/** Execute's work, shared by Execute and ExecuteStream (whose caller hears the steps' progress). */
+async function executeRequest(deps: CognitionDeps, req: ExecuteRequest, ctx: HandlerContext, signal: AbortSignal, onProgress?: (p: StepProgress) => void): Promise<ExecuteResponseInit> {
+  let steps: readonly ExecutableStep[];
+  let origin: PlanOrigin;
+  switch (req.target.case) {
+    case "planId": {
+      const id = req.target.value;
+      const stored = await deps.plans.get(ctx.call.tenant, planScopeOf(ctx.call), id);
+      if (!stored) throw planNotFound(id, ctx);
+      steps = stored.steps;
+      origin = { planId: id, objective: stored.objective, expiresAt: stored.expiresAt };
+      break;
+    }
+    case "steps": {
+      const list = req.target.value.steps;
+      if (list.length === 0) throw new ChaosError("invalid_argument", "steps must name at least one step");
+      if (list.length > MAX_PLAN_STEPS) {
+        throw new ChaosError("invalid_argument", `at most ${MAX_PLAN_STEPS} steps may run in one call (got ${list.length})`);
+      }
+      steps = list.map(stepFromProto);
+      // Explicit steps live as long as a stored plan would: an approval among them keeps the rest that long.
+      origin = { expiresAt: new Date(Date.now() + DEFAULT_PLAN_TTL_SECONDS * 1000).toISOString() };
+      break;
+    }
+    case "approvalId": {
+      // The approved step at most once (the executor checks the approval, policy and the
+      // arguments again), then the rest of its plan, each step through policy again.
+      const run = brainDeps(deps, ctx, signal, onProgress);
+      const ran = await executeApprovedPlan(req.target.value, run);
+      if (ran.completed) await recordProcedure(objectiveSignature(ran.completed.objective), ran.completed.capabilities, new Date(), run);
+      return { results: ran.results.map(stepResultToProto) };
+    }
+    default:
+      throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session, or by this principal without one), steps, or approval_id");
+  }
+  const run = brainDeps(deps, ctx, signal, onProgress);
+  const results = await executeSteps(steps, run, new Map(), origin);
+  // A stored plan that ran through is a procedure for its objective, as an Achieve run's is:
+  // the next Plan of the same objective starts from it. Written as bookkeeping (policy first,
+  // in the ledger); a write policy refuses is simply not made.
+  if (origin.objective !== undefined && results.length > 0 && results.every((r) => r.status === "executed")) {
+    await recordProcedure(objectiveSignature(origin.objective), results.map((r) => r.capability), new Date(), run);
+  }
+  return { results: results.map(stepResultToProto) };
 }
 
 /**
@@ -152,49 +210,18 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       return planToProto(made, stored);
     },
 
-    async execute(req, ctx) {
-      let steps: readonly ExecutableStep[];
-      let origin: PlanOrigin;
-      switch (req.target.case) {
-        case "planId": {
-          const id = req.target.value;
-          const stored = await deps.plans.get(ctx.call.tenant, planScopeOf(ctx.call), id);
-          if (!stored) throw planNotFound(id, ctx);
-          steps = stored.steps;
-          origin = { planId: id, objective: stored.objective, expiresAt: stored.expiresAt };
-          break;
-        }
-        case "steps": {
-          const list = req.target.value.steps;
-          if (list.length === 0) throw new ChaosError("invalid_argument", "steps must name at least one step");
-          if (list.length > MAX_PLAN_STEPS) {
-            throw new ChaosError("invalid_argument", `at most ${MAX_PLAN_STEPS} steps may run in one call (got ${list.length})`);
-          }
-          steps = list.map(stepFromProto);
-          // Explicit steps live as long as a stored plan would: an approval among them keeps the rest that long.
-          origin = { expiresAt: new Date(Date.now() + DEFAULT_PLAN_TTL_SECONDS * 1000).toISOString() };
-          break;
-        }
-        case "approvalId": {
-          // The approved step at most once (the executor checks the approval, policy and the
-          // arguments again), then the rest of its plan, each step through policy again.
-          const run = brainDeps(deps, ctx);
-          const ran = await executeApprovedPlan(req.target.value, run);
-          if (ran.completed) await recordProcedure(objectiveSignature(ran.completed.objective), ran.completed.capabilities, new Date(), run);
-          return { results: ran.results.map(stepResultToProto) };
-        }
-        default:
-          throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session, or by this principal without one), steps, or approval_id");
-      }
-      const run = brainDeps(deps, ctx);
-      const results = await executeSteps(steps, run, new Map(), origin);
-      // A stored plan that ran through is a procedure for its objective, as an Achieve run's is:
-      // the next Plan of the same objective starts from it. Written as bookkeeping (policy first,
-      // in the ledger); a write policy refuses is simply not made.
-      if (origin.objective !== undefined && results.length > 0 && results.every((r) => r.status === "executed")) {
-        await recordProcedure(objectiveSignature(origin.objective), results.map((r) => r.capability), new Date(), run);
-      }
-      return { results: results.map(stepResultToProto) };
+    execute: (req, ctx) => executeRequest(deps, req, ctx, ctx.signal),
+
+    async *executeStream(req, ctx) {
+      const execute = req.execute;
+      if (!execute) throw new ChaosError("invalid_argument", "execute is required: what to run, as for Execute");
+      yield* eventsWhile<ExecuteStreamEvent, ExecuteResponseInit>(
+        ctx.signal,
+        (push, signal) =>
+          executeRequest(deps, execute, ctx, signal, (p) => push({ event: { case: "progress", value: { stepId: p.stepId, capability: p.capability, message: p.message } } })),
+        (result) => ({ event: { case: "result", value: result } }),
+        "the ExecuteStream stream was closed before the steps finished",
+      );
     },
 
     async *achieve(req, ctx) {

@@ -1,8 +1,9 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
+import { Client, ProtocolError, ProtocolErrorCode, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { ChaosError, resolveSecretRef, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
+import { ChaosError, resolveSecretRef, type Logger, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
+import { refusalOf, type UpstreamNotice } from "./notices.js";
 
 /** The least time an upstream is given to start and answer `initialize`, whatever its call timeout. */
 const CONNECT_TIMEOUT_MS = 30_000;
@@ -21,14 +22,25 @@ export interface UpstreamConnectOptions {
 export interface UpstreamConnectHooks {
   /** The upstream said its tool list changed (`notifications/tools/list_changed`): its tools now. */
   readonly onToolsChanged?: (tools: Tool[]) => void;
+  /** Where a refused request from the upstream is logged, naming it. */
+  readonly logger?: Logger;
+  /**
+   * Whether the connection is one tenant's, so a log line the upstream sends while exactly one
+   * call is in flight can only be that call's and is passed to it (docs/federation.md §7).
+   */
+  readonly logsBelongToCalls?: boolean;
 }
 
 /** An open connection to one upstream. */
 export interface UpstreamConnection {
   /** Every tool it lists, every page. */
   listTools(signal?: AbortSignal): Promise<Tool[]>;
-  /** Calls one of its tools under its timeout; `signal` cancels the call upstream too. */
-  callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult>;
+  /**
+   * Calls one of its tools under its timeout; `signal` cancels the call upstream too. `onNotice`
+   * hears the progress the upstream reports for this call, and its log lines where they can only
+   * be this call's.
+   */
+  callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal, onNotice?: (notice: UpstreamNotice) => void): Promise<CallToolResult>;
   close(): Promise<void>;
 }
 
@@ -48,7 +60,9 @@ async function stdioEnvironment(decl: Extract<UpstreamDeclaration, { transport: 
  * Connects to an upstream as its declaration says (docs/federation.md §2): a stdio upstream is
  * started in `<workDir>/<name>` (or its declared `cwd` inside it) with only its own environment;
  * a Streamable HTTP one is reached with its headers, references resolved now. Chaos Core declares
- * no client capability, so an upstream cannot ask it for sampling, elicitation or roots. The SDK
+ * no client capability; a request for sampling, elicitation or roots sent anyway is refused by
+ * name (docs/federation.md §7). What the upstream reports about a call — its progress, and its
+ * log lines where only that call can own them — goes to that call's `onNotice`. The SDK
  * negotiates the revision the upstream speaks. A failure names the upstream, never a secret.
  */
 export async function connectUpstream(decl: UpstreamDeclaration, options: UpstreamConnectOptions, hooks: UpstreamConnectHooks = {}): Promise<UpstreamConnection> {
@@ -61,6 +75,22 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
       ...(onToolsChanged ? { listChanged: { tools: { onChanged: (error: Error | null, tools: Tool[] | null) => void (!error && tools && onToolsChanged(tools)) } } } : {}),
     },
   );
+  refuseRequests(client, decl.name, hooks.logger);
+  // The calls in flight, by the progress token each sent. Chaos Core hears progress itself rather
+  // than through the SDK's onprogress, which drops a notification that arrives just before the
+  // response (it removes the handler on the response, before the queued notification runs).
+  const inFlight = new Map<string, (notice: UpstreamNotice) => void>();
+  let tokens = 0;
+  client.setNotificationHandler("notifications/progress", (n) => {
+    const { progressToken, progress, total, message } = n.params;
+    inFlight.get(String(progressToken))?.({ kind: "progress", progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) });
+  });
+  client.setNotificationHandler("notifications/message", (n) => {
+    const [only] = inFlight.values();
+    if (hooks.logsBelongToCalls && inFlight.size === 1 && only) only({ kind: "log", level: n.params.level, data: n.params.data });
+    // Its text stays out of Chaos Core's log: it may be anything the upstream knows.
+    else hooks.logger?.debug({ upstream: decl.name, level: n.params.level, callsInFlight: inFlight.size }, "upstream log line not attributable to one call; not passed on");
+  });
   let transport: StdioClientTransport | StreamableHTTPClientTransport;
   if (decl.transport === "stdio") {
     const home = join(options.workDir, decl.name);
@@ -90,9 +120,30 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
       } while (cursor !== undefined);
       return tools;
     },
-    async callTool(name, args, signal) {
-      return (await client.callTool({ name, arguments: args }, { timeout: decl.timeoutMs, ...(signal ? { signal } : {}) })) as CallToolResult;
+    async callTool(name, args, signal, onNotice) {
+      // Every call carries a progress token, so the upstream may report progress for it.
+      const progressToken = `chaos-core-${++tokens}`;
+      inFlight.set(progressToken, onNotice ?? (() => {}));
+      try {
+        const params = { name, arguments: args, _meta: { progressToken } };
+        return (await client.callTool(params, { timeout: decl.timeoutMs, ...(signal ? { signal } : {}) })) as CallToolResult;
+      } finally {
+        inFlight.delete(progressToken);
+      }
     },
     close: () => client.close(),
+  };
+}
+
+/**
+ * Chaos Core declares no client capability, so an upstream should ask it for nothing; a request
+ * sent anyway — sampling, elicitation, roots or any other — is answered with an error naming the
+ * method and saying Chaos Core does not support it (the SDK alone says only "Method not found"),
+ * and logged naming the upstream.
+ */
+function refuseRequests(client: Client, upstream: string, logger: Logger | undefined): void {
+  client.fallbackRequestHandler = async (request) => {
+    logger?.warn({ upstream, method: request.method }, `upstream "${upstream}" sent ${request.method} to Chaos Core during a call; refused: Chaos Core does not support it`);
+    throw new ProtocolError(ProtocolErrorCode.MethodNotFound, refusalOf(request.method));
   };
 }

@@ -2,6 +2,7 @@ import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotoc
 import { ChaosError, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
 import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
 import type { UpstreamDrift } from "./drift.js";
+import type { UpstreamNotice } from "./notices.js";
 
 /** When a breaker opens, and for how long (docs/federation.md §7). */
 export interface BreakerSettings {
@@ -36,9 +37,17 @@ export interface UpstreamPool {
    * Calls `tool` of the upstream for `tenant`; the caller's `signal` cancels it upstream. A
    * failure names the upstream: `unavailable` (unreachable, breaker open), `deadline_exceeded`,
    * `resource_exhausted` (an answer over the size cap). A result with `isError` is the tool's own
-   * answer and counts as a success of the upstream.
+   * answer and counts as a success of the upstream. `onNotice` hears what the upstream reports
+   * about this call while it runs (its progress; its log lines where only this call can own them).
    */
-  call(decl: UpstreamDeclaration, tenant: string, tool: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult>;
+  call(
+    decl: UpstreamDeclaration,
+    tenant: string,
+    tool: string,
+    args: Record<string, unknown>,
+    signal?: AbortSignal,
+    onNotice?: (notice: UpstreamNotice) => void,
+  ): Promise<CallToolResult>;
   breakers(): BreakerState[];
   close(): Promise<void>;
 }
@@ -98,7 +107,8 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   /** Opens a connection whose tools are compared with the pin before it serves a call, and again as they change. */
   const openWatched = async (decl: UpstreamDeclaration, entry: Entry): Promise<UpstreamConnection> => {
     const drift = options.drift;
-    const connection = await open(decl, options.connect, drift ? { onToolsChanged: (tools) => drift.observe(decl, tools) } : {});
+    const hooks = { logger: options.logger, logsBelongToCalls: entry.scope !== "shared" };
+    const connection = await open(decl, options.connect, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
     if (drift) {
       drift.observe(decl, await connection.listTools());
       entry.reread = setInterval(() => void connection.listTools().then((tools) => drift.observe(decl, tools), () => {}), REREAD_MS).unref();
@@ -118,7 +128,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   };
 
   return {
-    async call(decl, tenant, tool, args, signal) {
+    async call(decl, tenant, tool, args, signal, onNotice) {
       const scope = decl.transport === "stdio" && decl.isolation === "tenant" ? tenant : "shared";
       const key = `${decl.name}\u0000${scope}`;
       let entry = entries.get(key);
@@ -143,7 +153,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
       if (drifted) throw new ChaosError("contract_drift", `${drifted}: this upstream tool no longer matches its pin and is not run; an operator approves the new contract with chaos-core upstreams approve ${decl.name} ${tool}`);
       let result: CallToolResult;
       try {
-        result = await connection.callTool(tool, args, signal);
+        result = await connection.callTool(tool, args, signal, onNotice);
       } catch (err) {
         if (signal?.aborted) throw new ChaosError("cancelled", `the call to upstream "${decl.name}" was cancelled`, { cause: err });
         const message = err instanceof Error ? err.message : String(err);

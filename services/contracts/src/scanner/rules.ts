@@ -78,7 +78,7 @@ export const FS_WRITES: ReadonlySet<string> = new Set([
 ]);
 
 /** RPCs of the typed clients that run a step through cognition's executor. */
-export const EXECUTOR_METHODS: ReadonlySet<string> = new Set(["cognition.execute", "cognition.achieve"]);
+export const EXECUTOR_METHODS: ReadonlySet<string> = new Set(["cognition.execute", "cognition.executeStream", "cognition.achieve"]);
 
 /** RPCs of the typed clients that are the human-approval and receipt path. */
 export const APPROVAL_METHODS: ReadonlySet<string> = new Set([

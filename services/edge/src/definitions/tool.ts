@@ -29,6 +29,8 @@ export interface ToolContext {
   log(level: LoggingLevel, message: string, data?: Record<string, unknown>): Promise<void>;
   /** Sends `notifications/progress` when the client asked for progress; otherwise does nothing. */
   progress(progress: number, total?: number, message?: string): Promise<void>;
+  /** Whether the client asked for progress (its request's `_meta.progressToken`). */
+  readonly progressRequested?: boolean;
   /**
    * Roles of this request's verified API key (never from a header or an argument); empty over
    * stdio and unauthenticated loopback HTTP.

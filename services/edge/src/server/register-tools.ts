@@ -91,6 +91,7 @@ function toolContext(
         params: { progressToken, progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) },
       });
     },
+    progressRequested: extra.mcpReq._meta?.progressToken !== undefined,
     roles: rolesOf(extra.http?.authInfo, scope),
     client: modern ? modernElicitation(deps, modern) : legacyElicitation(server.server.getClientCapabilities()),
     resumed,

@@ -1,7 +1,8 @@
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ChaosError, ERROR_CODES, type ErrorCode } from "@chaos-core/kit";
-import type { StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { ExecuteRequestSchema, ExecuteResponse, StepResult } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { z } from "zod";
 import type { ToolContext } from "../definitions/tool.js";
 import { APPROVAL_LIMITS, channelPlace, howToRunApproved } from "./approval.js";
@@ -10,6 +11,14 @@ import { consolePageFor, waitForStepAnswer } from "../approvals/url-elicitation.
 
 /** The id of the one step a capability tool sends; the audit ledger records it with the step. */
 const STEP_ID = "s1";
+
+/** How a capability tool has cognition run its steps: the unary Execute, unless a tool passes another. */
+export type ExecuteSteps = (ctx: ToolContext, request: MessageInitShape<typeof ExecuteRequestSchema>) => Promise<ExecuteResponse>;
+
+/** Runs the steps as `execute` does, or else through the unary Execute. */
+function executeSteps(ctx: ToolContext, request: MessageInitShape<typeof ExecuteRequestSchema>, execute: ExecuteSteps | undefined): Promise<ExecuteResponse> {
+  return execute ? execute(ctx, request) : ctx.deps.cognition.execute(request, { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS });
+}
 
 function errorCode(code: string): ErrorCode {
   return (ERROR_CODES as readonly string[]).includes(code) ? (code as ErrorCode) : "internal";
@@ -43,22 +52,21 @@ function ruleOf(r: StepResult): string {
  * it here (policy's list, filtered to this call), one per line. Where the approval accepts the
  * console and the client declared URL-mode elicitation, the call first sends the client's user to
  * the approval's console page and waits for a person's answer (docs/approvals.md §3): approved,
- * the step runs and this call returns its output.
+ * the step runs and this call returns its output. `execute` is how the steps reach cognition (the
+ * unary Execute by default; upstream tools stream their progress).
  */
 export async function runCapability<O extends z.ZodType>(
   ctx: ToolContext,
   capability: string,
   input: JsonObject,
   output: O,
+  execute?: ExecuteSteps,
 ): Promise<z.input<O>> {
   // 2026-07-28: the retry of a round that sent the user to the console resumes the approval that
   // round created (sealed in its state), instead of asking for a new one.
   const resumedApproval = ctx.resumed?.carried["approval_id"];
-  if (resumedApproval) return outputOf(capability, await resumeThroughConsole(ctx, capability, resumedApproval), output);
-  const res = await ctx.deps.cognition.execute(
-    { target: { case: "steps", value: { steps: [{ id: STEP_ID, capability, input }] } } },
-    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
-  );
+  if (resumedApproval) return outputOf(capability, await resumeThroughConsole(ctx, capability, resumedApproval, execute), output);
+  const res = await executeSteps(ctx, { target: { case: "steps", value: { steps: [{ id: STEP_ID, capability, input }] } } }, execute);
   const r = oneResult(res.results, capability);
   await logVerdict(ctx, capability, r);
   if (r.status === "pending_approval") {
@@ -73,7 +81,7 @@ export async function runCapability<O extends z.ZodType>(
           `Nothing ran: approval ${id} waits for a person${why}.\n${howToRunApproved(id, channels, url ? { ...channelPlace(ctx), canElicit: false } : channelPlace(ctx))}\n${APPROVAL_LIMITS}`,
       );
     if (!url) throw pending("");
-    return outputOf(capability, await approvedThroughConsole(ctx, capability, id, url, pending), output);
+    return outputOf(capability, await approvedThroughConsole(ctx, capability, id, url, pending, execute), output);
   }
   return outputOf(capability, r, output);
 }
@@ -98,6 +106,7 @@ async function approvedThroughConsole(
   approvalId: string,
   url: string,
   pending: (why: string) => ChaosError,
+  execute: ExecuteSteps | undefined,
 ): Promise<StepResult> {
   const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
   const waited = await waitForStepAnswer(ctx, view, url);
@@ -108,10 +117,7 @@ async function approvedThroughConsole(
       `${waited.value.resolvedBy || "a person"} rejected approval ${approvalId}: ${capability} did not run and will not. Do not retry it; tell the user or choose another way.`,
     );
   }
-  const res = await ctx.deps.cognition.execute(
-    { target: { case: "approvalId", value: approvalId } },
-    { ctx: ctx.call, signal: ctx.signal, timeoutMs: RUN_TIMEOUT_MS },
-  );
+  const res = await executeSteps(ctx, { target: { case: "approvalId", value: approvalId } }, execute);
   return oneResult(res.results, capability);
 }
 
@@ -119,7 +125,7 @@ async function approvedThroughConsole(
  * The retried round of a URL-mode ask (2026-07-28): the approval the asking round created, read
  * again (it is the requester's own), and waited on as {@link approvedThroughConsole} does.
  */
-async function resumeThroughConsole(ctx: ToolContext, capability: string, approvalId: string): Promise<StepResult> {
+async function resumeThroughConsole(ctx: ToolContext, capability: string, approvalId: string, execute: ExecuteSteps | undefined): Promise<StepResult> {
   const view = await ctx.deps.cognition.getApproval({ approvalId }, { ctx: ctx.call, signal: ctx.signal });
   if (view.capability !== capability) {
     throw new ChaosError("internal", `the resumed approval ${approvalId} is for ${view.capability}, not ${capability}: nothing ran`);
@@ -132,7 +138,7 @@ async function resumeThroughConsole(ctx: ToolContext, capability: string, approv
         `Nothing ran: approval ${approvalId} waits for a person${why}.\n${howToRunApproved(approvalId, view.channels, { ...channelPlace(ctx), canElicit: false })}\n${APPROVAL_LIMITS}`,
     );
   if (!url) throw pending("");
-  return approvedThroughConsole(ctx, capability, approvalId, url, pending);
+  return approvedThroughConsole(ctx, capability, approvalId, url, pending, execute);
 }
 
 /** The output of a step that ran, or the typed error a client branches on. */

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Capability } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { ToolDefinition } from "../definitions/tool.js";
 import { runCapability } from "./run-capability.js";
+import { executeWithProgress } from "./upstream-progress.js";
 
 /** What an upstream tool answers: its content as the upstream sent it; checked again by cognition's executor. */
 const UPSTREAM_RESULT = z.looseObject({
@@ -20,7 +21,8 @@ const built = new WeakMap<Capability, ToolDefinition>();
  * (`files__read_text_file`), the upstream's title and description (its words, shown as they are:
  * they rank and describe, never instruct), the pinned input schema and annotations. A call runs
  * the capability as one executor step (`runCapability`: policy, approval channels, the ledger), so
- * one that needs a person answers exactly as `chaoscore_execute` does. Built once per capability.
+ * one that needs a person answers exactly as `chaoscore_execute` does; its progress and log lines
+ * reach a caller that asked for progress. Built once per capability.
  */
 export function upstreamToolDefinition(capability: Capability): ToolDefinition {
   let tool = built.get(capability);
@@ -44,7 +46,8 @@ export function upstreamToolDefinition(capability: Capability): ToolDefinition {
       capability: capability.name,
       inputSchema: (capability.inputSchema as Record<string, unknown> | undefined) ?? { type: "object" },
     },
-    run: (args, ctx) => runCapability(ctx, capability.name, args as never, UPSTREAM_RESULT),
+    // What the upstream reports while it runs reaches a caller that asked for progress.
+    run: (args, ctx) => runCapability(ctx, capability.name, args as never, UPSTREAM_RESULT, executeWithProgress),
   };
   built.set(capability, tool);
   return tool;

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/cognition/v1/cognition.proto.
  */
 export const file_chaoscore_cognition_v1_cognition: GenFile = /*@__PURE__*/
-  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IsABCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBW5vdGVzGAcgAygJIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJ3Cg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SAASFQoLYXBwcm92YWxfaWQYAyABKAlIAEIICgZ0YXJnZXQiXwoNUG9saWN5VmVyZGljdBIQCghkZWNpc2lvbhgBIAEoCRIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEIjEKCkV2YWx1YXRpb24SEQoJc3VjY2VlZGVkGAEgASgIEhAKCHByb2JsZW1zGAIgAygJIpcBCg9QZW5kaW5nQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSEQoJYXJnc19oYXNoGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEEhQKDG1hdGNoZWRfcnVsZRgEIAEoCRIOCgZyZWFzb24YBSABKAkSDAoEcmlzaxgGIAEoCRIQCghjaGFubmVscxgHIAMoCSLMAgoKU3RlcFJlc3VsdBIPCgdzdGVwX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSDgoGc3RhdHVzGAMgASgJEjYKB3ZlcmRpY3QYBCABKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBvbGljeVZlcmRpY3QSCwoDcmFuGAUgASgIEiYKBm91dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRI2CgpldmFsdWF0aW9uGAcgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FdmFsdWF0aW9uEhIKCmVycm9yX2NvZGUYCCABKAkSFQoNZXJyb3JfbWVzc2FnZRgJIAEoCRI5CghhcHByb3ZhbBgKIAEoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGVuZGluZ0FwcHJvdmFsIkYKD0V4ZWN1dGVSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGVwUmVzdWx0Ik0KDkFjaGlldmVSZXF1ZXN0EhEKCW9iamVjdGl2ZRgBIAEoCRIYCgttYXhfcmVwbGFucxgCIAEoDUgAiAEBQg4KDF9tYXhfcmVwbGFucyIrCgpTdGFnZUV2ZW50Eg0KBXN0YWdlGAEgASgJEg4KBmRldGFpbBgCIAEoCSLJAgoFVHJhY2USEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50EjMKBXBsYW5zGAMgAygLMiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USMwoHcmVzdWx0cxgEIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdBIOCgZzdGF0dXMYBSABKAkSDwoHcmVwbGFucxgGIAEoDRITCgtlcGlzb2RlX2tleRgHIAEoCRINCgVub3RlcxgIIAMoCRI9Cgtib29ra2VlcGluZxgJIAMoCzIoLmNoYW9zY29yZS5jb2duaXRpb24udjEuQm9va2tlZXBpbmdXcml0ZRIPCgdzdW1tYXJ5GAogASgJInUKEEJvb2trZWVwaW5nV3JpdGUSDAoEa2luZBgBIAEoCRIOCgZzdG9yZWQYAiABKAgSCwoDa2V5GAMgASgJEhAKCGRlY2lzaW9uGAQgASgJEhQKDG1hdGNoZWRfcnVsZRgFIAEoCRIOCgZyZWFzb24YBiABKAkifwoPQWNoaWV2ZVJlc3BvbnNlEjMKBXN0YWdlGAEgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGFnZUV2ZW50SAASLgoFdHJhY2UYAiABKAsyHS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlRyYWNlSABCBwoFZXZlbnQiNgoXTGlzdENhcGFiaWxpdGllc1JlcXVlc3QSGwoTZXZlcnlfdXBzdHJlYW1fdG9vbBgBIAEoCCJ7ChVDYXBhYmlsaXR5QW5ub3RhdGlvbnMSFgoOcmVhZF9vbmx5X2hpbnQYASABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgCIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYAyABKAgSFwoPb3Blbl93b3JsZF9oaW50GAQgASgIIosCCgpDYXBhYmlsaXR5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEcmlzaxgDIAEoCRItCgxpbnB1dF9zY2hlbWEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EkIKC2Fubm90YXRpb25zGAUgASgLMi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5DYXBhYmlsaXR5QW5ub3RhdGlvbnMSEAoIaW50ZXJuYWwYBiABKAgSDwoHaW1wbGllcxgHIAMoCRI2Cgh1cHN0cmVhbRgIIAEoCzIkLmNoYW9zY29yZS5jb2duaXRpb24udjEuVXBzdHJlYW1Ub29sIpsBCgxVcHN0cmVhbVRvb2wSEAoIdXBzdHJlYW0YASABKAkSDAoEdG9vbBgCIAEoCRIQCghtY3BfbmFtZRgDIAEoCRINCgV0aXRsZRgEIAEoCRITCgtxdWFyYW50aW5lZBgFIAEoCRI1CgZncmFudHMYBiADKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlVwc3RyZWFtR3JhbnQiQAoNVXBzdHJlYW1HcmFudBIPCgd0ZW5hbnRzGAEgAygJEhIKCnByaW5jaXBhbHMYAiADKAkSCgoCYXMYAyABKAkiVAoYTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEjgKDGNhcGFiaWxpdGllcxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eSIZChdEZXNjcmliZVByb3ZpZGVyUmVxdWVzdCJfChhEZXNjcmliZVByb3ZpZGVyUmVzcG9uc2USCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBW1vZGVsGAMgASgJEhIKCmNvbmZpZ3VyZWQYBCABKAgieAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRIPCgdhcHByb3ZlGAIgASgIEjgKB2NoYW5uZWwYAyABKA4yJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFwcHJvdmFsQ2hhbm5lbCJjChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSEwoLcmVzb2x2ZWRfYnkYAiABKAkSEgoKbGVkZ2VyX3NlcRgDIAEoBBIPCgdjaGFubmVsGAQgASgJImMKEkdldEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRI4CgdjaGFubmVsGAIgASgOMicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BcHByb3ZhbENoYW5uZWwiwwMKE0dldEFwcHJvdmFsUmVzcG9uc2USEwoLYXBwcm92YWxfaWQYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJYXJnc19oYXNoGAQgASgJEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhQKDG1hdGNoZWRfcnVsZRgGIAEoCRIOCgZyZWFzb24YByABKAkSDAoEcmlzaxgIIAEoCRIOCgZzdGF0dXMYCSABKAkSFAoMcmVxdWVzdGVkX2J5GAogASgJEhwKFHJlcXVlc3RlZF9pbl9zZXNzaW9uGAsgASgJEi4KCmV4cGlyZXNfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3Jlc29sdmVkX2J5GA0gASgJEhAKCGNoYW5uZWxzGA4gAygJEhoKEnJlc29sdXRpb25fY2hhbm5lbBgPIAEoCRIuCgpjcmVhdGVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1jaGFubmVsc19ydWxlGBIgASgJIiUKFExpc3RBcHByb3ZhbHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgNIucCCg9BcHByb3ZhbFN1bW1hcnkSEwoLYXBwcm92YWxfaWQYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJYXJnc19oYXNoGAQgASgJEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhQKDG1hdGNoZWRfcnVsZRgGIAEoCRIOCgZyZWFzb24YByABKAkSDAoEcmlzaxgIIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYCSABKAkSHAoUcmVxdWVzdGVkX2luX3Nlc3Npb24YCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2hhbm5lbHMYDSADKAkiUwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEjoKCWFwcHJvdmFscxgBIAMoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuQXBwcm92YWxTdW1tYXJ5Ii4KFExpc3RVcHN0cmVhbXNSZXF1ZXN0EhYKDmV2ZXJ5X3Vwc3RyZWFtGAEgASgIIl8KD1Vwc3RyZWFtQnJlYWtlchINCgVzY29wZRgBIAEoCRINCgVzdGF0ZRgCIAEoCRIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgDIAEoDRIQCghyZXRyeV9hdBgEIAEoCSKdAQoOVXBzdHJlYW1TdGF0dXMSDAoEbmFtZRgBIAEoCRIRCgl0cmFuc3BvcnQYAiABKAkSFAoMdG9vbHNfc2VydmVkGAMgASgNEhkKEXRvb2xzX3F1YXJhbnRpbmVkGAQgASgNEjkKCGJyZWFrZXJzGAUgAygLMicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5VcHN0cmVhbUJyZWFrZXIiUgoVTGlzdFVwc3RyZWFtc1Jlc3BvbnNlEjkKCXVwc3RyZWFtcxgBIAMoCzImLmNoYW9zY29yZS5jb2duaXRpb24udjEuVXBzdHJlYW1TdGF0dXMqsQEKD0FwcHJvdmFsQ2hhbm5lbBIgChxBUFBST1ZBTF9DSEFOTkVMX1VOU1BFQ0lGSUVEEAASIAocQVBQUk9WQUxfQ0hBTk5FTF9FTElDSVRBVElPThABEh0KGUFQUFJPVkFMX0NIQU5ORUxfQVBQUk9WRVIQAhIdChlBUFBST1ZBTF9DSEFOTkVMX09QRVJBVE9SEAMSHAoYQVBQUk9WQUxfQ0hBTk5FTF9DT05TT0xFEAQynggKEENvZ25pdGlvblNlcnZpY2USVwoGUmVhc29uEiUuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZWFzb25SZXF1ZXN0GiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZWFzb25SZXNwb25zZRJRCgRQbGFuEiMuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVxdWVzdBokLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlc3BvbnNlEloKB0V4ZWN1dGUSJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVSZXF1ZXN0GicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlUmVzcG9uc2USXAoHQWNoaWV2ZRImLmNoYW9zY29yZS5jb2duaXRpb24udjEuQWNoaWV2ZVJlcXVlc3QaJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFjaGlldmVSZXNwb25zZTABEnUKEExpc3RDYXBhYmlsaXRpZXMSLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RDYXBhYmlsaXRpZXNSZXF1ZXN0GjAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0Q2FwYWJpbGl0aWVzUmVzcG9uc2USdQoQRGVzY3JpYmVQcm92aWRlchIvLmNoYW9zY29yZS5jb2duaXRpb24udjEuRGVzY3JpYmVQcm92aWRlclJlcXVlc3QaMC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkRlc2NyaWJlUHJvdmlkZXJSZXNwb25zZRJyCg9SZXNvbHZlQXBwcm92YWwSLi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlEmYKC0dldEFwcHJvdmFsEiouY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5HZXRBcHByb3ZhbFJlcXVlc3QaKy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkdldEFwcHJvdmFsUmVzcG9uc2USbAoNTGlzdEFwcHJvdmFscxIsLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaLS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJsCg1MaXN0VXBzdHJlYW1zEiwuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0VXBzdHJlYW1zUmVxdWVzdBotLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdFVwc3RyZWFtc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiZjaGFvc2NvcmUvY29nbml0aW9uL3YxL2NvZ25pdGlvbi5wcm90bxIWY2hhb3Njb3JlLmNvZ25pdGlvbi52MSKpAQoGSW50ZW50EgwKBGdvYWwYASABKAkSEwoLY29uc3RyYWludHMYAiADKAkSGAoQc3VjY2Vzc19jcml0ZXJpYRgDIAMoCRITCgthbWJpZ3VpdGllcxgEIAMoCRIMCgRyaXNrGAUgASgJEh4KFmNhbmRpZGF0ZV9jYXBhYmlsaXRpZXMYBiADKAkSEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkiMwoNUmVhc29uUmVxdWVzdBIRCglvYmplY3RpdmUYASABKAkSDwoHY29udGV4dBgCIAEoCSJACg5SZWFzb25SZXNwb25zZRIuCgZpbnRlbnQYASABKAsyHi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkludGVudCJlCghQbGFuU3RlcBIKCgJpZBgBIAEoCRISCgpjYXBhYmlsaXR5GAIgASgJEiYKBWlucHV0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyYXRpb25hbGUYBCABKAkiUAoLUGxhblJlcXVlc3QSEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50IsABCgxQbGFuUmVzcG9uc2USDwoHcGxhbl9pZBgBIAEoCRIvCgVzdGVwcxgCIAMoCzIgLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblN0ZXASDgoGc291cmNlGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBW5vdGVzGAcgAygJIjsKCFN0ZXBMaXN0Ei8KBXN0ZXBzGAEgAygLMiAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuU3RlcCJ3Cg5FeGVjdXRlUmVxdWVzdBIRCgdwbGFuX2lkGAEgASgJSAASMQoFc3RlcHMYAiABKAsyIC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlN0ZXBMaXN0SAASFQoLYXBwcm92YWxfaWQYAyABKAlIAEIICgZ0YXJnZXQiXwoNUG9saWN5VmVyZGljdBIQCghkZWNpc2lvbhgBIAEoCRIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEIjEKCkV2YWx1YXRpb24SEQoJc3VjY2VlZGVkGAEgASgIEhAKCHByb2JsZW1zGAIgAygJIpcBCg9QZW5kaW5nQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSEQoJYXJnc19oYXNoGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEEhQKDG1hdGNoZWRfcnVsZRgEIAEoCRIOCgZyZWFzb24YBSABKAkSDAoEcmlzaxgGIAEoCRIQCghjaGFubmVscxgHIAMoCSLMAgoKU3RlcFJlc3VsdBIPCgdzdGVwX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSDgoGc3RhdHVzGAMgASgJEjYKB3ZlcmRpY3QYBCABKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlBvbGljeVZlcmRpY3QSCwoDcmFuGAUgASgIEiYKBm91dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRI2CgpldmFsdWF0aW9uGAcgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FdmFsdWF0aW9uEhIKCmVycm9yX2NvZGUYCCABKAkSFQoNZXJyb3JfbWVzc2FnZRgJIAEoCRI5CghhcHByb3ZhbBgKIAEoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGVuZGluZ0FwcHJvdmFsIkYKD0V4ZWN1dGVSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGVwUmVzdWx0Ik8KFEV4ZWN1dGVTdHJlYW1SZXF1ZXN0EjcKB2V4ZWN1dGUYASABKAsyJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVSZXF1ZXN0IkQKDFN0ZXBQcm9ncmVzcxIPCgdzdGVwX2lkGAEgASgJEhIKCmNhcGFiaWxpdHkYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSKVAQoVRXhlY3V0ZVN0cmVhbVJlc3BvbnNlEjgKCHByb2dyZXNzGAEgASgLMiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGVwUHJvZ3Jlc3NIABI5CgZyZXN1bHQYAiABKAsyJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVSZXNwb25zZUgAQgcKBWV2ZW50Ik0KDkFjaGlldmVSZXF1ZXN0EhEKCW9iamVjdGl2ZRgBIAEoCRIYCgttYXhfcmVwbGFucxgCIAEoDUgAiAEBQg4KDF9tYXhfcmVwbGFucyIrCgpTdGFnZUV2ZW50Eg0KBXN0YWdlGAEgASgJEg4KBmRldGFpbBgCIAEoCSLJAgoFVHJhY2USEQoJb2JqZWN0aXZlGAEgASgJEi4KBmludGVudBgCIAEoCzIeLmNoYW9zY29yZS5jb2duaXRpb24udjEuSW50ZW50EjMKBXBsYW5zGAMgAygLMiQuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVzcG9uc2USMwoHcmVzdWx0cxgEIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuU3RlcFJlc3VsdBIOCgZzdGF0dXMYBSABKAkSDwoHcmVwbGFucxgGIAEoDRITCgtlcGlzb2RlX2tleRgHIAEoCRINCgVub3RlcxgIIAMoCRI9Cgtib29ra2VlcGluZxgJIAMoCzIoLmNoYW9zY29yZS5jb2duaXRpb24udjEuQm9va2tlZXBpbmdXcml0ZRIPCgdzdW1tYXJ5GAogASgJInUKEEJvb2trZWVwaW5nV3JpdGUSDAoEa2luZBgBIAEoCRIOCgZzdG9yZWQYAiABKAgSCwoDa2V5GAMgASgJEhAKCGRlY2lzaW9uGAQgASgJEhQKDG1hdGNoZWRfcnVsZRgFIAEoCRIOCgZyZWFzb24YBiABKAkifwoPQWNoaWV2ZVJlc3BvbnNlEjMKBXN0YWdlGAEgASgLMiIuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5TdGFnZUV2ZW50SAASLgoFdHJhY2UYAiABKAsyHS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlRyYWNlSABCBwoFZXZlbnQiNgoXTGlzdENhcGFiaWxpdGllc1JlcXVlc3QSGwoTZXZlcnlfdXBzdHJlYW1fdG9vbBgBIAEoCCJ7ChVDYXBhYmlsaXR5QW5ub3RhdGlvbnMSFgoOcmVhZF9vbmx5X2hpbnQYASABKAgSGAoQZGVzdHJ1Y3RpdmVfaGludBgCIAEoCBIXCg9pZGVtcG90ZW50X2hpbnQYAyABKAgSFwoPb3Blbl93b3JsZF9oaW50GAQgASgIIosCCgpDYXBhYmlsaXR5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEcmlzaxgDIAEoCRItCgxpbnB1dF9zY2hlbWEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EkIKC2Fubm90YXRpb25zGAUgASgLMi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5DYXBhYmlsaXR5QW5ub3RhdGlvbnMSEAoIaW50ZXJuYWwYBiABKAgSDwoHaW1wbGllcxgHIAMoCRI2Cgh1cHN0cmVhbRgIIAEoCzIkLmNoYW9zY29yZS5jb2duaXRpb24udjEuVXBzdHJlYW1Ub29sIpsBCgxVcHN0cmVhbVRvb2wSEAoIdXBzdHJlYW0YASABKAkSDAoEdG9vbBgCIAEoCRIQCghtY3BfbmFtZRgDIAEoCRINCgV0aXRsZRgEIAEoCRITCgtxdWFyYW50aW5lZBgFIAEoCRI1CgZncmFudHMYBiADKAsyJS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLlVwc3RyZWFtR3JhbnQiQAoNVXBzdHJlYW1HcmFudBIPCgd0ZW5hbnRzGAEgAygJEhIKCnByaW5jaXBhbHMYAiADKAkSCgoCYXMYAyABKAkiVAoYTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEjgKDGNhcGFiaWxpdGllcxgBIAMoCzIiLmNoYW9zY29yZS5jb2duaXRpb24udjEuQ2FwYWJpbGl0eSIZChdEZXNjcmliZVByb3ZpZGVyUmVxdWVzdCJfChhEZXNjcmliZVByb3ZpZGVyUmVzcG9uc2USCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBW1vZGVsGAMgASgJEhIKCmNvbmZpZ3VyZWQYBCABKAgieAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRIPCgdhcHByb3ZlGAIgASgIEjgKB2NoYW5uZWwYAyABKA4yJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFwcHJvdmFsQ2hhbm5lbCJjChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIOCgZzdGF0dXMYASABKAkSEwoLcmVzb2x2ZWRfYnkYAiABKAkSEgoKbGVkZ2VyX3NlcRgDIAEoBBIPCgdjaGFubmVsGAQgASgJImMKEkdldEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRI4CgdjaGFubmVsGAIgASgOMicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5BcHByb3ZhbENoYW5uZWwiwwMKE0dldEFwcHJvdmFsUmVzcG9uc2USEwoLYXBwcm92YWxfaWQYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJYXJnc19oYXNoGAQgASgJEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhQKDG1hdGNoZWRfcnVsZRgGIAEoCRIOCgZyZWFzb24YByABKAkSDAoEcmlzaxgIIAEoCRIOCgZzdGF0dXMYCSABKAkSFAoMcmVxdWVzdGVkX2J5GAogASgJEhwKFHJlcXVlc3RlZF9pbl9zZXNzaW9uGAsgASgJEi4KCmV4cGlyZXNfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3Jlc29sdmVkX2J5GA0gASgJEhAKCGNoYW5uZWxzGA4gAygJEhoKEnJlc29sdXRpb25fY2hhbm5lbBgPIAEoCRIuCgpjcmVhdGVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1jaGFubmVsc19ydWxlGBIgASgJIiUKFExpc3RBcHByb3ZhbHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgNIucCCg9BcHByb3ZhbFN1bW1hcnkSEwoLYXBwcm92YWxfaWQYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRImCgVpbnB1dBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJYXJnc19oYXNoGAQgASgJEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhQKDG1hdGNoZWRfcnVsZRgGIAEoCRIOCgZyZWFzb24YByABKAkSDAoEcmlzaxgIIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYCSABKAkSHAoUcmVxdWVzdGVkX2luX3Nlc3Npb24YCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIY2hhbm5lbHMYDSADKAkiUwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEjoKCWFwcHJvdmFscxgBIAMoCzInLmNoYW9zY29yZS5jb2duaXRpb24udjEuQXBwcm92YWxTdW1tYXJ5Ii4KFExpc3RVcHN0cmVhbXNSZXF1ZXN0EhYKDmV2ZXJ5X3Vwc3RyZWFtGAEgASgIIl8KD1Vwc3RyZWFtQnJlYWtlchINCgVzY29wZRgBIAEoCRINCgVzdGF0ZRgCIAEoCRIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgDIAEoDRIQCghyZXRyeV9hdBgEIAEoCSKdAQoOVXBzdHJlYW1TdGF0dXMSDAoEbmFtZRgBIAEoCRIRCgl0cmFuc3BvcnQYAiABKAkSFAoMdG9vbHNfc2VydmVkGAMgASgNEhkKEXRvb2xzX3F1YXJhbnRpbmVkGAQgASgNEjkKCGJyZWFrZXJzGAUgAygLMicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5VcHN0cmVhbUJyZWFrZXIiUgoVTGlzdFVwc3RyZWFtc1Jlc3BvbnNlEjkKCXVwc3RyZWFtcxgBIAMoCzImLmNoYW9zY29yZS5jb2duaXRpb24udjEuVXBzdHJlYW1TdGF0dXMqsQEKD0FwcHJvdmFsQ2hhbm5lbBIgChxBUFBST1ZBTF9DSEFOTkVMX1VOU1BFQ0lGSUVEEAASIAocQVBQUk9WQUxfQ0hBTk5FTF9FTElDSVRBVElPThABEh0KGUFQUFJPVkFMX0NIQU5ORUxfQVBQUk9WRVIQAhIdChlBUFBST1ZBTF9DSEFOTkVMX09QRVJBVE9SEAMSHAoYQVBQUk9WQUxfQ0hBTk5FTF9DT05TT0xFEAQyjgkKEENvZ25pdGlvblNlcnZpY2USVwoGUmVhc29uEiUuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZWFzb25SZXF1ZXN0GiYuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZWFzb25SZXNwb25zZRJRCgRQbGFuEiMuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5QbGFuUmVxdWVzdBokLmNoYW9zY29yZS5jb2duaXRpb24udjEuUGxhblJlc3BvbnNlEloKB0V4ZWN1dGUSJi5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVSZXF1ZXN0GicuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlUmVzcG9uc2USXAoHQWNoaWV2ZRImLmNoYW9zY29yZS5jb2duaXRpb24udjEuQWNoaWV2ZVJlcXVlc3QaJy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkFjaGlldmVSZXNwb25zZTABEm4KDUV4ZWN1dGVTdHJlYW0SLC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkV4ZWN1dGVTdHJlYW1SZXF1ZXN0Gi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5FeGVjdXRlU3RyZWFtUmVzcG9uc2UwARJ1ChBMaXN0Q2FwYWJpbGl0aWVzEi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdBowLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlEnUKEERlc2NyaWJlUHJvdmlkZXISLy5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkRlc2NyaWJlUHJvdmlkZXJSZXF1ZXN0GjAuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5EZXNjcmliZVByb3ZpZGVyUmVzcG9uc2UScgoPUmVzb2x2ZUFwcHJvdmFsEi4uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0Gi8uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZRJmCgtHZXRBcHByb3ZhbBIqLmNoYW9zY29yZS5jb2duaXRpb24udjEuR2V0QXBwcm92YWxSZXF1ZXN0GisuY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5HZXRBcHByb3ZhbFJlc3BvbnNlEmwKDUxpc3RBcHByb3ZhbHMSLC5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0Gi0uY2hhb3Njb3JlLmNvZ25pdGlvbi52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USbAoNTGlzdFVwc3RyZWFtcxIsLmNoYW9zY29yZS5jb2duaXRpb24udjEuTGlzdFVwc3RyZWFtc1JlcXVlc3QaLS5jaGFvc2NvcmUuY29nbml0aW9uLnYxLkxpc3RVcHN0cmVhbXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Intent is what the core understood of an objective.
@@ -487,6 +487,88 @@ export const ExecuteResponseSchema: GenMessage<ExecuteResponse> = /*@__PURE__*/
   messageDesc(file_chaoscore_cognition_v1_cognition, 12);
 
 /**
+ * @generated from message chaoscore.cognition.v1.ExecuteStreamRequest
+ */
+export type ExecuteStreamRequest = Message<"chaoscore.cognition.v1.ExecuteStreamRequest"> & {
+  /**
+   * What to run, as for Execute.
+   *
+   * @generated from field: chaoscore.cognition.v1.ExecuteRequest execute = 1;
+   */
+  execute?: ExecuteRequest | undefined;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.ExecuteStreamRequest.
+ * Use `create(ExecuteStreamRequestSchema)` to create a new message.
+ */
+export const ExecuteStreamRequestSchema: GenMessage<ExecuteStreamRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 13);
+
+/**
+ * StepProgress is one line a running step reported, for the caller that asked for progress.
+ *
+ * @generated from message chaoscore.cognition.v1.StepProgress
+ */
+export type StepProgress = Message<"chaoscore.cognition.v1.StepProgress"> & {
+  /**
+   * @generated from field: string step_id = 1;
+   */
+  stepId: string;
+
+  /**
+   * @generated from field: string capability = 2;
+   */
+  capability: string;
+
+  /**
+   * One line for the caller, naming its source ("files: 3/10", "files: [info] copied a.txt"):
+   * what an upstream sent about this call, bounded; never written to a log or the ledger.
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.StepProgress.
+ * Use `create(StepProgressSchema)` to create a new message.
+ */
+export const StepProgressSchema: GenMessage<StepProgress> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 14);
+
+/**
+ * @generated from message chaoscore.cognition.v1.ExecuteStreamResponse
+ */
+export type ExecuteStreamResponse = Message<"chaoscore.cognition.v1.ExecuteStreamResponse"> & {
+  /**
+   * @generated from oneof chaoscore.cognition.v1.ExecuteStreamResponse.event
+   */
+  event: {
+    /**
+     * @generated from field: chaoscore.cognition.v1.StepProgress progress = 1;
+     */
+    value: StepProgress;
+    case: "progress";
+  } | {
+    /**
+     * Sent once, last.
+     *
+     * @generated from field: chaoscore.cognition.v1.ExecuteResponse result = 2;
+     */
+    value: ExecuteResponse;
+    case: "result";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message chaoscore.cognition.v1.ExecuteStreamResponse.
+ * Use `create(ExecuteStreamResponseSchema)` to create a new message.
+ */
+export const ExecuteStreamResponseSchema: GenMessage<ExecuteStreamResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_cognition_v1_cognition, 15);
+
+/**
  * @generated from message chaoscore.cognition.v1.AchieveRequest
  */
 export type AchieveRequest = Message<"chaoscore.cognition.v1.AchieveRequest"> & {
@@ -508,7 +590,7 @@ export type AchieveRequest = Message<"chaoscore.cognition.v1.AchieveRequest"> & 
  * Use `create(AchieveRequestSchema)` to create a new message.
  */
 export const AchieveRequestSchema: GenMessage<AchieveRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 13);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 16);
 
 /**
  * StageEvent reports that a stage of the loop finished.
@@ -536,7 +618,7 @@ export type StageEvent = Message<"chaoscore.cognition.v1.StageEvent"> & {
  * Use `create(StageEventSchema)` to create a new message.
  */
 export const StageEventSchema: GenMessage<StageEvent> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 14);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 17);
 
 /**
  * Trace is the record of a whole Achieve run.
@@ -612,7 +694,7 @@ export type Trace = Message<"chaoscore.cognition.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 15);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 18);
 
 /**
  * BookkeepingWrite says whether one of the brain's own memory writes was stored, and why not.
@@ -668,7 +750,7 @@ export type BookkeepingWrite = Message<"chaoscore.cognition.v1.BookkeepingWrite"
  * Use `create(BookkeepingWriteSchema)` to create a new message.
  */
 export const BookkeepingWriteSchema: GenMessage<BookkeepingWrite> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 16);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 19);
 
 /**
  * @generated from message chaoscore.cognition.v1.AchieveResponse
@@ -699,7 +781,7 @@ export type AchieveResponse = Message<"chaoscore.cognition.v1.AchieveResponse"> 
  * Use `create(AchieveResponseSchema)` to create a new message.
  */
 export const AchieveResponseSchema: GenMessage<AchieveResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 17);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 20);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListCapabilitiesRequest
@@ -720,7 +802,7 @@ export type ListCapabilitiesRequest = Message<"chaoscore.cognition.v1.ListCapabi
  * Use `create(ListCapabilitiesRequestSchema)` to create a new message.
  */
 export const ListCapabilitiesRequestSchema: GenMessage<ListCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 18);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 21);
 
 /**
  * CapabilityAnnotations are honest hints about what a capability does.
@@ -754,7 +836,7 @@ export type CapabilityAnnotations = Message<"chaoscore.cognition.v1.CapabilityAn
  * Use `create(CapabilityAnnotationsSchema)` to create a new message.
  */
 export const CapabilityAnnotationsSchema: GenMessage<CapabilityAnnotations> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 19);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 22);
 
 /**
  * Capability describes one registered capability.
@@ -821,7 +903,7 @@ export type Capability = Message<"chaoscore.cognition.v1.Capability"> & {
  * Use `create(CapabilitySchema)` to create a new message.
  */
 export const CapabilitySchema: GenMessage<Capability> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 20);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 23);
 
 /**
  * UpstreamTool names one tool of an upstream MCP server as Chaos Core serves it.
@@ -879,7 +961,7 @@ export type UpstreamTool = Message<"chaoscore.cognition.v1.UpstreamTool"> & {
  * Use `create(UpstreamToolSchema)` to create a new message.
  */
 export const UpstreamToolSchema: GenMessage<UpstreamTool> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 21);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 24);
 
 /**
  * UpstreamGrant offers an upstream tool to tenants (and, when listed, only to these principals).
@@ -914,7 +996,7 @@ export type UpstreamGrant = Message<"chaoscore.cognition.v1.UpstreamGrant"> & {
  * Use `create(UpstreamGrantSchema)` to create a new message.
  */
 export const UpstreamGrantSchema: GenMessage<UpstreamGrant> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 22);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 25);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListCapabilitiesResponse
@@ -931,7 +1013,7 @@ export type ListCapabilitiesResponse = Message<"chaoscore.cognition.v1.ListCapab
  * Use `create(ListCapabilitiesResponseSchema)` to create a new message.
  */
 export const ListCapabilitiesResponseSchema: GenMessage<ListCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 23);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 26);
 
 /**
  * @generated from message chaoscore.cognition.v1.DescribeProviderRequest
@@ -944,7 +1026,7 @@ export type DescribeProviderRequest = Message<"chaoscore.cognition.v1.DescribePr
  * Use `create(DescribeProviderRequestSchema)` to create a new message.
  */
 export const DescribeProviderRequestSchema: GenMessage<DescribeProviderRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 24);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 27);
 
 /**
  * @generated from message chaoscore.cognition.v1.DescribeProviderResponse
@@ -978,7 +1060,7 @@ export type DescribeProviderResponse = Message<"chaoscore.cognition.v1.DescribeP
  * Use `create(DescribeProviderResponseSchema)` to create a new message.
  */
 export const DescribeProviderResponseSchema: GenMessage<DescribeProviderResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 25);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 28);
 
 /**
  * @generated from message chaoscore.cognition.v1.ResolveApprovalRequest
@@ -1005,7 +1087,7 @@ export type ResolveApprovalRequest = Message<"chaoscore.cognition.v1.ResolveAppr
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 26);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 29);
 
 /**
  * @generated from message chaoscore.cognition.v1.ResolveApprovalResponse
@@ -1046,7 +1128,7 @@ export type ResolveApprovalResponse = Message<"chaoscore.cognition.v1.ResolveApp
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 27);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 30);
 
 /**
  * @generated from message chaoscore.cognition.v1.GetApprovalRequest
@@ -1074,7 +1156,7 @@ export type GetApprovalRequest = Message<"chaoscore.cognition.v1.GetApprovalRequ
  * Use `create(GetApprovalRequestSchema)` to create a new message.
  */
 export const GetApprovalRequestSchema: GenMessage<GetApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 28);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 31);
 
 /**
  * @generated from message chaoscore.cognition.v1.GetApprovalResponse
@@ -1188,7 +1270,7 @@ export type GetApprovalResponse = Message<"chaoscore.cognition.v1.GetApprovalRes
  * Use `create(GetApprovalResponseSchema)` to create a new message.
  */
 export const GetApprovalResponseSchema: GenMessage<GetApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 29);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 32);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListApprovalsRequest
@@ -1207,7 +1289,7 @@ export type ListApprovalsRequest = Message<"chaoscore.cognition.v1.ListApprovals
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 30);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 33);
 
 /**
  * ApprovalSummary is one pending approval as a person reviewing it sees it.
@@ -1292,7 +1374,7 @@ export type ApprovalSummary = Message<"chaoscore.cognition.v1.ApprovalSummary"> 
  * Use `create(ApprovalSummarySchema)` to create a new message.
  */
 export const ApprovalSummarySchema: GenMessage<ApprovalSummary> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 31);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 34);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListApprovalsResponse
@@ -1311,7 +1393,7 @@ export type ListApprovalsResponse = Message<"chaoscore.cognition.v1.ListApproval
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 32);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 35);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListUpstreamsRequest
@@ -1331,7 +1413,7 @@ export type ListUpstreamsRequest = Message<"chaoscore.cognition.v1.ListUpstreams
  * Use `create(ListUpstreamsRequestSchema)` to create a new message.
  */
 export const ListUpstreamsRequestSchema: GenMessage<ListUpstreamsRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 33);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 36);
 
 /**
  * UpstreamBreaker is the circuit breaker of one pooled connection to an upstream.
@@ -1371,7 +1453,7 @@ export type UpstreamBreaker = Message<"chaoscore.cognition.v1.UpstreamBreaker"> 
  * Use `create(UpstreamBreakerSchema)` to create a new message.
  */
 export const UpstreamBreakerSchema: GenMessage<UpstreamBreaker> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 34);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 37);
 
 /**
  * UpstreamStatus is one upstream MCP server as this cognition replica fronts it.
@@ -1416,7 +1498,7 @@ export type UpstreamStatus = Message<"chaoscore.cognition.v1.UpstreamStatus"> & 
  * Use `create(UpstreamStatusSchema)` to create a new message.
  */
 export const UpstreamStatusSchema: GenMessage<UpstreamStatus> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 35);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 38);
 
 /**
  * @generated from message chaoscore.cognition.v1.ListUpstreamsResponse
@@ -1433,7 +1515,7 @@ export type ListUpstreamsResponse = Message<"chaoscore.cognition.v1.ListUpstream
  * Use `create(ListUpstreamsResponseSchema)` to create a new message.
  */
 export const ListUpstreamsResponseSchema: GenMessage<ListUpstreamsResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_cognition_v1_cognition, 36);
+  messageDesc(file_chaoscore_cognition_v1_cognition, 39);
 
 /**
  * ApprovalChannel says how an approval was given. Policy says which channels an approval
@@ -1530,6 +1612,17 @@ export const CognitionService: GenService<{
     methodKind: "server_streaming";
     input: typeof AchieveRequestSchema;
     output: typeof AchieveResponseSchema;
+  },
+  /**
+   * ExecuteStream runs what Execute runs and streams what its steps report while they run (an
+   * upstream tool's progress and log notifications, docs/federation.md §7), the results last.
+   *
+   * @generated from rpc chaoscore.cognition.v1.CognitionService.ExecuteStream
+   */
+  executeStream: {
+    methodKind: "server_streaming";
+    input: typeof ExecuteStreamRequestSchema;
+    output: typeof ExecuteStreamResponseSchema;
   },
   /**
    * ListCapabilities describes the capability registry.
