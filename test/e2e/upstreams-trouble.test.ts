@@ -7,8 +7,8 @@ import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
- * Issue 32 item 5, against a real `chaos-core serve`: an upstream that hangs, answers 50 MB or
- * dies mid-call fails its own calls with an error naming it; after repeated failures its breaker
+ * Issue 32 item 5, against a real `chaos-core serve`: an upstream that hangs, answers 50 MB (or
+ * more than the operator's cap) or dies mid-call fails its own calls with an error naming it; after repeated failures its breaker
  * opens (chaoscore_inspect shows it, /readyz says degraded naming it and stays 200); the other
  * upstream serves throughout; every call is in the ledger, decision and outcome.
  */
@@ -64,11 +64,16 @@ describe("an upstream in trouble keeps it to itself", () => {
     expect(hung.error!.message).toContain('upstream "trouble" did not answer within 1500 ms');
   });
 
-  it("refuses a 50 MB answer naming the cap", { timeout: 120_000 }, async () => {
+  it("refuses a 50 MB answer naming its size, and one over the operator's cap naming the cap", { timeout: 120_000 }, async () => {
+    // Over stdio the SDK's reader stops at 10 MiB and closes the connection; the error says so.
     const huge = await step("bulky.huge", { mb: 50 });
-    expect(huge.error?.message).toBe("");
     expect(huge).toMatchObject({ status: "failed", error: { code: "resource_exhausted" } });
-    expect(huge.error!.message).toMatch(/upstream "bulky" answered \d+ bytes, over the 4194304-byte cap \(CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES\)/);
+    expect(huge.error!.message).toBe('upstream "bulky" sent a message over 10485760 bytes, the most its stdio connection reads; the connection was closed');
+    // Under that limit, over CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES (4 MiB here): refused by the cap.
+    const big = await step("bulky.huge", { mb: 6 });
+    expect(big).toMatchObject({ status: "failed", error: { code: "resource_exhausted" } });
+    expect(big.error!.message).toMatch(/^upstream "bulky" answered \d+ bytes, over the 4194304-byte cap \(CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES\)$/);
+    expect(await step("bulky.ok")).toMatchObject({ status: "executed" });
     await steadyServes();
   });
 
@@ -104,7 +109,7 @@ describe("an upstream in trouble keeps it to itself", () => {
     const of = (capability: string, type: string) => entries.filter((e) => e.event["capability"] === capability && e.event["type"] === type).length;
     expect(of("trouble.hang", "step.decision")).toBe(1);
     expect(of("trouble.hang", "step.outcome")).toBe(1);
-    expect(of("bulky.huge", "step.outcome")).toBe(1);
+    expect(of("bulky.huge", "step.outcome")).toBe(2);
     expect(of("trouble.crash", "step.decision")).toBe(5);
     expect(of("trouble.crash", "step.outcome")).toBe(5);
   });

@@ -24,7 +24,7 @@ const { createMemoryPlanStore } = await import("./plans/memory-plan-store.js");
 const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
 const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
 const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
-const { serveUpstreams } = await import("./upstreams/serve.js");
+const { serveUpstreams } = await import("./capabilities/served-upstreams.js");
 const { createPolicySnapshots } = await import("./executor/policy-snapshots.js");
 
 /** The version upstreams are told in the MCP handshake (clientInfo). */

@@ -1,7 +1,7 @@
 import { homedir } from "node:os";
-import { dirname, isAbsolute, join, resolve, win32 } from "node:path";
+import { isAbsolute, join, resolve, win32 } from "node:path";
 import { z } from "zod";
-import { ConfigError, envVars, parseEnv, UPSTREAM_SECRET_ENV_PREFIX, type Env, type LOG_LEVELS, type SecretSources } from "@chaos-core/kit";
+import { ConfigError, envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 // The configuration modules alone, not the services: `chaos-core stdio` reads its configuration
 // before it answers initialize, and loads the services after.
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition/provider-config";

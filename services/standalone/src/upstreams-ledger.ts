@@ -4,7 +4,7 @@ import { userInfo } from "node:os";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { entryDigest, type ContractSet } from "@chaos-core/contracts";
 import { UPSTREAMS_LEDGER_TENANT } from "@chaos-core/cognition";
-import { createPostgresDb, type CallContext, type Env, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { createPostgresDb, type CallContext, type Env } from "@chaos-core/kit";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { adminRpcClient } from "./admin-rpc.js";
 import { loadStandaloneConfig } from "./config.js";
@@ -18,8 +18,6 @@ import { openEmbeddedDb } from "./data-dir-layout.js";
 
 /** The principal of an operator's change, as the admin endpoint records every operator call. */
 const OPERATOR = "operator";
-
-type LedgerClient = ServiceClient<typeof LedgerService>;
 
 /** One tool whose pin an operator's command changes, as the entry records it. */
 export interface PinChange {

@@ -3,7 +3,7 @@ import type { ListUpstreamsResponseSchema } from "@chaos-core/proto/gen/chaoscor
 import type { CapabilityRegistry } from "../capabilities/registry.js";
 import type { BreakerState } from "../upstreams/pool.js";
 
-/** What ListUpstreams reads of the upstreams this replica fronts (upstreams/serve.ts). */
+/** What ListUpstreams reads of the upstreams this replica fronts (capabilities/served-upstreams.ts). */
 export interface UpstreamsView {
   /** The breakers of the connections opened so far. */
   breakers(): readonly BreakerState[];

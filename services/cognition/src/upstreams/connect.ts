@@ -102,6 +102,10 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
     for (const [name, ref] of Object.entries(decl.headers)) headers[name] = await resolveSecretRef(ref, options.secrets);
     transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers } });
   }
+  // The transport's last complaint, to say why a call ended with the connection (an answer over
+  // the stdio reader's size limit closes it: the SDK reports that here, the call sees only "Connection closed").
+  let transportError: string | undefined;
+  client.onerror = (err) => void (transportError = err.message);
   try {
     // Starting a process (or npx fetching a package) takes longer than a call may: at least 30 s.
     await client.connect(transport, { timeout: Math.max(decl.timeoutMs, CONNECT_TIMEOUT_MS) });
@@ -127,6 +131,10 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
       try {
         const params = { name, arguments: args, _meta: { progressToken } };
         return (await client.callTool(params, { timeout: decl.timeoutMs, ...(signal ? { signal } : {}) })) as CallToolResult;
+      } catch (err) {
+        const limit = transportError?.match(/ReadBuffer exceeded maximum size of (\d+) bytes/)?.[1];
+        if (limit === undefined) throw err;
+        throw new ChaosError("resource_exhausted", `upstream "${decl.name}" sent a message over ${limit} bytes, the most its stdio connection reads; the connection was closed`, { cause: err });
       } finally {
         inFlight.delete(progressToken);
       }

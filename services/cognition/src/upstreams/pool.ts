@@ -156,6 +156,8 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
         result = await connection.callTool(tool, args, signal, onNotice);
       } catch (err) {
         if (signal?.aborted) throw new ChaosError("cancelled", `the call to upstream "${decl.name}" was cancelled`, { cause: err });
+        // What the connection already named (an answer over its size limit) stays as it said.
+        if (err instanceof ChaosError) return failed(entry, err);
         const message = err instanceof Error ? err.message : String(err);
         const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout;
         return failed(

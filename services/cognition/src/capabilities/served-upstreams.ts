@@ -3,13 +3,13 @@ import { metrics } from "@opentelemetry/api";
 import { parseUpstreamsLock } from "@chaos-core/contracts";
 import { watchFile, type Logger, type ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
-import type { Capability } from "../capabilities/capability.js";
-import { upstreamCapabilities } from "../capabilities/upstream-tools.js";
-import { createUpstreamDrift, type UpstreamDrift } from "./drift.js";
-import { ledgerUpstreamDrift } from "./drift-ledger.js";
-import type { UpstreamsConfig } from "./config.js";
-import { loadUpstreams } from "./load.js";
-import { createUpstreamPool, type UpstreamPool } from "./pool.js";
+import type { Capability } from "./capability.js";
+import { upstreamCapabilities } from "./upstream-tools.js";
+import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
+import { ledgerUpstreamDrift } from "../upstreams/drift-ledger.js";
+import type { UpstreamsConfig } from "../upstreams/config.js";
+import { loadUpstreams } from "../upstreams/load.js";
+import { createUpstreamPool, type UpstreamPool } from "../upstreams/pool.js";
 
 /** The operator's upstreams, as this process serves them (docs/federation.md). */
 export interface ServedUpstreams {
