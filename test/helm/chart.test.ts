@@ -10,6 +10,7 @@ import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { ConfigMap, Pod, Service, ServiceAccount } from "kubernetes-models/v1";
@@ -54,7 +55,7 @@ const OTEL_VARS = readdirSync(join(ROOT, "services/kit/src/telemetry"))
 const READS: Record<Component, Set<string>> = Object.fromEntries(
   COMPONENTS.map((c) => {
     // kit's config.ts: the lifecycle variables every main reads (loadLifecycleConfig).
-    const files = [`services/${c}/src/config.ts`, "services/kit/src/config.ts", "services/kit/src/telemetry/settings.ts", ...(c === "cognition" ? ["services/cognition/src/providers/config.ts"] : [])];
+    const files = [`services/${c}/src/config.ts`, "services/kit/src/config.ts", "services/kit/src/telemetry/settings.ts", ...(c === "cognition" ? ["services/cognition/src/providers/config.ts", "services/cognition/src/upstreams/config.ts"] : [])];
     return [c, new Set([...files.flatMap(schemaKeys), ...OTEL_VARS])];
   }),
 ) as Record<Component, Set<string>>;
@@ -304,7 +305,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   it("has the scenarios the tests rely on", () => {
-    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls"]));
+    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls", "upstreams"]));
   });
 
   describe.each(SCENARIOS)("scenario %s", (scenario) => {
@@ -342,7 +343,7 @@ describe("helm chart helm/chaos-core", () => {
       expect(unknownFields(all, scenario)).toEqual([]);
     });
 
-    it("runs every component with its argument, hardened, with /tmp as its only writable path", () => {
+    it("runs every component with its argument, hardened, with /tmp (and cognition's stdio upstreams' folder) as its only writable paths", () => {
       const all = objs();
       const deployments = byKind(all, "Deployment");
       expect(deployments.map((d) => d.metadata.name).sort()).toEqual(COMPONENTS.map((c) => `${FULL}-${c}`).sort());
@@ -354,9 +355,13 @@ describe("helm chart helm/chaos-core", () => {
         expect(pod.automountServiceAccountToken).toBe(false);
         expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: "RuntimeDefault" } });
         expect(c.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+        // Writable: /tmp, and where cognition runs stdio upstreams (CHAOS_CORE_UPSTREAMS_WORK_DIR), each an emptyDir.
+        const workDir = (c.env as { name: string; value?: string }[]).find((e) => e.name === "CHAOS_CORE_UPSTREAMS_WORK_DIR")?.value;
+        const writable = (m: { mountPath: string }) => m.mountPath === "/tmp" || m.mountPath === workDir;
         const tmp = c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === "/tmp");
         expect(pod.volumes.find((v: { name: string }) => v.name === tmp.name).emptyDir).toBeDefined();
-        for (const m of c.volumeMounts.filter((x: { mountPath: string }) => x.mountPath !== "/tmp")) {
+        if (workDir !== undefined) expect(pod.volumes.find((v: { name: string }) => v.name === c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === workDir)?.name)?.emptyDir, `${d.metadata.name} ${workDir}`).toBeDefined();
+        for (const m of c.volumeMounts.filter((x: { mountPath: string }) => !writable(x))) {
           expect(m.readOnly, `${d.metadata.name} mount ${m.mountPath}`).toBe(true);
           const vol = pod.volumes.find((v: { name: string }) => v.name === m.name);
           expect(vol.secret ?? vol.configMap, `${d.metadata.name} volume ${m.name}`).toMatchObject({ defaultMode: 0o440 });
@@ -436,7 +441,7 @@ describe("helm chart helm/chaos-core", () => {
 
     it("admits each service's callers only, the edge from outside, and egress to DNS, peers and stores", () => {
       const all = objs();
-      const values = parseYaml(readFileSync(valuesFile(scenario), "utf8")) as { networkPolicy?: { edgeIngressFrom?: unknown[] } };
+      const values = parseYaml(readFileSync(valuesFile(scenario), "utf8")) as { networkPolicy?: { edgeIngressFrom?: unknown[] }; upstreams?: { egress?: unknown[] } };
       for (const comp of COMPONENTS) {
         const np = named(all, "NetworkPolicy", `${FULL}-${comp}`);
         const env = envOf(named(all, "Deployment", `${FULL}-${comp}`));
@@ -454,7 +459,11 @@ describe("helm chart helm/chaos-core", () => {
         } else {
           expect(ingress.from.map(selectorComponent).sort()).toEqual([...callersOf(comp)].sort());
         }
-        const egress = np.spec.egress as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
+        const rendered = np.spec.egress as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
+        // The operator's rules for Streamable HTTP upstreams, on cognition only, as written (asserted in "the operator's upstreams").
+        const upstreamRules = comp === "cognition" && "CHAOS_CORE_UPSTREAMS_FILE" in env ? (values.upstreams?.egress ?? []) : [];
+        for (const rule of upstreamRules) expect(rendered, "an upstreams.egress rule").toContainEqual(rule);
+        const egress = rendered.filter((e) => !upstreamRules.some((r) => isDeepStrictEqual(r, e)));
         expect(egress[0]?.ports).toEqual([{ port: 53, protocol: "UDP" }, { port: 53, protocol: "TCP" }]);
         const peerEgress = egress.filter((e) => e.to?.some((p) => selectorComponent(p) && p.podSelector?.matchLabels?.["k8s-app"] === undefined));
         expect(peerEgress.map((e) => selectorComponent(e.to![0]!)).sort()).toEqual([...calleesOf(comp)].sort());
@@ -1065,6 +1074,124 @@ describe("helm chart helm/chaos-core", () => {
     expect(envOf(named(defaults, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBe("on");
     const off = render([valuesFile("defaults")], ["--set", "config.cognition.policySnapshots=false"]);
     expect(envOf(named(off, "Deployment", `${FULL}-cognition`)).CHAOS_CORE_POLICY_SNAPSHOTS).toBe("off");
+  });
+
+  describe("the operator's upstreams (docs/federation.md §9) in cognition", () => {
+    const COGNITION = `${FULL}-cognition`;
+    const UPSTREAM_VARS = ["CHAOS_CORE_UPSTREAMS_FILE", "CHAOS_CORE_UPSTREAMS_LOCK", "CHAOS_CORE_UPSTREAMS_WORK_DIR", "CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES", "CHAOS_CORE_UPSTREAM_SECRETS_DIR"];
+    const mountsOf = (d: K8sObject) => container(d).volumeMounts as { name: string; mountPath: string; readOnly?: boolean; subPath?: string }[];
+    const volumesOf = (d: K8sObject) => podSpec(d).volumes as { name: string }[];
+    const upstreamVolumes = (d: K8sObject) => volumesOf(d).map((v) => v.name).filter((n) => n.startsWith("upstream"));
+    const upstreamVars = (d: K8sObject) => Object.keys(envOf(d)).filter((k) => k.includes("UPSTREAM"));
+    const notesOf = (files: string[], extra: string[] = []) => {
+      const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, ...files.flatMap((f) => ["-f", f]), ...extra]);
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.slice(r.stdout.indexOf("NOTES:"));
+    };
+
+    it("upstreams: cognition reads the ConfigMap's files, mounted read-only as a whole directory, the Secret's as its secrets directory, and runs stdio upstreams in a writable emptyDir", () => {
+      const all = render([valuesFile("upstreams")]);
+      const cognition = named(all, "Deployment", COGNITION);
+      const env = envOf(cognition);
+      expect(Object.fromEntries(UPSTREAM_VARS.map((k) => [k, env[k]]))).toEqual({
+        CHAOS_CORE_UPSTREAMS_FILE: "/etc/chaos-core/upstreams/upstreams.json",
+        CHAOS_CORE_UPSTREAMS_LOCK: "/etc/chaos-core/upstreams/upstreams.lock",
+        CHAOS_CORE_UPSTREAMS_WORK_DIR: "/var/lib/chaos-core/upstreams",
+        CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES: "4194304",
+        CHAOS_CORE_UPSTREAM_SECRETS_DIR: "/etc/chaos-core/upstream-secrets",
+      });
+      // As cognition's own loader reads them: a named file (its absence stops the start), its lock, the Secret's files.
+      expect(loadCognitionConfig(env).upstreams).toEqual({
+        file: "/etc/chaos-core/upstreams/upstreams.json",
+        fileChosen: true,
+        lock: "/etc/chaos-core/upstreams/upstreams.lock",
+        secrets: { env: {}, secretsDir: "/etc/chaos-core/upstream-secrets" },
+        workDir: "/var/lib/chaos-core/upstreams",
+        maxResultBytes: 4194304,
+      });
+      const mounts = mountsOf(cognition);
+      expect(mounts).toContainEqual({ name: "upstreams", mountPath: "/etc/chaos-core/upstreams", readOnly: true });
+      expect(mounts).toContainEqual({ name: "upstream-secrets", mountPath: "/etc/chaos-core/upstream-secrets", readOnly: true });
+      expect(mounts).toContainEqual({ name: "upstreams-work", mountPath: "/var/lib/chaos-core/upstreams" });
+      // Never subPath: the kubelet does not update a subPath mount, and an approved lock must reach the pods (cognition re-reads it).
+      expect(mounts.filter((m) => m.subPath !== undefined)).toEqual([]);
+      const volumes = volumesOf(cognition);
+      expect(volumes).toContainEqual({
+        name: "upstreams",
+        configMap: { name: "chaos-core-upstreams", defaultMode: 0o440, items: [{ key: "upstreams.json", path: "upstreams.json" }, { key: "upstreams.lock", path: "upstreams.lock" }] },
+      });
+      expect(volumes).toContainEqual({ name: "upstream-secrets", secret: { secretName: "chaos-core-upstream-secrets", defaultMode: 0o440 } });
+      expect(volumes).toContainEqual({ name: "upstreams-work", emptyDir: { sizeLimit: "2Gi" } });
+      // The emptyDir is the writable place: the root filesystem stays read-only.
+      expect(container(cognition).securityContext.readOnlyRootFilesystem).toBe(true);
+      // Cognition alone; the ConfigMap and the Secret are the operator's, never rendered.
+      for (const comp of COMPONENTS.filter((c) => c !== "cognition")) {
+        const d = named(all, "Deployment", `${FULL}-${comp}`);
+        expect(upstreamVars(d), comp).toEqual([]);
+        expect(upstreamVolumes(d), comp).toEqual([]);
+      }
+      expect(all.filter((o) => o.metadata.name.startsWith("chaos-core-upstream"))).toEqual([]);
+    });
+
+    it("without upstreams.configMap nothing changes: no variable, mount, emptyDir or egress; with it alone, no Secret, the default cap and no egress", () => {
+      for (const scenario of SCENARIOS.filter((s) => s !== "upstreams")) {
+        const cognition = named(render([valuesFile(scenario)]), "Deployment", COGNITION);
+        expect(upstreamVars(cognition), scenario).toEqual([]);
+        expect(loadCognitionConfig(envOf(cognition)).upstreams, scenario).toBeUndefined();
+        expect(upstreamVolumes(cognition), scenario).toEqual([]);
+        expect(mountsOf(cognition).map((m) => m.mountPath).filter((p) => p.includes("upstream")), scenario).toEqual([]);
+      }
+      const defaults = render([valuesFile("defaults")]);
+      const only = render([valuesFile("defaults")], ["--set", "upstreams.configMap=team-upstreams"]);
+      const cognition = named(only, "Deployment", COGNITION);
+      const env = envOf(cognition);
+      expect(env.CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES).toBe("1048576");
+      expect(env.CHAOS_CORE_UPSTREAM_SECRETS_DIR).toBeUndefined();
+      expect(loadCognitionConfig(env).upstreams?.secrets).toEqual({ env: {} });
+      expect(upstreamVolumes(cognition).sort()).toEqual(["upstreams", "upstreams-work"]);
+      expect(volumesOf(cognition)).toContainEqual({ name: "upstreams-work", emptyDir: { sizeLimit: "1Gi" } });
+      // No egress is opened by default: cognition's NetworkPolicy is exactly the defaults' one.
+      expect(named(only, "NetworkPolicy", COGNITION).spec).toEqual(named(defaults, "NetworkPolicy", COGNITION).spec);
+    });
+
+    it("adds upstreams.egress to cognition's NetworkPolicy as written, and to no other", () => {
+      const all = render([valuesFile("upstreams")]);
+      const rules = (parseYaml(readFileSync(valuesFile("upstreams"), "utf8")) as { upstreams: { egress: unknown[] } }).upstreams.egress;
+      expect(rules).toHaveLength(2);
+      const before = named(render([valuesFile("defaults")]), "NetworkPolicy", COGNITION).spec.egress as unknown[];
+      expect(named(all, "NetworkPolicy", COGNITION).spec.egress).toEqual([...before, ...rules]);
+      for (const np of byKind(all, "NetworkPolicy").filter((n) => n.metadata.name !== COGNITION)) {
+        for (const rule of rules) expect(np.spec.egress ?? [], np.metadata.name).not.toContainEqual(rule);
+      }
+    });
+
+    it("refuses an unknown key, a bad type or range, an egress rule without ports, and a Secret or egress without the ConfigMap, naming the value", () => {
+      const d = [valuesFile("defaults")];
+      expect(renderError(d, ["--set", "upstreams.configMaps=team-upstreams"])).toContain("at '/upstreams': additional properties 'configMaps' not allowed");
+      expect(renderError(d, ["--set", "upstreams.secrets.key=token"])).toContain("at '/upstreams/secrets': additional properties 'key' not allowed");
+      expect(renderError(d, ["--set", "upstreams.configMap=x", "--set", "upstreams.egress[0].ports[0].port=443", "--set", "upstreams.egress[0].from[0].ipBlock.cidr=0.0.0.0/0"])).toContain(
+        "at '/upstreams/egress/0': additional properties 'from' not allowed",
+      );
+      expect(renderError(d, ["--set", "upstreams.maxResultBytes=big"])).toContain("at '/upstreams/maxResultBytes': got string, want integer");
+      expect(renderError(d, ["--set", "upstreams.maxResultBytes=512"])).toContain("/upstreams/maxResultBytes");
+      expect(renderError(d, ["--set", "upstreams.workDirSizeLimit=lots"])).toContain("/upstreams/workDirSizeLimit");
+      expect(renderError(d, ["--set", "upstreams.configMap=Team_Upstreams"])).toContain("/upstreams/configMap");
+      // A rule without ports would open every port to its peers (or, with none, all egress).
+      expect(renderError(d, ["--set", "upstreams.configMap=x", "--set", "upstreams.egress[0].to[0].ipBlock.cidr=203.0.113.10/32"])).toContain("at '/upstreams/egress/0': missing property 'ports'");
+      const without = "upstreams.secrets.existingSecret and upstreams.egress need upstreams.configMap";
+      expect(renderError(d, ["--set", "upstreams.secrets.existingSecret=team-secrets"])).toContain(without);
+      expect(renderError(d, ["--set", "upstreams.egress[0].ports[0].port=443"])).toContain(without);
+    });
+
+    it("NOTES.txt names the ConfigMap, the restart a changed upstreams.json needs, and says when no HTTP upstream is reachable", () => {
+      const set = notesOf([valuesFile("upstreams")]);
+      expect(set).toContain("cognition serves the upstream MCP servers of ConfigMap chaos-core-upstreams");
+      expect(set).toContain(`kubectl -n ${NAMESPACE} rollout restart deployment/${COGNITION}`);
+      expect(set).not.toContain("upstreams.egress is empty");
+      expect(notesOf([valuesFile("defaults")], ["--set", "upstreams.configMap=x"])).toContain("upstreams.egress is empty: cognition's NetworkPolicy lets it reach no Streamable HTTP upstream");
+      expect(notesOf([valuesFile("defaults")], ["--set", "upstreams.configMap=x", "--set", "networkPolicy.enabled=false"])).not.toContain("upstreams.egress is empty");
+      expect(notesOf([valuesFile("defaults")])).not.toContain("Upstreams:");
+    });
   });
 
   it("refuses invalid TLS, policy and lifecycle combinations, naming the values (NOTES.txt and every template)", () => {

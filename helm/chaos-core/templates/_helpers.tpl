@@ -153,6 +153,15 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end -}}
 {{- end -}}
 
+{{/*
+Where cognition finds the operator's upstreams (docs/federation.md §9): the ConfigMap's directory
+(upstreams.json, upstreams.lock), the Secret's (CHAOS_CORE_UPSTREAM_SECRETS_DIR) and the writable
+emptyDir stdio upstreams run in, as the standalone runs them in <dataDir>/upstreams/.
+*/}}
+{{- define "chaos-core.upstreamsDirs" -}}
+{{- dict "config" "/etc/chaos-core/upstreams" "secrets" "/etc/chaos-core/upstream-secrets" "work" "/var/lib/chaos-core/upstreams" | toJson -}}
+{{- end -}}
+
 {{/* Where each Secret file is mounted. */}}
 {{- define "chaos-core.secretFiles" -}}
 {{- $edge := list (dict "var" "CHAOS_CORE_API_KEYS_FILE" "secret" "apiKeys" "dir" "/etc/chaos-core/api-keys") (dict "var" "CHAOS_CORE_MRTR_KEYS_FILE" "secret" "mrtrKeyring" "dir" "/etc/chaos-core/mrtr") -}}
@@ -315,6 +324,23 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end }}
 {{- if $v.secrets.openaiApiKey.existingSecret }}
 {{ include "chaos-core.secretEnv" (list "OPENAI_API_KEY" $v.secrets.openaiApiKey) }}
+{{- end }}
+{{- with $v.upstreams }}
+{{- if .configMap }}
+{{- $dirs := include "chaos-core.upstreamsDirs" $root | fromJson }}
+- name: CHAOS_CORE_UPSTREAMS_FILE
+  value: {{ printf "%s/upstreams.json" $dirs.config | quote }}
+- name: CHAOS_CORE_UPSTREAMS_LOCK
+  value: {{ printf "%s/upstreams.lock" $dirs.config | quote }}
+- name: CHAOS_CORE_UPSTREAMS_WORK_DIR
+  value: {{ $dirs.work | quote }}
+- name: CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES
+  value: {{ .maxResultBytes | int64 | toString | quote }}
+{{- if .secrets.existingSecret }}
+- name: CHAOS_CORE_UPSTREAM_SECRETS_DIR
+  value: {{ $dirs.secrets | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if eq $name "ledger" }}
@@ -524,6 +550,11 @@ with the chart's security contexts. Arguments: (list $ "pod-name").
 {{- end -}}
 {{- if and (not $v.grpcTls.enabled) (or $v.grpcTls.mutual $v.grpcTls.serverName) -}}
 {{- fail "grpcTls.mutual and grpcTls.serverName need grpcTls.enabled: without it the services talk plaintext" -}}
+{{- end -}}
+{{- with $v.upstreams -}}
+{{- if and (not .configMap) (or .secrets.existingSecret .egress) -}}
+{{- fail "upstreams.secrets.existingSecret and upstreams.egress need upstreams.configMap: without the upstreams' ConfigMap cognition serves no upstream, so they would do nothing" -}}
+{{- end -}}
 {{- end -}}
 {{- if and $v.config.ledger.policy.existingConfigMap $v.config.ledger.policy.document -}}
 {{- fail "config.ledger.policy: set existingConfigMap or document, not both" -}}

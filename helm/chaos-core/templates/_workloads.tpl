@@ -135,6 +135,21 @@ spec:
               mountPath: /etc/chaos-core/rate-limits
               readOnly: true
             {{- end }}
+            {{- if and (eq $name "cognition") $v.upstreams.configMap }}
+            {{- $dirs := include "chaos-core.upstreamsDirs" $root | fromJson }}
+            {{- /* Whole directories, never subPath: the kubelet updates them in place, and cognition re-reads the lock as it changes. */}}
+            - name: upstreams
+              mountPath: {{ $dirs.config }}
+              readOnly: true
+            {{- if $v.upstreams.secrets.existingSecret }}
+            - name: upstream-secrets
+              mountPath: {{ $dirs.secrets }}
+              readOnly: true
+            {{- end }}
+            {{- /* The root filesystem is read-only: stdio upstreams run (and keep their HOME) here. */}}
+            - name: upstreams-work
+              mountPath: {{ $dirs.work }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
@@ -177,6 +192,25 @@ spec:
             items:
               - key: {{ $v.config.edge.rateLimits.key }}
                 path: {{ $v.config.edge.rateLimits.key }}
+        {{- end }}
+        {{- if and (eq $name "cognition") $v.upstreams.configMap }}
+        - name: upstreams
+          configMap:
+            name: {{ $v.upstreams.configMap }}
+            defaultMode: 288 # 0440
+            {{- /* Named keys: a ConfigMap without one of them keeps the pod from starting, rather than serving nothing. */}}
+            items:
+              - {key: upstreams.json, path: upstreams.json}
+              - {key: upstreams.lock, path: upstreams.lock}
+        {{- if $v.upstreams.secrets.existingSecret }}
+        - name: upstream-secrets
+          secret:
+            secretName: {{ $v.upstreams.secrets.existingSecret }}
+            defaultMode: 288 # 0440
+        {{- end }}
+        - name: upstreams-work
+          emptyDir:
+            sizeLimit: {{ $v.upstreams.workDirSizeLimit }}
         {{- end }}
       {{- with $c.nodeSelector }}
       nodeSelector:
@@ -419,6 +453,12 @@ spec:
     {{- end }}
     {{- if and (eq $name "cognition") (include "chaos-core.remoteProvider" $root) }}
     {{- include "chaos-core.egressRule" $np.provider | nindent 4 }}
+    {{- end }}
+    {{- if and (eq $name "cognition") $v.upstreams.configMap }}
+    {{- /* Streamable HTTP upstreams: only what the operator lists (none by default). */}}
+    {{- with $v.upstreams.egress }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
     {{- end }}
     {{- if and (eq $name "ledger") $v.config.ledger.webhookUrl }}
     {{- include "chaos-core.egressRule" $np.webhook | nindent 4 }}
