@@ -1,7 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -10,6 +9,7 @@ import { Client as V2Client } from "@modelcontextprotocol/client";
 import { StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
+import { freePort, waitForPort } from "../support/ports.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 
 /**
@@ -18,31 +18,6 @@ import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type Serve
  * the result's hashes — against server-filesystem from npm (reads annotated read-only, writes
  * destructive) and server-everything.
  */
-
-/** A port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
-
-/** Resolves once something accepts connections on the port. */
-async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: "127.0.0.1", port }, () => {
-        socket.destroy();
-        resolve(true);
-      }).once("error", () => resolve(false));
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const server = (pkg: string) => join(ROOT, "node_modules/@modelcontextprotocol", pkg, "dist/index.js");
 
