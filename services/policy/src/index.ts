@@ -50,6 +50,9 @@ export type {
   TenantStatus,
 } from "./domain/tenants.js";
 export { createSqlTenantRegistry } from "./adapters/tenant-registry.js";
+export { createSqlTenantUpstreams } from "./adapters/tenant-upstreams.js";
+export { checkTenantUpstreamDeclaration, checkUpstreamName, declarationJson, unregisteredUpstreams } from "./domain/tenant-upstreams.js";
+export type { CheckedPin, TenantUpstreamDeclaration, TenantUpstreamRecord, TenantUpstreamRegistry, TenantUpstreamStatus } from "./domain/tenant-upstreams.js";
 export { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
 export { createRoutedPolicyStore } from "./adapters/routed-store.js";
 export { announcePolicyChanges } from "./adapters/announcing-store.js";
