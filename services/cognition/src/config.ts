@@ -1,5 +1,5 @@
 import { defaultLockFile } from "@chaos-core/contracts";
-import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { ConfigError, envVars, parseAllowedAddresses, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
 
@@ -23,6 +23,8 @@ export interface CognitionConfig {
   readonly contractLockFile: string;
   /** `CHAOS_CORE_POLICY_SNAPSHOTS` (default on): decide from a watched policy snapshot (docs/cognition.md "Policy snapshots"). */
   readonly policySnapshots: boolean;
+  /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges `http.request` (and tenants' upstreams) may reach. */
+  readonly httpAllowedAddresses: readonly string[];
 }
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
@@ -42,6 +44,15 @@ const schema = z.object({
   CHAOS_CORE_CONTRACT_LOCK_FILE: z.string().min(1, "must name the lockfile").optional(),
   CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("on"),
 });
+
+/** The operator's allowed ranges, a malformed entry named as a ConfigError names a variable. */
+function allowedAddresses(env: Env): string[] {
+  try {
+    return parseAllowedAddresses(env.CHAOS_CORE_HTTP_ALLOWED_ADDRESSES);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
 
 /**
  * Reads the configuration of the cognition service run alone from an environment record
@@ -66,5 +77,6 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     logLevel: e.LOG_LEVEL,
     contractLockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? defaultLockFile(),
     policySnapshots: e.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
+    httpAllowedAddresses: allowedAddresses(env),
   };
 }

@@ -145,6 +145,8 @@ export type { CognitionServerOptions, DefaultCognitionDepsOptions } from "./serv
 export { connectUpstream } from "./upstreams/connect.js";
 export type { UpstreamConnectOptions, UpstreamConnection } from "./upstreams/connect.js";
 export { readUpstreamContracts } from "./upstreams/pin.js";
+export { guardedUpstreamFetch } from "./upstreams/guarded-fetch.js";
+export type { GuardedFetchOptions, UpstreamFetch } from "./upstreams/guarded-fetch.js";
 export { toolSegment, upstreamToolNames } from "./upstreams/names.js";
 export type { UpstreamToolNames } from "./upstreams/names.js";
 export { upstreamRisk } from "./upstreams/risk.js";

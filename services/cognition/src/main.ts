@@ -64,6 +64,7 @@ try {
     ledger: ledger.client,
     logger,
     provider: providerConfig,
+    httpAllowedAddresses: config.httpAllowedAddresses,
   });
   // Every capability against chaoscore.lock, before anything is served; held to it from then on.
   await pinCapabilitiesAtStart(deps.registry, config.contractLockFile);

@@ -1,6 +1,7 @@
 import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Capability } from "./capabilities/capability.js";
+import { createHttpRequestCapability } from "./capabilities/http-request.js";
 import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
 import { createMemoryApprovalStore, type ApprovalStore } from "./executor/approvals.js";
@@ -64,6 +65,15 @@ export interface DefaultCognitionDepsOptions {
   policySnapshots?: PolicySnapshots;
   /** The pinned tools of the operator's upstreams, as capabilities (`upstreamCapabilities`), beside the built-in ones. */
   upstreamCapabilities?: readonly Capability[];
+  /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges `http.request` may reach (none by default). */
+  httpAllowedAddresses?: readonly string[];
+}
+
+/** The built-in capabilities, `http.request` reaching the operator's allowed ranges when there are some. */
+function builtIns(httpAllowedAddresses: readonly string[] = []): readonly Capability[] {
+  if (httpAllowedAddresses.length === 0) return BUILT_IN_CAPABILITIES;
+  const http = createHttpRequestCapability({ allowAddress: httpAllowedAddresses }) as unknown as Capability;
+  return BUILT_IN_CAPABILITIES.map((c) => (c.name === http.name ? http : c));
 }
 
 /**
@@ -73,7 +83,7 @@ export interface DefaultCognitionDepsOptions {
  */
 export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): CognitionDeps {
   return {
-    registry: createCapabilityRegistry([...BUILT_IN_CAPABILITIES, ...(options.upstreamCapabilities ?? [])]),
+    registry: createCapabilityRegistry([...builtIns(options.httpAllowedAddresses), ...(options.upstreamCapabilities ?? [])]),
     provider: createProvider(options.provider),
     policy: options.policySnapshots?.client ?? options.policy,
     memory: options.memory,

@@ -1,7 +1,7 @@
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve, win32 } from "node:path";
 import { z } from "zod";
-import { ConfigError, envVars, parseEnv, UPSTREAM_SECRET_ENV_PREFIX, type Env, type LOG_LEVELS, type SecretSources } from "@chaos-core/kit";
+import { ConfigError, envVars, parseAllowedAddresses, parseEnv, UPSTREAM_SECRET_ENV_PREFIX, type Env, type LOG_LEVELS, type SecretSources } from "@chaos-core/kit";
 // The configuration modules alone, not the services: `chaos-core stdio` reads its configuration
 // before it answers initialize, and loads the services after.
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition/provider-config";
@@ -150,6 +150,20 @@ export interface UpstreamsConfig {
   readonly secrets: SecretSources;
   /** Where stdio upstreams run, a folder each: `<dataDir>/upstreams`. */
   readonly workDir: string;
+  /**
+   * `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges a tenant's upstream (and `http.request`)
+   * may reach; none by default.
+   */
+  readonly allowedAddresses: readonly string[];
+}
+
+/** The operator's allowed ranges; a malformed entry fails as a bad variable does. */
+function allowedAddressesOf(env: Env): string[] {
+  try {
+    return parseAllowedAddresses(env.CHAOS_CORE_HTTP_ALLOWED_ADDRESSES);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }
 
 /** Reads {@link UpstreamsConfig} from an environment record (the command line's `--upstreams` already in it). */
@@ -166,5 +180,6 @@ export function loadUpstreamsConfig(env: Env, cwd = process.cwd()): UpstreamsCon
     lock,
     secrets: { env: secretEnv, ...(secretsDir ? { secretsDir } : {}) },
     workDir: join(dataDir, "upstreams"),
+    allowedAddresses: allowedAddressesOf(env),
   };
 }

@@ -344,6 +344,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     if (upstreams) closers.push(() => upstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(upstreams ? { upstreamCapabilities: upstreams.capabilities } : {}),
+      ...(options.upstreams ? { httpAllowedAddresses: options.upstreams.allowedAddresses } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
       provider: config.provider,
       policy,

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ChaosError, resolveSecretRef, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
+import type { UpstreamFetch } from "./guarded-fetch.js";
 
 /** The least time an upstream is given to start and answer `initialize`, whatever its call timeout. */
 const CONNECT_TIMEOUT_MS = 30_000;
@@ -15,6 +16,11 @@ export interface UpstreamConnectOptions {
   readonly workDir: string;
   /** The version Chaos Core names itself with to upstreams. */
   readonly version: string;
+  /**
+   * How a Streamable HTTP upstream is reached; the platform's fetch when unset (the operator's
+   * file). A tenant's upstream is reached only through `guardedUpstreamFetch` (guarded-fetch.ts).
+   */
+  readonly fetch?: UpstreamFetch;
 }
 
 /** What a caller hears of one connection. */
@@ -70,7 +76,7 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
   } else {
     const headers: Record<string, string> = {};
     for (const [name, ref] of Object.entries(decl.headers)) headers[name] = await resolveSecretRef(ref, options.secrets);
-    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers } });
+    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers }, ...(options.fetch ? { fetch: options.fetch } : {}) });
   }
   try {
     // Starting a process (or npx fetching a package) takes longer than a call may: at least 30 s.
