@@ -154,6 +154,8 @@ export { upstreamCapabilities } from "./capabilities/upstream-tools.js";
 export { createUpstreamPool, DEFAULT_BREAKER, DEFAULT_MAX_RESULT_BYTES } from "./upstreams/pool.js";
 export type { BreakerSettings, BreakerState, UpstreamPool, UpstreamPoolOptions } from "./upstreams/pool.js";
 export { loadUpstreams } from "./upstreams/load.js";
+export { registryUpstreams } from "./upstreams/registry.js";
+export type { RegistryUpstreamEntry } from "./upstreams/registry.js";
 export type { UpstreamFiles } from "./upstreams/load.js";
 export { createUpstreamDrift } from "./upstreams/drift.js";
 export type { UpstreamDrift } from "./upstreams/drift.js";
