@@ -148,6 +148,11 @@ describe("a tenant's own upstream, in the registry", () => {
     expect(await ok(["upstreams", "disable", "everything", "--tenant", "acme"])).toMatch(/upstream "everything" of tenant "acme" disabled/);
     expect(await ok(["upstreams", "list", "--tenant", "acme"])).toMatch(/^everything\thttp:\/\/127\.0\.0\.1:\d+\/mcp\tdisabled\tpinned, \d+ tools\n$/);
     await ok(["upstreams", "enable", "everything", "--tenant", "acme"]);
+    // Exported with the tenant, its pin included; its header as the reference it is.
+    const out = join(dir, "acme-export");
+    await ok(["tenants", "export", "acme", "--out", out]);
+    const exportedTenant = JSON.parse(readFileSync(join(out, "tenant.json"), "utf8")) as { upstreams: Array<{ name: string; status: string; pin: { serverName: string; integrityDigest: string } }> };
+    expect(exportedTenant.upstreams).toEqual([expect.objectContaining({ name: "everything", status: "UPSTREAM_STATUS_ENABLED", pin: expect.objectContaining({ serverName: "everything" }) })]);
     await ok(["upstreams", "remove", "everything", "--tenant", "acme"]);
     expect(await ok(["upstreams", "list", "--tenant", "acme"])).toMatch(/tenant "acme" has no upstreams/);
 
