@@ -18,5 +18,8 @@ describe("a tenant's registry upstreams, as the serving step takes them", () => 
     const tampered = JSON.parse(pinOf("wiki")) as { tools: { search: { surface: { description: string } } } };
     tampered.tools.search.surface.description = "something else";
     expect(() => registryUpstreams("acme", [{ declaration: wiki, pin: JSON.stringify(tampered) }])).toThrow(/its digests do not match its contracts/);
+    // Pinned by a direct AddUpstream: two tools that would be one capability are never served.
+    const colliding = serializeLock(upstreamContracts("wiki", [{ name: "getPage", inputSchema: { type: "object" } }, { name: "get_page", inputSchema: { type: "object" } }]), "wiki");
+    expect(() => registryUpstreams("acme", [{ declaration: wiki, pin: colliding }])).toThrow(/tools "getPage" and "get_page" both map to wiki\.get_page/);
   });
 });

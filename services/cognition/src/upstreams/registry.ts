@@ -1,5 +1,6 @@
 import { parseUpstreamsLock, UPSTREAMS_LOCK_VERSION, type ContractSet } from "@chaos-core/contracts";
 import { ChaosError, describeZodIssues, upstreamDeclarationSchema, type HttpUpstreamDeclaration } from "@chaos-core/kit";
+import { upstreamToolNames } from "./names.js";
 
 /** One enabled upstream as the registry answers it (`ListTenantUpstreams`): its declaration and its pin's text. */
 export interface RegistryUpstreamEntry {
@@ -31,5 +32,13 @@ export function registryUpstreams(tenant: string, entries: readonly RegistryUpst
     }
   });
   const pins = parseUpstreamsLock(JSON.stringify({ upstreamsLockVersion: UPSTREAMS_LOCK_VERSION, upstreams: lock }), `tenant "${tenant}" registry pins`);
+  // Two tools mapping to one capability name: refused as at pin time (AddUpstream cannot check it: the mapping is cognition's).
+  for (const [name, set] of pins) {
+    try {
+      upstreamToolNames(name, Object.keys(set.tools));
+    } catch (err) {
+      throw new ChaosError("failed_precondition", `tenant "${tenant}" registry pins: ${(err as Error).message}`, { cause: err });
+    }
+  }
   return { declarations, pins };
 }
