@@ -23,7 +23,10 @@ describe("loadCognitionConfig", () => {
       logLevel: "info",
       contractLockFile: CHECKOUT_LOCK,
       policySnapshots: true,
+      httpAllowedAddresses: [],
     });
+    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/16, 127.0.0.1" }).httpAllowedAddresses).toEqual(["10.20.0.0/16", "127.0.0.1"]);
+    expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/40" })).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10\.20\.0\.0\/40" has an invalid prefix length/);
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "off" }).policySnapshots).toBe(false);
     expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "yes" })).toThrow(/CHAOS_CORE_POLICY_SNAPSHOTS: must be on or off/);
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_CONTRACT_LOCK_FILE: "/etc/chaos/chaoscore.lock" }).contractLockFile).toBe("/etc/chaos/chaoscore.lock");

@@ -1,5 +1,5 @@
 import { defaultLockFile } from "@chaos-core/contracts";
-import { envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { ConfigError, envVars, parseAllowedAddresses, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
 import { upstreamsConfigOf, type UpstreamsConfig } from "./upstreams/config.js";
@@ -26,6 +26,8 @@ export interface CognitionConfig {
   readonly policySnapshots: boolean;
   /** The operator's upstream MCP servers (`CHAOS_CORE_UPSTREAMS_FILE`, docs/federation.md §10); none unless named. */
   readonly upstreams?: UpstreamsConfig;
+  /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges `http.request` (and tenants' upstreams) may reach. */
+  readonly httpAllowedAddresses: readonly string[];
 }
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
@@ -45,6 +47,15 @@ const schema = z.object({
   CHAOS_CORE_CONTRACT_LOCK_FILE: z.string().min(1, "must name the lockfile").optional(),
   CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("on"),
 });
+
+/** The operator's allowed ranges, a malformed entry named as a ConfigError names a variable. */
+function allowedAddresses(env: Env): string[] {
+  try {
+    return parseAllowedAddresses(env.CHAOS_CORE_HTTP_ALLOWED_ADDRESSES);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
 
 /**
  * Reads the configuration of the cognition service run alone from an environment record
@@ -72,5 +83,6 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     contractLockFile: e.CHAOS_CORE_CONTRACT_LOCK_FILE ?? defaultLockFile(),
     policySnapshots: e.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
     ...(upstreams ? { upstreams } : {}),
+    httpAllowedAddresses: allowedAddresses(env),
   };
 }

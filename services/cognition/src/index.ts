@@ -145,6 +145,8 @@ export type { CognitionServerOptions, DefaultCognitionDepsOptions } from "./serv
 export { connectUpstream } from "./upstreams/connect.js";
 export type { UpstreamConnectOptions, UpstreamConnection } from "./upstreams/connect.js";
 export { readUpstreamContracts } from "./upstreams/pin.js";
+export { guardedUpstreamFetch } from "./upstreams/guarded-fetch.js";
+export type { GuardedFetchOptions, UpstreamFetch } from "./upstreams/guarded-fetch.js";
 export { toolSegment, upstreamToolNames } from "./upstreams/names.js";
 export type { UpstreamToolNames } from "./upstreams/names.js";
 export { upstreamRisk } from "./upstreams/risk.js";
@@ -152,6 +154,8 @@ export { upstreamCapabilities } from "./capabilities/upstream-tools.js";
 export { createUpstreamPool, DEFAULT_BREAKER, DEFAULT_MAX_RESULT_BYTES } from "./upstreams/pool.js";
 export type { BreakerSettings, BreakerState, UpstreamPool, UpstreamPoolOptions } from "./upstreams/pool.js";
 export { loadUpstreams } from "./upstreams/load.js";
+export { registryUpstreams } from "./upstreams/registry.js";
+export type { RegistryUpstreamEntry } from "./upstreams/registry.js";
 export type { UpstreamFiles } from "./upstreams/load.js";
 export { createUpstreamDrift } from "./upstreams/drift.js";
 export type { UpstreamDrift, UpstreamDriftEvent } from "./upstreams/drift.js";

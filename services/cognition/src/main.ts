@@ -74,6 +74,7 @@ try {
     logger,
     provider: providerConfig,
     ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
+    httpAllowedAddresses: config.httpAllowedAddresses,
   });
   // Every capability against chaoscore.lock, before anything is served; held to it from then on.
   await pinCapabilitiesAtStart(deps.registry, config.contractLockFile);

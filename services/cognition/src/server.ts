@@ -2,6 +2,7 @@ import type { UpstreamsView } from "./handlers/upstream-status.js";
 import { register, startGrpcServer, type ContextSigner, type GrpcTransport, type Logger, type RunningGrpcServer } from "@chaos-core/kit";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { Capability } from "./capabilities/capability.js";
+import { createHttpRequestCapability } from "./capabilities/http-request.js";
 import { BUILT_IN_CAPABILITIES } from "./capabilities/index.js";
 import { createCapabilityRegistry } from "./capabilities/registry.js";
 import { createMemoryApprovalStore, type ApprovalStore } from "./executor/approvals.js";
@@ -67,6 +68,15 @@ export interface DefaultCognitionDepsOptions {
   upstreamCapabilities?: readonly Capability[];
   /** Their breakers and transports, for ListUpstreams (`serveUpstreams`' answer is one). */
   upstreams?: UpstreamsView;
+  /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges `http.request` may reach (none by default). */
+  httpAllowedAddresses?: readonly string[];
+}
+
+/** The built-in capabilities, `http.request` reaching the operator's allowed ranges when there are some. */
+function builtIns(httpAllowedAddresses: readonly string[] = []): readonly Capability[] {
+  if (httpAllowedAddresses.length === 0) return BUILT_IN_CAPABILITIES;
+  const http = createHttpRequestCapability({ allowAddress: httpAllowedAddresses }) as unknown as Capability;
+  return BUILT_IN_CAPABILITIES.map((c) => (c.name === http.name ? http : c));
 }
 
 /**
@@ -76,7 +86,7 @@ export interface DefaultCognitionDepsOptions {
  */
 export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): CognitionDeps {
   return {
-    registry: createCapabilityRegistry([...BUILT_IN_CAPABILITIES, ...(options.upstreamCapabilities ?? [])]),
+    registry: createCapabilityRegistry([...builtIns(options.httpAllowedAddresses), ...(options.upstreamCapabilities ?? [])]),
     provider: createProvider(options.provider),
     policy: options.policySnapshots?.client ?? options.policy,
     memory: options.memory,

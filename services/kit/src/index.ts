@@ -42,6 +42,10 @@ export type { McpMessageInfo, McpOutcome, McpServerSpan } from "./telemetry/mcp.
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";
 export { raceSignal } from "./rpc/abort.js";
+export { allowCidrs, blockedAddressClass, parseAddress } from "./net/address.js";
+export type { AllowAddress } from "./net/address.js";
+export { ALLOWED_ADDRESSES_VARIABLE, parseAllowedAddresses, resolveVetted, systemLookup } from "./net/vetted-host.js";
+export type { HostLookup, ResolvedAddress, VettingDeps } from "./net/vetted-host.js";
 export { createDeferredClient, START_WAIT_MS } from "./rpc/deferred.js";
 export { createInProcessClient } from "./rpc/in-process.js";
 export { addGrpcService, createGrpcClient, grpcServiceDefinition } from "./rpc/grpc.js";

@@ -14,7 +14,14 @@ describe("loadPolicyConfig", () => {
       logLevel: "info",
       adminPort: 50056,
       store: { kind: "file", path: resolve("some/dir", "policy.json") },
+      httpAllowedAddresses: [],
     });
+  });
+
+  it("reads what a tenant's upstream is checked against: the operator's file and allowed ranges, a bad range named", () => {
+    const config = loadPolicyConfig({ CHAOS_CORE_DATA_DIR: "d", CHAOS_CORE_CONTEXT_KEY: KEY, CHAOS_CORE_UPSTREAMS_FILE: "ops/upstreams.json", CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/16" });
+    expect(config).toMatchObject({ upstreamsFile: resolve("ops/upstreams.json"), httpAllowedAddresses: ["10.20.0.0/16"] });
+    expect(() => loadPolicyConfig({ CHAOS_CORE_DATA_DIR: "d", CHAOS_CORE_CONTEXT_KEY: KEY, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "not-an-address" })).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: /);
   });
 
   it("reads the admin port and where tenant generations are published", () => {

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { envVars, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { ConfigError, envVars, parseAllowedAddresses, parseEnv, requireStorage, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 import { z } from "zod";
 
 /** Where the policy documents live: Postgres in a cluster, a `policy.json` file standalone. */
@@ -23,6 +23,10 @@ export interface PolicyConfig {
   readonly adminPort: number;
   /** `REDIS_URL`: where tenant generations are published for the edges (docs/tenants.md). */
   readonly redis?: { readonly url: string; readonly prefix: string };
+  /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges a tenant's upstream URL may name (none by default). */
+  readonly httpAllowedAddresses: readonly string[];
+  /** `CHAOS_CORE_UPSTREAMS_FILE`: the operator's upstreams, whose names a tenant's upstream may not take. */
+  readonly upstreamsFile?: string;
 }
 
 const schema = z
@@ -37,6 +41,7 @@ const schema = z
     CHAOS_CORE_ADMIN_PORT: envVars.port(50056),
     REDIS_URL: envVars.redisUrl(),
     CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
+    CHAOS_CORE_UPSTREAMS_FILE: z.string().optional(),
   })
   .superRefine(requireStorage("a policy.json file there"));
 
@@ -51,7 +56,15 @@ const schema = z
  */
 export function loadPolicyConfig(env: Env = process.env): PolicyConfig {
   const parsed = parseEnv(schema, env);
+  let httpAllowedAddresses: string[];
+  try {
+    httpAllowedAddresses = parseAllowedAddresses(env.CHAOS_CORE_HTTP_ALLOWED_ADDRESSES);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
   return {
+    httpAllowedAddresses,
+    ...(parsed.CHAOS_CORE_UPSTREAMS_FILE ? { upstreamsFile: resolve(parsed.CHAOS_CORE_UPSTREAMS_FILE) } : {}),
     host: parsed.HOST,
     port: parsed.PORT,
     contextKey: parsed.CHAOS_CORE_CONTEXT_KEY,

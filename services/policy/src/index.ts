@@ -50,6 +50,13 @@ export type {
   TenantStatus,
 } from "./domain/tenants.js";
 export { createSqlTenantRegistry } from "./adapters/tenant-registry.js";
+export { createSqlTenantUpstreams } from "./adapters/tenant-upstreams.js";
+export { checkTenantUpstreamDeclaration, checkUpstreamName, declarationJson, unregisteredUpstreams } from "./domain/tenant-upstreams.js";
+export type { CheckedPin, TenantUpstreamDeclaration, TenantUpstreamRecord, TenantUpstreamRegistry, TenantUpstreamStatus } from "./domain/tenant-upstreams.js";
 export { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
+export type { UpstreamAdminOptions } from "./handlers/upstream-handlers.js";
+export { createUpstreamUrlCheck } from "./adapters/upstream-address.js";
+export type { UpstreamUrlCheck } from "./adapters/upstream-address.js";
+export { operatorUpstreamNames } from "./adapters/operator-upstreams.js";
 export { createRoutedPolicyStore } from "./adapters/routed-store.js";
 export { announcePolicyChanges } from "./adapters/announcing-store.js";

@@ -14,6 +14,8 @@ const { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } = await i
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
 const { announcePolicyChanges } = await import("./adapters/announcing-store.js");
 const { createSqlTenantRegistry } = await import("./adapters/tenant-registry.js");
+const { createUpstreamUrlCheck } = await import("./adapters/upstream-address.js");
+const { operatorUpstreamNames } = await import("./adapters/operator-upstreams.js");
 const { unregisteredTenants } = await import("./domain/tenants.js");
 const { createMemoryTenantGenerations, createRedisChangeCounters, createRedisTenantGenerations } = await import("@chaos-core/kit");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
@@ -50,7 +52,9 @@ try {
 
   // A stored policy is announced through Redis, so cognition's policy snapshots use it from their next decision.
   if (redis) store = announcePolicyChanges(store, createRedisChangeCounters(redis, { prefix: config.redis!.prefix, name: "policy-changes" }), logger);
-  const server = await createPolicyServer({ host: config.host, port: config.port, adminPort: config.adminPort, signer, store, registry, logger, transport }).start();
+  // A tenant's upstream: never one of the operator's names, never an internal address but the allowed ranges.
+  const upstreams = { operatorUpstreams: operatorUpstreamNames(config.upstreamsFile), checkUrl: createUpstreamUrlCheck({ allowedAddresses: config.httpAllowedAddresses }) };
+  const server = await createPolicyServer({ host: config.host, port: config.port, adminPort: config.adminPort, signer, store, registry, upstreams, logger, transport }).start();
   logger.info({ adminPort: server.admin.port, generations: redis ? "redis" : "in-process" }, "tenant admin API listening");
   schema?.hold(server);
   onShutdown(logger, async (graceMs) => {

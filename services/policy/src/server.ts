@@ -6,6 +6,7 @@ import type { PolicyStore } from "./domain/policy-store.js";
 import type { TenantRegistry } from "./domain/tenants.js";
 import { createPolicyHandlers } from "./handlers/policy-handlers.js";
 import { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
+import type { UpstreamAdminOptions } from "./handlers/upstream-handlers.js";
 
 /** What the policy gRPC server needs; everything is built by the caller. */
 export interface PolicyServerOptions {
@@ -17,6 +18,8 @@ export interface PolicyServerOptions {
   readonly registry: TenantRegistry;
   /** Where TenantAdminService listens, apart from the rest so a NetworkPolicy can guard it. */
   readonly adminPort: number;
+  /** How AddUpstream checks a tenant's upstream (the operator's names, the allowed ranges). */
+  readonly upstreams?: UpstreamAdminOptions;
   readonly logger: Logger;
   /** TLS and the plaintext health port (`CHAOS_CORE_GRPC_TLS_*`, `CHAOS_CORE_GRPC_HEALTH_PORT`); plaintext when unset. */
   readonly transport?: GrpcTransport | undefined;
@@ -52,7 +55,7 @@ export function createPolicyServer(options: PolicyServerOptions): { start(): Pro
           port: options.adminPort,
           signer: options.signer,
           logger: options.logger,
-          registrations: [register(TenantAdminService, createTenantAdminHandlers(options.registry))],
+          registrations: [register(TenantAdminService, createTenantAdminHandlers(options.registry, options.upstreams))],
           tls: options.transport?.tls,
         });
       } catch (err) {

@@ -69,6 +69,8 @@ export interface RunningAdminServer {
 const MAX_BODY_BYTES = 16 * 1024;
 /** Largest policy document accepted (a long host list is still far below it). */
 const MAX_POLICY_BYTES = 1024 * 1024;
+/** Largest bridged RPC request: a large upstream's pin (AddUpstream), as gRPC's default message limit. */
+const MAX_RPC_BYTES = 4 * 1024 * 1024;
 
 const tenantField = z
   .string()
@@ -248,7 +250,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
       if (!bridgedService) throw new HttpError(404, "not_found", `no service ${serviceName ?? ""} on the admin endpoint`);
       const q = parse(tenantQuery, Object.fromEntries(url.searchParams), "query");
       // An export or a deletion may take minutes on a large tenant.
-      const answer = await answerAdminRpc(bridgedService, method, await readJson(req), { ctx: operator(q.tenant), timeoutMs: 30 * 60_000 });
+      const answer = await answerAdminRpc(bridgedService, method, await readJson(req, MAX_RPC_BYTES), { ctx: operator(q.tenant), timeoutMs: 30 * 60_000 });
       logger.info({ service: serviceName, method, tenant: q.tenant }, "operator called an admin RPC");
       if (answer.kind === "unary") return send(res, 200, answer.message);
       res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });

@@ -41,7 +41,8 @@ Commands:
             approvals as the operator, through the running server's loopback admin endpoint,
             or sign in to the approval console (chaos-core approvals help)
   upstreams list | show | lock | diff | approve: the MCP servers Chaos Core fronts, pinned in
-            upstreams.lock before anything of them is served (chaos-core upstreams help)
+            upstreams.lock before anything of them is served; add | remove | disable | enable
+            --tenant T: a tenant's own, in the registry (chaos-core upstreams help)
   contracts lock | lock --check | diff OLD NEW: pin the tool surface in chaoscore.lock and
             classify every change (chaos-core contracts help)
   help      Show this text

@@ -1,13 +1,11 @@
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve, win32 } from "node:path";
 import { z } from "zod";
-import { ConfigError, envVars, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
+import { ConfigError, envVars, parseAllowedAddresses, parseEnv, type Env, type LOG_LEVELS } from "@chaos-core/kit";
 // The configuration modules alone, not the services: `chaos-core stdio` reads its configuration
 // before it answers initialize, and loads the services after.
 import { loadProviderConfig, type ProviderConfig } from "@chaos-core/cognition/provider-config";
-import { upstreamsConfigOf, type UpstreamsConfig } from "@chaos-core/cognition/upstreams-config";
-
-export type { UpstreamsConfig };
+import { upstreamsConfigOf, type UpstreamsConfig as CognitionUpstreamsConfig } from "@chaos-core/cognition/upstreams-config";
 import { originVar, requireWebhookSecret, WEBHOOK_ENV, webhookConfigOf, type WebhookConfig } from "@chaos-core/ledger/config";
 
 const schema = z.object({
@@ -143,11 +141,27 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
 
 /**
  * Where the operator's upstreams are declared and pinned, and where they run (docs/federation.md §3,
- * §10), read from an environment record (the command line's `--upstreams` already in it): the
- * standalone's declarations default to `<dataDir>/upstreams.json`, its stdio upstreams run in
- * `<dataDir>/upstreams/`.
+ * §10), and `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges a tenant's upstream (and
+ * `http.request`) may reach; none by default.
+ */
+export type UpstreamsConfig = CognitionUpstreamsConfig & { readonly allowedAddresses: readonly string[] };
+
+/** The operator's allowed ranges; a malformed entry fails as a bad variable does. */
+function allowedAddressesOf(env: Env): string[] {
+  try {
+    return parseAllowedAddresses(env.CHAOS_CORE_HTTP_ALLOWED_ADDRESSES);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
+
+/**
+ * Reads {@link UpstreamsConfig} from an environment record (the command line's `--upstreams`
+ * already in it): the standalone's declarations default to `<dataDir>/upstreams.json`, its stdio
+ * upstreams run in `<dataDir>/upstreams/`.
  */
 export function loadUpstreamsConfig(env: Env, cwd = process.cwd()): UpstreamsConfig {
   const dataDir = resolveDataDir(env, cwd);
-  return upstreamsConfigOf(env, { file: join(dataDir, "upstreams.json"), workDir: join(dataDir, "upstreams"), cwd })!;
+  const upstreams = upstreamsConfigOf(env, { file: join(dataDir, "upstreams.json"), workDir: join(dataDir, "upstreams"), cwd })!;
+  return { ...upstreams, allowedAddresses: allowedAddressesOf(env) };
 }

@@ -44,6 +44,8 @@ import {
   createSqlTenantRegistry,
   createTenantAdminHandlers,
   createTenantDirectoryHandlers,
+  createUpstreamUrlCheck,
+  operatorUpstreamNames,
   migratePolicy,
   STANDALONE_TENANT,
   type PolicyStore,
@@ -307,7 +309,13 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         generations,
         logger: logger.child({ service: "edge" }),
       }),
-      admin: createInProcessClient(TenantAdminService, createTenantAdminHandlers(registry)),
+      admin: createInProcessClient(
+        TenantAdminService,
+        createTenantAdminHandlers(registry, {
+          operatorUpstreams: operatorUpstreamNames(options.upstreams?.file),
+          checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
+        }),
+      ),
       generations,
     };
     // The limits are the tenant's, not this process's: with Redis every `serve` process and edge
@@ -344,6 +352,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     if (upstreams) closers.push(() => upstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
+      ...(options.upstreams ? { httpAllowedAddresses: options.upstreams.allowedAddresses } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
       provider: config.provider,
       policy,

@@ -20,6 +20,7 @@ import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_
 import { adminRpcClient } from "./admin-rpc.js";
 import type { TenantDataServices } from "./tenant-data.js";
 import { storesFromCommandLine, UsageError } from "./command-line.js";
+import { loadUpstreamsConfig } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { openEmbeddedDb } from "./data-dir-layout.js";
 
@@ -47,8 +48,8 @@ export const NEEDS_SERVICES =
   "needs the tenant's services: run it against a running server (chaos-core serve on this data directory) or a cluster " +
   "(--admin-addr with MEMORY_ADDR, COUNCIL_ADDR, LEDGER_ADDR and POLICY_ADDR)";
 
-async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void> }>, generations: TenantGenerations, where: string): Promise<Admin> {
-  const { migratePolicy, createSqlTenantRegistry, createTenantAdminHandlers } = await import("@chaos-core/policy");
+async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void> }>, generations: TenantGenerations, where: string, env: Env): Promise<Admin> {
+  const { migratePolicy, createSqlTenantRegistry, createTenantAdminHandlers, createUpstreamUrlCheck, operatorUpstreamNames } = await import("@chaos-core/policy");
   const { db, release } = await open();
   try {
     await migratePolicy(db);
@@ -56,7 +57,9 @@ async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void
     await release();
     throw err;
   }
-  const client = createInProcessClient(TenantAdminService, createTenantAdminHandlers(createSqlTenantRegistry(db, { generations })));
+  const upstreams = loadUpstreamsConfig(env);
+  const checks = { operatorUpstreams: operatorUpstreamNames(upstreams.file), checkUrl: createUpstreamUrlCheck({ allowedAddresses: upstreams.allowedAddresses }) };
+  const client = createInProcessClient(TenantAdminService, createTenantAdminHandlers(createSqlTenantRegistry(db, { generations }), checks));
   return { client, where, close: release };
 }
 
@@ -112,6 +115,7 @@ export async function openAdmin(values: WhereFlags, env: Env): Promise<Admin> {
       },
       generations,
       redisUrl ? "postgres (edges told through Redis)" : "postgres",
+      env,
     );
     return admin;
   }
@@ -140,5 +144,6 @@ export async function openAdmin(values: WhereFlags, env: Env): Promise<Admin> {
     },
     createMemoryTenantGenerations(),
     `the embedded database in ${stores.dataDir} (no server running; the next start serves it)`,
+    env,
   );
 }

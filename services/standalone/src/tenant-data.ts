@@ -54,7 +54,7 @@ export interface ExportSummary {
 
 /**
  * Exports a tenant's data into `dir` (created; it must not hold these files): `tenant.json` (the
- * registry record with its settings — the ledger policy among them — and its keys, never a key itself), `policy.json` (the capability policy in force),
+ * registry record with its settings — the ledger policy among them —, its keys, never a key itself, and its own upstreams with their pins), `policy.json` (the capability policy in force),
  * `memory.jsonl`, `council.jsonl` and `ledger.jsonl` (`chaos-core-ledger/1`, verifiable with
  * `chaos-core ledger verify --file`). Each stream is read page by page; progress goes to `progress`.
  */
@@ -67,12 +67,20 @@ export async function exportTenant(services: TenantDataServices, tenant: string,
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const files: Record<string, number> = {};
   const keys = registered ? (await services.admin.listApiKeys({ tenant }, { ctx })).keys : [];
-  const { TenantSchema, ApiKeySchema } = await import("@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js");
+  const { TenantSchema, ApiKeySchema, TenantUpstreamSchema } = await import("@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js");
+  // Its own upstreams with their pins (headers are references: the registry holds no secret).
+  const upstreams = registered ? (await services.admin.listUpstreams({ tenant }, { ctx })).upstreams : [];
+  const pinned = [];
+  for (const u of upstreams) {
+    const { pin } = await services.admin.getUpstream({ tenant, name: u.name }, { ctx });
+    pinned.push({ ...(toJson(TenantUpstreamSchema, u, { useProtoFieldName: true }) as Record<string, unknown>), pin: JSON.parse(pin) as unknown });
+  }
   const record = {
     tenant,
     registered: registered !== undefined,
     ...(registered ? { record: toJson(TenantSchema, registered.tenant as Tenant, { useProtoFieldName: true }) } : {}),
     keys: keys.map((k) => toJson(ApiKeySchema, k, { useProtoFieldName: true })),
+    upstreams: pinned,
   };
   await writeJson(join(dir, "tenant.json"), record);
   files["tenant.json"] = 1;

@@ -7,6 +7,7 @@ import { ChaosError, describeSecretRef, parseUpstreamsFile, type Env, type Upstr
 import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
 import { loadUpstreamsConfig, resolveDataDir, type UpstreamsConfig } from "./config.js";
 import { appendOperatorEntries, localOperator, pinChanges } from "./upstreams-ledger.js";
+import { isRegistryCommand, REGISTRY_USAGE, runRegistryUpstreamsCommand } from "./upstreams-registry-command.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface UpstreamsCommandIo {
@@ -43,7 +44,9 @@ it), through the running server on the data directory or, when none runs, on its
 The upstreams file is --upstreams, else CHAOS_CORE_UPSTREAMS_FILE, else upstreams.json in the data
 directory (docs/federation.md). Secret references resolve from CHAOS_CORE_UPSTREAM_SECRET_*
 variables and CHAOS_CORE_UPSTREAM_SECRETS_DIR. Exits 0 when done, 1 when refused or a pin does
-not match, 2 on a usage error.`;
+not match, 2 on a usage error.
+
+${REGISTRY_USAGE}`;
 
 const COMMANDS = ["list", "show", "lock", "diff", "approve"] as const;
 
@@ -91,8 +94,10 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
     io.stdout.write(`${UPSTREAMS_USAGE}\n`);
     return command === undefined ? 2 : 0;
   }
+  // A tenant's upstreams live in the registry (upstreams-registry-command.ts); the file's stay here.
+  if (isRegistryCommand(command, rest)) return runRegistryUpstreamsCommand(args, io, UPSTREAMS_USAGE);
   try {
-    if (!(COMMANDS as readonly string[]).includes(command)) throw unknownCommand("upstreams command", command, COMMANDS);
+    if (!(COMMANDS as readonly string[]).includes(command)) throw unknownCommand("upstreams command", command, [...COMMANDS, "add", "remove", "disable", "enable"]);
     const { values, positionals } = parseCommandLine(rest, { upstreams: { type: "string" }, json: { type: "boolean" }, check: { type: "boolean" } }, { positionals: true });
     const env = values.upstreams ? { ...io.env, CHAOS_CORE_UPSTREAMS_FILE: values.upstreams } : io.env;
     const config = loadUpstreamsConfig(env);

@@ -1,22 +1,9 @@
-import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { ChaosError, raceSignal } from "@chaos-core/kit";
-import { blockedAddressClass, type AllowAddress } from "./http-request-address.js";
+import { ChaosError } from "@chaos-core/kit";
 
-/** One resolved address of a host. */
-export interface ResolvedAddress {
-  readonly address: string;
-  readonly family: 4 | 6;
-}
-
-/**
- * Resolves a host name to every address it has (like `dns.lookup(host, {all: true})`).
- * Injectable so tests can map names such as `api.test` to a local server.
- */
-export type HostLookup = (hostname: string) => Promise<ReadonlyArray<{ address: string; family: number }>>;
-
-/** The system resolver, as every other Node program on the machine would use it. */
-export const systemLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true });
+// The address rules and the vetted resolution live in kit: tenants' upstreams (the policy service's
+// registry, cognition's connections to them) are held to the same ones.
+export { resolveVetted, systemLookup, type HostLookup, type ResolvedAddress } from "@chaos-core/kit";
 
 /** Schemes `http.request` speaks. */
 const SCHEMES = new Set(["http:", "https:"]);
@@ -54,44 +41,4 @@ export function checkTargetUrl(url: URL, where: string): void {
         `the operator allowlists (httpAllowedDomains), so use the host's name.`,
     );
   }
-}
-
-/**
- * Resolves `hostname` and returns its addresses only if EVERY one may be reached: public
- * unicast, or explicitly allowed by the operator. One bad answer refuses the host, so a name
- * that resolves to a public and a private address cannot be used to reach the private one.
- * The caller connects only to the returned addresses (pinning), so a second DNS answer
- * cannot rebind the connection.
- */
-export async function resolveVetted(
-  hostname: string,
-  where: string,
-  deps: { lookup: HostLookup; allowAddress: AllowAddress; signal: AbortSignal },
-): Promise<ResolvedAddress[]> {
-  let answers: ReadonlyArray<{ address: string; family: number }>;
-  try {
-    answers = await raceSignal(deps.lookup(hostname), deps.signal);
-  } catch (err) {
-    if (deps.signal.aborted) throw err;
-    const code = (err as NodeJS.ErrnoException | undefined)?.code ?? "lookup failed";
-    throw new ChaosError("unavailable", `${where}: could not resolve "${hostname}" (${code}).`, { cause: err });
-  }
-  if (answers.length === 0) {
-    throw new ChaosError("unavailable", `${where}: "${hostname}" resolved to no address.`);
-  }
-  const vetted: ResolvedAddress[] = [];
-  for (const { address } of answers) {
-    const family = isIP(address);
-    const blocked =
-      family === 0 ? "not an IP address" : deps.allowAddress(address) ? undefined : blockedAddressClass(address);
-    if (blocked !== undefined) {
-      throw new ChaosError(
-        "permission_denied",
-        `${where}: "${hostname}" resolves to ${address} (${blocked}); http.request does not reach private, ` +
-          `loopback, link-local or other internal addresses.`,
-      );
-    }
-    vetted.push({ address, family: family === 6 ? 6 : 4 });
-  }
-  return vetted;
 }

@@ -1,9 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { ChaosError } from "@chaos-core/kit";
+import { allowCidrs, ChaosError, type AllowAddress } from "@chaos-core/kit";
 import { Decision, Risk } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import { z } from "zod";
 import { defineCapability, type Capability, type CapabilityContext, type CapabilityRisk } from "./capability.js";
-import { allowCidrs, type AllowAddress } from "./http-request-address.js";
 import { fetchHop } from "./http-request-fetch.js";
 import { checkTargetUrl, resolveVetted, systemLookup, type HostLookup } from "./http-request-target.js";
 

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Client, ProtocolError, ProtocolErrorCode, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ChaosError, resolveSecretRef, type Logger, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
+import type { UpstreamFetch } from "./guarded-fetch.js";
 import { refusalOf, type UpstreamNotice } from "./notices.js";
 
 /** The least time an upstream is given to start and answer `initialize`, whatever its call timeout. */
@@ -16,6 +17,11 @@ export interface UpstreamConnectOptions {
   readonly workDir: string;
   /** The version Chaos Core names itself with to upstreams. */
   readonly version: string;
+  /**
+   * How a Streamable HTTP upstream is reached; the platform's fetch when unset (the operator's
+   * file). A tenant's upstream is reached only through `guardedUpstreamFetch` (guarded-fetch.ts).
+   */
+  readonly fetch?: UpstreamFetch;
 }
 
 /** What a caller hears of one connection. */
@@ -100,7 +106,7 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
   } else {
     const headers: Record<string, string> = {};
     for (const [name, ref] of Object.entries(decl.headers)) headers[name] = await resolveSecretRef(ref, options.secrets);
-    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers } });
+    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers }, ...(options.fetch ? { fetch: options.fetch } : {}) });
   }
   // The transport's last complaint, to say why a call ended with the connection (an answer over
   // the stdio reader's size limit closes it: the SDK reports that here, the call sees only "Connection closed").

@@ -27,6 +27,7 @@ beforeAll(async () => {
   client = {
     resolveApiKey: (req, opts) => (lookups++, real.resolveApiKey(req, opts)),
     getTenantState: (req, opts) => (lookups++, real.getTenantState(req, opts)),
+    listTenantUpstreams: (req, opts) => real.listTenantUpstreams(req, opts),
   };
   for (const id of ["acme", "bravo", "carol", "dora"]) await registry.createTenant({ id });
 }, 60_000);

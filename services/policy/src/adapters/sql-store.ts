@@ -4,6 +4,7 @@ import type { PolicySnapshot, PolicyStore } from "../domain/policy-store.js";
 import { abortableSleep } from "./abortable-sleep.js";
 import { warnOfOptIns } from "./opt-in-log.js";
 import { TENANT_REGISTRY_MIGRATION } from "./tenant-registry.js";
+import { TENANT_UPSTREAMS_MIGRATION } from "./tenant-upstreams.js";
 
 const SCHEMA = "policy";
 const TABLE = `${SCHEMA}.document_versions`;
@@ -34,6 +35,7 @@ const MIGRATIONS: Migration[] = [
     `,
   },
   TENANT_REGISTRY_MIGRATION,
+  TENANT_UPSTREAMS_MIGRATION,
 ];
 
 /** Applies the policy schema's migrations (idempotent, advisory-locked). Returns the ids applied now. */

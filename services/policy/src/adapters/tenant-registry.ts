@@ -13,6 +13,7 @@ import {
   type TenantState,
   type TenantStatus,
 } from "../domain/tenants.js";
+import { createSqlTenantUpstreams } from "./tenant-upstreams.js";
 
 const TENANTS = "policy.tenants";
 const KEYS = "policy.api_keys";
@@ -225,6 +226,8 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
       return db.tenantTx(id, async (q) => {
         await lockedTenant(q, id);
         const revoked = await q.query(`UPDATE ${KEYS} SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL`, [id]);
+        // Its upstreams (and, by cascade, their pins) go with it: nothing of it is served again.
+        await q.query("DELETE FROM policy.tenant_upstreams WHERE tenant_id = $1", [id]);
         const tenant = await change(q, id, "status = 'deleted'");
         return { tenant, revokedKeys: revoked.rowCount };
       });
@@ -320,6 +323,7 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
       await generations?.seed(tenant, state.generation);
       return state;
     },
+    ...createSqlTenantUpstreams(db, options),
   };
   return registry;
 }

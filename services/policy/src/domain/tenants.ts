@@ -10,6 +10,7 @@ import {
   type TenantLimits,
   TOOLSET_NAMES,
 } from "@chaos-core/kit";
+import { unregisteredUpstreams, type TenantUpstreamRegistry } from "./tenant-upstreams.js";
 
 /** Whether a tenant is served. `deleted`: its data was removed; it is never served again. */
 export type TenantStatus = "enabled" | "disabled" | "deleted";
@@ -89,16 +90,17 @@ export interface TenantState {
 }
 
 /**
- * The tenant registry: tenants, their settings and their API keys (docs/tenants.md). Every
- * change raises the tenant's generation and publishes it before it commits.
+ * The tenant registry: tenants, their settings, their API keys (docs/tenants.md) and their own
+ * upstreams (docs/federation.md §12). Every change raises the tenant's generation and publishes
+ * it before it commits.
  */
-export interface TenantRegistry {
+export interface TenantRegistry extends TenantUpstreamRegistry {
   createTenant(input: { id: string; displayName?: string; settings?: Partial<TenantSettings> }): Promise<TenantRecord>;
   listTenants(): Promise<TenantRecord[]>;
   getTenant(id: string): Promise<TenantRecord | undefined>;
   setStatus(id: string, status: "enabled" | "disabled"): Promise<TenantRecord>;
   updateSettings(id: string, settings: TenantSettings): Promise<TenantRecord>;
-  /** Marks the tenant deleted and revokes its keys; returns how many were revoked. */
+  /** Marks the tenant deleted, revokes its keys and removes its upstreams; returns how many keys were revoked. */
   markDeleted(id: string): Promise<{ tenant: TenantRecord; revokedKeys: number }>;
   createKey(input: { tenant: string; principal: string; roles?: readonly string[]; expiresAt?: Date }): Promise<{ key: ApiKeyRecord; secret: string }>;
   listKeys(tenant: string): Promise<ApiKeyRecord[]>;
@@ -185,5 +187,6 @@ export function unregisteredTenants(): TenantRegistry {
     revokeKey: needsDatabase,
     resolveKey: async () => undefined,
     tenantState: async () => ({ registered: false, status: "enabled", generation: 0, toolsets: [] }),
+    ...unregisteredUpstreams(),
   };
 }

@@ -12,6 +12,7 @@ import {
   type TenantSettings,
   type TenantStatus as TenantStatusName,
 } from "../domain/tenants.js";
+import { createUpstreamAdminHandlers, createUpstreamDirectoryHandlers, type UpstreamAdminOptions } from "./upstream-handlers.js";
 
 const TENANT_STATUS: Record<TenantStatusName, TenantStatus> = {
   enabled: TenantStatus.ENABLED,
@@ -97,6 +98,8 @@ export function createTenantDirectoryHandlers(registry: TenantRegistry): Service
       };
     },
 
+    ...createUpstreamDirectoryHandlers(registry),
+
     async getTenantState(_req, ctx) {
       const state = await registry.tenantState(ctx.call.tenant);
       return {
@@ -115,11 +118,11 @@ export function createTenantDirectoryHandlers(registry: TenantRegistry): Service
 const OPERATOR = "operator";
 
 /**
- * TenantAdminService: the operator's administration of tenants and keys. The tenant a call acts
- * on is a field of the request (the operator administers every tenant); the call context must be
- * the operator's.
+ * TenantAdminService: the operator's administration of tenants, keys and tenants' upstreams
+ * (`upstreams`: what checks an upstream when it is added). The tenant a call acts on is a field
+ * of the request (the operator administers every tenant); the call context must be the operator's.
  */
-export function createTenantAdminHandlers(registry: TenantRegistry): ServiceImpl<typeof TenantAdminService> {
+export function createTenantAdminHandlers(registry: TenantRegistry, upstreams: UpstreamAdminOptions = {}): ServiceImpl<typeof TenantAdminService> {
   const asOperator = (principal: string) => {
     if (principal !== OPERATOR) throw new ChaosError("permission_denied", `the tenant admin API answers only the operator, not "${principal}"`);
   };
@@ -132,6 +135,7 @@ export function createTenantAdminHandlers(registry: TenantRegistry): ServiceImpl
     throw new ChaosError("invalid_argument", "status: must be ENABLED or DISABLED (deleting is MarkTenantDeleted)");
   };
   return {
+    ...createUpstreamAdminHandlers(registry, asOperator, upstreams),
     async createTenant(req, ctx) {
       asOperator(ctx.call.principal);
       need("id", req.id, "the tenant id");

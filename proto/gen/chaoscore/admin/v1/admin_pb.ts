@@ -2,8 +2,8 @@
 // @generated from file chaoscore/admin/v1/admin.proto (package chaoscore.admin.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { KeyStatus, TenantStatus } from "../../policy/v1/directory_pb.js";
 import { file_chaoscore_policy_v1_directory } from "../../policy/v1/directory_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/admin/v1/admin.proto.
  */
 export const file_chaoscore_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("Ch5jaGFvc2NvcmUvYWRtaW4vdjEvYWRtaW4ucHJvdG8SEmNoYW9zY29yZS5hZG1pbi52MSK/AQoOVGVuYW50U2V0dGluZ3MSHgoWY291bmNpbF9yZXRlbnRpb25fZGF5cxgBIAEoDRIdChVtZW1vcnlfcmV0ZW50aW9uX2RheXMYAiABKA0SEAoIdG9vbHNldHMYAyADKAkSLAoLcmF0ZV9saW1pdHMYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDWxlZGdlcl9wb2xpY3kYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IocCCgZUZW5hbnQSCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEjEKBnN0YXR1cxgDIAEoDjIhLmNoYW9zY29yZS5wb2xpY3kudjEuVGVuYW50U3RhdHVzEjQKCHNldHRpbmdzGAQgASgLMiIuY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudFNldHRpbmdzEhIKCmdlbmVyYXRpb24YBSABKAQSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivAIKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSDgoGdGVuYW50GAIgASgJEhEKCXByaW5jaXBhbBgDIAEoCRINCgVyb2xlcxgEIAMoCRIuCgZzdGF0dXMYBSABKA4yHi5jaGFvc2NvcmUucG9saWN5LnYxLktleVN0YXR1cxIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KE0NyZWF0ZVRlbmFudFJlcXVlc3QSCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEjQKCHNldHRpbmdzGAMgASgLMiIuY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudFNldHRpbmdzIkIKFENyZWF0ZVRlbmFudFJlc3BvbnNlEioKBnRlbmFudBgBIAEoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnQiFAoSTGlzdFRlbmFudHNSZXF1ZXN0IkIKE0xpc3RUZW5hbnRzUmVzcG9uc2USKwoHdGVuYW50cxgBIAMoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnQiHgoQR2V0VGVuYW50UmVxdWVzdBIKCgJpZBgBIAEoCSJUChFHZXRUZW5hbnRSZXNwb25zZRIqCgZ0ZW5hbnQYASABKAsyGi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50EhMKC2FjdGl2ZV9rZXlzGAIgASgNIlcKFlNldFRlbmFudFN0YXR1c1JlcXVlc3QSCgoCaWQYASABKAkSMQoGc3RhdHVzGAIgASgOMiEuY2hhb3Njb3JlLnBvbGljeS52MS5UZW5hbnRTdGF0dXMiRQoXU2V0VGVuYW50U3RhdHVzUmVzcG9uc2USKgoGdGVuYW50GAEgASgLMhouY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudCJfChtVcGRhdGVUZW5hbnRTZXR0aW5nc1JlcXVlc3QSCgoCaWQYASABKAkSNAoIc2V0dGluZ3MYAiABKAsyIi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50U2V0dGluZ3MiSgocVXBkYXRlVGVuYW50U2V0dGluZ3NSZXNwb25zZRIqCgZ0ZW5hbnQYASABKAsyGi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50IiYKGE1hcmtUZW5hbnREZWxldGVkUmVxdWVzdBIKCgJpZBgBIAEoCSJdChlNYXJrVGVuYW50RGVsZXRlZFJlc3BvbnNlEioKBnRlbmFudBgBIAEoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnQSFAoMcmV2b2tlZF9rZXlzGAIgASgNIncKE0NyZWF0ZUFwaUtleVJlcXVlc3QSDgoGdGVuYW50GAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRINCgVyb2xlcxgDIAMoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPChRDcmVhdGVBcGlLZXlSZXNwb25zZRInCgNrZXkYASABKAsyGi5jaGFvc2NvcmUuYWRtaW4udjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIkChJMaXN0QXBpS2V5c1JlcXVlc3QSDgoGdGVuYW50GAEgASgJIj8KE0xpc3RBcGlLZXlzUmVzcG9uc2USKAoEa2V5cxgBIAMoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5BcGlLZXkiNQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSDgoGa2V5X2lkGAIgASgJIj8KFFJldm9rZUFwaUtleVJlc3BvbnNlEicKA2tleRgBIAEoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5BcGlLZXkysAcKElRlbmFudEFkbWluU2VydmljZRJhCgxDcmVhdGVUZW5hbnQSJy5jaGFvc2NvcmUuYWRtaW4udjEuQ3JlYXRlVGVuYW50UmVxdWVzdBooLmNoYW9zY29yZS5hZG1pbi52MS5DcmVhdGVUZW5hbnRSZXNwb25zZRJeCgtMaXN0VGVuYW50cxImLmNoYW9zY29yZS5hZG1pbi52MS5MaXN0VGVuYW50c1JlcXVlc3QaJy5jaGFvc2NvcmUuYWRtaW4udjEuTGlzdFRlbmFudHNSZXNwb25zZRJYCglHZXRUZW5hbnQSJC5jaGFvc2NvcmUuYWRtaW4udjEuR2V0VGVuYW50UmVxdWVzdBolLmNoYW9zY29yZS5hZG1pbi52MS5HZXRUZW5hbnRSZXNwb25zZRJqCg9TZXRUZW5hbnRTdGF0dXMSKi5jaGFvc2NvcmUuYWRtaW4udjEuU2V0VGVuYW50U3RhdHVzUmVxdWVzdBorLmNoYW9zY29yZS5hZG1pbi52MS5TZXRUZW5hbnRTdGF0dXNSZXNwb25zZRJ5ChRVcGRhdGVUZW5hbnRTZXR0aW5ncxIvLmNoYW9zY29yZS5hZG1pbi52MS5VcGRhdGVUZW5hbnRTZXR0aW5nc1JlcXVlc3QaMC5jaGFvc2NvcmUuYWRtaW4udjEuVXBkYXRlVGVuYW50U2V0dGluZ3NSZXNwb25zZRJwChFNYXJrVGVuYW50RGVsZXRlZBIsLmNoYW9zY29yZS5hZG1pbi52MS5NYXJrVGVuYW50RGVsZXRlZFJlcXVlc3QaLS5jaGFvc2NvcmUuYWRtaW4udjEuTWFya1RlbmFudERlbGV0ZWRSZXNwb25zZRJhCgxDcmVhdGVBcGlLZXkSJy5jaGFvc2NvcmUuYWRtaW4udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBooLmNoYW9zY29yZS5hZG1pbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJeCgtMaXN0QXBpS2V5cxImLmNoYW9zY29yZS5hZG1pbi52MS5MaXN0QXBpS2V5c1JlcXVlc3QaJy5jaGFvc2NvcmUuYWRtaW4udjEuTGlzdEFwaUtleXNSZXNwb25zZRJhCgxSZXZva2VBcGlLZXkSJy5jaGFvc2NvcmUuYWRtaW4udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBooLmNoYW9zY29yZS5hZG1pbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZWIGcHJvdG8z", [file_chaoscore_policy_v1_directory, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5jaGFvc2NvcmUvYWRtaW4vdjEvYWRtaW4ucHJvdG8SEmNoYW9zY29yZS5hZG1pbi52MSK/AQoOVGVuYW50U2V0dGluZ3MSHgoWY291bmNpbF9yZXRlbnRpb25fZGF5cxgBIAEoDRIdChVtZW1vcnlfcmV0ZW50aW9uX2RheXMYAiABKA0SEAoIdG9vbHNldHMYAyADKAkSLAoLcmF0ZV9saW1pdHMYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDWxlZGdlcl9wb2xpY3kYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IocCCgZUZW5hbnQSCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEjEKBnN0YXR1cxgDIAEoDjIhLmNoYW9zY29yZS5wb2xpY3kudjEuVGVuYW50U3RhdHVzEjQKCHNldHRpbmdzGAQgASgLMiIuY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudFNldHRpbmdzEhIKCmdlbmVyYXRpb24YBSABKAQSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivAIKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSDgoGdGVuYW50GAIgASgJEhEKCXByaW5jaXBhbBgDIAEoCRINCgVyb2xlcxgEIAMoCRIuCgZzdGF0dXMYBSABKA4yHi5jaGFvc2NvcmUucG9saWN5LnYxLktleVN0YXR1cxIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KE0NyZWF0ZVRlbmFudFJlcXVlc3QSCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEjQKCHNldHRpbmdzGAMgASgLMiIuY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudFNldHRpbmdzIkIKFENyZWF0ZVRlbmFudFJlc3BvbnNlEioKBnRlbmFudBgBIAEoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnQiFAoSTGlzdFRlbmFudHNSZXF1ZXN0IkIKE0xpc3RUZW5hbnRzUmVzcG9uc2USKwoHdGVuYW50cxgBIAMoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnQiHgoQR2V0VGVuYW50UmVxdWVzdBIKCgJpZBgBIAEoCSJUChFHZXRUZW5hbnRSZXNwb25zZRIqCgZ0ZW5hbnQYASABKAsyGi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50EhMKC2FjdGl2ZV9rZXlzGAIgASgNIlcKFlNldFRlbmFudFN0YXR1c1JlcXVlc3QSCgoCaWQYASABKAkSMQoGc3RhdHVzGAIgASgOMiEuY2hhb3Njb3JlLnBvbGljeS52MS5UZW5hbnRTdGF0dXMiRQoXU2V0VGVuYW50U3RhdHVzUmVzcG9uc2USKgoGdGVuYW50GAEgASgLMhouY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudCJfChtVcGRhdGVUZW5hbnRTZXR0aW5nc1JlcXVlc3QSCgoCaWQYASABKAkSNAoIc2V0dGluZ3MYAiABKAsyIi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50U2V0dGluZ3MiSgocVXBkYXRlVGVuYW50U2V0dGluZ3NSZXNwb25zZRIqCgZ0ZW5hbnQYASABKAsyGi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50IiYKGE1hcmtUZW5hbnREZWxldGVkUmVxdWVzdBIKCgJpZBgBIAEoCSJdChlNYXJrVGVuYW50RGVsZXRlZFJlc3BvbnNlEioKBnRlbmFudBgBIAEoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnQSFAoMcmV2b2tlZF9rZXlzGAIgASgNIncKE0NyZWF0ZUFwaUtleVJlcXVlc3QSDgoGdGVuYW50GAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRINCgVyb2xlcxgDIAMoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPChRDcmVhdGVBcGlLZXlSZXNwb25zZRInCgNrZXkYASABKAsyGi5jaGFvc2NvcmUuYWRtaW4udjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIkChJMaXN0QXBpS2V5c1JlcXVlc3QSDgoGdGVuYW50GAEgASgJIj8KE0xpc3RBcGlLZXlzUmVzcG9uc2USKAoEa2V5cxgBIAMoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5BcGlLZXkiNQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSDgoGa2V5X2lkGAIgASgJIj8KFFJldm9rZUFwaUtleVJlc3BvbnNlEicKA2tleRgBIAEoCzIaLmNoYW9zY29yZS5hZG1pbi52MS5BcGlLZXkitQIKDlRlbmFudFVwc3RyZWFtEg4KBnRlbmFudBgBIAEoCRIMCgRuYW1lGAIgASgJEiwKC2RlY2xhcmF0aW9uGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyCgZzdGF0dXMYBCABKA4yIi5jaGFvc2NvcmUuYWRtaW4udjEuVXBzdHJlYW1TdGF0dXMSFAoMcGlubmVkX3Rvb2xzGAUgASgNEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCXBpbm5lZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoSQWRkVXBzdHJlYW1SZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIsCgtkZWNsYXJhdGlvbhgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSCwoDcGluGAMgASgJIksKE0FkZFVwc3RyZWFtUmVzcG9uc2USNAoIdXBzdHJlYW0YASABKAsyIi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50VXBzdHJlYW0iJgoUTGlzdFVwc3RyZWFtc1JlcXVlc3QSDgoGdGVuYW50GAEgASgJIk4KFUxpc3RVcHN0cmVhbXNSZXNwb25zZRI1Cgl1cHN0cmVhbXMYASADKAsyIi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50VXBzdHJlYW0iMgoSR2V0VXBzdHJlYW1SZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIMCgRuYW1lGAIgASgJIlgKE0dldFVwc3RyZWFtUmVzcG9uc2USNAoIdXBzdHJlYW0YASABKAsyIi5jaGFvc2NvcmUuYWRtaW4udjEuVGVuYW50VXBzdHJlYW0SCwoDcGluGAIgASgJIjUKFVJlbW92ZVVwc3RyZWFtUmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSDAoEbmFtZRgCIAEoCSJOChZSZW1vdmVVcHN0cmVhbVJlc3BvbnNlEjQKCHVwc3RyZWFtGAEgASgLMiIuY2hhb3Njb3JlLmFkbWluLnYxLlRlbmFudFVwc3RyZWFtImwKGFNldFVwc3RyZWFtU3RhdHVzUmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSDAoEbmFtZRgCIAEoCRIyCgZzdGF0dXMYAyABKA4yIi5jaGFvc2NvcmUuYWRtaW4udjEuVXBzdHJlYW1TdGF0dXMiUQoZU2V0VXBzdHJlYW1TdGF0dXNSZXNwb25zZRI0Cgh1cHN0cmVhbRgBIAEoCzIiLmNoYW9zY29yZS5hZG1pbi52MS5UZW5hbnRVcHN0cmVhbSpsCg5VcHN0cmVhbVN0YXR1cxIfChtVUFNUUkVBTV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdVUFNUUkVBTV9TVEFUVVNfRU5BQkxFRBABEhwKGFVQU1RSRUFNX1NUQVRVU19ESVNBQkxFRBACMrELChJUZW5hbnRBZG1pblNlcnZpY2USYQoMQ3JlYXRlVGVuYW50EicuY2hhb3Njb3JlLmFkbWluLnYxLkNyZWF0ZVRlbmFudFJlcXVlc3QaKC5jaGFvc2NvcmUuYWRtaW4udjEuQ3JlYXRlVGVuYW50UmVzcG9uc2USXgoLTGlzdFRlbmFudHMSJi5jaGFvc2NvcmUuYWRtaW4udjEuTGlzdFRlbmFudHNSZXF1ZXN0GicuY2hhb3Njb3JlLmFkbWluLnYxLkxpc3RUZW5hbnRzUmVzcG9uc2USWAoJR2V0VGVuYW50EiQuY2hhb3Njb3JlLmFkbWluLnYxLkdldFRlbmFudFJlcXVlc3QaJS5jaGFvc2NvcmUuYWRtaW4udjEuR2V0VGVuYW50UmVzcG9uc2USagoPU2V0VGVuYW50U3RhdHVzEiouY2hhb3Njb3JlLmFkbWluLnYxLlNldFRlbmFudFN0YXR1c1JlcXVlc3QaKy5jaGFvc2NvcmUuYWRtaW4udjEuU2V0VGVuYW50U3RhdHVzUmVzcG9uc2USeQoUVXBkYXRlVGVuYW50U2V0dGluZ3MSLy5jaGFvc2NvcmUuYWRtaW4udjEuVXBkYXRlVGVuYW50U2V0dGluZ3NSZXF1ZXN0GjAuY2hhb3Njb3JlLmFkbWluLnYxLlVwZGF0ZVRlbmFudFNldHRpbmdzUmVzcG9uc2UScAoRTWFya1RlbmFudERlbGV0ZWQSLC5jaGFvc2NvcmUuYWRtaW4udjEuTWFya1RlbmFudERlbGV0ZWRSZXF1ZXN0Gi0uY2hhb3Njb3JlLmFkbWluLnYxLk1hcmtUZW5hbnREZWxldGVkUmVzcG9uc2USYQoMQ3JlYXRlQXBpS2V5EicuY2hhb3Njb3JlLmFkbWluLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaKC5jaGFvc2NvcmUuYWRtaW4udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USXgoLTGlzdEFwaUtleXMSJi5jaGFvc2NvcmUuYWRtaW4udjEuTGlzdEFwaUtleXNSZXF1ZXN0GicuY2hhb3Njb3JlLmFkbWluLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2USYQoMUmV2b2tlQXBpS2V5EicuY2hhb3Njb3JlLmFkbWluLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaKC5jaGFvc2NvcmUuYWRtaW4udjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USXgoLQWRkVXBzdHJlYW0SJi5jaGFvc2NvcmUuYWRtaW4udjEuQWRkVXBzdHJlYW1SZXF1ZXN0GicuY2hhb3Njb3JlLmFkbWluLnYxLkFkZFVwc3RyZWFtUmVzcG9uc2USZAoNTGlzdFVwc3RyZWFtcxIoLmNoYW9zY29yZS5hZG1pbi52MS5MaXN0VXBzdHJlYW1zUmVxdWVzdBopLmNoYW9zY29yZS5hZG1pbi52MS5MaXN0VXBzdHJlYW1zUmVzcG9uc2USXgoLR2V0VXBzdHJlYW0SJi5jaGFvc2NvcmUuYWRtaW4udjEuR2V0VXBzdHJlYW1SZXF1ZXN0GicuY2hhb3Njb3JlLmFkbWluLnYxLkdldFVwc3RyZWFtUmVzcG9uc2USZwoOUmVtb3ZlVXBzdHJlYW0SKS5jaGFvc2NvcmUuYWRtaW4udjEuUmVtb3ZlVXBzdHJlYW1SZXF1ZXN0GiouY2hhb3Njb3JlLmFkbWluLnYxLlJlbW92ZVVwc3RyZWFtUmVzcG9uc2UScAoRU2V0VXBzdHJlYW1TdGF0dXMSLC5jaGFvc2NvcmUuYWRtaW4udjEuU2V0VXBzdHJlYW1TdGF0dXNSZXF1ZXN0Gi0uY2hhb3Njb3JlLmFkbWluLnYxLlNldFVwc3RyZWFtU3RhdHVzUmVzcG9uc2ViBnByb3RvMw", [file_chaoscore_policy_v1_directory, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * TenantSettings are per-tenant choices the operator makes.
@@ -548,6 +548,315 @@ export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@_
   messageDesc(file_chaoscore_admin_v1_admin, 20);
 
 /**
+ * TenantUpstream is one of a tenant's own upstream MCP servers as the registry keeps it.
+ *
+ * @generated from message chaoscore.admin.v1.TenantUpstream
+ */
+export type TenantUpstream = Message<"chaoscore.admin.v1.TenantUpstream"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The declaration, in the shape of one entry of the operator's upstreams file:
+   * {name, url, headers, timeoutMs, risk?, trustAnnotations}. Headers are secret references
+   * ({"env": "CHAOS_CORE_UPSTREAM_SECRET_…"} or {"file": "…"}, each with an optional prefix),
+   * never values: the registry holds no secret.
+   *
+   * @generated from field: google.protobuf.Struct declaration = 3;
+   */
+  declaration?: JsonObject | undefined;
+
+  /**
+   * @generated from field: chaoscore.admin.v1.UpstreamStatus status = 4;
+   */
+  status: UpstreamStatus;
+
+  /**
+   * How many tools the pin holds.
+   *
+   * @generated from field: uint32 pinned_tools = 5;
+   */
+  pinnedTools: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 7;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp pinned_at = 8;
+   */
+  pinnedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.TenantUpstream.
+ * Use `create(TenantUpstreamSchema)` to create a new message.
+ */
+export const TenantUpstreamSchema: GenMessage<TenantUpstream> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 21);
+
+/**
+ * @generated from message chaoscore.admin.v1.AddUpstreamRequest
+ */
+export type AddUpstreamRequest = Message<"chaoscore.admin.v1.AddUpstreamRequest"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * The declaration (see TenantUpstream.declaration); a stdio one (command) is refused.
+   *
+   * @generated from field: google.protobuf.Struct declaration = 2;
+   */
+  declaration?: JsonObject | undefined;
+
+  /**
+   * The pin: the upstream's entry of upstreams.lock (a chaoscore.lock document named after the
+   * upstream, tools only) as JSON text. Its digests are recomputed and compared.
+   *
+   * @generated from field: string pin = 3;
+   */
+  pin: string;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.AddUpstreamRequest.
+ * Use `create(AddUpstreamRequestSchema)` to create a new message.
+ */
+export const AddUpstreamRequestSchema: GenMessage<AddUpstreamRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 22);
+
+/**
+ * @generated from message chaoscore.admin.v1.AddUpstreamResponse
+ */
+export type AddUpstreamResponse = Message<"chaoscore.admin.v1.AddUpstreamResponse"> & {
+  /**
+   * @generated from field: chaoscore.admin.v1.TenantUpstream upstream = 1;
+   */
+  upstream?: TenantUpstream | undefined;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.AddUpstreamResponse.
+ * Use `create(AddUpstreamResponseSchema)` to create a new message.
+ */
+export const AddUpstreamResponseSchema: GenMessage<AddUpstreamResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 23);
+
+/**
+ * @generated from message chaoscore.admin.v1.ListUpstreamsRequest
+ */
+export type ListUpstreamsRequest = Message<"chaoscore.admin.v1.ListUpstreamsRequest"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.ListUpstreamsRequest.
+ * Use `create(ListUpstreamsRequestSchema)` to create a new message.
+ */
+export const ListUpstreamsRequestSchema: GenMessage<ListUpstreamsRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 24);
+
+/**
+ * @generated from message chaoscore.admin.v1.ListUpstreamsResponse
+ */
+export type ListUpstreamsResponse = Message<"chaoscore.admin.v1.ListUpstreamsResponse"> & {
+  /**
+   * @generated from field: repeated chaoscore.admin.v1.TenantUpstream upstreams = 1;
+   */
+  upstreams: TenantUpstream[];
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.ListUpstreamsResponse.
+ * Use `create(ListUpstreamsResponseSchema)` to create a new message.
+ */
+export const ListUpstreamsResponseSchema: GenMessage<ListUpstreamsResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 25);
+
+/**
+ * @generated from message chaoscore.admin.v1.GetUpstreamRequest
+ */
+export type GetUpstreamRequest = Message<"chaoscore.admin.v1.GetUpstreamRequest"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.GetUpstreamRequest.
+ * Use `create(GetUpstreamRequestSchema)` to create a new message.
+ */
+export const GetUpstreamRequestSchema: GenMessage<GetUpstreamRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 26);
+
+/**
+ * @generated from message chaoscore.admin.v1.GetUpstreamResponse
+ */
+export type GetUpstreamResponse = Message<"chaoscore.admin.v1.GetUpstreamResponse"> & {
+  /**
+   * @generated from field: chaoscore.admin.v1.TenantUpstream upstream = 1;
+   */
+  upstream?: TenantUpstream | undefined;
+
+  /**
+   * Its pin (see AddUpstreamRequest.pin).
+   *
+   * @generated from field: string pin = 2;
+   */
+  pin: string;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.GetUpstreamResponse.
+ * Use `create(GetUpstreamResponseSchema)` to create a new message.
+ */
+export const GetUpstreamResponseSchema: GenMessage<GetUpstreamResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 27);
+
+/**
+ * @generated from message chaoscore.admin.v1.RemoveUpstreamRequest
+ */
+export type RemoveUpstreamRequest = Message<"chaoscore.admin.v1.RemoveUpstreamRequest"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.RemoveUpstreamRequest.
+ * Use `create(RemoveUpstreamRequestSchema)` to create a new message.
+ */
+export const RemoveUpstreamRequestSchema: GenMessage<RemoveUpstreamRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 28);
+
+/**
+ * @generated from message chaoscore.admin.v1.RemoveUpstreamResponse
+ */
+export type RemoveUpstreamResponse = Message<"chaoscore.admin.v1.RemoveUpstreamResponse"> & {
+  /**
+   * The upstream as it was.
+   *
+   * @generated from field: chaoscore.admin.v1.TenantUpstream upstream = 1;
+   */
+  upstream?: TenantUpstream | undefined;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.RemoveUpstreamResponse.
+ * Use `create(RemoveUpstreamResponseSchema)` to create a new message.
+ */
+export const RemoveUpstreamResponseSchema: GenMessage<RemoveUpstreamResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 29);
+
+/**
+ * @generated from message chaoscore.admin.v1.SetUpstreamStatusRequest
+ */
+export type SetUpstreamStatusRequest = Message<"chaoscore.admin.v1.SetUpstreamStatusRequest"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * ENABLED or DISABLED.
+   *
+   * @generated from field: chaoscore.admin.v1.UpstreamStatus status = 3;
+   */
+  status: UpstreamStatus;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.SetUpstreamStatusRequest.
+ * Use `create(SetUpstreamStatusRequestSchema)` to create a new message.
+ */
+export const SetUpstreamStatusRequestSchema: GenMessage<SetUpstreamStatusRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 30);
+
+/**
+ * @generated from message chaoscore.admin.v1.SetUpstreamStatusResponse
+ */
+export type SetUpstreamStatusResponse = Message<"chaoscore.admin.v1.SetUpstreamStatusResponse"> & {
+  /**
+   * @generated from field: chaoscore.admin.v1.TenantUpstream upstream = 1;
+   */
+  upstream?: TenantUpstream | undefined;
+};
+
+/**
+ * Describes the message chaoscore.admin.v1.SetUpstreamStatusResponse.
+ * Use `create(SetUpstreamStatusResponseSchema)` to create a new message.
+ */
+export const SetUpstreamStatusResponseSchema: GenMessage<SetUpstreamStatusResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_admin_v1_admin, 31);
+
+/**
+ * UpstreamStatus of a tenant's upstream.
+ *
+ * @generated from enum chaoscore.admin.v1.UpstreamStatus
+ */
+export enum UpstreamStatus {
+  /**
+   * @generated from enum value: UPSTREAM_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Offered to the tenant (once the serving step reads the registry).
+   *
+   * @generated from enum value: UPSTREAM_STATUS_ENABLED = 1;
+   */
+  ENABLED = 1,
+
+  /**
+   * Kept with its pin, not offered.
+   *
+   * @generated from enum value: UPSTREAM_STATUS_DISABLED = 2;
+   */
+  DISABLED = 2,
+}
+
+/**
+ * Describes the enum chaoscore.admin.v1.UpstreamStatus.
+ */
+export const UpstreamStatusSchema: GenEnum<UpstreamStatus> = /*@__PURE__*/
+  enumDesc(file_chaoscore_admin_v1_admin, 0);
+
+/**
  * TenantAdminService administers tenants and their API keys. The policy service serves it on a
  * port of its own (CHAOS_CORE_ADMIN_PORT) that the chart's NetworkPolicy opens only to pods
  * labelled chaos-core/admin: "true"; every call carries a call context signed with the
@@ -639,6 +948,55 @@ export const TenantAdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof RevokeApiKeyResponseSchema;
+  },
+  /**
+   * AddUpstream registers one of the tenant's own upstream MCP servers with its pin
+   * (docs/federation.md §12): Streamable HTTP only, headers as secret references only, a name
+   * the operator's upstreams file does not declare, a URL that passes http.request's address
+   * checks. `chaos-core upstreams add --tenant` reads the upstream's tools and pins them first.
+   *
+   * @generated from rpc chaoscore.admin.v1.TenantAdminService.AddUpstream
+   */
+  addUpstream: {
+    methodKind: "unary";
+    input: typeof AddUpstreamRequestSchema;
+    output: typeof AddUpstreamResponseSchema;
+  },
+  /**
+   * @generated from rpc chaoscore.admin.v1.TenantAdminService.ListUpstreams
+   */
+  listUpstreams: {
+    methodKind: "unary";
+    input: typeof ListUpstreamsRequestSchema;
+    output: typeof ListUpstreamsResponseSchema;
+  },
+  /**
+   * @generated from rpc chaoscore.admin.v1.TenantAdminService.GetUpstream
+   */
+  getUpstream: {
+    methodKind: "unary";
+    input: typeof GetUpstreamRequestSchema;
+    output: typeof GetUpstreamResponseSchema;
+  },
+  /**
+   * RemoveUpstream removes the upstream and its pin.
+   *
+   * @generated from rpc chaoscore.admin.v1.TenantAdminService.RemoveUpstream
+   */
+  removeUpstream: {
+    methodKind: "unary";
+    input: typeof RemoveUpstreamRequestSchema;
+    output: typeof RemoveUpstreamResponseSchema;
+  },
+  /**
+   * SetUpstreamStatus enables or disables the upstream; a disabled one is not offered.
+   *
+   * @generated from rpc chaoscore.admin.v1.TenantAdminService.SetUpstreamStatus
+   */
+  setUpstreamStatus: {
+    methodKind: "unary";
+    input: typeof SetUpstreamStatusRequestSchema;
+    output: typeof SetUpstreamStatusResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_admin_v1_admin, 0);

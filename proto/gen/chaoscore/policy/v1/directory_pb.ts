@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/policy/v1/directory.proto.
  */
 export const file_chaoscore_policy_v1_directory: GenFile = /*@__PURE__*/
-  fileDesc("CiNjaGFvc2NvcmUvcG9saWN5L3YxL2RpcmVjdG9yeS5wcm90bxITY2hhb3Njb3JlLnBvbGljeS52MSImChRSZXNvbHZlQXBpS2V5UmVxdWVzdBIOCgZzaGEyNTYYASABKAkimgIKFVJlc29sdmVBcGlLZXlSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIOCgZrZXlfaWQYAiABKAkSDgoGdGVuYW50GAMgASgJEhEKCXByaW5jaXBhbBgEIAEoCRINCgVyb2xlcxgFIAMoCRIyCgprZXlfc3RhdHVzGAYgASgOMh4uY2hhb3Njb3JlLnBvbGljeS52MS5LZXlTdGF0dXMSOAoNdGVuYW50X3N0YXR1cxgHIAEoDjIhLmNoYW9zY29yZS5wb2xpY3kudjEuVGVuYW50U3RhdHVzEhIKCmdlbmVyYXRpb24YCCABKAQSLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFwoVR2V0VGVuYW50U3RhdGVSZXF1ZXN0IuMBChZHZXRUZW5hbnRTdGF0ZVJlc3BvbnNlEhIKCnJlZ2lzdGVyZWQYASABKAgSMQoGc3RhdHVzGAIgASgOMiEuY2hhb3Njb3JlLnBvbGljeS52MS5UZW5hbnRTdGF0dXMSEgoKZ2VuZXJhdGlvbhgDIAEoBBIQCgh0b29sc2V0cxgEIAMoCRIsCgtyYXRlX2xpbWl0cxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoNbGVkZ2VyX3BvbGljeRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqfwoMVGVuYW50U3RhdHVzEh0KGVRFTkFOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVURU5BTlRfU1RBVFVTX0VOQUJMRUQQARIaChZURU5BTlRfU1RBVFVTX0RJU0FCTEVEEAISGQoVVEVOQU5UX1NUQVRVU19ERUxFVEVEEAMqbgoJS2V5U3RhdHVzEhoKFktFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFLRVlfU1RBVFVTX0FDVElWRRABEhYKEktFWV9TVEFUVVNfUkVWT0tFRBACEhYKEktFWV9TVEFUVVNfRVhQSVJFRBADMusBChZUZW5hbnREaXJlY3RvcnlTZXJ2aWNlEmYKDVJlc29sdmVBcGlLZXkSKS5jaGFvc2NvcmUucG9saWN5LnYxLlJlc29sdmVBcGlLZXlSZXF1ZXN0GiouY2hhb3Njb3JlLnBvbGljeS52MS5SZXNvbHZlQXBpS2V5UmVzcG9uc2USaQoOR2V0VGVuYW50U3RhdGUSKi5jaGFvc2NvcmUucG9saWN5LnYxLkdldFRlbmFudFN0YXRlUmVxdWVzdBorLmNoYW9zY29yZS5wb2xpY3kudjEuR2V0VGVuYW50U3RhdGVSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiNjaGFvc2NvcmUvcG9saWN5L3YxL2RpcmVjdG9yeS5wcm90bxITY2hhb3Njb3JlLnBvbGljeS52MSImChRSZXNvbHZlQXBpS2V5UmVxdWVzdBIOCgZzaGEyNTYYASABKAkimgIKFVJlc29sdmVBcGlLZXlSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIOCgZrZXlfaWQYAiABKAkSDgoGdGVuYW50GAMgASgJEhEKCXByaW5jaXBhbBgEIAEoCRINCgVyb2xlcxgFIAMoCRIyCgprZXlfc3RhdHVzGAYgASgOMh4uY2hhb3Njb3JlLnBvbGljeS52MS5LZXlTdGF0dXMSOAoNdGVuYW50X3N0YXR1cxgHIAEoDjIhLmNoYW9zY29yZS5wb2xpY3kudjEuVGVuYW50U3RhdHVzEhIKCmdlbmVyYXRpb24YCCABKAQSLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFwoVR2V0VGVuYW50U3RhdGVSZXF1ZXN0IuMBChZHZXRUZW5hbnRTdGF0ZVJlc3BvbnNlEhIKCnJlZ2lzdGVyZWQYASABKAgSMQoGc3RhdHVzGAIgASgOMiEuY2hhb3Njb3JlLnBvbGljeS52MS5UZW5hbnRTdGF0dXMSEgoKZ2VuZXJhdGlvbhgDIAEoBBIQCgh0b29sc2V0cxgEIAMoCRIsCgtyYXRlX2xpbWl0cxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoNbGVkZ2VyX3BvbGljeRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiHAoaTGlzdFRlbmFudFVwc3RyZWFtc1JlcXVlc3QiTAoPRW5hYmxlZFVwc3RyZWFtEiwKC2RlY2xhcmF0aW9uGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBILCgNwaW4YAiABKAkiagobTGlzdFRlbmFudFVwc3RyZWFtc1Jlc3BvbnNlEjcKCXVwc3RyZWFtcxgBIAMoCzIkLmNoYW9zY29yZS5wb2xpY3kudjEuRW5hYmxlZFVwc3RyZWFtEhIKCmdlbmVyYXRpb24YAiABKAQqfwoMVGVuYW50U3RhdHVzEh0KGVRFTkFOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVURU5BTlRfU1RBVFVTX0VOQUJMRUQQARIaChZURU5BTlRfU1RBVFVTX0RJU0FCTEVEEAISGQoVVEVOQU5UX1NUQVRVU19ERUxFVEVEEAMqbgoJS2V5U3RhdHVzEhoKFktFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFLRVlfU1RBVFVTX0FDVElWRRABEhYKEktFWV9TVEFUVVNfUkVWT0tFRBACEhYKEktFWV9TVEFUVVNfRVhQSVJFRBADMuUCChZUZW5hbnREaXJlY3RvcnlTZXJ2aWNlEmYKDVJlc29sdmVBcGlLZXkSKS5jaGFvc2NvcmUucG9saWN5LnYxLlJlc29sdmVBcGlLZXlSZXF1ZXN0GiouY2hhb3Njb3JlLnBvbGljeS52MS5SZXNvbHZlQXBpS2V5UmVzcG9uc2USaQoOR2V0VGVuYW50U3RhdGUSKi5jaGFvc2NvcmUucG9saWN5LnYxLkdldFRlbmFudFN0YXRlUmVxdWVzdBorLmNoYW9zY29yZS5wb2xpY3kudjEuR2V0VGVuYW50U3RhdGVSZXNwb25zZRJ4ChNMaXN0VGVuYW50VXBzdHJlYW1zEi8uY2hhb3Njb3JlLnBvbGljeS52MS5MaXN0VGVuYW50VXBzdHJlYW1zUmVxdWVzdBowLmNoYW9zY29yZS5wb2xpY3kudjEuTGlzdFRlbmFudFVwc3RyZWFtc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message chaoscore.policy.v1.ResolveApiKeyRequest
@@ -159,6 +159,72 @@ export const GetTenantStateResponseSchema: GenMessage<GetTenantStateResponse> = 
   messageDesc(file_chaoscore_policy_v1_directory, 3);
 
 /**
+ * @generated from message chaoscore.policy.v1.ListTenantUpstreamsRequest
+ */
+export type ListTenantUpstreamsRequest = Message<"chaoscore.policy.v1.ListTenantUpstreamsRequest"> & {
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.ListTenantUpstreamsRequest.
+ * Use `create(ListTenantUpstreamsRequestSchema)` to create a new message.
+ */
+export const ListTenantUpstreamsRequestSchema: GenMessage<ListTenantUpstreamsRequest> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_directory, 4);
+
+/**
+ * EnabledUpstream is one upstream a tenant registered and has enabled.
+ *
+ * @generated from message chaoscore.policy.v1.EnabledUpstream
+ */
+export type EnabledUpstream = Message<"chaoscore.policy.v1.EnabledUpstream"> & {
+  /**
+   * The declaration in the shape of one entry of the operator's upstreams file (headers are
+   * secret references, resolved only by whoever connects).
+   *
+   * @generated from field: google.protobuf.Struct declaration = 1;
+   */
+  declaration?: JsonObject | undefined;
+
+  /**
+   * Its pin: its upstreams.lock entry as JSON text.
+   *
+   * @generated from field: string pin = 2;
+   */
+  pin: string;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.EnabledUpstream.
+ * Use `create(EnabledUpstreamSchema)` to create a new message.
+ */
+export const EnabledUpstreamSchema: GenMessage<EnabledUpstream> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_directory, 5);
+
+/**
+ * @generated from message chaoscore.policy.v1.ListTenantUpstreamsResponse
+ */
+export type ListTenantUpstreamsResponse = Message<"chaoscore.policy.v1.ListTenantUpstreamsResponse"> & {
+  /**
+   * @generated from field: repeated chaoscore.policy.v1.EnabledUpstream upstreams = 1;
+   */
+  upstreams: EnabledUpstream[];
+
+  /**
+   * The tenant's generation when they were read: cache them with it.
+   *
+   * @generated from field: uint64 generation = 2;
+   */
+  generation: bigint;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.ListTenantUpstreamsResponse.
+ * Use `create(ListTenantUpstreamsResponseSchema)` to create a new message.
+ */
+export const ListTenantUpstreamsResponseSchema: GenMessage<ListTenantUpstreamsResponse> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_directory, 6);
+
+/**
  * TenantStatus of a registered tenant.
  *
  * @generated from enum chaoscore.policy.v1.TenantStatus
@@ -259,6 +325,17 @@ export const TenantDirectoryService: GenService<{
     methodKind: "unary";
     input: typeof GetTenantStateRequestSchema;
     output: typeof GetTenantStateResponseSchema;
+  },
+  /**
+   * ListTenantUpstreams answers the caller's tenant's own upstreams that are enabled, each with
+   * its declaration and pin: what cognition serves to that tenant (docs/federation.md §12).
+   *
+   * @generated from rpc chaoscore.policy.v1.TenantDirectoryService.ListTenantUpstreams
+   */
+  listTenantUpstreams: {
+    methodKind: "unary";
+    input: typeof ListTenantUpstreamsRequestSchema;
+    output: typeof ListTenantUpstreamsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_chaoscore_policy_v1_directory, 0);

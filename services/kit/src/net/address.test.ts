@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { allowCidrs, blockedAddressClass, parseAddress } from "./http-request-address.js";
+import { allowCidrs, blockedAddressClass, parseAddress } from "./address.js";
 
-describe("http.request address rules", () => {
+describe("address rules (http.request, tenants' upstreams)", () => {
   it.each([
     ["127.0.0.1", "loopback"],
     ["127.255.255.254", "loopback"],

@@ -1,8 +1,9 @@
 import { isIP } from "node:net";
 
 /**
- * Address rules of `http.request`: which resolved IP addresses an outbound GET may reach.
- * Everything here is pure (no DNS, no sockets) so the rules are unit-tested on their own.
+ * Which resolved IP addresses an outbound request for a tenant may reach: `http.request`'s GETs
+ * and a tenant's own upstreams (docs/federation.md §3). Everything here is pure (no DNS, no
+ * sockets) so the rules are unit-tested on their own.
  */
 
 /** A parsed IP address: the family and its value as an unsigned integer (32 or 128 bits). */
