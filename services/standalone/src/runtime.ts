@@ -56,6 +56,8 @@ import {
   createPolicySnapshots,
   pinCapabilitiesAtStart,
   serveUpstreams,
+  createTenantUpstreams,
+  upstreamSecretsOf,
   createMemoryApprovalStore,
   createRedisApprovalStore,
   createMemoryPlanStore,
@@ -350,10 +352,23 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     if (snapshots) closers.push(async () => snapshots.close());
     const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger, ledger) : undefined;
     if (upstreams) closers.push(() => upstreams.close());
+    // Each tenant's own upstreams from the registry (docs/federation.md §12), read again when its generation moves.
+    const tenantUpstreams = createTenantUpstreams({
+      directory: tenantDirectory,
+      generations,
+      allowedAddresses: options.upstreams?.allowedAddresses ?? [],
+      secrets: options.upstreams?.secrets ?? upstreamSecretsOf({}),
+      ...(options.upstreams?.maxResultBytes !== undefined ? { maxResultBytes: options.upstreams.maxResultBytes } : {}),
+      version: options.version,
+      logger: logger.child({ service: "cognition" }),
+      operatorNames: new Set(upstreams?.transports.keys() ?? []),
+    });
+    closers.push(() => tenantUpstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
       ...(options.upstreams ? { httpAllowedAddresses: options.upstreams.allowedAddresses } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
+      tenantUpstreams,
       provider: config.provider,
       policy,
       memory,
