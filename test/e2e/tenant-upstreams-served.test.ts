@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
@@ -51,6 +51,7 @@ describe("a tenant's own upstream, served to that tenant only", () => {
   let serve: ServeProcess;
   let acme: Client;
   let bravo: Client;
+  const heard = { acme: 0, bravo: 0 };
 
   const cli = async (args: string[]) => {
     const r = await runToExit(args, env, 90_000);
@@ -82,6 +83,8 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     await cli(["upstreams", "add", "everything", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--header", "Authorization=env:CHAOS_CORE_UPSTREAM_SECRET_ACME", "--risk", "low"]);
     acme = await httpClient(serve.url, { Authorization: `Bearer ${acmeKey}` });
     bravo = await httpClient(serve.url, { Authorization: `Bearer ${bravoKey}` });
+    acme.setNotificationHandler(ToolListChangedNotificationSchema, () => void (heard.acme += 1));
+    bravo.setNotificationHandler(ToolListChangedNotificationSchema, () => void (heard.bravo += 1));
   }, 180_000);
 
   afterAll(async () => {
@@ -111,7 +114,23 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     expect(await capabilities(acme)).toContain("everything.echo");
   });
 
+  it("lists it to acme's session as the MCP tool everything__echo, which runs it", async () => {
+    expect((await acme.listTools()).tools.map((t) => t.name)).toContain("everything__echo");
+    const echoed = await call(acme, "everything__echo", { message: "as an MCP tool" });
+    expect(echoed.isError, JSON.stringify(echoed)).toBeFalsy();
+    expect(JSON.stringify(echoed.content)).toContain("as an MCP tool");
+  });
+
   it("shows bravo nothing of it and refuses bravo's step as an unknown capability", async () => {
+    expect((await bravo.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith("everything__"))).toEqual([]);
+    let refusal: string;
+    try {
+      const r = await call(bravo, "everything__echo", { message: "from bravo" });
+      refusal = r.isError ? JSON.stringify(r.content) : "";
+    } catch (err) {
+      refusal = err instanceof Error ? err.message : String(err);
+    }
+    expect(refusal).toMatch(/Unknown tool: "?everything__echo/);
     expect(await capabilities(bravo)).not.toContain("everything.");
     const step = await execute(bravo, "everything.echo", { message: "from bravo" });
     expect(step).toMatchObject({ status: "failed", error: { code: "not_found" } });
@@ -121,7 +140,15 @@ describe("a tenant's own upstream, served to that tenant only", () => {
   });
 
   it("takes it away from acme's next call once disabled, and serves it again once enabled", async () => {
+    const before = { ...heard };
     await cli(["upstreams", "disable", "everything", "--tenant", "acme"]);
+    // Gone from acme's session's list too (its session is told tools/list_changed).
+    const deadline = Date.now() + 10_000;
+    while ((await acme.listTools()).tools.some((t) => t.name === "everything__echo") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect((await acme.listTools()).tools.map((t) => t.name)).not.toContain("everything__echo");
+    await expect.poll(() => heard.acme, { timeout: 10_000 }).toBeGreaterThan(before.acme);
+    // Another tenant's upstreams are no concern of bravo's sessions.
+    expect(heard.bravo).toBe(before.bravo);
     const refused = await execute(acme, "everything.echo", { message: "after disable" });
     expect(refused).toMatchObject({ status: "failed", ran: false, error: { code: "not_found" } });
     expect(await capabilities(acme)).not.toContain("everything.echo");
@@ -129,6 +156,7 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     await cli(["upstreams", "enable", "everything", "--tenant", "acme"]);
     const again = await execute(acme, "everything.echo", { message: "after enable" });
     expect(again).toMatchObject({ status: "executed" });
+    await expect.poll(async () => (await acme.listTools()).tools.map((t) => t.name), { timeout: 10_000 }).toContain("everything__echo");
     expect(JSON.stringify(again.output)).toContain("after enable");
   });
 

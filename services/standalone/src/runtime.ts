@@ -186,6 +186,18 @@ export interface RuntimeOptions {
   limiter?: RateLimiter;
 }
 
+/** The admin handlers, telling `changed` the tenant whose own upstreams an operator just changed. */
+function withUpstreamChanges(handlers: ReturnType<typeof createTenantAdminHandlers>, changed: (tenant: string) => void): ReturnType<typeof createTenantAdminHandlers> {
+  const told =
+    <R extends { tenant: string }, A>(call: (req: R, ctx: A) => Promise<unknown>) =>
+    async (req: R, ctx: A) => {
+      const answer = await call(req, ctx);
+      changed(req.tenant);
+      return answer;
+    };
+  return { ...handlers, addUpstream: told(handlers.addUpstream), removeUpstream: told(handlers.removeUpstream), setUpstreamStatus: told(handlers.setUpstreamStatus) } as ReturnType<typeof createTenantAdminHandlers>;
+}
+
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
 function describeProviderChoice(config: ProviderConfig): string {
   const why = config.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment";
@@ -305,19 +317,19 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       },
     );
     const tenantDirectory = createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry));
+    const adminHandlers = createTenantAdminHandlers(registry, {
+      operatorUpstreams: operatorUpstreamNames(options.upstreams?.file),
+      checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
+    });
+    // Set once the edge's catalog exists: a tenant's upstream added, removed, disabled or enabled reaches its sessions at once.
+    const upstreamsChanged: { tell?: (tenant: string) => void } = {};
     const tenants = {
       directory: createCredentialDirectory({
         client: tenantDirectory,
         generations,
         logger: logger.child({ service: "edge" }),
       }),
-      admin: createInProcessClient(
-        TenantAdminService,
-        createTenantAdminHandlers(registry, {
-          operatorUpstreams: operatorUpstreamNames(options.upstreams?.file),
-          checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
-        }),
-      ),
+      admin: createInProcessClient(TenantAdminService, withUpstreamChanges(adminHandlers, (tenant) => upstreamsChanged.tell?.(tenant))),
       generations,
     };
     // The limits are the tenant's, not this process's: with Redis every `serve` process and edge
@@ -410,6 +422,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     await upstreamCatalog.refresh();
     // A tool quarantined or approved leaves or joins the list at once.
     upstreams?.drift.onChange(() => void upstreamCatalog.refresh().catch(() => {}));
+    upstreamsChanged.tell = (tenant) => void upstreamCatalog.refreshTenant?.(tenant);
 
     return {
       ...(admin ? { admin } : {}),

@@ -340,7 +340,10 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       // A quarantined upstream tool is listed too, naming why (Capability.upstream.quarantined).
       const served = registry.list();
       const quarantined = registry.upstreamTools().filter((c) => !served.includes(c));
-      return { capabilities: [...served, ...quarantined].map(capabilityToProto) };
+      // Every upstream tool also means the caller's tenant's own, each with its grant (that tenant
+      // only): how the edge lists a tenant's registry upstreams in its sessions (§12).
+      const own = req.everyUpstreamTool && deps.tenantUpstreams ? (await deps.tenantUpstreams.forCall(ctx.call)).capabilities.filter((c) => deps.registry.get(c.name) === undefined) : [];
+      return { capabilities: [...served, ...quarantined, ...own].map(capabilityToProto) };
     },
 
     async listUpstreams(req, ctx) {

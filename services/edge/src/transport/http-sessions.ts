@@ -290,6 +290,8 @@ export class HttpSessionTable implements RegistrySessions {
     openedWith: OpenedWith,
     onInitialized?: () => void,
   ): Promise<LocalSession> {
+    // The tenant's own registry upstream tools, read before its session's tool list is made (§12).
+    await this.deps.upstreams?.refreshTenant?.(session.tenant);
     const server = createChaosCoreServer(this.deps, session);
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,
