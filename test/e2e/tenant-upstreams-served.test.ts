@@ -81,6 +81,8 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     const bravoKey = await cli(["keys", "create", "--tenant", "bravo", "--principal", "bob"]);
     // Read-only, so the tenant's default policy runs it without a person (the pin's annotations are what the risk is read from).
     await cli(["upstreams", "add", "everything", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--header", "Authorization=env:CHAOS_CORE_UPSTREAM_SECRET_ACME", "--risk", "low"]);
+    // The same server again, its annotations not trusted: every tool high, held for a person.
+    await cli(["upstreams", "add", "guarded", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--trust-annotations", "false"]);
     acme = await httpClient(serve.url, { Authorization: `Bearer ${acmeKey}` });
     bravo = await httpClient(serve.url, { Authorization: `Bearer ${bravoKey}` });
     acme.setNotificationHandler(ToolListChangedNotificationSchema, () => void (heard.acme += 1));
@@ -119,6 +121,18 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     const echoed = await call(acme, "everything__echo", { message: "as an MCP tool" });
     expect(echoed.isError, JSON.stringify(echoed)).toBeFalsy();
     expect(JSON.stringify(echoed.content)).toContain("as an MCP tool");
+  });
+
+  it("holds acme's high-risk upstream step for a person, and runs it once the operator approved it", async () => {
+    const pending = (await call(acme, "chaoscore_execute", { steps: [{ id: "s1", capability: "guarded.echo", input: { message: "approved echo" } }] })).structuredContent as {
+      results: Array<Step & { approval?: { approval_id: string; risk: string } }>;
+    };
+    expect(pending.results[0]).toMatchObject({ status: "pending_approval", ran: false, approval: { risk: "high" } });
+    const id = pending.results[0]!.approval!.approval_id;
+    await cli(["approvals", "approve", id, "--tenant", "acme"]);
+    const ran = ((await call(acme, "chaoscore_execute", { approval_id: id })).structuredContent as { results: Step[] }).results[0]!;
+    expect(ran).toMatchObject({ capability: "guarded.echo", status: "executed", ran: true });
+    expect(JSON.stringify(ran.output)).toContain("approved echo");
   });
 
   it("shows bravo nothing of it and refuses bravo's step as an unknown capability", async () => {

@@ -122,7 +122,8 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       pool,
       drift,
     );
-    log.info({ tenant, generation: Number(generation), upstreams: own.map((d) => d.name), tools: capabilities.length }, "tenant registry upstreams read");
+    // A tenant with none is the common case: said at debug level only.
+    log[own.length > 0 ? "info" : "debug"]({ tenant, generation: Number(generation), upstreams: own.map((d) => d.name), tools: capabilities.length }, "tenant registry upstreams read");
     return { generation, at: now(), source, capabilities, pool };
   };
 
