@@ -3,12 +3,14 @@ import { randomBytes } from "node:crypto";
 import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
+import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
-import { ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
+import { httpClient, ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
 
 /**
  * Issue 32 item 1(b), in the Kubernetes shape: the cognition service run alone reads a tenant's
@@ -53,6 +55,9 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
   let cli: (args: string[]) => Promise<string>;
   let cognitionMain: ServiceMain;
   let policyMain: ServiceMain;
+  let mrtrKeys: MrtrKeys;
+  let acme: Client;
+  let bravo: Client;
 
   beforeAll(async () => {
     const port = await freePort();
@@ -104,9 +109,27 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     await cli(["tenants", "create", "bravo"]);
     await cli(["upstreams", "add", "everything", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--header", "Authorization=env:CHAOS_CORE_UPSTREAM_SECRET_ACME", "--risk", "low"]);
     cognition = createGrpcClient(CognitionService, cognitionMain.address, new ContextSigner(key));
+    const acmeKey = (await cli(["keys", "create", "--tenant", "acme", "--principal", "alice"])).trim();
+    const bravoKey = (await cli(["keys", "create", "--tenant", "bravo", "--principal", "bob"])).trim();
+    mrtrKeys = await createMrtrKeys();
+    const edge = await startServiceMain("edge", {
+      ...mrtrKeys.env,
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: p.address,
+      MEMORY_ADDR: m.address,
+      COGNITION_ADDR: cognitionMain.address,
+      COUNCIL_ADDR: k.address,
+      LEDGER_ADDR: l.address,
+    });
+    procs.push(edge.proc);
+    acme = await httpClient(edge.address, { Authorization: `Bearer ${acmeKey}` });
+    bravo = await httpClient(edge.address, { Authorization: `Bearer ${bravoKey}` });
   }, 180_000);
 
   afterAll(async () => {
+    await acme?.close().catch(() => {});
+    await bravo?.close().catch(() => {});
+    await mrtrKeys?.remove();
     cognition?.close();
     for (const proc of procs.reverse()) await stopProcess(proc);
     remote?.kill();
@@ -131,9 +154,19 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     expect(bravos.capabilities.map((c) => c.name).filter((n) => n.startsWith("everything."))).toEqual([]);
   });
 
-  it("refuses acme's next call once the upstream is disabled", async () => {
+  it("lists it to acme's session on the edge as everything__echo, which runs, and to bravo's not", async () => {
+    expect((await acme.listTools()).tools.map((t) => t.name)).toContain("everything__echo");
+    const echoed = (await acme.callTool({ name: "everything__echo", arguments: { message: "through the edge" } })) as { isError?: boolean; content: unknown };
+    expect(echoed.isError, JSON.stringify(echoed)).toBeFalsy();
+    expect(JSON.stringify(echoed.content)).toContain("through the edge");
+    expect((await bravo.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith("everything__"))).toEqual([]);
+  });
+
+  it("refuses acme's next call once the upstream is disabled, and the edge drops it from acme's list when acme's generation moved", async () => {
     await cli(["upstreams", "disable", "everything", "--tenant", "acme"]);
     expect(await echo("acme", "after disable")).toMatchObject({ status: "failed", ran: false, errorCode: "not_found" });
+    // acme's next request reads the tenant again, its generation moved: its own tools are read again.
+    await expect.poll(async () => (await acme.listTools()).tools.map((t) => t.name), { timeout: 10_000 }).not.toContain("everything__echo");
   });
 
   it("logs no secret value", () => {

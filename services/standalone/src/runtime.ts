@@ -328,6 +328,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         client: tenantDirectory,
         generations,
         logger: logger.child({ service: "edge" }),
+        // Another process sharing this database and Redis changed the tenant: its own upstreams too, maybe.
+        onTenantChange: (tenant) => upstreamsChanged.tell?.(tenant),
       }),
       admin: createInProcessClient(TenantAdminService, withUpstreamChanges(adminHandlers, (tenant) => upstreamsChanged.tell?.(tenant))),
       generations,
