@@ -95,6 +95,8 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
     } catch (err) {
       const e = ChaosError.from(err);
       logger.warn({ tenant, code: e.code, message: e.message }, "a tenant's own upstream tools could not be read from cognition; its last list stays");
+      // Tried again when listed 5 s from now, not at every listing meanwhile.
+      entry.at = Date.now() - TENANT_MAX_AGE_MS + 5_000;
       return;
     }
     const operators = new Set(current.map((c) => c.name));
@@ -123,27 +125,35 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
     },
     refreshTenant,
     async refresh() {
-      await Promise.allSettled([...tenants.keys()].map(refreshTenant));
-      let capabilities: Capability[];
       try {
-        ({ capabilities } = await cognition.listCapabilities({ everyUpstreamTool: true }, { ctx: CATALOG_CONTEXT }));
-      } catch (err) {
-        const e = ChaosError.from(err);
-        logger.warn({ code: e.code, message: e.message }, "the upstream tools could not be read from cognition; the last list stays");
-        throw e;
+        await refreshOperators();
+      } finally {
+        // Then each tenant's own, told apart from the operator's as just read.
+        await Promise.allSettled([...tenants.keys()].map(refreshTenant));
       }
-      current = Object.freeze(capabilities.filter((c) => c.upstream !== undefined));
-      const next = catalogVersion(current);
-      if (next === version) return;
-      const change = `${version}>${next}`;
-      version = next;
-      tell(change);
     },
     onChange(listener) {
       listeners.add(listener);
       return () => void listeners.delete(listener);
     },
   };
+
+  async function refreshOperators(): Promise<void> {
+    let capabilities: Capability[];
+    try {
+      ({ capabilities } = await cognition.listCapabilities({ everyUpstreamTool: true }, { ctx: CATALOG_CONTEXT }));
+    } catch (err) {
+      const e = ChaosError.from(err);
+      logger.warn({ code: e.code, message: e.message }, "the upstream tools could not be read from cognition; the last list stays");
+      throw e;
+    }
+    current = Object.freeze(capabilities.filter((c) => c.upstream !== undefined));
+    const next = catalogVersion(current);
+    if (next === version) return;
+    const change = `${version}>${next}`;
+    version = next;
+    tell(change);
+  }
 }
 
 /**
