@@ -58,6 +58,8 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
   let mrtrKeys: MrtrKeys;
   let acme: Client;
   let bravo: Client;
+  let carolKey = "";
+  let edgeUrl = "";
 
   beforeAll(async () => {
     const port = await freePort();
@@ -111,6 +113,10 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     cognition = createGrpcClient(CognitionService, cognitionMain.address, new ContextSigner(key));
     const acmeKey = (await cli(["keys", "create", "--tenant", "acme", "--principal", "alice"])).trim();
     const bravoKey = (await cli(["keys", "create", "--tenant", "bravo", "--principal", "bob"])).trim();
+    // carol registers a server of the same name, its own, and is only ever a 2026-07-28 client here.
+    await cli(["tenants", "create", "carol"]);
+    carolKey = (await cli(["keys", "create", "--tenant", "carol", "--principal", "cy"])).trim();
+    await cli(["upstreams", "add", "everything", "--tenant", "carol", "--url", `http://127.0.0.1:${port}/mcp`]);
     mrtrKeys = await createMrtrKeys();
     const edge = await startServiceMain("edge", {
       ...mrtrKeys.env,
@@ -122,6 +128,7 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
       LEDGER_ADDR: l.address,
     });
     procs.push(edge.proc);
+    edgeUrl = edge.address;
     acme = await httpClient(edge.address, { Authorization: `Bearer ${acmeKey}` });
     bravo = await httpClient(edge.address, { Authorization: `Bearer ${bravoKey}` });
   }, 180_000);
@@ -160,6 +167,22 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     expect(echoed.isError, JSON.stringify(echoed)).toBeFalsy();
     expect(JSON.stringify(echoed.content)).toContain("through the edge");
     expect((await bravo.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith("everything__"))).toEqual([]);
+  });
+
+  it("lists carol's own on carol's very first request to the edge, a 2026-07-28 one", async () => {
+    const res = await fetch(edgeUrl, {
+      method: "POST",
+      headers: { authorization: `Bearer ${carolKey}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/list",
+        params: { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": { name: "e2e", version: "0" } } },
+      }),
+    });
+    const text = await res.text();
+    expect(res.status, text).toBe(200);
+    expect(text).toContain('"everything__echo"');
   });
 
   it("refuses acme's next call once the upstream is disabled, and the edge drops it from acme's list when acme's generation moved", async () => {

@@ -52,6 +52,7 @@ describe("a tenant's own upstream, served to that tenant only", () => {
   let acme: Client;
   let bravo: Client;
   const heard = { acme: 0, bravo: 0 };
+  const keys = { acme: "", bravo: "" };
 
   const cli = async (args: string[]) => {
     const r = await runToExit(args, env, 90_000);
@@ -83,6 +84,7 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     await cli(["upstreams", "add", "everything", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--header", "Authorization=env:CHAOS_CORE_UPSTREAM_SECRET_ACME", "--risk", "low"]);
     // The same server again, its annotations not trusted: every tool high, held for a person.
     await cli(["upstreams", "add", "guarded", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--trust-annotations", "false"]);
+    Object.assign(keys, { acme: acmeKey, bravo: bravoKey });
     acme = await httpClient(serve.url, { Authorization: `Bearer ${acmeKey}` });
     bravo = await httpClient(serve.url, { Authorization: `Bearer ${bravoKey}` });
     acme.setNotificationHandler(ToolListChangedNotificationSchema, () => void (heard.acme += 1));
@@ -133,6 +135,28 @@ describe("a tenant's own upstream, served to that tenant only", () => {
     const ran = ((await call(acme, "chaoscore_execute", { approval_id: id })).structuredContent as { results: Step[] }).results[0]!;
     expect(ran).toMatchObject({ capability: "guarded.echo", status: "executed", ran: true });
     expect(JSON.stringify(ran.output)).toContain("approved echo");
+  });
+
+  it("lists it on a 2026-07-28 request of acme's, and on none of bravo's", async () => {
+    const list = async (key: string) => {
+      const res = await fetch(serve.url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/list",
+          params: { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": { name: "e2e", version: "0" } } },
+        }),
+      });
+      const text = await res.text();
+      expect(res.status, text).toBe(200);
+      return text;
+    };
+    expect(await list(keys.acme)).toContain('"everything__echo"');
+    const bravos = await list(keys.bravo);
+    expect(bravos).toContain('"chaoscore_execute"');
+    expect(bravos).not.toContain("everything__");
   });
 
   it("shows bravo nothing of it and refuses bravo's step as an unknown capability", async () => {
