@@ -24,6 +24,12 @@ describe("loadCognitionConfig", () => {
       contractLockFile: CHECKOUT_LOCK,
       policySnapshots: true,
       httpAllowedAddresses: [],
+      tenantUpstreams: { secrets: { env: {} } },
+    });
+    // Tenants' registry upstreams resolve their headers from the upstream secrets only, with or without an upstreams file.
+    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_UPSTREAM_SECRET_WIKI: "s", DATABASE_URL: "postgres://x", CHAOS_CORE_UPSTREAM_SECRETS_DIR: "/run/secrets/upstreams", CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES: "4096" }).tenantUpstreams).toEqual({
+      secrets: { env: { CHAOS_CORE_UPSTREAM_SECRET_WIKI: "s" }, secretsDir: "/run/secrets/upstreams" },
+      maxResultBytes: 4096,
     });
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/16, 127.0.0.1" }).httpAllowedAddresses).toEqual(["10.20.0.0/16", "127.0.0.1"]);
     expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/40" })).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10\.20\.0\.0\/40" has an invalid prefix length/);

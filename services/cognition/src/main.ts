@@ -4,7 +4,7 @@
  * Prints nothing on stdout; logs are JSON on stderr.
  */
 import { readFileSync } from "node:fs";
-import type { ChangeCounters, Logger } from "@chaos-core/kit";
+import type { ChangeCounters, Logger, TenantGenerations } from "@chaos-core/kit";
 import type { Redis as RedisClient } from "ioredis";
 import type { ApprovalStore } from "./executor/approvals.js";
 import type { PlanStore } from "./plans/plan-store.js";
@@ -12,9 +12,10 @@ import type { PlanStore } from "./plans/plan-store.js";
 // The bootstrap first (.env, then telemetry): its loader hook has to be in place before grpc-js
 // and ioredis are imported, which is why everything else below is imported dynamically.
 await import("@chaos-core/kit/telemetry");
-const { ContextSigner, createGrpcClient, createLogger, createRedisChangeCounters, loadLifecycleConfig, onShutdown, openGrpcTransport } = await import("@chaos-core/kit");
+const { ContextSigner, createGrpcClient, createLogger, createRedisChangeCounters, createRedisTenantGenerations, loadLifecycleConfig, onShutdown, openGrpcTransport } = await import("@chaos-core/kit");
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
+const { TenantDirectoryService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadCognitionConfig } = await import("./config.js");
@@ -25,6 +26,7 @@ const { createRedisPlanStore } = await import("./plans/redis-plan-store.js");
 const { createDefaultCognitionDeps, startCognitionServer } = await import("./server.js");
 const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
 const { serveUpstreams } = await import("./capabilities/served-upstreams.js");
+const { createTenantUpstreams } = await import("./capabilities/tenant-upstreams.js");
 const { createPolicySnapshots } = await import("./executor/policy-snapshots.js");
 
 /** The version upstreams are told in the MCP handshake (clientInfo). */
@@ -42,15 +44,20 @@ try {
   const policy = createGrpcClient(PolicyService, config.policyAddr, signer, { tls: transport.tls });
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
   const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls });
+  // The tenant registry (served beside PolicyService): each tenant's own upstreams.
+  const directory = createGrpcClient(TenantDirectoryService, config.policyAddr, signer, { tls: transport.tls });
   let plans: PlanStore;
   let approvals: ApprovalStore;
   let changes: ChangeCounters | undefined;
+  let generations: TenantGenerations | undefined;
   if (config.plans.kind === "redis") {
     redis = await connectRedis(config.plans.url, { logger, name: "chaos-core-cognition" });
     plans = createRedisPlanStore(redis, { prefix: config.plans.prefix });
     approvals = createRedisApprovalStore(redis, { prefix: config.plans.prefix });
     // The policy service announces each stored policy here: snapshots use it from their next decision.
     changes = createRedisChangeCounters(redis, { prefix: config.plans.prefix, name: "policy-changes" });
+    // The policy service publishes each tenant's generation here: a tenant's upstreams are read again when it moves.
+    generations = createRedisTenantGenerations(redis, { prefix: config.plans.prefix });
   } else {
     logger.warn(
       "REDIS_URL is not set: plans and pending approvals live in this process, so replicas will not share them (a plan made, or an approval asked for, on one cannot be used on another)",
@@ -62,6 +69,17 @@ try {
   // drift it sees is recorded in the ledger. A stdio upstream starts on first use, in this container.
   const upstreams = config.upstreams ? await serveUpstreams(config.upstreams, VERSION, logger, ledger.client) : undefined;
   if (upstreams) logger.info({ file: config.upstreams?.file, lock: config.upstreams?.lock }, `upstreams: ${upstreams.summary}`);
+  // Each tenant's own upstreams from the registry (docs/federation.md §12): Streamable HTTP, reached through the address checks.
+  const tenantUpstreams = createTenantUpstreams({
+    directory: directory.client,
+    ...(generations ? { generations } : {}),
+    allowedAddresses: config.httpAllowedAddresses,
+    secrets: config.tenantUpstreams.secrets,
+    ...(config.tenantUpstreams.maxResultBytes !== undefined ? { maxResultBytes: config.tenantUpstreams.maxResultBytes } : {}),
+    version: VERSION,
+    logger,
+    operatorNames: new Set(upstreams?.transports.keys() ?? []),
+  });
   const providerConfig = config.provider;
   const snapshots = config.policySnapshots ? createPolicySnapshots(policy.client, { logger, ...(changes ? { changes } : {}) }) : undefined;
   const deps = createDefaultCognitionDeps({
@@ -75,6 +93,7 @@ try {
     provider: providerConfig,
     ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
     httpAllowedAddresses: config.httpAllowedAddresses,
+    tenantUpstreams,
   });
   // Every capability against chaoscore.lock, before anything is served; held to it from then on.
   await pinCapabilitiesAtStart(deps.registry, config.contractLockFile);
@@ -88,6 +107,8 @@ try {
   onShutdown(logger, async (graceMs) => {
     await server.shutdown(graceMs);
     await upstreams?.close();
+    await tenantUpstreams.close();
+    directory.close();
     snapshots?.close();
     policy.close();
     memory.close();

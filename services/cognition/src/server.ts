@@ -70,6 +70,8 @@ export interface DefaultCognitionDepsOptions {
   upstreams?: UpstreamsView;
   /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges `http.request` may reach (none by default). */
   httpAllowedAddresses?: readonly string[];
+  /** Each tenant's own registry upstreams (`createTenantUpstreams`), served to that tenant's callers. */
+  tenantUpstreams?: CognitionDeps["tenantUpstreams"];
 }
 
 /** The built-in capabilities, `http.request` reaching the operator's allowed ranges when there are some. */
@@ -97,5 +99,6 @@ export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions)
     logger: options.logger,
     ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
     ...(options.upstreams ? { upstreams: options.upstreams } : {}),
+    ...(options.tenantUpstreams ? { tenantUpstreams: options.tenantUpstreams } : {}),
   };
 }

@@ -71,16 +71,20 @@ try {
 
   // Keys and tenant status from the policy service's registry, cached while the tenant's
   // generation in Redis holds; without Redis every request asks the policy service.
+  // Set once the catalog exists: a tenant whose generation moved has its own upstream tools read again (docs/federation.md §12).
+  const tenantChanged: { tell?: (tenant: string) => void } = {};
   const directory = createCredentialDirectory({
     client: tenantDirectory.client,
     ...(redis ? { generations: createRedisTenantGenerations(redis, { prefix: "chaoscore:" }) } : {}),
     logger,
+    onTenantChange: (tenant) => tenantChanged.tell?.(tenant),
   });
   // The upstream tools cognition serves (docs/federation.md §6), read now; a cognition that does
   // not answer yet leaves the list empty until the next read, every minute.
   const upstreams = createUpstreamCatalog(cognition.client, logger);
   await upstreams.refresh().catch(() => {});
   const upstreamRefresh = setInterval(() => void upstreams.refresh().catch(() => {}), 60_000).unref();
+  tenantChanged.tell = (tenant) => void upstreams.refreshTenant?.(tenant);
   const http = await startHttpTransport(
     {
       policy: policy.client,

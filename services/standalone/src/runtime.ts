@@ -56,6 +56,8 @@ import {
   createPolicySnapshots,
   pinCapabilitiesAtStart,
   serveUpstreams,
+  createTenantUpstreams,
+  upstreamSecretsOf,
   createMemoryApprovalStore,
   createRedisApprovalStore,
   createMemoryPlanStore,
@@ -184,6 +186,18 @@ export interface RuntimeOptions {
   limiter?: RateLimiter;
 }
 
+/** The admin handlers, telling `changed` the tenant whose own upstreams an operator just changed. */
+function withUpstreamChanges(handlers: ReturnType<typeof createTenantAdminHandlers>, changed: (tenant: string) => void): ReturnType<typeof createTenantAdminHandlers> {
+  const told =
+    <R extends { tenant: string }, A>(call: (req: R, ctx: A) => Promise<unknown>) =>
+    async (req: R, ctx: A) => {
+      const answer = await call(req, ctx);
+      changed(req.tenant);
+      return answer;
+    };
+  return { ...handlers, addUpstream: told(handlers.addUpstream), removeUpstream: told(handlers.removeUpstream), setUpstreamStatus: told(handlers.setUpstreamStatus) } as ReturnType<typeof createTenantAdminHandlers>;
+}
+
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
 function describeProviderChoice(config: ProviderConfig): string {
   const why = config.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment";
@@ -303,19 +317,21 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       },
     );
     const tenantDirectory = createInProcessClient(TenantDirectoryService, createTenantDirectoryHandlers(registry));
+    const adminHandlers = createTenantAdminHandlers(registry, {
+      operatorUpstreams: operatorUpstreamNames(options.upstreams?.file),
+      checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
+    });
+    // Set once the edge's catalog exists: a tenant's upstream added, removed, disabled or enabled reaches its sessions at once.
+    const upstreamsChanged: { tell?: (tenant: string) => void } = {};
     const tenants = {
       directory: createCredentialDirectory({
         client: tenantDirectory,
         generations,
         logger: logger.child({ service: "edge" }),
+        // Another process sharing this database and Redis changed the tenant: its own upstreams too, maybe.
+        onTenantChange: (tenant) => upstreamsChanged.tell?.(tenant),
       }),
-      admin: createInProcessClient(
-        TenantAdminService,
-        createTenantAdminHandlers(registry, {
-          operatorUpstreams: operatorUpstreamNames(options.upstreams?.file),
-          checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
-        }),
-      ),
+      admin: createInProcessClient(TenantAdminService, withUpstreamChanges(adminHandlers, (tenant) => upstreamsChanged.tell?.(tenant))),
       generations,
     };
     // The limits are the tenant's, not this process's: with Redis every `serve` process and edge
@@ -350,10 +366,23 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     if (snapshots) closers.push(async () => snapshots.close());
     const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger, ledger) : undefined;
     if (upstreams) closers.push(() => upstreams.close());
+    // Each tenant's own upstreams from the registry (docs/federation.md §12), read again when its generation moves.
+    const tenantUpstreams = createTenantUpstreams({
+      directory: tenantDirectory,
+      generations,
+      allowedAddresses: options.upstreams?.allowedAddresses ?? [],
+      secrets: options.upstreams?.secrets ?? upstreamSecretsOf({}),
+      ...(options.upstreams?.maxResultBytes !== undefined ? { maxResultBytes: options.upstreams.maxResultBytes } : {}),
+      version: options.version,
+      logger: logger.child({ service: "cognition" }),
+      operatorNames: new Set(upstreams?.transports.keys() ?? []),
+    });
+    closers.push(() => tenantUpstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({
       ...(upstreams ? { upstreamCapabilities: upstreams.capabilities, upstreams } : {}),
       ...(options.upstreams ? { httpAllowedAddresses: options.upstreams.allowedAddresses } : {}),
       ...(snapshots ? { policySnapshots: snapshots } : {}),
+      tenantUpstreams,
       provider: config.provider,
       policy,
       memory,
@@ -395,6 +424,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     await upstreamCatalog.refresh();
     // A tool quarantined or approved leaves or joins the list at once.
     upstreams?.drift.onChange(() => void upstreamCatalog.refresh().catch(() => {}));
+    upstreamsChanged.tell = (tenant) => void upstreamCatalog.refreshTenant?.(tenant);
 
     return {
       ...(admin ? { admin } : {}),

@@ -43,27 +43,60 @@ export interface CapabilityRegistry {
    * rule offers `who` is not there — absent from every list, and `get` does not find it, so a
    * step naming it is refused as an unknown capability. Pinning goes to the whole registry.
    */
-  forCaller(who: { readonly tenant: string; readonly principal: string }): CapabilityRegistry;
+  forCaller(who: { readonly tenant: string; readonly principal: string }, own?: CallerUpstreams): CapabilityRegistry;
+  /**
+   * Why a name this registry does not find cannot be called just now, when that is not simply
+   * "unknown": the caller's tenant registry could not be read, so the name may be one of its own
+   * upstream tools (`unavailable`, naming the registry). Undefined: the name is unknown.
+   */
+  unresolved(name: string): ChaosError | undefined;
 }
 
-/** The view of `registry` for `who`: what {@link CapabilityRegistry.forCaller} answers. */
-function callerView(registry: CapabilityRegistry, who: { readonly tenant: string; readonly principal: string }): CapabilityRegistry {
+/**
+ * The caller's tenant's own upstream tools (its registry upstreams, docs/federation.md §12), as
+ * capabilities, merged into its view; or why they cannot be offered now (the registry could not
+ * be read: nothing of them is offered, and a step naming an unknown capability fails `unavailable`).
+ */
+export interface CallerUpstreams {
+  readonly capabilities: readonly Capability[];
+  readonly unavailable?: ChaosError;
+}
+
+/** The view of `registry` for `who`, with its tenant's own upstream tools: what {@link CapabilityRegistry.forCaller} answers. */
+function callerView(registry: CapabilityRegistry, who: { readonly tenant: string; readonly principal: string }, own?: CallerUpstreams): CapabilityRegistry {
   const visible = (c: Capability) => c.upstream === undefined || upstreamOffer(c.upstream.grants, who) !== undefined;
+  // A tenant's own tools never shadow a capability of the registry (the operator's names win, §12 item 5).
+  const extra = new Map<string, Capability>();
+  for (const c of own?.capabilities ?? []) if (registry.get(c.name) === undefined && visible(c)) extra.set(c.name, c);
+  const extraDrift = (c: Capability) => c.upstream?.drift?.();
+  const extraTools = () => [...extra.values()];
+  const extraServed = () => extraTools().filter((c) => extraDrift(c) === undefined);
   const view: CapabilityRegistry = {
     get: (name) => {
       const c = registry.get(name);
-      return c && visible(c) ? c : undefined;
+      if (c) return visible(c) ? c : undefined;
+      return extra.get(name);
     },
-    list: () => registry.list().filter(visible),
-    upstreamTools: () => registry.upstreamTools().filter(visible),
-    offered: () => registry.offered().filter(visible),
+    list: () => [...registry.list().filter(visible), ...extraServed()],
+    upstreamTools: () => [...registry.upstreamTools().filter(visible), ...extraTools()],
+    offered: () => [...registry.offered().filter(visible), ...extraServed().filter((c) => c.internal !== true)],
     descriptors: () => {
       const hidden = new Set(registry.upstreamTools().filter((c) => !visible(c)).map((c) => c.name));
-      return registry.descriptors().filter((d) => !hidden.has(d.name));
+      return [
+        ...registry.descriptors().filter((d) => !hidden.has(d.name)),
+        ...extraServed()
+          .filter((c) => c.internal !== true)
+          .map((c): CapabilityInfo => ({ name: c.name, description: c.description, risk: c.risk, annotations: { ...c.annotations } })),
+      ];
     },
     pin: (lock) => registry.pin(lock),
-    drift: (name) => (view.get(name) ? registry.drift(name) : undefined),
-    forCaller: (other) => callerView(registry, other),
+    drift: (name) => {
+      const mine = extra.get(name);
+      if (mine) return extraDrift(mine);
+      return view.get(name) ? registry.drift(name) : undefined;
+    },
+    forCaller: (other, otherOwn) => callerView(registry, other, otherOwn),
+    unresolved: (name) => (view.get(name) === undefined ? own?.unavailable : undefined),
   };
   return view;
 }
@@ -130,7 +163,8 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
       const c = byName.get(name);
       return c && driftOf(c);
     },
-    forCaller: (who) => callerView(registry, who),
+    forCaller: (who, own) => callerView(registry, who, own),
+    unresolved: () => undefined,
   };
   return registry;
 }

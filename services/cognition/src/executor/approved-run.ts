@@ -62,6 +62,8 @@ async function runApproved(approval: StoredApproval, deps: ExecutorDeps): Promis
 
   const capability = deps.registry.get(approval.capability);
   if (!capability || capability.name !== step.capability) {
+    const unresolved = capability ? undefined : deps.registry.unresolved(approval.capability);
+    if (unresolved) return finish(refused(step, "failed", unresolved.code, unresolved.message), approval.argsHash);
     return finish(refused(step, "failed", "failed_precondition", `capability "${approval.capability}" is no longer registered`), approval.argsHash);
   }
   // What was approved is the capability as pinned; a definition that changed since is not run.

@@ -46,6 +46,9 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
 
   const capability = deps.registry.get(step.capability);
   if (!capability) {
+    // The caller's tenant registry could not be read: the name may be one of its own upstream tools.
+    const unresolved = deps.registry.unresolved(step.capability);
+    if (unresolved) return finish(failure(step, unresolved, `capability: "${step.capability}" could not be resolved`));
     const known = deps.registry.offered().map((c) => c.name).join(", ");
     return finish(
       failure(

@@ -16,6 +16,7 @@ import { recallProcedure, recordProcedure } from "../brain/memory-records.js";
 import { plan } from "../brain/planner.js";
 import { objectiveSignature } from "../brain/signature.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
+import type { TenantUpstreams } from "../capabilities/tenant-upstreams.js";
 import { approvalNotFound, OPERATOR_PRINCIPAL, type ApprovalStore } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import type { StepReceipts } from "../executor/ledger.js";
@@ -58,6 +59,25 @@ export interface CognitionDeps {
   readonly stepTimeoutMs?: number;
   /** The upstreams this replica fronts, for ListUpstreams; none when unset. */
   readonly upstreams?: UpstreamsView;
+  /** Each tenant's own registry upstreams (docs/federation.md §12), merged into its callers' view; none when unset. */
+  readonly tenantUpstreams?: Pick<TenantUpstreams, "forCall" | "breakers">;
+}
+
+/** What ListUpstreams reads: the operator's upstreams and the tenants' own connections' breakers (scoped by tenant). */
+function upstreamsView(deps: CognitionDeps): UpstreamsView | undefined {
+  const own = deps.tenantUpstreams;
+  if (!own) return deps.upstreams;
+  const base = deps.upstreams;
+  return { breakers: () => [...(base?.breakers() ?? []), ...own.breakers()], transports: base?.transports ?? new Map() };
+}
+
+/**
+ * The registry as this call's caller sees it (docs/federation.md §6): the upstream tools it is
+ * offered, its tenant's own registry upstreams among them.
+ */
+async function callerRegistry(deps: CognitionDeps, ctx: HandlerContext): Promise<CapabilityRegistry> {
+  const own = deps.tenantUpstreams ? await deps.tenantUpstreams.forCall(ctx.call) : undefined;
+  return deps.registry.forCaller(ctx.call, own);
 }
 
 /** How many pending approvals ListApprovals returns when the request names no limit. */
@@ -95,10 +115,10 @@ function planNotFound(id: string, ctx: HandlerContext): ChaosError {
 }
 
 /** The executor's deps for one call: the verified caller and its cancellation. */
-function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal = ctx.signal, onProgress?: (p: StepProgress) => void): BrainDeps {
+async function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: AbortSignal = ctx.signal, onProgress?: (p: StepProgress) => void): Promise<BrainDeps> {
   return {
     // The caller's view: an upstream tool it is not offered does not exist for it (docs/federation.md §6).
-    registry: deps.registry.forCaller(ctx.call),
+    registry: await callerRegistry(deps, ctx),
     provider: deps.provider,
     policy: deps.policy,
     memory: deps.memory,
@@ -143,7 +163,7 @@ async function executeRequest(deps: CognitionDeps, req: ExecuteRequest, ctx: Han
     case "approvalId": {
       // The approved step at most once (the executor checks the approval, policy and the
       // arguments again), then the rest of its plan, each step through policy again.
-      const run = brainDeps(deps, ctx, signal, onProgress);
+      const run = await brainDeps(deps, ctx, signal, onProgress);
       const ran = await executeApprovedPlan(req.target.value, run);
       if (ran.completed) await recordProcedure(objectiveSignature(ran.completed.objective), ran.completed.capabilities, new Date(), run);
       return { results: ran.results.map(stepResultToProto) };
@@ -151,7 +171,7 @@ async function executeRequest(deps: CognitionDeps, req: ExecuteRequest, ctx: Han
     default:
       throw new ChaosError("invalid_argument", "set plan_id (a plan from Plan in this session, or by this principal without one), steps, or approval_id");
   }
-  const run = brainDeps(deps, ctx, signal, onProgress);
+  const run = await brainDeps(deps, ctx, signal, onProgress);
   const results = await executeSteps(steps, run, new Map(), origin);
   // A stored plan that ran through is a procedure for its objective, as an Achieve run's is:
   // the next Plan of the same objective starts from it. Written as bookkeeping (policy first,
@@ -172,7 +192,7 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
     async reason(req, ctx) {
       const intent = await reason(req.objective, req.context === "" ? undefined : req.context, {
         provider: deps.provider,
-        registry: deps.registry.forCaller(ctx.call),
+        registry: await callerRegistry(deps, ctx),
         signal: ctx.signal,
       });
       return { intent: intentToProto(intent) };
@@ -185,9 +205,10 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       // A sequence that succeeded before for this objective (its signature) is offered first, as
       // for Achieve; the plan says so (source: procedure).
       let procedure: string[] | undefined;
+      const run = await brainDeps(deps, ctx);
       if (req.objective.trim() !== "") {
         try {
-          procedure = await recallProcedure(objectiveSignature(req.objective), brainDeps(deps, ctx));
+          procedure = await recallProcedure(objectiveSignature(req.objective), run);
         } catch (err) {
           // Planning reads memory only for this hint: without it the plan is made from the objective.
           deps.logger.warn({ err }, "procedural memory could not be read; planning without it");
@@ -196,7 +217,7 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       const made = await plan(
         req.objective,
         intent,
-        { provider: deps.provider, registry: deps.registry.forCaller(ctx.call), signal: ctx.signal },
+        { provider: deps.provider, registry: run.registry, signal: ctx.signal },
         procedure ? { procedure } : {},
       );
       const stored = await deps.plans.put({
@@ -237,7 +258,7 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
         wake = undefined;
         w?.();
       };
-      void runCognitiveCore(
+      void brainDeps(deps, ctx, signal).then((run) => runCognitiveCore(
         {
           objective: req.objective,
           ...(req.maxReplans !== undefined ? { maxReplans: req.maxReplans } : {}),
@@ -246,8 +267,8 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
             notify();
           },
         },
-        brainDeps(deps, ctx, signal),
-      ).then(
+        run,
+      )).then(
         (trace) => {
           outcome = { trace };
           notify();
@@ -311,20 +332,25 @@ export function createCognitionHandlers(deps: CognitionDeps): ServiceImpl<typeof
       return { approvals: pending.map(approvalSummaryToProto) };
     },
 
-    listCapabilities(req, ctx) {
-      // The caller's view, or every upstream tool with its grants for the edge's catalog, which
-      // lists each session what its tenant and principal are offered (docs/federation.md §6).
-      const registry = req.everyUpstreamTool ? deps.registry : deps.registry.forCaller(ctx.call);
+    async listCapabilities(req, ctx) {
+      // The caller's view (its tenant's own registry upstreams among it), or every upstream tool
+      // of the operator's with its grants for the edge's catalog, which lists each session what its
+      // tenant and principal are offered (docs/federation.md §6).
+      const registry = req.everyUpstreamTool ? deps.registry : await callerRegistry(deps, ctx);
       // A quarantined upstream tool is listed too, naming why (Capability.upstream.quarantined).
       const served = registry.list();
       const quarantined = registry.upstreamTools().filter((c) => !served.includes(c));
-      return Promise.resolve({ capabilities: [...served, ...quarantined].map(capabilityToProto) });
+      // Every upstream tool also means the caller's tenant's own, each with its grant (that tenant
+      // only): how the edge lists a tenant's registry upstreams in its sessions (§12).
+      const own = req.everyUpstreamTool && deps.tenantUpstreams ? (await deps.tenantUpstreams.forCall(ctx.call)).capabilities.filter((c) => deps.registry.get(c.name) === undefined) : [];
+      return { capabilities: [...served, ...quarantined, ...own].map(capabilityToProto) };
     },
 
-    listUpstreams(req, ctx) {
-      const registry = req.everyUpstream ? deps.registry : deps.registry.forCaller(ctx.call);
-      if (!deps.upstreams) return Promise.resolve({ upstreams: [] });
-      return Promise.resolve(upstreamStatuses(registry, deps.upstreams, req.everyUpstream ? undefined : ctx.call.tenant));
+    async listUpstreams(req, ctx) {
+      const registry = req.everyUpstream ? deps.registry : await callerRegistry(deps, ctx);
+      const view = upstreamsView(deps);
+      if (!view) return { upstreams: [] };
+      return upstreamStatuses(registry, view, req.everyUpstream ? undefined : ctx.call.tenant);
     },
 
     describeProvider() {

@@ -29,7 +29,8 @@ export function upstreamStatuses(registry: CapabilityRegistry, view: UpstreamsVi
   return {
     upstreams: [...tools].map(([name, counts]) => ({
       name,
-      transport: view.transports.get(name) ?? "",
+      // Not one of the operator's: a tenant's own registry upstream, Streamable HTTP only.
+      transport: view.transports.get(name) ?? "http",
       toolsServed: counts.served,
       toolsQuarantined: counts.quarantined,
       breakers: breakers

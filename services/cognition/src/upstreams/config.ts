@@ -47,14 +47,29 @@ export function upstreamsConfigOf(env: Env, defaults: { readonly file?: string; 
   const named = e.CHAOS_CORE_UPSTREAMS_FILE;
   const file = named ? resolve(cwd, named) : defaults.file;
   if (file === undefined) return undefined;
-  const secretEnv = Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith(UPSTREAM_SECRET_ENV_PREFIX)));
-  const secretsDir = e.CHAOS_CORE_UPSTREAM_SECRETS_DIR ? resolve(cwd, e.CHAOS_CORE_UPSTREAM_SECRETS_DIR) : undefined;
   return {
     file,
     fileChosen: named !== undefined,
     lock: e.CHAOS_CORE_UPSTREAMS_LOCK ? resolve(cwd, e.CHAOS_CORE_UPSTREAMS_LOCK) : join(dirname(file), "upstreams.lock"),
-    secrets: { env: secretEnv, ...(secretsDir ? { secretsDir } : {}) },
+    secrets: upstreamSecretsOf(env, cwd),
     workDir: e.CHAOS_CORE_UPSTREAMS_WORK_DIR ? resolve(cwd, e.CHAOS_CORE_UPSTREAMS_WORK_DIR) : (defaults.workDir ?? join(tmpdir(), "chaos-core-upstreams")),
     ...(e.CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES !== undefined ? { maxResultBytes: e.CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES } : {}),
   };
+}
+
+/**
+ * Where upstream header references resolve, with or without an upstreams file (a tenant's
+ * registry upstreams use them too): the `CHAOS_CORE_UPSTREAM_SECRET_*` variables and
+ * `CHAOS_CORE_UPSTREAM_SECRETS_DIR`; never any other variable.
+ */
+export function upstreamSecretsOf(env: Env, cwd: string = process.cwd()): SecretSources {
+  const e = parseEnv(schema, env);
+  const secretEnv = Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith(UPSTREAM_SECRET_ENV_PREFIX)));
+  const secretsDir = e.CHAOS_CORE_UPSTREAM_SECRETS_DIR ? resolve(cwd, e.CHAOS_CORE_UPSTREAM_SECRETS_DIR) : undefined;
+  return { env: secretEnv, ...(secretsDir ? { secretsDir } : {}) };
+}
+
+/** `CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES`, or undefined (the pool's default). */
+export function upstreamMaxResultBytesOf(env: Env): number | undefined {
+  return parseEnv(schema, env).CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES;
 }

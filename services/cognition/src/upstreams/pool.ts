@@ -67,6 +67,11 @@ export interface UpstreamPoolOptions {
    * {@link REREAD_MS}; a tool it holds drifted is refused here too.
    */
   readonly drift?: Pick<UpstreamDrift, "observe" | "driftOf">;
+  /**
+   * Every connection is the calling tenant's own (a tenant's registry upstreams, docs/federation.md
+   * §12): keyed by the tenant, never `shared`, whatever the declaration says.
+   */
+  readonly perTenant?: boolean;
 }
 
 /** How often an open connection's tools are read again, for an upstream that changes them silently. */
@@ -129,7 +134,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
 
   return {
     async call(decl, tenant, tool, args, signal, onNotice) {
-      const scope = decl.transport === "stdio" && decl.isolation === "tenant" ? tenant : "shared";
+      const scope = options.perTenant === true || (decl.transport === "stdio" && decl.isolation === "tenant") ? tenant : "shared";
       const key = `${decl.name}\u0000${scope}`;
       let entry = entries.get(key);
       if (!entry) entries.set(key, (entry = { failures: 0, probing: false, upstream: decl.name, scope }));

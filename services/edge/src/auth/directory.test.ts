@@ -69,6 +69,18 @@ describe("the edge's credential directory over the real registry", () => {
     expect(await directory.tenantRefusal("walk-in")).toBeUndefined();
   });
 
+  it("tells onTenantChange when a tenant read again has a new generation, and not while it holds", async () => {
+    const changed: string[] = [];
+    const directory = createCredentialDirectory({ client, generations, logger, onTenantChange: (t) => changed.push(t) });
+    expect(await directory.tenantRefusal("dora")).toBeUndefined();
+    expect(await directory.tenantRefusal("dora")).toBeUndefined();
+    expect(changed).toEqual([]);
+    await registry.setStatus("dora", "disabled");
+    await registry.setStatus("dora", "enabled");
+    expect(await directory.tenantRefusal("dora")).toBeUndefined();
+    expect(changed).toEqual(["dora"]);
+  });
+
   it("caches nothing without published generations, or when they cannot be read", async () => {
     const { secret } = await registry.createKey({ tenant: "carol", principal: "cy" });
     const none = createCredentialDirectory({ client, logger });

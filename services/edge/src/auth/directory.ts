@@ -82,6 +82,11 @@ export interface CredentialDirectoryOptions {
   readonly unknownTtlMs?: number;
   /** Most answers cached (default 10 000); the oldest go first. */
   readonly maxEntries?: number;
+  /**
+   * Told when a tenant is read again and its generation moved since the last read (a change to
+   * the tenant, its keys or its own upstreams): the edge reads the tenant's upstream tools again.
+   */
+  readonly onTenantChange?: (tenant: string) => void;
 }
 
 /** The context of a directory lookup: the key names the tenant, so the call is the edge's own. */
@@ -181,6 +186,7 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
       }
     }
     tenants.set(tenant, { value: { refusal, toolsets: Object.freeze([...r.toolsets]), ...(limits ? { limits } : {}) }, tenant, generation: Number(r.generation), at: now });
+    if (cached && cached.generation !== Number(r.generation)) options.onTenantChange?.(tenant);
     return refusal;
   }
 

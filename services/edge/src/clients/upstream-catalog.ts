@@ -9,17 +9,30 @@ import type { CognitionClient } from "./service-clients.js";
  * kept here, because a server is built synchronously for each session and request.
  */
 export interface UpstreamCatalog {
-  /** The upstream tools as last read, quarantined ones included (`upstream.quarantined`); none before the first read. */
-  capabilities(): readonly Capability[];
-  /** Reads them from cognition now; resolves once read. A failure keeps the last list and rejects. */
+  /**
+   * The upstream tools as last read, quarantined ones included (`upstream.quarantined`); none
+   * before the first read. With `tenant`, that tenant's own registry upstreams' tools too, as last
+   * read for it (a read is started when there is none, or it is older than a minute).
+   */
+  capabilities(tenant?: string): readonly Capability[];
+  /**
+   * Reads them from cognition now, and each tenant's own read so far; resolves once read. A
+   * failure keeps the last list and rejects.
+   */
   refresh(): Promise<void>;
+  /**
+   * Reads `tenant`'s own registry upstream tools now (docs/federation.md §12): those cognition
+   * answers in the tenant's context beside the operator's, offered to that tenant only. A change
+   * tells the listeners with `tenant`. A failure keeps its last list.
+   */
+  refreshTenant?(tenant: string): Promise<void>;
   /**
    * Called after a read that changed what a client would list: a tool added or gone, quarantined
    * or freed. `change` names the sets before and after (the same on every replica that sees the
    * same change), so a change published by several replicas reaches a client once. Returns a
    * function that stops it.
    */
-  onChange(listener: (change: string) => void): () => void;
+  onChange(listener: (change: string, tenant?: string) => void): () => void;
 }
 
 /**
@@ -35,8 +48,25 @@ export function offerOf(capability: Capability, who: { readonly tenant: string; 
   return upstreamOffer(grants, who);
 }
 
-/** The context the edge reads the catalog in: its own; it asks for every upstream tool and whom each is offered to. */
-const CATALOG_CONTEXT: CallContext = Object.freeze({ tenant: "default", principal: "chaos-core-edge" });
+/** The principal the edge reads the catalog as; it asks for every upstream tool and whom each is offered to. */
+const EDGE_PRINCIPAL = "chaos-core-edge";
+/** The context the edge reads the operator's upstream tools in: its own. */
+const CATALOG_CONTEXT: CallContext = Object.freeze({ tenant: "default", principal: EDGE_PRINCIPAL });
+/** How long a tenant's own tools are listed from the last read before it is read again. */
+const TENANT_MAX_AGE_MS = 60_000;
+
+/** Whether an upstream tool is `tenant`'s own: every grant names that tenant alone (a registry upstream's, §12). */
+function ownedBy(capability: Capability, tenant: string): boolean {
+  const grants = capability.upstream?.grants ?? [];
+  return grants.length > 0 && grants.every((g) => g.tenants.length === 1 && g.tenants[0] === tenant);
+}
+
+interface TenantTools {
+  capabilities: readonly Capability[];
+  version: string;
+  at: number;
+  reading?: Promise<void>;
+}
 
 /** What a client's list depends on, as one string: each tool's name and whether (and why) it is quarantined. */
 export function catalogVersion(capabilities: readonly Capability[]): string {
@@ -47,29 +77,59 @@ export function catalogVersion(capabilities: readonly Capability[]): string {
 export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger): UpstreamCatalog {
   let current: readonly Capability[] = [];
   let version = catalogVersion(current);
-  const listeners = new Set<(change: string) => void>();
-  return {
-    capabilities: () => current,
-    async refresh() {
-      let capabilities: Capability[];
+  const listeners = new Set<(change: string, tenant?: string) => void>();
+  const tenants = new Map<string, TenantTools>();
+  const tell = (change: string, tenant?: string) => {
+    for (const listener of [...listeners]) {
       try {
-        ({ capabilities } = await cognition.listCapabilities({ everyUpstreamTool: true }, { ctx: CATALOG_CONTEXT }));
+        listener(change, tenant);
       } catch (err) {
-        const e = ChaosError.from(err);
-        logger.warn({ code: e.code, message: e.message }, "the upstream tools could not be read from cognition; the last list stays");
-        throw e;
+        logger.warn({ err }, "a listener of the upstream tools failed");
       }
-      current = Object.freeze(capabilities.filter((c) => c.upstream !== undefined));
-      const next = catalogVersion(current);
-      if (next === version) return;
-      const change = `${version}>${next}`;
-      version = next;
-      for (const listener of [...listeners]) {
-        try {
-          listener(change);
-        } catch (err) {
-          logger.warn({ err }, "a listener of the upstream tools failed");
-        }
+    }
+  };
+  const readTenant = async (tenant: string, entry: TenantTools): Promise<void> => {
+    let capabilities: Capability[];
+    try {
+      ({ capabilities } = await cognition.listCapabilities({ everyUpstreamTool: true }, { ctx: { tenant, principal: EDGE_PRINCIPAL } }));
+    } catch (err) {
+      const e = ChaosError.from(err);
+      logger.warn({ tenant, code: e.code, message: e.message }, "a tenant's own upstream tools could not be read from cognition; its last list stays");
+      // Tried again when listed 5 s from now, not at every listing meanwhile.
+      entry.at = Date.now() - TENANT_MAX_AGE_MS + 5_000;
+      return;
+    }
+    const operators = new Set(current.map((c) => c.name));
+    const own = Object.freeze(capabilities.filter((c) => c.upstream !== undefined && !operators.has(c.name) && ownedBy(c, tenant)));
+    entry.at = Date.now();
+    const next = catalogVersion(own);
+    entry.capabilities = own;
+    if (next === entry.version) return;
+    const change = `${tenant}:${entry.version}>${next}`;
+    entry.version = next;
+    tell(change, tenant);
+  };
+  const refreshTenant = (tenant: string): Promise<void> => {
+    let entry = tenants.get(tenant);
+    if (!entry) tenants.set(tenant, (entry = { capabilities: [], version: catalogVersion([]), at: 0 }));
+    const e = entry;
+    e.reading ??= readTenant(tenant, e).finally(() => (e.reading = undefined));
+    return e.reading;
+  };
+  return {
+    capabilities: (tenant) => {
+      if (tenant === undefined) return current;
+      const entry = tenants.get(tenant);
+      if (!entry || Date.now() - entry.at > TENANT_MAX_AGE_MS) void refreshTenant(tenant);
+      return entry && entry.capabilities.length > 0 ? [...current, ...entry.capabilities] : current;
+    },
+    refreshTenant,
+    async refresh() {
+      try {
+        await refreshOperators();
+      } finally {
+        // Then each tenant's own, told apart from the operator's as just read.
+        await Promise.allSettled([...tenants.keys()].map(refreshTenant));
       }
     },
     onChange(listener) {
@@ -77,6 +137,23 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
       return () => void listeners.delete(listener);
     },
   };
+
+  async function refreshOperators(): Promise<void> {
+    let capabilities: Capability[];
+    try {
+      ({ capabilities } = await cognition.listCapabilities({ everyUpstreamTool: true }, { ctx: CATALOG_CONTEXT }));
+    } catch (err) {
+      const e = ChaosError.from(err);
+      logger.warn({ code: e.code, message: e.message }, "the upstream tools could not be read from cognition; the last list stays");
+      throw e;
+    }
+    current = Object.freeze(capabilities.filter((c) => c.upstream !== undefined));
+    const next = catalogVersion(current);
+    if (next === version) return;
+    const change = `${version}>${next}`;
+    version = next;
+    tell(change);
+  }
 }
 
 /**
@@ -86,9 +163,9 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
  */
 export function deferredUpstreamCatalog(later: Promise<UpstreamCatalog | undefined>): UpstreamCatalog {
   let ready: UpstreamCatalog | undefined;
-  const listeners = new Set<(change: string) => void>();
-  const tell = (change: string) => {
-    for (const listener of [...listeners]) listener(change);
+  const listeners = new Set<(change: string, tenant?: string) => void>();
+  const tell = (change: string, tenant?: string) => {
+    for (const listener of [...listeners]) listener(change, tenant);
   };
   later.then(
     (catalog) => {
@@ -100,8 +177,9 @@ export function deferredUpstreamCatalog(later: Promise<UpstreamCatalog | undefin
     () => {},
   );
   return {
-    capabilities: () => ready?.capabilities() ?? [],
+    capabilities: (tenant) => ready?.capabilities(tenant) ?? [],
     refresh: async () => (await later)?.refresh(),
+    refreshTenant: async (tenant) => (await later)?.refreshTenant?.(tenant),
     onChange(listener) {
       listeners.add(listener);
       return () => void listeners.delete(listener);

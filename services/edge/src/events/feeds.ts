@@ -174,8 +174,9 @@ export function publishingCouncil(council: CouncilClient, buses: TenantEventBuse
  * once-key is the new set's version, so a client hears one change once. Returns a function that stops it.
  */
 export function publishUpstreamChanges(catalog: UpstreamCatalog, buses: TenantEventBuses, logger: Logger): () => void {
-  return catalog.onChange((change) => {
-    for (const tenant of buses.activeTenants()) {
+  // A tenant's own registry upstreams changed: that tenant alone hears it.
+  return catalog.onChange((change, only) => {
+    for (const tenant of only === undefined ? buses.activeTenants() : buses.activeTenants().filter((t) => t === only)) {
       buses
         .publish(tenant, { kind: "tools_list_changed" }, `tools:${change}`)
         .catch((err: unknown) => logger.warn({ err, tenant }, "publishing an upstream tools change failed"));

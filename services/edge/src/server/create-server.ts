@@ -85,8 +85,8 @@ function toolsetRefusal(deps: EdgeDeps, tenant: string): (tool: ToolDefinition) 
  * quarantined (its definition drifted from its pin) or no longer served at all. Read at each
  * listing and call, so a quarantine and an approval reach sessions opened before them.
  */
-function upstreamDrift(deps: EdgeDeps, capability: string): string | undefined {
-  const current = deps.upstreams?.capabilities().find((c) => c.name === capability);
+function upstreamDrift(deps: EdgeDeps, tenant: string, capability: string): string | undefined {
+  const current = deps.upstreams?.capabilities(tenant).find((c) => c.name === capability);
   if (!current) return `${capability}: no longer served by cognition`;
   return current.upstream?.quarantined || undefined;
 }
@@ -201,13 +201,14 @@ class ChaosCoreMcpServer extends McpServer {
 export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
   // The edge's own tools, then the upstream tools cognition serves that this caller is offered as
   // tools (docs/federation.md §6): one it is not offered is not there, and its calls are unknown.
-  const offeredTools = () => (deps.upstreams?.capabilities() ?? []).filter((c) => offerOf(c, scope) === "tools").map(upstreamToolDefinition);
+  // Its tenant's own registry upstreams' tools among them (docs/federation.md §12).
+  const offeredTools = () => (deps.upstreams?.capabilities(scope.tenant) ?? []).filter((c) => offerOf(c, scope) === "tools").map(upstreamToolDefinition);
   const upstreamTools = options.tools ? [] : offeredTools();
   const tools = [...(options.tools ?? TOOL_DEFINITIONS), ...upstreamTools];
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock; an
   // upstream's tool is held to its own pin instead.
   const guard = deps.contracts ? guardFor(deps.contracts) : undefined;
-  const drift = (tool: ToolDefinition) => (tool.upstream ? upstreamDrift(deps, tool.upstream.capability) : guard?.toolDrift(tool));
+  const drift = (tool: ToolDefinition) => (tool.upstream ? upstreamDrift(deps, scope.tenant, tool.upstream.capability) : guard?.toolDrift(tool));
   const unserved = toolsetRefusal(deps, scope.tenant);
   const prompts = options.prompts ?? PROMPT_DEFINITIONS;
   const resources = options.resources ?? RESOURCE_DEFINITIONS;

@@ -108,6 +108,9 @@ export class ModernHandlers {
     let entry = this.tenants.get(tenant);
     if (entry) return entry;
     const onerror = (err: Error) => this.deps.logger.debug({ err, tenant }, "2026-07-28 request refused or failed");
+    // The tenant's own registry upstream tools, read before its first request here is answered
+    // (docs/federation.md §12); waited for at most 2 s, once.
+    let ready: Promise<void> | undefined = this.deps.upstreams?.refreshTenant?.(tenant);
     const handler = createMcpHandler(factoryFor(this.deps, tenant), {
       legacy: "reject",
       maxRequestBodySize: this.options.maxBodyBytes,
@@ -117,6 +120,10 @@ export class ModernHandlers {
     const serve = toNodeHandler(
       {
         fetch: async (request, options) => {
+          if (ready) {
+            await Promise.race([ready, new Promise<void>((r) => setTimeout(r, 2_000).unref())]);
+            ready = undefined;
+          }
           // The adapter would serialize the parsed body again for nothing (ParsedBody).
           const parsedBody = options?.parsedBody instanceof ParsedBody ? options.parsedBody.value : options?.parsedBody;
           return endsWithClient(request, await handler.fetch(request, { ...options, parsedBody }));

@@ -290,6 +290,10 @@ export class HttpSessionTable implements RegistrySessions {
     openedWith: OpenedWith,
     onInitialized?: () => void,
   ): Promise<LocalSession> {
+    // The tenant's own registry upstream tools, read before its session's tool list is made (§12);
+    // never waited for past 2 s (a slow cognition: they join the session when read, as list_changed).
+    const reading = this.deps.upstreams?.refreshTenant?.(session.tenant);
+    if (reading) await Promise.race([reading, new Promise<void>((r) => setTimeout(r, 2_000).unref())]);
     const server = createChaosCoreServer(this.deps, session);
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => session.id,

@@ -1,0 +1,199 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createConnection, createServer } from "node:net";
+import { join } from "node:path";
+import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
+import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
+import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
+import { TEST_REDIS_URL } from "../support/redis.js";
+import { httpClient, ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
+
+/**
+ * Issue 32 item 1(b), in the Kubernetes shape: the cognition service run alone reads a tenant's
+ * own upstreams from the policy service's TenantDirectoryService over gRPC, with the tenant
+ * generations both share in Redis, and serves them to that tenant only; a disable reaches its
+ * next call. The upstream is server-everything's Streamable HTTP mode, added with `chaos-core
+ * upstreams add` through the cluster's tenant admin API.
+ */
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = createConnection({ host: "127.0.0.1", port }, () => {
+        socket.destroy();
+        resolve(true);
+      }).once("error", () => resolve(false));
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe("a tenant's own upstream, served by the cognition service run alone", () => {
+  const key = randomBytes(32).toString("hex");
+  const secret = `distributed-upstream-secret-${randomBytes(8).toString("hex")}`;
+  const prefix = `chaoscore-t${randomBytes(4).toString("hex")}:`;
+  const procs: ChildProcess[] = [];
+  let db: TestDatabase;
+  let keys: LedgerKeys;
+  let remote: ChildProcess | undefined;
+  let cognition: ReturnType<typeof createGrpcClient<typeof CognitionService>>;
+  let cli: (args: string[]) => Promise<string>;
+  let cognitionMain: ServiceMain;
+  let policyMain: ServiceMain;
+  let mrtrKeys: MrtrKeys;
+  let acme: Client;
+  let bravo: Client;
+  let carolKey = "";
+  let edgeUrl = "";
+
+  beforeAll(async () => {
+    const port = await freePort();
+    const everything = join(ROOT, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    remote = spawn(process.execPath, [everything, "streamableHttp"], { env: { ...process.env, PORT: String(port) }, stdio: "ignore" });
+    await waitForPort(port);
+    db = await createTestDatabase("chaoscore_tenant_upstreams_served");
+    keys = await createLedgerKeys();
+    const allowed = { CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "127.0.0.1" };
+    const common = { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: prefix };
+    const [p, m, k] = await startServiceMains(procs, [
+      ["policy", { ...common, ...allowed }],
+      ["memory", { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key }],
+      ["council", { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key }],
+    ]);
+    policyMain = p;
+    const l = await startServiceMain("ledger", { DATABASE_URL: db.url, CHAOS_CORE_CONTEXT_KEY: key, ...keys.env, POLICY_ADDR: p.address });
+    procs.push(l.proc);
+    cognitionMain = await startServiceMain("cognition", {
+      ...common,
+      ...allowed,
+      POLICY_ADDR: p.address,
+      MEMORY_ADDR: m.address,
+      LEDGER_ADDR: l.address,
+      CHAOS_CORE_PROVIDER: "heuristic",
+      CHAOS_CORE_UPSTREAM_SECRET_ACME: secret,
+    });
+    procs.push(cognitionMain.proc);
+    for (let i = 0; i < 100 && !/"adminPort":\d+/.test(p.log()); i++) await new Promise((r) => setTimeout(r, 50));
+    const adminPort = /"adminPort":(\d+)/.exec(p.log())?.[1];
+    expect(adminPort, p.log()).toBeDefined();
+    const env = {
+      ...allowed,
+      CHAOS_CORE_ADMIN_ADDR: `127.0.0.1:${adminPort}`,
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: p.address,
+      MEMORY_ADDR: m.address,
+      COUNCIL_ADDR: k.address,
+      LEDGER_ADDR: l.address,
+      CHAOS_CORE_UPSTREAM_SECRET_ACME: secret,
+    };
+    cli = async (args) => {
+      const r = await runToExit(args, env, 90_000);
+      expect(r.code, `chaos-core ${args.join(" ")}\n${r.stderr}`).toBe(0);
+      expect(r.stdout + r.stderr).not.toContain(secret);
+      return r.stdout;
+    };
+    await cli(["tenants", "create", "acme"]);
+    await cli(["tenants", "create", "bravo"]);
+    await cli(["upstreams", "add", "everything", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--header", "Authorization=env:CHAOS_CORE_UPSTREAM_SECRET_ACME", "--risk", "low"]);
+    cognition = createGrpcClient(CognitionService, cognitionMain.address, new ContextSigner(key));
+    const acmeKey = (await cli(["keys", "create", "--tenant", "acme", "--principal", "alice"])).trim();
+    const bravoKey = (await cli(["keys", "create", "--tenant", "bravo", "--principal", "bob"])).trim();
+    // carol registers a server of the same name, its own, and is only ever a 2026-07-28 client here.
+    await cli(["tenants", "create", "carol"]);
+    carolKey = (await cli(["keys", "create", "--tenant", "carol", "--principal", "cy"])).trim();
+    await cli(["upstreams", "add", "everything", "--tenant", "carol", "--url", `http://127.0.0.1:${port}/mcp`]);
+    mrtrKeys = await createMrtrKeys();
+    const edge = await startServiceMain("edge", {
+      ...mrtrKeys.env,
+      CHAOS_CORE_CONTEXT_KEY: key,
+      POLICY_ADDR: p.address,
+      MEMORY_ADDR: m.address,
+      COGNITION_ADDR: cognitionMain.address,
+      COUNCIL_ADDR: k.address,
+      LEDGER_ADDR: l.address,
+    });
+    procs.push(edge.proc);
+    edgeUrl = edge.address;
+    acme = await httpClient(edge.address, { Authorization: `Bearer ${acmeKey}` });
+    bravo = await httpClient(edge.address, { Authorization: `Bearer ${bravoKey}` });
+  }, 180_000);
+
+  afterAll(async () => {
+    await acme?.close().catch(() => {});
+    await bravo?.close().catch(() => {});
+    await mrtrKeys?.remove();
+    cognition?.close();
+    for (const proc of procs.reverse()) await stopProcess(proc);
+    remote?.kill();
+    await db?.drop();
+    await keys?.remove();
+  });
+
+  const show = (v: unknown) => JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? String(x) : x));
+  const echo = async (tenant: string, message: string) =>
+    (await cognition.client.execute({ target: { case: "steps", value: { steps: [{ id: "s1", capability: "everything.echo", input: { message } }] } } }, { ctx: { tenant, principal: "agent" } })).results[0]!;
+
+  it("runs acme's everything.echo, read from the policy service over gRPC, and refuses bravo's as unknown", async () => {
+    const ran = await echo("acme", "across the services");
+    expect(ran, show(ran)).toMatchObject({ capability: "everything.echo", status: "executed", ran: true });
+    expect(show(ran.output)).toContain("across the services");
+    const listed = await cognition.client.listCapabilities({}, { ctx: { tenant: "acme", principal: "agent" } });
+    expect(listed.capabilities.map((c) => c.name)).toContain("everything.echo");
+
+    const refused = await echo("bravo", "from bravo");
+    expect(refused).toMatchObject({ status: "failed", ran: false, errorCode: "not_found" });
+    const bravos = await cognition.client.listCapabilities({}, { ctx: { tenant: "bravo", principal: "agent" } });
+    expect(bravos.capabilities.map((c) => c.name).filter((n) => n.startsWith("everything."))).toEqual([]);
+  });
+
+  it("lists it to acme's session on the edge as everything__echo, which runs, and to bravo's not", async () => {
+    expect((await acme.listTools()).tools.map((t) => t.name)).toContain("everything__echo");
+    const echoed = (await acme.callTool({ name: "everything__echo", arguments: { message: "through the edge" } })) as { isError?: boolean; content: unknown };
+    expect(echoed.isError, JSON.stringify(echoed)).toBeFalsy();
+    expect(JSON.stringify(echoed.content)).toContain("through the edge");
+    expect((await bravo.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith("everything__"))).toEqual([]);
+  });
+
+  it("lists carol's own on carol's very first request to the edge, a 2026-07-28 one", async () => {
+    const res = await fetch(edgeUrl, {
+      method: "POST",
+      headers: { authorization: `Bearer ${carolKey}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/list",
+        params: { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": { name: "e2e", version: "0" } } },
+      }),
+    });
+    const text = await res.text();
+    expect(res.status, text).toBe(200);
+    expect(text).toContain('"everything__echo"');
+  });
+
+  it("refuses acme's next call once the upstream is disabled, and the edge drops it from acme's list when acme's generation moved", async () => {
+    await cli(["upstreams", "disable", "everything", "--tenant", "acme"]);
+    expect(await echo("acme", "after disable")).toMatchObject({ status: "failed", ran: false, errorCode: "not_found" });
+    // acme's next request reads the tenant again, its generation moved: its own tools are read again.
+    await expect.poll(async () => (await acme.listTools()).tools.map((t) => t.name), { timeout: 10_000 }).not.toContain("everything__echo");
+  });
+
+  it("logs no secret value", () => {
+    expect(cognitionMain.log()).not.toContain(secret);
+    expect(policyMain.log()).not.toContain(secret);
+  });
+});
