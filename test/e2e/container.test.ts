@@ -278,8 +278,9 @@ describeImage(`the image as separate services on Postgres and Redis${suffix}`, (
 
   it("answers the edge's readiness with every peer reachable, and each image HEALTHCHECK passes", async () => {
     const ready = await fetch(`http://127.0.0.1:${ports.edge}/readyz`);
-    expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ checks: { council: { ok: true }, ledger: { ok: true } } });
+    const body: unknown = await ready.json();
+    expect(ready.status, JSON.stringify(body)).toBe(200);
+    expect(body).toMatchObject({ checks: { council: { ok: true }, ledger: { ok: true } } });
     for (const [name, container] of Object.entries(started)) expect(await container.healthy(), name).toBe(true);
   });
 
