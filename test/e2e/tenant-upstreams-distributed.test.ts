@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -11,6 +10,7 @@ import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
 import { httpClient, ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
+import { freePort, waitForPort } from "../support/ports.js";
 
 /**
  * Issue 32 item 1(b), in the Kubernetes shape: the cognition service run alone reads a tenant's
@@ -19,29 +19,6 @@ import { httpClient, ROOT, runToExit, startServiceMain, startServiceMains, stopP
  * next call. The upstream is server-everything's Streamable HTTP mode, added with `chaos-core
  * upstreams add` through the cluster's tenant admin API.
  */
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
-
-async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: "127.0.0.1", port }, () => {
-        socket.destroy();
-        resolve(true);
-      }).once("error", () => resolve(false));
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe("a tenant's own upstream, served by the cognition service run alone", () => {
   const key = randomBytes(32).toString("hex");

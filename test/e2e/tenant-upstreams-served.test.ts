@@ -1,12 +1,12 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { freePort, waitForPort } from "../support/ports.js";
 
 /**
  * Issue 32 items 1(b), 4 and 6, served: a tenant's own upstream in the registry (server-everything
@@ -16,29 +16,6 @@ import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type Serve
  * it in the registry takes it away on the next call (the tenant's generation moved) and enabling
  * it brings it back; the header's secret value appears nowhere.
  */
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
-
-async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: "127.0.0.1", port }, () => {
-        socket.destroy();
-        resolve(true);
-      }).once("error", () => resolve(false));
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 type Step = { status: string; capability: string; ran?: boolean; output?: { content?: Array<{ type: string; text?: string }> }; error?: { code: string; message: string } };
 

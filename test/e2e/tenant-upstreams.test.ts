@@ -1,12 +1,12 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
 import { serializeLock, upstreamContracts } from "@chaos-core/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { freePort, waitForPort } from "../support/ports.js";
 
 /**
  * Issue 32, item 1(b): a tenant's own upstream in the tenant registry — `chaos-core upstreams add
@@ -16,29 +16,6 @@ import { removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } fr
  * change is in acme's ledger; tenant B neither sees nor removes it; the header's secret value
  * appears nowhere.
  */
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
-
-async function waitForPort(port: number, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: "127.0.0.1", port }, () => {
-        socket.destroy();
-        resolve(true);
-      }).once("error", () => resolve(false));
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe("a tenant's own upstream, in the registry", () => {
   const dir = tempDir("chaos-core-tenant-upstreams-");
