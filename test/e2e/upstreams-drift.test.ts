@@ -180,6 +180,14 @@ describe("an upstream tool that changes after it was pinned", () => {
     const answered = await call("changing__echo", { message: "four", to: "you" });
     expect(answered.isError).toBeFalsy();
     expect(JSON.stringify(answered.content)).toContain("four");
+    // Served as approved, not as read at start: the session that listed the old tool lists the new
+    // schema, and a call the old pin accepted is refused by the new one, naming the field.
+    const echo = (await client.listTools()).tools.find((t) => t.name === "changing__echo");
+    expect(echo?.inputSchema.required).toEqual(["message", "to"]);
+    const step = (await client.callTool({ name: "chaoscore_execute", arguments: { steps: [{ id: "s1", capability: "changing.echo", input: { message: "five" } }] } })) as CallToolResult;
+    const result = (step.structuredContent as { results: Array<{ status: string; error?: { code: string; message: string } }> }).results[0];
+    expect(result).toMatchObject({ status: "failed", error: { code: "invalid_argument" } });
+    expect(result!.error!.message).toMatch(/\bto\b.*required|required.*\bto\b/);
   });
 
   it("records the approval (who, the tool, its new digest) through the running server, then the release; both reach the webhook", async () => {

@@ -87,8 +87,11 @@ function builtIns(httpAllowedAddresses: readonly string[] = []): readonly Capabi
  * (in-process when none is given).
  */
 export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions): CognitionDeps {
+  const registry = createCapabilityRegistry([...builtIns(options.httpAllowedAddresses), ...(options.upstreamCapabilities ?? [])]);
+  // An approval re-pins: the upstream tools are served as pinned now (docs/federation.md §4).
+  options.upstreams?.onCapabilities?.((tools) => registry.replaceUpstreamTools(tools));
   return {
-    registry: createCapabilityRegistry([...builtIns(options.httpAllowedAddresses), ...(options.upstreamCapabilities ?? [])]),
+    registry,
     provider: createProvider(options.provider),
     policy: options.policySnapshots?.client ?? options.policy,
     memory: options.memory,

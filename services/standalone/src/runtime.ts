@@ -424,6 +424,8 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     await upstreamCatalog.refresh();
     // A tool quarantined or approved leaves or joins the list at once.
     upstreams?.drift.onChange(() => void upstreamCatalog.refresh().catch(() => {}));
+    // An approval re-pinned (a changed schema, a tool pinned later): listed as pinned now.
+    upstreams?.onCapabilities(() => void upstreamCatalog.refresh().catch(() => {}));
     upstreamsChanged.tell = (tenant) => void upstreamCatalog.refreshTenant?.(tenant);
 
     return {

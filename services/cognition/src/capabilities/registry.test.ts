@@ -128,4 +128,16 @@ describe("capability registry, as one caller sees it", () => {
     expect(alice.get("files.write")?.name).toBe("files.write");
     expect(alice.descriptors().map((c) => c.name)).toEqual(["memory.recall", "files.read", "files.write"]);
   });
+
+  it("serves the upstream tools an approval re-pinned in place of the old ones, built-ins untouched, in views made before", () => {
+    const replaced = createCapabilityRegistry([named("memory.recall"), upstreamTool("files.read", [{ tenants: ["acme"] }])]);
+    const acme = replaced.forCaller({ tenant: "acme", principal: "bob" });
+    const newer = { ...upstreamTool("files.read", [{ tenants: ["acme"] }]), description: "Reads a file (re-pinned)." };
+    replaced.replaceUpstreamTools([newer, upstreamTool("files.stat", [{ tenants: ["acme"] }])]);
+    expect(acme.get("files.read")?.description).toBe("Reads a file (re-pinned).");
+    expect(acme.list().map((c) => c.name)).toEqual(["memory.recall", "files.read", "files.stat"]);
+    // A set it could not be built with changes nothing.
+    expect(refusal(() => replaced.replaceUpstreamTools([named("memory.recall")])).message).toMatch(/registered twice/);
+    expect(replaced.list().map((c) => c.name)).toEqual(["memory.recall", "files.read", "files.stat"]);
+  });
 });

@@ -50,6 +50,13 @@ export interface CapabilityRegistry {
    * upstream tools (`unavailable`, naming the registry). Undefined: the name is unknown.
    */
   unresolved(name: string): ChaosError | undefined;
+  /**
+   * Serves `tools` in place of the upstream tools registered so far (the operator approved a new
+   * contract: its pins changed, docs/federation.md §4), checked as at construction; the built-in
+   * capabilities stay as they are. A caller's view sees the change on its next lookup. Refuses
+   * (and changes nothing) a set the registry could not be built with.
+   */
+  replaceUpstreamTools(tools: readonly Capability[]): void;
 }
 
 /**
@@ -97,6 +104,7 @@ function callerView(registry: CapabilityRegistry, who: { readonly tenant: string
     },
     forCaller: (other, otherOwn) => callerView(registry, other, otherOwn),
     unresolved: (name) => (view.get(name) === undefined ? own?.unavailable : undefined),
+    replaceUpstreamTools: (tools) => registry.replaceUpstreamTools(tools),
   };
   return view;
 }
@@ -121,26 +129,8 @@ function impliesProblem(capability: Capability, byName: ReadonlyMap<string, Capa
  * which of two capabilities a name means is not one policy can reason about.
  */
 export function createCapabilityRegistry(capabilities: readonly Capability[]): CapabilityRegistry {
-  const byName = new Map<string, Capability>();
-  for (const capability of capabilities) {
-    const { name } = capability;
-    if (!CAPABILITY_NAME_RE.test(name)) {
-      throw new ChaosError(
-        "invalid_argument",
-        `capability name "${name}" is not valid: use lowercase dotted segments such as "memory.recall"`,
-      );
-    }
-    if (byName.has(name)) throw new ChaosError("invalid_argument", `capability "${name}" is registered twice`);
-    if (capability.description.trim() === "") {
-      throw new ChaosError("invalid_argument", `capability "${name}" has no description; planners rank by it`);
-    }
-    byName.set(name, capability);
-  }
-  for (const capability of byName.values()) {
-    const problem = impliesProblem(capability, byName);
-    if (problem) throw new ChaosError("invalid_argument", `capability "${capability.name}" ${problem}`);
-  }
-  const all = Object.freeze([...byName.values()]);
+  let byName = indexed(capabilities);
+  let all = Object.freeze([...byName.values()]);
   let guard: CapabilityGuard | undefined;
   // An upstream tool is held to its own pin (upstreams.lock, what it lists now), never to chaoscore.lock.
   const driftOf = (c: Capability) => (c.upstream ? c.upstream.drift?.() : guard?.drift(c));
@@ -165,8 +155,37 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
     },
     forCaller: (who, own) => callerView(registry, who, own),
     unresolved: () => undefined,
+    replaceUpstreamTools: (tools) => {
+      const next = indexed([...all.filter((c) => c.upstream === undefined), ...tools]);
+      byName = next;
+      all = Object.freeze([...next.values()]);
+    },
   };
   return registry;
+}
+
+/** The capabilities by name, each checked (see {@link createCapabilityRegistry}). */
+function indexed(capabilities: readonly Capability[]): Map<string, Capability> {
+  const byName = new Map<string, Capability>();
+  for (const capability of capabilities) {
+    const { name } = capability;
+    if (!CAPABILITY_NAME_RE.test(name)) {
+      throw new ChaosError(
+        "invalid_argument",
+        `capability name "${name}" is not valid: use lowercase dotted segments such as "memory.recall"`,
+      );
+    }
+    if (byName.has(name)) throw new ChaosError("invalid_argument", `capability "${name}" is registered twice`);
+    if (capability.description.trim() === "") {
+      throw new ChaosError("invalid_argument", `capability "${name}" has no description; planners rank by it`);
+    }
+    byName.set(name, capability);
+  }
+  for (const capability of byName.values()) {
+    const problem = impliesProblem(capability, byName);
+    if (problem) throw new ChaosError("invalid_argument", `capability "${capability.name}" ${problem}`);
+  }
+  return byName;
 }
 
 /** The capability registered under exactly this name when planners may use it (not internal), else undefined. */

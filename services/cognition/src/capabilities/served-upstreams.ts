@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { metrics } from "@opentelemetry/api";
-import { parseUpstreamsLock } from "@chaos-core/contracts";
+import { parseUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
 import { watchFile, type Logger, type ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { Capability } from "./capability.js";
@@ -13,8 +13,14 @@ import { createUpstreamPool, type UpstreamPool } from "../upstreams/pool.js";
 
 /** The operator's upstreams, as this process serves them (docs/federation.md). */
 export interface ServedUpstreams {
-  /** Each pinned tool of each declared upstream, as a capability. */
+  /** Each pinned tool of each declared upstream, as a capability: as pinned now (an approval re-pins). */
   readonly capabilities: readonly Capability[];
+  /**
+   * Called with every pinned tool as a capability whenever the pins change (an operator approved
+   * a new contract, or a tool that appeared later): its schema, risk and description are the new
+   * pin's from then on, not the ones read at start.
+   */
+  onCapabilities(listener: (capabilities: readonly Capability[]) => void): void;
   /** The connections, opened on first use. */
   readonly pool: UpstreamPool;
   /** What each upstream lists now against its pin; tells its listeners when a tool is quarantined or freed. */
@@ -48,7 +54,14 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
     drift,
     ...(config.maxResultBytes !== undefined ? { maxResultBytes: config.maxResultBytes } : {}),
   });
-  const { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool, drift);
+  let { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool, drift);
+  const capabilityListeners: Array<(capabilities: readonly Capability[]) => void> = [];
+  /** The pins changed: the drift compares against them, and each tool is served as now pinned. */
+  const repin = (next: ReadonlyMap<string, ContractSet>) => {
+    ({ capabilities, unpinned } = upstreamCapabilities(declarations, next, pool, drift));
+    for (const listener of capabilityListeners) listener(capabilities);
+    drift.setPins(next);
+  };
   for (const upstream of unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
   // An approval re-pins in the lock: read again as it changes (a bad lock keeps the pins in force).
   let lockText = "";
@@ -62,7 +75,7 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
               (text) => {
                 if (text === lockText) return;
                 lockText = text;
-                drift.setPins(parseUpstreamsLock(text, config.lock));
+                repin(parseUpstreamsLock(text, config.lock));
               },
               () => {},
             ).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, "the upstreams lock could not be read again; the pins in force stay")),
@@ -80,7 +93,12 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
   const served = new Set(capabilities.map((c) => c.upstream?.name));
   const summary = declarations.length === 0 ? "none" : `${capabilities.length} tools of ${served.size} pinned upstreams (${config.file})`;
   return {
-    capabilities,
+    get capabilities() {
+      return capabilities;
+    },
+    onCapabilities(listener) {
+      capabilityListeners.push(listener);
+    },
     pool,
     drift,
     summary,

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ListUpstreamsResponseSchema } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { CapabilityRegistry } from "../capabilities/registry.js";
+import type { Capability } from "../capabilities/capability.js";
 import type { BreakerState } from "../upstreams/pool.js";
 
 /** What ListUpstreams reads of the upstreams this replica fronts (capabilities/served-upstreams.ts). */
@@ -9,6 +10,8 @@ export interface UpstreamsView {
   breakers(): readonly BreakerState[];
   /** Each served upstream's transport, by name. */
   readonly transports: ReadonlyMap<string, "http" | "stdio">;
+  /** Tells each new set of the operator's upstream tools as capabilities, when their pins change (served-upstreams.ts). */
+  onCapabilities?(listener: (capabilities: readonly Capability[]) => void): void;
 }
 
 /**

@@ -68,9 +68,13 @@ interface TenantTools {
   reading?: Promise<void>;
 }
 
-/** What a client's list depends on, as one string: each tool's name and whether (and why) it is quarantined. */
+/**
+ * What a client's list depends on, as one string: each tool's name, whether (and why) it is
+ * quarantined, and what a client sees of it (an approval can re-pin a new schema or description).
+ */
 export function catalogVersion(capabilities: readonly Capability[]): string {
-  const parts = capabilities.map((c) => `${c.name}\u0000${c.upstream?.quarantined ?? ""}`).sort();
+  const surface = (c: Capability) => JSON.stringify([c.description, c.risk, c.upstream?.title ?? "", c.inputSchema ?? null, c.annotations ?? null]);
+  const parts = capabilities.map((c) => `${c.name}\u0000${c.upstream?.quarantined ?? ""}\u0000${surface(c)}`).sort();
   return createHash("sha256").update(parts.join("\u0001")).digest("hex").slice(0, 32);
 }
 

@@ -91,6 +91,11 @@ function upstreamDrift(deps: EdgeDeps, tenant: string, capability: string): stri
   return current.upstream?.quarantined || undefined;
 }
 
+/** What a client sees of an upstream tool: when it differs, the session serves the tool anew. */
+function upstreamSurface(tool: ToolDefinition): string {
+  return JSON.stringify([tool.title, tool.description, tool.annotations, tool.upstream?.inputSchema]);
+}
+
 /**
  * Tells a session's client that its tool list changed (`notifications/tools/list_changed`), after
  * adding the upstream tools it does not have yet (registering one already tells the client).
@@ -243,14 +248,24 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
   const limiter = deps.limiter;
   if (limiter) server.limitRequests = (transport) => limitRequests(transport, limiter, scope, deps.logger);
-  registerTools(server, tools, deps, scope, server.screen, guard, unserved, drift);
+  const registered = registerTools(server, tools, deps, scope, server.screen, guard, unserved, drift);
   if (!options.tools) {
     // An upstream tool cognition begins to serve after this server was built (approved, pinned,
-    // or read once the stores opened) joins it; one it stops serving is hidden by `drift`.
+    // or read once the stores opened) joins it; one it stops serving is hidden by `drift`; one an
+    // approval re-pinned with a new schema, description or annotations is served as pinned now.
     server.addUpstreamTools = () => {
-      const added = offeredTools().filter((t) => !toolsByName.has(t.name));
+      const offered = offeredTools();
+      for (const t of offered) {
+        const had = toolsByName.get(t.name);
+        if (had?.upstream && upstreamSurface(had) !== upstreamSurface(t)) {
+          registered.get(t.name)?.remove();
+          registered.delete(t.name);
+          toolsByName.delete(t.name);
+        }
+      }
+      const added = offered.filter((t) => !toolsByName.has(t.name));
       for (const t of added) toolsByName.set(t.name, t);
-      registerTools(server, added, deps, scope, server.screen, guard, unserved, drift);
+      for (const [name, tool] of registerTools(server, added, deps, scope, server.screen, guard, unserved, drift)) registered.set(name, tool);
       return added.length;
     };
   }

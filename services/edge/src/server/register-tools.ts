@@ -1,4 +1,4 @@
-import type { McpServer, CallToolResult, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
+import type { McpServer, CallToolResult, RegisteredTool, ClientCapabilities, ElicitResult, InputRequiredResult, LoggingLevel, ServerContext } from "@modelcontextprotocol/server";
 import { ATTR, ChaosError, inRequestSpan, isObject, recordToolCall, toMcpErrorResult, type CallContext, type Logger } from "@chaos-core/kit";
 import { rolesOf } from "../auth/identity.js";
 import { consoleLink } from "../deps/console-links.js";
@@ -184,8 +184,9 @@ export function registerTools(
   guard?: ContractGuard,
   unserved?: (tool: ToolDefinition) => string | undefined,
   drift?: (tool: ToolDefinition) => string | undefined,
-): void {
+): Map<string, RegisteredTool> {
   const modernScope = isModernScope(scope);
+  const done = new Map<string, RegisteredTool>();
   for (const tool of tools) {
     const log = deps.logger.child({
       tenant: scope.tenant,
@@ -293,5 +294,7 @@ export function registerTools(
     // The tenant's enabled toolsets (docs/tenants.md) are read the same way, at each listing.
     // An upstream's tool is listed while cognition serves it (not quarantined).
     if (drift || unserved) servedWhile(registered, () => drift?.(tool) === undefined && unserved?.(tool) === undefined);
+    done.set(tool.name, registered);
   }
+  return done;
 }
