@@ -7,6 +7,7 @@ import type { Capability } from "./capability.js";
 import { upstreamCapabilities } from "./upstream-tools.js";
 import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
 import { ledgerUpstreamDrift } from "../upstreams/drift-ledger.js";
+import type { QuarantineBoard } from "../upstreams/quarantine-board.js";
 import type { UpstreamsConfig } from "../upstreams/config.js";
 import { loadUpstreams } from "../upstreams/load.js";
 import { createUpstreamPool, type UpstreamPool } from "../upstreams/pool.js";
@@ -43,10 +44,16 @@ export interface ServedUpstreams {
  * quarantine, cosmetic change and release is recorded in `ledger` (`upstream.drift`, once per
  * change in this process), from which the ledger sends its webhook event.
  */
-export async function serveUpstreams(config: UpstreamsConfig, version: string, logger: Logger, ledger?: ServiceClient<typeof LedgerService>): Promise<ServedUpstreams> {
+export async function serveUpstreams(
+  config: UpstreamsConfig,
+  version: string,
+  logger: Logger,
+  ledger?: ServiceClient<typeof LedgerService>,
+  board?: QuarantineBoard,
+): Promise<ServedUpstreams> {
   const { declarations, pins } = await loadUpstreams({ file: config.file, required: config.fileChosen, lock: config.lock });
   const log = logger.child({ service: "upstreams" });
-  const drift = createUpstreamDrift(pins, log);
+  const drift = createUpstreamDrift(pins, log, board);
   const recording = ledger ? ledgerUpstreamDrift(drift, ledger, log) : undefined;
   const pool = createUpstreamPool({
     connect: { secrets: config.secrets, workDir: config.workDir, version },
@@ -111,6 +118,7 @@ export async function serveUpstreams(config: UpstreamsConfig, version: string, l
       // What was seen is written before the ledger closes (it closes after this); a ledger that is
       // down is not waited for past its first retries.
       if (recording) await Promise.race([recording.settled(), new Promise((r) => setTimeout(r, 10_000).unref())]);
+      await board?.close();
     },
   };
 }

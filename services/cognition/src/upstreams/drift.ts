@@ -2,6 +2,7 @@ import type { Tool } from "@modelcontextprotocol/client";
 import { diffContracts, entryDigest, upstreamContracts, type ContractSet, type Verdict } from "@chaos-core/contracts";
 import type { Logger, UpstreamDeclaration } from "@chaos-core/kit";
 import { definitionOf } from "./pin.js";
+import { quarantineKey, type QuarantineBoard } from "./quarantine-board.js";
 
 /**
  * One change of one upstream tool against its pin, as it is recorded (the ledger's
@@ -39,8 +40,12 @@ export interface UpstreamDriftEvent {
  * changed, and on a periodic re-read.
  */
 export interface UpstreamDrift {
-  /** Compares an upstream's tools as it lists them now with its pin. */
-  observe(decl: UpstreamDeclaration, tools: readonly Tool[]): void;
+  /**
+   * Compares an upstream's tools as it lists them now with its pin. `askedAt`: when the list was
+   * asked for (ms), where the caller knows; a quarantine another replica shared before then, of a
+   * tool this list shows as pinned, is withdrawn (the upstream went back).
+   */
+  observe(decl: UpstreamDeclaration, tools: readonly Tool[], askedAt?: number): void;
   /** `upstreams/<upstream>/<tool> (<sections>): <verdict>` when that tool is quarantined; undefined when it is served. */
   driftOf(upstream: string, tool: string): string | undefined;
   /** The pins changed (an approval re-pinned): every upstream seen is compared again. */
@@ -71,8 +76,22 @@ interface Finding {
 /** The same change: the same pin and the same live definition. */
 const sameChange = (a: UpstreamDriftEvent, b: UpstreamDriftEvent) => a.pinnedDigest === b.pinnedDigest && a.liveDigest === b.liveDigest;
 
-export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, logger: Logger): UpstreamDrift {
+/** How much older than its answer a list read at an unknown time (after the upstream's list_changed) is taken to be. */
+const UNDATED_READ_MARGIN_MS = 30_000;
+
+/** What makes two drift events the same change, for the board's claims: every field but none of the upstream's declaration. */
+const changeId = (e: UpstreamDriftEvent) => JSON.stringify([e.upstream, e.tool, e.state, e.reason ?? "", e.pinnedDigest ?? "", e.liveDigest ?? ""]);
+
+/**
+ * `board`: where the replicas share what they find (docs/federation.md §4, "Across replicas"): a
+ * quarantine found here is put there, and one put there by another replica is refused here too
+ * while the pin it drifted from is in force; a change is told only by the replica that claims it
+ * first. Without one (the standalone: one process), this process's own findings are all there is.
+ */
+export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, logger: Logger, board?: QuarantineBoard): UpstreamDrift {
   let pins = initial;
+  /** `upstream\u0000tool` → the digest of its pin in force. */
+  let pinDigests = digestsOf(initial);
   /** What each upstream listed when last seen, as contracts. */
   const live = new Map<string, ContractSet>();
   /** `upstream\u0000tool` → the quarantine in force. */
@@ -82,7 +101,7 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
   const listeners: Array<() => void> = [];
   const eventListeners: Array<(event: UpstreamDriftEvent) => void> = [];
 
-  const tell = (event: UpstreamDriftEvent) => {
+  const tellHere = (event: UpstreamDriftEvent) => {
     for (const listener of eventListeners) {
       try {
         listener(event);
@@ -90,6 +109,19 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
         logger.error({ err: err instanceof Error ? err.message : String(err), upstream: event.upstream, tool: event.tool }, "an upstream drift listener failed");
       }
     }
+  };
+
+  // One replica records a change; the others, finding the same, do not record it again.
+  const tell = (event: UpstreamDriftEvent) => {
+    if (!board) return tellHere(event);
+    void board.claim(changeId(event)).then((first) => first && tellHere(event));
+  };
+
+  /** Another replica's quarantine of this tool, while the pin it drifted from is the one in force. */
+  const sharedDrift = (upstream: string, tool: string) => {
+    const key = quarantineKey(upstream, tool);
+    const shared = board?.current().get(key);
+    return shared && shared.pinnedDigest === pinDigests.get(key) ? shared.why : undefined;
   };
 
   const compare = (upstream: string, intoQuarantine: Map<string, Finding>, intoCosmetic: Map<string, UpstreamDriftEvent>) => {
@@ -151,20 +183,50 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
       logger.info({ upstream: event.upstream, tool: event.tool }, "an upstream tool changed cosmetically since it was pinned; it is served");
       told.push(event);
     }
+    if (board) {
+      for (const [key, left] of quarantined) if (!next.has(key)) void board.withdraw(left.event.upstream, left.event.tool, left.event.pinnedDigest!);
+      for (const [key, found] of next) {
+        if (quarantined.get(key)?.why === found.why) continue;
+        void board.put({ upstream: found.event.upstream, tool: found.event.tool, why: found.why, pinnedDigest: found.event.pinnedDigest!, at: Date.now() });
+      }
+    }
     quarantined = next;
     cosmetic = nextCosmetic;
     for (const event of told) tell(event);
     if (changed) for (const listener of listeners) listener();
   };
 
+  /**
+   * Another replica's quarantine of a tool this process just read as pinned is withdrawn: the
+   * upstream went back (read after the record was put, so this read is the newer one).
+   */
+  const withdrawReverted = (upstream: string, readAt: number) => {
+    if (!board) return;
+    const now = live.get(upstream);
+    for (const shared of board.current().values()) {
+      if (shared.upstream !== upstream || shared.at >= readAt) continue;
+      const key = quarantineKey(upstream, shared.tool);
+      const listed = now?.tools[shared.tool];
+      if (quarantined.has(key) || !listed || pinDigests.get(key) !== shared.pinnedDigest || entryDigest(listed) !== shared.pinnedDigest) continue;
+      void board.withdraw(upstream, shared.tool, shared.pinnedDigest);
+    }
+  };
+
+  board?.onChange(() => {
+    for (const listener of listeners) listener();
+  });
+
   return {
-    observe(decl, tools) {
+    observe(decl, tools, askedAt) {
       live.set(decl.name, upstreamContracts(decl.name, tools.map(definitionOf)));
       recompute();
+      // A list read when it was asked for is not known to be newer than what another replica put a moment ago.
+      withdrawReverted(decl.name, askedAt ?? Date.now() - UNDATED_READ_MARGIN_MS);
     },
-    driftOf: (upstream, tool) => quarantined.get(`${upstream}\u0000${tool}`)?.why,
+    driftOf: (upstream, tool) => quarantined.get(quarantineKey(upstream, tool))?.why ?? sharedDrift(upstream, tool),
     setPins(next) {
       pins = next;
+      pinDigests = digestsOf(next);
       recompute();
     },
     onChange(listener) {
@@ -174,4 +236,11 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
       eventListeners.push(listener);
     },
   };
+}
+
+/** The digest of each pinned tool, by `upstream\u0000tool`. */
+function digestsOf(pins: ReadonlyMap<string, ContractSet>): Map<string, string> {
+  const digests = new Map<string, string>();
+  for (const [upstream, set] of pins) for (const [tool, contract] of Object.entries(set.tools)) digests.set(quarantineKey(upstream, tool), entryDigest(contract));
+  return digests;
 }

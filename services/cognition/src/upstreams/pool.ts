@@ -115,8 +115,13 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     const hooks = { logger: options.logger, logsBelongToCalls: entry.scope !== "shared" };
     const connection = await open(decl, options.connect, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
     if (drift) {
-      drift.observe(decl, await connection.listTools());
-      entry.reread = setInterval(() => void connection.listTools().then((tools) => drift.observe(decl, tools), () => {}), REREAD_MS).unref();
+      // When each read was asked for: what another replica found before it is older than this read.
+      const reread = () => {
+        const askedAt = Date.now();
+        return connection.listTools().then((tools) => drift.observe(decl, tools, askedAt));
+      };
+      await reread();
+      entry.reread = setInterval(() => void reread().catch(() => {}), REREAD_MS).unref();
     }
     return connection;
   };

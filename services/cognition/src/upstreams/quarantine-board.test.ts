@@ -1,0 +1,130 @@
+import type { Tool } from "@modelcontextprotocol/client";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { upstreamContracts, type ContractSet } from "@chaos-core/contracts";
+import { createLogger, parseUpstreamsFile } from "@chaos-core/kit";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
+import { createUpstreamDrift, type UpstreamDrift, type UpstreamDriftEvent } from "./drift.js";
+import { definitionOf } from "./pin.js";
+import { createRedisQuarantineBoard, type QuarantineBoard } from "./quarantine-board.js";
+
+// Two cognition replicas serving the same operator upstream, each with its own drift tracker and
+// its own Redis connections, sharing one board in the real Redis (docs/federation.md §4, "Across
+// replicas"): what one finds, the other refuses at once, without reading the upstream itself.
+const [decl] = parseUpstreamsFile(JSON.stringify({ upstreams: [{ name: "changing", command: "node", args: ["server.mjs"] }] }), "test");
+const echo = (description: string, required = ["message"]): Tool => ({
+  name: "echo",
+  description,
+  inputSchema: { type: "object", properties: { message: { type: "string" }, to: { type: "string" } }, required },
+  annotations: { readOnlyHint: true, openWorldHint: false },
+});
+const ping: Tool = { name: "ping", description: "Answers pong.", inputSchema: { type: "object", properties: {} }, annotations: { readOnlyHint: true, openWorldHint: false } };
+const pinOf = (...tools: Tool[]): Map<string, ContractSet> => new Map([["changing", upstreamContracts("changing", tools.map(definitionOf))]]);
+const pinned = echo("Echoes its message back");
+const drifted = echo("Echoes its message back", ["message", "to"]);
+const logger = createLogger("board-test", "silent");
+
+async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+interface Replica {
+  drift: UpstreamDrift;
+  board: QuarantineBoard;
+  redis: Redis;
+  events: UpstreamDriftEvent[];
+  changes: number;
+}
+
+describe("shared upstream quarantines (Redis)", () => {
+  const opened: Replica[] = [];
+  const admin = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  let prefix = uniquePrefix("quarantine-board");
+
+  async function replica(pins = pinOf(pinned, ping)): Promise<Replica> {
+    const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    const board = await createRedisQuarantineBoard(redis, { prefix, scope: "operator", logger });
+    const r: Replica = { drift: createUpstreamDrift(pins, logger, board), board, redis, events: [], changes: 0 };
+    r.drift.onEvent((e) => r.events.push(e));
+    r.drift.onChange(() => r.changes++);
+    opened.push(r);
+    return r;
+  }
+
+  afterEach(async () => {
+    for (const r of opened.splice(0)) {
+      await r.board.close();
+      r.redis.disconnect();
+    }
+    prefix = uniquePrefix("quarantine-board");
+  });
+  afterAll(() => admin.disconnect());
+
+  it("refuses on every replica at once what one found drifted; the one that found it records it", async () => {
+    const a = await replica();
+    const b = await replica();
+    a.drift.observe(decl!, [drifted, ping], Date.now());
+    expect(a.drift.driftOf("changing", "echo")).toMatch(/upstreams\/changing\/echo \(surface\): BREAKING/);
+    // B never read the upstream since it changed: it refuses the tool all the same, and is told so.
+    const why = await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"));
+    expect(why).toBe(a.drift.driftOf("changing", "echo"));
+    expect(b.changes).toBeGreaterThan(0);
+    expect(b.drift.driftOf("changing", "ping")).toBeUndefined();
+    await eventually("A's quarantine event", () => (a.events.length > 0 ? true : undefined));
+    expect(a.events.map((e) => e.state)).toEqual(["quarantined"]);
+    expect(b.events).toEqual([]);
+  });
+
+  it("records a change two replicas find at the same moment once, whichever claims it first", async () => {
+    const a = await replica();
+    const b = await replica();
+    a.drift.observe(decl!, [drifted, ping], Date.now());
+    b.drift.observe(decl!, [drifted, ping], Date.now());
+    await eventually("a quarantine event", () => (a.events.length + b.events.length > 0 ? true : undefined));
+    await new Promise((r) => setTimeout(r, 200));
+    expect([...a.events, ...b.events].map((e) => e.state)).toEqual(["quarantined"]);
+  });
+
+  it("withdraws it when a replica reads the upstream back at its pin after it was found; a read from before leaves it", async () => {
+    const a = await replica();
+    const b = await replica();
+    const before = Date.now() - 1_000;
+    a.drift.observe(decl!, [drifted, ping], Date.now());
+    await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"));
+    // A list B asked for before A found the drift says nothing about now.
+    b.drift.observe(decl!, [pinned, ping], before);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(b.drift.driftOf("changing", "echo")).toBeDefined();
+    // One asked for afterwards: the upstream went back.
+    b.drift.observe(decl!, [pinned, ping], Date.now());
+    await eventually("the shared quarantine to be withdrawn", async () => ((await admin.hlen(`${prefix}upstream-quarantine:{operator}`)) === 0 ? true : undefined));
+    expect(await eventually("B to serve it again", () => (b.drift.driftOf("changing", "echo") === undefined ? true : undefined))).toBe(true);
+  });
+
+  it("holds nothing once an approval re-pinned the tool: a record of the old pin no longer refuses", async () => {
+    const a = await replica();
+    const b = await replica();
+    a.drift.observe(decl!, [drifted, ping], Date.now());
+    await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"));
+    b.drift.setPins(pinOf(drifted, ping));
+    expect(b.drift.driftOf("changing", "echo")).toBeUndefined();
+    // A re-pinned too: its release withdraws the record of the old pin.
+    a.drift.setPins(pinOf(drifted, ping));
+    expect(a.drift.driftOf("changing", "echo")).toBeUndefined();
+    await eventually("the record to be withdrawn", () => (a.board.current().size === 0 ? true : undefined));
+  });
+
+  it("finds, on a replica started later, the quarantines put before it started", async () => {
+    const a = await replica();
+    a.drift.observe(decl!, [drifted, ping], Date.now());
+    await eventually("the record", () => (a.board.current().size === 1 ? true : undefined));
+    const late = await replica();
+    expect(late.drift.driftOf("changing", "echo")).toMatch(/BREAKING/);
+  });
+});

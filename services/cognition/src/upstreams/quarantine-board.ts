@@ -1,0 +1,145 @@
+import { createHash } from "node:crypto";
+import type { Redis } from "ioredis";
+import type { Logger } from "@chaos-core/kit";
+
+/**
+ * A quarantine one replica found, as every replica reads it (docs/federation.md §4, "Across
+ * replicas"): the tool, why, and the pin it drifted from — a record whose pin is no longer the
+ * one in force (an approval re-pinned it) holds nothing.
+ */
+export interface SharedQuarantine {
+  readonly upstream: string;
+  readonly tool: string;
+  /** The refusal's words: `upstreams/<upstream>/<tool> (<sections>): <verdict>`. */
+  readonly why: string;
+  /** The digest of the pin it drifted from. */
+  readonly pinnedDigest: string;
+  /** When it was found (ms since the epoch): a replica that read the upstream after it and found it as pinned withdraws it. */
+  readonly at: number;
+}
+
+/**
+ * The quarantines of one set of upstreams (the operator's file), shared by every cognition
+ * replica: a tool one replica finds drifted is refused by all of them at once, not each when it
+ * happens to read the upstream again; and a change is recorded by the first replica to claim it,
+ * not once per replica.
+ */
+export interface QuarantineBoard {
+  /** Where it lives, for the start-up line. */
+  readonly kind: string;
+  /** Every quarantine recorded now, by `upstream\u0000tool` (kept current as replicas change it). */
+  current(): ReadonlyMap<string, SharedQuarantine>;
+  /** Records a quarantine for every replica. */
+  put(quarantine: SharedQuarantine): Promise<void>;
+  /** Withdraws the quarantine of a tool, if it is still the one that drifted from `pinnedDigest`. */
+  withdraw(upstream: string, tool: string, pinnedDigest: string): Promise<void>;
+  /**
+   * Whether this replica is the first to claim `change` (a drift event's identity): only the
+   * first records it in the ledger. Resolves true when the board cannot say (better twice than never).
+   */
+  claim(change: string): Promise<boolean>;
+  /** Called after the records changed (another replica put or withdrew one). */
+  onChange(listener: () => void): void;
+  close(): Promise<void>;
+}
+
+export const quarantineKey = (upstream: string, tool: string) => `${upstream}\u0000${tool}`;
+
+/** How long a claimed change stays claimed: longer than any replica takes to see the same change. */
+const CLAIM_TTL_MS = 24 * 60 * 60_000;
+/** The records are read again this often too, in case a message was missed (Redis pub/sub keeps none). */
+const RELOAD_MS = 30_000;
+
+function parsed(field: string, value: string): SharedQuarantine | undefined {
+  try {
+    const q = JSON.parse(value) as Partial<SharedQuarantine>;
+    if (typeof q.upstream !== "string" || typeof q.tool !== "string" || typeof q.why !== "string" || typeof q.pinnedDigest !== "string" || typeof q.at !== "number") return undefined;
+    return quarantineKey(q.upstream, q.tool) === field ? (q as SharedQuarantine) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The board in Redis: a hash of the records (`<prefix>upstream-quarantine:{<scope>}`), a channel
+ * every replica listens on (a duplicate connection; read again after a reconnect and every 30 s),
+ * and `SET NX` claims. A record that cannot be written is logged: the replica that found it still
+ * refuses the tool, and every other replica finds it when it reads the upstream again.
+ */
+export async function createRedisQuarantineBoard(redis: Redis, options: { prefix: string; scope: string; logger: Logger }): Promise<QuarantineBoard> {
+  const { logger } = options;
+  const hash = `${options.prefix}upstream-quarantine:{${options.scope}}`;
+  const channel = `${hash}:changed`;
+  let records = new Map<string, SharedQuarantine>();
+  const listeners: Array<() => void> = [];
+  const reload = async () => {
+    try {
+      const all = await redis.hgetall(hash);
+      const next = new Map<string, SharedQuarantine>();
+      for (const [field, value] of Object.entries(all)) {
+        const q = parsed(field, value);
+        if (q) next.set(field, q);
+      }
+      const changed = next.size !== records.size || [...next].some(([k, q]) => records.get(k)?.why !== q.why || records.get(k)?.pinnedDigest !== q.pinnedDigest);
+      records = next;
+      if (changed) for (const listener of listeners) listener();
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, "the shared upstream quarantines could not be read; the last read stays");
+    }
+  };
+  const subscriber = redis.duplicate({ connectionName: "chaos-core-upstream-quarantine", lazyConnect: true });
+  subscriber.on("error", () => {});
+  subscriber.on("message", () => void reload());
+  subscriber.on("ready", () => {
+    subscriber.subscribe(channel).then(reload, (err: unknown) => logger.warn({ err: (err as Error).message }, "listening for shared upstream quarantines failed; retrying on reconnect"));
+  });
+  await subscriber.connect();
+  await reload();
+  const timer = setInterval(() => void reload(), RELOAD_MS).unref();
+  const announce = async () => {
+    await redis.publish(channel, "1");
+  };
+  return {
+    kind: "redis",
+    current: () => records,
+    async put(q) {
+      try {
+        await redis.hset(hash, quarantineKey(q.upstream, q.tool), JSON.stringify(q));
+        await announce();
+      } catch (err) {
+        logger.error({ err: (err as Error).message, upstream: q.upstream, tool: q.tool }, "a quarantine could not be shared with the other replicas; they find it when they read the upstream again");
+      }
+    },
+    async withdraw(upstream, tool, pinnedDigest) {
+      const field = quarantineKey(upstream, tool);
+      try {
+        // Only the record of that pin: a newer one (drifted from a newer pin) stays.
+        const removed = (await redis.eval(
+          "local v = redis.call('HGET', KEYS[1], ARGV[1]) if v and cjson.decode(v).pinnedDigest == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0",
+          1,
+          hash,
+          field,
+          pinnedDigest,
+        )) as number;
+        if (removed > 0) await announce();
+      } catch (err) {
+        logger.error({ err: (err as Error).message, upstream, tool }, "a shared quarantine could not be withdrawn; it holds until it is, or an approval re-pins the tool");
+      }
+    },
+    async claim(change) {
+      const digest = createHash("sha256").update(change, "utf8").digest("hex");
+      try {
+        return (await redis.set(`${hash}:claimed:${digest}`, "1", "PX", CLAIM_TTL_MS, "NX")) !== null;
+      } catch {
+        return true;
+      }
+    },
+    onChange(listener) {
+      listeners.push(listener);
+    },
+    async close() {
+      clearInterval(timer);
+      subscriber.disconnect();
+    },
+  };
+}
