@@ -21,12 +21,12 @@ import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Ingress, NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { loadEdgeAloneConfig, parseRateLimits } from "@chaos-core/edge";
-import { loadCognitionConfig } from "@chaos-core/cognition";
+import { DEFAULT_MAX_RESULT_BYTES, loadCognitionConfig } from "@chaos-core/cognition";
 import { loadPolicyConfig } from "@chaos-core/policy";
 import { loadLedgerConfig, parseOperatorPolicies } from "@chaos-core/ledger";
 import { loadMemoryConfig } from "@chaos-core/memory";
 import { loadCouncilConfig } from "@chaos-core/council";
-import { loadGrpcTransportConfig, loadLifecycleConfig } from "@chaos-core/kit";
+import { loadGrpcTransportConfig, loadLifecycleConfig, parseAllowedAddresses } from "@chaos-core/kit";
 import { unknownFields } from "./strict-fields.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -42,10 +42,13 @@ type Component = (typeof COMPONENTS)[number];
 
 // --- what each service reads, from its sources -------------------------------------------------
 
-/** The environment variable names a source file's zod schemas declare (`NAME: ...` keys). */
+/**
+ * The environment variable names a source file reads: its zod schemas' keys (`NAME: ...`) and the
+ * variables it reads from the record directly (`env.NAME`, as `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`).
+ */
 function schemaKeys(file: string): string[] {
   const src = readFileSync(join(ROOT, file), "utf8");
-  return [...src.matchAll(/^\s+([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!);
+  return [...src.matchAll(/^\s+([A-Z][A-Z0-9_]+):/gm), ...src.matchAll(/\benv\.([A-Z][A-Z0-9_]+)\b/g)].map((m) => m[1]!);
 }
 /** The OTEL_* variables kit's telemetry preload (deploy/entrypoint.sh imports it) reads. */
 const OTEL_VARS = readdirSync(join(ROOT, "services/kit/src/telemetry"))
@@ -133,6 +136,13 @@ function render(files: string[], extra: string[] = []): K8sObject[] {
     .filter((o): o is K8sObject => o !== null);
 }
 
+/** What `helm install` prints after NOTES: for these values. */
+function notesOf(files: string[], extra: string[] = []): string {
+  const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, ...files.flatMap((f) => ["-f", f]), ...extra]);
+  expect(r.status, r.stderr).toBe(0);
+  return r.stdout.slice(r.stdout.indexOf("NOTES:"));
+}
+
 function renderError(files: string[], extra: string[] = []): string {
   const r = helm(["template", RELEASE, CHART, "-n", NAMESPACE, ...files.flatMap((f) => ["-f", f]), ...extra]);
   expect(r.status, "helm template should have refused these values").not.toBe(0);
@@ -162,6 +172,8 @@ const named = (objs: K8sObject[], kind: string, name: string) => {
 /** The pod spec of a workload: a Deployment's or Job's template, a CronJob's job template's, or a Pod's own. */
 const podSpec = (o: K8sObject) => (o.kind === "CronJob" ? o.spec.jobTemplate.spec.template.spec : o.kind === "Pod" ? o.spec : o.spec.template.spec);
 const container = (d: K8sObject) => podSpec(d).containers[0];
+const mountsOf = (d: K8sObject) => container(d).volumeMounts as { name: string; mountPath: string; readOnly?: boolean; subPath?: string }[];
+const volumesOf = (d: K8sObject) => podSpec(d).volumes as { name: string }[];
 
 /** A Deployment's environment as the process would see it (Secret values stood in for). */
 function envOf(d: K8sObject): Record<string, string> {
@@ -305,7 +317,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   it("has the scenarios the tests rely on", () => {
-    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls", "upstreams"]));
+    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls", "upstreams", "tenant-upstreams"]));
   });
 
   describe.each(SCENARIOS)("scenario %s", (scenario) => {
@@ -460,8 +472,9 @@ describe("helm chart helm/chaos-core", () => {
           expect(ingress.from.map(selectorComponent).sort()).toEqual([...callersOf(comp)].sort());
         }
         const rendered = np.spec.egress as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
-        // The operator's rules for Streamable HTTP upstreams, on cognition only, as written (asserted in "the operator's upstreams").
-        const upstreamRules = comp === "cognition" && "CHAOS_CORE_UPSTREAMS_FILE" in env ? (values.upstreams?.egress ?? []) : [];
+        // The operator's rules for Streamable HTTP upstreams (its own and the tenants'), on cognition only, as written, with or
+        // without the ConfigMap (asserted in "the operator's upstreams" and "the tenants' own upstreams").
+        const upstreamRules = comp === "cognition" ? (values.upstreams?.egress ?? []) : [];
         for (const rule of upstreamRules) expect(rendered, "an upstreams.egress rule").toContainEqual(rule);
         const egress = rendered.filter((e) => !upstreamRules.some((r) => isDeepStrictEqual(r, e)));
         expect(egress[0]?.ports).toEqual([{ port: 53, protocol: "UDP" }, { port: 53, protocol: "TCP" }]);
@@ -1079,15 +1092,8 @@ describe("helm chart helm/chaos-core", () => {
   describe("the operator's upstreams (docs/federation.md §9) in cognition", () => {
     const COGNITION = `${FULL}-cognition`;
     const UPSTREAM_VARS = ["CHAOS_CORE_UPSTREAMS_FILE", "CHAOS_CORE_UPSTREAMS_LOCK", "CHAOS_CORE_UPSTREAMS_WORK_DIR", "CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES", "CHAOS_CORE_UPSTREAM_SECRETS_DIR"];
-    const mountsOf = (d: K8sObject) => container(d).volumeMounts as { name: string; mountPath: string; readOnly?: boolean; subPath?: string }[];
-    const volumesOf = (d: K8sObject) => podSpec(d).volumes as { name: string }[];
     const upstreamVolumes = (d: K8sObject) => volumesOf(d).map((v) => v.name).filter((n) => n.startsWith("upstream"));
     const upstreamVars = (d: K8sObject) => Object.keys(envOf(d)).filter((k) => k.includes("UPSTREAM"));
-    const notesOf = (files: string[], extra: string[] = []) => {
-      const r = helm(["install", "--dry-run=client", RELEASE, CHART, "-n", NAMESPACE, ...files.flatMap((f) => ["-f", f]), ...extra]);
-      expect(r.status, r.stderr).toBe(0);
-      return r.stdout.slice(r.stdout.indexOf("NOTES:"));
-    };
 
     it("upstreams: cognition reads the ConfigMap's files, mounted read-only as a whole directory, the Secret's as its secrets directory, and runs stdio upstreams in a writable emptyDir", () => {
       const all = render([valuesFile("upstreams")]);
@@ -1133,11 +1139,18 @@ describe("helm chart helm/chaos-core", () => {
       expect(all.filter((o) => o.metadata.name.startsWith("chaos-core-upstream"))).toEqual([]);
     });
 
-    it("without upstreams.configMap nothing changes: no variable, mount, emptyDir or egress; with it alone, no Secret, the default cap and no egress", () => {
-      for (const scenario of SCENARIOS.filter((s) => s !== "upstreams")) {
-        const cognition = named(render([valuesFile(scenario)]), "Deployment", COGNITION);
+    it("without upstreams.* nor config.httpAllowedAddresses nothing changes: no variable, mount, emptyDir or egress; with the ConfigMap alone, no Secret, the default cap and no egress", () => {
+      for (const scenario of SCENARIOS.filter((s) => s !== "upstreams" && s !== "tenant-upstreams")) {
+        const all = render([valuesFile(scenario)]);
+        const cognition = named(all, "Deployment", COGNITION);
         expect(upstreamVars(cognition), scenario).toEqual([]);
-        expect(loadCognitionConfig(envOf(cognition)).upstreams, scenario).toBeUndefined();
+        const config = loadCognitionConfig(envOf(cognition));
+        expect(config.upstreams, scenario).toBeUndefined();
+        // The tenants' own upstreams: no secrets directory, the pool's default cap, no internal address.
+        expect(config.tenantUpstreams, scenario).toEqual({ secrets: { env: {} } });
+        expect(config.httpAllowedAddresses, scenario).toEqual([]);
+        expect(loadPolicyConfig(envOf(named(all, "Deployment", `${FULL}-policy`))).httpAllowedAddresses, scenario).toEqual([]);
+        for (const d of byKind(all, "Deployment")) expect(Object.keys(envOf(d)), `${scenario} ${d.metadata.name}`).not.toContain("CHAOS_CORE_HTTP_ALLOWED_ADDRESSES");
         expect(upstreamVolumes(cognition), scenario).toEqual([]);
         expect(mountsOf(cognition).map((m) => m.mountPath).filter((p) => p.includes("upstream")), scenario).toEqual([]);
       }
@@ -1165,7 +1178,7 @@ describe("helm chart helm/chaos-core", () => {
       }
     });
 
-    it("refuses an unknown key, a bad type or range, an egress rule without ports, and a Secret or egress without the ConfigMap, naming the value", () => {
+    it("refuses an unknown key, a bad type or range, an egress rule without ports, naming the value", () => {
       const d = [valuesFile("defaults")];
       expect(renderError(d, ["--set", "upstreams.configMaps=team-upstreams"])).toContain("at '/upstreams': additional properties 'configMaps' not allowed");
       expect(renderError(d, ["--set", "upstreams.secrets.key=token"])).toContain("at '/upstreams/secrets': additional properties 'key' not allowed");
@@ -1178,9 +1191,8 @@ describe("helm chart helm/chaos-core", () => {
       expect(renderError(d, ["--set", "upstreams.configMap=Team_Upstreams"])).toContain("/upstreams/configMap");
       // A rule without ports would open every port to its peers (or, with none, all egress).
       expect(renderError(d, ["--set", "upstreams.configMap=x", "--set", "upstreams.egress[0].to[0].ipBlock.cidr=203.0.113.10/32"])).toContain("at '/upstreams/egress/0': missing property 'ports'");
-      const without = "upstreams.secrets.existingSecret and upstreams.egress need upstreams.configMap";
-      expect(renderError(d, ["--set", "upstreams.secrets.existingSecret=team-secrets"])).toContain(without);
-      expect(renderError(d, ["--set", "upstreams.egress[0].ports[0].port=443"])).toContain(without);
+      // Without the ConfigMap too: the tenants' upstreams use the same rules.
+      expect(renderError(d, ["--set", "upstreams.egress[0].to[0].ipBlock.cidr=203.0.113.10/32"])).toContain("at '/upstreams/egress/0': missing property 'ports'");
     });
 
     it("NOTES.txt names the ConfigMap, the restart a changed upstreams.json needs, and says when no HTTP upstream is reachable", () => {
@@ -1191,6 +1203,114 @@ describe("helm chart helm/chaos-core", () => {
       expect(notesOf([valuesFile("defaults")], ["--set", "upstreams.configMap=x"])).toContain("upstreams.egress is empty: cognition's NetworkPolicy lets it reach no Streamable HTTP upstream");
       expect(notesOf([valuesFile("defaults")], ["--set", "upstreams.configMap=x", "--set", "networkPolicy.enabled=false"])).not.toContain("upstreams.egress is empty");
       expect(notesOf([valuesFile("defaults")])).not.toContain("Upstreams:");
+    });
+  });
+
+  describe("the tenants' own upstreams (docs/federation.md §9): the Secret, egress and allowed addresses without the operator's ConfigMap", () => {
+    const COGNITION = `${FULL}-cognition`;
+    const POLICY = `${FULL}-policy`;
+    const ALLOWED = "CHAOS_CORE_HTTP_ALLOWED_ADDRESSES";
+    const d = [valuesFile("defaults")];
+    const scenario = () => parseYaml(readFileSync(valuesFile("tenant-upstreams"), "utf8")) as { config: { httpAllowedAddresses: string[] }; upstreams: { egress: unknown[] } };
+    const upstreamEnv = (dep: K8sObject) => Object.fromEntries(Object.entries(envOf(dep)).filter(([k]) => k.includes("UPSTREAM") || k === ALLOWED));
+    /** The objects a render changes against the defaults' render, as kind/name. */
+    const changedFrom = (base: K8sObject[], objs: K8sObject[]) =>
+      objs
+        .filter((o) => !base.some((b) => isDeepStrictEqual(b, o)))
+        .map((o) => `${o.kind}/${o.metadata.name}`)
+        .sort();
+
+    it("tenant-upstreams: cognition mounts the Secret as its secrets directory and reads the cap and the allowed addresses with its own loader; no ConfigMap, lock or emptyDir", () => {
+      const all = render([valuesFile("tenant-upstreams")]);
+      const cognition = named(all, "Deployment", COGNITION);
+      const env = envOf(cognition);
+      expect(upstreamEnv(cognition)).toEqual({
+        CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES: "4194304",
+        CHAOS_CORE_UPSTREAM_SECRETS_DIR: "/etc/chaos-core/upstream-secrets",
+        CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/16,fd00:20::/64,192.168.7.10",
+      });
+      expect(env[ALLOWED]!.split(",")).toEqual(scenario().config.httpAllowedAddresses);
+      // As cognition's own loader reads them: no operator's file, the tenants' upstreams with the Secret's files and the cap.
+      const config = loadCognitionConfig(env);
+      expect(config.upstreams).toBeUndefined();
+      expect(config.tenantUpstreams).toEqual({ secrets: { env: {}, secretsDir: "/etc/chaos-core/upstream-secrets" }, maxResultBytes: 4194304 });
+      expect(config.httpAllowedAddresses).toEqual(["10.20.0.0/16", "fd00:20::/64", "192.168.7.10"]);
+      expect(mountsOf(cognition).filter((m) => m.name.startsWith("upstream"))).toEqual([{ name: "upstream-secrets", mountPath: "/etc/chaos-core/upstream-secrets", readOnly: true }]);
+      expect(volumesOf(cognition).filter((v) => v.name.startsWith("upstream"))).toEqual([{ name: "upstream-secrets", secret: { secretName: "chaos-core-tenant-upstream-secrets", defaultMode: 0o440 } }]);
+      // Policy checks a tenant's upstream URL against the same ranges at AddUpstream, as its own loader reads them.
+      const policy = named(all, "Deployment", POLICY);
+      expect(upstreamEnv(policy)).toEqual({ CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: env[ALLOWED] });
+      expect(loadPolicyConfig(envOf(policy)).httpAllowedAddresses).toEqual(config.httpAllowedAddresses);
+      for (const comp of COMPONENTS.filter((c) => c !== "cognition" && c !== "policy")) {
+        const dep = named(all, "Deployment", `${FULL}-${comp}`);
+        expect(upstreamEnv(dep), comp).toEqual({});
+        expect(volumesOf(dep).filter((v) => v.name.startsWith("upstream")), comp).toEqual([]);
+      }
+    });
+
+    it("tenant-upstreams: upstreams.egress is added to cognition's NetworkPolicy as written; nothing else but cognition and policy changes", () => {
+      const defaults = render(d);
+      const all = render([valuesFile("tenant-upstreams")]);
+      const rules = scenario().upstreams.egress;
+      expect(rules).toHaveLength(2);
+      const before = named(defaults, "NetworkPolicy", COGNITION).spec.egress as unknown[];
+      expect(named(all, "NetworkPolicy", COGNITION).spec.egress).toEqual([...before, ...rules]);
+      expect(changedFrom(defaults, all)).toEqual([`Deployment/${COGNITION}`, `Deployment/${POLICY}`, `NetworkPolicy/${COGNITION}`]);
+    });
+
+    it("each alone renders only itself: the Secret (cognition's mount and variable), the egress (its NetworkPolicy), a cap other than the services' default, the addresses (cognition and policy)", () => {
+      const defaults = render(d);
+      const secret = render(d, ["--set", "upstreams.secrets.existingSecret=tenant-secrets"]);
+      expect(changedFrom(defaults, secret)).toEqual([`Deployment/${COGNITION}`]);
+      expect(upstreamEnv(named(secret, "Deployment", COGNITION))).toEqual({ CHAOS_CORE_UPSTREAM_SECRETS_DIR: "/etc/chaos-core/upstream-secrets" });
+      expect(loadCognitionConfig(envOf(named(secret, "Deployment", COGNITION))).tenantUpstreams).toEqual({ secrets: { env: {}, secretsDir: "/etc/chaos-core/upstream-secrets" } });
+      expect(volumesOf(named(secret, "Deployment", COGNITION))).toContainEqual({ name: "upstream-secrets", secret: { secretName: "tenant-secrets", defaultMode: 0o440 } });
+
+      const egress = render(d, ["--set", "upstreams.egress[0].ports[0].port=443"]);
+      expect(changedFrom(defaults, egress)).toEqual([`NetworkPolicy/${COGNITION}`]);
+      expect(named(egress, "NetworkPolicy", COGNITION).spec.egress).toContainEqual({ ports: [{ port: 443 }] });
+
+      // The chart's default cap is the services' own, so it is not rendered without the ConfigMap; another value is, for the tenants' pools.
+      const chartDefault = (parseYaml(readFileSync(join(CHART, "values.yaml"), "utf8")) as { upstreams: { maxResultBytes: number } }).upstreams.maxResultBytes;
+      expect(chartDefault).toBe(DEFAULT_MAX_RESULT_BYTES);
+      expect(changedFrom(defaults, render(d, ["--set", `upstreams.maxResultBytes=${DEFAULT_MAX_RESULT_BYTES}`]))).toEqual([]);
+      const cap = render(d, ["--set", "upstreams.maxResultBytes=2097152"]);
+      expect(changedFrom(defaults, cap)).toEqual([`Deployment/${COGNITION}`]);
+      expect(loadCognitionConfig(envOf(named(cap, "Deployment", COGNITION))).tenantUpstreams).toEqual({ secrets: { env: {} }, maxResultBytes: 2097152 });
+
+      const addresses = render(d, ["--set-json", 'config.httpAllowedAddresses=["10.0.0.0/8"]']);
+      expect(changedFrom(defaults, addresses)).toEqual([`Deployment/${COGNITION}`, `Deployment/${POLICY}`]);
+      for (const dep of [COGNITION, POLICY]) expect(upstreamEnv(named(addresses, "Deployment", dep)), dep).toEqual({ CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.0.0.0/8" });
+    });
+
+    it("config.httpAllowedAddresses: entries kit's parseAllowedAddresses accepts render as it reads them; a malformed one fails the schema, naming its index", () => {
+      const good = ["10.20.0.0/16", "192.168.7.10", "0.0.0.0/0", "fd00:20::/64", "::1", "::", "::ffff:10.0.0.1/128", "2001:db8:0:0:0:0:0:1/128", "fe80::/10"];
+      for (const e of good) expect(() => parseAllowedAddresses(e), e).not.toThrow();
+      const env = envOf(named(render(d, ["--set-json", `config.httpAllowedAddresses=${JSON.stringify(good)}`]), "Deployment", POLICY));
+      expect(loadPolicyConfig(env).httpAllowedAddresses).toEqual(good);
+      expect(loadCognitionConfig(envOf(named(render(d, ["--set-json", `config.httpAllowedAddresses=${JSON.stringify(good)}`]), "Deployment", COGNITION))).httpAllowedAddresses).toEqual(good);
+      // Refused by kit's parser too (the services would not start on them) …
+      const malformed = ["10.20.0.0/33", "256.1.1.1", "10.20.0", "example.com", "fd00::/129", "1:2:3:4:5:6:7:8:9", "10.0.0.0/x"];
+      for (const e of malformed) expect(() => parseAllowedAddresses(e), e).toThrow(/CHAOS_CORE_HTTP_ALLOWED_ADDRESSES/);
+      // … and entries that are not one address in a list: two joined by a comma, padding, nothing.
+      const notOne = ["10.0.0.0/8,10.1.0.0/16", " 10.0.0.1", ""];
+      const err = renderError(d, ["--set-json", `config.httpAllowedAddresses=${JSON.stringify([...malformed, ...notOne, "10.0.0.1"])}`]);
+      [...malformed, ...notOne].forEach((e, i) => expect(err, JSON.stringify(e)).toContain(`at '/config/httpAllowedAddresses/${i}'`));
+      expect(err).not.toContain(`at '/config/httpAllowedAddresses/${malformed.length + notOne.length}'`);
+      expect(renderError(d, ["--set", "config.httpAllowedAddresses=10.0.0.0/8"])).toContain("at '/config/httpAllowedAddresses': got string, want array");
+    });
+
+    it("NOTES.txt says the tenants' upstreams are served, with which Secret and addresses, and when no egress reaches them", () => {
+      const notes = notesOf([valuesFile("tenant-upstreams")]);
+      expect(notes).toContain("Tenants' upstreams: cognition serves each tenant's own registry upstreams");
+      expect(notes).toContain("Secret chaos-core-tenant-upstream-secrets");
+      expect(notes).toContain("CHAOS_CORE_HTTP_ALLOWED_ADDRESSES, cognition and policy): 10.20.0.0/16, fd00:20::/64, 192.168.7.10");
+      expect(notes).not.toContain("upstreams.egress is empty");
+      expect(notes).not.toContain("ConfigMap");
+      expect(notesOf(d, ["--set", "upstreams.secrets.existingSecret=s"])).toContain("upstreams.egress is empty: cognition's NetworkPolicy lets it reach no tenant's upstream");
+      expect(notesOf(d, ["--set", "upstreams.secrets.existingSecret=s", "--set", "networkPolicy.enabled=false"])).not.toContain("upstreams.egress is empty");
+      expect(notesOf([valuesFile("upstreams")])).toContain("beside the operator's");
+      expect(notesOf(d)).not.toContain("Tenants' upstreams");
     });
   });
 

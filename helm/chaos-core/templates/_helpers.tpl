@@ -154,12 +154,27 @@ delay and 5 s for the process to exit (the drain then ends before the kubelet's 
 {{- end -}}
 
 {{/*
-Where cognition finds the operator's upstreams (docs/federation.md §9): the ConfigMap's directory
-(upstreams.json, upstreams.lock), the Secret's (CHAOS_CORE_UPSTREAM_SECRETS_DIR) and the writable
-emptyDir stdio upstreams run in, as the standalone runs them in <dataDir>/upstreams/.
+Where cognition finds its upstreams' files (docs/federation.md §9): the ConfigMap's directory
+(upstreams.json, upstreams.lock), the Secret's (CHAOS_CORE_UPSTREAM_SECRETS_DIR: the operator's and
+the tenants' header references) and the writable emptyDir stdio upstreams run in, as the standalone
+runs them in <dataDir>/upstreams/.
 */}}
 {{- define "chaos-core.upstreamsDirs" -}}
 {{- dict "config" "/etc/chaos-core/upstreams" "secrets" "/etc/chaos-core/upstream-secrets" "work" "/var/lib/chaos-core/upstreams" | toJson -}}
+{{- end -}}
+
+{{/* The services' own CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES default (the upstream pool's 1 MiB): without the ConfigMap, only another value is rendered. */}}
+{{- define "chaos-core.defaultMaxResultBytes" -}}1048576{{- end -}}
+
+{{/*
+CHAOS_CORE_HTTP_ALLOWED_ADDRESSES (cognition and policy): the internal ranges a tenant's upstream and
+http.request may reach, comma separated as kit's parseAllowedAddresses reads them; none when empty.
+*/}}
+{{- define "chaos-core.httpAllowedAddressesEnv" -}}
+{{- with .Values.config.httpAllowedAddresses }}
+- name: CHAOS_CORE_HTTP_ALLOWED_ADDRESSES
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Where each Secret file is mounted. */}}
@@ -304,6 +319,7 @@ emptyDir stdio upstreams run in, as the standalone runs them in <dataDir>/upstre
 {{- if eq $name "policy" }}
 - name: CHAOS_CORE_ADMIN_PORT
   value: {{ $v.admin.port | quote }}
+{{- include "chaos-core.httpAllowedAddressesEnv" $root }}
 {{- end }}
 {{- if eq $name "cognition" }}
 {{- with $v.config.cognition }}
@@ -326,22 +342,27 @@ emptyDir stdio upstreams run in, as the standalone runs them in <dataDir>/upstre
 {{ include "chaos-core.secretEnv" (list "OPENAI_API_KEY" $v.secrets.openaiApiKey) }}
 {{- end }}
 {{- with $v.upstreams }}
-{{- if .configMap }}
 {{- $dirs := include "chaos-core.upstreamsDirs" $root | fromJson }}
+{{- if .configMap }}
 - name: CHAOS_CORE_UPSTREAMS_FILE
   value: {{ printf "%s/upstreams.json" $dirs.config | quote }}
 - name: CHAOS_CORE_UPSTREAMS_LOCK
   value: {{ printf "%s/upstreams.lock" $dirs.config | quote }}
 - name: CHAOS_CORE_UPSTREAMS_WORK_DIR
   value: {{ $dirs.work | quote }}
+{{- end }}
+{{- /* The tenants' upstreams are served without the ConfigMap too: a cap the operator changed applies to them. */}}
+{{- if or .configMap (ne (.maxResultBytes | int64) (include "chaos-core.defaultMaxResultBytes" $root | int64)) }}
 - name: CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES
   value: {{ .maxResultBytes | int64 | toString | quote }}
+{{- end }}
+{{- /* Header references of the operator's upstreams and of the tenants' own resolve here, with or without the ConfigMap. */}}
 {{- if .secrets.existingSecret }}
 - name: CHAOS_CORE_UPSTREAM_SECRETS_DIR
   value: {{ $dirs.secrets | quote }}
 {{- end }}
 {{- end }}
-{{- end }}
+{{- include "chaos-core.httpAllowedAddressesEnv" $root }}
 {{- end }}
 {{- if eq $name "ledger" }}
 - name: CHAOS_CORE_LEDGER_ORIGIN
@@ -550,11 +571,6 @@ with the chart's security contexts. Arguments: (list $ "pod-name").
 {{- end -}}
 {{- if and (not $v.grpcTls.enabled) (or $v.grpcTls.mutual $v.grpcTls.serverName) -}}
 {{- fail "grpcTls.mutual and grpcTls.serverName need grpcTls.enabled: without it the services talk plaintext" -}}
-{{- end -}}
-{{- with $v.upstreams -}}
-{{- if and (not .configMap) (or .secrets.existingSecret .egress) -}}
-{{- fail "upstreams.secrets.existingSecret and upstreams.egress need upstreams.configMap: without the upstreams' ConfigMap cognition serves no upstream, so they would do nothing" -}}
-{{- end -}}
 {{- end -}}
 {{- if and $v.config.ledger.policy.existingConfigMap $v.config.ledger.policy.document -}}
 {{- fail "config.ledger.policy: set existingConfigMap or document, not both" -}}

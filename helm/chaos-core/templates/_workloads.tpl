@@ -135,20 +135,25 @@ spec:
               mountPath: /etc/chaos-core/rate-limits
               readOnly: true
             {{- end }}
-            {{- if and (eq $name "cognition") $v.upstreams.configMap }}
+            {{- if eq $name "cognition" }}
             {{- $dirs := include "chaos-core.upstreamsDirs" $root | fromJson }}
             {{- /* Whole directories, never subPath: the kubelet updates them in place, and cognition re-reads the lock as it changes. */}}
+            {{- if $v.upstreams.configMap }}
             - name: upstreams
               mountPath: {{ $dirs.config }}
               readOnly: true
+            {{- end }}
+            {{- /* With or without the ConfigMap: the tenants' own upstreams read their header references here too. */}}
             {{- if $v.upstreams.secrets.existingSecret }}
             - name: upstream-secrets
               mountPath: {{ $dirs.secrets }}
               readOnly: true
             {{- end }}
+            {{- if $v.upstreams.configMap }}
             {{- /* The root filesystem is read-only: stdio upstreams run (and keep their HOME) here. */}}
             - name: upstreams-work
               mountPath: {{ $dirs.work }}
+            {{- end }}
             {{- end }}
       volumes:
         - name: tmp
@@ -193,7 +198,8 @@ spec:
               - key: {{ $v.config.edge.rateLimits.key }}
                 path: {{ $v.config.edge.rateLimits.key }}
         {{- end }}
-        {{- if and (eq $name "cognition") $v.upstreams.configMap }}
+        {{- if eq $name "cognition" }}
+        {{- if $v.upstreams.configMap }}
         - name: upstreams
           configMap:
             name: {{ $v.upstreams.configMap }}
@@ -202,15 +208,18 @@ spec:
             items:
               - {key: upstreams.json, path: upstreams.json}
               - {key: upstreams.lock, path: upstreams.lock}
+        {{- end }}
         {{- if $v.upstreams.secrets.existingSecret }}
         - name: upstream-secrets
           secret:
             secretName: {{ $v.upstreams.secrets.existingSecret }}
             defaultMode: 288 # 0440
         {{- end }}
+        {{- if $v.upstreams.configMap }}
         - name: upstreams-work
           emptyDir:
             sizeLimit: {{ $v.upstreams.workDirSizeLimit }}
+        {{- end }}
         {{- end }}
       {{- with $c.nodeSelector }}
       nodeSelector:
@@ -454,8 +463,8 @@ spec:
     {{- if and (eq $name "cognition") (include "chaos-core.remoteProvider" $root) }}
     {{- include "chaos-core.egressRule" $np.provider | nindent 4 }}
     {{- end }}
-    {{- if and (eq $name "cognition") $v.upstreams.configMap }}
-    {{- /* Streamable HTTP upstreams: only what the operator lists (none by default). */}}
+    {{- if eq $name "cognition" }}
+    {{- /* Streamable HTTP upstreams, the operator's and the tenants' own (one list: a policy sees the pod, not the upstream): only what the operator lists (none by default). */}}
     {{- with $v.upstreams.egress }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
