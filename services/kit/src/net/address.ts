@@ -79,9 +79,10 @@ function formatV4(value: bigint): string {
 }
 
 function range(cidr: string): Range {
-  const [addr = "", prefixText] = cidr.split("/");
+  const [addr = "", prefixText, ...rest] = cidr.split("/");
   const parsed = parseAddress(addr);
-  if (!parsed) throw new Error(`"${cidr}" is not an IP address or CIDR range`);
+  // "10.0.0.0/8/garbage" is no range: nothing after the prefix length is ignored.
+  if (!parsed || rest.length > 0) throw new Error(`"${cidr}" is not an IP address or CIDR range`);
   const width = bits(parsed.family);
   const prefix = prefixText === undefined ? width : Number(prefixText);
   if (!Number.isInteger(prefix) || prefix < 0 || prefix > width || (prefixText !== undefined && !/^\d+$/.test(prefixText))) {

@@ -18,5 +18,6 @@ describe("vetted resolution", () => {
     expect(parseAllowedAddresses(undefined)).toEqual([]);
     expect(() => parseAllowedAddresses("10.0.0.0/33")).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10\.0\.0\.0\/33" has an invalid prefix length/);
     expect(() => parseAllowedAddresses("localhost")).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "localhost" is not an IP address/);
+    expect(() => parseAllowedAddresses("10.0.0.0/8/garbage")).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10\.0\.0\.0\/8\/garbage" is not an IP address or CIDR range/);
   });
 });
