@@ -4,6 +4,8 @@
  *  (g) governed: the same call as the MCP tool `everything__echo` of `chaos-core serve` (embedded
  *      store), which runs it as one executor step — schema, policy, the ledger's decision and
  *      outcome entries — and calls its own server-everything over stdio;
+ *  (s) the same governed call with the client on stdio too (`chaos-core stdio`, its own data
+ *      directory), like for like with (d): the difference is governance, not the client's transport;
  *  (r) for reference, on the same server: `chaoscore_recall` of one key, a governed step of a
  *      built-in capability with no upstream (one `step.read` ledger entry), and
  *  (i) `chaoscore_inspect sessions`, which the edge answers alone (no step, no ledger entry).
@@ -84,23 +86,37 @@ writeFileSync(join(dataDir, "upstreams.json"), JSON.stringify({ upstreams: [{ na
 const locked = spawnSync(process.execPath, [CLI, "upstreams", "lock"], { env: { ...process.env, CHAOS_CORE_DATA_DIR: dataDir }, encoding: "utf8" });
 if (locked.status !== 0) throw new Error(`chaos-core upstreams lock failed:\n${locked.stderr}`);
 const serve = await startServe(dataDir);
+// The stdio server gets a data directory of its own (on serve's, it would attach to serve).
+const stdioDir = mkdtempSync(join(tmpdir(), "chaos-core-bench-upstream-stdio-"));
+writeFileSync(join(stdioDir, "upstreams.json"), readFileSync(join(dataDir, "upstreams.json")));
+writeFileSync(join(stdioDir, "upstreams.lock"), readFileSync(join(dataDir, "upstreams.lock")));
 
 const direct = new Client({ name: "bench-direct", version: "0" });
 const directTransport = new StdioClientTransport({ command: process.execPath, args: [EVERYTHING, "stdio"], stderr: "ignore" });
 await direct.connect(directTransport);
 const governed = new Client({ name: "bench-governed", version: "0" });
 await governed.connect(new StreamableHTTPClientTransport(new URL(serve.url)));
+const overStdio = new Client({ name: "bench-governed-stdio", version: "0" });
+const stdioTransport = new StdioClientTransport({
+  command: process.execPath,
+  args: [CLI, "stdio"],
+  env: { ...(process.env as Record<string, string>), CHAOS_CORE_DATA_DIR: stdioDir, LOG_LEVEL: "warn" },
+  stderr: "ignore",
+});
+await overStdio.connect(stdioTransport);
 
 const echo = (client: Client, name: string) => (i: number) => client.callTool({ name, arguments: { message: `bench ${i}` } });
 // Warm both paths (and let serve start its upstream, whose pid is then a child of serve).
 for (let i = 0; i < 50; i++) {
   await echo(direct, "echo")(i);
   await echo(governed, "everything__echo")(i);
+  await echo(overStdio, "everything__echo")(i);
 }
 const upstreamOfServe = childrenOf(serve.proc.pid!);
+const stdioPids = [stdioTransport.pid!, ...childrenOf(stdioTransport.pid!)];
 type Row = { p50: number; cpuUsPerCall: number };
-const rows = { direct: [] as Row[], governed: [] as Row[], recall: [] as Row[], inspect: [] as Row[] };
-const KINDS = ["direct", "governed", "recall", "inspect"] as const;
+const rows = { direct: [] as Row[], governed: [] as Row[], stdio: [] as Row[], recall: [] as Row[], inspect: [] as Row[] };
+const KINDS = ["direct", "governed", "stdio", "recall", "inspect"] as const;
 const servePids = () => [serve.proc.pid!, ...upstreamOfServe];
 const run = (kind: (typeof KINDS)[number]): Promise<Row> => {
   switch (kind) {
@@ -108,6 +124,8 @@ const run = (kind: (typeof KINDS)[number]): Promise<Row> => {
       return series(echo(direct, "echo"), () => [directTransport.pid!]);
     case "governed":
       return series(echo(governed, "everything__echo"), servePids);
+    case "stdio":
+      return series(echo(overStdio, "everything__echo"), () => stdioPids);
     case "recall":
       return series(() => governed.callTool({ name: "chaoscore_recall", arguments: { key: "bench-key" } }), servePids);
     case "inspect":
@@ -122,13 +140,16 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 await direct.close();
 await governed.close();
+await overStdio.close();
 serve.proc.kill("SIGTERM");
 await new Promise((r) => serve.proc.once("exit", r));
 rmSync(dataDir, { recursive: true, force: true });
+rmSync(stdioDir, { recursive: true, force: true });
 
 const summary = (kind: keyof typeof rows) => ({ p50: median(rows[kind].map((r) => r.p50)), cpu: median(rows[kind].map((r) => r.cpuUsPerCall)) });
 const d = summary("direct");
 const g = summary("governed");
+const st = summary("stdio");
 const r = summary("recall");
 const i = summary("inspect");
 console.log(`upstream call, one client, ${CALLS} calls × ${ROUNDS} interleaved rounds, medians of the rounds`);
@@ -136,6 +157,7 @@ console.log("| path | p50 ms | CPU µs per call (serving processes) |");
 console.log("|---|---|---|");
 console.log(`| direct: SDK client → server-everything (stdio) | ${d.p50.toFixed(2)} | ${d.cpu.toFixed(0)} (upstream) |`);
 console.log(`| governed: client → chaos-core serve (HTTP) → executor → server-everything (stdio) | ${g.p50.toFixed(2)} | ${g.cpu.toFixed(0)} (serve + upstream) |`);
+console.log(`| governed, like for like: client → chaos-core stdio → executor → server-everything (stdio) | ${st.p50.toFixed(2)} | ${st.cpu.toFixed(0)} (chaos-core + upstream) |`);
 console.log(`| reference: chaoscore_recall on the same server (a governed built-in step) | ${r.p50.toFixed(2)} | ${r.cpu.toFixed(0)} (serve + upstream) |`);
 console.log(`| reference: chaoscore_inspect sessions (the edge alone) | ${i.p50.toFixed(2)} | ${i.cpu.toFixed(0)} (serve + upstream) |`);
-console.log(`added p50: ${(g.p50 - d.p50).toFixed(2)} ms (goal ≤ 2 ms); CPU per call: ${(g.cpu / d.cpu).toFixed(2)}× the direct call's (goal ≤ 2×)`);
+console.log(`added p50: ${(g.p50 - d.p50).toFixed(2)} ms over HTTP, ${(st.p50 - d.p50).toFixed(2)} ms over stdio (goal ≤ 2 ms); CPU per call: ${(g.cpu / d.cpu).toFixed(2)}× over HTTP, ${(st.cpu / d.cpu).toFixed(2)}× over stdio, the direct call's (goal ≤ 2×)`);
