@@ -27,7 +27,7 @@ const { createDefaultCognitionDeps, startCognitionServer } = await import("./ser
 const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
 const { serveUpstreams } = await import("./capabilities/served-upstreams.js");
 const { createTenantUpstreams } = await import("./capabilities/tenant-upstreams.js");
-const { createRedisQuarantineBoard } = await import("./upstreams/quarantine-board.js");
+const { createRedisQuarantineBoards } = await import("./upstreams/quarantine-board.js");
 const { createPolicySnapshots } = await import("./executor/policy-snapshots.js");
 
 /** The version upstreams are told in the MCP handshake (clientInfo). */
@@ -69,7 +69,8 @@ try {
   // The operator's upstream MCP servers (docs/federation.md): each pinned tool a capability; a
   // drift it sees is recorded in the ledger. A stdio upstream starts on first use, in this container.
   // With Redis, a quarantine one replica finds is refused by every replica at once (docs/federation.md §4).
-  const board = config.upstreams && redis ? await createRedisQuarantineBoard(redis, { prefix: config.plans.kind === "redis" ? config.plans.prefix : "chaoscore:", scope: "operator", logger }) : undefined;
+  const boards = redis ? await createRedisQuarantineBoards(redis, { prefix: config.plans.kind === "redis" ? config.plans.prefix : "chaoscore:", logger }) : undefined;
+  const board = config.upstreams ? await boards?.board("operator") : undefined;
   if (config.upstreams && !board) logger.warn("REDIS_URL is not set: a quarantined upstream tool is refused by the replica that found it drifted, not by the others until they read the upstream again");
   const upstreams = config.upstreams ? await serveUpstreams(config.upstreams, VERSION, logger, ledger.client, board) : undefined;
   if (upstreams) logger.info({ file: config.upstreams?.file, lock: config.upstreams?.lock }, `upstreams: ${upstreams.summary}`);
@@ -112,6 +113,7 @@ try {
     await server.shutdown(graceMs);
     await upstreams?.close();
     await tenantUpstreams.close();
+    await boards?.close();
     directory.close();
     snapshots?.close();
     policy.close();

@@ -118,7 +118,6 @@ export async function serveUpstreams(
       // What was seen is written before the ledger closes (it closes after this); a ledger that is
       // down is not waited for past its first retries.
       if (recording) await Promise.race([recording.settled(), new Promise((r) => setTimeout(r, 10_000).unref())]);
-      await board?.close();
     },
   };
 }

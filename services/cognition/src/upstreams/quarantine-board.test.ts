@@ -6,7 +6,7 @@ import { createLogger, parseUpstreamsFile } from "@chaos-core/kit";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 import { createUpstreamDrift, type UpstreamDrift, type UpstreamDriftEvent } from "./drift.js";
 import { definitionOf } from "./pin.js";
-import { createRedisQuarantineBoard, type QuarantineBoard } from "./quarantine-board.js";
+import { createRedisQuarantineBoards, type QuarantineBoard, type QuarantineBoards } from "./quarantine-board.js";
 
 // Two cognition replicas serving the same operator upstream, each with its own drift tracker and
 // its own Redis connections, sharing one board in the real Redis (docs/federation.md §4, "Across
@@ -37,6 +37,7 @@ async function eventually<T>(what: string, probe: () => T | undefined | Promise<
 interface Replica {
   drift: UpstreamDrift;
   board: QuarantineBoard;
+  boards: QuarantineBoards;
   redis: Redis;
   events: UpstreamDriftEvent[];
   changes: number;
@@ -49,8 +50,9 @@ describe("shared upstream quarantines (Redis)", () => {
 
   async function replica(pins = pinOf(pinned, ping)): Promise<Replica> {
     const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
-    const board = await createRedisQuarantineBoard(redis, { prefix, scope: "operator", logger });
-    const r: Replica = { drift: createUpstreamDrift(pins, logger, board), board, redis, events: [], changes: 0 };
+    const boards = await createRedisQuarantineBoards(redis, { prefix, logger });
+    const board = await boards.board("operator");
+    const r: Replica = { drift: createUpstreamDrift(pins, logger, board), board, boards, redis, events: [], changes: 0 };
     r.drift.onEvent((e) => r.events.push(e));
     r.drift.onChange(() => r.changes++);
     opened.push(r);
@@ -59,7 +61,7 @@ describe("shared upstream quarantines (Redis)", () => {
 
   afterEach(async () => {
     for (const r of opened.splice(0)) {
-      await r.board.close();
+      await r.boards.close();
       r.redis.disconnect();
     }
     prefix = uniquePrefix("quarantine-board");
@@ -118,6 +120,15 @@ describe("shared upstream quarantines (Redis)", () => {
     a.drift.setPins(pinOf(drifted, ping));
     expect(a.drift.driftOf("changing", "echo")).toBeUndefined();
     await eventually("the record to be withdrawn", () => (a.board.current().size === 0 ? true : undefined));
+  });
+
+  it("keeps each scope's quarantines to itself: a tenant's board holds none of the operator's", async () => {
+    const a = await replica();
+    a.drift.observe(decl!, [drifted, ping], Date.now());
+    await eventually("the record", () => (a.board.current().size === 1 ? true : undefined));
+    const acme = await a.boards.board("tenant:acme");
+    expect(acme.current().size).toBe(0);
+    expect(createUpstreamDrift(pinOf(pinned, ping), logger, acme).driftOf("changing", "echo")).toBeUndefined();
   });
 
   it("finds, on a replica started later, the quarantines put before it started", async () => {

@@ -40,7 +40,6 @@ export interface QuarantineBoard {
   claim(change: string): Promise<boolean>;
   /** Called after the records changed (another replica put or withdrew one). */
   onChange(listener: () => void): void;
-  close(): Promise<void>;
 }
 
 export const quarantineKey = (upstream: string, tool: string) => `${upstream}\u0000${tool}`;
@@ -60,82 +59,115 @@ function parsed(field: string, value: string): SharedQuarantine | undefined {
   }
 }
 
+/** The boards of one process, one per set of upstreams (`operator`, or a tenant's own), over one Redis subscriber. */
+export interface QuarantineBoards {
+  /** The board of `scope`, read now (the first time) and kept current from then on. */
+  board(scope: string): Promise<QuarantineBoard>;
+  close(): Promise<void>;
+}
+
 /**
- * The board in Redis: a hash of the records (`<prefix>upstream-quarantine:{<scope>}`), a channel
- * every replica listens on (a duplicate connection; read again after a reconnect and every 30 s),
- * and `SET NX` claims. A record that cannot be written is logged: the replica that found it still
- * refuses the tool, and every other replica finds it when it reads the upstream again.
+ * The boards in Redis: per scope a hash of the records (`<prefix>upstream-quarantine:{<scope>}`)
+ * and a channel every replica listens on (one duplicate connection for every scope; each read
+ * again after a reconnect and every 30 s), and `SET NX` claims. A record that cannot be written is
+ * logged: the replica that found it still refuses the tool, and every other replica finds it when
+ * it reads the upstream again.
  */
-export async function createRedisQuarantineBoard(redis: Redis, options: { prefix: string; scope: string; logger: Logger }): Promise<QuarantineBoard> {
+export async function createRedisQuarantineBoards(redis: Redis, options: { prefix: string; logger: Logger }): Promise<QuarantineBoards> {
   const { logger } = options;
-  const hash = `${options.prefix}upstream-quarantine:{${options.scope}}`;
-  const channel = `${hash}:changed`;
-  let records = new Map<string, SharedQuarantine>();
-  const listeners: Array<() => void> = [];
-  const reload = async () => {
-    try {
-      const all = await redis.hgetall(hash);
-      const next = new Map<string, SharedQuarantine>();
-      for (const [field, value] of Object.entries(all)) {
-        const q = parsed(field, value);
-        if (q) next.set(field, q);
-      }
-      const changed = next.size !== records.size || [...next].some(([k, q]) => records.get(k)?.why !== q.why || records.get(k)?.pinnedDigest !== q.pinnedDigest);
-      records = next;
-      if (changed) for (const listener of listeners) listener();
-    } catch (err) {
-      logger.warn({ err: (err as Error).message }, "the shared upstream quarantines could not be read; the last read stays");
-    }
-  };
+  const boards = new Map<string, { board: Promise<QuarantineBoard>; reload: () => Promise<void> }>();
+  const byChannel = new Map<string, () => Promise<void>>();
   const subscriber = redis.duplicate({ connectionName: "chaos-core-upstream-quarantine", lazyConnect: true });
   subscriber.on("error", () => {});
-  subscriber.on("message", () => void reload());
+  subscriber.on("message", (channel: string) => void byChannel.get(channel)?.());
+  const listen = (channel: string) =>
+    subscriber.subscribe(channel).catch((err: unknown) => logger.warn({ err: (err as Error).message }, "listening for shared upstream quarantines failed; retrying on reconnect"));
   subscriber.on("ready", () => {
-    subscriber.subscribe(channel).then(reload, (err: unknown) => logger.warn({ err: (err as Error).message }, "listening for shared upstream quarantines failed; retrying on reconnect"));
+    for (const [channel, reload] of byChannel) void listen(channel).then(reload);
   });
   await subscriber.connect();
-  await reload();
-  const timer = setInterval(() => void reload(), RELOAD_MS).unref();
-  const announce = async () => {
-    await redis.publish(channel, "1");
+  const timer = setInterval(() => {
+    for (const { reload } of boards.values()) void reload();
+  }, RELOAD_MS).unref();
+
+  const open = async (scope: string, reloadOf: (reload: () => Promise<void>) => void): Promise<QuarantineBoard> => {
+    const hash = `${options.prefix}upstream-quarantine:{${scope}}`;
+    const channel = `${hash}:changed`;
+    let records = new Map<string, SharedQuarantine>();
+    const listeners: Array<() => void> = [];
+    const reload = async () => {
+      try {
+        const all = await redis.hgetall(hash);
+        const next = new Map<string, SharedQuarantine>();
+        for (const [field, value] of Object.entries(all)) {
+          const q = parsed(field, value);
+          if (q) next.set(field, q);
+        }
+        const changed = next.size !== records.size || [...next].some(([k, q]) => records.get(k)?.why !== q.why || records.get(k)?.pinnedDigest !== q.pinnedDigest);
+        records = next;
+        if (changed) for (const listener of listeners) listener();
+      } catch (err) {
+        logger.warn({ err: (err as Error).message, scope }, "the shared upstream quarantines could not be read; the last read stays");
+      }
+    };
+    reloadOf(reload);
+    byChannel.set(channel, reload);
+    await listen(channel);
+    await reload();
+    const announce = async () => {
+      await redis.publish(channel, "1");
+    };
+    return {
+      kind: "redis",
+      current: () => records,
+      async put(q) {
+        try {
+          await redis.hset(hash, quarantineKey(q.upstream, q.tool), JSON.stringify(q));
+          await announce();
+        } catch (err) {
+          logger.error({ err: (err as Error).message, scope, upstream: q.upstream, tool: q.tool }, "a quarantine could not be shared with the other replicas; they find it when they read the upstream again");
+        }
+      },
+      async withdraw(upstream, tool, pinnedDigest) {
+        const field = quarantineKey(upstream, tool);
+        try {
+          // Only the record of that pin: a newer one (drifted from a newer pin) stays.
+          const removed = (await redis.eval(
+            "local v = redis.call('HGET', KEYS[1], ARGV[1]) if v and cjson.decode(v).pinnedDigest == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0",
+            1,
+            hash,
+            field,
+            pinnedDigest,
+          )) as number;
+          if (removed > 0) await announce();
+        } catch (err) {
+          logger.error({ err: (err as Error).message, scope, upstream, tool }, "a shared quarantine could not be withdrawn; it holds until it is, or an approval re-pins the tool");
+        }
+      },
+      async claim(change) {
+        const digest = createHash("sha256").update(change, "utf8").digest("hex");
+        try {
+          return (await redis.set(`${hash}:claimed:${digest}`, "1", "PX", CLAIM_TTL_MS, "NX")) !== null;
+        } catch {
+          return true;
+        }
+      },
+      onChange(listener) {
+        listeners.push(listener);
+      },
+    };
   };
+
   return {
-    kind: "redis",
-    current: () => records,
-    async put(q) {
-      try {
-        await redis.hset(hash, quarantineKey(q.upstream, q.tool), JSON.stringify(q));
-        await announce();
-      } catch (err) {
-        logger.error({ err: (err as Error).message, upstream: q.upstream, tool: q.tool }, "a quarantine could not be shared with the other replicas; they find it when they read the upstream again");
+    board(scope) {
+      let entry = boards.get(scope);
+      if (!entry) {
+        const made: { board?: Promise<QuarantineBoard>; reload: () => Promise<void> } = { reload: async () => {} };
+        made.board = open(scope, (reload) => (made.reload = reload));
+        entry = made as { board: Promise<QuarantineBoard>; reload: () => Promise<void> };
+        boards.set(scope, entry);
       }
-    },
-    async withdraw(upstream, tool, pinnedDigest) {
-      const field = quarantineKey(upstream, tool);
-      try {
-        // Only the record of that pin: a newer one (drifted from a newer pin) stays.
-        const removed = (await redis.eval(
-          "local v = redis.call('HGET', KEYS[1], ARGV[1]) if v and cjson.decode(v).pinnedDigest == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0",
-          1,
-          hash,
-          field,
-          pinnedDigest,
-        )) as number;
-        if (removed > 0) await announce();
-      } catch (err) {
-        logger.error({ err: (err as Error).message, upstream, tool }, "a shared quarantine could not be withdrawn; it holds until it is, or an approval re-pins the tool");
-      }
-    },
-    async claim(change) {
-      const digest = createHash("sha256").update(change, "utf8").digest("hex");
-      try {
-        return (await redis.set(`${hash}:claimed:${digest}`, "1", "PX", CLAIM_TTL_MS, "NX")) !== null;
-      } catch {
-        return true;
-      }
-    },
-    onChange(listener) {
-      listeners.push(listener);
+      return entry.board;
     },
     async close() {
       clearInterval(timer);
