@@ -7,13 +7,6 @@ import { createHash, randomBytes } from "node:crypto";
  */
 export const RESERVED_PRINCIPALS: readonly string[] = ["operator", "local"];
 
-/**
- * Roles an operator can grant to an API key. `approver` may answer pending approvals of its
- * tenant; no one may approve their own request whatever they hold.
- */
-export const KEY_ROLES = ["approver"] as const;
-export type KeyRole = (typeof KEY_ROLES)[number];
-
 /** Why `principal` is a reserved name no key may be issued to, or undefined when it is not. */
 export function reservedPrincipalProblem(principal: string): string | undefined {
   if (!RESERVED_PRINCIPALS.includes(principal)) return undefined;

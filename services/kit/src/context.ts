@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { ChaosError } from "./errors.js";
+import { rolesProblem } from "./roles.js";
 
 /**
  * Who a call is for. The edge derives it from a verified credential (never from a header,
@@ -16,6 +17,19 @@ export interface CallContext {
    * (docs/protocol.md §5). A call carries a session or a request ref, never both.
    */
   readonly requestRef?: string;
+  /**
+   * The roles the request's verified credential holds (kit `roles.ts`): set by the edge per
+   * request, never from a session; absent or empty: none. Signed sorted, each a role name, at most
+   * `MAX_ROLES`. What upstream exposure rules naming roles match (docs/federation.md §6).
+   */
+  readonly roles?: readonly string[];
+  /**
+   * The tenant's published generation as the edge read it admitting this request (its credential
+   * directory reads it on every authenticated request): lets cognition tell whether what it cached
+   * for the tenant still holds without reading it again. Absent: read it (cognition's own calls,
+   * stdio, the console, a cluster edge without a registry).
+   */
+  readonly tenantGeneration?: number;
 }
 
 /** What a request ref looks like: base64url, at least 96 bits, bounded so it stays a small label. */
@@ -111,7 +125,28 @@ interface WireContext {
   p: string;
   s?: string;
   r?: string;
+  /** Roles, sorted; absent when none. */
+  ro?: string[];
+  /** The tenant's generation as the edge read it. */
+  g?: number;
   iat: number;
+}
+
+/** The roles of a context as signed: sorted and checked, or a refusal naming `roles`. */
+function wireRoles(roles: readonly string[]): string[] {
+  const problem = rolesProblem(roles);
+  if (problem) throw new ChaosError("invalid_argument", `roles${problem.index === undefined ? "" : `[${problem.index}]`}: ${problem.problem}`);
+  return [...roles].sort();
+}
+
+/** Whether a signed context's roles are as the edge signs them: role names, each once, sorted, bounded. */
+function wellFormedRoles(ro: unknown): ro is string[] {
+  if (!Array.isArray(ro) || ro.length === 0 || rolesProblem(ro) !== undefined) return false;
+  return ro.every((r: string, i) => i === 0 || (ro[i - 1] as string) < r);
+}
+
+function isGeneration(g: unknown): g is number {
+  return typeof g === "number" && Number.isSafeInteger(g) && g >= 0;
 }
 
 /**
@@ -152,6 +187,11 @@ export class ContextSigner {
       assertRequestRef(ctx.requestRef);
       wire.r = ctx.requestRef;
     }
+    if (ctx.roles && ctx.roles.length > 0) wire.ro = wireRoles(ctx.roles);
+    if (ctx.tenantGeneration !== undefined) {
+      if (!isGeneration(ctx.tenantGeneration)) throw new ChaosError("invalid_argument", "tenantGeneration must be a non-negative integer");
+      wire.g = ctx.tenantGeneration;
+    }
     const context = Buffer.from(JSON.stringify(wire), "utf8").toString("base64url");
     return { context, signature: this.mac(context) };
   }
@@ -179,7 +219,16 @@ export class ContextSigner {
     if (wire.r !== undefined && (typeof wire.r !== "string" || !REQUEST_REF_RE.test(wire.r) || wire.s)) {
       throw new ChaosError("unauthenticated", "the call context's request ref is not valid");
     }
-    return { tenant: wire.t, principal: wire.p, ...(wire.s ? { sessionId: wire.s } : {}), ...(wire.r ? { requestRef: wire.r } : {}) };
+    if (wire.ro !== undefined && !wellFormedRoles(wire.ro)) throw new ChaosError("unauthenticated", "the call context's roles are not valid");
+    if (wire.g !== undefined && !isGeneration(wire.g)) throw new ChaosError("unauthenticated", "the call context's tenant generation is not valid");
+    return {
+      tenant: wire.t,
+      principal: wire.p,
+      ...(wire.s ? { sessionId: wire.s } : {}),
+      ...(wire.r ? { requestRef: wire.r } : {}),
+      ...(wire.ro ? { roles: Object.freeze(wire.ro) } : {}),
+      ...(wire.g !== undefined ? { tenantGeneration: wire.g } : {}),
+    };
   }
 
   private mac(data: string, key: Buffer = this.key): string {

@@ -98,8 +98,8 @@ export { failClosedOnRedisOutage, isRedisOutage, redisUnavailable } from "./redi
 export { tenantKeyPrefix } from "./redis-keys.js";
 export { watchFile } from "./file-watch.js";
 export type { FileWatch, WatchFileOptions } from "./file-watch.js";
-export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, principalProblem, RESERVED_PRINCIPALS, reservedPrincipalProblem } from "./api-keys.js";
-export type { KeyRole } from "./api-keys.js";
+export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, newIssuedKey, principalProblem, RESERVED_PRINCIPALS, reservedPrincipalProblem } from "./api-keys.js";
+export { APPROVER_ROLE, MAX_ROLES, ROLE_NAME_RE, ROLE_NAME_RULE, roleNameProblem, rolesProblem } from "./roles.js";
 export { createMemoryChangeCounters, createRedisChangeCounters } from "./change-counters.js";
 export type { ChangeCounters } from "./change-counters.js";
 export { createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
@@ -134,5 +134,5 @@ export {
   upstreamsFileSchema,
 } from "./upstreams.js";
 export type { HttpUpstreamDeclaration, SecretRef, SecretSources, StdioUpstreamDeclaration, UpstreamDeclaration } from "./upstreams.js";
-export { DEFAULT_UPSTREAM_EXPOSURE, exposureOfTool, upstreamExposureSchema, upstreamOffer } from "./upstream-exposure.js";
-export type { UpstreamExposureRule, UpstreamGrant, UpstreamOffer } from "./upstream-exposure.js";
+export { DEFAULT_UPSTREAM_EXPOSURE, exposureOfTool, upstreamExposureSchema, upstreamOffer, upstreamOfferWithAnyRoles } from "./upstream-exposure.js";
+export type { ExposureSubject, UpstreamExposureRule, UpstreamGrant, UpstreamOffer } from "./upstream-exposure.js";

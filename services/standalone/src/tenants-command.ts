@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { CallContext, Env } from "@chaos-core/kit";
+import { rolesProblem, type CallContext, type Env } from "@chaos-core/kit";
 import { TenantStatus } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
 import { NEEDS_SERVICES, openAdmin, type Admin } from "./tenant-admin-access.js";
@@ -141,6 +141,8 @@ async function run(group: "tenants" | "keys", argv: string[], io: TenantsCommand
       if (!values.principal) throw new UsageError("--principal is required: who the key is for");
       const principal = values.principal;
       const roles = values.role ? values.role.split(",").map((r) => r.trim()).filter(Boolean) : [];
+      const badRole = rolesProblem(roles);
+      if (badRole) throw new UsageError(`--role: ${badRole.problem}`);
       const expires = expiresIn(values["expires-in"]);
       act = async ({ client }) => {
         const r = await client.createApiKey({ tenant, principal, roles, ...(expires ? { expiresAt: timestampFromDate(expires) } : {}) }, { ctx: OPERATOR });

@@ -45,8 +45,10 @@ ${WHERE}
 export const KEYS_USAGE = `Usage: chaos-core keys <command> --tenant ID [options]
 
 Commands:
-  create         Issue an API key: --principal NAME [--role approver] [--expires-in 30d | 12h | 90m | 45s]
-                 The key (cc_<id>_...) is printed once, on stdout; only its SHA-256 is stored
+  create         Issue an API key: --principal NAME [--role approver,support,…] [--expires-in 30d | 12h | 90m | 45s]
+                 The key (cc_<id>_...) is printed once, on stdout; only its SHA-256 is stored.
+                 Roles: approver answers approvals; any other name (a lowercase letter, then a-z,
+                 0-9, - and _, at most 63) means something only where an upstream's exposure rule names it
   list           The tenant's keys: id, principal, roles, status, created, expires, last used
   revoke <id>    Refuse the key (its id, the 8 characters after cc_) from its next request on
 

@@ -110,6 +110,7 @@ describe("capability registry, as one caller sees it", () => {
     named("memory.recall"),
     upstreamTool("files.read", [{ tenants: ["acme"] }]),
     upstreamTool("files.write", [{ tenants: ["acme"], principals: ["alice"], as: "planner" }]),
+    upstreamTool("tickets.refund", [{ tenants: ["acme"], roles: ["support"] }]),
   ]);
 
   it("leaves out of every list, and does not find, an upstream tool no rule offers the caller", () => {
@@ -139,5 +140,16 @@ describe("capability registry, as one caller sees it", () => {
     // A set it could not be built with changes nothing.
     expect(refusal(() => replaced.replaceUpstreamTools([named("memory.recall")])).message).toMatch(/registered twice/);
     expect(replaced.list().map((c) => c.name)).toEqual(["memory.recall", "files.read", "files.stat"]);
+  });
+
+  it("offers a tool granted to a role only to a call whose context holds that role", () => {
+    const sam = registry.forCaller({ tenant: "acme", principal: "sam", roles: ["approver", "support"] });
+    expect(sam.get("tickets.refund")?.name).toBe("tickets.refund");
+    expect(sam.offered().map((c) => c.name)).toContain("tickets.refund");
+    for (const who of [{ tenant: "acme", principal: "sam" }, { tenant: "acme", principal: "sam", roles: ["approver"] }, { tenant: "bravo", principal: "sam", roles: ["support"] }]) {
+      const view = registry.forCaller(who);
+      expect(view.get("tickets.refund")).toBeUndefined();
+      expect(view.descriptors().map((c) => c.name)).not.toContain("tickets.refund");
+    }
   });
 });

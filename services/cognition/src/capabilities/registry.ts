@@ -1,5 +1,5 @@
 import type { ContractSet } from "@chaos-core/contracts";
-import { CAPABILITY_NAME_RE, ChaosError, upstreamOffer } from "@chaos-core/kit";
+import { CAPABILITY_NAME_RE, ChaosError, upstreamOffer, type ExposureSubject } from "@chaos-core/kit";
 import type { Capability, CapabilityAnnotations, CapabilityRisk } from "./capability.js";
 import { CapabilityGuard } from "./contract.js";
 
@@ -40,10 +40,11 @@ export interface CapabilityRegistry {
   drift(name: string): string | undefined;
   /**
    * This registry as one caller sees it (docs/federation.md §6): an upstream tool that no exposure
-   * rule offers `who` is not there — absent from every list, and `get` does not find it, so a
-   * step naming it is refused as an unknown capability. Pinning goes to the whole registry.
+   * rule offers `who` (a call context: its tenant, principal and roles) is not there — absent from
+   * every list, and `get` does not find it, so a step naming it is refused as an unknown
+   * capability. Pinning goes to the whole registry.
    */
-  forCaller(who: { readonly tenant: string; readonly principal: string }, own?: CallerUpstreams): CapabilityRegistry;
+  forCaller(who: ExposureSubject, own?: CallerUpstreams): CapabilityRegistry;
   /**
    * Why a name this registry does not find cannot be called just now, when that is not simply
    * "unknown": the caller's tenant registry could not be read, so the name may be one of its own
@@ -70,7 +71,7 @@ export interface CallerUpstreams {
 }
 
 /** The view of `registry` for `who`, with its tenant's own upstream tools: what {@link CapabilityRegistry.forCaller} answers. */
-function callerView(registry: CapabilityRegistry, who: { readonly tenant: string; readonly principal: string }, own?: CallerUpstreams): CapabilityRegistry {
+function callerView(registry: CapabilityRegistry, who: ExposureSubject, own?: CallerUpstreams): CapabilityRegistry {
   const visible = (c: Capability) => c.upstream === undefined || upstreamOffer(c.upstream.grants, who) !== undefined;
   // A tenant's own tools never shadow a capability of the registry (the operator's names win, §12 item 5).
   const extra = new Map<string, Capability>();

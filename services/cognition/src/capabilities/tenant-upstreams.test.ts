@@ -102,6 +102,32 @@ describe("each tenant's registry upstreams, as cognition serves them", () => {
     expect(reads).toBe(3);
   });
 
+  it("takes the generation a call carries (the edge read it) instead of reading it: no read while it holds, the registry again when it moved", async () => {
+    // The real in-process generations the registry publishes to, counting the reads.
+    let gets = 0;
+    const counting: TenantGenerations = { ...generations, get: (tenant) => ((gets += 1), generations.get(tenant)) };
+    const source = serve({ generations: counting });
+    const at = (await generations.get("acme"))!;
+    const first = await source.forCall({ ...acme, tenantGeneration: at });
+    expect(first.capabilities.map((c) => c.name)).toEqual(["wiki.echo"]);
+    expect([reads, gets]).toEqual([1, 0]);
+    expect((await source.forCall({ ...acme, tenantGeneration: at })).capabilities).toBe(first.capabilities);
+    expect([reads, gets]).toEqual([1, 0]);
+    // A call without one (cognition's own, stdio, the console) reads it, as before.
+    expect((await source.forCall(acme)).capabilities).toBe(first.capabilities);
+    expect([reads, gets]).toEqual([1, 1]);
+
+    await admin.setUpstreamStatus({ tenant: "acme", name: "wiki", status: UpstreamStatus.DISABLED }, operator("acme"));
+    const moved = (await generations.get("acme"))!;
+    expect(moved).not.toBe(at);
+    gets = 0;
+    expect((await source.forCall({ ...acme, tenantGeneration: moved })).capabilities).toEqual([]);
+    expect([reads, gets]).toEqual([2, 0]);
+    await admin.setUpstreamStatus({ tenant: "acme", name: "wiki", status: UpstreamStatus.ENABLED }, operator("acme"));
+    expect((await source.forCall({ ...acme, tenantGeneration: (await generations.get("acme"))! })).capabilities.map((c) => c.name)).toEqual(["wiki.echo"]);
+    expect([reads, gets]).toEqual([3, 0]);
+  });
+
   it("reads again after the maximum age, and without published generations on every call, rebuilding nothing that did not change", async () => {
     let clock = 1_000_000;
     const aging = serve({ now: () => clock });

@@ -34,8 +34,10 @@ export interface TenantUpstreamsOptions {
   readonly directory: ServiceClient<typeof TenantDirectoryService>;
   /**
    * Where the policy service publishes tenant generations (Redis, or the standalone's own): read
-   * per call, a cached answer is used only while the generation it was read at holds. Without
-   * it the registry is asked on every call (rebuilding nothing while its generation holds).
+   * per call that does not carry the generation the edge read (`CallContext.tenantGeneration`), a
+   * cached answer is used only while the generation it was read at holds. Without it, and
+   * without one in the call, the registry is asked on every call (rebuilding nothing while its
+   * generation holds).
    */
   readonly generations?: TenantGenerations;
   /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges a tenant's upstream may be reached at. */
@@ -150,7 +152,9 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       const tenant = call.tenant;
       const cached = served.get(tenant);
       if (cached && now() - cached.at < maxAgeMs) {
-        const published = await publishedGeneration(options.generations, tenant, log);
+        // The generation the edge read admitting this request, signed in its context, when it
+        // carries one (no second read of the same key); else read here, as for cognition's own calls.
+        const published = call.tenantGeneration ?? (await publishedGeneration(options.generations, tenant, log));
         if (published !== undefined && BigInt(published) === cached.generation) return { capabilities: cached.capabilities };
       }
       let pending = reading.get(tenant);

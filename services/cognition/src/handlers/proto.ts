@@ -151,7 +151,7 @@ export function traceToProto(trace: CognitiveTrace): MessageInitShape<typeof Tra
 
 /** Who is offered an upstream tool, for the edge to list it per session. */
 function grantToProto(grant: UpstreamGrant) {
-  return { tenants: [...grant.tenants], principals: [...(grant.principals ?? [])], as: grant.as ?? "tools" };
+  return { tenants: [...grant.tenants], principals: [...(grant.principals ?? [])], as: grant.as ?? "tools", roles: [...(grant.roles ?? [])] };
 }
 
 /** A capability for ListCapabilities: its input as JSON Schema (what a caller may send), never its handler. */

@@ -61,18 +61,22 @@ describe("API keys", () => {
     expect(verifier.identityOfDigest("")).toBeUndefined();
   });
 
-  it("carry the roles the operator granted, and only known ones", async () => {
+  it("carry the roles the operator granted (approver and names of its own, sorted), and only well-formed ones", async () => {
     const verifier = await loadApiKeysFile(
       file([
         { tenant: "acme", principal: "alice", sha256: hashApiKey("alice-key"), roles: ["approver"] },
         { tenant: "acme", principal: "bot", sha256: hashApiKey("bot-key"), roles: [] },
+        { tenant: "acme", principal: "sam", sha256: hashApiKey("sam-key"), roles: ["support", "billing_ops", "approver"] },
       ]),
     );
     expect(verifier.verify("alice-key")).toEqual({ tenant: "acme", principal: "alice", roles: ["approver"] });
     expect(verifier.verify("bot-key")).toEqual({ tenant: "acme", principal: "bot", roles: [] });
-    await expect(
-      loadApiKeysFile(file([{ tenant: "acme", principal: "p", sha256: hashApiKey("x"), roles: ["admin"] }])),
-    ).rejects.toThrow(/\[0\]\.roles\[0\]/);
+    expect(verifier.verify("sam-key")).toEqual({ tenant: "acme", principal: "sam", roles: ["approver", "billing_ops", "support"] });
+    const entry = (roles: unknown) => file([{ tenant: "acme", principal: "p", sha256: hashApiKey("x"), roles }]);
+    await expect(loadApiKeysFile(entry(["support", "Support Team"]))).rejects.toThrow(/\[0\]\.roles\[1\]: must be a role name: a role name is a lowercase letter/);
+    await expect(loadApiKeysFile(entry(["9lives"]))).rejects.toThrow(/\[0\]\.roles\[0\]: must be a role name/);
+    await expect(loadApiKeysFile(entry(["support", "support"]))).rejects.toThrow(/\[0\]\.roles: lists a role twice/);
+    await expect(loadApiKeysFile(entry(Array.from({ length: 33 }, (_, i) => `r${i}`)))).rejects.toThrow(/\[0\]\.roles: /);
     await expect(
       loadApiKeysFile(file([{ tenant: "acme", principal: "p", sha256: hashApiKey("x"), roles: "approver" }])),
     ).rejects.toThrow(/\[0\]\.roles/);

@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
-import { assertTenantId, describeZodIssues, hashApiKey, reservedPrincipalProblem, watchFile, type Logger } from "@chaos-core/kit";
-import { ROLES, type Identity } from "./identity.js";
+import { assertTenantId, describeZodIssues, hashApiKey, MAX_ROLES, ROLE_NAME_RE, ROLE_NAME_RULE, reservedPrincipalProblem, watchFile, type Logger } from "@chaos-core/kit";
+import type { Identity } from "./identity.js";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
@@ -31,11 +31,11 @@ const ApiKeyEntrySchema = z.object({
     .transform((s) => s.toLowerCase())
     .refine((s) => SHA256_HEX.test(s), "must be the lowercase hex SHA-256 of the key (64 characters)"),
   roles: z
-    .array(z.enum(ROLES))
-    .max(ROLES.length)
+    .array(z.string().regex(ROLE_NAME_RE, `must be a role name: ${ROLE_NAME_RULE}`))
+    .max(MAX_ROLES)
     .refine((roles) => new Set(roles).size === roles.length, "lists a role twice")
     .optional()
-    .describe('Roles granted to the key; only "approver" exists'),
+    .describe('Roles granted to the key: "approver" answers approvals; any other role name means something only where an upstream\'s exposure rule names it'),
 });
 
 /** A list an edit may leave empty: every key is then refused. */
@@ -59,7 +59,7 @@ export interface ApiKeyVerifier {
 }
 
 function identityOf(e: ApiKeyEntry): Identity {
-  return Object.freeze({ tenant: e.tenant, principal: e.principal, roles: Object.freeze([...(e.roles ?? [])]) });
+  return Object.freeze({ tenant: e.tenant, principal: e.principal, roles: Object.freeze([...(e.roles ?? [])].sort()) });
 }
 
 /**

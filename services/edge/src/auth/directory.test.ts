@@ -81,6 +81,19 @@ describe("the edge's credential directory over the real registry", () => {
     expect(changed).toEqual(["dora"]);
   });
 
+  it("keeps a key's roles of the operator's naming, sorted, and the tenant generation it read, for the call context", async () => {
+    const { secret } = await registry.createKey({ tenant: "carol", principal: "sue", roles: ["support", "approver"] });
+    const directory = createCredentialDirectory({ client, generations, logger });
+    expect(await directory.resolveKey(secret)).toMatchObject({ kind: "identity", identity: { tenant: "carol", principal: "sue", roles: ["approver", "support"] } });
+    expect(directory.tenantGeneration("carol")).toBeUndefined();
+    await directory.tenantRefusal("carol");
+    expect(directory.tenantGeneration("carol")).toBe(await generations.get("carol"));
+    await registry.setStatus("carol", "disabled");
+    await registry.setStatus("carol", "enabled");
+    await directory.tenantRefusal("carol");
+    expect(directory.tenantGeneration("carol")).toBe(await generations.get("carol"));
+  });
+
   it("caches nothing without published generations, or when they cannot be read", async () => {
     const { secret } = await registry.createKey({ tenant: "carol", principal: "cy" });
     const none = createCredentialDirectory({ client, logger });

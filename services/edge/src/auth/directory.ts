@@ -2,7 +2,7 @@ import {
   ChaosError,
   hashApiKey,
   issuedKeyId,
-  KEY_ROLES,
+  rolesProblem,
   parseTenantLimits,
   publishedGeneration,
   type CallContext,
@@ -12,7 +12,7 @@ import {
   type TenantLimits,
 } from "@chaos-core/kit";
 import { KeyStatus, TenantStatus, type TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
-import type { Identity, Role } from "./identity.js";
+import type { Identity } from "./identity.js";
 
 /** The typed client of the policy service's tenant directory, whatever transport is under it. */
 export type TenantDirectoryClient = ServiceClient<typeof TenantDirectoryService>;
@@ -50,6 +50,12 @@ export interface CredentialDirectory {
   enabledToolsets(tenant: string): readonly string[] | undefined;
   /** The tenant's rate limits in the registry, as {@link tenantRefusal} last read them; undefined: none there. */
   tenantLimits(tenant: string): TenantLimits | undefined;
+  /**
+   * The tenant's generation as {@link tenantRefusal} last read or confirmed it (every request
+   * reads it before anything is served): what the edge signs into the call context
+   * (`CallContext.tenantGeneration`), so cognition need not read it again. Undefined: not read here.
+   */
+  tenantGeneration(tenant: string): number | undefined;
   /**
    * Whether credentials already admitted are still in force: the tenant's status and each of its
    * registry keys (by SHA-256) as {@link tenantRefusal} and {@link resolveDigest} answer them now,
@@ -161,7 +167,10 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
     else if (r.keyStatus === KeyStatus.EXPIRED) answer = { kind: "refused", refusal: { kind: "key_expired", message: `the API key cc_${r.keyId} has expired` } };
     else if (r.keyStatus !== KeyStatus.ACTIVE) throw new ChaosError("internal", "the tenant directory answered an unknown key status");
     else {
-      const roles = r.roles.filter((x): x is Role => (KEY_ROLES as readonly string[]).includes(x));
+      // The registry checked the roles when it stored them; roles that no longer pass are none, said in the log.
+      const problem = rolesProblem(r.roles);
+      if (problem) logger.error({ keyId: r.keyId, problem: problem.problem }, "the tenant registry holds roles for a key the edge cannot read; the key holds none here");
+      const roles = problem ? [] : [...r.roles].sort();
       answer = { kind: "identity", keyId: r.keyId, identity: Object.freeze({ tenant: r.tenant, principal: r.principal, roles: Object.freeze(roles) }) };
     }
     // An expiring key is not cached past its expiry.
@@ -224,6 +233,10 @@ export function createCredentialDirectory(options: CredentialDirectoryOptions): 
 
     tenantLimits(tenant) {
       return tenants.get(tenant)?.value.limits;
+    },
+
+    tenantGeneration(tenant) {
+      return tenants.get(tenant)?.generation;
     },
   };
   return directory;

@@ -1,12 +1,12 @@
 import type { AuthInfo } from "@modelcontextprotocol/server";
-import { KEY_ROLES, type KeyRole } from "@chaos-core/kit";
+import { ROLE_NAME_RE } from "@chaos-core/kit";
 
 /**
- * Roles an operator can grant to an API key. `approver` may answer pending approvals of its
- * tenant (`chaoscore_approve`); cognition still refuses an approver approving its own request.
+ * A role an operator granted (kit `roles.ts`): `approver` may answer pending approvals of its
+ * tenant (`chaoscore_approve`; cognition still refuses an approver approving its own request);
+ * any other name means something only where an upstream's exposure rule names it.
  */
-export const ROLES = KEY_ROLES;
-export type Role = KeyRole;
+export type Role = string;
 
 /**
  * Who is calling, as a verified credential says. The edge never takes a tenant, a principal or
@@ -15,7 +15,7 @@ export type Role = KeyRole;
 export interface Identity {
   readonly tenant: string;
   readonly principal: string;
-  /** Granted by the operator in the API keys file; none when absent. */
+  /** Granted by the operator (the API keys file, a registry key, OAuth scopes); none when absent. */
   readonly roles?: readonly Role[];
 }
 
@@ -31,13 +31,24 @@ export const LOCAL_IDENTITY: Identity = Object.freeze({ tenant: "default", princ
  * so a session opened with one key gains nothing when used with another key of the same
  * principal. The key itself goes no further than the verifier.
  */
-export function authInfoOf(identity: Identity): AuthInfo {
+export function authInfoOf(identity: Identity, tenantGeneration?: number): AuthInfo {
   return {
     token: "",
     clientId: identity.principal,
     scopes: [...(identity.roles ?? [])],
-    extra: { tenant: identity.tenant },
+    extra: { tenant: identity.tenant, ...(tenantGeneration !== undefined ? { tenantGeneration } : {}) },
   };
+}
+
+/**
+ * The tenant's generation the edge read admitting this request (its credential directory), for
+ * the call context (`CallContext.tenantGeneration`); undefined when none was read or the request
+ * is not the session's tenant.
+ */
+export function tenantGenerationOf(auth: AuthInfo | undefined, session: { tenant: string }): number | undefined {
+  const generation = auth?.extra?.["tenantGeneration"];
+  if (auth?.extra?.["tenant"] !== session.tenant || typeof generation !== "number") return undefined;
+  return generation;
 }
 
 /**
@@ -46,5 +57,5 @@ export function authInfoOf(identity: Identity): AuthInfo {
  */
 export function rolesOf(auth: AuthInfo | undefined, session: { tenant: string; principal: string }): ReadonlySet<Role> {
   if (!auth || auth.clientId !== session.principal || auth.extra?.["tenant"] !== session.tenant) return new Set();
-  return new Set(ROLES.filter((r) => auth.scopes.includes(r)));
+  return new Set(auth.scopes.filter((r) => ROLE_NAME_RE.test(r)));
 }

@@ -12,15 +12,23 @@ describe("scopes and claims", () => {
     expect(scopesOfClaims({ scope: 3 })).toEqual([]);
   });
 
-  it("grants the approver role only for chaoscore:approver", () => {
+  it("grants the approver role for chaoscore:approver, and a role of the operator's for chaoscore:role:<name>", () => {
     expect(rolesOfScopes(["chaoscore:agent"])).toEqual([]);
     expect(rolesOfScopes(["chaoscore:agent", "chaoscore:approver"])).toEqual(["approver"]);
-    expect(rolesOfScopes(["approver", "chaoscore:operator"])).toEqual([]);
+    expect(rolesOfScopes(["approver", "chaoscore:operator", "support", "role:support"])).toEqual([]);
+    expect(rolesOfScopes(["chaoscore:role:support", "chaoscore:agent", "chaoscore:role:approver", "chaoscore:approver", "chaoscore:role:support"])).toEqual(["approver", "support"]);
+    // A role scope whose name is not a role name grants nothing.
+    expect(rolesOfScopes(["chaoscore:role:", "chaoscore:role:Support", "chaoscore:role:a b", "chaoscore:role:x:y"])).toEqual([]);
+    // More roles than a call context carries: the token is refused, not cut short.
+    const many = Array.from({ length: 33 }, (_, i) => `chaoscore:role:r${i}`);
+    expect(() => rolesOfScopes(many)).toThrow(/grants 33 roles \(chaoscore:role:…\); at most 32/);
+    expect(rolesOfScopes(many.slice(1))).toHaveLength(32);
   });
 
   it("maps tenant from the configured claim and principal from sub, refusing what cannot name them", () => {
     const claims = { sub: "alice", org_id: "globex", tenant: "other", scope: "chaoscore:agent chaoscore:approver" };
     expect(identityOfClaims(claims, "org_id").identity).toEqual({ tenant: "globex", principal: "alice", roles: ["approver"] });
+    expect(identityOfClaims({ ...claims, scope: "chaoscore:agent chaoscore:role:support" }, "org_id").identity.roles).toEqual(["support"]);
     const refusal = (c: Record<string, unknown>) => {
       try {
         identityOfClaims(c, "tenant");

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ChaosError, upstreamOffer, type CallContext, type Logger, type UpstreamOffer } from "@chaos-core/kit";
+import { ChaosError, upstreamOffer, upstreamOfferWithAnyRoles, type CallContext, type ExposureSubject, type Logger, type UpstreamGrant, type UpstreamOffer } from "@chaos-core/kit";
 import type { Capability } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import type { CognitionClient } from "./service-clients.js";
 
@@ -35,17 +35,31 @@ export interface UpstreamCatalog {
   onChange(listener: (change: string, tenant?: string) => void): () => void;
 }
 
-/**
- * How `who` is offered an upstream tool of the catalog (docs/federation.md §6): listed as an MCP
- * tool, to the planners only, or not at all (its grants, as cognition sent them).
- */
-export function offerOf(capability: Capability, who: { readonly tenant: string; readonly principal: string }): UpstreamOffer | undefined {
-  const grants = (capability.upstream?.grants ?? []).map((g) => ({
+/** An upstream tool's grants, as cognition sent them. */
+function grantsOf(capability: Capability): UpstreamGrant[] {
+  return (capability.upstream?.grants ?? []).map((g) => ({
     tenants: g.tenants,
     ...(g.principals.length > 0 ? { principals: g.principals } : {}),
+    ...(g.roles.length > 0 ? { roles: g.roles } : {}),
     as: g.as === "planner" ? ("planner" as const) : ("tools" as const),
   }));
-  return upstreamOffer(grants, who);
+}
+
+/**
+ * How `who` (a request's tenant, principal and roles) is offered an upstream tool of the catalog
+ * (docs/federation.md §6): listed as an MCP tool, to the planners only, or not at all.
+ */
+export function offerOf(capability: Capability, who: ExposureSubject): UpstreamOffer | undefined {
+  return upstreamOffer(grantsOf(capability), who);
+}
+
+/**
+ * The most `who`'s tenant and principal are offered an upstream tool whatever roles a request
+ * holds: what a 2025-11-25 session registers, each of its requests then held to {@link offerOf}
+ * with the roles of its own credential.
+ */
+export function mostOfferOf(capability: Capability, who: Omit<ExposureSubject, "roles">): UpstreamOffer | undefined {
+  return upstreamOfferWithAnyRoles(grantsOf(capability), who);
 }
 
 /** The principal the edge reads the catalog as; it asks for every upstream tool and whom each is offered to. */

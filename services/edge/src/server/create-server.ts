@@ -1,5 +1,6 @@
 import { isJSONRPCRequest, McpServer, ProtocolError, ProtocolErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/server";
-import type { ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
+import type { AuthInfo, ServerOptions, Transport, Implementation } from "@modelcontextprotocol/server";
+import { rolesOf } from "../auth/identity.js";
 import { servedToolsets } from "@chaos-core/kit";
 import { guardFor } from "../contracts/guard.js";
 import type { EdgeAttestation, EdgeDeps } from "../deps/edge-deps.js";
@@ -9,7 +10,8 @@ import { PROMPT_DEFINITIONS } from "../prompts/index.js";
 import type { ToolDefinition } from "../definitions/tool.js";
 import { TOOL_DEFINITIONS } from "../tools/index.js";
 import { upstreamToolDefinition } from "../tools/upstream-tools.js";
-import { offerOf } from "../clients/upstream-catalog.js";
+import type { Capability } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { mostOfferOf, offerOf } from "../clients/upstream-catalog.js";
 import { RESOURCE_DEFINITIONS } from "../resources/index.js";
 import type { ResourceDefinition } from "../definitions/resource.js";
 import { registerPrompts } from "./register-prompts.js";
@@ -94,6 +96,48 @@ function upstreamDrift(deps: EdgeDeps, tenant: string, capability: string): stri
 /** What a client sees of an upstream tool: when it differs, the session serves the tool anew. */
 function upstreamSurface(tool: ToolDefinition): string {
   return JSON.stringify([tool.title, tool.description, tool.annotations, tool.upstream?.inputSchema]);
+}
+
+/**
+ * Whether a request whose credential is `auth` is offered each tool now (docs/federation.md §6):
+ * an upstream tool by its grants as cognition last sent them and the request's own roles (they
+ * travel per request, so a session used with two keys of its principal lists and calls what each
+ * key's roles are offered); every other tool, yes. A tool cognition no longer serves is left to
+ * `upstreamDrift`.
+ */
+function offeredToRequest(deps: EdgeDeps, scope: ServerScope): (auth: AuthInfo | undefined) => (tool: ToolDefinition) => boolean {
+  return (auth) => {
+    let current: Map<string, Capability> | undefined;
+    const who = { tenant: scope.tenant, principal: scope.principal, roles: [...rolesOf(auth, scope)] };
+    return (tool) => {
+      if (!tool.upstream) return true;
+      current ??= new Map((deps.upstreams?.capabilities(scope.tenant) ?? []).map((c) => [c.name, c]));
+      const capability = current.get(tool.upstream.capability);
+      return capability === undefined || offerOf(capability, who) === "tools";
+    };
+  };
+}
+
+/**
+ * Holds `tools/list` to {@link offeredToRequest}: the SDK's own listing (registered, enabled
+ * tools), less the upstream tools this request's credential is not offered. The SDK installs its
+ * handler with the first tool registered (none registered: nothing to list); its stored handler
+ * is read through the protocol's `_getRequestHandler` — should an SDK upgrade take that away,
+ * building a server fails here rather than list every key's tools to every key
+ * (transport/sdk-internals.test.ts guards it).
+ */
+function listOfferedTools(server: McpServer, offeredTo: (auth: AuthInfo | undefined) => (tool: ToolDefinition) => boolean, tools: ReadonlyMap<string, ToolDefinition>): void {
+  if (tools.size === 0) return;
+  type Handler = (request: unknown, ctx: { http?: { authInfo?: AuthInfo } }) => Promise<{ tools: Array<{ name: string }> }>;
+  const inner = server.server as unknown as { _getRequestHandler?(method: string): Handler | undefined };
+  const list = inner._getRequestHandler?.("tools/list");
+  if (!list) throw new Error("the MCP SDK no longer hands out its tools/list handler (_getRequestHandler): fix listOfferedTools in server/create-server.ts");
+  server.server.setRequestHandler("tools/list", async (request, ctx) => {
+    const listed = await list(request, ctx);
+    const offered = offeredTo(ctx.http?.authInfo);
+    const tool = (name: string) => tools.get(name);
+    return { ...listed, tools: listed.tools.filter((t) => tool(t.name) === undefined || offered(tool(t.name)!)) } as never;
+  });
 }
 
 /**
@@ -182,13 +226,14 @@ class ChaosCoreMcpServer extends McpServer {
     private readonly scope: ServerScope,
     private readonly drift?: (tool: ToolDefinition) => string | undefined,
     private readonly unserved?: (tool: ToolDefinition) => string | undefined,
+    private readonly offeredTo?: (auth: AuthInfo | undefined) => (tool: ToolDefinition) => boolean,
   ) {
     super(info, options);
   }
 
   override async connect(transport: Transport): Promise<void> {
     await super.connect(transport);
-    guardToolCalls(transport, this.toolsByName, this.screen, this.drift, this.unserved);
+    guardToolCalls(transport, this.toolsByName, this.screen, this.drift, this.unserved, this.offeredTo);
     if (this.servedDrift) refuseDrifted(transport, this.servedDrift);
     // Before the guards, as a tool call's limits come before its checks: a request over the limit runs nothing.
     this.limitRequests?.(transport);
@@ -206,8 +251,12 @@ class ChaosCoreMcpServer extends McpServer {
 export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, options: CreateServerOptions = {}): McpServer {
   // The edge's own tools, then the upstream tools cognition serves that this caller is offered as
   // tools (docs/federation.md §6): one it is not offered is not there, and its calls are unknown.
-  // Its tenant's own registry upstreams' tools among them (docs/federation.md §12).
-  const offeredTools = () => (deps.upstreams?.capabilities(scope.tenant) ?? []).filter((c) => offerOf(c, scope) === "tools").map(upstreamToolDefinition);
+  // Its tenant's own registry upstreams' tools among them (docs/federation.md §12). A 2026-07-28
+  // request's server registers what its credential's roles are offered; a session's, what its
+  // principal could be offered under any roles, each request then listing and calling only what
+  // its own roles are offered (offeredToRequest).
+  const registrable = (c: Capability) => (isModernScope(scope) ? offerOf(c, scope) : mostOfferOf(c, scope)) === "tools";
+  const offeredTools = () => (deps.upstreams?.capabilities(scope.tenant) ?? []).filter(registrable).map(upstreamToolDefinition);
   const upstreamTools = options.tools ? [] : offeredTools();
   const tools = [...(options.tools ?? TOOL_DEFINITIONS), ...upstreamTools];
   // The run-time rug-pull guard (docs/contracts.md §7), where the start check read a lock; an
@@ -220,6 +269,7 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
   const modern = isModernScope(scope);
   const delivered = deps.deliversChangeEvents === true;
   const toolsByName = new Map(tools.map((t) => [t.name, t]));
+  const offeredTo = offeredToRequest(deps, scope);
   const server = new ChaosCoreMcpServer(
     { name: SERVER_NAME, title: "Chaos Core", version: deps.version },
     // What SDK v1 advertised (its registerTool raised tools.listChanged to true; registerPrompt
@@ -244,11 +294,13 @@ export function createChaosCoreServer(deps: EdgeDeps, scope: ServerScope, option
     scope,
     drift,
     unserved,
+    offeredTo,
   );
   if (deps.contracts) stampContractsMeta(server, deps.contracts);
   const limiter = deps.limiter;
   if (limiter) server.limitRequests = (transport) => limitRequests(transport, limiter, scope, deps.logger);
   const registered = registerTools(server, tools, deps, scope, server.screen, guard, unserved, drift);
+  listOfferedTools(server, offeredTo, toolsByName);
   if (!options.tools) {
     // An upstream tool cognition begins to serve after this server was built (approved, pinned,
     // or read once the stores opened) joins it; one it stops serving is hidden by `drift`; one an

@@ -60,7 +60,7 @@ export function registerPrompts(
     const log = deps.logger.child({ ...scopeLogFields(scope), prompt: prompt.name });
     const render = (args: Record<string, string>, extra: Extra): Promise<GetPromptResult> => {
       // 2026-07-28: no session; each request its own ref (docs/protocol.md §5).
-      const { call, spanAttrs } = scopedCall(scope);
+      const { call, spanAttrs } = scopedCall(scope, extra.http?.authInfo);
       return inRequestSpan(
         spanAttrs,
         async () => {

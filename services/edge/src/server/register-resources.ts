@@ -1,5 +1,5 @@
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate, UriTemplate } from "@modelcontextprotocol/server";
-import type { McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
+import type { AuthInfo, McpServer, ReadResourceResult, ServerContext } from "@modelcontextprotocol/server";
 import { ChaosError, inRequestSpan } from "@chaos-core/kit";
 import type { EdgeDeps } from "../deps/edge-deps.js";
 import { isModernScope, type ServerScope } from "../sessions/server-scope.js";
@@ -59,10 +59,10 @@ export function registerResources(
 ): void {
   const served = (def: ResourceDefinition) => drift?.(def) === undefined;
   const log = deps.logger.child(scopeLogFields(scope));
-  const contextOf = (signal: AbortSignal): ResourceContext => ({ call: scopedCall(scope).call, deps, signal });
+  const contextOf = (signal: AbortSignal, auth?: AuthInfo): ResourceContext => ({ call: scopedCall(scope, auth).call, deps, signal });
 
   const read = (def: ResourceDefinition, uri: URL, extra: ServerContext, run: (ctx: ResourceContext) => Promise<unknown>) => {
-    const { call, spanAttrs } = scopedCall(scope);
+    const { call, spanAttrs } = scopedCall(scope, extra.http?.authInfo);
     return inRequestSpan(
       spanAttrs,
       async (): Promise<ReadResourceResult> => {
@@ -107,7 +107,7 @@ export function registerResources(
             // The SDK lists a template's resources whether or not the template is enabled.
             if (!served(def)) return { resources: [] };
             try {
-              return { resources: (await list(contextOf(extra.mcpReq.signal))).map((r) => ({ ...r, mimeType: RESOURCE_MIME_TYPE })) };
+              return { resources: (await list(contextOf(extra.mcpReq.signal, extra.http?.authInfo))).map((r) => ({ ...r, mimeType: RESOURCE_MIME_TYPE })) };
             } catch (err) {
               const e = ChaosError.from(err);
               log.error({ err, resource: def.name }, "resource listing failed");

@@ -13,7 +13,7 @@ import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.j
 import { logAtMcpLevel, reachesClient } from "./logging.js";
 import { publishedArguments, publishedResult, publishedUpstreamArguments, withErrorAlternative } from "../definitions/tool-schemas.js";
 import { checkToolArguments, type ArgumentScreen } from "./tool-arguments.js";
-import { mintRequestRef } from "./scope.js";
+import { credentialFacts, mintRequestRef } from "./scope.js";
 
 type Extra = ServerContext;
 
@@ -41,10 +41,14 @@ export function modernRequestOf(extra: Extra, requestRef: string): ModernRequest
   };
 }
 
-/** The signed call context of one call: the session's (2025-11-25) or a fresh request ref (2026-07-28). */
-function callOf(scope: ServerScope, modern: ModernRequest | undefined): CallContext {
-  if (modern) return { tenant: scope.tenant, principal: scope.principal, requestRef: modern.requestRef };
-  return { tenant: scope.tenant, principal: scope.principal, sessionId: (scope as EdgeSession).id };
+/**
+ * The signed call context of one call: the session's (2025-11-25) or a fresh request ref
+ * (2026-07-28), with the roles and tenant generation of the request's credential (scope.ts).
+ */
+function callOf(scope: ServerScope, modern: ModernRequest | undefined, extra: Extra): CallContext {
+  const facts = credentialFacts(extra.http?.authInfo, scope);
+  if (modern) return { tenant: scope.tenant, principal: scope.principal, requestRef: modern.requestRef, ...facts };
+  return { tenant: scope.tenant, principal: scope.principal, sessionId: (scope as EdgeSession).id, ...facts };
 }
 
 function toolContext(
@@ -71,7 +75,7 @@ function toolContext(
   const sendsAt = async (level: LoggingLevel) =>
     modern ? modern.logLevel !== undefined && reachesClient(level, modern.logLevel) : reachesClient(level, await clientLevel());
   return {
-    call: callOf(scope, modern),
+    call: callOf(scope, modern, extra),
     deps,
     signal: extra.mcpReq.signal,
     ...(modern ? { modern } : {}),

@@ -23,6 +23,7 @@ import type { z } from "zod";
 import {
   isJSONRPCRequest,
   ProtocolErrorCode,
+  type AuthInfo,
   type CallToolResult,
   type JSONRPCMessage,
   type RequestId,
@@ -184,9 +185,14 @@ const MAX_SUGGESTED_NAME = 64;
  * ` (did you mean "chaoscore_remember"?)` for a name two edits or fewer from a tool the caller is
  * served (the tools share prefixes, so a looser guess would offer `chaoscore_recall`); else empty.
  */
-function toolMeant(name: string, tools: ReadonlyMap<string, ToolDefinition>, unserved?: (tool: ToolDefinition) => string | undefined): string {
+function toolMeant(
+  name: string,
+  tools: ReadonlyMap<string, ToolDefinition>,
+  unserved?: (tool: ToolDefinition) => string | undefined,
+  offered?: (tool: ToolDefinition) => boolean,
+): string {
   if (name.length > MAX_SUGGESTED_NAME) return "";
-  const served = [...tools.values()].filter((t) => unserved?.(t) === undefined).map((t) => t.name);
+  const served = [...tools.values()].filter((t) => unserved?.(t) === undefined && offered?.(t) !== false).map((t) => t.name);
   const meant = likelyMeant(name, served, 2);
   return meant === undefined ? "" : ` (did you mean "${meant}"?)`;
 }
@@ -213,12 +219,15 @@ export interface ToolCallScreening {
  * (`Unknown tool: NAME`, as the MCP specification words it), and `arguments` that is not an
  * object (`Invalid params: arguments: expected object, got null`). The raw arguments' structural
  * problems are returned for the handler, which answers them as an `invalid_argument` result.
+ * `offered`: whether this request is offered a tool (an upstream tool by its exposure and the
+ * request's roles); one it is not is unknown to it, as if never registered.
  */
 export function toolCallRefusal(
   message: JSONRPCMessage,
   tools: ReadonlyMap<string, ToolDefinition>,
   drift?: (tool: ToolDefinition) => string | undefined,
   unserved?: (tool: ToolDefinition) => string | undefined,
+  offered?: (tool: ToolDefinition) => boolean,
 ): ToolCallScreening {
   if (!isJSONRPCRequest(message) || message.method !== "tools/call") return {};
   const invalidParams = (text: string): ToolCallScreening => ({
@@ -229,7 +238,7 @@ export function toolCallRefusal(
   if (name === undefined) return invalidParams("Invalid params: name: required, expected the tool's name (string)");
   if (typeof name !== "string") return invalidParams(`Invalid params: name: expected the tool's name (string), got ${typeOf(name)}`);
   const tool = tools.get(name);
-  if (!tool) return invalidParams(`Unknown tool: ${quotedName(name)}${toolMeant(name, tools, unserved)}`);
+  if (!tool || offered?.(tool) === false) return invalidParams(`Unknown tool: ${quotedName(name)}${toolMeant(name, tools, unserved, offered)}`);
   // The run-time rug-pull guard (docs/contracts.md §7): a definition that no longer matches its
   // pinned contract is not run, whatever its arguments.
   const drifted = drift?.(tool);
@@ -287,12 +296,15 @@ export function guardToolCalls(
   screen: ArgumentScreen,
   drift?: (tool: ToolDefinition) => string | undefined,
   unserved?: (tool: ToolDefinition) => string | undefined,
+  offeredTo?: (auth: AuthInfo | undefined) => (tool: ToolDefinition) => boolean,
 ): void {
   const dispatch = transport.onmessage;
   transport.onmessage = (message, extra) => {
     let screened: ToolCallScreening;
     try {
-      screened = toolCallRefusal(message, tools, drift, unserved);
+      // Roles travel per request: the message's own credential says which upstream tools it is offered.
+      const offered = offeredTo && isJSONRPCRequest(message) && message.method === "tools/call" ? offeredTo(extra?.authInfo) : undefined;
+      screened = toolCallRefusal(message, tools, drift, unserved, offered);
     } catch (err) {
       // A check that cannot run must not wave the call through to the SDK's own (raw) check.
       transport.onerror?.(err instanceof Error ? err : new Error(String(err)));

@@ -22,6 +22,8 @@ export interface ModernScope {
   readonly era: "modern";
   readonly tenant: string;
   readonly principal: string;
+  /** The roles of the request's credential (none when absent): its server registers only the upstream tools they are offered. */
+  readonly roles?: readonly string[];
 }
 
 /** What a server is built for: one 2025-11-25 session, or one 2026-07-28 request. */

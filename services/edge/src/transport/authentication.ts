@@ -78,8 +78,11 @@ export function authentication(
       if (refusal) return refuse(res, oauth, refusal);
       locals.identity = identity;
       Object.assign(locals, extra);
+      // The generation the directory just read or confirmed, for the call context (cognition need not read it again).
+      const generation = directory?.tenantGeneration(identity.tenant);
+      if (generation !== undefined) locals.tenantGeneration = generation;
       // Roles reach the tools through the SDK's per-request authInfo, never from the session.
-      if (identity !== LOCAL_IDENTITY) (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity);
+      if (identity !== LOCAL_IDENTITY) (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity, generation);
       next();
     };
     const match = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? "");

@@ -1,6 +1,7 @@
 import { toNodeHandler, type NodeMcpRequestHandler } from "@modelcontextprotocol/node";
 import { createMcpHandler, type AuthInfo, type McpHttpHandler, type McpServerFactory, type ServerEventBus } from "@modelcontextprotocol/server";
 import { ChaosError } from "@chaos-core/kit";
+import { rolesOf } from "../auth/identity.js";
 import type { EdgeDeps } from "../deps/edge-deps.js";
 import type { ModernScope } from "../sessions/server-scope.js";
 import { createChaosCoreServer } from "../server/create-server.js";
@@ -18,7 +19,8 @@ export function modernScopeOf(auth: AuthInfo | undefined, tenant: string): Moder
   }
   // One handler per tenant: a request of another tenant must never be served by this one.
   if (authTenant !== tenant) throw new ChaosError("permission_denied", `a request of tenant ${authTenant} reached tenant ${tenant}'s handler`);
-  return { era: "modern", tenant, principal: auth.clientId };
+  const roles = [...rolesOf(auth, { tenant, principal: auth.clientId })].sort();
+  return { era: "modern", tenant, principal: auth.clientId, ...(roles.length > 0 ? { roles } : {}) };
 }
 
 /**

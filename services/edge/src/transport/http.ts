@@ -336,7 +336,7 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
       }
       // The principal comes from the credential only: the key's, or the local identity's.
       const withAuth = req as Request & { auth?: AuthInfo };
-      withAuth.auth ??= authInfoOf(identity);
+      withAuth.auth ??= authInfoOf(identity, (res.locals as McpLocals).tenantGeneration);
       return modern.serve(withAuth, res, req.body);
     }
     const header = req.headers["mcp-session-id"];

@@ -1,6 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
+import { CapabilitySchema } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
+import { authInfoOf } from "../auth/identity.js";
+import type { UpstreamCatalog } from "../clients/upstream-catalog.js";
 import { createChaosCoreServer } from "../server/create-server.js";
 import { createMemorySessionStore } from "../sessions/memory-store.js";
 import type { SessionRecord } from "../sessions/session-store.js";
@@ -35,8 +39,13 @@ function storedRecord(id: string): SessionRecord {
   };
 }
 
-/** A tools/list sent to the transport the way the HTTP layer would pass it on. */
-async function listToolsThrough(transport: WebStandardStreamableHTTPServerTransport, sessionId: string): Promise<Response> {
+/** A tools/list (or another request) sent to the transport the way the HTTP layer would pass it on, with the request's credential. */
+async function listToolsThrough(
+  transport: WebStandardStreamableHTTPServerTransport,
+  sessionId: string,
+  authInfo?: ReturnType<typeof authInfoOf>,
+  body: Record<string, unknown> = { jsonrpc: "2.0", id: 1, method: "tools/list" },
+): Promise<Response> {
   return transport.handleRequest(
     new Request("http://127.0.0.1/mcp", {
       method: "POST",
@@ -46,8 +55,9 @@ async function listToolsThrough(transport: WebStandardStreamableHTTPServerTransp
         "mcp-session-id": sessionId,
         "mcp-protocol-version": "2025-06-18",
       },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+      body: JSON.stringify(body),
     }),
+    authInfo ? { authInfo } : undefined,
   );
 }
 
@@ -94,6 +104,41 @@ describe("rehydrating a session from its stored record", () => {
     const wrong = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => "another-id" });
     await server.connect(wrong);
     await expect(replayInitialize(server, wrong, record)).rejects.toThrow(/sdk-internals\.ts/);
+    await server.close();
+  });
+});
+
+describe("holding a session's tools/list and calls to each request's roles", () => {
+  // What cognition answers for an upstream tool granted to the role "support" of tenant default.
+  const helpdesk = create(CapabilitySchema, {
+    name: "helpdesk.echo",
+    description: "Echoes",
+    risk: "low",
+    upstream: { upstream: "helpdesk", tool: "echo", mcpName: "helpdesk__echo", grants: [{ tenants: ["default"], roles: ["support"], as: "tools" }] },
+  });
+  const catalog: UpstreamCatalog = { capabilities: () => [helpdesk], refresh: async () => {}, onChange: () => () => {} };
+
+  it("lists and refuses by name what the roles of the request's own credential are not offered, in one session", async () => {
+    const record = storedRecord(randomUUID());
+    const deps = { ...services.deps(createMemorySessionStore()), upstreams: catalog };
+    const server = createChaosCoreServer(deps, { id: record.id, tenant: record.tenant, principal: record.principal });
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => record.id });
+    await server.connect(transport);
+    await replayInitialize(server, transport, record);
+    const support = authInfoOf({ tenant: "default", principal: "local", roles: ["support"] });
+    const plain = authInfoOf({ tenant: "default", principal: "local", roles: ["approver"] });
+
+    expect(await (await listToolsThrough(transport, record.id, support)).text()).toContain('"helpdesk__echo"');
+    const unlisted = await (await listToolsThrough(transport, record.id, plain)).text();
+    expect(unlisted).toContain('"chaoscore_remember"');
+    expect(unlisted).not.toContain("helpdesk__echo");
+    expect(await (await listToolsThrough(transport, record.id)).text()).not.toContain("helpdesk__echo");
+    // Roles of a credential of another principal count for nothing here.
+    expect(await (await listToolsThrough(transport, record.id, authInfoOf({ tenant: "default", principal: "sam", roles: ["support"] }))).text()).not.toContain("helpdesk__echo");
+
+    const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "helpdesk__echo", arguments: {} } };
+    const refused = await (await listToolsThrough(transport, record.id, plain, call)).text();
+    expect(refused).toContain("Unknown tool: helpdesk__echo");
     await server.close();
   });
 });

@@ -64,7 +64,9 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant reg
     );
     expect((await refusal(registry.createTenant({ id: "x2", settings: { memoryRetentionDays: -1 } }))).message).toMatch(/^settings\.memoryRetentionDays: /);
     expect((await refusal(registry.createKey({ tenant: "acme", principal: "operator" }))).message).toMatch(/^principal: "operator" is reserved/);
-    expect((await refusal(registry.createKey({ tenant: "acme", principal: "ann", roles: ["admin"] }))).message).toMatch(/^roles\[0\]: "admin" is not a role/);
+    expect((await refusal(registry.createKey({ tenant: "acme", principal: "ann", roles: ["support", "Admin"] }))).message).toMatch(/^roles\[1\]: "Admin" is not a role name: a role name is a lowercase letter/);
+    expect((await refusal(registry.createKey({ tenant: "acme", principal: "ann", roles: ["support", "support"] }))).message).toMatch(/^roles\[1\]: "support" is listed twice/);
+    expect((await refusal(registry.createKey({ tenant: "acme", principal: "ann", roles: Array.from({ length: 33 }, (_, i) => `r${i}`) }))).message).toMatch(/^roles: holds 33 roles; at most 32/);
     expect((await refusal(registry.createKey({ tenant: "acme", principal: "ann", expiresAt: new Date(Date.now() - 1000) }))).message).toMatch(/^expires_at: /);
     expect((await refusal(registry.createKey({ tenant: "ghost", principal: "ann" }))).code).toBe("not_found");
     expect((await refusal(registry.revokeKey("acme", "NOT-AN-ID"))).message).toMatch(/^key_id: /);

@@ -1,11 +1,10 @@
 import {
   assertTenantId,
   ChaosError,
-  KEY_ROLES,
   parseLedgerPolicySection,
   parseTenantLimits,
   principalProblem,
-  type KeyRole,
+  rolesProblem,
   type LedgerPolicySection,
   type TenantLimits,
   TOOLSET_NAMES,
@@ -52,7 +51,8 @@ export interface ApiKeyRecord {
   readonly keyId: string;
   readonly tenant: string;
   readonly principal: string;
-  readonly roles: readonly KeyRole[];
+  /** Role names (kit `roles.ts`): `approver`, or any the operator names for its exposure rules. */
+  readonly roles: readonly string[];
   readonly createdAt: Date;
   readonly expiresAt?: Date;
   readonly revokedAt?: Date;
@@ -154,16 +154,14 @@ export function checkSettings(settings: Partial<TenantSettings> | undefined, fie
 }
 
 /** Checks a new key's principal and roles, naming the field. */
-export function checkKeyInput(input: { principal: string; roles?: readonly string[]; expiresAt?: Date }, now = new Date()): KeyRole[] {
+export function checkKeyInput(input: { principal: string; roles?: readonly string[]; expiresAt?: Date }, now = new Date()): string[] {
   const p = principalProblem(input.principal);
   if (p) invalid("principal", input.principal === "" ? "required; pass who the key is for" : p);
-  const roles = input.roles ?? [];
-  roles.forEach((r, i) => {
-    if (!(KEY_ROLES as readonly string[]).includes(r)) invalid(`roles[${i}]`, `"${r}" is not a role; use ${KEY_ROLES.join(", ")}`);
-    if (roles.indexOf(r) !== i) invalid(`roles[${i}]`, `"${r}" is listed twice`);
-  });
+  const roles = [...(input.roles ?? [])];
+  const problem = rolesProblem(roles);
+  if (problem) invalid(problem.index === undefined ? "roles" : `roles[${problem.index}]`, problem.problem);
   if (input.expiresAt && input.expiresAt.getTime() <= now.getTime()) invalid("expires_at", "must be in the future");
-  return roles as KeyRole[];
+  return roles.sort();
 }
 
 /**

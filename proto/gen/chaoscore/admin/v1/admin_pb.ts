@@ -431,6 +431,9 @@ export type CreateApiKeyRequest = Message<"chaoscore.admin.v1.CreateApiKeyReques
   principal: string;
 
   /**
+   * Role names: "approver", or names of the operator's for upstream exposure rules (a lowercase
+   * letter, then lowercase letters, digits, - and _, at most 63; at most 32); refused naming roles[i].
+   *
    * @generated from field: repeated string roles = 3;
    */
   roles: string[];
