@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Client, ProtocolError, ProtocolErrorCode, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ChaosError, resolveSecretRef, type Logger, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
+import { answerOverCap, cappedFetch, DEFAULT_MAX_RESULT_BYTES, FRAMING_ALLOWANCE, progressTokensOf } from "./answer-cap.js";
 import type { UpstreamFetch } from "./guarded-fetch.js";
 import { refusalOf, type UpstreamNotice } from "./notices.js";
 
@@ -22,6 +23,11 @@ export interface UpstreamConnectOptions {
    * file). A tenant's upstream is reached only through `guardedUpstreamFetch` (guarded-fetch.ts).
    */
   readonly fetch?: UpstreamFetch;
+  /**
+   * The largest answer accepted (`CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES`; the pool passes its own):
+   * one message over it and {@link FRAMING_ALLOWANCE} is cut while it arrives (answer-cap.ts).
+   */
+  readonly maxResultBytes?: number;
 }
 
 /** What a caller hears of one connection. */
@@ -85,33 +91,56 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
   // The calls in flight, by the progress token each sent. Chaos Core hears progress itself rather
   // than through the SDK's onprogress, which drops a notification that arrives just before the
   // response (it removes the handler on the response, before the queued notification runs).
-  const inFlight = new Map<string, (notice: UpstreamNotice) => void>();
+  const inFlight = new Map<string, InFlightCall>();
   let tokens = 0;
   client.setNotificationHandler("notifications/progress", (n) => {
     const { progressToken, progress, total, message } = n.params;
-    inFlight.get(String(progressToken))?.({ kind: "progress", progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) });
+    inFlight.get(String(progressToken))?.notice({ kind: "progress", progress, ...(total !== undefined ? { total } : {}), ...(message ? { message } : {}) });
   });
   client.setNotificationHandler("notifications/message", (n) => {
     const [only] = inFlight.values();
-    if (hooks.logsBelongToCalls && inFlight.size === 1 && only) only({ kind: "log", level: n.params.level, data: n.params.data });
+    if (hooks.logsBelongToCalls && inFlight.size === 1 && only) only.notice({ kind: "log", level: n.params.level, data: n.params.data });
     // Its text stays out of Chaos Core's log: it may be anything the upstream knows.
     else hooks.logger?.debug({ upstream: decl.name, level: n.params.level, callsInFlight: inFlight.size }, "upstream log line not attributable to one call; not passed on");
   });
+  // One message may be the cap and its framing, read as it arrives (docs/federation.md §7).
+  const cap = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+  const limit = cap + FRAMING_ALLOWANCE;
   let transport: StdioClientTransport | StreamableHTTPClientTransport;
   if (decl.transport === "stdio") {
     const home = join(options.workDir, decl.name);
     const cwd = decl.cwd ? join(home, decl.cwd) : home;
     await mkdir(cwd, { recursive: true });
-    transport = new StdioClientTransport({ command: decl.command, args: [...decl.args], env: await stdioEnvironment(decl, cwd, options.secrets), cwd, stderr: "ignore" });
+    // The SDK's reader holds at most `maxBufferSize` of a message not yet whole; past it, it
+    // reports the error (below) and closes the connection.
+    transport = new StdioClientTransport({ command: decl.command, args: [...decl.args], env: await stdioEnvironment(decl, cwd, options.secrets), cwd, stderr: "ignore", maxBufferSize: limit });
   } else {
     const headers: Record<string, string> = {};
     for (const [name, ref] of Object.entries(decl.headers)) headers[name] = await resolveSecretRef(ref, options.secrets);
-    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers }, ...(options.fetch ? { fetch: options.fetch } : {}) });
+    // Every body is counted as it streams; a cut answer to a call fails that call at once. A cut
+    // on the standalone GET stream answers no call: the SDK reconnects it (a few times at most).
+    const fetch = cappedFetch(options.fetch ?? globalThis.fetch, limit, ({ method, requestBody }) => {
+      const tokens = progressTokensOf(requestBody);
+      for (const token of tokens) inFlight.get(token)?.cut(answerOverCap(decl.name, cap));
+      if (tokens.length === 0) hooks.logger?.warn({ upstream: decl.name, method, limit }, `upstream "${decl.name}" sent a message over ${limit} bytes; its response was cut`);
+    });
+    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers }, fetch });
   }
-  // The transport's last complaint, to say why a call ended with the connection (an answer over
-  // the stdio reader's size limit closes it: the SDK reports that here, the call sees only "Connection closed").
-  let transportError: string | undefined;
-  client.onerror = (err) => void (transportError = err.message);
+  // An answer over the stdio reader's limit closes the connection: the SDK says so only here (the
+  // call would see "Connection closed" once the process has gone), so every call on it fails now.
+  // The SDK ends the process's stdin and gives it 2 s; it is stopped at once instead, so it does
+  // not go on sending the rest of its answer into a reader that drops it.
+  client.onerror = (err) => {
+    if (!/^ReadBuffer exceeded maximum size of \d+ bytes$/.test(err.message)) return;
+    for (const call of inFlight.values()) call.cut(answerOverCap(decl.name, cap, err));
+    const pid = transport instanceof StdioClientTransport ? transport.pid : null;
+    if (pid === null) return;
+    try {
+      process.kill(pid, "SIGTERM");
+    } catch {
+      // It has gone already.
+    }
+  };
   try {
     // Starting a process (or npx fetching a package) takes longer than a call may: at least 30 s.
     await client.connect(transport, { timeout: Math.max(decl.timeoutMs, CONNECT_TIMEOUT_MS) });
@@ -133,20 +162,29 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
     async callTool(name, args, signal, onNotice) {
       // Every call carries a progress token, so the upstream may report progress for it.
       const progressToken = `chaos-core-${++tokens}`;
-      inFlight.set(progressToken, onNotice ?? (() => {}));
+      // Aborted, with the refusal as its reason, when this call's answer is cut for its size.
+      const cut = new AbortController();
+      inFlight.set(progressToken, { notice: onNotice ?? (() => {}), cut: (err) => cut.abort(err) });
       try {
         const params = { name, arguments: args, _meta: { progressToken } };
-        return (await client.callTool(params, { timeout: decl.timeoutMs, ...(signal ? { signal } : {}) })) as CallToolResult;
+        return (await client.callTool(params, { timeout: decl.timeoutMs, signal: signal ? AbortSignal.any([signal, cut.signal]) : cut.signal })) as CallToolResult;
       } catch (err) {
-        const limit = transportError?.match(/ReadBuffer exceeded maximum size of (\d+) bytes/)?.[1];
-        if (limit === undefined) throw err;
-        throw new ChaosError("resource_exhausted", `upstream "${decl.name}" sent a message over ${limit} bytes, the most its stdio connection reads; the connection was closed`, { cause: err });
+        if (cut.signal.aborted) throw cut.signal.reason;
+        throw err;
       } finally {
         inFlight.delete(progressToken);
       }
     },
     close: () => client.close(),
   };
+}
+
+/** A call in flight on a connection, by its progress token. */
+interface InFlightCall {
+  /** Hears what the upstream reports about it. */
+  readonly notice: (notice: UpstreamNotice) => void;
+  /** Ends it at once with this error (its answer was cut for its size). */
+  readonly cut: (err: ChaosError) => void;
 }
 
 /**

@@ -57,11 +57,26 @@ describe("an upstream's trouble stays its own", () => {
     expect(pool.breakers()).toEqual(expect.arrayContaining([expect.objectContaining({ upstream: "trouble", state: "closed", consecutiveFailures: 0 })]));
   });
 
-  it("refuses an answer over the size cap, naming it, and serves the next call", async () => {
+  it("cuts a stdio answer over the size cap while it arrives, naming the upstream and the cap; a failure of that upstream; the next call starts it again", async () => {
+    const before = text(await pool.call(trouble!, "acme", "ok", {}));
+    // 2 MB: past the cap and its framing allowance (128 KiB), the reader stops and the connection closes.
     const e = await refusal(pool.call(trouble!, "acme", "huge", { mb: 2 }));
     expect(e.code).toBe("resource_exhausted");
-    expect(e.message).toMatch(/^upstream "trouble" answered \d+ bytes, over the 1048576-byte cap \(CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES\)$/);
-    expect(text(await pool.call(trouble!, "acme", "ok", {}))).toMatch(/^pid \d+$/);
+    expect(e.message).toBe('upstream "trouble" sent an answer over 1048576 bytes, the most Chaos Core accepts (CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES)');
+    expect(pool.breakers().find((b) => b.upstream === "trouble")).toMatchObject({ state: "closed", consecutiveFailures: 1 });
+    const after = text(await pool.call(trouble!, "acme", "ok", {}));
+    expect(after).toMatch(/^pid \d+$/);
+    expect(after).not.toBe(before);
+  });
+
+  it("refuses an answer over the cap but within its framing allowance once whole, the same way, keeping the connection", async () => {
+    const before = text(await pool.call(trouble!, "acme", "ok", {}));
+    // 1.05 MiB of text: its message passes the reader (cap + 128 KiB), its result not the cap.
+    const e = await refusal(pool.call(trouble!, "acme", "huge", { mb: 1.05 }));
+    expect(e.code).toBe("resource_exhausted");
+    expect(e.message).toBe('upstream "trouble" sent an answer over 1048576 bytes, the most Chaos Core accepts (CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES)');
+    expect(pool.breakers().find((b) => b.upstream === "trouble")).toMatchObject({ consecutiveFailures: 1 });
+    expect(text(await pool.call(trouble!, "acme", "ok", {}))).toBe(before);
   });
 
   it("names an upstream that died mid-call, and starts it again on the next call", async () => {

@@ -1,5 +1,6 @@
 import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotocol/client";
 import { ChaosError, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
+import { answerOverCap, DEFAULT_MAX_RESULT_BYTES } from "./answer-cap.js";
 import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
 import type { UpstreamDrift } from "./drift.js";
 import type { UpstreamNotice } from "./notices.js";
@@ -13,9 +14,6 @@ export interface BreakerSettings {
 }
 
 export const DEFAULT_BREAKER: BreakerSettings = { failures: 5, openMs: 15_000 };
-
-/** The largest upstream result served, as JSON (`CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES`). */
-export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 
 /** How long an unused connection stays open. */
 const IDLE_MS = 5 * 60_000;
@@ -36,7 +34,8 @@ export interface UpstreamPool {
   /**
    * Calls `tool` of the upstream for `tenant`; the caller's `signal` cancels it upstream. A
    * failure names the upstream: `unavailable` (unreachable, breaker open), `deadline_exceeded`,
-   * `resource_exhausted` (an answer over the size cap). A result with `isError` is the tool's own
+   * `resource_exhausted` (an answer over the size cap: cut while it arrives, or refused once whole,
+   * either way a failure of the upstream). A result with `isError` is the tool's own
    * answer and counts as a success of the upstream. `onNotice` hears what the upstream reports
    * about this call while it runs (its progress; its log lines where only this call can own them).
    */
@@ -113,7 +112,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   const openWatched = async (decl: UpstreamDeclaration, entry: Entry): Promise<UpstreamConnection> => {
     const drift = options.drift;
     const hooks = { logger: options.logger, logsBelongToCalls: entry.scope !== "shared" };
-    const connection = await open(decl, options.connect, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
+    const connection = await open(decl, { ...options.connect, maxResultBytes: maxBytes }, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
     if (drift) {
       // When each read was asked for: what another replica found before it is older than this read.
       const reread = () => {
@@ -126,10 +125,11 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     return connection;
   };
 
-  const failed = (entry: Entry, err: unknown): never => {
+  /** Counts a failure of the upstream (the breaker opens after enough in a row) and drops the connection, unless `keep`. */
+  const failed = (entry: Entry, err: unknown, keep = false): never => {
     entry.failures += 1;
     entry.probing = false;
-    drop(entry);
+    if (!keep) drop(entry);
     if (entry.failures >= breaker.failures) {
       entry.openUntil = now() + breaker.openMs;
       options.logger.warn({ upstream: entry.upstream, scope: entry.scope, failures: entry.failures }, "upstream breaker opened");
@@ -166,7 +166,8 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
         result = await connection.callTool(tool, args, signal, onNotice);
       } catch (err) {
         if (signal?.aborted) throw new ChaosError("cancelled", `the call to upstream "${decl.name}" was cancelled`, { cause: err });
-        // What the connection already named (an answer over its size limit) stays as it said.
+        // What the connection already named (an answer cut for its size) stays as it said; the
+        // connection is dropped (a cut HTTP stream may be resumed, a stdio one is closed).
         if (err instanceof ChaosError) return failed(entry, err);
         const message = err instanceof Error ? err.message : String(err);
         const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout;
@@ -176,11 +177,9 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
         );
       }
       const bytes = Buffer.byteLength(JSON.stringify(result));
-      if (bytes > maxBytes) {
-        // An answer it chose to give: the upstream works, it is refused here by size.
-        entry.failures = 0;
-        throw new ChaosError("resource_exhausted", `upstream "${decl.name}" answered ${bytes} bytes, over the ${maxBytes}-byte cap (CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES)`);
-      }
+      // Over the cap but within the framing allowance the connection reads whole: a failure of the
+      // upstream as a cut answer is, but the connection is sound and kept.
+      if (bytes > maxBytes) return failed(entry, answerOverCap(decl.name, maxBytes), true);
       entry.failures = 0;
       entry.openUntil = undefined;
       entry.probing = false;
