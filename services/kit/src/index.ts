@@ -102,8 +102,8 @@ export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, KEY_ROLES, newIssuedKey, pr
 export type { KeyRole } from "./api-keys.js";
 export { createMemoryChangeCounters, createRedisChangeCounters } from "./change-counters.js";
 export type { ChangeCounters } from "./change-counters.js";
-export { createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
-export type { TenantGenerations } from "./tenant-generations.js";
+export { announcedChange, createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
+export type { TenantChangeListener, TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
 export { DEFAULT_TOOLSETS, servedToolsets, TOOLSET_NAMES } from "./toolsets.js";
 export type { ToolsetName } from "./toolsets.js";
