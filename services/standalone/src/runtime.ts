@@ -416,7 +416,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     // Each change to a tenant is announced once committed — by this process's admin path (its
     // `upstreams add|remove|disable|enable`), or, with Redis, by any process sharing it: the
     // tenant's sessions hear tools/list_changed at once. The credential directory, finding the
-    // same change on the tenant's next request, tells the catalog too: one read for both.
+    // same change on the tenant's next request, tells the catalog too (told together, read once).
     const stopHearing = await generations.watch({
       changed: (tenant) => upstreamCatalog.tenantChanged?.(tenant),
       missed: () => void upstreamCatalog.refresh().catch(() => {}),
