@@ -3,21 +3,27 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ContextSigner, createGrpcClient } from "@chaos-core/kit";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLedgerKeys, type LedgerKeys } from "../support/ledger.js";
 import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
+import { sseStream } from "../support/mcp-http.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { TEST_REDIS_URL } from "../support/redis.js";
 import { httpClient, ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
 import { freePort, waitForPort } from "../support/ports.js";
+import { eventually, postListen } from "../support/streams.js";
 
 /**
  * Issue 32 item 1(b), in the Kubernetes shape: the cognition service run alone reads a tenant's
  * own upstreams from the policy service's TenantDirectoryService over gRPC, with the tenant
  * generations both share in Redis, and serves them to that tenant only; a disable reaches its
  * next call. The upstream is server-everything's Streamable HTTP mode, added with `chaos-core
- * upstreams add` through the cluster's tenant admin API.
+ * upstreams add` through the cluster's tenant admin API. Two edge replicas share that Redis too:
+ * a change the policy service commits is announced there, so the tenant's sessions hear
+ * tools/list_changed without a request of theirs, and a replica holding nothing of the tenant
+ * open lists the change on the tenant's very next request (docs/federation.md §12).
  */
 
 describe("a tenant's own upstream, served by the cognition service run alone", () => {
@@ -36,7 +42,10 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
   let acme: Client;
   let bravo: Client;
   let carolKey = "";
+  let acmeKey = "";
+  const heard = { acme: 0, bravo: 0 };
   let edgeUrl = "";
+  let edge2Url = "";
 
   beforeAll(async () => {
     const port = await freePort();
@@ -88,14 +97,14 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     await cli(["tenants", "create", "bravo"]);
     await cli(["upstreams", "add", "everything", "--tenant", "acme", "--url", `http://127.0.0.1:${port}/mcp`, "--header", "Authorization=env:CHAOS_CORE_UPSTREAM_SECRET_ACME", "--risk", "low"]);
     cognition = createGrpcClient(CognitionService, cognitionMain.address, new ContextSigner(key));
-    const acmeKey = (await cli(["keys", "create", "--tenant", "acme", "--principal", "alice"])).trim();
+    acmeKey = (await cli(["keys", "create", "--tenant", "acme", "--principal", "alice"])).trim();
     const bravoKey = (await cli(["keys", "create", "--tenant", "bravo", "--principal", "bob"])).trim();
     // carol registers a server of the same name, its own, and is only ever a 2026-07-28 client here.
     await cli(["tenants", "create", "carol"]);
     carolKey = (await cli(["keys", "create", "--tenant", "carol", "--principal", "cy"])).trim();
     await cli(["upstreams", "add", "everything", "--tenant", "carol", "--url", `http://127.0.0.1:${port}/mcp`]);
     mrtrKeys = await createMrtrKeys();
-    const edge = await startServiceMain("edge", {
+    const edgeEnv = {
       ...mrtrKeys.env,
       CHAOS_CORE_CONTEXT_KEY: key,
       POLICY_ADDR: p.address,
@@ -103,11 +112,19 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
       COGNITION_ADDR: cognitionMain.address,
       COUNCIL_ADDR: k.address,
       LEDGER_ADDR: l.address,
-    });
-    procs.push(edge.proc);
+      REDIS_URL: TEST_REDIS_URL,
+      CHAOS_CORE_REDIS_PREFIX: prefix,
+    };
+    const [edge, edge2] = await startServiceMains(procs, [
+      ["edge", edgeEnv],
+      ["edge", edgeEnv],
+    ]);
     edgeUrl = edge.address;
+    edge2Url = edge2.address;
     acme = await httpClient(edge.address, { Authorization: `Bearer ${acmeKey}` });
     bravo = await httpClient(edge.address, { Authorization: `Bearer ${bravoKey}` });
+    acme.setNotificationHandler(ToolListChangedNotificationSchema, () => void (heard.acme += 1));
+    bravo.setNotificationHandler(ToolListChangedNotificationSchema, () => void (heard.bravo += 1));
   }, 180_000);
 
   afterAll(async () => {
@@ -146,10 +163,11 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     expect((await bravo.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith("everything__"))).toEqual([]);
   });
 
-  it("lists carol's own on carol's very first request to the edge, a 2026-07-28 one", async () => {
-    const res = await fetch(edgeUrl, {
+  /** A 2026-07-28 tools/list on `url` with `key`: the upstream tools it names (`<upstream>__<tool>`). */
+  const modernList = async (url: string, key: string) => {
+    const res = await fetch(url, {
       method: "POST",
-      headers: { authorization: `Bearer ${carolKey}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
       body: JSON.stringify({
         jsonrpc: "2.0",
         id: 1,
@@ -159,8 +177,43 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
     });
     const text = await res.text();
     expect(res.status, text).toBe(200);
-    expect(text).toContain('"everything__echo"');
+    expect(text).toContain('"chaoscore_inspect"');
+    return [...text.matchAll(/"name":"([A-Za-z0-9-]+__[A-Za-z0-9_-]+)"/g)].map((m) => m[1]);
+  };
+
+  it("lists carol's own on carol's very first request to the edge, a 2026-07-28 one", async () => {
+    expect(await modernList(edgeUrl, carolKey)).toContain("everything__echo");
   });
+
+  it("tells acme's session and listen stream tools/list_changed when the admin API disables and enables its upstream, with no request of acme's; bravo hears nothing; the other replica lists the change on acme's next request", async () => {
+    // The second replica read acme's tools on acme's first request there; it holds nothing of acme open.
+    expect(await modernList(edge2Url, acmeKey)).toContain("everything__echo");
+    const listen = await postListen(edgeUrl, { Authorization: `Bearer ${acmeKey}` }, "listen-tools", { toolsListChanged: true });
+    expect(listen.status).toBe(200);
+    const stream = sseStream(listen);
+    await stream.next((e) => e.message?.["method"] === "notifications/subscriptions/acknowledged", "the acknowledgement");
+    const isToolsChanged = (e: { message?: Record<string, unknown> }) => e.message?.["method"] === "notifications/tools/list_changed";
+    expect(heard).toEqual({ acme: 0, bravo: 0 });
+
+    // Two changes, each heard within 10 s of the command: the edge's minute re-read could explain one, not both.
+    await cli(["upstreams", "disable", "everything", "--tenant", "acme"]);
+    await eventually(() => heard.acme === 1, "acme's session to hear tools/list_changed after the disable", 10_000);
+    await stream.next(isToolsChanged, "tools/list_changed on acme's listen stream after the disable", 10_000);
+    // Told too, the second replica read acme's tools again meanwhile: its very next answer to acme
+    // lists the change (a replica that learnt of it from this request would answer from before it).
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(await modernList(edge2Url, acmeKey)).not.toContain("everything__echo");
+    await cli(["upstreams", "enable", "everything", "--tenant", "acme"]);
+    await eventually(() => heard.acme === 2, "acme's session to hear tools/list_changed after the enable", 10_000);
+    await stream.next(isToolsChanged, "tools/list_changed on acme's listen stream after the enable", 10_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(await modernList(edge2Url, acmeKey)).toContain("everything__echo");
+    await stream.cancel();
+    // Time for a change wrongly told to bravo to arrive too.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(heard).toEqual({ acme: 2, bravo: 0 });
+    expect((await acme.listTools()).tools.map((t) => t.name)).toContain("everything__echo");
+  }, 60_000);
 
   it("refuses acme's next call once the upstream is disabled, and the edge drops it from acme's list when acme's generation moved", async () => {
     await cli(["upstreams", "disable", "everything", "--tenant", "acme"]);

@@ -239,7 +239,7 @@ http.request may reach, comma separated as kit's parseAllowedAddresses reads the
 {{- if and (eq (include "chaos-core.usesRedis" $name) "true") $v.secrets.redis.existingSecret }}
 {{ include "chaos-core.secretEnv" (list "REDIS_URL" $v.secrets.redis) }}
 {{- if ne $name "edge" }}
-{{- /* Policy publishes tenant generations where the edge reads them: under the edge's fixed prefix, whatever config.redisPrefix says (the edge reads no prefix setting). */}}
+{{- /* Policy publishes tenant generations and changes where the edge reads them: under the edge's default prefix, whatever config.redisPrefix says (the chart gives the edge none). */}}
 - name: CHAOS_CORE_REDIS_PREFIX
   value: {{ ternary "chaoscore:" $v.config.redisPrefix (eq $name "policy") | quote }}
 {{- end }}

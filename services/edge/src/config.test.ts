@@ -92,6 +92,7 @@ describe("loadEdgeConfig", () => {
       mrtrKeysFile: "/etc/chaos-core/mrtr-keyring.json",
       mrtrTtlSeconds: 300,
       contracts: { lockFile: "/app/chaoscore.lock", verifierKeys: [] },
+      redisPrefix: "chaoscore:",
     });
   });
 
@@ -199,6 +200,23 @@ describe("loadEdgeConfig", () => {
     expect(loadEdgeAloneConfig(alone).policyAddr).toBe("policy:50051");
     expect(() => loadEdgeAloneConfig({ ...alone, CHAOS_CORE_GRPC_HEALTH_PORT: "8090" })).toThrow(
       /^invalid configuration:\n {2}CHAOS_CORE_GRPC_HEALTH_PORT: is for the gRPC services only: the edge runs no gRPC server \(its probes are HTTP \/readyz and \/healthz\); unset it for the edge$/,
+    );
+  });
+
+  it("keys Redis under CHAOS_CORE_REDIS_PREFIX when alone (chaoscore: by default), as the policy service publishes tenant generations", () => {
+    const alone = {
+      POLICY_ADDR: "policy:50051",
+      MEMORY_ADDR: "memory:50052",
+      COGNITION_ADDR: "cognition:50053",
+      COUNCIL_ADDR: "council:50055",
+      CHAOS_CORE_CONTEXT_KEY: "k".repeat(32),
+      CHAOS_CORE_MRTR_KEYS_FILE: "/k/mrtr.json",
+    };
+    expect(loadEdgeAloneConfig(alone).redisPrefix).toBe("chaoscore:");
+    expect(loadEdgeAloneConfig({ ...alone, CHAOS_CORE_REDIS_PREFIX: "" }).redisPrefix).toBe("chaoscore:");
+    expect(loadEdgeAloneConfig({ ...alone, CHAOS_CORE_REDIS_PREFIX: "prod-a:" }).redisPrefix).toBe("prod-a:");
+    expect(() => loadEdgeAloneConfig({ ...alone, CHAOS_CORE_REDIS_PREFIX: "has space" })).toThrow(
+      /^invalid configuration:\n {2}CHAOS_CORE_REDIS_PREFIX: must be 1 to 64 visible ASCII characters$/,
     );
   });
 

@@ -309,7 +309,17 @@ export interface EdgeAloneConfig extends EdgeConfig {
   /** `CHAOS_CORE_CONTEXT_KEY_ACCEPTED`: a second key whose signatures are accepted while the key is rotated. */
   readonly contextKeyAccepted?: string;
   readonly mrtrKeysFile: string;
+  /**
+   * `CHAOS_CORE_REDIS_PREFIX` (default `chaoscore:`), as the other services read it: the prefix of
+   * the edge's Redis keys and channels — the tenant generations and change announcements the
+   * policy service publishes under its own must be read under the same. (The standalone keys
+   * everything under `chaoscore:`.)
+   */
+  readonly redisPrefix: string;
 }
+
+/** A Redis key prefix, as every service's `CHAOS_CORE_REDIS_PREFIX` accepts it. */
+const REDIS_PREFIX_RE = /^[\x21-\x7e]{1,64}$/;
 
 /**
  * Reads the edge's configuration from an environment record (tests pass their own), as the
@@ -339,6 +349,8 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
           "every edge replica mounts the same file)",
       });
     }
+    const prefix = env.CHAOS_CORE_REDIS_PREFIX;
+    if (prefix && !REDIS_PREFIX_RE.test(prefix)) ctx.addIssue({ code: "custom", path: ["CHAOS_CORE_REDIS_PREFIX"], message: "must be 1 to 64 visible ASCII characters" });
     // The edge serves no gRPC (its probes are HTTP /readyz and /healthz): a health port here would open nothing.
     if (env.CHAOS_CORE_GRPC_HEALTH_PORT !== undefined) ctx.addIssue({ code: "custom", path: ["CHAOS_CORE_GRPC_HEALTH_PORT"], message: "is for the gRPC services only: the edge runs no gRPC server (its probes are HTTP /readyz and /healthz); unset it for the edge" });
   });
@@ -352,6 +364,7 @@ export function loadEdgeAloneConfig(env: Env = process.env): EdgeAloneConfig {
     contextKey: e.CHAOS_CORE_CONTEXT_KEY!,
     ...(e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED ? { contextKeyAccepted: e.CHAOS_CORE_CONTEXT_KEY_ACCEPTED } : {}),
     mrtrKeysFile: e.CHAOS_CORE_MRTR_KEYS_FILE!,
+    redisPrefix: env.CHAOS_CORE_REDIS_PREFIX || "chaoscore:",
   };
 }
 

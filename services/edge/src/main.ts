@@ -64,18 +64,19 @@ try {
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, { logger, name: "chaos-core-edge" }) : undefined;
   if (!redis) logger.warn("REDIS_URL is not set: sessions live in this process, so only this replica can serve them");
   const sessions = redis
-    ? createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds })
+    ? createRedisSessionStore(redis, { prefix: config.redisPrefix, ttlSeconds: config.sessionTtlSeconds })
     : createMemorySessionStore({ ttlSeconds: config.sessionTtlSeconds });
   // Resumable SSE streams and change events span the replicas where the sessions do.
-  const events = redis ? await createRedisEdgeEvents(redis, { prefix: "chaoscore:", ttlSeconds: config.sessionTtlSeconds, logger }) : undefined;
+  const events = redis ? await createRedisEdgeEvents(redis, { prefix: config.redisPrefix, ttlSeconds: config.sessionTtlSeconds, logger }) : undefined;
 
   // Keys and tenant status from the policy service's registry, cached while the tenant's
   // generation in Redis holds; without Redis every request asks the policy service.
+  const generations = redis ? createRedisTenantGenerations(redis, { prefix: config.redisPrefix, logger }) : undefined;
   // Set once the catalog exists: a tenant whose generation moved has its own upstream tools read again (docs/federation.md §12).
   const tenantChanged: { tell?: (tenant: string) => void } = {};
   const directory = createCredentialDirectory({
     client: tenantDirectory.client,
-    ...(redis ? { generations: createRedisTenantGenerations(redis, { prefix: "chaoscore:" }) } : {}),
+    ...(generations ? { generations } : {}),
     logger,
     onTenantChange: (tenant) => tenantChanged.tell?.(tenant),
   });
@@ -84,7 +85,14 @@ try {
   const upstreams = createUpstreamCatalog(cognition.client, logger);
   await upstreams.refresh().catch(() => {});
   const upstreamRefresh = setInterval(() => void upstreams.refresh().catch(() => {}), 60_000).unref();
-  tenantChanged.tell = (tenant) => void upstreams.refreshTenant?.(tenant);
+  tenantChanged.tell = (tenant) => upstreams.tenantChanged?.(tenant);
+  // Each change committed on this Redis is announced: a tenant's own tools are read again at once,
+  // so its sessions and listen streams here hear tools/list_changed without a request of theirs.
+  // Announcements lost while Redis was away: every tenant is read again once it is back.
+  const stopHearing = await generations?.watch({
+    changed: (tenant) => upstreams.tenantChanged?.(tenant),
+    missed: () => void upstreams.refresh().catch(() => {}),
+  });
   const http = await startHttpTransport(
     {
       policy: policy.client,
@@ -102,7 +110,7 @@ try {
       contracts: attestation,
       ...(events ? { events } : {}),
       // The registry's limits of a tenant win over the file's (read with its status on every request).
-      limiter: createRateLimiter(rateLimits, redis, { prefix: "chaoscore:", logger, registry: (tenant) => directory.tenantLimits(tenant) }),
+      limiter: createRateLimiter(rateLimits, redis, { prefix: config.redisPrefix, logger, registry: (tenant) => directory.tenantLimits(tenant) }),
     },
     {
       ...config.http,
@@ -113,7 +121,7 @@ try {
         ? {
             console: {
               ...config.http.console,
-              sessions: redis ? createRedisConsoleSessionStore(redis, { prefix: "chaoscore:" }) : createMemoryConsoleSessionStore(),
+              sessions: redis ? createRedisConsoleSessionStore(redis, { prefix: config.redisPrefix }) : createMemoryConsoleSessionStore(),
               signingKey: consoleSigningKey(config.contextKey),
             },
           }
@@ -141,6 +149,7 @@ try {
 
   onShutdown(logger, async (graceMs) => {
     clearInterval(upstreamRefresh);
+    await stopHearing?.();
     await http.close(graceMs);
     await events?.close();
     policy.close();

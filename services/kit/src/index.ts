@@ -102,8 +102,8 @@ export { hashApiKey, ISSUED_KEY_PREFIX, issuedKeyId, newIssuedKey, principalProb
 export { APPROVER_ROLE, MAX_ROLES, ROLE_NAME_RE, ROLE_NAME_RULE, roleNameProblem, rolesProblem } from "./roles.js";
 export { createMemoryChangeCounters, createRedisChangeCounters } from "./change-counters.js";
 export type { ChangeCounters } from "./change-counters.js";
-export { createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
-export type { TenantGenerations } from "./tenant-generations.js";
+export { announcedChange, createMemoryTenantGenerations, createRedisTenantGenerations, publishedGeneration } from "./tenant-generations.js";
+export type { TenantChangeListener, TenantGenerations } from "./tenant-generations.js";
 export { parseTenantLimits, rateLimitSchema, tenantLimitsSchema } from "./rate-limits.js";
 export { DEFAULT_TOOLSETS, servedToolsets, TOOLSET_NAMES } from "./toolsets.js";
 export type { ToolsetName } from "./toolsets.js";

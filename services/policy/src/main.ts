@@ -37,7 +37,7 @@ try {
   // Tenant generations reach the edges through Redis; without it, edges sharing no Redis with
   // this service resolve every request here (docs/tenants.md, "Revocation").
   const redis = config.redis ? await connectRedis(config.redis.url, { logger, name: "chaos-core-policy" }) : undefined;
-  const generations = redis ? createRedisTenantGenerations(redis, { prefix: config.redis!.prefix }) : createMemoryTenantGenerations();
+  const generations = redis ? createRedisTenantGenerations(redis, { prefix: config.redis!.prefix, logger }) : createMemoryTenantGenerations({ logger });
   if (config.store.kind === "postgres") {
     const db = createPostgresDb({ connectionString: config.store.databaseUrl, applicationName: "chaos-core-policy" });
     closeDb = () => db.close();

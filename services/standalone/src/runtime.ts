@@ -186,18 +186,6 @@ export interface RuntimeOptions {
   limiter?: RateLimiter;
 }
 
-/** The admin handlers, telling `changed` the tenant whose own upstreams an operator just changed. */
-function withUpstreamChanges(handlers: ReturnType<typeof createTenantAdminHandlers>, changed: (tenant: string) => void): ReturnType<typeof createTenantAdminHandlers> {
-  const told =
-    <R extends { tenant: string }, A>(call: (req: R, ctx: A) => Promise<unknown>) =>
-    async (req: R, ctx: A) => {
-      const answer = await call(req, ctx);
-      changed(req.tenant);
-      return answer;
-    };
-  return { ...handlers, addUpstream: told(handlers.addUpstream), removeUpstream: told(handlers.removeUpstream), setUpstreamStatus: told(handlers.setUpstreamStatus) } as ReturnType<typeof createTenantAdminHandlers>;
-}
-
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
 function describeProviderChoice(config: ProviderConfig): string {
   const why = config.selection === "explicit" ? "set by CHAOS_CORE_PROVIDER" : "inferred from the environment";
@@ -274,7 +262,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const keyring = config.ledgerKeysFile ? await loadKeyring(config.ledgerKeysFile) : await loadOrCreateKeyring(config.dataDir, logger);
     const ledgerPolicies = await loadOperatorPolicies(config.ledgerPolicyFile);
 
-    let generations: TenantGenerations = createMemoryTenantGenerations();
+    let generations: TenantGenerations = createMemoryTenantGenerations({ logger });
     let policyChanges: ChangeCounters = createMemoryChangeCounters();
     let sessions: EdgeDeps["sessions"];
     let events: EdgeEvents | undefined;
@@ -295,7 +283,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
       nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
       // Several processes may share this database and Redis: a change any of them makes reaches the others' next request.
-      generations = createRedisTenantGenerations(redis, { prefix: "chaoscore:" });
+      generations = createRedisTenantGenerations(redis, { prefix: "chaoscore:", logger });
       policyChanges = createRedisChangeCounters(redis, { prefix: "chaoscore:", name: "policy-changes" });
     } else {
       sessions = options.sessions ?? createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
@@ -321,7 +309,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       operatorUpstreams: operatorUpstreamNames(options.upstreams?.file),
       checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
     });
-    // Set once the edge's catalog exists: a tenant's upstream added, removed, disabled or enabled reaches its sessions at once.
+    // Set once the edge's catalog exists: a tenant whose generation moved has its own upstream tools read again.
     const upstreamsChanged: { tell?: (tenant: string) => void } = {};
     const tenants = {
       directory: createCredentialDirectory({
@@ -331,7 +319,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         // Another process sharing this database and Redis changed the tenant: its own upstreams too, maybe.
         onTenantChange: (tenant) => upstreamsChanged.tell?.(tenant),
       }),
-      admin: createInProcessClient(TenantAdminService, withUpstreamChanges(adminHandlers, (tenant) => upstreamsChanged.tell?.(tenant))),
+      admin: createInProcessClient(TenantAdminService, adminHandlers),
       generations,
     };
     // The limits are the tenant's, not this process's: with Redis every `serve` process and edge
@@ -426,7 +414,16 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     upstreams?.drift.onChange(() => void upstreamCatalog.refresh().catch(() => {}));
     // An approval re-pinned (a changed schema, a tool pinned later): listed as pinned now.
     upstreams?.onCapabilities(() => void upstreamCatalog.refresh().catch(() => {}));
-    upstreamsChanged.tell = (tenant) => void upstreamCatalog.refreshTenant?.(tenant);
+    upstreamsChanged.tell = (tenant) => upstreamCatalog.tenantChanged?.(tenant);
+    // Each change to a tenant is announced once committed — by this process's admin path (its
+    // `upstreams add|remove|disable|enable`), or, with Redis, by any process sharing it: the
+    // tenant's sessions hear tools/list_changed at once. The credential directory, finding the
+    // same change on the tenant's next request, tells the catalog too (told together, read once).
+    const stopHearing = await generations.watch({
+      changed: (tenant) => upstreamCatalog.tenantChanged?.(tenant),
+      missed: () => void upstreamCatalog.refresh().catch(() => {}),
+    });
+    closers.push(stopHearing);
 
     return {
       ...(admin ? { admin } : {}),

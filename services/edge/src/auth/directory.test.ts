@@ -105,6 +105,8 @@ describe("the edge's credential directory over the real registry", () => {
       },
       publish: async () => undefined,
       seed: async () => undefined,
+      announce: async () => undefined,
+      watch: async () => async () => undefined,
     };
     const unreadable = createCredentialDirectory({ client, generations: broken, logger });
     expect(await counted(() => unreadable.resolveKey(secret).then(() => unreadable.resolveKey(secret)))).toBe(2);

@@ -27,6 +27,13 @@ export interface UpstreamCatalog {
    */
   refreshTenant?(tenant: string): Promise<void>;
   /**
+   * `tenant` changed (its generation moved: announced, or found by the credential directory):
+   * its own tools are read again if this edge read them before — one never read here is read when
+   * first listed. A burst is read once, after {@link TENANT_CHANGE_SETTLE_MS}; a change told
+   * while a read is under way is read again after it (that read may have started before it).
+   */
+  tenantChanged?(tenant: string): void;
+  /**
    * Called after a read that changed what a client would list: a tool added or gone, quarantined
    * or freed. `change` names the sets before and after (the same on every replica that sees the
    * same change), so a change published by several replicas reaches a client once. Returns a
@@ -68,6 +75,8 @@ const EDGE_PRINCIPAL = "chaos-core-edge";
 const CATALOG_CONTEXT: CallContext = Object.freeze({ tenant: "default", principal: EDGE_PRINCIPAL });
 /** How long a tenant's own tools are listed from the last read before it is read again. */
 const TENANT_MAX_AGE_MS = 60_000;
+/** How long a change waits for others of the same tenant before its tools are read (one read for a burst). */
+export const TENANT_CHANGE_SETTLE_MS = 50;
 
 /** Whether an upstream tool is `tenant`'s own: every grant names that tenant alone (a registry upstream's, §12). */
 function ownedBy(capability: Capability, tenant: string): boolean {
@@ -80,6 +89,10 @@ interface TenantTools {
   version: string;
   at: number;
   reading?: Promise<void>;
+  /** A change told, waiting {@link TENANT_CHANGE_SETTLE_MS}. */
+  settling?: NodeJS.Timeout;
+  /** A change told while reading: read once more after. */
+  again?: boolean;
 }
 
 /**
@@ -131,8 +144,24 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
     let entry = tenants.get(tenant);
     if (!entry) tenants.set(tenant, (entry = { capabilities: [], version: catalogVersion([]), at: 0 }));
     const e = entry;
-    e.reading ??= readTenant(tenant, e).finally(() => (e.reading = undefined));
+    e.reading ??= readTenant(tenant, e).finally(() => {
+      e.reading = undefined;
+      if (e.again) {
+        e.again = false;
+        void refreshTenant(tenant);
+      }
+    });
     return e.reading;
+  };
+  const tenantChanged = (tenant: string): void => {
+    const entry = tenants.get(tenant);
+    if (!entry || entry.settling) return;
+    entry.settling = setTimeout(() => {
+      entry.settling = undefined;
+      if (entry.reading) entry.again = true;
+      else void refreshTenant(tenant);
+    }, TENANT_CHANGE_SETTLE_MS);
+    entry.settling.unref();
   };
   return {
     capabilities: (tenant) => {
@@ -142,6 +171,7 @@ export function createUpstreamCatalog(cognition: CognitionClient, logger: Logger
       return entry && entry.capabilities.length > 0 ? [...current, ...entry.capabilities] : current;
     },
     refreshTenant,
+    tenantChanged,
     async refresh() {
       try {
         await refreshOperators();
@@ -198,6 +228,7 @@ export function deferredUpstreamCatalog(later: Promise<UpstreamCatalog | undefin
     capabilities: (tenant) => ready?.capabilities(tenant) ?? [],
     refresh: async () => (await later)?.refresh(),
     refreshTenant: async (tenant) => (await later)?.refreshTenant?.(tenant),
+    tenantChanged: (tenant) => ready?.tenantChanged?.(tenant),
     onChange(listener) {
       listeners.add(listener);
       return () => void listeners.delete(listener);

@@ -152,12 +152,13 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant reg
     expect((await refusal(registry.setStatus("doomed", "enabled"))).code).toBe("failed_precondition");
   });
 
-  it("a change whose generation cannot be published is not made", async () => {
+  it("a change whose generation cannot be published is not made, nor announced", async () => {
+    const memory = createMemoryTenantGenerations();
+    const heard: string[] = [];
+    await memory.watch({ changed: (tenant) => void heard.push(tenant) });
     const failing = createSqlTenantRegistry(db, {
       generations: {
-        kind: "test",
-        get: async () => undefined,
-        seed: async () => undefined,
+        ...memory,
         publish: async () => {
           throw new ChaosError("unavailable", "Redis is unavailable");
         },
@@ -165,5 +166,19 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant reg
     });
     expect((await refusal(failing.setStatus("acme", "disabled"))).code).toBe("unavailable");
     expect((await registry.getTenant("acme"))!.status).toBe("enabled");
+    expect(heard).toEqual([]);
+  });
+
+  it("announces each change once it committed: a watcher reading the tenant when told reads the change", async () => {
+    const read: Array<Promise<string | undefined>> = [];
+    const stop = await generations.watch({ changed: (tenant, generation) => void read.push(registry.getTenant(tenant).then((t) => `${t?.status}@${t?.generation}/${generation}`)) });
+    try {
+      await registry.createTenant({ id: "told" });
+      const disabled = await registry.setStatus("told", "disabled");
+      await registry.createKey({ tenant: "told", principal: "tia" });
+      expect(await Promise.all(read)).toEqual(["enabled@1/1", `disabled@${disabled.generation}/${disabled.generation}`, `disabled@3/3`]);
+    } finally {
+      await stop();
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { APP_ROLE, ChaosError, newIssuedKey, type Db, type Migration, type Queryable, type TenantGenerations } from "@chaos-core/kit";
+import { announcedChange, APP_ROLE, ChaosError, newIssuedKey, type Db, type Migration, type Queryable, type TenantGenerations } from "@chaos-core/kit";
 import {
   checkKeyInput,
   checkSettings,
@@ -142,7 +142,8 @@ const LAST_USED_GRANULARITY = "1 minute";
  * The {@link TenantRegistry} over the kit `Db` (Postgres or PGlite). Each change runs in one
  * transaction of its tenant that raises the tenant's generation and publishes it to
  * `generations` before committing, so no edge keeps serving from what the change replaced; when
- * it cannot be published (Redis down) the change is not made and the caller is told why.
+ * it cannot be published (Redis down) the change is not made and the caller is told why. Once
+ * committed the change is announced, best effort (kit's `announcedChange`).
  */
 export function createSqlTenantRegistry(db: Db, options: { generations?: TenantGenerations } = {}): TenantRegistry {
   const generations = options.generations;
@@ -153,15 +154,20 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
     return tenantOf(rows[0]);
   }
 
+  /** One transaction of tenant `id` that changes it: `change` publishes in it; announced once committed. */
+  type Publish = (generation: number) => Promise<void>;
+  const changeTx = <T>(id: string, fn: (q: Queryable, publish: Publish) => Promise<T>): Promise<T> =>
+    announcedChange(generations, id, (publish) => db.tenantTx(id, (q) => fn(q, publish)));
+
   /** Raises the generation, applies `set` to the row, publishes, and returns the row. */
-  async function change(q: Queryable, id: string, set = "", params: unknown[] = []): Promise<TenantRecord> {
+  async function change(q: Queryable, publish: Publish, id: string, set = "", params: unknown[] = []): Promise<TenantRecord> {
     const { rows } = await q.query<TenantRow>(
       `UPDATE ${TENANTS} SET generation = generation + 1, updated_at = now()${set ? `, ${set}` : ""}
         WHERE tenant_id = $1 RETURNING ${TENANT_COLUMNS}`,
       [id, ...params],
     );
     const tenant = tenantOf(rows[0]!);
-    await generations?.publish(id, tenant.generation);
+    await publish(tenant.generation);
     return tenant;
   }
 
@@ -176,13 +182,13 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
       const displayName = input.displayName ?? "";
       if (displayName.length > 200) throw new ChaosError("invalid_argument", "display_name: at most 200 characters");
       try {
-        return await db.tenantTx(input.id, async (q) => {
+        return await changeTx(input.id, async (q, publish) => {
           const { rows } = await q.query<TenantRow>(
             `INSERT INTO ${TENANTS} (tenant_id, display_name, settings) VALUES ($1, $2, $3::jsonb) RETURNING ${TENANT_COLUMNS}`,
             [input.id, displayName, JSON.stringify(settings)],
           );
           const tenant = tenantOf(rows[0]!);
-          await generations?.publish(input.id, tenant.generation);
+          await publish(tenant.generation);
           return tenant;
         });
       } catch (err) {
@@ -206,29 +212,29 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
 
     async setStatus(id, status) {
       checkTenantId(id);
-      return db.tenantTx(id, async (q) => {
+      return changeTx(id, async (q, publish) => {
         notDeleted(await lockedTenant(q, id));
-        return change(q, id, "status = $2", [status]);
+        return change(q, publish, id, "status = $2", [status]);
       });
     },
 
     async updateSettings(id, settings) {
       checkTenantId(id);
       const checked = checkSettings(settings);
-      return db.tenantTx(id, async (q) => {
+      return changeTx(id, async (q, publish) => {
         notDeleted(await lockedTenant(q, id));
-        return change(q, id, "settings = $2::jsonb", [JSON.stringify(checked)]);
+        return change(q, publish, id, "settings = $2::jsonb", [JSON.stringify(checked)]);
       });
     },
 
     async markDeleted(id) {
       checkTenantId(id);
-      return db.tenantTx(id, async (q) => {
+      return changeTx(id, async (q, publish) => {
         await lockedTenant(q, id);
         const revoked = await q.query(`UPDATE ${KEYS} SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL`, [id]);
         // Its upstreams (and, by cascade, their pins) go with it: nothing of it is served again.
         await q.query("DELETE FROM policy.tenant_upstreams WHERE tenant_id = $1", [id]);
-        const tenant = await change(q, id, "status = 'deleted'");
+        const tenant = await change(q, publish, id, "status = 'deleted'");
         return { tenant, revokedKeys: revoked.rowCount };
       });
     },
@@ -236,7 +242,7 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
     async createKey(input) {
       checkTenantId(input.tenant, "tenant");
       const roles = checkKeyInput(input);
-      return db.tenantTx(input.tenant, async (q) => {
+      return changeTx(input.tenant, async (q, publish) => {
         const tenant = await lockedTenant(q, input.tenant);
         notDeleted(tenant);
         // A 40-bit id: a clash is rare enough that trying again a few times settles it.
@@ -250,7 +256,7 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
               [issued.keyId, input.tenant, input.principal, roles, issued.sha256, input.expiresAt?.toISOString() ?? null],
             );
             await q.query("RELEASE SAVEPOINT new_key");
-            await change(q, input.tenant);
+            await change(q, publish, input.tenant);
             return { key: keyOf(rows[0]!), secret: issued.secret };
           } catch (err) {
             if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION || attempt >= 4) throw err;
@@ -271,14 +277,14 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
     async revokeKey(tenant, keyId) {
       checkTenantId(tenant, "tenant");
       if (!/^[a-z2-7]{8}$/.test(keyId)) throw new ChaosError("invalid_argument", `key_id: "${keyId}" is not a key id (8 characters a-z, 2-7; the part after cc_)`);
-      return db.tenantTx(tenant, async (q) => {
+      return changeTx(tenant, async (q, publish) => {
         await lockedTenant(q, tenant);
         const { rows } = await q.query<KeyRow>(
           `UPDATE ${KEYS} SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND key_id = $2 RETURNING ${KEY_COLUMNS}`,
           [tenant, keyId],
         );
         if (!rows[0]) throw new ChaosError("not_found", `tenant "${tenant}" has no key ${keyId}`);
-        await change(q, tenant);
+        await change(q, publish, tenant);
         return keyOf(rows[0]);
       });
     },

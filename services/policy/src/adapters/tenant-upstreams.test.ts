@@ -135,9 +135,24 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant ups
     expect((await refusal(registry.addUpstream("gone", declaration("wiki"), pinOf("wiki")))).code).toBe("failed_precondition");
   });
 
+  it("announces each change once it committed: a watcher reading the tenant's upstreams when told reads the change", async () => {
+    const read: Array<Promise<string>> = [];
+    const stop = await generations.watch({
+      changed: (tenant) => void read.push(registry.listUpstreams(tenant).then((ups) => ups.map((u) => `${u.declaration.name}:${u.status}`).join(",") || "none")),
+    });
+    try {
+      await registry.addUpstream("bravo", declaration("told"), pinOf("told"));
+      await registry.setUpstreamStatus("bravo", "told", "disabled");
+      await registry.removeUpstream("bravo", "told");
+      expect(await Promise.all(read)).toEqual(["told:enabled", "told:disabled", "none"]);
+    } finally {
+      await stop();
+    }
+  });
+
   it("a change whose generation cannot be published is not made", async () => {
     const failing = createSqlTenantRegistry(db, {
-      generations: { kind: "test", get: async () => undefined, seed: async () => undefined, publish: async () => Promise.reject(new ChaosError("unavailable", "redis is down")) },
+      generations: { ...createMemoryTenantGenerations(), publish: async () => Promise.reject(new ChaosError("unavailable", "redis is down")) },
     });
     expect((await refusal(failing.addUpstream("bravo", declaration("later"), pinOf("later")))).message).toMatch(/redis is down/);
     expect(await registry.getUpstream("bravo", "later")).toBeUndefined();

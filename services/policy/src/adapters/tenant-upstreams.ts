@@ -1,4 +1,4 @@
-import { APP_ROLE, ChaosError, type Db, type Migration, type Queryable, type SecretRef, type TenantGenerations } from "@chaos-core/kit";
+import { announcedChange, APP_ROLE, ChaosError, type Db, type Migration, type Queryable, type SecretRef, type TenantGenerations } from "@chaos-core/kit";
 import { checkTenantId } from "../domain/tenants.js";
 import {
   checkUpstreamName,
@@ -109,7 +109,8 @@ const UNIQUE_VIOLATION = "23505";
 /**
  * The {@link TenantUpstreamRegistry} over the kit `Db` (Postgres or PGlite): each change in one
  * transaction of its tenant that locks the tenant's row, refuses a deleted tenant, raises the
- * tenant's generation and publishes it before committing (as the tenant registry's changes do).
+ * tenant's generation and publishes it before committing, and announces it once committed (as
+ * the tenant registry's changes do).
  */
 export function createSqlTenantUpstreams(db: Db, options: { generations?: TenantGenerations } = {}): TenantUpstreamRegistry {
   const generations = options.generations;
@@ -121,12 +122,17 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
     if (rows[0].status === "deleted") throw new ChaosError("failed_precondition", `tenant "${tenant}" was deleted; it cannot be changed or served again`);
   }
 
-  async function bump(q: Queryable, tenant: string): Promise<void> {
+  /** One transaction of `tenant` that changes it: `bump` publishes in it; announced once committed. */
+  type Publish = (generation: number) => Promise<void>;
+  const changeTx = <T>(tenant: string, fn: (q: Queryable, publish: Publish) => Promise<T>): Promise<T> =>
+    announcedChange(generations, tenant, (publish) => db.tenantTx(tenant, (q) => fn(q, publish)));
+
+  async function bump(q: Queryable, publish: Publish, tenant: string): Promise<void> {
     const { rows } = await q.query<{ generation: string | number }>(
       `UPDATE ${TENANTS} SET generation = generation + 1, updated_at = now() WHERE tenant_id = $1 RETURNING generation`,
       [tenant],
     );
-    await generations?.publish(tenant, Number(rows[0]!.generation));
+    await publish(Number(rows[0]!.generation));
   }
 
   async function one(q: Queryable, tenant: string, name: string): Promise<TenantUpstreamRecord | undefined> {
@@ -141,7 +147,7 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
       checkTenantId(tenant, "tenant");
       checkUpstreamName(d.name, "declaration.name");
       try {
-        return await db.tenantTx(tenant, async (q) => {
+        return await changeTx(tenant, async (q, publish) => {
           await lockTenant(q, tenant);
           await q.query(
             `INSERT INTO ${UPSTREAMS} (tenant_id, name, url, headers, timeout_ms, risk, trust_annotations)
@@ -149,7 +155,7 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
             [tenant, d.name, d.url, JSON.stringify(d.headers), d.timeoutMs, d.risk ? JSON.stringify(d.risk) : null, d.trustAnnotations],
           );
           await q.query(`INSERT INTO ${PINS} (tenant_id, upstream, pin, tools) VALUES ($1, $2, $3, $4)`, [tenant, d.name, pin.text, pin.tools]);
-          await bump(q, tenant);
+          await bump(q, publish, tenant);
           return (await one(q, tenant, d.name))!;
         });
       } catch (err) {
@@ -177,12 +183,12 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
     async removeUpstream(tenant, name) {
       checkTenantId(tenant, "tenant");
       checkUpstreamName(name);
-      return db.tenantTx(tenant, async (q) => {
+      return changeTx(tenant, async (q, publish) => {
         await lockTenant(q, tenant);
         const found = await one(q, tenant, name);
         if (!found) throw missing(tenant, name);
         await q.query(`DELETE FROM ${UPSTREAMS} WHERE tenant_id = $1 AND name = $2`, [tenant, name]);
-        await bump(q, tenant);
+        await bump(q, publish, tenant);
         return found;
       });
     },
@@ -191,11 +197,11 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
       checkTenantId(tenant, "tenant");
       checkUpstreamName(name);
       if (status !== "enabled" && status !== "disabled") throw new ChaosError("invalid_argument", "status: must be enabled or disabled");
-      return db.tenantTx(tenant, async (q) => {
+      return changeTx(tenant, async (q, publish) => {
         await lockTenant(q, tenant);
         const { rowCount } = await q.query(`UPDATE ${UPSTREAMS} SET status = $3, updated_at = now() WHERE tenant_id = $1 AND name = $2`, [tenant, name, status]);
         if (rowCount === 0) throw missing(tenant, name);
-        await bump(q, tenant);
+        await bump(q, publish, tenant);
         return (await one(q, tenant, name))!;
       });
     },
