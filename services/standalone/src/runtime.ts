@@ -195,7 +195,7 @@ function withUpstreamChanges(handlers: ReturnType<typeof createTenantAdminHandle
       changed(req.tenant);
       return answer;
     };
-  return { ...handlers, addUpstream: told(handlers.addUpstream), removeUpstream: told(handlers.removeUpstream), setUpstreamStatus: told(handlers.setUpstreamStatus) } as ReturnType<typeof createTenantAdminHandlers>;
+  return { ...handlers, addUpstream: told(handlers.addUpstream), removeUpstream: told(handlers.removeUpstream), setUpstreamStatus: told(handlers.setUpstreamStatus), repinUpstream: told(handlers.repinUpstream) } as ReturnType<typeof createTenantAdminHandlers>;
 }
 
 /** The provider as the start-up line shows it: which, with which model, and why (never a key). */
