@@ -84,6 +84,8 @@ try {
     version: VERSION,
     logger,
     operatorNames: new Set(upstreams?.transports.keys() ?? []),
+    // A tenant's drift is recorded in its own ledger.
+    ledger: ledger.client,
   });
   const providerConfig = config.provider;
   const snapshots = config.policySnapshots ? createPolicySnapshots(policy.client, { logger, ...(changes ? { changes } : {}) }) : undefined;

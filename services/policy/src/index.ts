@@ -51,7 +51,7 @@ export type {
 } from "./domain/tenants.js";
 export { createSqlTenantRegistry } from "./adapters/tenant-registry.js";
 export { createSqlTenantUpstreams } from "./adapters/tenant-upstreams.js";
-export { checkTenantUpstreamDeclaration, checkUpstreamName, declarationJson, unregisteredUpstreams } from "./domain/tenant-upstreams.js";
+export { checkPin, checkTenantUpstreamDeclaration, checkUpstreamName, declarationJson, unregisteredUpstreams } from "./domain/tenant-upstreams.js";
 export type { CheckedPin, TenantUpstreamDeclaration, TenantUpstreamRecord, TenantUpstreamRegistry, TenantUpstreamStatus } from "./domain/tenant-upstreams.js";
 export { createTenantAdminHandlers, createTenantDirectoryHandlers } from "./handlers/tenant-handlers.js";
 export type { UpstreamAdminOptions } from "./handlers/upstream-handlers.js";

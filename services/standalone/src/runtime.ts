@@ -364,6 +364,9 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       version: options.version,
       logger: logger.child({ service: "cognition" }),
       operatorNames: new Set(upstreams?.transports.keys() ?? []),
+      // A tenant's drift in its own ledger; a tool quarantined or released leaves or joins its list at once.
+      ledger,
+      onDrift: (tenant) => upstreamsChanged.tell?.(tenant),
     });
     closers.push(() => tenantUpstreams.close());
     const cognitionDeps = createDefaultCognitionDeps({

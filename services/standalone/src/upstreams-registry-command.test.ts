@@ -32,6 +32,12 @@ describe("chaos-core upstreams --tenant, on the embedded registry", () => {
     const remove = await run(["remove", "wiki", "--tenant", "acme"]);
     expect(remove.code).toBe(1);
     expect(remove.stderr).toMatch(/remove needs the tenant's ledger/);
+    const approve = await run(["approve", "wiki", "--tenant", "acme"]);
+    expect(approve.code).toBe(1);
+    expect(approve.stderr).toMatch(/approve needs the tenant's ledger, where the approval is recorded/);
+    // A diff changes nothing, so it needs no ledger: here the tenant has no such upstream.
+    const diff = await run(["diff", "wiki", "--tenant", "acme"]);
+    expect(diff).toMatchObject({ code: 1, stderr: expect.stringMatching(/tenant "acme" has no upstream "wiki"/) });
     // The file's upstreams are where they were: none declared here.
     expect(await run(["list"])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^no upstream is declared in /) });
   }, 60_000);
@@ -42,6 +48,8 @@ describe("chaos-core upstreams --tenant, on the embedded registry", () => {
     expect(await run(["lock", "--tenant", "acme"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^chaos-core upstreams: lock --tenant: not a command for a tenant's upstreams/) });
     expect(await run(["disable", "--tenant", "acme"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^chaos-core upstreams: disable takes the upstream's name/) });
     expect(await run(["add", "wiki", "--tenant", "acme", "--url", "https://mcp.example.com/mcp", "--header", "Authorization"])).toMatchObject({ code: 2 });
+    expect(await run(["diff", "--tenant", "acme"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^chaos-core upstreams: diff takes the upstream's name/) });
+    expect(await run(["approve", "wiki", "echo", "add", "--tenant", "acme"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^chaos-core upstreams: approve takes the upstream's name and, optionally, one tool/) });
     // Refused naming the field, before anything is opened.
     const linkLocal = await run(["add", "wiki", "--tenant", "acme", "--url", "http://[fe80::1]/mcp"]);
     expect(linkLocal).toMatchObject({ code: 1, stderr: expect.stringMatching(/declaration\.url: fe80::1 is link-local/) });

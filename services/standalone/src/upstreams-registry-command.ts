@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { serializeLock } from "@chaos-core/contracts";
+import { diffContracts, formatDiff, serializeLock } from "@chaos-core/contracts";
 import { guardedUpstreamFetch, readUpstreamContracts } from "@chaos-core/cognition";
 import { parseUpstreamsFile, type CallContext } from "@chaos-core/kit";
 import { checkTenantUpstreamDeclaration, createUpstreamUrlCheck, declarationJson } from "@chaos-core/policy";
@@ -9,6 +9,7 @@ import { UpstreamStatus } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_p
 import { parseCommandLine, UsageError } from "./command-line.js";
 import { loadUpstreamsConfig, type UpstreamsConfig } from "./config.js";
 import { openAdmin, type Admin } from "./tenant-admin-access.js";
+import { ledgerRegistryApproval, readRegistryLive, registryApproval, registryDiffText } from "./upstreams-registry-approve.js";
 import { ledgerUpstreamChange, pinnedToolsOf, upstreamJson, upstreamLine, upstreamShown } from "./upstreams-registry-output.js";
 
 /** Where the command writes, and the environment it reads (`chaos-core upstreams`'s). */
@@ -25,7 +26,7 @@ const REGISTRY_ONLY = ["add", "remove", "disable", "enable"] as const;
 
 /**
  * Whether `chaos-core upstreams <command> …` is about a tenant's upstreams in the registry: one of
- * {@link REGISTRY_ONLY}, or any command given `--tenant` (`list`, `show`).
+ * {@link REGISTRY_ONLY}, or any command given `--tenant` (`list`, `show`, `diff`, `approve`).
  */
 export function isRegistryCommand(command: string, rest: readonly string[]): boolean {
   return (REGISTRY_ONLY as readonly string[]).includes(command) || rest.some((a) => a === "--tenant" || a.startsWith("--tenant="));
@@ -43,6 +44,14 @@ export const REGISTRY_USAGE = `A tenant's own upstreams, in the tenant registry 
   remove|disable|enable <name> --tenant T
                Ledgered (upstream.removed|disabled|enabled). Changes need the tenant's ledger: a
                running server on the data directory, or a cluster (--admin-addr and LEDGER_ADDR …)
+  diff <name> --tenant T
+               Connects as add does and prints the verdicts between the registry's pin and what
+               the upstream lists now (COSMETIC, SAFE, RISKY, BREAKING), per tool and section
+  approve <name> [<tool>] --tenant T
+               Re-pins what the upstream lists now — one tool, or all of it — in the registry,
+               after reviewing the diff: a tool quarantined for a changed definition is served to
+               the tenant again from its next request. Recorded in the tenant's ledger first
+               (upstream.approved: the tool, the verdict, each new digest, the OS user)
   Where the registry is: --admin-addr, --database-url or --data-dir, as for chaos-core tenants.`;
 
 const OPTIONS = {
@@ -109,7 +118,9 @@ export async function runRegistryUpstreamsCommand(args: string[], io: RegistryCo
   const [command = "", ...rest] = args;
   let json = false;
   try {
-    if (!["add", "remove", "disable", "enable", "list", "show"].includes(command)) throw new UsageError(`${command} --tenant: not a command for a tenant's upstreams (add, list, show, remove, disable, enable)`);
+    if (!["add", "remove", "disable", "enable", "list", "show", "diff", "approve"].includes(command)) {
+      throw new UsageError(`${command} --tenant: not a command for a tenant's upstreams (add, list, show, remove, disable, enable, diff, approve)`);
+    }
     const { values, positionals } = parseCommandLine(rest, OPTIONS, { positionals: true });
     json = values.json === true;
     const tenant = values.tenant;
@@ -149,6 +160,36 @@ export async function runRegistryUpstreamsCommand(args: string[], io: RegistryCo
         const added = (await client.addUpstream({ tenant, declaration: declarationJson(declaration) as JsonObject, pin }, { ctx })).upstream!;
         const seq = await ledgerUpstreamChange(data.ledger, ctx, "upstream.added", added, pin);
         out({ upstream: upstreamJson(added), ledger_seq: seq }, `upstream "${added.name}" added for tenant "${tenant}", ${added.pinnedTools} tools pinned (ledger entry ${seq})\n${upstreamLine(added)}`);
+      };
+    } else if (command === "diff" || command === "approve") {
+      if (positionals.length < 1 || positionals.length > (command === "approve" ? 2 : 1)) throw new UsageError(command === "approve" ? "approve takes the upstream's name and, optionally, one tool" : "diff takes the upstream's name");
+      const [n, tool] = positionals as [string, string | undefined];
+      act = async ({ client, data }) => {
+        const read = { client, ctx, config, version: io.version, say: (line: string) => io.stderr.write(`chaos-core: ${line}\n`) };
+        if (command === "approve" && !data) throw new Error(`approve needs the tenant's ledger, where the approval is recorded: run it against a running server (chaos-core serve on this data directory) or a cluster (--admin-addr with LEDGER_ADDR …)`);
+        const current = await readRegistryLive(tenant, n, read);
+        if (command === "diff") {
+          const diff = diffContracts(current.pinned, current.live);
+          out({ tenant, ...diff }, registryDiffText(n, diff));
+          return;
+        }
+        const approval = registryApproval(n, current, tool);
+        const what = `${n}${tool ? `/${tool}` : ""}`;
+        if (!approval) {
+          out({ tenant, upstream: n, ...(tool ? { tool } : {}), changed: false }, `${what}: the pin already matches what the upstream lists; nothing changed\n`);
+          return;
+        }
+        const seq = await ledgerRegistryApproval(data!.ledger, ctx, n, tool, approval, io.env);
+        let repinned;
+        try {
+          repinned = await client.repinUpstream({ tenant, name: n, pin: approval.pin, replaces: current.pinDigest }, { ctx });
+        } catch (err) {
+          throw new Error(`the approval was recorded in tenant "${tenant}"'s ledger as entry ${seq}, but the registry did not take it: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+        }
+        out(
+          { upstream: upstreamJson(repinned.upstream!), verdict: approval.diff.verdict, tools: approval.tools, ledger_seq: seq },
+          `approved ${what} (${approval.diff.verdict}) for tenant "${tenant}", pinned in the registry; recorded in the tenant's audit ledger as entry ${seq}\n${formatDiff(approval.diff)}\n`,
+        );
       };
     } else {
       const n = name();

@@ -1,9 +1,11 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ChaosError, publishedGeneration, type CallContext, type Logger, type SecretSources, type ServiceClient, type TenantGenerations, type UpstreamDeclaration } from "@chaos-core/kit";
+import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js";
 import { connectUpstream } from "../upstreams/connect.js";
-import { createUpstreamDrift } from "../upstreams/drift.js";
+import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
+import { ledgerUpstreamDrift } from "../upstreams/drift-ledger.js";
 import { guardedUpstreamFetch } from "../upstreams/guarded-fetch.js";
 import { createUpstreamPool, type BreakerState, type UpstreamPool } from "../upstreams/pool.js";
 import { registryUpstreams, type RegistryUpstreamEntry } from "../upstreams/registry.js";
@@ -26,6 +28,8 @@ export interface TenantUpstreams {
   forCall(call: CallContext): Promise<CallerUpstreams>;
   /** The breakers of the connections opened so far, every tenant's (`scope` is the tenant). */
   breakers(): BreakerState[];
+  /** Resolves once every drift entry told so far is written to its tenant's ledger, or given up (tests). */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -50,6 +54,14 @@ export interface TenantUpstreamsOptions {
   /** The operator's upstream names: a tenant's upstream of one of these names is not served (the operator's wins). */
   readonly operatorNames?: ReadonlySet<string>;
   readonly maxResultBytes?: number;
+  /**
+   * Where each tenant's drift is recorded: its quarantines, cosmetic changes and releases as
+   * `upstream.drift` entries in that tenant's own ledger (principal `chaos-core`), once per change
+   * in this process. Unset: logged only.
+   */
+  readonly ledger?: ServiceClient<typeof LedgerService>;
+  /** Told the tenant whenever one of its tools enters or leaves quarantine (so its lists can be read again). */
+  readonly onDrift?: (tenant: string) => void;
   /** Default {@link TENANT_UPSTREAMS_MAX_AGE_MS}. */
   readonly maxAgeMs?: number;
   readonly now?: () => number;
@@ -75,9 +87,11 @@ function confined(decl: UpstreamDeclaration, tenant: string): UpstreamDeclaratio
  * in the caller's context, checked again (`registryUpstreams`), each pinned tool a capability
  * offered to that tenant only, called through a pool of the tenant's own whose connections go
  * through `guardedUpstreamFetch` (the address checks at connect time and after every redirect)
- * and drift-checked against the registry's pins. Cached per tenant with the generation it was
- * read at; read again when the published generation moved, or after `maxAgeMs`. A read that
- * fails offers none of the tenant's upstreams (fail closed) and says why.
+ * and drift-checked against the registry's pins — by one drift tracker per tenant, kept across
+ * reads and given the new pins when they change, so an approval (RepinUpstream) releases the
+ * quarantine it ends and a change is recorded once, in the tenant's own ledger. Cached per tenant
+ * with the generation it was read at; read again when the published generation moved, or after
+ * `maxAgeMs`. A read that fails offers none of the tenant's upstreams (fail closed) and says why.
  */
 export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUpstreams {
   const log = options.logger.child({ service: "tenant-upstreams" });
@@ -87,6 +101,22 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
   const reading = new Map<string, Promise<Served>>();
   const retiring = new Set<UpstreamPool>();
   const shadowed = new Set<string>();
+  const drifts = new Map<string, UpstreamDrift>();
+  const recordings: Array<{ settled(): Promise<void> }> = [];
+
+  /** The tenant's drift tracker: made on its first read, given the pins of every later one. */
+  const driftOf = (tenant: string, pins: Parameters<UpstreamDrift["setPins"]>[0]): UpstreamDrift => {
+    const kept = drifts.get(tenant);
+    if (kept) {
+      kept.setPins(pins);
+      return kept;
+    }
+    const drift = createUpstreamDrift(pins, log.child({ tenant }));
+    drifts.set(tenant, drift);
+    if (options.ledger) recordings.push(ledgerUpstreamDrift(drift, options.ledger, log.child({ tenant }), tenant));
+    if (options.onDrift) drift.onChange(() => options.onDrift?.(tenant));
+    return drift;
+  };
 
   const retire = (pool: UpstreamPool) => {
     retiring.add(pool);
@@ -107,7 +137,7 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       }
       return false;
     });
-    const drift = createUpstreamDrift(pins, log.child({ tenant }));
+    const drift = driftOf(tenant, pins);
     const fetchOf = (decl: UpstreamDeclaration) => guardedUpstreamFetch({ who: `upstream "${decl.name}" of tenant "${tenant}"`, allowedAddresses: options.allowedAddresses });
     const pool = createUpstreamPool({
       connect: { secrets: options.secrets, workDir: join(tmpdir(), "chaos-core-tenant-upstreams"), version: options.version },
@@ -174,10 +204,12 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       }
     },
     breakers: () => [...served.values()].flatMap((s) => s.pool.breakers()),
+    settled: async () => void (await Promise.all(recordings.map((r) => r.settled()))),
     async close() {
       const pools = [...[...served.values()].map((s) => s.pool), ...retiring];
       served.clear();
       retiring.clear();
+      drifts.clear();
       await Promise.all(pools.map((p) => p.close()));
     },
   };

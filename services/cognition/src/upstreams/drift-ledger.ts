@@ -3,7 +3,7 @@ import type { CallContext, Logger, ServiceClient } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import type { UpstreamDrift, UpstreamDriftEvent } from "./drift.js";
 
-// What a serving process sees of the operator's upstreams, in the audit trail (docs/federation.md
+// What a serving process sees of the upstreams it serves, in the audit trail (docs/federation.md
 // §4): `upstream.drift` entries carry names, verdicts, sections and digests — never a declaration,
 // whose headers and environment may resolve to secrets.
 
@@ -34,12 +34,14 @@ const RETRY_MS = [1_000, 5_000, 30_000];
 
 /**
  * Records each change the drift tracker tells (once per change in this process: drift.ts) in the
- * ledger, in order. The quarantine is in force whether or not its entry is written — it refuses
- * calls, it never allows one — so a ledger that cannot be written is retried, then logged at error
- * naming the change. `settled` resolves once what was told so far is written or given up.
+ * ledger of `tenant`, in order: the operator's upstreams' in {@link UPSTREAMS_LEDGER_TENANT}'s, a
+ * tenant's own registry upstreams' in that tenant's (docs/federation.md §12). The quarantine is in
+ * force whether or not its entry is written — it refuses calls, it never allows one — so a ledger
+ * that cannot be written is retried, then logged at error naming the change. `settled` resolves
+ * once what was told so far is written or given up.
  */
-export function ledgerUpstreamDrift(drift: Pick<UpstreamDrift, "onEvent">, ledger: LedgerClient, logger: Logger): { settled(): Promise<void> } {
-  const ctx: CallContext = { tenant: UPSTREAMS_LEDGER_TENANT, principal: UPSTREAMS_OBSERVER };
+export function ledgerUpstreamDrift(drift: Pick<UpstreamDrift, "onEvent">, ledger: LedgerClient, logger: Logger, tenant = UPSTREAMS_LEDGER_TENANT): { settled(): Promise<void> } {
+  const ctx: CallContext = { tenant, principal: UPSTREAMS_OBSERVER };
   let chain: Promise<void> = Promise.resolve();
   drift.onEvent((e) => {
     const event = driftEntry(e);
@@ -50,7 +52,7 @@ export function ledgerUpstreamDrift(drift: Pick<UpstreamDrift, "onEvent">, ledge
           return;
         } catch (err) {
           const message = err instanceof Error ? err.message : String(err);
-          const at = { upstream: e.upstream, tool: e.tool, state: e.state, err: message };
+          const at = { tenant, upstream: e.upstream, tool: e.tool, state: e.state, err: message };
           if (attempt >= RETRY_MS.length) return logger.error(at, "the upstream drift could not be recorded in the audit ledger; giving up on this entry");
           logger.warn(at, "the upstream drift could not be recorded in the audit ledger yet; retrying");
           await new Promise((r) => setTimeout(r, RETRY_MS[attempt]).unref());

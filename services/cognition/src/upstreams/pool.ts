@@ -160,7 +160,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
       entry.idle = setTimeout(() => drop(entry), IDLE_MS).unref();
       // A definition found changed on opening the connection (or since) is not called.
       const drifted = options.drift?.driftOf(decl.name, tool);
-      if (drifted) throw new ChaosError("contract_drift", `${drifted}: this upstream tool no longer matches its pin and is not run; an operator approves the new contract with chaos-core upstreams approve ${decl.name} ${tool}`);
+      if (drifted) throw new ChaosError("contract_drift", `${drifted}: this upstream tool no longer matches its pin and is not run; an operator approves the new contract with chaos-core upstreams approve ${decl.name} ${tool}${options.perTenant ? ` --tenant ${tenant}` : ""}`);
       let result: CallToolResult;
       try {
         result = await connection.callTool(tool, args, signal, onNotice);

@@ -6,8 +6,8 @@ const TS = "2026-03-01T12:00:00.000Z";
 const D1 = `sha256:${"1".repeat(64)}`;
 const D2 = `sha256:${"2".repeat(64)}`;
 
-function entry(seq: number, event: Record<string, unknown>, principal = "chaos-core"): LedgerEntry {
-  return { seq, ts: TS, tenant: "default", session: "upstreams", principal, event, content_hash: "h", prev_sig: "p", sig: "s" };
+function entry(seq: number, event: Record<string, unknown>, principal = "chaos-core", tenant = "default"): LedgerEntry {
+  return { seq, ts: TS, tenant, session: "upstreams", principal, event, content_hash: "h", prev_sig: "p", sig: "s" };
 }
 
 describe("webhookEventOf: an upstream (upstream.drift)", () => {
@@ -50,6 +50,32 @@ describe("webhookEventOf: an upstream (upstream.drift)", () => {
       state: "pinned",
       by: "alice",
       tools: [{ tool: "read_file", change: "added", digest: D1 }, { tool: "gone", change: "removed" }],
+    });
+  });
+
+  it("a tenant's own registry upstream: its drift and its approval name that tenant, from the entry's ledger", () => {
+    const drift = { type: "upstream.drift", upstream: "wiki", tool: "search", state: "quarantined", verdict: "RISKY", sections: ["behavior"], pinned_digest: D1, live_digest: D2 };
+    expect(webhookEventOf(entry(3, drift, "chaos-core", "acme"))?.data).toEqual({
+      tenant: "acme",
+      ledger_seq: 3,
+      upstream: "wiki",
+      state: "quarantined",
+      tool: "search",
+      verdict: "RISKY",
+      sections: ["behavior"],
+      pinned_digest: D1,
+      live_digest: D2,
+    });
+    const approved = { type: "upstream.approved", upstream: "wiki", tool: "search", verdict: "RISKY", by: "alice", integrityDigest: D1, tools: [{ tool: "search", change: "changed", digest: D2 }] };
+    expect(webhookEventOf(entry(4, approved, "operator", "acme"))?.data).toEqual({
+      tenant: "acme",
+      ledger_seq: 4,
+      upstream: "wiki",
+      state: "approved",
+      tool: "search",
+      verdict: "RISKY",
+      by: "alice",
+      tools: [{ tool: "search", change: "changed", digest: D2 }],
     });
   });
 

@@ -1,12 +1,16 @@
 import type { LedgerEntry } from "../log/entry.js";
 
-/** The ledger events about an operator's upstreams that notify (docs/federation.md §4). */
+/**
+ * The ledger events about upstreams that notify (docs/federation.md §4): the operator's (in tenant
+ * `default`'s ledger) and a tenant's own registry upstreams (in that tenant's; §12). The event's
+ * `tenant` is the ledger's the entry is in.
+ */
 export const UPSTREAM_EVENT_TYPES = ["upstream.drift", "upstream.approved", "upstream.pinned"] as const;
 
 /**
  * `quarantined`, `served` (a COSMETIC change) and `released`: what a serving process saw of a
  * tool against its pin (`upstream.drift`); `approved` and `pinned`: an operator re-pinned tools
- * (`upstream.approved`, `upstream.pinned`).
+ * (`upstream.approved`, `upstream.pinned`; a tenant's upstream is only ever approved).
  */
 export type UpstreamDriftState = "quarantined" | "served" | "released" | "approved" | "pinned";
 

@@ -127,6 +127,45 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant ups
     expect((await registry.getUpstream("acme", "wiki"))?.status).toBe("enabled");
   });
 
+  it("re-pins an upstream only while its pin is the one replaced, raising the generation once per change", async () => {
+    const added = await registry.addUpstream("acme", declaration("docs"), pinOf("docs"));
+    const before = (await registry.getTenant("acme"))!.generation;
+    const next = pinOf("docs", ["echo", "add", "search"]);
+    const stale = pinOf("docs", ["other"]);
+
+    const repinned = await registry.repinUpstream("acme", "docs", next, pinOf("docs").integrityDigest);
+    expect(repinned.changed).toBe(true);
+    expect(repinned.upstream).toMatchObject({ pinnedTools: 3, pin: next.text, createdAt: added.createdAt });
+    expect(repinned.upstream.pinnedAt.getTime()).toBeGreaterThanOrEqual(added.pinnedAt.getTime());
+    expect((await registry.getUpstream("acme", "docs"))?.pin).toBe(next.text);
+    expect(await generations.get("acme")).toBe(before + 1);
+    expect((await registry.getTenant("acme"))!.generation).toBe(before + 1);
+
+    // The same pin again (a retried approval) changes nothing, the generation included.
+    expect((await registry.repinUpstream("acme", "docs", next, pinOf("docs").integrityDigest)).changed).toBe(false);
+    expect(await generations.get("acme")).toBe(before + 1);
+    // Computed from a pin that is no longer stored: refused, naming the field and the pin in force.
+    const raced = await refusal(registry.repinUpstream("acme", "docs", stale, pinOf("docs").integrityDigest));
+    expect(raced.code).toBe("failed_precondition");
+    expect(raced.message).toContain(`replaces: the pin of upstream "docs" of tenant "acme" is ${next.integrityDigest} now`);
+    expect((await refusal(registry.repinUpstream("acme", "docs", stale, "latest"))).message).toMatch(/^replaces: required; pass the integrityDigest/);
+    expect((await refusal(registry.repinUpstream("acme", "nothere", stale, next.integrityDigest))).code).toBe("not_found");
+    expect((await registry.getUpstream("acme", "docs"))?.pin).toBe(next.text);
+    expect(await generations.get("acme")).toBe(before + 1);
+  });
+
+  it("keeps tenants apart when re-pinning: B neither re-pins A's upstream nor reaches its pin's row", async () => {
+    const pinned = (await registry.getUpstream("acme", "docs"))!;
+    const digest = checkPin("docs", pinned.pin).integrityDigest;
+    const bravoBefore = (await registry.getTenant("bravo"))!.generation;
+    expect((await refusal(registry.repinUpstream("bravo", "docs", pinOf("docs", ["evil"]), digest))).code).toBe("not_found");
+    const updated = await db.tenantTx("bravo", (q) => q.query("UPDATE policy.upstream_pins SET pin = 'x' WHERE tenant_id = 'acme'"));
+    expect(updated.rowCount).toBe(0);
+    expect((await registry.getUpstream("acme", "docs"))?.pin).toBe(pinned.pin);
+    expect((await registry.getTenant("bravo"))!.generation).toBe(bravoBefore);
+    await registry.removeUpstream("acme", "docs");
+  });
+
   it("a deleted tenant's upstreams are removed with it", async () => {
     await registry.createTenant({ id: "gone" });
     await registry.addUpstream("gone", declaration("wiki"), pinOf("wiki"));
@@ -156,5 +195,9 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("tenant ups
     });
     expect((await refusal(failing.addUpstream("bravo", declaration("later"), pinOf("later")))).message).toMatch(/redis is down/);
     expect(await registry.getUpstream("bravo", "later")).toBeUndefined();
+    await registry.addUpstream("bravo", declaration("kept"), pinOf("kept"));
+    expect((await refusal(failing.repinUpstream("bravo", "kept", pinOf("kept", ["x"]), pinOf("kept").integrityDigest))).message).toMatch(/redis is down/);
+    expect((await registry.getUpstream("bravo", "kept"))?.pin).toBe(pinOf("kept").text);
+    await registry.removeUpstream("bravo", "kept");
   });
 });

@@ -2,6 +2,7 @@ import { announcedChange, APP_ROLE, ChaosError, type Db, type Migration, type Qu
 import { checkTenantId } from "../domain/tenants.js";
 import {
   checkUpstreamName,
+  pinDigest,
   type TenantUpstreamDeclaration,
   type TenantUpstreamRecord,
   type TenantUpstreamRegistry,
@@ -203,6 +204,27 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
         if (rowCount === 0) throw missing(tenant, name);
         await bump(q, publish, tenant);
         return (await one(q, tenant, name))!;
+      });
+    },
+
+    async repinUpstream(tenant, name, pin, replaces) {
+      checkTenantId(tenant, "tenant");
+      checkUpstreamName(name);
+      if (!/^sha256:[0-9a-f]{64}$/.test(replaces)) throw new ChaosError("invalid_argument", "replaces: required; pass the integrityDigest of the pin this one replaces (sha256:<64 hex digits>, as GetUpstream's pin states it)");
+      return changeTx(tenant, async (q, publish) => {
+        await lockTenant(q, tenant);
+        // The pin's row locked too: a concurrent approval waits, then finds the pin it replaces gone.
+        const { rows } = await q.query<{ pin: string }>(`SELECT pin FROM ${PINS} WHERE tenant_id = $1 AND upstream = $2 FOR UPDATE`, [tenant, name]);
+        if (!rows[0]) throw missing(tenant, name);
+        if (rows[0].pin === pin.text) return { upstream: (await one(q, tenant, name))!, changed: false };
+        const stored = pinDigest(rows[0].pin);
+        if (stored !== replaces) {
+          throw new ChaosError("failed_precondition", `replaces: the pin of upstream "${name}" of tenant "${tenant}" is ${stored} now, not ${replaces}: it changed since it was read; diff and approve again (chaos-core upstreams diff ${name} --tenant ${tenant})`);
+        }
+        await q.query(`UPDATE ${PINS} SET pin = $3, tools = $4, pinned_at = now() WHERE tenant_id = $1 AND upstream = $2`, [tenant, name, pin.text, pin.tools]);
+        await q.query(`UPDATE ${UPSTREAMS} SET updated_at = now() WHERE tenant_id = $1 AND name = $2`, [tenant, name]);
+        await bump(q, publish, tenant);
+        return { upstream: (await one(q, tenant, name))!, changed: true };
       });
     },
   };

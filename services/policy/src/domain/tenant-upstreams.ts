@@ -35,6 +35,8 @@ export interface CheckedPin {
   /** The pin's text (the upstream's `upstreams.lock` entry). */
   readonly text: string;
   readonly tools: number;
+  /** Its integrity digest (the digest of every tool's contract, as the pin states and as recomputed). */
+  readonly integrityDigest: string;
 }
 
 /**
@@ -50,6 +52,13 @@ export interface TenantUpstreamRegistry {
   /** Removes it and its pin; `not_found` when the tenant has none of that name. */
   removeUpstream(tenant: string, name: string): Promise<TenantUpstreamRecord>;
   setUpstreamStatus(tenant: string, name: string, status: TenantUpstreamStatus): Promise<TenantUpstreamRecord>;
+  /**
+   * Replaces the upstream's pin (an operator approved what it lists now), only while the stored
+   * pin's integrity digest is `replaces` (`failed_precondition` naming `replaces` otherwise). A
+   * pin equal to the stored one changes nothing (`changed: false`, the generation as it was).
+   * `not_found` when the tenant has no upstream of that name.
+   */
+  repinUpstream(tenant: string, name: string, pin: CheckedPin, replaces: string): Promise<{ upstream: TenantUpstreamRecord; changed: boolean }>;
 }
 
 function invalid(field: string, problem: string): never {
@@ -109,7 +118,12 @@ export function checkPin(upstream: string, text: string, field = "pin"): Checked
   const pinned = serializeLock(contracts, upstream);
   // Its stated digests are recomputed from its contracts and compared (as upstreams.lock's are).
   if (pinned !== deterministicJson(JSON.parse(text))) invalid(field, "its digests do not match its contracts: pin it again (chaos-core upstreams add --tenant reads the tools and pins them)");
-  return { text: pinned, tools: Object.keys(contracts.tools).length };
+  return { text: pinned, tools: Object.keys(contracts.tools).length, integrityDigest: lock.integrityDigest };
+}
+
+/** The integrity digest a stored pin states (checked when it was stored). */
+export function pinDigest(text: string): string {
+  return parseLock(text).integrityDigest;
 }
 
 /** Checks an upstream name given on its own (Get, Remove, SetStatus), naming the field. */
@@ -135,5 +149,5 @@ export function unregisteredUpstreams(): TenantUpstreamRegistry {
   const needsDatabase = async (): Promise<never> => {
     throw new ChaosError("failed_precondition", "the tenant registry needs a database: start the policy service with DATABASE_URL");
   };
-  return { addUpstream: needsDatabase, listUpstreams: async () => [], getUpstream: async () => undefined, removeUpstream: needsDatabase, setUpstreamStatus: needsDatabase };
+  return { addUpstream: needsDatabase, listUpstreams: async () => [], getUpstream: async () => undefined, removeUpstream: needsDatabase, setUpstreamStatus: needsDatabase, repinUpstream: needsDatabase };
 }

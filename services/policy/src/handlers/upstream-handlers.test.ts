@@ -31,6 +31,8 @@ const operator = (tenant = "acme") => ({ ctx: { tenant, principal: "operator" } 
 // The public name the upstream is registered under, as DNS would answer it.
 const lookup = async () => [{ address: "93.184.215.14", family: 4 }];
 const pinOf = (name: string) => serializeLock(upstreamContracts(name, [{ name: "echo", inputSchema: { type: "object" }, annotations: { readOnlyHint: true } }]), name);
+const pinWith = (name: string, schema: Record<string, unknown>) => serializeLock(upstreamContracts(name, [{ name: "echo", inputSchema: schema, annotations: { readOnlyHint: true } }]), name);
+const digestOf = (pin: string) => (JSON.parse(pin) as { integrityDigest: string }).integrityDigest;
 const decl = (over: Record<string, unknown> = {}): JsonObject => ({ name: "wiki", url: "https://wiki.example.com/mcp", headers: { Authorization: { env: "CHAOS_CORE_UPSTREAM_SECRET_WIKI", prefix: "Bearer " } }, ...over });
 
 async function refused(p: Promise<unknown>): Promise<Error> {
@@ -71,6 +73,7 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("the upstre
       () => admin.listUpstreams({ tenant: "acme" }, { ctx: { tenant: "acme", principal: "ann" } }),
       () => admin.addUpstream({ tenant: "acme", declaration: decl(), pin: pinOf("wiki") }, { ctx: { tenant: "acme", principal: "ann" } }),
       () => admin.removeUpstream({ tenant: "acme", name: "wiki" }, { ctx: { tenant: "acme", principal: "ann" } }),
+      () => admin.repinUpstream({ tenant: "acme", name: "wiki", pin: pinOf("wiki"), replaces: digestOf(pinOf("wiki")) }, { ctx: { tenant: "acme", principal: "ann" } }),
     ]) {
       expect((await refused(call())).message).toMatch(/permission_denied|answers only the operator/);
     }
@@ -114,5 +117,44 @@ describe.each(Object.keys(backends) as Array<keyof typeof backends>)("the upstre
 
     expect((await admin.removeUpstream({ tenant: "acme", name: "wiki" }, operator())).upstream?.name).toBe("wiki");
     expect((await admin.listUpstreams({ tenant: "acme" }, operator())).upstreams).toEqual([]);
+  });
+
+  it("re-pins an upstream for the operator: the field named on a refusal, the directory serves the new pin at a new generation, another tenant's untouched", async () => {
+    await admin.addUpstream({ tenant: "acme", declaration: decl({ name: "drifty" }), pin: pinOf("drifty") }, operator());
+    await admin.addUpstream({ tenant: "bravo", declaration: decl({ name: "drifty" }), pin: pinOf("drifty") }, operator("bravo"));
+    const before = await directory.listTenantUpstreams({}, { ctx: { tenant: "acme", principal: "edge" } });
+    const next = pinWith("drifty", { type: "object", properties: { message: { type: "string" } }, required: ["message"] });
+    const repin = (over: Record<string, string> = {}) => admin.repinUpstream({ tenant: "acme", name: "drifty", pin: next, replaces: digestOf(pinOf("drifty")), ...over }, operator());
+
+    expect((await refused(repin({ tenant: "" }))).message).toMatch(/tenant: required/);
+    expect((await refused(repin({ name: "Drifty" }))).message).toMatch(/name: "Drifty" is not an upstream name/);
+    expect((await refused(repin({ name: "files" }))).message).toMatch(/name: "files" is an upstream of the operator's upstreams file/);
+    expect((await refused(repin({ pin: "" }))).message).toMatch(/pin: required/);
+    expect((await refused(repin({ pin: pinOf("wiki") }))).message).toMatch(/pin\.serverName: must be "drifty"/);
+    const forged = JSON.stringify({ ...(JSON.parse(next) as Record<string, unknown>), integrityDigest: digestOf(pinOf("drifty")) });
+    expect((await refused(repin({ pin: forged }))).message).toMatch(/pin: its digests do not match its contracts|integrityDigest/);
+    expect((await refused(repin({ replaces: "" }))).message).toMatch(/replaces: required/);
+    expect((await refused(repin({ replaces: digestOf(next) }))).message).toMatch(/replaces: the pin of upstream "drifty" of tenant "acme" is sha256:/);
+    // Acme's own upstream, by its name, in bravo's call: bravo has none such (row-level security).
+    await admin.addUpstream({ tenant: "acme", declaration: decl({ name: "solo" }), pin: pinOf("solo") }, operator());
+    const bravos = { tenant: "bravo", name: "solo", pin: pinWith("solo", { type: "object" }), replaces: digestOf(pinOf("solo")) };
+    expect((await refused(admin.repinUpstream(bravos, operator("bravo")))).message).toMatch(/tenant "bravo" has no upstream "solo"/);
+    expect((await admin.getUpstream({ tenant: "acme", name: "solo" }, operator())).pin).toBe(pinOf("solo"));
+    await admin.removeUpstream({ tenant: "acme", name: "solo" }, operator());
+    expect((await admin.getUpstream({ tenant: "acme", name: "drifty" }, operator())).pin).toBe(pinOf("drifty"));
+
+    const done = await repin();
+    expect(done.changed).toBe(true);
+    expect(done.upstream).toMatchObject({ tenant: "acme", name: "drifty", pinnedTools: 1, status: UpstreamStatus.ENABLED });
+    const after = await directory.listTenantUpstreams({}, { ctx: { tenant: "acme", principal: "edge" } });
+    expect(after.generation).toBeGreaterThan(before.generation);
+    expect(after.upstreams.find((u) => u.declaration?.name === "drifty")?.pin).toBe(next);
+    // Again (a retry): answered as it is, nothing changed, the generation kept.
+    expect((await repin()).changed).toBe(false);
+    expect((await directory.listTenantUpstreams({}, { ctx: { tenant: "acme", principal: "edge" } })).generation).toBe(after.generation);
+    // Bravo's upstream of the same name keeps its own pin.
+    expect((await admin.getUpstream({ tenant: "bravo", name: "drifty" }, operator("bravo"))).pin).toBe(pinOf("drifty"));
+    await admin.removeUpstream({ tenant: "acme", name: "drifty" }, operator());
+    await admin.removeUpstream({ tenant: "bravo", name: "drifty" }, operator("bravo"));
   });
 });

@@ -30,14 +30,15 @@ function upstreamToProto(u: TenantUpstreamRecord) {
   };
 }
 
-type UpstreamAdminMethods = Pick<ServiceImpl<typeof TenantAdminService>, "addUpstream" | "listUpstreams" | "getUpstream" | "removeUpstream" | "setUpstreamStatus">;
+type UpstreamAdminMethods = Pick<ServiceImpl<typeof TenantAdminService>, "addUpstream" | "listUpstreams" | "getUpstream" | "removeUpstream" | "setUpstreamStatus" | "repinUpstream">;
 
 /**
  * The upstream RPCs of TenantAdminService (docs/federation.md §12), authorized exactly as the
  * tenant and key RPCs are (`asOperator`): a tenant's own upstreams and their pins. AddUpstream
  * checks the declaration (kit's schema, HTTP only, no shadowing of the operator's file), the pin
  * (an `upstreams.lock` entry whose digests match) and the URL's addresses, in that order, before
- * anything is stored.
+ * anything is stored. RepinUpstream checks the name as AddUpstream does (not the operator's) and
+ * the new pin, and replaces the stored one only while it is the pin the caller read.
  */
 export function createUpstreamAdminHandlers(registry: TenantRegistry, asOperator: (principal: string) => void, options: UpstreamAdminOptions = {}): UpstreamAdminMethods {
   const checkUrl = options.checkUrl ?? createUpstreamUrlCheck();
@@ -80,6 +81,18 @@ export function createUpstreamAdminHandlers(registry: TenantRegistry, asOperator
       asOperator(ctx.call.principal);
       need("tenant", req.tenant, "the tenant");
       return { upstream: upstreamToProto(await registry.setUpstreamStatus(req.tenant, req.name, status(req.status))) };
+    },
+    async repinUpstream(req, ctx) {
+      asOperator(ctx.call.principal);
+      need("tenant", req.tenant, "the tenant");
+      checkUpstreamName(req.name);
+      // Named by the operator's file since it was added: it is not served (the operator's wins), so not re-pinned either.
+      if (((await options.operatorUpstreams?.()) ?? []).includes(req.name)) {
+        throw new ChaosError("invalid_argument", `name: "${req.name}" is an upstream of the operator's upstreams file; a tenant's upstream may not shadow it: remove it (chaos-core upstreams remove ${req.name} --tenant ${req.tenant})`);
+      }
+      const pin = checkPin(req.name, req.pin);
+      const { upstream, changed } = await registry.repinUpstream(req.tenant, req.name, pin, req.replaces);
+      return { upstream: upstreamToProto(upstream), changed };
     },
   };
 }
