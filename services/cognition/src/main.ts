@@ -84,6 +84,7 @@ try {
     version: VERSION,
     logger,
     operatorNames: new Set(upstreams?.transports.keys() ?? []),
+    ...(boards ? { boards } : {}),
     // A tenant's drift is recorded in its own ledger.
     ledger: ledger.client,
   });

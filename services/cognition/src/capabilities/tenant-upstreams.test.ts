@@ -2,7 +2,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { serializeLock, upstreamContracts } from "@chaos-core/contracts";
+import { entryDigest, serializeLock, upstreamContracts } from "@chaos-core/contracts";
+import { Redis } from "ioredis";
 import { ContextSigner, createGrpcClient, createInProcessClient, createLogger, createMemoryTenantGenerations, createPgliteDb, type Db, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
 import { createSqlTenantRegistry, createTenantAdminHandlers, createTenantDirectoryHandlers, createUpstreamUrlCheck, migratePolicy } from "@chaos-core/policy";
 import { TenantAdminService, UpstreamStatus } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
@@ -12,6 +13,8 @@ import type { CapabilityContext } from "./capability.js";
 import { BUILT_IN_CAPABILITIES } from "./index.js";
 import { createCapabilityRegistry } from "./registry.js";
 import { createTenantUpstreams, type TenantUpstreams, type TenantUpstreamsOptions } from "./tenant-upstreams.js";
+import { createRedisQuarantineBoards } from "../upstreams/quarantine-board.js";
+import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 
 /**
  * The tenant-upstreams source against the real tenant registry (policy's SQL registry on PGlite,
@@ -186,5 +189,24 @@ describe("each tenant's registry upstreams, as cognition serves them", () => {
     const [echo] = (await serve().forCall(acme)).capabilities;
     const ctx = { call: acme, signal: AbortSignal.timeout(10_000) } as unknown as CapabilityContext;
     await expect(echo!.handler({}, ctx)).rejects.toThrow(/upstream "wiki" of tenant "acme".*127\.0\.0\.1 is loopback/);
+  });
+
+  it("refuses a tool another replica found drifted, from the tenant's own board in Redis, before reading the upstream itself", async () => {
+    const prefix = uniquePrefix("tenant-upstreams-board");
+    const connections = [0, 1].map(() => new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 }));
+    const [finder, replica] = await Promise.all(connections.map((r) => createRedisQuarantineBoards(r, { prefix, logger })));
+    try {
+      // What the replica that read the upstream put on acme's board: echo drifted from its pin.
+      const pinned = entryDigest(upstreamContracts("wiki", [{ name: "echo", inputSchema: { type: "object" }, annotations: { readOnlyHint: true } }]).tools["echo"]!);
+      const why = "upstreams/wiki/echo (surface): BREAKING";
+      await (await finder!.board("tenant:acme")).put({ upstream: "wiki", tool: "echo", why, pinnedDigest: pinned, at: Date.now() });
+      const [echo] = (await serve({ boards: replica! }).forCall(acme)).capabilities;
+      expect(echo!.upstream?.drift?.()).toBe(why);
+      // Another tenant's board holds none of it.
+      expect((await replica!.board("tenant:bravo")).current().size).toBe(0);
+    } finally {
+      await Promise.all([finder!.close(), replica!.close()]);
+      for (const r of connections) r.disconnect();
+    }
   });
 });

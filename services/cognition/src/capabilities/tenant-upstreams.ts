@@ -6,6 +6,7 @@ import type { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/pol
 import { connectUpstream } from "../upstreams/connect.js";
 import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
 import { ledgerUpstreamDrift } from "../upstreams/drift-ledger.js";
+import type { QuarantineBoard, QuarantineBoards } from "../upstreams/quarantine-board.js";
 import { guardedUpstreamFetch } from "../upstreams/guarded-fetch.js";
 import { createUpstreamPool, type BreakerState, type UpstreamPool } from "../upstreams/pool.js";
 import { registryUpstreams, type RegistryUpstreamEntry } from "../upstreams/registry.js";
@@ -62,6 +63,11 @@ export interface TenantUpstreamsOptions {
   readonly ledger?: ServiceClient<typeof LedgerService>;
   /** Told the tenant whenever one of its tools enters or leaves quarantine (so its lists can be read again). */
   readonly onDrift?: (tenant: string) => void;
+  /**
+   * Where the replicas share their quarantines (docs/federation.md §4, "Across replicas"): each
+   * tenant with upstreams has its own board (`tenant:<id>`). Without: each replica finds a drift alone.
+   */
+  readonly boards?: QuarantineBoards;
   /** Default {@link TENANT_UPSTREAMS_MAX_AGE_MS}. */
   readonly maxAgeMs?: number;
   readonly now?: () => number;
@@ -101,18 +107,19 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
   const reading = new Map<string, Promise<Served>>();
   const retiring = new Set<UpstreamPool>();
   const shadowed = new Set<string>();
-  const drifts = new Map<string, UpstreamDrift>();
+  const drifts = new Map<string, { drift: UpstreamDrift; board?: QuarantineBoard }>();
   const recordings: Array<{ settled(): Promise<void> }> = [];
 
   /** The tenant's drift tracker: made on its first read, given the pins of every later one. */
-  const driftOf = (tenant: string, pins: Parameters<UpstreamDrift["setPins"]>[0]): UpstreamDrift => {
+  const driftOf = (tenant: string, pins: Parameters<UpstreamDrift["setPins"]>[0], board: QuarantineBoard | undefined): UpstreamDrift => {
     const kept = drifts.get(tenant);
-    if (kept) {
-      kept.setPins(pins);
-      return kept;
+    // One made before the tenant had upstreams has no board, and nothing of them to keep.
+    if (kept && (kept.board !== undefined || board === undefined)) {
+      kept.drift.setPins(pins);
+      return kept.drift;
     }
-    const drift = createUpstreamDrift(pins, log.child({ tenant }));
-    drifts.set(tenant, drift);
+    const drift = createUpstreamDrift(pins, log.child({ tenant }), board);
+    drifts.set(tenant, { drift, ...(board ? { board } : {}) });
     if (options.ledger) recordings.push(ledgerUpstreamDrift(drift, options.ledger, log.child({ tenant }), tenant));
     if (options.onDrift) drift.onChange(() => options.onDrift?.(tenant));
     return drift;
@@ -126,7 +133,7 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
     }, RETIRE_MS).unref();
   };
 
-  const build = (tenant: string, generation: bigint, source: string, entries: readonly RegistryUpstreamEntry[]): Served => {
+  const build = (tenant: string, generation: bigint, source: string, entries: readonly RegistryUpstreamEntry[], board: QuarantineBoard | undefined): Served => {
     const { declarations, pins } = registryUpstreams(tenant, entries);
     const own = declarations.filter((d) => {
       if (!options.operatorNames?.has(d.name)) return true;
@@ -137,7 +144,7 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       }
       return false;
     });
-    const drift = driftOf(tenant, pins);
+    const drift = driftOf(tenant, pins, board);
     const fetchOf = (decl: UpstreamDeclaration) => guardedUpstreamFetch({ who: `upstream "${decl.name}" of tenant "${tenant}"`, allowedAddresses: options.allowedAddresses });
     const pool = createUpstreamPool({
       connect: { secrets: options.secrets, workDir: join(tmpdir(), "chaos-core-tenant-upstreams"), version: options.version },
@@ -171,7 +178,9 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       served.set(tenant, kept);
       return kept;
     }
-    const built = build(tenant, answer.generation, source, entries);
+    // A tenant with upstreams shares its quarantines with the other replicas (read before it serves any).
+    const board = entries.length > 0 ? await options.boards?.board(`tenant:${tenant}`) : undefined;
+    const built = build(tenant, answer.generation, source, entries, board);
     served.set(tenant, built);
     if (cached) retire(cached.pool);
     return built;
