@@ -147,8 +147,9 @@ describe("a tenant's own upstream tool that changes after it was pinned", () => 
     const before = await drifts("acme", "quarantined");
     const approved = await cli(["upstreams", "approve", "tools", "echo", "--tenant", "acme"]);
     expect(approved).toMatch(/^approved tools\/echo \(BREAKING\) for tenant "acme", pinned in the registry; recorded in the tenant's audit ledger as entry \d+\n/);
-    // Acme's session lists it again and runs it; a session acme opens now lists the schema its upstream lists now.
-    await expect.poll(async () => (await echoListed(acme)) !== undefined, { timeout: 20_000, interval: 300 }).toBe(true);
+    // Acme's session lists it again — with the schema approved, not the one it listed before — and
+    // runs it; a session acme opens now lists the same.
+    await expect.poll(async () => (await echoListed(acme))?.inputSchema.required, { timeout: 20_000, interval: 300 }).toEqual(["message", "to"]);
     await expect.poll(async () => (await call(acme, { message: "approved", to: "you" })).isError ?? false, { timeout: 20_000, interval: 300 }).toBe(false);
     const answered = await call(acme, { message: "approved", to: "you" });
     expect(JSON.stringify(answered.content)).toContain("approved");
