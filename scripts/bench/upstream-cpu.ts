@@ -8,7 +8,8 @@
  *      directory), like for like with (d): the difference is governance, not the client's transport;
  *  (r) for reference, on the same server: `chaoscore_recall` of one key, a governed step of a
  *      built-in capability with no upstream (one `step.read` ledger entry), and
- *  (i) `chaoscore_inspect sessions`, which the edge answers alone (no step, no ledger entry).
+ *  (i) `chaoscore_inspect sessions`, which the edge answers alone (no step, no ledger entry), over
+ *      HTTP and over stdio: the floor under any governed call through an MCP edge.
  * One client, calls one after another; rounds interleaved, medians of the rounds. Beside the
  * latency, the CPU time (user + system, from /proc) per call summed over every serving process —
  * for (g) `chaos-core serve` and its upstream, for (d) the upstream alone — never this process's,
@@ -115,8 +116,8 @@ for (let i = 0; i < 50; i++) {
 const upstreamOfServe = childrenOf(serve.proc.pid!);
 const stdioPids = [stdioTransport.pid!, ...childrenOf(stdioTransport.pid!)];
 type Row = { p50: number; cpuUsPerCall: number };
-const rows = { direct: [] as Row[], governed: [] as Row[], stdio: [] as Row[], recall: [] as Row[], inspect: [] as Row[] };
-const KINDS = ["direct", "governed", "stdio", "recall", "inspect"] as const;
+const rows = { direct: [] as Row[], governed: [] as Row[], stdio: [] as Row[], recall: [] as Row[], inspect: [] as Row[], inspectStdio: [] as Row[] };
+const KINDS = ["direct", "governed", "stdio", "recall", "inspect", "inspectStdio"] as const;
 const servePids = () => [serve.proc.pid!, ...upstreamOfServe];
 const run = (kind: (typeof KINDS)[number]): Promise<Row> => {
   switch (kind) {
@@ -130,6 +131,8 @@ const run = (kind: (typeof KINDS)[number]): Promise<Row> => {
       return series(() => governed.callTool({ name: "chaoscore_recall", arguments: { key: "bench-key" } }), servePids);
     case "inspect":
       return series(() => governed.callTool({ name: "chaoscore_inspect", arguments: { what: "sessions" } }), servePids);
+    case "inspectStdio":
+      return series(() => overStdio.callTool({ name: "chaoscore_inspect", arguments: { what: "sessions" } }), () => stdioPids);
   }
 };
 for (let round = 0; round < ROUNDS; round++) {
@@ -152,6 +155,7 @@ const g = summary("governed");
 const st = summary("stdio");
 const r = summary("recall");
 const i = summary("inspect");
+const is = summary("inspectStdio");
 console.log(`upstream call, one client, ${CALLS} calls × ${ROUNDS} interleaved rounds, medians of the rounds`);
 console.log("| path | p50 ms | CPU µs per call (serving processes) |");
 console.log("|---|---|---|");
@@ -160,4 +164,5 @@ console.log(`| governed: client → chaos-core serve (HTTP) → executor → ser
 console.log(`| governed, like for like: client → chaos-core stdio → executor → server-everything (stdio) | ${st.p50.toFixed(2)} | ${st.cpu.toFixed(0)} (chaos-core + upstream) |`);
 console.log(`| reference: chaoscore_recall on the same server (a governed built-in step) | ${r.p50.toFixed(2)} | ${r.cpu.toFixed(0)} (serve + upstream) |`);
 console.log(`| reference: chaoscore_inspect sessions (the edge alone) | ${i.p50.toFixed(2)} | ${i.cpu.toFixed(0)} (serve + upstream) |`);
+console.log(`| reference: chaoscore_inspect sessions over stdio (the edge alone, like for like with the direct call) | ${is.p50.toFixed(2)} | ${is.cpu.toFixed(0)} (chaos-core + upstream) |`);
 console.log(`added p50: ${(g.p50 - d.p50).toFixed(2)} ms over HTTP, ${(st.p50 - d.p50).toFixed(2)} ms over stdio (goal ≤ 2 ms); CPU per call: ${(g.cpu / d.cpu).toFixed(2)}× over HTTP, ${(st.cpu / d.cpu).toFixed(2)}× over stdio, the direct call's (goal ≤ 2×)`);
