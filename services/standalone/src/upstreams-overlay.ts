@@ -42,11 +42,14 @@ export async function lockReadOnly(lock: string): Promise<string | undefined> {
 const OPERATOR: CallContext = Object.freeze({ tenant: UPSTREAMS_LEDGER_TENANT, principal: "operator" });
 const EMPTY: ContractSet = { tools: {}, prompts: {}, resources: {}, capabilities: {} };
 
-/** The registry's approvals of tenant `default`, as `overlayApprovals` takes them. */
-async function listed(admin: Admin): Promise<UpstreamApprovalEntry[]> {
-  const { approvals } = await admin.approvals.listApprovals({}, { ctx: OPERATOR });
-  return approvals.map((a) => ({ upstream: a.upstream, tool: a.tool, entry: a.entry, replacesDigest: a.replacesDigest, digest: a.digest, approvedBy: a.approvedBy }));
+/** The registry's approvals of tenant `default`, as `overlayApprovals` takes them; `registered` false when the registry does not hold the tenant (generation 0). */
+async function listedWith(admin: Admin): Promise<{ approvals: UpstreamApprovalEntry[]; registered: boolean }> {
+  const answer = await admin.approvals.listApprovals({}, { ctx: OPERATOR });
+  const approvals = answer.approvals.map((a) => ({ upstream: a.upstream, tool: a.tool, entry: a.entry, replacesDigest: a.replacesDigest, digest: a.digest, approvedBy: a.approvedBy }));
+  return { approvals, registered: answer.generation > 0n };
 }
+
+const listed = async (admin: Admin) => (await listedWith(admin)).approvals;
 
 /** Opens the registry, runs `act`, and lets it go. */
 async function withRegistry<T>(where: WhereFlags, env: Env, act: (admin: Admin) => Promise<T>): Promise<T> {
@@ -103,7 +106,15 @@ export async function approveAsOverlay(a: OverlayApproval, where: WhereFlags, en
   const admin = await openAdmin(where, env);
   let open: Admin | undefined = admin;
   try {
-    const served = overlayApprovals(a.lock, await listed(admin)).pins;
+    const found = await listedWith(admin);
+    // Refused before anything is ledgered: an approval the registry would refuse is not recorded as made.
+    if (!found.registered) {
+      throw new ChaosError(
+        "failed_precondition",
+        `tenant "${UPSTREAMS_LEDGER_TENANT}" is not registered in ${admin.where}: an overlay is kept under it — register it first (chaos-core tenants create ${UPSTREAMS_LEDGER_TENANT}; a standalone server registers it when it starts)`,
+      );
+    }
+    const served = overlayApprovals(a.lock, found.approvals).pins;
     const pinned = served.get(a.upstream) ?? EMPTY;
     let next: ContractSet;
     if (a.tool === undefined) next = a.live;
