@@ -16,6 +16,7 @@ const { ContextSigner, createGrpcClient, createLogger, createRedisChangeCounters
 const { MemoryService } = await import("@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js");
 const { PolicyService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js");
 const { TenantDirectoryService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/directory_pb.js");
+const { UpstreamApprovalService } = await import("@chaos-core/proto/gen/chaoscore/policy/v1/upstream_approvals_pb.js");
 const { LedgerService } = await import("@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js");
 const { closeRedis, connectRedis } = await import("@chaos-core/kit/redis");
 const { loadCognitionConfig } = await import("./config.js");
@@ -47,6 +48,8 @@ try {
   const ledger = createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls });
   // The tenant registry (served beside PolicyService): each tenant's own upstreams.
   const directory = createGrpcClient(TenantDirectoryService, config.policyAddr, signer, { tls: transport.tls });
+  // The operator's approvals where the upstreams lock is read-only (the chart's ConfigMap): ListApprovals on policy's main port.
+  const approvalsClient = createGrpcClient(UpstreamApprovalService, config.policyAddr, signer, { tls: transport.tls });
   let plans: PlanStore;
   let approvals: ApprovalStore;
   let changes: ChangeCounters | undefined;
@@ -72,7 +75,7 @@ try {
   const boards = redis ? await createRedisQuarantineBoards(redis, { prefix: config.plans.kind === "redis" ? config.plans.prefix : "chaoscore:", logger }) : undefined;
   const board = config.upstreams ? await boards?.board("operator") : undefined;
   if (config.upstreams && !board) logger.warn("REDIS_URL is not set: a quarantined upstream tool is refused by the replica that found it drifted, not by the others until they read the upstream again");
-  const upstreams = config.upstreams ? await serveUpstreams(config.upstreams, VERSION, logger, ledger.client, board) : undefined;
+  const upstreams = config.upstreams ? await serveUpstreams(config.upstreams, VERSION, logger, ledger.client, board, { client: approvalsClient.client, ...(generations ? { generations } : {}) }) : undefined;
   if (upstreams) logger.info({ file: config.upstreams?.file, lock: config.upstreams?.lock }, `upstreams: ${upstreams.summary}`);
   // Each tenant's own upstreams from the registry (docs/federation.md §12): Streamable HTTP, reached through the address checks.
   const tenantUpstreams = createTenantUpstreams({
@@ -118,6 +121,7 @@ try {
     await tenantUpstreams.close();
     await boards?.close();
     directory.close();
+    approvalsClient.close();
     snapshots?.close();
     policy.close();
     memory.close();

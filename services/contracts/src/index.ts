@@ -42,5 +42,5 @@ export type { InflationRisk, TokenEconomics } from "./token-economics.js";
 export type { JsonSchema } from "./json-schema.js";
 export { ATTESTATION_ORIGIN, AttestationError, attestationText, countersign, driftFromLock, SIGNATURE_FILE, signAttestation, verifyAttestation, verifyAttestationNote } from "./attestation.js";
 export type { Attestation, LiveSurface } from "./attestation.js";
-export { parseUpstreamsLock, serializeUpstreamsLock, upstreamContracts, upstreamToolSource, UPSTREAMS_LOCK_NAME, UPSTREAMS_LOCK_VERSION } from "./upstreams-lock.js";
-export type { UpstreamToolDefinition } from "./upstreams-lock.js";
+export { parseUpstreamsLock, parseUpstreamToolEntry, serializeUpstreamsLock, upstreamToolEntryText, upstreamContracts, upstreamToolSource, UPSTREAMS_LOCK_NAME, UPSTREAMS_LOCK_VERSION } from "./upstreams-lock.js";
+export type { UpstreamToolDefinition, UpstreamToolEntry } from "./upstreams-lock.js";

@@ -1,5 +1,5 @@
-import { isObject } from "@chaos-core/kit";
-import { NO_ENTITLEMENTS, NO_GATES, toolContract, type ContractSet, type ToolSource } from "./contract.js";
+import { ChaosError, isObject } from "@chaos-core/kit";
+import { entryDigest, NO_ENTITLEMENTS, NO_GATES, toolContract, type ContractSet, type ToolContract, type ToolSource } from "./contract.js";
 import type { JsonSchema } from "./json-schema.js";
 import { deterministicJson, jsonObject, parseLock, refusalIn, serializeLock, type Refusal } from "./lockfile.js";
 
@@ -93,4 +93,54 @@ function pinOf(name: string, pin: unknown, bad: Refusal): ReturnType<typeof pars
   } catch (err) {
     return bad(`upstreams.${name}`, (err as Error).message.replace(/^chaoscore\.lock: /, ""));
   }
+}
+
+/** One tool's entry of `upstreams.lock`, checked: its contract, its digest, and the entry's text as the lock writes it. */
+export interface UpstreamToolEntry {
+  readonly contract: ToolContract;
+  readonly digest: string;
+  readonly text: string;
+}
+
+/**
+ * One tool's `upstreams.lock` entry given as JSON text (`{digest, sections, surface, behavior, …}`:
+ * an approval's contract, docs/federation.md §4), parsed as the lock's own entries are — each
+ * section required, `surface.name` the tool's name — and its stated digests recomputed and
+ * compared, never trusted. Refused `invalid_argument` naming the field under `field`
+ * (`entry.sections.surface: must be a string`).
+ */
+export function parseUpstreamToolEntry(upstream: string, tool: string, text: string, field = "entry"): UpstreamToolEntry {
+  const bad = (path: string, what: string): never => {
+    throw new ChaosError("invalid_argument", `${path === "" ? field : `${field}.${path}`}: ${what}`);
+  };
+  if (tool === "") bad("", "names no tool");
+  let entry: unknown;
+  try {
+    entry = JSON.parse(text);
+  } catch (err) {
+    bad("", `not JSON: ${(err as Error).message}`);
+  }
+  if (!isObject(entry)) bad("", "must be a JSON object: the tool's upstreams.lock entry");
+  const doc = { lockfileVersion: 1, serverName: upstream, integrityDigest: `sha256:${"0".repeat(64)}`, tools: { [tool]: entry }, prompts: {}, resources: {}, capabilities: {} };
+  let contracts: ContractSet;
+  try {
+    contracts = parseLock(JSON.stringify(doc)).contracts;
+  } catch (err) {
+    const message = (err as Error).message;
+    const prefix = `chaoscore.lock: tools.${tool}`;
+    if (!message.startsWith(prefix)) throw err;
+    const rest = message.slice(prefix.length);
+    return bad(rest.startsWith(".") ? rest.slice(1, rest.indexOf(": ")) : "", rest.slice(rest.indexOf(": ") + 2));
+  }
+  const contract = contracts.tools[tool]!;
+  const written = upstreamToolEntryText(upstream, tool, contract);
+  // Its stated digests are recomputed from its sections and compared, as upstreams.lock's are.
+  if (written !== deterministicJson(entry)) bad("", "its digests do not match its contracts: read the tool again (chaos-core upstreams approve reads it from the upstream)");
+  return { contract, digest: entryDigest(contract), text: written };
+}
+
+/** One tool's entry as `upstreams.lock` writes it (`{digest, sections, surface, …}`), as JSON text. */
+export function upstreamToolEntryText(upstream: string, tool: string, contract: ToolContract): string {
+  const set: ContractSet = { tools: { [tool]: contract }, prompts: {}, resources: {}, capabilities: {} };
+  return deterministicJson((JSON.parse(serializeLock(set, upstream)) as { tools: Record<string, unknown> }).tools[tool]);
 }

@@ -14,6 +14,7 @@ const { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } = await i
 const { createFilePolicyStore } = await import("./adapters/file-store.js");
 const { announcePolicyChanges } = await import("./adapters/announcing-store.js");
 const { createSqlTenantRegistry } = await import("./adapters/tenant-registry.js");
+const { createSqlUpstreamApprovals } = await import("./adapters/upstream-approvals.js");
 const { createUpstreamUrlCheck } = await import("./adapters/upstream-address.js");
 const { operatorUpstreamNames } = await import("./adapters/operator-upstreams.js");
 const { unregisteredTenants } = await import("./domain/tenants.js");
@@ -34,6 +35,7 @@ try {
   let schema: SchemaGate | undefined;
   let store;
   let registry;
+  let approvals;
   // Tenant generations reach the edges through Redis; without it, edges sharing no Redis with
   // this service resolve every request here (docs/tenants.md, "Revocation").
   const redis = config.redis ? await connectRedis(config.redis.url, { logger, name: "chaos-core-policy" }) : undefined;
@@ -45,6 +47,7 @@ try {
     schema = await schemaGate(lifecycle.migrate, { apply: () => migratePolicy(db), pending: () => pendingPolicyMigrations(db), logger });
     store = createSqlPolicyStore(db, { logger });
     registry = createSqlTenantRegistry(db, { generations });
+    approvals = createSqlUpstreamApprovals(db, { generations });
   } else {
     store = await createFilePolicyStore({ path: config.store.path, logger });
     registry = unregisteredTenants();
@@ -54,7 +57,7 @@ try {
   if (redis) store = announcePolicyChanges(store, createRedisChangeCounters(redis, { prefix: config.redis!.prefix, name: "policy-changes" }), logger);
   // A tenant's upstream: never one of the operator's names, never an internal address but the allowed ranges.
   const upstreams = { operatorUpstreams: operatorUpstreamNames(config.upstreamsFile), checkUrl: createUpstreamUrlCheck({ allowedAddresses: config.httpAllowedAddresses }) };
-  const server = await createPolicyServer({ host: config.host, port: config.port, adminPort: config.adminPort, signer, store, registry, upstreams, logger, transport }).start();
+  const server = await createPolicyServer({ host: config.host, port: config.port, adminPort: config.adminPort, signer, store, registry, ...(approvals ? { approvals } : {}), upstreams, logger, transport }).start();
   logger.info({ adminPort: server.admin.port, generations: redis ? "redis" : "in-process" }, "tenant admin API listening");
   schema?.hold(server);
   onShutdown(logger, async (graceMs) => {

@@ -11,6 +11,7 @@ import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/counc
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { UpstreamApprovalService } from "@chaos-core/proto/gen/chaoscore/policy/v1/upstream_approvals_pb.js";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
 import type { SignInLinks } from "@chaos-core/edge/stdio";
 import { ADMIN_FILE, type AdminFile } from "./admin-client.js";
@@ -34,6 +35,8 @@ export interface AdminServerOptions {
   readonly policy: ServiceClient<typeof PolicyService>;
   /** The tenant registry's admin API (`chaos-core tenants`, `chaos-core keys`), served as JSON RPCs. */
   readonly tenantAdmin: ServiceClient<typeof TenantAdminService>;
+  /** The operator's approvals where the upstreams lock is read-only (`chaos-core upstreams approve --overlay`), served as JSON RPCs. */
+  readonly upstreamApprovals?: ServiceClient<typeof UpstreamApprovalService>;
   /** Memory and council, for a tenant's export, deletion and retention (`chaos-core tenants export|delete|retention`). */
   readonly memory: ServiceClient<typeof MemoryService>;
   readonly council: ServiceClient<typeof CouncilService>;
@@ -213,7 +216,7 @@ const ts = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestam
  *   operator of T: the APIs a cluster serves over gRPC, for `chaos-core tenants` and `chaos-core
  *   keys` (docs/tenants.md) — TenantAdminService whole; of MemoryService and CouncilService
  *   ExportData, DeleteData and ApplyRetention; of LedgerService ExportEntries and Append; of
- *   PolicyService GetPolicy
+ *   PolicyService GetPolicy; UpstreamApprovalService whole (`chaos-core upstreams approve --overlay`)
  * - `POST /v1/console/sign-in-link {tenant?}` → `{tenant, url, expires_at}`: a one-time link that
  *   signs its opener in to the approval console as `operator` of the tenant (single use, 120 s)
  */
@@ -225,6 +228,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Run
     { service: CouncilService, client: options.council, methods: ["ExportData", "DeleteData", "ApplyRetention"] } as BridgedService,
     { service: LedgerService, client: ledger, methods: ["ExportEntries", "Append"] } as BridgedService,
     { service: PolicyService, client: policy, methods: ["GetPolicy"] } as BridgedService,
+    ...(options.upstreamApprovals ? [{ service: UpstreamApprovalService, client: options.upstreamApprovals } as BridgedService] : []),
   ];
   const token = randomBytes(32).toString("base64url");
   const tokenDigest = digest(token);

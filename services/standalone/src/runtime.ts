@@ -33,6 +33,7 @@ import {
 } from "@chaos-core/ledger";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { UpstreamApprovalService } from "@chaos-core/proto/gen/chaoscore/policy/v1/upstream_approvals_pb.js";
 import { createMemoryHandlers, createSqlMemoryStore, migrateMemory } from "@chaos-core/memory";
 import { createCouncilHandlers, createSqlCouncilStore, migrateCouncil } from "@chaos-core/council";
 import {
@@ -42,7 +43,9 @@ import {
   createRoutedPolicyStore,
   createSqlPolicyStore,
   createSqlTenantRegistry,
+  createSqlUpstreamApprovals,
   createTenantAdminHandlers,
+  createUpstreamApprovalHandlers,
   createTenantDirectoryHandlers,
   createUpstreamUrlCheck,
   operatorUpstreamNames,
@@ -120,7 +123,13 @@ export interface Runtime {
    * and tenant status against, and the admin API `chaos-core tenants|keys` reach through the
    * admin endpoint.
    */
-  readonly tenants: { readonly directory: CredentialDirectory; readonly admin: ServiceClient<typeof TenantAdminService>; readonly generations: TenantGenerations };
+  readonly tenants: {
+    readonly directory: CredentialDirectory;
+    readonly admin: ServiceClient<typeof TenantAdminService>;
+    /** The operator's approvals where the upstreams lock is read-only (`chaos-core upstreams approve --overlay`). */
+    readonly approvals: ServiceClient<typeof UpstreamApprovalService>;
+    readonly generations: TenantGenerations;
+  };
   /** A tenant's audit ledger as export JSONL lines (`chaos-core ledger export` through the admin endpoint). */
   exportLedger(tenant: string): AsyncIterable<string>;
   close(): Promise<void>;
@@ -310,7 +319,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       checkUrl: createUpstreamUrlCheck({ allowedAddresses: options.upstreams?.allowedAddresses ?? [] }),
     });
     // Set once the edge's catalog exists: a tenant whose generation moved has its own upstream tools read again.
-    const upstreamsChanged: { tell?: (tenant: string) => void } = {};
+    const upstreamsChanged: { tell?: (tenant: string) => void; approved?: () => Promise<void> } = {};
+    // Approvals recorded where the lock is read-only: read by the operator's upstreams at once (below), as any serving process reads them on the generation.
+    const approvalStore = createSqlUpstreamApprovals(db, { generations });
+    const recordingApprovals = createUpstreamApprovalHandlers(approvalStore, { record: true });
     const tenants = {
       directory: createCredentialDirectory({
         client: tenantDirectory,
@@ -320,6 +332,14 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         onTenantChange: (tenant) => upstreamsChanged.tell?.(tenant),
       }),
       admin: createInProcessClient(TenantAdminService, adminHandlers),
+      approvals: createInProcessClient(UpstreamApprovalService, {
+        ...recordingApprovals,
+        recordApproval: async (req, ctx) => {
+          const answer = await recordingApprovals.recordApproval(req, ctx);
+          await upstreamsChanged.approved?.();
+          return answer;
+        },
+      }),
       generations,
     };
     // The limits are the tenant's, not this process's: with Redis every `serve` process and edge
@@ -352,8 +372,10 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const ledger = createInProcessClient(LedgerService, createLedgerHandlers(ledgerCore));
     const snapshots = config.policySnapshots ? createPolicySnapshots(policy, { logger: logger.child({ service: "cognition" }), changes: policyChanges }) : undefined;
     if (snapshots) closers.push(async () => snapshots.close());
-    const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger, ledger) : undefined;
+    const approvalsRead = createInProcessClient(UpstreamApprovalService, createUpstreamApprovalHandlers(approvalStore, { record: false }));
+    const upstreams = options.upstreams ? await serveUpstreams(options.upstreams, options.version, logger, ledger, undefined, { client: approvalsRead, generations }) : undefined;
     if (upstreams) closers.push(() => upstreams.close());
+    if (upstreams) upstreamsChanged.approved = () => upstreams.approvalsChanged();
     // Each tenant's own upstreams from the registry (docs/federation.md §12), read again when its generation moves.
     const tenantUpstreams = createTenantUpstreams({
       directory: tenantDirectory,
@@ -400,6 +422,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
         ledger,
         policy,
         tenantAdmin: tenants.admin,
+        upstreamApprovals: tenants.approvals,
         memory,
         council,
         exportLedger: (tenant) => ledgerCore.store.exportLedger(tenant),

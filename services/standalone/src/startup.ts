@@ -1,5 +1,6 @@
 import { ChaosError, createDeferredClient, type Logger } from "@chaos-core/kit";
 import { TenantAdminService } from "@chaos-core/proto/gen/chaoscore/admin/v1/admin_pb.js";
+import { UpstreamApprovalService } from "@chaos-core/proto/gen/chaoscore/policy/v1/upstream_approvals_pb.js";
 import { CognitionService } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
 import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/council_pb.js";
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
@@ -217,6 +218,7 @@ export async function startRuntime(config: StandaloneConfig, logger: Logger, opt
         ledger: ledgerClient,
         policy: deps.policy,
         tenantAdmin: createDeferredClient(TenantAdminService, ready.then((r) => r.tenants.admin)),
+        upstreamApprovals: createDeferredClient(UpstreamApprovalService, ready.then((r) => r.tenants.approvals)),
         memory: deps.memory,
         council: deps.council,
         exportLedger: (tenant) => exportOnceReady(ready, tenant),

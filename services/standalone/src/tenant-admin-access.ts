@@ -17,6 +17,7 @@ import { CouncilService } from "@chaos-core/proto/gen/chaoscore/council/v1/counc
 import { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
 import { MemoryService } from "@chaos-core/proto/gen/chaoscore/memory/v1/memory_pb.js";
 import { PolicyService } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { UpstreamApprovalService } from "@chaos-core/proto/gen/chaoscore/policy/v1/upstream_approvals_pb.js";
 import { adminRpcClient } from "./admin-rpc.js";
 import type { TenantDataServices } from "./tenant-data.js";
 import { storesFromCommandLine, UsageError } from "./command-line.js";
@@ -37,9 +38,13 @@ export type WhereFlags = {
 /** The admin client and how to let it go; with the data services where the registry was reached through them. */
 export interface Admin {
   client: ServiceClient<typeof TenantAdminService>;
+  /** The operator's upstream approvals where the lock is read-only (`chaos-core upstreams approve --overlay`). */
+  approvals: ServiceClient<typeof UpstreamApprovalService>;
   where: string;
   /** Set when the tenants' data is reachable (a running server, or a cluster's addresses). */
   data?: TenantDataServices;
+  /** The audit ledger, when reachable through the same way (a running server; a cluster's `LEDGER_ADDR`). */
+  ledger?: ServiceClient<typeof LedgerService>;
   close(): Promise<void>;
 }
 
@@ -49,7 +54,7 @@ export const NEEDS_SERVICES =
   "(--admin-addr with MEMORY_ADDR, COUNCIL_ADDR, LEDGER_ADDR and POLICY_ADDR)";
 
 async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void> }>, generations: TenantGenerations, where: string, env: Env): Promise<Admin> {
-  const { migratePolicy, createSqlTenantRegistry, createTenantAdminHandlers, createUpstreamUrlCheck, operatorUpstreamNames } = await import("@chaos-core/policy");
+  const { migratePolicy, createSqlTenantRegistry, createSqlUpstreamApprovals, createTenantAdminHandlers, createUpstreamApprovalHandlers, createUpstreamUrlCheck, operatorUpstreamNames } = await import("@chaos-core/policy");
   const { db, release } = await open();
   try {
     await migratePolicy(db);
@@ -60,7 +65,8 @@ async function directAdmin(open: () => Promise<{ db: Db; release(): Promise<void
   const upstreams = loadUpstreamsConfig(env);
   const checks = { operatorUpstreams: operatorUpstreamNames(upstreams.file), checkUrl: createUpstreamUrlCheck({ allowedAddresses: upstreams.allowedAddresses }) };
   const client = createInProcessClient(TenantAdminService, createTenantAdminHandlers(createSqlTenantRegistry(db, { generations }), checks));
-  return { client, where, close: release };
+  const approvals = createInProcessClient(UpstreamApprovalService, createUpstreamApprovalHandlers(createSqlUpstreamApprovals(db, { generations }), { record: true }));
+  return { client, approvals, where, close: release };
 }
 
 /** Finds the registry: the cluster's admin API, Postgres, or the data directory's (the usage's "Where the registry is", tenants-usage.ts). */
@@ -75,21 +81,32 @@ export async function openAdmin(values: WhereFlags, env: Env): Promise<Admin> {
     const signer = new ContextSigner(key);
     const options = tls ? { tls } : {};
     const grpc = createGrpcClient(TenantAdminService, addr, signer, options);
-    const closers: Array<() => void> = [() => grpc.close()];
+    // On the admin port, where RecordApproval is answered.
+    const approvals = createGrpcClient(UpstreamApprovalService, addr, signer, options);
+    const closers: Array<() => void> = [() => grpc.close(), () => approvals.close()];
     let data: TenantDataServices | undefined;
+    let ledger: ServiceClient<typeof LedgerService> | undefined;
     const { MEMORY_ADDR, COUNCIL_ADDR, LEDGER_ADDR, POLICY_ADDR } = env;
+    if (LEDGER_ADDR && !(MEMORY_ADDR && COUNCIL_ADDR && POLICY_ADDR)) {
+      const alone = createGrpcClient(LedgerService, LEDGER_ADDR, signer, options);
+      closers.push(() => alone.close());
+      ledger = alone.client;
+    }
     if (MEMORY_ADDR && COUNCIL_ADDR && LEDGER_ADDR && POLICY_ADDR) {
       const memory = createGrpcClient(MemoryService, MEMORY_ADDR, signer, options);
       const council = createGrpcClient(CouncilService, COUNCIL_ADDR, signer, options);
-      const ledger = createGrpcClient(LedgerService, LEDGER_ADDR, signer, options);
+      const ledgerGrpc = createGrpcClient(LedgerService, LEDGER_ADDR, signer, options);
       const policy = createGrpcClient(PolicyService, POLICY_ADDR, signer, options);
-      closers.push(() => memory.close(), () => council.close(), () => ledger.close(), () => policy.close());
-      data = { admin: grpc.client, memory: memory.client, council: council.client, ledger: ledger.client, policy: policy.client };
+      closers.push(() => memory.close(), () => council.close(), () => ledgerGrpc.close(), () => policy.close());
+      data = { admin: grpc.client, memory: memory.client, council: council.client, ledger: ledgerGrpc.client, policy: policy.client };
     }
+    ledger ??= data?.ledger;
     return {
       client: grpc.client,
+      approvals: approvals.client,
       where: `the tenant admin API at ${addr}`,
       ...(data ? { data } : {}),
+      ...(ledger ? { ledger } : {}),
       close: async () => {
         for (const close of closers) close();
         tls?.close();
@@ -129,7 +146,7 @@ export async function openAdmin(values: WhereFlags, env: Env): Promise<Admin> {
       ledger: adminRpcClient(LedgerService, access.admin),
       policy: adminRpcClient(PolicyService, access.admin),
     };
-    return { client: admin, data, where: `the server running on ${stores.dataDir}`, close: async () => undefined };
+    return { client: admin, approvals: adminRpcClient(UpstreamApprovalService, access.admin), data, ledger: data.ledger, where: `the server running on ${stores.dataDir}`, close: async () => undefined };
   }
   return directAdmin(
     async () => {

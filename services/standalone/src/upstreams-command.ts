@@ -8,6 +8,7 @@ import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js"
 import { loadUpstreamsConfig, resolveDataDir, type UpstreamsConfig } from "./config.js";
 import { appendOperatorEntries, localOperator, pinChanges } from "./upstreams-ledger.js";
 import { isRegistryCommand, REGISTRY_USAGE, runRegistryUpstreamsCommand } from "./upstreams-registry-command.js";
+import { approveAsOverlay, isReadOnlyError, lockReadOnly, overlayLines, overlaysOf } from "./upstreams-overlay.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface UpstreamsCommandIo {
@@ -31,15 +32,23 @@ Commands:
                nothing of an upstream is offered before it is pinned. [--check: change nothing;
                exit 1 when a live upstream no longer matches its pin, naming the verdicts]
   diff <name>  The verdicts between an upstream's pin and what it lists now (COSMETIC, SAFE,
-               RISKY, BREAKING), per tool and section
+               RISKY, BREAKING), per tool and section; with the overlays in force (below) where the
+               lock is read-only, or with --overlay or a registry flag
   approve <name> [<tool>]
                Pins what the upstream lists now — one tool, or all of it — in upstreams.lock, after
                reviewing the diff: a tool quarantined for a changed definition is served again,
                at once by a running server (a tool new since the last start, from its next start)
+               Where the lock cannot be written (a read-only mount such as a Kubernetes ConfigMap,
+               EROFS, EACCES, EPERM), or with --overlay, the approval is recorded as an overlay in
+               the tenant registry instead (tenant default; --admin-addr, --database-url or
+               --data-dir, as for chaos-core tenants): every serving process serves it over the
+               lock until the lock is updated (chaos-core upstreams lock where it is kept)
 
 lock and approve record what they change in the audit ledger before they write the lock
 (upstream.pinned, upstream.approved: the upstream, each tool's new digest, and the OS user who ran
-it), through the running server on the data directory or, when none runs, on its stores.
+it), through the running server on the data directory or, when none runs, on its stores; an
+overlay's upstream.approved (overlay: true) goes to the cluster's ledger with --admin-addr and
+LEDGER_ADDR, before the overlay is recorded.
 
 The upstreams file is --upstreams, else CHAOS_CORE_UPSTREAMS_FILE, else upstreams.json in the data
 directory (docs/federation.md). Secret references resolve from CHAOS_CORE_UPSTREAM_SECRET_*
@@ -98,7 +107,22 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
   if (isRegistryCommand(command, rest)) return runRegistryUpstreamsCommand(args, io, UPSTREAMS_USAGE);
   try {
     if (!(COMMANDS as readonly string[]).includes(command)) throw unknownCommand("upstreams command", command, [...COMMANDS, "add", "remove", "disable", "enable"]);
-    const { values, positionals } = parseCommandLine(rest, { upstreams: { type: "string" }, json: { type: "boolean" }, check: { type: "boolean" } }, { positionals: true });
+    const { values, positionals } = parseCommandLine(
+      rest,
+      {
+        upstreams: { type: "string" },
+        json: { type: "boolean" },
+        check: { type: "boolean" },
+        overlay: { type: "boolean" },
+        "admin-addr": { type: "string" },
+        "database-url": { type: "string" },
+        "data-dir": { type: "string" },
+      },
+      { positionals: true },
+    );
+    // Where the registry is, for an overlay (as chaos-core tenants finds it).
+    const where = { "admin-addr": values["admin-addr"], "database-url": values["database-url"], "data-dir": values["data-dir"] };
+    const registryNamed = Object.values(where).some((v) => v !== undefined);
     const env = values.upstreams ? { ...io.env, CHAOS_CORE_UPSTREAMS_FILE: values.upstreams } : io.env;
     const config = loadUpstreamsConfig(env);
     const all = await declarations(config);
@@ -169,8 +193,16 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
         const u = declared(all, positionals[0]);
         const tool = positionals[1];
         const current = await pins(config);
+        const readOnly = values.overlay ? undefined : await lockReadOnly(config.lock);
         const pinned = current.get(u.name) ?? { tools: {}, prompts: {}, resources: {}, capabilities: {} };
         const live = await readUpstreamContracts(u, connect);
+        const say = (line: string) => io.stderr.write(`chaos-core: ${line}\n`);
+        const asOverlay = (why: string, lock: ReadonlyMap<string, ContractSet>) =>
+          approveAsOverlay({ upstream: u.name, ...(tool !== undefined ? { tool } : {}), lock, live, why, lockFile: config.lock }, where, env, say);
+        if (values.overlay || readOnly) {
+          io.stdout.write(await asOverlay(values.overlay ? "--overlay" : `the lock is read-only here: ${readOnly}`, current));
+          return 0;
+        }
         let next: ContractSet;
         if (tool === undefined) next = live;
         else {
@@ -189,17 +221,33 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
         const [seq] = await recorded([
           { type: "upstream.approved", upstream: u.name, ...(tool ? { tool } : {}), verdict: diff.verdict, tools: tools.map((t) => ({ ...t })), by: localOperator(io.env) },
         ]);
+        const lock = new Map(current);
         current.set(u.name, next);
-        await writeFile(config.lock, serializeUpstreamsLock(current));
+        try {
+          await writeFile(config.lock, serializeUpstreamsLock(current));
+        } catch (err) {
+          if (!isReadOnlyError(err)) throw err;
+          const code = (err as NodeJS.ErrnoException).code;
+          say(`${config.lock} could not be written (${code}): ledger entry ${seq} records an approval the lock did not take; recording it as an overlay instead`);
+          io.stdout.write(await asOverlay(`writing the lock failed (${code})`, lock));
+          return 0;
+        }
         io.stdout.write(`approved ${u.name}${tool ? `/${tool}` : ""} (${diff.verdict}), pinned in ${config.lock}; recorded in the audit ledger as entry ${seq}\n${formatDiff(diff)}\n`);
         return 0;
       }
       case "diff": {
         const u = declared(all, positionals[0]);
-        const pinned = (await pins(config)).get(u.name);
+        const lock = await pins(config);
+        // Where the lock is read-only, what is served is the lock with the registry's overlays in force.
+        const overlaid = values.overlay || registryNamed || (await lockReadOnly(config.lock)) !== undefined ? await overlaysOf(where, env, lock, u.name) : undefined;
+        const pinned = (overlaid?.pins ?? lock).get(u.name);
         if (!pinned) throw new ChaosError("failed_precondition", `upstream "${u.name}" is not pinned: run chaos-core upstreams lock`);
         const diff = diffContracts(pinned, await readUpstreamContracts(u, connect));
-        out(diff, diff.changes.length === 0 ? `${u.name}: no change since it was pinned\n` : `${u.name}: ${diff.verdict}\n${formatDiff(diff)}\n`);
+        const since = overlaid?.outcomes.some((o) => o.state === "in-force") ? "it was pinned and approved" : "it was pinned";
+        out(
+          overlaid ? { ...diff, overlays: overlaid.outcomes } : diff,
+          `${overlaid ? overlayLines(overlaid.outcomes) : ""}${diff.changes.length === 0 ? `${u.name}: no change since ${since}\n` : `${u.name}: ${diff.verdict}\n${formatDiff(diff)}\n`}`,
+        );
         return 0;
       }
     }

@@ -1,12 +1,14 @@
 import { readFile } from "node:fs/promises";
 import { metrics } from "@opentelemetry/api";
-import { parseUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
-import { watchFile, type Logger, type ServiceClient } from "@chaos-core/kit";
+import { parseUpstreamsLock, serializeUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
+import { publishedGeneration, watchFile, type CallContext, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
+import type { UpstreamApprovalService } from "@chaos-core/proto/gen/chaoscore/policy/v1/upstream_approvals_pb.js";
 import type { Capability } from "./capability.js";
 import { upstreamCapabilities } from "./upstream-tools.js";
 import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
-import { ledgerUpstreamDrift } from "../upstreams/drift-ledger.js";
+import { ledgerUpstreamDrift, UPSTREAMS_LEDGER_TENANT, UPSTREAMS_OBSERVER } from "../upstreams/drift-ledger.js";
+import { overlayApprovals, type ApprovalOutcome, type UpstreamApprovalEntry } from "../upstreams/approval-overlay.js";
 import type { QuarantineBoard } from "../upstreams/quarantine-board.js";
 import type { UpstreamsConfig } from "../upstreams/config.js";
 import { loadUpstreams } from "../upstreams/load.js";
@@ -32,15 +34,42 @@ export interface ServedUpstreams {
   readonly transports: ReadonlyMap<string, "http" | "stdio">;
   /** The breakers of the connections opened so far (ListUpstreams). */
   breakers(): ReturnType<UpstreamPool["breakers"]>;
-  /** Stops watching the lock and closes the connections. */
+  /** Reads the registry's approvals now (the standalone, right after one is recorded), instead of at the next poll. */
+  approvalsChanged(): Promise<void>;
+  /** Stops watching the lock and the approvals, and closes the connections. */
   close(): Promise<void>;
+}
+
+/** Where the operator's approvals are kept when the lock is read-only (docs/federation.md §4). */
+export interface ApprovalOverlayOptions {
+  /** `UpstreamApprovalService` (the policy service): ListApprovals, asked as tenant `default`. */
+  readonly client: ServiceClient<typeof UpstreamApprovalService>;
+  /** Where that tenant's generation is published: the approvals are read again when it moves. Without it, at every poll. */
+  readonly generations?: TenantGenerations;
+  /** How often the generation (or, without one, the approvals) is read. Default {@link APPROVALS_POLL_MS}. */
+  readonly pollMs?: number;
+}
+
+/** How often a serving process looks for a new approval in the registry. */
+export const APPROVALS_POLL_MS = 5_000;
+
+/** One line per approval whose standing changed, naming it. */
+function logOutcome(log: Logger, o: ApprovalOutcome): void {
+  const at = { upstream: o.upstream, tool: o.tool, digest: o.digest, lock_digest: o.lockDigest || undefined, approved_by: o.approvedBy };
+  if (o.state === "in-force") log.info(at, "an approval in the registry is served over the read-only lock until the lock is updated");
+  else if (o.state === "moot") log.info(at, "the lock pins what the approval in the registry approved: the approval is moot");
+  else if (o.state === "overridden") log.warn({ ...at, replaces_digest: o.replacesDigest || undefined }, "the lock pins another contract than the one the approval in the registry replaced: the lock wins");
+  else log.error({ ...at, err: o.problem }, "an approval in the registry is not a valid upstreams.lock entry; it is not served");
 }
 
 /**
  * Reads the operator's upstreams and their pins, and makes each pinned tool a capability served
  * through one pool, held to its pin while serving: a tool whose definition drifts is quarantined
  * until `chaos-core upstreams approve` re-pins it, which this process reads from the lock as it
- * changes. A declared upstream that is not pinned serves nothing, and says so once. Every
+ * changes — or, where the lock is read-only, from the registry's approvals (`overlay`:
+ * UpstreamApprovalService, read at start and when tenant default's generation moves), merged over
+ * the lock's pins while the lock still pins what each replaced (`upstreams/approval-overlay.ts`).
+ * A declared upstream that is not pinned serves nothing, and says so once. Every
  * quarantine, cosmetic change and release is recorded in `ledger` (`upstream.drift`, once per
  * change in this process), from which the ledger sends its webhook event.
  */
@@ -50,9 +79,52 @@ export async function serveUpstreams(
   logger: Logger,
   ledger?: ServiceClient<typeof LedgerService>,
   board?: QuarantineBoard,
+  overlay?: ApprovalOverlayOptions,
 ): Promise<ServedUpstreams> {
-  const { declarations, pins } = await loadUpstreams({ file: config.file, required: config.fileChosen, lock: config.lock });
+  const { declarations, pins: lockedAtStart } = await loadUpstreams({ file: config.file, required: config.fileChosen, lock: config.lock });
   const log = logger.child({ service: "upstreams" });
+
+  // The pins served are the lock's with the registry's approvals in force over them.
+  let lockPins: ReadonlyMap<string, ContractSet> = lockedAtStart;
+  let approvals: readonly UpstreamApprovalEntry[] = [];
+  let approvalsText = "[]";
+  let approvalsGeneration: bigint | undefined;
+  const standing = new Map<string, string>();
+  const merge = () => {
+    const { pins, outcomes } = overlayApprovals(lockPins, approvals);
+    for (const o of outcomes) {
+      const key = `${o.upstream}\u0000${o.tool}`;
+      const said = `${o.state} ${o.digest} ${o.lockDigest}`;
+      if (standing.get(key) !== said) logOutcome(log, o);
+      standing.set(key, said);
+    }
+    return pins;
+  };
+  const asked: CallContext = { tenant: UPSTREAMS_LEDGER_TENANT, principal: UPSTREAMS_OBSERVER };
+  /** Reads the approvals; true when they changed. Rejects when the registry cannot be read. */
+  const readApprovals = async (): Promise<boolean> => {
+    if (!overlay) return false;
+    const answer = await overlay.client.listApprovals({}, { ctx: asked, signal: AbortSignal.timeout(10_000) });
+    approvalsGeneration = answer.generation;
+    const next = answer.approvals.map((a) => ({ upstream: a.upstream, tool: a.tool, entry: a.entry, replacesDigest: a.replacesDigest, digest: a.digest, approvedBy: a.approvedBy }));
+    const text = JSON.stringify(next);
+    if (text === approvalsText) return false;
+    approvalsText = text;
+    approvals = next;
+    return true;
+  };
+  let unreadable = false;
+  const approvalsUnreadable = (err: unknown) => {
+    // A failed read keeps the approvals read last, and so the pins in force: an approval only ever
+    // serves a contract an operator approved, so keeping one a little longer serves nothing new,
+    // and dropping them would quarantine again what an operator released.
+    if (!unreadable) log.warn({ err: err instanceof Error ? err.message : String(err) }, "the upstream approvals in the registry could not be read; the pins in force stay");
+    unreadable = true;
+  };
+  if (overlay && declarations.length > 0) await readApprovals().catch(approvalsUnreadable);
+  const pins = merge();
+  let servedText = serializeUpstreamsLock(pins);
+
   const drift = createUpstreamDrift(pins, log, board);
   const recording = ledger ? ledgerUpstreamDrift(drift, ledger, log) : undefined;
   const pool = createUpstreamPool({
@@ -69,6 +141,14 @@ export async function serveUpstreams(
     for (const listener of capabilityListeners) listener(capabilities);
     drift.setPins(next);
   };
+  /** The lock or the approvals changed: serve the merge when it differs from what is served. */
+  const apply = () => {
+    const next = merge();
+    const text = serializeUpstreamsLock(next);
+    if (text === servedText) return;
+    servedText = text;
+    repin(next);
+  };
   for (const upstream of unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
   // An approval re-pins in the lock: read again as it changes (a bad lock keeps the pins in force).
   let lockText = "";
@@ -82,13 +162,36 @@ export async function serveUpstreams(
               (text) => {
                 if (text === lockText) return;
                 lockText = text;
-                repin(parseUpstreamsLock(text, config.lock));
+                lockPins = parseUpstreamsLock(text, config.lock);
+                apply();
               },
               () => {},
             ).catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, "the upstreams lock could not be read again; the pins in force stay")),
           { logger: log, what: "the upstreams lock's directory", pollMs: 2_000, debounceMs: 100 },
         );
   lockText = await readFile(config.lock, "utf8").catch(() => "");
+  // The approvals: read again when tenant default's published generation moves (every approval
+  // raises it), or at every poll where no generation is published to this process.
+  let polling: Promise<void> | undefined;
+  const poll = (force: boolean): Promise<void> => {
+    polling ??= (async () => {
+      try {
+        if (!force && overlay?.generations && approvalsGeneration !== undefined) {
+          const published = await publishedGeneration(overlay.generations, UPSTREAMS_LEDGER_TENANT, log);
+          if (published !== undefined && BigInt(published) === approvalsGeneration) return;
+        }
+        const changed = await readApprovals();
+        if (unreadable) log.info("the upstream approvals in the registry are read again");
+        unreadable = false;
+        if (changed) apply();
+      } catch (err) {
+        approvalsUnreadable(err);
+      }
+    })().finally(() => (polling = undefined));
+    return polling;
+  };
+  const poller = overlay && declarations.length > 0 ? setInterval(() => void poll(false), overlay.pollMs ?? APPROVALS_POLL_MS) : undefined;
+  poller?.unref();
   // Each breaker's state as a metric (docs/federation.md §7): 0 closed, 1 half-open, 2 open.
   const breakerGauge = metrics.getMeter("chaoscore.upstreams").createObservableGauge("chaoscore.upstream.breaker.state", {
     description: "An upstream connection's circuit breaker: 0 closed, 1 half-open (one probe may go through), 2 open (calls fail at once)",
@@ -111,8 +214,10 @@ export async function serveUpstreams(
     summary,
     transports: new Map(declarations.map((d) => [d.name, d.transport])),
     breakers: () => pool.breakers(),
+    approvalsChanged: () => (overlay && declarations.length > 0 ? poll(true) : Promise.resolve()),
     async close() {
       breakerGauge.removeCallback(observeBreakers);
+      clearInterval(poller);
       watch?.close();
       await pool.close();
       // What was seen is written before the ledger closes (it closes after this); a ledger that is

@@ -42,7 +42,11 @@ describe("webhookEventOf: an upstream (upstream.drift)", () => {
       timestamp: TS,
       data: { tenant: "default", ledger_seq: 10, upstream: "changing", state: "approved", tool: "echo", verdict: "BREAKING", by: "alice", tools: [{ tool: "echo", change: "changed", digest: D2 }] },
     });
+    // Recorded as an overlay where the lock is read-only: said so; `true` only, nothing else passes.
+    expect(webhookEventOf(entry(12, { ...approved, overlay: true }, "operator"))?.data).toMatchObject({ state: "approved", overlay: true });
+    expect(webhookEventOf(entry(13, { ...approved, overlay: "yes" }, "operator"))?.data).not.toHaveProperty("overlay");
     const pinned = { type: "upstream.pinned", upstream: "files", by: "alice", tools: [{ tool: "read_file", change: "added", digest: D1 }, { tool: "gone", change: "removed" }] };
+    expect(webhookEventOf(entry(14, { ...pinned, overlay: true }, "operator"))?.data).not.toHaveProperty("overlay");
     expect(webhookEventOf(entry(11, pinned, "operator"))?.data).toEqual({
       tenant: "default",
       ledger_seq: 11,

@@ -45,6 +45,8 @@ export interface UpstreamDriftEventData {
   readonly tools?: readonly UpstreamPinnedTool[];
   /** Approved, pinned: who ran the command (the operator's OS user), as the entry records it. */
   readonly by?: string;
+  /** Approved: recorded as an overlay in the tenant registry, the lock being read-only (docs/federation.md §4). */
+  readonly overlay?: true;
 }
 
 /** A webhook body about an upstream (Standard Webhooks' `type`, `timestamp`, `data`). */
@@ -144,6 +146,7 @@ export function upstreamEventOf(entry: LedgerEntry): UpstreamDriftWebhookEvent |
       verdict: oneOf(ev.verdict, VERDICTS),
       tools: pinnedTools(ev.tools),
       by: text(ev.by),
+      overlay: ev.type === "upstream.approved" && ev.overlay === true ? true : undefined,
     }),
   };
 }

@@ -58,7 +58,7 @@ describe.each(backends)("SQL policy store on $name", (backend) => {
 
   beforeAll(async () => {
     ({ db, dispose } = await backend.open());
-    expect(await migratePolicy(db)).toEqual(["0001_document_versions", "0002_tenant_registry", "0003_tenant_upstreams"]);
+    expect(await migratePolicy(db)).toEqual(["0001_document_versions", "0002_tenant_registry", "0003_tenant_upstreams", "0004_upstream_approvals"]);
   });
 
   afterAll(async () => {

@@ -5,6 +5,7 @@ import { abortableSleep } from "./abortable-sleep.js";
 import { warnOfOptIns } from "./opt-in-log.js";
 import { TENANT_REGISTRY_MIGRATION } from "./tenant-registry.js";
 import { TENANT_UPSTREAMS_MIGRATION } from "./tenant-upstreams.js";
+import { UPSTREAM_APPROVALS_MIGRATION } from "./upstream-approvals.js";
 
 const SCHEMA = "policy";
 const TABLE = `${SCHEMA}.document_versions`;
@@ -36,6 +37,7 @@ const MIGRATIONS: Migration[] = [
   },
   TENANT_REGISTRY_MIGRATION,
   TENANT_UPSTREAMS_MIGRATION,
+  UPSTREAM_APPROVALS_MIGRATION,
 ];
 
 /** Applies the policy schema's migrations (idempotent, advisory-locked). Returns the ids applied now. */

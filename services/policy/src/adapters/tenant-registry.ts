@@ -232,8 +232,9 @@ export function createSqlTenantRegistry(db: Db, options: { generations?: TenantG
       return changeTx(id, async (q, publish) => {
         await lockedTenant(q, id);
         const revoked = await q.query(`UPDATE ${KEYS} SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL`, [id]);
-        // Its upstreams (and, by cascade, their pins) go with it: nothing of it is served again.
+        // Its upstreams (and, by cascade, their pins) and approvals go with it: nothing of it is served again.
         await q.query("DELETE FROM policy.tenant_upstreams WHERE tenant_id = $1", [id]);
+        await q.query("DELETE FROM policy.upstream_approvals WHERE tenant_id = $1", [id]);
         const tenant = await change(q, publish, id, "status = 'deleted'");
         return { tenant, revokedKeys: revoked.rowCount };
       });
