@@ -278,8 +278,12 @@ describeImage(`the image as separate services on Postgres and Redis${suffix}`, (
 
   it("answers the edge's readiness with every peer reachable, and each image HEALTHCHECK passes", async () => {
     const ready = await fetch(`http://127.0.0.1:${ports.edge}/readyz`);
-    const body: unknown = await ready.json();
-    expect(ready.status, JSON.stringify(body)).toBe(200);
+    const body = (await ready.json()) as { checks?: Record<string, { ok: boolean }> };
+    // A peer that is not reachable: how its container ended and what it said (a flake under load
+    // once saw cognition SERVING, then refusing connections, with no line in its log).
+    const peers = Object.entries(body.checks ?? {}).filter(([name, check]) => !check.ok && started[name]);
+    const why = await Promise.all(peers.map(async ([name]) => `${name}: ${await started[name]!.state()}\n${(await started[name]!.logs()).slice(-4_000)}`));
+    expect(ready.status, `${JSON.stringify(body)}\n${why.join("\n")}`).toBe(200);
     expect(body).toMatchObject({ checks: { council: { ok: true }, ledger: { ok: true } } });
     for (const [name, container] of Object.entries(started)) expect(await container.healthy(), name).toBe(true);
   });

@@ -101,6 +101,8 @@ export interface Container {
   logs(): Promise<string>;
   /** `podman healthcheck run`: resolves true when the image's HEALTHCHECK passes. */
   healthy(): Promise<boolean>;
+  /** Whether it still runs, and if not how it ended (`exited 1`, `OOM-killed`), for a failure's message. */
+  state(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -164,6 +166,11 @@ export class Containers {
         podman(this.image, ["healthcheck", "run", name]).then(
           () => true,
           () => false,
+        ),
+      state: () =>
+        podman(this.image, ["inspect", "--format", "{{.State.Status}} (exit {{.State.ExitCode}}{{if .State.OOMKilled}}, OOM-killed{{end}}) {{.State.Error}}", name]).then(
+          (r) => r.stdout.trim(),
+          (err: unknown) => `(not inspectable: ${(err as Error).message})`,
         ),
       stop: async () => {
         await podman(this.image, ["stop", "--time", "10", name]);
