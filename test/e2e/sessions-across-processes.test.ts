@@ -8,8 +8,9 @@ import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { autoAcceptingClient } from "../support/elicitation.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { MCP_HEADERS, openSession, PROTOCOL_VERSION, rpc, sseStream } from "../support/mcp-http.js";
+import { Redis } from "ioredis";
 import { removeDir, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
-import { TEST_REDIS_URL } from "../support/redis.js";
+import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 import { postListen } from "../support/streams.js";
 
 function call(id: number, name: string, args: Record<string, unknown>) {
@@ -21,10 +22,12 @@ describe("one MCP session served by two edge processes sharing Redis", () => {
   const dirs = [tempDir(), tempDir()];
   let a: ServeProcess;
   let b: ServeProcess;
+  const prefix = uniquePrefix("sessions-across");
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    const env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL };
+    // Their own prefix (CHAOS_CORE_REDIS_PREFIX): what they share, they share under it.
+    const env = { DATABASE_URL: db.url, REDIS_URL: TEST_REDIS_URL, CHAOS_CORE_REDIS_PREFIX: prefix };
     a = await startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[0] });
     b = await startServe({ ...env, CHAOS_CORE_DATA_DIR: dirs[1] });
   });
@@ -38,6 +41,13 @@ describe("one MCP session served by two edge processes sharing Redis", () => {
 
   it("lets the second process serve a session the first one created, and DELETE end it everywhere", async () => {
     const session = await openSession(a.url);
+
+    const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    try {
+      expect((await redis.keys(`${prefix}*`)).some((k) => k.includes(session))).toBe(true);
+    } finally {
+      redis.disconnect();
+    }
 
     const wrote = await rpc(b.url, session, call(10, "chaoscore_remember", { key: "shared", value: "from b" }));
     expect(wrote.status).toBe(200);

@@ -51,3 +51,11 @@ describe("standalone's webhook configuration", () => {
     );
   });
 });
+
+describe("the Redis prefix", () => {
+  it("is CHAOS_CORE_REDIS_PREFIX, as the services and the registry commands read it; chaoscore: by default; a bad one named", () => {
+    expect(loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: "/tmp/cc" }).redisPrefix).toBe("chaoscore:");
+    expect(loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: "/tmp/cc", CHAOS_CORE_REDIS_PREFIX: "team-a:" }).redisPrefix).toBe("team-a:");
+    expect(() => loadStandaloneConfig({ CHAOS_CORE_DATA_DIR: "/tmp/cc", CHAOS_CORE_REDIS_PREFIX: "has space" })).toThrow(/CHAOS_CORE_REDIS_PREFIX: must be 1 to 64 visible ASCII characters/);
+  });
+});

@@ -13,6 +13,7 @@ const schema = z.object({
   DATABASE_URL: envVars.postgresUrl(),
   CHAOS_CORE_PG_POOL_MAX: z.coerce.number({ error: "must be a number" }).int("must be a whole number").min(1, "must be between 1 and 200").max(200, "must be between 1 and 200").default(10),
   REDIS_URL: envVars.redisUrl(),
+  CHAOS_CORE_REDIS_PREFIX: z.string().regex(/^[\x21-\x7e]{1,64}$/, "must be 1 to 64 visible ASCII characters").default("chaoscore:"),
   CHAOS_CORE_POLICY_SNAPSHOTS: z.enum(["on", "off"], { error: "must be on or off" }).default("on"),
   LOG_LEVEL: envVars.logLevel(),
   CHAOS_CORE_LEDGER_KEYS_FILE: z.string().optional(),
@@ -40,6 +41,11 @@ export interface StandaloneConfig {
   policySnapshots: boolean;
   /** Redis instead of in-process session storage, when set. */
   redisUrl: string | undefined;
+  /**
+   * Every key and channel in Redis under it (`CHAOS_CORE_REDIS_PREFIX`, `chaoscore:`), as the
+   * services and `chaos-core tenants|keys|upstreams` read it: a change one makes, the others hear.
+   */
+  redisPrefix: string;
   logLevel: (typeof LOG_LEVELS)[number];
   /** The AI provider cognition uses (holds an API key when one is set: never log it whole). */
   provider: ProviderConfig;
@@ -129,6 +135,7 @@ export function loadStandaloneConfig(env: Env, cwd = process.cwd()): StandaloneC
     pgPoolMax: c.CHAOS_CORE_PG_POOL_MAX,
     policySnapshots: c.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
     redisUrl: c.REDIS_URL,
+    redisPrefix: c.CHAOS_CORE_REDIS_PREFIX,
     logLevel: c.LOG_LEVEL,
     provider,
     ledgerKeysFile: c.CHAOS_CORE_LEDGER_KEYS_FILE ? resolve(cwd, c.CHAOS_CORE_LEDGER_KEYS_FILE) : undefined,

@@ -283,17 +283,17 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       const connected = await connectRedis(config.redisUrl, { logger, name: "chaos-core-standalone" });
       redis = connected;
       closers.push(() => closeRedis(connected));
-      sessions = createRedisSessionStore(redis, { prefix: "chaoscore:", ttlSeconds: options.sessionTtlSeconds });
+      sessions = createRedisSessionStore(redis, { prefix: config.redisPrefix, ttlSeconds: options.sessionTtlSeconds });
       // Resumable SSE streams and change events across the processes sharing this Redis.
-      const edgeEvents = await createRedisEdgeEvents(redis, { prefix: "chaoscore:", ttlSeconds: sessions.ttlSeconds, logger });
+      const edgeEvents = await createRedisEdgeEvents(redis, { prefix: config.redisPrefix, ttlSeconds: sessions.ttlSeconds, logger });
       closers.push(() => edgeEvents.close());
       events = edgeEvents;
-      plans = createRedisPlanStore(redis, { prefix: "chaoscore:" });
-      approvals = createRedisApprovalStore(redis, { prefix: "chaoscore:" });
-      nonces = createRedisNonceCache(redis, { prefix: "chaoscore:" });
+      plans = createRedisPlanStore(redis, { prefix: config.redisPrefix });
+      approvals = createRedisApprovalStore(redis, { prefix: config.redisPrefix });
+      nonces = createRedisNonceCache(redis, { prefix: config.redisPrefix });
       // Several processes may share this database and Redis: a change any of them makes reaches the others' next request.
-      generations = createRedisTenantGenerations(redis, { prefix: "chaoscore:", logger });
-      policyChanges = createRedisChangeCounters(redis, { prefix: "chaoscore:", name: "policy-changes" });
+      generations = createRedisTenantGenerations(redis, { prefix: config.redisPrefix, logger });
+      policyChanges = createRedisChangeCounters(redis, { prefix: config.redisPrefix, name: "policy-changes" });
     } else {
       sessions = options.sessions ?? createMemorySessionStore({ ttlSeconds: options.sessionTtlSeconds });
       plans = createMemoryPlanStore();
@@ -348,7 +348,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
     const rateLimits = options.rateLimits ?? NO_RATE_LIMITS;
     const registryLimits = (tenant: string) => tenants.directory.tenantLimits(tenant);
     const limiter = redis
-      ? createRedisRateLimiter(redis, rateLimits, { prefix: "chaoscore:", logger: logger.child({ service: "edge" }), registry: registryLimits })
+      ? createRedisRateLimiter(redis, rateLimits, { prefix: config.redisPrefix, logger: logger.child({ service: "edge" }), registry: registryLimits })
       : (options.limiter ?? createMemoryRateLimiter(rateLimits, registryLimits));
     const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
     const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
