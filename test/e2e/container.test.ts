@@ -277,10 +277,17 @@ describeImage(`the image as separate services on Postgres and Redis${suffix}`, (
   });
 
   it("answers the edge's readiness with every peer reachable, and each image HEALTHCHECK passes", async () => {
-    const ready = await fetch(`http://127.0.0.1:${ports.edge}/readyz`);
+    // The services started together: the edge's first connections to a peer still starting were
+    // refused, and its channel retries with backoff (at most RECONNECT_BACKOFF_MS.max, 10 s), as a
+    // kubelet's readiness probe would find it. Ready within that, every peer reachable.
+    const readyz = `http://127.0.0.1:${ports.edge}/readyz`;
+    let ready = await fetch(readyz);
+    for (const deadline = Date.now() + 30_000; ready.status !== 200 && Date.now() < deadline; ready = await fetch(readyz)) {
+      await ready.body?.cancel();
+      await new Promise((r) => setTimeout(r, 500));
+    }
     const body = (await ready.json()) as { checks?: Record<string, { ok: boolean }> };
-    // A peer that is not reachable: how its container ended and what it said (a flake under load
-    // once saw cognition SERVING, then refusing connections, with no line in its log).
+    // A peer still not reachable: how its container ended and what it said.
     const peers = Object.entries(body.checks ?? {}).filter(([name, check]) => !check.ok && started[name]);
     const why = await Promise.all(peers.map(async ([name]) => `${name}: ${await started[name]!.state()}\n${(await started[name]!.logs()).slice(-4_000)}`));
     expect(ready.status, `${JSON.stringify(body)}\n${why.join("\n")}`).toBe(200);
