@@ -15,7 +15,7 @@
 import { celEnv, CelScalar, isCelError, parse as bufParse, plan as bufPlan } from "@bufbuild/cel";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Environment } from "@marcbachmann/cel-js";
-import { compileCondition, evaluateCondition, type ConditionInput } from "../../services/policy/src/domain/conditions.js";
+import { compileCondition, declareConditionVariables, evaluateCondition, type ConditionInput } from "../../services/policy/src/domain/conditions.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const BATCH = Number(process.env.BENCH_BATCH ?? 2000);
@@ -65,21 +65,7 @@ const INPUT: ConditionInput = {
 const BUF_INPUT = { ...INPUT, now: timestampFromDate(NOW) };
 
 function marcEnvironment(): Environment {
-  return new Environment()
-    .registerVariable("args", "map")
-    .registerVariable({
-      name: "capability",
-      schema: {
-        name: "string",
-        risk: "string",
-        upstream: "string",
-        annotations: { title: "string", readOnlyHint: "bool", destructiveHint: "bool", idempotentHint: "bool", openWorldHint: "bool" },
-      },
-    })
-    .registerVariable({ name: "principal", schema: { id: "string", roles: "list<string>" } })
-    .registerVariable("tenant", "string")
-    .registerVariable("now", "google.protobuf.Timestamp")
-    .registerVariable({ name: "http", schema: { host: "string" } });
+  return declareConditionVariables(new Environment());
 }
 
 /** @bufbuild/cel declares variables by type only; a field of a map is not declared (no message types here). */

@@ -102,32 +102,41 @@ function enableLinearRegExp(): void {
 function conditionEnvironment(): Environment {
   if (environment) return environment;
   enableLinearRegExp();
-  environment = new Environment({
-    unlistedVariablesAreDyn: false,
-    limits: {
-      maxAstNodes: CONDITION_BOUNDS.maxAstNodes,
-      maxDepth: CONDITION_BOUNDS.maxDepth,
-      maxListElements: CONDITION_BOUNDS.maxLiteralEntries,
-      maxMapEntries: CONDITION_BOUNDS.maxLiteralEntries,
-      maxCallArguments: 8,
-    },
-  })
-    // Dynamic until the next increment types it from the pinned input schemas of the matched tools.
-    .registerVariable("args", "map")
-    .registerVariable({
-      name: "capability",
-      schema: {
-        name: "string",
-        risk: "string",
-        upstream: "string",
-        annotations: { title: "string", readOnlyHint: "bool", destructiveHint: "bool", idempotentHint: "bool", openWorldHint: "bool" },
+  environment = declareConditionVariables(
+    new Environment({
+      unlistedVariablesAreDyn: false,
+      limits: {
+        maxAstNodes: CONDITION_BOUNDS.maxAstNodes,
+        maxDepth: CONDITION_BOUNDS.maxDepth,
+        maxListElements: CONDITION_BOUNDS.maxLiteralEntries,
+        maxMapEntries: CONDITION_BOUNDS.maxLiteralEntries,
+        maxCallArguments: 8,
       },
-    })
-    .registerVariable({ name: "principal", schema: { id: "string", roles: "list<string>" } })
-    .registerVariable("tenant", "string")
-    .registerVariable("now", "google.protobuf.Timestamp")
-    .registerVariable({ name: "http", schema: { host: "string" } });
+    }),
+  );
   return environment;
+}
+
+/** Declares the typed variables a condition may read (docs/policy-conditions.md) on `env`: the one list, for the policy engine and the benchmark alike. */
+export function declareConditionVariables(env: Environment): Environment {
+  return (
+    env
+      // Dynamic until the next increment types it from the pinned input schemas of the matched tools.
+      .registerVariable("args", "map")
+      .registerVariable({
+        name: "capability",
+        schema: {
+          name: "string",
+          risk: "string",
+          upstream: "string",
+          annotations: { title: "string", readOnlyHint: "bool", destructiveHint: "bool", idempotentHint: "bool", openWorldHint: "bool" },
+        },
+      })
+      .registerVariable({ name: "principal", schema: { id: "string", roles: "list<string>" } })
+      .registerVariable("tenant", "string")
+      .registerVariable("now", "google.protobuf.Timestamp")
+      .registerVariable({ name: "http", schema: { host: "string" } })
+  );
 }
 
 /** `line:column` (1-based) of an offset in `text`. */
