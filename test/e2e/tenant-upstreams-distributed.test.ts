@@ -14,6 +14,7 @@ import { TEST_REDIS_URL } from "../support/redis.js";
 import { httpClient, ROOT, runToExit, startServiceMain, startServiceMains, stopProcess, type ServiceMain } from "../support/processes.js";
 import { freePort, waitForPort } from "../support/ports.js";
 import { eventually, postListen } from "../support/streams.js";
+import { rawToolNames } from "../support/mrtr.js";
 
 /**
  * Issue 32 item 1(b), in the Kubernetes shape: the cognition service run alone reads a tenant's
@@ -165,20 +166,9 @@ describe("a tenant's own upstream, served by the cognition service run alone", (
 
   /** A 2026-07-28 tools/list on `url` with `key`: the upstream tools it names (`<upstream>__<tool>`). */
   const modernList = async (url: string, key: string) => {
-    const res = await fetch(url, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/list",
-        params: { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": { name: "e2e", version: "0" } } },
-      }),
-    });
-    const text = await res.text();
-    expect(res.status, text).toBe(200);
-    expect(text).toContain('"chaoscore_inspect"');
-    return [...text.matchAll(/"name":"([A-Za-z0-9-]+__[A-Za-z0-9_-]+)"/g)].map((m) => m[1]);
+    const names = await rawToolNames(url, { authorization: `Bearer ${key}` });
+    expect(names).toContain("chaoscore_inspect");
+    return names.filter((n) => /^[A-Za-z0-9-]+__[A-Za-z0-9_-]+$/.test(n));
   };
 
   it("lists carol's own on carol's very first request to the edge, a 2026-07-28 one", async () => {

@@ -112,6 +112,24 @@ export async function rawToolCall(
   return { result: message["result"] as WireResult };
 }
 
+/**
+ * The names of the tools a raw 2026-07-28 `tools/list` POST to `url` answers (the SEP-2243
+ * headers, the envelope declaring no client capabilities, whatever `headers` adds: a key). Throws
+ * naming the status and the body when it is not a 200 with a result.
+ */
+export async function rawToolNames(url: string, headers: Record<string, string> = {}): Promise<string[]> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": MODERN, "mcp-method": "tools/list", ...headers },
+    body: JSON.stringify({ jsonrpc: "2.0", id: nextId++, method: "tools/list", params: { _meta: envelope({}) } }),
+  });
+  const text = await res.text();
+  const message = res.status === 200 ? parseBody(res.headers.get("content-type") ?? "", text) : undefined;
+  const tools = (message?.["result"] as { tools?: Array<{ name: string }> } | undefined)?.tools;
+  if (!tools) throw new Error(`tools/list answered HTTP ${res.status}: ${text.slice(0, 500)}`);
+  return tools.map((t) => t.name);
+}
+
 /** The JSON-RPC response in a JSON body or the last `data:` line of an event stream carrying one. */
 function parseBody(contentType: string, text: string): Record<string, unknown> | undefined {
   if (contentType.includes("application/json")) return JSON.parse(text) as Record<string, unknown>;
