@@ -9,6 +9,7 @@ import { Webhook } from "standardwebhooks";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
+import { eventually } from "../support/eventually.js";
 
 /**
  * Issue 32, "rug pull": an upstream that changes a tool after it was pinned (a small SDK server
@@ -32,16 +33,6 @@ const tools = (echoDescription: string, echoRequired = ["message"]) => ({
 
 type Entry = { type: string; seq: number; principal: string; event: Record<string, unknown> };
 type Event = { type: string; timestamp: string; data: Record<string, unknown> };
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe("an upstream tool that changes after it was pinned", () => {
   const dir = tempDir("chaos-core-drift-");

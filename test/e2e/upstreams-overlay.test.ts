@@ -6,6 +6,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { seedDataDir } from "../support/data-dir-template.js";
 import { httpClient, removeDir, ROOT, runToExit, startServe, tempDir, type ServeProcess } from "../support/processes.js";
+import { eventually } from "../support/eventually.js";
 
 /**
  * Issue 32 item 2: where `upstreams.lock` is read-only (a Kubernetes ConfigMap mount; here a
@@ -30,16 +31,6 @@ const tools = (echoRequired: string[]) => ({
 });
 
 type Entry = { type: string; seq: number; principal: string; event: Record<string, unknown> };
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe("an approval where the upstreams lock is read-only", () => {
   const dir = tempDir("chaos-core-overlay-");

@@ -19,6 +19,10 @@ import { serializeUpstreamsLock, type ContractSet } from "@chaos-core/contracts"
 import { readUpstreamContracts, serveUpstreams, type ServedUpstreams } from "@chaos-core/cognition";
 import { upstreamsConfigOf } from "@chaos-core/cognition/upstreams-config";
 import { createLogger, parseUpstreamsFile } from "@chaos-core/kit";
+import { eventually } from "../support/eventually.js";
+
+/** What the process reaches as the kubelet-like swap lands. */
+const SOON = { timeoutMs: 15_000, intervalMs: 100 };
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const HELM = join(ROOT, ".cache/helm/helm");
@@ -63,16 +67,6 @@ class ConfigMapVolume {
     }
     if (this.current) rmSync(join(this.dir, this.current), { recursive: true });
     this.current = name;
-  }
-}
-
-async function eventually<T>(what: string, probe: () => T | undefined, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
@@ -121,13 +115,13 @@ describe("the upstreams ConfigMap as the chart mounts it (a directory the kubele
 
     // The upstream lists echo changed past its pin: quarantined, its calls refused; ping serves.
     await expect(served.pool.call(decl!, "default", "ping", {})).resolves.toMatchObject({ content: [{ type: "text" }] });
-    await eventually("echo quarantined", () => served!.drift.driftOf("changing", "echo"));
+    await eventually("echo quarantined", () => served!.drift.driftOf("changing", "echo"), SOON);
     await expect(served.pool.call(decl!, "default", "echo", { message: "hi", to: "you" })).rejects.toMatchObject({ code: "contract_drift", message: expect.stringContaining("no longer matches its pin") });
 
     // The ConfigMap updated with the approved lock (and a second upstream declared): the kubelet swaps ..data.
     const more = JSON.stringify({ upstreams: [...(JSON.parse(declarations) as { upstreams: unknown[] }).upstreams, { name: "later", url: "https://mcp.example.com/mcp" }] });
     volume.update({ "upstreams.json": more, "upstreams.lock": lock(approved) });
-    await eventually("echo released", () => (served!.drift.driftOf("changing", "echo") === undefined ? true : undefined));
+    await eventually("echo released", () => (served!.drift.driftOf("changing", "echo") === undefined ? true : undefined), SOON);
     await expect(served.pool.call(decl!, "default", "echo", { message: "hi", to: "you" })).resolves.toMatchObject({ content: [{ type: "text", text: expect.stringContaining('"to":"you"') }] });
     // upstreams.json was read at start: the new declaration waits for a restart.
     expect(served.capabilities.map((c) => c.name).sort()).toEqual(["changing.echo", "changing.ping"]);

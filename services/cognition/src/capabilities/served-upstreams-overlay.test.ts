@@ -8,6 +8,10 @@ import { UpstreamApprovalService } from "@chaos-core/proto/gen/chaoscore/policy/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { upstreamSecretsOf } from "../upstreams/config.js";
 import { serveUpstreams, type ServedUpstreams } from "./served-upstreams.js";
+import { eventually } from "../../../../test/support/eventually.js";
+
+/** What the serving process reaches within a moment. */
+const SOON = { timeoutMs: 5_000, intervalMs: 25 };
 
 const defs = (required: string[]) => [
   { name: "echo", inputSchema: { type: "object", properties: { message: { type: "string" }, to: { type: "string" } }, required }, annotations: { readOnlyHint: true } },
@@ -15,14 +19,6 @@ const defs = (required: string[]) => [
 ];
 const lockOf = (required: string[]) => serializeUpstreamsLock(new Map([["changing", upstreamContracts("changing", defs(required))]]));
 const echo = (required: string[]) => upstreamContracts("changing", defs(required)).tools.echo!;
-
-async function eventually(what: string, ok: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /**
  * serveUpstreams with the registry's approvals (docs/federation.md §4): read at start and when
@@ -81,7 +77,7 @@ describe("the operator's upstreams served with the registry's approvals", () => 
     await store.recordApproval(
       checkApproval({ tenant: "default", upstream: "changing", tool: "echo", entry: upstreamToolEntryText("changing", "echo", echo(["message", "to"])), replacesDigest: entryDigest(echo(["message"])), approvedBy: "alice" }),
     );
-    await eventually("the approved schema", () => required()?.length === 2);
+    await eventually("the approved schema", () => (required()?.length === 2 ? true : undefined), SOON);
     expect(required()).toEqual(["message", "to"]);
     expect(told).toBe(1);
   });
@@ -90,7 +86,7 @@ describe("the operator's upstreams served with the registry's approvals", () => 
     down = true;
     const after = reads;
     await generations.publish("default", 999);
-    await eventually("a failed read", () => reads > after);
+    await eventually("a failed read", () => (reads > after ? true : undefined), SOON);
     await new Promise((r) => setTimeout(r, 150));
     expect(required()).toEqual(["message", "to"]);
     down = false;
@@ -104,7 +100,7 @@ describe("the operator's upstreams served with the registry's approvals", () => 
     expect(required()).toEqual(["message", "to"]);
     expect(told).toBe(0);
     await writeFile(join(dir, "upstreams.lock"), lockOf(["to"]));
-    await eventually("the lock's new pin", () => required()?.length === 1, 10_000);
+    await eventually("the lock's new pin", () => (required()?.length === 1 ? true : undefined), { ...SOON, timeoutMs: 10_000 });
     expect(required()).toEqual(["to"]);
   });
 });

@@ -7,6 +7,10 @@ import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js"
 import { createUpstreamDrift, type UpstreamDrift, type UpstreamDriftEvent } from "./drift.js";
 import { definitionOf } from "./pin.js";
 import { createRedisQuarantineBoards, type QuarantineBoard, type QuarantineBoards } from "./quarantine-board.js";
+import { eventually } from "../../../../test/support/eventually.js";
+
+/** What the replicas reach through Redis within a moment. */
+const SOON = { timeoutMs: 5_000, intervalMs: 25 };
 
 // Two cognition replicas serving the same operator upstream, each with its own drift tracker and
 // its own Redis connections, sharing one board in the real Redis (docs/federation.md §4, "Across
@@ -23,16 +27,6 @@ const pinOf = (...tools: Tool[]): Map<string, ContractSet> => new Map([["changin
 const pinned = echo("Echoes its message back");
 const drifted = echo("Echoes its message back", ["message", "to"]);
 const logger = createLogger("board-test", "silent");
-
-async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 interface Replica {
   drift: UpstreamDrift;
@@ -74,11 +68,11 @@ describe("shared upstream quarantines (Redis)", () => {
     a.drift.observe(decl!, [drifted, ping], Date.now());
     expect(a.drift.driftOf("changing", "echo")).toMatch(/upstreams\/changing\/echo \(surface\): BREAKING/);
     // B never read the upstream since it changed: it refuses the tool all the same, and is told so.
-    const why = await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"));
+    const why = await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"), SOON);
     expect(why).toBe(a.drift.driftOf("changing", "echo"));
     expect(b.changes).toBeGreaterThan(0);
     expect(b.drift.driftOf("changing", "ping")).toBeUndefined();
-    await eventually("A's quarantine event", () => (a.events.length > 0 ? true : undefined));
+    await eventually("A's quarantine event", () => (a.events.length > 0 ? true : undefined), SOON);
     expect(a.events.map((e) => e.state)).toEqual(["quarantined"]);
     expect(b.events).toEqual([]);
   });
@@ -88,7 +82,7 @@ describe("shared upstream quarantines (Redis)", () => {
     const b = await replica();
     a.drift.observe(decl!, [drifted, ping], Date.now());
     b.drift.observe(decl!, [drifted, ping], Date.now());
-    await eventually("a quarantine event", () => (a.events.length + b.events.length > 0 ? true : undefined));
+    await eventually("a quarantine event", () => (a.events.length + b.events.length > 0 ? true : undefined), SOON);
     await new Promise((r) => setTimeout(r, 200));
     expect([...a.events, ...b.events].map((e) => e.state)).toEqual(["quarantined"]);
   });
@@ -98,34 +92,34 @@ describe("shared upstream quarantines (Redis)", () => {
     const b = await replica();
     const before = Date.now() - 1_000;
     a.drift.observe(decl!, [drifted, ping], Date.now());
-    await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"));
+    await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"), SOON);
     // A list B asked for before A found the drift says nothing about now.
     b.drift.observe(decl!, [pinned, ping], before);
     await new Promise((r) => setTimeout(r, 200));
     expect(b.drift.driftOf("changing", "echo")).toBeDefined();
     // One asked for afterwards: the upstream went back.
     b.drift.observe(decl!, [pinned, ping], Date.now());
-    await eventually("the shared quarantine to be withdrawn", async () => ((await admin.hlen(`${prefix}upstream-quarantine:{operator}`)) === 0 ? true : undefined));
-    expect(await eventually("B to serve it again", () => (b.drift.driftOf("changing", "echo") === undefined ? true : undefined))).toBe(true);
+    await eventually("the shared quarantine to be withdrawn", async () => ((await admin.hlen(`${prefix}upstream-quarantine:{operator}`)) === 0 ? true : undefined), SOON);
+    expect(await eventually("B to serve it again", () => (b.drift.driftOf("changing", "echo") === undefined ? true : undefined), SOON)).toBe(true);
   });
 
   it("holds nothing once an approval re-pinned the tool: a record of the old pin no longer refuses", async () => {
     const a = await replica();
     const b = await replica();
     a.drift.observe(decl!, [drifted, ping], Date.now());
-    await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"));
+    await eventually("replica B to hold the quarantine", () => b.drift.driftOf("changing", "echo"), SOON);
     b.drift.setPins(pinOf(drifted, ping));
     expect(b.drift.driftOf("changing", "echo")).toBeUndefined();
     // A re-pinned too: its release withdraws the record of the old pin.
     a.drift.setPins(pinOf(drifted, ping));
     expect(a.drift.driftOf("changing", "echo")).toBeUndefined();
-    await eventually("the record to be withdrawn", () => (a.board.current().size === 0 ? true : undefined));
+    await eventually("the record to be withdrawn", () => (a.board.current().size === 0 ? true : undefined), SOON);
   });
 
   it("keeps each scope's quarantines to itself: a tenant's board holds none of the operator's", async () => {
     const a = await replica();
     a.drift.observe(decl!, [drifted, ping], Date.now());
-    await eventually("the record", () => (a.board.current().size === 1 ? true : undefined));
+    await eventually("the record", () => (a.board.current().size === 1 ? true : undefined), SOON);
     const acme = await a.boards.board("tenant:acme");
     expect(acme.current().size).toBe(0);
     expect(createUpstreamDrift(pinOf(pinned, ping), logger, acme).driftOf("changing", "echo")).toBeUndefined();
@@ -134,7 +128,7 @@ describe("shared upstream quarantines (Redis)", () => {
   it("finds, on a replica started later, the quarantines put before it started", async () => {
     const a = await replica();
     a.drift.observe(decl!, [drifted, ping], Date.now());
-    await eventually("the record", () => (a.board.current().size === 1 ? true : undefined));
+    await eventually("the record", () => (a.board.current().size === 1 ? true : undefined), SOON);
     const late = await replica();
     expect(late.drift.driftOf("changing", "echo")).toMatch(/BREAKING/);
   });
