@@ -1,5 +1,6 @@
-import { announcedChange, APP_ROLE, ChaosError, type Db, type Migration, type Queryable, type SecretRef, type TenantGenerations } from "@chaos-core/kit";
+import { APP_ROLE, ChaosError, type Db, type Migration, type Queryable, type SecretRef, type TenantGenerations } from "@chaos-core/kit";
 import { checkTenantId } from "../domain/tenants.js";
+import { lockTenant, raiseGeneration, tenantChange, type PublishGeneration } from "./tenant-change.js";
 import {
   checkUpstreamName,
   pinDigest,
@@ -116,25 +117,7 @@ const UNIQUE_VIOLATION = "23505";
 export function createSqlTenantUpstreams(db: Db, options: { generations?: TenantGenerations } = {}): TenantUpstreamRegistry {
   const generations = options.generations;
 
-  /** Locks the tenant, refusing one that is not registered or was deleted. */
-  async function lockTenant(q: Queryable, tenant: string): Promise<void> {
-    const { rows } = await q.query<{ status: string }>(`SELECT status FROM ${TENANTS} WHERE tenant_id = $1 FOR UPDATE`, [tenant]);
-    if (!rows[0]) throw new ChaosError("not_found", `tenant "${tenant}" is not registered: create it with chaos-core tenants create ${tenant}`);
-    if (rows[0].status === "deleted") throw new ChaosError("failed_precondition", `tenant "${tenant}" was deleted; it cannot be changed or served again`);
-  }
-
-  /** One transaction of `tenant` that changes it: `bump` publishes in it; announced once committed. */
-  type Publish = (generation: number) => Promise<void>;
-  const changeTx = <T>(tenant: string, fn: (q: Queryable, publish: Publish) => Promise<T>): Promise<T> =>
-    announcedChange(generations, tenant, (publish) => db.tenantTx(tenant, (q) => fn(q, publish)));
-
-  async function bump(q: Queryable, publish: Publish, tenant: string): Promise<void> {
-    const { rows } = await q.query<{ generation: string | number }>(
-      `UPDATE ${TENANTS} SET generation = generation + 1, updated_at = now() WHERE tenant_id = $1 RETURNING generation`,
-      [tenant],
-    );
-    await publish(Number(rows[0]!.generation));
-  }
+  const changeTx = <T>(tenant: string, fn: (q: Queryable, publish: PublishGeneration) => Promise<T>): Promise<T> => tenantChange(db, generations, tenant, fn);
 
   async function one(q: Queryable, tenant: string, name: string): Promise<TenantUpstreamRecord | undefined> {
     const { rows } = await q.query<UpstreamRow>(`${SELECT} WHERE u.tenant_id = $1 AND u.name = $2`, [tenant, name]);
@@ -156,7 +139,7 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
             [tenant, d.name, d.url, JSON.stringify(d.headers), d.timeoutMs, d.risk ? JSON.stringify(d.risk) : null, d.trustAnnotations],
           );
           await q.query(`INSERT INTO ${PINS} (tenant_id, upstream, pin, tools) VALUES ($1, $2, $3, $4)`, [tenant, d.name, pin.text, pin.tools]);
-          await bump(q, publish, tenant);
+          await raiseGeneration(q, publish, tenant);
           return (await one(q, tenant, d.name))!;
         });
       } catch (err) {
@@ -189,7 +172,7 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
         const found = await one(q, tenant, name);
         if (!found) throw missing(tenant, name);
         await q.query(`DELETE FROM ${UPSTREAMS} WHERE tenant_id = $1 AND name = $2`, [tenant, name]);
-        await bump(q, publish, tenant);
+        await raiseGeneration(q, publish, tenant);
         return found;
       });
     },
@@ -202,7 +185,7 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
         await lockTenant(q, tenant);
         const { rowCount } = await q.query(`UPDATE ${UPSTREAMS} SET status = $3, updated_at = now() WHERE tenant_id = $1 AND name = $2`, [tenant, name, status]);
         if (rowCount === 0) throw missing(tenant, name);
-        await bump(q, publish, tenant);
+        await raiseGeneration(q, publish, tenant);
         return (await one(q, tenant, name))!;
       });
     },
@@ -223,7 +206,7 @@ export function createSqlTenantUpstreams(db: Db, options: { generations?: Tenant
         }
         await q.query(`UPDATE ${PINS} SET pin = $3, tools = $4, pinned_at = now() WHERE tenant_id = $1 AND upstream = $2`, [tenant, name, pin.text, pin.tools]);
         await q.query(`UPDATE ${UPSTREAMS} SET updated_at = now() WHERE tenant_id = $1 AND name = $2`, [tenant, name]);
-        await bump(q, publish, tenant);
+        await raiseGeneration(q, publish, tenant);
         return { upstream: (await one(q, tenant, name))!, changed: true };
       });
     },

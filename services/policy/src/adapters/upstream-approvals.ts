@@ -1,6 +1,7 @@
-import { announcedChange, APP_ROLE, ChaosError, type Db, type Migration, type Queryable, type TenantGenerations } from "@chaos-core/kit";
+import { APP_ROLE, type Db, type Migration, type TenantGenerations } from "@chaos-core/kit";
 import { checkTenantId } from "../domain/tenants.js";
 import type { UpstreamApprovalRecord, UpstreamApprovals } from "../domain/upstream-approvals.js";
+import { lockTenant, raiseGeneration, tenantChange } from "./tenant-change.js";
 
 const TENANTS = "policy.tenants";
 const APPROVALS = "policy.upstream_approvals";
@@ -70,17 +71,11 @@ function recordOf(row: ApprovalRow): UpstreamApprovalRecord {
 export function createSqlUpstreamApprovals(db: Db, options: { generations?: TenantGenerations } = {}): UpstreamApprovals {
   const generations = options.generations;
 
-  async function lockTenant(q: Queryable, tenant: string): Promise<void> {
-    const { rows } = await q.query<{ status: string }>(`SELECT status FROM ${TENANTS} WHERE tenant_id = $1 FOR UPDATE`, [tenant]);
-    if (!rows[0]) throw new ChaosError("not_found", `tenant: "${tenant}" is not registered: create it with chaos-core tenants create ${tenant} (the standalone registers "default" when it starts)`);
-    if (rows[0].status === "deleted") throw new ChaosError("failed_precondition", `tenant: "${tenant}" was deleted; it cannot be changed or served again`);
-  }
-
   return {
     async recordApproval(a) {
       checkTenantId(a.tenant, "tenant");
-      return announcedChange(generations, a.tenant, (publish) => db.tenantTx(a.tenant, async (q) => {
-        await lockTenant(q, a.tenant);
+      return tenantChange(db, generations, a.tenant, async (q, publish) => {
+        await lockTenant(q, a.tenant, ' (the standalone registers "default" when it starts)');
         const { rows } = await q.query<ApprovalRow>(
           `INSERT INTO ${APPROVALS} (tenant_id, upstream, tool, entry, replaces_digest, digest, approved_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -90,16 +85,10 @@ export function createSqlUpstreamApprovals(db: Db, options: { generations?: Tena
            RETURNING ${COLUMNS}`,
           [a.tenant, a.upstream, a.tool, a.entry, a.replacesDigest, a.digest, a.approvedBy],
         );
-        const bumped = await q.query<{ generation: string | number }>(
-          `UPDATE ${TENANTS} SET generation = generation + 1, updated_at = now() WHERE tenant_id = $1 RETURNING generation`,
-          [a.tenant],
-        );
-        const generation = Number(bumped.rows[0]!.generation);
-        // Published before the commit: an approval the serving replicas could not hear of is not
-        // made; announced once it committed (kit's announcedChange).
-        await publish(generation);
+        // Published before the commit: an approval the serving replicas could not hear of is not made.
+        const generation = await raiseGeneration(q, publish, a.tenant);
         return { approval: recordOf(rows[0]!), generation };
-      }));
+      });
     },
 
     async listApprovals(tenant) {
