@@ -133,11 +133,12 @@ export async function serveUpstreams(
     drift,
     ...(config.maxResultBytes !== undefined ? { maxResultBytes: config.maxResultBytes } : {}),
   });
-  let { capabilities, unpinned } = upstreamCapabilities(declarations, pins, pool, drift);
+  const atStart = upstreamCapabilities(declarations, pins, pool, drift);
+  let capabilities = atStart.capabilities;
   const capabilityListeners: Array<(capabilities: readonly Capability[]) => void> = [];
   /** The pins changed: the drift compares against them, and each tool is served as now pinned. */
   const repin = (next: ReadonlyMap<string, ContractSet>) => {
-    ({ capabilities, unpinned } = upstreamCapabilities(declarations, next, pool, drift));
+    capabilities = upstreamCapabilities(declarations, next, pool, drift).capabilities;
     for (const listener of capabilityListeners) listener(capabilities);
     drift.setPins(next);
   };
@@ -149,7 +150,7 @@ export async function serveUpstreams(
     servedText = text;
     repin(next);
   };
-  for (const upstream of unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
+  for (const upstream of atStart.unpinned) log.warn({ upstream, lock: config.lock }, "this upstream serves nothing until it is pinned: run chaos-core upstreams lock");
   // An approval re-pins in the lock: read again as it changes (a bad lock keeps the pins in force).
   let lockText = "";
   const watch =

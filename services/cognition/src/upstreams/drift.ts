@@ -128,9 +128,9 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
     const pinned = pins.get(upstream);
     const now = live.get(upstream);
     if (!pinned || !now) return;
-    for (const [tool, contract] of Object.entries(pinned.tools)) {
-      const key = `${upstream}\u0000${tool}`;
-      const pinnedDigest = entryDigest(contract);
+    for (const tool of Object.keys(pinned.tools)) {
+      const key = quarantineKey(upstream, tool);
+      const pinnedDigest = pinDigests.get(key)!;
       const current = now.tools[tool];
       if (!current) {
         const event: UpstreamDriftEvent = { upstream, tool, state: "quarantined", verdict: "BREAKING", sections: ["entry"], pinnedDigest };
@@ -149,10 +149,9 @@ export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, l
   /** Why a tool left quarantine: its pin changed (an approval), it is no longer pinned, or the upstream went back. */
   const releaseOf = (left: Finding): UpstreamDriftEvent => {
     const { upstream, tool } = left.event;
-    const pin = pins.get(upstream)?.tools[tool];
-    const pinnedDigest = pin ? entryDigest(pin) : undefined;
+    const pinnedDigest = pinDigests.get(quarantineKey(upstream, tool));
     const listed = live.get(upstream)?.tools[tool];
-    const reason = !pin ? "unpinned" : pinnedDigest !== left.event.pinnedDigest ? "re-pinned" : "reverted";
+    const reason = !pinnedDigest ? "unpinned" : pinnedDigest !== left.event.pinnedDigest ? "re-pinned" : "reverted";
     return {
       upstream,
       tool,
