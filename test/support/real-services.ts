@@ -23,8 +23,11 @@ export interface RealServices {
   close(): Promise<void>;
 }
 
-/** `policyChanges`: the policy store announces each stored version there, as the policy main does with Redis. */
-export async function startRealServices(prefix: string, options: { policyChanges?: ChangeCounters } = {}): Promise<RealServices> {
+/**
+ * `policyChanges`: the policy store announces each stored version there, as the policy main does
+ * with Redis. `policyNow`: the policy service's clock, what rules' conditions read as `now`.
+ */
+export async function startRealServices(prefix: string, options: { policyChanges?: ChangeCounters; policyNow?: () => Date } = {}): Promise<RealServices> {
   const database: TestDatabase = await createTestDatabase(prefix);
   const db: Db = createPostgresDb({ connectionString: database.url });
   await migrateMemory(db);
@@ -32,7 +35,7 @@ export async function startRealServices(prefix: string, options: { policyChanges
   await migrateCouncil(db);
   const policyStore: PolicyStore = createSqlPolicyStore(db);
   const served = options.policyChanges ? announcePolicyChanges(policyStore, options.policyChanges, createLogger("policy", "silent")) : policyStore;
-  const policy = createInProcessClient(PolicyService, createPolicyHandlers(served));
+  const policy = createInProcessClient(PolicyService, createPolicyHandlers(served, options.policyNow ? { now: options.policyNow } : {}));
   const memory = createInProcessClient(MemoryService, createMemoryHandlers(createSqlMemoryStore(db)));
   const council = createInProcessClient(CouncilService, createCouncilHandlers(createSqlCouncilStore(db)));
   return {

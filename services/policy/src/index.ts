@@ -23,7 +23,7 @@ export type { PolicySnapshot, PolicyStore } from "./domain/policy-store.js";
 export { createSqlPolicyStore, migratePolicy, pendingPolicyMigrations } from "./adapters/sql-store.js";
 export { createFilePolicyStore, STANDALONE_TENANT } from "./adapters/file-store.js";
 export type { FilePolicyStore, FilePolicyStoreOptions } from "./adapters/file-store.js";
-export { createPolicyHandlers, decide } from "./handlers/policy-handlers.js";
+export { createPolicyHandlers, decide, type DecisionCaller } from "./handlers/policy-handlers.js";
 export {
   approvalChannelsFromProto,
   approvalChannelsToProto,

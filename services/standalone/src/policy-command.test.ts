@@ -68,6 +68,11 @@ describe("chaos-core policy on Postgres", () => {
     expect(refused.code).toBe(1);
     expect(refused.err).toContain(`${bad}: deniedCapabilities[1]: expected string, got number`);
     expect(refused.err).toContain("denyAbove: unknown field; accepted fields: allowedCapabilities");
+    // A rule's condition is compiled when the document is set: a type error is named with its rule and position.
+    const badRule = await policyFile("bad-rule.json", { rules: [{ capability: "files.write", effect: "deny", when: "capability.risk + 1" }] });
+    const refusedRule = await pg("set", badRule);
+    expect(refusedRule.code).toBe(1);
+    expect(refusedRule.err).toContain(`${badRule}: rules[0].when: no such overload: string + int at 1:1 in "capability.risk + 1"`);
     const conflict = await pg("set", good, "--expected-version", "5");
     expect(conflict.code).toBe(1);
     expect(conflict.err).toContain("the policy is at version 1, not 5");

@@ -4,7 +4,7 @@ import { approvalNotFound, channelsOf, LEGACY_CHANNELS, type StoredApproval } fr
 import { askPolicy } from "./ask-policy.js";
 import { auditCall } from "./audit.js";
 import { driftRefusal } from "./capability-guards.js";
-import { argsHash as hashArgs } from "./canonical-json.js";
+import { preparedArgs } from "./canonical-json.js";
 import { failed } from "./evaluate.js";
 import type { ExecutorDeps } from "./executor-deps.js";
 import { executeSteps } from "./plan-run.js";
@@ -77,9 +77,10 @@ async function runApproved(approval: StoredApproval, deps: ExecutorDeps): Promis
   }
   const input: unknown = parsedInput.data;
   let hash: string;
+  let argumentsJson: string;
   let facts: CapabilityFacts;
   try {
-    hash = hashArgs(input);
+    ({ json: argumentsJson, hash } = preparedArgs(input));
     facts = capability.facts?.(input) ?? {};
   } catch (err) {
     return finish(failure(step, err, "input: could not be prepared for the policy decision"), approval.argsHash);
@@ -91,7 +92,7 @@ async function runApproved(approval: StoredApproval, deps: ExecutorDeps): Promis
   // Policy is asked again: an approval never outlives the policy it was given under.
   let verdict: PolicyVerdict;
   try {
-    verdict = await askPolicy(capability, facts, deps);
+    verdict = await askPolicy(capability, facts, argumentsJson, deps);
   } catch (err) {
     return finish(failure(step, err, "policy: no decision could be obtained, so nothing ran"), hash);
   }

@@ -1,3 +1,4 @@
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { ATTR, ChaosError, withSpan } from "@chaos-core/kit";
 import { ApprovalChannel as PolicyChannel, Decision, Risk } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { Capability, CapabilityFacts, CapabilityRisk } from "../capabilities/capability.js";
@@ -39,20 +40,36 @@ function channelsFrom(channels: readonly PolicyChannel[]): readonly ApprovalChan
   return named.length > 0 ? named : LEGACY_CHANNELS;
 }
 
-/** Policy's decision for one capability name at one risk. */
-async function evaluate(name: string, risk: CapabilityRisk, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
+/**
+ * Policy's decision for one capability at its risk, with what rules' conditions read about it:
+ * the step's canonical arguments, its upstream and its annotations (the caller and the tenant
+ * travel in the signed call context).
+ */
+async function evaluate(capability: Capability, facts: CapabilityFacts, argumentsJson: string, deps: ExecutorDeps): Promise<PolicyVerdict> {
   const res = await deps.policy.evaluate(
     {
-      capability: name,
-      risk: RISK[risk],
+      capability: capability.name,
+      risk: RISK[capability.risk],
       facts: { httpHost: facts.httpHost ?? "", attributes: { ...facts.attributes } },
+      argumentsJson,
+      upstream: capability.upstream?.name ?? "",
+      annotations: { ...capability.annotations, title: capability.upstream?.title ?? "" },
     },
     { ctx: deps.call, ...(deps.signal ? { signal: deps.signal } : {}) },
   );
   const decision = VERDICT[res.decision];
   // An answer this build cannot read is not permission: fail closed.
   if (!decision) throw new ChaosError("internal", `policy answered an unknown decision (${res.decision})`);
-  const verdict = { decision, matchedRule: res.matchedRule, reason: res.reason, policyVersion: Number(res.policyVersion) };
+  const verdict: PolicyVerdict = {
+    decision,
+    matchedRule: res.matchedRule,
+    reason: res.reason,
+    policyVersion: Number(res.policyVersion),
+    // What a rule's condition said, recorded with the decision (docs/policy-conditions.md §6).
+    ...(res.condition ? { condition: res.condition } : {}),
+    ...(res.conditionError ? { conditionError: res.conditionError } : {}),
+    ...(res.evaluatedAt ? { evaluatedAt: timestampDate(res.evaluatedAt).toISOString() } : {}),
+  };
   if (decision !== "REQUIRE_APPROVAL") return verdict;
   return { ...verdict, approvalChannels: channelsFrom(res.approvalChannels), channelsRule: res.channelsRule };
 }
@@ -105,19 +122,19 @@ function strictest(capability: Capability, own: PolicyVerdict, implied: readonly
 /**
  * Policy's verdict for a call: the capability's own decision, and for one that implies others,
  * the strictest of its own and theirs, each implied capability evaluated at its registered risk
- * with the same facts (docs/approvals.md §7).
+ * with the same facts and arguments (docs/approvals.md §7).
  */
-export function askPolicy(capability: Capability, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
+export function askPolicy(capability: Capability, facts: CapabilityFacts, argumentsJson: string, deps: ExecutorDeps): Promise<PolicyVerdict> {
   // The loop's policy stage: its own span, whichever step (plan, explicit, bookkeeping) asks.
   return withSpan("chaoscore.cognition.policy", { [ATTR.capability]: capability.name }, async (span) => {
-    const verdict = await decideStrictest(capability, facts, deps);
+    const verdict = await decideStrictest(capability, facts, argumentsJson, deps);
     span.setAttributes({ [ATTR.decision]: verdict.decision, [ATTR.policyVersion]: verdict.policyVersion });
     return verdict;
   });
 }
 
-async function decideStrictest(capability: Capability, facts: CapabilityFacts, deps: ExecutorDeps): Promise<PolicyVerdict> {
-  const own = await evaluate(capability.name, capability.risk, facts, deps);
+async function decideStrictest(capability: Capability, facts: CapabilityFacts, argumentsJson: string, deps: ExecutorDeps): Promise<PolicyVerdict> {
+  const own = await evaluate(capability, facts, argumentsJson, deps);
   if (!capability.implies || capability.implies.length === 0) return own;
   const implied: ImpliedDecision[] = [];
   for (const name of capability.implies) {
@@ -127,7 +144,8 @@ async function decideStrictest(capability: Capability, facts: CapabilityFacts, d
     // Its policy is asked at its registered risk: a definition that drifted from its contract is not one to trust for that.
     const drifted = driftRefusal(name, deps);
     if (drifted) throw drifted;
-    implied.push({ capability: name, risk: target.risk, verdict: await evaluate(name, target.risk, facts, deps) });
+    // With the step's own arguments: the implied capability's conditions read the call that implies it.
+    implied.push({ capability: name, risk: target.risk, verdict: await evaluate(target, facts, argumentsJson, deps) });
   }
   return strictest(capability, own, implied);
 }

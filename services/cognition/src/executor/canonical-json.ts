@@ -1,3 +1,4 @@
+import { hash } from "node:crypto";
 import { canonicalJson, contentHash } from "@chaos-core/kit";
 
 // Cognition hashes calls with the project's one CHP canonical JSON (kit), so an approval's
@@ -12,4 +13,13 @@ export { canonicalJson };
  */
 export function argsHash(validatedInput: unknown): string {
   return contentHash(validatedInput);
+}
+
+/**
+ * A step's validated input as its canonical JSON (what policy's rules read as `args`) and the
+ * {@link argsHash} of it, serialised once.
+ */
+export function preparedArgs(validatedInput: unknown): { readonly json: string; readonly hash: string } {
+  const json = canonicalJson(validatedInput);
+  return { json, hash: hash("sha256", json, "hex") };
 }

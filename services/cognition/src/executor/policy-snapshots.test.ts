@@ -72,6 +72,35 @@ describe("policy snapshots", () => {
     await expect(snap.client.evaluate({ capability: "", risk: Risk.LOW }, { ctx })).rejects.toMatchObject({ code: "invalid_argument" });
   });
 
+  it("decide conditional rules as the policy service does: the arguments, the signed caller's roles, the snapshot's own clock", async () => {
+    const ctx: CallContext = { ...tenantCtx(), roles: ["support"] };
+    await services.putPolicy(ctx.tenant, {
+      rules: [
+        { capability: "jira.*", effect: "DECISION_DENY", when: '!("support" in principal.roles) || args.project == "HR"' },
+        { capability: "jira.delete", effect: "DECISION_REQUIRE_APPROVAL", when: "now.getHours() >= 18" },
+      ],
+    });
+    const clock = Date.parse("2026-12-07T19:00:00Z");
+    const snap = snapshots(services.policy, { now: () => clock });
+    const decide = (policy: PolicyClient, call: CallContext, capability: string, args: Record<string, unknown>) =>
+      policy.evaluate({ capability, risk: Risk.LOW, argumentsJson: JSON.stringify(args) }, { ctx: call });
+    for (const [call, args] of [
+      [ctx, { project: "OPS" }],
+      [ctx, { project: "HR" }],
+      [{ ...ctx, roles: [] }, { project: "OPS" }],
+      [ctx, {}],
+    ] as const) {
+      const { evaluatedAt: _local, ...local } = await decide(snap.client, call, "jira.create", args);
+      const { evaluatedAt: _remote, ...remote } = await decide(services.policy, call, "jira.create", args);
+      expect(local, JSON.stringify(args)).toEqual(remote);
+    }
+    const held = await decide(snap.client, ctx, "jira.delete", { project: "OPS" });
+    expect(held).toMatchObject({ decision: Decision.REQUIRE_APPROVAL, matchedRule: "rules[1]", evaluatedAt: { seconds: BigInt(clock / 1000) } });
+    const noProject = await decide(snap.client, ctx, "jira.create", {});
+    expect(noProject).toMatchObject({ decision: Decision.DENY, matchedRule: "rules[0]" });
+    expect(noProject.conditionError).toContain('no field "project"');
+  });
+
   it("a policy change reaches a second replica's decisions through the watch stream", async () => {
     const ctx = tenantCtx();
     const v1 = await services.putPolicy(ctx.tenant, {});

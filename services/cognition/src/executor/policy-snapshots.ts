@@ -139,7 +139,7 @@ export function createPolicySnapshots(
           take(s, read.document, read.version);
           s.changes = changes;
         }
-        const answer = create(EvaluateResponseSchema, decide(create(EvaluateRequestSchema, req), s.document!, s.version));
+        const answer = create(EvaluateResponseSchema, decide(create(EvaluateRequestSchema, req), s.document!, s.version, { call: opts.ctx, now: new Date(now()) }));
         span.setAttributes({ [ATTR.decision]: decisionFromProto(answer.decision), [ATTR.policyVersion]: s.version, [ATTR.policyReread]: reread });
         return answer;
       }),

@@ -6,7 +6,7 @@ import { LEGACY_CHANNELS, type StoredApproval } from "./approvals.js";
 import { askPolicy } from "./ask-policy.js";
 import { auditCall, type StepDecisionEvent } from "./audit.js";
 import { driftRefusal, internalRefusal } from "./capability-guards.js";
-import { argsHash as hashArgs } from "./canonical-json.js";
+import { preparedArgs } from "./canonical-json.js";
 import { describeIssues, failed } from "./evaluate.js";
 import type { ExecutorDeps } from "./executor-deps.js";
 import { checksSchema, runHandler } from "./run-handler.js";
@@ -89,9 +89,10 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
   const input: unknown = parsedInput.data;
 
   let hash: string;
+  let argumentsJson: string;
   let facts: CapabilityFacts;
   try {
-    hash = hashArgs(input);
+    ({ json: argumentsJson, hash } = preparedArgs(input));
     facts = capability.facts?.(input) ?? {};
   } catch (err) {
     return finish(failure(step, err, "input: could not be prepared for the policy decision"));
@@ -99,7 +100,7 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
 
   let verdict: PolicyVerdict;
   try {
-    verdict = await askPolicy(capability, facts, deps);
+    verdict = await askPolicy(capability, facts, argumentsJson, deps);
   } catch (err) {
     return finish(failure(step, err, "policy: no decision could be obtained, so nothing ran"), hash);
   }

@@ -36,8 +36,14 @@ export interface PolicyVerdict {
   readonly policyVersion: number;
   /** With REQUIRE_APPROVAL only: the channels that may give the approval, in policy's order. */
   readonly approvalChannels?: readonly ApprovalChannel[];
-  /** With REQUIRE_APPROVAL only: the `approvalChannels` rule that chose them. */
+  /** With REQUIRE_APPROVAL only: the `approvalChannels` entry (or `rules[i].channels`) that chose them. */
   readonly channelsRule?: string;
+  /** When a policy rule decided (`matchedRule` `rules[i]`): its condition. */
+  readonly condition?: string;
+  /** Why a condition errored (the deciding rule's, which then applied failing closed, or an allow rule's that was not applied). */
+  readonly conditionError?: string;
+  /** When a condition was evaluated: the time it saw (ISO 8601), as policy recorded it. */
+  readonly evaluatedAt?: string;
   /**
    * For a capability that implies others (`memory.episode` implies `memory.remember`): policy's
    * own decision for each implied capability, at its registered risk. The verdict above is the

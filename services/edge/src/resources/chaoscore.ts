@@ -1,5 +1,6 @@
 import { ChaosError } from "@chaos-core/kit";
-import { capabilitiesView, policyView } from "../tools/inspect.js";
+import { capabilitiesView } from "../tools/inspect.js";
+import { policyView } from "../tools/inspect-policy.js";
 import type { StaticResourceDefinition } from "../definitions/resource.js";
 
 /** `chaoscore://policy`: the tenant's live policy document and its version, as `chaoscore_inspect what=policy` shows it. */

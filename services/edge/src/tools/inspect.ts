@@ -1,57 +1,11 @@
 import { z } from "zod";
-import {
-  Decision,
-  Risk,
-  type ApprovalChannelRules,
-  type ChannelSet,
-  type GetPolicyResponse,
-  type PolicyDocument,
-} from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { ListCapabilitiesResponse } from "@chaos-core/proto/gen/chaoscore/cognition/v1/cognition_pb.js";
-import { evaluateChannels, policyChannelNames, policyRisk } from "../approvals/policy-channels.js";
+import { inspectPolicy, policyOutput } from "./inspect-policy.js";
 import { defineTool, type ToolContext } from "../definitions/tool.js";
 import { isoTime } from "../clients/timestamps.js";
 
 const SUBJECTS = ["policy", "memory", "sessions", "capabilities", "providers", "audit", "upstreams"] as const;
 
-
-const decisionOutput = z.object({
-  capability: z.string(),
-  risk: z.string().describe("The risk the capability was evaluated at"),
-  decision: z.enum(["ALLOW", "DENY", "REQUIRE_APPROVAL", "UNSPECIFIED"]),
-  matched_rule: z.string(),
-  reason: z.string(),
-  policy_version: z.number(),
-  approval_channels: z
-    .array(z.string())
-    .optional()
-    .describe("With REQUIRE_APPROVAL: the channels that may give the approval (client_elicitation, approver, operator, console)"),
-  channels_rule: z.string().optional().describe("The approvalChannels entry that chose them"),
-  note: z.string().optional(),
-});
-
-const policyOutput = z.object({
-  document: z.record(z.string(), z.unknown()).describe("The tenant's policy document, in policy.json's vocabulary"),
-  version: z.number(),
-  updated_at: z.string().optional(),
-  source: z.string(),
-  last_error: z.string().optional().describe("Why the latest edit was not loaded; the document above stays in force"),
-  warnings: z
-    .array(z.string())
-    .optional()
-    .describe("Choices in the document that weaken a default, e.g. client_elicitation opted in for high risk"),
-  decision: decisionOutput.optional().describe("The decision for `capability`, when one was given"),
-  spend_decision: z
-    .object({
-      spend_policy: z.string(),
-      tool: z.string().optional(),
-      approval_channels: z.array(z.string()).describe("The channels that may approve a spend under it (client_elicitation, approver, operator, console)"),
-      matched_rule: z.string().describe("The approvalChannels entry that chose them, e.g. approvalChannels.spend.policies.wire"),
-      policy_version: z.number(),
-    })
-    .optional()
-    .describe("Who may approve a spend under `spend_policy` (by `tool`, when given), when one was given"),
-});
 
 const memoryOutput = z.object({
   items: z.number(),
@@ -153,115 +107,6 @@ const output = z.object({
 });
 
 type InspectOutput = z.output<typeof output>;
-
-/** A risk threshold as operators write it in policy.json; an unset threshold is "never". */
-function thresholdName(risk: Risk): string {
-  return risk === Risk.UNSPECIFIED ? "never" : Risk[risk].toLowerCase();
-}
-
-function channelMapView(map: Readonly<Record<string, ChannelSet>>): Record<string, string[]> {
-  return Object.fromEntries(Object.entries(map).map(([key, set]) => [key, policyChannelNames(set.channels)]));
-}
-
-/** The approvalChannels section as policy.json writes it; the policy service fills in every default. */
-function approvalChannelsView(rules: ApprovalChannelRules): Record<string, unknown> {
-  return {
-    byRisk: {
-      low: policyChannelNames(rules.low?.channels ?? []),
-      medium: policyChannelNames(rules.medium?.channels ?? []),
-      high: policyChannelNames(rules.high?.channels ?? []),
-      critical: policyChannelNames(rules.critical?.channels ?? []),
-    },
-    capabilities: channelMapView(rules.capabilities),
-    spend: {
-      default: policyChannelNames(rules.spendDefault?.channels ?? []),
-      policies: channelMapView(rules.spendPolicies),
-      tools: channelMapView(rules.spendTools),
-    },
-  };
-}
-
-/** The policy document in the vocabulary of policy.json, so what inspect shows can be pasted back. */
-function documentView(doc: PolicyDocument): Record<string, unknown> {
-  return {
-    allowedCapabilities: doc.allowedCapabilities,
-    deniedCapabilities: doc.deniedCapabilities,
-    requireConfirmationFor: doc.requireConfirmationFor,
-    httpAllowedDomains: doc.httpAllowedDomains,
-    ...(doc.riskRules
-      ? {
-          riskRules: {
-            requireApprovalAtOrAbove: thresholdName(doc.riskRules.requireApprovalAtOrAbove),
-            denyAtOrAbove: thresholdName(doc.riskRules.denyAtOrAbove),
-          },
-        }
-      : {}),
-    ...(doc.approvalChannels ? { approvalChannels: approvalChannelsView(doc.approvalChannels) } : {}),
-  };
-}
-
-/** The tenant's policy as `what=policy` and the `chaoscore://policy` resource show it. */
-export function policyView(res: GetPolicyResponse): z.output<typeof policyOutput> {
-  const updated = isoTime(res.updatedAt);
-  return {
-    document: res.document ? documentView(res.document) : {},
-    version: Number(res.version),
-    ...(updated ? { updated_at: updated } : {}),
-    source: res.source,
-    ...(res.lastError ? { last_error: res.lastError } : {}),
-    ...(res.warnings.length > 0 ? { warnings: [...res.warnings] } : {}),
-  };
-}
-
-/** The risk the capability registry gives a capability (the source of risk), or undefined. */
-async function registeredRisk(ctx: ToolContext, capability: string): Promise<Risk | undefined> {
-  const res = await ctx.deps.cognition.listCapabilities({}, { ctx: ctx.call, signal: ctx.signal });
-  const found = res.capabilities.find((c) => c.name === capability);
-  return found ? policyRisk(found.risk) : undefined;
-}
-
-async function inspectPolicy(ctx: ToolContext, capability: string | undefined, spend?: { policy: string; tool?: string | undefined }): Promise<InspectOutput> {
-  const opts = { ctx: ctx.call, signal: ctx.signal };
-  const total = 1 + (capability ? 1 : 0) + (spend ? 1 : 0);
-  const res = await ctx.deps.policy.getPolicy({}, opts);
-  await ctx.progress(1, total, "read the policy document");
-  const policy: z.output<typeof policyOutput> = policyView(res);
-  if (capability) {
-    const risk = await registeredRisk(ctx, capability);
-    const decision = await ctx.deps.policy.evaluate({ capability, risk: risk ?? Risk.UNSPECIFIED }, opts);
-    await ctx.progress(2, total, "evaluated the capability");
-    policy.decision = {
-      capability,
-      risk: Risk[risk ?? Risk.UNSPECIFIED],
-      decision: Decision[decision.decision] as z.output<typeof decisionOutput>["decision"],
-      matched_rule: decision.matchedRule,
-      reason: decision.reason,
-      policy_version: Number(decision.policyVersion),
-      ...(decision.decision === Decision.REQUIRE_APPROVAL
-        ? { approval_channels: policyChannelNames(decision.approvalChannels), channels_rule: decision.channelsRule }
-        : {}),
-      ...(risk === undefined
-        ? {
-            note:
-              "This is not a registered capability (what=capabilities lists them), so it was evaluated with " +
-              "risk UNSPECIFIED; risk rules did not apply.",
-          }
-        : {}),
-    };
-  }
-  if (spend) {
-    const channels = await evaluateChannels(ctx, { kind: "spend", spendPolicy: spend.policy, tool: spend.tool });
-    await ctx.progress(total, total, "evaluated the spend's approval channels");
-    policy.spend_decision = {
-      spend_policy: spend.policy,
-      ...(spend.tool ? { tool: spend.tool } : {}),
-      approval_channels: channels.channels,
-      matched_rule: channels.matchedRule,
-      policy_version: channels.policyVersion,
-    };
-  }
-  return { what: "policy", available: true, policy };
-}
 
 async function inspectMemory(ctx: ToolContext): Promise<InspectOutput> {
   const s = await ctx.deps.memory.stats({}, { ctx: ctx.call, signal: ctx.signal });
@@ -418,6 +263,10 @@ export const inspectTool = defineTool({
     .object({
       what: z.enum(SUBJECTS),
       capability: z.string().min(1).max(256).optional().describe("With what=policy: a capability to evaluate"),
+      arguments: z
+        .record(z.string(), z.unknown())
+        .optional()
+        .describe("With capability: the call's arguments, for the policy's rules' conditions (nothing runs)"),
       spend_policy: z
         .string()
         .regex(/^[a-z][a-z0-9_-]{0,62}$/, "must be a spend policy name such as equity, wire or rebalance")
@@ -436,6 +285,9 @@ export const inspectTool = defineTool({
           issue.addIssue({ code: "custom", path: [field], message: `${field} is only used with what=policy` });
         }
       }
+      if (args.arguments !== undefined && args.capability === undefined) {
+        issue.addIssue({ code: "custom", path: ["arguments"], message: "arguments is only used with capability" });
+      }
       if (args.tool !== undefined && args.spend_policy === undefined) {
         issue.addIssue({ code: "custom", path: ["tool"], message: "tool is only used with spend_policy" });
       }
@@ -445,7 +297,11 @@ export const inspectTool = defineTool({
   async run(args, ctx) {
     switch (args.what) {
       case "policy":
-        return inspectPolicy(ctx, args.capability, args.spend_policy ? { policy: args.spend_policy, tool: args.tool } : undefined);
+        return {
+          what: "policy" as const,
+          available: true,
+          policy: await inspectPolicy(ctx, args.capability, args.arguments, args.spend_policy ? { policy: args.spend_policy, tool: args.tool } : undefined),
+        };
       case "memory":
         return inspectMemory(ctx);
       case "sessions":

@@ -197,6 +197,22 @@ describe("file policy store", () => {
     expect(fixed.document.httpAllowedDomains).toEqual(["api.example.com"]);
   });
 
+  it("keeps the last good version after an edit whose rule does not compile, naming the rule, the position and the expression", async () => {
+    const path = join(await tempDir(), "policy.json");
+    const store = await openStore(path);
+    await store.put("default", EDITED);
+    await writeFile(path, JSON.stringify({ rules: [{ capability: "files.write", effect: "deny", when: "args.a.all(x, args.b.all(y, args.c.all(z, z == x)))" }] }));
+    const broken = await eventually(
+      () => store.get("default"),
+      (s) => s.lastError?.includes("rules[0]") === true,
+      "the error",
+    );
+    expect(broken).toMatchObject({ version: 2, document: EDITED });
+    expect(broken.lastError).toBe(
+      `${path}: rules[0].when: comprehensions are nested 3 deep, over the bound of 2 at 1:29 in "args.a.all(x, args.b.all(y, args.c.all(z, z == x)))"`,
+    );
+  });
+
   it("keeps the last good version when the file is deleted, without recreating defaults over it", async () => {
     const path = join(await tempDir(), "policy.json");
     const store = await openStore(path);

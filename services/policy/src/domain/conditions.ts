@@ -2,9 +2,10 @@
  * Conditions of policy rules in CEL (docs/policy-conditions.md, issue 33): compiled once, when a
  * document is loaded, against the declared environment below, and evaluated per decision.
  *
- * Not wired yet: no document field holds a rule and no decision reads one. This module is the
- * compiler and evaluator the next increment wires in (a rule accepted but not enforced would fail
- * open, so none is accepted until the engine enforces it).
+ * The document schema (policy-document.ts) refuses a rule whose `when` does not compile, and the
+ * engine (engine.ts) runs the compiled conditions. Compiled conditions are kept per process by
+ * their text ({@link MAX_CACHED_CONDITIONS}), so a document read again per decision (the SQL store
+ * validates what it reads) or delivered again by a watch compiles nothing new.
  *
  * Compiling refuses, naming the rule, the expression and the position (`rules[2].when: unknown
  * field "rolez" at 1:11 in "principal.rolez"`): a parse error, a type error, an unknown variable or
@@ -63,6 +64,9 @@ export interface ConditionInput {
   /** The host an outbound HTTP call would reach; "" when it reaches none. */
   readonly http: { readonly host: string };
 }
+
+/** Distinct condition texts whose compiled form a process keeps; past it the oldest is dropped (and compiled again when next seen). */
+export const MAX_CACHED_CONDITIONS = 4_096;
 
 /** A condition compiled against the environment, for one rule. */
 export interface CompiledCondition {
@@ -172,10 +176,6 @@ function offsetOf(err: unknown): number {
   return e.range?.start ?? e.node?.pos ?? 0;
 }
 
-function refusal(field: string, expression: string, problem: string, offset: number): ChaosError {
-  return new ChaosError("invalid_argument", `${field}: ${problem} at ${position(expression, offset)} in ${quoted(expression)}`);
-}
-
 /** The child nodes of a syntax-tree node, whatever its operator's argument shape. */
 function children(node: ASTNode): ASTNode[] {
   const found: ASTNode[] = [];
@@ -225,31 +225,64 @@ function structuralProblem(root: ASTNode): { problem: string; offset: number } |
   return walk(root, 0);
 }
 
-/**
- * Compiles rule `rule`'s `when` against the declared environment.
- * @throws ChaosError invalid_argument naming `rules[rule].when`, the problem, its position and the expression.
- */
-export function compileCondition(expression: string, rule: number): CompiledCondition {
-  const field = `rules[${rule}].when`;
-  if (expression.trim() === "") throw new ChaosError("invalid_argument", `${field}: must not be empty; omit when for a rule without a condition`);
+/** An expression compiled, or why it does not compile (the problem, with its position and the expression quoted). */
+type Compiled = { readonly run: (input: ConditionInput) => unknown } | { readonly problem: string };
+
+const compiled = new Map<string, Compiled>();
+
+function problemAt(expression: string, problem: string, offset: number): { problem: string } {
+  return { problem: `${problem} at ${position(expression, offset)} in ${quoted(expression)}` };
+}
+
+function compile(expression: string): Compiled {
+  if (expression.trim() === "") return { problem: "must not be empty; omit when for a rule without a condition" };
   if (expression.length > CONDITION_BOUNDS.maxChars) {
-    throw refusal(field, expression, `the expression is ${expression.length} characters, over the bound of ${CONDITION_BOUNDS.maxChars}`, CONDITION_BOUNDS.maxChars);
+    return problemAt(expression, `the expression is ${expression.length} characters, over the bound of ${CONDITION_BOUNDS.maxChars}`, CONDITION_BOUNDS.maxChars);
   }
   const env = conditionEnvironment();
   let parsed: ReturnType<Environment["parse"]>;
   try {
     parsed = env.parse(expression);
   } catch (err) {
-    throw refusal(field, expression, describe(err as object), offsetOf(err));
+    return problemAt(expression, describe(err as object), offsetOf(err));
   }
   const checked = parsed.check();
-  if (!checked.valid) throw refusal(field, expression, describe(checked.error ?? {}), offsetOf(checked.error));
-  if (checked.type !== "bool" && checked.type !== "dyn") {
-    throw refusal(field, expression, `the condition yields ${checked.type}; it must yield bool`, 0);
-  }
+  if (!checked.valid) return problemAt(expression, describe(checked.error ?? {}), offsetOf(checked.error));
+  if (checked.type !== "bool" && checked.type !== "dyn") return problemAt(expression, `the condition yields ${checked.type}; it must yield bool`, 0);
   const structural = structuralProblem(parsed.ast);
-  if (structural) throw refusal(field, expression, structural.problem, structural.offset);
-  return { rule, expression, field, run: (input) => parsed(input as unknown as Record<string, unknown>) };
+  if (structural) return problemAt(expression, structural.problem, structural.offset);
+  return { run: (input) => parsed(input as unknown as Record<string, unknown>) };
+}
+
+/** The expression compiled, from the process's cache when it was compiled before. */
+function compiledOf(expression: string): Compiled {
+  let entry = compiled.get(expression);
+  if (entry) return entry;
+  entry = compile(expression);
+  if (compiled.size >= MAX_CACHED_CONDITIONS) compiled.delete(compiled.keys().next().value!);
+  compiled.set(expression, entry);
+  return entry;
+}
+
+/**
+ * Why `expression` is not an acceptable condition — the problem, its `line:column` and the
+ * expression quoted — or undefined when it compiles. What the document schema reports at
+ * `rules[i].when`.
+ */
+export function conditionProblem(expression: string): string | undefined {
+  const entry = compiledOf(expression);
+  return "problem" in entry ? entry.problem : undefined;
+}
+
+/**
+ * Compiles rule `rule`'s `when` against the declared environment.
+ * @throws ChaosError invalid_argument naming `rules[rule].when`, the problem, its position and the expression.
+ */
+export function compileCondition(expression: string, rule: number): CompiledCondition {
+  const field = `rules[${rule}].when`;
+  const entry = compiledOf(expression);
+  if ("problem" in entry) throw new ChaosError("invalid_argument", `${field}: ${entry.problem}`);
+  return { rule, expression, field, run: entry.run };
 }
 
 /**

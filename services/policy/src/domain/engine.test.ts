@@ -333,6 +333,7 @@ describe("evaluatePolicy determinism", () => {
         httpAllowedDomains: shuffled(policy.httpAllowedDomains, next),
         riskRules: { ...policy.riskRules },
         approvalChannels: policy.approvalChannels,
+        rules: policy.rules,
       };
       const results = cases.map((c) => {
         const entries = shuffled(Object.entries({ ...c.facts.attributes, [`noise${run}`]: String(next()) }), next);

@@ -3,6 +3,7 @@ import { approvalChannelsFor, type ChannelsRule } from "./channel-choice.js";
 import { entryMatches } from "./capability-match.js";
 import { capabilityNameProblem, type PolicyDocumentJson } from "./policy-document.js";
 import { isAtOrAbove, type Risk } from "./risk.js";
+import { conditionInput, findRule, type AppliedRule, type CallFacts } from "./rules.js";
 
 /** The outcome of an evaluation. */
 export type Decision = "ALLOW" | "DENY" | "REQUIRE_APPROVAL";
@@ -20,7 +21,8 @@ export type MatchedRule =
   | "httpAllowedDomains"
   | "requireConfirmationFor"
   | "riskRules.requireApprovalAtOrAbove"
-  | "default";
+  | "default"
+  | `rules[${number}]`;
 
 /** The facts of one call that rules may look at. */
 export interface RequestFacts {
@@ -35,6 +37,11 @@ export interface EvaluationInput {
   readonly capability: string;
   readonly risk: Risk;
   readonly facts: RequestFacts;
+  /**
+   * What the document's rules' conditions read about the call (docs/policy-conditions.md §3).
+   * Absent: a rule with a condition cannot be evaluated and fails closed.
+   */
+  readonly call?: CallFacts | undefined;
 }
 
 /** A decision, the rule that made it, a sentence a person or a model can act on, and the policy version. */
@@ -45,8 +52,14 @@ export interface PolicyDecision {
   readonly policyVersion: number;
   /** With REQUIRE_APPROVAL only: the channels that may give the approval (`approvalChannelsFor`). */
   readonly approvalChannels?: readonly ApprovalChannel[];
-  /** With REQUIRE_APPROVAL only: the `approvalChannels` entry that chose them. */
-  readonly channelsRule?: ChannelsRule;
+  /** With REQUIRE_APPROVAL only: the `approvalChannels` entry (or `rules[i].channels`) that chose them. */
+  readonly channelsRule?: ChannelsRule | `rules[${number}].channels`;
+  /** When a rule decided: its condition (`when`), absent for a rule without one. */
+  readonly condition?: string;
+  /** Why a condition errored: the deciding rule's (it applied, failing closed), or allow rules' that were not applied. */
+  readonly conditionError?: string;
+  /** When a condition was evaluated: the time it saw (`now`), recorded with the decision. */
+  readonly evaluatedAt?: Date;
 }
 
 /** How many allowed hosts a reason lists before it stops, to keep the sentence readable. */
@@ -68,10 +81,26 @@ function listHosts(hosts: readonly string[]): string {
   return sorted.length > MAX_LISTED_HOSTS ? `${shown} and ${sorted.length - MAX_LISTED_HOSTS} more` : shown;
 }
 
+/** `rules[2] ("reports only")`: how a reason names a rule. */
+function ruleName(applied: AppliedRule): string {
+  return `rules[${applied.index}]${applied.rule.description ? ` ("${applied.rule.description}")` : ""}`;
+}
+
+/** Which calls a rule applied to, and why, as the end of a sentence. */
+function applies(capability: string, applied: AppliedRule): string {
+  const { when } = applied.rule;
+  if (when === undefined) return `every "${capability}" call.`;
+  if (applied.error !== undefined) {
+    return `this "${capability}" call: its condition could not be evaluated (${applied.error}), and a condition that errors applies the rule (it fails closed).`;
+  }
+  return `this "${capability}" call: its condition ${when} holds.`;
+}
+
 /**
  * Decides whether a capability call may run: a pure, deterministic function of its inputs (no
- * clock, no randomness, no I/O, and no model is ever consulted). Rules apply in a fixed order
- * and the first that matches decides:
+ * clock — the time conditions see is the caller's `call.now` —, no randomness, no I/O, and no
+ * model is ever consulted). Rules apply in a fixed order and the first that matches decides
+ * (docs/policy-conditions.md §4):
  *
  * 1. the capability name must be well formed (else DENY; a malformed name cannot be matched
  *    exactly against the lists, so it is never given the benefit of the doubt);
@@ -81,13 +110,17 @@ function listHosts(hosts: readonly string[]): string {
  * 5. `httpAllowedDomains`: a request that names an HTTP host must name a listed host (exact,
  *    case-insensitive match; subdomains are other hosts), and an `http` / `http.*` capability
  *    must name one → else DENY;
- * 6. `requireConfirmationFor` → REQUIRE_APPROVAL;
- * 7. `riskRules.requireApprovalAtOrAbove` → REQUIRE_APPROVAL;
- * 8. otherwise ALLOW (`default`).
+ * 6. `deny` rules: the first whose pattern matches and whose condition holds or errors → DENY;
+ * 7. `require_approval` rules, likewise → REQUIRE_APPROVAL (with the rule's channels, if it names any);
+ * 8. `requireConfirmationFor` → REQUIRE_APPROVAL;
+ * 9. `allow` rules: the first whose condition holds → ALLOW, waiving step 10 (an erroring one does not apply);
+ * 10. `riskRules.requireApprovalAtOrAbove` → REQUIRE_APPROVAL;
+ * 11. otherwise ALLOW (`default`).
  *
  * Every DENY comes before every REQUIRE_APPROVAL, so an approval can never unlock a call the
- * policy forbids. A REQUIRE_APPROVAL also says which channels may give the approval. Unspecified risk counts as critical in the threshold rules (see
- * `effectiveRisk` in risk.ts).
+ * policy forbids, and the strictest effect wins whatever the order of `rules`. A REQUIRE_APPROVAL
+ * also says which channels may give the approval. Unspecified risk counts as critical in the
+ * threshold rules (see `effectiveRisk` in risk.ts).
  */
 export function evaluatePolicy(
   input: EvaluationInput,
@@ -95,17 +128,38 @@ export function evaluatePolicy(
   version: number,
 ): PolicyDecision {
   const { capability, risk, facts } = input;
-  const decide = (decision: Decision, matchedRule: MatchedRule, reason: string): PolicyDecision => {
-    if (decision !== "REQUIRE_APPROVAL") return { decision, matchedRule, reason, policyVersion: version };
-    const channels = approvalChannelsFor({ kind: "capability", name: capability, risk }, document);
-    return {
+  let env: ReturnType<typeof conditionInput> | undefined;
+  const conditionEnv = () => (input.call ? (env ??= conditionInput(capability, risk, facts.httpHost, input.call)) : undefined);
+  let evaluated = false;
+  /** Errors of allow rules' conditions, which did not apply (their waiver is not given). */
+  const skipped: string[] = [];
+  const consult = (effect: "allow" | "deny" | "require_approval"): AppliedRule | undefined => {
+    const found = findRule(document, effect, capability, conditionEnv);
+    evaluated ||= found.evaluated;
+    skipped.push(...found.errors);
+    return found.applied;
+  };
+  const decide = (decision: Decision, matchedRule: MatchedRule, reason: string, applied?: AppliedRule): PolicyDecision => {
+    const conditionError = applied?.error ?? (skipped.length > 0 ? skipped.join("; ") : undefined);
+    const notes =
+      skipped.length > 0 && applied?.rule.effect !== "allow"
+        ? ` (Not applied: ${skipped.join("; ")}; an allow rule whose condition errors waives nothing.)`
+        : "";
+    const base: PolicyDecision = {
       decision,
       matchedRule,
-      reason,
+      reason: reason + notes,
       policyVersion: version,
-      approvalChannels: channels.channels,
-      channelsRule: channels.matchedRule,
+      ...(applied?.rule.when !== undefined ? { condition: applied.rule.when } : {}),
+      ...(conditionError !== undefined ? { conditionError } : {}),
+      ...(evaluated && input.call ? { evaluatedAt: input.call.now } : {}),
     };
+    if (decision !== "REQUIRE_APPROVAL") return base;
+    if (applied?.rule.channels) {
+      return { ...base, approvalChannels: applied.rule.channels, channelsRule: `rules[${applied.index}].channels` };
+    }
+    const channels = approvalChannelsFor({ kind: "capability", name: capability, risk }, document);
+    return { ...base, approvalChannels: channels.channels, channelsRule: channels.matchedRule };
   };
   const v = `policy version ${version}`;
   const V = `Policy version ${version}`;
@@ -174,6 +228,28 @@ export function evaluatePolicy(
     );
   }
 
+  const denial = consult("deny");
+  if (denial) {
+    return decide(
+      "DENY",
+      `rules[${denial.index}]`,
+      `${V}'s ${ruleName(denial)} denies ${applies(capability, denial)} Do not retry it as it is; change the arguments the rule ` +
+        `names or ask the operator to change the policy.`,
+      denial,
+    );
+  }
+
+  const held = consult("require_approval");
+  if (held) {
+    return decide(
+      "REQUIRE_APPROVAL",
+      `rules[${held.index}]`,
+      `${V}'s ${ruleName(held)} requires a human approval for ${applies(capability, held)} Request approval for this exact ` +
+        `call; it runs only after a person approves it.`,
+      held,
+    );
+  }
+
   if (document.requireConfirmationFor.some((entry) => entryMatches(entry, capability))) {
     return decide(
       "REQUIRE_APPROVAL",
@@ -181,6 +257,13 @@ export function evaluatePolicy(
       `${V} requires a human approval for every "${capability}" call. Request approval for this ` +
         `exact call; it runs only after a person approves it.`,
     );
+  }
+
+  // An explicit allow waives the risk threshold's approval, and nothing else (docs/policy-conditions.md §4).
+  const allowed = consult("allow");
+  if (allowed) {
+    const waived = isAtOrAbove(risk, requireApprovalAtOrAbove) ? `, so the approval ${v} requires at or above ${requireApprovalAtOrAbove} risk is waived` : "";
+    return decide("ALLOW", `rules[${allowed.index}]`, `${V}'s ${ruleName(allowed)} allows ${applies(capability, allowed).slice(0, -1)}${waived}.`, allowed);
   }
 
   if (isAtOrAbove(risk, requireApprovalAtOrAbove)) {

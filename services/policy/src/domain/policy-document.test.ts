@@ -40,6 +40,7 @@ describe("parsePolicyDocument", () => {
       httpAllowedDomains: ["api.example.com", "10.0.0.1"],
       riskRules: { requireApprovalAtOrAbove: "medium", denyAtOrAbove: "critical" },
       approvalChannels: defaultApprovalChannels(),
+      rules: [],
     });
   });
 
@@ -51,6 +52,7 @@ describe("parsePolicyDocument", () => {
       httpAllowedDomains: [],
       riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
       approvalChannels: defaultApprovalChannels(),
+      rules: [],
     });
     expect(parsePolicyDocument('{"riskRules": {"denyAtOrAbove": "critical"}}', "p").riskRules).toEqual({
       requireApprovalAtOrAbove: "high",
@@ -180,7 +182,9 @@ describe("approvalChannels", () => {
   it("shows the section in full in a first-run policy.json", () => {
     const written = JSON.parse(formatPolicyDocument(defaultPolicyDocument())) as Record<string, unknown>;
     expect(written["approvalChannels"]).toEqual(defaultApprovalChannels());
-    expect(Object.keys(written).at(-1)).toBe("approvalChannels");
+    // Last but the rules, which a first run shows as an empty list to fill.
+    expect(Object.keys(written).slice(-2)).toEqual(["approvalChannels", "rules"]);
+    expect(written["rules"]).toEqual([]);
   });
 
   it("takes the default for every key a partial section leaves out", () => {

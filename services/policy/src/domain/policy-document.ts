@@ -9,6 +9,7 @@ import {
   type ApprovalChannelsJson,
 } from "./approval-channels.js";
 import { isCapabilityPattern } from "./capability-match.js";
+import { conditionProblem } from "./conditions.js";
 import { RISK_THRESHOLDS } from "./risk.js";
 
 const HOST_LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
@@ -169,6 +170,54 @@ const riskRulesSchema = z
   })
   .strict();
 
+/** What a rule does when it applies (docs/policy-conditions.md §1). */
+export const RULE_EFFECTS = ["allow", "deny", "require_approval"] as const;
+export type RuleEffect = (typeof RULE_EFFECTS)[number];
+
+/** Rules a document may hold. */
+export const MAX_RULES = 256;
+/** Characters of a rule's description. */
+export const MAX_RULE_DESCRIPTION = 200;
+
+/**
+ * The loose forms of an effect a person or a model writes (`requireApproval`, `REQUIRE-APPROVAL`,
+ * `Deny`), as the canonical one; anything else is left for the enum to refuse by name.
+ */
+function effectForm(value: unknown): unknown {
+  if (typeof value !== "string") return value;
+  const snake = value
+    .trim()
+    .replace(/([a-z])([A-Z])/g, "$1_$2")
+    .replace(/[\s-]+/g, "_")
+    .toLowerCase();
+  return (RULE_EFFECTS as readonly string[]).includes(snake) ? snake : value;
+}
+
+const ruleSchema = z
+  .object({
+    /** An exact capability name or `upstream.*`, through the one matcher every list uses. */
+    capability: capabilityEntry,
+    effect: z.preprocess(effectForm, z.enum(RULE_EFFECTS)),
+    /** With `require_approval` only: the channels that may give this decision's approval. */
+    channels: stepChannels.optional(),
+    /** A CEL condition over docs/policy-conditions.md §3's environment; omitted: always. */
+    when: z.string().optional(),
+    /** Free text quoted in the decision's reason. */
+    description: z.string().max(MAX_RULE_DESCRIPTION).optional(),
+  })
+  .strict()
+  .superRefine((rule, ctx) => {
+    if (rule.channels !== undefined && rule.effect !== "require_approval") {
+      ctx.addIssue({ code: "custom", path: ["channels"], message: `only a require_approval rule names channels; this rule's effect is ${rule.effect}` });
+    }
+    // Compiled here, so every path that loads a document refuses a bad condition alike (docs/policy-conditions.md §5).
+    const problem = rule.when === undefined ? undefined : conditionProblem(rule.when);
+    if (problem) ctx.addIssue({ code: "custom", path: ["when"], message: problem });
+  });
+
+/** One rule of a policy document, validated. */
+export type PolicyRuleJson = z.output<typeof ruleSchema>;
+
 /**
  * The operator's policy document, as JSON (the `policy.json` file, the Postgres `jsonb` column).
  * Strict: an unknown key is an error, because a misspelt `deniedCapabilites` silently ignored
@@ -188,6 +237,8 @@ export const policyDocumentSchema = z
     riskRules: riskRulesSchema.default({ requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" }),
     /** Which approval channels satisfy which decisions; omitted keys take the defaults. */
     approvalChannels: approvalChannelsSchema.default(DEFAULT_CHANNELS),
+    /** Ordered rules with conditions over the call (docs/policy-conditions.md); the strictest effect wins. */
+    rules: z.array(ruleSchema).max(MAX_RULES).default([]),
   })
   .strict();
 
@@ -302,6 +353,18 @@ function canonicalPolicyDocument(doc: PolicyDocumentJson): PolicyDocumentJson {
       denyAtOrAbove: doc.riskRules.denyAtOrAbove,
     },
     approvalChannels: canonicalApprovalChannels(doc.approvalChannels),
+    rules: doc.rules.map(canonicalRule),
+  };
+}
+
+/** A rule with its keys in the documented order, absent optional keys left out, channels in order. */
+function canonicalRule(rule: PolicyRuleJson): PolicyRuleJson {
+  return {
+    capability: rule.capability,
+    effect: rule.effect,
+    ...(rule.channels ? { channels: orderChannels(rule.channels) } : {}),
+    ...(rule.when !== undefined ? { when: rule.when } : {}),
+    ...(rule.description !== undefined ? { description: rule.description } : {}),
   };
 }
 
@@ -321,6 +384,7 @@ export function defaultPolicyDocument(): PolicyDocumentJson {
     httpAllowedDomains: [],
     riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
     approvalChannels: defaultApprovalChannels(),
+    rules: [],
   };
 }
 

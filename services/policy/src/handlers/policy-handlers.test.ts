@@ -212,6 +212,47 @@ describe.each(transports)("PolicyService over $name", (transport) => {
     expect((await client.getPolicy({}, ctx(tenant))).version).toBe(0n);
   });
 
+  it("refuses a rule whose condition does not compile, naming the rule, the position and the expression, across the hop", async () => {
+    const tenant = newTenant();
+    const err = await rejectionOf(
+      client.putPolicy(
+        {
+          document: protoDoc({
+            rules: [
+              { capability: "jira.*", effect: Decision.DENY, when: '!("support" in principal.roles)' },
+              { capability: "jira.delete", effect: Decision.DENY, when: '"support" in principal.rolez' },
+            ],
+          }),
+        },
+        ctx(tenant),
+      ),
+    );
+    expect(err.code).toBe("invalid_argument");
+    expect(err.message).toBe('document: rules[1].when: unknown field "rolez" at 1:24 in "\\"support\\" in principal.rolez"');
+    const noEffect = await rejectionOf(client.putPolicy({ document: protoDoc({ rules: [{ capability: "jira.delete" }] }) }, ctx(tenant)));
+    expect(noEffect.message).toBe('document: rules[0].effect: expected one of "allow", "deny", "require_approval", got "UNSPECIFIED"');
+    expect((await client.getPolicy({}, ctx(tenant))).version).toBe(0n);
+  });
+
+  it("decides a rule's condition from the request's arguments and the caller's signed context, never from the request's claims", async () => {
+    const tenant = newTenant();
+    await client.putPolicy(
+      { document: protoDoc({ rules: [{ capability: "jira.*", effect: Decision.DENY, when: '!("support" in principal.roles) || args.project == "HR"' }] }) },
+      ctx(tenant),
+    );
+    const evaluate = (roles: string[], args: unknown) =>
+      client.evaluate({ capability: "jira.create", risk: Risk.LOW, argumentsJson: JSON.stringify(args) }, { ctx: { tenant, principal: "p", roles } });
+    expect((await evaluate(["support"], { project: "OPS" })).decision).toBe(Decision.ALLOW);
+    expect(await evaluate(["support"], { project: "HR" })).toMatchObject({ decision: Decision.DENY, matchedRule: "rules[0]" });
+    // Roles written into the arguments are arguments, not roles.
+    expect(await evaluate([], { project: "OPS", principal: { roles: ["support"] } })).toMatchObject({ decision: Decision.DENY });
+    const garbage = await rejectionOf(client.evaluate({ capability: "jira.create", risk: Risk.LOW, argumentsJson: "[1" }, ctx(tenant)));
+    expect(garbage).toMatchObject({ code: "invalid_argument" });
+    expect(garbage.message).toMatch(/^arguments_json: not valid JSON/);
+    const list = await rejectionOf(client.evaluate({ capability: "jira.create", risk: Risk.LOW, argumentsJson: "[1]" }, ctx(tenant)));
+    expect(list.message).toBe("arguments_json: must be a JSON object (the step's arguments by name)");
+  });
+
   it("says with each REQUIRE_APPROVAL which channels may give it, and none with ALLOW", async () => {
     const tenant = newTenant();
     const high = await client.evaluate({ capability: "memory.write", risk: Risk.HIGH }, ctx(tenant));

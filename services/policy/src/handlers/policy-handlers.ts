@@ -1,5 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ATTR, ChaosError, withSpan, type ServiceImpl } from "@chaos-core/kit";
+import { ATTR, ChaosError, withSpan, type CallContext, type ServiceImpl } from "@chaos-core/kit";
 import type {
   EvaluateApprovalChannelsRequest,
   EvaluateRequest,
@@ -64,19 +64,59 @@ function snapshotToProto(snapshot: PolicySnapshot) {
   };
 }
 
+/** The step's arguments for rules' conditions: a JSON object, or none. */
+function argumentsFromJson(text: string): Record<string, unknown> | undefined {
+  if (text === "") return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new ChaosError("invalid_argument", `arguments_json: not valid JSON (${(err as Error).message})`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ChaosError("invalid_argument", "arguments_json: must be a JSON object (the step's arguments by name)");
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Who asks, from the signed call context, and when: what rules' conditions read beyond the request. */
+export interface DecisionCaller {
+  readonly call: CallContext;
+  /** The deciding service's clock (injected in tests), recorded with the decision. */
+  readonly now: Date;
+}
+
 /**
  * One Evaluate answer from a document and its version: a pure function, the same whether the
  * policy service answers it or a snapshot beside the executor does (cognition's
- * `policy-snapshots.ts`), so both decide alike.
+ * `policy-snapshots.ts`), so both decide alike. The principal, roles and tenant conditions read
+ * come from `caller.call` (the signed context), never from the request.
  */
 export function decide(
-  req: Pick<EvaluateRequest, "capability" | "risk" | "facts">,
+  req: Pick<EvaluateRequest, "capability" | "risk" | "facts" | "argumentsJson" | "upstream" | "annotations">,
   document: PolicyDocumentJson,
   version: number,
+  caller: DecisionCaller,
 ): MessageInitShape<typeof EvaluateResponseSchema> {
   if (req.capability === "") throw new ChaosError("invalid_argument", "capability: required; pass the exact capability name");
+  const a = req.annotations;
   const result = evaluatePolicy(
-    { capability: req.capability, risk: riskFromProto(req.risk), facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} } },
+    {
+      capability: req.capability,
+      risk: riskFromProto(req.risk),
+      facts: { httpHost: req.facts?.httpHost || undefined, attributes: req.facts?.attributes ?? {} },
+      call: {
+        args: argumentsFromJson(req.argumentsJson),
+        upstream: req.upstream,
+        annotations: a
+          ? { title: a.title, readOnlyHint: a.readOnlyHint, destructiveHint: a.destructiveHint, idempotentHint: a.idempotentHint, openWorldHint: a.openWorldHint }
+          : undefined,
+        principal: caller.call.principal,
+        roles: caller.call.roles ?? [],
+        tenant: caller.call.tenant,
+        now: caller.now,
+      },
+    },
     document,
     version,
   );
@@ -87,6 +127,9 @@ export function decide(
     policyVersion: BigInt(result.policyVersion),
     approvalChannels: approvalChannelsToProto(result.approvalChannels ?? []),
     channelsRule: result.channelsRule ?? "",
+    condition: result.condition ?? "",
+    conditionError: result.conditionError ?? "",
+    ...(result.evaluatedAt ? { evaluatedAt: timestampFromDate(result.evaluatedAt) } : {}),
   };
 }
 
@@ -94,7 +137,8 @@ export function decide(
  * The PolicyService handlers over a store: proto ↔ domain mapping only. The tenant always comes
  * from the verified call context, never from the request.
  */
-export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof PolicyService> {
+export function createPolicyHandlers(store: PolicyStore, options: { now?: () => Date } = {}): ServiceImpl<typeof PolicyService> {
+  const now = options.now ?? (() => new Date());
   return {
     async evaluate(req, ctx) {
       if (req.capability === "") {
@@ -102,7 +146,7 @@ export function createPolicyHandlers(store: PolicyStore): ServiceImpl<typeof Pol
       }
       return withSpan("chaoscore.policy.decide", { [ATTR.capability]: req.capability }, async (span) => {
         const snapshot = await store.get(ctx.call.tenant);
-        const answer = decide(req, snapshot.document, snapshot.version);
+        const answer = decide(req, snapshot.document, snapshot.version, { call: ctx.call, now: now() });
         span.setAttributes({ [ATTR.decision]: decisionFromProto(answer.decision ?? 0), [ATTR.policyVersion]: snapshot.version, [ATTR.policySource]: "store" });
         return answer;
       });

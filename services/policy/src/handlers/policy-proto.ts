@@ -9,10 +9,11 @@ import {
   type ApprovalChannelRules,
   type ChannelSet,
   type PolicyDocument,
+  type PolicyRule,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { ApprovalChannel, ApprovalChannelsJson } from "../domain/approval-channels.js";
 import type { Decision } from "../domain/engine.js";
-import { validatePolicyDocument, type PolicyDocumentJson } from "../domain/policy-document.js";
+import { validatePolicyDocument, type PolicyDocumentJson, type PolicyRuleJson, type RuleEffect } from "../domain/policy-document.js";
 import type { Risk, RiskThreshold } from "../domain/risk.js";
 
 const RISK_FROM_PROTO: Partial<Record<number, Exclude<Risk, "unspecified">>> = {
@@ -132,7 +133,11 @@ function approvalChannelRulesToProto(section: ApprovalChannelsJson): ApprovalCha
  * so validation rejects the list and names the element, instead of silently narrowing it.
  */
 function channelSetFromProto(set: ChannelSet): string[] {
-  return set.channels.map((channel) =>
+  return channelNamesFromProto(set.channels);
+}
+
+function channelNamesFromProto(channels: readonly ProtoApprovalChannel[]): string[] {
+  return channels.map((channel) =>
     channel === ProtoApprovalChannel.UNSPECIFIED ? "unspecified" : (CHANNEL_FROM_PROTO[channel] ?? String(channel)),
   );
 }
@@ -170,7 +175,36 @@ export function policyDocumentToProto(doc: PolicyDocumentJson): PolicyDocument {
       denyAtOrAbove: thresholdToProto(doc.riskRules.denyAtOrAbove),
     },
     approvalChannels: approvalChannelRulesToProto(doc.approvalChannels),
+    rules: doc.rules.map(ruleToProto),
   });
+}
+
+const EFFECT_TO_PROTO: Record<RuleEffect, ProtoDecision> = {
+  allow: ProtoDecision.ALLOW,
+  deny: ProtoDecision.DENY,
+  require_approval: ProtoDecision.REQUIRE_APPROVAL,
+};
+
+function ruleToProto(rule: PolicyRuleJson) {
+  return {
+    capability: rule.capability,
+    effect: EFFECT_TO_PROTO[rule.effect],
+    channels: approvalChannelsToProto(rule.channels ?? []),
+    when: rule.when ?? "",
+    description: rule.description ?? "",
+  };
+}
+
+/** A proto rule as the document's JSON; an unset or unknown effect is left for the schema to refuse by name. */
+function ruleFromProto(rule: PolicyRule): Record<string, unknown> {
+  const effect = (Object.keys(EFFECT_TO_PROTO) as RuleEffect[]).find((e) => EFFECT_TO_PROTO[e] === rule.effect) ?? ProtoDecision[rule.effect] ?? String(rule.effect);
+  return {
+    capability: rule.capability,
+    effect,
+    ...(rule.channels.length > 0 ? { channels: channelNamesFromProto(rule.channels) } : {}),
+    ...(rule.when !== "" ? { when: rule.when } : {}),
+    ...(rule.description !== "" ? { description: rule.description } : {}),
+  };
 }
 
 /**
@@ -196,6 +230,7 @@ export function policyDocumentFromProto(doc: PolicyDocument, source: string): Po
           }
         : {}),
       ...(doc.approvalChannels ? { approvalChannels: approvalChannelRulesFromProto(doc.approvalChannels) } : {}),
+      rules: doc.rules.map(ruleFromProto),
     },
     source,
   );

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file chaoscore/policy/v1/policy.proto.
  */
 export const file_chaoscore_policy_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("CiBjaGFvc2NvcmUvcG9saWN5L3YxL3BvbGljeS5wcm90bxITY2hhb3Njb3JlLnBvbGljeS52MSJECgpDaGFubmVsU2V0EjYKCGNoYW5uZWxzGAEgAygOMiQuY2hhb3Njb3JlLnBvbGljeS52MS5BcHByb3ZhbENoYW5uZWwiiQYKFEFwcHJvdmFsQ2hhbm5lbFJ1bGVzEiwKA2xvdxgBIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBIvCgZtZWRpdW0YAiABKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLkNoYW5uZWxTZXQSLQoEaGlnaBgDIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBIxCghjcml0aWNhbBgEIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBJRCgxjYXBhYmlsaXRpZXMYBSADKAsyOy5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbFJ1bGVzLkNhcGFiaWxpdGllc0VudHJ5EjYKDXNwZW5kX2RlZmF1bHQYBiABKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLkNoYW5uZWxTZXQSVAoOc3BlbmRfcG9saWNpZXMYByADKAsyPC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbFJ1bGVzLlNwZW5kUG9saWNpZXNFbnRyeRJOCgtzcGVuZF90b29scxgIIAMoCzI5LmNoYW9zY29yZS5wb2xpY3kudjEuQXBwcm92YWxDaGFubmVsUnVsZXMuU3BlbmRUb29sc0VudHJ5GlQKEUNhcGFiaWxpdGllc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEaVQoSU3BlbmRQb2xpY2llc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEaUgoPU3BlbmRUb29sc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEigQEKCVJpc2tSdWxlcxI/ChxyZXF1aXJlX2FwcHJvdmFsX2F0X29yX2Fib3ZlGAEgASgOMhkuY2hhb3Njb3JlLnBvbGljeS52MS5SaXNrEjMKEGRlbnlfYXRfb3JfYWJvdmUYAiABKA4yGS5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2sihQIKDlBvbGljeURvY3VtZW50EhwKFGFsbG93ZWRfY2FwYWJpbGl0aWVzGAEgAygJEhsKE2RlbmllZF9jYXBhYmlsaXRpZXMYAiADKAkSIAoYcmVxdWlyZV9jb25maXJtYXRpb25fZm9yGAMgAygJEhwKFGh0dHBfYWxsb3dlZF9kb21haW5zGAQgAygJEjIKCnJpc2tfcnVsZXMYBSABKAsyHi5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2tSdWxlcxJEChFhcHByb3ZhbF9jaGFubmVscxgGIAEoCzIpLmNoYW9zY29yZS5wb2xpY3kudjEuQXBwcm92YWxDaGFubmVsUnVsZXMimwEKDFJlcXVlc3RGYWN0cxIRCglodHRwX2hvc3QYASABKAkSRQoKYXR0cmlidXRlcxgCIAMoCzIxLmNoYW9zY29yZS5wb2xpY3kudjEuUmVxdWVzdEZhY3RzLkF0dHJpYnV0ZXNFbnRyeRoxCg9BdHRyaWJ1dGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKAAQoPRXZhbHVhdGVSZXF1ZXN0EhIKCmNhcGFiaWxpdHkYASABKAkSJwoEcmlzaxgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzaxIwCgVmYWN0cxgDIAEoCzIhLmNoYW9zY29yZS5wb2xpY3kudjEuUmVxdWVzdEZhY3RzItkBChBFdmFsdWF0ZVJlc3BvbnNlEi8KCGRlY2lzaW9uGAEgASgOMh0uY2hhb3Njb3JlLnBvbGljeS52MS5EZWNpc2lvbhIUCgxtYXRjaGVkX3J1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEEj8KEWFwcHJvdmFsX2NoYW5uZWxzGAUgAygOMiQuY2hhb3Njb3JlLnBvbGljeS52MS5BcHByb3ZhbENoYW5uZWwSFQoNY2hhbm5lbHNfcnVsZRgGIAEoCSISChBHZXRQb2xpY3lSZXF1ZXN0IsEBChFHZXRQb2xpY3lSZXNwb25zZRI1Cghkb2N1bWVudBgBIAEoCzIjLmNoYW9zY29yZS5wb2xpY3kudjEuUG9saWN5RG9jdW1lbnQSDwoHdmVyc2lvbhgCIAEoBBIuCgp1cGRhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBCABKAkSEgoKbGFzdF9lcnJvchgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSJjChBQdXRQb2xpY3lSZXF1ZXN0EjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIYChBleHBlY3RlZF92ZXJzaW9uGAIgASgEIiQKEVB1dFBvbGljeVJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAQiFAoSV2F0Y2hQb2xpY3lSZXF1ZXN0Io0BChNXYXRjaFBvbGljeVJlc3BvbnNlEjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIPCgd2ZXJzaW9uGAIgASgEEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKEUNhcGFiaWxpdHlTdWJqZWN0EgwKBG5hbWUYASABKAkSJwoEcmlzaxgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzayIyCgxTcGVuZFN1YmplY3QSFAoMc3BlbmRfcG9saWN5GAEgASgJEgwKBHRvb2wYAiABKAkiRAoLVG9vbFN1YmplY3QSDAoEdG9vbBgBIAEoCRInCgRyaXNrGAIgASgOMhkuY2hhb3Njb3JlLnBvbGljeS52MS5SaXNrItABCh9FdmFsdWF0ZUFwcHJvdmFsQ2hhbm5lbHNSZXF1ZXN0EjwKCmNhcGFiaWxpdHkYASABKAsyJi5jaGFvc2NvcmUucG9saWN5LnYxLkNhcGFiaWxpdHlTdWJqZWN0SAASMgoFc3BlbmQYAiABKAsyIS5jaGFvc2NvcmUucG9saWN5LnYxLlNwZW5kU3ViamVjdEgAEjAKBHRvb2wYAyABKAsyIC5jaGFvc2NvcmUucG9saWN5LnYxLlRvb2xTdWJqZWN0SABCCQoHc3ViamVjdCKIAQogRXZhbHVhdGVBcHByb3ZhbENoYW5uZWxzUmVzcG9uc2USNgoIY2hhbm5lbHMYASADKA4yJC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbBIUCgxtYXRjaGVkX3J1bGUYAiABKAkSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQqXQoEUmlzaxIUChBSSVNLX1VOU1BFQ0lGSUVEEAASDAoIUklTS19MT1cQARIPCgtSSVNLX01FRElVTRACEg0KCVJJU0tfSElHSBADEhEKDVJJU0tfQ1JJVElDQUwQBCpqCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEh0KGURFQ0lTSU9OX1JFUVVJUkVfQVBQUk9WQUwQAyq4AQoPQXBwcm92YWxDaGFubmVsEiAKHEFQUFJPVkFMX0NIQU5ORUxfVU5TUEVDSUZJRUQQABInCiNBUFBST1ZBTF9DSEFOTkVMX0NMSUVOVF9FTElDSVRBVElPThABEh0KGUFQUFJPVkFMX0NIQU5ORUxfQVBQUk9WRVIQAhIdChlBUFBST1ZBTF9DSEFOTkVMX09QRVJBVE9SEAMSHAoYQVBQUk9WQUxfQ0hBTk5FTF9DT05TT0xFEAQyjgQKDVBvbGljeVNlcnZpY2USVwoIRXZhbHVhdGUSJC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlUmVxdWVzdBolLmNoYW9zY29yZS5wb2xpY3kudjEuRXZhbHVhdGVSZXNwb25zZRJaCglHZXRQb2xpY3kSJS5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlcXVlc3QaJi5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlc3BvbnNlEloKCVB1dFBvbGljeRIlLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVxdWVzdBomLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVzcG9uc2USYgoLV2F0Y2hQb2xpY3kSJy5jaGFvc2NvcmUucG9saWN5LnYxLldhdGNoUG9saWN5UmVxdWVzdBooLmNoYW9zY29yZS5wb2xpY3kudjEuV2F0Y2hQb2xpY3lSZXNwb25zZTABEocBChhFdmFsdWF0ZUFwcHJvdmFsQ2hhbm5lbHMSNC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlQXBwcm92YWxDaGFubmVsc1JlcXVlc3QaNS5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlQXBwcm92YWxDaGFubmVsc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiBjaGFvc2NvcmUvcG9saWN5L3YxL3BvbGljeS5wcm90bxITY2hhb3Njb3JlLnBvbGljeS52MSJECgpDaGFubmVsU2V0EjYKCGNoYW5uZWxzGAEgAygOMiQuY2hhb3Njb3JlLnBvbGljeS52MS5BcHByb3ZhbENoYW5uZWwiiQYKFEFwcHJvdmFsQ2hhbm5lbFJ1bGVzEiwKA2xvdxgBIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBIvCgZtZWRpdW0YAiABKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLkNoYW5uZWxTZXQSLQoEaGlnaBgDIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBIxCghjcml0aWNhbBgEIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldBJRCgxjYXBhYmlsaXRpZXMYBSADKAsyOy5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbFJ1bGVzLkNhcGFiaWxpdGllc0VudHJ5EjYKDXNwZW5kX2RlZmF1bHQYBiABKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLkNoYW5uZWxTZXQSVAoOc3BlbmRfcG9saWNpZXMYByADKAsyPC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbFJ1bGVzLlNwZW5kUG9saWNpZXNFbnRyeRJOCgtzcGVuZF90b29scxgIIAMoCzI5LmNoYW9zY29yZS5wb2xpY3kudjEuQXBwcm92YWxDaGFubmVsUnVsZXMuU3BlbmRUb29sc0VudHJ5GlQKEUNhcGFiaWxpdGllc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEaVQoSU3BlbmRQb2xpY2llc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEaUgoPU3BlbmRUb29sc0VudHJ5EgsKA2tleRgBIAEoCRIuCgV2YWx1ZRgCIAEoCzIfLmNoYW9zY29yZS5wb2xpY3kudjEuQ2hhbm5lbFNldDoCOAEigQEKCVJpc2tSdWxlcxI/ChxyZXF1aXJlX2FwcHJvdmFsX2F0X29yX2Fib3ZlGAEgASgOMhkuY2hhb3Njb3JlLnBvbGljeS52MS5SaXNrEjMKEGRlbnlfYXRfb3JfYWJvdmUYAiABKA4yGS5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2sitQIKDlBvbGljeURvY3VtZW50EhwKFGFsbG93ZWRfY2FwYWJpbGl0aWVzGAEgAygJEhsKE2RlbmllZF9jYXBhYmlsaXRpZXMYAiADKAkSIAoYcmVxdWlyZV9jb25maXJtYXRpb25fZm9yGAMgAygJEhwKFGh0dHBfYWxsb3dlZF9kb21haW5zGAQgAygJEjIKCnJpc2tfcnVsZXMYBSABKAsyHi5jaGFvc2NvcmUucG9saWN5LnYxLlJpc2tSdWxlcxJEChFhcHByb3ZhbF9jaGFubmVscxgGIAEoCzIpLmNoYW9zY29yZS5wb2xpY3kudjEuQXBwcm92YWxDaGFubmVsUnVsZXMSLgoFcnVsZXMYByADKAsyHy5jaGFvc2NvcmUucG9saWN5LnYxLlBvbGljeVJ1bGUiqgEKClBvbGljeVJ1bGUSEgoKY2FwYWJpbGl0eRgBIAEoCRItCgZlZmZlY3QYAiABKA4yHS5jaGFvc2NvcmUucG9saWN5LnYxLkRlY2lzaW9uEjYKCGNoYW5uZWxzGAMgAygOMiQuY2hhb3Njb3JlLnBvbGljeS52MS5BcHByb3ZhbENoYW5uZWwSDAoEd2hlbhgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCSLuAQoVQ2FwYWJpbGl0eUFubm90YXRpb25zEg0KBXRpdGxlGAEgASgJEhsKDnJlYWRfb25seV9oaW50GAIgASgISACIAQESHQoQZGVzdHJ1Y3RpdmVfaGludBgDIAEoCEgBiAEBEhwKD2lkZW1wb3RlbnRfaGludBgEIAEoCEgCiAEBEhwKD29wZW5fd29ybGRfaGludBgFIAEoCEgDiAEBQhEKD19yZWFkX29ubHlfaGludEITChFfZGVzdHJ1Y3RpdmVfaGludEISChBfaWRlbXBvdGVudF9oaW50QhIKEF9vcGVuX3dvcmxkX2hpbnQimwEKDFJlcXVlc3RGYWN0cxIRCglodHRwX2hvc3QYASABKAkSRQoKYXR0cmlidXRlcxgCIAMoCzIxLmNoYW9zY29yZS5wb2xpY3kudjEuUmVxdWVzdEZhY3RzLkF0dHJpYnV0ZXNFbnRyeRoxCg9BdHRyaWJ1dGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLrAQoPRXZhbHVhdGVSZXF1ZXN0EhIKCmNhcGFiaWxpdHkYASABKAkSJwoEcmlzaxgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzaxIwCgVmYWN0cxgDIAEoCzIhLmNoYW9zY29yZS5wb2xpY3kudjEuUmVxdWVzdEZhY3RzEhYKDmFyZ3VtZW50c19qc29uGAQgASgJEhAKCHVwc3RyZWFtGAUgASgJEj8KC2Fubm90YXRpb25zGAYgASgLMiouY2hhb3Njb3JlLnBvbGljeS52MS5DYXBhYmlsaXR5QW5ub3RhdGlvbnMitwIKEEV2YWx1YXRlUmVzcG9uc2USLwoIZGVjaXNpb24YASABKA4yHS5jaGFvc2NvcmUucG9saWN5LnYxLkRlY2lzaW9uEhQKDG1hdGNoZWRfcnVsZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSFgoOcG9saWN5X3ZlcnNpb24YBCABKAQSPwoRYXBwcm92YWxfY2hhbm5lbHMYBSADKA4yJC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbBIVCg1jaGFubmVsc19ydWxlGAYgASgJEhEKCWNvbmRpdGlvbhgHIAEoCRIXCg9jb25kaXRpb25fZXJyb3IYCCABKAkSMAoMZXZhbHVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCISChBHZXRQb2xpY3lSZXF1ZXN0IsEBChFHZXRQb2xpY3lSZXNwb25zZRI1Cghkb2N1bWVudBgBIAEoCzIjLmNoYW9zY29yZS5wb2xpY3kudjEuUG9saWN5RG9jdW1lbnQSDwoHdmVyc2lvbhgCIAEoBBIuCgp1cGRhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBCABKAkSEgoKbGFzdF9lcnJvchgFIAEoCRIQCgh3YXJuaW5ncxgGIAMoCSJjChBQdXRQb2xpY3lSZXF1ZXN0EjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIYChBleHBlY3RlZF92ZXJzaW9uGAIgASgEIiQKEVB1dFBvbGljeVJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAQiFAoSV2F0Y2hQb2xpY3lSZXF1ZXN0Io0BChNXYXRjaFBvbGljeVJlc3BvbnNlEjUKCGRvY3VtZW50GAEgASgLMiMuY2hhb3Njb3JlLnBvbGljeS52MS5Qb2xpY3lEb2N1bWVudBIPCgd2ZXJzaW9uGAIgASgEEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkoKEUNhcGFiaWxpdHlTdWJqZWN0EgwKBG5hbWUYASABKAkSJwoEcmlzaxgCIAEoDjIZLmNoYW9zY29yZS5wb2xpY3kudjEuUmlzayIyCgxTcGVuZFN1YmplY3QSFAoMc3BlbmRfcG9saWN5GAEgASgJEgwKBHRvb2wYAiABKAkiRAoLVG9vbFN1YmplY3QSDAoEdG9vbBgBIAEoCRInCgRyaXNrGAIgASgOMhkuY2hhb3Njb3JlLnBvbGljeS52MS5SaXNrItABCh9FdmFsdWF0ZUFwcHJvdmFsQ2hhbm5lbHNSZXF1ZXN0EjwKCmNhcGFiaWxpdHkYASABKAsyJi5jaGFvc2NvcmUucG9saWN5LnYxLkNhcGFiaWxpdHlTdWJqZWN0SAASMgoFc3BlbmQYAiABKAsyIS5jaGFvc2NvcmUucG9saWN5LnYxLlNwZW5kU3ViamVjdEgAEjAKBHRvb2wYAyABKAsyIC5jaGFvc2NvcmUucG9saWN5LnYxLlRvb2xTdWJqZWN0SABCCQoHc3ViamVjdCKIAQogRXZhbHVhdGVBcHByb3ZhbENoYW5uZWxzUmVzcG9uc2USNgoIY2hhbm5lbHMYASADKA4yJC5jaGFvc2NvcmUucG9saWN5LnYxLkFwcHJvdmFsQ2hhbm5lbBIUCgxtYXRjaGVkX3J1bGUYAiABKAkSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQqXQoEUmlzaxIUChBSSVNLX1VOU1BFQ0lGSUVEEAASDAoIUklTS19MT1cQARIPCgtSSVNLX01FRElVTRACEg0KCVJJU0tfSElHSBADEhEKDVJJU0tfQ1JJVElDQUwQBCpqCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACEh0KGURFQ0lTSU9OX1JFUVVJUkVfQVBQUk9WQUwQAyq4AQoPQXBwcm92YWxDaGFubmVsEiAKHEFQUFJPVkFMX0NIQU5ORUxfVU5TUEVDSUZJRUQQABInCiNBUFBST1ZBTF9DSEFOTkVMX0NMSUVOVF9FTElDSVRBVElPThABEh0KGUFQUFJPVkFMX0NIQU5ORUxfQVBQUk9WRVIQAhIdChlBUFBST1ZBTF9DSEFOTkVMX09QRVJBVE9SEAMSHAoYQVBQUk9WQUxfQ0hBTk5FTF9DT05TT0xFEAQyjgQKDVBvbGljeVNlcnZpY2USVwoIRXZhbHVhdGUSJC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlUmVxdWVzdBolLmNoYW9zY29yZS5wb2xpY3kudjEuRXZhbHVhdGVSZXNwb25zZRJaCglHZXRQb2xpY3kSJS5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlcXVlc3QaJi5jaGFvc2NvcmUucG9saWN5LnYxLkdldFBvbGljeVJlc3BvbnNlEloKCVB1dFBvbGljeRIlLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVxdWVzdBomLmNoYW9zY29yZS5wb2xpY3kudjEuUHV0UG9saWN5UmVzcG9uc2USYgoLV2F0Y2hQb2xpY3kSJy5jaGFvc2NvcmUucG9saWN5LnYxLldhdGNoUG9saWN5UmVxdWVzdBooLmNoYW9zY29yZS5wb2xpY3kudjEuV2F0Y2hQb2xpY3lSZXNwb25zZTABEocBChhFdmFsdWF0ZUFwcHJvdmFsQ2hhbm5lbHMSNC5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlQXBwcm92YWxDaGFubmVsc1JlcXVlc3QaNS5jaGFvc2NvcmUucG9saWN5LnYxLkV2YWx1YXRlQXBwcm92YWxDaGFubmVsc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * ChannelSet is a non-empty set of channels, in the order of ApprovalChannel.
@@ -171,6 +171,13 @@ export type PolicyDocument = Message<"chaoscore.policy.v1.PolicyDocument"> & {
    * @generated from field: chaoscore.policy.v1.ApprovalChannelRules approval_channels = 6;
    */
   approvalChannels?: ApprovalChannelRules | undefined;
+
+  /**
+   * Conditional rules, in order; the strictest effect wins (docs/policy-conditions.md §4).
+   *
+   * @generated from field: repeated chaoscore.policy.v1.PolicyRule rules = 7;
+   */
+  rules: PolicyRule[];
 };
 
 /**
@@ -179,6 +186,98 @@ export type PolicyDocument = Message<"chaoscore.policy.v1.PolicyDocument"> & {
  */
 export const PolicyDocumentSchema: GenMessage<PolicyDocument> = /*@__PURE__*/
   messageDesc(file_chaoscore_policy_v1_policy, 3);
+
+/**
+ * PolicyRule applies an effect to the calls of the capabilities it names when its condition
+ * holds (docs/policy-conditions.md §1).
+ *
+ * @generated from message chaoscore.policy.v1.PolicyRule
+ */
+export type PolicyRule = Message<"chaoscore.policy.v1.PolicyRule"> & {
+  /**
+   * An exact capability name, or a prefix pattern such as "github.*".
+   *
+   * @generated from field: string capability = 1;
+   */
+  capability: string;
+
+  /**
+   * DECISION_ALLOW, DECISION_DENY or DECISION_REQUIRE_APPROVAL.
+   *
+   * @generated from field: chaoscore.policy.v1.Decision effect = 2;
+   */
+  effect: Decision;
+
+  /**
+   * With DECISION_REQUIRE_APPROVAL only: the channels that may give the approval; empty takes
+   * the document's approval_channels.
+   *
+   * @generated from field: repeated chaoscore.policy.v1.ApprovalChannel channels = 3;
+   */
+  channels: ApprovalChannel[];
+
+  /**
+   * A CEL condition over the call (args, capability, principal, tenant, now, http); empty: the
+   * rule applies to every call its capability names.
+   *
+   * @generated from field: string when = 4;
+   */
+  when: string;
+
+  /**
+   * Free text quoted in the decision's reason.
+   *
+   * @generated from field: string description = 5;
+   */
+  description: string;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.PolicyRule.
+ * Use `create(PolicyRuleSchema)` to create a new message.
+ */
+export const PolicyRuleSchema: GenMessage<PolicyRule> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 4);
+
+/**
+ * CapabilityAnnotations are a capability's MCP tool annotations as pinned; an unset hint takes
+ * the MCP specification's default.
+ *
+ * @generated from message chaoscore.policy.v1.CapabilityAnnotations
+ */
+export type CapabilityAnnotations = Message<"chaoscore.policy.v1.CapabilityAnnotations"> & {
+  /**
+   * @generated from field: string title = 1;
+   */
+  title: string;
+
+  /**
+   * @generated from field: optional bool read_only_hint = 2;
+   */
+  readOnlyHint?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool destructive_hint = 3;
+   */
+  destructiveHint?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool idempotent_hint = 4;
+   */
+  idempotentHint?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool open_world_hint = 5;
+   */
+  openWorldHint?: boolean | undefined;
+};
+
+/**
+ * Describes the message chaoscore.policy.v1.CapabilityAnnotations.
+ * Use `create(CapabilityAnnotationsSchema)` to create a new message.
+ */
+export const CapabilityAnnotationsSchema: GenMessage<CapabilityAnnotations> = /*@__PURE__*/
+  messageDesc(file_chaoscore_policy_v1_policy, 5);
 
 /**
  * RequestFacts are the facts of one call that a rule may look at.
@@ -206,7 +305,7 @@ export type RequestFacts = Message<"chaoscore.policy.v1.RequestFacts"> & {
  * Use `create(RequestFactsSchema)` to create a new message.
  */
 export const RequestFactsSchema: GenMessage<RequestFacts> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 4);
+  messageDesc(file_chaoscore_policy_v1_policy, 6);
 
 /**
  * @generated from message chaoscore.policy.v1.EvaluateRequest
@@ -226,6 +325,26 @@ export type EvaluateRequest = Message<"chaoscore.policy.v1.EvaluateRequest"> & {
    * @generated from field: chaoscore.policy.v1.RequestFacts facts = 3;
    */
   facts?: RequestFacts | undefined;
+
+  /**
+   * The step's validated arguments as a JSON object, for rules' conditions (args); empty: none.
+   * The caller, its roles and the tenant come from the signed call context, never from here.
+   *
+   * @generated from field: string arguments_json = 4;
+   */
+  argumentsJson: string;
+
+  /**
+   * The upstream MCP server the capability comes from; empty for a built-in capability.
+   *
+   * @generated from field: string upstream = 5;
+   */
+  upstream: string;
+
+  /**
+   * @generated from field: chaoscore.policy.v1.CapabilityAnnotations annotations = 6;
+   */
+  annotations?: CapabilityAnnotations | undefined;
 };
 
 /**
@@ -233,7 +352,7 @@ export type EvaluateRequest = Message<"chaoscore.policy.v1.EvaluateRequest"> & {
  * Use `create(EvaluateRequestSchema)` to create a new message.
  */
 export const EvaluateRequestSchema: GenMessage<EvaluateRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 5);
+  messageDesc(file_chaoscore_policy_v1_policy, 7);
 
 /**
  * @generated from message chaoscore.policy.v1.EvaluateResponse
@@ -271,11 +390,33 @@ export type EvaluateResponse = Message<"chaoscore.policy.v1.EvaluateResponse"> &
   approvalChannels: ApprovalChannel[];
 
   /**
-   * The document entry that chose them, e.g. "approvalChannels.byRisk.high".
+   * The document entry that chose them, e.g. "approvalChannels.byRisk.high" or "rules[3].channels".
    *
    * @generated from field: string channels_rule = 6;
    */
   channelsRule: string;
+
+  /**
+   * When a rule decided (matched_rule "rules[3]"): its condition; empty for a rule without one.
+   *
+   * @generated from field: string condition = 7;
+   */
+  condition: string;
+
+  /**
+   * Why a condition errored: the deciding rule's (it applied, failing closed), or allow rules'
+   * that were therefore not applied.
+   *
+   * @generated from field: string condition_error = 8;
+   */
+  conditionError: string;
+
+  /**
+   * When a condition was evaluated: the time it saw. Unset when none was.
+   *
+   * @generated from field: google.protobuf.Timestamp evaluated_at = 9;
+   */
+  evaluatedAt?: Timestamp | undefined;
 };
 
 /**
@@ -283,7 +424,7 @@ export type EvaluateResponse = Message<"chaoscore.policy.v1.EvaluateResponse"> &
  * Use `create(EvaluateResponseSchema)` to create a new message.
  */
 export const EvaluateResponseSchema: GenMessage<EvaluateResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 6);
+  messageDesc(file_chaoscore_policy_v1_policy, 8);
 
 /**
  * @generated from message chaoscore.policy.v1.GetPolicyRequest
@@ -296,7 +437,7 @@ export type GetPolicyRequest = Message<"chaoscore.policy.v1.GetPolicyRequest"> &
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 7);
+  messageDesc(file_chaoscore_policy_v1_policy, 9);
 
 /**
  * @generated from message chaoscore.policy.v1.GetPolicyResponse
@@ -347,7 +488,7 @@ export type GetPolicyResponse = Message<"chaoscore.policy.v1.GetPolicyResponse">
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 8);
+  messageDesc(file_chaoscore_policy_v1_policy, 10);
 
 /**
  * @generated from message chaoscore.policy.v1.PutPolicyRequest
@@ -371,7 +512,7 @@ export type PutPolicyRequest = Message<"chaoscore.policy.v1.PutPolicyRequest"> &
  * Use `create(PutPolicyRequestSchema)` to create a new message.
  */
 export const PutPolicyRequestSchema: GenMessage<PutPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 9);
+  messageDesc(file_chaoscore_policy_v1_policy, 11);
 
 /**
  * @generated from message chaoscore.policy.v1.PutPolicyResponse
@@ -388,7 +529,7 @@ export type PutPolicyResponse = Message<"chaoscore.policy.v1.PutPolicyResponse">
  * Use `create(PutPolicyResponseSchema)` to create a new message.
  */
 export const PutPolicyResponseSchema: GenMessage<PutPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 10);
+  messageDesc(file_chaoscore_policy_v1_policy, 12);
 
 /**
  * @generated from message chaoscore.policy.v1.WatchPolicyRequest
@@ -401,7 +542,7 @@ export type WatchPolicyRequest = Message<"chaoscore.policy.v1.WatchPolicyRequest
  * Use `create(WatchPolicyRequestSchema)` to create a new message.
  */
 export const WatchPolicyRequestSchema: GenMessage<WatchPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 11);
+  messageDesc(file_chaoscore_policy_v1_policy, 13);
 
 /**
  * @generated from message chaoscore.policy.v1.WatchPolicyResponse
@@ -428,7 +569,7 @@ export type WatchPolicyResponse = Message<"chaoscore.policy.v1.WatchPolicyRespon
  * Use `create(WatchPolicyResponseSchema)` to create a new message.
  */
 export const WatchPolicyResponseSchema: GenMessage<WatchPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 12);
+  messageDesc(file_chaoscore_policy_v1_policy, 14);
 
 /**
  * CapabilitySubject is a capability step that needs an approval.
@@ -452,7 +593,7 @@ export type CapabilitySubject = Message<"chaoscore.policy.v1.CapabilitySubject">
  * Use `create(CapabilitySubjectSchema)` to create a new message.
  */
 export const CapabilitySubjectSchema: GenMessage<CapabilitySubject> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 13);
+  messageDesc(file_chaoscore_policy_v1_policy, 15);
 
 /**
  * SpendSubject is a spend or finance approval.
@@ -480,7 +621,7 @@ export type SpendSubject = Message<"chaoscore.policy.v1.SpendSubject"> & {
  * Use `create(SpendSubjectSchema)` to create a new message.
  */
 export const SpendSubjectSchema: GenMessage<SpendSubject> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 14);
+  messageDesc(file_chaoscore_policy_v1_policy, 16);
 
 /**
  * ToolSubject is a governance tool-approval receipt (issue_approval_receipt).
@@ -508,7 +649,7 @@ export type ToolSubject = Message<"chaoscore.policy.v1.ToolSubject"> & {
  * Use `create(ToolSubjectSchema)` to create a new message.
  */
 export const ToolSubjectSchema: GenMessage<ToolSubject> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 15);
+  messageDesc(file_chaoscore_policy_v1_policy, 17);
 
 /**
  * @generated from message chaoscore.policy.v1.EvaluateApprovalChannelsRequest
@@ -543,7 +684,7 @@ export type EvaluateApprovalChannelsRequest = Message<"chaoscore.policy.v1.Evalu
  * Use `create(EvaluateApprovalChannelsRequestSchema)` to create a new message.
  */
 export const EvaluateApprovalChannelsRequestSchema: GenMessage<EvaluateApprovalChannelsRequest> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 16);
+  messageDesc(file_chaoscore_policy_v1_policy, 18);
 
 /**
  * @generated from message chaoscore.policy.v1.EvaluateApprovalChannelsResponse
@@ -574,7 +715,7 @@ export type EvaluateApprovalChannelsResponse = Message<"chaoscore.policy.v1.Eval
  * Use `create(EvaluateApprovalChannelsResponseSchema)` to create a new message.
  */
 export const EvaluateApprovalChannelsResponseSchema: GenMessage<EvaluateApprovalChannelsResponse> = /*@__PURE__*/
-  messageDesc(file_chaoscore_policy_v1_policy, 17);
+  messageDesc(file_chaoscore_policy_v1_policy, 19);
 
 /**
  * Risk of a capability, ordered from least to most dangerous.
