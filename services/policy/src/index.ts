@@ -64,3 +64,6 @@ export type { UpstreamUrlCheck } from "./adapters/upstream-address.js";
 export { operatorUpstreamNames } from "./adapters/operator-upstreams.js";
 export { createRoutedPolicyStore } from "./adapters/routed-store.js";
 export { announcePolicyChanges } from "./adapters/announcing-store.js";
+export { explainDecision, parsePolicyTests, runPolicyTests } from "./domain/policy-tests.js";
+export type { CapabilityFacts, Explanation, ExplainRequest, PolicyTestCase, PolicyTestResult, PolicyTestRun } from "./domain/policy-tests.js";
+export type { RuleTrace } from "./domain/rules.js";

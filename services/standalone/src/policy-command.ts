@@ -8,6 +8,7 @@ import {
   migratePolicy,
   parsePolicyDocument,
   STANDALONE_TENANT,
+  validatePolicyDocument,
   type PolicyDocumentJson,
   type PolicyStore,
 } from "@chaos-core/policy";
@@ -16,6 +17,7 @@ import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError } f
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { POLICY_FILE, policyFilePath } from "./data-dir-layout.js";
+import { capabilityCatalogue, explain, explanationJson, explanationText, readPolicyTests, testPolicy, type PolicyInForce } from "./policy-check-command.js";
 
 /** Where the command reads and writes; the process streams by default, buffers in tests. */
 export interface PolicyCommandIo {
@@ -43,6 +45,17 @@ Commands:
   set <file>  Validates <file> (- reads stdin) exactly as policy.json is validated and stores it
               as the next version; a bad field is named and nothing is stored
               [--expected-version N: store only while the policy is at version N]
+  explain --capability NAME [--principal ID] [--roles a,b] [--args JSON] [--now ISO] [--host H] [--risk R]
+              What the policy would decide for that call, without running anything: the
+              decision, the rule that made it, its condition, the version, and every rule naming
+              the capability with what its condition said. The capability's risk and annotations
+              come from this environment's registry (built-in capabilities and the pinned tools
+              of upstreams.json); --risk for one it does not know
+  test <file> Runs the cases of <file> ({"cases": [{name, capability, principal: {id, roles},
+              args, now?, risk?, expect: {effect, rule?}}]}) against the policy and prints each
+              (FAIL: expected and got); exits 1 when one fails
+  explain and test decide with the tenant's stored policy, or with --policy FILE (not stored:
+  a change checked before it is set).
 
 Where the policy is: --database-url, --data-dir, else where a server started in this
 environment keeps it: Postgres when DATABASE_URL is set (one versioned document per tenant),
@@ -152,17 +165,32 @@ function onePositional(positionals: string[], what: string): string {
   return positionals[0]!;
 }
 
+/** The tenant's policy in force: through the running server on a data directory, else from the store. */
+async function policyInForce(stores: OperatorStores, tenant: string): Promise<PolicyInForce> {
+  const policy = await onStores(
+    stores,
+    tenant,
+    async (store) => shown(tenant, await store.get(tenant)),
+    async (admin) => (await (await adminRequest(admin, "GET", `/v1/policy?tenant=${encodeURIComponent(tenant)}`)).json()) as Shown,
+  );
+  return { document: validatePolicyDocument(policy.document, `${policy.source} policy of tenant "${tenant}"`), version: policy.version, source: policy.source };
+}
+
+const CHECK_FLAGS = ["capability", "principal", "roles", "args", "now", "host", "risk", "policy"] as const;
+
 /** Runs `chaos-core policy …` (argv after `policy`) and resolves with the exit code. */
 export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Promise<number> {
   const [command, ...rest] = argv;
   let json = false;
   try {
-    if (command === undefined) throw new UsageError("name a command: show or set");
+    if (command === undefined) throw new UsageError("name a command: show, set, explain or test");
     if (command === "help" || command === "--help" || command === "-h") {
       io.stdout.write(POLICY_USAGE);
       return EXIT_OK;
     }
-    if (command !== "show" && command !== "set") throw unknownCommand("policy command", command, ["show", "set", "help"]);
+    if (command !== "show" && command !== "set" && command !== "explain" && command !== "test") {
+      throw unknownCommand("policy command", command, ["show", "set", "explain", "test", "help"]);
+    }
     const { values, positionals } = parseCommandLine(
       rest,
       {
@@ -171,6 +199,14 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
         "data-dir": { type: "string" },
         "expected-version": { type: "string" },
         json: { type: "boolean" },
+        capability: { type: "string" },
+        principal: { type: "string" },
+        roles: { type: "string" },
+        args: { type: "string" },
+        now: { type: "string" },
+        host: { type: "string" },
+        risk: { type: "string" },
+        policy: { type: "string" },
       },
       { positionals: true },
     );
@@ -182,6 +218,31 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
       throw new UsageError(`--tenant: ${(err as Error).message}`);
     }
     const stores = storesFromCommandLine(values, io.env);
+    const checkFlag = CHECK_FLAGS.find((flag) => values[flag] !== undefined);
+    if (checkFlag && command !== "explain" && !(command === "test" && checkFlag === "policy")) {
+      throw new UsageError(`--${checkFlag} belongs to ${checkFlag === "policy" ? "explain and test" : "explain"}`);
+    }
+
+    if (command === "explain" || command === "test") {
+      if (values["expected-version"] !== undefined) throw new UsageError("--expected-version belongs to set");
+      const testsFile = command === "test" ? onePositional(positionals, "tests file") : undefined;
+      if (command === "explain" && positionals.length > 0) throw new UsageError("explain takes flags only (--capability NAME …)");
+      const policyFile = values.policy;
+      const policy: PolicyInForce = policyFile
+        ? { document: await readDocument(policyFile, io), version: 0, source: `file ${policyFile}, not stored` }
+        : await policyInForce(stores, tenant);
+      const catalogue = await capabilityCatalogue(stores.kind === "data-dir" ? { ...io.env, CHAOS_CORE_DATA_DIR: stores.dataDir } : io.env);
+      if (testsFile === undefined) {
+        const e = explain(values, policy, tenant, catalogue);
+        const capability = values.capability!;
+        io.stdout.write(json ? `${JSON.stringify(explanationJson(e, policy, tenant, capability))}\n` : explanationText(e, policy, capability));
+        return EXIT_OK;
+      }
+      const run = testPolicy(await readPolicyTests(testsFile), policy, tenant, catalogue);
+      if (json) io.stdout.write(`${JSON.stringify({ tenant, policy_version: policy.version, source: policy.source, ...run })}\n`);
+      else io.stdout.write(`${run.results.map((r) => r.line).join("\n")}\n${run.passed} passed, ${run.failed} failed (policy version ${policy.version}, ${policy.source})\n`);
+      return run.failed === 0 ? EXIT_OK : EXIT_FAILED;
+    }
 
     if (command === "show") {
       if (positionals.length > 0) throw new UsageError("show takes no arguments");

@@ -128,3 +128,34 @@ export function findRule(
   }
   return { errors, evaluated };
 }
+
+/** One rule whose pattern names a capability, and what its condition said for one call. */
+export interface RuleTrace {
+  /** `rules[2]`. */
+  readonly rule: `rules[${number}]`;
+  readonly effect: RuleEffect;
+  readonly when?: string;
+  /** `always` for a rule without a condition. */
+  readonly result: "true" | "false" | "error" | "always";
+  readonly error?: string;
+}
+
+/**
+ * Every rule whose pattern names `capability`, in document order, each condition evaluated for the
+ * call (`policy explain`: what each rule said, not only the one that decided).
+ */
+export function traceRules(document: PolicyDocumentJson, capability: string, input: ConditionInput | undefined): RuleTrace[] {
+  const compiled = compiledConditions(document.rules);
+  const trace: RuleTrace[] = [];
+  document.rules.forEach((rule, index) => {
+    if (!entryMatches(rule.capability, capability)) return;
+    const base = { rule: `rules[${index}]` as const, effect: rule.effect, ...(rule.when !== undefined ? { when: rule.when } : {}) };
+    const condition = compiled[index];
+    if (condition === undefined) return void trace.push({ ...base, result: "always" });
+    if (typeof condition === "string") return void trace.push({ ...base, result: "error", error: condition });
+    if (!input) return void trace.push({ ...base, result: "error", error: "the call's arguments and caller were not given" });
+    const outcome = evaluateCondition(condition, input);
+    trace.push(outcome.ok ? { ...base, result: outcome.value ? "true" : "false" } : { ...base, result: "error", error: outcome.error });
+  });
+  return trace;
+}

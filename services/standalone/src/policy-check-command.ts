@@ -1,0 +1,178 @@
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { parseUpstreamsLock } from "@chaos-core/contracts";
+import { BUILT_IN_CAPABILITIES, upstreamRisk, upstreamToolNames } from "@chaos-core/cognition";
+import { parseUpstreamsFile, type Env } from "@chaos-core/kit";
+import {
+  explainDecision,
+  parsePolicyTests,
+  PolicyDocumentError,
+  runPolicyTests,
+  type CapabilityFacts,
+  type Explanation,
+  type PolicyDocumentJson,
+} from "@chaos-core/policy";
+import { UsageError } from "./command-line.js";
+import { loadUpstreamsConfig } from "./config.js";
+
+// `chaos-core policy explain` and `chaos-core policy test` (docs/policy-conditions.md §7): what a
+// call would be decided, and a file of cases checked against a policy, without running anything.
+
+/** The policy the command decides with: a document, its version and where it came from. */
+export interface PolicyInForce {
+  readonly document: PolicyDocumentJson;
+  readonly version: number;
+  readonly source: string;
+}
+
+/**
+ * What the capability registry of this environment says about each capability: the built-in ones,
+ * and each pinned tool of the operator's upstreams (upstreams.json and its upstreams.lock, as a
+ * server on this environment serves them: the risk from the pin and the declaration, the pinned
+ * annotations). A tenant's own upstreams in the registry are not read: a case for one gives its
+ * risk.
+ */
+export async function capabilityCatalogue(env: Env): Promise<Map<string, CapabilityFacts>> {
+  const catalogue = new Map<string, CapabilityFacts>();
+  for (const c of BUILT_IN_CAPABILITIES) catalogue.set(c.name, { risk: c.risk, annotations: c.annotations });
+  const config = loadUpstreamsConfig(env);
+  if (!existsSync(config.file) || !existsSync(config.lock)) return catalogue;
+  const declarations = parseUpstreamsFile(await readFile(config.file, "utf8"), config.file);
+  const pins = parseUpstreamsLock(await readFile(config.lock, "utf8"), config.lock);
+  for (const decl of declarations) {
+    const pin = pins.get(decl.name);
+    if (decl.disabled || !pin) continue;
+    for (const names of upstreamToolNames(decl.name, Object.keys(pin.tools))) {
+      const { surface, behavior } = pin.tools[names.tool]!;
+      catalogue.set(names.capability, {
+        risk: upstreamRisk(decl, names.tool, behavior),
+        upstream: decl.name,
+        annotations: {
+          title: surface.title,
+          readOnlyHint: behavior.readOnly,
+          destructiveHint: behavior.destructive,
+          idempotentHint: behavior.idempotent,
+          openWorldHint: behavior.openWorld,
+        },
+      });
+    }
+  }
+  return catalogue;
+}
+
+/** The flags of explain, as parsed. */
+export interface ExplainFlags {
+  readonly capability?: string | undefined;
+  readonly principal?: string | undefined;
+  readonly roles?: string | undefined;
+  readonly args?: string | undefined;
+  readonly now?: string | undefined;
+  readonly host?: string | undefined;
+  readonly risk?: string | undefined;
+}
+
+const RISKS = ["low", "medium", "high", "critical"] as const;
+
+function parseArgs(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--args: not valid JSON (${(err as Error).message})`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new UsageError("--args: must be a JSON object, the call's arguments by name");
+  return value as Record<string, unknown>;
+}
+
+function parseNow(text: string | undefined): Date {
+  if (text === undefined) return new Date();
+  const date = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(date.getTime())) throw new UsageError(`--now: "${text}" is not an ISO 8601 time such as 2026-12-07T19:00:00Z`);
+  return date;
+}
+
+/** What policy would decide for the call the flags describe. */
+export function explain(flags: ExplainFlags, policy: PolicyInForce, tenant: string, catalogue: ReadonlyMap<string, CapabilityFacts>): Explanation & { risk: string } {
+  if (!flags.capability) throw new UsageError("explain needs --capability NAME");
+  if (flags.risk !== undefined && !(RISKS as readonly string[]).includes(flags.risk)) throw new UsageError(`--risk must be one of ${RISKS.join(", ")}`);
+  const known = catalogue.get(flags.capability);
+  const risk = (flags.risk as CapabilityFacts["risk"] | undefined) ?? known?.risk;
+  if (risk === undefined) {
+    throw new UsageError(`"${flags.capability}" is not a capability this environment's registry knows (built-in or a pinned upstream tool); give its --risk`);
+  }
+  const roles = flags.roles ? flags.roles.split(",").map((r) => r.trim()).filter((r) => r !== "") : [];
+  const explanation = explainDecision(
+    {
+      capability: flags.capability,
+      facts: { ...known, risk },
+      call: { args: parseArgs(flags.args), principal: flags.principal ?? "policy-explain", roles, tenant, now: parseNow(flags.now) },
+      ...(flags.host ? { httpHost: flags.host } : {}),
+    },
+    policy.document,
+    policy.version,
+  );
+  return { ...explanation, risk };
+}
+
+/** An explanation as `--json` prints it. */
+export function explanationJson(e: Explanation & { risk: string }, policy: PolicyInForce, tenant: string, capability: string) {
+  const d = e.decision;
+  return {
+    tenant,
+    policy_version: policy.version,
+    source: policy.source,
+    capability,
+    risk: e.risk,
+    decision: d.decision,
+    matched_rule: d.matchedRule,
+    reason: d.reason,
+    ...(d.condition !== undefined ? { condition: d.condition } : {}),
+    ...(d.conditionError !== undefined ? { condition_error: d.conditionError } : {}),
+    ...(d.evaluatedAt ? { evaluated_at: d.evaluatedAt.toISOString() } : {}),
+    ...(d.approvalChannels ? { approval_channels: d.approvalChannels, channels_rule: d.channelsRule } : {}),
+    rules: e.trace,
+  };
+}
+
+/** An explanation as a person reads it. */
+export function explanationText(e: Explanation & { risk: string }, policy: PolicyInForce, capability: string): string {
+  const d = e.decision;
+  const lines = [
+    `${d.decision} by ${d.matchedRule} (policy version ${policy.version}, ${policy.source}; ${capability} at ${e.risk} risk)`,
+    ...(d.condition !== undefined ? [`  condition: ${d.condition}`] : []),
+    ...(d.conditionError !== undefined ? [`  condition error: ${d.conditionError}`] : []),
+    ...(d.approvalChannels ? [`  approval channels: ${d.approvalChannels.join(", ")} (${d.channelsRule})`] : []),
+    `  ${d.reason}`,
+  ];
+  if (e.trace.length === 0) lines.push(`no rule names ${capability}`);
+  else {
+    lines.push(`rules naming ${capability}:`);
+    for (const t of e.trace) lines.push(`  ${t.rule}\t${t.effect}\t${t.result}${t.when !== undefined ? `\t${t.when}` : ""}${t.error ? `\t(${t.error})` : ""}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/** Reads a tests file (`{cases: [...]}`), naming the file and each bad field. */
+export async function readPolicyTests(file: string) {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new PolicyDocumentError(file, [{ path: "", message: `not valid JSON (${(err as Error).message})` }]);
+  }
+  return parsePolicyTests(value, file);
+}
+
+/** Runs the cases; the summary line ends `N passed, N failed`. */
+export function testPolicy(cases: Awaited<ReturnType<typeof readPolicyTests>>, policy: PolicyInForce, tenant: string, catalogue: ReadonlyMap<string, CapabilityFacts>) {
+  const results = runPolicyTests(cases, { document: policy.document, version: policy.version, lookup: (c) => catalogue.get(c), tenant, now: new Date() });
+  const failed = results.filter((r) => !r.passed).length;
+  return { results, passed: results.length - failed, failed };
+}
