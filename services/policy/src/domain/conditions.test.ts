@@ -1,6 +1,8 @@
 import { ChaosError } from "@chaos-core/kit";
-import { describe, expect, it } from "vitest";
+import { Environment } from "@marcbachmann/cel-js";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { compileCondition, CONDITION_BOUNDS, evaluateCondition, type ConditionInput } from "./conditions.js";
+import { wallFields } from "./zoned-time.js";
 
 const ANNOTATIONS = { title: "", readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
 
@@ -171,5 +173,122 @@ describe("evaluateCondition reads the whole environment and never throws", () =>
     expect(evaluate('args.name.matches("^(a+)+$")', hostile)).toEqual({ ok: true, value: false });
     // A backtracking engine takes minutes on 32 characters (seconds on 25); V8's linear engine milliseconds.
     expect(performance.now() - start).toBeLessThan(1_000);
+  });
+});
+
+const ZONED_ACCESSORS = ["getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"] as const;
+type Accessor = (typeof ZONED_ACCESSORS)[number];
+
+/** CEL's accessors for `d` in `timeZone`, from a formatter built for this one call: independent of zoned-time.ts's cache and text reading. */
+function reference(d: Date, timeZone: string): Record<Accessor, number> {
+  const parts: Record<string, string> = {};
+  const format = new Intl.DateTimeFormat("en-US", { timeZone, hourCycle: "h23", year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric", weekday: "short" });
+  for (const part of format.formatToParts(d)) parts[part.type] = part.value;
+  const [year, month, day] = [Number(parts.year), Number(parts.month), Number(parts.day)];
+  return {
+    getFullYear: year,
+    getMonth: month - 1,
+    getDate: day,
+    getDayOfMonth: day - 1,
+    getDayOfWeek: ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"].indexOf(parts.weekday!),
+    getDayOfYear: Math.round((Date.UTC(year, month - 1, day) - Date.UTC(year, 0, 1)) / 86_400_000),
+    getHours: Number(parts.hour),
+    getMinutes: Number(parts.minute),
+    getSeconds: Number(parts.second),
+    getMilliseconds: d.getUTCMilliseconds(),
+  };
+}
+
+/** The accessor's value through conditions.ts: `dyn(…)` passes the compiler's bool check, and `run` answers the raw value. */
+function zoned(accessor: Accessor, zone: string | undefined, now: Date): number {
+  const value = compileCondition(`dyn(now.${accessor}(${zone === undefined ? "" : JSON.stringify(zone)}))`, 0).run(input({ now }));
+  expect(typeof value).toBe("bigint");
+  return Number(value);
+}
+
+/** Instants on both sides of each zone's DST changes in 2026, a year end in a half-hour zone, a leap day. */
+const INSTANTS = [
+  "2026-03-29T00:59:59.250Z", "2026-03-29T01:00:00Z", // Berlin: 01:59:59 CET, then 03:00 CEST
+  "2026-10-25T00:59:59Z", "2026-10-25T01:00:00Z", // Berlin: 02:59:59 CEST, then 02:00 CET
+  "2026-03-08T06:59:59Z", "2026-03-08T07:00:00Z", // New York: 01:59:59 EST, then 03:00 EDT
+  "2026-11-01T05:59:59Z", "2026-11-01T06:00:00.999Z", // New York: 01:59:59 EDT, then 01:00 EST
+  "2026-12-31T18:29:59Z", "2026-12-31T18:30:00Z", // Kolkata: 23:59:59 on the 31st, then 00:00 on 1 January 2027
+  "2028-02-29T20:00:00Z", "2026-07-01T00:30:00Z",
+].map((iso) => new Date(iso));
+const ZONES = ["Europe/Berlin", "America/New_York", "Asia/Kolkata", "UTC"];
+
+/** The same expression through the library alone (its toLocaleString per call). */
+const library = new Environment().registerVariable("now", "google.protobuf.Timestamp");
+
+describe("timestamp accessors with a time zone: one cached formatter per zone, CEL's values", () => {
+  const processZone = process.env.TZ;
+  afterEach(() => {
+    if (processZone === undefined) delete process.env.TZ;
+    else process.env.TZ = processZone;
+    vi.restoreAllMocks();
+  });
+
+  it("across the DST changes of Berlin and New York and in Kolkata's half-hour zone, each accessor equals Intl's", () => {
+    for (const now of INSTANTS) {
+      for (const zone of ZONES) {
+        const expected = reference(now, zone);
+        for (const accessor of ZONED_ACCESSORS) expect([now.toISOString(), zone, accessor, zoned(accessor, zone, now)]).toEqual([now.toISOString(), zone, accessor, expected[accessor]]);
+      }
+      // Without a zone: UTC.
+      for (const accessor of ZONED_ACCESSORS) expect([now.toISOString(), accessor, zoned(accessor, undefined, now)]).toEqual([now.toISOString(), accessor, reference(now, "UTC")[accessor]]);
+    }
+  });
+
+  it("the hours either side of each change, written out", () => {
+    const hours = (zone: string, iso: string) => zoned("getHours", zone, new Date(iso));
+    expect([hours("Europe/Berlin", "2026-03-29T00:59:59Z"), hours("Europe/Berlin", "2026-03-29T01:00:00Z")]).toEqual([1, 3]);
+    expect([hours("Europe/Berlin", "2026-10-25T00:59:59Z"), hours("Europe/Berlin", "2026-10-25T01:00:00Z")]).toEqual([2, 2]);
+    expect([hours("America/New_York", "2026-03-08T06:59:59Z"), hours("America/New_York", "2026-03-08T07:00:00Z")]).toEqual([1, 3]);
+    expect([hours("America/New_York", "2026-11-01T05:59:59Z"), hours("America/New_York", "2026-11-01T06:00:00Z")]).toEqual([1, 1]);
+    const kolkata = new Date("2026-12-31T18:30:00Z");
+    expect(["getFullYear", "getMonth", "getDate", "getDayOfYear", "getDayOfWeek", "getHours", "getMinutes"].map((a) => zoned(a as Accessor, "Asia/Kolkata", kolkata))).toEqual([2027, 0, 1, 0, 5, 0, 0]);
+  });
+
+  it("agrees with the library's own accessors in a process on UTC, and no longer calls toLocaleString per call", () => {
+    process.env.TZ = "UTC";
+    const now = new Date("2026-03-29T01:00:00Z");
+    for (const zone of ZONES) {
+      for (const accessor of ZONED_ACCESSORS) {
+        const theirs = Number(library.evaluate(`now.${accessor}(${JSON.stringify(zone)})`, { now }));
+        expect([zone, accessor, zoned(accessor, zone, now)]).toEqual([zone, accessor, theirs]);
+      }
+    }
+    const toLocaleString = vi.spyOn(Date.prototype, "toLocaleString");
+    expect(evaluate('now.getHours("Europe/Berlin") == 3 && now.getDayOfWeek("America/New_York") == 6', { now })).toEqual({ ok: true, value: true });
+    expect(toLocaleString).not.toHaveBeenCalled();
+  });
+
+  it("does not depend on the process's own zone (the library's getDayOfYear loses a day in summer under one with DST)", () => {
+    process.env.TZ = "America/New_York";
+    const july = new Date("2026-07-01T12:00:00Z");
+    expect(Number(library.evaluate("now.getDayOfYear()", { now: july }))).toBe(180);
+    expect([zoned("getDayOfYear", undefined, july), zoned("getDayOfYear", "UTC", july), zoned("getDayOfYear", "Europe/Berlin", july)]).toEqual([181, 181, 181]);
+    for (const now of INSTANTS) for (const zone of ZONES) expect([now.toISOString(), zone, zoned("getHours", zone, now)]).toEqual([now.toISOString(), zone, reference(now, zone).getHours]);
+  });
+
+  it("an unknown zone is an error for every accessor, for the rule to fail closed on", () => {
+    for (const accessor of ZONED_ACCESSORS) {
+      expect(evaluate(`now.${accessor}("Mars/Olympus_Mons") == 1`, {})).toEqual({ ok: false, error: "rules[0].when: invalid time zone specified: Mars/Olympus_Mons at 1:1" });
+    }
+    expect(evaluate("now.getHours(args.tz) == 5", { args: { tz: "Asia/Kolkata" }, now: new Date("2026-12-07T23:40:00Z") })).toEqual({ ok: true, value: true });
+    expect(evaluate("now.getHours(args.tz) == 5", { args: { tz: "" } })).toMatchObject({ ok: false, error: expect.stringContaining("invalid time zone specified") });
+    // A zone name of another type names the function as written.
+    expect(evaluate("now.getHours(args.tz) == 5", { args: { tz: 5 } })).toEqual({ ok: false, error: "rules[0].when: found no matching overload for 'google.protobuf.Timestamp.getHours(double)' at 1:1" });
+  });
+
+  it("the names of the cached-formatter overloads cannot be written in a condition", () => {
+    expect(refusal('now.getHours@zone("UTC") == 1')).toMatch(/^invalid_argument: rules\[2\]\.when: unexpected character: @ at 1:13 /);
+  });
+
+  it("the formatted text and the formatter's parts read the same wall clock", () => {
+    for (const zone of [...ZONES, "Australia/Lord_Howe", "Asia/Kathmandu", "Pacific/Chatham"]) {
+      const format = new Intl.DateTimeFormat("en-US", { timeZone: zone, hourCycle: "h23", year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric" });
+      for (const now of INSTANTS) expect(wallFields(format, now.getTime(), "text")).toEqual(wallFields(format, now.getTime(), "parts"));
+    }
   });
 });

@@ -13,11 +13,13 @@
  * bounds (characters, syntax-tree nodes, nesting depth), comprehensions nested deeper than the
  * bound, and a `matches` whose pattern is not a string literal that V8 can run in linear time.
  * Evaluating never throws: it answers true, false, or an error the caller must treat as
- * fail-closed (docs/policy-conditions.md §4).
+ * fail-closed (docs/policy-conditions.md §4). Timestamp accessors given a time zone run on a
+ * cached formatter per zone (zoned-time.ts), not the library's `toLocaleString` per call.
  */
 import v8 from "node:v8";
 import { ChaosError } from "@chaos-core/kit";
 import { Environment, type ASTNode } from "@marcbachmann/cel-js";
+import { registerZonedAccessors, useZonedAccessors, writtenNames, zonedAccessorCalls } from "./zoned-time.js";
 
 /** The bounds a condition must keep; neither JavaScript CEL library estimates cost, so size is bounded instead. */
 export const CONDITION_BOUNDS = {
@@ -118,6 +120,8 @@ function conditionEnvironment(): Environment {
       },
     }),
   );
+  // Timestamp accessors with a time zone, without a new Intl formatter per call (zoned-time.ts).
+  registerZonedAccessors(environment);
   return environment;
 }
 
@@ -156,7 +160,7 @@ function quoted(expression: string): string {
 
 /** The library's error, as one clause: what is wrong, in our words where the library's are terse. */
 function describe(err: { code?: string; summary?: string; message?: string }, atCallTime = false): string {
-  const summary = err.summary ?? err.message ?? String(err);
+  const summary = writtenNames(err.summary ?? err.message ?? String(err));
   switch (err.code) {
     case "no_such_key": {
       const key = summary.replace(/^No such key: /, "");
@@ -251,7 +255,16 @@ function compile(expression: string): Compiled {
   if (checked.type !== "bool" && checked.type !== "dyn") return problemAt(expression, `the condition yields ${checked.type}; it must yield bool`, 0);
   const structural = structuralProblem(parsed.ast);
   if (structural) return problemAt(expression, structural.problem, structural.offset);
-  return { run: (input) => parsed(input as unknown as Record<string, unknown>) };
+  // Checked as written, so refusals name the library's own functions; then run with the zoned
+  // accessors on a timestamp renamed to the cached-formatter ones (zoned-time.ts), parsed afresh
+  // because the checker keeps what it resolved on each node. Should that not check, the library's run.
+  let runnable = parsed;
+  const calls = zonedAccessorCalls(parsed.ast);
+  if (calls.size > 0) {
+    const fresh = env.parse(expression);
+    if (useZonedAccessors(fresh.ast, calls) === calls.size && fresh.check().valid) runnable = fresh;
+  }
+  return { run: (input) => runnable(input as unknown as Record<string, unknown>) };
 }
 
 /** The expression compiled, from the process's cache when it was compiled before. */
