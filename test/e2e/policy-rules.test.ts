@@ -97,6 +97,22 @@ describe("policy rules with conditions, on a real upstream", () => {
     expect(refused.stderr).toContain(`${bad}: cases[0].expect.effect:`);
   });
 
+  it("refuses at policy set, and fails policy test on, a rule reading an argument the pinned tools it names do not declare", async () => {
+    const typo = join(dir, "typo.policy.json");
+    writeFileSync(typo, JSON.stringify({ rules: [rules[0], { capability: "files.write_file", effect: "deny", when: 'args.pth.startsWith("/etc")' }] }));
+    const set = await runToExit(["policy", "set", typo], env);
+    expect(set.code).toBe(1);
+    expect(set.stderr).toContain(
+      `${typo}: rules[1].when: unknown field "pth" at 1:6 in "args.pth.startsWith(\\"/etc\\")", against the pinned input schemas of files.write_file; nothing was stored`,
+    );
+    expect(JSON.parse((await runToExit(["policy", "show", "--json"], env)).stdout)).toMatchObject({ version: 1 });
+
+    const file = join(dir, "policy.tests.json");
+    const tested = await runToExit(["policy", "test", file, "--policy", typo], env);
+    expect(tested.code).toBe(1);
+    expect(tested.stdout).toContain('FAIL rules[1].when: unknown field "pth"');
+  });
+
   it("policy explain says what a call would be decided and what every rule naming it said, without running it", async () => {
     const target = `${share}/elsewhere.txt`;
     const run = await runToExit(["policy", "explain", "--capability", "files.write_file", "--args", JSON.stringify({ path: target, content: "x" }), "--json"], env);

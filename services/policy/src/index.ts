@@ -67,3 +67,5 @@ export { announcePolicyChanges } from "./adapters/announcing-store.js";
 export { explainDecision, parsePolicyTests, runPolicyTests } from "./domain/policy-tests.js";
 export type { CapabilityFacts, Explanation, ExplainRequest, PolicyTestCase, PolicyTestResult, PolicyTestRun } from "./domain/policy-tests.js";
 export type { RuleTrace } from "./domain/rules.js";
+export { ruleArgsProblems } from "./domain/rule-args.js";
+export type { PinnedTool, RuleArgsProblem } from "./domain/rule-args.js";

@@ -7,8 +7,10 @@ import {
   explainDecision,
   parsePolicyTests,
   PolicyDocumentError,
+  ruleArgsProblems,
   runPolicyTests,
   type CapabilityFacts,
+  type PinnedTool,
   type Explanation,
   type PolicyDocumentJson,
 } from "@chaos-core/policy";
@@ -32,11 +34,18 @@ export interface PolicyInForce {
  * annotations). A tenant's own upstreams in the registry are not read: a case for one gives its
  * risk.
  */
-export async function capabilityCatalogue(env: Env): Promise<Map<string, CapabilityFacts>> {
+export interface Catalogue {
+  readonly facts: ReadonlyMap<string, CapabilityFacts>;
+  /** The pinned upstream tools with their input schemas, which rules' conditions are checked against. */
+  readonly pinned: readonly PinnedTool[];
+}
+
+export async function capabilityCatalogue(env: Env): Promise<Catalogue> {
   const catalogue = new Map<string, CapabilityFacts>();
+  const pinned: PinnedTool[] = [];
   for (const c of BUILT_IN_CAPABILITIES) catalogue.set(c.name, { risk: c.risk, annotations: c.annotations });
   const config = loadUpstreamsConfig(env);
-  if (!existsSync(config.file) || !existsSync(config.lock)) return catalogue;
+  if (!existsSync(config.file) || !existsSync(config.lock)) return { facts: catalogue, pinned };
   const declarations = parseUpstreamsFile(await readFile(config.file, "utf8"), config.file);
   const pins = parseUpstreamsLock(await readFile(config.lock, "utf8"), config.lock);
   for (const decl of declarations) {
@@ -55,9 +64,18 @@ export async function capabilityCatalogue(env: Env): Promise<Map<string, Capabil
           openWorldHint: behavior.openWorld,
         },
       });
+      pinned.push({ capability: names.capability, inputSchema: surface.inputSchema });
     }
   }
-  return catalogue;
+  return { facts: catalogue, pinned };
+}
+
+/**
+ * Rules whose conditions read an argument none of the pinned tools they name declares, as lines
+ * (docs/policy-conditions.md §5): `policy set` refuses them, `policy test` fails on them.
+ */
+export function argsProblems(policy: PolicyInForce, catalogue: Catalogue): string[] {
+  return ruleArgsProblems(policy.document, catalogue.pinned).map((p) => p.message);
 }
 
 /** The flags of explain, as parsed. */
@@ -116,7 +134,7 @@ export function explain(flags: ExplainFlags, policy: PolicyInForce, tenant: stri
 }
 
 /** An explanation as `--json` prints it. */
-export function explanationJson(e: Explanation & { risk: string }, policy: PolicyInForce, tenant: string, capability: string) {
+export function explanationJson(e: Explanation & { risk: string }, policy: PolicyInForce, tenant: string, capability: string, problems: readonly string[]) {
   const d = e.decision;
   return {
     tenant,
@@ -132,11 +150,12 @@ export function explanationJson(e: Explanation & { risk: string }, policy: Polic
     ...(d.evaluatedAt ? { evaluated_at: d.evaluatedAt.toISOString() } : {}),
     ...(d.approvalChannels ? { approval_channels: d.approvalChannels, channels_rule: d.channelsRule } : {}),
     rules: e.trace,
+    ...(problems.length > 0 ? { args_problems: problems } : {}),
   };
 }
 
 /** An explanation as a person reads it. */
-export function explanationText(e: Explanation & { risk: string }, policy: PolicyInForce, capability: string): string {
+export function explanationText(e: Explanation & { risk: string }, policy: PolicyInForce, capability: string, problems: readonly string[]): string {
   const d = e.decision;
   const lines = [
     `${d.decision} by ${d.matchedRule} (policy version ${policy.version}, ${policy.source}; ${capability} at ${e.risk} risk)`,
@@ -150,6 +169,7 @@ export function explanationText(e: Explanation & { risk: string }, policy: Polic
     lines.push(`rules naming ${capability}:`);
     for (const t of e.trace) lines.push(`  ${t.rule}\t${t.effect}\t${t.result}${t.when !== undefined ? `\t${t.when}` : ""}${t.error ? `\t(${t.error})` : ""}`);
   }
+  for (const p of problems) lines.push(`warning: ${p}`);
   return `${lines.join("\n")}\n`;
 }
 
@@ -171,8 +191,10 @@ export async function readPolicyTests(file: string) {
 }
 
 /** Runs the cases; the summary line ends `N passed, N failed`. */
-export function testPolicy(cases: Awaited<ReturnType<typeof readPolicyTests>>, policy: PolicyInForce, tenant: string, catalogue: ReadonlyMap<string, CapabilityFacts>) {
-  const results = runPolicyTests(cases, { document: policy.document, version: policy.version, lookup: (c) => catalogue.get(c), tenant, now: new Date() });
-  const failed = results.filter((r) => !r.passed).length;
-  return { results, passed: results.length - failed, failed };
+/** Runs the cases; a rule reading an argument no pinned tool it names declares fails the run too. */
+export function testPolicy(cases: Awaited<ReturnType<typeof readPolicyTests>>, policy: PolicyInForce, tenant: string, catalogue: Catalogue) {
+  const results = runPolicyTests(cases, { document: policy.document, version: policy.version, lookup: (c) => catalogue.facts.get(c), tenant, now: new Date() });
+  const problems = argsProblems(policy, catalogue);
+  const failed = results.filter((r) => !r.passed).length + problems.length;
+  return { results, args_problems: problems, passed: results.length - (failed - problems.length), failed };
 }

@@ -17,7 +17,7 @@ import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError } f
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { POLICY_FILE, policyFilePath } from "./data-dir-layout.js";
-import { capabilityCatalogue, explain, explanationJson, explanationText, readPolicyTests, testPolicy, type PolicyInForce } from "./policy-check-command.js";
+import { argsProblems, capabilityCatalogue, explain, explanationJson, explanationText, readPolicyTests, testPolicy, type PolicyInForce } from "./policy-check-command.js";
 
 /** Where the command reads and writes; the process streams by default, buffers in tests. */
 export interface PolicyCommandIo {
@@ -218,6 +218,8 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
       throw new UsageError(`--tenant: ${(err as Error).message}`);
     }
     const stores = storesFromCommandLine(values, io.env);
+    // The capabilities a server on these stores serves: the built-in ones and its upstreams' pinned tools.
+    const catalogue = () => capabilityCatalogue(stores.kind === "data-dir" ? { ...io.env, CHAOS_CORE_DATA_DIR: stores.dataDir } : io.env);
     const checkFlag = CHECK_FLAGS.find((flag) => values[flag] !== undefined);
     if (checkFlag && command !== "explain" && !(command === "test" && checkFlag === "policy")) {
       throw new UsageError(`--${checkFlag} belongs to ${checkFlag === "policy" ? "explain and test" : "explain"}`);
@@ -231,16 +233,20 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
       const policy: PolicyInForce = policyFile
         ? { document: await readDocument(policyFile, io), version: 0, source: `file ${policyFile}, not stored` }
         : await policyInForce(stores, tenant);
-      const catalogue = await capabilityCatalogue(stores.kind === "data-dir" ? { ...io.env, CHAOS_CORE_DATA_DIR: stores.dataDir } : io.env);
+      const known = await catalogue();
       if (testsFile === undefined) {
-        const e = explain(values, policy, tenant, catalogue);
+        const e = explain(values, policy, tenant, known.facts);
         const capability = values.capability!;
-        io.stdout.write(json ? `${JSON.stringify(explanationJson(e, policy, tenant, capability))}\n` : explanationText(e, policy, capability));
+        const problems = argsProblems(policy, known);
+        io.stdout.write(json ? `${JSON.stringify(explanationJson(e, policy, tenant, capability, problems))}\n` : explanationText(e, policy, capability, problems));
         return EXIT_OK;
       }
-      const run = testPolicy(await readPolicyTests(testsFile), policy, tenant, catalogue);
+      const run = testPolicy(await readPolicyTests(testsFile), policy, tenant, known);
       if (json) io.stdout.write(`${JSON.stringify({ tenant, policy_version: policy.version, source: policy.source, ...run })}\n`);
-      else io.stdout.write(`${run.results.map((r) => r.line).join("\n")}\n${run.passed} passed, ${run.failed} failed (policy version ${policy.version}, ${policy.source})\n`);
+      else {
+        const lines = [...run.args_problems.map((p) => `FAIL ${p}`), ...run.results.map((r) => r.line)];
+        io.stdout.write(`${lines.join("\n")}\n${run.passed} passed, ${run.failed} failed (policy version ${policy.version}, ${policy.source})\n`);
+      }
       return run.failed === 0 ? EXIT_OK : EXIT_FAILED;
     }
 
@@ -270,6 +276,9 @@ export async function runPolicyCommand(argv: string[], io: PolicyCommandIo): Pro
     }
     const expected = expectedText === undefined ? undefined : Number(expectedText);
     const document = await readDocument(file, io);
+    // Checked against the pinned tools this environment serves, where they are known (docs/policy-conditions.md §5).
+    const unpinned = argsProblems({ document, version: 0, source: file }, await catalogue());
+    if (unpinned.length > 0) throw new Error(`${file === "-" ? "stdin" : file}: ${unpinned.join("; ")}; nothing was stored`);
     const stored = await onStores(
       stores,
       tenant,

@@ -19,6 +19,7 @@
 import v8 from "node:v8";
 import { ChaosError } from "@chaos-core/kit";
 import { Environment, type ASTNode } from "@marcbachmann/cel-js";
+import type { ArgsFields } from "./args-schema.js";
 import { registerZonedAccessors, useZonedAccessors, writtenNames, zonedAccessorCalls } from "./zoned-time.js";
 
 /** The bounds a condition must keep; neither JavaScript CEL library estimates cost, so size is bounded instead. */
@@ -104,11 +105,16 @@ function enableLinearRegExp(): void {
   v8.setFlagsFromString("--enable-experimental-regexp-engine-on-excessive-backtracks");
 }
 
-/** The declared environment, built once per process (building one is the expensive part). */
-function conditionEnvironment(): Environment {
-  if (environment) return environment;
+/**
+ * Everything a condition may read but `args`, with the zoned accessors (zoned-time.ts): built once
+ * per process (building one is the expensive part) and cloned for each type of `args`.
+ */
+let base: Environment | undefined;
+
+function baseEnvironment(): Environment {
+  if (base) return base;
   enableLinearRegExp();
-  environment = declareConditionVariables(
+  base = declareContextVariables(
     new Environment({
       unlistedVariablesAreDyn: false,
       limits: {
@@ -121,30 +127,36 @@ function conditionEnvironment(): Environment {
     }),
   );
   // Timestamp accessors with a time zone, without a new Intl formatter per call (zoned-time.ts).
-  registerZonedAccessors(environment);
-  return environment;
+  registerZonedAccessors(base);
+  return base;
+}
+
+/** The declared environment with `args` a dynamic map: what a document is checked against when it is loaded. */
+function conditionEnvironment(): Environment {
+  return (environment ??= baseEnvironment().clone().registerVariable("args", "map"));
 }
 
 /** Declares the typed variables a condition may read (docs/policy-conditions.md) on `env`: the one list, for the policy engine and the benchmark alike. */
 export function declareConditionVariables(env: Environment): Environment {
-  return (
-    env
-      // Dynamic until the next increment types it from the pinned input schemas of the matched tools.
-      .registerVariable("args", "map")
-      .registerVariable({
-        name: "capability",
-        schema: {
-          name: "string",
-          risk: "string",
-          upstream: "string",
-          annotations: { title: "string", readOnlyHint: "bool", destructiveHint: "bool", idempotentHint: "bool", openWorldHint: "bool" },
-        },
-      })
-      .registerVariable({ name: "principal", schema: { id: "string", roles: "list<string>" } })
-      .registerVariable("tenant", "string")
-      .registerVariable("now", "google.protobuf.Timestamp")
-      .registerVariable({ name: "http", schema: { host: "string" } })
-  );
+  return declareContextVariables(env.registerVariable("args", "map"));
+}
+
+/** The variables but `args`, whose type depends on the tool a call is for. */
+function declareContextVariables(env: Environment): Environment {
+  return env
+    .registerVariable({
+      name: "capability",
+      schema: {
+        name: "string",
+        risk: "string",
+        upstream: "string",
+        annotations: { title: "string", readOnlyHint: "bool", destructiveHint: "bool", idempotentHint: "bool", openWorldHint: "bool" },
+      },
+    })
+    .registerVariable({ name: "principal", schema: { id: "string", roles: "list<string>" } })
+    .registerVariable("tenant", "string")
+    .registerVariable("now", "google.protobuf.Timestamp")
+    .registerVariable({ name: "http", schema: { host: "string" } });
 }
 
 /** `line:column` (1-based) of an offset in `text`. */
@@ -238,12 +250,11 @@ function problemAt(expression: string, problem: string, offset: number): { probl
   return { problem: `${problem} at ${position(expression, offset)} in ${quoted(expression)}` };
 }
 
-function compile(expression: string): Compiled {
+function compile(expression: string, env: Environment = conditionEnvironment()): Compiled {
   if (expression.trim() === "") return { problem: "must not be empty; omit when for a rule without a condition" };
   if (expression.length > CONDITION_BOUNDS.maxChars) {
     return problemAt(expression, `the expression is ${expression.length} characters, over the bound of ${CONDITION_BOUNDS.maxChars}`, CONDITION_BOUNDS.maxChars);
   }
-  const env = conditionEnvironment();
   let parsed: ReturnType<Environment["parse"]>;
   try {
     parsed = env.parse(expression);
@@ -296,6 +307,30 @@ export function compileCondition(expression: string, rule: number): CompiledCond
   const entry = compiledOf(expression);
   if ("problem" in entry) throw new ChaosError("invalid_argument", `${field}: ${entry.problem}`);
   return { rule, expression, field, run: entry.run };
+}
+
+/** Conditions compiled with `args` typed by one set of declared fields, keyed by the fields' JSON. */
+const typed = new Map<string, { readonly env: Environment; readonly compiled: Map<string, Compiled> }>();
+
+/** Distinct `args` types whose compiled conditions a process keeps; past it the oldest is dropped. */
+export const MAX_CACHED_ARGS_TYPES = 256;
+
+/**
+ * Why `expression` does not compile with `args` typed by `fields` (args-schema.ts: the fields the
+ * pinned input schemas of the tools a rule names declare) — an argument none declares is an
+ * unknown field, named with its position and the expression — or undefined when it compiles.
+ */
+export function typedConditionProblem(expression: string, fields: ArgsFields): string | undefined {
+  const key = JSON.stringify(fields);
+  let entry = typed.get(key);
+  if (!entry) {
+    entry = { env: baseEnvironment().clone().registerVariable({ name: "args", schema: fields }), compiled: new Map() };
+    if (typed.size >= MAX_CACHED_ARGS_TYPES) typed.delete(typed.keys().next().value!);
+    typed.set(key, entry);
+  }
+  let result = entry.compiled.get(expression);
+  if (!result) entry.compiled.set(expression, (result = compile(expression, entry.env)));
+  return "problem" in result ? result.problem : undefined;
 }
 
 /**
