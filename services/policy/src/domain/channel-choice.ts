@@ -80,11 +80,11 @@ export function approvalChannelsFor(subject: ApprovalSubject, doc: PolicyDocumen
  * always listed: policy does not know the capability's risk, and a per-capability opt-in is
  * exactly how a high-risk capability gets it.
  */
-export function clientElicitationOptIns(doc: PolicyDocumentJson): ChannelsRule[] {
+export function clientElicitationOptIns(doc: PolicyDocumentJson): Array<ChannelsRule | `rules[${number}].channels`> {
   const section = doc.approvalChannels;
   const defaults = defaultApprovalChannels();
-  const paths: ChannelsRule[] = [];
-  const check = (path: ChannelsRule, list: readonly ApprovalChannel[], byDefault: readonly ApprovalChannel[]) => {
+  const paths: Array<ChannelsRule | `rules[${number}].channels`> = [];
+  const check = (path: ChannelsRule | `rules[${number}].channels`, list: readonly ApprovalChannel[], byDefault: readonly ApprovalChannel[]) => {
     if (list.includes("client_elicitation") && !byDefault.includes("client_elicitation")) paths.push(path);
   };
   for (const level of ["low", "medium", "high", "critical"] as const) {
@@ -94,6 +94,10 @@ export function clientElicitationOptIns(doc: PolicyDocumentJson): ChannelsRule[]
   check("approvalChannels.spend.default", section.spend.default, defaults.spend.default);
   for (const [name, list] of Object.entries(section.spend.policies)) check(`approvalChannels.spend.policies.${name}`, list, []);
   for (const [name, list] of Object.entries(section.spend.tools)) check(`approvalChannels.spend.tools.${name}`, list, []);
+  // A rule's channels, like a capabilities entry: policy does not know the risk of what it names.
+  doc.rules.forEach((rule, i) => {
+    if (rule.channels) check(`rules[${i}].channels`, rule.channels, []);
+  });
   return paths;
 }
 
@@ -106,5 +110,21 @@ export function approvalChannelWarnings(doc: PolicyDocumentJson): string[] {
     (path) =>
       `${path} lists client_elicitation: the requesting client's own form answer approves these decisions, ` +
       `and an agent's host can give that answer without a person. Remove it unless that is intended.`,
+  );
+}
+
+/**
+ * Every `allow` rule, which waives the risk threshold's approval for the calls its condition holds
+ * for (docs/policy-conditions.md §4): said out loud beside the channel opt-ins, in GetPolicy and
+ * inspect, so a reviewer sees each place a person is no longer asked.
+ */
+export function allowRuleWarnings(doc: PolicyDocumentJson): string[] {
+  return doc.rules.flatMap((rule, i) =>
+    rule.effect === "allow"
+      ? [
+          `rules[${i}] allows ${rule.capability}${rule.when !== undefined ? ` when ${rule.when}` : ""}: it waives the ` +
+            `approval riskRules.requireApprovalAtOrAbove would ask for those calls (never a denial or requireConfirmationFor).`,
+        ]
+      : [],
   );
 }

@@ -183,7 +183,7 @@ export const MAX_RULE_DESCRIPTION = 200;
  * The loose forms of an effect a person or a model writes (`requireApproval`, `REQUIRE-APPROVAL`,
  * `Deny`), as the canonical one; anything else is left for the enum to refuse by name.
  */
-function effectForm(value: unknown): unknown {
+export function effectForm(value: unknown): unknown {
   if (typeof value !== "string") return value;
   const snake = value
     .trim()

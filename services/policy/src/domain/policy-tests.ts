@@ -11,7 +11,7 @@ import { zodProblems } from "@chaos-core/kit";
 import { z } from "zod";
 import type { ConditionAnnotations } from "./conditions.js";
 import { evaluatePolicy, type Decision, type PolicyDecision } from "./engine.js";
-import { PolicyDocumentError, RULE_EFFECTS, type PolicyDocumentJson } from "./policy-document.js";
+import { effectForm, PolicyDocumentError, RULE_EFFECTS, type PolicyDocumentJson } from "./policy-document.js";
 import { RISK_LEVELS, type Risk } from "./risk.js";
 import { conditionInput, traceRules, type CallFacts, type RuleTrace } from "./rules.js";
 
@@ -45,15 +45,10 @@ export function explainDecision(request: ExplainRequest, document: PolicyDocumen
   return { decision, trace: traceRules(document, capability, conditionInput(capability, facts.risk, httpHost, withFacts)) };
 }
 
-/** The loose forms of an effect (`requireApproval`, `DENY`) as a decision. */
+/** The loose forms of an effect (`requireApproval`, `Deny`) as a decision (`REQUIRE_APPROVAL`). */
 function decisionForm(value: unknown): unknown {
-  if (typeof value !== "string") return value;
-  const snake = value
-    .trim()
-    .replace(/([a-z])([A-Z])/g, "$1_$2")
-    .replace(/[\s-]+/g, "_")
-    .toLowerCase();
-  return (RULE_EFFECTS as readonly string[]).includes(snake) ? snake.toUpperCase() : value;
+  const effect = effectForm(value);
+  return (RULE_EFFECTS as readonly unknown[]).includes(effect) ? (effect as string).toUpperCase() : value;
 }
 
 const caseSchema = z

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { allowRuleWarnings, clientElicitationOptIns } from "./channel-choice.js";
 import { evaluatePolicy, type EvaluationInput } from "./engine.js";
 import { formatPolicyDocument, parsePolicyDocument, PolicyDocumentError, validatePolicyDocument, type PolicyDocumentJson } from "./policy-document.js";
 import type { CallFacts } from "./rules.js";
@@ -209,6 +210,21 @@ describe("how rules combine with the seed's keys", () => {
 });
 
 describe("rules in the document", () => {
+  it("says out loud each allow rule (it waives the threshold's approval) and each rule whose channels let the client answer", () => {
+    const doc = policy({
+      rules: [
+        { capability: "github.merge_pull_request", effect: "allow", when: 'args.repository.matches("^sandbox/")' },
+        { capability: "jira.delete_issue", effect: "require_approval", channels: ["client_elicitation", "console"] },
+        { capability: "jira.*", effect: "deny" },
+      ],
+    });
+    expect(allowRuleWarnings(doc)).toEqual([
+      'rules[0] allows github.merge_pull_request when args.repository.matches("^sandbox/"): it waives the approval riskRules.requireApprovalAtOrAbove would ask for those calls (never a denial or requireConfirmationFor).',
+    ]);
+    expect(clientElicitationOptIns(doc)).toEqual(["rules[1].channels"]);
+  });
+
+
   it("takes the loose forms of an effect and stores the canonical one, keys in order", () => {
     const doc = policy({ rules: [{ when: "true", effect: "requireApproval", capability: "a.b", channels: ["console", "operator"] }, { capability: "a.*", effect: "DENY" }] });
     expect(doc.rules).toEqual([

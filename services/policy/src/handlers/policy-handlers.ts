@@ -7,7 +7,7 @@ import type {
   PolicyService,
 } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { approvalChannelsFor, approvalChannelWarnings, type ApprovalSubject } from "../domain/channel-choice.js";
+import { allowRuleWarnings, approvalChannelsFor, approvalChannelWarnings, type ApprovalSubject } from "../domain/channel-choice.js";
 import { evaluatePolicy } from "../domain/engine.js";
 import {
   capabilityNameProblem,
@@ -169,7 +169,7 @@ export function createPolicyHandlers(store: PolicyStore, options: { now?: () => 
         ...snapshotToProto(snapshot),
         source: snapshot.source,
         lastError: snapshot.lastError ?? "",
-        warnings: approvalChannelWarnings(snapshot.document),
+        warnings: [...approvalChannelWarnings(snapshot.document), ...allowRuleWarnings(snapshot.document)],
       };
     },
 
