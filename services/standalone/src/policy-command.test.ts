@@ -104,6 +104,64 @@ describe("chaos-core policy on Postgres", () => {
   });
 });
 
+describe("chaos-core policy test and explain on the issue's four examples", () => {
+  const EXAMPLES = {
+    riskRules: { requireApprovalAtOrAbove: "high" },
+    rules: [
+      { capability: "filesystem.write_file", effect: "deny", when: '!(args.path.startsWith("/srv/reports/") && !args.path.contains("/../"))' },
+      { capability: "github.merge_pull_request", effect: "allow", when: 'args.repository.matches("^sandbox/")' },
+      { capability: "jira.*", effect: "deny", when: '!("support" in principal.roles)' },
+      {
+        capability: "jira.delete_issue",
+        effect: "require_approval",
+        channels: ["operator", "console"],
+        when: 'now.getHours("Europe/Berlin") < 8 || now.getHours("Europe/Berlin") >= 18',
+      },
+    ],
+  };
+  const support = { id: "sam", roles: ["support"] };
+  const CASES = {
+    cases: [
+      { name: "report written", capability: "filesystem.write_file", risk: "medium", args: { path: "/srv/reports/q4.txt" }, expect: { effect: "allow", rule: "default" } },
+      { name: "escape refused", capability: "filesystem.write_file", risk: "medium", args: { path: "/srv/reports/../etc/x" }, expect: { effect: "deny", rule: "rules[0]" } },
+      { name: "sandbox merge", capability: "github.merge_pull_request", risk: "high", args: { repository: "sandbox/demo" }, expect: { effect: "allow", rule: "rules[1]" } },
+      { name: "production merge", capability: "github.merge_pull_request", risk: "high", args: { repository: "acme/api" }, expect: { effect: "require_approval", rule: "riskRules.requireApprovalAtOrAbove" } },
+      { name: "support files", capability: "jira.create_issue", risk: "low", principal: support, expect: { effect: "allow" } },
+      { name: "others may not", capability: "jira.create_issue", risk: "low", principal: { id: "dev", roles: ["developer"] }, expect: { effect: "deny", rule: "rules[2]" } },
+      { name: "daytime delete", capability: "jira.delete_issue", risk: "medium", principal: support, now: "2026-12-07T09:00:00Z", expect: { effect: "allow" } },
+      { name: "evening delete", capability: "jira.delete_issue", risk: "medium", principal: support, now: "2026-12-07T19:00:00Z", expect: { effect: "require_approval", rule: "rules[3]" } },
+    ],
+  };
+
+  it("passes every case, and fails naming expected and got when the policy changes under them", async () => {
+    const policy = await policyFile("examples.policy.json", EXAMPLES);
+    const tests = await policyFile("examples.tests.json", CASES);
+    const run = await runIn(bare, "test", tests, "--policy", policy);
+    expect(run.code, run.out + run.err).toBe(0);
+    expect(run.out).toContain(`8 passed, 0 failed (policy version 0, file ${policy}, not stored)`);
+
+    // The allow narrowed to another prefix: the case that counted on it fails, with a diff a person reads.
+    const narrowed = EXAMPLES.rules.map((r, i) => (i === 1 ? { ...r, when: 'args.repository.matches("^playground/")' } : r));
+    const changed = await policyFile("changed.policy.json", { ...EXAMPLES, rules: narrowed });
+    const failed = await runIn(bare, "test", tests, "--policy", changed, "--json");
+    expect(failed.code).toBe(1);
+    const report = JSON.parse(failed.out) as { passed: number; failed: number; results: Array<{ name: string; line: string }> };
+    expect(report).toMatchObject({ passed: 7, failed: 1 });
+    expect(report.results.find((r) => r.name === "sandbox merge")?.line).toBe(
+      'FAIL case "sandbox merge": expected ALLOW by rules[1], got REQUIRE_APPROVAL by riskRules.requireApprovalAtOrAbove',
+    );
+
+    const explained = await runIn(bare, "explain", "--policy", policy, "--capability", "jira.delete_issue", "--risk", "medium", "--roles", "support", "--now", "2026-12-07T19:00:00Z");
+    expect(explained.code).toBe(0);
+    expect(explained.out).toMatch(/^REQUIRE_APPROVAL by rules\[3\] \(policy version 0, file .*; jira\.delete_issue at medium risk\)\n {2}condition: now\.getHours/);
+    expect(explained.out).toContain("approval channels: operator, console (rules[3].channels)");
+    expect(explained.out).toContain("rules[2]\tdeny\tfalse");
+    const unknown = await runIn(bare, "explain", "--policy", policy, "--capability", "jira.delete_issue");
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toContain('"jira.delete_issue" is not a capability this environment\'s registry knows');
+  });
+});
+
 describe("chaos-core policy on a data directory (the embedded default)", () => {
   const ctx: CallContext = { tenant: "default", principal: "agent" };
   let dataDir: string;
