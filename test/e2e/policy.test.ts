@@ -56,6 +56,7 @@ describe("policy through both transports", () => {
           capabilities: {},
           spend: { default: ["approver", "operator", "console"], policies: {}, tools: {} },
         },
+        rules: [],
       });
     }
   });
