@@ -54,6 +54,7 @@ describe("policy rules with conditions, on a real upstream", () => {
     writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"], rules }));
     const locked = await runToExit(["upstreams", "lock"], env, 90_000);
     expect(locked.code, locked.stderr).toBe(0);
+    expect(locked.stderr).not.toContain("warning");
     database = await createTestDatabase("chaoscore_policy_rules_e2e");
   }, 120_000);
 
@@ -111,6 +112,18 @@ describe("policy rules with conditions, on a real upstream", () => {
     const tested = await runToExit(["policy", "test", file, "--policy", typo], env);
     expect(tested.code).toBe(1);
     expect(tested.stdout).toContain('FAIL rules[1].when: unknown field "pth"');
+
+    // Re-pinning says so too, before it writes the lock, for the policy.json in force.
+    const policyJson = join(dir, "policy.json");
+    const inForce = readFileSync(policyJson, "utf8");
+    try {
+      writeFileSync(policyJson, readFileSync(typo, "utf8"));
+      const relocked = await runToExit(["upstreams", "lock"], env, 90_000);
+      expect(relocked.code, relocked.stderr).toBe(0);
+      expect(relocked.stderr).toContain(`warning: under the new pins, ${policyJson}: rules[1].when: unknown field "pth" at 1:6`);
+    } finally {
+      writeFileSync(policyJson, inForce);
+    }
   });
 
   it("policy explain says what a call would be decided and what every rule naming it said, without running it", async () => {

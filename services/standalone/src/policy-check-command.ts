@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { parseUpstreamsLock } from "@chaos-core/contracts";
+import { parseUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
 import { BUILT_IN_CAPABILITIES, upstreamRisk, upstreamToolNames } from "@chaos-core/cognition";
-import { parseUpstreamsFile, type Env } from "@chaos-core/kit";
+import { parseUpstreamsFile, type Env, type UpstreamDeclaration } from "@chaos-core/kit";
 import {
   explainDecision,
+  parsePolicyDocument,
   parsePolicyTests,
   PolicyDocumentError,
   ruleArgsProblems,
@@ -41,33 +42,33 @@ export interface Catalogue {
 }
 
 export async function capabilityCatalogue(env: Env): Promise<Catalogue> {
-  const catalogue = new Map<string, CapabilityFacts>();
-  const pinned: PinnedTool[] = [];
-  for (const c of BUILT_IN_CAPABILITIES) catalogue.set(c.name, { risk: c.risk, annotations: c.annotations });
+  const facts = new Map<string, CapabilityFacts>();
+  for (const c of BUILT_IN_CAPABILITIES) facts.set(c.name, { risk: c.risk, annotations: c.annotations });
   const config = loadUpstreamsConfig(env);
-  if (!existsSync(config.file) || !existsSync(config.lock)) return { facts: catalogue, pinned };
+  if (!existsSync(config.file) || !existsSync(config.lock)) return { facts, pinned: [] };
   const declarations = parseUpstreamsFile(await readFile(config.file, "utf8"), config.file);
-  const pins = parseUpstreamsLock(await readFile(config.lock, "utf8"), config.lock);
-  for (const decl of declarations) {
+  const pinned = pinnedUpstreamTools(declarations, parseUpstreamsLock(await readFile(config.lock, "utf8"), config.lock));
+  for (const tool of pinned) facts.set(tool.capability, tool.facts);
+  return { facts, pinned };
+}
+
+/** Each pinned tool of the enabled declared upstreams: its capability name, what policy decides it at, its pinned input schema. */
+export function pinnedUpstreamTools(declarations: readonly UpstreamDeclaration[], pins: ReadonlyMap<string, ContractSet>): Array<PinnedTool & { facts: CapabilityFacts }> {
+  return declarations.flatMap((decl) => {
     const pin = pins.get(decl.name);
-    if (decl.disabled || !pin) continue;
-    for (const names of upstreamToolNames(decl.name, Object.keys(pin.tools))) {
+    if (decl.disabled || !pin) return [];
+    return upstreamToolNames(decl.name, Object.keys(pin.tools)).map((names) => {
       const { surface, behavior } = pin.tools[names.tool]!;
-      catalogue.set(names.capability, {
-        risk: upstreamRisk(decl, names.tool, behavior),
-        upstream: decl.name,
-        annotations: {
-          title: surface.title,
-          readOnlyHint: behavior.readOnly,
-          destructiveHint: behavior.destructive,
-          idempotentHint: behavior.idempotent,
-          openWorldHint: behavior.openWorld,
-        },
-      });
-      pinned.push({ capability: names.capability, inputSchema: surface.inputSchema });
-    }
-  }
-  return { facts: catalogue, pinned };
+      const annotations = {
+        title: surface.title,
+        readOnlyHint: behavior.readOnly,
+        destructiveHint: behavior.destructive,
+        idempotentHint: behavior.idempotent,
+        openWorldHint: behavior.openWorld,
+      };
+      return { capability: names.capability, inputSchema: surface.inputSchema, facts: { risk: upstreamRisk(decl, names.tool, behavior), upstream: decl.name, annotations } };
+    });
+  });
 }
 
 /**
@@ -197,4 +198,21 @@ export function testPolicy(cases: Awaited<ReturnType<typeof readPolicyTests>>, p
   const problems = argsProblems(policy, catalogue);
   const failed = results.filter((r) => !r.passed).length + problems.length;
   return { results, args_problems: problems, passed: results.length - (failed - problems.length), failed };
+}
+
+/**
+ * What `upstreams lock` and `approve` say before they re-pin (docs/policy-conditions.md §5): the
+ * rules of the data directory's policy.json whose conditions read an argument none of the tools
+ * they name would declare under the new pins. Nothing when there is no readable policy.json.
+ */
+export async function argsProblemsUnderPins(policyFile: string, declarations: readonly UpstreamDeclaration[], pins: ReadonlyMap<string, ContractSet>): Promise<string[]> {
+  if (!existsSync(policyFile)) return [];
+  let document: PolicyDocumentJson;
+  try {
+    document = parsePolicyDocument(await readFile(policyFile, "utf8"), policyFile);
+  } catch {
+    // A policy file that does not load is refused where it is loaded; the pins are not its judge.
+    return [];
+  }
+  return ruleArgsProblems(document, pinnedUpstreamTools(declarations, pins)).map((p) => `${policyFile}: ${p.message}`);
 }

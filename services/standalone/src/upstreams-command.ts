@@ -6,6 +6,8 @@ import { readUpstreamContracts, upstreamRisk, upstreamToolNames } from "@chaos-c
 import { ChaosError, describeSecretRef, parseUpstreamsFile, type Env, type UpstreamDeclaration } from "@chaos-core/kit";
 import { parseCommandLine, unknownCommand, UsageError } from "./command-line.js";
 import { loadUpstreamsConfig, resolveDataDir, type UpstreamsConfig } from "./config.js";
+import { policyFilePath } from "./data-dir-layout.js";
+import { argsProblemsUnderPins } from "./policy-check-command.js";
 import { appendOperatorEntries, localOperator, pinChanges } from "./upstreams-ledger.js";
 import { isRegistryCommand, REGISTRY_USAGE, runRegistryUpstreamsCommand } from "./upstreams-registry-command.js";
 import { approveAsOverlay, isReadOnlyError, lockReadOnly, overlayLines, overlaysOf } from "./upstreams-overlay.js";
@@ -44,6 +46,8 @@ Commands:
                --data-dir, as for chaos-core tenants): every serving process serves it over the
                lock until the lock is updated (chaos-core upstreams lock where it is kept)
 
+Before they write the lock, lock and approve warn of each rule of the data directory's policy.json
+whose condition reads an argument none of the tools it names declares under the new pins.
 lock and approve record what they change in the audit ledger before they write the lock
 (upstream.pinned, upstream.approved: the upstream, each tool's new digest, and the OS user who ran
 it), through the running server on the data directory or, when none runs, on its stores; an
@@ -133,6 +137,12 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
       appendOperatorEntries(env, entries, resolveDataDir(env), (line) => io.stderr.write(`chaos-core: ${line}\n`)).catch((err: unknown) => {
         throw new ChaosError("unavailable", `the audit ledger could not record the change, so ${config.lock} was not written: ${err instanceof Error ? err.message : String(err)}`);
       });
+    // Said before re-pinning: a rule of the policy that reads an argument the new pins would not declare.
+    const warnOfRules = async (next: ReadonlyMap<string, ContractSet>) => {
+      for (const problem of await argsProblemsUnderPins(policyFilePath(resolveDataDir(env)), all, next)) {
+        io.stderr.write(`chaos-core: warning: under the new pins, ${problem}; its calls fail closed until the policy is fixed\n`);
+      }
+    };
     switch (command) {
       case "list": {
         const pinned = await pins(config);
@@ -183,6 +193,7 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
           const verdict = diffContracts(before.get(name) ?? empty, live.get(name) ?? empty).verdict;
           return [{ type: "upstream.pinned", upstream: name, ...(verdict !== "NONE" ? { verdict } : {}), tools: tools.map((t) => ({ ...t })), by }];
         });
+        await warnOfRules(live);
         const seqs = await recorded(entries);
         await writeFile(config.lock, serializeUpstreamsLock(live));
         if (seqs.length > 0) io.stdout.write(`recorded in the audit ledger (tenant default): ${entries.map((e, i) => `${e.upstream} as entry ${seqs[i]}`).join(", ")}\n`);
@@ -218,6 +229,7 @@ export async function runUpstreamsCommand(args: string[], io: UpstreamsCommandIo
           io.stdout.write(`${u.name}${tool ? `/${tool}` : ""}: the pin already matches; nothing changed\n`);
           return 0;
         }
+        await warnOfRules(new Map([...current, [u.name, next]]));
         const [seq] = await recorded([
           { type: "upstream.approved", upstream: u.name, ...(tool ? { tool } : {}), verdict: diff.verdict, tools: tools.map((t) => ({ ...t })), by: localOperator(io.env) },
         ]);
