@@ -28,6 +28,13 @@ export interface PolicyInForce {
   readonly source: string;
 }
 
+/** The capabilities of this environment as policy decides them, and the pinned tools' input schemas. */
+export interface Catalogue {
+  readonly facts: ReadonlyMap<string, CapabilityFacts>;
+  /** The pinned upstream tools with their input schemas, which rules' conditions are checked against. */
+  readonly pinned: readonly PinnedTool[];
+}
+
 /**
  * What the capability registry of this environment says about each capability: the built-in ones,
  * and each pinned tool of the operator's upstreams (upstreams.json and its upstreams.lock, as a
@@ -35,12 +42,6 @@ export interface PolicyInForce {
  * annotations). A tenant's own upstreams in the registry are not read: a case for one gives its
  * risk.
  */
-export interface Catalogue {
-  readonly facts: ReadonlyMap<string, CapabilityFacts>;
-  /** The pinned upstream tools with their input schemas, which rules' conditions are checked against. */
-  readonly pinned: readonly PinnedTool[];
-}
-
 export async function capabilityCatalogue(env: Env): Promise<Catalogue> {
   const facts = new Map<string, CapabilityFacts>();
   for (const c of BUILT_IN_CAPABILITIES) facts.set(c.name, { risk: c.risk, annotations: c.annotations });
