@@ -77,7 +77,7 @@ export { checkGrpcHealth } from "./rpc/health-client.js";
 export { isDataDirInUse, isDataDirLocked, lockDataDir } from "./data-dir.js";
 export { APP_PACKAGE_NAME, appRoot } from "./app-root.js";
 export { ChpFloat, chpFloat, isChpFloat, pythonFloatRepr } from "./chp/float.js";
-export { type AuditEntryFields, auditEntryChainHash, canonicalJson, chainHash, contentHash } from "./chp/canonical-json.js";
+export { type AuditEntryFields, auditEntryChainHash, canonicalJson, canonicalJsonAndHash, chainHash, contentHash } from "./chp/canonical-json.js";
 export { parseChpJson } from "./chp/parse.js";
 export { canonicalJsonRfc8785, sha256Rfc8785 } from "./rfc8785/canonical-json.js";
 export {

@@ -4,7 +4,7 @@ import { approvalNotFound, channelsOf, LEGACY_CHANNELS, type StoredApproval } fr
 import { askPolicy } from "./ask-policy.js";
 import { auditCall } from "./audit.js";
 import { driftRefusal } from "./capability-guards.js";
-import { preparedArgs } from "./canonical-json.js";
+import { canonicalJsonAndHash } from "./canonical-json.js";
 import { failed } from "./evaluate.js";
 import type { ExecutorDeps } from "./executor-deps.js";
 import { executeSteps } from "./plan-run.js";
@@ -80,7 +80,8 @@ async function runApproved(approval: StoredApproval, deps: ExecutorDeps): Promis
   let argumentsJson: string;
   let facts: CapabilityFacts;
   try {
-    ({ json: argumentsJson, hash } = preparedArgs(input));
+    // Serialised once: the hash the approval binds and the arguments policy's rules read (args).
+    ({ text: argumentsJson, hash } = canonicalJsonAndHash(input));
     facts = capability.facts?.(input) ?? {};
   } catch (err) {
     return finish(failure(step, err, "input: could not be prepared for the policy decision"), approval.argsHash);

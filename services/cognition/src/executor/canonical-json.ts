@@ -1,9 +1,8 @@
-import { hash } from "node:crypto";
-import { canonicalJson, contentHash } from "@chaos-core/kit";
+import { canonicalJson, canonicalJsonAndHash, contentHash } from "@chaos-core/kit";
 
 // Cognition hashes calls with the project's one CHP canonical JSON (kit), so an approval's
 // argsHash and a ledger receipt's args_hash are the same function of the same input.
-export { canonicalJson };
+export { canonicalJson, canonicalJsonAndHash };
 
 /**
  * The hash an approval (and later a receipt) is bound to: CHP `contentHash` (lowercase hex
@@ -13,13 +12,4 @@ export { canonicalJson };
  */
 export function argsHash(validatedInput: unknown): string {
   return contentHash(validatedInput);
-}
-
-/**
- * A step's validated input as its canonical JSON (what policy's rules read as `args`) and the
- * {@link argsHash} of it, serialised once.
- */
-export function preparedArgs(validatedInput: unknown): { readonly json: string; readonly hash: string } {
-  const json = canonicalJson(validatedInput);
-  return { json, hash: hash("sha256", json, "hex") };
 }

@@ -6,7 +6,7 @@ import { LEGACY_CHANNELS, type StoredApproval } from "./approvals.js";
 import { askPolicy } from "./ask-policy.js";
 import { auditCall, type StepDecisionEvent } from "./audit.js";
 import { driftRefusal, internalRefusal } from "./capability-guards.js";
-import { preparedArgs } from "./canonical-json.js";
+import { canonicalJsonAndHash } from "./canonical-json.js";
 import { describeIssues, failed } from "./evaluate.js";
 import type { ExecutorDeps } from "./executor-deps.js";
 import { checksSchema, runHandler } from "./run-handler.js";
@@ -92,7 +92,8 @@ async function runStep(step: ExecutableStep, deps: ExecutorDeps, options: Execut
   let argumentsJson: string;
   let facts: CapabilityFacts;
   try {
-    ({ json: argumentsJson, hash } = preparedArgs(input));
+    // Serialised once: the hash the approval binds and the arguments policy's rules read (args).
+    ({ text: argumentsJson, hash } = canonicalJsonAndHash(input));
     facts = capability.facts?.(input) ?? {};
   } catch (err) {
     return finish(failure(step, err, "input: could not be prepared for the policy decision"));

@@ -168,8 +168,17 @@ export function canonicalJson(value: unknown): string {
 
 /** Lowercase hex SHA-256 of the canonical JSON's UTF-8 bytes (CHP `content_hash`). */
 export function contentHash(value: unknown): string {
+  return canonicalJsonAndHash(value).hash;
+}
+
+/**
+ * The canonical JSON and its {@link contentHash}, serialised once: for a caller that keeps the
+ * text too (the ledger stores it, the executor passes it to policy).
+ */
+export function canonicalJsonAndHash(value: unknown): { readonly text: string; readonly hash: string } {
+  const text = canonicalJson(value);
   // The one-shot hash: half the cost of createHash().update().digest() on an entry's few hundred bytes.
-  return hash("sha256", canonicalJson(value), "hex");
+  return { text, hash: hash("sha256", text, "hex") };
 }
 
 /**

@@ -1,5 +1,4 @@
-import { hash } from "node:crypto";
-import { ChaosError, auditEntryChainHash, canonicalJson, isPlainObject, parseChpJson } from "@chaos-core/kit";
+import { ChaosError, auditEntryChainHash, canonicalJson, canonicalJsonAndHash, isPlainObject, parseChpJson } from "@chaos-core/kit";
 
 /**
  * One audit-log entry as stored, exported and verified. Field names are the CHP names the
@@ -54,10 +53,9 @@ export interface CanonicalEvent {
  */
 export function canonicalEvent(event: unknown): CanonicalEvent {
   if (!isPlainObject(event)) throw new ChaosError("invalid_argument", "an audit event is a JSON object");
-  const text = canonicalJson(event);
   // CHP defines contentHash as SHA-256 of exactly this text; hashing the text already made
   // saves a second canonicalisation per entry on the append path (verify uses contentHash).
-  return { event, text, hash: hash("sha256", text, "hex") };
+  return { event, ...canonicalJsonAndHash(event) };
 }
 
 /** Refuses what Postgres text cannot hold (NUL) and what no caller means (a lone surrogate). */
