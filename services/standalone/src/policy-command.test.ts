@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger, type CallContext, type Env } from "@chaos-core/kit";
 import { defaultPolicyDocument, formatPolicyDocument, validatePolicyDocument } from "@chaos-core/policy";
 import { Decision } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { POLICY_EXAMPLES as EXAMPLES } from "../../../test/support/policy-examples.js";
 import { createTestDatabase, type TestDatabase } from "../../../test/support/postgres.js";
 import { loadStandaloneConfig } from "./config.js";
 import { runPolicyCommand } from "./policy-command.js";
@@ -105,20 +106,6 @@ describe("chaos-core policy on Postgres", () => {
 });
 
 describe("chaos-core policy test and explain on the issue's four examples", () => {
-  const EXAMPLES = {
-    riskRules: { requireApprovalAtOrAbove: "high" },
-    rules: [
-      { capability: "filesystem.write_file", effect: "deny", when: '!(args.path.startsWith("/srv/reports/") && !args.path.contains("/../"))' },
-      { capability: "github.merge_pull_request", effect: "allow", when: 'args.repository.matches("^sandbox/")' },
-      { capability: "jira.*", effect: "deny", when: '!("support" in principal.roles)' },
-      {
-        capability: "jira.delete_issue",
-        effect: "require_approval",
-        channels: ["operator", "console"],
-        when: 'now.getHours("Europe/Berlin") < 8 || now.getHours("Europe/Berlin") >= 18',
-      },
-    ],
-  };
   const support = { id: "sam", roles: ["support"] };
   const CASES = {
     cases: [

@@ -6,7 +6,11 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { toJson } from "@bufbuild/protobuf";
 import type { CallContext } from "@chaos-core/kit";
+import { policyDocumentToProto, validatePolicyDocument } from "@chaos-core/policy";
+import { PolicyDocumentSchema } from "@chaos-core/proto/gen/chaoscore/policy/v1/policy_pb.js";
+import { EVENING, POLICY_EXAMPLES, WORKING_HOURS } from "../../../../test/support/policy-examples.js";
 import { startRealServices, type RealServices } from "../../../../test/support/real-services.js";
 import { defineCapability, type CapabilityRisk } from "../capabilities/capability.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
@@ -15,9 +19,7 @@ import { createMemoryApprovalStore } from "./approvals.js";
 import { createInMemoryAuditSink, type StepDecisionEvent } from "./audit.js";
 import { executeStep } from "./step-run.js";
 
-// 10:00 and 20:00 in Berlin (UTC+1 in December); the policy service reads this clock.
-const WORKING_HOURS = new Date("2026-12-07T09:00:00Z");
-const EVENING = new Date("2026-12-07T19:00:00Z");
+// The policy service reads this clock.
 let clock = WORKING_HOURS;
 
 let services: RealServices;
@@ -58,26 +60,11 @@ const registry = createCapabilityRegistry([
   tool("jira.delete_issue", "medium", z.object({ key: z.string() })),
 ]);
 
-/** The issue's four examples as rules, in the policy service's protobuf JSON. */
-const EXAMPLES = {
-  riskRules: { requireApprovalAtOrAbove: "RISK_HIGH", denyAtOrAbove: "RISK_UNSPECIFIED" },
-  rules: [
-    {
-      capability: "filesystem.write_file",
-      effect: "DECISION_DENY",
-      when: '!(args.path.startsWith("/srv/reports/") && !args.path.contains("/../"))',
-      description: "reports only",
-    },
-    { capability: "github.merge_pull_request", effect: "DECISION_ALLOW", when: 'args.repository.matches("^sandbox/")' },
-    { capability: "jira.*", effect: "DECISION_DENY", when: '!("support" in principal.roles)' },
-    {
-      capability: "jira.delete_issue",
-      effect: "DECISION_REQUIRE_APPROVAL",
-      channels: ["APPROVAL_CHANNEL_OPERATOR", "APPROVAL_CHANNEL_CONSOLE"],
-      when: 'now.getHours("Europe/Berlin") < 8 || now.getHours("Europe/Berlin") >= 18',
-    },
-  ],
-};
+/** A policy.json document in the policy service's protobuf JSON, as an operator's PutPolicy carries it. */
+const protoJson = (document: Record<string, unknown>) =>
+  toJson(PolicyDocumentSchema, policyDocumentToProto(validatePolicyDocument(document, "test policy"))) as Record<string, unknown>;
+
+const EXAMPLES = protoJson(POLICY_EXAMPLES);
 
 let tenants = 0;
 async function harness(document: Record<string, unknown>, roles: readonly string[] = []) {
@@ -103,11 +90,11 @@ describe("the issue's four examples, through the executor", () => {
     expect(denied).toMatchObject({
       status: "denied",
       ran: false,
-      verdict: { decision: "DENY", matchedRule: "rules[0]", condition: EXAMPLES.rules[0]!.when, policyVersion: h2.version, evaluatedAt: WORKING_HOURS.toISOString() },
+      verdict: { decision: "DENY", matchedRule: "rules[0]", condition: POLICY_EXAMPLES.rules[0]!.when, policyVersion: h2.version, evaluatedAt: WORKING_HOURS.toISOString() },
     });
     expect(calls).toEqual(["filesystem.write_file"]);
     // The ledger's decision entry carries the rule, its condition, the version and the time it saw.
-    expect(h2.decision()?.verdict).toMatchObject({ matchedRule: "rules[0]", condition: EXAMPLES.rules[0]!.when, evaluatedAt: WORKING_HOURS.toISOString() });
+    expect(h2.decision()?.verdict).toMatchObject({ matchedRule: "rules[0]", condition: POLICY_EXAMPLES.rules[0]!.when, evaluatedAt: WORKING_HOURS.toISOString() });
   });
 
   it("github.merge_pull_request needs a person unless the repository is sandbox/*", async () => {
@@ -147,7 +134,7 @@ describe("the issue's four examples, through the executor", () => {
 describe("a condition that errors at call time", () => {
   it("fails closed and is recorded as such", async () => {
     // Written against a field the tool does not take: every call errors.
-    const h = await harness({ rules: [{ capability: "jira.delete_issue", effect: "DECISION_DENY", when: 'args.project == "OPS"' }] }, ["support"]);
+    const h = await harness(protoJson({ rules: [{ capability: "jira.delete_issue", effect: "deny", when: 'args.project == "OPS"' }] }), ["support"]);
     const result = await h.run("jira.delete_issue", { key: "OPS-3" });
     expect(result).toMatchObject({ status: "denied", ran: false, verdict: { decision: "DENY", matchedRule: "rules[0]" } });
     expect(result.verdict?.reason).toContain("could not be evaluated");

@@ -4,36 +4,12 @@ import { evaluatePolicy, type EvaluationInput } from "./engine.js";
 import { formatPolicyDocument, parsePolicyDocument, PolicyDocumentError, validatePolicyDocument, type PolicyDocumentJson } from "./policy-document.js";
 import type { CallFacts } from "./rules.js";
 import type { Risk } from "./risk.js";
+import { EVENING, POLICY_EXAMPLES as EXAMPLES, WORKING_HOURS } from "../../../../test/support/policy-examples.js";
 
 /**
  * Conditional rules in the engine (docs/policy-conditions.md §4): how they combine with the seed's
  * keys, what an erroring condition yields per effect, and the refusals at load naming the rule.
  */
-
-// 10:00 and 20:00 in Berlin (UTC+1 in December).
-const WORKING_HOURS = new Date("2026-12-07T09:00:00Z");
-const EVENING = new Date("2026-12-07T19:00:00Z");
-
-/** The issue's four examples, as one document. */
-const EXAMPLES = {
-  riskRules: { requireApprovalAtOrAbove: "high", denyAtOrAbove: "never" },
-  rules: [
-    {
-      capability: "filesystem.write_file",
-      effect: "deny",
-      when: '!(args.path.startsWith("/srv/reports/") && !args.path.contains("/../"))',
-      description: "reports only",
-    },
-    { capability: "github.merge_pull_request", effect: "allow", when: 'args.repository.matches("^sandbox/")', description: "sandbox merges need no person" },
-    { capability: "jira.*", effect: "deny", when: '!("support" in principal.roles)' },
-    {
-      capability: "jira.delete_issue",
-      effect: "require_approval",
-      channels: ["operator", "console"],
-      when: 'now.getHours("Europe/Berlin") < 8 || now.getHours("Europe/Berlin") >= 18',
-    },
-  ],
-};
 
 const policy = (doc: Record<string, unknown>): PolicyDocumentJson => validatePolicyDocument(doc, "policy.json");
 
