@@ -203,4 +203,42 @@ describe("policy rules with conditions, on a real upstream", () => {
     expect(policy.decision).toMatchObject({ decision: "DENY", matched_rule: "rules[0]", condition: rules[0]!.when, risk: "HIGH" });
     expect(existsSync(outside)).toBe(false);
   });
+
+  it("denies the tools a hand-edited policy.json's rule cannot govern under the served pins, naming the rule, until the file is fixed", async () => {
+    // The file's reload checks `args` as a dynamic map; cognition checks it against the pins it serves.
+    const version = async () =>
+      ((await client!.callTool({ name: "chaoscore_inspect", arguments: { what: "policy" } })).structuredContent as { policy: { version: number } }).policy.version;
+    const reloaded = async (after: number) => {
+      for (let i = 0; i < 100 && (await version()) === after; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await version()).toBeGreaterThan(after);
+    };
+    const before = await version();
+    const typo = { capability: "files.write_file", effect: "deny", when: 'has(args.pth) && args.pth.endsWith(".sh")', description: "no scripts" };
+    writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"], rules: [...rules, typo] }));
+    await reloaded(before);
+
+    const target = join(reports, "typo.txt");
+    const [denied] = results(await client!.callTool({ name: "chaoscore_execute", arguments: step("files.write_file", { path: target, content: "x" }) }));
+    expect(denied).toMatchObject({ status: "denied", ran: false });
+    expect(existsSync(target)).toBe(false);
+    const ledger = (await client!.callTool({ name: "inspect_audit_ledger", arguments: { limit: 5 } })).structuredContent as { entries: Array<{ event: Record<string, unknown> }> };
+    const verdicts = ledger.entries.map((e) => e.event).filter((e) => e["type"] === "step.decision").map((e) => e["verdict"] as Record<string, unknown>);
+    const verdict = verdicts.find((v) => v["matchedRule"] === "rules[3]");
+    expect(verdict).toMatchObject({
+      decision: "DENY",
+      matchedRule: "rules[3]",
+      condition: typo.when,
+      conditionError: expect.stringMatching(/^rules\[3\]\.when: unknown field "pth" at 1:\d+ .* against the pinned input schemas of files\.write_file$/),
+    });
+    // Another tool of the upstream, which the rule does not name, is served as before.
+    const [listed] = results(await client!.callTool({ name: "chaoscore_execute", arguments: step("files.list_directory", { path: share }) }));
+    expect(listed).toMatchObject({ status: "executed", ran: true });
+
+    const fixed = await version();
+    writeFileSync(join(dir, "policy.json"), JSON.stringify({ requireConfirmationFor: ["http.request"], rules: [...rules, { ...typo, when: 'args.path.endsWith(".sh")' }] }));
+    await reloaded(fixed);
+    const [written] = results(await client!.callTool({ name: "chaoscore_execute", arguments: step("files.write_file", { path: target, content: "x" }) }));
+    expect(written).toMatchObject({ status: "executed", ran: true });
+    expect(readFileSync(target, "utf8")).toBe("x");
+  });
 });

@@ -13,6 +13,7 @@ import type { PlanStore } from "./plans/plan-store.js";
 import type { ProviderConfig } from "./providers/config.js";
 import { createProvider } from "./providers/index.js";
 import type { PolicySnapshots } from "./executor/policy-snapshots.js";
+import { createRuleArgsGuard } from "./executor/rule-args-guard.js";
 
 /** What {@link startCognitionServer} needs; everything is built by the caller. */
 export interface CognitionServerOptions {
@@ -99,6 +100,7 @@ export function createDefaultCognitionDeps(options: DefaultCognitionDepsOptions)
     audit: options.ledger ? createLedgerAuditSink(options.ledger) : createInMemoryAuditSink(),
     ...(options.ledger ? { receipts: createLedgerStepReceipts(options.ledger) } : {}),
     approvals: options.approvals ?? createMemoryApprovalStore(),
+    ruleArgs: createRuleArgsGuard({ logger: options.logger }),
     logger: options.logger,
     ...(options.stepTimeoutMs !== undefined ? { stepTimeoutMs: options.stepTimeoutMs } : {}),
     ...(options.upstreams ? { upstreams: options.upstreams } : {}),

@@ -16,7 +16,7 @@ export {
   spendPolicyNameProblem,
   validatePolicyDocument,
 } from "./domain/policy-document.js";
-export type { PolicyDocumentJson, PolicyIssue, RiskRulesJson } from "./domain/policy-document.js";
+export type { PolicyDocumentJson, PolicyIssue, PolicyRuleJson, RiskRulesJson } from "./domain/policy-document.js";
 export { effectiveRisk, isAtOrAbove, RISK_LEVELS, RISK_THRESHOLDS } from "./domain/risk.js";
 export type { Risk, RiskLevel, RiskThreshold } from "./domain/risk.js";
 export type { PolicySnapshot, PolicyStore } from "./domain/policy-store.js";
@@ -67,5 +67,6 @@ export { announcePolicyChanges } from "./adapters/announcing-store.js";
 export { explainDecision, parsePolicyTests, runPolicyTests } from "./domain/policy-tests.js";
 export type { CapabilityFacts, Explanation, ExplainRequest, PolicyTestCase, PolicyTestResult, PolicyTestRun } from "./domain/policy-tests.js";
 export type { RuleTrace } from "./domain/rules.js";
-export { ruleArgsProblems } from "./domain/rule-args.js";
+export { entryMatches } from "./domain/capability-match.js";
+export { readsArgs, ruleArgsProblem, ruleArgsProblems } from "./domain/rule-args.js";
 export type { PinnedTool, RuleArgsProblem } from "./domain/rule-args.js";

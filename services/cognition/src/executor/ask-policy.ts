@@ -134,7 +134,10 @@ export function askPolicy(capability: Capability, facts: CapabilityFacts, argume
 }
 
 async function decideStrictest(capability: Capability, facts: CapabilityFacts, argumentsJson: string, deps: ExecutorDeps): Promise<PolicyVerdict> {
-  const own = await evaluate(capability, facts, argumentsJson, deps);
+  const decided = await evaluate(capability, facts, argumentsJson, deps);
+  // A rule the served pins leave unable to govern this tool denies it (docs/policy-conditions.md §5).
+  const own = (await deps.ruleArgs?.refusal(capability, decided, deps)) ?? decided;
+  if (own.decision === "DENY") return own;
   if (!capability.implies || capability.implies.length === 0) return own;
   const implied: ImpliedDecision[] = [];
   for (const name of capability.implies) {

@@ -6,6 +6,7 @@ import type { AIProvider } from "../providers/ai-provider.js";
 import type { ApprovalStore } from "./approvals.js";
 import type { AuditSink } from "./audit.js";
 import type { StepReceipts } from "./ledger.js";
+import type { RuleArgsGuard } from "./rule-args-guard.js";
 
 // What every part of the executor is given for one caller's steps.
 
@@ -25,6 +26,12 @@ export interface ExecutorDeps {
    * the receipt issued for its approval (burning its nonce). Unset only where no ledger runs.
    */
   readonly receipts?: StepReceipts;
+  /**
+   * Rules' conditions checked against the pins served (docs/policy-conditions.md §5): a rule
+   * reading an argument the pinned tools it names do not declare denies them. Set by the default
+   * deps; unset only in tests of other things.
+   */
+  readonly ruleArgs?: RuleArgsGuard;
   /** Who the steps run for (tenant, principal, session), from the verified call context. */
   readonly call: CallContext;
   /** The caller's cancellation; aborting it fails the running step with `cancelled`. */

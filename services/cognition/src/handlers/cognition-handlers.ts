@@ -20,6 +20,7 @@ import type { TenantUpstreams } from "../capabilities/tenant-upstreams.js";
 import { approvalNotFound, OPERATOR_PRINCIPAL, type ApprovalStore } from "../executor/approvals.js";
 import type { AuditSink } from "../executor/audit.js";
 import type { StepReceipts } from "../executor/ledger.js";
+import type { RuleArgsGuard } from "../executor/rule-args-guard.js";
 import { resolveApproval } from "../executor/approval-resolution.js";
 import { executeApprovedPlan } from "../executor/approved-run.js";
 import { executeSteps, type PlanOrigin } from "../executor/plan-run.js";
@@ -54,6 +55,8 @@ export interface CognitionDeps {
   readonly approvals: ApprovalStore;
   /** Ledger receipts for approved steps; set whenever a ledger is wired (main, standalone). */
   readonly receipts?: StepReceipts;
+  /** Rules' conditions checked against the pins served (`createRuleArgsGuard`); set by the default deps. */
+  readonly ruleArgs?: RuleArgsGuard;
   readonly logger: Logger;
   /** Per-step handler deadline; the executor's default (30 s) when unset. */
   readonly stepTimeoutMs?: number;
@@ -125,6 +128,7 @@ async function brainDeps(deps: CognitionDeps, ctx: HandlerContext, signal: Abort
     audit: deps.audit,
     approvals: deps.approvals,
     ...(deps.receipts ? { receipts: deps.receipts } : {}),
+    ...(deps.ruleArgs ? { ruleArgs: deps.ruleArgs } : {}),
     call: ctx.call,
     signal,
     ...(deps.stepTimeoutMs !== undefined ? { stepTimeoutMs: deps.stepTimeoutMs } : {}),

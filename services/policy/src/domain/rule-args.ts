@@ -13,7 +13,7 @@
 import { argsSchemaOf, mergeArgsFields, type ArgsFields } from "./args-schema.js";
 import { entryMatches } from "./capability-match.js";
 import { typedConditionProblem } from "./conditions.js";
-import type { PolicyDocumentJson } from "./policy-document.js";
+import type { PolicyDocumentJson, PolicyRuleJson } from "./policy-document.js";
 
 /** A pinned tool a rule may name: its capability name and its pinned input schema (JSON Schema). */
 export interface PinnedTool {
@@ -37,28 +37,33 @@ function listTools(tools: readonly string[]): string {
   return tools.length > LISTED_TOOLS ? `${shown} and ${tools.length - LISTED_TOOLS} more` : shown;
 }
 
+/** Whether a rule's condition reads the call's arguments at all (only those are checked against pins). */
+export function readsArgs(rule: PolicyRuleJson): boolean {
+  return rule.when !== undefined && /\bargs\b/.test(rule.when);
+}
+
+/**
+ * The problem of rule `rules[index]` against the pinned tools it names, or undefined: it reads no
+ * argument, names no pinned tool, names one that takes any argument, or reads only declared ones.
+ */
+export function ruleArgsProblem(rule: PolicyRuleJson, index: number, tools: readonly PinnedTool[]): RuleArgsProblem | undefined {
+  if (!readsArgs(rule)) return undefined;
+  const named = tools.filter((t) => entryMatches(rule.capability, t.capability));
+  if (named.length === 0) return undefined;
+  let fields: ArgsFields = {};
+  for (const tool of named) {
+    const declared = argsSchemaOf(tool.inputSchema);
+    // A tool that declares no fields takes any argument: nothing to check the rule against.
+    if (!declared) return undefined;
+    fields = mergeArgsFields(fields, declared);
+  }
+  const problem = typedConditionProblem(rule.when!, fields);
+  if (!problem) return undefined;
+  const names = named.map((t) => t.capability).sort();
+  return { rule: index, tools: names, message: `rules[${index}].when: ${problem}, against the pinned input schemas of ${listTools(names)}` };
+}
+
 /** Every rule whose condition reads an argument no pinned tool it names declares. */
 export function ruleArgsProblems(document: PolicyDocumentJson, tools: readonly PinnedTool[]): RuleArgsProblem[] {
-  const problems: RuleArgsProblem[] = [];
-  document.rules.forEach((rule, index) => {
-    if (rule.when === undefined || !/\bargs\b/.test(rule.when)) return;
-    const named = tools.filter((t) => entryMatches(rule.capability, t.capability));
-    if (named.length === 0) return;
-    let fields: ArgsFields | undefined = {};
-    for (const tool of named) {
-      const declared = argsSchemaOf(tool.inputSchema);
-      // A tool that declares no fields takes any argument: nothing to check the rule against.
-      if (!declared) {
-        fields = undefined;
-        break;
-      }
-      fields = mergeArgsFields(fields, declared);
-    }
-    if (!fields) return;
-    const problem = typedConditionProblem(rule.when, fields);
-    if (!problem) return;
-    const names = named.map((t) => t.capability).sort();
-    problems.push({ rule: index, tools: names, message: `rules[${index}].when: ${problem}, against the pinned input schemas of ${listTools(names)}` });
-  });
-  return problems;
+  return document.rules.flatMap((rule, index) => ruleArgsProblem(rule, index, tools) ?? []);
 }
