@@ -4,6 +4,7 @@ export type Component = "edge" | "policy" | "memory" | "cognition" | "ledger" | 
 export declare const CHART_PORTS: Readonly<Record<Component, number>>;
 /** The chart's admin.port: policy's tenant admin API (CHAOS_CORE_ADMIN_PORT), shifted by portOffset like the others. */
 export declare const CHART_ADMIN_PORT: number;
+export declare const CHART_EDGE_READINESS: Readonly<{ periodSeconds: number; failureThreshold: number }>;
 export declare const START_ORDER: readonly Component[];
 export declare const COMPONENT_ORDER: readonly Component[];
 /** The variables naming a port a process listens on. */

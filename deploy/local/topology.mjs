@@ -20,6 +20,9 @@ export const CHART_PORTS = Object.freeze({ edge: 3000, policy: 50051, memory: 50
 /** The chart's `admin.port`: policy's tenant admin API (CHAOS_CORE_ADMIN_PORT), the highest of the chart's ports. */
 export const CHART_ADMIN_PORT = 50056;
 
+/** The chart's readiness probe of the edge (`_workloads.tpl`): how often, and after how many failures in a row the pod leaves its Service. */
+export const CHART_EDGE_READINESS = Object.freeze({ periodSeconds: 5, failureThreshold: 3 });
+
 /** The variables naming a port a process listens on. */
 export const LISTEN_VARS = Object.freeze(["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"]);
 

@@ -20,7 +20,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Redis } from "ioredis";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { checkGrpcHealth, createRedisTenantGenerations, tenantKeyPrefix } from "@chaos-core/kit";
-import { LISTEN_VARS, localEnvironments, startTopology, type Topology } from "../../deploy/local/topology.mjs";
+import { CHART_EDGE_READINESS, LISTEN_VARS, localEnvironments, startTopology, type Topology } from "../../deploy/local/topology.mjs";
 import { createCertAuthority, removeCerts, type CertAuthority } from "../support/certs.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { httpClient, removeDir, runToExit, tempDir } from "../support/processes.js";
@@ -122,7 +122,7 @@ describe("deploy/local: two chart topologies side by side", () => {
     expect(achieved.structuredContent, JSON.stringify(achieved.content)).toMatchObject({ status: "succeeded" });
     // The edge binds with API keys, as in the chart: no key, no access.
     expect((await fetch(a.edgeUrl, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" })).status).toBe(401);
-    for (const t of [a, b]) expect((await fetch(t.edgeUrl.replace(/\/mcp$/, "/readyz"))).status).toBe(200);
+    for (const t of [a, b]) expect(await (await fetch(t.edgeUrl.replace(/\/mcp$/, "/readyz"))).json()).toMatchObject({ status: "ready" });
     // The second runs gRPC under mutual TLS: plaintext health only on the health port, none on the gRPC port.
     expect(b.envs.policy.CHAOS_CORE_GRPC_TLS_MUTUAL).toBe("true");
     await expect(checkGrpcHealth(`127.0.0.1:${b.envs.policy.CHAOS_CORE_GRPC_HEALTH_PORT}`)).resolves.toBe("SERVING");
@@ -212,15 +212,25 @@ describe("deploy/local: two chart topologies side by side", () => {
     expect(misplaced.code, misplaced.stderr).toBe(1);
   });
 
-  it("fails calls clearly while memory is stopped, and serves them once it is started again, without restarting the edge", async () => {
+  it("fails calls clearly while memory is stopped, the edge staying in its Service, and serves them once it is started again, without restarting the edge", async () => {
     const t = topologies[0]!;
     const client = clients[0]!;
     const edgePid = t.processes.get("edge")!.pid;
     await t.stop("memory");
-    const during = await client.callTool({ name: "chaoscore_recall", arguments: { key: "topology" } });
-    expect(during.isError).toBe(true);
-    expect(JSON.stringify(during.structuredContent ?? during.content)).toMatch(/unavailable/);
-    expect(JSON.stringify(during.content)).toMatch(/memory service is unreachable/);
+    // Probed as the chart's readiness probe does, for longer than it takes to leave the Service
+    // (periodSeconds × failureThreshold): every probe ready, degraded, naming memory, and every
+    // call answered `unavailable` naming it — never an empty Service (docs/operations.md "Readiness").
+    const { periodSeconds, failureThreshold } = CHART_EDGE_READINESS;
+    for (let probe = 0; probe <= failureThreshold; probe++) {
+      if (probe > 0) await new Promise((r) => setTimeout(r, periodSeconds * 1000));
+      const ready = await fetch(t.edgeUrl.replace(/\/mcp$/, "/readyz"));
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toMatchObject({ status: "degraded", checks: { memory: { ok: false, error: "unavailable" }, policy: { ok: true } } });
+      const during = await client.callTool({ name: "chaoscore_recall", arguments: { key: "topology" } });
+      expect(during.isError).toBe(true);
+      expect(JSON.stringify(during.structuredContent ?? during.content)).toMatch(/unavailable/);
+      expect(JSON.stringify(during.content)).toMatch(/memory service is unreachable/);
+    }
     await t.start("memory");
     // The channel reconnects by itself (backoff at most 10 s): the next calls succeed.
     let after = await client.callTool({ name: "chaoscore_recall", arguments: { key: "topology" } });
@@ -231,5 +241,5 @@ describe("deploy/local: two chart topologies side by side", () => {
     expect(after.isError, JSON.stringify(after.content)).toBeFalsy();
     expect((after.structuredContent as { items: { value: unknown }[] }).items.map((x) => x.value)).toEqual([{ i: 0 }]);
     expect(t.processes.get("edge")!.pid).toBe(edgePid);
-  });
+  }, 90_000);
 });

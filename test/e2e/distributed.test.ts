@@ -106,7 +106,7 @@ describe("the services as separate processes (the Kubernetes shape)", () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     const ready = await fetch(`${base}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ checks: { council: { ok: true }, ledger: { ok: true } } });
+    expect(await ready.json()).toMatchObject({ status: "ready", checks: { council: { ok: true }, ledger: { ok: true } } });
   });
 
   it("remembers and recalls through edge → gRPC → memory on Postgres", async () => {

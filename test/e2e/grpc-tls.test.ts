@@ -87,7 +87,7 @@ describe("mutual TLS between the services run as their own processes", () => {
 
   it("serves MCP tools through edge → cognition → policy, memory, ledger over mutual TLS", async () => {
     const ready = await fetch(edgeUrl.replace(/\/mcp$/, "/readyz"));
-    expect(ready.status, JSON.stringify(await ready.clone().json())).toBe(200);
+    expect(await ready.json()).toMatchObject({ status: "ready" });
     const wrote = await client.callTool({ name: "chaoscore_remember", arguments: { key: "tls", value: { mutual: true } } });
     expect(wrote.isError, JSON.stringify(wrote.content)).toBeFalsy();
     const read = await client.callTool({ name: "chaoscore_recall", arguments: { key: "tls" } });

@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { join, basename, resolve } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { describe, expect, it } from "vitest";
-import { CHART_ADMIN_PORT, CHART_PORTS, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
+import { CHART_ADMIN_PORT, CHART_EDGE_READINESS, CHART_PORTS, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const HELM = join(ROOT, ".cache/helm/helm");
@@ -160,5 +160,19 @@ describe("deploy/local against the chart's production render: telemetry", () => 
       "deploy/local: lifecycle.preStopSeconds (5) leaves no time to drain within lifecycle.terminationGracePeriodSeconds (10): the drain gets terminationGracePeriodSeconds - preStopSeconds - 5 s, at least 1",
     );
     expect(() => shutdownGraceSeconds({ preStopSeconds: -1 })).toThrow("deploy/local: lifecycle.preStopSeconds (-1) must be a whole number of seconds, 0 or more");
+  });
+});
+
+describe("the edge's readiness probe", () => {
+  it("is the one deploy/local's outage test probes at (CHART_EDGE_READINESS)", () => {
+    const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, "helm/chaos-core/ci/defaults-values.yaml")], {
+      encoding: "utf8",
+      env: { ...process.env, HELM_CACHE_HOME: home, HELM_CONFIG_HOME: home, HELM_DATA_HOME: home },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const edge = parseAllDocuments(r.stdout)
+      .map((d) => d.toJS() as { kind?: string; metadata?: { labels?: Record<string, string> }; spec?: { template: { spec: { containers: Array<{ readinessProbe: unknown }> } } } } | null)
+      .find((o) => o?.kind === "Deployment" && o.metadata?.labels?.["app.kubernetes.io/component"] === "edge");
+    expect(edge?.spec?.template.spec.containers[0]?.readinessProbe).toEqual({ httpGet: { path: "/readyz", port: "http" }, ...CHART_EDGE_READINESS });
   });
 });

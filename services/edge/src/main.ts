@@ -102,6 +102,7 @@ try {
       council: council.client,
       ...(ledger ? { ledger: ledger.client } : {}),
       sessions,
+      servicesRemote: true,
       logger,
       version: VERSION,
       approvalWaitSeconds: config.approvalWaitSeconds,

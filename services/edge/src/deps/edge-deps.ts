@@ -29,6 +29,15 @@ export interface EdgeDeps {
   readonly ledger?: LedgerClient;
   readonly council: CouncilClient;
   readonly sessions: SessionStore;
+  /**
+   * Set by the edge alone, whose services run in pods of their own: one that does not answer makes
+   * `/readyz` `degraded`, never `not ready` (docs/operations.md "Readiness"). Readiness says whether
+   * this pod can serve; an outage behind it must not take every edge replica out of its Service,
+   * where clients would meet an ingress error instead of the edge's `unavailable` naming the
+   * service. Unset (the standalone): the services are this process's own, and one that does not
+   * answer makes it not ready.
+   */
+  readonly servicesRemote?: boolean;
   /** JSON on stderr (kit's logger): under stdio, stdout belongs to JSON-RPC. */
   readonly logger: Logger;
   /** Reported as the server's version at initialize. */

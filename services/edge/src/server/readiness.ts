@@ -9,9 +9,10 @@ export interface Readiness {
   /** Whether this replica should receive traffic. */
   readonly ready: boolean;
   /**
-   * `degraded` when only the session store is out of reach, or an upstream MCP server's breaker is
-   * open: the replica still serves the sessions it holds, every call that needs no Redis and every
-   * other upstream's tools (docs/operations.md, docs/federation.md §7), so it stays in the Service.
+   * `degraded` when something behind this replica does not answer — the session store, an upstream
+   * MCP server's breaker, and for the edge alone a service: the replica still answers every call,
+   * those that need what is down with `unavailable` naming it (docs/operations.md, docs/federation.md
+   * §7), so it stays in the Service.
    */
   readonly status: "ready" | "degraded" | "not ready";
   readonly checks: Record<string, { ok: true } | { ok: false; error: string }>;
@@ -45,9 +46,13 @@ function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
  * GetCheckpoint from its database, and the session store answers a ping, each within
  * {@link READINESS_TIMEOUT_MS}. Cheap enough for a probe.
  *
- * The session store (Redis) is shared by every replica: were its outage to make each replica
- * not ready, Kubernetes would take all of them out of the Service at once and stop the calls that
- * need no Redis too. So a failing session store alone is `degraded`, still ready.
+ * What fails decides between `not ready` and `degraded` (docs/operations.md "Readiness"): a probe
+ * says whether this pod can serve. The session store (Redis) is shared by every replica, and the
+ * services of the edge alone ({@link EdgeDeps.servicesRemote}) run in pods of their own: were
+ * their outage to make each replica not ready, Kubernetes would take all of them out of the
+ * Service at once, and clients would meet an ingress error instead of the edge's clear
+ * `unavailable` naming what is down. So they are `degraded`, still ready. In the standalone the
+ * services are this process's own: one that does not answer makes it not ready.
  */
 export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
   const opts = { ctx: PROBE_CTX, timeoutMs: READINESS_TIMEOUT_MS };
@@ -62,10 +67,10 @@ export async function checkReadiness(deps: EdgeDeps): Promise<Readiness> {
     deps.upstreams && deps.upstreams.capabilities().length > 0 ? upstreamsCheck(deps, opts) : undefined,
   ]);
   const checks = { policy, memory, cognition, council, sessions, ...(ledgerCheck ? { ledger: ledgerCheck } : {}), ...(upstreams ? { upstreams } : {}) };
-  const { sessions: _sessions, upstreams: _upstreams, ...replica } = checks;
-  const ready = Object.values(replica).every((c) => c.ok);
-  const degraded = !sessions.ok || upstreams?.ok === false;
-  return { ready, status: !ready ? "not ready" : degraded ? "degraded" : "ready", checks };
+  const { sessions: _sessions, upstreams: _upstreams, ...services } = checks;
+  const ownFailing = !deps.servicesRemote && !Object.values(services).every((c) => c.ok);
+  const degraded = !Object.values(checks).every((c) => c.ok);
+  return { ready: !ownFailing, status: ownFailing ? "not ready" : degraded ? "degraded" : "ready", checks };
 }
 
 /**

@@ -185,7 +185,7 @@ describe("Streamable HTTP on loopback, without API keys", () => {
 });
 
 describe("readiness", () => {
-  it("is 503 when a service does not answer", async () => {
+  it("is 503 when a service of its own process (the standalone's) does not answer", async () => {
     const deps = services.deps(createMemorySessionStore());
     const broken = { ...deps, policy: { ...deps.policy, getPolicy: () => Promise.reject(new Error("connection refused")) } };
     const edge = await startHttpTransport(broken, { port: 0 });
@@ -193,6 +193,19 @@ describe("readiness", () => {
       const res = await fetch(edge.url.replace(/\/mcp$/, "/readyz"));
       expect(res.status).toBe(503);
       expect(await res.json()).toMatchObject({ status: "not ready", checks: { policy: { ok: false }, memory: { ok: true } } });
+    } finally {
+      await edge.close();
+    }
+  });
+
+  it("stays ready, degraded, when a service of the edge alone does not answer, naming it", async () => {
+    const deps = services.deps(createMemorySessionStore());
+    const broken = { ...deps, servicesRemote: true, memory: { ...deps.memory, stats: () => Promise.reject(new ChaosError("unavailable", "the memory service is unreachable")) } };
+    const edge = await startHttpTransport(broken, { port: 0 });
+    try {
+      const res = await fetch(edge.url.replace(/\/mcp$/, "/readyz"));
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ status: "degraded", checks: { memory: { ok: false, error: "unavailable" }, policy: { ok: true } } });
     } finally {
       await edge.close();
     }
