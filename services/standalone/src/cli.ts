@@ -45,6 +45,8 @@ Commands:
             --tenant T: a tenant's own, in the registry (chaos-core upstreams help)
   contracts lock | lock --check | diff OLD NEW: pin the tool surface in chaoscore.lock and
             classify every change (chaos-core contracts help)
+  bridge    [--host H] [--port P] [--token-file F] -- CMD ARGS: serve a stdio MCP server over
+            Streamable HTTP, one process per session (chaos-core bridge --help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores in the data directory, or on
@@ -56,7 +58,7 @@ else CHAOS_CORE_DATA_DIR, else the per-user one: $XDG_DATA_HOME/chaos-core or
 `;
 
 /** The commands and top-level options {@link main} knows, for naming the one a typo likely meant. */
-const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "upstreams", "contracts", "help"] as const;
+const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "upstreams", "contracts", "bridge", "help"] as const;
 const TOP_OPTIONS = ["--help", "--version"] as const;
 
 /** The options of serve and stdio, and the variable each sets. */
@@ -67,6 +69,7 @@ const COMMAND_USAGE = {
   serve: "Usage: chaos-core serve [--host HOST] [--port PORT] [--data-dir DIR] [--upstreams FILE]",
   stdio: "Usage: chaos-core stdio [--data-dir DIR] [--upstreams FILE]",
   "chp-conformance": "Usage: chaos-core chp-conformance < requests.jsonl (chaos-core chp-conformance --help)",
+  bridge: "Usage: chaos-core bridge [--host HOST] [--port PORT] [--token-file FILE] -- CMD [ARGS...] (chaos-core bridge --help)",
   top: "Usage: chaos-core <command> [options] (chaos-core help lists the commands)",
 } as const;
 
@@ -142,6 +145,9 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import("./contracts-command.js")).runContractsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case "upstreams":
         return await (await import("./upstreams-command.js")).runUpstreamsCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env, version: VERSION });
+      case "bridge":
+        // Loaded here: the bridge serves one stdio server and needs none of the services.
+        return await (await import("./bridge-command.js")).runBridgeCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
       case "approvals":
         return await runApprovalsCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
       case "chp-conformance": {
@@ -179,7 +185,7 @@ export async function main(argv: string[]): Promise<number> {
           : usageError(unknownCommand("command", command, COMMANDS).message, COMMAND_USAGE.top);
     }
   } catch (err) {
-    if (err instanceof UsageError) return usageError(err.message, COMMAND_USAGE[command === "chp-conformance" ? command : "top"]);
+    if (err instanceof UsageError) return usageError(err.message, COMMAND_USAGE[command === "chp-conformance" || command === "bridge" ? command : "top"]);
     throw err;
   }
 }
