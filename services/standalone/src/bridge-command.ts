@@ -76,6 +76,7 @@ export async function runBridgeCommand(args: string[], io: BridgeIo): Promise<nu
     bridge = await startBridge({
       command: command[0]!,
       args: command.slice(1),
+      env: Object.fromEntries(Object.entries(io.env).filter((e): e is [string, string] => e[1] !== undefined)),
       host: env.HOST ?? "127.0.0.1",
       port,
       ...(token ? { token } : {}),

@@ -17,6 +17,8 @@ const ROOT = resolve(import.meta.dirname, "../../..");
 const FILESYSTEM = join(ROOT, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
 const EVERYTHING = join(ROOT, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
 
+/** The environment the bridged processes get: what a pod would give them. */
+const ENV = { PATH: "/usr/bin:/bin", HOME: tmpdir() };
 const dir = mkdtempSync(join(tmpdir(), "chaos-core-bridge-"));
 writeFileSync(join(dir, "notes.txt"), "friday\n");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -29,7 +31,7 @@ afterEach(async () => {
 });
 
 async function bridge(options: Partial<BridgeOptions> = {}): Promise<RunningBridge> {
-  const b = await startBridge({ command: process.execPath, args: [FILESYSTEM, dir], host: "127.0.0.1", port: 0, maxSessions: 4, idleMs: 60_000, logger: recordingLogger().logger, ...options });
+  const b = await startBridge({ command: process.execPath, args: [FILESYSTEM, dir], env: ENV, host: "127.0.0.1", port: 0, maxSessions: 4, idleMs: 60_000, logger: recordingLogger().logger, ...options });
   running.push(b);
   return b;
 }
@@ -114,7 +116,7 @@ describe("chaos-core bridge", () => {
     expect(b.sessions()).toBe(0);
     expect((await (await connect(b.url, { authorization: `Bearer ${token}` })).listTools()).tools.length).toBeGreaterThan(0);
 
-    await expect(startBridge({ command: process.execPath, args: [FILESYSTEM, dir], host: "0.0.0.0", port: 0, maxSessions: 1, idleMs: 1000, logger: recordingLogger().logger })).rejects.toThrow(
+    await expect(startBridge({ command: process.execPath, args: [FILESYSTEM, dir], env: ENV, host: "0.0.0.0", port: 0, maxSessions: 1, idleMs: 1000, logger: recordingLogger().logger })).rejects.toThrow(
       /refusing to bridge on 0\.0\.0\.0 without a token: set --token-file/,
     );
   });

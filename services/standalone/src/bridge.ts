@@ -25,6 +25,8 @@ import { isLoopbackHost, type Logger } from "@chaos-core/kit";
 export interface BridgeOptions {
   readonly command: string;
   readonly args: readonly string[];
+  /** The environment the command's processes get (the bridge's own). */
+  readonly env: Readonly<Record<string, string>>;
   readonly host: string;
   readonly port: number;
   /** The bearer token every request must carry; required beyond loopback. */
@@ -112,13 +114,13 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   };
 
   const open = async (): Promise<Session> => {
-    const child = new StdioClientTransport({ command: options.command, args: [...options.args], env: { ...process.env } as Record<string, string>, stderr: "inherit" });
+    // The process gets the bridge's environment: in its own pod, that is the upstream's.
+    const child = new StdioClientTransport({ command: options.command, args: [...options.args], env: { ...options.env }, stderr: "inherit" });
     const progress = new Map<string, RequestId>();
-    let session: Session | undefined;
     const http = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, session!);
+        sessions.set(id, session);
         log.info({ session: id, pid: child.pid, sessions: sessions.size }, "bridge session opened");
       },
     });
@@ -153,8 +155,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     child.onclose = () => end("the process exited");
     child.onerror = (err) => log.warn({ err: err.message, pid: child.pid }, "bridge process error");
     http.onclose = () => end("the session was closed");
+    const session: Session = { http, child, lastSeen: Date.now(), inFlight: 0, progress };
     await child.start();
-    session = { http, child, lastSeen: Date.now(), inFlight: 0, progress };
     return session;
   };
 
