@@ -18,6 +18,8 @@ Components:
   memory       gRPC, PORT 50052
   ledger       gRPC, PORT 50054
   council      gRPC, PORT 50055
+  bridge       [--host H] [--port P] [--token-file F] -- CMD ARGS: a stdio MCP server over
+               Streamable HTTP, one process per session (an upstream's own Deployment)
   chaos-core   the operator command line: chaos-core ledger verify, policy show, approvals,
                tenants, keys ...
 
@@ -45,6 +47,8 @@ case "$component" in
     exec node services/standalone/bin/chaos-core.js serve "$@"
     ;;
   migrate) exec node services/standalone/bin/chaos-core.js migrate "$@" ;;
+  # A stdio upstream served over Streamable HTTP in its own pod (docs/federation-platform.md §2).
+  bridge) exec node services/standalone/bin/chaos-core.js bridge "$@" ;;
   chaos-core)
     export CHAOS_CORE_DATA_DIR="${CHAOS_CORE_DATA_DIR:-/var/lib/chaos-core}"
     exec node services/standalone/bin/chaos-core.js "$@"

@@ -300,6 +300,36 @@ function toolbox(scenario: string, extra: string[] = []): { pod: K8sObject; all:
   return { pod, all: render([valuesFile(scenario)], extra), notes };
 }
 
+// --- the operator's upstreams declared in values (docs/federation-platform.md §1) -------------------
+
+/** Where a bridged upstream runs (its HOME and working directory): an emptyDir. */
+const BRIDGE_WORK_DIR = "/var/lib/chaos-core/upstream";
+
+interface DeclaredUpstream {
+  name: string;
+  url?: string;
+  egress?: unknown;
+  bridge?: { tokenKey: string };
+}
+
+function declaredUpstreams(scenario: string): DeclaredUpstream[] {
+  const values = parseYaml(readFileSync(valuesFile(scenario), "utf8")) as { upstreams?: { declarations?: DeclaredUpstream[] } };
+  return values.upstreams?.declarations ?? [];
+}
+
+const bridgedUpstreams = (scenario: string) => declaredUpstreams(scenario).filter((d) => d.bridge);
+
+/** The egress rules cognition gets for the declared upstreams: each HTTP one's as written, each bridge's Service port. */
+function declaredUpstreamEgress(scenario: string): unknown[] {
+  return declaredUpstreams(scenario).flatMap((d) => {
+    if (d.bridge) {
+      const labels = { "app.kubernetes.io/name": "chaos-core", "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": `upstream-${d.name}` };
+      return [{ to: [{ podSelector: { matchLabels: labels } }], ports: [{ port: 8080, protocol: "TCP" }] }];
+    }
+    return d.egress ? [d.egress] : [];
+  });
+}
+
 // --- tests -------------------------------------------------------------------------------------
 
 describe("helm chart helm/chaos-core", () => {
@@ -317,7 +347,7 @@ describe("helm chart helm/chaos-core", () => {
   });
 
   it("has the scenarios the tests rely on", () => {
-    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls", "upstreams", "tenant-upstreams"]));
+    expect(SCENARIOS).toEqual(expect.arrayContaining(["defaults", "production", "existing-secrets", "tracing", "edge-only", "grpc-tls", "upstreams", "tenant-upstreams", "federation"]));
   });
 
   describe.each(SCENARIOS)("scenario %s", (scenario) => {
@@ -358,7 +388,9 @@ describe("helm chart helm/chaos-core", () => {
     it("runs every component with its argument, hardened, with /tmp (and cognition's stdio upstreams' folder) as its only writable paths", () => {
       const all = objs();
       const deployments = byKind(all, "Deployment");
-      expect(deployments.map((d) => d.metadata.name).sort()).toEqual(COMPONENTS.map((c) => `${FULL}-${c}`).sort());
+      // Beside the components, a Deployment per stdio upstream declared with `bridge` (docs/federation-platform.md §2).
+      const bridges = bridgedUpstreams(scenario).map((d) => `${FULL}-up-${d.name}`);
+      expect(deployments.map((d) => d.metadata.name).sort()).toEqual([...COMPONENTS.map((c) => `${FULL}-${c}`), ...bridges].sort());
       const pods = [...deployments, named(all, "Job", `${FULL}-migrate`), ...byKind(all, "CronJob")];
       expect(byKind(all, "CronJob").map((c) => c.metadata.name)).toEqual([`${FULL}-tenant-retention`]);
       for (const d of pods) {
@@ -368,7 +400,7 @@ describe("helm chart helm/chaos-core", () => {
         expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: "RuntimeDefault" } });
         expect(c.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
         // Writable: /tmp, and where cognition runs stdio upstreams (CHAOS_CORE_UPSTREAMS_WORK_DIR), each an emptyDir.
-        const workDir = (c.env as { name: string; value?: string }[]).find((e) => e.name === "CHAOS_CORE_UPSTREAMS_WORK_DIR")?.value;
+        const workDir = bridges.includes(d.metadata.name) ? BRIDGE_WORK_DIR : (c.env as { name: string; value?: string }[]).find((e) => e.name === "CHAOS_CORE_UPSTREAMS_WORK_DIR")?.value;
         const writable = (m: { mountPath: string }) => m.mountPath === "/tmp" || m.mountPath === workDir;
         const tmp = c.volumeMounts.find((m: { mountPath: string }) => m.mountPath === "/tmp");
         expect(pod.volumes.find((v: { name: string }) => v.name === tmp.name).emptyDir).toBeDefined();
@@ -380,6 +412,7 @@ describe("helm chart helm/chaos-core", () => {
         }
       }
       for (const comp of COMPONENTS) expect(container(named(all, "Deployment", `${FULL}-${comp}`)).args).toEqual([comp]);
+      for (const bridge of bridges) expect(container(named(all, "Deployment", bridge)).args[0]).toBe("bridge");
       for (const sa of byKind(all, "ServiceAccount")) expect(sa.automountServiceAccountToken).toBe(false);
     });
 
@@ -474,7 +507,7 @@ describe("helm chart helm/chaos-core", () => {
         const rendered = np.spec.egress as { to?: { podSelector?: { matchLabels?: Record<string, string> } }[]; ports: { port: number; protocol: string }[] }[];
         // The operator's rules for Streamable HTTP upstreams (its own and the tenants'), on cognition only, as written, with or
         // without the ConfigMap (asserted in "the operator's upstreams" and "the tenants' own upstreams").
-        const upstreamRules = comp === "cognition" ? (values.upstreams?.egress ?? []) : [];
+        const upstreamRules = comp === "cognition" ? [...(values.upstreams?.egress ?? []), ...declaredUpstreamEgress(scenario)] : [];
         for (const rule of upstreamRules) expect(rendered, "an upstreams.egress rule").toContainEqual(rule);
         const egress = rendered.filter((e) => !upstreamRules.some((r) => isDeepStrictEqual(r, e)));
         expect(egress[0]?.ports).toEqual([{ port: 53, protocol: "UDP" }, { port: 53, protocol: "TCP" }]);
@@ -1140,7 +1173,7 @@ describe("helm chart helm/chaos-core", () => {
     });
 
     it("without upstreams.* nor config.httpAllowedAddresses nothing changes: no variable, mount, emptyDir or egress; with the ConfigMap alone, no Secret, the default cap and no egress", () => {
-      for (const scenario of SCENARIOS.filter((s) => s !== "upstreams" && s !== "tenant-upstreams")) {
+      for (const scenario of SCENARIOS.filter((s) => s !== "upstreams" && s !== "tenant-upstreams" && s !== "federation")) {
         const all = render([valuesFile(scenario)]);
         const cognition = named(all, "Deployment", COGNITION);
         expect(upstreamVars(cognition), scenario).toEqual([]);

@@ -343,7 +343,8 @@ http.request may reach, comma separated as kit's parseAllowedAddresses reads the
 {{- end }}
 {{- with $v.upstreams }}
 {{- $dirs := include "chaos-core.upstreamsDirs" $root | fromJson }}
-{{- if .configMap }}
+{{- $configMap := include "chaos-core.upstreamsConfigMap" $root }}
+{{- if $configMap }}
 - name: CHAOS_CORE_UPSTREAMS_FILE
   value: {{ printf "%s/upstreams.json" $dirs.config | quote }}
 - name: CHAOS_CORE_UPSTREAMS_LOCK
@@ -352,7 +353,7 @@ http.request may reach, comma separated as kit's parseAllowedAddresses reads the
   value: {{ $dirs.work | quote }}
 {{- end }}
 {{- /* The tenants' upstreams are served without the ConfigMap too: a cap the operator changed applies to them. */}}
-{{- if or .configMap (ne (.maxResultBytes | int64) (include "chaos-core.defaultMaxResultBytes" $root | int64)) }}
+{{- if or $configMap (ne (.maxResultBytes | int64) (include "chaos-core.defaultMaxResultBytes" $root | int64)) }}
 - name: CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES
   value: {{ .maxResultBytes | int64 | toString | quote }}
 {{- end }}

@@ -34,6 +34,10 @@ spec:
       {{- /* The edge reads its rate limits at start: a changed document rolls its pods. */}}
       {{- $annotations = merge (dict "checksum/rate-limits" (toJson $v.config.edge.rateLimits.document | sha256sum)) $annotations }}
       {{- end }}
+      {{- if and (eq $name "cognition") $v.upstreams.declarations }}
+      {{- /* Cognition reads the declarations at start: a changed one rolls its pods; a changed lock does not (it is re-read as the mount changes). */}}
+      {{- $annotations = merge (dict "checksum/upstreams" (toJson $v.upstreams.declarations | sha256sum)) $annotations }}
+      {{- end }}
       {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
@@ -138,7 +142,7 @@ spec:
             {{- if eq $name "cognition" }}
             {{- $dirs := include "chaos-core.upstreamsDirs" $root | fromJson }}
             {{- /* Whole directories, never subPath: the kubelet updates them in place, and cognition re-reads the lock as it changes. */}}
-            {{- if $v.upstreams.configMap }}
+            {{- if include "chaos-core.upstreamsConfigMap" $root }}
             - name: upstreams
               mountPath: {{ $dirs.config }}
               readOnly: true
@@ -149,7 +153,7 @@ spec:
               mountPath: {{ $dirs.secrets }}
               readOnly: true
             {{- end }}
-            {{- if $v.upstreams.configMap }}
+            {{- if include "chaos-core.upstreamsConfigMap" $root }}
             {{- /* The root filesystem is read-only: stdio upstreams run (and keep their HOME) here. */}}
             - name: upstreams-work
               mountPath: {{ $dirs.work }}
@@ -199,10 +203,10 @@ spec:
                 path: {{ $v.config.edge.rateLimits.key }}
         {{- end }}
         {{- if eq $name "cognition" }}
-        {{- if $v.upstreams.configMap }}
+        {{- if include "chaos-core.upstreamsConfigMap" $root }}
         - name: upstreams
           configMap:
-            name: {{ $v.upstreams.configMap }}
+            name: {{ include "chaos-core.upstreamsConfigMap" $root }}
             defaultMode: 288 # 0440
             {{- /* Named keys: a ConfigMap without one of them keeps the pod from starting, rather than serving nothing. */}}
             items:
@@ -215,7 +219,7 @@ spec:
             secretName: {{ $v.upstreams.secrets.existingSecret }}
             defaultMode: 288 # 0440
         {{- end }}
-        {{- if $v.upstreams.configMap }}
+        {{- if include "chaos-core.upstreamsConfigMap" $root }}
         - name: upstreams-work
           emptyDir:
             sizeLimit: {{ $v.upstreams.workDirSizeLimit }}
@@ -467,6 +471,10 @@ spec:
     {{- /* Streamable HTTP upstreams, the operator's and the tenants' own (one list: a policy sees the pod, not the upstream): only what the operator lists (none by default). */}}
     {{- with $v.upstreams.egress }}
     {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- /* Each upstream declared in values: its own rule, a bridge's Service port (docs/federation-platform.md §1). */}}
+    {{- with include "chaos-core.upstreamsEgress" $root | trim }}
+    {{- . | nindent 4 }}
     {{- end }}
     {{- end }}
     {{- if and (eq $name "ledger") $v.config.ledger.webhookUrl }}
