@@ -4,6 +4,7 @@ export type Component = "edge" | "policy" | "memory" | "cognition" | "ledger" | 
 export declare const CHART_PORTS: Readonly<Record<Component, number>>;
 /** The chart's admin.port: policy's tenant admin API (CHAOS_CORE_ADMIN_PORT), shifted by portOffset like the others. */
 export declare const CHART_ADMIN_PORT: number;
+export declare const CHART_BRIDGE_PORT: number;
 export declare const CHART_EDGE_READINESS: Readonly<{ periodSeconds: number; failureThreshold: number }>;
 export declare const START_ORDER: readonly Component[];
 export declare const COMPONENT_ORDER: readonly Component[];
@@ -27,7 +28,19 @@ export interface TopologyOptions {
   lifecycle?: { terminationGracePeriodSeconds?: number; preStopSeconds?: number } | undefined;
   /** The chart's config.edge.oauth (docs/auth.md); the introspection secret is a file, as the chart mounts it. */
   oauth?: OAuthTopologyOptions | undefined;
+  /**
+   * The chart's upstreams.declarations and upstreams.lock, and the keys of upstreams.secrets'
+   * Secret (docs/federation-platform.md §1): a bridged stdio declaration runs as its own
+   * `chaos-core bridge` process, as the chart runs its own Deployment.
+   */
+  upstreams?: LocalUpstreams | undefined;
 }
+export interface LocalUpstreams {
+  declarations: ReadonlyArray<Record<string, unknown> & { name: string; bridge?: { tokenKey: string } }>;
+  lock: string;
+  secrets?: Record<string, string>;
+}
+export declare function localUpstreamsJson(o: { upstreams: LocalUpstreams; portOffset?: number }): string;
 export interface OAuthTopologyOptions {
   issuer: string;
   resource: string;

@@ -8,6 +8,7 @@
 import { spawn } from "node:child_process";
 import { randomBytes, createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
 import { once } from "node:events";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -22,6 +23,9 @@ export const CHART_ADMIN_PORT = 50056;
 
 /** The chart's readiness probe of the edge (`_workloads.tpl`): how often, and after how many failures in a row the pod leaves its Service. */
 export const CHART_EDGE_READINESS = Object.freeze({ periodSeconds: 5, failureThreshold: 3 });
+
+/** The port a bridged stdio upstream listens on in its pod (the chart's `chaos-core.bridgePort`); here plus the offset and its index. */
+export const CHART_BRIDGE_PORT = 8080;
 
 /** The variables naming a port a process listens on. */
 export const LISTEN_VARS = Object.freeze(["PORT", "CHAOS_CORE_ADMIN_PORT", "CHAOS_CORE_GRPC_HEALTH_PORT", "CHAOS_CORE_METRICS_PROMETHEUS_PORT"]);
@@ -51,7 +55,38 @@ const CHART_DEFAULTS = Object.freeze({
   // config.edge.oauth's defaults, once an issuer is set.
   oauth: { tenantClaim: "tenant", acceptJwtTyp: false, clockSkewSeconds: 30, introspectionCacheSeconds: 30 },
   ledgerOrigin: "chaos-core/ledger",
+  // upstreams.maxResultBytes.
+  maxResultBytes: 1048576,
 });
+
+/** Where the chart mounts the upstreams' ConfigMap, their Secret and the stdio emptyDir, here under the topology's folder. */
+function upstreamsDirs(dir) {
+  return { config: join(dir, "upstreams"), secrets: join(dir, "upstream-secrets"), work: join(dir, "upstreams-work"), bridges: join(dir, "bridges") };
+}
+
+/**
+ * upstreams.json as the chart renders it from upstreams.declarations (templates/_upstreams.tpl):
+ * the chart's keys dropped, a bridged stdio declaration as an HTTP upstream at its bridge (here
+ * 127.0.0.1 at CHART_BRIDGE_PORT + portOffset + its index among the bridged) with the bridge's token.
+ * @param {{ upstreams: { declarations: Array<Record<string, any>> }, portOffset?: number }} o
+ */
+export function localUpstreamsJson(o) {
+  const kept = ["timeoutMs", "risk", "trustAnnotations", "disabled", "exposure"];
+  const upstreams = bridgedPorts(o).map(({ decl, port }) => {
+    const { egress: _egress, bridge, ...rest } = decl;
+    if (!bridge) return rest;
+    const http = { name: decl.name, url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: { file: bridge.tokenKey, prefix: "Bearer " } } };
+    for (const k of kept) if (k in decl) http[k] = decl[k];
+    return http;
+  });
+  return `${JSON.stringify({ upstreams }, null, 2)}\n`;
+}
+
+/** Each declaration with the local port of its bridge (undefined when it is not bridged). */
+function bridgedPorts(o) {
+  let i = 0;
+  return o.upstreams.declarations.map((decl) => ({ decl, port: decl.bridge ? CHART_BRIDGE_PORT + (o.portOffset ?? 0) + i++ : undefined }));
+}
 
 /** The chart's config.edge.oauth as the edge's variables (docs/auth.md), with the chart's defaults. */
 function oauthEnv(oauth) {
@@ -194,6 +229,15 @@ export function localEnvironments(o) {
     }
     // The chart's default (config.cognition.policySnapshots): decide from a watched policy snapshot.
     if (c === "cognition") env.CHAOS_CORE_POLICY_SNAPSHOTS = "on";
+    // The chart's upstreams.declarations: the rendered ConfigMap's files, the Secret's keys as files, the stdio work emptyDir.
+    if (c === "cognition" && o.upstreams) {
+      const u = upstreamsDirs(o.dir);
+      env.CHAOS_CORE_UPSTREAMS_FILE = join(u.config, "upstreams.json");
+      env.CHAOS_CORE_UPSTREAMS_LOCK = join(u.config, "upstreams.lock");
+      env.CHAOS_CORE_UPSTREAMS_WORK_DIR = u.work;
+      env.CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES = String(CHART_DEFAULTS.maxResultBytes);
+      if (o.upstreams.secrets) env.CHAOS_CORE_UPSTREAM_SECRETS_DIR = u.secrets;
+    }
     if (c === "ledger") {
       env.CHAOS_CORE_LEDGER_KEYS_FILE = f.ledgerKeyring;
       env.CHAOS_CORE_LEDGER_ORIGIN = CHART_DEFAULTS.ledgerOrigin;
@@ -243,6 +287,7 @@ export async function startTopology(o) {
   const [code] = await once(migrate, "exit");
   if (code !== 0) throw new Error(`chaos-core migrate exited with ${code}`);
   const envs = localEnvironments(o);
+  const bridges = o.upstreams ? await prepareUpstreams(o) : [];
   const killAfterSeconds = o.lifecycle?.terminationGracePeriodSeconds ?? CHART_DEFAULTS.terminationGracePeriodSeconds;
   const procs = new Map();
   const logs = new Map();
@@ -282,10 +327,22 @@ export async function startTopology(o) {
     clearTimeout(timer);
   };
 
+  const bridgeProcs = [];
+  const stopBridges = async () => {
+    for (const p of bridgeProcs) {
+      if (p.exitCode !== null || p.signalCode !== null) continue;
+      const exited = once(p, "exit");
+      p.kill("SIGTERM");
+      await exited;
+    }
+  };
   try {
+    // The bridged upstreams' pods first: cognition reaches them on its first call to one.
+    for (const b of bridges) bridgeProcs.push(await startBridge(b, o.onLine));
     for (const c of START_ORDER) await start(c);
   } catch (err) {
     for (const c of [...START_ORDER].reverse()) await stop(c);
+    await stopBridges();
     throw err;
   }
   return {
@@ -298,9 +355,59 @@ export async function startTopology(o) {
     stop,
     /** Starts a stopped component again, with the same environment. */
     start: (c) => start(c),
-    /** Stops everything, callers first. */
+    /** Stops everything, callers first, the bridged upstreams last. */
     async close() {
       for (const c of [...START_ORDER].reverse()) await stop(c);
+      await stopBridges();
     },
   };
+}
+
+/**
+ * Writes what the chart's upstreams values give cognition — upstreams.json and upstreams.lock (the
+ * rendered ConfigMap), the Secret's keys as files — and returns each bridged declaration's process:
+ * `chaos-core bridge` on its port with its token file, the command after `--`, in its own folder.
+ */
+async function prepareUpstreams(o) {
+  const u = upstreamsDirs(o.dir);
+  await mkdir(u.config, { recursive: true });
+  await writeFile(join(u.config, "upstreams.json"), localUpstreamsJson(o));
+  await writeFile(join(u.config, "upstreams.lock"), o.upstreams.lock);
+  await mkdir(u.secrets, { recursive: true, mode: 0o700 });
+  for (const [key, value] of Object.entries(o.upstreams.secrets ?? {})) await writeFile(join(u.secrets, key), value, { mode: 0o600 });
+  const bridges = [];
+  for (const { decl, port } of bridgedPorts(o)) {
+    if (!decl.bridge) continue;
+    const cwd = join(u.bridges, decl.name);
+    await mkdir(cwd, { recursive: true });
+    const env = { ...baseEnv(), HOME: cwd };
+    for (const [k, v] of Object.entries(decl.env ?? {})) env[k] = typeof v === "string" ? v : readFileSync(join(u.secrets, v.file), "utf8").replace(/\r?\n$/, "");
+    bridges.push({
+      name: decl.name,
+      cwd,
+      env,
+      args: ["bridge", "--host", "127.0.0.1", "--port", String(port), "--token-file", join(u.secrets, decl.bridge.tokenKey), "--", decl.command, ...(decl.args ?? [])],
+    });
+  }
+  return bridges;
+}
+
+/** Starts one bridge; resolves when it logs its address. */
+function startBridge(b, onLine) {
+  return new Promise((resolveStart, reject) => {
+    const proc = spawn(process.execPath, [join(ROOT, "services/standalone/bin/chaos-core.js"), ...b.args], { cwd: b.cwd, env: b.env, stdio: ["ignore", "ignore", "pipe"] });
+    let log = "";
+    let started = false;
+    createInterface({ input: proc.stderr }).on("line", (line) => {
+      log += `${line}\n`;
+      onLine?.(`upstream-${b.name}`, line);
+      if (!started && /bridging the stdio MCP server/.test(line)) {
+        started = true;
+        resolveStart(proc);
+      }
+    });
+    proc.once("exit", (code) => {
+      if (!started) reject(new Error(`the bridge of upstream ${b.name} exited with ${code} before it listened:\n${log}`));
+    });
+  });
 }

@@ -11,8 +11,8 @@
  * retention CronJob's) addresses of the data services, a tenant is exported, its retention
  * applied and it is deleted.
  */
-import { randomInt } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { randomBytes, randomInt } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,10 +20,10 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Redis } from "ioredis";
 import { Client as V2Client, StreamableHTTPClientTransport as V2Http } from "@modelcontextprotocol/client";
 import { checkGrpcHealth, createRedisTenantGenerations, tenantKeyPrefix } from "@chaos-core/kit";
-import { CHART_EDGE_READINESS, LISTEN_VARS, localEnvironments, startTopology, type Topology } from "../../deploy/local/topology.mjs";
+import { CHART_EDGE_READINESS, LISTEN_VARS, localEnvironments, startTopology, type LocalUpstreams, type Topology } from "../../deploy/local/topology.mjs";
 import { createCertAuthority, removeCerts, type CertAuthority } from "../support/certs.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
-import { httpClient, removeDir, runToExit, tempDir } from "../support/processes.js";
+import { httpClient, removeDir, ROOT, runToExit, tempDir } from "../support/processes.js";
 
 const REDIS = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
@@ -67,6 +67,8 @@ describe("deploy/local: two chart topologies side by side", () => {
   const pickOffset = () => 2_000 + 20 * randomInt(0, 170);
   let offset = pickOffset();
   let ca: CertAuthority;
+  let shared = "";
+  let upstreams: LocalUpstreams | undefined;
 
   beforeAll(async () => {
     // These ports lie in Linux's ephemeral range (32768–60999): one may be the local end of
@@ -74,17 +76,33 @@ describe("deploy/local: two chart topologies side by side", () => {
     // Take an offset whose every listening port of both topologies is free at this moment.
     for (let attempt = 0; attempt < 50 && !(await offsetFree(offset)); attempt++) offset = pickOffset();
     ca = createCertAuthority("local-ca");
+    // The first topology fronts server-filesystem as the chart's federation scenario does: a stdio
+    // upstream declared with `bridge`, run as its own `chaos-core bridge` process, pinned first by
+    // `chaos-core upstreams lock` as an operator would (docs/federation-platform.md §1, §2).
+    shared = tempDir("chaos-local-share-");
+    writeFileSync(join(shared, "notes.txt"), "bridged\n");
+    const files = { name: "files", command: process.execPath, args: [join(ROOT, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"), shared] };
+    const pinning = tempDir("chaos-local-pin-");
+    dirs.push(pinning);
+    writeFileSync(join(pinning, "upstreams.json"), JSON.stringify({ upstreams: [files] }));
+    const locked = await runToExit(["upstreams", "lock"], { CHAOS_CORE_DATA_DIR: pinning }, 90_000);
+    expect(locked.code, locked.stderr).toBe(0);
+    upstreams = {
+      declarations: [{ ...files, bridge: { tokenKey: "files-bridge-token" } }],
+      lock: readFileSync(join(pinning, "upstreams.lock"), "utf8"),
+      secrets: { "files-bridge-token": randomBytes(24).toString("hex") },
+    };
     // One certificate for every component, as one cert-manager Certificate's Secret in the chart.
     const tls = { dir: ca.issue("chaos-core").dir, mutual: true };
     // Side by side: both start at once, and each keeps the index of its row below.
-    const rows = [[0, `${REDIS}/9`, undefined], [10, undefined, tls]] as const;
+    const rows = [[0, `${REDIS}/9`, undefined, upstreams], [10, undefined, tls, undefined]] as const;
     const started = await Promise.allSettled(
-      rows.map(async ([i, redis, grpcTls], row) => {
+      rows.map(async ([i, redis, grpcTls, federated], row) => {
         const db = await createTestDatabase("chaoscore_local");
         dbs[row] = db;
         const dir = tempDir("chaos-local-");
         dirs[row] = dir;
-        const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls, metrics: {} });
+        const t = await startTopology({ dir, databaseUrl: db.url, redisUrl: redis, portOffset: offset + i, logLevel: "info", grpcTls, metrics: {}, upstreams: federated });
         topologies[row] = t;
         try {
           clients[row] = await httpClient(t.edgeUrl, { Authorization: `Bearer ${t.apiKey}` });
@@ -104,6 +122,7 @@ describe("deploy/local: two chart topologies side by side", () => {
     for (const db of dbs) await db?.drop();
     for (const d of dirs) if (d) removeDir(d);
     if (ca) removeCerts(ca);
+    if (shared) removeDir(shared);
   });
 
   it("serves each topology through its own edge, on its own ports and database", async () => {
@@ -210,6 +229,27 @@ describe("deploy/local: two chart topologies side by side", () => {
     const policy = topologies[0]!.envs.policy;
     const misplaced = await runToExit(["tenants", "list"], { CHAOS_CORE_CONTEXT_KEY: policy.CHAOS_CORE_CONTEXT_KEY, CHAOS_CORE_ADMIN_ADDR: `127.0.0.1:${policy.PORT}` });
     expect(misplaced.code, misplaced.stderr).toBe(1);
+  });
+
+  it("reaches a stdio upstream bridged in its own process through the governed path, as the chart's federation scenario runs it", async () => {
+    const t = topologies[0]!;
+    const client = clients[0]!;
+    // Listed as an MCP tool of the upstream, and run as one executor step through the bridge.
+    expect((await client.listTools()).tools.map((x) => x.name)).toContain("files__read_text_file");
+    const read = await client.callTool({ name: "chaoscore_execute", arguments: { steps: [{ id: "r1", capability: "files.read_text_file", input: { path: join(shared, "notes.txt") } }] } });
+    const [step] = (read.structuredContent as { results: Array<{ status: string; ran: boolean; output?: { content: Array<{ text?: string }> } }> }).results;
+    expect(step, JSON.stringify(read.content)).toMatchObject({ status: "executed", ran: true });
+    expect(step!.output!.content[0]!.text).toBe("bridged\n");
+    // Cognition reads it as an HTTP upstream at the bridge, a process of its own, which holds the session cognition opened.
+    const declared = JSON.parse(readFileSync(t.envs.cognition.CHAOS_CORE_UPSTREAMS_FILE!, "utf8")) as { upstreams: Array<{ url: string; headers: unknown }> };
+    expect(declared.upstreams[0]).toEqual({ name: "files", url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/), headers: { Authorization: { file: "files-bridge-token", prefix: "Bearer " } } });
+    const health = (await (await fetch(declared.upstreams[0]!.url.replace(/\/mcp$/, "/healthz"))).json()) as { sessions: number };
+    expect(health.sessions).toBeGreaterThanOrEqual(1);
+    // Without its token the bridge answers nobody.
+    expect((await fetch(declared.upstreams[0]!.url, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(401);
+    // The governed path recorded it: the ledger's decision for the step names the capability.
+    const ledger = (await client.callTool({ name: "inspect_audit_ledger", arguments: { limit: 10 } })).structuredContent as { entries: Array<{ event: Record<string, unknown> }> };
+    expect(ledger.entries.map((e) => e.event).filter((e) => e["type"] === "step.decision" && e["capability"] === "files.read_text_file")).not.toEqual([]);
   });
 
   it("fails calls clearly while memory is stopped, the edge staying in its Service, and serves them once it is started again, without restarting the edge", async () => {

@@ -6,10 +6,11 @@
  * production scenario's telemetry: Prometheus metrics (one port per process here) and tracing.
  */
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join, basename, resolve } from "node:path";
-import { parseAllDocuments } from "yaml";
+import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
-import { CHART_ADMIN_PORT, CHART_EDGE_READINESS, CHART_PORTS, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
+import { CHART_ADMIN_PORT, CHART_BRIDGE_PORT, CHART_EDGE_READINESS, CHART_PORTS, localUpstreamsJson, type LocalUpstreams, COMPONENT_ORDER, localEnvironments, shutdownGraceSeconds, type Component } from "../../deploy/local/topology.mjs";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const HELM = join(ROOT, ".cache/helm/helm");
@@ -21,23 +22,38 @@ interface EnvVar {
   valueFrom?: unknown;
 }
 
-function chartEnvs(scenario: string, extra: readonly string[] = []): Record<Component, EnvVar[]> {
+interface Rendered {
+  kind?: string;
+  metadata: { name: string; labels?: Record<string, string> };
+  spec?: { template: { spec: { containers: Array<{ env: EnvVar[]; readinessProbe?: unknown }> } } };
+  data?: Record<string, string>;
+}
+
+/** The chart rendered for a scenario of ci/, with more `helm template` arguments. */
+function helmTemplate(scenario: string, extra: readonly string[] = []): Rendered[] {
   const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, `helm/chaos-core/ci/${scenario}-values.yaml`), ...extra], {
     encoding: "utf8",
     env: { ...process.env, HELM_CACHE_HOME: home, HELM_CONFIG_HOME: home, HELM_DATA_HOME: home },
   });
   if (r.status !== 0) throw new Error(`helm template failed (run 'bash scripts/ci/helm.sh --prepare' if helm is missing):\n${r.stderr}`);
+  return parseAllDocuments(r.stdout)
+    .map((d) => d.toJS() as Rendered | null)
+    .filter((o): o is Rendered => o !== null);
+}
+
+/** Each component's environment as the chart renders it (the bridged upstreams' Deployments are not components). */
+function chartEnvs(scenario: string, extra: readonly string[] = []): Record<Component, EnvVar[]> {
   const out: Partial<Record<Component, EnvVar[]>> = {};
-  for (const doc of parseAllDocuments(r.stdout)) {
-    const o = doc.toJS() as { kind?: string; metadata?: { labels?: Record<string, string> }; spec?: { template: { spec: { containers: { env: EnvVar[] }[] } } } } | null;
-    if (o?.kind !== "Deployment") continue;
-    out[o.metadata!.labels!["app.kubernetes.io/component"] as Component] = o.spec!.template.spec.containers[0]!.env;
+  for (const o of helmTemplate(scenario, extra)) {
+    const component = o.metadata.labels?.["app.kubernetes.io/component"];
+    if (o.kind !== "Deployment" || !(component! in CHART_PORTS)) continue;
+    out[component as Component] = o.spec!.template.spec.containers[0]!.env;
   }
   return out as Record<Component, EnvVar[]>;
 }
 
 /** Values that differ by design: where things are (binds, addresses, file directories) and what the Secrets hold. */
-const LOCAL_BY_DESIGN = /^(HOST|.*_ADDR|CHAOS_CORE_CONTEXT_KEY|DATABASE_URL|REDIS_URL|OTEL_RESOURCE_ATTRIBUTES|CHAOS_CORE_GRPC_HEALTH_PORT|CHAOS_CORE_METRICS_PROMETHEUS_(PORT|HOST))$/;
+const LOCAL_BY_DESIGN = /^(HOST|.*_ADDR|.*_DIR|CHAOS_CORE_CONTEXT_KEY|DATABASE_URL|REDIS_URL|OTEL_RESOURCE_ATTRIBUTES|CHAOS_CORE_GRPC_HEALTH_PORT|CHAOS_CORE_METRICS_PROMETHEUS_(PORT|HOST))$/;
 
 /** The grpc-tls scenario's values, as deploy/local takes them. */
 const GRPC_TLS = {
@@ -96,7 +112,7 @@ describe.each([
       for (const e of chart[c]) {
         if (LOCAL_BY_DESIGN.test(e.name)) continue;
         const mine = local[c][e.name]!;
-        if (e.name.endsWith("_FILE")) expect(basename(mine), `${c} ${e.name}`).toBe(basename(e.value!));
+        if (e.name.endsWith("_FILE") || e.name.endsWith("_LOCK")) expect(basename(mine), `${c} ${e.name}`).toBe(basename(e.value!));
         else expect(mine, `${c} ${e.name}`).toBe(e.value);
       }
       expect(Number(local[c].PORT)).toBe(CHART_PORTS[c]);
@@ -165,14 +181,25 @@ describe("deploy/local against the chart's production render: telemetry", () => 
 
 describe("the edge's readiness probe", () => {
   it("is the one deploy/local's outage test probes at (CHART_EDGE_READINESS)", () => {
-    const r = spawnSync(HELM, ["template", "rel", join(ROOT, "helm/chaos-core"), "-n", "chaos", "-f", join(ROOT, "helm/chaos-core/ci/defaults-values.yaml")], {
-      encoding: "utf8",
-      env: { ...process.env, HELM_CACHE_HOME: home, HELM_CONFIG_HOME: home, HELM_DATA_HOME: home },
-    });
-    expect(r.status, r.stderr).toBe(0);
-    const edge = parseAllDocuments(r.stdout)
-      .map((d) => d.toJS() as { kind?: string; metadata?: { labels?: Record<string, string> }; spec?: { template: { spec: { containers: Array<{ readinessProbe: unknown }> } } } } | null)
-      .find((o) => o?.kind === "Deployment" && o.metadata?.labels?.["app.kubernetes.io/component"] === "edge");
+    const edge = helmTemplate("defaults").find((o) => o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/component"] === "edge");
     expect(edge?.spec?.template.spec.containers[0]?.readinessProbe).toEqual({ httpGet: { path: "/readyz", port: "http" }, ...CHART_EDGE_READINESS });
+  });
+});
+
+describe("deploy/local against the chart's federation render: the operator's upstreams in values", () => {
+  const values = parseYaml(readFileSync(join(ROOT, "helm/chaos-core/ci/federation-values.yaml"), "utf8")) as { upstreams: LocalUpstreams };
+  const upstreams = { ...values.upstreams, secrets: { "files-bridge-token": "t".repeat(32), "github-token": "g" } };
+  const local = localEnvironments({ ...BASE, upstreams });
+
+  it("gives cognition the chart's upstreams variables, and renders upstreams.json as the chart does (the bridges' addresses aside)", () => {
+    const chart = chartEnvs("federation");
+    expect(Object.keys(local.cognition).sort()).toEqual(chart.cognition.map((e) => e.name).sort());
+    for (const name of ["CHAOS_CORE_UPSTREAMS_FILE", "CHAOS_CORE_UPSTREAMS_LOCK"]) {
+      expect(basename(local.cognition[name]!)).toBe(basename(chart.cognition.find((e) => e.name === name)!.value!));
+    }
+    const rendered = helmTemplate("federation").find((o) => o.kind === "ConfigMap" && o.metadata.name === "rel-chaos-core-upstreams")!.data!["upstreams.json"]!;
+    const address = /http:\/\/[^/]+\/mcp/g;
+    expect(JSON.parse(localUpstreamsJson({ upstreams }).replace(address, "BRIDGE"))).toEqual(JSON.parse(rendered.replace(address, "BRIDGE")));
+    expect(localUpstreamsJson({ upstreams, portOffset: 100 })).toContain(`http://127.0.0.1:${CHART_BRIDGE_PORT + 100}/mcp`);
   });
 });
