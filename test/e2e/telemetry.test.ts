@@ -10,7 +10,9 @@ import { createMrtrKeys, type MrtrKeys } from "../support/mrtr-keys.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 import { createTestDatabase, type TestDatabase } from "../support/postgres.js";
 import { seedDataDir } from "../support/data-dir-template.js";
-import { removeDir, startServiceMain, stdioClient, stopProcess, tempDir } from "../support/processes.js";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { removeDir, ROOT, runToExit, startServiceMain, stdioClient, stopProcess, tempDir } from "../support/processes.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../support/redis.js";
 
 /**
@@ -45,7 +47,13 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
   // The traceparent an instrumented HTTP client would send in the request's header (its own span).
   let headerTraceparent: string | undefined;
 
+  // An upstream MCP server behind cognition (trouble-server's `meta` answers the _meta it was sent), pinned first.
+  const upstreamsDir = tempDir("chaos-core-telemetry-upstreams-");
+
   beforeAll(async () => {
+    writeFileSync(join(upstreamsDir, "upstreams.json"), JSON.stringify({ upstreams: [{ name: "trouble", command: process.execPath, args: [join(ROOT, "test/support/upstreams/trouble-server.mjs")] }] }));
+    const locked = await runToExit(["upstreams", "lock"], { CHAOS_CORE_DATA_DIR: upstreamsDir }, 60_000);
+    expect(locked.code, locked.stderr).toBe(0);
     receiver = await startOtlpReceiver();
     db = await createTestDatabase();
     ledgerKeys = await createLedgerKeys();
@@ -76,6 +84,8 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
       MEMORY_ADDR: memory,
       LEDGER_ADDR: ledger,
       CHAOS_CORE_PROVIDER: "heuristic",
+      CHAOS_CORE_UPSTREAMS_FILE: join(upstreamsDir, "upstreams.json"),
+      CHAOS_CORE_UPSTREAMS_WORK_DIR: join(upstreamsDir, "work"),
     });
     edgeUrl = await start("edge", {
       ...mrtrKeys.env,
@@ -109,6 +119,7 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
     await db?.drop();
     await ledgerKeys?.remove();
     await mrtrKeys?.remove();
+    removeDir(upstreamsDir);
   });
 
   /** Waits until the trace holds everything `complete` wants (exports arrive in batches), then returns it. */
@@ -261,6 +272,44 @@ describe("OpenTelemetry: one trace per tool call across the distributed topology
     expect(protocolError).toMatchObject({ name: "tools/call no_such_tool", status: 2 });
     expect(protocolError!.attributes["error.type"]).toMatch(/^-32\d{3}$/);
     expect(protocolError!.attributes["rpc.response.status_code"]).toBe(protocolError!.attributes["error.type"]);
+  });
+
+  it("traces an upstream tool call: a CLIENT span under the step's span whose context the upstream receives; its duration per upstream, and the breaker's state", async () => {
+    const mcp = clientSpan();
+    const res = (await legacy.callTool({ name: "trouble__meta", arguments: {}, _meta: { traceparent: mcp.traceparent } })) as { isError?: boolean; content: Array<{ text?: string }> };
+    expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+    const spans = await traceOf(mcp.traceId, (t) => names(t).has("tools/call meta") && names(t).has("chaoscore.cognition.step"));
+    const call = spans.find((s) => s.name === "tools/call meta");
+    expect(call, [...names(spans)].join(", ")).toMatchObject({ service: service("cognition"), kind: 3, status: 0 });
+    expect(call!.attributes).toMatchObject({
+      "mcp.method.name": "tools/call",
+      "gen_ai.tool.name": "meta",
+      "gen_ai.operation.name": "execute_tool",
+      "network.transport": "pipe",
+      "chaoscore.upstream": "trouble",
+    });
+    expect(spans.find((s) => s.spanId === call!.parentSpanId)?.name).toBe("chaoscore.cognition.step");
+    // The upstream was sent the call's trace context: this trace, the CLIENT span as its parent.
+    const sent = JSON.parse(res.content[0]!.text!) as { traceparent?: string };
+    expect(sent.traceparent).toBe(`00-${mcp.traceId}-${call!.spanId}-01`);
+    expectOneTree(spans, [mcp.spanId]);
+
+    const duration = () => receiver.histograms.find((p) => p.metric === "mcp.client.operation.duration" && p.count > 0 && p.attributes["chaoscore.upstream"] === "trouble");
+    const breaker = () => receiver.gauges.find((p) => p.metric === "chaoscore.upstream.breaker.state" && p.attributes["upstream"] === "trouble");
+    for (let i = 0; i < 200 && !(duration() && breaker()); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(duration()).toMatchObject({ service: service("cognition"), unit: "s", explicitBounds: [...MCP_DURATION_BUCKETS], attributes: expect.objectContaining({ "gen_ai.tool.name": "meta", "network.transport": "pipe" }) });
+    expect(duration()!.attributes["error.type"]).toBeUndefined();
+    expect(breaker()).toMatchObject({ service: service("cognition"), value: 0, attributes: { upstream: "trouble", scope: "shared" } });
+
+    // A failed call: the span says why (the pool's error code), and so does its duration point.
+    const failing = clientSpan();
+    const crashed = await legacy.callTool({ name: "trouble__crash", arguments: {}, _meta: { traceparent: failing.traceparent } });
+    expect(crashed.isError).toBe(true);
+    const failed = (await traceOf(failing.traceId, (t) => names(t).has("tools/call crash"))).find((s) => s.name === "tools/call crash");
+    expect(failed).toMatchObject({ service: service("cognition"), kind: 3, status: 2, attributes: expect.objectContaining({ "error.type": "unavailable", "chaoscore.upstream": "trouble" }) });
+    const failedPoint = () => receiver.histograms.find((p) => p.metric === "mcp.client.operation.duration" && p.attributes["gen_ai.tool.name"] === "crash" && p.attributes["error.type"] === "unavailable");
+    for (let i = 0; i < 200 && !failedPoint(); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(failedPoint()).toBeDefined();
   });
 
   it("exports mcp.server.operation.duration (seconds, the conventions' buckets) and the RED histograms per tool and per RPC", async () => {

@@ -110,7 +110,7 @@ describe("an upstream in trouble keeps it to itself", () => {
       upstreams: Array<{ name: string; transport: string; tools_served: number; breakers: Array<{ state: string; consecutive_failures: number; retry_at?: string }> }>;
     };
     const trouble = inspected.upstreams.find((u) => u.name === "trouble")!;
-    expect(trouble).toMatchObject({ transport: "stdio", tools_served: 6 });
+    expect(trouble).toMatchObject({ transport: "stdio", tools_served: 7 });
     expect(trouble.breakers[0]).toMatchObject({ state: "open", consecutive_failures: 5 });
     expect(Date.parse(trouble.breakers[0]!.retry_at!)).toBeGreaterThan(Date.now() - 1000);
     for (const other of ["steady", "bulky", "remote"]) expect(inspected.upstreams.find((u) => u.name === other)!.breakers.every((b) => b.state === "closed")).toBe(true);

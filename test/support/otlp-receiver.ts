@@ -36,11 +36,19 @@ export interface ReceivedHistogramPoint {
   readonly attributes: Readonly<Record<string, AttrValue>>;
 }
 
+export interface ReceivedGaugePoint {
+  readonly service: string;
+  readonly metric: string;
+  readonly value: number;
+  readonly attributes: Readonly<Record<string, AttrValue>>;
+}
+
 export interface OtlpReceiver {
   /** The base URL to give as OTEL_EXPORTER_OTLP_ENDPOINT. */
   readonly url: string;
   readonly spans: ReceivedSpan[];
   readonly histograms: ReceivedHistogramPoint[];
+  readonly gauges: ReceivedGaugePoint[];
   /** Bodies that did not decode, kept so a test can say why nothing arrived. */
   readonly rejected: string[];
   close(): Promise<void>;
@@ -90,6 +98,7 @@ interface MetricsBody {
         name: string;
         unit?: string;
         histogram?: { dataPoints?: Array<{ attributes?: OtlpKeyValue[]; explicitBounds?: number[]; count?: string | number }> };
+        gauge?: { dataPoints?: Array<{ attributes?: OtlpKeyValue[]; asDouble?: number; asInt?: string | number }> };
       }>;
     }>;
   }>;
@@ -103,6 +112,7 @@ function serviceOf(resource: { attributes?: OtlpKeyValue[] } | undefined): strin
 export function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const histograms: ReceivedHistogramPoint[] = [];
+  const gauges: ReceivedGaugePoint[] = [];
   const rejected: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -145,6 +155,9 @@ export function startOtlpReceiver(): Promise<OtlpReceiver> {
                     attributes: attrs(p.attributes),
                   });
                 }
+                for (const p of m.gauge?.dataPoints ?? []) {
+                  gauges.push({ service, metric: m.name, value: Number(p.asDouble ?? p.asInt ?? NaN), attributes: attrs(p.attributes) });
+                }
               }
             }
           }
@@ -163,6 +176,7 @@ export function startOtlpReceiver(): Promise<OtlpReceiver> {
         url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
         spans,
         histograms,
+        gauges,
         rejected,
         close: () => new Promise((done) => server.close(() => done())),
       }),

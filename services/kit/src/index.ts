@@ -38,6 +38,8 @@ export { onShutdown } from "./lifecycle.js";
 export { ATTR, MCP_DURATION_BUCKETS, SEMCONV } from "./telemetry/attributes.js";
 export { inRequestSpan, outsideTrace, recordToolCall, withSpan } from "./telemetry/spans.js";
 export { startMcpServerSpan } from "./telemetry/mcp.js";
+export { startMcpClientSpan, traceContextMeta } from "./telemetry/mcp-client.js";
+export type { McpClientCallInfo, McpClientSpan } from "./telemetry/mcp-client.js";
 export type { McpMessageInfo, McpOutcome, McpServerSpan } from "./telemetry/mcp.js";
 export type { StepSpan } from "./telemetry/spans.js";
 export { instrument, recordError } from "./rpc/instrument.js";

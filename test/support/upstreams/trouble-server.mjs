@@ -2,7 +2,8 @@
 // An MCP server (the official SDK) that misbehaves on request, for the tests that keep one
 // upstream's trouble its own: `ok` answers, `hang` never does, `huge` answers `mb` megabytes of
 // text, `crash` ends the process in the middle of the call, `slow` answers after `ms`, `chatty`
-// reports `count` progress notifications of `kb` kilobytes each before a short answer.
+// reports `count` progress notifications of `kb` kilobytes each before a short answer, `meta`
+// answers the request's `_meta` as JSON (the trace context a caller sent).
 // Over stdio by default; `trouble-server.mjs http` serves Streamable HTTP (stateless) on a free
 // port of 127.0.0.1 instead, printing `listening PORT`: answers as SSE streams at /mcp, as JSON
 // bodies at /json.
@@ -19,6 +20,7 @@ const TOOLS = [
   { name: "huge", description: "Answers mb megabytes.", inputSchema: object({ mb: { type: "number" } }), annotations: { readOnlyHint: true, openWorldHint: false } },
   { name: "crash", description: "Exits mid-call.", inputSchema: object(), annotations: { readOnlyHint: true, openWorldHint: false } },
   { name: "slow", description: "Answers after ms.", inputSchema: object({ ms: { type: "number" } }), annotations: { readOnlyHint: true, openWorldHint: false } },
+  { name: "meta", description: "Answers the request's _meta.", inputSchema: object(), annotations: { readOnlyHint: true, openWorldHint: false } },
   { name: "chatty", description: "Reports count progress notifications of kb kilobytes.", inputSchema: object({ count: { type: "number" }, kb: { type: "number" } }), annotations: { readOnlyHint: true, openWorldHint: false } },
 ];
 
@@ -38,6 +40,8 @@ function troubleServer() {
       case "slow":
         await new Promise((r) => setTimeout(r, Number(args.ms ?? 100)));
         return { content: [{ type: "text", text: "slow" }] };
+      case "meta":
+        return { content: [{ type: "text", text: JSON.stringify(req.params._meta ?? {}) }] };
       case "chatty": {
         const count = Number(args.count ?? 10);
         const message = "y".repeat(Math.round(Number(args.kb ?? 1) * 1024));

@@ -1,5 +1,4 @@
 import { readFile } from "node:fs/promises";
-import { metrics } from "@opentelemetry/api";
 import { parseUpstreamsLock, serializeUpstreamsLock, type ContractSet } from "@chaos-core/contracts";
 import { publishedGeneration, watchFile, type CallContext, type Logger, type ServiceClient, type TenantGenerations } from "@chaos-core/kit";
 import type { LedgerService } from "@chaos-core/proto/gen/chaoscore/ledger/v1/ledger_pb.js";
@@ -193,14 +192,6 @@ export async function serveUpstreams(
   };
   const poller = overlay && declarations.length > 0 ? setInterval(() => void poll(false), overlay.pollMs ?? APPROVALS_POLL_MS) : undefined;
   poller?.unref();
-  // Each breaker's state as a metric (docs/federation.md §7): 0 closed, 1 half-open, 2 open.
-  const breakerGauge = metrics.getMeter("chaoscore.upstreams").createObservableGauge("chaoscore.upstream.breaker.state", {
-    description: "An upstream connection's circuit breaker: 0 closed, 1 half-open (one probe may go through), 2 open (calls fail at once)",
-  });
-  const observeBreakers = (result: { observe(value: number, attributes: Record<string, string>): void }) => {
-    for (const b of pool.breakers()) result.observe(b.state === "open" ? 2 : b.state === "half-open" ? 1 : 0, { upstream: b.upstream, scope: b.scope });
-  };
-  breakerGauge.addCallback(observeBreakers);
   const served = new Set(capabilities.map((c) => c.upstream?.name));
   const summary = declarations.length === 0 ? "none" : `${capabilities.length} tools of ${served.size} pinned upstreams (${config.file})`;
   return {
@@ -217,7 +208,6 @@ export async function serveUpstreams(
     breakers: () => pool.breakers(),
     approvalsChanged: () => (overlay && declarations.length > 0 ? poll(true) : Promise.resolve()),
     async close() {
-      breakerGauge.removeCallback(observeBreakers);
       clearInterval(poller);
       watch?.close();
       await pool.close();

@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Client, ProtocolError, ProtocolErrorCode, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { ChaosError, resolveSecretRef, type Logger, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
+import { ChaosError, resolveSecretRef, traceContextMeta, type Logger, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
 import { answerOverCap, cappedFetch, DEFAULT_MAX_RESULT_BYTES, FRAMING_ALLOWANCE, progressTokensOf } from "./answer-cap.js";
 import type { UpstreamFetch } from "./guarded-fetch.js";
 import { refusalOf, type UpstreamNotice } from "./notices.js";
@@ -166,7 +166,8 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
       const cut = new AbortController();
       inFlight.set(progressToken, { notice: onNotice ?? (() => {}), cut: (err) => cut.abort(err) });
       try {
-        const params = { name, arguments: args, _meta: { progressToken } };
+        // The call's trace context too (the pool's CLIENT span is active): an upstream that reads it joins the trace.
+        const params = { name, arguments: args, _meta: { ...traceContextMeta(), progressToken } };
         return (await client.callTool(params, { timeout: decl.timeoutMs, signal: signal ? AbortSignal.any([signal, cut.signal]) : cut.signal })) as CallToolResult;
       } catch (err) {
         if (cut.signal.aborted) throw cut.signal.reason;

@@ -1,5 +1,6 @@
 import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotocol/client";
-import { ChaosError, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
+import { metrics } from "@opentelemetry/api";
+import { ChaosError, outsideTrace, startMcpClientSpan, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
 import { answerOverCap, DEFAULT_MAX_RESULT_BYTES } from "./answer-cap.js";
 import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
 import type { UpstreamDrift } from "./drift.js";
@@ -73,6 +74,10 @@ export interface UpstreamPoolOptions {
   readonly perTenant?: boolean;
 }
 
+const breakerGauge = metrics.getMeter("chaoscore.upstreams").createObservableGauge("chaoscore.upstream.breaker.state", {
+  description: "An upstream connection's circuit breaker: 0 closed, 1 half-open (one probe may go through), 2 open (calls fail at once)",
+});
+
 /** How often an open connection's tools are read again, for an upstream that changes them silently. */
 const REREAD_MS = 5 * 60_000;
 
@@ -137,67 +142,89 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     throw err;
   };
 
+  /** One upstream call: its connection (opened on first use), its breaker, its size cap. */
+  const callOnce: UpstreamPool["call"] = async (decl, tenant, tool, args, signal, onNotice) => {
+    const scope = options.perTenant === true || (decl.transport === "stdio" && decl.isolation === "tenant") ? tenant : "shared";
+    const key = `${decl.name}\u0000${scope}`;
+    let entry = entries.get(key);
+    if (!entry) entries.set(key, (entry = { failures: 0, probing: false, upstream: decl.name, scope }));
+    if (entry.openUntil !== undefined) {
+      if (now() < entry.openUntil || entry.probing) {
+        throw new ChaosError("unavailable", `upstream "${decl.name}" failed ${entry.failures} times in a row; its breaker is open until ${new Date(entry.openUntil).toISOString()}`);
+      }
+      entry.probing = true;
+    }
+    let connection: UpstreamConnection;
+    try {
+      // A connection outlives the call that opened it (its re-reads, its GET stream): not part of that call's trace.
+      entry.connection ??= outsideTrace(() => openWatched(decl, entry));
+      connection = await entry.connection;
+    } catch (err) {
+      return failed(entry, err instanceof ChaosError ? err : new ChaosError("unavailable", `upstream "${decl.name}" could not be reached`, { cause: err }));
+    }
+    if (entry.idle) clearTimeout(entry.idle);
+    entry.idle = setTimeout(() => drop(entry), IDLE_MS).unref();
+    // A definition found changed on opening the connection (or since) is not called.
+    const drifted = options.drift?.driftOf(decl.name, tool);
+    if (drifted) throw new ChaosError("contract_drift", `${drifted}: this upstream tool no longer matches its pin and is not run; an operator approves the new contract with chaos-core upstreams approve ${decl.name} ${tool}${options.perTenant ? ` --tenant ${tenant}` : ""}`);
+    let result: CallToolResult;
+    try {
+      result = await connection.callTool(tool, args, signal, onNotice);
+    } catch (err) {
+      if (signal?.aborted) throw new ChaosError("cancelled", `the call to upstream "${decl.name}" was cancelled`, { cause: err });
+      // What the connection already named (an answer cut for its size) stays as it said; the
+      // connection is dropped (a cut HTTP stream may be resumed, a stdio one is closed).
+      if (err instanceof ChaosError) return failed(entry, err);
+      const message = err instanceof Error ? err.message : String(err);
+      const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout;
+      return failed(
+        entry,
+        new ChaosError(timedOut ? "deadline_exceeded" : "unavailable", `upstream "${decl.name}" ${timedOut ? `did not answer within ${decl.timeoutMs} ms` : `failed: ${message}`}`, { cause: err }),
+      );
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(result));
+    // Over the cap but within the framing allowance the connection reads whole: a failure of the
+    // upstream as a cut answer is, but the connection is sound and kept.
+    if (bytes > maxBytes) return failed(entry, answerOverCap(decl.name, maxBytes), true);
+    entry.failures = 0;
+    entry.openUntil = undefined;
+    entry.probing = false;
+    return result;
+  };
+
+  const breakers = (): BreakerState[] =>
+    [...entries.values()].map((e) => {
+      const open = e.openUntil !== undefined;
+      return {
+        upstream: e.upstream,
+        scope: e.scope,
+        state: !open ? "closed" : now() < e.openUntil! ? "open" : "half-open",
+        consecutiveFailures: e.failures,
+        ...(open ? { retryAt: new Date(e.openUntil!).toISOString() } : {}),
+      };
+    });
+  // Each breaker's state as a metric (docs/federation.md §7), the operator's pool and every tenant's alike: 0 closed, 1 half-open, 2 open.
+  const observeBreakers = (result: { observe(value: number, attributes: Record<string, string>): void }) => {
+    for (const b of breakers()) result.observe(b.state === "open" ? 2 : b.state === "half-open" ? 1 : 0, { upstream: b.upstream, scope: b.scope });
+  };
+  breakerGauge.addCallback(observeBreakers);
+
   return {
+    /** One upstream call in its CLIENT span under the step's (docs/federation-platform.md §5), refusals by an open breaker included. */
     async call(decl, tenant, tool, args, signal, onNotice) {
-      const scope = options.perTenant === true || (decl.transport === "stdio" && decl.isolation === "tenant") ? tenant : "shared";
-      const key = `${decl.name}\u0000${scope}`;
-      let entry = entries.get(key);
-      if (!entry) entries.set(key, (entry = { failures: 0, probing: false, upstream: decl.name, scope }));
-      if (entry.openUntil !== undefined) {
-        if (now() < entry.openUntil || entry.probing) {
-          throw new ChaosError("unavailable", `upstream "${decl.name}" failed ${entry.failures} times in a row; its breaker is open until ${new Date(entry.openUntil).toISOString()}`);
-        }
-        entry.probing = true;
-      }
-      let connection: UpstreamConnection;
+      const span = startMcpClientSpan({ upstream: decl.name, toolName: tool, transport: decl.transport === "stdio" ? "pipe" : "tcp", url: decl.transport === "http" ? decl.url : undefined });
       try {
-        entry.connection ??= openWatched(decl, entry);
-        connection = await entry.connection;
+        const result = await span.run(() => callOnce(decl, tenant, tool, args, signal, onNotice));
+        span.end(result.isError === true ? "tool_error" : undefined);
+        return result;
       } catch (err) {
-        return failed(entry, err instanceof ChaosError ? err : new ChaosError("unavailable", `upstream "${decl.name}" could not be reached`, { cause: err }));
+        span.end(ChaosError.from(err).code);
+        throw err;
       }
-      if (entry.idle) clearTimeout(entry.idle);
-      entry.idle = setTimeout(() => drop(entry), IDLE_MS).unref();
-      // A definition found changed on opening the connection (or since) is not called.
-      const drifted = options.drift?.driftOf(decl.name, tool);
-      if (drifted) throw new ChaosError("contract_drift", `${drifted}: this upstream tool no longer matches its pin and is not run; an operator approves the new contract with chaos-core upstreams approve ${decl.name} ${tool}${options.perTenant ? ` --tenant ${tenant}` : ""}`);
-      let result: CallToolResult;
-      try {
-        result = await connection.callTool(tool, args, signal, onNotice);
-      } catch (err) {
-        if (signal?.aborted) throw new ChaosError("cancelled", `the call to upstream "${decl.name}" was cancelled`, { cause: err });
-        // What the connection already named (an answer cut for its size) stays as it said; the
-        // connection is dropped (a cut HTTP stream may be resumed, a stdio one is closed).
-        if (err instanceof ChaosError) return failed(entry, err);
-        const message = err instanceof Error ? err.message : String(err);
-        const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout;
-        return failed(
-          entry,
-          new ChaosError(timedOut ? "deadline_exceeded" : "unavailable", `upstream "${decl.name}" ${timedOut ? `did not answer within ${decl.timeoutMs} ms` : `failed: ${message}`}`, { cause: err }),
-        );
-      }
-      const bytes = Buffer.byteLength(JSON.stringify(result));
-      // Over the cap but within the framing allowance the connection reads whole: a failure of the
-      // upstream as a cut answer is, but the connection is sound and kept.
-      if (bytes > maxBytes) return failed(entry, answerOverCap(decl.name, maxBytes), true);
-      entry.failures = 0;
-      entry.openUntil = undefined;
-      entry.probing = false;
-      return result;
     },
-    breakers() {
-      return [...entries.values()].map((e) => {
-        const open = e.openUntil !== undefined;
-        return {
-          upstream: e.upstream,
-          scope: e.scope,
-          state: !open ? "closed" : now() < e.openUntil! ? "open" : "half-open",
-          consecutiveFailures: e.failures,
-          ...(open ? { retryAt: new Date(e.openUntil!).toISOString() } : {}),
-        };
-      });
-    },
+    breakers,
     async close() {
+      breakerGauge.removeCallback(observeBreakers);
       for (const entry of entries.values()) drop(entry);
       entries.clear();
     },

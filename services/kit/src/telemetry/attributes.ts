@@ -22,6 +22,8 @@ export const ATTR = {
   /** The event type a ledger entry records. */
   ledgerEvent: "chaoscore.ledger.event",
   errorType: "error.type",
+  /** The upstream MCP server a call went to (docs/federation.md). */
+  upstream: "chaoscore.upstream",
 } as const;
 
 /**
@@ -42,8 +44,12 @@ export const SEMCONV = {
   networkTransport: "network.transport",
   networkProtocolName: "network.protocol.name",
   errorType: "error.type",
+  serverAddress: "server.address",
+  serverPort: "server.port",
   /** The MCP server's request duration histogram (seconds). */
   mcpServerOperationDuration: "mcp.server.operation.duration",
+  /** The MCP client's request duration histogram (seconds): an upstream call as cognition saw it. */
+  mcpClientOperationDuration: "mcp.client.operation.duration",
 } as const;
 
 /** `mcp.server.operation.duration`'s explicit bucket boundaries, as the MCP conventions give them (seconds). */
