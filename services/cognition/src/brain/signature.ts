@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { canonicalJsonRfc8785 } from "@chaos-core/kit";
-import { tokenize } from "../providers/heuristic.js";
+import { tokenize } from "../providers/tokens.js";
 import { parseObjective } from "../providers/objective-parser.js";
 
 /**

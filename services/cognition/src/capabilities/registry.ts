@@ -10,6 +10,8 @@ import { CapabilityGuard } from "./contract.js";
 export interface CapabilityInfo {
   readonly name: string;
   readonly description: string;
+  /** An upstream tool's title, as pinned (ranked beside its name and description). */
+  readonly title?: string;
   readonly risk: CapabilityRisk;
   readonly annotations: CapabilityAnnotations;
 }
@@ -70,6 +72,11 @@ export interface CallerUpstreams {
   readonly unavailable?: ChaosError;
 }
 
+/** What planners see of a capability: never its handler. */
+function infoOf(c: Capability): CapabilityInfo {
+  return { name: c.name, description: c.description, ...(c.upstream?.title ? { title: c.upstream.title } : {}), risk: c.risk, annotations: { ...c.annotations } };
+}
+
 /** The view of `registry` for `who`, with its tenant's own upstream tools: what {@link CapabilityRegistry.forCaller} answers. */
 function callerView(registry: CapabilityRegistry, who: ExposureSubject, own?: CallerUpstreams): CapabilityRegistry {
   const visible = (c: Capability) => c.upstream === undefined || upstreamOffer(c.upstream.grants, who) !== undefined;
@@ -94,7 +101,7 @@ function callerView(registry: CapabilityRegistry, who: ExposureSubject, own?: Ca
         ...registry.descriptors().filter((d) => !hidden.has(d.name)),
         ...extraServed()
           .filter((c) => c.internal !== true)
-          .map((c): CapabilityInfo => ({ name: c.name, description: c.description, risk: c.risk, annotations: { ...c.annotations } })),
+          .map(infoOf),
       ];
     },
     pin: (lock) => registry.pin(lock),
@@ -145,7 +152,7 @@ export function createCapabilityRegistry(capabilities: readonly Capability[]): C
     upstreamTools: () => all.filter((c) => c.upstream !== undefined),
     offered,
     descriptors: () =>
-      offered().map((c): CapabilityInfo => ({ name: c.name, description: c.description, risk: c.risk, annotations: { ...c.annotations } })),
+      offered().map(infoOf),
     pin: (lock) => {
       guard = new CapabilityGuard(lock);
       return all.flatMap((c) => driftOf(c) ?? []);
