@@ -6,7 +6,7 @@ import type { AIProvider } from "../providers/ai-provider.js";
 import { NO_MODEL, rankCapabilities } from "../providers/heuristic.js";
 import { parseObjective } from "../providers/objective-parser.js";
 import { generateValidated } from "../providers/validated-json.js";
-import { capabilityCatalog, maxRisk, RISKS, truncate } from "./catalog.js";
+import { maxRisk, plannerCatalog, RISKS, truncate, UNTRUSTED_NOTE } from "./catalog.js";
 
 /** What the cognitive core understood an objective to ask for. */
 export interface Intent {
@@ -104,8 +104,9 @@ async function modelIntent(objective: string, context: string | undefined, deps:
   const answer = await generateValidated(deps.provider, modelIntentSchema, {
     instructions:
       "You read an objective for an automation system and state what it asks for. Name only capabilities from the list " +
-      "you are given. List real ambiguities; do not invent constraints the objective does not state.",
-    input: JSON.stringify({ objective, context: context ?? null, capabilities: JSON.parse(capabilityCatalog(deps.registry)) as unknown }),
+      "you are given. List real ambiguities; do not invent constraints the objective does not state. " +
+      UNTRUSTED_NOTE,
+    input: JSON.stringify({ objective, context: context ?? null, capabilities: plannerCatalog(deps.registry, objective).capabilities }),
     shapeDescription: INTENT_SHAPE,
     ...(deps.signal ? { signal: deps.signal } : {}),
   });

@@ -10,7 +10,7 @@ import { NO_MODEL, rankCapabilities } from "../providers/heuristic.js";
 import { parseObjective, type ParsedObjective } from "../providers/objective-parser.js";
 import { findReferences, renameReferences } from "../plans/step-reference.js";
 import { generateValidated } from "../providers/validated-json.js";
-import { capabilityCatalog, truncate } from "./catalog.js";
+import { plannerCatalog, truncate, UNTRUSTED_NOTE } from "./catalog.js";
 import { checkObjective, usesModel, type Intent } from "./intent.js";
 
 /** What `plan` needs. */
@@ -280,20 +280,31 @@ async function askModelPlan(
       "remembered procedure is given, prefer it if it fits. When re-planning, plan only the remainder: what already " +
       "executed must not be repeated, and the failed step must be fixed or replaced. offlineReading is what a " +
       "deterministic parser read in the objective (null when it read nothing); use it when it is right. A later step " +
-      'can take an earlier step\'s output as input with {"$step": "s1", "path": "/json/pointer"} in place of a value.',
+      'can take an earlier step\'s output as input with {"$step": "s1", "path": "/json/pointer"} in place of a value. ' +
+      UNTRUSTED_NOTE,
     input: JSON.stringify({
       objective,
       intent: intent ?? null,
       rememberedProcedure: options.procedure ?? null,
       offlineReading: offlineHint(read),
       replan: options.replan ?? null,
-      capabilities: JSON.parse(capabilityCatalog(deps.registry)) as unknown,
+      ...catalogFor(objective, intent, options, deps.registry),
     }),
     shapeDescription: PLAN_SHAPE,
     ...(deps.signal ? { signal: deps.signal } : {}),
   });
   const steps = answer.value.steps.map((s) => ({ capability: s.capability, input: s.input as JsonObject, rationale: s.rationale }));
   return { source: "model", provider: answer.providerId, model: answer.model, notes: [], steps: withIds(steps, options.idPrefix ?? "s") };
+}
+
+/**
+ * The capabilities a model planner is shown for this objective (catalog.ts), the ones a remembered
+ * procedure, the reading of the objective or a re-plan names kept; and how many upstream tools are not shown.
+ */
+function catalogFor(objective: string, intent: Intent | undefined, options: PlanOptions, registry: CapabilityRegistry) {
+  const keep = [...(options.procedure ?? []), ...(intent?.candidateCapabilities ?? []), ...(options.replan ? [...options.replan.executed, options.replan.failed.capability] : [])];
+  const { capabilities, unlisted } = plannerCatalog(registry, objective, keep);
+  return { capabilities, ...(unlisted > 0 ? { unlistedUpstreamTools: `${unlisted} more upstream tools ranked as unrelated to the objective are not listed` } : {}) };
 }
 
 /**
