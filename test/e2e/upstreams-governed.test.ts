@@ -103,6 +103,22 @@ describe("an upstream tool, governed like every capability", () => {
     expect(outcome["resultHash"]).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it("plans and achieves an objective with the upstream tool it names, offline: its input read from the objective by the pinned schema", async () => {
+    const c = await connect();
+    const target = join(share, "notes.txt");
+    const planned = (await c.callTool({ name: "chaoscore_plan", arguments: { objective: `read the file ${target}` } })).structuredContent as {
+      steps: Array<{ capability: string; input: unknown }>;
+    };
+    // server-filesystem offers read_text_file and its deprecated twin read_file: either reads it.
+    expect(planned.steps).toHaveLength(1);
+    expect(["files.read_text_file", "files.read_file"]).toContain(planned.steps[0]!.capability);
+    expect(planned.steps[0]!.input).toEqual({ path: target });
+    const achieved = await c.callTool({ name: "chaoscore_achieve", arguments: { objective: `list everything in the ${share} directory` } });
+    expect(achieved.structuredContent, JSON.stringify(achieved.content)).toMatchObject({ status: "succeeded" });
+    expect(JSON.stringify(achieved.structuredContent)).toContain("files.list_directory");
+    expect(JSON.stringify(achieved.structuredContent)).toContain("notes.txt");
+  });
+
   it("refuses input its pinned schema rejects, naming the field, before policy is asked", async () => {
     const c = await connect();
     const [r] = results(await c.callTool({ name: "chaoscore_execute", arguments: step("files.read_text_file", { path: 42 }) }));

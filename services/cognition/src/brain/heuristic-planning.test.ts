@@ -1,5 +1,9 @@
 /** The heuristic (no model) reading and planning: deterministic, and grounded in the registry. */
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { defineCapability, type Capability } from "../capabilities/capability.js";
+import { inputFromObjective } from "../upstreams/objective-input.js";
+import { zodFromJsonSchema } from "../upstreams/json-schema.js";
 import { BUILT_IN_CAPABILITIES } from "../capabilities/index.js";
 import { createCapabilityRegistry } from "../capabilities/registry.js";
 import { HeuristicProvider } from "../providers/heuristic.js";
@@ -128,5 +132,53 @@ describe("heuristic reason and plan", () => {
     // Asking is another intent than storing, on the same subject.
     expect(objectiveSignature("what is my favourite colour?")).not.toBe(colour);
     expect(objectiveSignature("what is my favourite colour?")).toBe(objectiveSignature("What's my favourite colour"));
+  });
+});
+
+describe("heuristic planning with upstream tools (docs/federation-platform.md §4)", () => {
+  /** An upstream tool as served: its pinned input schema, and its input read from an objective by that schema. */
+  function tool(upstream: string, name: string, description: string, inputSchema: Record<string, unknown>): Capability {
+    const base = defineCapability({
+      name: `${upstream}.${name}`,
+      description,
+      risk: "low",
+      inputSchema: zodFromJsonSchema(inputSchema),
+      outputSchema: z.looseObject({}),
+      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      fromObjective: (objective: string) => inputFromObjective(inputSchema, objective),
+      handler: () => Promise.resolve({}),
+    }) as unknown as Capability;
+    return { ...base, upstream: { name: upstream, tool: name, mcpName: `${upstream}__${name}`, title: "", inputSchema, grants: [{ tenants: ["*"] }] } };
+  }
+  const path = { type: "object", properties: { path: { type: "string" } }, required: ["path"] };
+  const upstreamDeps = {
+    provider: new HeuristicProvider(),
+    registry: createCapabilityRegistry([
+      ...BUILT_IN_CAPABILITIES,
+      tool("files", "list_directory", "Get a detailed listing of all files and directories in a specified path.", path),
+      tool("files", "read_text_file", "Read the complete contents of a file from the file system as text.", path),
+      tool("slack", "slack_list_channels", "List public channels in the workspace with pagination", { type: "object", properties: { limit: { type: "number" } } }),
+      tool("everything", "get_sum", "Returns the sum of two numbers", { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] }),
+      tool("github", "fork_repository", "Fork a GitHub repository to your account or specified organization", { type: "object", properties: { owner: { type: "string" }, repo: { type: "string" } }, required: ["owner", "repo"] }),
+    ]),
+  };
+
+  it("plans the upstream tool an objective names, its input read from the objective by the tool's pinned schema", async () => {
+    expect((await plan("list everything in the /var/log directory", undefined, upstreamDeps)).steps).toEqual([
+      expect.objectContaining({ capability: "files.list_directory", input: { path: "/var/log" } }),
+    ]);
+    expect((await plan("read the file /srv/reports/q3.txt", undefined, upstreamDeps)).steps).toEqual([
+      expect.objectContaining({ capability: "files.read_text_file", input: { path: "/srv/reports/q3.txt" } }),
+    ]);
+    expect((await plan("list the slack channels", undefined, upstreamDeps)).steps).toEqual([expect.objectContaining({ capability: "slack.slack_list_channels", input: {} })]);
+    expect((await plan("sum the numbers 17 and 25", undefined, upstreamDeps)).steps).toEqual([expect.objectContaining({ capability: "everything.get_sum", input: { a: 17, b: 25 } })]);
+  });
+
+  it("keeps the parser's reading where the objective names memory, and says which input an upstream tool needs when it cannot read it", async () => {
+    expect((await plan("recall what I stored about the slack channels", undefined, upstreamDeps)).steps.map((s) => s.capability)).toEqual(["memory.recall"]);
+    expect((await plan("remember that the slack channel is #deploys", undefined, upstreamDeps)).steps.map((s) => s.capability)).toEqual(["memory.remember"]);
+    const fork = await plan("fork the github repository", undefined, upstreamDeps);
+    expect(fork.steps).toEqual([]);
+    expect(fork.notes).toEqual([expect.stringMatching(/^The upstream tool github\.fork_repository matches the objective best, but its input \(owner, repo\) could not be read from it offline/)]);
   });
 });

@@ -174,33 +174,72 @@ function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps):
     if (remembered) return { ...base, source: "procedure", notes: [], steps: withIds(remembered, prefix) };
   }
   const done = new Set(options.replan?.executed ?? []);
-  if (read) {
+  // Text generation is left out of ranking, because offline it would only answer that no model was used.
+  // Ranked when the parser read nothing, or when upstream tools may answer what it read better.
+  const ranked =
+    read && !deps.registry.offered().some((c) => c.upstream !== undefined)
+      ? []
+      : rankCapabilities(objective, deps.registry.descriptors().filter((d) => d.name !== "cognition.generate_text"), HEURISTIC_RANK_K);
+  const yields = yieldsToUpstream(objective, read, parsed.kind, ranked, deps.registry);
+  if (read && !yields) {
     const steps = options.replan ? remainder(read, options.replan, prefix) : withIds(read, prefix);
     return { ...base, source: "heuristic", notes: [], steps };
   }
-  if (parsed.kind === "needs_model") return { ...base, source: "heuristic", notes: [parsed.note], steps: [] };
+  if (parsed.kind === "needs_model" && !yields) return { ...base, source: "heuristic", notes: [parsed.note], steps: [] };
 
-  // Not an everyday objective the parser reads: rank the capabilities' descriptions instead.
-  // Text generation is left out, because offline it would only answer that no model was used.
-  const ranked = rankCapabilities(
-    objective,
-    deps.registry.descriptors().filter((d) => d.name !== "cognition.generate_text"),
-    HEURISTIC_RANK_K,
-  );
+  // Not an everyday objective the parser reads, or one an upstream tool answers better: the
+  // capabilities ranked by their descriptions instead.
   const best = ranked[0]?.score ?? 0;
   const steps: Omit<PlanStep, "id">[] = [];
+  let upstreamPlanned = false;
   for (const { name, score } of ranked) {
     if (score < best * HEURISTIC_RELATIVE_SCORE || done.has(name)) continue;
     const capability = offeredCapability(deps.registry, name);
+    // One upstream tool at most from ranking: two near-equal matches are a choice for a model or a person, not both.
+    if (capability?.upstream && upstreamPlanned) continue;
     const input = capability ? hookInput(capability, objective) : undefined;
     if (!input) continue;
+    if (capability?.upstream) upstreamPlanned = true;
     steps.push({
       capability: name,
       input,
       rationale: `heuristic (no model): "${name}" matches the objective's words (BM25 ${score.toFixed(2)}) and its input was derived from the objective`,
     });
   }
-  return { ...base, source: "heuristic", notes: steps.length === 0 ? [parsed.kind === "steps" ? "The offline reading names a capability that is not registered here." : parsed.note] : [], steps: withIds(steps, prefix) };
+  // Ranked first, but its input could not be read from the objective: the parser's reading, when it had one.
+  if (steps.length === 0 && read) return { ...base, source: "heuristic", notes: [], steps: options.replan ? remainder(read, options.replan, prefix) : withIds(read, prefix) };
+  const missing = ranked[0] && offeredCapability(deps.registry, ranked[0].name)?.upstream ? upstreamNote(ranked[0].name, deps.registry) : undefined;
+  const note = missing ?? (parsed.kind === "steps" ? "The offline reading names a capability that is not registered here." : parsed.note);
+  return { ...base, source: "heuristic", notes: steps.length === 0 ? [note] : [], steps: withIds(steps, prefix) };
+}
+
+/**
+ * Whether the parser's everyday reading of an objective (a recall for "list/show/find …", a
+ * remember, a fetch of what looked like a host, or "needs a model") yields to the caller's upstream
+ * tools (docs/federation-platform.md §4): when an upstream tool ranks first, the objective names
+ * neither memory nor a URL, and the reading's one capability is not among the first three ranked.
+ */
+function yieldsToUpstream(
+  objective: string,
+  read: readonly Omit<PlanStep, "id">[] | undefined,
+  kind: string,
+  ranked: readonly { name: string }[],
+  registry: CapabilityRegistry,
+): boolean {
+  const top = ranked[0] && offeredCapability(registry, ranked[0].name);
+  if (!top?.upstream) return false;
+  if (kind === "needs_model") return true;
+  if (!read || read.length !== 1) return false;
+  // An objective that names memory, or gives a URL, meant what the parser read.
+  if (/\b(memor(y|ies)|remember|recall|forget)\b|\bhttps?:\/\//i.test(objective)) return false;
+  return !ranked.slice(0, 3).some((r) => r.name === read[0]!.capability);
+}
+
+/** What a person reads when the upstream tool ranked first needs input the objective does not give. */
+function upstreamNote(name: string, registry: CapabilityRegistry): string | undefined {
+  const schema = offeredCapability(registry, name)?.upstream?.inputSchema;
+  const required = Array.isArray(schema?.required) ? (schema.required as unknown[]).filter((r): r is string => typeof r === "string") : [];
+  return `The upstream tool ${name} matches the objective best, but its input (${required.join(", ") || "none required"}) could not be read from it offline: give it with chaoscore_execute, or configure a model provider.`;
 }
 
 /** The shape a model must answer; steps naming an unknown capability or invalid input fail it. */

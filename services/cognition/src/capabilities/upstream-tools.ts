@@ -4,6 +4,7 @@ import { exposureOfTool, type UpstreamDeclaration } from "@chaos-core/kit";
 import { compileUpstreamSchema, zodFromJsonSchema } from "../upstreams/json-schema.js";
 import { upstreamToolNames } from "../upstreams/names.js";
 import { noticeLine, type UpstreamNotice } from "../upstreams/notices.js";
+import { inputFromObjective } from "../upstreams/objective-input.js";
 import type { UpstreamDrift } from "../upstreams/drift.js";
 import type { UpstreamPool } from "../upstreams/pool.js";
 import { upstreamRisk } from "../upstreams/risk.js";
@@ -83,6 +84,8 @@ export function upstreamCapabilities(
           ...(drift ? { drift: () => drift.driftOf(decl.name, names.tool) } : {}),
           grants: exposureOfTool(decl.exposure, names.tool),
         },
+        // The heuristic planner's input for it, read from an objective by its pinned schema (docs/federation-platform.md §4).
+        fromObjective: (objective) => inputFromObjective(surface.inputSchema as Record<string, unknown>, objective),
         // What the upstream reports about this call reaches its caller when it asked for progress.
         handler: async (input, ctx) => {
           const progress = ctx.progress;
