@@ -65,6 +65,16 @@ describe("an operator's upstreams file", () => {
     expect(refusal(file([{ name: "a", command: "x" }, { name: "a", url: "https://x.example/mcp" }]))).toContain('upstreams[1].name: "a" is declared twice (also upstreams[0])');
     expect(refusal("{not json")).toMatch(/^upstreams\.json: not JSON/);
   });
+
+  it("takes OAuth client credentials for a Streamable HTTP upstream, its secret a reference, and refuses them elsewhere or malformed, naming the field", () => {
+    const auth = { type: "client_credentials", issuer: "https://auth.example.com", clientId: "chaos-core", clientSecret: { file: "client-secret" } };
+    const [decl] = parseUpstreamsFile(file([{ name: "a", url: "https://x.example/mcp", auth }]), "upstreams.json");
+    expect(decl).toMatchObject({ transport: "http", auth });
+    expect(refusal(file([{ name: "a", command: "x", auth }]))).toContain("upstreams[0].auth: applies to a Streamable HTTP upstream (url) only");
+    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, clientSecret: "literal" } }]))).toContain("upstreams[0].auth.clientSecret: must be a secret reference");
+    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, type: "token_exchange" } }]))).toContain('upstreams[0].auth.type: expected "client_credentials", got "token_exchange"');
+    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, issuer: "ftp://auth" } }]))).toContain("upstreams[0].auth.issuer: must be an http or https URL");
+  });
 });
 
 describe("a secret reference", () => {

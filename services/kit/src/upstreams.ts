@@ -75,6 +75,28 @@ export type SecretRef = { readonly env: string; readonly prefix?: string } | { r
 
 const STDIO_ONLY = ["args", "env", "cwd", "isolation"] as const;
 
+const httpsOrLoopbackUrl = z
+  .string()
+  .url("must be an http or https URL")
+  .refine((u) => /^https?:$/.test(new URL(u).protocol), "must be an http or https URL");
+
+/**
+ * How cognition authenticates to a Streamable HTTP upstream beside static headers
+ * (docs/federation-platform.md §3): `client_credentials` — an OAuth 2.1 client of the upstream's
+ * authorization server (its machine identity), the token requested at the issuer's token endpoint
+ * (RFC 8414 discovery), audience-bound to the upstream (`resource`, RFC 8707; the upstream's URL by
+ * default), cached no longer than its `expires_in` and `CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`.
+ */
+const authSchema = z.strictObject({
+  type: z.literal("client_credentials"),
+  issuer: httpsOrLoopbackUrl,
+  clientId: z.string().min(1, "must not be empty").max(256),
+  clientSecret: z.unknown().pipe(secretRefSchema),
+  scope: z.string().min(1).max(1024).optional(),
+  resource: httpsOrLoopbackUrl.optional(),
+});
+export type UpstreamAuth = z.output<typeof authSchema>;
+
 /**
  * The declaration as written: every field of either transport, so an unknown or misplaced field is
  * named with the fields accepted; exactly one of `url` (Streamable HTTP) and `command` (stdio).
@@ -101,6 +123,8 @@ const declarationSchema = z
           .pipe(secretRefSchema),
       )
       .optional(),
+    /** OAuth for a Streamable HTTP upstream: a token from its authorization server on every request. */
+    auth: authSchema.optional(),
     command: z.string().min(1, "must name the command to start").max(4096).optional(),
     args: z.array(z.string().max(4096)).max(64, "must hold at most 64 arguments").optional(),
     /** The only environment a stdio upstream gets, beside a minimal base (PATH, HOME, LANG): a value, or a secret reference. */
@@ -138,8 +162,8 @@ const declarationSchema = z
     }
     if (u.url !== undefined) {
       for (const field of STDIO_ONLY) if (u[field] !== undefined) ctx.addIssue({ code: "custom", path: [field], message: "applies to a stdio upstream (command) only" });
-    } else if (u.headers !== undefined) {
-      ctx.addIssue({ code: "custom", path: ["headers"], message: "applies to a Streamable HTTP upstream (url) only" });
+    } else {
+      for (const field of ["headers", "auth"] as const) if (u[field] !== undefined) ctx.addIssue({ code: "custom", path: [field], message: "applies to a Streamable HTTP upstream (url) only" });
     }
   });
 
@@ -157,6 +181,8 @@ export interface HttpUpstreamDeclaration extends DeclarationCommon {
   readonly transport: "http";
   readonly url: string;
   readonly headers: Readonly<Record<string, SecretRef>>;
+  /** OAuth client credentials; absent: the static headers alone. */
+  readonly auth?: UpstreamAuth;
 }
 /** A stdio upstream (the operator's file only), as validated. */
 export interface StdioUpstreamDeclaration extends DeclarationCommon {
@@ -179,7 +205,7 @@ export const upstreamDeclarationSchema = declarationSchema.transform((u): Upstre
     disabled: u.disabled ?? false,
     ...(u.exposure ? { exposure: u.exposure } : {}),
   };
-  if (u.url !== undefined) return { ...base, transport: "http", url: u.url, headers: u.headers ?? {} };
+  if (u.url !== undefined) return { ...base, transport: "http", url: u.url, headers: u.headers ?? {}, ...(u.auth ? { auth: u.auth } : {}) };
   return { ...base, transport: "stdio", command: u.command!, args: u.args ?? [], env: u.env ?? {}, ...(u.cwd !== undefined ? { cwd: u.cwd } : {}), isolation: u.isolation ?? "shared" };
 });
 

@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { Client, ProtocolError, ProtocolErrorCode, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
+import { Client, ProtocolError, ProtocolErrorCode, StreamableHTTPClientTransport, type AuthProvider, type CallToolResult, type Tool } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ChaosError, resolveSecretRef, traceContextMeta, type Logger, type SecretSources, type UpstreamDeclaration } from "@chaos-core/kit";
 import { answerOverCap, cappedFetch, DEFAULT_MAX_RESULT_BYTES, FRAMING_ALLOWANCE, progressTokensOf } from "./answer-cap.js";
@@ -28,6 +28,8 @@ export interface UpstreamConnectOptions {
    * one message over it and {@link FRAMING_ALLOWANCE} is cut while it arrives (answer-cap.ts).
    */
   readonly maxResultBytes?: number;
+  /** A Streamable HTTP upstream declared with `auth`: the bearer token on every request (upstream-auth.ts). */
+  readonly authProvider?: AuthProvider;
 }
 
 /** What a caller hears of one connection. */
@@ -124,7 +126,7 @@ export async function connectUpstream(decl: UpstreamDeclaration, options: Upstre
       for (const token of tokens) inFlight.get(token)?.cut(answerOverCap(decl.name, cap));
       if (tokens.length === 0) hooks.logger?.warn({ upstream: decl.name, method, limit }, `upstream "${decl.name}" sent a message over ${limit} bytes; its response was cut`);
     });
-    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers }, fetch });
+    transport = new StreamableHTTPClientTransport(new URL(decl.url), { requestInit: { headers }, fetch, ...(options.authProvider ? { authProvider: options.authProvider } : {}) });
   }
   // An answer over the stdio reader's limit closes the connection: the SDK says so only here (the
   // call would see "Connection closed" once the process has gone), so every call on it fails now.

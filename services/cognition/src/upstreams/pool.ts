@@ -5,6 +5,7 @@ import { answerOverCap, DEFAULT_MAX_RESULT_BYTES } from "./answer-cap.js";
 import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
 import type { UpstreamDrift } from "./drift.js";
 import type { UpstreamNotice } from "./notices.js";
+import { createUpstreamTokens } from "./upstream-auth.js";
 
 /** When a breaker opens, and for how long (docs/federation.md §7). */
 export interface BreakerSettings {
@@ -67,6 +68,8 @@ export interface UpstreamPoolOptions {
    * {@link REREAD_MS}; a tool it holds drifted is refused here too.
    */
   readonly drift?: Pick<UpstreamDrift, "observe" | "driftOf">;
+  /** The longest an upstream's OAuth token is used (`CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`; upstream-auth.ts). */
+  readonly tokenMaxSeconds?: number;
   /**
    * Every connection is the calling tenant's own (a tenant's registry upstreams, docs/federation.md
    * §12): keyed by the tenant, never `shared`, whatever the declaration says.
@@ -104,6 +107,13 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   const now = options.now ?? Date.now;
   const open = options.open ?? connectUpstream;
   const entries = new Map<string, Entry>();
+  // An upstream declared with `auth`: its tokens, requested through the same fetch as its calls.
+  const tokens = createUpstreamTokens({
+    secrets: options.connect.secrets,
+    ...(options.connect.fetch ? { fetch: options.connect.fetch as typeof fetch } : {}),
+    ...(options.tokenMaxSeconds !== undefined ? { maxSeconds: options.tokenMaxSeconds } : {}),
+    ...(options.now ? { now: options.now } : {}),
+  });
 
   const drop = (entry: Entry) => {
     const connection = entry.connection;
@@ -117,7 +127,13 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   const openWatched = async (decl: UpstreamDeclaration, entry: Entry): Promise<UpstreamConnection> => {
     const drift = options.drift;
     const hooks = { logger: options.logger, logsBelongToCalls: entry.scope !== "shared" };
-    const connection = await open(decl, { ...options.connect, maxResultBytes: maxBytes }, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
+    const authed = decl.transport === "http" && decl.auth ? { ...decl, auth: decl.auth } : undefined;
+    const authProvider = authed && {
+      token: () => tokens.token(authed, entry.scope),
+      onUnauthorized: () => Promise.resolve(tokens.invalidate(authed, entry.scope)),
+    };
+    const connectOptions = { ...options.connect, maxResultBytes: maxBytes, ...(authProvider ? { authProvider } : {}) };
+    const connection = await open(decl, connectOptions, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
     if (drift) {
       // When each read was asked for: what another replica found before it is older than this read.
       const reread = () => {
@@ -148,6 +164,9 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     const key = `${decl.name}\u0000${scope}`;
     let entry = entries.get(key);
     if (!entry) entries.set(key, (entry = { failures: 0, probing: false, upstream: decl.name, scope }));
+    // The upstream's token first (before the breaker's probe is taken): a refusal by its authorization server is not the upstream's
+    // failure, so it fails this call `permission_denied` without counting against the breaker.
+    if (decl.transport === "http" && decl.auth) await tokens.token({ ...decl, auth: decl.auth }, scope);
     if (entry.openUntil !== undefined) {
       if (now() < entry.openUntil || entry.probing) {
         throw new ChaosError("unavailable", `upstream "${decl.name}" failed ${entry.failures} times in a row; its breaker is open until ${new Date(entry.openUntil).toISOString()}`);

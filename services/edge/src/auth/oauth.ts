@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from "jose";
-import { assertTenantId, type Logger } from "@chaos-core/kit";
+import { assertTenantId, authorizationServerMetadataUrls, type Logger } from "@chaos-core/kit";
 import { RESERVED_PRINCIPALS } from "./api-keys.js";
 import { BearerRefusal } from "./bearer-refusal.js";
 import type { Identity } from "./identity.js";
@@ -147,20 +147,7 @@ export function isJwtShaped(token: string): boolean {
   return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token);
 }
 
-/**
- * The RFC 8414 metadata locations of an issuer, then the OpenID Connect ones, in the order the
- * MCP authorization spec has clients try them.
- */
-export function authorizationServerMetadataUrls(issuer: string): string[] {
-  const url = new URL(issuer);
-  const path = url.pathname === "/" ? "" : url.pathname.replace(/\/$/, "");
-  if (!path) return [`${url.origin}/.well-known/oauth-authorization-server`, `${url.origin}/.well-known/openid-configuration`];
-  return [
-    `${url.origin}/.well-known/oauth-authorization-server${path}`,
-    `${url.origin}/.well-known/openid-configuration${path}`,
-    `${url.origin}${path}/.well-known/openid-configuration`,
-  ];
-}
+export { authorizationServerMetadataUrls };
 
 /** How long a metadata or JWKS request may take before the token is answered 503. */
 const FETCH_TIMEOUT_MS = 5_000;

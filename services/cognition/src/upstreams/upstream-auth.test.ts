@@ -1,0 +1,176 @@
+/**
+ * OAuth 2.1 client credentials to upstreams (docs/federation-platform.md §3) against a real
+ * authorization server nobody here wrote — `oidc-provider` from npm, on loopback, with its built-in
+ * client-credentials grant and resource indicators (RFC 8707) issuing JWT access tokens — and two
+ * Streamable HTTP MCP servers (the official SDK) that verify every token against the provider's
+ * JWKS, requiring their own URL as its audience. Through the pool cognition calls upstreams with.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRemoteJWKSet, jwtVerify } from "jose";
+import Provider from "oidc-provider";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { ChaosError, createLogger, parseUpstreamsFile, type HttpUpstreamDeclaration } from "@chaos-core/kit";
+import { createUpstreamPool, type UpstreamPool } from "./pool.js";
+
+const ROOT = new URL("../../../../", import.meta.url).pathname;
+const SECRET = "a-client-secret-for-tests-only-0123456789";
+
+const listen = (server: Server) => new Promise<number>((done) => server.listen(0, "127.0.0.1", () => done((server.address() as AddressInfo).port)));
+
+let issuer = "";
+let oidc: Server;
+let tokenTtl = 300;
+const upstreams: Server[] = [];
+let pool: UpstreamPool | undefined;
+let tokenRequests = 0;
+
+/** A Streamable HTTP MCP server whose `whoami` answers the verified token's claims; 401 for a token not meant for it. */
+async function audienceServer(): Promise<string> {
+  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
+  let url = "";
+  const server = createServer(async (req, res) => {
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+    let claims: Record<string, unknown>;
+    try {
+      if (!token) throw new Error("no bearer token");
+      claims = (await jwtVerify(token, jwks, { issuer, audience: url })).payload;
+    } catch (err) {
+      res.writeHead(401, { "www-authenticate": `Bearer error="invalid_token", error_description="${(err as Error).message.replace(/"/g, "'")}"` }).end();
+      return;
+    }
+    const mcp = new McpServer({ name: "audience-server", version: "1.0.0" });
+    mcp.registerTool("whoami", { description: "Answers who the token says is calling, and for which audience." }, () => ({
+      content: [{ type: "text", text: JSON.stringify({ sub: claims.sub, client_id: claims.client_id, aud: claims.aud }) }],
+    }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on("close", () => void transport.close().then(() => mcp.close()));
+    await mcp.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  upstreams.push(server);
+  url = `http://127.0.0.1:${await listen(server)}/mcp`;
+  return url;
+}
+
+beforeAll(async () => {
+  oidc = createServer();
+  const port = await listen(oidc);
+  issuer = `http://127.0.0.1:${port}`;
+  const provider = new Provider(issuer, {
+    clients: [{ client_id: "chaos-core", client_secret: SECRET, grant_types: ["client_credentials"], redirect_uris: [], response_types: [] }],
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        // Any resource a client names: the audience is the upstream's URL, the token a JWT it can verify.
+        getResourceServerInfo: (_ctx, resource) => ({ scope: "", audience: resource, accessTokenTTL: tokenTtl, accessTokenFormat: "jwt" }),
+      },
+    },
+  });
+  oidc.on("request", (req, res) => {
+    if (req.url?.startsWith("/token")) tokenRequests++;
+    provider.callback()(req, res);
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await pool?.close();
+  for (const s of [...upstreams, oidc]) await new Promise((done) => s.close(done));
+});
+
+function declare(name: string, url: string, auth: Record<string, unknown> = {}): HttpUpstreamDeclaration {
+  const [decl] = parseUpstreamsFile(
+    JSON.stringify({ upstreams: [{ name, url, auth: { type: "client_credentials", issuer, clientId: "chaos-core", clientSecret: { env: "CHAOS_CORE_UPSTREAM_SECRET_CLIENT" }, ...auth } }] }),
+    "test",
+  );
+  return decl as HttpUpstreamDeclaration;
+}
+
+function poolWith(tokenMaxSeconds?: number, secret = SECRET): UpstreamPool {
+  return createUpstreamPool({
+    connect: { secrets: { env: { CHAOS_CORE_UPSTREAM_SECRET_CLIENT: secret } }, workDir: join(ROOT, ".cache", "upstream-auth-test"), version: "test" },
+    logger: createLogger("upstream-auth-test", "silent"),
+    ...(tokenMaxSeconds !== undefined ? { tokenMaxSeconds } : {}),
+  });
+}
+
+const whoami = async (p: UpstreamPool, decl: HttpUpstreamDeclaration) =>
+  JSON.parse(((await p.call(decl, "acme", "whoami", {})).content[0] as { text: string }).text) as { sub?: string; client_id?: string; aud?: unknown };
+
+describe("an upstream declared with OAuth client credentials", () => {
+  it("is called with a token the authorization server issued for it alone: its URL the audience, the client the caller", async () => {
+    const [a, b] = [await audienceServer(), await audienceServer()];
+    pool = poolWith();
+    const upA = declare("alpha", a);
+    const upB = declare("beta", b);
+    expect(await whoami(pool, upA)).toMatchObject({ client_id: "chaos-core", aud: a });
+    expect(await whoami(pool, upB)).toMatchObject({ client_id: "chaos-core", aud: b });
+
+    // A token for one upstream is refused by the other: ask the provider for alpha's and show it to beta.
+    const res = await fetch(`${issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${Buffer.from(`chaos-core:${SECRET}`).toString("base64")}` },
+      body: new URLSearchParams({ grant_type: "client_credentials", resource: a }),
+    });
+    const { access_token } = (await res.json()) as { access_token: string };
+    const refused = await fetch(b, { method: "POST", headers: { authorization: `Bearer ${access_token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("www-authenticate")).toMatch(/aud/);
+  });
+
+  it("uses a token no longer than its expiry, nor the stated bound, then asks for a new one", async () => {
+    const url = await audienceServer();
+    const decl = declare("gamma", url);
+    // Tokens live 2 s at the provider: within that one request serves every call.
+    tokenTtl = 2;
+    const p = poolWith();
+    try {
+      const before = tokenRequests;
+      await whoami(p, decl);
+      await whoami(p, decl);
+      expect(tokenRequests - before).toBe(1);
+      await new Promise((r) => setTimeout(r, 2_100));
+      await whoami(p, decl);
+      expect(tokenRequests - before).toBe(2);
+    } finally {
+      tokenTtl = 300;
+      await p.close();
+    }
+    // A 300 s token is used at most the bound (1 s here): a client disabled at the provider stops calls within it.
+    const bounded = poolWith(1);
+    try {
+      const before = tokenRequests;
+      await whoami(bounded, decl);
+      await new Promise((r) => setTimeout(r, 1_100));
+      await whoami(bounded, decl);
+      expect(tokenRequests - before).toBe(2);
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  it("fails a call permission_denied naming the upstream and the issuer when the authorization server refuses, without opening its breaker", async () => {
+    const url = await audienceServer();
+    const decl = declare("delta", url);
+    const p = poolWith(undefined, "not-the-secret");
+    try {
+      for (let i = 0; i < 6; i++) {
+        const err = await p.call(decl, "acme", "whoami", {}).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(ChaosError);
+        expect((err as ChaosError).code).toBe("permission_denied");
+        expect((err as ChaosError).message).toMatch(new RegExp(`^upstream "delta": its authorization server ${issuer.replace(/[.]/g, "\\.")} gave no token: invalid_client`));
+      }
+      expect(p.breakers()).toEqual([expect.objectContaining({ upstream: "delta", state: "closed", consecutiveFailures: 0 })]);
+    } finally {
+      await p.close();
+    }
+  });
+});

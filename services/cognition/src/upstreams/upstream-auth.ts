@@ -1,0 +1,138 @@
+import * as oauth from "oauth4webapi";
+import { authorizationServerMetadataUrls, ChaosError, resolveSecretRef, type HttpUpstreamDeclaration, type SecretSources, type UpstreamAuth } from "@chaos-core/kit";
+
+/**
+ * Tokens for upstreams declared with `auth` (docs/federation-platform.md §3): OAuth 2.1 client
+ * credentials at the issuer's token endpoint (found by RFC 8414 / OpenID discovery, the metadata's
+ * `issuer` checked character for character), audience-bound to the upstream (`resource`, RFC 8707:
+ * the declared one, else the upstream's URL). A token is cached per upstream and pool scope for the
+ * shorter of its `expires_in` and {@link UpstreamTokensOptions.maxSeconds} — a client disabled at
+ * the authorization server stops calls within that bound — and dropped when the upstream answers
+ * 401. Nothing is persisted; a secret is read when a token is requested. A refusal is
+ * `permission_denied` naming the upstream and the issuer: the upstream did nothing wrong, so the
+ * pool does not count it against its breaker.
+ */
+export interface UpstreamTokens {
+  /** A bearer token for `decl`'s calls under `scope` (the pool entry's: `shared`, or a tenant). */
+  token(decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, scope: string): Promise<string>;
+  /** Forgets the cached token (the upstream answered 401): the next call requests a new one. */
+  invalidate(decl: HttpUpstreamDeclaration, scope: string): void;
+}
+
+export interface UpstreamTokensOptions {
+  readonly secrets: SecretSources;
+  /** The fetch token requests go through: the pool's (the tenants' is address-guarded). */
+  readonly fetch?: typeof fetch;
+  /** The longest a token is used, whatever its `expires_in`. Default {@link DEFAULT_UPSTREAM_TOKEN_MAX_SECONDS}. */
+  readonly maxSeconds?: number;
+  readonly now?: () => number;
+}
+
+/** How long a cached upstream token lives at most (seconds): the bound on a revoked grant's calls. */
+export const DEFAULT_UPSTREAM_TOKEN_MAX_SECONDS = 300;
+/** Taken off a token's lifetime (at most a tenth of it), so it is not sent in its last moments. */
+const EXPIRY_SKEW_MS = 5_000;
+/** How long an issuer's metadata is used before it is read again. */
+const METADATA_TTL_MS = 60 * 60_000;
+const FETCH_TIMEOUT_MS = 10_000;
+/** Tokens kept at once; the oldest is dropped. */
+const MAX_TOKENS = 10_000;
+
+const denied = (decl: HttpUpstreamDeclaration, issuer: string, why: string, cause?: unknown) =>
+  new ChaosError("permission_denied", `upstream "${decl.name}": its authorization server ${issuer} gave no token: ${why}`, cause ? { cause } : undefined);
+
+/** What the authorization server said when it refused: its OAuth error (RFC 6749 §5.2), from the body or a WWW-Authenticate challenge. */
+function refusalOf(err: unknown): string {
+  const e = err as { error?: string; error_description?: string; message?: string; cause?: unknown };
+  const challenge = Array.isArray(e.cause) ? (e.cause[0] as { parameters?: { error?: string; error_description?: string } } | undefined)?.parameters : undefined;
+  const body = !Array.isArray(e.cause) ? (e.cause as { error?: string; error_description?: string } | undefined) : undefined;
+  const code = challenge?.error ?? body?.error ?? e.error;
+  const description = challenge?.error_description ?? body?.error_description ?? e.error_description;
+  return code ? `${code}${description ? ` (${description})` : ""}` : (e.message ?? String(err));
+}
+
+export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTokens {
+  const now = options.now ?? Date.now;
+  const maxMs = (options.maxSeconds ?? DEFAULT_UPSTREAM_TOKEN_MAX_SECONDS) * 1000;
+  const tokens = new Map<string, { value: string; until: number }>();
+  const pending = new Map<string, Promise<string>>();
+  const metadata = new Map<string, { as: oauth.AuthorizationServer; at: number }>();
+  const keyOf = (decl: HttpUpstreamDeclaration, scope: string) => `${decl.name}\u0000${scope}\u0000${decl.auth?.issuer ?? ""}\u0000${decl.auth?.clientId ?? ""}`;
+  // oauth4webapi refuses http unless told: a loopback issuer (a local or test one) is allowed it.
+  const transport = (issuer: string) => ({
+    ...(options.fetch ? { [oauth.customFetch]: options.fetch } : {}),
+    ...(new URL(issuer).protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(new URL(issuer).hostname) ? { [oauth.allowInsecureRequests]: true } : {}),
+    signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+  });
+
+  const discover = async (decl: HttpUpstreamDeclaration, issuer: string): Promise<oauth.AuthorizationServer> => {
+    const held = metadata.get(issuer);
+    if (held && now() - held.at < METADATA_TTL_MS) return held.as;
+    const problems: string[] = [];
+    const get = options.fetch ?? fetch;
+    for (const url of authorizationServerMetadataUrls(issuer)) {
+      let res: Response;
+      try {
+        res = await get(url, { headers: { accept: "application/json" }, redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+      } catch (err) {
+        problems.push(`${url}: ${(err as Error).message}`);
+        continue;
+      }
+      if (res.status === 404) {
+        await res.body?.cancel();
+        problems.push(`${url}: HTTP 404`);
+        continue;
+      }
+      let as: oauth.AuthorizationServer;
+      try {
+        as = await oauth.processDiscoveryResponse(new URL(issuer), res);
+      } catch (err) {
+        throw denied(decl, issuer, `its metadata at ${url} is not usable (${(err as Error).message})`, err);
+      }
+      if (as.issuer !== issuer) throw denied(decl, issuer, `${url} names issuer ${JSON.stringify(as.issuer)}`);
+      if (!as.token_endpoint) throw denied(decl, issuer, `${url} names no token_endpoint`);
+      metadata.set(issuer, { as, at: now() });
+      return as;
+    }
+    throw denied(decl, issuer, `no authorization server metadata (${problems.join("; ")})`);
+  };
+
+  const request = async (decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, key: string): Promise<string> => {
+    const { issuer, clientId, clientSecret, scope, resource } = decl.auth;
+    const as = await discover(decl, issuer);
+    const secret = await resolveSecretRef(clientSecret, options.secrets);
+    const client: oauth.Client = { client_id: clientId };
+    const parameters: Record<string, string> = { resource: resource ?? decl.url, ...(scope ? { scope } : {}) };
+    let answer: oauth.TokenEndpointResponse;
+    try {
+      const res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(secret), parameters, transport(issuer));
+      answer = await oauth.processClientCredentialsResponse(as, client, res);
+    } catch (err) {
+      throw denied(decl, issuer, refusalOf(err), err);
+    }
+    const granted = Math.min(answer.expires_in !== undefined ? answer.expires_in * 1000 : maxMs, maxMs);
+    const lifetime = granted - Math.min(EXPIRY_SKEW_MS, granted / 10);
+    if (tokens.size >= MAX_TOKENS) tokens.delete(tokens.keys().next().value as string);
+    tokens.set(key, { value: answer.access_token, until: now() + Math.max(lifetime, 0) });
+    return answer.access_token;
+  };
+
+  return {
+    async token(decl, scope) {
+      const key = keyOf(decl, scope);
+      const held = tokens.get(key);
+      if (held && now() < held.until) return held.value;
+      tokens.delete(key);
+      // One request per key at a time: concurrent calls share it.
+      let inFlight = pending.get(key);
+      if (!inFlight) {
+        inFlight = request(decl, key).finally(() => pending.delete(key));
+        pending.set(key, inFlight);
+      }
+      return inFlight;
+    },
+    invalidate(decl, scope) {
+      tokens.delete(keyOf(decl, scope));
+    },
+  };
+}
