@@ -152,8 +152,9 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       drift,
       perTenant: true,
       ...(options.maxResultBytes !== undefined ? { maxResultBytes: options.maxResultBytes } : {}),
-      // Only through the guarded fetch: every request and redirect resolved and vetted.
+      // Only through the guarded fetch: every request and redirect resolved and vetted, an OAuth issuer's too.
       open: (decl, connect, hooks) => connectUpstream(decl, { ...connect, fetch: fetchOf(decl) }, hooks),
+      tokenFetch: fetchOf,
     });
     const { capabilities } = upstreamCapabilities(
       own.map((d) => confined(d, tenant)),

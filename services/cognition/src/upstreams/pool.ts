@@ -2,6 +2,7 @@ import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotoc
 import { metrics } from "@opentelemetry/api";
 import { ChaosError, outsideTrace, startMcpClientSpan, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
 import { answerOverCap, DEFAULT_MAX_RESULT_BYTES } from "./answer-cap.js";
+import type { UpstreamFetch } from "./guarded-fetch.js";
 import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
 import type { UpstreamDrift } from "./drift.js";
 import type { UpstreamNotice } from "./notices.js";
@@ -68,6 +69,11 @@ export interface UpstreamPoolOptions {
    * {@link REREAD_MS}; a tool it holds drifted is refused here too.
    */
   readonly drift?: Pick<UpstreamDrift, "observe" | "driftOf">;
+  /**
+   * The fetch an upstream's OAuth discovery and token requests go through, when its calls' is
+   * chosen per declaration (`open`): a tenant's, address-guarded. Default `connect.fetch`.
+   */
+  readonly tokenFetch?: (decl: UpstreamDeclaration) => UpstreamFetch;
   /** The longest an upstream's OAuth token is used (`CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`; upstream-auth.ts). */
   readonly tokenMaxSeconds?: number;
   /**
@@ -110,7 +116,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   // An upstream declared with `auth`: its tokens, requested through the same fetch as its calls.
   const tokens = createUpstreamTokens({
     secrets: options.connect.secrets,
-    ...(options.connect.fetch ? { fetch: options.connect.fetch as typeof fetch } : {}),
+    ...(options.tokenFetch || options.connect.fetch ? { fetchFor: (decl: UpstreamDeclaration) => (options.tokenFetch?.(decl) ?? options.connect.fetch) as typeof fetch } : {}),
     ...(options.tokenMaxSeconds !== undefined ? { maxSeconds: options.tokenMaxSeconds } : {}),
     ...(options.now ? { now: options.now } : {}),
   });

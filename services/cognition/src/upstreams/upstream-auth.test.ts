@@ -14,6 +14,7 @@ import Provider from "oidc-provider";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { ChaosError, createLogger, parseUpstreamsFile, type HttpUpstreamDeclaration } from "@chaos-core/kit";
+import { guardedUpstreamFetch } from "./guarded-fetch.js";
 import { createUpstreamPool, type UpstreamPool } from "./pool.js";
 
 const ROOT = new URL("../../../../", import.meta.url).pathname;
@@ -169,6 +170,29 @@ describe("an upstream declared with OAuth client credentials", () => {
         expect((err as ChaosError).message).toMatch(new RegExp(`^upstream "delta": its authorization server ${issuer.replace(/[.]/g, "\\.")} gave no token: invalid_client`));
       }
       expect(p.breakers()).toEqual([expect.objectContaining({ upstream: "delta", state: "closed", consecutiveFailures: 0 })]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("reaches a tenant's issuer only through the address-guarded fetch its calls use: an internal one is refused, nothing requested", async () => {
+    const url = await audienceServer();
+    const decl = declare("epsilon", url);
+    const p = createUpstreamPool({
+      connect: { secrets: { env: { CHAOS_CORE_UPSTREAM_SECRET_CLIENT: SECRET } }, workDir: join(ROOT, ".cache", "upstream-auth-test"), version: "test" },
+      logger: createLogger("upstream-auth-test", "silent"),
+      perTenant: true,
+      tokenFetch: (d) => guardedUpstreamFetch({ who: `upstream "${d.name}" of tenant "acme"`, allowedAddresses: [] }),
+    });
+    try {
+      const before = tokenRequests;
+      const err = await p.call(decl, "acme", "whoami", {}).then(
+        () => undefined,
+        (e: unknown) => e as ChaosError,
+      );
+      expect(err?.code).toBe("permission_denied");
+      expect(err?.message).toMatch(/^upstream "epsilon": its authorization server http:\/\/127\.0\.0\.1:\d+ gave no token: no authorization server metadata \(.*upstream "epsilon" of tenant "acme"/);
+      expect(tokenRequests).toBe(before);
     } finally {
       await p.close();
     }

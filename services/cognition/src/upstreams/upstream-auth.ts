@@ -21,8 +21,11 @@ export interface UpstreamTokens {
 
 export interface UpstreamTokensOptions {
   readonly secrets: SecretSources;
-  /** The fetch token requests go through: the pool's (the tenants' is address-guarded). */
-  readonly fetch?: typeof fetch;
+  /**
+   * The fetch an upstream's discovery and token requests go through: the one its calls go through
+   * (a tenant's upstream's is address-guarded, so a tenant's issuer is vetted like its URL).
+   */
+  readonly fetchFor?: (decl: HttpUpstreamDeclaration) => typeof fetch;
   /** The longest a token is used, whatever its `expires_in`. Default {@link DEFAULT_UPSTREAM_TOKEN_MAX_SECONDS}. */
   readonly maxSeconds?: number;
   readonly now?: () => number;
@@ -59,8 +62,8 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
   const metadata = new Map<string, { as: oauth.AuthorizationServer; at: number }>();
   const keyOf = (decl: HttpUpstreamDeclaration, scope: string) => `${decl.name}\u0000${scope}\u0000${decl.auth?.issuer ?? ""}\u0000${decl.auth?.clientId ?? ""}`;
   // oauth4webapi refuses http unless told: a loopback issuer (a local or test one) is allowed it.
-  const transport = (issuer: string) => ({
-    ...(options.fetch ? { [oauth.customFetch]: options.fetch } : {}),
+  const transport = (decl: HttpUpstreamDeclaration, issuer: string) => ({
+    ...(options.fetchFor ? { [oauth.customFetch]: options.fetchFor(decl) } : {}),
     ...(new URL(issuer).protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(new URL(issuer).hostname) ? { [oauth.allowInsecureRequests]: true } : {}),
     signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
   });
@@ -69,7 +72,7 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
     const held = metadata.get(issuer);
     if (held && now() - held.at < METADATA_TTL_MS) return held.as;
     const problems: string[] = [];
-    const get = options.fetch ?? fetch;
+    const get = options.fetchFor?.(decl) ?? fetch;
     for (const url of authorizationServerMetadataUrls(issuer)) {
       let res: Response;
       try {
@@ -105,7 +108,7 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
     const parameters: Record<string, string> = { resource: resource ?? decl.url, ...(scope ? { scope } : {}) };
     let answer: oauth.TokenEndpointResponse;
     try {
-      const res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(secret), parameters, transport(issuer));
+      const res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(secret), parameters, transport(decl, issuer));
       answer = await oauth.processClientCredentialsResponse(as, client, res);
     } catch (err) {
       throw denied(decl, issuer, refusalOf(err), err);
