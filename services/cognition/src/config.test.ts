@@ -31,6 +31,8 @@ describe("loadCognitionConfig", () => {
       secrets: { env: { CHAOS_CORE_UPSTREAM_SECRET_WIKI: "s" }, secretsDir: "/run/secrets/upstreams" },
       maxResultBytes: 4096,
     });
+    expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS: "60" }).tenantUpstreams.tokenMaxSeconds).toBe(60);
+    expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS: "5" })).toThrow(/CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS: must be at least 10/);
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/16, 127.0.0.1" }).httpAllowedAddresses).toEqual(["10.20.0.0/16", "127.0.0.1"]);
     expect(() => loadCognitionConfig({ ...BASE, CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10.20.0.0/40" })).toThrow(/^CHAOS_CORE_HTTP_ALLOWED_ADDRESSES: "10\.20\.0\.0\/40" has an invalid prefix length/);
     expect(loadCognitionConfig({ ...BASE, CHAOS_CORE_POLICY_SNAPSHOTS: "off" }).policySnapshots).toBe(false);

@@ -2,7 +2,7 @@ import { defaultLockFile } from "@chaos-core/contracts";
 import { ConfigError, envVars, parseAllowedAddresses, parseEnv, type Env, type LOG_LEVELS, type SecretSources } from "@chaos-core/kit";
 import { z } from "zod";
 import { loadProviderConfig, type ProviderConfig } from "./providers/config.js";
-import { upstreamMaxResultBytesOf, upstreamsConfigOf, upstreamSecretsOf, type UpstreamsConfig } from "./upstreams/config.js";
+import { upstreamMaxResultBytesOf, upstreamsConfigOf, upstreamSecretsOf, upstreamTokenMaxSecondsOf, type UpstreamsConfig } from "./upstreams/config.js";
 
 /** The cognition service's configuration, parsed once at start. Holds secrets: never log it whole. */
 export interface CognitionConfig {
@@ -29,7 +29,7 @@ export interface CognitionConfig {
   /** `CHAOS_CORE_HTTP_ALLOWED_ADDRESSES`: internal ranges `http.request` (and tenants' upstreams) may reach. */
   readonly httpAllowedAddresses: readonly string[];
   /** Tenants' own registry upstreams: where their header references resolve, and the result cap (docs/federation.md §12). */
-  readonly tenantUpstreams: { readonly secrets: SecretSources; readonly maxResultBytes?: number };
+  readonly tenantUpstreams: { readonly secrets: SecretSources; readonly maxResultBytes?: number; readonly tokenMaxSeconds?: number };
 }
 
 /** A service address; required, since the service runs alone and reaches its peers over gRPC. */
@@ -72,6 +72,7 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
   const provider = loadProviderConfig(env);
   const upstreams = upstreamsConfigOf(env);
   const maxResultBytes = upstreamMaxResultBytesOf(env);
+  const tokenMaxSeconds = upstreamTokenMaxSecondsOf(env);
   return {
     host: e.HOST,
     port: e.PORT,
@@ -87,6 +88,6 @@ export function loadCognitionConfig(env: Env = process.env): CognitionConfig {
     policySnapshots: e.CHAOS_CORE_POLICY_SNAPSHOTS === "on",
     ...(upstreams ? { upstreams } : {}),
     httpAllowedAddresses: allowedAddresses(env),
-    tenantUpstreams: { secrets: upstreamSecretsOf(env), ...(maxResultBytes !== undefined ? { maxResultBytes } : {}) },
+    tenantUpstreams: { secrets: upstreamSecretsOf(env), ...(maxResultBytes !== undefined ? { maxResultBytes } : {}), ...(tokenMaxSeconds !== undefined ? { tokenMaxSeconds } : {}) },
   };
 }

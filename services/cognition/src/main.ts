@@ -84,6 +84,7 @@ try {
     allowedAddresses: config.httpAllowedAddresses,
     secrets: config.tenantUpstreams.secrets,
     ...(config.tenantUpstreams.maxResultBytes !== undefined ? { maxResultBytes: config.tenantUpstreams.maxResultBytes } : {}),
+    ...(config.tenantUpstreams.tokenMaxSeconds !== undefined ? { tokenMaxSeconds: config.tenantUpstreams.tokenMaxSeconds } : {}),
     version: VERSION,
     logger,
     operatorNames: new Set(upstreams?.transports.keys() ?? []),

@@ -383,6 +383,7 @@ export async function createRuntime(config: StandaloneConfig, logger: Logger, op
       allowedAddresses: options.upstreams?.allowedAddresses ?? [],
       secrets: options.upstreams?.secrets ?? upstreamSecretsOf({}),
       ...(options.upstreams?.maxResultBytes !== undefined ? { maxResultBytes: options.upstreams.maxResultBytes } : {}),
+      ...(options.upstreams?.tokenMaxSeconds !== undefined ? { tokenMaxSeconds: options.upstreams.tokenMaxSeconds } : {}),
       version: options.version,
       logger: logger.child({ service: "cognition" }),
       operatorNames: new Set(upstreams?.transports.keys() ?? []),

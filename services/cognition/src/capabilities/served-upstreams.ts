@@ -131,6 +131,7 @@ export async function serveUpstreams(
     logger: log,
     drift,
     ...(config.maxResultBytes !== undefined ? { maxResultBytes: config.maxResultBytes } : {}),
+    ...(config.tokenMaxSeconds !== undefined ? { tokenMaxSeconds: config.tokenMaxSeconds } : {}),
   });
   const atStart = upstreamCapabilities(declarations, pins, pool, drift);
   let capabilities = atStart.capabilities;

@@ -55,6 +55,8 @@ export interface TenantUpstreamsOptions {
   /** The operator's upstream names: a tenant's upstream of one of these names is not served (the operator's wins). */
   readonly operatorNames?: ReadonlySet<string>;
   readonly maxResultBytes?: number;
+  /** The longest a tenant's upstream's OAuth token is used (`CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`). */
+  readonly tokenMaxSeconds?: number;
   /**
    * Where each tenant's drift is recorded: its quarantines, cosmetic changes and releases as
    * `upstream.drift` entries in that tenant's own ledger (principal `chaos-core`), once per change
@@ -152,6 +154,7 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       drift,
       perTenant: true,
       ...(options.maxResultBytes !== undefined ? { maxResultBytes: options.maxResultBytes } : {}),
+      ...(options.tokenMaxSeconds !== undefined ? { tokenMaxSeconds: options.tokenMaxSeconds } : {}),
       // Only through the guarded fetch: every request and redirect resolved and vetted, an OAuth issuer's too.
       open: (decl, connect, hooks) => connectUpstream(decl, { ...connect, fetch: fetchOf(decl) }, hooks),
       tokenFetch: fetchOf,

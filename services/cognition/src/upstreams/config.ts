@@ -17,6 +17,8 @@ export interface UpstreamsConfig {
   readonly workDir: string;
   /** The largest upstream result served (`CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES`); the pool's default (1 MiB) when unset. */
   readonly maxResultBytes?: number;
+  /** The longest an upstream's OAuth token is used (`CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`); the pool's default (300) when unset. */
+  readonly tokenMaxSeconds?: number;
 }
 
 const schema = z.object({
@@ -29,6 +31,12 @@ const schema = z.object({
     .int("must be a whole number of bytes")
     .min(1024, "must be at least 1024")
     .max(256 * 1024 * 1024, "must be at most 268435456 (256 MiB)")
+    .optional(),
+  CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS: z.coerce
+    .number({ error: "must be a number of seconds" })
+    .int("must be a whole number of seconds")
+    .min(10, "must be at least 10")
+    .max(3600, "must be at most 3600")
     .optional(),
 });
 
@@ -54,6 +62,7 @@ export function upstreamsConfigOf(env: Env, defaults: { readonly file?: string; 
     secrets: upstreamSecretsOf(env, cwd),
     workDir: e.CHAOS_CORE_UPSTREAMS_WORK_DIR ? resolve(cwd, e.CHAOS_CORE_UPSTREAMS_WORK_DIR) : (defaults.workDir ?? join(tmpdir(), "chaos-core-upstreams")),
     ...(e.CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES !== undefined ? { maxResultBytes: e.CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES } : {}),
+    ...(e.CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS !== undefined ? { tokenMaxSeconds: e.CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS } : {}),
   };
 }
 
@@ -67,6 +76,11 @@ export function upstreamSecretsOf(env: Env, cwd: string = process.cwd()): Secret
   const secretEnv = Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith(UPSTREAM_SECRET_ENV_PREFIX)));
   const secretsDir = e.CHAOS_CORE_UPSTREAM_SECRETS_DIR ? resolve(cwd, e.CHAOS_CORE_UPSTREAM_SECRETS_DIR) : undefined;
   return { env: secretEnv, ...(secretsDir ? { secretsDir } : {}) };
+}
+
+/** `CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`, or undefined (the pool's default, 300). */
+export function upstreamTokenMaxSecondsOf(env: Env): number | undefined {
+  return parseEnv(schema, env).CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS;
 }
 
 /** `CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES`, or undefined (the pool's default). */
