@@ -208,7 +208,7 @@ function heuristicPlan(objective: string, options: PlanOptions, deps: PlanDeps):
   }
   // Ranked first, but its input could not be read from the objective: the parser's reading, when it had one.
   if (steps.length === 0 && read) return { ...base, source: "heuristic", notes: [], steps: options.replan ? remainder(read, options.replan, prefix) : withIds(read, prefix) };
-  const missing = ranked[0] && offeredCapability(deps.registry, ranked[0].name)?.upstream ? upstreamNote(ranked[0].name, deps.registry) : undefined;
+  const missing = ranked[0] ? upstreamNote(offeredCapability(deps.registry, ranked[0].name)) : undefined;
   const note = missing ?? (parsed.kind === "steps" ? "The offline reading names a capability that is not registered here." : parsed.note);
   return { ...base, source: "heuristic", notes: steps.length === 0 ? [note] : [], steps: withIds(steps, prefix) };
 }
@@ -235,11 +235,12 @@ function yieldsToUpstream(
   return !ranked.slice(0, 3).some((r) => r.name === read[0]!.capability);
 }
 
-/** What a person reads when the upstream tool ranked first needs input the objective does not give. */
-function upstreamNote(name: string, registry: CapabilityRegistry): string | undefined {
-  const schema = offeredCapability(registry, name)?.upstream?.inputSchema;
-  const required = Array.isArray(schema?.required) ? (schema.required as unknown[]).filter((r): r is string => typeof r === "string") : [];
-  return `The upstream tool ${name} matches the objective best, but its input (${required.join(", ") || "none required"}) could not be read from it offline: give it with chaoscore_execute, or configure a model provider.`;
+/** What a person reads when the capability ranked first is an upstream tool whose input the objective does not give; undefined for any other. */
+function upstreamNote(capability: Capability | undefined): string | undefined {
+  const schema = capability?.upstream?.inputSchema;
+  if (!capability || !schema) return undefined;
+  const required = Array.isArray(schema.required) ? (schema.required as unknown[]).filter((r): r is string => typeof r === "string") : [];
+  return `The upstream tool ${capability.name} matches the objective best, but its input (${required.join(", ") || "none required"}) could not be read from it offline: give it with chaoscore_execute, or configure a model provider.`;
 }
 
 /** The shape a model must answer; steps naming an unknown capability or invalid input fail it. */

@@ -82,8 +82,8 @@ function documentOf(d: CapabilityDescriptor): Document {
 
 /**
  * Ranks capability descriptors against an objective with BM25 over their fields — the name
- * counted three times, the title twice, each of the description's first
- * {@link DESCRIPTION_TERMS} distinct terms once — and IDF over the descriptors given (the caller's
+ * counted three times, the title twice, each of the description's distinct terms once, normalized
+ * by how many it has ({@link FIELDS}) — and IDF over the descriptors given (the caller's
  * catalogue). Pure and deterministic: equal scores are ordered by name, so the input order never
  * matters. Returns at most `k` capabilities, only those sharing at least one term with the
  * objective, and only names from `descriptors`.
