@@ -1291,7 +1291,7 @@ describe("helm chart helm/chaos-core", () => {
       expect(changedFrom(defaults, all)).toEqual([`Deployment/${COGNITION}`, `Deployment/${POLICY}`, `NetworkPolicy/${COGNITION}`]);
     });
 
-    it("each alone renders only itself: the Secret (cognition's mount and variable), the egress (its NetworkPolicy), a cap other than the services' default, the addresses (cognition and policy)", () => {
+    it("each alone renders only itself: the Secret (cognition's mount and variable), the egress (its NetworkPolicy), a cap or a token bound other than the services' default, the addresses (cognition and policy)", () => {
       const defaults = render(d);
       const secret = render(d, ["--set", "upstreams.secrets.existingSecret=tenant-secrets"]);
       expect(changedFrom(defaults, secret)).toEqual([`Deployment/${COGNITION}`]);
@@ -1310,6 +1310,13 @@ describe("helm chart helm/chaos-core", () => {
       const cap = render(d, ["--set", "upstreams.maxResultBytes=2097152"]);
       expect(changedFrom(defaults, cap)).toEqual([`Deployment/${COGNITION}`]);
       expect(loadCognitionConfig(envOf(named(cap, "Deployment", COGNITION))).tenantUpstreams).toEqual({ secrets: { env: {} }, maxResultBytes: 2097152 });
+
+      // So is the bound on an upstream's OAuth token: the services' own 300 s is not rendered, another value is.
+      expect(changedFrom(defaults, render(d, ["--set", "upstreams.tokenMaxSeconds=300"]))).toEqual([]);
+      const bound = render(d, ["--set", "upstreams.tokenMaxSeconds=60"]);
+      expect(changedFrom(defaults, bound)).toEqual([`Deployment/${COGNITION}`]);
+      expect(loadCognitionConfig(envOf(named(bound, "Deployment", COGNITION))).tenantUpstreams).toEqual({ secrets: { env: {} }, tokenMaxSeconds: 60 });
+      expect(renderError(d, ["--set", "upstreams.tokenMaxSeconds=5"])).toContain("/upstreams/tokenMaxSeconds");
 
       const addresses = render(d, ["--set-json", 'config.httpAllowedAddresses=["10.0.0.0/8"]']);
       expect(changedFrom(defaults, addresses)).toEqual([`Deployment/${COGNITION}`, `Deployment/${POLICY}`]);

@@ -114,15 +114,15 @@ describe("the upstreams ConfigMap as the chart mounts it (a directory the kubele
     expect(served.capabilities.map((c) => c.name).sort()).toEqual(["changing.echo", "changing.ping"]);
 
     // The upstream lists echo changed past its pin: quarantined, its calls refused; ping serves.
-    await expect(served.pool.call(decl!, "default", "ping", {})).resolves.toMatchObject({ content: [{ type: "text" }] });
+    await expect(served.pool.call(decl!, { tenant: "default", principal: "agent" }, "ping", {})).resolves.toMatchObject({ content: [{ type: "text" }] });
     await eventually("echo quarantined", () => served!.drift.driftOf("changing", "echo"), SOON);
-    await expect(served.pool.call(decl!, "default", "echo", { message: "hi", to: "you" })).rejects.toMatchObject({ code: "contract_drift", message: expect.stringContaining("no longer matches its pin") });
+    await expect(served.pool.call(decl!, { tenant: "default", principal: "agent" }, "echo", { message: "hi", to: "you" })).rejects.toMatchObject({ code: "contract_drift", message: expect.stringContaining("no longer matches its pin") });
 
     // The ConfigMap updated with the approved lock (and a second upstream declared): the kubelet swaps ..data.
     const more = JSON.stringify({ upstreams: [...(JSON.parse(declarations) as { upstreams: unknown[] }).upstreams, { name: "later", url: "https://mcp.example.com/mcp" }] });
     volume.update({ "upstreams.json": more, "upstreams.lock": lock(approved) });
     await eventually("echo released", () => (served!.drift.driftOf("changing", "echo") === undefined ? true : undefined), SOON);
-    await expect(served.pool.call(decl!, "default", "echo", { message: "hi", to: "you" })).resolves.toMatchObject({ content: [{ type: "text", text: expect.stringContaining('"to":"you"') }] });
+    await expect(served.pool.call(decl!, { tenant: "default", principal: "agent" }, "echo", { message: "hi", to: "you" })).resolves.toMatchObject({ content: [{ type: "text", text: expect.stringContaining('"to":"you"') }] });
     // upstreams.json was read at start: the new declaration waits for a restart.
     expect(served.capabilities.map((c) => c.name).sort()).toEqual(["changing.echo", "changing.ping"]);
   }, 60_000);

@@ -357,6 +357,10 @@ http.request may reach, comma separated as kit's parseAllowedAddresses reads the
 - name: CHAOS_CORE_UPSTREAM_MAX_RESULT_BYTES
   value: {{ .maxResultBytes | int64 | toString | quote }}
 {{- end }}
+{{- if ne (.tokenMaxSeconds | int64) 300 }}
+- name: CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS
+  value: {{ .tokenMaxSeconds | int64 | toString | quote }}
+{{- end }}
 {{- /* Header references of the operator's upstreams and of the tenants' own resolve here, with or without the ConfigMap. */}}
 {{- if .secrets.existingSecret }}
 - name: CHAOS_CORE_UPSTREAM_SECRETS_DIR

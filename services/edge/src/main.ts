@@ -57,7 +57,7 @@ try {
   const memory = createGrpcClient(MemoryService, config.memoryAddr, signer, { tls: transport.tls });
   // The default deadline stays for quick calls; the tools that wait on a model or run
   // capabilities pass their own (up to five minutes for chaoscore_achieve's stream).
-  const cognition = createGrpcClient(CognitionService, config.cognitionAddr, signer, { tls: transport.tls });
+  const cognition = createGrpcClient(CognitionService, config.cognitionAddr, signer, { tls: transport.tls, forwardSubjectToken: true });
   const council = createGrpcClient(CouncilService, config.councilAddr, signer, { tls: transport.tls });
   const ledger = config.ledgerAddr ? createGrpcClient(LedgerService, config.ledgerAddr, signer, { tls: transport.tls }) : undefined;
   if (!ledger) logger.warn("LEDGER_ADDR is not set: the governance and finance-reference tools fail closed (unavailable)");

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { subjectTokenDigest, withSubjectToken } from "./subject-token.js";
 import { ChaosError } from "./errors.js";
 import { rolesProblem } from "./roles.js";
 
@@ -129,6 +130,8 @@ interface WireContext {
   ro?: string[];
   /** The tenant's generation as the edge read it. */
   g?: number;
+  /** The digest of the subject token sent beside the context (subject-token.ts). */
+  st?: string;
   iat: number;
 }
 
@@ -177,8 +180,10 @@ export class ContextSigner {
     this.verifying = [this.key, ...also.map((k) => Buffer.from(k, "utf8"))];
   }
 
-  sign(ctx: CallContext, now = Date.now()): { context: string; signature: string } {
+  /** `subjectToken`: the one sent beside the context (cognition-bound calls), bound into the signature by its digest. */
+  sign(ctx: CallContext, now = Date.now(), subjectToken?: string): { context: string; signature: string } {
     const wire: WireContext = { t: ctx.tenant, p: ctx.principal, iat: now };
+    if (subjectToken !== undefined) wire.st = subjectTokenDigest(subjectToken);
     if (ctx.sessionId) wire.s = ctx.sessionId;
     if (ctx.requestRef) {
       if (ctx.sessionId) {
@@ -196,7 +201,8 @@ export class ContextSigner {
     return { context, signature: this.mac(context) };
   }
 
-  verify(context: string | undefined, signature: string | undefined, now = Date.now()): CallContext {
+  /** `subjectToken`: the one received beside the context; it must be the one the context was signed with. */
+  verify(context: string | undefined, signature: string | undefined, now = Date.now(), subjectToken?: string): CallContext {
     if (!context || !signature) {
       throw new ChaosError("unauthenticated", "the call carries no signed call context");
     }
@@ -221,7 +227,10 @@ export class ContextSigner {
     }
     if (wire.ro !== undefined && !wellFormedRoles(wire.ro)) throw new ChaosError("unauthenticated", "the call context's roles are not valid");
     if (wire.g !== undefined && !isGeneration(wire.g)) throw new ChaosError("unauthenticated", "the call context's tenant generation is not valid");
-    return {
+    if ((wire.st !== undefined || subjectToken !== undefined) && (subjectToken === undefined || wire.st !== subjectTokenDigest(subjectToken))) {
+      throw new ChaosError("unauthenticated", "the subject token sent with the call is not the one its signed context names");
+    }
+    const ctx: CallContext = {
       tenant: wire.t,
       principal: wire.p,
       ...(wire.s ? { sessionId: wire.s } : {}),
@@ -229,6 +238,7 @@ export class ContextSigner {
       ...(wire.ro ? { roles: Object.freeze(wire.ro) } : {}),
       ...(wire.g !== undefined ? { tenantGeneration: wire.g } : {}),
     };
+    return subjectToken === undefined ? ctx : withSubjectToken(ctx, subjectToken);
   }
 
   private mac(data: string, key: Buffer = this.key): string {

@@ -12,6 +12,7 @@ export {
   sameAsker,
 } from "./context.js";
 export type { Asker, CallContext, SameAsker } from "./context.js";
+export { MAX_SUBJECT_TOKEN_LENGTH, SUBJECT_TOKEN_HEADER, subjectTokenOf, withSubjectToken } from "./subject-token.js";
 export {
   ConfigError,
   DEFAULT_SHUTDOWN_GRACE_SECONDS,

@@ -72,7 +72,12 @@ describe("an operator's upstreams file", () => {
     expect(decl).toMatchObject({ transport: "http", auth });
     expect(refusal(file([{ name: "a", command: "x", auth }]))).toContain("upstreams[0].auth: applies to a Streamable HTTP upstream (url) only");
     expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, clientSecret: "literal" } }]))).toContain("upstreams[0].auth.clientSecret: must be a secret reference");
-    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, type: "token_exchange" } }]))).toContain('upstreams[0].auth.type: expected "client_credentials", got "token_exchange"');
+    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, type: "password" } }]))).toMatch(/upstreams\[0\]\.auth\.type: .*"client_credentials".*"token_exchange"/);
+    // Token exchange takes a fallback for a caller with no token to exchange; client credentials none.
+    const exchange = { ...auth, type: "token_exchange", fallback: "client_credentials" };
+    expect(parseUpstreamsFile(file([{ name: "a", url: "https://x.example/mcp", auth: exchange }]), "upstreams.json")[0]).toMatchObject({ auth: exchange });
+    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...exchange, fallback: "anonymous" } }]))).toContain("upstreams[0].auth.fallback:");
+    expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, fallback: "refuse" } }]))).toContain('upstreams[0].auth.fallback: applies to type "token_exchange" only');
     expect(refusal(file([{ name: "a", url: "https://x.example/mcp", auth: { ...auth, issuer: "ftp://auth" } }]))).toContain("upstreams[0].auth.issuer: must be an http or https URL");
   });
 });

@@ -82,19 +82,28 @@ const httpsOrLoopbackUrl = z
 
 /**
  * How cognition authenticates to a Streamable HTTP upstream beside static headers
- * (docs/federation-platform.md §3): `client_credentials` — an OAuth 2.1 client of the upstream's
- * authorization server (its machine identity), the token requested at the issuer's token endpoint
- * (RFC 8414 discovery), audience-bound to the upstream (`resource`, RFC 8707; the upstream's URL by
- * default), cached no longer than its `expires_in` and `CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`.
+ * (docs/federation-platform.md §3), as an OAuth 2.1 client of the upstream's authorization server
+ * (its token endpoint found by RFC 8414 discovery), every token audience-bound to the upstream
+ * (`resource`, RFC 8707; the upstream's URL by default) and cached no longer than its `expires_in`
+ * and `CHAOS_CORE_UPSTREAM_TOKEN_MAX_SECONDS`:
+ * - `client_credentials`: the tenant's machine identity, one token per upstream and pool scope;
+ * - `token_exchange` (RFC 8693): the caller's verified access token exchanged for one of the same
+ *   person, per principal; a caller without one (an API key's, the local user) gets `fallback`:
+ *   `refuse` (the default) or `client_credentials`.
  */
-const authSchema = z.strictObject({
-  type: z.literal("client_credentials"),
-  issuer: httpsOrLoopbackUrl,
-  clientId: z.string().min(1, "must not be empty").max(256),
-  clientSecret: z.unknown().pipe(secretRefSchema),
-  scope: z.string().min(1).max(1024).optional(),
-  resource: httpsOrLoopbackUrl.optional(),
-});
+const authSchema = z
+  .strictObject({
+    type: z.enum(["client_credentials", "token_exchange"]),
+    issuer: httpsOrLoopbackUrl,
+    clientId: z.string().min(1, "must not be empty").max(256),
+    clientSecret: z.unknown().pipe(secretRefSchema),
+    scope: z.string().min(1).max(1024).optional(),
+    resource: httpsOrLoopbackUrl.optional(),
+    fallback: z.enum(["refuse", "client_credentials"]).optional(),
+  })
+  .superRefine((auth, ctx) => {
+    if (auth.fallback !== undefined && auth.type !== "token_exchange") ctx.addIssue({ code: "custom", path: ["fallback"], message: 'applies to type "token_exchange" only' });
+  });
 export type UpstreamAuth = z.output<typeof authSchema>;
 
 /**

@@ -90,7 +90,7 @@ export function upstreamCapabilities(
         handler: async (input, ctx) => {
           const progress = ctx.progress;
           const onNotice = progress ? (notice: UpstreamNotice) => progress(noticeLine(decl.name, notice)) : undefined;
-          return (await pool.call(decl, ctx.call.tenant, names.tool, input, ctx.signal, onNotice)) as UpstreamResult;
+          return (await pool.call(decl, ctx.call, names.tool, input, ctx.signal, onNotice)) as UpstreamResult;
         },
       };
       capabilities.push(capability as unknown as Capability);

@@ -6,6 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { guardedUpstreamFetch } from "./guarded-fetch.js";
 import { createUpstreamPool } from "./pool.js";
 
+/** Who the calls are made for. */
+const ACME = { tenant: "acme", principal: "agent" };
+
 /** A server on 127.0.0.1 that answers by path, and remembers the headers it was sent. */
 async function serve(answer: (path: string) => { status: number; location?: string; body?: string }): Promise<{ server: Server; port: number; seen: IncomingHttpHeaders[] }> {
   const seen: IncomingHttpHeaders[] = [];
@@ -78,7 +81,7 @@ describe("guardedUpstreamFetch: a tenant's upstream is reached only at addresses
     });
     const decl = { name: "wiki", transport: "http" as const, url: `http://127.0.0.1:${a.port}/mcp`, headers: {}, timeoutMs: 2_000, trustAnnotations: true, disabled: false };
     const before = a.seen.length;
-    await expect(pool.call(decl, "acme", "echo", {})).rejects.toThrow(/upstream "wiki".*127\.0\.0\.1 is loopback/s);
+    await expect(pool.call(decl, ACME, "echo", {})).rejects.toThrow(/upstream "wiki".*127\.0\.0\.1 is loopback/s);
     expect(a.seen).toHaveLength(before);
     await pool.close();
   });

@@ -7,6 +7,9 @@ import { guardedUpstreamFetch } from "./guarded-fetch.js";
 import type { UpstreamNotice } from "./notices.js";
 import { createUpstreamPool, type UpstreamPool } from "./pool.js";
 
+/** Who the calls are made for. */
+const ACME = { tenant: "acme", principal: "agent" };
+
 // A real Streamable HTTP upstream in a process of its own (so the 50 MB it builds is not counted
 // here), answering as SSE streams at /mcp and as JSON bodies at /json; and server-everything over
 // stdio beside it. This process is the pool's: its memory is what the cap keeps bounded.
@@ -93,13 +96,13 @@ describe("an answer over the cap is cut while it arrives", () => {
       const pool = poolOf();
       const remoteDecl = http(`remote_${path}`, path);
       // Both connections open (and the process warm) before the measure.
-      expect(text(await pool.call(remoteDecl, "acme", "ok", {}))).toMatch(/^pid \d+$/);
-      expect(text(await pool.call(everything, "acme", "echo", { message: "warm" }))).toContain("warm");
+      expect(text(await pool.call(remoteDecl, ACME, "ok", {}))).toMatch(/^pid \d+$/);
+      expect(text(await pool.call(everything, ACME, "echo", { message: "warm" }))).toContain("warm");
 
       const started = Date.now();
       const { result, heapAndBuffers } = await growthDuring(async () => {
-        const huge = refusal(pool.call(remoteDecl, "acme", "huge", { mb: 50 }));
-        const meanwhile = await pool.call(everything, "acme", "echo", { message: "meanwhile" });
+        const huge = refusal(pool.call(remoteDecl, ACME, "huge", { mb: 50 }));
+        const meanwhile = await pool.call(everything, ACME, "echo", { message: "meanwhile" });
         return { huge: await huge, meanwhile };
       });
       const elapsed = Date.now() - started;
@@ -117,8 +120,8 @@ describe("an answer over the cap is cut while it arrives", () => {
           expect.objectContaining({ upstream: "everything", consecutiveFailures: 0 }),
         ]),
       );
-      expect(text(await pool.call(remoteDecl, "acme", "ok", {}))).toMatch(/^pid \d+$/);
-      expect(text(await pool.call(everything, "acme", "echo", { message: "after" }))).toContain("after");
+      expect(text(await pool.call(remoteDecl, ACME, "ok", {}))).toMatch(/^pid \d+$/);
+      expect(text(await pool.call(everything, ACME, "echo", { message: "after" }))).toContain("after");
       expect(pool.breakers().find((b) => b.upstream === `remote_${path}`)!.consecutiveFailures).toBe(0);
     });
   }
@@ -127,7 +130,7 @@ describe("an answer over the cap is cut while it arrives", () => {
     const pool = poolOf();
     const notices: UpstreamNotice[] = [];
     // 48 notifications of 64 KiB: 3 MiB on the call's SSE stream.
-    const result = await pool.call(http("remote_chatty", "mcp"), "acme", "chatty", { count: 48, kb: 64 }, undefined, (n) => notices.push(n));
+    const result = await pool.call(http("remote_chatty", "mcp"), ACME, "chatty", { count: 48, kb: 64 }, undefined, (n) => notices.push(n));
     expect(text(result)).toBe("told 48");
     expect(notices.filter((n) => n.kind === "progress")).toHaveLength(48);
   });
@@ -135,24 +138,24 @@ describe("an answer over the cap is cut while it arrives", () => {
   it("stdio alike: the reader holds no more of one message than the cap and its allowance, and the call fails at once", { timeout: 120_000 }, async () => {
     const pool = poolOf();
     const [bulky] = parseUpstreamsFile(JSON.stringify({ upstreams: [{ name: "bulky", command: process.execPath, args: [TROUBLE], timeoutMs: 60_000 }] }), "test");
-    expect(text(await pool.call(bulky!, "acme", "ok", {}))).toMatch(/^pid \d+$/);
+    expect(text(await pool.call(bulky!, ACME, "ok", {}))).toMatch(/^pid \d+$/);
     const started = Date.now();
-    const { result: e, heapAndBuffers } = await growthDuring(() => refusal(pool.call(bulky!, "acme", "huge", { mb: 50 })));
+    const { result: e, heapAndBuffers } = await growthDuring(() => refusal(pool.call(bulky!, ACME, "huge", { mb: 50 })));
     expect(e.code).toBe("resource_exhausted");
     expect(e.message).toBe(REFUSAL("bulky"));
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(heapAndBuffers).toBeLessThan(16 * MB);
-    expect(text(await pool.call(bulky!, "acme", "ok", {}))).toMatch(/^pid \d+$/);
+    expect(text(await pool.call(bulky!, ACME, "ok", {}))).toMatch(/^pid \d+$/);
   });
 
   it("cuts a tenant's upstream, reached through the guarded fetch, alike; its breaker is the tenant's", { timeout: 120_000 }, async () => {
     const pool = poolOf({ perTenant: true });
     const decl = http("remote", "mcp");
-    const { result: e, heapAndBuffers } = await growthDuring(() => refusal(pool.call(decl, "acme", "huge", { mb: 50 })));
+    const { result: e, heapAndBuffers } = await growthDuring(() => refusal(pool.call(decl, ACME, "huge", { mb: 50 })));
     expect(e.code).toBe("resource_exhausted");
     expect(e.message).toBe(REFUSAL("remote"));
     expect(heapAndBuffers).toBeLessThan(16 * MB);
     expect(pool.breakers()).toEqual([expect.objectContaining({ upstream: "remote", scope: "acme", consecutiveFailures: 1 })]);
-    expect(text(await pool.call(decl, "acme", "ok", {}))).toMatch(/^pid \d+$/);
+    expect(text(await pool.call(decl, ACME, "ok", {}))).toMatch(/^pid \d+$/);
   });
 });

@@ -1,12 +1,12 @@
 import { SdkError, SdkErrorCode, type CallToolResult } from "@modelcontextprotocol/client";
 import { metrics } from "@opentelemetry/api";
-import { ChaosError, outsideTrace, startMcpClientSpan, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
+import { ChaosError, outsideTrace, startMcpClientSpan, subjectTokenOf, type CallContext, type Logger, type UpstreamDeclaration } from "@chaos-core/kit";
 import { answerOverCap, DEFAULT_MAX_RESULT_BYTES } from "./answer-cap.js";
 import type { UpstreamFetch } from "./guarded-fetch.js";
 import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions, type UpstreamConnection } from "./connect.js";
 import type { UpstreamDrift } from "./drift.js";
 import type { UpstreamNotice } from "./notices.js";
-import { createUpstreamTokens } from "./upstream-auth.js";
+import { actsAsCaller, createUpstreamTokens, type TokenCaller } from "./upstream-auth.js";
 
 /** When a breaker opens, and for how long (docs/federation.md §7). */
 export interface BreakerSettings {
@@ -20,6 +20,12 @@ export const DEFAULT_BREAKER: BreakerSettings = { failures: 5, openMs: 15_000 };
 
 /** How long an unused connection stays open. */
 const IDLE_MS = 5 * 60_000;
+
+/**
+ * The most connections one upstream that acts as the calling person (`token_exchange`) holds open
+ * per pool scope, one per principal: past it the least recently used one not in a call is closed.
+ */
+export const MAX_PERSON_CONNECTIONS = 64;
 
 /** A breaker's state, as `chaoscore_inspect` and the metrics show it. */
 export interface BreakerState {
@@ -35,7 +41,8 @@ export interface BreakerState {
 /** Upstream connections of this process, opened on first use, one breaker each. */
 export interface UpstreamPool {
   /**
-   * Calls `tool` of the upstream for `tenant`; the caller's `signal` cancels it upstream. A
+   * Calls `tool` of the upstream for `caller` (its tenant, and its principal and subject token for
+   * an upstream that acts as the calling person); the caller's `signal` cancels it upstream. A
    * failure names the upstream: `unavailable` (unreachable, breaker open), `deadline_exceeded`,
    * `resource_exhausted` (an answer over the size cap: cut while it arrives, or refused once whole,
    * either way a failure of the upstream). A result with `isError` is the tool's own
@@ -44,7 +51,7 @@ export interface UpstreamPool {
    */
   call(
     decl: UpstreamDeclaration,
-    tenant: string,
+    caller: Pick<CallContext, "tenant" | "principal">,
     tool: string,
     args: Record<string, unknown>,
     signal?: AbortSignal,
@@ -90,15 +97,26 @@ const breakerGauge = metrics.getMeter("chaoscore.upstreams").createObservableGau
 /** How often an open connection's tools are read again, for an upstream that changes them silently. */
 const REREAD_MS = 5 * 60_000;
 
-interface Entry {
-  connection?: Promise<UpstreamConnection>;
-  reread?: NodeJS.Timeout;
+/** One upstream's breaker in one pool scope. */
+interface Breaker {
   failures: number;
   openUntil?: number;
   probing: boolean;
-  idle?: NodeJS.Timeout;
   readonly upstream: string;
   readonly scope: string;
+}
+
+/** One connection: the breaker's own, or (an upstream acting as the caller) one person's under it. */
+interface Entry {
+  connection?: Promise<UpstreamConnection>;
+  reread?: NodeJS.Timeout;
+  idle?: NodeJS.Timeout;
+  readonly breaker: Breaker;
+  readonly key: string;
+  /** The person it is for (`token_exchange`: tenant and principal), with their latest subject token, which its requests are authorised with. */
+  caller?: TokenCaller;
+  calls: number;
+  lastUsed: number;
 }
 
 /**
@@ -112,6 +130,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   const maxBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
   const now = options.now ?? Date.now;
   const open = options.open ?? connectUpstream;
+  const breakers = new Map<string, Breaker>();
   const entries = new Map<string, Entry>();
   // An upstream declared with `auth`: its tokens, requested through the same fetch as its calls.
   const tokens = createUpstreamTokens({
@@ -122,6 +141,8 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   });
 
   const drop = (entry: Entry) => {
+    // One person's connection goes with its connection; the breaker's own entry stays, to connect again.
+    if (entry.caller && entries.get(entry.key) === entry) entries.delete(entry.key);
     const connection = entry.connection;
     entry.connection = undefined;
     if (entry.idle) clearTimeout(entry.idle);
@@ -132,11 +153,13 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   /** Opens a connection whose tools are compared with the pin before it serves a call, and again as they change. */
   const openWatched = async (decl: UpstreamDeclaration, entry: Entry): Promise<UpstreamConnection> => {
     const drift = options.drift;
-    const hooks = { logger: options.logger, logsBelongToCalls: entry.scope !== "shared" };
+    const { scope } = entry.breaker;
+    const hooks = { logger: options.logger, logsBelongToCalls: scope !== "shared" || entry.caller !== undefined };
     const authed = decl.transport === "http" && decl.auth ? { ...decl, auth: decl.auth } : undefined;
+    const machine: TokenCaller = { tenant: scope, principal: "chaos-core" };
     const authProvider = authed && {
-      token: () => tokens.token(authed, entry.scope),
-      onUnauthorized: () => Promise.resolve(tokens.invalidate(authed, entry.scope)),
+      token: () => tokens.token(authed, scope, entry.caller ?? machine),
+      onUnauthorized: () => Promise.resolve(tokens.invalidate(authed, scope, entry.caller ?? machine)),
     };
     const connectOptions = { ...options.connect, maxResultBytes: maxBytes, ...(authProvider ? { authProvider } : {}) };
     const connection = await open(decl, connectOptions, drift ? { ...hooks, onToolsChanged: (tools) => drift.observe(decl, tools) } : hooks);
@@ -154,39 +177,88 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
 
   /** Counts a failure of the upstream (the breaker opens after enough in a row) and drops the connection, unless `keep`. */
   const failed = (entry: Entry, err: unknown, keep = false): never => {
-    entry.failures += 1;
-    entry.probing = false;
+    const b = entry.breaker;
+    b.failures += 1;
+    b.probing = false;
     if (!keep) drop(entry);
-    if (entry.failures >= breaker.failures) {
-      entry.openUntil = now() + breaker.openMs;
-      options.logger.warn({ upstream: entry.upstream, scope: entry.scope, failures: entry.failures }, "upstream breaker opened");
+    if (b.failures >= breaker.failures) {
+      b.openUntil = now() + breaker.openMs;
+      options.logger.warn({ upstream: b.upstream, scope: b.scope, failures: b.failures }, "upstream breaker opened");
     }
     throw err;
   };
 
-  /** One upstream call: its connection (opened on first use), its breaker, its size cap. */
-  const callOnce: UpstreamPool["call"] = async (decl, tenant, tool, args, signal, onNotice) => {
-    const scope = options.perTenant === true || (decl.transport === "stdio" && decl.isolation === "tenant") ? tenant : "shared";
-    const key = `${decl.name}\u0000${scope}`;
+  /**
+   * The connection a call goes on: the breaker's own, or for an upstream acting as the caller the
+   * caller's (opened on first use, at most {@link MAX_PERSON_CONNECTIONS} per breaker).
+   */
+  const entryFor = (decl: UpstreamDeclaration, b: Breaker, caller: TokenCaller | undefined): Entry => {
+    const key = `${b.upstream}\u0000${b.scope}${caller ? `\u0000${caller.tenant}\u0000${caller.principal}` : ""}`;
     let entry = entries.get(key);
-    if (!entry) entries.set(key, (entry = { failures: 0, probing: false, upstream: decl.name, scope }));
+    if (entry) {
+      if (caller) entry.caller = caller;
+      return entry;
+    }
+    if (caller) {
+      const people = [...entries.values()].filter((e) => e.breaker === b);
+      if (people.length >= MAX_PERSON_CONNECTIONS) {
+        const idle = people.filter((e) => e.calls === 0).sort((x, y) => x.lastUsed - y.lastUsed)[0];
+        if (!idle) throw new ChaosError("resource_exhausted", `upstream "${decl.name}" has ${people.length} people's connections open, each in a call; try again when one ends`);
+        drop(idle);
+      }
+    }
+    entries.set(key, (entry = { breaker: b, key, calls: 0, lastUsed: now(), ...(caller ? { caller } : {}) }));
+    return entry;
+  };
+
+  /** One upstream call: its connection (opened on first use), its breaker, its size cap. */
+  const callOnce: UpstreamPool["call"] = async (decl, callerCtx, tool, args, signal, onNotice) => {
+    const { tenant, principal } = callerCtx;
+    const scope = options.perTenant === true || (decl.transport === "stdio" && decl.isolation === "tenant") ? tenant : "shared";
+    const breakerKey = `${decl.name}\u0000${scope}`;
+    let b = breakers.get(breakerKey);
+    if (!b) breakers.set(breakerKey, (b = { failures: 0, probing: false, upstream: decl.name, scope }));
+    // An upstream acting as the caller: the caller's own connection, with the token they came with.
+    const caller = decl.transport === "http" && actsAsCaller(decl) ? { tenant, principal, subjectToken: subjectTokenOf(callerCtx) } : undefined;
     // The upstream's token first (before the breaker's probe is taken): a refusal by its authorization server is not the upstream's
     // failure, so it fails this call `permission_denied` without counting against the breaker.
-    if (decl.transport === "http" && decl.auth) await tokens.token({ ...decl, auth: decl.auth }, scope);
-    if (entry.openUntil !== undefined) {
-      if (now() < entry.openUntil || entry.probing) {
-        throw new ChaosError("unavailable", `upstream "${decl.name}" failed ${entry.failures} times in a row; its breaker is open until ${new Date(entry.openUntil).toISOString()}`);
+    if (decl.transport === "http" && decl.auth) await tokens.token({ ...decl, auth: decl.auth }, scope, caller ?? { tenant, principal });
+    if (b.openUntil !== undefined) {
+      if (now() < b.openUntil || b.probing) {
+        throw new ChaosError("unavailable", `upstream "${decl.name}" failed ${b.failures} times in a row; its breaker is open until ${new Date(b.openUntil).toISOString()}`);
       }
-      entry.probing = true;
+      b.probing = true;
     }
+    const entry = entryFor(decl, b, caller);
     let connection: UpstreamConnection;
+    entry.calls += 1;
+    entry.lastUsed = now();
     try {
       // A connection outlives the call that opened it (its re-reads, its GET stream): not part of that call's trace.
       entry.connection ??= outsideTrace(() => openWatched(decl, entry));
       connection = await entry.connection;
     } catch (err) {
+      entry.calls -= 1;
       return failed(entry, err instanceof ChaosError ? err : new ChaosError("unavailable", `upstream "${decl.name}" could not be reached`, { cause: err }));
     }
+    try {
+      return await callOn(connection, entry, decl, tenant, tool, args, signal, onNotice);
+    } finally {
+      entry.calls -= 1;
+    }
+  };
+
+  /** The call on its open connection: a drifted tool refused, failures counted, the size cap applied. */
+  const callOn = async (
+    connection: UpstreamConnection,
+    entry: Entry,
+    decl: UpstreamDeclaration,
+    tenant: string,
+    tool: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal | undefined,
+    onNotice: ((notice: UpstreamNotice) => void) | undefined,
+  ): Promise<CallToolResult> => {
     if (entry.idle) clearTimeout(entry.idle);
     entry.idle = setTimeout(() => drop(entry), IDLE_MS).unref();
     // A definition found changed on opening the connection (or since) is not called.
@@ -211,14 +283,14 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     // Over the cap but within the framing allowance the connection reads whole: a failure of the
     // upstream as a cut answer is, but the connection is sound and kept.
     if (bytes > maxBytes) return failed(entry, answerOverCap(decl.name, maxBytes), true);
-    entry.failures = 0;
-    entry.openUntil = undefined;
-    entry.probing = false;
+    entry.breaker.failures = 0;
+    entry.breaker.openUntil = undefined;
+    entry.breaker.probing = false;
     return result;
   };
 
-  const breakers = (): BreakerState[] =>
-    [...entries.values()].map((e) => {
+  const breakerStates = (): BreakerState[] =>
+    [...breakers.values()].map((e) => {
       const open = e.openUntil !== undefined;
       return {
         upstream: e.upstream,
@@ -230,7 +302,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     });
   // Each breaker's state as a metric (docs/federation.md §7), the operator's pool and every tenant's alike: 0 closed, 1 half-open, 2 open.
   const observeBreakers = (result: { observe(value: number, attributes: Record<string, string>): void }) => {
-    for (const b of breakers()) result.observe(b.state === "open" ? 2 : b.state === "half-open" ? 1 : 0, { upstream: b.upstream, scope: b.scope });
+    for (const b of breakerStates()) result.observe(b.state === "open" ? 2 : b.state === "half-open" ? 1 : 0, { upstream: b.upstream, scope: b.scope });
   };
   breakerGauge.addCallback(observeBreakers);
 
@@ -247,11 +319,12 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
         throw err;
       }
     },
-    breakers,
+    breakers: breakerStates,
     async close() {
       breakerGauge.removeCallback(observeBreakers);
-      for (const entry of entries.values()) drop(entry);
+      for (const entry of [...entries.values()]) drop(entry);
       entries.clear();
+      breakers.clear();
     },
   };
 }

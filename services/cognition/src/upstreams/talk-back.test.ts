@@ -6,6 +6,9 @@ import type { UpstreamNotice } from "./notices.js";
 import { noticeLine } from "./notices.js";
 import { createUpstreamPool } from "./pool.js";
 
+/** Who the calls are made for. */
+const ACME = { tenant: "acme", principal: "agent" };
+
 // A real upstream process (the SDK's server) that talks back during a call: progress, log lines,
 // and requests for sampling, elicitation and roots that Chaos Core never declared it answers.
 const ROOT = new URL("../../../../", import.meta.url).pathname;
@@ -33,17 +36,17 @@ describe("an upstream that talks back during a call", () => {
     ["list_roots", "roots/list", "its roots"],
   ])("answers its %s request (%s) with an error saying Chaos Core does not support it, logs it naming the upstream, and the upstream serves the next call", async (tool, method, what) => {
     const started = Date.now();
-    const refused = await pool.call(shared!, "acme", tool, {});
+    const refused = await pool.call(shared!, ACME, tool, {});
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(refused.isError).toBe(true);
     expect(text(refused)).toBe(`refused (-32601): MCP error -32601: ${method} is not supported by Chaos Core: an upstream cannot ask it for ${what}${what === "its roots" ? " (the folders it may use)" : method === "sampling/createMessage" ? " (sampling)" : " (elicitation)"}`);
     expect(lines).toContainEqual(expect.objectContaining({ level: 40, upstream: "asking", method, msg: expect.stringContaining(`upstream "asking" sent ${method}`) as string }));
-    expect(text(await pool.call(shared!, "acme", "echo", { text: "still serving" }))).toMatch(/^still serving \(pid \d+\)$/);
+    expect(text(await pool.call(shared!, ACME, "echo", { text: "still serving" }))).toMatch(/^still serving \(pid \d+\)$/);
   });
 
   it("passes on every progress notification of the call, the last one included, and the log lines of a connection that is the tenant's own", async () => {
     const notices: UpstreamNotice[] = [];
-    const result = await pool.call(own!, "acme", "steps", { count: 4 }, undefined, (n) => notices.push(n));
+    const result = await pool.call(own!, ACME, "steps", { count: 4 }, undefined, (n) => notices.push(n));
     expect(text(result)).toBe("4 steps done");
     expect(notices.filter((n) => n.kind === "progress")).toEqual([1, 2, 3, 4].map((i) => ({ kind: "progress", progress: i, total: 4, message: `copying item ${i}` })));
     expect(notices.filter((n) => n.kind === "log")).toEqual([1, 2, 3, 4].map((i) => ({ kind: "log", level: "info", data: `copied item ${i}` })));
@@ -52,7 +55,7 @@ describe("an upstream that talks back during a call", () => {
 
   it("keeps a shared connection's log lines from any one call (another tenant's call could own them), and still passes on the call's progress", async () => {
     const notices: UpstreamNotice[] = [];
-    await pool.call(shared!, "acme", "steps", { count: 2 }, undefined, (n) => notices.push(n));
+    await pool.call(shared!, ACME, "steps", { count: 2 }, undefined, (n) => notices.push(n));
     expect(notices.map((n) => n.kind)).toEqual(["progress", "progress"]);
   });
 
@@ -60,8 +63,8 @@ describe("an upstream that talks back during a call", () => {
     const a: UpstreamNotice[] = [];
     const b: UpstreamNotice[] = [];
     await Promise.all([
-      pool.call(own!, "acme", "steps", { count: 3, ms: 30 }, undefined, (n) => a.push(n)),
-      pool.call(own!, "acme", "steps", { count: 2, ms: 30 }, undefined, (n) => b.push(n)),
+      pool.call(own!, ACME, "steps", { count: 3, ms: 30 }, undefined, (n) => a.push(n)),
+      pool.call(own!, ACME, "steps", { count: 2, ms: 30 }, undefined, (n) => b.push(n)),
     ]);
     const progress = (ns: UpstreamNotice[]) => ns.flatMap((n) => (n.kind === "progress" ? [n.total] : []));
     expect(progress(a)).toEqual([3, 3, 3]);

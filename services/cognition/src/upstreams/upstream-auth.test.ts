@@ -5,83 +5,35 @@
  * Streamable HTTP MCP servers (the official SDK) that verify every token against the provider's
  * JWKS, requiring their own URL as its audience. Through the pool cognition calls upstreams with.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRemoteJWKSet, jwtVerify } from "jose";
-import Provider from "oidc-provider";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { ChaosError, createLogger, parseUpstreamsFile, type HttpUpstreamDeclaration } from "@chaos-core/kit";
+import { audienceServers, startOidcProvider, type AudienceServers, type OidcServer } from "../../../../test/support/oidc.js";
 import { guardedUpstreamFetch } from "./guarded-fetch.js";
 import { createUpstreamPool, type UpstreamPool } from "./pool.js";
+
+/** Who the calls are made for. */
+const ACME = { tenant: "acme", principal: "agent" };
 
 const ROOT = new URL("../../../../", import.meta.url).pathname;
 const SECRET = "a-client-secret-for-tests-only-0123456789";
 
-const listen = (server: Server) => new Promise<number>((done) => server.listen(0, "127.0.0.1", () => done((server.address() as AddressInfo).port)));
-
+let oidc: OidcServer;
 let issuer = "";
-let oidc: Server;
-let tokenTtl = 300;
-const upstreams: Server[] = [];
+let servers: AudienceServers;
 let pool: UpstreamPool | undefined;
-let tokenRequests = 0;
-
-/** A Streamable HTTP MCP server whose `whoami` answers the verified token's claims; 401 for a token not meant for it. */
-async function audienceServer(): Promise<string> {
-  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
-  let url = "";
-  const server = createServer(async (req, res) => {
-    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
-    let claims: Record<string, unknown>;
-    try {
-      if (!token) throw new Error("no bearer token");
-      claims = (await jwtVerify(token, jwks, { issuer, audience: url })).payload;
-    } catch (err) {
-      res.writeHead(401, { "www-authenticate": `Bearer error="invalid_token", error_description="${(err as Error).message.replace(/"/g, "'")}"` }).end();
-      return;
-    }
-    const mcp = new McpServer({ name: "audience-server", version: "1.0.0" });
-    mcp.registerTool("whoami", { description: "Answers who the token says is calling, and for which audience." }, () => ({
-      content: [{ type: "text", text: JSON.stringify({ sub: claims.sub, client_id: claims.client_id, aud: claims.aud }) }],
-    }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    res.on("close", () => void transport.close().then(() => mcp.close()));
-    await mcp.connect(transport);
-    await transport.handleRequest(req, res);
-  });
-  upstreams.push(server);
-  url = `http://127.0.0.1:${await listen(server)}/mcp`;
-  return url;
-}
+const audienceServer = () => servers.start();
 
 beforeAll(async () => {
-  oidc = createServer();
-  const port = await listen(oidc);
-  issuer = `http://127.0.0.1:${port}`;
-  const provider = new Provider(issuer, {
-    clients: [{ client_id: "chaos-core", client_secret: SECRET, grant_types: ["client_credentials"], redirect_uris: [], response_types: [] }],
-    features: {
-      devInteractions: { enabled: false },
-      clientCredentials: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        // Any resource a client names: the audience is the upstream's URL, the token a JWT it can verify.
-        getResourceServerInfo: (_ctx, resource) => ({ scope: "", audience: resource, accessTokenTTL: tokenTtl, accessTokenFormat: "jwt" }),
-      },
-    },
-  });
-  oidc.on("request", (req, res) => {
-    if (req.url?.startsWith("/token")) tokenRequests++;
-    provider.callback()(req, res);
-  });
+  oidc = await startOidcProvider(SECRET);
+  issuer = oidc.issuer;
+  servers = audienceServers(issuer);
 }, 30_000);
 
 afterAll(async () => {
   await pool?.close();
-  for (const s of [...upstreams, oidc]) await new Promise((done) => s.close(done));
+  await servers.close();
+  await oidc.close();
 });
 
 function declare(name: string, url: string, auth: Record<string, unknown> = {}): HttpUpstreamDeclaration {
@@ -101,7 +53,7 @@ function poolWith(tokenMaxSeconds?: number, secret = SECRET): UpstreamPool {
 }
 
 const whoami = async (p: UpstreamPool, decl: HttpUpstreamDeclaration) =>
-  JSON.parse(((await p.call(decl, "acme", "whoami", {})).content[0] as { text: string }).text) as { sub?: string; client_id?: string; aud?: unknown };
+  JSON.parse(((await p.call(decl, ACME, "whoami", {})).content[0] as { text: string }).text) as { sub?: string; client_id?: string; aud?: unknown };
 
 describe("an upstream declared with OAuth client credentials", () => {
   it("is called with a token the authorization server issued for it alone: its URL the audience, the client the caller", async () => {
@@ -128,28 +80,28 @@ describe("an upstream declared with OAuth client credentials", () => {
     const url = await audienceServer();
     const decl = declare("gamma", url);
     // Tokens live 2 s at the provider: within that one request serves every call.
-    tokenTtl = 2;
+    oidc.setTokenTtl(2);
     const p = poolWith();
     try {
-      const before = tokenRequests;
+      const before = oidc.tokenRequests();
       await whoami(p, decl);
       await whoami(p, decl);
-      expect(tokenRequests - before).toBe(1);
+      expect(oidc.tokenRequests() - before).toBe(1);
       await new Promise((r) => setTimeout(r, 2_100));
       await whoami(p, decl);
-      expect(tokenRequests - before).toBe(2);
+      expect(oidc.tokenRequests() - before).toBe(2);
     } finally {
-      tokenTtl = 300;
+      oidc.setTokenTtl(300);
       await p.close();
     }
     // A 300 s token is used at most the bound (1 s here): a client disabled at the provider stops calls within it.
     const bounded = poolWith(1);
     try {
-      const before = tokenRequests;
+      const before = oidc.tokenRequests();
       await whoami(bounded, decl);
       await new Promise((r) => setTimeout(r, 1_100));
       await whoami(bounded, decl);
-      expect(tokenRequests - before).toBe(2);
+      expect(oidc.tokenRequests() - before).toBe(2);
     } finally {
       await bounded.close();
     }
@@ -161,7 +113,7 @@ describe("an upstream declared with OAuth client credentials", () => {
     const p = poolWith(undefined, "not-the-secret");
     try {
       for (let i = 0; i < 6; i++) {
-        const err = await p.call(decl, "acme", "whoami", {}).then(
+        const err = await p.call(decl, ACME, "whoami", {}).then(
           () => undefined,
           (e: unknown) => e,
         );
@@ -185,14 +137,14 @@ describe("an upstream declared with OAuth client credentials", () => {
       tokenFetch: (d) => guardedUpstreamFetch({ who: `upstream "${d.name}" of tenant "acme"`, allowedAddresses: [] }),
     });
     try {
-      const before = tokenRequests;
-      const err = await p.call(decl, "acme", "whoami", {}).then(
+      const before = oidc.tokenRequests();
+      const err = await p.call(decl, ACME, "whoami", {}).then(
         () => undefined,
         (e: unknown) => e as ChaosError,
       );
       expect(err?.code).toBe("permission_denied");
       expect(err?.message).toMatch(/^upstream "epsilon": its authorization server http:\/\/127\.0\.0\.1:\d+ gave no token: no authorization server metadata \(.*upstream "epsilon" of tenant "acme"/);
-      expect(tokenRequests).toBe(before);
+      expect(oidc.tokenRequests()).toBe(before);
     } finally {
       await p.close();
     }

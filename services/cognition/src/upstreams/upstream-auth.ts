@@ -1,22 +1,46 @@
+import { createHash } from "node:crypto";
 import * as oauth from "oauth4webapi";
 import { authorizationServerMetadataUrls, ChaosError, resolveSecretRef, type HttpUpstreamDeclaration, type SecretSources, type UpstreamAuth } from "@chaos-core/kit";
 
+/** Who an upstream call is made for, as far as its token is concerned. */
+export interface TokenCaller {
+  readonly tenant: string;
+  readonly principal: string;
+  /** The caller's verified access token (kit subject-token.ts): what `token_exchange` exchanges. */
+  readonly subjectToken?: string | undefined;
+}
+
+/** RFC 8693's grant type and the type of the token exchanged: an access token the edge verified. */
+export const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
+export const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
+
 /**
- * Tokens for upstreams declared with `auth` (docs/federation-platform.md §3): OAuth 2.1 client
- * credentials at the issuer's token endpoint (found by RFC 8414 / OpenID discovery, the metadata's
- * `issuer` checked character for character), audience-bound to the upstream (`resource`, RFC 8707:
- * the declared one, else the upstream's URL). A token is cached per upstream and pool scope for the
- * shorter of its `expires_in` and {@link UpstreamTokensOptions.maxSeconds} — a client disabled at
- * the authorization server stops calls within that bound — and dropped when the upstream answers
- * 401. Nothing is persisted; a secret is read when a token is requested. A refusal is
- * `permission_denied` naming the upstream and the issuer: the upstream did nothing wrong, so the
- * pool does not count it against its breaker.
+ * Tokens for upstreams declared with `auth` (docs/federation-platform.md §3), at the issuer's token
+ * endpoint (found by RFC 8414 / OpenID discovery, the metadata's `issuer` checked character for
+ * character), audience-bound to the upstream (`resource`, RFC 8707: the declared one, else the
+ * upstream's URL):
+ * - `client_credentials`: the tenant's machine identity, one token per upstream and pool scope;
+ * - `token_exchange` (RFC 8693): the caller's verified access token exchanged for one of the same
+ *   person, one per (pool scope, principal, subject token) — never another principal's or tenant's,
+ *   and never the caller's own token passed on. A caller without one gets the declared `fallback`:
+ *   a refusal (the default) or the client-credentials token.
+ *
+ * A token is cached for the shorter of its `expires_in` and {@link UpstreamTokensOptions.maxSeconds}
+ * — a grant revoked at the authorization server stops calls within that bound — and dropped when
+ * the upstream answers 401. Nothing is persisted; a secret is read when a token is requested. A
+ * refusal is `permission_denied` naming the upstream and the issuer: the upstream did nothing wrong,
+ * so the pool does not count it against its breaker.
  */
 export interface UpstreamTokens {
-  /** A bearer token for `decl`'s calls under `scope` (the pool entry's: `shared`, or a tenant). */
-  token(decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, scope: string): Promise<string>;
+  /** A bearer token for `decl`'s calls under `scope` (the pool entry's: `shared`, or a tenant) made for `caller`. */
+  token(decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, scope: string, caller: TokenCaller): Promise<string>;
   /** Forgets the cached token (the upstream answered 401): the next call requests a new one. */
-  invalidate(decl: HttpUpstreamDeclaration, scope: string): void;
+  invalidate(decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, scope: string, caller: TokenCaller): void;
+}
+
+/** Whether `decl`'s connections are one person's: it exchanges each caller's token (`token_exchange`). */
+export function actsAsCaller(decl: HttpUpstreamDeclaration): boolean {
+  return decl.auth?.type === "token_exchange";
 }
 
 export interface UpstreamTokensOptions {
@@ -60,7 +84,21 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
   const tokens = new Map<string, { value: string; until: number }>();
   const pending = new Map<string, Promise<string>>();
   const metadata = new Map<string, { as: oauth.AuthorizationServer; at: number }>();
-  const keyOf = (decl: HttpUpstreamDeclaration, scope: string) => `${decl.name}\u0000${scope}\u0000${decl.auth?.issuer ?? ""}\u0000${decl.auth?.clientId ?? ""}`;
+  /**
+   * What a token is cached under, or why none may be had: the machine identity's per upstream and
+   * scope; an exchanged one's also per principal and the digest of the token it was exchanged for.
+   */
+  const grantOf = (decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, scope: string, caller: TokenCaller): { key: string; subject?: string } => {
+    const base = `${decl.name}\u0000${scope}\u0000${decl.auth.issuer}\u0000${decl.auth.clientId}`;
+    if (decl.auth.type !== "token_exchange") return { key: base };
+    const subject = caller.subjectToken;
+    if (subject) return { key: `${base}\u0000${caller.tenant}\u0000${caller.principal}\u0000${createHash("sha256").update(subject).digest("base64url")}`, subject };
+    if (decl.auth.fallback === "client_credentials") return { key: base };
+    throw new ChaosError(
+      "permission_denied",
+      `upstream "${decl.name}" acts as the calling person (token_exchange) and ${caller.principal}'s credential carries no access token to exchange (an API key, or the local user); its fallback is "refuse"`,
+    );
+  };
   // oauth4webapi refuses http unless told: a loopback issuer (a local or test one) is allowed it.
   const transport = (decl: HttpUpstreamDeclaration, issuer: string) => ({
     ...(options.fetchFor ? { [oauth.customFetch]: options.fetchFor(decl) } : {}),
@@ -100,7 +138,7 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
     throw denied(decl, issuer, `no authorization server metadata (${problems.join("; ")})`);
   };
 
-  const request = async (decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, key: string): Promise<string> => {
+  const request = async (decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, key: string, subject: string | undefined): Promise<string> => {
     const { issuer, clientId, clientSecret, scope, resource } = decl.auth;
     const as = await discover(decl, issuer);
     const secret = await resolveSecretRef(clientSecret, options.secrets);
@@ -108,8 +146,15 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
     const parameters: Record<string, string> = { resource: resource ?? decl.url, ...(scope ? { scope } : {}) };
     let answer: oauth.TokenEndpointResponse;
     try {
-      const res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(secret), parameters, transport(decl, issuer));
-      answer = await oauth.processClientCredentialsResponse(as, client, res);
+      if (subject !== undefined) {
+        // RFC 8693 §2.1: the caller's token as the subject, cognition authenticated as the client that acts for it.
+        const exchange = { ...parameters, subject_token: subject, subject_token_type: ACCESS_TOKEN_TYPE, requested_token_type: ACCESS_TOKEN_TYPE };
+        const res = await oauth.genericTokenEndpointRequest(as, client, oauth.ClientSecretBasic(secret), TOKEN_EXCHANGE_GRANT, exchange, transport(decl, issuer));
+        answer = await oauth.processGenericTokenEndpointResponse(as, client, res);
+      } else {
+        const res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(secret), parameters, transport(decl, issuer));
+        answer = await oauth.processClientCredentialsResponse(as, client, res);
+      }
     } catch (err) {
       throw denied(decl, issuer, refusalOf(err), err);
     }
@@ -121,21 +166,25 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
   };
 
   return {
-    async token(decl, scope) {
-      const key = keyOf(decl, scope);
+    async token(decl, scope, caller) {
+      const { key, subject } = grantOf(decl, scope, caller);
       const held = tokens.get(key);
       if (held && now() < held.until) return held.value;
       tokens.delete(key);
       // One request per key at a time: concurrent calls share it.
       let inFlight = pending.get(key);
       if (!inFlight) {
-        inFlight = request(decl, key).finally(() => pending.delete(key));
+        inFlight = request(decl, key, subject).finally(() => pending.delete(key));
         pending.set(key, inFlight);
       }
       return inFlight;
     },
-    invalidate(decl, scope) {
-      tokens.delete(keyOf(decl, scope));
+    invalidate(decl, scope, caller) {
+      try {
+        tokens.delete(grantOf(decl, scope, caller).key);
+      } catch {
+        // No token could have been cached for a caller who may have none.
+      }
     },
   };
 }

@@ -26,18 +26,30 @@ export interface Identity {
 export const LOCAL_IDENTITY: Identity = Object.freeze({ tenant: "default", principal: "local", roles: Object.freeze([]) });
 
 /**
- * What the HTTP transport attaches to a request whose API key it verified (`req.auth`); the SDK
- * hands it to the tool handler as `extra.authInfo`. Roles travel per request, not per session,
- * so a session opened with one key gains nothing when used with another key of the same
- * principal. The key itself goes no further than the verifier.
+ * What the HTTP transport attaches to a request whose credential it verified (`req.auth`); the
+ * SDK hands it to the tool handler as `extra.authInfo`. Roles travel per request, not per
+ * session, so a session opened with one key gains nothing when used with another key of the same
+ * principal. An API key goes no further than the verifier (`token` is empty); a verified OAuth
+ * access token (`subjectToken`) is kept for one use only: cognition may exchange it for an
+ * upstream declared `token_exchange` (docs/federation-platform.md §3; {@link subjectTokenOfAuth}).
  */
-export function authInfoOf(identity: Identity, tenantGeneration?: number): AuthInfo {
+export function authInfoOf(identity: Identity, tenantGeneration?: number, subjectToken?: string): AuthInfo {
   return {
-    token: "",
+    token: subjectToken ?? "",
     clientId: identity.principal,
     scopes: [...(identity.roles ?? [])],
     extra: { tenant: identity.tenant, ...(tenantGeneration !== undefined ? { tenantGeneration } : {}) },
   };
+}
+
+/**
+ * The verified OAuth access token of a request, when its credential is `session`'s own tenant and
+ * principal (never a session's: a token travels per request, like roles); none for an API key,
+ * stdio or unauthenticated loopback.
+ */
+export function subjectTokenOfAuth(auth: AuthInfo | undefined, session: { tenant: string; principal: string }): string | undefined {
+  if (!auth || auth.token === "" || auth.clientId !== session.principal || auth.extra?.["tenant"] !== session.tenant) return undefined;
+  return auth.token;
 }
 
 /**

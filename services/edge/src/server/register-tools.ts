@@ -13,7 +13,7 @@ import { answerOf, askResult, questionDigest, resumeRound } from "./mrtr-round.j
 import { logAtMcpLevel, reachesClient } from "./logging.js";
 import { publishedArguments, publishedResult, publishedUpstreamArguments, withErrorAlternative } from "../definitions/tool-schemas.js";
 import { checkToolArguments, type ArgumentScreen } from "./tool-arguments.js";
-import { credentialFacts, mintRequestRef } from "./scope.js";
+import { credentialFacts, mintRequestRef, withCredentialSubject } from "./scope.js";
 
 type Extra = ServerContext;
 
@@ -46,9 +46,10 @@ export function modernRequestOf(extra: Extra, requestRef: string): ModernRequest
  * (2026-07-28), with the roles and tenant generation of the request's credential (scope.ts).
  */
 function callOf(scope: ServerScope, modern: ModernRequest | undefined, extra: Extra): CallContext {
-  const facts = credentialFacts(extra.http?.authInfo, scope);
-  if (modern) return { tenant: scope.tenant, principal: scope.principal, requestRef: modern.requestRef, ...facts };
-  return { tenant: scope.tenant, principal: scope.principal, sessionId: (scope as EdgeSession).id, ...facts };
+  const auth = extra.http?.authInfo;
+  const facts = credentialFacts(auth, scope);
+  if (modern) return withCredentialSubject({ tenant: scope.tenant, principal: scope.principal, requestRef: modern.requestRef, ...facts }, auth, scope);
+  return withCredentialSubject({ tenant: scope.tenant, principal: scope.principal, sessionId: (scope as EdgeSession).id, ...facts }, auth, scope);
 }
 
 function toolContext(

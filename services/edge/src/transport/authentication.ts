@@ -51,9 +51,10 @@ function refuse(res: Response, oauth: OAuthVerifier | undefined, refusal: Creden
 /**
  * Authenticates a `/mcp` request by its bearer credential: an API key of the file in force, an
  * operator-issued key of the tenant registry (`cc_…`, through `directory`), else (with OAuth) an
- * access token for this resource. The identity comes from the credential alone; the token goes no
- * further than this function: what the request carries on is the identity and its roles
- * ({@link authInfoOf}, whose `token` is empty). Whatever the credential, a tenant the registry
+ * access token for this resource. The identity comes from the credential alone; an API key goes
+ * no further than this function: what the request carries on is the identity and its roles
+ * ({@link authInfoOf}); a verified OAuth access token is kept beside them for cognition's token
+ * exchange with upstreams, and for nothing else. Whatever the credential, a tenant the registry
  * holds disabled or deleted is refused (403).
  *
  * `required`: whether a request without a credential is refused; when it is not (a loopback
@@ -73,7 +74,7 @@ export function authentication(
   return async (req, res, next) => {
     const locals = res.locals as McpLocals;
     /** Lets the request on as `identity`, unless the registry holds its tenant disabled. */
-    const admit = async (identity: Identity, extra: Pick<McpLocals, "keySha256" | "oauth" | "tokenExpiresAt"> = {}) => {
+    const admit = async (identity: Identity, extra: Pick<McpLocals, "keySha256" | "oauth" | "tokenExpiresAt"> = {}, subjectToken?: string) => {
       const refusal = directory ? await askDirectory(() => directory.tenantRefusal(identity.tenant)) : undefined;
       if (refusal) return refuse(res, oauth, refusal);
       locals.identity = identity;
@@ -82,7 +83,7 @@ export function authentication(
       const generation = directory?.tenantGeneration(identity.tenant);
       if (generation !== undefined) locals.tenantGeneration = generation;
       // Roles reach the tools through the SDK's per-request authInfo, never from the session.
-      if (identity !== LOCAL_IDENTITY) (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity, generation);
+      if (identity !== LOCAL_IDENTITY) (req as Request & { auth?: AuthInfo }).auth = authInfoOf(identity, generation, subjectToken);
       next();
     };
     const match = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? "");
@@ -134,7 +135,8 @@ export function authentication(
       return jsonRpcError(res, 401, -32001, message, challenge(oauth, { error: "invalid_token", error_description: err.message, ...scope }));
     }
     // Accepted until `exp` and the clock skew: what it holds open ends then too (credential-watch.ts).
-    return admit(verified.identity, { oauth: true, ...(verified.expiresAt !== undefined ? { tokenExpiresAt: verified.expiresAt + oauth.clockSkewSeconds } : {}) });
+    // The verified token is kept beside the identity for cognition's token exchange alone (authInfoOf).
+    return admit(verified.identity, { oauth: true, ...(verified.expiresAt !== undefined ? { tokenExpiresAt: verified.expiresAt + oauth.clockSkewSeconds } : {}) }, key);
   };
 }
 

@@ -16,6 +16,7 @@ import {
 import { once } from "node:events";
 import { ChaosError, CODE_TRAILER, toGrpcError } from "../errors.js";
 import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, type ContextSigner } from "../context.js";
+import { SUBJECT_TOKEN_HEADER, subjectTokenOf } from "../subject-token.js";
 import { extractTrace, injectTrace, instrument, instrumentStream } from "./instrument.js";
 import { defaultChannelOptions } from "./target.js";
 import type { GrpcTls } from "./tls.js";
@@ -88,6 +89,8 @@ function serverHandlerContext(
   const ctx = signer.verify(
     metadataValue(call.metadata, CONTEXT_HEADER),
     metadataValue(call.metadata, CONTEXT_SIG_HEADER),
+    Date.now(),
+    metadataValue(call.metadata, SUBJECT_TOKEN_HEADER),
   );
   const controller = new AbortController();
   let done = false;
@@ -180,6 +183,11 @@ export interface GrpcClientOptions {
   channelOptions?: ChannelOptions;
   /** TLS to the server (presenting this service's certificate under mutual TLS); plaintext without. */
   tls?: GrpcTls | undefined;
+  /**
+   * Sends the caller's subject token beside the signed context (kit subject-token.ts): set on the
+   * edge's client of cognition only, the one service that exchanges it for upstreams.
+   */
+  forwardSubjectToken?: boolean;
 }
 
 /** "chaoscore.memory.v1.MemoryService" → "the memory service". */
@@ -243,9 +251,11 @@ export function createGrpcClient<S extends AnyService>(
 
   const prepare = (opts: CallOptions) => {
     const md = new Metadata();
-    const signed = signer.sign(opts.ctx);
+    const subject = options.forwardSubjectToken ? subjectTokenOf(opts.ctx) : undefined;
+    const signed = signer.sign(opts.ctx, Date.now(), subject);
     md.set(CONTEXT_HEADER, signed.context);
     md.set(CONTEXT_SIG_HEADER, signed.signature);
+    if (subject !== undefined) md.set(SUBJECT_TOKEN_HEADER, subject);
     injectTrace((k, v) => md.set(k, v));
     const deadline = Date.now() + (opts.timeoutMs ?? defaultTimeout);
     return { md, deadline };

@@ -11,6 +11,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CONTEXT_HEADER, CONTEXT_SIG_HEADER, ContextSigner, type CallContext } from "../context.js";
 import { ChaosError } from "../errors.js";
+import { SUBJECT_TOKEN_HEADER, subjectTokenOf, withSubjectToken } from "../subject-token.js";
 import { createLogger } from "../logger.js";
 import { createGrpcClient, grpcServiceDefinition } from "./grpc.js";
 import { checkGrpcHealth } from "./health-client.js";
@@ -31,6 +32,7 @@ const impl: ServiceImpl<typeof PolicyService> = {
     if (req.capability === "fail.denied") throw new ChaosError("policy_denied", "denied by test rule");
     if (req.capability === "fail.crash") throw new Error("secret internal detail");
     if (req.capability === "keep-signal") kept = ctx.signal;
+    if (req.capability === "subject") return { decision: Decision.ALLOW, matchedRule: "", reason: subjectTokenOf(ctx.call) ?? "(none)", policyVersion: 0n };
     if (req.capability === "slow") {
       await new Promise((resolve, reject) => {
         const t = setTimeout(resolve, 5_000);
@@ -227,6 +229,44 @@ describe("a deferred client while its service is still starting", () => {
       .getPolicy({}, { ctx, signal: controller.signal })
       .catch((e: unknown) => e)) as ChaosError;
     expect(cancelled.code).toBe("cancelled");
+  });
+});
+
+describe("a subject token beside the call context (docs/federation-platform.md §3)", () => {
+  const withToken = withSubjectToken(ctx, "the-callers-access-token");
+
+  it("reaches the handler in one process, and over gRPC only from a client that forwards it", async () => {
+    const reason = async (c: ServiceClient<typeof PolicyService>) => (await c.evaluate({ capability: "subject" }, { ctx: withToken })).reason;
+    expect(await reason(createInProcessClient(PolicyService, impl, { timeoutMs: 2_000 }))).toBe("the-callers-access-token");
+    // The default client (policy, memory, ledger, council) sends none.
+    expect(await reason(grpcClient.client)).toBe("(none)");
+    const forwarding = createGrpcClient(PolicyService, `127.0.0.1:${server.port}`, new ContextSigner(KEY), { timeoutMs: 2_000, forwardSubjectToken: true });
+    try {
+      expect(await reason(forwarding.client)).toBe("the-callers-access-token");
+      expect((await forwarding.client.evaluate({ capability: "subject" }, { ctx })).reason).toBe("(none)");
+    } finally {
+      forwarding.close();
+    }
+    // Never a field of the context: what is logged or recorded of it does not hold it.
+    expect(JSON.stringify(withToken)).not.toContain("the-callers-access-token");
+  });
+
+  it("refuses a token added to, or swapped on, a signed call", async () => {
+    const call = async (token: string, signedWith?: string) => {
+      const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+      const def = grpcServiceDefinition(PolicyService)["getPolicy"]!;
+      const signed = new ContextSigner(KEY).sign(ctx, Date.now(), signedWith);
+      const md = new Metadata();
+      md.set(CONTEXT_HEADER, signed.context);
+      md.set(CONTEXT_SIG_HEADER, signed.signature);
+      md.set(SUBJECT_TOKEN_HEADER, token);
+      const err = await new Promise<unknown>((resolve) => raw.makeUnaryRequest(def.path, def.requestSerialize, def.responseDeserialize, {}, md, (e) => resolve(e)));
+      raw.close();
+      return err ? ChaosError.from(err) : undefined;
+    };
+    expect(await call("someone-elses-token")).toMatchObject({ code: "unauthenticated", message: expect.stringContaining("not the one its signed context names") });
+    expect(await call("someone-elses-token", "the-callers-access-token")).toMatchObject({ code: "unauthenticated" });
+    expect(await call("the-callers-access-token", "the-callers-access-token")).toBeUndefined();
   });
 });
 
