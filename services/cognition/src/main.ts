@@ -28,7 +28,7 @@ const { createDefaultCognitionDeps, startCognitionServer } = await import("./ser
 const { pinCapabilitiesAtStart } = await import("./capabilities/pin.js");
 const { serveUpstreams } = await import("./capabilities/served-upstreams.js");
 const { createTenantUpstreams } = await import("./capabilities/tenant-upstreams.js");
-const { createRedisQuarantineBoards } = await import("./upstreams/quarantine-board.js");
+const { createRedisUpstreamBoards } = await import("./upstreams/upstream-board.js");
 const { createPolicySnapshots } = await import("./executor/policy-snapshots.js");
 
 /** The version upstreams are told in the MCP handshake (clientInfo). */
@@ -71,10 +71,10 @@ try {
   }
   // The operator's upstream MCP servers (docs/federation.md): each pinned tool a capability; a
   // drift it sees is recorded in the ledger. A stdio upstream starts on first use, in this container.
-  // With Redis, a quarantine one replica finds is refused by every replica at once (docs/federation.md §4).
-  const boards = redis ? await createRedisQuarantineBoards(redis, { prefix: config.plans.kind === "redis" ? config.plans.prefix : "chaoscore:", logger }) : undefined;
+  // With Redis, a quarantine one replica finds is refused by every replica at once (docs/federation.md §4), and a breaker one opens is open in all (§7).
+  const boards = redis ? await createRedisUpstreamBoards(redis, { prefix: config.plans.kind === "redis" ? config.plans.prefix : "chaoscore:", logger }) : undefined;
   const board = config.upstreams ? await boards?.board("operator") : undefined;
-  if (config.upstreams && !board) logger.warn("REDIS_URL is not set: a quarantined upstream tool is refused by the replica that found it drifted, not by the others until they read the upstream again");
+  if (config.upstreams && !board) logger.warn("REDIS_URL is not set: a quarantined upstream tool is refused by the replica that found it drifted, not by the others until they read the upstream again, and each replica opens its own upstream breakers");
   const upstreams = config.upstreams ? await serveUpstreams(config.upstreams, VERSION, logger, ledger.client, board, { client: approvalsClient.client, ...(generations ? { generations } : {}) }) : undefined;
   if (upstreams) logger.info({ file: config.upstreams?.file, lock: config.upstreams?.lock }, `upstreams: ${upstreams.summary}`);
   // Each tenant's own upstreams from the registry (docs/federation.md §12): Streamable HTTP, reached through the address checks.

@@ -8,7 +8,7 @@ import { upstreamCapabilities } from "./upstream-tools.js";
 import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
 import { ledgerUpstreamDrift, UPSTREAMS_LEDGER_TENANT, UPSTREAMS_OBSERVER } from "../upstreams/drift-ledger.js";
 import { overlayApprovals, type ApprovalOutcome, type UpstreamApprovalEntry } from "../upstreams/approval-overlay.js";
-import type { QuarantineBoard } from "../upstreams/quarantine-board.js";
+import type { UpstreamBoard } from "../upstreams/upstream-board.js";
 import type { UpstreamsConfig } from "../upstreams/config.js";
 import { loadUpstreams } from "../upstreams/load.js";
 import { createUpstreamPool, type UpstreamPool } from "../upstreams/pool.js";
@@ -77,7 +77,7 @@ export async function serveUpstreams(
   version: string,
   logger: Logger,
   ledger?: ServiceClient<typeof LedgerService>,
-  board?: QuarantineBoard,
+  board?: UpstreamBoard,
   overlay?: ApprovalOverlayOptions,
 ): Promise<ServedUpstreams> {
   const { declarations, pins: lockedAtStart } = await loadUpstreams({ file: config.file, required: config.fileChosen, lock: config.lock });
@@ -132,6 +132,7 @@ export async function serveUpstreams(
     drift,
     ...(config.maxResultBytes !== undefined ? { maxResultBytes: config.maxResultBytes } : {}),
     ...(config.tokenMaxSeconds !== undefined ? { tokenMaxSeconds: config.tokenMaxSeconds } : {}),
+    ...(board ? { board } : {}),
   });
   const atStart = upstreamCapabilities(declarations, pins, pool, drift);
   let capabilities = atStart.capabilities;

@@ -13,7 +13,7 @@ import type { CapabilityContext } from "./capability.js";
 import { BUILT_IN_CAPABILITIES } from "./index.js";
 import { createCapabilityRegistry } from "./registry.js";
 import { createTenantUpstreams, type TenantUpstreams, type TenantUpstreamsOptions } from "./tenant-upstreams.js";
-import { createRedisQuarantineBoards } from "../upstreams/quarantine-board.js";
+import { createRedisUpstreamBoards } from "../upstreams/upstream-board.js";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 
 /**
@@ -194,7 +194,7 @@ describe("each tenant's registry upstreams, as cognition serves them", () => {
   it("refuses a tool another replica found drifted, from the tenant's own board in Redis, before reading the upstream itself", async () => {
     const prefix = uniquePrefix("tenant-upstreams-board");
     const connections = [0, 1].map(() => new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 }));
-    const [finder, replica] = await Promise.all(connections.map((r) => createRedisQuarantineBoards(r, { prefix, logger })));
+    const [finder, replica] = await Promise.all(connections.map((r) => createRedisUpstreamBoards(r, { prefix, logger })));
     try {
       // What the replica that read the upstream put on acme's board: echo drifted from its pin.
       const pinned = entryDigest(upstreamContracts("wiki", [{ name: "echo", inputSchema: { type: "object" }, annotations: { readOnlyHint: true } }]).tools["echo"]!);

@@ -6,7 +6,7 @@ import type { TenantDirectoryService } from "@chaos-core/proto/gen/chaoscore/pol
 import { connectUpstream } from "../upstreams/connect.js";
 import { createUpstreamDrift, type UpstreamDrift } from "../upstreams/drift.js";
 import { ledgerUpstreamDrift } from "../upstreams/drift-ledger.js";
-import type { QuarantineBoard, QuarantineBoards } from "../upstreams/quarantine-board.js";
+import type { UpstreamBoard, UpstreamBoards } from "../upstreams/upstream-board.js";
 import { guardedUpstreamFetch } from "../upstreams/guarded-fetch.js";
 import { createUpstreamPool, type BreakerState, type UpstreamPool } from "../upstreams/pool.js";
 import { registryUpstreams, type RegistryUpstreamEntry } from "../upstreams/registry.js";
@@ -69,7 +69,7 @@ export interface TenantUpstreamsOptions {
    * Where the replicas share their quarantines (docs/federation.md §4, "Across replicas"): each
    * tenant with upstreams has its own board (`tenant:<id>`). Without: each replica finds a drift alone.
    */
-  readonly boards?: QuarantineBoards;
+  readonly boards?: UpstreamBoards;
   /** Default {@link TENANT_UPSTREAMS_MAX_AGE_MS}. */
   readonly maxAgeMs?: number;
   readonly now?: () => number;
@@ -109,11 +109,11 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
   const reading = new Map<string, Promise<Served>>();
   const retiring = new Set<UpstreamPool>();
   const shadowed = new Set<string>();
-  const drifts = new Map<string, { drift: UpstreamDrift; board?: QuarantineBoard }>();
+  const drifts = new Map<string, { drift: UpstreamDrift; board?: UpstreamBoard }>();
   const recordings: Array<{ settled(): Promise<void> }> = [];
 
   /** The tenant's drift tracker: made on its first read, given the pins of every later one. */
-  const driftOf = (tenant: string, pins: Parameters<UpstreamDrift["setPins"]>[0], board: QuarantineBoard | undefined): UpstreamDrift => {
+  const driftOf = (tenant: string, pins: Parameters<UpstreamDrift["setPins"]>[0], board: UpstreamBoard | undefined): UpstreamDrift => {
     const kept = drifts.get(tenant);
     // One made before the tenant had upstreams has no board, and nothing of them to keep.
     if (kept && (kept.board !== undefined || board === undefined)) {
@@ -135,7 +135,7 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
     }, RETIRE_MS).unref();
   };
 
-  const build = (tenant: string, generation: bigint, source: string, entries: readonly RegistryUpstreamEntry[], board: QuarantineBoard | undefined): Served => {
+  const build = (tenant: string, generation: bigint, source: string, entries: readonly RegistryUpstreamEntry[], board: UpstreamBoard | undefined): Served => {
     const { declarations, pins } = registryUpstreams(tenant, entries);
     const own = declarations.filter((d) => {
       if (!options.operatorNames?.has(d.name)) return true;
@@ -158,6 +158,7 @@ export function createTenantUpstreams(options: TenantUpstreamsOptions): TenantUp
       // Only through the guarded fetch: every request and redirect resolved and vetted, an OAuth issuer's too.
       open: (decl, connect, hooks) => connectUpstream(decl, { ...connect, fetch: fetchOf(decl) }, hooks),
       tokenFetch: fetchOf,
+      ...(board ? { board } : {}),
     });
     const { capabilities } = upstreamCapabilities(
       own.map((d) => confined(d, tenant)),

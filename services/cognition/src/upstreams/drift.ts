@@ -2,7 +2,7 @@ import type { Tool } from "@modelcontextprotocol/client";
 import { diffContracts, entryDigest, upstreamContracts, type ContractSet, type Verdict } from "@chaos-core/contracts";
 import type { Logger, UpstreamDeclaration } from "@chaos-core/kit";
 import { definitionOf } from "./pin.js";
-import { quarantineKey, type QuarantineBoard } from "./quarantine-board.js";
+import { quarantineKey, type UpstreamBoard } from "./upstream-board.js";
 
 /**
  * One change of one upstream tool against its pin, as it is recorded (the ledger's
@@ -88,7 +88,7 @@ const changeId = (e: UpstreamDriftEvent) => JSON.stringify([e.upstream, e.tool, 
  * while the pin it drifted from is in force; a change is told only by the replica that claims it
  * first. Without one (the standalone: one process), this process's own findings are all there is.
  */
-export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, logger: Logger, board?: QuarantineBoard): UpstreamDrift {
+export function createUpstreamDrift(initial: ReadonlyMap<string, ContractSet>, logger: Logger, board?: UpstreamBoard): UpstreamDrift {
   let pins = initial;
   /** `upstream\u0000tool` → the digest of its pin in force. */
   let pinDigests = digestsOf(initial);

@@ -7,6 +7,7 @@ import { connectUpstream, type UpstreamConnectHooks, type UpstreamConnectOptions
 import type { UpstreamDrift } from "./drift.js";
 import type { UpstreamNotice } from "./notices.js";
 import { actsAsCaller, createUpstreamTokens, type TokenCaller } from "./upstream-auth.js";
+import { breakerKey, type UpstreamBoard } from "./upstream-board.js";
 
 /** When a breaker opens, and for how long (docs/federation.md §7). */
 export interface BreakerSettings {
@@ -88,6 +89,12 @@ export interface UpstreamPoolOptions {
    * §12): keyed by the tenant, never `shared`, whatever the declaration says.
    */
   readonly perTenant?: boolean;
+  /**
+   * Where the cognition replicas share their open breakers (upstream-board.ts): a breaker one
+   * opens is open in all, and closes in all when one's probe gets through. Without it (one
+   * replica, the standalone) each breaker is this process's alone.
+   */
+  readonly board?: Pick<UpstreamBoard, "breakers" | "openBreaker" | "closeBreaker">;
 }
 
 const breakerGauge = metrics.getMeter("chaoscore.upstreams").createObservableGauge("chaoscore.upstream.breaker.state", {
@@ -102,6 +109,10 @@ interface Breaker {
   failures: number;
   openUntil?: number;
   probing: boolean;
+  /** When the shared breaker it follows was opened (the board's record), while it follows one. */
+  shared?: number;
+  /** The board's record this replica closed (a probe got through here): not followed again while it lingers. */
+  closed?: number;
   readonly upstream: string;
   readonly scope: string;
 }
@@ -175,6 +186,25 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     return connection;
   };
 
+  /**
+   * Brings a breaker to what the board says: open while another replica's (or this one's, read
+   * back) record is open longer, closed once that record is gone (a probe got through somewhere).
+   */
+  const follow = (b: Breaker) => {
+    const shared = options.board?.breakers().get(breakerKey(b.upstream, b.scope));
+    if (shared && shared.at !== b.closed && (b.openUntil === undefined || shared.openUntil >= b.openUntil)) {
+      if (b.shared !== shared.at) b.probing = false;
+      b.openUntil = shared.openUntil;
+      b.failures = Math.max(b.failures, shared.failures);
+      b.shared = shared.at;
+    } else if ((!shared || shared.at === b.closed) && b.shared !== undefined) {
+      b.shared = undefined;
+      b.openUntil = undefined;
+      b.failures = 0;
+      b.probing = false;
+    }
+  };
+
   /** Counts a failure of the upstream (the breaker opens after enough in a row) and drops the connection, unless `keep`. */
   const failed = (entry: Entry, err: unknown, keep = false): never => {
     const b = entry.breaker;
@@ -184,6 +214,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     if (b.failures >= breaker.failures) {
       b.openUntil = now() + breaker.openMs;
       options.logger.warn({ upstream: b.upstream, scope: b.scope, failures: b.failures }, "upstream breaker opened");
+      void options.board?.openBreaker({ upstream: b.upstream, scope: b.scope, openUntil: b.openUntil, failures: b.failures, at: now() });
     }
     throw err;
   };
@@ -215,9 +246,10 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
   const callOnce: UpstreamPool["call"] = async (decl, callerCtx, tool, args, signal, onNotice) => {
     const { tenant, principal } = callerCtx;
     const scope = options.perTenant === true || (decl.transport === "stdio" && decl.isolation === "tenant") ? tenant : "shared";
-    const breakerKey = `${decl.name}\u0000${scope}`;
-    let b = breakers.get(breakerKey);
-    if (!b) breakers.set(breakerKey, (b = { failures: 0, probing: false, upstream: decl.name, scope }));
+    const key = breakerKey(decl.name, scope);
+    let b = breakers.get(key);
+    if (!b) breakers.set(key, (b = { failures: 0, probing: false, upstream: decl.name, scope }));
+    follow(b);
     // An upstream acting as the caller: the caller's own connection, with the token they came with.
     const caller = decl.transport === "http" && actsAsCaller(decl) ? { tenant, principal, subjectToken: subjectTokenOf(callerCtx) } : undefined;
     // The upstream's token first (before the breaker's probe is taken): a refusal by its authorization server is not the upstream's
@@ -283,14 +315,28 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
     // Over the cap but within the framing allowance the connection reads whole: a failure of the
     // upstream as a cut answer is, but the connection is sound and kept.
     if (bytes > maxBytes) return failed(entry, answerOverCap(decl.name, maxBytes), true);
-    entry.breaker.failures = 0;
-    entry.breaker.openUntil = undefined;
-    entry.breaker.probing = false;
+    const b = entry.breaker;
+    // A probe got through: closed here, and for every replica following the same shared breaker.
+    const shared = b.openUntil !== undefined ? options.board?.breakers().get(breakerKey(b.upstream, b.scope)) : undefined;
+    if (shared) {
+      b.closed = shared.at;
+      void options.board?.closeBreaker(b.upstream, b.scope, shared.at);
+    }
+    b.failures = 0;
+    b.openUntil = undefined;
+    b.probing = false;
+    b.shared = undefined;
     return result;
   };
 
-  const breakerStates = (): BreakerState[] =>
-    [...breakers.values()].map((e) => {
+  const breakerStates = (): BreakerState[] => {
+    // An upstream another replica found failing shows open here too, called here or not.
+    for (const shared of options.board?.breakers().values() ?? []) {
+      const key = breakerKey(shared.upstream, shared.scope);
+      if (!breakers.has(key)) breakers.set(key, { failures: 0, probing: false, upstream: shared.upstream, scope: shared.scope });
+    }
+    for (const b of breakers.values()) follow(b);
+    return [...breakers.values()].map((e) => {
       const open = e.openUntil !== undefined;
       return {
         upstream: e.upstream,
@@ -300,6 +346,7 @@ export function createUpstreamPool(options: UpstreamPoolOptions): UpstreamPool {
         ...(open ? { retryAt: new Date(e.openUntil!).toISOString() } : {}),
       };
     });
+  };
   // Each breaker's state as a metric (docs/federation.md §7), the operator's pool and every tenant's alike: 0 closed, 1 half-open, 2 open.
   const observeBreakers = (result: { observe(value: number, attributes: Record<string, string>): void }) => {
     for (const b of breakerStates()) result.observe(b.state === "open" ? 2 : b.state === "half-open" ? 1 : 0, { upstream: b.upstream, scope: b.scope });

@@ -1,12 +1,14 @@
+import { join } from "node:path";
 import type { Tool } from "@modelcontextprotocol/client";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { upstreamContracts, type ContractSet } from "@chaos-core/contracts";
-import { createLogger, parseUpstreamsFile } from "@chaos-core/kit";
+import { createLogger, parseUpstreamsFile, type ChaosError } from "@chaos-core/kit";
 import { TEST_REDIS_URL, uniquePrefix } from "../../../../test/support/redis.js";
 import { createUpstreamDrift, type UpstreamDrift, type UpstreamDriftEvent } from "./drift.js";
 import { definitionOf } from "./pin.js";
-import { createRedisQuarantineBoards, type QuarantineBoard, type QuarantineBoards } from "./quarantine-board.js";
+import { breakerKey, createRedisUpstreamBoards, type UpstreamBoard, type UpstreamBoards } from "./upstream-board.js";
+import { createUpstreamPool, type UpstreamPool } from "./pool.js";
 import { eventually } from "../../../../test/support/eventually.js";
 
 /** What the replicas reach through Redis within a moment. */
@@ -30,8 +32,8 @@ const logger = createLogger("board-test", "silent");
 
 interface Replica {
   drift: UpstreamDrift;
-  board: QuarantineBoard;
-  boards: QuarantineBoards;
+  board: UpstreamBoard;
+  boards: UpstreamBoards;
   redis: Redis;
   events: UpstreamDriftEvent[];
   changes: number;
@@ -44,7 +46,7 @@ describe("shared upstream quarantines (Redis)", () => {
 
   async function replica(pins = pinOf(pinned, ping)): Promise<Replica> {
     const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
-    const boards = await createRedisQuarantineBoards(redis, { prefix, logger });
+    const boards = await createRedisUpstreamBoards(redis, { prefix, logger });
     const board = await boards.board("operator");
     const r: Replica = { drift: createUpstreamDrift(pins, logger, board), board, boards, redis, events: [], changes: 0 };
     r.drift.onEvent((e) => r.events.push(e));
@@ -131,5 +133,82 @@ describe("shared upstream quarantines (Redis)", () => {
     await eventually("the record", () => (a.board.current().size === 1 ? true : undefined), SOON);
     const late = await replica();
     expect(late.drift.driftOf("changing", "echo")).toMatch(/BREAKING/);
+  });
+});
+
+// Two replicas' pools in front of the same upstream (a real process that crashes on request),
+// each with its own board connection to the real Redis: one breaker view (docs/federation.md §7).
+describe("shared upstream breakers (Redis)", () => {
+  const ROOT = new URL("../../../../", import.meta.url).pathname;
+  const [trouble] = parseUpstreamsFile(
+    JSON.stringify({ upstreams: [{ name: "trouble", command: process.execPath, args: [join(ROOT, "test/support/upstreams/trouble-server.mjs")], timeoutMs: 2_000 }] }),
+    "test",
+  );
+  const prefix = uniquePrefix("breaker-board");
+  const opened: Array<{ pool: UpstreamPool; boards: UpstreamBoards; redis: Redis }> = [];
+  afterAll(async () => {
+    for (const r of opened) {
+      await r.pool.close();
+      await r.boards.close();
+      r.redis.disconnect();
+    }
+  });
+  const replica = async (name: string) => {
+    const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    const boards = await createRedisUpstreamBoards(redis, { prefix, logger });
+    const board = await boards.board("operator");
+    const pool = createUpstreamPool({
+      connect: { secrets: { env: {} }, workDir: join(ROOT, ".cache", `breaker-board-${name}`), version: "test" },
+      logger,
+      breaker: { failures: 3, openMs: 1_500 },
+      board,
+    });
+    opened.push({ pool, boards, redis });
+    return pool;
+  };
+  const ACME = { tenant: "acme", principal: "agent" };
+  /** A pool's breakers, once there are some and every one is in `state`. */
+  const all = (pool: UpstreamPool, state: string) => () => (pool.breakers().every((br) => br.state === state) && pool.breakers().length > 0 ? pool.breakers() : undefined);
+  const fails = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => e as ChaosError,
+    );
+
+  it("opens on every replica when one finds the upstream failing, and closes on every replica when one's probe gets through", async () => {
+    const [a, b] = [await replica("a"), await replica("b")];
+    expect((await b.call(trouble!, ACME, "ok", {})).isError).toBeFalsy();
+    for (let i = 0; i < 3; i++) expect((await fails(a.call(trouble!, ACME, "crash", {})))?.code).toBe("unavailable");
+    expect(a.breakers()).toEqual([expect.objectContaining({ upstream: "trouble", scope: "shared", state: "open", consecutiveFailures: 3 })]);
+
+    // B had no failure of its own: it refuses at once, without a request to the upstream, as A does.
+    expect(await eventually("B to see the breaker open", all(b, "open"), SOON)).toEqual([expect.objectContaining({ upstream: "trouble", consecutiveFailures: 3 })]);
+    const refused = await fails(b.call(trouble!, ACME, "ok", {}));
+    expect(refused?.code).toBe("unavailable");
+    expect(refused?.message).toMatch(/^upstream "trouble" failed 3 times in a row; its breaker is open until /);
+
+    // Once it expires, B's probe goes through: closed on B, and on A without a call of A's.
+    await new Promise((r) => setTimeout(r, 1_600));
+    expect((await b.call(trouble!, ACME, "ok", {})).isError).toBeFalsy();
+    expect(b.breakers()).toEqual([expect.objectContaining({ state: "closed", consecutiveFailures: 0 })]);
+    expect(await eventually("A to see the breaker closed", all(a, "closed"), SOON)).toEqual([expect.objectContaining({ consecutiveFailures: 0 })]);
+    expect((await a.call(trouble!, ACME, "ok", {})).isError).toBeFalsy();
+  }, 30_000);
+
+  it("shows a breaker another replica opened even for an upstream this one never called, and keeps one opened again meanwhile", async () => {
+    const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+    const boards = await createRedisUpstreamBoards(redis, { prefix: uniquePrefix("breaker-board-2"), logger });
+    const board = await boards.board("tenant:acme");
+    const other = createUpstreamPool({ connect: { secrets: { env: {} }, workDir: join(ROOT, ".cache", "breaker-board-c"), version: "test" }, logger, board, perTenant: true });
+    opened.push({ pool: other, boards, redis });
+    const at = Date.now();
+    await board.openBreaker({ upstream: "remote", scope: "acme", openUntil: at + 60_000, failures: 5, at });
+    expect(await eventually("the breaker to show open", all(other, "open"), SOON)).toEqual([expect.objectContaining({ upstream: "remote", scope: "acme", consecutiveFailures: 5 })]);
+    // A close naming an older opening leaves the newer one open.
+    await board.closeBreaker("remote", "acme", at - 1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(board.breakers().get(breakerKey("remote", "acme"))?.at).toBe(at);
+    await board.closeBreaker("remote", "acme", at);
+    expect(await eventually("the breaker to show closed", all(other, "closed"), SOON)).toEqual([expect.objectContaining({ upstream: "remote" })]);
   });
 });

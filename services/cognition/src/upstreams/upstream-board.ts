@@ -19,14 +19,38 @@ export interface SharedQuarantine {
 }
 
 /**
- * The quarantines of one set of upstreams (the operator's file), shared by every cognition
- * replica: a tool one replica finds drifted is refused by all of them at once, not each when it
- * happens to read the upstream again; and a change is recorded by the first replica to claim it,
- * not once per replica.
+ * A breaker one replica opened, as every replica reads it (docs/federation-platform.md §7): the
+ * pool entry it stands for, until when calls fail at once, and when it was opened (what a replica
+ * closing it names, so a breaker opened again meanwhile stays open).
  */
-export interface QuarantineBoard {
+export interface SharedBreaker {
+  readonly upstream: string;
+  /** The pool's scope: `shared`, or a tenant. */
+  readonly scope: string;
+  readonly openUntil: number;
+  readonly failures: number;
+  readonly at: number;
+}
+
+export const breakerKey = (upstream: string, scope: string) => `${upstream}\u0000${scope}`;
+
+/**
+ * What the cognition replicas share about one set of upstreams (the operator's file, or a
+ * tenant's own): its quarantines — a tool one replica finds drifted is refused by all of them at
+ * once, not each when it happens to read the upstream again, and a change is recorded by the
+ * first replica to claim it, not once per replica — and its open breakers, so every replica fails
+ * a call to an upstream another found failing at once, and closes it when another's probe got
+ * through.
+ */
+export interface UpstreamBoard {
   /** Where it lives, for the start-up line. */
   readonly kind: string;
+  /** Every breaker open now, by {@link breakerKey} (kept current as replicas change them). */
+  breakers(): ReadonlyMap<string, SharedBreaker>;
+  /** Opens a breaker for every replica. */
+  openBreaker(breaker: SharedBreaker): Promise<void>;
+  /** Closes a breaker for every replica, if it is still the one opened at `at`. */
+  closeBreaker(upstream: string, scope: string, at: number): Promise<void>;
   /** Every quarantine recorded now, by `upstream\u0000tool` (kept current as replicas change it). */
   current(): ReadonlyMap<string, SharedQuarantine>;
   /** Records a quarantine for every replica. */
@@ -49,6 +73,16 @@ const CLAIM_TTL_MS = 24 * 60 * 60_000;
 /** The records are read again this often too, in case a message was missed (Redis pub/sub keeps none). */
 const RELOAD_MS = 30_000;
 
+function parsedBreaker(field: string, value: string): SharedBreaker | undefined {
+  try {
+    const b = JSON.parse(value) as Partial<SharedBreaker>;
+    if (typeof b.upstream !== "string" || typeof b.scope !== "string" || typeof b.openUntil !== "number" || typeof b.failures !== "number" || typeof b.at !== "number") return undefined;
+    return breakerKey(b.upstream, b.scope) === field ? (b as SharedBreaker) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function parsed(field: string, value: string): SharedQuarantine | undefined {
   try {
     const q = JSON.parse(value) as Partial<SharedQuarantine>;
@@ -60,22 +94,22 @@ function parsed(field: string, value: string): SharedQuarantine | undefined {
 }
 
 /** The boards of one process, one per set of upstreams (`operator`, or a tenant's own), over one Redis subscriber. */
-export interface QuarantineBoards {
+export interface UpstreamBoards {
   /** The board of `scope`, read now (the first time) and kept current from then on. */
-  board(scope: string): Promise<QuarantineBoard>;
+  board(scope: string): Promise<UpstreamBoard>;
   close(): Promise<void>;
 }
 
 /**
- * The boards in Redis: per scope a hash of the records (`<prefix>upstream-quarantine:{<scope>}`)
- * and a channel every replica listens on (one duplicate connection for every scope; each read
+ * The boards in Redis: per scope a hash of the quarantines (`<prefix>upstream-quarantine:{<scope>}`),
+ * one of the open breakers (`…:breakers`) and a channel every replica listens on (one duplicate connection for every scope; each read
  * again after a reconnect and every 30 s), and `SET NX` claims. A record that cannot be written is
  * logged: the replica that found it still refuses the tool, and every other replica finds it when
  * it reads the upstream again.
  */
-export async function createRedisQuarantineBoards(redis: Redis, options: { prefix: string; logger: Logger }): Promise<QuarantineBoards> {
+export async function createRedisUpstreamBoards(redis: Redis, options: { prefix: string; logger: Logger }): Promise<UpstreamBoards> {
   const { logger } = options;
-  const boards = new Map<string, { board: Promise<QuarantineBoard>; reload: () => Promise<void> }>();
+  const boards = new Map<string, { board: Promise<UpstreamBoard>; reload: () => Promise<void> }>();
   const byChannel = new Map<string, () => Promise<void>>();
   const subscriber = redis.duplicate({ connectionName: "chaos-core-upstream-quarantine", lazyConnect: true });
   subscriber.on("error", () => {});
@@ -90,14 +124,22 @@ export async function createRedisQuarantineBoards(redis: Redis, options: { prefi
     for (const { reload } of boards.values()) void reload();
   }, RELOAD_MS).unref();
 
-  const open = async (scope: string, reloadOf: (reload: () => Promise<void>) => void): Promise<QuarantineBoard> => {
+  const open = async (scope: string, reloadOf: (reload: () => Promise<void>) => void): Promise<UpstreamBoard> => {
     const hash = `${options.prefix}upstream-quarantine:{${scope}}`;
+    const breakerHash = `${hash}:breakers`;
     const channel = `${hash}:changed`;
     let records = new Map<string, SharedQuarantine>();
+    let breakers = new Map<string, SharedBreaker>();
     const listeners: Array<() => void> = [];
     const reload = async () => {
       try {
-        const all = await redis.hgetall(hash);
+        const [all, open] = await Promise.all([redis.hgetall(hash), redis.hgetall(breakerHash)]);
+        const nextBreakers = new Map<string, SharedBreaker>();
+        for (const [field, value] of Object.entries(open)) {
+          const b = parsedBreaker(field, value);
+          if (b) nextBreakers.set(field, b);
+        }
+        breakers = nextBreakers;
         const next = new Map<string, SharedQuarantine>();
         for (const [field, value] of Object.entries(all)) {
           const q = parsed(field, value);
@@ -120,6 +162,30 @@ export async function createRedisQuarantineBoards(redis: Redis, options: { prefi
     return {
       kind: "redis",
       current: () => records,
+      breakers: () => breakers,
+      async openBreaker(b) {
+        try {
+          await redis.hset(breakerHash, breakerKey(b.upstream, b.scope), JSON.stringify(b));
+          await announce();
+        } catch (err) {
+          logger.warn({ err: (err as Error).message, scope, upstream: b.upstream }, "an open breaker could not be shared with the other replicas; each opens its own as calls fail");
+        }
+      },
+      async closeBreaker(upstream, breakerScope, at) {
+        try {
+          // Only the breaker opened at `at`: one opened again since (a failed probe elsewhere) stays.
+          const removed = (await redis.eval(
+            "local v = redis.call('HGET', KEYS[1], ARGV[1]) if v and cjson.decode(v).at == tonumber(ARGV[2]) then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0",
+            1,
+            breakerHash,
+            breakerKey(upstream, breakerScope),
+            String(at),
+          )) as number;
+          if (removed > 0) await announce();
+        } catch (err) {
+          logger.warn({ err: (err as Error).message, scope, upstream }, "a closed breaker could not be shared with the other replicas; theirs let a probe through when it expires");
+        }
+      },
       async put(q) {
         try {
           await redis.hset(hash, quarantineKey(q.upstream, q.tool), JSON.stringify(q));
@@ -162,9 +228,9 @@ export async function createRedisQuarantineBoards(redis: Redis, options: { prefi
     board(scope) {
       let entry = boards.get(scope);
       if (!entry) {
-        const made: { board?: Promise<QuarantineBoard>; reload: () => Promise<void> } = { reload: async () => {} };
+        const made: { board?: Promise<UpstreamBoard>; reload: () => Promise<void> } = { reload: async () => {} };
         made.board = open(scope, (reload) => (made.reload = reload));
-        entry = made as { board: Promise<QuarantineBoard>; reload: () => Promise<void> };
+        entry = made as { board: Promise<UpstreamBoard>; reload: () => Promise<void> };
         boards.set(scope, entry);
       }
       return entry.board;
