@@ -138,8 +138,12 @@ export async function startOidcProvider(secret: string): Promise<OidcServer> {
 }
 
 export interface AudienceServers {
-  /** A new Streamable HTTP MCP server checking tokens of `issuer` for its own URL; its URL. */
-  start(): Promise<string>;
+  /**
+   * A new Streamable HTTP MCP server checking tokens of `issuer` for its own URL (or `resource`);
+   * its URL. It publishes its Protected Resource Metadata (RFC 9728) naming that resource and the
+   * issuer (or `authorizationServers`), unless `metadata` is false.
+   */
+  start(options?: { resource?: (url: string) => string; authorizationServers?: string[]; metadata?: boolean }): Promise<string>;
   /** How many MCP connections were opened to them (`notifications/initialized` heard). */
   connections(): number;
   close(): Promise<void>;
@@ -147,7 +151,7 @@ export interface AudienceServers {
 
 /**
  * MCP servers whose `whoami` answers the verified token's claims (`sub`, `client_id`, `act`,
- * `aud`); a request without a token of the issuer for this server's own URL is answered 401 with
+ * `aud`); a request without a token of the issuer for this server's resource is answered 401 with
  * the reason, as an OAuth resource server does.
  */
 export function audienceServers(issuer: string): AudienceServers {
@@ -155,14 +159,19 @@ export function audienceServers(issuer: string): AudienceServers {
   let initialized = 0;
   const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
   return {
-    async start() {
-      let url = "";
+    async start(options = {}) {
+      let resource = "";
       const server = createServer(async (req, res) => {
+        if (req.url?.startsWith("/.well-known/oauth-protected-resource")) {
+          if (options.metadata === false) return void res.writeHead(404).end();
+          res.writeHead(200, { "content-type": "application/json" });
+          return void res.end(JSON.stringify({ resource, authorization_servers: options.authorizationServers ?? [issuer] }));
+        }
         const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
         let claims: Record<string, unknown>;
         try {
           if (!token) throw new Error("no bearer token");
-          claims = (await jwtVerify(token, jwks, { issuer, audience: url })).payload;
+          claims = (await jwtVerify(token, jwks, { issuer, audience: resource })).payload;
         } catch (err) {
           res.writeHead(401, { "www-authenticate": `Bearer error="invalid_token", error_description="${(err as Error).message.replace(/"/g, "'")}"` }).end();
           return;
@@ -178,7 +187,8 @@ export function audienceServers(issuer: string): AudienceServers {
         await transport.handleRequest(req, res);
       });
       servers.push(server);
-      url = `http://127.0.0.1:${await listen(server)}/mcp`;
+      const url = `http://127.0.0.1:${await listen(server)}/mcp`;
+      resource = options.resource?.(url) ?? url;
       return url;
     },
     connections: () => initialized,

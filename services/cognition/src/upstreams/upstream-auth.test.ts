@@ -127,6 +127,37 @@ describe("an upstream declared with OAuth client credentials", () => {
     }
   });
 
+  it("reads the upstream's Protected Resource Metadata (RFC 9728): the resource it names is the token's audience; another authorization server, or a resource not covering its URL, gets no token", async () => {
+    const p = poolWith();
+    try {
+      // The upstream's resource identifier is its origin, not its URL: the token is for that.
+      const origin = await servers.start({ resource: (url) => new URL(url).origin });
+      expect(await whoami(p, declare("theta", origin))).toMatchObject({ client_id: "chaos-core", aud: new URL(origin).origin });
+      // One that publishes none: its URL, as before.
+      const bare = await servers.start({ metadata: false });
+      expect(await whoami(p, declare("iota", bare))).toMatchObject({ aud: bare });
+
+      const before = oidc.tokenRequests();
+      const elsewhere = await servers.start({ authorizationServers: ["https://auth.elsewhere.example"] });
+      const refused = await p.call(declare("kappa", elsewhere), ACME, "whoami", {}).then(
+        () => undefined,
+        (e: unknown) => e as ChaosError,
+      );
+      expect(refused?.code).toBe("permission_denied");
+      expect(refused?.message).toMatch(/^upstream "kappa": its authorization server http:\/\/127\.0\.0\.1:\d+ gave no token: its protected resource metadata \(RFC 9728\) names the authorization servers https:\/\/auth\.elsewhere\.example, not the declared issuer; no token is requested$/);
+      const foreign = await servers.start({ resource: () => "https://other.example/mcp" });
+      const notCovering = await p.call(declare("lambda", foreign), ACME, "whoami", {}).then(
+        () => undefined,
+        (e: unknown) => e as ChaosError,
+      );
+      expect(notCovering?.message).toMatch(/names the resource https:\/\/other\.example\/mcp, which does not cover its URL$/);
+      expect(oidc.tokenRequests()).toBe(before);
+      expect(p.breakers().every((b) => b.state === "closed")).toBe(true);
+    } finally {
+      await p.close();
+    }
+  });
+
   it("reaches a tenant's issuer only through the address-guarded fetch its calls use: an internal one is refused, nothing requested", async () => {
     const url = await audienceServer();
     const decl = declare("epsilon", url);

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { checkResourceAllowed, discoverOAuthProtectedResourceMetadata } from "@modelcontextprotocol/client";
 import * as oauth from "oauth4webapi";
 import { authorizationServerMetadataUrls, ChaosError, resolveSecretRef, type HttpUpstreamDeclaration, type SecretSources, type UpstreamAuth } from "@chaos-core/kit";
 
@@ -18,7 +19,10 @@ export const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
  * Tokens for upstreams declared with `auth` (docs/federation-platform.md §3), at the issuer's token
  * endpoint (found by RFC 8414 / OpenID discovery, the metadata's `issuer` checked character for
  * character), audience-bound to the upstream (`resource`, RFC 8707: the declared one, else the
- * upstream's URL):
+ * resource identifier the upstream's Protected Resource Metadata names (RFC 9728), else its URL).
+ * An upstream whose metadata names authorization servers without the declared issuer, or a
+ * resource identifier that does not cover its URL, gets no token: the issuer is the operator's
+ * choice, never the upstream's.
  * - `client_credentials`: the tenant's machine identity, one token per upstream and pool scope;
  * - `token_exchange` (RFC 8693): the caller's verified access token exchanged for one of the same
  *   person, one per (pool scope, principal, subject token) — never another principal's or tenant's,
@@ -84,6 +88,7 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
   const tokens = new Map<string, { value: string; until: number }>();
   const pending = new Map<string, Promise<string>>();
   const metadata = new Map<string, { as: oauth.AuthorizationServer; at: number }>();
+  const resources = new Map<string, { resource: string | undefined; at: number }>();
   /**
    * What a token is cached under, or why none may be had: the machine identity's per upstream and
    * scope; an exchanged one's also per principal and the digest of the token it was exchanged for.
@@ -138,8 +143,37 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
     throw denied(decl, issuer, `no authorization server metadata (${problems.join("; ")})`);
   };
 
+  /**
+   * The resource identifier the upstream advertises in its Protected Resource Metadata (RFC 9728,
+   * the SDK's discovery), checked against the declaration; undefined when it advertises none.
+   */
+  const protectedResource = async (decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }): Promise<string | undefined> => {
+    const held = resources.get(decl.url);
+    let advertised = held && now() - held.at < METADATA_TTL_MS ? held : undefined;
+    if (!advertised) {
+      const get = (options.fetchFor?.(decl) ?? fetch) as typeof fetch;
+      const prm = await discoverOAuthProtectedResourceMetadata(decl.url, {}, (url, init) => get(url, { ...init, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) })).then(
+        (m) => m,
+        (err: Error) => (/does not implement/.test(err.message) ? null : undefined),
+      );
+      // Not served at all (404): none, remembered. Unreadable this time: none, asked again next time.
+      if (prm === undefined) return undefined;
+      const servers = prm?.authorization_servers ?? [];
+      if (prm && servers.length > 0 && !servers.some((s) => s.replace(/\/$/, "") === decl.auth.issuer.replace(/\/$/, ""))) {
+        throw denied(decl, decl.auth.issuer, `its protected resource metadata (RFC 9728) names the authorization servers ${servers.join(", ")}, not the declared issuer; no token is requested`);
+      }
+      if (prm && !checkResourceAllowed({ requestedResource: decl.url, configuredResource: prm.resource })) {
+        throw denied(decl, decl.auth.issuer, `its protected resource metadata (RFC 9728) names the resource ${prm.resource}, which does not cover its URL`);
+      }
+      advertised = { resource: prm?.resource, at: now() };
+      resources.set(decl.url, advertised);
+    }
+    return advertised.resource;
+  };
+
   const request = async (decl: HttpUpstreamDeclaration & { auth: UpstreamAuth }, key: string, subject: string | undefined): Promise<string> => {
-    const { issuer, clientId, clientSecret, scope, resource } = decl.auth;
+    const { issuer, clientId, clientSecret, scope } = decl.auth;
+    const resource = decl.auth.resource ?? (await protectedResource(decl));
     const as = await discover(decl, issuer);
     const secret = await resolveSecretRef(clientSecret, options.secrets);
     const client: oauth.Client = { client_id: clientId };
