@@ -73,25 +73,21 @@ const CLAIM_TTL_MS = 24 * 60 * 60_000;
 /** The records are read again this often too, in case a message was missed (Redis pub/sub keeps none). */
 const RELOAD_MS = 30_000;
 
-function parsedBreaker(field: string, value: string): SharedBreaker | undefined {
+/** A record of the board as written (JSON of `T` whose fields have these types), stored under its own key; undefined otherwise. */
+function parsedRecord<T>(field: string, value: string, types: Record<keyof T & string, "string" | "number">, keyOf: (record: T) => string): T | undefined {
   try {
-    const b = JSON.parse(value) as Partial<SharedBreaker>;
-    if (typeof b.upstream !== "string" || typeof b.scope !== "string" || typeof b.openUntil !== "number" || typeof b.failures !== "number" || typeof b.at !== "number") return undefined;
-    return breakerKey(b.upstream, b.scope) === field ? (b as SharedBreaker) : undefined;
+    const record = JSON.parse(value) as Record<string, unknown>;
+    if (Object.entries(types).some(([name, type]) => typeof record[name] !== type)) return undefined;
+    return keyOf(record as T) === field ? (record as T) : undefined;
   } catch {
     return undefined;
   }
 }
 
-function parsed(field: string, value: string): SharedQuarantine | undefined {
-  try {
-    const q = JSON.parse(value) as Partial<SharedQuarantine>;
-    if (typeof q.upstream !== "string" || typeof q.tool !== "string" || typeof q.why !== "string" || typeof q.pinnedDigest !== "string" || typeof q.at !== "number") return undefined;
-    return quarantineKey(q.upstream, q.tool) === field ? (q as SharedQuarantine) : undefined;
-  } catch {
-    return undefined;
-  }
-}
+const parsedBreaker = (field: string, value: string) =>
+  parsedRecord<SharedBreaker>(field, value, { upstream: "string", scope: "string", openUntil: "number", failures: "number", at: "number" }, (b) => breakerKey(b.upstream, b.scope));
+const parsed = (field: string, value: string) =>
+  parsedRecord<SharedQuarantine>(field, value, { upstream: "string", tool: "string", why: "string", pinnedDigest: "string", at: "number" }, (q) => quarantineKey(q.upstream, q.tool));
 
 /** The boards of one process, one per set of upstreams (`operator`, or a tenant's own), over one Redis subscriber. */
 export interface UpstreamBoards {
