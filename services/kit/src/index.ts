@@ -137,6 +137,6 @@ export {
   upstreamsFileSchema,
 } from "./upstreams.js";
 export type { HttpUpstreamDeclaration, SecretRef, SecretSources, StdioUpstreamDeclaration, UpstreamAuth, UpstreamDeclaration } from "./upstreams.js";
-export { authorizationServerMetadataUrls } from "./oauth-metadata.js";
+export { authorizationServerMetadataUrls, fetchAuthorizationServerMetadata } from "./oauth-metadata.js";
 export { DEFAULT_UPSTREAM_EXPOSURE, exposureOfTool, upstreamExposureSchema, upstreamOffer, upstreamOfferWithAnyRoles } from "./upstream-exposure.js";
 export type { ExposureSubject, UpstreamExposureRule, UpstreamGrant, UpstreamOffer } from "./upstream-exposure.js";

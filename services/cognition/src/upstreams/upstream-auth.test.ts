@@ -174,7 +174,7 @@ describe("an upstream declared with OAuth client credentials", () => {
         (e: unknown) => e as ChaosError,
       );
       expect(err?.code).toBe("permission_denied");
-      expect(err?.message).toMatch(/^upstream "epsilon": its authorization server http:\/\/127\.0\.0\.1:\d+ gave no token: no authorization server metadata \(.*upstream "epsilon" of tenant "acme"/);
+      expect(err?.message).toMatch(/^upstream "epsilon": its authorization server http:\/\/127\.0\.0\.1:\d+ gave no token: no authorization server metadata for http:\/\/127\.0\.0\.1:\d+ \(.*upstream "epsilon" of tenant "acme"/);
       expect(oidc.tokenRequests()).toBe(before);
     } finally {
       await p.close();

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { checkResourceAllowed, discoverOAuthProtectedResourceMetadata } from "@modelcontextprotocol/client";
 import * as oauth from "oauth4webapi";
-import { authorizationServerMetadataUrls, ChaosError, resolveSecretRef, type HttpUpstreamDeclaration, type SecretSources, type UpstreamAuth } from "@chaos-core/kit";
+import { ChaosError, fetchAuthorizationServerMetadata, resolveSecretRef, type HttpUpstreamDeclaration, type SecretSources, type UpstreamAuth } from "@chaos-core/kit";
 
 /** Who an upstream call is made for, as far as its token is concerned. */
 export interface TokenCaller {
@@ -114,33 +114,23 @@ export function createUpstreamTokens(options: UpstreamTokensOptions): UpstreamTo
   const discover = async (decl: HttpUpstreamDeclaration, issuer: string): Promise<oauth.AuthorizationServer> => {
     const held = metadata.get(issuer);
     if (held && now() - held.at < METADATA_TTL_MS) return held.as;
-    const problems: string[] = [];
-    const get = options.fetchFor?.(decl) ?? fetch;
-    for (const url of authorizationServerMetadataUrls(issuer)) {
-      let res: Response;
-      try {
-        res = await get(url, { headers: { accept: "application/json" }, redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-      } catch (err) {
-        problems.push(`${url}: ${(err as Error).message}`);
-        continue;
-      }
-      if (res.status === 404) {
-        await res.body?.cancel();
-        problems.push(`${url}: HTTP 404`);
-        continue;
-      }
-      let as: oauth.AuthorizationServer;
-      try {
-        as = await oauth.processDiscoveryResponse(new URL(issuer), res);
-      } catch (err) {
-        throw denied(decl, issuer, `its metadata at ${url} is not usable (${(err as Error).message})`, err);
-      }
-      if (as.issuer !== issuer) throw denied(decl, issuer, `${url} names issuer ${JSON.stringify(as.issuer)}`);
-      if (!as.token_endpoint) throw denied(decl, issuer, `${url} names no token_endpoint`);
-      metadata.set(issuer, { as, at: now() });
-      return as;
+    let found: { url: string; res: Response };
+    try {
+      found = await fetchAuthorizationServerMetadata(issuer, { timeoutMs: FETCH_TIMEOUT_MS, ...(options.fetchFor ? { fetch: options.fetchFor(decl) } : {}) });
+    } catch (err) {
+      throw denied(decl, issuer, (err as Error).message, err);
     }
-    throw denied(decl, issuer, `no authorization server metadata (${problems.join("; ")})`);
+    const { url, res } = found;
+    let as: oauth.AuthorizationServer;
+    try {
+      as = await oauth.processDiscoveryResponse(new URL(issuer), res);
+    } catch (err) {
+      throw denied(decl, issuer, `its metadata at ${url} is not usable (${(err as Error).message})`, err);
+    }
+    if (as.issuer !== issuer) throw denied(decl, issuer, `${url} names issuer ${JSON.stringify(as.issuer)}`);
+    if (!as.token_endpoint) throw denied(decl, issuer, `${url} names no token_endpoint`);
+    metadata.set(issuer, { as, at: now() });
+    return as;
   };
 
   /**

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from "jose";
-import { assertTenantId, authorizationServerMetadataUrls, type Logger } from "@chaos-core/kit";
+import { assertTenantId, fetchAuthorizationServerMetadata, type Logger } from "@chaos-core/kit";
 import { RESERVED_PRINCIPALS } from "./api-keys.js";
 import { BearerRefusal } from "./bearer-refusal.js";
 import type { Identity } from "./identity.js";
@@ -147,34 +147,21 @@ export function isJwtShaped(token: string): boolean {
   return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token);
 }
 
-export { authorizationServerMetadataUrls };
-
 /** How long a metadata or JWKS request may take before the token is answered 503. */
 const FETCH_TIMEOUT_MS = 5_000;
 
 /** The `jwks_uri` of the issuer's metadata, checked to be the issuer's own document. */
 async function discoverJwksUrl(issuer: string): Promise<string> {
-  const problems: string[] = [];
-  for (const url of authorizationServerMetadataUrls(issuer)) {
-    let res: globalThis.Response;
-    try {
-      res = await fetch(url, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: "error" });
-    } catch (err) {
-      problems.push(`${url}: ${(err as Error).message}`);
-      continue;
-    }
-    if (!res.ok) {
-      problems.push(`${url}: HTTP ${res.status}`);
-      await res.body?.cancel();
-      continue;
-    }
-    const doc = (await res.json().catch(() => undefined)) as { issuer?: unknown; jwks_uri?: unknown } | undefined;
-    // RFC 8414 §3.3: a document naming another issuer is not this issuer's.
-    if (doc?.issuer !== issuer) throw new Error(`${url} names issuer ${JSON.stringify(doc?.issuer)}, not ${issuer}`);
-    if (typeof doc.jwks_uri !== "string") throw new Error(`${url} has no jwks_uri`);
-    return doc.jwks_uri;
+  const { url, res } = await fetchAuthorizationServerMetadata(issuer, { timeoutMs: FETCH_TIMEOUT_MS });
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`${url}: HTTP ${res.status}`);
   }
-  throw new Error(`no authorization server metadata for ${issuer} (${problems.join("; ")})`);
+  const doc = (await res.json().catch(() => undefined)) as { issuer?: unknown; jwks_uri?: unknown } | undefined;
+  // RFC 8414 §3.3: a document naming another issuer is not this issuer's.
+  if (doc?.issuer !== issuer) throw new Error(`${url} names issuer ${JSON.stringify(doc?.issuer)}, not ${issuer}`);
+  if (typeof doc.jwks_uri !== "string") throw new Error(`${url} has no jwks_uri`);
+  return doc.jwks_uri;
 }
 
 /** jose's codes for a token that is not good, as opposed to keys that could not be fetched. */

@@ -1,10 +1,10 @@
 import { createHmac } from "node:crypto";
 import { EncryptJWT, jwtDecrypt } from "jose";
 import * as oauth from "oauth4webapi";
-import type { Logger } from "@chaos-core/kit";
+import { fetchAuthorizationServerMetadata, type Logger } from "@chaos-core/kit";
 import { BearerRefusal } from "../auth/bearer-refusal.js";
 import type { Identity } from "../auth/identity.js";
-import { authorizationServerMetadataUrls, readSecretFile, type OAuthVerifier, type VerifiedToken } from "../auth/oauth.js";
+import { readSecretFile, type OAuthVerifier, type VerifiedToken } from "../auth/oauth.js";
 import { APPROVER_SCOPE } from "../auth/scopes.js";
 import { sameToken } from "./csrf.js";
 
@@ -143,32 +143,17 @@ export async function createConsoleOAuthSignIn(options: ConsoleOAuthSignInOption
   /** The issuer's metadata from the same locations, in the same order, as the resource server reads it. */
   const discover = async (): Promise<oauth.AuthorizationServer> => {
     if (metadata && Date.now() - metadata.at < METADATA_TTL_MS) return metadata.as;
-    const problems: string[] = [];
-    for (const url of authorizationServerMetadataUrls(issuer)) {
-      let res: Response;
-      try {
-        res = await fetch(url, { headers: { accept: "application/json" }, redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-      } catch (err) {
-        problems.push(`${url}: ${(err as Error).message}`);
-        continue;
-      }
-      if (res.status === 404) {
-        problems.push(`${url}: HTTP 404`);
-        await res.body?.cancel();
-        continue;
-      }
-      const as = await oauth.processDiscoveryResponse(new URL(issuer), res);
-      // As the resource server checks `iss`: character for character, not merely the same URL.
-      if (as.issuer !== issuer) throw new Error(`${url} names issuer ${JSON.stringify(as.issuer)}, not ${issuer}`);
-      if (!as.authorization_endpoint || !as.token_endpoint) throw new Error(`${url} names no authorization_endpoint or token_endpoint`);
-      // OAuth 2.1 and the MCP authorization spec: no S256 in the metadata means no PKCE; refuse to go on.
-      if (!as.code_challenge_methods_supported?.includes("S256")) {
-        throw new Error(`${url} does not list S256 in code_challenge_methods_supported: the console signs in only with PKCE`);
-      }
-      metadata = { as, at: Date.now() };
-      return as;
+    const { url, res } = await fetchAuthorizationServerMetadata(issuer, { timeoutMs: FETCH_TIMEOUT_MS });
+    const as = await oauth.processDiscoveryResponse(new URL(issuer), res);
+    // As the resource server checks `iss`: character for character, not merely the same URL.
+    if (as.issuer !== issuer) throw new Error(`${url} names issuer ${JSON.stringify(as.issuer)}, not ${issuer}`);
+    if (!as.authorization_endpoint || !as.token_endpoint) throw new Error(`${url} names no authorization_endpoint or token_endpoint`);
+    // OAuth 2.1 and the MCP authorization spec: no S256 in the metadata means no PKCE; refuse to go on.
+    if (!as.code_challenge_methods_supported?.includes("S256")) {
+      throw new Error(`${url} does not list S256 in code_challenge_methods_supported: the console signs in only with PKCE`);
     }
-    throw new Error(`no authorization server metadata for ${issuer} (${problems.join("; ")})`);
+    metadata = { as, at: Date.now() };
+    return as;
   };
 
   /** The metadata, or a 503 page when the issuer cannot be read (logged for the operator). */
