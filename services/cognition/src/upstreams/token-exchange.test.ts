@@ -11,7 +11,7 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChaosError, createLogger, parseUpstreamsFile, withSubjectToken, type HttpUpstreamDeclaration } from "@chaos-core/kit";
-import { audienceServers, startOidcProvider, type AudienceServers, type OidcServer } from "../../../../test/support/oidc.js";
+import { ACCESS_TOKEN_TYPE, audienceServers, startOidcProvider, TOKEN_EXCHANGE, type AudienceServers, type OidcServer } from "../../../../test/support/oidc.js";
 import { createUpstreamPool, MAX_PERSON_CONNECTIONS, type UpstreamPool } from "./pool.js";
 
 const ROOT = new URL("../../../../", import.meta.url).pathname;
@@ -65,7 +65,7 @@ const refusal = (p: UpstreamPool, decl: HttpUpstreamDeclaration, who: ReturnType
   );
 
 describe("an upstream declared with RFC 8693 token exchange", () => {
-  it("reaches the upstream as each person: A as A, B as B, cognition as the actor, the audience the upstream alone", async () => {
+  it("reaches the upstream as each person: A as A, B as B, cognition as the actor, the audience the upstream alone; one upstream's token refused by another", async () => {
     const [a, b] = [await servers.start(), await servers.start()];
     const alpha = declare("alpha", a);
     const beta = declare("beta", b);
@@ -79,8 +79,18 @@ describe("an upstream declared with RFC 8693 token exchange", () => {
     expect(await whoami(p, beta, caller("acme", "alice", alice.token))).toMatchObject({ sub: "alice", aud: b });
 
     // The caller's own token is never what reaches the upstream: the upstream refuses it (not a JWT of its audience).
-    const passedThrough = await fetch(a, { method: "POST", headers: { authorization: `Bearer ${alice.token}`, "content-type": "application/json" }, body: "{}" });
-    expect(passedThrough.status).toBe(401);
+    const post = (url: string, token: string) => fetch(url, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{}" });
+    expect((await post(a, alice.token)).status).toBe(401);
+    // A token exchanged for one upstream is refused by the other (401 naming aud).
+    const exchanged = await fetch(`${oidc.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${Buffer.from(`chaos-core:${SECRET}`).toString("base64")}` },
+      body: new URLSearchParams({ grant_type: TOKEN_EXCHANGE, subject_token: alice.token, subject_token_type: ACCESS_TOKEN_TYPE, resource: a }),
+    });
+    const { access_token } = (await exchanged.json()) as { access_token: string };
+    const refused = await post(b, access_token);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("www-authenticate")).toMatch(/aud/);
   });
 
   it("caches per tenant, principal, upstream and subject token: never one person's token for another, nor across tenants", async () => {
