@@ -37,6 +37,7 @@ export function childEnv(extra: Record<string, string | undefined>): NodeJS.Proc
   for (const k of Object.keys(env)) if (k.startsWith("CHAOS_CORE_OAUTH_")) delete env[k];
   env.HOME = CHILD_HOME;
   env.XDG_DATA_HOME = join(CHILD_HOME, ".local/share");
+  env.XDG_STATE_HOME = join(CHILD_HOME, ".local/state");
   env.LOG_LEVEL = "warn";
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
   return env;

@@ -83,7 +83,7 @@ export type { LedgerSigningKey, LedgerStore, LedgerStoreOptions } from "./log/le
 export type { AppendedEntry, AppendHook, AppendInput, BatchListener } from "./log/batch-writer.js";
 export { createLedgerReader } from "./log/ledger-reader.js";
 export type { ChainStatus, ConsistencyProof, InclusionProof, LedgerReader, LedgerReaderOptions, LedgerRecord, StoredCheckpoint } from "./log/ledger-reader.js";
-export { EXPORT_FORMAT } from "./log/entry.js";
+export { canonicalEvent, chainEntry, EXPORT_FORMAT } from "./log/entry.js";
 export type { LedgerEntry } from "./log/entry.js";
 export { Sequencer } from "./log/sequencer.js";
 export type { BatchWriter, SequencerStats, Settled } from "./log/sequencer.js";

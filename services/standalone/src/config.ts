@@ -75,6 +75,20 @@ const APP_DIR = "chaos-core";
  * @throws ConfigError naming CHAOS_CORE_DATA_DIR when no home directory is known.
  */
 export function userDataDir(env: Env, platform: NodeJS.Platform = process.platform, home: () => string = homedir): string {
+  return perUserDir(env, "XDG_DATA_HOME", [".local", "share"], "CHAOS_CORE_DATA_DIR", platform, home);
+}
+
+/**
+ * The per-user state directory (what a command remembers between runs, such as the checkpoints
+ * `ledger verify` verified): `$XDG_STATE_HOME/chaos-core`, else `~/.local/state/chaos-core`
+ * (Linux and other Unixes); the data directory's place on macOS and Windows.
+ * @throws ConfigError naming `variable` when no home directory is known.
+ */
+export function userStateDir(env: Env, variable: string, platform: NodeJS.Platform = process.platform, home: () => string = homedir): string {
+  return perUserDir(env, "XDG_STATE_HOME", [".local", "state"], variable, platform, home);
+}
+
+function perUserDir(env: Env, xdg: string, unix: string[], variable: string, platform: NodeJS.Platform, home: () => string): string {
   const fromHome = (...parts: string[]) => {
     let dir: string;
     try {
@@ -83,16 +97,17 @@ export function userDataDir(env: Env, platform: NodeJS.Platform = process.platfo
       dir = "";
     }
     if (!dir) {
-      const message = "there is no home directory to keep data in; set CHAOS_CORE_DATA_DIR";
-      throw new ConfigError(`CHAOS_CORE_DATA_DIR: ${message}`, [{ variable: "CHAOS_CORE_DATA_DIR", message }]);
+      const message = `there is no home directory to keep ${variable === "CHAOS_CORE_DATA_DIR" ? "data" : "state"} in; set ${variable}`;
+      throw new ConfigError(`${variable}: ${message}`, [{ variable, message }]);
     }
     return (platform === "win32" ? win32.join : join)(dir, ...parts, APP_DIR);
   };
   if (platform === "win32") return env.LOCALAPPDATA ? win32.join(env.LOCALAPPDATA, APP_DIR) : fromHome("AppData", "Local");
   if (platform === "darwin") return fromHome("Library", "Application Support");
-  // The XDG spec: a relative XDG_DATA_HOME is invalid and ignored.
-  if (env.XDG_DATA_HOME && isAbsolute(env.XDG_DATA_HOME)) return join(env.XDG_DATA_HOME, APP_DIR);
-  return fromHome(".local", "share");
+  // The XDG spec: a relative XDG_DATA_HOME (or XDG_STATE_HOME) is invalid and ignored.
+  const set = env[xdg];
+  if (set && isAbsolute(set)) return join(set, APP_DIR);
+  return fromHome(...unix);
 }
 
 /**

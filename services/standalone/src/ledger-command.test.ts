@@ -26,7 +26,8 @@ async function runIn(env: Env, ...argv: string[]): Promise<{ code: number; out: 
   return { code, out, err };
 }
 
-const run = (...argv: string[]) => runIn({ HOME: join(dir, "home"), XDG_DATA_HOME: join(dir, "home", "xdg") }, ...argv);
+const home = () => ({ HOME: join(dir, "home"), XDG_DATA_HOME: join(dir, "home", "xdg"), XDG_STATE_HOME: join(dir, "home", "state") });
+const run = (...argv: string[]) => runIn(home(), ...argv);
 
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_ledger_cli");
@@ -151,12 +152,12 @@ describe("chaos-core ledger on a data directory (the embedded default)", () => {
     const root = checkpoint!.rootHash;
 
     // Running: the server holds the directory; the command reads through its admin endpoint.
-    const live = await runIn({}, "verify", "--data-dir", dataDir);
+    const live = await runIn(home(), "verify", "--data-dir", dataDir);
     expect(live.err).toBe("");
     expect(live).toMatchObject({ code: 0 });
     // Checkpoints are signed per integration batch: how many depends on timing, the root does not.
     expect(live.out).toMatch(new RegExp(`3 entries, [1-3] signed checkpoints, root_hash ${root.replace(/[+/=]/g, "\\$&")} \\(base64\\)`));
-    const exported = await runIn({}, "export", "--data-dir", dataDir);
+    const exported = await runIn(home(), "export", "--data-dir", dataDir);
     expect(exported.code).toBe(0);
     expect(exported.out.split("\n").filter((l) => l.startsWith('{"type":"entry"'))).toHaveLength(3);
 
@@ -164,7 +165,7 @@ describe("chaos-core ledger on a data directory (the embedded default)", () => {
     runtime = undefined;
 
     // Stopped: the command takes the directory itself; found from CHAOS_CORE_DATA_DIR alone.
-    const env = { CHAOS_CORE_DATA_DIR: dataDir };
+    const env = { ...home(), CHAOS_CORE_DATA_DIR: dataDir };
     const offline = await runIn(env, "verify", "--json");
     expect(offline.code).toBe(0);
     expect(JSON.parse(offline.out)).toMatchObject({ ok: true, tenant: "default", entries: 3, root });
@@ -172,6 +173,6 @@ describe("chaos-core ledger on a data directory (the embedded default)", () => {
     expect((await runIn(env, "export", "--out", file)).code).toBe(0);
     expect(await readFile(file, "utf8")).toBe(exported.out);
     // And the export, anywhere, with only the verifier key the tools show.
-    expect((await runIn({}, "verify", "--file", file, "--public-key", checkpoint!.verifierKey)).code).toBe(0);
+    expect((await runIn(home(), "verify", "--file", file, "--public-key", checkpoint!.verifierKey)).code).toBe(0);
   });
 });

@@ -10,7 +10,8 @@ import {
   createLedgerReader,
   loadKeyring,
   STANDALONE_KEYRING_FILE,
-  verifyExport,
+  parseExport,
+  verifyLedger,
   verifyStoredLedger,
   type VerificationKey,
   type VerifyReport,
@@ -20,6 +21,7 @@ import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError, ty
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { openEmbeddedDb } from "./data-dir-layout.js";
+import { checkpointHead, defaultVerifyStateFile, keyFingerprint, loadVerifyState, readTrustedCheckpoint, rememberCheckpoint, type VerifyState } from "./verify-state.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface LedgerCommandIo {
@@ -42,11 +44,18 @@ export const LEDGER_USAGE = `Usage: chaos-core ledger <command>
 
 Commands:
   verify  [--file <export.jsonl | -> | --database-url <url> | --data-dir <dir>] [--tenant <tenant>]
-          [--public-key <vkey | file>] [--json]
+          [--public-key <vkey | file>] [--state <file>] [--trusted-checkpoint <file>]
+          [--integration-bound <seconds>] [--json]
           Verifies a tenant's audit ledger with only the public key: every entry's content
           hash and chain signature, and the Merkle root at every signed checkpoint. Prints
           the tree's root_hash in base64, as the signed checkpoint and inspect_audit_ledger
           do. Exits 0 when verified, 1 naming the first bad entry, 2 on a usage error.
+          It remembers the newest checkpoint it verified per log (--state, by default
+          ledger-verify-state.json in the per-user state directory) and from then on holds
+          the log to it, as to one an auditor kept (--trusted-checkpoint: a signed note, or
+          JSON holding it as "note"): a rewrite or truncation below it fails even when the
+          database's own checkpoints were deleted with it. Entries waiting longer than the
+          integration bound (default 300 s) for a signed checkpoint fail too.
   export  [--database-url <url> | --data-dir <dir>] [--tenant <tenant>] [--out <file>]
           Writes the tenant's ledger as JSONL (header, entries, signed checkpoints) to stdout
           or <file>; \`ledger verify --file\` checks it offline.
@@ -149,13 +158,27 @@ function lines(stream: Readable): AsyncIterable<string> {
   return createInterface({ input: stream, crlfDelay: Infinity });
 }
 
-function summary(report: VerifyReport): string {
+function summary(report: VerifyReport, outside: Outside, stateFile: string, remembered: number | undefined): string {
   const who = `${report.tenant ?? "?"}${report.origin ? ` (${report.origin})` : ""}`;
   if (report.ok) {
-    const pending = report.pending
-      ? `\n  the newest ${report.pending} entries are not yet integrated into a signed checkpoint: their chain verifies; a running ledger integrates them\n`
-      : "\n";
-    return `ledger verified: ${who}: ${report.entries} entries, ${report.checkpoints} signed checkpoints, root_hash ${report.root} (base64)${pending}`;
+    const lines = [`ledger verified: ${who}: ${report.entries} entries, ${report.checkpoints} signed checkpoints, root_hash ${report.root} (base64)`];
+    if (report.pending) {
+      const age = report.pendingSince ? ` (since ${report.pendingSince})` : "";
+      lines.push(`  the newest ${report.pending} entries${age} are not yet integrated into a signed checkpoint: their chain verifies; a running ledger integrates them`);
+    }
+    if (outside.notes.length === 0) {
+      lines.push(
+        "  no checkpoint kept outside the database was remembered or given for this log: a history rewritten or truncated together with its checkpoints cannot be told apart from this one",
+      );
+    } else {
+      const from = [
+        outside.rememberedSize !== undefined ? `the one of size ${outside.rememberedSize} remembered from a verify at ${outside.rememberedAt}` : "",
+        outside.trustedSize !== undefined ? `the one of size ${outside.trustedSize} given with --trusted-checkpoint` : "",
+      ].filter(Boolean);
+      lines.push(`  consistent with the checkpoints kept outside the database: ${from.join(" and ")}`);
+    }
+    if (remembered !== undefined) lines.push(`  remembered checkpoint ${remembered} in ${stateFile}: the log is held to it from now on`);
+    return `${lines.join("\n")}\n`;
   }
   const f = report.failure!;
   const where = f.seq > 0 ? `first bad entry: seq ${f.seq}` : "a checkpoint record cannot be read";
@@ -170,6 +193,9 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
     "data-dir": { type: "string" },
     tenant: { type: "string" },
     "public-key": { type: "string" },
+    state: { type: "string" },
+    "trusted-checkpoint": { type: "string" },
+    "integration-bound": { type: "string" },
     json: { type: "boolean" },
   });
   if (v.file !== undefined && (v["database-url"] !== undefined || v["data-dir"] !== undefined)) {
@@ -183,27 +209,88 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
   else if (stores?.kind === "data-dir") key = await dataDirPublicKey(stores.dataDir);
   else throw new UsageError("--public-key is required: verify trusts nothing but the public key");
 
+  const boundSeconds = v["integration-bound"] === undefined ? DEFAULT_INTEGRATION_BOUND_SECONDS : Number(v["integration-bound"]);
+  if (!Number.isInteger(boundSeconds) || boundSeconds < 1) throw new UsageError("--integration-bound must be a whole number of seconds, 1 or more");
+
   let report: VerifyReport;
+  let state: VerifyState;
+  let outside: Outside;
   // A log may end in entries no ledger has integrated yet (sequenced in the last interval, or
   // just before a crash; an export of the database carries them too): their chain is checked
-  // and they are reported as pending, not as a failure (docs/ledger.md §2).
+  // and they are reported as pending, not as a failure (docs/ledger.md §2) — within the bound.
   try {
+    state = await loadVerifyState(v.state ?? defaultVerifyStateFile(io.env));
+    const trusted = v["trusted-checkpoint"] !== undefined ? await readTrustedCheckpoint(v["trusted-checkpoint"]) : undefined;
+    const options = { pending: "allow" as const, integrationBoundMs: boundSeconds * 1000 };
     if (v.file !== undefined) {
       // Open first so a missing file is an error here, not a silently empty stream.
       const input = v.file === "-" ? (io.stdin ?? process.stdin) : (await open(v.file)).createReadStream({ encoding: "utf8" });
-      report = await verifyExport(lines(input), key, { pending: "allow", ...(tenant !== undefined ? { tenant } : {}) });
-    } else if (stores!.kind === "postgres") {
-      report = await withDb(stores!.url, (db) => verifyStoredLedger(createLedgerReader(db), tenant!, key, { pending: "allow" }));
+      const parsed = await parseExport(lines(input));
+      const fileTenant = tenant ?? parsed.header?.tenant;
+      outside = outsideFor(state, trusted, key, fileTenant, parsed.header?.origin ?? originOfKey(key));
+      report = await verifyLedger(parsed.entries, parsed.checkpoints, key, {
+        ...options,
+        outside: outside.notes,
+        ...(parsed.header?.origin !== undefined ? { origin: parsed.header.origin } : {}),
+        ...(fileTenant !== undefined ? { tenant: fileTenant } : {}),
+      });
     } else {
-      report = await withDataDirExport(stores!.dataDir, tenant!, (exported) => verifyExport(exported, key, { tenant: tenant!, pending: "allow" }));
+      outside = outsideFor(state, trusted, key, tenant, originOfKey(key));
+      const withOutside = { ...options, outside: outside.notes };
+      if (stores!.kind === "postgres") {
+        report = await withDb(stores!.url, (db) => verifyStoredLedger(createLedgerReader(db), tenant!, key, withOutside));
+      } else {
+        report = await withDataDirExport(stores!.dataDir, tenant!, async (exported) => {
+          const parsed = await parseExport(exported);
+          return verifyLedger(parsed.entries, parsed.checkpoints, key, { ...withOutside, tenant: tenant!, ...(parsed.header?.origin !== undefined ? { origin: parsed.header.origin } : {}) });
+        });
+      }
     }
   } catch (err) {
-    // An unreadable export, a malformed key or an unreachable database: nothing was verified.
+    // An unreadable export or state, a malformed key or an unreachable database: nothing was verified.
     io.stderr.write(`chaos-core ledger verify: cannot verify: ${err instanceof Error ? err.message : String(err)}\n`);
     return EXIT_BAD;
   }
-  io.stdout.write(v.json ? `${JSON.stringify(report)}\n` : summary(report));
+  // Verified: the newest checkpoint is remembered for the next run (never an older one).
+  let remembered: number | undefined;
+  if (report.ok && report.newest && report.origin && report.tenant && report.newest.size >= (outside.rememberedSize ?? 0)) {
+    try {
+      await rememberCheckpoint(state, { origin: report.origin, key: keyFingerprint(key), tenant: report.tenant, checkpoint: report.newest.note, verifiedAt: new Date().toISOString() });
+      remembered = report.newest.size;
+    } catch (err) {
+      io.stderr.write(`chaos-core ledger verify: the checkpoint verified could not be remembered in ${state.file}: ${(err as Error).message}\n`);
+    }
+  }
+  io.stdout.write(v.json ? `${JSON.stringify({ ...report, stateFile: state.file, ...(remembered !== undefined ? { remembered } : {}) })}\n` : summary(report, outside, state.file, remembered));
   return report.ok ? EXIT_OK : EXIT_BAD;
+}
+
+/** How long an entry may wait for a signed checkpoint before verify calls it a finding (a running ledger signs within seconds). */
+export const DEFAULT_INTEGRATION_BOUND_SECONDS = 300;
+
+/** The checkpoints a log is held to from outside its database, and where they came from. */
+interface Outside {
+  readonly notes: string[];
+  /** The remembered checkpoint's size and when it was verified, if one is held. */
+  readonly rememberedSize?: number;
+  readonly rememberedAt?: string;
+  readonly trustedSize?: number;
+}
+
+/** The origin a verifier key names (`<origin>+<hash>+<key>`); none for a PEM. */
+function originOfKey(key: VerificationKey): string | undefined {
+  return typeof key === "string" && VKEY_RE.test(key) ? key.split("+")[0] : undefined;
+}
+
+/** The remembered checkpoint of this log (verified with this key; by its origin when known, else its tenant) and the auditor's. */
+function outsideFor(state: VerifyState, trusted: string | undefined, key: VerificationKey, tenant: string | undefined, origin: string | undefined): Outside {
+  const fingerprint = keyFingerprint(key);
+  const held = Object.values(state.logs).find((r) => r.key === fingerprint && (origin !== undefined ? r.origin === origin : tenant !== undefined && r.tenant === tenant));
+  return {
+    notes: [...(held ? [held.checkpoint] : []), ...(trusted ? [trusted] : [])],
+    ...(held ? { rememberedSize: checkpointHead(held.checkpoint).size, rememberedAt: held.verifiedAt } : {}),
+    ...(trusted ? { trustedSize: checkpointHead(trusted).size } : {}),
+  };
 }
 
 async function exportCommand(args: string[], io: LedgerCommandIo): Promise<number> {

@@ -167,3 +167,47 @@ describe("parseCanonicalJson", () => {
     expect(() => parseCanonicalJson("not json")).toThrow();
   });
 });
+
+describe("verifyLedger with a checkpoint kept outside the database", () => {
+  /** Entry 4 changed and everything after it re-chained: the chain alone verifies again. */
+  function rewritten(l: ReturnType<typeof buildLedger>): LedgerEntry[] {
+    const entries = [...l.entries];
+    let prev = entries[2]!.sig;
+    for (let i = 3; i < entries.length; i++) {
+      const { prev_sig: _p, sig: _s, ...rest } = entries[i]!;
+      const c = canonicalEvent(i === 3 ? { ...rest.event, forged: true } : rest.event);
+      entries[i] = chainEntry(prev, { ...rest, event: c.event, content_hash: c.hash }, c.text);
+      prev = entries[i]!.sig;
+    }
+    return entries;
+  }
+  const early = { pending: "allow" as const, now: Date.UTC(2025, 0, 1, 0, 0, 30), integrationBoundMs: 300_000 };
+
+  it("catches a rewrite whose database checkpoints were deleted with it, naming the outside checkpoint", async () => {
+    const l = buildLedger([2, 3, 4]);
+    const remembered = l.notes[1]!; // size 5
+    const forged = rewritten(l);
+    // Nothing outside: the chain verifies, every entry pending — and the report says no outside checkpoint was given.
+    expect(await verifyLedger(forged, [], vkey, early)).toMatchObject({ ok: true, pending: 9, outsideCheckpoints: 0, outsideSize: 0 });
+    const r = await verifyLedger(forged, [], vkey, { ...early, outside: [remembered] });
+    expect(r.failure).toMatchObject({ seq: 1, check: "outside_checkpoint", range: { from: 1, to: 5 } });
+    expect(r.failure!.message).toMatch(/^the log is not consistent with the checkpoint of size 5 kept outside the database/);
+  });
+
+  it("catches a truncation below it, and matches an intact log, reporting the newest checkpoint to remember", async () => {
+    const l = buildLedger([2, 3, 4]);
+    const truncated = await verifyLedger(l.entries.slice(0, 4), [], vkey, { ...early, outside: [l.notes[1]!] });
+    expect(truncated.failure).toMatchObject({ seq: 5, check: "missing_entries", message: expect.stringContaining("a checkpoint kept outside the database signs 5 entries but only 4 are present") });
+    const intact = await verifyLedger(l.entries, l.notes, vkey, { outside: [l.notes[1]!] });
+    expect(intact).toMatchObject({ ok: true, outsideCheckpoints: 1, outsideSize: 5, newest: { size: 9, note: l.notes[2] } });
+  });
+
+  it("reports a pending tail with its age, and fails one older than the integration bound", async () => {
+    const l = buildLedger([3]);
+    const young = await verifyLedger(l.entries, [], vkey, early);
+    expect(young).toMatchObject({ ok: true, pending: 3, pendingSince: l.entries[0]!.ts });
+    const old = await verifyLedger(l.entries, [], vkey, { ...early, now: Date.UTC(2025, 0, 1, 0, 10) });
+    expect(old.failure).toMatchObject({ seq: 1, check: "unintegrated_entries", range: { from: 1, to: 3 } });
+    expect(old.failure!.message).toMatch(/^entries 1\.\.3 have waited 600 s \(since 2025-01-01T00:00:00\.000Z\) for a signed checkpoint, longer than the integration bound \(300 s\)/);
+  });
+});

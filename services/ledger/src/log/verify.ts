@@ -32,7 +32,9 @@ export type VerifyCheck =
   | "checkpoint_origin"
   | "checkpoint_root"
   | "missing_entries"
-  | "unsigned_entries";
+  | "unsigned_entries"
+  | "outside_checkpoint"
+  | "unintegrated_entries";
 
 /** The first bad entry and why. */
 export interface VerifyFailure {
@@ -61,6 +63,14 @@ export interface VerifyReport {
    * (sequenced, not yet integrated into a signed checkpoint).
    */
   pending?: number;
+  /** When the first pending entry was appended (its `ts`). */
+  pendingSince?: string;
+  /** Checkpoints kept outside the database that were given ({@link VerifyOptions.outside}). */
+  outsideCheckpoints: number;
+  /** The largest of them the log matched; 0 when none was given or none matched. */
+  outsideSize: number;
+  /** The newest checkpoint the log matched, as signed: what a verifier remembers for next time. */
+  newest?: { size: number; note: string };
   /**
    * The RFC 6962 root of all entries read, in base64: the encoding of the signed checkpoint's
    * root line and of `inspect_audit_ledger`'s `root_hash`.
@@ -85,6 +95,20 @@ export interface VerifyOptions {
    * a ledger restarted and integrated them). They are covered by the chain only.
    */
   pending?: "fail" | "allow";
+  /**
+   * Signed checkpoints kept outside the database — remembered by an earlier verify, or kept by an
+   * auditor — which the log must still match: a rewrite or truncation below one fails
+   * (`outside_checkpoint`, `missing_entries`) even when every checkpoint in the database was
+   * deleted with it.
+   */
+  outside?: readonly string[];
+  /**
+   * With `pending: "allow"`: how long an entry may wait for a signed checkpoint (a running ledger
+   * signs within seconds); a pending tail older than this is `unintegrated_entries`. Unset: no bound.
+   */
+  integrationBoundMs?: number;
+  /** The clock the bound is measured with (tests). */
+  now?: number;
 }
 
 type Verifiers = (note: string) => NoteVerifier[];
@@ -173,16 +197,20 @@ export function verifyChainSegment(
 
 interface OpenedCheckpoint {
   size: number;
+  note: string;
+  /** Kept outside the database (remembered, or an auditor's). */
+  outside: boolean;
   cp?: Checkpoint;
   error?: string;
 }
 
-function openAll(notes: Iterable<string>, verifiers: Verifiers): OpenedCheckpoint[] {
+function openAll(notes: Iterable<string>, verifiers: Verifiers, outside: readonly string[]): OpenedCheckpoint[] {
   const out: OpenedCheckpoint[] = [];
-  for (const note of notes) {
+  const tagged = [...[...notes].map((note) => ({ note, outside: false })), ...outside.map((note) => ({ note, outside: true }))];
+  for (const { note, outside: kept } of tagged) {
     try {
       const cp = openCheckpoint(note, verifiers(note));
-      out.push({ size: cp.size, cp });
+      out.push({ size: cp.size, note, outside: kept, cp });
     } catch (err) {
       // The size it claims orders the failure among the others; it proves nothing.
       let size: number;
@@ -191,7 +219,7 @@ function openAll(notes: Iterable<string>, verifiers: Verifiers): OpenedCheckpoin
       } catch {
         size = -1;
       }
-      out.push({ size, error: errorText(err) });
+      out.push({ size, note, outside: kept, error: errorText(err) });
     }
   }
   return out.sort((a, b) => a.size - b.size);
@@ -211,12 +239,15 @@ export async function verifyLedger(
   options: VerifyOptions = {},
 ): Promise<VerifyReport> {
   const verifiers = verifiersFor(key);
-  const checkpoints = openAll(checkpointNotes, verifiers);
+  const checkpoints = openAll(checkpointNotes, verifiers, options.outside ?? []);
   let origin = options.origin;
   let entryFailure: Omit<VerifyFailure, "range"> | undefined;
   let checkpointFailure: VerifyFailure | undefined;
   let unreadable: VerifyFailure | undefined;
   let verifiedSize = 0;
+  let outsideSize = 0;
+  let newest: { size: number; note: string } | undefined;
+  let firstUnsignedTs: string | undefined;
 
   const cursor: ChainCursor = { expectedSeq: 1, prevSig: "", tenant: options.tenant };
   const tree = new TreeFrontier();
@@ -246,14 +277,18 @@ export async function verifyLedger(
       } else if (!c.cp.root.equals(tree.root())) {
         checkpointFailure = {
           seq: verifiedSize + 1,
-          check: "checkpoint_root",
-          message:
-            `the signed root at size ${c.size} does not match entries 1..${c.size}: an entry in ${verifiedSize + 1}..${c.size} ` +
-            `was changed (history rewritten and re-chained)`,
+          check: c.outside ? "outside_checkpoint" : "checkpoint_root",
+          message: c.outside
+            ? `the log is not consistent with the checkpoint of size ${c.size} kept outside the database: entries 1..${c.size} no longer hash to its signed root, ` +
+              `so an entry in ${verifiedSize + 1}..${c.size} was changed and the history re-chained (whatever checkpoints the database holds now)`
+            : `the signed root at size ${c.size} does not match entries 1..${c.size}: an entry in ${verifiedSize + 1}..${c.size} ` +
+              `was changed (history rewritten and re-chained)`,
           range: { from: verifiedSize + 1, to: c.size },
         };
       } else {
         verifiedSize = c.size;
+        if (c.outside) outsideSize = c.size;
+        newest = { size: c.size, note: c.note };
       }
     }
   };
@@ -262,6 +297,8 @@ export async function verifyLedger(
   let count = 0;
   for await (const raw of entries) {
     count++;
+    // The first entry past the newest matched checkpoint: how long the tail has waited.
+    if (count === verifiedSize + 1) firstUnsignedTs = (raw as Partial<LedgerEntry> | null)?.ts;
     if (!entryFailure) {
       const bad = checkEntry(raw, cursor);
       if (bad) entryFailure = bad;
@@ -283,12 +320,24 @@ export async function verifyLedger(
     tailFailure = {
       seq: count + 1,
       check: "missing_entries",
-      message: `a checkpoint signs ${beyond.size} entries but only ${count} are present: entries ${count + 1}..${beyond.size} were removed`,
+      message: `a checkpoint${beyond.outside ? " kept outside the database" : ""} signs ${beyond.size} entries but only ${count} are present: entries ${count + 1}..${beyond.size} were removed`,
       range: { from: count + 1, to: beyond.size },
     };
   } else if (count > verifiedSize && !checkpointFailure && options.pending === "allow" && next === checkpoints.length && !entryFailure && !unreadable) {
-    // Every checkpoint matched and the chain holds through the tail: not yet integrated.
+    // Every checkpoint matched and the chain holds through the tail: not yet integrated — unless it has waited too long.
     pendingTail = count - verifiedSize;
+    const waitedMs = firstUnsignedTs !== undefined ? (options.now ?? Date.now()) - Date.parse(firstUnsignedTs) : NaN;
+    if (options.integrationBoundMs !== undefined && waitedMs > options.integrationBoundMs) {
+      tailFailure = {
+        seq: verifiedSize + 1,
+        check: "unintegrated_entries",
+        message:
+          `entries ${verifiedSize + 1}..${count} have waited ${Math.round(waitedMs / 1000)} s (since ${firstUnsignedTs}) for a signed checkpoint, longer than the ` +
+          `integration bound (${Math.round(options.integrationBoundMs / 1000)} s): a running ledger signs its entries within seconds, so their checkpoints were deleted or no ledger has run since`,
+        range: { from: verifiedSize + 1, to: count },
+      };
+      pendingTail = 0;
+    }
   } else if (count > verifiedSize && !checkpointFailure) {
     tailFailure = {
       seq: verifiedSize + 1,
@@ -304,9 +353,13 @@ export async function verifyLedger(
     entries: count,
     checkpoints: checkpoints.length,
     verifiedSize,
+    outsideCheckpoints: options.outside?.length ?? 0,
+    outsideSize,
     root: tree.root().toString("base64"),
   };
   if (options.pending === "allow") report.pending = pendingTail;
+  if (pendingTail > 0 && firstUnsignedTs !== undefined) report.pendingSince = firstUnsignedTs;
+  if (newest) report.newest = newest;
   if (cursor.tenant !== undefined) report.tenant = cursor.tenant;
   if (origin !== undefined) report.origin = origin;
   if (failure) report.failure = failure;
