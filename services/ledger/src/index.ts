@@ -96,6 +96,8 @@ export {
   verifyStoredLedger,
 } from "./log/verify.js";
 export type { LedgerSource, ParsedExport, VerificationKey, VerifyCheck, VerifyFailure, VerifyOptions, VerifyReport } from "./log/verify.js";
+export { isKeySet, keysAt, parseVerificationKeySet } from "./log/verification-keys.js";
+export type { PublicKeyInput, VerificationKeySet } from "./log/verification-keys.js";
 export {
   checkpointText,
   ed25519KeyHash,

@@ -10,7 +10,9 @@ import {
   createLedgerReader,
   loadKeyring,
   STANDALONE_KEYRING_FILE,
+  isKeySet,
   parseExport,
+  parseVerificationKeySet,
   verifyLedger,
   verifyStoredLedger,
   type VerificationKey,
@@ -21,7 +23,16 @@ import { parseCommandLine, storesFromCommandLine, unknownCommand, UsageError, ty
 import type { OperatorStores } from "./config.js";
 import { accessDataDir } from "./data-dir-access.js";
 import { openEmbeddedDb } from "./data-dir-layout.js";
-import { checkpointHead, defaultVerifyStateFile, keyFingerprint, loadVerifyState, readTrustedCheckpoint, rememberCheckpoint, type VerifyState } from "./verify-state.js";
+import {
+  checkpointHead,
+  defaultVerifyStateFile,
+  fingerprintAt,
+  keyFingerprints,
+  loadVerifyState,
+  readTrustedCheckpoint,
+  rememberCheckpoint,
+  type VerifyState,
+} from "./verify-state.js";
 
 /** Where the command writes; the process streams by default, buffers in tests. */
 export interface LedgerCommandIo {
@@ -67,7 +78,9 @@ admin endpoint) or not (the command then holds the directory while it reads).
 
 --tenant is required with Postgres; in a data directory it defaults to "default".
 --public-key takes the verifier key (<name>+<key hash>+<base64 key>) or a file holding it or
-an Ed25519 public key in PEM. In a data directory whose server generated its key, it defaults
+an Ed25519 public key in PEM, or — after a key rotation — a key set: JSON
+{"keys": [{"key": "<old>", "untilSize": 1200}, {"key": "<new>", "fromSize": 1201}]}, each key
+trusted only for the checkpoint sizes it signed. In a data directory whose server generated its key, it defaults
 to that key (<data dir>/${STANDALONE_KEYRING_FILE}); that checks the ledger against the key on
 the same machine, so for an independent check pass the verifier key you recorded elsewhere.
 `;
@@ -97,13 +110,20 @@ function checkTenant(tenant: string | undefined, stores: OperatorStores | undefi
 
 const VKEY_RE = /^[^+\s]+\+[0-9a-f]{8}\+\S+$/;
 
-/** A verifier key given inline, or the contents of the file named. */
-async function loadPublicKey(value: string): Promise<string> {
+/** A verifier key given inline, or the contents of the file named: a key, or a key set across rotations (JSON). */
+async function loadPublicKey(value: string): Promise<VerificationKey> {
   if (VKEY_RE.test(value)) return value;
+  let text: string;
   try {
-    return (await readFile(value, "utf8")).trim();
+    text = (await readFile(value, "utf8")).trim();
   } catch (err) {
     throw new UsageError(`--public-key is neither a verifier key nor a readable file (${(err as Error).message})`);
+  }
+  if (!text.startsWith("{")) return text;
+  try {
+    return parseVerificationKeySet(text);
+  } catch (err) {
+    throw new UsageError(`--public-key ${value}: ${(err as Error).message}`);
   }
 }
 
@@ -253,9 +273,10 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
   }
   // Verified: the newest checkpoint is remembered for the next run (never an older one).
   let remembered: number | undefined;
-  if (report.ok && report.newest && report.origin && report.tenant && report.newest.size >= (outside.rememberedSize ?? 0)) {
+  const rememberedKey = report.newest ? fingerprintAt(key, report.newest.size) : undefined;
+  if (report.ok && report.newest && rememberedKey && report.origin && report.tenant && report.newest.size >= (outside.rememberedSize ?? 0)) {
     try {
-      await rememberCheckpoint(state, { origin: report.origin, key: keyFingerprint(key), tenant: report.tenant, checkpoint: report.newest.note, verifiedAt: new Date().toISOString() });
+      await rememberCheckpoint(state, { origin: report.origin, key: rememberedKey, tenant: report.tenant, checkpoint: report.newest.note, verifiedAt: new Date().toISOString() });
       remembered = report.newest.size;
     } catch (err) {
       io.stderr.write(`chaos-core ledger verify: the checkpoint verified could not be remembered in ${state.file}: ${(err as Error).message}\n`);
@@ -277,15 +298,16 @@ interface Outside {
   readonly trustedSize?: number;
 }
 
-/** The origin a verifier key names (`<origin>+<hash>+<key>`); none for a PEM. */
+/** The origin a verifier key names (`<origin>+<hash>+<key>`; a set's first that is one); none for a PEM. */
 function originOfKey(key: VerificationKey): string | undefined {
-  return typeof key === "string" && VKEY_RE.test(key) ? key.split("+")[0] : undefined;
+  const named = (isKeySet(key) ? key.keys.map((k) => k.key) : [key]).find((k): k is string => typeof k === "string" && VKEY_RE.test(k));
+  return named?.split("+")[0];
 }
 
 /** The remembered checkpoint of this log (verified with this key; by its origin when known, else its tenant) and the auditor's. */
 function outsideFor(state: VerifyState, trusted: string | undefined, key: VerificationKey, tenant: string | undefined, origin: string | undefined): Outside {
-  const fingerprint = keyFingerprint(key);
-  const held = Object.values(state.logs).find((r) => r.key === fingerprint && (origin !== undefined ? r.origin === origin : tenant !== undefined && r.tenant === tenant));
+  const fingerprints = keyFingerprints(key);
+  const held = Object.values(state.logs).find((r) => fingerprints.includes(r.key) && (origin !== undefined ? r.origin === origin : tenant !== undefined && r.tenant === tenant));
   return {
     notes: [...(held ? [held.checkpoint] : []), ...(trusted ? [trusted] : [])],
     ...(held ? { rememberedSize: checkpointHead(held.checkpoint).size, rememberedAt: held.verifiedAt } : {}),

@@ -149,6 +149,34 @@ describe("chaos-core ledger verify, remembering", () => {
     expect(again.out).toContain("entries 6..8 were removed");
   });
 
+  it("verifies across a key rotation with a key set, each key trusted for the sizes it signed", async () => {
+    await appendSome("umbrella", 4);
+    const oldKey = store.verifierKey("umbrella");
+    // The operator rotates the ledger's key: the same log goes on, signed with the new one.
+    await store.close();
+    const next = generateKeyPairSync("ed25519");
+    store = createLedgerStore(db, { key: next });
+    await appendSome("umbrella", 3);
+    const newKey = store.verifierKey("umbrella");
+    const args = ["verify", "--database-url", database.url, "--tenant", "umbrella", "--state", join(dir, "umbrella-state.json")];
+    const oldOnly = await run(...args, "--public-key", oldKey);
+    expect(oldOnly.code).toBe(1);
+    expect(oldOnly.out).toContain("[checkpoint_signature]");
+    const keys = join(dir, "umbrella-keys.json");
+    await writeFile(keys, JSON.stringify({ keys: [{ key: oldKey, untilSize: 4 }, { key: newKey, fromSize: 5 }] }));
+    const both = await run(...args, "--public-key", keys);
+    expect(both.code, both.out + both.err).toBe(0);
+    expect(both.out).toContain("ledger verified: umbrella (chaos-core/umbrella): 7 entries");
+    expect(both.out).toContain("remembered checkpoint 7");
+    // Held to what it remembered under the new key, on the next run with the same set.
+    const again = await run(...args, "--public-key", keys);
+    expect(again.out).toContain("consistent with the checkpoints kept outside the database: the one of size 7 remembered");
+    await writeFile(keys, JSON.stringify({ keys: [{ key: oldKey, until: 4 }] }));
+    const bad = await run(...args, "--public-key", keys);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain(`--public-key ${keys}: keys[0].until: unknown field (key, fromSize, untilSize)`);
+  });
+
   it("refuses a state file that is not one, naming it, and verifies nothing", async () => {
     const bad = join(dir, "bad-state.json");
     await writeFile(bad, "{ not json");

@@ -2,7 +2,7 @@ import { createHash, createPublicKey, type KeyObject } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Env } from "@chaos-core/kit";
-import { parseCheckpointText, parseNote, parseVerifierKey } from "@chaos-core/ledger";
+import { isKeySet, keysAt, parseCheckpointText, parseNote, parseVerifierKey, type PublicKeyInput, type VerificationKey } from "@chaos-core/ledger";
 import { userStateDir } from "./config.js";
 
 /**
@@ -36,8 +36,20 @@ export interface VerifyState {
 /** Where a log's checkpoint is remembered: its origin and the key it verifies with. */
 export const logKey = (origin: string, key: string) => `${origin} ${key}`;
 
+/** The fingerprints of the keys a log is verified with: one, or each of a set. */
+export function keyFingerprints(key: VerificationKey): string[] {
+  return isKeySet(key) ? key.keys.map((k) => keyFingerprint(k.key)) : [keyFingerprint(key)];
+}
+
+/** The fingerprint a checkpoint of `size` is remembered under: the key trusted at that size. */
+export function fingerprintAt(key: VerificationKey, size: number): string | undefined {
+  if (!isKeySet(key)) return keyFingerprint(key);
+  const [first] = keysAt(key, size);
+  return first === undefined ? undefined : keyFingerprint(first);
+}
+
 /** The fingerprint of a verifying public key: a verifier key (`<name>+<hash>+<base64 key>`), a PEM or a KeyObject. */
-export function keyFingerprint(key: string | KeyObject): string {
+export function keyFingerprint(key: PublicKeyInput): string {
   let object: KeyObject;
   if (typeof key !== "string") object = key;
   else if (key.trim().startsWith("-----BEGIN")) object = createPublicKey(key.trim());

@@ -13,14 +13,15 @@ import {
   type LedgerEntry,
 } from "./entry.js";
 import { TreeFrontier, hashLeaf } from "./merkle.js";
+import { parseVerificationKeySet } from "./verification-keys.js";
 import { ExportFormatError, parseExport, verifyExport, verifyLedger } from "./verify.js";
 
 const { privateKey, publicKey } = generateKeyPairSync("ed25519");
 const signer: NoteSigner = { name: "chaos-core/acme", privateKey, publicKey };
 const vkey = verifierKey(signer.name, publicKey);
 
-/** A ledger built the way the store builds it: `commits` gives the entries per commit. */
-function buildLedger(commits: number[], tenant = "acme"): { entries: LedgerEntry[]; texts: string[]; notes: string[] } {
+/** A ledger built the way the store builds it: `commits` gives the entries per commit, `signerOf` who signs each commit's checkpoint. */
+function buildLedger(commits: number[], tenant = "acme", signerOf: (commit: number) => NoteSigner = () => signer): { entries: LedgerEntry[]; texts: string[]; notes: string[] } {
   const entries: LedgerEntry[] = [];
   const texts: string[] = [];
   const notes: string[] = [];
@@ -43,7 +44,7 @@ function buildLedger(commits: number[], tenant = "acme"): { entries: LedgerEntry
       tree.append(hashLeaf(leafData(e.sig)));
       prev = e.sig;
     }
-    notes.push(signCheckpoint({ origin: signer.name, size: tree.size, root: tree.root() }, signer));
+    notes.push(signCheckpoint({ origin: signer.name, size: tree.size, root: tree.root() }, signerOf(notes.length)));
   }
   return { entries, texts, notes };
 }
@@ -209,5 +210,40 @@ describe("verifyLedger with a checkpoint kept outside the database", () => {
     const old = await verifyLedger(l.entries, [], vkey, { ...early, now: Date.UTC(2025, 0, 1, 0, 10) });
     expect(old.failure).toMatchObject({ seq: 1, check: "unintegrated_entries", range: { from: 1, to: 3 } });
     expect(old.failure!.message).toMatch(/^entries 1\.\.3 have waited 600 s \(since 2025-01-01T00:00:00\.000Z\) for a signed checkpoint, longer than the integration bound \(300 s\)/);
+  });
+});
+
+describe("verifyLedger across a key rotation", () => {
+  const next = generateKeyPairSync("ed25519");
+  const rotated: NoteSigner = { name: signer.name, ...next };
+  const nextKey = verifierKey(signer.name, next.publicKey);
+  // Commits 0 and 1 (sizes 2, 5) signed by the old key, commit 2 (size 9) by the new one.
+  const l = buildLedger([2, 3, 4], "acme", (commit) => (commit < 2 ? signer : rotated));
+
+  it("checks old checkpoints with the old key and new ones with the new, each only within its range", async () => {
+    expect((await verifyLedger(l.entries, l.notes, vkey)).failure).toMatchObject({ seq: 6, check: "checkpoint_signature" });
+    const set = { keys: [{ key: vkey, untilSize: 5 }, { key: nextKey, fromSize: 6 }] };
+    expect(await verifyLedger(l.entries, l.notes, set)).toMatchObject({ ok: true, checkpoints: 3, verifiedSize: 9 });
+    // The retired key, stolen after the rotation, signs a checkpoint of the later history: refused, as out of its range.
+    const stolen = buildLedger([2, 3, 4]);
+    expect((await verifyLedger(stolen.entries, stolen.notes, set)).failure).toMatchObject({ seq: 6, check: "checkpoint_signature" });
+    expect((await verifyLedger(stolen.entries, stolen.notes, { keys: [{ key: vkey }, { key: nextKey, fromSize: 6 }] })).ok).toBe(true);
+  });
+
+  it("reads a key set as an operator writes it, naming a problem at its depth", () => {
+    expect(parseVerificationKeySet(JSON.stringify({ keys: [{ key: vkey, untilSize: 5 }, { key: nextKey, fromSize: 6 }] })).keys).toHaveLength(2);
+    const refused = (doc: unknown) => {
+      try {
+        parseVerificationKeySet(JSON.stringify(doc));
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return "accepted";
+    };
+    expect(refused({ keys: [] })).toMatch(/at least one key/);
+    expect(refused({ keys: [{ key: vkey }, { key: "not a key" }] })).toMatch(/^keys\[1\]\.key: /);
+    expect(refused({ keys: [{ key: vkey, untilSize: -1 }] })).toBe("keys[0].untilSize: must be a whole number, 0 or more");
+    expect(refused({ keys: [{ key: vkey, fromSize: 9, untilSize: 5 }] })).toBe("keys[0].untilSize: is below fromSize");
+    expect(refused({ keys: [{ key: vkey, from: 1 }] })).toBe("keys[0].from: unknown field (key, fromSize, untilSize)");
   });
 });

@@ -1,16 +1,10 @@
-import { createPublicKey, type KeyObject } from "node:crypto";
 import { canonicalJson, chainHash, contentHash, isObject, parseChpJson } from "@chaos-core/kit";
-import {
-  noteVerifier,
-  openCheckpoint,
-  parseCheckpointText,
-  parseNote,
-  parseVerifierKey,
-  type Checkpoint,
-  type NoteVerifier,
-} from "./checkpoint.js";
+import { openCheckpoint, parseCheckpointText, parseNote, type Checkpoint } from "./checkpoint.js";
 import { EXPORT_FORMAT, entryLine, leafData, signedPart, type LedgerEntry } from "./entry.js";
 import { TreeFrontier, hashLeaf } from "./merkle.js";
+import { verifiersFor, type VerificationKey, type Verifiers } from "./verification-keys.js";
+
+export type { VerificationKey } from "./verification-keys.js";
 
 /**
  * Verifies a ledger with only the public key: every entry's `content_hash` and chain `sig`,
@@ -79,8 +73,6 @@ export interface VerifyReport {
   failure?: VerifyFailure;
 }
 
-/** A public key as given to `verify`: a verifier key string, a PEM, or a KeyObject. */
-export type VerificationKey = string | KeyObject;
 
 /** Options of {@link verifyLedger}. */
 export interface VerifyOptions {
@@ -109,23 +101,6 @@ export interface VerifyOptions {
   integrationBoundMs?: number;
   /** The clock the bound is measured with (tests). */
   now?: number;
-}
-
-type Verifiers = (note: string) => NoteVerifier[];
-
-function verifiersFor(key: VerificationKey): Verifiers {
-  if (typeof key === "string") {
-    const text = key.trim();
-    if (text.startsWith("-----BEGIN")) return verifiersFor(createPublicKey(text));
-    const v = parseVerifierKey(text);
-    return () => [v];
-  }
-  // A bare key has no name: it is "known" under whatever name a signature line gives it, as
-  // long as the key hash of that name and this key matches.
-  return (note) => {
-    const names = new Set(parseNote(note).signatures.map((s) => s.name));
-    return [...names].map((name) => noteVerifier(name, key));
-  };
 }
 
 function errorText(err: unknown): string {
