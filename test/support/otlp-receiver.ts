@@ -1,7 +1,8 @@
 /**
  * A local OpenTelemetry collector for tests: an HTTP server that takes OTLP/HTTP JSON exports
- * (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`) on `/v1/traces` and `/v1/metrics` and decodes them
- * into flat spans and metric points, each with the `service.name` of the process that sent it.
+ * (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`) on `/v1/traces`, `/v1/metrics` and `/v1/logs` and
+ * decodes them into flat spans, metric points and log records, each with the `service.name` of the
+ * process that sent it.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -43,12 +44,24 @@ export interface ReceivedGaugePoint {
   readonly attributes: Readonly<Record<string, AttrValue>>;
 }
 
+/** One received log record. */
+export interface ReceivedLogRecord {
+  readonly service: string;
+  readonly eventName: string;
+  readonly severityText: string;
+  readonly body: string;
+  readonly attributes: Readonly<Record<string, AttrValue>>;
+  /** The whole record as it arrived (OTLP/JSON), for a search of everything it carries. */
+  readonly raw: string;
+}
+
 export interface OtlpReceiver {
   /** The base URL to give as OTEL_EXPORTER_OTLP_ENDPOINT. */
   readonly url: string;
   readonly spans: ReceivedSpan[];
   readonly histograms: ReceivedHistogramPoint[];
   readonly gauges: ReceivedGaugePoint[];
+  readonly logs: ReceivedLogRecord[];
   /** Bodies that did not decode, kept so a test can say why nothing arrived. */
   readonly rejected: string[];
   close(): Promise<void>;
@@ -104,6 +117,15 @@ interface MetricsBody {
   }>;
 }
 
+interface LogsBody {
+  resourceLogs?: Array<{
+    resource?: { attributes?: OtlpKeyValue[] };
+    scopeLogs?: Array<{
+      logRecords?: Array<{ eventName?: string; severityText?: string; body?: { stringValue?: string }; attributes?: OtlpKeyValue[] }>;
+    }>;
+  }>;
+}
+
 function serviceOf(resource: { attributes?: OtlpKeyValue[] } | undefined): string {
   return String(attrs(resource?.attributes)["service.name"] ?? "");
 }
@@ -113,6 +135,7 @@ export function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const histograms: ReceivedHistogramPoint[] = [];
   const gauges: ReceivedGaugePoint[] = [];
+  const received: ReceivedLogRecord[] = [];
   const rejected: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -136,6 +159,22 @@ export function startOtlpReceiver(): Promise<OtlpReceiver> {
                   attributes: attrs(s.attributes),
                   startMs: nanosToMs(s.startTimeUnixNano),
                   endMs: nanosToMs(s.endTimeUnixNano),
+                });
+              }
+            }
+          }
+        } else if (req.url === "/v1/logs") {
+          for (const rl of (JSON.parse(text) as LogsBody).resourceLogs ?? []) {
+            const service = serviceOf(rl.resource);
+            for (const sl of rl.scopeLogs ?? []) {
+              for (const r of sl.logRecords ?? []) {
+                received.push({
+                  service,
+                  eventName: r.eventName ?? "",
+                  severityText: r.severityText ?? "",
+                  body: r.body?.stringValue ?? "",
+                  attributes: attrs(r.attributes),
+                  raw: JSON.stringify(r),
                 });
               }
             }
@@ -177,6 +216,7 @@ export function startOtlpReceiver(): Promise<OtlpReceiver> {
         spans,
         histograms,
         gauges,
+        logs: received,
         rejected,
         close: () => new Promise((done) => server.close(() => done())),
       }),

@@ -4,6 +4,7 @@ import { createPolicyChannelSource } from "../adapters/approval-channels.js";
 import type { NonceCache } from "../adapters/nonce-cache.js";
 import type { WebhookConfig } from "../config.js";
 import type { Keyring } from "../keys/keyring.js";
+import { emitEntryLogRecords } from "../log/entry-log-records.js";
 import { createLedgerStore } from "../log/ledger-store.js";
 import { createWebhookDispatcher, type WebhookDispatcher } from "../webhooks/dispatcher.js";
 import { notifies } from "../webhooks/events.js";
@@ -46,16 +47,16 @@ export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
   const outbox = webhooks ? createWebhookOutbox(db, webhooks.publicUrl !== undefined ? { publicUrl: webhooks.publicUrl } : {}) : undefined;
   let dispatcher: WebhookDispatcher | undefined;
   const store = createLedgerStore(db, {
-    ...(outbox
-      ? {
-          batches: {
-            inTransaction: (q, tenant, entries) => outbox.enqueue(q, tenant, entries),
-            committed: (tenant, entries) => {
-              if (entries.some((e) => notifies(e.event))) dispatcher?.wake(tenant);
-            },
-          },
-        }
-      : {}),
+    batches: {
+      inTransaction: async (q, tenant, entries) => {
+        if (outbox) await outbox.enqueue(q, tenant, entries);
+      },
+      committed: (tenant, entries) => {
+        // Each entry leaves as an OTLP log record once it is committed (best effort; the outbox is the durable path).
+        emitEntryLogRecords(entries);
+        if (outbox && entries.some((e) => notifies(e.event))) dispatcher?.wake(tenant);
+      },
+    },
     key: {
       name: `${options.origin ?? "chaos-core/ledger"}/{tenant}`,
       privateKey: keyring.active.privateKey,
