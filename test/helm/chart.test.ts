@@ -552,6 +552,15 @@ describe("helm chart helm/chaos-core", () => {
     expect(byKind(all, "PodDisruptionBudget")).toHaveLength(COMPONENTS.length);
   });
 
+  it("sends ledger.checkpoint webhooks only when config.ledger.webhookCheckpoints says so, as the ledger's loader reads it", () => {
+    const ledgerEnv = (extra: string[]) => envOf(named(render([valuesFile("production")], extra), "Deployment", `${FULL}-ledger`));
+    expect(ledgerEnv([]).CHAOS_CORE_WEBHOOK_CHECKPOINTS).toBeUndefined();
+    expect(loadLedgerConfig(ledgerEnv([])).webhooks?.checkpoints).toBeUndefined();
+    const on = ledgerEnv(["--set", "config.ledger.webhookCheckpoints=true"]);
+    expect(on.CHAOS_CORE_WEBHOOK_CHECKPOINTS).toBe("true");
+    expect(loadLedgerConfig(on).webhooks).toMatchObject({ url: "https://hooks.example.com/chaos-core", checkpoints: true });
+  });
+
   it("gives policy Redis as cognition and the ledger get it (tenant generations for every edge replica), under the edge's prefix; without Redis, neither the variables nor the egress", () => {
     const all = render([valuesFile("production")]);
     const refOf = (comp: Component) => container(named(all, "Deployment", `${FULL}-${comp}`)).env.find((e: { name: string }) => e.name === "REDIS_URL");

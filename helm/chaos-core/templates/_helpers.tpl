@@ -380,6 +380,10 @@ http.request may reach, comma separated as kit's parseAllowedAddresses reads the
 - name: CHAOS_CORE_WEBHOOK_URL
   value: {{ $v.config.ledger.webhookUrl | quote }}
 {{ include "chaos-core.secretEnv" (list "CHAOS_CORE_WEBHOOK_SECRET" $v.secrets.webhookSecret) }}
+{{- if $v.config.ledger.webhookCheckpoints }}
+- name: CHAOS_CORE_WEBHOOK_CHECKPOINTS
+  value: "true"
+{{- end }}
 {{- end }}
 {{- if $v.config.edge.publicUrl }}
 - name: CHAOS_CORE_PUBLIC_URL

@@ -42,6 +42,11 @@ export interface WebhookConfig {
   readonly retrySeconds: readonly number[];
   /** `CHAOS_CORE_PUBLIC_URL`: links to the approval console in each event; no link when unset. */
   readonly publicUrl?: string;
+  /**
+   * `CHAOS_CORE_WEBHOOK_CHECKPOINTS=true`: each signed checkpoint is sent too, as a
+   * `ledger.checkpoint` event (one per integration batch: many, so only when asked for).
+   */
+  readonly checkpoints?: boolean;
 }
 
 /** Standard Webhooks' retry schedule after the first attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
@@ -113,6 +118,7 @@ export const WEBHOOK_ENV = {
     .max(MAX_WEBHOOK_TIMEOUT_MS, `must be from 100 to ${MAX_WEBHOOK_TIMEOUT_MS}`)
     .default(5000),
   CHAOS_CORE_WEBHOOK_RETRY_SECONDS: retrySeconds.optional(),
+  CHAOS_CORE_WEBHOOK_CHECKPOINTS: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).default("false"),
   CHAOS_CORE_PUBLIC_URL: envVars.publicUrl(),
 };
 
@@ -134,6 +140,7 @@ export function webhookConfigOf(e: {
   CHAOS_CORE_WEBHOOK_SECRET?: Buffer[] | undefined;
   CHAOS_CORE_WEBHOOK_TIMEOUT_MS: number;
   CHAOS_CORE_WEBHOOK_RETRY_SECONDS?: number[] | undefined;
+  CHAOS_CORE_WEBHOOK_CHECKPOINTS?: "true" | "false" | undefined;
   CHAOS_CORE_PUBLIC_URL?: string | undefined;
 }): WebhookConfig | undefined {
   if (e.CHAOS_CORE_WEBHOOK_URL === undefined || e.CHAOS_CORE_WEBHOOK_SECRET === undefined) return undefined;
@@ -143,6 +150,7 @@ export function webhookConfigOf(e: {
     timeoutMs: e.CHAOS_CORE_WEBHOOK_TIMEOUT_MS,
     retrySeconds: e.CHAOS_CORE_WEBHOOK_RETRY_SECONDS ?? DEFAULT_WEBHOOK_RETRY_SECONDS,
     ...(e.CHAOS_CORE_PUBLIC_URL !== undefined ? { publicUrl: e.CHAOS_CORE_PUBLIC_URL } : {}),
+    ...(e.CHAOS_CORE_WEBHOOK_CHECKPOINTS === "true" ? { checkpoints: true } : {}),
   };
 }
 

@@ -92,7 +92,12 @@ async function appendDirectly(env: Env, events: readonly JsonObject[], dataDir: 
     // The server's signing key and checkpoint origin, so its log stays one verifiable chain.
     const store = createLedgerStore(db, {
       key: { name: `${config.ledgerOrigin}/{tenant}`, privateKey: keyring.active.privateKey, publicKey: keyring.active.publicKey },
-      ...(outbox ? { batches: { inTransaction: (q, tenant, entries) => outbox.enqueue(q, tenant, entries), committed: () => {} } } : {}),
+      ...(outbox
+        ? {
+            batches: { inTransaction: (q, tenant, entries) => outbox.enqueue(q, tenant, entries), committed: () => {} },
+            ...(webhooks?.checkpoints ? { integration: { onCheckpoint: (q, tenant, checkpoint) => outbox.enqueueCheckpoint(q, tenant, checkpoint) } } : {}),
+          }
+        : {}),
     });
     try {
       const seqs: number[] = [];

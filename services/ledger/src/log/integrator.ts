@@ -23,7 +23,21 @@ export interface IntegratorOptions {
   maxPerPass?: number;
   /** Every this often, every tenant's log is checked for entries nobody integrated (default 10 s). */
   sweepMs?: number;
+  /**
+   * Told of each checkpoint in the transaction that signs it (the webhook outbox's
+   * `ledger.checkpoint` row): what it writes commits or rolls back with the checkpoint.
+   */
+  onCheckpoint?: CheckpointListener;
 }
+
+/** A signed checkpoint as it is stored: the tree's size, its root and the signed note. */
+export interface SignedCheckpoint {
+  readonly size: number;
+  readonly root: Buffer;
+  readonly note: string;
+}
+
+export type CheckpointListener = (q: Queryable, tenant: string, checkpoint: SignedCheckpoint) => Promise<void>;
 
 /** Counters of the integrator. */
 export interface IntegratorStats {
@@ -121,7 +135,7 @@ async function lockTree(q: Queryable, tenant: string): Promise<Tree | undefined>
  * sequenced entries after the tree's size (at most `maxEntries`) become leaves, their completed
  * subtrees are stored as nodes, and one checkpoint over the new size is signed and stored.
  */
-export async function integrateTenant(q: Queryable, tenant: string, sign: CheckpointSigner, maxEntries: number): Promise<PassResult> {
+export async function integrateTenant(q: Queryable, tenant: string, sign: CheckpointSigner, maxEntries: number, onCheckpoint?: CheckpointListener): Promise<PassResult> {
   const locked = await lockTree(q, tenant);
   if (!locked) return { status: "busy" };
   const tree = locked.frontier;
@@ -155,12 +169,14 @@ export async function integrateTenant(q: Queryable, tenant: string, sign: Checkp
   }
   const size = tree.size;
   const root = tree.root();
+  const note = sign(tenant, size, root);
   const wrote = await q.query<{ checkpoints: string | number }>(
     WRITE_TREE,
-    [tenant, nodes.levels, nodes.idxs, nodes.hashes, size, root.toString("hex"), sign(tenant, size, root), tree.hashes.map((h) => h.toString("hex")).join(""), start, prevSig],
+    [tenant, nodes.levels, nodes.idxs, nodes.hashes, size, root.toString("hex"), note, tree.hashes.map((h) => h.toString("hex")).join(""), start, prevSig],
     { name: "ledger_write_tree" },
   );
   if (wrote.rows.length !== 1 || toInt(wrote.rows[0]!.checkpoints) !== 1) throw new ChaosError("internal", `the ledger tree of ${tenant} moved under its lock`);
+  await onCheckpoint?.(q, tenant, { size, root, note });
   return { status: "done", size, integrated: rows.length, more: rows.length === maxEntries && size < head };
 }
 
@@ -179,6 +195,7 @@ export class Integrator {
   private readonly batchEntries: number;
   private readonly maxPerPass: number;
   private readonly sweepMs: number;
+  private readonly onCheckpoint: CheckpointListener | undefined;
   private readonly pending = new Map<string, number>();
   private readonly counters: IntegratorStats = { passes: 0, integrated: 0, busy: 0, failures: 0 };
   private timer: NodeJS.Timeout | undefined;
@@ -196,6 +213,7 @@ export class Integrator {
     this.batchEntries = options.batchEntries ?? 2000;
     this.maxPerPass = options.maxPerPass ?? 10_000;
     this.sweepMs = options.sweepMs ?? 10_000;
+    this.onCheckpoint = options.onCheckpoint;
     for (const [k, v] of Object.entries({ intervalMs: this.intervalMs, batchEntries: this.batchEntries, maxPerPass: this.maxPerPass, sweepMs: this.sweepMs })) {
       if (!Number.isInteger(v) || v < 1) throw new RangeError(`${k} must be a positive integer`);
     }
@@ -256,7 +274,7 @@ export class Integrator {
   }
 
   private async pass(tenant: string): Promise<PassResult> {
-    const r = await this.db.tenantTx(tenant, (q) => integrateTenant(q, tenant, this.sign, this.maxPerPass));
+    const r = await this.db.tenantTx(tenant, (q) => integrateTenant(q, tenant, this.sign, this.maxPerPass, this.onCheckpoint));
     if (r.status === "busy") this.counters.busy++;
     else if (r.integrated > 0) {
       this.counters.passes++;

@@ -23,7 +23,7 @@ const newTenant = (): string => `t${++tenantCounter}-${process.pid}`;
 beforeAll(async () => {
   database = await createTestDatabase("chaoscore_ledger");
   db = createPostgresDb({ connectionString: database.url });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate", "0005_sequence_rows"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate", "0005_sequence_rows", "0006_webhook_checkpoints"]);
   expect(await migrateLedger(db)).toEqual([]);
   admin = new pg.Client({ connectionString: database.url });
   await admin.connect();

@@ -21,7 +21,7 @@ beforeAll(async () => {
   // A data directory starts much faster than an in-memory PGlite.
   dataDir = await mkdtemp(join(tmpdir(), "chaoscore-ledger-"));
   db = await createPgliteDb({ dataDir });
-  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate", "0005_sequence_rows"]);
+  expect(await migrateLedger(db)).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks", "0004_sequence_then_integrate", "0005_sequence_rows", "0006_webhook_checkpoints"]);
   expect(await migrateLedger(db)).toEqual([]);
   const { privateKey, publicKey } = generateKeyPairSync("ed25519");
   store = createLedgerStore(db, { key: { name: "standalone/{tenant}", privateKey, publicKey } });
@@ -124,7 +124,7 @@ describe("upgrading a ledger written before sequence-then-integrate (0004)", () 
       expect(await migrate(old, LEDGER_SCHEMA, LEDGER_MIGRATIONS.slice(0, 3))).toEqual(["0001_audit_log", "0002_spend_requests", "0003_webhooks"]);
       const { privateKey, publicKey } = generateKeyPairSync("ed25519");
       const before = await writePerCommit(old, "default", [1, 2, 4, 1], { name: "upgrade/default", privateKey, publicKey });
-      expect(await migrateLedger(old)).toEqual(["0004_sequence_then_integrate", "0005_sequence_rows"]);
+      expect(await migrateLedger(old)).toEqual(["0004_sequence_then_integrate", "0005_sequence_rows", "0006_webhook_checkpoints"]);
 
       const upgraded = createLedgerStore(old, { key: { name: "upgrade/{tenant}", privateKey, publicKey }, integration: { autoStart: false } });
       try {

@@ -52,7 +52,9 @@ const APPEND_ONLY = (table: string): string => `
  * - `webhook_outbox` (0003) is delivery state, not audit: one row per entry that notifies a
  *   person's approval (docs/approvals.md §6), written in the flush transaction of that entry,
  *   then updated as attempts are made (${APP_ROLE}: SELECT, INSERT, UPDATE; no trigger; never
- *   deleted). `webhook_tenants` lists the tenants that ever had a row, ids only, so a dispatcher
+ *   deleted); since 0006 a row is an entry's (`kind` entry, keyed by its seq) or a signed
+ *   checkpoint's (`kind` checkpoint, keyed by its size, written by the integrator in the
+ *   transaction that signs it). `webhook_tenants` lists the tenants that ever had a row, ids only, so a dispatcher
  *   finds them without reading any tenant's rows: every tenant may read it, each inserts only
  *   itself.
  * - `trees` (0004) is the integrated Merkle tree per tenant: its size and right border. Appends
@@ -284,6 +286,15 @@ export const LEDGER_MIGRATIONS: Migration[] = [
       END
       $fn$;
       REVOKE ALL ON FUNCTION ledger.sequence_rows(text, text, bigint, text) FROM PUBLIC;
+    `,
+  },
+  {
+    // A row is an entry's event or a checkpoint's (ledger.checkpoint, keyed by its size).
+    id: "0006_webhook_checkpoints",
+    sql: `
+      ALTER TABLE ledger.webhook_outbox ADD COLUMN kind text NOT NULL DEFAULT 'entry' CHECK (kind IN ('entry', 'checkpoint'));
+      ALTER TABLE ledger.webhook_outbox DROP CONSTRAINT webhook_outbox_pkey;
+      ALTER TABLE ledger.webhook_outbox ADD PRIMARY KEY (tenant_id, kind, entry_seq);
     `,
   },
 ];

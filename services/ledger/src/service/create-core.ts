@@ -57,6 +57,8 @@ export function createLedgerCore(options: LedgerCoreOptions): LedgerCore {
         if (outbox && entries.some((e) => notifies(e.event))) dispatcher?.wake(tenant);
       },
     },
+    // Asked for (CHAOS_CORE_WEBHOOK_CHECKPOINTS): each signed checkpoint leaves through the outbox too (ledger.checkpoint), written with it.
+    ...(outbox && webhooks?.checkpoints ? { integration: { onCheckpoint: (q, tenant, checkpoint) => outbox.enqueueCheckpoint(q, tenant, checkpoint) } } : {}),
     key: {
       name: `${options.origin ?? "chaos-core/ledger"}/{tenant}`,
       privateKey: keyring.active.privateKey,

@@ -65,7 +65,7 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
   const budgetMs = WEBHOOK_LEASE_SECONDS * 1000 - config.timeoutMs - 2000;
 
   async function attempt(tenant: string, row: LeasedWebhook): Promise<void> {
-    const id = webhookId(tenant, row.entrySeq);
+    const id = webhookId(tenant, row);
     let problem: string;
     try {
       const res = await fetch(config.url, {
@@ -82,14 +82,14 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
       });
       await res.body?.cancel().catch(() => undefined);
       if (res.status >= 200 && res.status < 300) {
-        await outbox.delivered(tenant, row.entrySeq);
+        await outbox.delivered(tenant, row);
         logger.debug({ webhookId: id, attempt: row.attempts + 1 }, "webhook delivered");
         return;
       }
       problem = `HTTP ${res.status}`;
     } catch (err) {
       if (stopping.signal.aborted) {
-        await outbox.release(tenant, [row.entrySeq]);
+        await outbox.release(tenant, [row]);
         return;
       }
       problem = failureOf(err, config.timeoutMs);
@@ -97,11 +97,11 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
     const made = row.attempts + 1;
     const wait = config.retrySeconds[made - 1];
     if (wait === undefined) {
-      await outbox.failed(tenant, row.entrySeq, problem);
+      await outbox.failed(tenant, row, problem);
       logger.error({ webhookId: id, tenant, attempts: made, receiver, problem }, `webhook ${id} not delivered after ${made} attempts; giving up`);
       return;
     }
-    await outbox.retry(tenant, row.entrySeq, wait, problem);
+    await outbox.retry(tenant, row, wait, problem);
     // A little after the row is due by the database's clock, which set it.
     wakeIn(tenant, wait * 1000 + 50);
     logger.warn({ webhookId: id, tenant, attempt: made, receiver, problem, retryInSeconds: wait }, "webhook delivery failed; will retry");
@@ -112,7 +112,7 @@ export function createWebhookDispatcher(options: WebhookDispatcherOptions): Webh
     const leasedAt = performance.now();
     for (let i = 0; i < rows.length; i++) {
       if (stopping.signal.aborted || performance.now() - leasedAt > budgetMs) {
-        await outbox.release(tenant, rows.slice(i).map((r) => r.entrySeq));
+        await outbox.release(tenant, rows.slice(i));
         return;
       }
       await attempt(tenant, rows[i]!);

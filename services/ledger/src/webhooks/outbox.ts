@@ -1,18 +1,24 @@
 import { ChaosError, type Db, type Queryable } from "@chaos-core/kit";
 import { parseEvent, type LedgerEntry } from "../log/entry.js";
+import type { SignedCheckpoint } from "../log/integrator.js";
+import { checkpointEventOf } from "./checkpoint-events.js";
 import { notifies, spendRequestSeqOf, webhookEventOf, type SpendRequestFacts } from "./events.js";
 
-/** A row leased for delivery: the body is the stored JSON text, sent and signed byte for byte. */
-export interface LeasedWebhook {
+/** Which row: an entry's event (by its seq) or a signed checkpoint's (`ledger.checkpoint`, by its size). */
+export interface WebhookKey {
+  readonly kind: "entry" | "checkpoint";
   readonly entrySeq: number;
+}
+
+/** A row leased for delivery: the body is the stored JSON text, sent and signed byte for byte. */
+export interface LeasedWebhook extends WebhookKey {
   readonly body: string;
   /** Attempts made before this one. */
   readonly attempts: number;
 }
 
 /** A row as stored, for an operator or a test. */
-export interface StoredWebhook {
-  readonly entrySeq: number;
+export interface StoredWebhook extends WebhookKey {
   readonly body: string;
   readonly attempts: number;
   readonly nextAttemptAt: Date;
@@ -30,18 +36,20 @@ export interface StoredWebhook {
 export interface WebhookOutbox {
   /** In the flush transaction: one row per entry that makes an event. */
   enqueue(q: Queryable, tenant: string, entries: readonly LedgerEntry[]): Promise<void>;
+  /** In the transaction that signs it: the checkpoint's `ledger.checkpoint` row. */
+  enqueueCheckpoint(q: Queryable, tenant: string, checkpoint: SignedCheckpoint): Promise<void>;
   /** The tenants that ever had a row (ids only). */
   tenants(): Promise<string[]>;
-  /** Leases up to `limit` due rows of `tenant` for `leaseSeconds`, oldest entry first. */
+  /** Leases up to `limit` due rows of `tenant` for `leaseSeconds`, oldest entry first (an entry before the checkpoint of its size). */
   lease(tenant: string, limit: number, leaseSeconds: number): Promise<LeasedWebhook[]>;
   /** The attempt got a 2xx: never sent again. */
-  delivered(tenant: string, entrySeq: number): Promise<void>;
+  delivered(tenant: string, key: WebhookKey): Promise<void>;
   /** The attempt failed; the next one is due in `afterSeconds`. */
-  retry(tenant: string, entrySeq: number, afterSeconds: number, error: string): Promise<void>;
+  retry(tenant: string, key: WebhookKey, afterSeconds: number, error: string): Promise<void>;
   /** The last attempt failed: never sent again. */
-  failed(tenant: string, entrySeq: number, error: string): Promise<void>;
+  failed(tenant: string, key: WebhookKey, error: string): Promise<void>;
   /** Gives leased rows back unattempted (a dispatcher stopping), so another sends them now. */
-  release(tenant: string, entrySeqs: readonly number[]): Promise<void>;
+  release(tenant: string, keys: readonly WebhookKey[]): Promise<void>;
   /** Every row of a tenant, oldest entry first. */
   list(tenant: string): Promise<StoredWebhook[]>;
 }
@@ -94,20 +102,23 @@ async function readRequests(q: Queryable, tenant: string, seqs: readonly number[
   return out;
 }
 
-// A row is due when it is neither settled nor leased by anyone now.
+// A row is due when it is neither settled nor leased by anyone now; an entry goes before the checkpoint of its size.
 const LEASE = `
   UPDATE ledger.webhook_outbox o SET lease_until = now() + make_interval(secs => $3)
-   WHERE o.tenant_id = $1 AND o.entry_seq IN (
-     SELECT entry_seq FROM ledger.webhook_outbox
+   WHERE o.tenant_id = $1 AND (o.kind, o.entry_seq) IN (
+     SELECT kind, entry_seq FROM ledger.webhook_outbox
       WHERE tenant_id = $1 AND delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
         AND (lease_until IS NULL OR lease_until <= now())
-      ORDER BY entry_seq
+      ORDER BY entry_seq, kind DESC
       LIMIT $2
       FOR UPDATE SKIP LOCKED)
-  RETURNING o.entry_seq, o.payload::text AS body, o.attempts`;
+  RETURNING o.kind, o.entry_seq, o.payload::text AS body, o.attempts`;
 
 /** Only a row still unsettled moves: a slower replica whose lease ran out cannot undo a delivery. */
-const UNSETTLED = "tenant_id = $1 AND entry_seq = $2 AND delivered_at IS NULL AND failed_at IS NULL";
+const UNSETTLED = "tenant_id = $1 AND kind = $2 AND entry_seq = $3 AND delivered_at IS NULL AND failed_at IS NULL";
+
+const kindOf = (v: string): WebhookKey["kind"] => (v === "checkpoint" ? "checkpoint" : "entry");
+const byLedgerOrder = (a: WebhookKey, b: WebhookKey) => a.entrySeq - b.entrySeq || (a.kind === b.kind ? 0 : a.kind === "entry" ? -1 : 1);
 
 /**
  * The outbox on the ledger's database, as the application role under row-level security (the
@@ -137,6 +148,15 @@ export function createWebhookOutbox(db: Db, options: { publicUrl?: string } = {}
       );
     },
 
+    async enqueueCheckpoint(q, tenant, checkpoint) {
+      await q.query("INSERT INTO ledger.webhook_tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING", [tenant]);
+      await q.query("INSERT INTO ledger.webhook_outbox (tenant_id, kind, entry_seq, payload) VALUES ($1, 'checkpoint', $2, $3::json)", [
+        tenant,
+        checkpoint.size,
+        JSON.stringify(checkpointEventOf(tenant, checkpoint, new Date())),
+      ]);
+    },
+
     async tenants() {
       // The one read outside a tenant: ids only, which every tenant may read (see the migration).
       const res = await db.adminTx((q) => q.query<{ tenant_id: string }>("SELECT tenant_id FROM ledger.webhook_tenants ORDER BY tenant_id"));
@@ -145,47 +165,51 @@ export function createWebhookOutbox(db: Db, options: { publicUrl?: string } = {}
 
     async lease(tenant, limit, leaseSeconds) {
       const res = await db.tenantTx(tenant, (q) =>
-        q.query<{ entry_seq: string | number; body: string; attempts: string | number }>(LEASE, [tenant, limit, leaseSeconds]),
+        q.query<{ kind: string; entry_seq: string | number; body: string; attempts: string | number }>(LEASE, [tenant, limit, leaseSeconds]),
       );
-      return res.rows.map((r) => ({ entrySeq: toInt(r.entry_seq), body: r.body, attempts: toInt(r.attempts) })).sort((a, b) => a.entrySeq - b.entrySeq);
+      return res.rows.map((r) => ({ kind: kindOf(r.kind), entrySeq: toInt(r.entry_seq), body: r.body, attempts: toInt(r.attempts) })).sort(byLedgerOrder);
     },
 
-    async delivered(tenant, entrySeq) {
+    async delivered(tenant, key) {
       await db.tenantTx(tenant, (q) =>
         q.query(`UPDATE ledger.webhook_outbox SET attempts = attempts + 1, delivered_at = now(), lease_until = NULL, last_error = NULL WHERE ${UNSETTLED}`, [
           tenant,
-          entrySeq,
+          key.kind,
+          key.entrySeq,
         ]),
       );
     },
 
-    async retry(tenant, entrySeq, afterSeconds, error) {
+    async retry(tenant, key, afterSeconds, error) {
       await db.tenantTx(tenant, (q) =>
         q.query(
           `UPDATE ledger.webhook_outbox
-              SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $3), lease_until = NULL, last_error = $4
+              SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $4), lease_until = NULL, last_error = $5
             WHERE ${UNSETTLED}`,
-          [tenant, entrySeq, afterSeconds, error.slice(0, 500)],
+          [tenant, key.kind, key.entrySeq, afterSeconds, error.slice(0, 500)],
         ),
       );
     },
 
-    async failed(tenant, entrySeq, error) {
+    async failed(tenant, key, error) {
       await db.tenantTx(tenant, (q) =>
-        q.query(`UPDATE ledger.webhook_outbox SET attempts = attempts + 1, failed_at = now(), lease_until = NULL, last_error = $3 WHERE ${UNSETTLED}`, [
+        q.query(`UPDATE ledger.webhook_outbox SET attempts = attempts + 1, failed_at = now(), lease_until = NULL, last_error = $4 WHERE ${UNSETTLED}`, [
           tenant,
-          entrySeq,
+          key.kind,
+          key.entrySeq,
           error.slice(0, 500),
         ]),
       );
     },
 
-    async release(tenant, entrySeqs) {
-      if (entrySeqs.length === 0) return;
+    async release(tenant, keys) {
+      if (keys.length === 0) return;
       await db.tenantTx(tenant, (q) =>
         q.query(
-          "UPDATE ledger.webhook_outbox SET lease_until = NULL WHERE tenant_id = $1 AND entry_seq = ANY($2::bigint[]) AND delivered_at IS NULL AND failed_at IS NULL",
-          [tenant, [...entrySeqs]],
+          `UPDATE ledger.webhook_outbox SET lease_until = NULL
+            WHERE tenant_id = $1 AND (kind, entry_seq) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))
+              AND delivered_at IS NULL AND failed_at IS NULL`,
+          [tenant, keys.map((k) => k.kind), keys.map((k) => k.entrySeq)],
         ),
       );
     },
@@ -193,6 +217,7 @@ export function createWebhookOutbox(db: Db, options: { publicUrl?: string } = {}
     async list(tenant) {
       const res = await db.tenantTx(tenant, (q) =>
         q.query<{
+          kind: string;
           entry_seq: string | number;
           body: string;
           attempts: string | number;
@@ -202,12 +227,13 @@ export function createWebhookOutbox(db: Db, options: { publicUrl?: string } = {}
           failed_at: unknown;
           last_error: string | null;
         }>(
-          `SELECT entry_seq, payload::text AS body, attempts, next_attempt_at, lease_until, delivered_at, failed_at, last_error
-             FROM ledger.webhook_outbox WHERE tenant_id = $1 ORDER BY entry_seq`,
+          `SELECT kind, entry_seq, payload::text AS body, attempts, next_attempt_at, lease_until, delivered_at, failed_at, last_error
+             FROM ledger.webhook_outbox WHERE tenant_id = $1 ORDER BY entry_seq, kind DESC`,
           [tenant],
         ),
       );
       return res.rows.map((r) => ({
+        kind: kindOf(r.kind),
         entrySeq: toInt(r.entry_seq),
         body: r.body,
         attempts: toInt(r.attempts),

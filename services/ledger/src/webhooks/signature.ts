@@ -9,11 +9,13 @@ export interface WebhookHeaders {
 
 /**
  * A message's id: the same on every attempt, so a receiver dedupes retries by it. One entry
- * makes at most one event, and a tenant id holds only `[a-z0-9_-]`, so it is unique and
- * header-safe.
+ * makes at most one event (`msg_<tenant>_<seq>`), one checkpoint one `ledger.checkpoint`
+ * (`msg_<tenant>_checkpoint_<size>`), and a tenant id holds only `[a-z0-9_-]`, so it is unique
+ * and header-safe.
  */
-export function webhookId(tenant: string, entrySeq: number): string {
-  return `msg_${tenant}_${entrySeq}`;
+export function webhookId(tenant: string, key: number | { readonly kind: "entry" | "checkpoint"; readonly entrySeq: number }): string {
+  if (typeof key === "number") return `msg_${tenant}_${key}`;
+  return key.kind === "checkpoint" ? `msg_${tenant}_checkpoint_${key.entrySeq}` : `msg_${tenant}_${key.entrySeq}`;
 }
 
 /** `v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`. */
