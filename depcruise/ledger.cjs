@@ -37,8 +37,8 @@ module.exports = [
     name: "ledger-adapters-and-webhooks-above-log",
     comment: "The log never calls out: policy, Redis and webhook receivers are reached from above it (the outbox joins a flush through the log's BatchListener), so an append waits on no outside service.",
     severity: "error",
-    from: { path: below("adapters and webhooks") },
-    to: { path: layer("adapters and webhooks") },
+    from: { path: below("adapters, webhooks and witness") },
+    to: { path: layer("adapters, webhooks and witness") },
   },
   {
     name: "ledger-log-above-authz",
@@ -92,7 +92,7 @@ module.exports = [
 
 /**
  * The ledger's layers, top to bottom (docs/ledger.md, "Map"), each with the regex of its modules
- * under services/ledger/src/ (a folder ends in `/`). adapters/ and webhooks/ stand side by side.
+ * under services/ledger/src/ (a folder ends in `/`). adapters/, webhooks/ and witness/ stand side by side.
  * Function declarations, so the rules above can use them.
  * @returns {Array<[string, string]>}
  */
@@ -102,7 +102,7 @@ function layersTopDown() {
     ["server", "server\\.ts$"],
     ["handlers", "handlers/"],
     ["service", "service/"],
-    ["adapters and webhooks", "(adapters|webhooks)/"],
+    ["adapters, webhooks and witness", "(adapters|webhooks|witness)/"],
     ["log", "log/"],
     ["authz", "authz/"],
     ["keys", "keys/"],
