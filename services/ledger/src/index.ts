@@ -169,3 +169,7 @@ export { startLedgerServer } from "./server.js";
 export type { LedgerServerOptions } from "./server.js";
 export { REFERENCE_TOOL_NAMES, referenceTool } from "./domain/reference-tools.js";
 export type { ReferenceTool, ReferenceToolName } from "./domain/reference-tools.js";
+export { COSIGNATURE_V1_TYPE, cosign, cosignatureOf, cosignerKeyId, cosignerVerifierKey, parseCosignerKey } from "./witness/cosignature.js";
+export type { Cosigner } from "./witness/cosignature.js";
+export { createWitness } from "./witness/witness.js";
+export type { ForkEvidence, TrustedLog, Witness, WitnessAnswer, WitnessOptions } from "./witness/witness.js";

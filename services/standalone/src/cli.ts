@@ -47,6 +47,8 @@ Commands:
             classify every change (chaos-core contracts help)
   bridge    [--host H] [--port P] [--token-file F] -- CMD ARGS: serve a stdio MCP server over
             Streamable HTTP, one process per session (chaos-core bridge --help)
+  witness   --name N --key-file F --log PREFIX=KEY: a C2SP tlog-witness that cosigns ledgers'
+            consistent checkpoints (chaos-core witness --help)
   help      Show this text
 
 Every service runs in this one process, on embedded stores in the data directory, or on
@@ -58,7 +60,7 @@ else CHAOS_CORE_DATA_DIR, else the per-user one: $XDG_DATA_HOME/chaos-core or
 `;
 
 /** The commands and top-level options {@link main} knows, for naming the one a typo likely meant. */
-const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "upstreams", "contracts", "bridge", "help"] as const;
+const COMMANDS = ["serve", "stdio", "chp-conformance", "ledger", "policy", "tenants", "keys", "migrate", "approvals", "upstreams", "contracts", "bridge", "witness", "help"] as const;
 const TOP_OPTIONS = ["--help", "--version"] as const;
 
 /** The options of serve and stdio, and the variable each sets. */
@@ -70,6 +72,7 @@ const COMMAND_USAGE = {
   stdio: "Usage: chaos-core stdio [--data-dir DIR] [--upstreams FILE]",
   "chp-conformance": "Usage: chaos-core chp-conformance < requests.jsonl (chaos-core chp-conformance --help)",
   bridge: "Usage: chaos-core bridge [--host HOST] [--port PORT] [--token-file FILE] -- CMD [ARGS...] (chaos-core bridge --help)",
+  witness: "Usage: chaos-core witness --name NAME --key-file FILE --log PREFIX=KEY [--state FILE] [--host HOST] [--port PORT] (chaos-core witness --help)",
   top: "Usage: chaos-core <command> [options] (chaos-core help lists the commands)",
 } as const;
 
@@ -148,6 +151,9 @@ export async function main(argv: string[]): Promise<number> {
       case "bridge":
         // Loaded here: the bridge serves one stdio server and needs none of the services.
         return await (await import("./bridge-command.js")).runBridgeCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
+      case "witness":
+        // Loaded here: a witness needs none of the services.
+        return await (await import("./witness-command.js")).runWitnessCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
       case "approvals":
         return await runApprovalsCommand(rest, { stdout: process.stdout, stderr: process.stderr, env: process.env });
       case "chp-conformance": {
@@ -185,7 +191,7 @@ export async function main(argv: string[]): Promise<number> {
           : usageError(unknownCommand("command", command, COMMANDS).message, COMMAND_USAGE.top);
     }
   } catch (err) {
-    if (err instanceof UsageError) return usageError(err.message, COMMAND_USAGE[command === "chp-conformance" || command === "bridge" ? command : "top"]);
+    if (err instanceof UsageError) return usageError(err.message, COMMAND_USAGE[command === "chp-conformance" || command === "bridge" || command === "witness" ? command : "top"]);
     throw err;
   }
 }
