@@ -31,6 +31,9 @@ import { ModernHandlers } from "./http-modern.js";
 import { HttpSessionTable } from "./http-sessions.js";
 import { payloadTooLargeMessage, refusalResponse } from "./incoming.js";
 
+/** How long the edge keeps an idle keep-alive connection: past the 60 s of common proxies and load balancers. */
+export const EDGE_KEEP_ALIVE_MS = 65_000;
+
 /** How the Streamable HTTP transport listens and whom it lets in. */
 export interface HttpTransportOptions {
   /** Interface to bind; 127.0.0.1 by default. Anything but loopback requires API keys. */
@@ -398,6 +401,11 @@ export async function startHttpTransport(deps: EdgeDeps, options: HttpTransportO
   app.use(onError);
 
   const server: Server = createServer(app);
+  // An idle keep-alive connection is kept longer than a client or proxy keeps its end (undici 4 s,
+  // an ingress or load balancer 60 s): with Node's 5 s default, a client under load could reuse a
+  // connection in the instant the edge closes it and see "socket hang up" instead of an answer.
+  server.keepAliveTimeout = EDGE_KEEP_ALIVE_MS;
+  server.headersTimeout = EDGE_KEEP_ALIVE_MS + 1000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 3000, host, () => {
