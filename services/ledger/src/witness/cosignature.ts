@@ -34,8 +34,12 @@ export function cosignerVerifierKey(name: string, publicKey: KeyObject): string 
 
 /** Reads a witness's verifier key; refuses another type, length or a key ID that does not match. */
 export function parseCosignerKey(vkey: string): Cosigner {
-  const [name, idHex, blob, ...rest] = vkey.trim().split("+");
-  if (!name || !idHex || !blob || rest.length > 0) throw new NoteFormatError("a witness key is <name>+<hex key ID>+<base64 key>");
+  // Split at the first two '+' only: the base64 key may itself hold '+'.
+  const text = vkey.trim();
+  const first = text.indexOf("+");
+  const second = first < 0 ? -1 : text.indexOf("+", first + 1);
+  const [name, idHex, blob] = [text.slice(0, Math.max(first, 0)), text.slice(first + 1, second), text.slice(second + 1)];
+  if (first <= 0 || second < 0 || !/^[0-9a-f]{8}$/.test(idHex) || blob === "") throw new NoteFormatError("a witness key is <name>+<hex key ID>+<base64 key>");
   const typed = decodeBase64(blob, "the witness key");
   if (typed.length !== 33 || typed[0] !== COSIGNATURE_V1_TYPE) throw new NoteFormatError("the witness key is not an Ed25519 cosignature/v1 key (type 0x04, 32 bytes)");
   const raw = typed.subarray(1);

@@ -36,6 +36,18 @@ describe("tlog-cosignature v1 (Ed25519)", () => {
     expect(Number(blob.readBigUInt64BE(4))).toBe(1679315147);
   });
 
+  it("reads a witness key whose base64 holds '+' (split at the first two '+' only)", () => {
+    // Keys until one whose encoding holds a '+' after the type byte: the split must not cut it.
+    for (let i = 0; i < 200; i++) {
+      const pair = generateKeyPairSync("ed25519");
+      const vkey = cosignerVerifierKey("witness.example/w9", pair.publicKey);
+      if (vkey.split("+").length === 3) continue;
+      expect(parseCosignerKey(vkey).keyId).toEqual(cosignerKeyId("witness.example/w9", pair.publicKey));
+      return;
+    }
+    throw new Error("no key with a '+' in its encoding in 200 tries");
+  });
+
   it("signs the header, the time and the whole note body, under a key ID with type 0x04, and verifies only that", () => {
     const note = checkpoint("chaos-core/ledger/acme", leaves(3), 3);
     const line = cosign(parseNote(note).text, witnessSigner, NOW);
