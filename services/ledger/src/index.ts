@@ -92,6 +92,7 @@ export {
   parseExport,
   verifyChainSegment,
   verifyExport,
+  verifyParsedExport,
   verifyLedger,
   verifyStoredLedger,
 } from "./log/verify.js";

@@ -13,7 +13,8 @@ import {
   isKeySet,
   parseExport,
   parseVerificationKeySet,
-  verifyLedger,
+  verifyExport,
+  verifyParsedExport,
   verifyStoredLedger,
   type VerificationKey,
   type VerifyReport,
@@ -245,25 +246,17 @@ async function verify(args: string[], io: LedgerCommandIo): Promise<number> {
     if (v.file !== undefined) {
       // Open first so a missing file is an error here, not a silently empty stream.
       const input = v.file === "-" ? (io.stdin ?? process.stdin) : (await open(v.file)).createReadStream({ encoding: "utf8" });
+      // The header first: it names the log whose remembered checkpoint applies.
       const parsed = await parseExport(lines(input));
-      const fileTenant = tenant ?? parsed.header?.tenant;
-      outside = outsideFor(state, trusted, key, fileTenant, parsed.header?.origin ?? originOfKey(key));
-      report = await verifyLedger(parsed.entries, parsed.checkpoints, key, {
-        ...options,
-        outside: outside.notes,
-        ...(parsed.header?.origin !== undefined ? { origin: parsed.header.origin } : {}),
-        ...(fileTenant !== undefined ? { tenant: fileTenant } : {}),
-      });
+      outside = outsideFor(state, trusted, key, tenant ?? parsed.header?.tenant, parsed.header?.origin ?? originOfKey(key));
+      report = await verifyParsedExport(parsed, key, { ...options, outside: outside.notes, ...(tenant !== undefined ? { tenant } : {}) });
     } else {
       outside = outsideFor(state, trusted, key, tenant, originOfKey(key));
       const withOutside = { ...options, outside: outside.notes };
       if (stores!.kind === "postgres") {
         report = await withDb(stores!.url, (db) => verifyStoredLedger(createLedgerReader(db), tenant!, key, withOutside));
       } else {
-        report = await withDataDirExport(stores!.dataDir, tenant!, async (exported) => {
-          const parsed = await parseExport(exported);
-          return verifyLedger(parsed.entries, parsed.checkpoints, key, { ...withOutside, tenant: tenant!, ...(parsed.header?.origin !== undefined ? { origin: parsed.header.origin } : {}) });
-        });
+        report = await withDataDirExport(stores!.dataDir, tenant!, (exported) => verifyExport(exported, key, { ...withOutside, tenant: tenant! }));
       }
     }
   } catch (err) {

@@ -436,7 +436,11 @@ export async function verifyExport(
   key: VerificationKey,
   options: VerifyOptions = {},
 ): Promise<VerifyReport> {
-  const parsed = await parseExport(source);
+  return verifyParsedExport(await parseExport(source), key, options);
+}
+
+/** Verifies an export already parsed (its header read first, e.g. to choose the checkpoints kept outside); as {@link verifyExport}. */
+export function verifyParsedExport(parsed: ParsedExport, key: VerificationKey, options: VerifyOptions = {}): Promise<VerifyReport> {
   return verifyLedger(parsed.entries, parsed.checkpoints, key, {
     ...(parsed.header?.origin !== undefined ? { origin: parsed.header.origin } : {}),
     ...(parsed.header?.tenant !== undefined ? { tenant: parsed.header.tenant } : {}),

@@ -161,14 +161,13 @@ export async function createWitness(options: WitnessOptions): Promise<Witness> {
     }
     if (request.oldSize > checkpoint.size) return answer(400, `old size ${request.oldSize} is larger than the checkpoint's ${checkpoint.size}`);
     if (request.oldSize !== heldSize) return answer(409, `${heldSize}`, "text/x.tlog.size");
-    if (held && checkpoint.size === held.size) {
-      const heldRoot = parseCheckpointText(parseNote(held.note).text).root;
+    const heldRoot = held ? parseCheckpointText(parseNote(held.note).text).root : undefined;
+    if (held && heldRoot && checkpoint.size === held.size) {
       if (!heldRoot.equals(checkpoint.root)) {
         await refuse(origin, `a checkpoint of size ${checkpoint.size} with another root than the one cosigned: a fork`, request.note, request.oldSize, request.proofLines);
         return answer(409, `${heldSize}`, "text/x.tlog.size");
       }
-    } else if (held) {
-      const heldRoot = parseCheckpointText(parseNote(held.note).text).root;
+    } else if (held && heldRoot) {
       if (!verifyConsistency(held.size, checkpoint.size, heldRoot, checkpoint.root, request.proof)) {
         await refuse(origin, `the consistency proof from size ${held.size} to ${checkpoint.size} does not verify: the log rewrote what it showed before`, request.note, request.oldSize, request.proofLines);
         return answer(422, `the consistency proof from ${held.size} to ${checkpoint.size} does not verify`);
